@@ -1,0 +1,49 @@
+# Microcosm: `make demo` runs the portal on the embedded default; `make test` runs lint and the whole suite.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+RUNTIME_STAMP := $(VENV)/.installed-runtime
+DEV_STAMP := $(VENV)/.installed-dev
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: demo test lint format install install-dev clean
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+$(RUNTIME_STAMP): pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install --quiet -e .
+	touch $@
+
+$(DEV_STAMP): pyproject.toml | $(VENV)/bin/python
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $@ $(RUNTIME_STAMP)
+
+install: $(RUNTIME_STAMP)
+install-dev: $(DEV_STAMP)
+
+# The demo runs with DEBUG on and the development secret key: it is for a laptop, never for production.
+demo: $(RUNTIME_STAMP)
+	mkdir -p var
+	DEBUG=1 $(PY) manage.py migrate --noinput
+	DEBUG=1 $(PY) manage.py demo seed
+	DEBUG=1 $(PY) manage.py runserver --noreload $(HOST):$(PORT)
+
+lint: $(DEV_STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: $(DEV_STAMP)
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+# pytest exits 5 when it collected nothing: that is a broken setup, not a pass.
+test: lint
+	$(VENV)/bin/pytest -p no:cacheprovider; status=$$?; \
+	if [ $$status -eq 5 ]; then echo "pytest collected no tests: the suite is misconfigured" >&2; exit 1; fi; \
+	exit $$status
+
+clean:
+	rm -rf $(VENV) var .pytest_cache .ruff_cache

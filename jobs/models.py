@@ -1,0 +1,228 @@
+"""Jobs, their append-only event log, and the GPUs they were given.
+
+Field names follow the job keys of ``spec/scenario.md`` so one spec means the same in a scenario, the API and
+the database (``gpus``, ``mig_profile``, ``memory_gib``, ``model``, ``replicas``, ``checkpoint_interval_s``,
+``duration_s``, ``rank``).
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.db.models import Q
+
+from scheduler.core.vocabulary import (
+    TERMINAL_JOB_STATES,
+    CapacityTier,
+    EventType,
+    JobKind,
+    JobState,
+    JobTier,
+    Priority,
+    choices_of,
+)
+
+# Exactly one way of stating the request is set (spec/scenario.md: "exactly one of gpus, mig_profile,
+# memory_gib, or model").
+_ONE_REQUEST = (
+    (Q(gpus__isnull=False) & Q(mig_profile="") & Q(memory_gib__isnull=True) & Q(model__isnull=True))
+    | (Q(gpus__isnull=True) & ~Q(mig_profile="") & Q(memory_gib__isnull=True) & Q(model__isnull=True))
+    | (Q(gpus__isnull=True) & Q(mig_profile="") & Q(memory_gib__isnull=False) & Q(model__isnull=True))
+    | (Q(gpus__isnull=True) & Q(mig_profile="") & Q(memory_gib__isnull=True) & Q(model__isnull=False))
+)
+_TERMINAL = [state.value for state in TERMINAL_JOB_STATES]
+
+
+class Job(models.Model):
+    team = models.ForeignKey("teams.Team", on_delete=models.PROTECT, related_name="jobs")
+    project = models.ForeignKey("teams.Project", on_delete=models.PROTECT, related_name="jobs", null=True, blank=True)
+    submitted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, related_name="jobs", null=True, blank=True
+    )
+    name = models.CharField(max_length=200)
+    kind = models.CharField(max_length=16, choices=choices_of(JobKind))
+    image = models.CharField(max_length=500, blank=True)
+    command = models.JSONField(default=list, blank=True, help_text='Argument list, e.g. ["python", "train.py"].')
+    env = models.JSONField(default=dict, blank=True)
+
+    # The request, per replica: exactly one of these four.
+    gpus = models.PositiveSmallIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(1), MaxValueValidator(64)]
+    )
+    mig_profile = models.CharField(max_length=32, blank=True, help_text="NVIDIA profile name, e.g. 3g.40gb.")
+    memory_gib = models.DecimalField(
+        max_digits=8, decimal_places=2, null=True, blank=True, validators=[MinValueValidator(Decimal("0.01"))]
+    )
+    model = models.JSONField(
+        null=True,
+        blank=True,
+        help_text='Model profile: {"params_b": 7, "dtype": "bf16", "context": 4096, "batch": 8, "mode": "inference"}.',
+    )
+
+    replicas = models.PositiveSmallIntegerField(default=1, validators=[MinValueValidator(1), MaxValueValidator(512)])
+    gpu_model = models.CharField(max_length=64, blank=True, help_text="A GPU model or class; blank: any.")
+    priority = models.CharField(max_length=16, choices=choices_of(Priority), default=Priority.NORMAL)
+    rank = models.IntegerField(default=0, help_text="Order within the team, set by its lead (lower runs first).")
+    preemptible = models.BooleanField(default=False)
+    checkpoint_interval_s = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
+    tier = models.CharField(max_length=16, choices=choices_of(JobTier), default=JobTier.ANY)
+    duration_s = models.PositiveIntegerField(
+        null=True, blank=True, validators=[MinValueValidator(1)], help_text="Expected run time at full speed."
+    )
+
+    state = models.CharField(max_length=16, choices=choices_of(JobState), default=JobState.PENDING)
+    state_reason = models.TextField(blank=True, help_text="Why pending, rejected or failed.")
+    submitted_at = models.DateTimeField()
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-submitted_at", "-id"]
+        indexes = [
+            models.Index(fields=["state", "team"], name="job_state_team"),
+            models.Index(fields=["team", "-submitted_at"], name="job_team_submitted"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=_ONE_REQUEST,
+                name="job_exactly_one_request",
+                violation_error_message="State the request in exactly one way: gpus, mig_profile, memory_gib or model.",
+            ),
+            models.CheckConstraint(condition=Q(replicas__gte=1), name="job_replicas_positive"),
+            models.CheckConstraint(condition=Q(gpus__isnull=True) | Q(gpus__gte=1), name="job_gpus_positive"),
+            models.CheckConstraint(
+                condition=Q(memory_gib__isnull=True) | Q(memory_gib__gt=0), name="job_memory_positive"
+            ),
+            models.CheckConstraint(
+                condition=Q(checkpoint_interval_s__isnull=True) | Q(checkpoint_interval_s__gte=1),
+                name="job_checkpoint_interval_positive",
+            ),
+            models.CheckConstraint(
+                condition=Q(duration_s__isnull=True) | Q(duration_s__gte=1), name="job_duration_positive"
+            ),
+            models.CheckConstraint(condition=Q(kind__in=[v.value for v in JobKind]), name="job_kind_valid"),
+            models.CheckConstraint(condition=Q(priority__in=[v.value for v in Priority]), name="job_priority_valid"),
+            models.CheckConstraint(condition=Q(tier__in=[v.value for v in JobTier]), name="job_tier_valid"),
+            models.CheckConstraint(condition=Q(state__in=[v.value for v in JobState]), name="job_state_valid"),
+            models.CheckConstraint(
+                condition=~Q(state=JobState.RUNNING) | Q(started_at__isnull=False),
+                name="job_running_has_started_at",
+            ),
+            models.CheckConstraint(
+                condition=~Q(state__in=_TERMINAL) | Q(finished_at__isnull=False),
+                name="job_finished_has_finished_at",
+            ),
+            models.CheckConstraint(
+                condition=Q(started_at__isnull=True) | Q(started_at__gte=models.F("submitted_at")),
+                name="job_starts_after_submit",
+            ),
+            models.CheckConstraint(
+                condition=Q(finished_at__isnull=True) | Q(finished_at__gte=models.F("submitted_at")),
+                name="job_finishes_after_submit",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team.slug}/{self.name} #{self.pk}"
+
+    @property
+    def request_display(self) -> str:
+        """The request as a person would say it, e.g. ``2 × 4 GPUs`` or ``1 × 3g.40gb``."""
+        if self.gpus is not None:
+            what = f"{self.gpus} GPU{'s' if self.gpus != 1 else ''}"
+        elif self.mig_profile:
+            what = self.mig_profile
+        elif self.memory_gib is not None:
+            what = f"{self.memory_gib} GiB"
+        else:
+            model = self.model or {}
+            what = f"{model.get('params_b', '?')}B {model.get('dtype', '')} model".replace("  ", " ")
+        return f"{self.replicas} × {what}"
+
+
+class JobEvent(models.Model):
+    """Append-only audit of what happened to a job and who did it (actor empty: the scheduler)."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
+    type = models.CharField(max_length=24, choices=choices_of(EventType))
+    at = models.DateTimeField()
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.SET_NULL, null=True, blank=True, related_name="job_events"
+    )
+    details = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["at", "id"]
+        indexes = [models.Index(fields=["job", "at"], name="jobevent_job_at")]
+        constraints = [
+            models.CheckConstraint(condition=Q(type__in=[v.value for v in EventType]), name="jobevent_type_valid")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.type} of job {self.job_id} at {self.at:%Y-%m-%d %H:%M:%S}"
+
+    def save(self, *args: object, **kwargs: object) -> None:
+        # An audit row that can be rewritten is no audit: refuse updates at the lowest layer so no service,
+        # admin action or shell session can change history by accident.
+        if self.pk is not None and not self._state.adding:
+            raise PermissionError("Job events are append-only; record a new event instead.")
+        super().save(*args, **kwargs)  # type: ignore[arg-type]
+
+
+class Allocation(models.Model):
+    """One GPU (or one MIG instance of it) held by one replica of a job, from ``started_at`` to ``ended_at``."""
+
+    job = models.ForeignKey(Job, on_delete=models.PROTECT, related_name="allocations")
+    replica = models.PositiveSmallIntegerField()
+    node = models.ForeignKey("scheduler.Node", on_delete=models.PROTECT, related_name="allocations")
+    gpu_index = models.PositiveSmallIntegerField(validators=[MaxValueValidator(15)])
+    mig_profile = models.CharField(max_length=32, blank=True, help_text="Blank: the whole GPU.")
+    mig_start = models.PositiveSmallIntegerField(null=True, blank=True, validators=[MaxValueValidator(7)])
+    tier = models.CharField(max_length=16, choices=choices_of(CapacityTier))
+    price_per_gpu_hour = models.DecimalField(
+        max_digits=10, decimal_places=4, validators=[MinValueValidator(Decimal(0))]
+    )
+    started_at = models.DateTimeField()
+    ended_at = models.DateTimeField(null=True, blank=True)
+    end_reason = models.CharField(max_length=32, blank=True)
+
+    class Meta:
+        ordering = ["-started_at", "id"]
+        indexes = [models.Index(fields=["node", "gpu_index"], name="allocation_node_gpu")]
+        constraints = [
+            models.CheckConstraint(
+                condition=(Q(mig_profile="") & Q(mig_start__isnull=True))
+                | (~Q(mig_profile="") & Q(mig_start__isnull=False)),
+                name="allocation_mig_profile_with_start",
+                violation_error_message="A MIG allocation needs both a profile and a start; a whole GPU neither.",
+            ),
+            models.CheckConstraint(
+                condition=Q(mig_start__isnull=True) | Q(mig_start__lte=7), name="allocation_mig_start_range"
+            ),
+            models.CheckConstraint(
+                condition=Q(ended_at__isnull=True) | Q(ended_at__gte=models.F("started_at")),
+                name="allocation_ends_after_start",
+            ),
+            models.CheckConstraint(condition=Q(price_per_gpu_hour__gte=0), name="allocation_price_non_negative"),
+            models.CheckConstraint(condition=Q(tier__in=[v.value for v in CapacityTier]), name="allocation_tier_valid"),
+            # Nothing is bound twice: one live holder per whole GPU and per MIG instance.
+            models.UniqueConstraint(
+                fields=["node", "gpu_index"],
+                condition=Q(ended_at__isnull=True, mig_profile=""),
+                name="allocation_one_live_whole_gpu",
+            ),
+            models.UniqueConstraint(
+                fields=["node", "gpu_index", "mig_start"],
+                condition=Q(ended_at__isnull=True, mig_start__isnull=False),
+                name="allocation_one_live_mig_instance",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        where = f"{self.node.name}/{self.gpu_index}"
+        if self.mig_profile:
+            where += f" {self.mig_profile}@{self.mig_start}"
+        return f"job {self.job_id} replica {self.replica} on {where}"

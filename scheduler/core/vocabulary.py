@@ -1,0 +1,101 @@
+"""The words a job spec, a scenario file, the database and the API share (spec/scenario.md).
+
+Plain ``StrEnum``s so the pure core can use them; Django models turn them into choices with
+:func:`choices_of`.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class JobKind(StrEnum):
+    TRAINING = "training"
+    INFERENCE = "inference"
+    BATCH = "batch"
+
+
+class Priority(StrEnum):
+    """Highest first: production inference must always run."""
+
+    PRODUCTION = "production"
+    HIGH = "high"
+    NORMAL = "normal"
+    LOW = "low"
+
+
+class JobTier(StrEnum):
+    """Which capacity tiers a job accepts."""
+
+    ANY = "any"
+    RESERVED_ONLY = "reserved-only"
+    SPOT_OK = "spot-ok"
+
+
+class JobState(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    REJECTED = "rejected"
+
+
+TERMINAL_JOB_STATES = frozenset({JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED, JobState.REJECTED})
+
+
+class CapacityTier(StrEnum):
+    """How a node's capacity is bought."""
+
+    RESERVED = "reserved"
+    ON_DEMAND = "on-demand"
+    SPOT = "spot"
+
+
+class Interconnect(StrEnum):
+    NVSWITCH = "nvswitch"  # all GPUs of the node all-to-all
+    NVLINK_PAIRS = "nvlink-pairs"  # GPUs 0-1, 2-3, ... bridged
+    PCIE = "pcie"
+
+
+class NodeState(StrEnum):
+    READY = "ready"
+    CORDONED = "cordoned"
+    DRAINING = "draining"
+    GONE = "gone"
+
+
+class Dtype(StrEnum):
+    BF16 = "bf16"
+    FP16 = "fp16"
+    FP8 = "fp8"
+    INT8 = "int8"
+    INT4 = "int4"
+
+
+class ModelMode(StrEnum):
+    INFERENCE = "inference"
+    TRAINING = "training"
+
+
+class EventType(StrEnum):
+    """Job events: the scenario output's types plus the portal's own audit entries."""
+
+    SUBMITTED = "submitted"
+    BOUND = "bound"
+    PREEMPTED = "preempted"
+    REQUEUED = "requeued"
+    RECONFIGURED = "reconfigured"
+    DRAINING = "draining"
+    CHECKPOINTED = "checkpointed"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    REJECTED = "rejected"
+    PRIORITY_CHANGED = "priority_changed"
+    RANK_CHANGED = "rank_changed"
+
+
+def choices_of(enum: type[StrEnum]) -> list[tuple[str, str]]:
+    """Django ``choices`` for a vocabulary enum: the stored value doubles as the label."""
+    return [(member.value, member.value) for member in enum]

@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class TeamsConfig(AppConfig):
+    default_auto_field = "django.db.models.BigAutoField"
+    name = "teams"
+    verbose_name = "Teams and quotas"

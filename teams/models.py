@@ -1,0 +1,122 @@
+"""Tenants: a team is one Kubernetes namespace with projects, members and GPU quotas."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.conf import settings
+from django.core.validators import MinValueValidator
+from django.db import models
+from django.db.models import Q
+
+from teams.validators import (
+    QUOTA_GPU_CLASSES,
+    validate_chargeback_code,
+    validate_namespace,
+    validate_quota_gpu_class,
+    validate_slug,
+)
+
+
+class Team(models.Model):
+    name = models.CharField(max_length=100, unique=True)
+    slug = models.CharField(max_length=50, unique=True, validators=[validate_slug])
+    namespace = models.CharField(
+        max_length=63,
+        unique=True,
+        validators=[validate_namespace],
+        help_text="Kubernetes namespace the team's pods run in (DNS-1123 label).",
+    )
+    weight = models.PositiveIntegerField(
+        default=1,
+        validators=[MinValueValidator(1)],
+        help_text="Share of idle capacity above guarantees, relative to other teams.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(condition=Q(weight__gte=1), name="team_weight_positive"),
+            models.CheckConstraint(condition=~Q(slug=""), name="team_slug_not_empty"),
+            models.CheckConstraint(condition=~Q(namespace=""), name="team_namespace_not_empty"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Project(models.Model):
+    """A chargeback unit inside a team: GPU-hours are reported per project."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="projects")
+    code = models.CharField(max_length=64, validators=[validate_chargeback_code], help_text="Chargeback code.")
+    name = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["team__name", "code"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "code"], name="project_code_unique_per_team"),
+            models.CheckConstraint(condition=~Q(code=""), name="project_code_not_empty"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team.slug}/{self.code}"
+
+
+class Membership(models.Model):
+    class Role(models.TextChoices):
+        LEAD = "lead", "Team lead"
+        MEMBER = "member", "Member"
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+
+    class Meta:
+        ordering = ["team__name", "user__username"]
+        constraints = [
+            models.UniqueConstraint(fields=["user", "team"], name="membership_unique_user_team"),
+            models.CheckConstraint(condition=Q(role__in=["lead", "member"]), name="membership_role_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.team} ({self.role})"
+
+
+class Quota(models.Model):
+    """Guaranteed and burst GPU-equivalents of a team for one GPU class (or ``any`` class).
+
+    GPU-equivalents: a whole GPU counts 1, a MIG slice its compute slices / 7, a shared GPU its fraction.
+    """
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="quotas")
+    gpu_class = models.CharField(
+        max_length=16,
+        validators=[validate_quota_gpu_class],
+        choices=[(c, c) for c in QUOTA_GPU_CLASSES],
+        default="any",
+    )
+    guaranteed_gpus = models.DecimalField(max_digits=9, decimal_places=3, validators=[MinValueValidator(Decimal(0))])
+    burst_gpus = models.DecimalField(
+        max_digits=9,
+        decimal_places=3,
+        validators=[MinValueValidator(Decimal(0))],
+        help_text="Ceiling including borrowed idle capacity; at least the guarantee.",
+    )
+
+    class Meta:
+        ordering = ["team__name", "gpu_class"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "gpu_class"], name="quota_unique_team_class"),
+            models.CheckConstraint(condition=Q(guaranteed_gpus__gte=0), name="quota_guaranteed_non_negative"),
+            models.CheckConstraint(
+                condition=Q(burst_gpus__gte=models.F("guaranteed_gpus")),
+                name="quota_burst_at_least_guaranteed",
+                violation_error_message="Burst must be at least the guaranteed GPUs.",
+            ),
+            models.CheckConstraint(condition=Q(gpu_class__in=list(QUOTA_GPU_CLASSES)), name="quota_gpu_class_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team.slug} {self.gpu_class}: {self.guaranteed_gpus}/{self.burst_gpus}"
