@@ -1,0 +1,73 @@
+"""Settings load from the environment: production settings pass `check --deploy`, junk stops start-up."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PRODUCTION_ENV = {
+    "DEBUG": "0",
+    "SECRET_KEY": "k8Zq3vN0pL4xR7tY1wE9sA2dF6gH5jK0lM3nB8vC4xZ7qW1eR9tY2uI6oP5aS3dF",
+    "ALLOWED_HOSTS": "microcosm.example.com",
+    "CSRF_TRUSTED_ORIGINS": "https://microcosm.example.com",
+    "DATABASE_URL": "sqlite:////tmp/microcosm-check-deploy.sqlite3",
+}
+
+
+def _manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    # A fresh interpreter: settings are read once at import, so each environment needs its own process.
+    clean = {k: v for k, v in os.environ.items() if k not in {"DEBUG", "SECRET_KEY", "DJANGO_SETTINGS_MODULE"}}
+    clean.update(env)
+    clean["DJANGO_SETTINGS_MODULE"] = "portal.settings"
+    return subprocess.run(
+        [sys.executable, "manage.py", *args], cwd=ROOT, env=clean, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_check_deploy_is_clean_with_production_settings() -> None:
+    result = _manage("check", "--deploy", "--fail-level", "DEBUG", env=PRODUCTION_ENV)
+    assert result.returncode == 0, result.stderr + result.stdout
+    assert "System check identified no issues" in result.stdout
+
+
+def test_debug_off_without_secret_key_stops_with_advice() -> None:
+    env = {**PRODUCTION_ENV, "SECRET_KEY": ""}
+    result = _manage("check", env=env)
+    assert result.returncode != 0
+    assert "SECRET_KEY must be set to at least 50 random characters when DEBUG is off" in result.stderr
+
+
+def test_short_secret_key_is_refused() -> None:
+    result = _manage("check", env={**PRODUCTION_ENV, "SECRET_KEY": "too-short"})
+    assert result.returncode != 0
+    assert "SECRET_KEY" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("variable", "junk", "message"),
+    [
+        ("DEBUG", "perhaps", "DEBUG='perhaps' is not a boolean"),
+        ("DATABASE_URL", "oracle://x/y", "is not a supported database URL"),
+        ("REDIS_URL", "localhost:6379", "is not a Redis URL"),
+        ("CLUSTER_BACKEND", "slurm", "CLUSTER_BACKEND='slurm' is not one of: simulated, kubernetes"),
+        ("SCHEDULER_CYCLE_S", "0", "SCHEDULER_CYCLE_S=0 is below the minimum 1"),
+        ("ALLOWED_HOSTS", "a,,b", "has an empty item"),
+        ("CSRF_TRUSTED_ORIGINS", "microcosm.example.com", "must start with http:// or https://"),
+    ],
+)
+def test_junk_settings_stop_start_up_with_a_clear_message(variable: str, junk: str, message: str) -> None:
+    result = _manage("check", env={**PRODUCTION_ENV, variable: junk})
+    assert result.returncode != 0
+    assert message in result.stderr
+
+
+def test_debug_defaults_to_off() -> None:
+    env = {k: v for k, v in PRODUCTION_ENV.items() if k != "DEBUG"}
+    result = _manage("shell", "-c", "from django.conf import settings; print(settings.DEBUG)", env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "False"
