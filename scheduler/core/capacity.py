@@ -1,0 +1,227 @@
+"""The cluster as one cycle sees it: who holds which GPU, MIG instance or share, changed tentatively.
+
+:class:`ClusterState` is built from a :class:`~scheduler.core.state.Snapshot` and then mutated by the
+cycle: placing a gang, evicting victims, changing a layout. Every change is recorded in the open
+:class:`Statement` (the KAI-Scheduler idea), so a gang that does not fit, or a preemption that would not make
+room after all, is rolled back exactly. Nothing here decides anything; plugins ask and the cycle acts.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from scheduler.core.catalog import COMPUTE_SLICES, GPU_MODEL_BY_NAME, GpuModelSpec
+from scheduler.core.state import FULL_GPU_MILLI, Job, MigLayout, Node, Running, Slot, Snapshot
+
+
+def gpu_class_of(gpu_model: str) -> str:
+    """The class a quota is written for: the catalog's class, or the model itself for GPUs outside it."""
+    spec = GPU_MODEL_BY_NAME.get(gpu_model)
+    return spec.gpu_class if spec else gpu_model
+
+
+def model_matches(gpu_model: str, constraint: str | None) -> bool:
+    """A job's ``gpu_model`` constraint names a model or a class; None matches every GPU."""
+    return constraint is None or constraint == gpu_model or constraint == gpu_class_of(gpu_model)
+
+
+@dataclass(slots=True)
+class Gpu:
+    node: Node
+    index: int
+    spec: GpuModelSpec | None
+    layout: MigLayout
+    whole: str | None = None  # job holding the whole GPU (MIG off)
+    instances: dict[int, str] = field(default_factory=dict)  # MIG start → job
+    shares: dict[str, int] = field(default_factory=dict)  # job → milli-GPU (MIG off, shared GPU)
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.node.name, self.index)
+
+    @property
+    def mig_on(self) -> bool:
+        return bool(self.layout)
+
+    @property
+    def idle(self) -> bool:
+        return self.whole is None and not self.instances and not self.shares
+
+    @property
+    def milli_used(self) -> int:
+        return sum(self.shares.values())
+
+    def free_instances(self, profile: str) -> list[int]:
+        return [start for name, start in self.layout if name == profile and start not in self.instances]
+
+    def holders(self) -> set[str]:
+        jobs = set(self.instances.values()) | set(self.shares)
+        if self.whole is not None:
+            jobs.add(self.whole)
+        return jobs
+
+
+# Usage is counted in integer units of 1/7000 GPU: a MIG slice (n/7) and a milli share (m/1000) are both
+# exact in it, so adding and removing thousands of slots in a cycle never drifts.
+UNITS_PER_GPU = COMPUTE_SLICES * FULL_GPU_MILLI
+
+
+def slot_units(slot: Slot, spec: GpuModelSpec | None) -> int:
+    """How much of a GPU a slot counts as, in 1/7000 GPU: whole 7000, MIG compute slices × 1000, share milli × 7."""
+    if slot.mig_profile is not None:
+        if spec is None:
+            raise ValueError(f"MIG profile {slot.mig_profile} on a GPU outside the catalog")
+        return spec.profiles()[slot.mig_profile].compute_slices * FULL_GPU_MILLI
+    return min(slot.milli, FULL_GPU_MILLI) * COMPUTE_SLICES
+
+
+class Statement:
+    """Undo log of tentative changes; :meth:`rollback` restores the state as it was at :meth:`ClusterState.begin`."""
+
+    def __init__(self, state: ClusterState) -> None:
+        self._state = state
+        self._undo: list[Callable[[], None]] = []
+        self.open = True
+
+    def record(self, undo: Callable[[], None]) -> None:
+        self._undo.append(undo)
+
+    def commit(self) -> None:
+        self._close()
+
+    def rollback(self) -> None:
+        for undo in reversed(self._undo):
+            undo()
+        self._close()
+
+    def _close(self) -> None:
+        self._undo.clear()
+        self.open = False
+        self._state._statements.remove(self)
+
+
+class ClusterState:
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.nodes: dict[str, Node] = {node.name: node for node in snapshot.nodes}
+        self.gpus: dict[tuple[str, int], Gpu] = {}
+        for node in snapshot.nodes:
+            spec = GPU_MODEL_BY_NAME.get(node.gpu_model)
+            for index in range(node.gpu_count):
+                self.gpus[(node.name, index)] = Gpu(node=node, index=index, spec=spec, layout=node.layout(index))
+        self.running: dict[str, Running] = {}
+        self.placed: dict[str, tuple[tuple[Slot, ...], ...]] = {}  # job → slots, running or bound this cycle
+        self.jobs: dict[str, Job] = {}
+        self.usage: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))  # team → class → units
+        self._statements: list[Statement] = []
+        for running in snapshot.running:
+            self.running[running.job.id] = running
+            self._occupy(running.job, running.slots)
+
+    # -- tentative changes -------------------------------------------------------------------------------
+
+    def begin(self) -> Statement:
+        statement = Statement(self)
+        self._statements.append(statement)
+        return statement
+
+    def _record(self, undo: Callable[[], None]) -> None:
+        if self._statements:
+            self._statements[-1].record(undo)
+
+    def place(self, job: Job, slots: tuple[tuple[Slot, ...], ...]) -> None:
+        """Give ``job`` these slots (one tuple per replica). Raises if any slot is not free."""
+        for replica in slots:
+            for slot in replica:
+                if not self.slot_free(slot):
+                    raise ValueError(f"{slot} is not free for job {job.id}")
+        self._occupy(job, slots)
+        self._record(lambda: self._vacate(job.id))
+
+    def remove(self, job_id: str) -> tuple[tuple[Slot, ...], ...]:
+        """Take every slot from ``job_id`` (an eviction or a completion) and return what it held."""
+        job = self.jobs[job_id]
+        slots = self._vacate(job_id)
+        self._record(lambda: self._occupy(job, slots))
+        return slots
+
+    def set_layout(self, node: str, gpu: int, layout: MigLayout) -> None:
+        """Change an idle GPU's MIG layout (the cycle has validated it)."""
+        target = self.gpus[(node, gpu)]
+        if not target.idle:
+            raise ValueError(f"{node}/{gpu} is busy: every instance is destroyed on a layout change")
+        old = target.layout
+        target.layout = layout
+        self._record(lambda: setattr(target, "layout", old))
+
+    # -- questions ---------------------------------------------------------------------------------------
+
+    def slot_free(self, slot: Slot) -> bool:
+        gpu = self.gpus.get((slot.node, slot.gpu))
+        if gpu is None:
+            return False
+        if slot.mig_profile is not None:
+            return (slot.mig_profile, slot.mig_start) in gpu.layout and slot.mig_start not in gpu.instances
+        if gpu.mig_on or gpu.whole is not None:
+            return False
+        if slot.milli >= FULL_GPU_MILLI:
+            return not gpu.shares
+        return gpu.node.sharing and gpu.milli_used + slot.milli <= FULL_GPU_MILLI
+
+    def node_gpus(self, node: str) -> Iterator[Gpu]:
+        spec = self.nodes[node]
+        for index in range(spec.gpu_count):
+            yield self.gpus[(node, index)]
+
+    def team_units(self, team: str) -> dict[str, int]:
+        """Units (1/7000 GPU) held by ``team`` per GPU class, and the overall total under ``"any"``."""
+        by_class = {cls: units for cls, units in self.usage.get(team, {}).items() if units}
+        by_class["any"] = sum(by_class.values())
+        return by_class
+
+    def job_units(self, job_id: str) -> dict[str, int]:
+        """Units (1/7000 GPU) a placed job holds, per GPU class."""
+        totals: dict[str, int] = defaultdict(int)
+        for replica in self.placed.get(job_id, ()):
+            for slot in replica:
+                gpu = self.gpus[(slot.node, slot.gpu)]
+                totals[gpu_class_of(gpu.node.gpu_model)] += slot_units(slot, gpu.spec)
+        return dict(totals)
+
+    # -- bookkeeping -------------------------------------------------------------------------------------
+
+    def _occupy(self, job: Job, slots: tuple[tuple[Slot, ...], ...]) -> None:
+        self.jobs[job.id] = job
+        self.placed[job.id] = slots
+        team_usage = self.usage[job.team]
+        for replica in slots:
+            for slot in replica:
+                gpu = self.gpus[(slot.node, slot.gpu)]
+                if slot.mig_profile is not None:
+                    gpu.instances[slot.mig_start] = job.id  # type: ignore[index]
+                elif slot.milli >= FULL_GPU_MILLI:
+                    gpu.whole = job.id
+                else:
+                    gpu.shares[job.id] = gpu.shares.get(job.id, 0) + slot.milli
+                team_usage[gpu_class_of(gpu.node.gpu_model)] += slot_units(slot, gpu.spec)
+
+    def _vacate(self, job_id: str) -> tuple[tuple[Slot, ...], ...]:
+        job = self.jobs[job_id]
+        slots = self.placed.pop(job_id)
+        team_usage = self.usage[job.team]
+        for replica in slots:
+            for slot in replica:
+                gpu = self.gpus[(slot.node, slot.gpu)]
+                if slot.mig_profile is not None:
+                    gpu.instances.pop(slot.mig_start, None)  # type: ignore[arg-type]
+                elif slot.milli >= FULL_GPU_MILLI:
+                    gpu.whole = None
+                else:
+                    remaining = gpu.shares.get(job_id, 0) - slot.milli
+                    if remaining > 0:
+                        gpu.shares[job_id] = remaining
+                    else:
+                        gpu.shares.pop(job_id, None)
+                team_usage[gpu_class_of(gpu.node.gpu_model)] -= slot_units(slot, gpu.spec)
+        return slots
