@@ -28,7 +28,7 @@ install-dev: $(DEV_STAMP)
 demo: $(RUNTIME_STAMP)
 	mkdir -p var
 	DEBUG=1 $(PY) manage.py migrate --noinput
-	DEBUG=1 $(PY) manage.py demo seed
+	DEBUG=1 $(PY) manage.py demo seed --url http://$(HOST):$(PORT)/
 	DEBUG=1 $(PY) manage.py runserver --noreload $(HOST):$(PORT)
 
 lint: $(DEV_STAMP)

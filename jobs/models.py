@@ -10,6 +10,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
@@ -33,7 +34,8 @@ _ONE_REQUEST = (
     | (Q(gpus__isnull=True) & Q(mig_profile="") & Q(memory_gib__isnull=False) & Q(model__isnull=True))
     | (Q(gpus__isnull=True) & Q(mig_profile="") & Q(memory_gib__isnull=True) & Q(model__isnull=False))
 )
-_TERMINAL = [state.value for state in TERMINAL_JOB_STATES]
+# Sorted: a frozenset iterates in per-process hash order, which would make the migration flap.
+_TERMINAL = sorted(state.value for state in TERMINAL_JOB_STATES)
 
 
 class Job(models.Model):
@@ -127,6 +129,10 @@ class Job(models.Model):
 
     def __str__(self) -> str:
         return f"{self.team.slug}/{self.name} #{self.pk}"
+
+    def clean(self) -> None:
+        if self.project_id is not None and self.team_id is not None and self.project.team_id != self.team_id:
+            raise ValidationError({"project": "This project belongs to another team: pick one of the job's team."})
 
     @property
     def request_display(self) -> str:

@@ -89,13 +89,13 @@ class Gpu(models.Model):
         return f"{self.node.name}/{self.index}"
 
     def clean(self) -> None:
-        if self.node_id is None:
+        # The node may be assigned but not saved yet (a GPU added together with its node): validate anyway.
+        node: Node | None = self.node if (self.node_id is not None or "node" in self._state.fields_cache) else None
+        if node is None:
             return
-        if self.index is not None and self.index >= self.node.gpu_count:
-            raise ValidationError(
-                {"index": f"{self.node.name} has {self.node.gpu_count} GPUs: use an index below that."}
-            )
+        if self.index is not None and self.index >= node.gpu_count:
+            raise ValidationError({"index": f"{node.name} has {node.gpu_count} GPUs: use an index below that."})
         try:
-            validate_layout(self.node.gpu_model.name, self.mig_layout or [])
+            validate_layout(node.gpu_model.name, self.mig_layout or [])
         except LayoutError as exc:
             raise ValidationError({"mig_layout": str(exc)}) from None

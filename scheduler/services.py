@@ -78,6 +78,8 @@ def node_register(
     _check_choice("interconnect", interconnect, Interconnect)
     if isinstance(gpu_count, bool) or not isinstance(gpu_count, int) or not 1 <= gpu_count <= _MAX_GPUS_PER_NODE:
         raise InventoryError(f"gpu_count must be a whole number from 1 to {_MAX_GPUS_PER_NODE}, not {gpu_count!r}")
+    # Plain strings, so the returned Node holds exactly what a fresh read of the row would.
+    tier, interconnect = CapacityTier(tier).value, Interconnect(interconnect).value
     price = _price(price_per_gpu_hour)
     node_labels = _labels(labels)
     layouts = _layouts(gpu_model, gpu_count, mig_layouts or {})

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +33,7 @@ MEMBER_KEYS = ("username", "role")
 ROLES = tuple(Membership.Role.values)
 
 # Limits mirror the model fields so a valid file never fails on a column constraint halfway through.
-_TEAM_NAME_MAX, _SLUG_MAX, _PROJECT_NAME_MAX, _CODE_MAX, _USERNAME_MAX = 100, 50, 200, 64, 150
+_TEAM_NAME_MAX, _SLUG_MAX, _CODE_MAX, _USERNAME_MAX = 100, 50, 64, 150
 _WEIGHT_MAX = 2_147_483_647  # PositiveIntegerField on PostgreSQL
 _QUOTA_PLACES, _QUOTA_MAX = 3, Decimal(10) ** 6  # DecimalField(max_digits=9, decimal_places=3)
 
@@ -144,10 +144,14 @@ def load_org_file(path: str | Path) -> dict[str, Any]:
             raise OrgFileError(name, f"invalid JSON: {exc}") from exc
     else:
         try:
-            data = yaml.load(text, Loader=_StrictYamlLoader)  # noqa: S506 -- a SafeLoader subclass
+            data = yaml.load(text, Loader=_StrictYamlLoader)  # SafeLoader subclass: no arbitrary objects
         except yaml.MarkedYAMLError as exc:
             mark = exc.problem_mark
-            problem = " ".join(p for p in (exc.context, exc.problem) if p) or "syntax error"
+            problem = exc.problem or "syntax error"
+            if exc.context and exc.context_mark:  # where the unfinished construct began is often the real bug
+                problem += f" ({exc.context} started at line {exc.context_mark.line + 1})"
+            elif exc.context:
+                problem += f" ({exc.context})"
             line, column = (mark.line + 1, mark.column + 1) if mark else (None, None)
             raise OrgFileError(name, f"invalid YAML: {problem}", line=line, column=column) from exc
         except yaml.YAMLError as exc:
@@ -164,20 +168,15 @@ def load_org_file(path: str | Path) -> dict[str, Any]:
 
 
 def _kind(value: object) -> str:
-    """Name a value's type the way a JSON/YAML author thinks of it."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float | Decimal):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "list"
-    if isinstance(value, dict):
-        return "object"
-    return type(value).__name__
+    """Name a value's type the way a JSON/YAML author thinks of it (bool first: it is an int in Python)."""
+    names = ((type(None), "null"), (bool, "boolean"), (int | float | Decimal, "number"), (str, "string"))
+    names += ((list, "list"), (dict, "object"))
+    return next((name for types, name in names if isinstance(value, types)), type(value).__name__)
+
+
+def _show(value: object) -> str:
+    kind = _kind(value)
+    return str(value) if kind == "number" else f"string {value!r}" if kind == "string" else kind
 
 
 class _Errors:
@@ -197,57 +196,47 @@ def _check_keys(errors: _Errors, path: str, obj: dict[str, Any], allowed: tuple[
             errors.add(where, f"unknown key {key!r}; allowed keys: {', '.join(allowed)}")
 
 
-def _string_value(
-    errors: _Errors, where: str, value: object, *, max_length: int, validator: Callable[[str], None] | None = None
-) -> str | None:
-    """``value`` if it is a valid non-empty string, else ``None`` after recording why not."""
-    if not isinstance(value, str):
-        errors.add(where, f"must be a string, got {_kind(value)}")
-        return None
-    if not value.strip():
-        errors.add(where, "must not be empty")
-        return None
-    if len(value) > max_length:
-        errors.add(where, f"must be at most {max_length} characters (got {len(value)})")
-        return None
-    if validator is not None:
-        try:
-            validator(value)
-        except ValidationError as exc:
-            errors.add(where, " ".join(exc.messages))
-            return None
-    return value
+_MISSING: Any = object()  # marks an absent key, so "required" is reported where the value is checked
 
 
 def _string(
-    errors: _Errors,
-    path: str,
-    obj: dict[str, Any],
-    key: str,
-    *,
-    max_length: int,
-    required: bool = True,
-    validator: Callable[[str], None] | None = None,
+    errors: _Errors, where: str, value: object, *, max_length: int, validator: Callable[[str], None] | None = None
 ) -> str | None:
-    """The valid string at ``obj[key]``, or ``None`` after recording why it is absent or invalid."""
-    if key not in obj:
-        if required:
-            errors.add(f"{path}.{key}", "required")
-        return None
-    return _string_value(errors, f"{path}.{key}", obj[key], max_length=max_length, validator=validator)
+    """``value`` if it is a valid non-empty string, else ``None`` after recording why not."""
+    if value is _MISSING:
+        errors.add(where, "required")
+    elif not isinstance(value, str):
+        errors.add(where, f"must be a string, got {_kind(value)}")
+    elif not value.strip():
+        errors.add(where, "must not be empty")
+    elif len(value) > max_length:
+        errors.add(where, f"must be at most {max_length} characters (got {len(value)})")
+    else:
+        try:
+            if validator is not None:
+                validator(value)
+        except ValidationError as exc:
+            errors.add(where, " ".join(exc.messages))
+        else:
+            return value
+    return None
 
 
-def _list(errors: _Errors, path: str, value: object) -> list[Any] | None:
-    if not isinstance(value, list):
-        errors.add(path, f"must be a list, got {_kind(value)}")
-        return None
-    return value
+def _field(errors: _Errors, path: str, obj: dict[str, Any], key: str, **checks: Any) -> str | None:
+    """The valid string at required ``obj[key]`` (see ``_string`` for ``checks``)."""
+    return _string(errors, f"{path}.{key}", obj.get(key, _MISSING), **checks)
+
+
+def _list(errors: _Errors, path: str, value: object) -> list[Any]:
+    if isinstance(value, list):
+        return value
+    errors.add(path, f"must be a list, got {_kind(value)}")
+    return []
 
 
 def _objects(errors: _Errors, path: str, value: object, allowed: tuple[str, ...]) -> Iterable[tuple[str, dict]]:
     """Yield ``(path, object)`` for each element of a list of objects, reporting wrong shapes and keys."""
-    items = _list(errors, path, value)
-    for index, item in enumerate(items or ()):
+    for index, item in enumerate(_list(errors, path, value)):
         where = f"{path}[{index}]"
         if not isinstance(item, dict):
             errors.add(where, f"must be an object, got {_kind(item)}")
@@ -256,156 +245,166 @@ def _objects(errors: _Errors, path: str, value: object, allowed: tuple[str, ...]
         yield where, item
 
 
-def _weight(errors: _Errors, path: str, value: object) -> int | None:
-    # Booleans are ints in Python and strings are a YAML quoting accident; neither is a weight.
+def _number(value: object) -> Decimal | None:
+    """An exact finite ``Decimal`` for a JSON/YAML number; ``None`` for booleans, strings, inf and nan."""
+    # Booleans are ints in Python and a quoted number is a YAML accident; neither is accepted as a number.
     if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
-        errors.add(path, f"must be a positive integer, got {_kind(value)}")
         return None
-    if value != value or value in (float("inf"), float("-inf")) or value != int(value):
-        errors.add(path, f"must be a positive integer, got {value}")
+    # str() first: Decimal(0.1) would carry the float's binary error into the database.
+    number = Decimal(str(value)) if isinstance(value, float) else Decimal(value)
+    return number if number.is_finite() else None
+
+
+def _weight(errors: _Errors, path: str, value: object) -> int | None:
+    number = _number(value)
+    if number is None or number != number.to_integral_value() or not 1 <= number <= _WEIGHT_MAX:
+        errors.add(path, f"must be a positive integer, got {_show(value)}")
         return None
-    if not 1 <= int(value) <= _WEIGHT_MAX:
-        errors.add(path, f"must be a positive integer, got {value}")
-        return None
-    return int(value)
+    return int(number)
 
 
 def _gpus(errors: _Errors, path: str, value: object) -> Decimal | None:
     """A non-negative GPU-equivalent count as an exact ``Decimal`` that fits the quota columns."""
-    if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
-        errors.add(path, f"must be a non-negative number, got {_kind(value)}")
-        return None
-    try:
-        # str() first: Decimal(0.1) would carry the float's binary error into the database.
-        number = Decimal(str(value)) if isinstance(value, float) else Decimal(value)
-    except InvalidOperation:
-        errors.add(path, f"must be a non-negative number, got {value}")
-        return None
-    if not number.is_finite() or number < 0:
-        errors.add(path, f"must be a non-negative number, got {value}")
-        return None
-    if number != number.quantize(Decimal(1).scaleb(-_QUOTA_PLACES)):
-        errors.add(path, f"must have at most {_QUOTA_PLACES} decimal places, got {value}")
-        return None
-    if number >= _QUOTA_MAX:
+    number = None if value is _MISSING else _number(value)
+    if value is _MISSING:
+        errors.add(path, "required")
+    elif number is None or number < 0:
+        errors.add(path, f"must be a non-negative number, got {_show(value)}")
+    elif number >= _QUOTA_MAX:
         errors.add(path, f"must be less than {_QUOTA_MAX}, got {value}")
-        return None
-    return number
+    elif number != number.quantize(Decimal(1).scaleb(-_QUOTA_PLACES)):
+        errors.add(path, f"must have at most {_QUOTA_PLACES} decimal places, got {value}")
+    else:
+        return number
+    return None
 
 
 _username_validator = UnicodeUsernameValidator()
 
 
-def _usernames(errors: _Errors, path: str, value: object) -> tuple[str, ...] | None:
-    items = _list(errors, path, value)
-    if items is None:
-        return None
+def _usernames(errors: _Errors, path: str, value: object) -> tuple[str, ...]:
     names: list[str] = []
-    for index, item in enumerate(items):
+    for index, item in enumerate(_list(errors, path, value)):
         where = f"{path}[{index}]"
-        username = _string_value(errors, where, item, max_length=_USERNAME_MAX, validator=_username_validator)
-        if username is None:
-            continue
+        username = _string(errors, where, item, max_length=_USERNAME_MAX, validator=_username_validator)
         if username in names:
             errors.add(where, f"duplicate username {username!r}")
-            continue
-        names.append(username)
+        elif username is not None:
+            names.append(username)
     return tuple(names)
 
 
-def _team(errors: _Errors, path: str, obj: dict[str, Any]) -> TeamSpec | None:
-    name = _string(errors, path, obj, "name", max_length=_TEAM_NAME_MAX)
-    slug = _string(errors, path, obj, "slug", max_length=_SLUG_MAX, validator=validate_slug)
-    namespace = _string(errors, path, obj, "namespace", max_length=63, validator=validate_namespace)
+def _quotas(errors: _Errors, path: str, value: object) -> tuple[QuotaSpec, ...]:
+    quotas: list[QuotaSpec] = []
+    seen: dict[str, str] = {}
+    for where, q in _objects(errors, path, value, QUOTA_KEYS):
+        gpu_class = _field(errors, where, q, "gpu_class", max_length=16)
+        if gpu_class is not None and gpu_class not in QUOTA_GPU_CLASSES:
+            errors.add(
+                f"{where}.gpu_class", f"unknown GPU class {gpu_class!r}; use one of {', '.join(QUOTA_GPU_CLASSES)}"
+            )
+            gpu_class = None
+        elif gpu_class in seen:
+            errors.add(f"{where}.gpu_class", f"duplicate GPU class {gpu_class!r} (also {seen[gpu_class]})")
+            gpu_class = None
+        guaranteed = _gpus(errors, f"{where}.guaranteed", q.get("guaranteed", _MISSING))
+        burst = _gpus(errors, f"{where}.burst", q.get("burst", _MISSING))
+        if guaranteed is not None and burst is not None and burst < guaranteed:
+            errors.add(f"{where}.burst", f"must be ≥ guaranteed ({guaranteed})")
+        elif gpu_class is not None and guaranteed is not None and burst is not None:
+            quotas.append(QuotaSpec(gpu_class=gpu_class, guaranteed=guaranteed, burst=burst))
+        if gpu_class is not None:
+            seen[gpu_class] = where
+    return tuple(quotas)
+
+
+def _projects(errors: _Errors, path: str, value: object) -> tuple[ProjectSpec, ...]:
+    projects: list[ProjectSpec] = []
+    seen: dict[str, str] = {}
+    for where, p in _objects(errors, path, value, PROJECT_KEYS):
+        code = _field(errors, where, p, "code", max_length=_CODE_MAX, validator=validate_chargeback_code)
+        # The name is optional and may be "": the model's column is blank=True.
+        name = "" if p.get("name", "") == "" else _field(errors, where, p, "name", max_length=200)
+        if code in seen:
+            errors.add(f"{where}.code", f"duplicate project code {code!r} (also {seen[code]})")
+        elif code is not None:
+            seen[code] = where
+            projects.append(ProjectSpec(code=code, name=name or ""))
+    return tuple(projects)
+
+
+def _members(errors: _Errors, path: str, value: object) -> tuple[MemberSpec, ...]:
+    members: list[MemberSpec] = []
+    seen: dict[str, str] = {}
+    for where, m in _objects(errors, path, value, MEMBER_KEYS):
+        username = _field(errors, where, m, "username", max_length=_USERNAME_MAX, validator=_username_validator)
+        role = m.get("role", Membership.Role.MEMBER.value)
+        if role not in ROLES:
+            errors.add(f"{where}.role", f"must be one of {', '.join(ROLES)}, got {role!r}")
+        if username in seen:
+            errors.add(f"{where}.username", f"duplicate member {username!r} (also {seen[username]})")
+        elif username is not None and role in ROLES:
+            seen[username] = where
+            members.append(MemberSpec(username=username, role=role))
+    return tuple(members)
+
+
+def _team(errors: _Errors, path: str, obj: dict[str, Any]) -> tuple[TeamSpec | None, dict[str, str]]:
+    """The team at ``path`` (``None`` if invalid) and its identifying fields that are valid on their own.
+
+    The identity lets uniqueness be checked even for a team with other errors, so one run reports all.
+    """
+    name = _field(errors, path, obj, "name", max_length=_TEAM_NAME_MAX)
+    slug = _field(errors, path, obj, "slug", max_length=_SLUG_MAX, validator=validate_slug)
+    namespace = _field(errors, path, obj, "namespace", max_length=63, validator=validate_namespace)
     weight = _weight(errors, f"{path}.weight", obj["weight"]) if "weight" in obj else 1
-
-    quotas: list[QuotaSpec] | None = None
-    if "quotas" in obj:
-        quotas, seen_classes = [], {}
-        for where, q in _objects(errors, f"{path}.quotas", obj["quotas"], QUOTA_KEYS):
-            gpu_class = _string(errors, where, q, "gpu_class", max_length=16)
-            if gpu_class is not None and gpu_class not in QUOTA_GPU_CLASSES:
-                errors.add(f"{where}.gpu_class", f"unknown GPU class {gpu_class!r}; use one of {', '.join(QUOTA_GPU_CLASSES)}")
-                gpu_class = None
-            elif gpu_class is not None and gpu_class in seen_classes:
-                errors.add(f"{where}.gpu_class", f"duplicate GPU class {gpu_class!r} (also {seen_classes[gpu_class]})")
-                gpu_class = None
-            guaranteed = _gpus(errors, f"{where}.guaranteed", q["guaranteed"]) if "guaranteed" in q else None
-            burst = _gpus(errors, f"{where}.burst", q["burst"]) if "burst" in q else None
-            for key in ("guaranteed", "burst"):
-                if key not in q:
-                    errors.add(f"{where}.{key}", "required")
-            if guaranteed is not None and burst is not None and burst < guaranteed:
-                errors.add(f"{where}.burst", f"must be ≥ guaranteed ({guaranteed})")
-                burst = None
-            if gpu_class is not None:
-                seen_classes[gpu_class] = where
-                if guaranteed is not None and burst is not None:
-                    quotas.append(QuotaSpec(gpu_class=gpu_class, guaranteed=guaranteed, burst=burst))
-
-    projects: list[ProjectSpec] | None = None
-    if "projects" in obj:
-        projects, seen_codes = [], {}
-        for where, p in _objects(errors, f"{path}.projects", obj["projects"], PROJECT_KEYS):
-            code = _string(errors, where, p, "code", max_length=_CODE_MAX, validator=validate_chargeback_code)
-            project_name = _string(errors, where, p, "name", max_length=_PROJECT_NAME_MAX, required=False)
-            if code is not None and code in seen_codes:
-                errors.add(f"{where}.code", f"duplicate project code {code!r} (also {seen_codes[code]})")
-            elif code is not None:
-                seen_codes[code] = where
-                projects.append(ProjectSpec(code=code, name=project_name or ""))
-
-    members: list[MemberSpec] | None = None
-    if "members" in obj:
-        members, seen_users = [], {}
-        for where, m in _objects(errors, f"{path}.members", obj["members"], MEMBER_KEYS):
-            username = _string(errors, where, m, "username", max_length=_USERNAME_MAX, validator=_username_validator)
-            role = m.get("role", Membership.Role.MEMBER.value)
-            if role not in ROLES:
-                errors.add(f"{where}.role", f"must be one of {', '.join(ROLES)}, got {role!r}")
-                role = None
-            if username is not None and username in seen_users:
-                errors.add(f"{where}.username", f"duplicate member {username!r} (also {seen_users[username]})")
-            elif username is not None and role is not None:
-                seen_users[username] = where
-                members.append(MemberSpec(username=username, role=role))
-
+    # Absent stays None (not managed by the file); present is validated even if the team is otherwise broken.
+    parts = {key: parse(errors, f"{path}.{key}", obj[key]) if key in obj else None for key, parse in _PARTS}
+    identity = {key: value for key, value in (("name", name), ("slug", slug), ("namespace", namespace)) if value}
     if name is None or slug is None or namespace is None or weight is None:
-        return None
-    return TeamSpec(
-        name=name,
-        slug=slug,
-        namespace=namespace,
-        weight=weight,
-        quotas=None if quotas is None else tuple(quotas),
-        projects=None if projects is None else tuple(projects),
-        members=None if members is None else tuple(members),
-    )
+        return None, identity
+    return TeamSpec(name=name, slug=slug, namespace=namespace, weight=weight, **parts), identity
 
 
-def _check_unique_in_file(errors: _Errors, teams: list[tuple[str, TeamSpec]]) -> None:
+_PARTS: tuple[tuple[str, Callable[[_Errors, str, object], tuple[Any, ...]]], ...] = (
+    ("quotas", _quotas),
+    ("projects", _projects),
+    ("members", _members),
+)
+
+
+def _check_unique_in_file(errors: _Errors, identities: list[tuple[str, dict[str, str]]]) -> None:
     for field in ("slug", "name", "namespace"):
         first_seen: dict[str, str] = {}
-        for path, team in teams:
-            value = getattr(team, field)
+        for path, identity in identities:
+            value = identity.get(field)
+            if value is None:
+                continue
             if value in first_seen:
                 errors.add(f"{path}.{field}", f"duplicate {field} {value!r} (also {first_seen[value]})")
             else:
                 first_seen[value] = path
 
 
-def _check_against_database(errors: _Errors, teams: list[tuple[str, TeamSpec]]) -> None:
-    """A team is matched by slug, so a name or namespace held by another slug would break a unique column."""
+def _check_against_database(errors: _Errors, identities: list[tuple[str, dict[str, str]]]) -> None:
+    """A team is matched by slug, so a name or namespace held by another slug would break a unique column.
+
+    Deliberately strict: even if the file also moves the holder off that value, the update order inside
+    one transaction would trip the unique constraint, so the move has to be applied in two steps.
+    """
+    with_slug = [(path, identity) for path, identity in identities if "slug" in identity]
     for field in ("name", "namespace"):
-        values = {getattr(team, field) for _, team in teams}
+        values = {identity[field] for _, identity in with_slug if field in identity}
+        if not values:
+            continue
         holders = dict(Team.objects.filter(**{f"{field}__in": values}).values_list(field, "slug"))
-        for path, team in teams:
-            holder = holders.get(getattr(team, field))
-            if holder is not None and holder != team.slug:
+        for path, identity in with_slug:
+            holder = holders.get(identity.get(field, ""))
+            if holder is not None and holder != identity["slug"]:
                 errors.add(
                     f"{path}.{field}",
-                    f"{getattr(team, field)!r} is already used by existing team {holder!r}; "
-                    f"free it first (rename that team in an earlier apply)",
+                    f"{identity[field]!r} is already used by existing team {holder!r}; "
+                    "free it in an earlier apply first",
                 )
 
 
@@ -413,33 +412,31 @@ def validate_org(data: object) -> OrgSpec:
     """Validate parsed organisation data completely, checking the database for conflicts; write nothing.
 
     Returns a frozen ``OrgSpec`` only when there is no error at all; otherwise raises ``OrgValidationError``
-    whose ``errors`` lists every problem in file order, each prefixed with its path.
+    whose ``errors`` lists every problem found, each prefixed with its path (database conflicts last).
     """
     errors = _Errors()
     if not isinstance(data, dict):
         raise OrgValidationError([f"(top level): must be an object with 'teams', got {_kind(data)}"])
     _check_keys(errors, "", data, TOP_KEYS)
 
-    teams: list[tuple[str, TeamSpec]] | None = None
+    teams: list[TeamSpec] | None = None
+    identities: list[tuple[str, dict[str, str]]] = []
     if "teams" in data:
         teams = []
         for where, obj in _objects(errors, "teams", data["teams"], TEAM_KEYS):
-            team = _team(errors, where, obj)
+            team, identity = _team(errors, where, obj)
+            identities.append((where, identity))
             if team is not None:
-                teams.append((where, team))
-        _check_unique_in_file(errors, teams)
+                teams.append(team)
+        _check_unique_in_file(errors, identities)
     finance = _usernames(errors, "finance", data["finance"]) if "finance" in data else None
     admins = _usernames(errors, "platform_admins", data["platform_admins"]) if "platform_admins" in data else None
+    _check_against_database(errors, identities)
 
     if errors.messages:
         raise OrgValidationError(errors.messages)
-    # Only a structurally valid file is worth a query; conflicts are reported the same way.
-    if teams:
-        _check_against_database(errors, teams)
-        if errors.messages:
-            raise OrgValidationError(errors.messages)
     return OrgSpec(
-        teams=None if teams is None else tuple(team for _, team in teams),
+        teams=None if teams is None else tuple(teams),
         finance=finance,
         platform_admins=admins,
     )

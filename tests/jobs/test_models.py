@@ -148,3 +148,12 @@ def test_jobs_with_allocations_cannot_be_deleted() -> None:
     allocation = AllocationFactory()
     with pytest.raises(Exception, match="protected"):
         Job.objects.filter(pk=allocation.job_id).delete()
+
+
+def test_a_job_cannot_bill_another_teams_project() -> None:
+    from tests.factories import ProjectFactory
+
+    job = JobFactory.build(team=TeamFactory(), project=ProjectFactory())
+    with pytest.raises(ValidationError) as caught:
+        job.full_clean()
+    assert "belongs to another team" in str(caught.value.message_dict["project"])

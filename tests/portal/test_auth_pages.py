@@ -56,9 +56,7 @@ def test_password_change(client: Client, member) -> None:
 
 def test_password_change_shows_field_errors(client: Client, member) -> None:
     client.force_login(member)
-    response = client.post(
-        "/accounts/password/", {"old_password": "wrong", "new_password1": "x", "new_password2": "y"}
-    )
+    response = client.post("/accounts/password/", {"old_password": "wrong", "new_password1": "x", "new_password2": "y"})
     assert response.status_code == 200
     assert b"Your old password was entered incorrectly" in response.content
     member.refresh_from_db()

@@ -52,3 +52,11 @@ def test_node_labels_must_be_strings() -> None:
     with pytest.raises(ValidationError) as caught:
         node.full_clean()
     assert "Labels must be an object of strings" in str(caught.value)
+
+
+def test_gpu_of_an_unsaved_node_is_still_validated() -> None:
+    node = NodeFactory.build(gpu_model=GpuModelFactory(), gpu_count=2)
+    gpu = Gpu(node=node, index=5)
+    with pytest.raises(ValidationError) as caught:
+        gpu.full_clean(exclude=["node"])
+    assert "has 2 GPUs" in str(caught.value.message_dict["index"])

@@ -1,0 +1,104 @@
+"""Admin for tenants: teams with their projects, members and quotas, and users with their teams."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import UserAdmin
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from teams.models import Membership, Project, Quota, Team
+
+
+class ProjectInline(admin.TabularInline):
+    model = Project
+    fields = ("code", "name")
+    extra = 0
+
+
+class MembershipInline(admin.TabularInline):
+    """A team's members, seen from the team page."""
+
+    model = Membership
+    fields = ("user", "role")
+    # Users are the largest table here; a select of every user would make the team page unusable.
+    autocomplete_fields = ("user",)
+    extra = 0
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Membership]:
+        return super().get_queryset(request).select_related("user", "team")
+
+
+class QuotaInline(admin.TabularInline):
+    model = Quota
+    fields = ("gpu_class", "guaranteed_gpus", "burst_gpus")
+    extra = 0
+
+
+@admin.register(Team)
+class TeamAdmin(admin.ModelAdmin):
+    list_display = ("name", "slug", "namespace", "weight", "created_at")
+    search_fields = ("name", "slug", "namespace")
+    ordering = ("name",)
+    prepopulated_fields = {"slug": ("name",)}
+    inlines = (ProjectInline, MembershipInline, QuotaInline)
+
+
+@admin.register(Project)
+class ProjectAdmin(admin.ModelAdmin):
+    list_display = ("code", "name", "team")
+    list_filter = ("team",)
+    search_fields = ("code", "name", "team__slug", "team__name")
+    ordering = ("team__name", "code")
+    # Project.__str__ reads team.slug, so every row needs its team.
+    list_select_related = ("team",)
+
+
+@admin.register(Membership)
+class MembershipAdmin(admin.ModelAdmin):
+    list_display = ("user", "team", "role")
+    list_filter = ("role", "team")
+    search_fields = ("user__username", "user__email", "team__slug", "team__name")
+    ordering = ("team__name", "user__username")
+    list_select_related = ("user", "team")
+    autocomplete_fields = ("user", "team")
+
+
+@admin.register(Quota)
+class QuotaAdmin(admin.ModelAdmin):
+    """Burst below guarantee is rejected by the model's check constraint, which the form validates."""
+
+    list_display = ("team", "gpu_class", "guaranteed_gpus", "burst_gpus")
+    list_filter = ("gpu_class", "team")
+    search_fields = ("team__slug", "team__name")
+    ordering = ("team__name", "gpu_class")
+    list_select_related = ("team",)
+
+
+class UserMembershipInline(admin.TabularInline):
+    """A user's teams, seen from the user page: where an admin puts a person into a team."""
+
+    model = Membership
+    fk_name = "user"
+    fields = ("team", "role")
+    autocomplete_fields = ("team",)
+    extra = 0
+    verbose_name = "team membership"
+    verbose_name_plural = "team memberships"
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Membership]:
+        return super().get_queryset(request).select_related("team", "user")
+
+
+User = get_user_model()
+
+# django.contrib.auth registers its UserAdmin first (it precedes teams in INSTALLED_APPS); replace it with one
+# that also shows the user's teams.
+if admin.site.is_registered(User):
+    admin.site.unregister(User)
+
+
+@admin.register(User)
+class MicrocosmUserAdmin(UserAdmin):
+    inlines = (*UserAdmin.inlines, UserMembershipInline)
