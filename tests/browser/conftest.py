@@ -1,0 +1,67 @@
+"""Playwright driving Debian's chromium (never a downloaded browser) against pytest-django's live server."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
+
+# Flags as the machine's probe runs chromium: without the background-networking ones it keeps dialling out
+# to hosts this closed network refuses.
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if Path(CHROMIUM).exists():
+        return
+    skip = pytest.mark.skip(reason="Debian's chromium is not installed (apt-get install chromium; .ci/run does)")
+    for item in items:
+        if "browser" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[object]:
+    # Django refuses ORM calls from a thread with a running event loop; Playwright's sync API runs one.
+    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def page(browser) -> Iterator[object]:
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    yield page
+    context.close()
+
+
+def save_screenshot(page, name: str) -> Path:
+    """Save a full-page screenshot under test-artifacts/ and fail if it is blank (one colour only)."""
+    from PIL import Image
+
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTIFACTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    with Image.open(path) as image:
+        colours = image.convert("RGB").getcolors(maxcolors=1_000_000)
+    assert colours is None or len(colours) > 1, f"screenshot {path} is blank"
+    return path
