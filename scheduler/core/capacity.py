@@ -89,6 +89,11 @@ class Statement:
         self._undo.append(undo)
 
     def commit(self) -> None:
+        # A nested statement's changes become part of the enclosing one, so rolling that back still undoes them.
+        statements = self._state._statements
+        position = statements.index(self)
+        if position > 0:
+            statements[position - 1]._undo.extend(self._undo)
         self._close()
 
     def rollback(self) -> None:

@@ -3,14 +3,16 @@
 A MIG-capable GPU has 8 memory slices and 7 SM (compute) slices. A GPU instance takes an aligned run of
 memory slices from a fixed placement table; the table's rows are the same on every A100/H100/H200 part,
 only the names (the memory in each profile's name) differ by memory size. Issue 3 extends this module with
-real per-profile memory and layout enumeration; this part holds what the inventory needs to validate a
-GPU's layout.
+real per-profile memory (:class:`ProfileSpec`); layout enumeration lives in :mod:`scheduler.core.layouts`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from fractions import Fraction
+from functools import cache
+from types import MappingProxyType
 
 MEMORY_SLICES = 8
 COMPUTE_SLICES = 7
@@ -48,37 +50,131 @@ _FAMILY_NAMES: dict[str, tuple[str, ...]] = {
 
 
 @dataclass(frozen=True, slots=True)
+class ProfileSpec:
+    """One MIG profile of one GPU model: its NVIDIA name, the geometry of its row, and its real memory."""
+
+    name: str  # NVIDIA's own, e.g. "3g.40gb", "1g.10gb+me"
+    key: str  # the ProfileRow key: "1g", "1g+me", "1g-2m", "2g", "3g", "4g", "7g"
+    compute_slices: int
+    memory_slices: int
+    starts: tuple[int, ...]
+    max_count: int
+    memory_mib: int  # what the instance really offers (GFD `nvidia.com/mig-<profile>.memory`), never the name
+
+    @property
+    def media_engines(self) -> bool:
+        """True for the ``+me`` variant that owns the GPU's single set of media engines."""
+        return self.key == "1g+me"
+
+
+@dataclass(frozen=True, slots=True)
 class GpuModelSpec:
     name: str
     gpu_class: str
     memory_mib: int
     mig_family: str | None  # key into the profile names; None = not MIG-capable
+    mig_memory_mib: tuple[int, ...] = ()  # real memory per profile, in ROWS order (see _mig_memory_mib)
 
     @property
     def mig_capable(self) -> bool:
         return self.mig_family is not None
 
-    def profiles(self) -> dict[str, ProfileRow]:
-        """MIG profile name → geometry row; empty for GPUs without MIG."""
-        if self.mig_family is None:
-            return {}
-        return dict(zip(_FAMILY_NAMES[self.mig_family], ROWS, strict=True))
+    def profiles(self) -> Mapping[str, ProfileSpec]:
+        """MIG profile name → :class:`ProfileSpec` (a superset of :class:`ProfileRow`), in ROWS order; empty
+        for GPUs without MIG. The mapping is shared and read-only: it is built once per model."""
+        return _profiles_of(self)
+
+    def profile_specs(self) -> tuple[ProfileSpec, ...]:
+        """The profiles in ROWS order (smallest geometry first), for listing."""
+        return tuple(_profiles_of(self).values())
+
+
+@cache
+def _profiles_of(spec: GpuModelSpec) -> Mapping[str, ProfileSpec]:
+    if spec.mig_family is None:
+        return MappingProxyType({})
+    names = _FAMILY_NAMES[spec.mig_family]
+    memory = spec.mig_memory_mib or _mig_memory_mib(spec.gpu_class, spec.mig_family, {})
+    return MappingProxyType(
+        {
+            name: ProfileSpec(
+                name, row.key, row.compute_slices, row.memory_slices, row.starts, row.max_count, memory_mib
+            )
+            for name, row, memory_mib in zip(names, ROWS, memory, strict=True)
+        }
+    )
+
+
+# Real instance memory in MiB that the facts sheet (§1.2) marks [V], by row key.
+_A100_40GB_MIB = {"1g": 4864, "2g": 9856, "3g": 19968, "4g": 19968, "7g": 40192}
+_H100_80GB_MIB = {"1g": 9984, "2g": 20096, "3g": 40320}  # GFD nvidia.com/mig-*.memory
+_H100_94GB_MIB = {"1g": 11008}  # NVIDIA/dcgm-exporter#397
+_VERIFIED_BY_CLASS: dict[str, tuple[tuple[str, dict[str, int]], ...]] = {
+    "A100": (("40gb", _A100_40GB_MIB),),
+    "H100": (("80gb", _H100_80GB_MIB), ("94gb", _H100_94GB_MIB)),
+}
+
+
+def _nominal_1g_mib(family: str) -> int:
+    """The memory the 1-slice 1g profile's name promises ("1g.10gb" → 10 × 1024 MiB)."""
+    return int(_FAMILY_NAMES[family][0].split(".")[1].removesuffix("gb")) * 1024
+
+
+def _lowest_1g_ratio(gpu_class: str) -> Fraction:
+    """Lowest [V] real/nominal ratio of a 1-slice 1g profile within ``gpu_class``, or over every class when
+    the class has no [V] value (H200: 11008 / 12288 from the H100 NVL)."""
+    pairs = _VERIFIED_BY_CLASS.get(gpu_class) or tuple(p for ps in _VERIFIED_BY_CLASS.values() for p in ps)
+    return min(Fraction(verified["1g"], _nominal_1g_mib(family)) for family, verified in pairs)
+
+
+def _mig_memory_mib(gpu_class: str, family: str, verified: dict[str, int]) -> tuple[int, ...]:
+    """Real memory of every profile of a model, in ROWS order.
+
+    [V] values are used as given. Everything else is [D], derived so that it can only understate (an
+    overstated slice makes a job run out of memory):
+
+    1. A profile that occupies the same memory slices as a [V] sibling has its memory: the +me 1g = the 1g,
+       the two-memory-slice 1g = the 2g, the 4g = the 3g.
+    2. One memory slice, ``s1``, is the 1g's real memory: [V] where known, else the 1g's nominal size ×
+       1024 × the lowest [V] real/nominal 1g ratio in the GPU's class, or over all classes when the class has
+       none (A100-80GB: 10240 × 4864/5120 = 9728; H200: 18432 × 11008/12288 = 16512).
+    3. A profile of ``k`` memory slices without a value from 1 or 2 gets ``k × s1``: every [V] value is at
+       least that (A100-40GB 2g 9856 ≥ 2 × 4864, 7g 40192 ≥ 8 × 4864; H100 3g 40320 ≥ 4 × 9984), because
+       the per-instance overhead is paid once, not per slice.
+    """
+    sibling = {"1g+me": "1g", "1g-2m": "2g", "4g": "3g"}
+    s1 = verified.get("1g") or int(_nominal_1g_mib(family) * _lowest_1g_ratio(gpu_class))
+    values = []
+    for row in ROWS:
+        known = verified.get(row.key) or verified.get(sibling.get(row.key, ""))
+        values.append(known if known else row.memory_slices * s1)
+    return tuple(values)
+
+
+def _spec(name: str, gpu_class: str, memory_mib: int, family: str, verified: dict[str, int]) -> GpuModelSpec:
+    return GpuModelSpec(name, gpu_class, memory_mib, family, _mig_memory_mib(gpu_class, family, verified))
 
 
 # memory_mib is the whole GPU as GPU Feature Discovery reports it (`nvidia.com/gpu.memory`) where the facts
 # sheet gives the value (H100 80GB: 81559); otherwise the nominal size × 1024.
 GPU_MODELS: tuple[GpuModelSpec, ...] = (
-    GpuModelSpec("A100-SXM4-40GB", "A100", 40 * 1024, "40gb"),
-    GpuModelSpec("A100-SXM4-80GB", "A100", 80 * 1024, "80gb"),
-    GpuModelSpec("A100-PCIE-40GB", "A100", 40 * 1024, "40gb"),
-    GpuModelSpec("A100-PCIE-80GB", "A100", 80 * 1024, "80gb"),
-    GpuModelSpec("H100-SXM5-80GB", "H100", 81559, "80gb"),
-    GpuModelSpec("H100-PCIE-80GB", "H100", 81559, "80gb"),
-    GpuModelSpec("H100-NVL-94GB", "H100", 94 * 1024, "94gb"),
-    GpuModelSpec("H200-SXM-141GB", "H200", 141 * 1024, "141gb"),
+    _spec("A100-SXM4-40GB", "A100", 40 * 1024, "40gb", _A100_40GB_MIB),
+    _spec("A100-SXM4-80GB", "A100", 80 * 1024, "80gb", {}),
+    _spec("A100-PCIE-40GB", "A100", 40 * 1024, "40gb", _A100_40GB_MIB),
+    _spec("A100-PCIE-80GB", "A100", 80 * 1024, "80gb", {}),
+    _spec("H100-SXM5-80GB", "H100", 81559, "80gb", _H100_80GB_MIB),
+    _spec("H100-PCIE-80GB", "H100", 81559, "80gb", _H100_80GB_MIB),
+    _spec("H100-NVL-94GB", "H100", 94 * 1024, "94gb", _H100_94GB_MIB),
+    _spec("H200-SXM-141GB", "H200", 141 * 1024, "141gb", {}),
 )
 GPU_MODEL_BY_NAME = {spec.name: spec for spec in GPU_MODELS}
 GPU_CLASSES: tuple[str, ...] = tuple(dict.fromkeys(spec.gpu_class for spec in GPU_MODELS))
+
+
+def profile_spec(model: str, profile: str) -> ProfileSpec | None:
+    """The profile ``profile`` of catalog model ``model``, or None when either is unknown."""
+    spec = GPU_MODEL_BY_NAME.get(model)
+    return spec.profiles().get(profile) if spec else None
 
 
 class LayoutError(ValueError):
@@ -101,8 +197,8 @@ def validate_layout(model: str, layout: Sequence[Sequence[object]]) -> list[tupl
     if not profiles:
         raise LayoutError(f"{model} is not MIG-capable; leave its layout empty")
     used = [False] * MEMORY_SLICES
+    # The +me profile's max_count of 1 is also the rule "one set of media engines per GPU" (facts §1.2).
     counts: dict[str, int] = {}
-    media_engines = 0
     for name, start in sorted(pairs, key=lambda pair: pair[1]):
         row = profiles.get(name)
         if row is None:
@@ -117,9 +213,6 @@ def validate_layout(model: str, layout: Sequence[Sequence[object]]) -> list[tupl
         counts[name] = counts.get(name, 0) + 1
         if counts[name] > row.max_count:
             raise LayoutError(f"at most {row.max_count} × {name} fit on one {model}")
-        media_engines += row.key == "1g+me"
-    if media_engines > 1:
-        raise LayoutError("at most one +me instance per GPU: the GPU has a single set of media engines")
     return sorted(pairs, key=lambda pair: pair[1])
 
 

@@ -21,7 +21,8 @@ PRODUCTION_ENV = {
 
 def _manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     # A fresh interpreter: settings are read once at import, so each environment needs its own process.
-    clean = {k: v for k, v in os.environ.items() if k not in {"DEBUG", "SECRET_KEY", "DJANGO_SETTINGS_MODULE"}}
+    inherited = {"DEBUG", "SECRET_KEY", "DJANGO_SETTINGS_MODULE", "DJANGO_ALLOW_ASYNC_UNSAFE"}
+    clean = {k: v for k, v in os.environ.items() if k not in inherited}
     clean.update(env)
     clean["DJANGO_SETTINGS_MODULE"] = "portal.settings"
     return subprocess.run(

@@ -1,0 +1,341 @@
+"""One scheduling cycle: ``plan_cycle(snapshot, policy, now) -> Plan``, pure and deterministic.
+
+Steps:
+
+1. Build an :class:`IndexedClusterState` from the snapshot and a :class:`FairShare` on it.
+2. Reject what can never run, with a reason: :func:`rightsize.unplaceable_reason` over the cluster's GPU
+   models (memory, MIG profile, ``gpu_model`` constraint matching no node), then a gang larger than the
+   whole cluster could hold on the nodes its tier and model allow (:func:`gang.cluster_capacity`).
+3. Take the rest in fair order (:meth:`FairShare.iter_pending`, re-keyed live as jobs bind; production
+   first, so production inference never waits behind anything). For each job: :func:`find_slots` on free
+   capacity; if found, :meth:`FairShare.admit` with the units those slots hold; bind when admitted.
+   Otherwise try :func:`preemption.find_victims` (its rules decide who may be evicted) with a ``try_place``
+   that only accepts admissible placements; on success the victims are evicted and the job bound, both in
+   one Statement. Production MIG demand that still finds no instance gets its layout change right away —
+   before lower work can take the GPUs it needs: it waits for an instance a change under way will offer,
+   else a change on an idle GPU, else a GPU drained of lower work (:mod:`placement.drain`).
+4. Otherwise plan MIG layout changes for the MIG (and whole-GPU) demand left unplaced by capacity whose
+   quota would admit it (:func:`repartition.plan_repartition`); jobs an instance under way will serve wait
+   for it instead. A changed node takes nothing new for the rest of the cycle; at most one node changes per
+   cycle (the repartition rule), and each instance a change offers is promised to one waiting job.
+5. Explain every job still pending (:mod:`explain`): 1-based global and team positions in the order the
+   cycle took them, a reason and an ETA.
+
+Determinism: nodes, teams and pending jobs are sorted by name/id before anything depends on their order,
+no decision iterates a hash-ordered set of strings, and time is the ``now`` argument — the same snapshot,
+in any tuple order, gives the same Plan. Duplicate pending ids keep the first (by id, submit time, rank,
+then the whole value);
+a pending id that is already running is ignored (it was bound by an earlier cycle whose plan was applied).
+
+Speed: a failed placement is remembered per job shape until capacity is freed (see
+:mod:`placement.find`), and a failed preemption per (shape, team, priority, preemptible) until the state
+changes at all — except for a job that was itself recently evicted, whose ping-pong protection depends on
+its identity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+
+from scheduler.core.capacity import UNITS_PER_GPU
+from scheduler.core.catalog import GPU_MODEL_BY_NAME
+from scheduler.core.demand import Demand, DemandKind
+from scheduler.core.explain import (
+    CAPACITY,
+    NOT_READY,
+    QUOTA,
+    RECONFIGURING,
+    Blocker,
+    EtaEstimator,
+    demand_units,
+    need_text,
+    reason_text,
+    standing_text,
+)
+from scheduler.core.fairshare import FairShare, job_class, placement_units
+from scheduler.core.gang import NodeKind, bind, cluster_capacity, node_kinds
+from scheduler.core.placement import IndexedClusterState, find_slots
+from scheduler.core.placement.index import CapacityIndex, Slots
+from scheduler.core.placement.mix import observe
+from scheduler.core.placement.options import options_for, placement_shape
+from scheduler.core.placement.relayout import Relayout
+from scheduler.core.placement.tiers import allowed_tiers
+from scheduler.core.plan import Bind, Evict, Plan, Reject, Waiting
+from scheduler.core.policy import Policy
+from scheduler.core.preemption import find_victims
+from scheduler.core.rightsize import resolve, unplaceable_reason
+from scheduler.core.state import FULL_GPU_MILLI, Job, Snapshot
+from scheduler.core.vocabulary import Priority
+
+
+def plan_cycle(snapshot: Snapshot, policy: Policy, now: float) -> Plan:
+    """The plan of one cycle for ``snapshot`` at ``now`` (module doc)."""
+    state = IndexedClusterState(snapshot, now)
+    fairness = FairShare(sorted(snapshot.teams, key=lambda team: team.name), state, policy)
+    pending, rejections = _screen(snapshot, state, policy)
+    index = _index(state)
+    index.memo["mix"] = observe(state, index, pending, policy)
+    run = _Run(state, fairness, policy, now, snapshot, pending)
+    for job in fairness.iter_pending(pending, now):
+        run.schedule(job)
+    reconfigurations = run.relayout.after_placement(run.order)
+    return Plan(
+        evictions=tuple(run.evictions + run.relayout.evictions),
+        reconfigurations=tuple(reconfigurations),
+        binds=tuple(run.binds),
+        rejections=tuple(rejections),
+        waiting=tuple(run.explain(snapshot)),
+    )
+
+
+def _index(state: IndexedClusterState) -> CapacityIndex:
+    assert state.index is not None
+    return state.index
+
+
+def _screen(snapshot: Snapshot, state: IndexedClusterState, policy: Policy) -> tuple[list[Job], list[Reject]]:
+    """Pending jobs that could ever run (deduplicated, sorted by id) and the rejections of the others."""
+    models = sorted({node.gpu_model for node in snapshot.nodes})
+    kinds = node_kinds(snapshot.nodes)
+    seen: set[str] = set(state.placed)
+    keep: list[Job] = []
+    rejections: list[Reject] = []
+    reasons: dict[Hashable, str | None] = {}
+    by_id: dict[str, list[Job]] = {}
+    for job in snapshot.pending:
+        by_id.setdefault(job.id, []).append(job)
+    for job_id in sorted(by_id):
+        copies = by_id[job_id]
+        job = copies[0] if len(copies) == 1 else min(copies, key=lambda j: (j.submitted_at, j.rank, repr(j)))
+        if job.id in seen:
+            continue
+        seen.add(job.id)
+        shape = placement_shape(job)
+        if shape not in reasons:
+            reasons[shape] = never_runs_reason(job, kinds, models, policy)
+        reason = reasons[shape]
+        if reason is None:
+            keep.append(job)
+        else:
+            rejections.append(Reject(job=job.id, reason=reason))
+    return keep, rejections
+
+
+def never_runs_reason(
+    job: Job, kinds: Sequence[tuple[NodeKind, int]], models: Sequence[str], policy: Policy
+) -> str | None:
+    """Why ``job`` can never run on a cluster of these node kinds and GPU models, or None (module doc, step 2).
+    The reason depends only on the job's shape, never on its id."""
+    if job.replicas < 1:
+        return "asks for no replicas: replicas must be at least 1"
+    reason = unplaceable_reason(job, models, policy)
+    if reason is not None:
+        return reason
+    capacity = cluster_capacity(kinds, job, policy)
+    if capacity >= job.replicas:
+        return None
+    tiers = {str(t) for t in allowed_tiers(job)}
+    usable = [k for k, _ in kinds if k.tier in tiers and resolve(job, k.gpu_model, policy) is not None]
+    if not usable:
+        names = " or ".join(str(t) for t in allowed_tiers(job))
+        return f"may run only on {names} capacity, and the cluster has no such node with GPUs it can use"
+    demand = resolve(job, usable[0].gpu_model, policy)
+    assert demand is not None
+    per_replica = need_text(Job(id=job.id, team=job.team, request=job.request, gpu_model=job.gpu_model), demand, [])
+    if capacity == 0:
+        if demand.kind == DemandKind.SHARE and not any(k.sharing for k in usable):
+            return f"asks for {per_replica}, but no node in the cluster time-slices its GPUs"
+        if job.cpu_milli or job.memory_mib:
+            return (
+                f"needs {job.cpu_milli} milli-CPU and {job.memory_mib} MiB of host memory per replica; "
+                "no node that has its GPUs has that much"
+            )
+        return f"no node in the cluster can hold one replica ({per_replica})"
+    return (
+        f"needs {job.replicas} replicas of {per_replica} at once; the cluster can hold at most {capacity} "
+        "on the nodes it may use"
+    )
+
+
+class _Run:
+    """The mutable working state of one cycle."""
+
+    def __init__(
+        self,
+        state: IndexedClusterState,
+        fairness: FairShare,
+        policy: Policy,
+        now: float,
+        snapshot: Snapshot,
+        pending: Sequence[Job],
+    ) -> None:
+        self.state = state
+        self.index = _index(state)
+        self.fairness = fairness
+        self.policy = policy
+        self.now = now
+        self.preemptions = tuple(sorted(snapshot.preemptions, key=lambda p: (p.at, p.victim, p.by)))
+        window = policy.ping_pong_window_s
+        self.recent_victims = frozenset(p.victim for p in self.preemptions if now - p.at < window)
+        self.binds: list[Bind] = []
+        self.evictions: list[Evict] = []
+        self.order: list[Job] = []
+        self.blockers: dict[str, Blocker] = {}
+        self.relayout = Relayout(state, fairness, policy, now, self.preemptions, self.blockers, pending)
+        self._preempt_failed: dict[Hashable, int] = {}
+        self._blocked_production: dict[str, Job] = {}  # production jobs still blocked, in the order taken
+        self._retrying = False
+        self._pending_teams: set[str] = set()
+
+    # -- placing -----------------------------------------------------------------------------------------
+
+    def schedule(self, job: Job) -> None:
+        """Take ``job``'s turn (module doc, step 3)."""
+        self.order.append(job)
+        self._try(job)
+
+    def _try(self, job: Job) -> None:
+        evicted = len(self.evictions) + len(self.relayout.evictions)
+        self.blockers.pop(job.id, None)
+        if not options_for(self.index, job, self.policy):
+            self.blockers[job.id] = Blocker(NOT_READY)
+        else:
+            self._place(job)
+        blocker = self.blockers.get(job.id)  # None: bound
+        if job.priority == Priority.PRODUCTION and blocker is not None and blocker.kind != RECONFIGURING:
+            self._blocked_production[job.id] = job
+        evictions = (self.evictions + self.relayout.evictions)[evicted:]
+        if evictions:
+            self._retry_production({self.state.jobs[e.job].team for e in evictions})
+
+    def _place(self, job: Job) -> None:
+        slots = find_slots(self.state, job, self.policy)
+        admission = None
+        if slots is not None:
+            admission = self.fairness.admit(job, placement_units(self.state, slots))
+            if admission.ok:
+                self._bind(job, slots)
+                return
+        if self._preempt(job):
+            return
+        if job.priority == Priority.PRODUCTION and admission is None and self.relayout.for_production(job):
+            return
+        if admission is not None:
+            self.blockers[job.id] = Blocker(QUOTA, admission.reason)
+        else:
+            self.blockers[job.id] = Blocker(CAPACITY)
+
+    def _retry_production(self, teams: set[str]) -> None:
+        """Evictions lowered the usage of ``teams``: their production jobs blocked earlier in the cycle (by
+        quota, say) get another turn at once — before lower work can take what they need."""
+        if self._retrying:
+            self._pending_teams |= teams
+            return
+        self._retrying = True
+        self._pending_teams = set(teams)
+        try:
+            while self._pending_teams:
+                teams, self._pending_teams = self._pending_teams, set()
+                for job in [j for j in self._blocked_production.values() if j.team in teams]:
+                    del self._blocked_production[job.id]
+                    self._try(job)
+        finally:
+            self._retrying = False
+
+    def _bind(self, job: Job, slots: Slots) -> None:
+        self.binds.append(bind(self.state, job, slots))
+
+    def _admissible(self, job: Job) -> Slots | None:
+        slots = find_slots(self.state, job, self.policy)
+        if slots is None or not self.fairness.admit(job, placement_units(self.state, slots)).ok:
+            return None
+        return slots
+
+    def _preempt(self, job: Job) -> bool:
+        key = (placement_shape(job), job.team, job.priority, job.preemptible)
+        remember = job.id not in self.recent_victims
+        if remember and self._preempt_failed.get(key) == self.index.version:
+            return False
+        statement = self.state.begin()
+        found = find_victims(
+            self.state, job, self.fairness, lambda: self._admissible(job), self.policy, self.now, self.preemptions
+        )
+        if found is None:
+            statement.rollback()
+            if remember:
+                self._preempt_failed[key] = self.index.version
+            return False
+        # try_place accepted only admissible slots, and find_victims returns the state it found them in.
+        evictions, slots = found
+        self._bind(job, slots)
+        statement.commit()
+        self.evictions.extend(evictions)
+        return True
+
+    # -- explaining --------------------------------------------------------------------------------------
+
+    def explain(self, snapshot: Snapshot) -> list[Waiting]:
+        bound = {b.job for b in self.binds}
+        started = {r.job.id: r.started_at for r in snapshot.running}
+        started.update(dict.fromkeys(bound, self.now))
+        estimator = EtaEstimator(self.state, self.now, self._free_units(), started)
+        team_positions: dict[str, int] = {}
+        waiting: list[Waiting] = []
+        for job in self.order:
+            if job.id in bound:
+                continue
+            demand, model, models = self._demand(job)
+            units = demand_units(demand, model) * job.replicas if demand is not None else 0
+            blocker = self.blockers[job.id]
+            eta: float | None = None
+            if blocker.kind == CAPACITY and units:
+                eta = estimator.capacity_eta(models, units, job.duration_s)
+            elif blocker.kind == QUOTA:
+                eta = estimator.team_eta(job.team, units)
+            elif blocker.kind == RECONFIGURING and blocker.ready_at is not None:
+                eta = max(0.0, blocker.ready_at - self.now)
+            team_positions[job.team] = team_positions.get(job.team, 0) + 1
+            position = len(waiting) + 1
+            guarantee = self.fairness.guarantee(job.team).overall or 0
+            held = sum(self.state.usage.get(job.team, {}).values())
+            under = self.fairness.under_guarantee(job.team, job_class(job))
+            reason = reason_text(
+                need_text(job, demand, models), blocker, standing_text(guarantee, held, under), position - 1, self.now
+            )
+            waiting.append(Waiting(job.id, position, team_positions[job.team], reason, eta))
+        return waiting
+
+    def _demand(self, job: Job) -> tuple[Demand | None, str, tuple[str, ...]]:
+        """The job's preferred demand, its GPU model, and every model the job may use now; when no ready node
+        may take it, the demand on the first model of the cluster that could serve it (for the reason)."""
+        options = options_for(self.index, job, self.policy)
+        if options:
+            return options[0].demand, options[0].model, tuple(sorted({o.model for o in options}))
+        for model in sorted({n.gpu_model for n in self.state.nodes.values()}):
+            demand = resolve(job, model, self.policy)
+            if demand is not None:
+                return demand, model, (model,)
+        return None, "", ()  # pragma: no cover - such a job was rejected
+
+    def _free_units(self) -> dict[str, int]:
+        """Units free now on ready GPUs, per GPU model."""
+        free: dict[str, int] = {}
+        index = self.index
+        for gpu in index.gpus:
+            if gpu.node.name not in index.group_of:
+                continue
+            if gpu.layout:
+                profiles = GPU_MODEL_BY_NAME[gpu.node.gpu_model].profiles()
+                units = sum(
+                    profiles[name].compute_slices * FULL_GPU_MILLI
+                    for name, start in gpu.layout
+                    if start not in gpu.instances
+                )
+            elif gpu.whole is not None:
+                units = 0
+            elif gpu.shares:
+                units = (FULL_GPU_MILLI - gpu.milli_used) * (UNITS_PER_GPU // FULL_GPU_MILLI) if gpu.node.sharing else 0
+            else:
+                units = UNITS_PER_GPU
+            free[gpu.node.gpu_model] = free.get(gpu.node.gpu_model, 0) + units
+        return free

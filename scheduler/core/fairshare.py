@@ -1,0 +1,408 @@
+"""Fair share: team quotas, admission, the order of pending work, and which running work is borrowed.
+
+Rules (issue 3, capability 4), all in integer units of 1/7000 GPU (:data:`UNITS_PER_GPU`; a whole GPU is
+7000, a MIG slice ``compute × 1000``, a milli share ``milli × 7``); quotas are written in GPU-equivalents and
+converted with ``round(gpus × 7000)``:
+
+1. **Quotas.** ``Team.guaranteed`` / ``Team.burst`` hold an overall figure under ``"any"`` and per-class
+   figures under a GPU class (``"A100"``, ``"H100"``, ``"H200"`` or a trace's model name).
+   - Overall guarantee: the ``"any"`` entry; without one, the sum of the class entries (0 when none).
+   - Class guarantee: the class entry; a class without an entry is bounded only by the overall figure when
+     an ``"any"`` entry exists, and is 0 when the team guarantees classes only (a team that lists
+     ``{"H100": 2}`` is guaranteed H100s, not A100s).
+   - Burst: the ``"any"`` / class entry, never below the matching guarantee; no entry means unlimited.
+   - A team absent from the snapshot, or with no quota at all, has guarantee 0 and unlimited burst: like a
+     Kueue queue borrowing from its cohort, it may run preemptible work on idle capacity only.
+2. **Admission** (:meth:`FairShare.admit`). Non-preemptible work runs only within the guarantee: after adding
+   the job, the team's overall units ≤ overall guarantee and, for each class the job uses, class units ≤
+   class guarantee. Preemptible work may go up to burst (overall and per class); above the guarantee it is
+   *borrowing*. Whether the capacity is idle is the caller's business (placement only sees free slots).
+   ``production`` priority gets no exemption here: its power is in preemption (see ``preemption.py``).
+3. **Order** (:meth:`FairShare.iter_pending`). Pending jobs are taken team by team; a team's key is
+   (tier, dominant share / weight) of the team now, then its next job's (priority, rank, submit time, id):
+   - tier 0: the team's next job is ``production`` (it must always run; placing it first avoids binding
+     work this cycle that it would evict next cycle);
+   - tier 1: the team is under its guarantee for its next job: overall units < overall guarantee and, when
+     the job is constrained to a GPU class with a bounded class guarantee, class units < class guarantee;
+   - tier 2: everyone else.
+   Dominant share = max over classes of (team units in the class / units of every GPU of the class in the
+   snapshot, schedulable or not: a denominator that stays put within a cycle); dividing by the weight
+   splits borrowed capacity in proportion to weights (a team of weight 2 is served until it holds twice the
+   share of a team of weight 1). Within a team: priority (production > high > normal >
+   low), then the lead's rank (lower first), then submit time, then job id — a total order.
+   Keys are recomputed as the cycle places jobs: after each job the team is re-keyed, and teams whose usage
+   changed otherwise (evictions) are re-keyed when :meth:`FairShare.changed` names them.
+   With ``policy.fairness`` off: plain (priority, submit time, id) order and every admission succeeds.
+4. **Borrowed jobs** (:meth:`FairShare.borrowed_jobs`). A team's running jobs (from the snapshot, still
+   placed) in the order (non-preemptible first, priority high → low, started earlier first, id) fill the
+   guarantee first-fit: a job that still fits (overall and per class) is guaranteed, one that does not is
+   borrowed. Evicting only borrowed jobs therefore never takes a job that fits in the guarantee — the floor
+   holds at job granularity. Jobs bound during this cycle are not running yet and are not counted.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+from scheduler.core.capacity import UNITS_PER_GPU, ClusterState, gpu_class_of, slot_units
+from scheduler.core.policy import Policy
+from scheduler.core.state import Job, Slot, Team
+from scheduler.core.vocabulary import Priority
+
+ANY = "any"
+PRIORITY_INDEX: dict[str, int] = {p.value: i for i, p in enumerate(Priority)}  # production 0 … low 3
+_MIN_WEIGHT = 1e-9  # a weight ≤ 0 is read as "served last", never as a division by zero
+
+JobKey = tuple[int, int, float, str]
+TeamKey = tuple[int, float, int, int, float, str, str]
+Excess = tuple[str, int, int]  # (class or "any", units after, limit)
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """``ok``: the job may hold the units it asked about; ``borrowing``: it would hold them above the guarantee."""
+
+    ok: bool
+    borrowing: bool
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """A quota in units: overall, per listed class, and for classes not listed (None: unbounded)."""
+
+    overall: int | None
+    by_class: Mapping[str, int]
+    other_classes: int | None
+
+    def for_class(self, gpu_class: str) -> int | None:
+        return self.by_class.get(gpu_class, self.other_classes)
+
+
+def to_units(gpus: float) -> int:
+    return round(gpus * UNITS_PER_GPU)
+
+
+def gpus_text(units: int) -> str:
+    """GPU-equivalents for a person: ``4``, ``2.43``."""
+    return f"{round(units / UNITS_PER_GPU, 2):g}"
+
+
+def placement_units(state: ClusterState, slots: tuple[tuple[Slot, ...], ...]) -> dict[str, int]:
+    """Units per GPU class that ``slots`` (one tuple per replica) would hold: the ``units_by_class`` of admit."""
+    totals: dict[str, int] = {}
+    for replica in slots:
+        for slot in replica:
+            gpu = state.gpus[(slot.node, slot.gpu)]
+            gpu_class = gpu_class_of(gpu.node.gpu_model)
+            totals[gpu_class] = totals.get(gpu_class, 0) + slot_units(slot, gpu.spec)
+    return totals
+
+
+def job_key(job: Job) -> JobKey:
+    """Order within a team: priority, the lead's rank, submit time, id."""
+    return (PRIORITY_INDEX[job.priority], job.rank, job.submitted_at, job.id)
+
+
+def job_class(job: Job) -> str:
+    """The quota class a job's constraint pins it to, or ``"any"`` when it may run on several classes."""
+    return gpu_class_of(job.gpu_model) if job.gpu_model else ANY
+
+
+def guarantee_limits(team: Team | None) -> Limits:
+    entries = dict(team.guaranteed) if team else {}
+    classes = {c: to_units(g) for c, g in sorted(entries.items()) if c != ANY}
+    if ANY in entries:
+        return Limits(overall=to_units(entries[ANY]), by_class=classes, other_classes=None)
+    return Limits(overall=sum(classes.values()), by_class=classes, other_classes=0)
+
+
+def burst_limits(team: Team | None, guarantee: Limits) -> Limits:
+    entries = dict(team.burst) if team else {}
+    classes = {c: to_units(b) for c, b in sorted(entries.items()) if c != ANY}
+    for gpu_class, floor in guarantee.by_class.items():
+        if gpu_class in classes:
+            classes[gpu_class] = max(classes[gpu_class], floor)
+    overall = to_units(entries[ANY]) if ANY in entries else None
+    if overall is not None:
+        overall = max(overall, guarantee.overall or 0)
+    return Limits(overall=overall, by_class=classes, other_classes=None)
+
+
+def _exceeds(limits: Limits, usage: Mapping[str, int], units_by_class: Mapping[str, int]) -> Excess | None:
+    """The first dimension (overall, then classes by name) where usage + units passes the limit, or None."""
+    total = units_by_class[ANY] if ANY in units_by_class else sum(units_by_class.values())
+    held = sum(units for cls, units in usage.items() if cls != ANY)
+    if limits.overall is not None and held + total > limits.overall:
+        return (ANY, held + total, limits.overall)
+    for gpu_class in sorted(units_by_class):
+        if gpu_class == ANY or not units_by_class[gpu_class]:
+            continue
+        limit = limits.for_class(gpu_class)
+        after = usage.get(gpu_class, 0) + units_by_class[gpu_class]
+        if limit is not None and after > limit:
+            return (gpu_class, after, limit)
+    return None
+
+
+class FairShare:
+    """Quotas and order for one cycle, reading usage live from ``state`` (so it follows the cycle's changes).
+
+    Build one per cycle, after the state, and before the cycle places anything. ``teams`` may omit teams
+    that have jobs (rule 1).
+    """
+
+    def __init__(self, teams: Sequence[Team], state: ClusterState, policy: Policy) -> None:
+        self.state = state
+        self.policy = policy
+        self.teams: dict[str, Team] = {team.name: team for team in teams}
+        self._guarantee: dict[str, Limits] = {}
+        self._burst: dict[str, Limits] = {}
+        capacity: dict[str, int] = {}
+        for gpu in state.gpus.values():
+            gpu_class = gpu_class_of(gpu.node.gpu_model)
+            capacity[gpu_class] = capacity.get(gpu_class, 0) + UNITS_PER_GPU
+        self.capacity: dict[str, int] = dict(sorted(capacity.items()))
+        # Running jobs (the only eviction candidates) by team, in guarantee-fill order (rule 4).
+        by_team: dict[str, list[tuple[tuple[int, int, float, str], str]]] = {}
+        for job_id, running in state.running.items():
+            job = running.job
+            key = (int(job.preemptible), PRIORITY_INDEX[job.priority], running.started_at, job_id)
+            by_team.setdefault(job.team, []).append((key, job_id))
+        self._running_by_team: dict[str, tuple[str, ...]] = {
+            team: tuple(job_id for _, job_id in sorted(entries)) for team, entries in sorted(by_team.items())
+        }
+        # Preemptible running jobs by team, lowest priority first: priority preemption scans only these.
+        self._preemptible_by_team: dict[str, tuple[tuple[int, str], ...]] = {
+            team: tuple(sorted(((key[1], job_id) for key, job_id in entries if key[0]), reverse=True))
+            for team, entries in sorted(by_team.items())
+        }
+        self._running_units: dict[str, dict[str, int]] = {}
+        self._borrowed_cache: dict[str, tuple[tuple[tuple[str, int], ...], tuple[str, ...]]] = {}
+        self._watchers: list[set[str]] = []
+
+    # -- quotas ------------------------------------------------------------------------------------------
+
+    def guarantee(self, team: str) -> Limits:
+        if team not in self._guarantee:
+            self._guarantee[team] = guarantee_limits(self.teams.get(team))
+        return self._guarantee[team]
+
+    def burst(self, team: str) -> Limits:
+        if team not in self._burst:
+            self._burst[team] = burst_limits(self.teams.get(team), self.guarantee(team))
+        return self._burst[team]
+
+    def weight(self, team: str) -> float:
+        spec = self.teams.get(team)
+        return max(spec.weight, _MIN_WEIGHT) if spec else 1.0
+
+    def usage(self, team: str) -> dict[str, int]:
+        """Units held per class and overall under ``"any"`` (what :meth:`ClusterState.team_units` says)."""
+        return self.state.team_units(team)
+
+    def under_guarantee(self, team: str, gpu_class: str = ANY) -> bool:
+        """Overall units < overall guarantee and, for a class with a bounded guarantee, class units < it."""
+        limits = self.guarantee(team)
+        usage = self.state.usage.get(team, {})
+        held = sum(usage.values())
+        if held >= (limits.overall or 0):
+            return False
+        if gpu_class == ANY:
+            return True
+        limit = limits.for_class(gpu_class)
+        return limit is None or usage.get(gpu_class, 0) < limit
+
+    def within_guarantee(self, team: str, units_by_class: Mapping[str, int]) -> bool:
+        """True when the team would stay within its guarantee after also holding ``units_by_class``."""
+        return _exceeds(self.guarantee(team), self.state.usage.get(team, {}), units_by_class) is None
+
+    def borrowing_units(self, team: str) -> int:
+        """Units held above the overall guarantee (0 when within it)."""
+        held = sum(self.state.usage.get(team, {}).values())
+        return max(0, held - (self.guarantee(team).overall or 0))
+
+    def dominant_share(self, team: str) -> float:
+        """Max over classes of team units / cluster units of that class."""
+        usage = self.state.usage.get(team)
+        if not usage:
+            return 0.0
+        share = 0.0
+        for gpu_class, units in usage.items():
+            capacity = self.capacity.get(gpu_class)
+            if units and capacity:
+                share = max(share, units / capacity)
+        return share
+
+    # -- admission ---------------------------------------------------------------------------------------
+
+    def admit(self, job: Job, units_by_class: Mapping[str, int]) -> Admission:
+        """May ``job`` hold ``units_by_class`` (units per GPU class, from :func:`placement_units`)? Rule 2."""
+        if not self.policy.fairness:
+            return Admission(True, False, "fair share is off")
+        usage = self.state.usage.get(job.team, {})
+        over = _exceeds(self.guarantee(job.team), usage, units_by_class)
+        if over is None:
+            return Admission(True, False, "within the team's guarantee")
+        where, after, limit = over
+        if not job.preemptible:
+            return Admission(
+                False,
+                False,
+                f"team {job.team} would hold {gpus_text(after)} GPUs{_of(where)}, above its guarantee of "
+                f"{gpus_text(limit)}; work that is not preemptible runs only within the guarantee",
+            )
+        over_burst = _exceeds(self.burst(job.team), usage, units_by_class)
+        if over_burst is not None:
+            where, after, limit = over_burst
+            return Admission(
+                False,
+                False,
+                f"team {job.team} would hold {gpus_text(after)} GPUs{_of(where)}, above its burst limit of "
+                f"{gpus_text(limit)}",
+            )
+        return Admission(True, True, f"borrowing idle capacity above team {job.team}'s guarantee (preemptible)")
+
+    # -- borrowed work -----------------------------------------------------------------------------------
+
+    def running_jobs(self, team: str) -> tuple[str, ...]:
+        """The team's snapshot-running jobs still placed, in guarantee-fill order (rule 4)."""
+        placed = self.state.placed
+        return tuple(job_id for job_id in self._running_by_team.get(team, ()) if job_id in placed)
+
+    def running_units(self, job_id: str) -> dict[str, int]:
+        """Units per class of a running job (cached: a running job's slots do not change within a cycle)."""
+        if job_id not in self._running_units:
+            self._running_units[job_id] = self.state.job_units(job_id)
+        return self._running_units[job_id]
+
+    def borrowed_jobs(self, team: str) -> list[str]:
+        """Running jobs of ``team`` that sit on borrowed capacity (rule 4), in guarantee-fill order."""
+        usage = self.state.usage.get(team, {})
+        fingerprint = tuple(sorted((cls, units) for cls, units in usage.items() if units))
+        cached = self._borrowed_cache.get(team)
+        if cached is None or cached[0] != fingerprint:
+            cached = (fingerprint, self._fill(team))
+            self._borrowed_cache[team] = cached
+        placed = self.state.placed
+        return [job_id for job_id in cached[1] if job_id in placed]
+
+    def _fill(self, team: str) -> tuple[str, ...]:
+        limits = self.guarantee(team)
+        filled: dict[str, int] = {}
+        borrowed: list[str] = []
+        for job_id in self.running_jobs(team):
+            units = self.running_units(job_id)
+            if _exceeds(limits, filled, units) is None:
+                for gpu_class, amount in units.items():
+                    filled[gpu_class] = filled.get(gpu_class, 0) + amount
+            else:
+                borrowed.append(job_id)
+        return tuple(borrowed)
+
+    def lower_preemptible(self, team: str, priority: Priority) -> tuple[str, ...]:
+        """The team's preemptible running jobs (still placed) of lower priority than ``priority``."""
+        rank = PRIORITY_INDEX[priority]
+        placed = self.state.placed
+        found = []
+        for job_rank, job_id in self._preemptible_by_team.get(team, ()):
+            if job_rank <= rank:
+                break
+            if job_id in placed:
+                found.append(job_id)
+        return tuple(found)
+
+    def over_guarantee(self, team: str) -> bool:
+        """Holds more than its guarantee overall or in some class (only then can it have borrowed jobs)."""
+        limits = self.guarantee(team)
+        usage = self.state.usage.get(team, {})
+        if sum(usage.values()) > (limits.overall or 0):
+            return True
+        for gpu_class, units in usage.items():
+            limit = limits.for_class(gpu_class)
+            if limit is not None and units > limit:
+                return True
+        return False
+
+    def teams_with_running(self) -> tuple[str, ...]:
+        return tuple(self._running_by_team)
+
+    # -- order -------------------------------------------------------------------------------------------
+
+    def changed(self, team: str) -> None:
+        """Tell active iterations that ``team``'s usage changed outside them (an eviction, a drain)."""
+        for dirty in self._watchers:
+            dirty.add(team)
+
+    def team_key(self, team: str, head: Job, head_key: JobKey | None = None) -> TeamKey:
+        """Where ``team`` stands when ``head`` is its next job (rule 3); smaller is served first."""
+        if head.priority == Priority.PRODUCTION:
+            tier = 0
+        elif self.under_guarantee(team, job_class(head)):
+            tier = 1
+        else:
+            tier = 2
+        return (tier, self.dominant_share(team) / self.weight(team), *(head_key or job_key(head)), team)
+
+    def iter_pending(self, pending: Sequence[Job], now: float) -> Iterator[Job]:
+        """Yield ``pending`` in fair order (rule 3), re-keying as the caller places jobs between steps.
+
+        The caller may place the yielded job (or not) before asking for the next one; usage is read live.
+        Changes to other teams must be reported with :meth:`changed`; a team whose usage grew unreported is
+        still re-keyed when its turn comes, one whose usage shrank unreported is served late. ``now`` is
+        accepted for a future aging rule and does not change the order today.
+        """
+        del now  # no aging yet: waiting time enters only through the submit-time tie-break
+        if not self.policy.fairness:
+            yield from sorted(pending, key=lambda j: (PRIORITY_INDEX[j.priority], j.submitted_at, j.id))
+            return
+        queues: dict[str, list[tuple[JobKey, Job]]] = {}
+        for job in pending:
+            queues.setdefault(job.team, []).append((job_key(job), job))
+        for queue in queues.values():
+            queue.sort(reverse=True)  # next job at the end: pop() is O(1); keys are unique (they end in the id)
+        # Heap entries: (team key, version, step pushed). A team's older entries are superseded by version;
+        # usage only changes between steps, so an entry pushed in the current step needs no re-check.
+        version: dict[str, int] = dict.fromkeys(queues, 0)
+        heap = [(self.team_key(team, queue[-1][1], queue[-1][0]), 0, 0) for team, queue in queues.items()]
+        heapq.heapify(heap)
+        step = 0
+        dirty: set[str] = set()
+        self._watchers.append(dirty)
+        try:
+            while heap or dirty:
+                if dirty:
+                    for team in sorted(dirty):
+                        if queues.get(team):
+                            version[team] += 1
+                            head_key, head = queues[team][-1]
+                            heapq.heappush(heap, (self.team_key(team, head, head_key), version[team], step))
+                    dirty.clear()
+                    continue
+                key, stamp, pushed = heapq.heappop(heap)
+                team = key[-1]
+                if stamp != version[team]:
+                    continue  # superseded by a fresher entry
+                if pushed != step:
+                    head_key, head = queues[team][-1]
+                    current = self.team_key(team, head, head_key)
+                    if current != key:  # usage moved since the entry was pushed
+                        version[team] += 1
+                        heapq.heappush(heap, (current, version[team], step))
+                        continue
+                job = queues[team].pop()[1]
+                yield job
+                step += 1
+                dirty.add(team)
+        finally:
+            self._watchers.remove(dirty)
+
+    def order(self, pending: Sequence[Job], now: float) -> list[Job]:
+        """The order :meth:`iter_pending` yields when nothing is placed in between (for explanations)."""
+        return list(self.iter_pending(pending, now))
+
+
+def _of(gpu_class: str) -> str:
+    return "" if gpu_class == ANY else f" of class {gpu_class}"

@@ -1,0 +1,110 @@
+"""Gangs: a job's replicas bind all together or not at all.
+
+- :func:`bind` places every replica in one step (the state checks every slot before taking any) and
+  returns the :class:`Bind`; a placement with the wrong number of replicas is refused.
+- :func:`cluster_capacity` — how many replicas of a job the whole cluster could ever hold (every node,
+  ready or not, all of its GPUs free, MIG layouts free to change): the cycle rejects a gang larger than that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from scheduler.core.capacity import ClusterState
+from scheduler.core.catalog import GPU_MODEL_BY_NAME
+from scheduler.core.demand import DemandKind
+from scheduler.core.placement.tiers import tier_rank
+from scheduler.core.plan import Bind
+from scheduler.core.policy import Policy
+from scheduler.core.rightsize import resolve
+from scheduler.core.state import FULL_GPU_MILLI, Job, Node, Slot
+
+Slots = tuple[tuple[Slot, ...], ...]
+
+
+class GangError(ValueError):
+    """A placement that would bind part of a gang."""
+
+
+def check_gang(job: Job, slots: Slots) -> None:
+    """Raise :class:`GangError` unless ``slots`` has exactly one non-empty tuple per replica of ``job``."""
+    if len(slots) != job.replicas:
+        raise GangError(f"job {job.id} has {job.replicas} replicas but {len(slots)} were placed")
+    if any(not replica for replica in slots):
+        raise GangError(f"job {job.id}: every replica needs at least one slot")
+
+
+def bind(state: ClusterState, job: Job, slots: Slots) -> Bind:
+    """Place every replica of ``job`` on ``slots`` (all or none) and return the :class:`Bind` to emit."""
+    check_gang(job, slots)
+    state.place(job, slots)
+    return Bind(job=job.id, slots=slots)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeKind:
+    """What :func:`node_capacity` reads from a node: nodes alike in these are counted together."""
+
+    gpu_model: str
+    gpu_count: int
+    tier: str
+    sharing: bool
+    cpu_milli: int | None
+    memory_mib: int | None
+
+    @classmethod
+    def of(cls, node: Node) -> NodeKind:
+        return cls(node.gpu_model, node.gpu_count, str(node.tier), node.sharing, node.cpu_milli, node.memory_mib)
+
+
+def node_kinds(nodes: Sequence[Node]) -> tuple[tuple[NodeKind, int], ...]:
+    """The nodes grouped by :class:`NodeKind`, with their counts, in a stable order."""
+    counts: dict[NodeKind, int] = {}
+    for node in nodes:
+        kind = NodeKind.of(node)
+        counts[kind] = counts.get(kind, 0) + 1
+    return tuple(sorted(counts.items(), key=lambda item: astuple_key(item[0])))
+
+
+def astuple_key(kind: NodeKind) -> tuple[object, ...]:
+    return (kind.gpu_model, kind.gpu_count, kind.tier, kind.sharing, kind.cpu_milli or -1, kind.memory_mib or -1)
+
+
+def node_capacity(node: NodeKind, job: Job, policy: Policy) -> int:
+    """Replicas of ``job`` one node could hold with every GPU free and any MIG layout (0: none)."""
+    if node.tier not in tier_rank(job):
+        return 0
+    demand = resolve(job, node.gpu_model, policy)
+    if demand is None:
+        return 0
+    if demand.kind == DemandKind.WHOLE:
+        replicas = node.gpu_count // demand.gpus
+    elif demand.kind == DemandKind.MIG:
+        spec = GPU_MODEL_BY_NAME[node.gpu_model]
+        replicas = node.gpu_count * spec.profiles()[demand.mig_profile or ""].max_count
+    else:
+        replicas = node.gpu_count * (FULL_GPU_MILLI // demand.milli) if node.sharing else 0
+    if job.cpu_milli > 0 and node.cpu_milli is not None:
+        replicas = min(replicas, node.cpu_milli // job.cpu_milli)
+    if job.memory_mib > 0 and node.memory_mib is not None:
+        replicas = min(replicas, node.memory_mib // job.memory_mib)
+    return replicas
+
+
+def cluster_capacity(kinds: Sequence[tuple[NodeKind, int]], job: Job, policy: Policy) -> int:
+    """Replicas of ``job`` the whole cluster could ever hold (module doc); ``kinds`` from :func:`node_kinds`.
+    A whole-GPU gang stays on one GPU model (placement's rule), so its capacity is that of its best model."""
+    by_model: dict[str, int] = {}
+    whole_only = True
+    for kind, count in kinds:
+        replicas = node_capacity(kind, job, policy)
+        if replicas:
+            by_model[kind.gpu_model] = by_model.get(kind.gpu_model, 0) + replicas * count
+            demand = resolve(job, kind.gpu_model, policy)
+            whole_only = whole_only and demand is not None and demand.kind == DemandKind.WHOLE
+    if not by_model:
+        return 0
+    if whole_only and job.replicas > 1:
+        return max(by_model.values())
+    return sum(by_model.values())

@@ -1,0 +1,90 @@
+"""Draining a GPU for production MIG demand that needs a layout no free instance or idle GPU offers.
+
+Re-partitioning changes only idle GPUs (a layout change destroys every instance on the GPU, facts §0.2),
+and preemption only frees instances that exist. So production inference whose profile exists nowhere free
+and cannot be cut from an idle GPU would wait forever behind lower work (issue 3, §8: "GPUs whose occupants
+can move at acceptable cost; drain first"). For production, lower-priority work is an acceptable cost:
+
+1. Candidates: GPUs of ready nodes the job may use (model, tier), in use, whose every occupant is running
+   work (not bound this cycle) of lower priority than the job and not ``production``, and did not evict the
+   job within ``policy.ping_pong_window_s`` (no ping-pong).
+2. Cheapest first: fewest occupants, then fewest GPU-equivalents they hold (a gang spanning other GPUs
+   costs all of it), then GPU order.
+3. For each candidate (at most :data:`MAX_TRIES`), inside a Statement: evict the occupants, ask
+   :func:`~scheduler.core.repartition.plan_repartition` for this job's demand alone, and keep the result
+   only if it re-cuts that very GPU to a layout with the job's profile; otherwise roll back.
+
+The evictions carry the reason ``"repartition"`` and ``by`` = the production job; the job itself binds once
+the change is done (the node is reconfiguring until then).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from scheduler.core.capacity import ClusterState
+from scheduler.core.demand import Demand, DemandKind
+from scheduler.core.fairshare import PRIORITY_INDEX
+from scheduler.core.placement.index import CapacityIndex
+from scheduler.core.placement.options import Option
+from scheduler.core.plan import Evict, Reconfigure
+from scheduler.core.policy import Policy
+from scheduler.core.repartition import plan_repartition
+from scheduler.core.state import Job, Preemption
+from scheduler.core.vocabulary import Priority
+
+MAX_TRIES = 4
+REASON = "repartition"
+
+
+def drain_for(
+    state: ClusterState,
+    index: CapacityIndex,
+    job: Job,
+    options: Sequence[Option],
+    policy: Policy,
+    now: float,
+    preemptions: Sequence[Preemption],
+    also: Sequence[tuple[Job, Demand]] = (),
+) -> tuple[list[Evict], list[Reconfigure]] | None:
+    """Evictions and layout changes that make room for production ``job`` (module rules), or None. ``also``:
+    other demand the new layout should serve where it can (it never decides which GPU is drained).
+
+    On success the victims are removed from ``state`` (in the caller's open Statement, if any); the layout
+    changes are returned, not applied. On None the state is unchanged."""
+    if job.priority != Priority.PRODUCTION:
+        return None
+    rank = PRIORITY_INDEX[job.priority]
+    evicted_me = {p.by for p in preemptions if p.victim == job.id and now - p.at < policy.ping_pong_window_s}
+    candidates: list[tuple[tuple[int, int, int], int, tuple[str, ...], Option]] = []
+    for option in options:
+        if option.demand.kind != DemandKind.MIG:
+            continue
+        for name in index.groups[option.group]:
+            for gpu in state.node_gpus(name):
+                holders = tuple(sorted(gpu.holders()))
+                if not holders or not all(_movable(state, h, rank, evicted_me) for h in holders):
+                    continue
+                units = sum(sum(state.job_units(h).values()) for h in holders)
+                ordinal = index.gpu_ordinal[gpu.key]
+                candidates.append(((len(holders), units, ordinal), ordinal, holders, option))
+    for _, ordinal, holders, option in sorted(candidates, key=lambda c: c[0])[:MAX_TRIES]:
+        gpu = index.gpus[ordinal]
+        statement = state.begin()
+        for holder in holders:
+            state.remove(holder)
+        changes = plan_repartition(state, [(job, option.demand), *also], policy, now)
+        profile = option.demand.mig_profile
+        if any(c.node == gpu.node.name and c.gpu == gpu.index and any(n == profile for n, _ in c.new) for c in changes):
+            statement.commit()
+            return [Evict(job=holder, reason=REASON, by=job.id) for holder in holders], changes
+        statement.rollback()
+    return None
+
+
+def _movable(state: ClusterState, job_id: str, rank: int, evicted_me: set[str]) -> bool:
+    running = state.running.get(job_id)
+    if running is None or job_id not in state.placed or job_id in evicted_me:
+        return False
+    victim = running.job
+    return victim.priority != Priority.PRODUCTION and PRIORITY_INDEX[victim.priority] > rank

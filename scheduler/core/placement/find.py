@@ -1,0 +1,115 @@
+"""``find_slots``: a placement for every replica of a job on free capacity, or None (a gang binds whole).
+
+Contract: ``find_slots(state, job, policy)`` returns one tuple of :class:`Slot` per replica, all free in
+``state`` now, honouring the ``gpu_model`` constraint, tier routing (:mod:`.tiers`), node readiness
+(schedulable, no MIG change in flight at ``now``), CPU and host memory where nodes state them, and the
+right-sized demand of :func:`scheduler.core.rightsize.resolve` on each model. It never leaves the state
+changed: multi-replica MIG and share gangs are searched by tentatively placing each replica inside a
+Statement (so the next replica sees the previous one's slot) and rolling back at the end.
+
+Which slots (the rules live in the modules): whole-GPU gangs — every replica whole GPUs, more than one
+replica — go through :mod:`.topology`; otherwise each replica takes the best of :mod:`.whole` (best fit),
+:mod:`.mig` and :mod:`.shares` (fragmentation-aware), compared by (tier rank, grain, …).
+
+Speed: on an :class:`IndexedClusterState` the live index is used and a failure is remembered per job shape
+until capacity is next freed (only freeing can make a failed shape fit). On a plain ClusterState a fresh
+index is built for the call.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from scheduler.core.capacity import ClusterState
+from scheduler.core.demand import DemandKind
+from scheduler.core.placement.index import CapacityIndex, IndexedClusterState, Slots
+from scheduler.core.placement.mig import best_instance
+from scheduler.core.placement.mix import mix_of
+from scheduler.core.placement.options import Option, options_for, placement_shape
+from scheduler.core.placement.shares import best_share
+from scheduler.core.placement.topology import place_gang
+from scheduler.core.placement.whole import best_whole
+from scheduler.core.policy import Policy
+from scheduler.core.state import Job, Slot
+
+_REPLICA_SEPARATOR = "\x1f"  # tentative replicas are placed as "<job id>\x1f<n>", never a real id
+
+
+def index_of(state: ClusterState, now: float | None = None) -> tuple[CapacityIndex, bool]:
+    """The state's live index (brought up to date) and True, or a fresh one for a plain ClusterState and
+    False."""
+    if isinstance(state, IndexedClusterState) and state.index is not None:
+        state.index.flush()
+        return state.index, True
+    return CapacityIndex(state, now), False
+
+
+def find_slots(state: ClusterState, job: Job, policy: Policy, now: float | None = None) -> Slots | None:
+    """Slots for all ``job.replicas`` replicas, or None (module contract). ``now`` matters only for a plain
+    ClusterState (an IndexedClusterState knows its cycle's time)."""
+    if job.replicas < 1:
+        return None
+    index, live = index_of(state, now)
+    shape = placement_shape(job)
+    if index.failed.get(shape) == index.freed:
+        return None
+    options = options_for(index, job, policy)
+    found = _search(state, index, live, job, options, policy) if options else None
+    if found is None:
+        index.failed[shape] = index.freed
+    return found
+
+
+def _search(
+    state: ClusterState, index: CapacityIndex, live: bool, job: Job, options: tuple[Option, ...], policy: Policy
+) -> Slots | None:
+    if job.replicas > 1 and all(o.demand.kind == DemandKind.WHOLE for o in options):
+        return place_gang(index, job, options)
+    if job.replicas == 1:
+        found = best_replica(index, job, options, policy)
+        return (found,) if found is not None else None
+    statement = state.begin()
+    placed: list[str] = []
+    try:
+        replicas: list[tuple[Slot, ...]] = []
+        for number in range(job.replicas):
+            found = best_replica(index, job, options, policy)
+            if found is None:
+                return None
+            stand_in = replace(job, id=f"{job.id}{_REPLICA_SEPARATOR}{number}", replicas=1)
+            state.place(stand_in, (found,))
+            placed.append(stand_in.id)
+            if not live:
+                index.occupied(stand_in, (found,))
+            index.flush()
+            replicas.append(found)
+        return tuple(replicas)
+    finally:
+        statement.rollback()
+        for stand_in_id in placed:
+            state.jobs.pop(stand_in_id, None)
+
+
+def best_replica(
+    index: CapacityIndex, job: Job, options: tuple[Option, ...], policy: Policy
+) -> tuple[Slot, ...] | None:
+    """The best slots for one replica over every option, whatever its grain."""
+    by_kind: dict[str, list[Option]] = {}
+    for option in options:
+        by_kind.setdefault(option.demand.kind, []).append(option)
+    found: list[tuple[tuple[int, ...], tuple[Slot, ...]]] = []
+    if DemandKind.WHOLE in by_kind:
+        whole = best_whole(index, job, by_kind[DemandKind.WHOLE])
+        if whole is not None:
+            found.append(whole)
+    if DemandKind.MIG in by_kind:
+        mig = best_instance(index, job, by_kind[DemandKind.MIG], mix_of(index, policy))
+        if mig is not None:
+            found.append(mig)
+    if DemandKind.SHARE in by_kind:
+        share = best_share(index, job, by_kind[DemandKind.SHARE], mix_of(index, policy))
+        if share is not None:
+            found.append(share)
+    if not found:
+        return None
+    return min(found, key=lambda f: f[0])[1]

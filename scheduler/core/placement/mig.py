@@ -1,0 +1,134 @@
+"""MIG work, one replica: pick a free instance of the profile, fragmentation-aware.
+
+The layouts are fixed within a cycle (repartitioning is planned separately), so a replica of profile ``p``
+can only take a free ``p`` instance; the question is *which* GPU's. In the spirit of FGD (Weng et al.,
+ATC'23: place where the expected fragmentation of the cluster grows least, the expectation taken over the
+observed workload — written from the paper's description), a GPU's fragmentation is
+
+    frag(GPU) = 0                                         if none of its instances is in use
+              = Σ over its free instances i of  c(i) · (N + 1 − n(profile(i)))   otherwise
+
+with ``c`` the instance's compute slices, ``n(q)`` the replicas of profile ``q`` in the observed mix of
+that GPU model and ``N`` all of them: a free slice counts as fragmented in proportion to the share of the
+workload that could *not* use it (the "+1" is one phantom request of another profile, so free slices are
+never quite free of risk and an empty mix still prefers packing). An idle GPU is not fragmented: it can be
+re-partitioned to anything. We take the candidate with the smallest increase
+
+    Δ = frag(GPU after) − frag(GPU before),
+
+which puts replicas on partly used GPUs first (Δ < 0) and breaks an idle GPU only when needed, choosing the
+idle GPU whose leftover instances the workload wants most. Ties: fewest free compute slices left on the GPU
+(best fit), then tier rank, model rank and GPU order; the instance taken is the free ``p`` with the lowest
+start. Score = (tier rank, kind, extra compute, extra memory, Δ, free slices left, model rank, GPU order).
+
+A demand right-sized from memory (``memory_gib`` or ``model``) whose profile has no free instance anywhere
+may take a *larger* free instance that holds the memory — but only on a GPU already partly in use, whose
+layout cannot change without evicting its occupants; an idle GPU is left for re-partitioning, which can
+cut the right size. Fewest extra compute slices first, then least extra memory. An explicit ``mig_profile``
+gets exactly that profile.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from scheduler.core.catalog import GPU_MODEL_BY_NAME
+from scheduler.core.placement.index import CapacityIndex, MigSignature
+from scheduler.core.placement.mix import DemandMix
+from scheduler.core.placement.options import KIND_RANK, Option
+from scheduler.core.state import Job, Slot
+
+Score = tuple[int, ...]
+
+
+def fragmentation(mix: DemandMix, model: str, idle: bool, free: Sequence[str]) -> int:
+    """frag(GPU) of the module doc, for a GPU of ``model`` with ``free`` instance profiles."""
+    if idle:
+        return 0
+    profiles = GPU_MODEL_BY_NAME[model].profiles()
+    total = 0
+    for profile in free:
+        wanted, all_replicas = mix.mig_weight(model, profile)
+        total += profiles[profile].compute_slices * (all_replicas + 1 - wanted)
+    return total
+
+
+def take_delta(mix: DemandMix, model: str, signature: MigSignature, profile: str) -> tuple[int, int]:
+    """(Δ fragmentation, free compute slices left) when one ``profile`` instance is taken from a GPU with
+    ``signature``."""
+    idle, free = signature
+    left = list(free)
+    left.remove(profile)
+    delta = fragmentation(mix, model, False, left) - fragmentation(mix, model, idle, free)
+    profiles = GPU_MODEL_BY_NAME[model].profiles()
+    return delta, sum(profiles[name].compute_slices for name in left)
+
+
+def best_instance(
+    index: CapacityIndex, job: Job, options: Sequence[Option], mix: DemandMix
+) -> tuple[Score, tuple[Slot, ...]] | None:
+    """The best free MIG instance for one replica over the MIG ``options`` (module rules), or None."""
+    best: tuple[Score, str] | None = None
+    for option in options:
+        found = _best_of(index, job, option, option.demand.mig_profile or "", mix, (0, 0), False)
+        if found is not None and (best is None or found[0] < best[0]):
+            best = found
+    if best is None:
+        best = _larger(index, job, options, mix)
+    if best is None:
+        return None
+    score, profile = best
+    gpu = index.gpus[score[-1]]
+    start = min(s for name, s in gpu.layout if name == profile and s not in gpu.instances)
+    return score, (Slot(gpu.node.name, gpu.index, mig_profile=profile, mig_start=start),)
+
+
+def _best_of(
+    index: CapacityIndex,
+    job: Job,
+    option: Option,
+    profile: str,
+    mix: DemandMix,
+    oversize: tuple[int, int],
+    partly_used_only: bool,
+) -> tuple[Score, str] | None:
+    best: tuple[Score, str] | None = None
+    for signature, ordinals in index.mig.get((option.group, profile), {}).items():
+        if partly_used_only and signature[0]:
+            continue
+        key = ("mig-delta", option.model, signature, profile)
+        cached = index.memo.get(key)
+        if cached is None:
+            cached = take_delta(mix, option.model, signature, profile)
+            index.memo[key] = cached
+        delta, left = cached  # type: ignore[misc]
+        for ordinal in ordinals:
+            if index.resource_cap(index.gpus[ordinal].node.name, job) < 1:
+                continue
+            kind = KIND_RANK[option.demand.kind]
+            score = (option.tier_rank, kind, *oversize, delta, left, option.model_rank, ordinal)
+            if best is None or score < best[0]:
+                best = (score, profile)
+            break
+    return best
+
+
+def _larger(index: CapacityIndex, job: Job, options: Sequence[Option], mix: DemandMix) -> tuple[Score, str] | None:
+    """A larger free instance for a memory-sized demand when no instance of its own profile is free: one
+    that holds the memory, on a GPU already partly in use (an idle GPU is left for re-partitioning, which
+    can cut the right size), the fewest extra compute slices and then the least extra memory first."""
+    best: tuple[Score, str] | None = None
+    for option in options:
+        need = option.demand.memory_mib
+        if need is None:
+            continue  # an explicit mig_profile is exactly what was asked for
+        profiles = GPU_MODEL_BY_NAME[option.model].profiles()
+        own = profiles[option.demand.mig_profile or ""]
+        for name, spec in profiles.items():
+            if name == own.name or spec.media_engines or spec.memory_mib < need:
+                continue
+            oversize = (spec.compute_slices - own.compute_slices, spec.memory_mib - own.memory_mib)
+            found = _best_of(index, job, option, name, mix, oversize, True)
+            if found is not None and (best is None or found[0] < best[0]):
+                best = found
+    return best

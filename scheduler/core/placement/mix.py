@@ -1,0 +1,101 @@
+"""The observed request mix that fragmentation-aware placement scores against (FGD's "target workload").
+
+Weng et al. (ATC'23, "Beware of Fragmentation") score a placement by how much it raises the *expected*
+fragmentation of the cluster, where a node's fragmentation is the free capacity that a task drawn from the
+workload could not use, weighted by how often such tasks occur. We observe the workload per GPU model as
+counts of replicas — pending ones (the demand still to serve) plus running ones (the recent mix) — of:
+
+- each MIG profile (for MIG GPUs), and
+- each share size in milli-GPU, with a whole-GPU replica counted as a request of 1000 (for time-sliced GPUs).
+
+Counts stay integers so equal scores compare equal (no float noise in tie-breaks).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Iterable
+
+from scheduler.core.capacity import ClusterState
+from scheduler.core.demand import DemandKind
+from scheduler.core.placement.index import CapacityIndex
+from scheduler.core.placement.options import options_for
+from scheduler.core.policy import Policy
+from scheduler.core.state import FULL_GPU_MILLI, Job
+
+
+class DemandMix:
+    """Replica counts per GPU model: ``mig[model][profile]`` and ``share_sizes[model][milli]``."""
+
+    def __init__(self) -> None:
+        self.mig: dict[str, dict[str, int]] = {}
+        self.share_sizes: dict[str, dict[int, int]] = {}
+        self._mig_totals: dict[str, int] = {}
+        self._bigger: dict[str, tuple[list[int], list[int]]] = {}
+
+    def add_mig(self, model: str, profile: str, count: int = 1) -> None:
+        by_profile = self.mig.setdefault(model, {})
+        by_profile[profile] = by_profile.get(profile, 0) + count
+        self._mig_totals[model] = self._mig_totals.get(model, 0) + count
+
+    def add_share(self, model: str, milli: int, count: int = 1) -> None:
+        by_size = self.share_sizes.setdefault(model, {})
+        size = min(milli, FULL_GPU_MILLI)
+        by_size[size] = by_size.get(size, 0) + count
+        self._bigger.pop(model, None)
+
+    def mig_weight(self, model: str, profile: str) -> tuple[int, int]:
+        """(replicas asking for ``profile``, all MIG replicas) on ``model``."""
+        return self.mig.get(model, {}).get(profile, 0), self._mig_totals.get(model, 0)
+
+    def share_bigger_than(self, model: str, free_milli: int) -> int:
+        """Replicas in the mix whose share (or whole GPU) does not fit in ``free_milli``."""
+        cached = self._bigger.get(model)
+        if cached is None:
+            sizes = sorted(self.share_sizes.get(model, {}).items())
+            suffix: list[int] = [0] * (len(sizes) + 1)
+            for i in range(len(sizes) - 1, -1, -1):
+                suffix[i] = suffix[i + 1] + sizes[i][1]
+            cached = ([size for size, _ in sizes], suffix)
+            self._bigger[model] = cached
+        keys, suffix = cached
+        return suffix[bisect_right(keys, free_milli)]
+
+
+def observe(state: ClusterState, index: CapacityIndex, pending: Iterable[Job], policy: Policy) -> DemandMix:
+    """The mix of the running jobs in ``state`` and of ``pending`` (resolved on each GPU model they may use)."""
+    mix = DemandMix()
+    for _job_id, slots in sorted(state.placed.items()):
+        for replica in slots:
+            gpu = state.gpus[(replica[0].node, replica[0].gpu)]
+            model = gpu.node.gpu_model
+            first = replica[0]
+            if first.mig_profile is not None:
+                mix.add_mig(model, first.mig_profile)
+            elif len(replica) == 1:
+                mix.add_share(model, first.milli)
+            else:
+                mix.add_share(model, FULL_GPU_MILLI)
+    for job in pending:
+        seen: set[str] = set()
+        for option in options_for(index, job, policy):
+            if option.model in seen:
+                continue
+            seen.add(option.model)
+            demand = option.demand
+            if demand.kind == DemandKind.MIG:
+                mix.add_mig(option.model, demand.mig_profile or "", job.replicas)
+            elif demand.kind == DemandKind.SHARE:
+                mix.add_share(option.model, demand.milli, job.replicas)
+            else:
+                mix.add_share(option.model, FULL_GPU_MILLI, job.replicas)
+    return mix
+
+
+def mix_of(index: CapacityIndex, policy: Policy) -> DemandMix:
+    """The mix the cycle observed (``index.memo["mix"]``), or the running jobs' alone when none was set."""
+    mix = index.memo.get("mix")
+    if mix is None:
+        mix = observe(index.state, index, (), policy)
+        index.memo["mix"] = mix
+    return mix  # type: ignore[return-value]

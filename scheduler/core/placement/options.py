@@ -1,0 +1,90 @@
+"""Where a job may go: the (group, demand) options placement searches, with their preference ranks.
+
+An option is one group of ready nodes (GPU model, capacity tier, interconnect) that the job's ``gpu_model``
+constraint and tier routing allow, with the per-replica demand :func:`scheduler.core.rightsize.resolve`
+gives on that model. Options are cached per job *shape* (everything placement depends on), so 10,000
+pending jobs of a few shapes cost a few resolutions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass
+
+from scheduler.core.catalog import GPU_MODEL_BY_NAME
+from scheduler.core.demand import Demand, DemandKind
+from scheduler.core.placement.index import CapacityIndex, Group
+from scheduler.core.placement.tiers import tier_rank
+from scheduler.core.policy import Policy
+from scheduler.core.rightsize import resolve
+from scheduler.core.state import Job
+from scheduler.core.vocabulary import Priority
+
+# Smaller grains first when a request could be served several ways (a memory request: a MIG slice on an
+# A100, whole GPUs on a GPU without MIG): the right-sized grain wastes least.
+KIND_RANK: dict[str, int] = {DemandKind.MIG: 0, DemandKind.SHARE: 1, DemandKind.WHOLE: 2}
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    tier_rank: int  # 0 = the job's most preferred capacity tier
+    model_rank: int  # smaller GPUs first, then by name: ties go to the cheaper part
+    group: Group
+    demand: Demand
+
+    @property
+    def model(self) -> str:
+        return self.group[0]
+
+
+def placement_shape(job: Job) -> Hashable:
+    """Everything :func:`find_slots` depends on in a job, but not its identity."""
+    return (
+        job.request,
+        job.kind,
+        job.gpu_model,
+        job.tier,
+        job.priority == Priority.PRODUCTION,
+        job.replicas,
+        job.cpu_milli,
+        job.memory_mib,
+    )
+
+
+def model_ranks(index: CapacityIndex) -> dict[str, int]:
+    cached = index.memo.get("model_ranks")
+    if cached is None:
+        models = sorted({node.gpu_model for node in index.state.nodes.values()}, key=_model_key)
+        cached = {model: rank for rank, model in enumerate(models)}
+        index.memo["model_ranks"] = cached
+    return cached  # type: ignore[return-value]
+
+
+def _model_key(model: str) -> tuple[int, str]:
+    spec = GPU_MODEL_BY_NAME.get(model)
+    return (spec.memory_mib if spec else 0, model)
+
+
+def options_for(index: CapacityIndex, job: Job, policy: Policy) -> tuple[Option, ...]:
+    """The job's options on the index's ready nodes, sorted by (tier rank, kind, model rank, group)."""
+    key = ("options", job.request, job.kind, job.gpu_model, job.tier, job.priority == Priority.PRODUCTION, policy)
+    cached = index.memo.get(key)
+    if cached is not None:
+        return cached  # type: ignore[return-value]
+    ranks = tier_rank(job)
+    models = model_ranks(index)
+    demands: dict[str, Demand | None] = {}
+    found: list[Option] = []
+    for group in index.groups:
+        model, tier, _ = group
+        if tier not in ranks:
+            continue
+        if model not in demands:
+            demands[model] = resolve(job, model, policy)
+        demand = demands[model]
+        if demand is not None:
+            found.append(Option(ranks[tier], models[model], group, demand))
+    found.sort(key=lambda o: (o.tier_rank, KIND_RANK[o.demand.kind], o.model_rank, o.group))
+    options = tuple(found)
+    index.memo[key] = options
+    return options

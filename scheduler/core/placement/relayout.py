@@ -1,0 +1,220 @@
+"""MIG layout changes within a cycle: when, for whom, and who is told to wait for them.
+
+The cycle asks at two moments:
+
+- :meth:`Relayout.for_production` — a production job with MIG demand found no instance and no victims.
+  It must not wait behind lower work, so its changes are made *now*, before lower work takes the GPUs it
+  needs: it first claims free instances that changes already under way will offer (the snapshot shows a
+  reconfiguring node's new layout), then, node by node until its replicas are covered, gets a change on an
+  idle GPU (:func:`~scheduler.core.repartition.plan_repartition`), else on a GPU drained of lower work
+  (:mod:`.drain`).
+- :meth:`Relayout.after_placement` — the MIG (and whole-GPU) demand left unplaced by capacity (or for want
+  of a ready node): a job whose replicas changes under way will cover waits for them; the rest, if its
+  quota would admit it, asks :func:`plan_repartition` for one node.
+
+Rules: outside production, at most one node changes per cycle (the repartition rule), and only when
+production changed none; production is exempt — it must not wait — and the layout it asks for is cut for
+all of the cycle's production MIG demand where that lands on a node serving it, so one change serves as
+many as fit. A changed node takes nothing new for the rest of the cycle (:meth:`CapacityIndex.retire`; it
+is also marked reconfiguring in the state, as the next snapshot will show it). Each instance (or, MIG off,
+idle GPU) on a changing node is promised to one waiting job, one per replica (whole GPUs: one per GPU);
+the job is told it waits for the change (blocker ``reconfiguring`` with its ``ready_at``). No layout
+changes for work its quota would not admit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+from scheduler.core.capacity import gpu_class_of
+from scheduler.core.demand import Demand, DemandKind
+from scheduler.core.explain import CAPACITY, NOT_READY, RECONFIGURING, Blocker, demand_units
+from scheduler.core.fairshare import FairShare
+from scheduler.core.placement.drain import drain_for
+from scheduler.core.placement.index import IndexedClusterState
+from scheduler.core.placement.options import Option, options_for
+from scheduler.core.placement.tiers import tier_rank
+from scheduler.core.plan import Evict, Reconfigure
+from scheduler.core.policy import Policy
+from scheduler.core.repartition import plan_repartition
+from scheduler.core.rightsize import resolve
+from scheduler.core.state import Job, Preemption
+from scheduler.core.vocabulary import Priority
+
+Key = tuple[str, int, int]  # (node, GPU, instance start; -1 = the whole GPU, MIG off)
+
+
+class Relayout:
+    """Layout changes of one cycle on ``state``; ``blockers`` (job id → Blocker) is the cycle's, updated here."""
+
+    def __init__(
+        self,
+        state: IndexedClusterState,
+        fairness: FairShare,
+        policy: Policy,
+        now: float,
+        preemptions: Sequence[Preemption],
+        blockers: dict[str, Blocker],
+        pending: Sequence[Job],
+    ) -> None:
+        assert state.index is not None
+        self.state = state
+        self.index = state.index
+        self.fairness = fairness
+        self.policy = policy
+        self.now = now
+        self.preemptions = preemptions
+        self.blockers = blockers
+        self.changes: list[Reconfigure] = []
+        self.evictions: list[Evict] = []
+        self._production = [job for job in pending if job.priority == Priority.PRODUCTION]
+        self._claimed: set[Key] = set()
+        self._changing = [  # nodes whose layout change is under way (the snapshot shows the new layout)
+            (name, node.reconfiguring_until)
+            for name, node in sorted(state.nodes.items())
+            if node.schedulable and node.reconfiguring_until is not None and node.reconfiguring_until > now
+        ]
+
+    # -- the two moments ---------------------------------------------------------------------------------
+
+    def for_production(self, job: Job) -> bool:
+        """Changes (or changes under way) for production ``job`` (module doc); True when it waits for some."""
+        wanted = job.replicas
+        got = self._take(job, wanted, partial=True)
+        mig = self._mig_option(job)
+        while got < wanted and mig is not None:
+            if not self._change_for(job, mig):
+                break
+            got += self._take(job, wanted - got, partial=True)
+        return got > 0
+
+    def after_placement(self, order: Sequence[Job]) -> list[Reconfigure]:
+        """The cycle's layout changes, after every job of ``order`` was tried (module doc)."""
+        pending_mig: list[tuple[Job, Demand]] = []
+        pending_whole: list[tuple[Job, Demand]] = []
+        for job in order:
+            blocker = self.blockers.get(job.id)
+            if blocker is None or blocker.kind not in (CAPACITY, NOT_READY):
+                continue
+            if self._take(job, self._units(job), partial=False):
+                continue
+            options = options_for(self.index, job, self.policy)
+            mig = next((o for o in options if o.demand.kind == DemandKind.MIG), None)
+            whole = next((o for o in options if o.demand.kind == DemandKind.WHOLE), None)
+            if mig is not None:
+                if self._would_admit(job, mig):
+                    pending_mig.append((job, mig.demand))
+            elif whole is not None and self._would_admit(job, whole):
+                pending_whole.append((job, whole.demand))
+        if not self.changes and (pending_mig or pending_whole):
+            changes = plan_repartition(self.state, pending_mig, self.policy, self.now, pending_whole=pending_whole)
+            self._apply(changes)
+            for job, _ in (*pending_mig, *pending_whole):
+                self._take(job, self._units(job), partial=False)
+        return self.changes
+
+    # -- changing ----------------------------------------------------------------------------------------
+
+    def _change_for(self, job: Job, mig: Option) -> bool:
+        """One more node changed for production ``job``: on an idle GPU, else a drained one. False if none."""
+        others = [(o, d) for o in self._production if o.id != job.id and (d := self._unserved(o)) is not None]
+        changes = plan_repartition(self.state, [(job, mig.demand), *others], self.policy, self.now)
+        if others and not self._offers(job, changes):
+            # Repartition changed a node for the others' sake only: ask again for this job alone.
+            changes = plan_repartition(self.state, [(job, mig.demand)], self.policy, self.now)
+        if not self._offers(job, changes):
+            statement = self.state.begin()
+            options = options_for(self.index, job, self.policy)
+            drained = drain_for(
+                self.state, self.index, job, options, self.policy, self.now, self.preemptions, also=others
+            )
+            if drained is None:
+                statement.rollback()
+                return False
+            statement.commit()
+            evictions, changes = drained
+            self.evictions.extend(evictions)
+            for team in sorted({self.state.jobs[e.job].team for e in evictions}):
+                self.fairness.changed(team)
+        self._apply(changes)
+        return True
+
+    def _apply(self, changes: Sequence[Reconfigure]) -> None:
+        """Apply ``changes`` to the state and close their nodes to new work for the rest of the cycle."""
+        for change in changes:
+            self.state.set_layout(change.node, change.gpu, change.new)
+        for name in sorted({change.node for change in changes}):
+            self.index.retire(name)
+            # Mark the node busy in the state as the next snapshot will, so that no later question this cycle
+            # (another change, a preemption) counts it as ready; its new instances may be claimed meanwhile.
+            ready_at = max(change.ready_at for change in changes if change.node == name)
+            self.state.nodes[name] = replace(self.state.nodes[name], reconfiguring_until=ready_at)
+            self._changing.append((name, ready_at))
+        self.changes.extend(changes)
+
+    def _offers(self, job: Job, changes: Sequence[Reconfigure]) -> bool:
+        """Does one of ``changes`` (not applied yet) offer the job's MIG profile on a model it may use?"""
+        for change in changes:
+            demand = resolve(job, self.state.nodes[change.node].gpu_model, self.policy)
+            if demand is not None and any(name == demand.mig_profile for name, _ in change.new):
+                return True
+        return False
+
+    # -- promising ---------------------------------------------------------------------------------------
+
+    def _units(self, job: Job) -> int:
+        """What the job claims: one instance per replica, or (whole GPUs) one GPU per GPU it needs."""
+        for name, _ in self._changing:
+            demand = resolve(job, self.state.nodes[name].gpu_model, self.policy)
+            if demand is not None and demand.kind == DemandKind.WHOLE:
+                return job.replicas * demand.gpus
+        return job.replicas
+
+    def _take(self, job: Job, wanted: int, partial: bool) -> int:
+        """Promise the job up to ``wanted`` free instances (or idle MIG-off GPUs) on changing nodes — all or
+        none unless ``partial`` — and tell it it waits for them; return how many were promised."""
+        if not self._changing:
+            return 0
+        found: list[tuple[Key, float]] = []
+        tiers = tier_rank(job)
+        for name, until in self._changing:
+            node = self.state.nodes[name]
+            demand = resolve(job, node.gpu_model, self.policy) if str(node.tier) in tiers else None
+            if demand is None:
+                continue
+            for gpu in self.state.node_gpus(name):
+                if demand.kind == DemandKind.MIG:
+                    starts = [s for p, s in gpu.layout if p == demand.mig_profile and s not in gpu.instances]
+                elif demand.kind == DemandKind.WHOLE and not gpu.layout and gpu.idle:
+                    starts = [-1]
+                else:
+                    starts = []
+                found += [((name, gpu.index, s), until) for s in starts if (name, gpu.index, s) not in self._claimed]
+        chosen = found[:wanted]
+        if not chosen or (len(chosen) < wanted and not partial):
+            return 0
+        self._claimed.update(key for key, _ in chosen)
+        (name, gpu, _), until = max(chosen, key=lambda c: (c[1], c[0]))
+        self.blockers[job.id] = Blocker(RECONFIGURING, f"node {name} GPU {gpu}", until)
+        return len(chosen)
+
+    # -- quota -------------------------------------------------------------------------------------------
+
+    def _mig_option(self, job: Job) -> Option | None:
+        """The job's preferred MIG option, if its quota would admit it."""
+        mig = next((o for o in options_for(self.index, job, self.policy) if o.demand.kind == DemandKind.MIG), None)
+        return mig if mig is not None and self._would_admit(job, mig) else None
+
+    def _unserved(self, job: Job) -> Demand | None:
+        """The MIG demand of a pending production job not yet bound nor waiting for a change, else None."""
+        if job.id in self.state.placed or job.id in self.blockers:
+            return None
+        mig = self._mig_option(job)
+        return mig.demand if mig is not None else None
+
+    def _would_admit(self, job: Job, option: Option) -> bool:
+        """Would the job's quota let it hold ``option``'s demand? No layout is changed for work that could
+        not run on it anyway."""
+        units = demand_units(option.demand, option.model) * job.replicas
+        return self.fairness.admit(job, {gpu_class_of(option.model): units}).ok

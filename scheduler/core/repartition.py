@@ -1,0 +1,276 @@
+"""MIG repartitioning: new layouts for idle GPUs when pending MIG demand does not match the current ones.
+
+:func:`plan_repartition` is pure: it reads the :class:`ClusterState` and returns :class:`Reconfigure`
+operations; the cycle applies them (``state.set_layout``) and records them in the plan. The rules:
+
+1. **Which demand.** ``pending_mig`` holds the MIG demands that placement could not serve this cycle (so
+   the free instances that exist do not serve them: the cycle calls this after placement). A job counts
+   ``replicas`` instances. Its profile is re-resolved on each candidate GPU model
+   (:func:`scheduler.core.rightsize.resolve`): a memory request may be ``1g.20gb`` on an H100 and
+   ``3g.20gb`` on an A100-40GB. Tier routing applies: a node counts only demand its tier may serve.
+   ``pending_whole`` (optional) holds whole-GPU demands that could not be placed: idle MIG GPUs may be turned
+   back into whole GPUs for them.
+2. **Hysteresis.** Only demand unmet for ``policy.repartition_hysteresis_cycles`` consecutive cycles acts.
+   ``demand_age`` maps a demand key (:func:`demand_key`: the profile name, or ``"whole"``) to that count,
+   kept by the caller; without it the age is derived from the job's wait, ``(now − submitted_at) //
+   cycle_s`` cycles (a pending job has been unmet every cycle since it arrived). Younger demand does not
+   trigger a change, but when a change happens it shapes the layout (rule 4).
+3. **Which GPUs.** Only GPUs with no instance in use are changed (a geometry change destroys every instance
+   on the GPU, facts §0.2; we never evict for a layout change), on catalog MIG-capable models, on nodes
+   that are schedulable and not already reconfiguring. MIG-off idle GPUs are converted only when no aged
+   whole-GPU demand could use them, and nodes needing fewer conversions are preferred, so MIG demand must
+   dominate before whole GPUs are given up.
+4. **Which layout.** GPU by GPU (MIG-on idle GPUs first, then by index), the candidate is every maximal
+   layout of the model (:func:`scheduler.core.layouts.maximal_layouts`, ``+me`` ones only when some demand
+   asks for ``+me``), plus "MIG off" when aged whole demand waits. Value, compared in order: aged demand
+   served (compute slices; a whole GPU is 7), younger demand served, instances kept from the current
+   layout, compute slices used, then the enumeration order. A GPU changes only when its new layout serves
+   strictly more aged demand than its current one, and what it serves is taken off the demand before the
+   next GPU is considered.
+5. **One node per cycle.** The GPU Operator applies a configuration per node and pauses that node's GPU
+   clients while it works (facts §3.1), so at most one node is reconfigured per cycle: the node whose
+   changes serve the most aged demand, then the fewest MIG-off conversions, the fewest GPUs changed, and
+   the node name. This bounds the churn a wrong guess can cause and keeps the rest of the fleet serving.
+6. Every new layout is checked with :func:`scheduler.core.catalog.validate_layout`; ``ready_at`` is
+   ``now + policy.mig_reconfigure_s``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+from scheduler.core.capacity import ClusterState, Gpu
+from scheduler.core.catalog import COMPUTE_SLICES, GPU_MODEL_BY_NAME, validate_layout
+from scheduler.core.demand import Demand, DemandKind
+from scheduler.core.layouts import maximal_layouts
+from scheduler.core.placement.tiers import allowed_tiers
+from scheduler.core.plan import Reconfigure
+from scheduler.core.policy import Policy
+from scheduler.core.rightsize import resolve
+from scheduler.core.state import Job, MigLayout
+from scheduler.core.vocabulary import Priority
+
+WHOLE_KEY = "whole"
+_MIG_OFF: MigLayout = ()
+
+Pending = Sequence[tuple[Job, Demand]]
+
+
+def demand_key(demand: Demand) -> str:
+    """The key ``demand_age`` is counted by: the MIG profile's name, or ``"whole"`` for whole GPUs."""
+    if demand.kind == DemandKind.MIG and demand.mig_profile is not None:
+        return demand.mig_profile
+    return WHOLE_KEY
+
+
+@dataclass(frozen=True, slots=True)
+class _Need:
+    """Demand one node may serve: instances per profile (aged and younger) and aged whole GPUs."""
+
+    aged: tuple[tuple[str, int], ...]
+    young: tuple[tuple[str, int], ...]
+    whole_gpus: int
+
+    @property
+    def wants_me(self) -> bool:
+        return any(name.endswith("+me") for name, _ in self.aged + self.young)
+
+
+def plan_repartition(
+    state: ClusterState,
+    pending_mig: Pending,
+    policy: Policy,
+    now: float,
+    demand_age: Mapping[str, int] | None = None,
+    pending_whole: Pending = (),
+) -> list[Reconfigure]:
+    """The layout changes of this cycle: on at most one node, only idle GPUs, never an illegal layout.
+
+    Does not mutate ``state``. Returns the operations sorted by GPU index (module docstring for the rules).
+    """
+    if not policy.mig:
+        return []
+    aged_mig, young_mig = _split(pending_mig, DemandKind.MIG, policy, now, demand_age)
+    aged_whole, _ = _split(pending_whole, DemandKind.WHOLE, policy, now, demand_age)
+    if not aged_mig and not aged_whole:
+        return []
+    shapes = (_by_shape(aged_mig), _by_shape(young_mig), _by_shape(aged_whole))
+    needs: dict[tuple[str, str], _Need] = {}
+    best: tuple[tuple[int, int, int, str], list[Reconfigure]] | None = None
+    for name in sorted(state.nodes):
+        node = state.nodes[name]
+        spec = GPU_MODEL_BY_NAME.get(node.gpu_model)
+        if spec is None or not spec.mig_capable or not node.schedulable:
+            continue
+        if node.reconfiguring_until is not None and node.reconfiguring_until > now:
+            continue
+        idle = [gpu for gpu in state.node_gpus(name) if gpu.idle]
+        if not idle:
+            continue
+        group = (node.gpu_model, str(node.tier))
+        if group not in needs:
+            needs[group] = _need(node.gpu_model, str(node.tier), *shapes, policy)
+        need = needs[group]
+        if not need.aged and not need.whole_gpus:
+            continue
+        # MIG-on idle GPUs first: re-cutting them gives up nothing; then by index.
+        order = sorted(idle, key=lambda gpu: (not gpu.mig_on, gpu.index))
+        served, changes = _plan_node(node.gpu_model, tuple(gpu.layout for gpu in order), need)
+        if served <= 0:
+            continue
+        conversions = sum(1 for i, new in changes if not order[i].layout and new)
+        score = (-served, conversions, len(changes), name)
+        if best is None or score < best[0]:
+            best = (score, [_reconfigure(order[i], new, now, policy) for i, new in changes])
+    return sorted(best[1], key=lambda op: op.gpu) if best else []
+
+
+def _split(
+    pending: Pending, kind: DemandKind, policy: Policy, now: float, demand_age: Mapping[str, int] | None
+) -> tuple[list[Job], list[Job]]:
+    """Jobs of ``pending`` with a ``kind`` demand, split into aged (past the hysteresis) and younger."""
+    aged: list[Job] = []
+    young: list[Job] = []
+    for job, demand in pending:
+        if demand.kind != kind:
+            continue
+        if demand_age is not None:
+            age = demand_age.get(demand_key(demand), 0)
+        else:
+            age = int((now - job.submitted_at) // policy.cycle_s) if policy.cycle_s > 0 else 0
+        (aged if age >= policy.repartition_hysteresis_cycles else young).append(job)
+    return aged, young
+
+
+def _by_shape(jobs: Iterable[Job]) -> list[tuple[Job, int]]:
+    """One representative job per shape (what right-sizing and tier routing read) with the replicas of all:
+    10,000 pending jobs of a few shapes cost a few resolutions per node group."""
+    replicas: dict[tuple[object, ...], int] = {}
+    first: dict[tuple[object, ...], Job] = {}
+    for job in jobs:
+        shape = (job.request, job.kind, job.gpu_model, job.tier, job.priority == Priority.PRODUCTION)
+        replicas[shape] = replicas.get(shape, 0) + job.replicas
+        first.setdefault(shape, job)
+    return [(first[shape], count) for shape, count in replicas.items()]
+
+
+def _need(
+    model: str,
+    tier: str,
+    aged_mig: list[tuple[Job, int]],
+    young_mig: list[tuple[Job, int]],
+    aged_whole: list[tuple[Job, int]],
+    policy: Policy,
+) -> _Need:
+    def instances(shapes: Iterable[tuple[Job, int]]) -> tuple[tuple[str, int], ...]:
+        counts: Counter[str] = Counter()
+        for job, replicas in shapes:
+            demand = _on(job, model, tier, policy)
+            if demand is not None and demand.kind == DemandKind.MIG and demand.mig_profile is not None:
+                counts[demand.mig_profile] += replicas
+        return tuple(sorted(counts.items()))
+
+    whole = 0
+    for job, replicas in aged_whole:
+        demand = _on(job, model, tier, policy)
+        if demand is not None and demand.kind == DemandKind.WHOLE:
+            whole += demand.gpus * replicas
+    return _Need(instances(aged_mig), instances(young_mig), whole)
+
+
+def _on(job: Job, model: str, tier: str, policy: Policy) -> Demand | None:
+    """The job's demand on ``model`` if a node of ``tier`` may serve it."""
+    if tier not in {t.value for t in allowed_tiers(job)}:
+        return None
+    return resolve(job, model, policy)
+
+
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    rank: int  # position in the enumeration order
+    layout: MigLayout
+    counts: tuple[tuple[str, int, int], ...]  # (profile, instances, compute slices each)
+    used: int  # compute slices the layout holds
+
+
+@lru_cache(maxsize=64)
+def _candidates(model: str, with_me: bool) -> tuple[_Candidate, ...]:
+    profiles = GPU_MODEL_BY_NAME[model].profiles()
+    found = []
+    for rank, layout in enumerate(maximal_layouts(model, with_me=with_me)):
+        counts = Counter(name for name, _ in layout)
+        per = tuple((name, n, profiles[name].compute_slices) for name, n in sorted(counts.items()))
+        found.append(_Candidate(rank, layout, per, sum(n * c for _, n, c in per)))
+    return tuple(found)
+
+
+def _served(counts: Iterable[tuple[str, int, int]], wanted: Counter[str]) -> int:
+    """Compute slices of ``wanted`` instances that a layout with ``counts`` provides."""
+    return sum(min(n, wanted[name]) * slices for name, n, slices in counts)
+
+
+def _counts(model: str, layout: MigLayout) -> tuple[tuple[str, int, int], ...]:
+    profiles = GPU_MODEL_BY_NAME[model].profiles()
+    return tuple((name, n, profiles[name].compute_slices) for name, n in Counter(n for n, _ in layout).items())
+
+
+@lru_cache(maxsize=4096)
+def _plan_node(
+    model: str, layouts: tuple[MigLayout, ...], need: _Need
+) -> tuple[int, tuple[tuple[int, MigLayout], ...]]:
+    """Greedy per GPU (module rule 4): aged compute slices served and ``(position, new layout)`` changes.
+
+    ``layouts`` are the current layouts of the node's idle GPUs in the order they are considered. Cached:
+    nodes with the same idle GPUs and the same demand get the same answer.
+    """
+    aged: Counter[str] = Counter(dict(need.aged))
+    young: Counter[str] = Counter(dict(need.young))
+    whole = need.whole_gpus
+    candidates = _candidates(model, need.wants_me)
+    served_total = 0
+    changes: list[tuple[int, MigLayout]] = []
+    for position, current in enumerate(layouts):
+        if whole <= 0 and not any(n > 0 for n in aged.values()):
+            break
+        # Aged demand the GPU serves as it is: a MIG-off GPU serves aged whole demand, if any.
+        current_aged = _served(_counts(model, current), aged) if current else COMPUTE_SLICES * (whole > 0)
+        current_pairs = set(current)
+        best_value, best_layout = max(
+            (
+                (
+                    _served(candidate.counts, aged),
+                    _served(candidate.counts, young),
+                    len(current_pairs.intersection(candidate.layout)),
+                    candidate.used,
+                    -candidate.rank,
+                ),
+                candidate.layout,
+            )
+            for candidate in candidates
+        )
+        if whole > 0 and best_value[0] < COMPUTE_SLICES:
+            # Turning the GPU back into a whole GPU serves 7 aged slices; a MIG layout must beat that.
+            best_value, best_layout = (COMPUTE_SLICES,), _MIG_OFF
+        if best_layout == current or best_value[0] <= current_aged:
+            continue
+        if best_layout:
+            for name, n, slices in _counts(model, best_layout):
+                taken = min(n, aged[name])
+                aged[name] -= taken
+                served_total += taken * slices
+                young[name] -= min(n - taken, young[name])
+        else:
+            served_total += COMPUTE_SLICES
+            whole -= 1
+        changes.append((position, best_layout))
+    return served_total, tuple(changes)
+
+
+def _reconfigure(gpu: Gpu, new: MigLayout, now: float, policy: Policy) -> Reconfigure:
+    checked = tuple(validate_layout(gpu.node.gpu_model, new))  # never an illegal layout, whatever happened above
+    return Reconfigure(
+        node=gpu.node.name, gpu=gpu.index, old=gpu.layout, new=checked, ready_at=now + policy.mig_reconfigure_s
+    )

@@ -1,0 +1,40 @@
+"""The planners a scenario can be replayed with, by name (``manage.py scenario run --policy NAME``).
+
+A planner has the engine's signature, ``(snapshot, policy, now) -> Plan``. ``microcosm`` is the engine
+itself (:func:`scheduler.core.cycle.plan_cycle`); baseline policies register here under their own names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from scheduler.core.plan import Plan
+from scheduler.core.policy import Policy
+from scheduler.core.state import Snapshot
+
+Planner = Callable[[Snapshot, Policy, float], Plan]
+DEFAULT_PLANNER = "microcosm"
+
+
+def microcosm(snapshot: Snapshot, policy: Policy, now: float) -> Plan:
+    """The engine; imported on first use so the simulator loads even while the core is incomplete."""
+    from scheduler.core.cycle import plan_cycle
+
+    return plan_cycle(snapshot, policy, now)
+
+
+PLANNERS: dict[str, Planner] = {DEFAULT_PLANNER: microcosm}
+
+
+class UnknownPlanner(LookupError):
+    def __init__(self, name: str) -> None:
+        self.name = name
+        super().__init__(f"unknown policy {name!r}; known policies: {', '.join(sorted(PLANNERS))}")
+
+
+def planner_named(name: str) -> Planner:
+    """The planner registered as ``name``; :class:`UnknownPlanner` lists the known names otherwise."""
+    try:
+        return PLANNERS[name]
+    except KeyError:
+        raise UnknownPlanner(name) from None

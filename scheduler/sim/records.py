@@ -1,0 +1,150 @@
+"""What the replay remembers about each job and node between cycles, and how work is counted.
+
+Work model (the simulator's rules, stated once):
+
+- A running job does one second of work per second, whatever its placement (topology and sharing slowdowns
+  are not modelled); it completes once ``duration_s`` of work is done. A job without ``duration_s`` runs
+  until it is cancelled, finished or the run ends.
+- Work is durable only up to the job's last checkpoint. A checkpoint happens automatically every
+  ``checkpoint_interval_s`` of running time since the run started or since the previous checkpoint (a
+  ``checkpoint`` event forces one and restarts that clock). A job without checkpoints keeps nothing of a run
+  that is cut short.
+- When a job is preempted or its node is lost, the work since its last checkpoint is lost and it goes back
+  to the queue; the next run resumes from the checkpointed work.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from scheduler.core.capacity import UNITS_PER_GPU, slot_units
+from scheduler.core.catalog import GPU_MODEL_BY_NAME
+from scheduler.core.state import Job, Node, Running, Slot
+from scheduler.core.vocabulary import JobState
+
+Slots = tuple[tuple[Slot, ...], ...]
+EPSILON_S = 1e-9  # float slack when comparing work done with a duration
+
+
+@dataclass(slots=True)
+class JobRecord:
+    job: Job
+    order: int  # submission order: the order jobs are listed in observations
+    state: JobState = JobState.PENDING
+    slots: Slots = ()
+    run_started: float | None = None
+    checkpoint_at: float | None = None  # last checkpoint within the current run
+    saved_s: float = 0.0  # work that survives a preemption
+    run_id: int = 0  # bumps on every bind and every checkpoint: stale timers are ignored
+    preemptions: int = 0
+    reason: str | None = None
+    queue_position: int | None = None
+    eta_at: float | None = None  # when the engine expects the job to start (its eta_s from that cycle)
+    gpu_equivalents: float = 0.0  # held while running
+    price_per_hour: float = 0.0  # Σ GPU-equivalents × node price while running
+
+    @property
+    def anchor(self) -> float:
+        """Since when the current run's work is at risk (its start or its last checkpoint)."""
+        assert self.run_started is not None
+        return self.checkpoint_at if self.checkpoint_at is not None else self.run_started
+
+    def work_done(self, now: float) -> float:
+        if self.state == JobState.RUNNING:
+            return self.saved_s + (now - self.anchor)
+        return self.saved_s
+
+    def completes_at(self) -> float | None:
+        if self.job.duration_s is None or self.state != JobState.RUNNING:
+            return None
+        return self.anchor + max(0.0, self.job.duration_s - self.saved_s)
+
+    def next_checkpoint_at(self) -> float | None:
+        interval = self.job.checkpoint_interval_s
+        if interval is None or self.state != JobState.RUNNING:
+            return None
+        return self.anchor + interval
+
+    def running(self) -> Running:
+        assert self.run_started is not None
+        return Running(
+            job=self.job, slots=self.slots, started_at=self.run_started, last_checkpoint_at=self.checkpoint_at
+        )
+
+
+@dataclass(slots=True)
+class NodeRecord:
+    node: Node
+    state: str = "ready"  # ready | draining (spot notice) | gone
+    gone_at: float | None = None
+    reconfiguring: dict[int, float] = field(default_factory=dict)  # GPU → when its new layout is ready
+
+    @property
+    def present(self) -> bool:
+        return self.state != "gone"
+
+    def status(self, now: float) -> str:
+        if self.state == "ready" and any(ready_at > now for ready_at in self.reconfiguring.values()):
+            return "reconfiguring"
+        return self.state
+
+
+def gpu_equivalents(slots: Slots, nodes: dict[str, NodeRecord]) -> tuple[float, float]:
+    """(GPU-equivalents held, their price per hour): a whole GPU 1, a MIG slice compute/7, a share milli/1000."""
+    total = 0.0
+    price = 0.0
+    for replica in slots:
+        for slot in replica:
+            node = nodes[slot.node].node
+            share = slot_units(slot, GPU_MODEL_BY_NAME.get(node.gpu_model)) / UNITS_PER_GPU
+            total += share
+            price += share * node.price_per_gpu_hour
+    return total, price
+
+
+@dataclass(slots=True)
+class Ledger:
+    """Integrals over the run, in GPU-seconds (GPU-equivalent-seconds for allocations)."""
+
+    capacity_gpu_s: float = 0.0
+    allocated_gpu_s: float = 0.0
+    lost_gpu_s: float = 0.0
+    cost: float = 0.0
+    completed: int = 0
+    capacity_gpus: int = 0  # GPUs of the nodes present now
+    since: float = 0.0  # capacity is integrated up to here
+
+    def advance(self, now: float) -> None:
+        self.capacity_gpu_s += self.capacity_gpus * (now - self.since)
+        self.since = now
+
+    def close_run(self, record: JobRecord, now: float, *, lost: bool) -> None:
+        """Account for a run that ends at ``now``; ``lost``: the work since the last checkpoint is lost."""
+        assert record.run_started is not None
+        ran = now - record.run_started
+        self.allocated_gpu_s += record.gpu_equivalents * ran
+        self.cost += record.price_per_hour * ran / 3600.0
+        if lost:
+            self.lost_gpu_s += record.gpu_equivalents * (now - record.anchor)
+
+    def metrics(self, running: list[JobRecord], now: float) -> dict[str, float | int]:
+        """The spec's metrics at ``now``, counting the runs still going as if they ended there.
+
+        - ``allocation_ratio``: allocated GPU-equivalent-seconds / GPU-seconds of capacity present.
+        - ``effective_utilization``: the same with work later lost to preemption or node loss taken out.
+        - ``lost_gpu_hours``: GPU-equivalent-hours of work thrown away by preemptions and node losses.
+        - ``cost``: Σ GPU-equivalent-hours allocated × the node's ``price_per_gpu_hour`` (lost work included).
+        """
+        allocated, cost = self.allocated_gpu_s, self.cost
+        for record in running:
+            assert record.run_started is not None
+            allocated += record.gpu_equivalents * (now - record.run_started)
+            cost += record.price_per_hour * (now - record.run_started) / 3600.0
+        capacity = self.capacity_gpu_s
+        return {
+            "allocation_ratio": round(allocated / capacity, 6) if capacity else 0.0,
+            "effective_utilization": round((allocated - self.lost_gpu_s) / capacity, 6) if capacity else 0.0,
+            "completed": self.completed,
+            "lost_gpu_hours": round(self.lost_gpu_s / 3600.0, 6),
+            "cost": round(cost, 6),
+        }

@@ -1,0 +1,390 @@
+"""Deterministic virtual-time replay of a :class:`~scheduler.sim.scenario.Scenario` through a planner.
+
+Time advances from one happening to the next: a scenario event, a job completion, an automatic checkpoint,
+a MIG layout becoming ready, a node disappearing after its spot notice, or a cycle tick (every ``cycle_s``
+from t = 0). At one instant they apply in this order:
+
+1. the replay's own happenings due now: completions, then checkpoints, then MIG layouts becoming ready,
+   then nodes going away (each group in the order it was scheduled);
+2. the scenario's events at this t, in file order (an ``observe`` sees the state as it is at that point);
+3. the cycle tick, if one falls now: a :class:`Snapshot` goes to the planner and the plan is applied —
+   evictions, then reconfigurations, then binds, then rejections, then the waiting list.
+
+A plan that breaks an invariant (binding a busy slot, evicting a job that is not running, reconfiguring a
+busy GPU, binding on a node that takes no new work) stops the replay with :class:`PlanViolation`.
+
+Interruption (``interrupt``): from the notice on, the node takes no new work (``schedulable`` false in the
+snapshot) while its running jobs keep working; when the notice ends the node is gone, its jobs are evicted
+with reason ``node-lost`` (work since the last checkpoint is lost, no checkpoint is taken on notice) and
+requeued. ``remove_node`` is the same with no notice. ``finish`` ends a job now as completed, running or
+not; ``cancel``, ``finish``, ``checkpoint`` and ``set_priority`` on a job that has already ended change
+nothing, and ``checkpoint`` on a pending job has nothing to save. MIG reconfiguration: the snapshot shows the new layout
+at once, with ``reconfiguring_until`` set, so nothing new binds on that node until the layout is ready.
+
+The run ends at ``until``; without ``until``, once nothing is left to happen (no events ahead, nothing
+running or changing, and the planner idle for a few cycles), at the time of the last change. With ``until``
+the replay skips straight to it once nothing is left to happen. Work and metrics: see ``records``.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import replace
+from typing import Any
+
+from scheduler.core.capacity import ClusterState
+from scheduler.core.catalog import LayoutError, validate_layout
+from scheduler.core.plan import Plan, Reconfigure
+from scheduler.core.state import Node, Preemption, Snapshot, Team
+from scheduler.core.vocabulary import JobState
+from scheduler.sim import events as ev
+from scheduler.sim.planners import Planner, microcosm
+from scheduler.sim.records import EPSILON_S, JobRecord, Ledger, NodeRecord, Slots, gpu_equivalents
+from scheduler.sim.report import Json, ReplayResult, layout_json, num, placements, state_view
+from scheduler.sim.scenario import Scenario
+
+MAX_CYCLES = 2_000_000  # without until, a planner that never settles must not hang the caller
+_COMPLETE, _CHECKPOINT, _READY, _GONE = range(4)  # order of the replay's own happenings at one instant
+
+
+class PlanViolation(RuntimeError):
+    """The planner returned an operation that cannot be applied; the message names the cycle and the op."""
+
+
+def replay(scenario: Scenario, planner: Planner | None = None) -> ReplayResult:
+    """Replay ``scenario`` with ``planner`` (default: the engine's ``plan_cycle``); same input, same output."""
+    return _Replay(scenario, planner or microcosm).run()
+
+
+class _Replay:
+    def __init__(self, scenario: Scenario, planner: Planner) -> None:
+        self.scenario = scenario
+        self.planner = planner
+        self.policy = scenario.policy
+        self.now = 0.0
+        self.jobs: dict[str, JobRecord] = {}
+        self.running: dict[str, JobRecord] = {}
+        self.pending: dict[str, JobRecord] = {}  # kept apart so a cycle never scans finished work
+        self.nodes: dict[str, NodeRecord] = {}
+        self.teams: dict[str, Team] = {team.name: team for team in scenario.teams}
+        self.preemptions: list[Preemption] = []
+        self.timers: list[tuple[float, int, int, str, Any]] = []  # (t, kind, seq, job/node, token)
+        self.seq = 0
+        self.events: list[Json] = []
+        self.observations: list[Json] = []
+        self.ledger = Ledger()
+        self.last_change = 0.0
+        for node in scenario.nodes:
+            self._add_node(node)
+
+    # -- the loop -------------------------------------------------------------------------------------------
+
+    def run(self) -> ReplayResult:
+        events = self.scenario.events
+        until = self.scenario.until
+        end = until if until is not None else float("inf")
+        cycle_s = self.policy.cycle_s
+        idle_needed = self.policy.repartition_hysteresis_cycles + 2
+        next_event = tick = idle_cycles = 0
+        while True:
+            t_tick = tick * cycle_s
+            t_event = events[next_event].t if next_event < len(events) else float("inf")
+            t_timer = self.timers[0][0] if self.timers else float("inf")
+            now = min(t_tick, t_event, t_timer)
+            if now > end:
+                break
+            self._advance(now)
+            while self.timers and self.timers[0][0] <= now:
+                self._fire(heapq.heappop(self.timers))
+            while next_event < len(events) and events[next_event].t <= now:
+                self._apply_event(events[next_event])
+                self.last_change = now
+                next_event += 1
+            if t_tick <= now:
+                tick += 1
+                idle_cycles = 0 if self._cycle() else idle_cycles + 1
+                settled = next_event == len(events) and not self.running and not self._changing()
+                if settled and idle_cycles >= idle_needed:
+                    break
+                if until is None and tick > MAX_CYCLES:
+                    raise PlanViolation(f"no end after {MAX_CYCLES} cycles; give the scenario an until")
+        final_t = until if until is not None else self.last_change
+        # Without until the loop stopped a few idle cycles after the last change; nothing changed the
+        # capacity since, so advancing "back" to the last change integrates exactly up to it.
+        self._advance(final_t)
+        return ReplayResult(
+            name=self.scenario.name,
+            observations=tuple(self.observations),
+            final=self._view(None),
+            events=tuple(self.events),
+            metrics=self.ledger.metrics(list(self.running.values()), final_t),
+        )
+
+    def _advance(self, now: float) -> None:
+        self.ledger.advance(now)
+        self.now = now
+
+    def _changing(self) -> bool:
+        """A node still leaving or a layout still being applied: the cluster will change by itself."""
+        return any(
+            record.present and (record.gone_at is not None or record.reconfiguring) for record in self.nodes.values()
+        )
+
+    def _record(self, kind: str, **details: Any) -> None:
+        self.events.append({"t": num(self.now), "type": kind, **details})
+
+    def _view(self, label: str | None) -> Json:
+        return state_view(self.now, self.jobs.values(), self.nodes, self.teams, label)
+
+    def _timer(self, at: float, kind: int, subject: str, token: Any) -> None:
+        self.seq += 1
+        heapq.heappush(self.timers, (at, kind, self.seq, subject, token))
+
+    def _fire(self, timer: tuple[float, int, int, str, Any]) -> None:
+        _, kind, _, subject, token = timer
+        if kind in (_COMPLETE, _CHECKPOINT):
+            record = self.jobs[subject]
+            if record.state != JobState.RUNNING or record.run_id != token:
+                return  # the run this timer belonged to has ended or been checkpointed since
+            self.last_change = self.now
+            if kind == _COMPLETE:
+                self._end_run(record, JobState.COMPLETED)
+            else:
+                self._checkpoint(record)
+        elif kind == _READY:
+            node = self.nodes[subject]
+            gpu, old, new = token
+            if node.present and node.reconfiguring.get(gpu) == self.now:
+                del node.reconfiguring[gpu]
+                self.last_change = self.now
+                self._record("reconfigured", node=subject, gpu=gpu, old=layout_json(old), new=layout_json(new))
+        else:
+            node = self.nodes[subject]
+            if node.present and node.gone_at == self.now:
+                self.last_change = self.now
+                self._node_gone(node)
+
+    # -- scenario events ------------------------------------------------------------------------------------
+
+    def _apply_event(self, event: ev.TimedEvent) -> None:
+        action = event.action
+        if isinstance(action, ev.Submit):
+            record = JobRecord(
+                job=action.job, order=len(self.jobs), reason="submitted; waits for the next scheduling cycle"
+            )
+            self.jobs[action.job.id] = self.pending[action.job.id] = record
+        elif isinstance(action, ev.Observe):
+            self.observations.append(self._view(action.label))
+        elif isinstance(action, ev.SetQuota):
+            self.teams[action.team.name] = action.team
+        elif isinstance(action, ev.AddNode):
+            self._add_node(action.node)
+        elif isinstance(action, ev.RemoveNode):
+            self._node_gone(self.nodes[action.node])
+        elif isinstance(action, ev.Interrupt):
+            self._interrupt(self.nodes[action.node], action.notice_s)
+        else:
+            self._apply_job_event(action, self.jobs[action.job])
+
+    def _apply_job_event(self, action: ev.Action, record: JobRecord) -> None:
+        """cancel / finish / checkpoint / set_priority; on a job that has already ended they change nothing."""
+        if record.state not in (JobState.PENDING, JobState.RUNNING):
+            return
+        if isinstance(action, ev.SetPriority):
+            changes = {"priority": action.priority, "rank": action.rank}
+            record.job = replace(record.job, **{k: v for k, v in changes.items() if v is not None})
+        elif isinstance(action, ev.Checkpoint):
+            if record.state == JobState.RUNNING:
+                self._checkpoint(record)
+        elif isinstance(action, ev.Cancel):
+            self._end_run(record, JobState.CANCELLED)
+        else:  # Finish: the job ends now as done, running or not
+            self._end_run(record, JobState.COMPLETED)
+
+    def _add_node(self, node: Node) -> None:
+        self.nodes[node.name] = NodeRecord(node=node)
+        self.ledger.capacity_gpus += node.gpu_count
+
+    def _interrupt(self, node: NodeRecord, notice_s: float) -> None:
+        if notice_s <= 0:
+            self._node_gone(node)
+            return
+        node.state = "draining"
+        node.gone_at = self.now + notice_s
+        self._record("draining", node=node.node.name, reason="interrupt", gone_at=num(node.gone_at))
+        self._timer(node.gone_at, _GONE, node.node.name, None)
+
+    def _node_gone(self, node: NodeRecord) -> None:
+        name = node.node.name
+        for record in [r for r in self.running.values() if any(s.node == name for rep in r.slots for s in rep)]:
+            self._evict(record, reason="node-lost", by=None)
+        node.state = "gone"
+        node.gone_at = self.now
+        node.reconfiguring.clear()
+        self.ledger.capacity_gpus -= node.node.gpu_count
+
+    # -- runs -----------------------------------------------------------------------------------------------
+
+    def _start(self, record: JobRecord, slots: Slots) -> None:
+        record.state = JobState.RUNNING
+        record.slots = slots
+        record.run_started = self.now
+        record.checkpoint_at = None
+        record.queue_position = record.eta_at = record.reason = None
+        record.gpu_equivalents, record.price_per_hour = gpu_equivalents(slots, self.nodes)
+        self.running[record.job.id] = self.pending.pop(record.job.id)
+        self._record("bound", job=record.job.id, placements=placements(slots))
+        self._arm(record)
+
+    def _arm(self, record: JobRecord) -> None:
+        record.run_id += 1
+        done_at = record.completes_at()
+        if done_at is not None:
+            self._timer(done_at, _COMPLETE, record.job.id, record.run_id)
+        checkpoint_at = record.next_checkpoint_at()
+        if checkpoint_at is not None and (done_at is None or checkpoint_at < done_at - EPSILON_S):
+            self._timer(checkpoint_at, _CHECKPOINT, record.job.id, record.run_id)
+
+    def _checkpoint(self, record: JobRecord) -> None:
+        record.saved_s = record.work_done(self.now)
+        record.checkpoint_at = self.now
+        self._record("checkpointed", job=record.job.id, work_done_s=num(record.saved_s))
+        self._arm(record)
+
+    def _end_run(self, record: JobRecord, state: JobState) -> None:
+        """Complete, finish or cancel: the job leaves for good; its work so far counts as useful."""
+        if record.state == JobState.RUNNING:
+            record.saved_s = record.work_done(self.now)
+            self.ledger.close_run(record, self.now, lost=False)
+            del self.running[record.job.id]
+        self.pending.pop(record.job.id, None)
+        if state == JobState.COMPLETED:
+            if record.job.duration_s is not None and record.saved_s >= record.job.duration_s - EPSILON_S:
+                record.saved_s = record.job.duration_s
+            self.ledger.completed += 1
+        record.state = state
+        record.slots = ()
+        record.run_started = record.checkpoint_at = None
+        record.queue_position = record.eta_at = record.reason = None
+        self._record(state.value, job=record.job.id)
+
+    def _evict(self, record: JobRecord, *, reason: str, by: str | None) -> None:
+        self.ledger.close_run(record, self.now, lost=True)
+        self.pending[record.job.id] = self.running.pop(record.job.id)
+        record.state = JobState.PENDING
+        record.slots = ()
+        record.run_started = record.checkpoint_at = None
+        record.preemptions += 1
+        cause = f"preempted by {by} ({reason})" if by else f"evicted ({reason})"
+        record.reason = f"{cause}; waits for the next scheduling cycle"
+        self._record("preempted", job=record.job.id, by=by, reason=reason)
+        self._record("requeued", job=record.job.id)
+        if by is not None:
+            self.preemptions.append(Preemption(victim=record.job.id, by=by, at=self.now))
+
+    # -- the cycle ------------------------------------------------------------------------------------------
+
+    def snapshot(self) -> Snapshot:
+        window = self.policy.ping_pong_window_s
+        self.preemptions = [p for p in self.preemptions if self.now - p.at < window]
+        nodes = []
+        for record in self.nodes.values():
+            if not record.present:
+                continue
+            busy_until = max((t for t in record.reconfiguring.values() if t > self.now), default=None)
+            nodes.append(replace(record.node, schedulable=record.state == "ready", reconfiguring_until=busy_until))
+        pending = [r.job for r in sorted(self.pending.values(), key=lambda r: r.order)]
+        running = [r.running() for r in sorted(self.running.values(), key=lambda r: r.order)]
+        return Snapshot(
+            nodes=tuple(nodes),
+            teams=tuple(self.teams.values()),
+            running=tuple(running),
+            pending=tuple(pending),
+            preemptions=tuple(self.preemptions),
+        )
+
+    def _cycle(self) -> bool:
+        """Plan and apply one cycle; True when the plan changed anything."""
+        snapshot = self.snapshot()
+        plan = self.planner(snapshot, self.policy, self.now)
+        self._apply_plan(plan, ClusterState(snapshot))
+        if plan.is_empty:
+            return False
+        self.last_change = self.now
+        return True
+
+    def _violation(self, what: str) -> PlanViolation:
+        return PlanViolation(f"{self.scenario.source}: cycle at t={self.now:g}: {what}")
+
+    def _apply_plan(self, plan: Plan, state: ClusterState) -> None:
+        for evict in plan.evictions:
+            record = self.running.get(evict.job)
+            if record is None:
+                raise self._violation(f"evicts {evict.job!r}, which is not running")
+            state.remove(evict.job)
+            self._evict(record, reason=evict.reason, by=evict.by)
+        for change in plan.reconfigurations:
+            self._reconfigure(change, state)
+        for bind in plan.binds:
+            record = self.pending.get(bind.job)
+            if record is None:
+                raise self._violation(f"binds {bind.job!r}, which is not pending")
+            if len(bind.slots) != record.job.replicas or not all(bind.slots):
+                raise self._violation(f"binds {bind.job!r} with {len(bind.slots)} replicas, not {record.job.replicas}")
+            for node in sorted({slot.node for replica in bind.slots for slot in replica}):
+                self._check_open(node, f"binds {bind.job!r} on {node}")
+            try:
+                state.place(record.job, bind.slots)
+            except (ValueError, KeyError) as exc:
+                raise self._violation(f"binds {bind.job!r} on a slot that is not free: {exc}") from exc
+            self._start(record, bind.slots)
+        for reject in plan.rejections:
+            record = self.pending.pop(reject.job, None)
+            if record is None:
+                raise self._violation(f"rejects {reject.job!r}, which is not pending")
+            record.state = JobState.REJECTED
+            record.reason = reject.reason
+            record.queue_position = record.eta_at = None
+            self._record("rejected", job=reject.job, reason=reject.reason)
+        for waiting in plan.waiting:
+            record = self.pending.get(waiting.job)
+            if record is not None:
+                record.queue_position, record.reason = waiting.position, waiting.reason
+                record.eta_at = self.now + waiting.eta_s if waiting.eta_s is not None else None
+
+    def _check_open(self, name: str, what: str) -> NodeRecord:
+        node = self.nodes.get(name)
+        if node is None or not node.present:
+            raise self._violation(f"{what}: no such node in the cluster")
+        if node.state != "ready":
+            raise self._violation(f"{what}: the node takes no new work ({node.state})")
+        if any(t > self.now for t in node.reconfiguring.values()):
+            raise self._violation(f"{what}: the node is being reconfigured")
+        return node
+
+    def _reconfigure(self, change: Reconfigure, state: ClusterState) -> None:
+        what = f"reconfigures {change.node}/{change.gpu}"
+        node = self.nodes.get(change.node)
+        if node is None or not node.present or not 0 <= change.gpu < node.node.gpu_count:
+            raise self._violation(f"{what}: no such GPU")
+        current = node.node.layout(change.gpu)
+        if tuple(change.old) != tuple(current):
+            raise self._violation(f"{what}: old layout {change.old} is not the current {current}")
+        try:
+            validate_layout(node.node.gpu_model, change.new)
+            state.set_layout(change.node, change.gpu, change.new)
+        except (LayoutError, ValueError) as exc:
+            raise self._violation(f"{what}: {exc}") from exc
+        layouts = list(node.node.mig) + [()] * (node.node.gpu_count - len(node.node.mig))
+        layouts[change.gpu] = tuple(change.new)
+        node.node = replace(node.node, mig=tuple(layouts))
+        if change.ready_at > self.now:
+            node.reconfiguring[change.gpu] = change.ready_at
+            self._record(
+                "draining", node=change.node, gpu=change.gpu, reason="reconfigure", ready_at=num(change.ready_at)
+            )
+            self._timer(change.ready_at, _READY, change.node, (change.gpu, current, tuple(change.new)))
+        else:
+            self._record(
+                "reconfigured", node=change.node, gpu=change.gpu, old=layout_json(current), new=layout_json(change.new)
+            )

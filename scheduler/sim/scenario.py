@@ -1,0 +1,306 @@
+"""Scenario files (``shared/spec/scenario.md``): load, validate every key, convert to core types.
+
+:func:`load_scenario` reads a JSON file and returns a frozen :class:`Scenario` or raises one
+:class:`ScenarioError` listing every problem as ``file: key path: reason`` (``events[3].submit.gpus: must be
+an integer ≥ 1, got 0``). Nothing is silently ignored: unknown keys, unknown GPU models, classes or MIG
+profiles, illegal layouts, bad types, unknown event types, references to unknown teams, jobs or nodes,
+duplicate job ids, a negative ``t`` and requests stated in more or fewer than one way are all errors.
+
+Test extension: a top-level ``"expect"`` key is accepted and not interpreted here (it is kept verbatim in
+:attr:`Scenario.expect`); ``tests/scheduler/test_scenarios.py`` reads it as the file's expected outcome.
+Other extensions: a job's ``gpu_milli`` and a node's ``sharing`` (see ``job_spec`` and ``cluster_spec``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from scheduler.core.policy import Policy
+from scheduler.core.state import Node, Team
+from scheduler.core.vocabulary import Priority
+from scheduler.sim.cluster_spec import parse_node, parse_team
+from scheduler.sim.events import (
+    Action,
+    AddNode,
+    Cancel,
+    Checkpoint,
+    Finish,
+    Interrupt,
+    Observe,
+    RemoveNode,
+    SetPriority,
+    SetQuota,
+    Submit,
+    TimedEvent,
+)
+from scheduler.sim.fields import (
+    Errors,
+    ScenarioError,
+    check_keys,
+    describe,
+    is_number,
+    join,
+    read_choice,
+    read_int,
+    read_list,
+    read_number,
+    read_object,
+    read_str,
+)
+from scheduler.sim.job_spec import parse_job
+from scheduler.sim.references import check_timeline
+
+__all__ = [
+    "AddNode",
+    "Cancel",
+    "Checkpoint",
+    "Finish",
+    "Interrupt",
+    "Observe",
+    "RemoveNode",
+    "Scenario",
+    "ScenarioError",
+    "SetPriority",
+    "SetQuota",
+    "Submit",
+    "TimedEvent",
+    "load_scenario",
+    "parse_scenario",
+]
+
+TOP_KEYS = ("name", "cycle_s", "until", "policy", "cluster", "teams", "events", "expect")
+EVENT_TYPES = (
+    "submit",
+    "cancel",
+    "finish",
+    "set_priority",
+    "checkpoint",
+    "interrupt",
+    "add_node",
+    "remove_node",
+    "set_quota",
+    "observe",
+)
+FINAL_LABEL = "final"
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    source: str
+    policy: Policy  # carries cycle_s
+    nodes: tuple[Node, ...]
+    teams: tuple[Team, ...]
+    events: tuple[TimedEvent, ...]  # sorted by (t, index)
+    until: float | None = None  # None: run until nothing is left to happen
+    expect: Any = field(default=None, compare=False)  # the test extension, verbatim
+
+    @property
+    def cycle_s(self) -> float:
+        return self.policy.cycle_s
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a scenario file; raise :class:`ScenarioError` naming the file on any problem."""
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ScenarioError(source, [f"{source}: cannot read the file: {exc.strerror or exc}"]) from exc
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ScenarioError(source, [f"{source}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}"]) from exc
+    return parse_scenario(data, source=source)
+
+
+def parse_scenario(data: Any, *, source: str = "<scenario>") -> Scenario:
+    """Validate an already-parsed scenario document; ``source`` names it in error messages."""
+    errors = Errors(source)
+    top = read_object(errors, "", data)
+    if top is None:
+        errors.raise_if_any()
+    assert top is not None
+    check_keys(errors, "", top, TOP_KEYS, required=("cluster", "teams", "events"))
+    name = Path(source).stem
+    if "name" in top:
+        name = read_str(errors, "name", top["name"]) or name
+    policy = _parse_policy(errors, top)
+    until = read_number(errors, "until", top["until"], positive=True) if "until" in top else None
+    nodes = _parse_nodes(errors, top.get("cluster"))
+    teams = _parse_teams(errors, top.get("teams"))
+    events = _parse_events(errors, top.get("events"), until)
+    check_timeline(errors, nodes, teams, events, has_until="until" in top)
+    errors.raise_if_any()
+    return Scenario(
+        name=name,
+        source=source,
+        policy=policy,
+        nodes=tuple(nodes),
+        teams=tuple(teams),
+        events=tuple(sorted(events, key=lambda e: (e.t, e.index))),
+        until=until,
+        expect=top.get("expect"),
+    )
+
+
+def _parse_policy(errors: Errors, top: dict[str, Any]) -> Policy:
+    cycle_s = Policy().cycle_s
+    if "cycle_s" in top:
+        cycle_s = read_number(errors, "cycle_s", top["cycle_s"], positive=True) or cycle_s
+    values: dict[str, Any] = {}
+    raw = read_object(errors, "policy", top["policy"]) if "policy" in top else {}
+    defaults = {f.name: f.default for f in fields(Policy)}
+    for key, value in (raw or {}).items():
+        where = join("policy", key)
+        if key == "cycle_s":
+            errors.add(where, "set cycle_s at the top level of the scenario")
+        elif key not in defaults:
+            errors.add(where, f"unknown policy key; known: {', '.join(k for k in defaults if k != 'cycle_s')}")
+        elif isinstance(defaults[key], bool):
+            if not isinstance(value, bool):
+                errors.add(where, f"must be true or false, got {describe(value)}")
+            else:
+                values[key] = value
+        elif isinstance(defaults[key], int):
+            number = read_int(errors, where, value, minimum=0)
+            if number is not None:
+                values[key] = number
+        elif isinstance(defaults[key], float):
+            number = read_number(errors, where, value)
+            if number is not None:
+                values[key] = number
+        else:  # a tunable of a kind this loader does not know: let the policy judge it
+            values[key] = value
+    try:
+        return Policy.from_mapping({**values, "cycle_s": cycle_s})
+    except (TypeError, ValueError) as exc:
+        errors.add("policy", str(exc))
+        return Policy(cycle_s=cycle_s)
+
+
+def _parse_nodes(errors: Errors, value: Any) -> list[Node]:
+    cluster = read_object(errors, "cluster", value) if value is not None else None
+    if cluster is None:
+        return []
+    check_keys(errors, "cluster", cluster, ("nodes",), required=("nodes",))
+    items = read_list(errors, "cluster.nodes", cluster["nodes"]) if "nodes" in cluster else None
+    nodes: list[Node] = []
+    seen: set[str] = set()
+    for i, item in enumerate(items or []):
+        node = parse_node(errors, f"cluster.nodes[{i}]", item)
+        if node is None:
+            continue
+        if node.name in seen:
+            errors.add(f"cluster.nodes[{i}].name", f"duplicate node name {node.name!r}")
+            continue
+        seen.add(node.name)
+        nodes.append(node)
+    return nodes
+
+
+def _parse_teams(errors: Errors, value: Any) -> list[Team]:
+    items = read_list(errors, "teams", value) if value is not None else None
+    teams: list[Team] = []
+    seen: set[str] = set()
+    for i, item in enumerate(items or []):
+        team = parse_team(errors, f"teams[{i}]", item)
+        if team is None:
+            continue
+        if team.name in seen:
+            errors.add(f"teams[{i}].name", f"duplicate team name {team.name!r}")
+            continue
+        seen.add(team.name)
+        teams.append(team)
+    return teams
+
+
+def _parse_events(errors: Errors, value: Any, until: float | None) -> list[TimedEvent]:
+    items = read_list(errors, "events", value) if value is not None else None
+    events: list[TimedEvent] = []
+    for i, item in enumerate(items or []):
+        path = f"events[{i}]"
+        data = read_object(errors, path, item)
+        if data is None:
+            continue
+        kinds = [key for key in data if key != "t"]
+        for key in kinds:
+            if key not in EVENT_TYPES:
+                errors.add(join(path, key), f"unknown event type; use one of: {', '.join(EVENT_TYPES)}")
+        known = [key for key in kinds if key in EVENT_TYPES]
+        if "t" not in data:
+            errors.add(join(path, "t"), "required key is missing")
+        if len(known) != 1 and len(kinds) == len(known):
+            errors.add(path, f"an event has a t and exactly one of: {', '.join(EVENT_TYPES)}")
+        t = _read_t(errors, join(path, "t"), data["t"], until) if "t" in data else None
+        if len(known) != 1 or len(kinds) != 1:
+            continue
+        # Parse the event even when t is wrong, so its own problems are reported in the same run.
+        action = _parse_action(errors, join(path, known[0]), known[0], data[known[0]], t or 0.0)
+        if action is not None and t is not None:
+            events.append(TimedEvent(t=t, index=i, action=action))
+    return events
+
+
+def _read_t(errors: Errors, path: str, value: Any, until: float | None) -> float | None:
+    if not is_number(value) or value < 0:
+        errors.add(path, f"must be a non-negative number of seconds, got {describe(value)}")
+        return None
+    if until is not None and value > until:
+        errors.add(path, f"{value:g} is after until ({until:g}): the event would never happen")
+        return None
+    return float(value)
+
+
+def _parse_action(errors: Errors, path: str, kind: str, value: Any, t: float) -> Action | None:
+    if kind == "submit":
+        job = parse_job(errors, path, value, submitted_at=t)
+        return Submit(job) if job else None
+    if kind in ("cancel", "finish", "checkpoint"):
+        job_id = read_str(errors, path, value)
+        if job_id is None:
+            return None
+        return {"cancel": Cancel, "finish": Finish, "checkpoint": Checkpoint}[kind](job_id)
+    if kind == "set_priority":
+        return _parse_set_priority(errors, path, value)
+    if kind == "interrupt":
+        data = read_object(errors, path, value)
+        if data is None:
+            return None
+        check_keys(errors, path, data, ("node", "notice_s"), required=("node", "notice_s"))
+        node = read_str(errors, join(path, "node"), data["node"]) if "node" in data else None
+        notice = read_number(errors, join(path, "notice_s"), data["notice_s"]) if "notice_s" in data else None
+        return Interrupt(node, notice) if node is not None and notice is not None and len(data) == 2 else None
+    if kind == "add_node":
+        node = parse_node(errors, path, value)
+        return AddNode(node) if node else None
+    if kind == "remove_node":
+        name = read_str(errors, path, value)
+        return RemoveNode(name) if name else None
+    if kind == "set_quota":
+        team = parse_team(errors, path, value)
+        return SetQuota(team) if team else None
+    label = read_str(errors, path, value)
+    if label == FINAL_LABEL:
+        errors.add(path, f"{FINAL_LABEL!r} names the final state; choose another label")
+        return None
+    return Observe(label) if label else None
+
+
+def _parse_set_priority(errors: Errors, path: str, value: Any) -> SetPriority | None:
+    data = read_object(errors, path, value)
+    if data is None:
+        return None
+    check_keys(errors, path, data, ("job", "priority", "rank"), required=("job",))
+    if "priority" not in data and "rank" not in data:
+        errors.add(path, "give a priority, a rank or both")
+    before = len(errors.messages)
+    job_id = read_str(errors, join(path, "job"), data["job"]) if "job" in data else None
+    priority = read_choice(errors, join(path, "priority"), data["priority"], Priority) if "priority" in data else None
+    rank = read_int(errors, join(path, "rank"), data["rank"], minimum=None) if "rank" in data else None
+    if len(errors.messages) > before or job_id is None or (priority is None and rank is None):
+        return None
+    return SetPriority(job_id, priority, rank)

@@ -1,0 +1,173 @@
+"""Explanations (issue 3, capability 9): a reason a person understands and an ETA for every pending job."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.core.demand import Demand
+from scheduler.core.explain import (
+    CAPACITY,
+    NOT_READY,
+    QUOTA,
+    RECONFIGURING,
+    Blocker,
+    EtaEstimator,
+    _Timeline,
+    ahead_text,
+    demand_units,
+    need_text,
+    reason_text,
+    standing_text,
+)
+from scheduler.core.state import Job, Slot
+from tests.scheduler.properties.builders import A100, A100_40, H100, NOW, job, node, running, state_of, whole
+
+GPU = 7000
+
+
+@pytest.mark.parametrize(
+    ("the_job", "demand", "models", "expected"),
+    [
+        (job("j", gpus=4), Demand.whole(4), [H100], "4 H100 GPUs"),
+        (job("j", gpus=1), Demand.whole(1), [H100, A100], "1 GPU"),
+        (job("j", gpus=1, gpu_model=H100), Demand.whole(1), [H100], f"1 {H100} GPU"),
+        (job("j", gpus=4, replicas=2), Demand.whole(4), [A100, A100_40], "8 A100 GPUs (2 replicas × 4, all at once)"),
+        (job("j", mig="1g.10gb"), Demand.mig("1g.10gb"), [A100], "a 1g.10gb MIG instance"),
+        (job("j", mig="1g.10gb", replicas=3), Demand.mig("1g.10gb"), [A100], "3 × 1g.10gb MIG instances (all at once)"),
+        (job("j", milli=250), Demand.share(250), [H100], "a 250-milli share of a time-sliced H100 GPU"),
+        (
+            job("j", milli=250, replicas=2),
+            Demand.share(250),
+            [],
+            "2 × 250-milli shares of time-sliced GPUs (all at once)",
+        ),
+        (job("j", gpus=2, replicas=3), None, [], "3 replicas of GPU capacity"),
+        (job("j", gpus=2, gpu_model="A100"), None, [], "1 replica of A100 GPU capacity"),
+    ],
+)
+def test_need_text(the_job: Job, demand: Demand | None, models: list[str], expected: str) -> None:
+    assert need_text(the_job, demand, models) == expected
+
+
+@pytest.mark.parametrize(("ahead", "expected"), [(0, "next in line"), (1, "1 job ahead"), (3, "3 jobs ahead")])
+def test_ahead_text(ahead: int, expected: str) -> None:
+    assert ahead_text(ahead) == expected
+
+
+@pytest.mark.parametrize(
+    ("guarantee", "held", "under", "expected"),
+    [
+        (0, 0, False, "team has no guaranteed quota"),
+        (4 * GPU, GPU, True, "team within its guarantee"),
+        (4 * GPU, 4 * GPU, False, "team at its guarantee"),
+        (4 * GPU, 6 * GPU, False, "team above its guarantee"),
+    ],
+)
+def test_standing_text(guarantee: int, held: int, under: bool, expected: str) -> None:
+    assert standing_text(guarantee, held, under) == expected
+
+
+@pytest.mark.parametrize(
+    ("blocker", "expected"),
+    [
+        (Blocker(CAPACITY), "waiting for 4 H100 GPUs; team above its guarantee; 3 jobs ahead"),
+        (
+            Blocker(QUOTA, "team nlp would hold 6 GPUs, above its guarantee of 4"),
+            "waiting for 4 H100 GPUs within quota: team nlp would hold 6 GPUs, above its guarantee of 4; "
+            "team above its guarantee; 3 jobs ahead",
+        ),
+        (
+            Blocker(RECONFIGURING, "node a GPU 1", NOW + 299.6),
+            "waiting for 4 H100 GPUs; MIG layout change under way on node a GPU 1, ready in 300 s; "
+            "team above its guarantee; 3 jobs ahead",
+        ),
+        (
+            Blocker(RECONFIGURING, "node a GPU 1"),
+            "waiting for 4 H100 GPUs; MIG layout change under way on node a GPU 1; team above its guarantee; "
+            "3 jobs ahead",
+        ),
+        (
+            Blocker(NOT_READY),
+            "waiting for 4 H100 GPUs; no node that could run it is ready (cordoned, draining or reconfiguring); "
+            "team above its guarantee; 3 jobs ahead",
+        ),
+    ],
+)
+def test_reason_text(blocker: Blocker, expected: str) -> None:
+    assert reason_text("4 H100 GPUs", blocker, "team above its guarantee", 3, NOW) == expected
+
+
+@pytest.mark.parametrize(
+    ("demand", "model", "units"),
+    [
+        (Demand.whole(2), H100, 2 * GPU),
+        (Demand.mig("3g.40gb"), A100, 3000),
+        (Demand.mig("1g.10gb"), A100, 1000),
+        (Demand.share(250), H100, 1750),
+    ],
+)
+def test_demand_units(demand: Demand, model: str, units: int) -> None:
+    assert demand_units(demand, model) == units
+
+
+@pytest.mark.parametrize(
+    ("releases", "units", "expected"),
+    [
+        ([], 1, None),
+        ([], 0, None),
+        ([(30.0, 5), (10.0, 5)], 0, 10.0),
+        ([(30.0, 5), (10.0, 5)], 5, 10.0),
+        ([(30.0, 5), (10.0, 5)], 6, 30.0),
+        ([(30.0, 5), (10.0, 5)], 11, None),
+    ],
+)
+def test_timeline(releases: list[tuple[float, int]], units: int, expected: float | None) -> None:
+    assert _Timeline(releases).first_time_reaching(units) == expected
+
+
+def _estimator() -> EtaEstimator:
+    a = running(job("a", "x", gpus=4, duration_s=600), (whole("n", 0, 1, 2, 3),), started_at=NOW - 300)
+    b = running(job("b", "y", gpus=2, duration_s=7200), (whole("n", 4, 5),), started_at=NOW - 100)
+    c = running(job("c", "y", gpus=1), (whole("n", 6),), started_at=NOW - 100)  # no duration: never counted
+    m = running(job("m", "x", mig="3g.40gb", duration_s=50), ((Slot("g", 0, "3g.40gb", 4),),), started_at=NOW - 100)
+    state = state_of([node("n"), node("g", A100, 1, mig="all-3g.40gb")], [a, b, c, m])
+    started = {"a": NOW - 300, "b": NOW - 100, "c": NOW - 100}  # "m" unknown start: not counted
+    return EtaEstimator(state, NOW, {H100: 1 * GPU}, started)
+
+
+@pytest.mark.parametrize(
+    ("models", "units", "expected"),
+    [
+        ((H100,), 1 * GPU, 0.0),  # free now
+        ((H100,), 5 * GPU, 300.0),  # 1 free + 4 released when "a" ends
+        ((H100,), 7 * GPU, 7100.0),
+        ((H100,), 8 * GPU, None),  # "c" has no duration
+        ((A100,), 3000, None),  # "m" did not say when it started
+    ],
+)
+def test_capacity_eta_of_a_single_job(models: tuple[str, ...], units: int, expected: float | None) -> None:
+    assert _estimator().capacity_eta(models, units, None) == expected
+
+
+def test_capacity_eta_replays_the_queue_first_come_first_served() -> None:
+    estimator = _estimator()
+    # 1 GPU free now; "a" gives 4 back at +300, "b" 2 at +7100.
+    assert estimator.capacity_eta((H100,), 2 * GPU, 100.0) == 300.0  # waits for "a"; runs 300 → 400
+    assert estimator.capacity_eta((H100,), 1 * GPU, None) == 300.0  # never before the job ahead
+    assert estimator.capacity_eta((H100,), 3 * GPU, 50.0) == 400.0  # 1 + 4 − 2 − 1 = 2 free until 400
+    assert estimator.capacity_eta((H100,), 99 * GPU, 50.0) is None  # can never start: holds nothing up
+    assert estimator.capacity_eta((H100,), 4 * GPU, None) == 450.0
+    assert estimator.capacity_eta((H100,), 1 * GPU, None) == 7100.0
+
+
+@pytest.mark.parametrize(
+    ("team", "units", "expected"), [("x", 4 * GPU, 300.0), ("y", 2 * GPU, 7100.0), ("y", 3 * GPU, None), ("z", 1, None)]
+)
+def test_team_eta(team: str, units: int, expected: float | None) -> None:
+    assert _estimator().team_eta(team, units) == expected
+
+
+def test_work_past_its_expected_end_counts_as_ending_now() -> None:
+    late = running(job("a", gpus=8, duration_s=60), (whole("n", *range(8)),), started_at=NOW - 3600)
+    estimator = EtaEstimator(state_of([node("n")], [late]), NOW, {}, {"a": NOW - 3600})
+    assert estimator.capacity_eta((H100,), 8 * GPU, None) == 0.0

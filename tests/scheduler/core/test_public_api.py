@@ -1,0 +1,45 @@
+"""The public API of the core, pinned (the httpx idea): what the rest of Microcosm may import from
+``scheduler.core``. Changing it is a deliberate act — update this list in the same change."""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+
+import scheduler.core as core
+
+PUBLIC = [
+    "Bind",
+    "Evict",
+    "Job",
+    "ModelProfile",
+    "Node",
+    "Plan",
+    "Policy",
+    "Preemption",
+    "Reconfigure",
+    "Reject",
+    "Request",
+    "Running",
+    "Slot",
+    "Snapshot",
+    "Team",
+    "Waiting",
+    "plan_cycle",
+]
+
+
+def test_all_is_pinned() -> None:
+    assert sorted(core.__all__) == PUBLIC
+
+
+def test_every_public_name_is_importable_and_frozen() -> None:
+    for name in PUBLIC:
+        value = getattr(core, name)
+        if inspect.isclass(value):
+            assert dataclasses.is_dataclass(value), name
+            assert value.__dataclass_params__.frozen, name  # type: ignore[attr-defined]
+
+
+def test_plan_cycle_signature() -> None:
+    assert str(inspect.signature(core.plan_cycle)) == "(snapshot: 'Snapshot', policy: 'Policy', now: 'float') -> 'Plan'"
