@@ -348,6 +348,6 @@ class IndexedClusterState(ClusterState):
     def _vacate(self, job_id: str) -> Slots:
         job = self.jobs[job_id]
         slots = super()._vacate(job_id)
-        if self.index is not None:
-            self.index.vacated(job, slots)
+        assert self.index is not None  # nothing is vacated before __init__ has built the index
+        self.index.vacated(job, slots)
         return slots

@@ -103,7 +103,7 @@ def _from_hist(hist: Sequence[int], gpus: int, replicas: int) -> tuple[int, int,
     takes: dict[int, int] = {}
     got = nodes = 0
     last = 0
-    for k in range(len(hist) - 1, gpus - 1, -1):
+    for k in range(len(hist) - 1, gpus - 1, -1):  # pragma: no branch - the capacity check above ensures the break
         cap, count = k // gpus, hist[k]
         if not count:
             continue
@@ -142,7 +142,7 @@ def _take(index: CapacityIndex, members: Iterable[int], groups: dict[Group, int]
     """The first nodes in ``members`` order that match the histogram choice ``takes``."""
     wanted = dict(takes)
     picked: list[int] = []
-    for ordinal in members:
+    for ordinal in members:  # pragma: no branch - ``takes`` was counted from these very members
         name = index.node_names[ordinal]
         if index.group_of.get(name) not in groups:
             continue

@@ -99,14 +99,16 @@ class Command(BaseCommand):
         if options["json"]:
             command += " --json"
         machine = _machine()
+        date = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         results = []
         for size_nodes, size_pending in sizes:
             shape = ClusterShape(nodes=size_nodes, pending=size_pending, gpus_per_node=gpus, seed=seed)
             results.append(measure(shape, repeat=repeat))
+        machine["load_average_at_end"] = _load_average()
         payload = {
             "benchmark": "scale",
             "command": command,
-            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "date": date,
             "machine": machine,
             "seed": seed,
             "repeat": repeat,
@@ -133,19 +135,25 @@ def _machine() -> dict[str, Any]:
         "nproc": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
         "cpu_model": cpu_model,
         "python": platform.python_version(),
-        "load_average_at_start": [round(x, 2) for x in os.getloadavg()],
+        "load_average_at_start": _load_average(),
     }
+
+
+def _load_average() -> list[float]:
+    """1, 5 and 15 minute load averages: other work on the machine slows the figures down."""
+    return [round(x, 2) for x in os.getloadavg()]
 
 
 def _scale_table(payload: dict[str, Any], results: Sequence[ScaleResult]) -> str:
     machine = payload["machine"]
-    load = " ".join(f"{x:.2f}" for x in machine["load_average_at_start"])
+    start = " ".join(f"{x:.2f}" for x in machine["load_average_at_start"])
+    end = " ".join(f"{x:.2f}" for x in machine["load_average_at_end"])
     head = [
         "Scale (issue 3 §12): one plan_cycle of the engine on a synthetic cluster "
         f"(seed {payload['seed']}, {payload['repeat']} timed runs per size)",
         f"command: {payload['command']}",
         f"machine: {machine['nproc']} CPUs ({machine['cpu_model']}), Python {machine['python']}, "
-        f"load average at start {load}; {payload['date']}",
+        f"load average {start} at start, {end} at end; started {payload['date']}",
         "",
     ]
 

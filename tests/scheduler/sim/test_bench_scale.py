@@ -227,7 +227,7 @@ def test_bench_scale_json_shape() -> None:
         "python manage.py bench scale --nodes 10 --gpus-per-node 8 --pending 50 --seed 42 --repeat 1 --json"
     )
     assert set(payload) == {"benchmark", "command", "date", "machine", "seed", "repeat", "sizes"}
-    assert set(payload["machine"]) == {"nproc", "cpu_model", "python", "load_average_at_start"}
+    assert set(payload["machine"]) == {"nproc", "cpu_model", "python", "load_average_at_start", "load_average_at_end"}
     (size,) = payload["sizes"]
     assert (size["nodes"], size["gpus_per_node"], size["gpus"], size["pending"]) == (10, 8, 80, 50)
     assert set(size["wall_s"]) == {"median", "max", "runs"} and len(size["wall_s"]["runs"]) == 1
