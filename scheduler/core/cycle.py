@@ -28,9 +28,11 @@ then the whole value);
 a pending id that is already running is ignored (it was bound by an earlier cycle whose plan was applied).
 
 Speed: a failed placement is remembered per job shape until capacity is freed (see
-:mod:`placement.find`), and a failed preemption per (shape, team, priority, preemptible) until the state
-changes at all — except for a job that was itself recently evicted, whose ping-pong protection depends on
-its identity.
+:mod:`placement.find`), and so is a failed preemption, per (shape, team, priority, preemptible) — except
+for a job that was itself recently evicted, whose ping-pong protection depends on its identity. Binding
+only takes capacity and adds usage, and the eviction candidates are snapshot-running jobs (whose borrowed
+status depends only on which of them are still placed), so a preemption that failed keeps failing until
+something is freed (an eviction, a layout change, a committed Statement).
 """
 
 from __future__ import annotations
@@ -254,7 +256,7 @@ class _Run:
     def _preempt(self, job: Job) -> bool:
         key = (placement_shape(job), job.team, job.priority, job.preemptible)
         remember = job.id not in self.recent_victims
-        if remember and self._preempt_failed.get(key) == self.index.version:
+        if remember and self._preempt_failed.get(key) == self.index.freed:
             return False
         statement = self.state.begin()
         found = find_victims(
@@ -263,7 +265,7 @@ class _Run:
         if found is None:
             statement.rollback()
             if remember:
-                self._preempt_failed[key] = self.index.version
+                self._preempt_failed[key] = self.index.freed
             return False
         # try_place accepted only admissible slots, and find_victims returns the state it found them in.
         evictions, slots = found

@@ -180,7 +180,7 @@ class FairShare:
             for team, entries in sorted(by_team.items())
         }
         self._running_units: dict[str, dict[str, int]] = {}
-        self._borrowed_cache: dict[str, tuple[tuple[tuple[str, int], ...], tuple[str, ...]]] = {}
+        self._borrowed_cache: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
         self._watchers: list[set[str]] = []
 
     # -- quotas ------------------------------------------------------------------------------------------
@@ -280,20 +280,20 @@ class FairShare:
 
     def borrowed_jobs(self, team: str) -> list[str]:
         """Running jobs of ``team`` that sit on borrowed capacity (rule 4), in guarantee-fill order."""
-        usage = self.state.usage.get(team, {})
-        fingerprint = tuple(sorted((cls, units) for cls, units in usage.items() if units))
+        # The fill depends only on which of the team's running jobs are still placed (not on work bound this
+        # cycle), so that tuple is the cache key: binds leave it alone, evictions and their undo change it.
+        running = self.running_jobs(team)
         cached = self._borrowed_cache.get(team)
-        if cached is None or cached[0] != fingerprint:
-            cached = (fingerprint, self._fill(team))
+        if cached is None or cached[0] != running:
+            cached = (running, self._fill(team, running))
             self._borrowed_cache[team] = cached
-        placed = self.state.placed
-        return [job_id for job_id in cached[1] if job_id in placed]
+        return list(cached[1])
 
-    def _fill(self, team: str) -> tuple[str, ...]:
+    def _fill(self, team: str, running: tuple[str, ...]) -> tuple[str, ...]:
         limits = self.guarantee(team)
         filled: dict[str, int] = {}
         borrowed: list[str] = []
-        for job_id in self.running_jobs(team):
+        for job_id in running:
             units = self.running_units(job_id)
             if _exceeds(limits, filled, units) is None:
                 for gpu_class, amount in units.items():

@@ -38,9 +38,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from scheduler.core.capacity import UNITS_PER_GPU, ClusterState, model_matches
+from scheduler.core.demand import DemandKind
 from scheduler.core.fairshare import PRIORITY_INDEX, FairShare, job_class, placement_units
 from scheduler.core.plan import Evict
 from scheduler.core.policy import Policy
+from scheduler.core.rightsize import resolve
 from scheduler.core.state import Job, Preemption, Slot
 from scheduler.core.vocabulary import Priority
 
@@ -113,7 +115,10 @@ def candidates(
 ) -> list[Candidate]:
     """Every running job ``job`` may evict (module rules), in victim-preference order."""
     production = job.priority == Priority.PRODUCTION
+    if not production and not allow_reclaim and not fairness.lower_preemptible(job.team, job.priority):
+        return []  # no ground applies to anyone: only production and reclaim reach other teams
     my_rank = PRIORITY_INDEX[job.priority]
+    kinds: dict[str, DemandKind | None] = {}
     evicted_me = {p.by for p in preemptions if p.victim == job.id and now - p.at < policy.ping_pong_window_s}
     found: list[Candidate] = []
     for team in fairness.teams_with_running():
@@ -145,7 +150,7 @@ def candidates(
             else:
                 continue
             slots = state.placed[victim_id]
-            if not _could_help(state, slots, job, now):
+            if not _could_help(state, slots, job, policy, now, None if same_team else kinds):
                 continue
             since = max(running.started_at, running.last_checkpoint_at or running.started_at)
             units = sum(fairness.running_units(victim_id).values())
@@ -156,14 +161,43 @@ def candidates(
     return found
 
 
-def _could_help(state: ClusterState, slots: Slots, job: Job, now: float) -> bool:
+def _could_help(
+    state: ClusterState,
+    slots: Slots,
+    job: Job,
+    policy: Policy,
+    now: float,
+    kinds: dict[str, DemandKind | None] | None,
+) -> bool:
+    """Does some slot sit on a ready GPU ``job`` accepts and, when ``kinds`` is given, free capacity of the
+    grain the job needs there? Layouts are fixed within a cycle, so a MIG demand takes only a free instance
+    and a whole or shared demand only a GPU without a layout: a slot of the other grain frees nothing the job
+    can use — unless the job also needs the node's host CPU or memory, which any victim on the node frees.
+    ``kinds`` caches the job's demand kind per GPU model (None: the model cannot serve it); pass None for a
+    victim of the job's own team, whose eviction also frees the team's quota, whatever its grain."""
     for replica in slots:
         for slot in replica:
             node = state.nodes[slot.node]
             ready = node.reconfiguring_until is None or node.reconfiguring_until <= now
-            if node.schedulable and ready and model_matches(node.gpu_model, job.gpu_model):
+            if not (node.schedulable and ready and model_matches(node.gpu_model, job.gpu_model)):
+                continue
+            if kinds is None:
+                return True
+            if node.gpu_model not in kinds:
+                demand = resolve(job, node.gpu_model, policy)
+                kinds[node.gpu_model] = demand.kind if demand is not None else None
+            kind = kinds[node.gpu_model]
+            if kind is None:
+                continue
+            if (slot.mig_profile is not None) == (kind == DemandKind.MIG) or _host_bound(state, slot.node, job):
                 return True
     return False
+
+
+def _host_bound(state: ClusterState, node_name: str, job: Job) -> bool:
+    """Could the node's host CPU or memory be what keeps ``job`` off it (traces state them)?"""
+    node = state.nodes[node_name]
+    return bool((job.cpu_milli and node.cpu_milli is not None) or (job.memory_mib and node.memory_mib is not None))
 
 
 def _search(

@@ -249,6 +249,18 @@ def test_borrowed_jobs_follow_the_state() -> None:
     assert fs.borrowed_jobs("nobody") == []
 
 
+def test_borrowed_jobs_ignore_work_bound_this_cycle_and_follow_undo() -> None:
+    state, fs = world(NODES, [team("t", {"any": 2})], [_r(f"j{i}", first=i, started_at=i) for i in range(4)])
+    assert fs.borrowed_jobs("t") == ["j2", "j3"]
+    state.place(job("new", "t"), on("a1", 5))  # bound this cycle: not running, no change to the fill
+    assert fs.borrowed_jobs("t") == ["j2", "j3"]
+    statement = state.begin()
+    state.remove("j1")
+    assert fs.borrowed_jobs("t") == ["j3"]
+    statement.rollback()  # j1 is back: the fill is what it was
+    assert fs.borrowed_jobs("t") == ["j2", "j3"]
+
+
 # -- order --------------------------------------------------------------------------------------------------
 
 ORDER_TEAMS = [

@@ -7,6 +7,7 @@ fair-share properties.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 
 import pytest
 
@@ -465,3 +466,62 @@ def test_many_candidates_need_few_placement_calls() -> None:
     result = find_victims(state, pending, fs, counting, POLICY, NOW, ())
     assert result is not None and len(result[0]) == 3
     assert calls <= 8 + 3 + 3  # doubling + bisection + pruning, not one call per candidate
+
+
+# -- candidates by grain ------------------------------------------------------------------------------------
+
+MIXED = node("n1", gpus=2, mig=((("3g.40gb", 0), ("4g.40gb", 4)), ()))
+MIG_VICTIM = run(
+    Job(id="b-mig", team="b", request=Request(mig_profile="3g.40gb"), priority=Priority.LOW, kind="inference"),
+    ((Slot("n1", 0, "3g.40gb", 0),),),
+)
+WHOLE_VICTIM = run(job("b-whole", "b", priority=Priority.LOW), on("n1", 1))
+MIG_JOB = Job(id="p", team="a", request=Request(mig_profile="3g.40gb"), priority=Priority.PRODUCTION, kind="inference")
+
+
+@pytest.mark.parametrize(
+    ("nodes", "pending", "expected"),
+    [
+        # Layouts are fixed within a cycle: a whole-GPU demand gains nothing from a MIG instance, and back.
+        ([MIXED], job("p", "a", priority=Priority.PRODUCTION), ["b-whole"]),
+        ([MIXED], MIG_JOB, ["b-mig"]),
+        # A job that needs the node's host CPU gains from any victim there.
+        ([replace(MIXED, cpu_milli=64_000)], replace(MIG_JOB, cpu_milli=1_000), ["b-whole", "b-mig"]),
+        (
+            [replace(MIXED, memory_mib=1 << 20)],
+            job("p", "a", priority=Priority.PRODUCTION, memory_mib=1),
+            ["b-whole", "b-mig"],
+        ),
+        # Host figures on one side only do not bind.
+        ([replace(MIXED, cpu_milli=64_000)], MIG_JOB, ["b-mig"]),
+    ],
+)
+def test_other_teams_victims_must_free_the_grain_the_job_takes(
+    nodes: list[Node], pending: Job, expected: list[str]
+) -> None:
+    state, fs = world(nodes, [team("a"), team("b")], [WHOLE_VICTIM, MIG_VICTIM])
+    found = candidates(state, pending, fs, POLICY, NOW, (), False)
+    assert sorted(c.job.id for c in found) == sorted(expected)
+
+
+def test_own_team_victims_of_any_grain_stay_candidates_they_free_quota() -> None:
+    own = [replace(r, job=replace(r.job, team="a", preemptible=True)) for r in (WHOLE_VICTIM, MIG_VICTIM)]
+    state, fs = world([MIXED], [team("a", {"any": 2})], own)
+    found = candidates(state, job("p", "a", priority=Priority.HIGH), fs, POLICY, NOW, (), False)
+    assert sorted(c.job.id for c in found) == ["b-mig", "b-whole"]
+
+
+def test_no_candidates_without_a_ground() -> None:
+    # Only higher-priority work in the team and no reclaim: nobody may be evicted, whatever runs elsewhere.
+    running = [run(job("a-high", "a", priority=Priority.HIGH, preemptible=True), on("n1", 0)), *ones("b", "n1", 2, 1)]
+    state, fs = world([node("n1", gpus=4)], TWO_TEAMS, running)
+    assert candidates(state, job("a-job", "a"), fs, POLICY, NOW, (), False) == []
+
+
+def test_a_gpu_model_that_cannot_serve_the_demand_frees_nothing_for_it() -> None:
+    # 3g.40gb is not a profile of the 40 GB A100: its instances are no use to the job.
+    small = node("n1", model="A100-SXM4-40GB", gpus=1, mig=((("3g.20gb", 0), ("4g.20gb", 4)),))
+    victim = replace(MIG_VICTIM, job=replace(MIG_VICTIM.job, request=Request(mig_profile="3g.20gb")))
+    victim = replace(victim, slots=((Slot("n1", 0, "3g.20gb", 0),),))
+    state, fs = world([small], [team("a"), team("b")], [victim])
+    assert candidates(state, MIG_JOB, fs, POLICY, NOW, (), False) == []
