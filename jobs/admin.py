@@ -41,20 +41,24 @@ class JobEventInline(ViewOnlyMixin, admin.TabularInline):
         return super().get_queryset(request).select_related("actor")
 
 
+# What an allocation row shows, on the job page and in the allocation list alike.
+ALLOCATION_COLUMNS = (
+    "replica",
+    "node",
+    "gpu_index",
+    "mig_profile",
+    "mig_start",
+    "tier",
+    "price_per_gpu_hour",
+    "started_at",
+    "ended_at",
+    "end_reason",
+)
+
+
 class AllocationInline(ViewOnlyMixin, admin.TabularInline):
     model = Allocation
-    fields = (
-        "replica",
-        "node",
-        "gpu_index",
-        "mig_profile",
-        "mig_start",
-        "tier",
-        "price_per_gpu_hour",
-        "started_at",
-        "ended_at",
-        "end_reason",
-    )
+    fields = ALLOCATION_COLUMNS
     readonly_fields = fields
     extra = 0
     can_delete = False
@@ -112,19 +116,7 @@ class JobEventAdmin(ViewOnlyMixin, admin.ModelAdmin):
 
 @admin.register(Allocation)
 class AllocationAdmin(ViewOnlyMixin, admin.ModelAdmin):
-    list_display = (
-        "job",
-        "replica",
-        "node",
-        "gpu_index",
-        "mig_profile",
-        "mig_start",
-        "tier",
-        "price_per_gpu_hour",
-        "started_at",
-        "ended_at",
-        "end_reason",
-    )
+    list_display = ("job", *ALLOCATION_COLUMNS)
     list_filter = ("tier", ("ended_at", admin.EmptyFieldListFilter), "node__gpu_model", "job__team")
     search_fields = ("job__name", "job__team__slug", "node__name")
     ordering = ("-started_at", "id")
