@@ -53,6 +53,7 @@ from scheduler.core.vocabulary import Priority
 
 ANY = "any"
 PRIORITY_INDEX: dict[str, int] = {p.value: i for i, p in enumerate(Priority)}  # production 0 … low 3
+_NOTHING: frozenset[str] = frozenset()
 _MIN_WEIGHT = 1e-9  # a weight ≤ 0 is read as "served last", never as a division by zero
 
 JobKey = tuple[int, int, float, str]
@@ -174,6 +175,10 @@ class FairShare:
         self._running_by_team: dict[str, tuple[str, ...]] = {
             team: tuple(job_id for _, job_id in sorted(entries)) for team, entries in sorted(by_team.items())
         }
+        self._running_sets: dict[str, frozenset[str]] = {
+            team: frozenset(ids) for team, ids in self._running_by_team.items()
+        }
+        self._running_cache: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {}
         # Preemptible running jobs by team, lowest priority first: priority preemption scans only these.
         self._preemptible_by_team: dict[str, tuple[tuple[int, str], ...]] = {
             team: tuple(sorted(((key[1], job_id) for key, job_id in entries if key[0]), reverse=True))
@@ -181,6 +186,8 @@ class FairShare:
         }
         self._running_units: dict[str, dict[str, int]] = {}
         self._borrowed_cache: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+        self._spots: dict[str, tuple[tuple[str, bool], ...]] = {}
+        self._fill_cache: dict[str, tuple[int, tuple[tuple[str, int], ...]]] = {}
         self._watchers: list[set[str]] = []
 
     # -- quotas ------------------------------------------------------------------------------------------
@@ -269,8 +276,16 @@ class FairShare:
 
     def running_jobs(self, team: str) -> tuple[str, ...]:
         """The team's snapshot-running jobs still placed, in guarantee-fill order (rule 4)."""
-        placed = self.state.placed
-        return tuple(job_id for job_id in self._running_by_team.get(team, ()) if job_id in placed)
+        everyone = self._running_by_team.get(team, ())
+        # The set difference runs in C: nearly always nothing is missing and the stored tuple is the answer.
+        missing = self._running_sets.get(team, _NOTHING).difference(self.state.placed)
+        if not missing:
+            return everyone
+        cached = self._running_cache.get(team)
+        if cached is None or cached[0] != missing:  # evictions (or their undo) since the last scan
+            cached = (missing, tuple(job_id for job_id in everyone if job_id not in missing))
+            self._running_cache[team] = cached
+        return cached[1]
 
     def running_units(self, job_id: str) -> dict[str, int]:
         """Units per class of a running job (cached: a running job's slots do not change within a cycle)."""
@@ -278,29 +293,72 @@ class FairShare:
             self._running_units[job_id] = self.state.job_units(job_id)
         return self._running_units[job_id]
 
-    def borrowed_jobs(self, team: str) -> list[str]:
-        """Running jobs of ``team`` that sit on borrowed capacity (rule 4), in guarantee-fill order."""
+    def running_spots(self, job_id: str) -> tuple[tuple[str, bool], ...]:
+        """The distinct (node, holds a MIG instance) pairs of a running job's slots, in slot order (cached like
+        :meth:`running_units`): all that decides whether evicting it frees capacity of some grain on a node."""
+        spots = self._spots.get(job_id)
+        if spots is None:
+            pairs = (
+                (slot.node, slot.mig_profile is not None)
+                for replica in self.state.placed.get(job_id, ())
+                for slot in replica
+            )
+            spots = tuple(dict.fromkeys(pairs))
+            self._spots[job_id] = spots
+        return spots
+
+    def borrowed_jobs(self, team: str, running: tuple[str, ...] | None = None) -> list[str]:
+        """Running jobs of ``team`` that sit on borrowed capacity (rule 4), in guarantee-fill order.
+
+        ``running``, when given, must be what :meth:`running_jobs` returns for ``team`` right now (a caller
+        that has it already saves a second scan of the team's jobs)."""
+        return list(self.borrowed(team, running))
+
+    def borrowed(self, team: str, running: tuple[str, ...] | None = None) -> tuple[str, ...]:
+        """:meth:`borrowed_jobs` as the cached tuple itself (no copy)."""
         # The fill depends only on which of the team's running jobs are still placed (not on work bound this
         # cycle), so that tuple is the cache key: binds leave it alone, evictions and their undo change it.
-        running = self.running_jobs(team)
+        if running is None:
+            running = self.running_jobs(team)
         cached = self._borrowed_cache.get(team)
         if cached is None or cached[0] != running:
             cached = (running, self._fill(team, running))
             self._borrowed_cache[team] = cached
-        return list(cached[1])
+        return cached[1]
 
     def _fill(self, team: str, running: tuple[str, ...]) -> tuple[str, ...]:
+        """First-fit of ``running`` into the guarantee: what ``_exceeds`` decides, with the overall total kept
+        as a running sum (a job's units never hold an ``"any"`` entry, so ``_exceeds`` would add them up)."""
         limits = self.guarantee(team)
+        overall = limits.overall
         filled: dict[str, int] = {}
+        held = 0
         borrowed: list[str] = []
         for job_id in running:
-            units = self.running_units(job_id)
-            if _exceeds(limits, filled, units) is None:
-                for gpu_class, amount in units.items():
+            total, by_class = self._fill_units(job_id)
+            fits = overall is None or held + total <= overall
+            if fits:
+                for gpu_class, amount in by_class:
+                    limit = limits.for_class(gpu_class)
+                    if limit is not None and filled.get(gpu_class, 0) + amount > limit:
+                        fits = False
+                        break
+            if fits:
+                held += total
+                for gpu_class, amount in by_class:
                     filled[gpu_class] = filled.get(gpu_class, 0) + amount
             else:
                 borrowed.append(job_id)
         return tuple(borrowed)
+
+    def _fill_units(self, job_id: str) -> tuple[int, tuple[tuple[str, int], ...]]:
+        """A running job's total units and its non-zero units per class (cached like :meth:`running_units`)."""
+        cached = self._fill_cache.get(job_id)
+        if cached is None:
+            units = self.running_units(job_id)
+            cached = (sum(units.values()), tuple((c, u) for c, u in units.items() if u))
+            self._fill_cache[job_id] = cached
+        return cached
 
     def lower_preemptible(self, team: str, priority: Priority) -> tuple[str, ...]:
         """The team's preemptible running jobs (still placed) of lower priority than ``priority``."""

@@ -123,17 +123,20 @@ def candidates(
     found: list[Candidate] = []
     for team in fairness.teams_with_running():
         same_team = team == job.team
+        # Each branch scans the team's running jobs at most once: the borrowed fill reuses the scan.
         if production:
             ids = fairness.running_jobs(team)
+            borrowed_ids = fairness.borrowed(team, ids) if ids else ()
         elif same_team:
             ids = fairness.lower_preemptible(team, job.priority)
+            borrowed_ids = fairness.borrowed(team) if ids else ()
         elif allow_reclaim and fairness.over_guarantee(team):
-            ids = tuple(fairness.borrowed_jobs(team))
+            ids = borrowed_ids = fairness.borrowed(team)
         else:
             continue
         if not ids:
             continue
-        borrowed = set(fairness.borrowed_jobs(team))
+        borrowed = set(borrowed_ids)
         for victim_id in ids:
             running = state.running[victim_id]
             victim = running.job
@@ -149,48 +152,49 @@ def candidates(
                 reason = PRODUCTION
             else:
                 continue
-            slots = state.placed[victim_id]
-            if not _could_help(state, slots, job, policy, now, None if same_team else kinds):
+            if not _could_help(
+                state, fairness.running_spots(victim_id), job, policy, now, None if same_team else kinds
+            ):
                 continue
             since = max(running.started_at, running.last_checkpoint_at or running.started_at)
             units = sum(fairness.running_units(victim_id).values())
             lost = max(0.0, now - since) * units / UNITS_PER_GPU
             key = (int(not victim.preemptible), int(victim_id not in borrowed), -rank, lost, -running.started_at)
-            found.append(Candidate(victim, slots, reason, (*key, victim_id)))
+            found.append(Candidate(victim, state.placed[victim_id], reason, (*key, victim_id)))
     found.sort(key=lambda c: c.key)
     return found
 
 
 def _could_help(
     state: ClusterState,
-    slots: Slots,
+    spots: tuple[tuple[str, bool], ...],
     job: Job,
     policy: Policy,
     now: float,
     kinds: dict[str, DemandKind | None] | None,
 ) -> bool:
-    """Does some slot sit on a ready GPU ``job`` accepts and, when ``kinds`` is given, free capacity of the
-    grain the job needs there? Layouts are fixed within a cycle, so a MIG demand takes only a free instance
-    and a whole or shared demand only a GPU without a layout: a slot of the other grain frees nothing the job
-    can use — unless the job also needs the node's host CPU or memory, which any victim on the node frees.
+    """Does some spot of the victim (:meth:`FairShare.running_spots`: a node and whether the slot there is a
+    MIG instance) sit on a ready GPU ``job`` accepts and, when ``kinds`` is given, free capacity of the grain
+    the job needs there? Layouts are fixed within a cycle, so a MIG demand takes only a free instance and a
+    whole or shared demand only a GPU without a layout: a slot of the other grain frees nothing the job can
+    use — unless the job also needs the node's host CPU or memory, which any victim on the node frees.
     ``kinds`` caches the job's demand kind per GPU model (None: the model cannot serve it); pass None for a
     victim of the job's own team, whose eviction also frees the team's quota, whatever its grain."""
-    for replica in slots:
-        for slot in replica:
-            node = state.nodes[slot.node]
-            ready = node.reconfiguring_until is None or node.reconfiguring_until <= now
-            if not (node.schedulable and ready and model_matches(node.gpu_model, job.gpu_model)):
-                continue
-            if kinds is None:
-                return True
-            if node.gpu_model not in kinds:
-                demand = resolve(job, node.gpu_model, policy)
-                kinds[node.gpu_model] = demand.kind if demand is not None else None
-            kind = kinds[node.gpu_model]
-            if kind is None:
-                continue
-            if (slot.mig_profile is not None) == (kind == DemandKind.MIG) or _host_bound(state, slot.node, job):
-                return True
+    for node_name, mig_slot in spots:
+        node = state.nodes[node_name]
+        ready = node.reconfiguring_until is None or node.reconfiguring_until <= now
+        if not (node.schedulable and ready and model_matches(node.gpu_model, job.gpu_model)):
+            continue
+        if kinds is None:
+            return True
+        if node.gpu_model not in kinds:
+            demand = resolve(job, node.gpu_model, policy)
+            kinds[node.gpu_model] = demand.kind if demand is not None else None
+        kind = kinds[node.gpu_model]
+        if kind is None:
+            continue
+        if mig_slot == (kind == DemandKind.MIG) or _host_bound(state, node_name, job):
+            return True
     return False
 
 

@@ -10,6 +10,7 @@ from scheduler.core.fairshare import (
     Admission,
     FairShare,
     Limits,
+    _exceeds,
     burst_limits,
     gpus_text,
     guarantee_limits,
@@ -434,3 +435,62 @@ def test_borrowed_capacity_is_split_by_weight(weights: tuple[float, float], spli
         if free and fs.admit(next_job, {"A100": G}).ok:
             state.place(next_job, on(*free.pop(0)))
     assert (state.team_units("x")[ANY] // G, state.team_units("y")[ANY] // G) == split
+
+
+def test_running_jobs_drop_removed_jobs_in_fill_order_and_feed_the_borrowed_fill() -> None:
+    state, fs = world(NODES, [team("t", {"any": 2})], [_r(f"j{i}", first=i, started_at=i) for i in range(5)])
+    everyone = fs.running_jobs("t")
+    assert everyone == ("j0", "j1", "j2", "j3", "j4")
+    assert fs.running_jobs("t") is everyone  # nothing removed: the stored tuple, no rebuild
+    assert fs.running_jobs("nobody") == ()
+    state.remove("j3")
+    state.remove("j0")
+    running = fs.running_jobs("t")
+    assert running == ("j1", "j2", "j4")
+    assert fs.running_jobs("t") is running  # same jobs missing: the filtered tuple is reused
+    state.remove("j4")
+    assert fs.running_jobs("t") == ("j1", "j2")
+    state.place(job("j4", "t"), on("a1", 4))  # back again (as an undo would): the earlier answer returns
+    running = fs.running_jobs("t")
+    assert running == ("j1", "j2", "j4")
+    # Handing the scan over gives the same fill as letting borrowed_jobs scan on its own.
+    assert fs.borrowed_jobs("t", running) == fs.borrowed_jobs("t") == ["j4"]
+    assert fs.borrowed("t") == ("j4",)
+
+
+def test_running_spots_are_the_distinct_nodes_and_grains_of_a_running_job() -> None:
+    two_nodes = run(job("x", "t", gpus=2), (on("a1", 0)[0], on("a1", 1)[0], on("h1", 0)[0]))
+    _, fs = world(NODES, [team("t", {"any": 8})], [two_nodes])
+    assert fs.running_spots("x") == (("a1", False), ("h1", False))
+    assert fs.running_spots("x") is fs.running_spots("x")  # cached
+
+
+@pytest.mark.parametrize(
+    ("guaranteed", "borrowed"),
+    [
+        # The H100 class is full after h0; the A100 job still fits overall, so the class check skips h1 only.
+        ({"any": 3, "H100": 1}, ["h1"]),
+        # The overall limit stops a job before any class is looked at.
+        ({"any": 1, "H100": 2}, ["h1", "a0"]),
+        # Class-only guarantee: an unlisted class is guaranteed nothing.
+        ({"H100": 2}, ["a0"]),
+    ],
+)
+def test_borrowed_fill_matches_the_admission_rule(guaranteed: dict[str, float], borrowed: list[str]) -> None:
+    running = [
+        _r("h0", model="h1", first=0, started_at=1),
+        _r("h1", model="h1", first=1, started_at=2),
+        _r("a0", first=0, started_at=3),
+    ]
+    _, fs = world(NODES, [team("t", guaranteed)], running)
+    assert fs.borrowed_jobs("t") == borrowed
+    # The same first-fit written with _exceeds, the rule admission uses.
+    limits, filled, expected = fs.guarantee("t"), {}, []
+    for job_id in fs.running_jobs("t"):
+        units = fs.running_units(job_id)
+        if _exceeds(limits, filled, units) is None:
+            for gpu_class, amount in units.items():
+                filled[gpu_class] = filled.get(gpu_class, 0) + amount
+        else:
+            expected.append(job_id)
+    assert expected == borrowed
