@@ -14,9 +14,10 @@ Other extensions: a job's ``gpu_milli`` and a node's ``sharing`` (see ``job_spec
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from scheduler.core.policy import Policy
 from scheduler.core.state import Node, Team
@@ -182,40 +183,39 @@ def _parse_policy(errors: Errors, top: dict[str, Any]) -> Policy:
         return Policy(cycle_s=cycle_s)
 
 
+_Named = TypeVar("_Named", Node, Team)
+
+
+def _parse_named(
+    errors: Errors, path: str, items: list[Any] | None, parse: Callable[[Errors, str, Any], _Named | None], kind: str
+) -> list[_Named]:
+    """Parse each item at ``path[i]``; a second item with the same ``name`` is an error naming it."""
+    parsed: list[_Named] = []
+    seen: set[str] = set()
+    for i, item in enumerate(items or []):
+        value = parse(errors, f"{path}[{i}]", item)
+        if value is None:
+            continue
+        if value.name in seen:
+            errors.add(f"{path}[{i}].name", f"duplicate {kind} name {value.name!r}")
+            continue
+        seen.add(value.name)
+        parsed.append(value)
+    return parsed
+
+
 def _parse_nodes(errors: Errors, value: Any) -> list[Node]:
     cluster = read_object(errors, "cluster", value) if value is not None else None
     if cluster is None:
         return []
     check_keys(errors, "cluster", cluster, ("nodes",), required=("nodes",))
     items = read_list(errors, "cluster.nodes", cluster["nodes"]) if "nodes" in cluster else None
-    nodes: list[Node] = []
-    seen: set[str] = set()
-    for i, item in enumerate(items or []):
-        node = parse_node(errors, f"cluster.nodes[{i}]", item)
-        if node is None:
-            continue
-        if node.name in seen:
-            errors.add(f"cluster.nodes[{i}].name", f"duplicate node name {node.name!r}")
-            continue
-        seen.add(node.name)
-        nodes.append(node)
-    return nodes
+    return _parse_named(errors, "cluster.nodes", items, parse_node, "node")
 
 
 def _parse_teams(errors: Errors, value: Any) -> list[Team]:
     items = read_list(errors, "teams", value) if value is not None else None
-    teams: list[Team] = []
-    seen: set[str] = set()
-    for i, item in enumerate(items or []):
-        team = parse_team(errors, f"teams[{i}]", item)
-        if team is None:
-            continue
-        if team.name in seen:
-            errors.add(f"teams[{i}].name", f"duplicate team name {team.name!r}")
-            continue
-        seen.add(team.name)
-        teams.append(team)
-    return teams
+    return _parse_named(errors, "teams", items, parse_team, "team")
 
 
 def _parse_events(errors: Errors, value: Any, until: float | None) -> list[TimedEvent]:
