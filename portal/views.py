@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+
 from django.contrib.auth.decorators import login_required
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -10,6 +12,8 @@ from django.views.decorators.http import require_GET
 
 from jobs.selectors import job_list_for_user
 from teams.selectors import team_overview_for_user
+
+logger = logging.getLogger(__name__)
 
 
 @login_required
@@ -32,5 +36,6 @@ def healthz(request: HttpRequest) -> JsonResponse:
         with connection.cursor() as cursor:
             cursor.execute("SELECT 1")
         return JsonResponse({"status": "ok"})
-    except Exception as exc:  # a probe must answer, whatever broke
-        return JsonResponse({"status": "error", "detail": str(exc)}, status=503)
+    except Exception:  # a probe must answer, whatever broke; the detail goes to the log, not to the public
+        logger.exception("health check: database unreachable")
+        return JsonResponse({"status": "error", "detail": "database unreachable"}, status=503)

@@ -103,3 +103,16 @@ def test_healthz(client: Client) -> None:
     response = client.get("/healthz")
     assert response.status_code == 200
     assert response.json() == {"status": "ok"}
+
+
+def test_healthz_reports_a_broken_database_without_leaking_it(client: Client, monkeypatch) -> None:
+    from django.db import connection
+
+    def broken_cursor(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("password authentication failed for user secret_admin")
+
+    monkeypatch.setattr(connection, "cursor", broken_cursor)
+    response = client.get("/healthz")
+    assert response.status_code == 503
+    assert response.json() == {"status": "error", "detail": "database unreachable"}
+    assert b"secret_admin" not in response.content
