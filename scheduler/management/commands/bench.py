@@ -2,16 +2,19 @@
 
 A thin edge over :mod:`scheduler.sim.bench.registry`; it needs no database and no cluster. Each benchmark is
 a subcommand with its own options (``manage.py bench <name> --help``): it prints a table, or with ``--json``
-one JSON object, and always the exact command that reproduces it.
+one JSON object, and always the exact command that reproduces it; ``--report FILE.html`` also writes a
+self-contained page with the table and the benchmark's plotly charts.
 """
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from scheduler.sim.bench.html import write_report
 from scheduler.sim.bench.registry import BenchUsageError, benchmarks
 
 
@@ -27,9 +30,13 @@ class Command(BaseCommand):
             sub = subcommands.add_parser(name, help=module.HELP)
             module.add_arguments(sub)
             sub.add_argument("--json", action="store_true", help="Print the result as one JSON object.")
+            sub.add_argument("--report", type=Path, metavar="FILE.html", help="Also write a page with charts.")
 
     def handle(self, *args: Any, **options: Any) -> None:
         module = benchmarks()[options["benchmark"]]
+        report: Path | None = options["report"]
+        if report is not None and not report.parent.is_dir():
+            raise CommandError(f"--report {report}: folder {report.parent} does not exist; create it or pick another")
         try:
             outcome = module.run(options)
         except BenchUsageError as error:
@@ -38,3 +45,7 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(outcome.payload, indent=2, ensure_ascii=False))
         else:
             self.stdout.write(outcome.table)
+        if report is not None:
+            title = outcome.title or outcome.table.splitlines()[0]
+            write_report(report, title=title, table=outcome.table, figures=outcome.figures)
+            self.stderr.write(f"report written to {report}")

@@ -4,8 +4,9 @@ A benchmark module (pure: no Django) provides:
 
 - ``NAME`` (the subcommand) and ``HELP`` (one line);
 - ``add_arguments(parser: argparse.ArgumentParser) -> None`` for its options (``--json`` is added for it);
-- ``run(options: dict[str, Any]) -> Outcome``: run it and return the JSON payload and the printed table. Bad
-  option combinations raise :class:`BenchUsageError` with a message a person can act on.
+- ``run(options: dict[str, Any]) -> Outcome``: run it and return the JSON payload, the printed table and the
+  plotly figures of its ``--report`` page. Bad option combinations raise :class:`BenchUsageError` with a
+  message a person can act on.
 
 The management command is a thin edge over this registry; ``bench all`` walks it in order.
 """
@@ -15,9 +16,11 @@ from __future__ import annotations
 import argparse
 import importlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
+
+import plotly.graph_objects as go
 
 # In the order ``bench all`` runs them and BENCHMARKS.md lists them.
 MODULES: tuple[str, ...] = ("scheduler.sim.bench.scale_cli",)
@@ -31,6 +34,8 @@ class BenchUsageError(ValueError):
 class Outcome:
     payload: dict[str, Any]  # what ``--json`` prints; always has "benchmark" and "command"
     table: str  # what is printed otherwise; its head names the command that reproduces it
+    title: str = ""  # the --report page's title (default: the table's first line)
+    figures: tuple[go.Figure, ...] = field(default=())  # the --report page's charts, in order
 
 
 def benchmarks() -> dict[str, ModuleType]:

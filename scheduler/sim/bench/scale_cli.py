@@ -10,6 +10,8 @@ import argparse
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import plotly.graph_objects as go
+
 from scheduler.sim.bench.machine import load_average, machine, machine_line, utc_now
 from scheduler.sim.bench.registry import BenchUsageError, Outcome, positive, whole_number
 from scheduler.sim.bench.scale import DEFAULT_SIZES, PENDING_PER_NODE, ScaleResult, measure
@@ -71,7 +73,18 @@ def run(options: dict[str, Any]) -> Outcome:
         "repeat": repeat,
         "sizes": [result.as_dict() for result in results],
     }
-    return Outcome(payload=payload, table=_table(payload, results))
+    return Outcome(payload=payload, table=_table(payload, results), figures=(_figure(results),))
+
+
+def _figure(results: Sequence[ScaleResult]) -> go.Figure:
+    """Median cycle time per size beside its target."""
+    labels = [f"{r.shape.nodes:,} × {r.shape.gpus_per_node}, {r.shape.pending:,} pending" for r in results]
+    figure = go.Figure(go.Bar(x=labels, y=[r.median_s for r in results], name="median cycle"))
+    targets = [r.target_s for r in results]
+    if any(t is not None for t in targets):
+        figure.add_trace(go.Scatter(x=labels, y=targets, mode="markers", name="target", marker={"symbol": "line-ew"}))
+    figure.update_layout(title="One scheduling cycle", yaxis_title="wall time (s)")
+    return figure
 
 
 def _table(payload: dict[str, Any], results: Sequence[ScaleResult]) -> str:
