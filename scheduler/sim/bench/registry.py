@@ -23,11 +23,24 @@ from typing import Any
 import plotly.graph_objects as go
 
 # In the order ``bench all`` runs them and BENCHMARKS.md lists them.
-MODULES: tuple[str, ...] = ("scheduler.sim.bench.scale_cli",)
+MODULES: tuple[str, ...] = (
+    "scheduler.sim.bench.scale_cli",
+    "scheduler.sim.bench.openb_cli",
+    "scheduler.sim.bench.all_cli",
+)
 
 
 class BenchUsageError(ValueError):
     """Options that cannot run together; the message says what to change."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A figure an issue or the spec promises, checked against what the run measured."""
+
+    claim: str  # e.g. "one cycle on 1,000 × 8 GPUs with 10,000 pending in ≤ 1 s"
+    measured: str  # the figure, with its unit
+    reproduced: bool | None  # None: this run did not measure it
 
 
 @dataclass(frozen=True)
@@ -36,6 +49,7 @@ class Outcome:
     table: str  # what is printed otherwise; its head names the command that reproduces it
     title: str = ""  # the --report page's title (default: the table's first line)
     figures: tuple[go.Figure, ...] = field(default=())  # the --report page's charts, in order
+    claims: tuple[Claim, ...] = field(default=())  # what BENCHMARKS.md marks reproduced or not
 
 
 def benchmarks() -> dict[str, ModuleType]:
