@@ -25,11 +25,13 @@ install: $(RUNTIME_STAMP)
 install-dev: $(DEV_STAMP)
 
 # The demo runs with DEBUG on and the development secret key: it is for a laptop, never for production.
+# `demo run` starts the web server, a Celery worker and beat (filesystem broker under var/, no Redis) on the
+# simulated fleet, feeds demo jobs, and stops every process it started on Ctrl-C.
 demo: $(RUNTIME_STAMP)
 	mkdir -p var
 	DEBUG=1 $(PY) manage.py migrate --noinput
 	DEBUG=1 $(PY) manage.py demo seed --url http://$(HOST):$(PORT)/
-	DEBUG=1 $(PY) manage.py runserver --noreload $(HOST):$(PORT)
+	DEBUG=1 $(PY) manage.py demo run --host $(HOST) --port $(PORT)
 
 lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check .

@@ -1,35 +1,55 @@
-"""The GPU-hour ledger: one row per allocation and closed interval."""
+"""The GPU-hour ledger, the work lost to preemption, and the price catalog finance keeps in the admin."""
 
 from __future__ import annotations
 
+from datetime import date
 from decimal import Decimal
 
-from django.core.validators import MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
 from scheduler.core.vocabulary import CapacityTier, choices_of
+
+# A whole GPU in ledger units: the scheduler core's 1/7000 GPU (scheduler.core.capacity.UNITS_PER_GPU), so a
+# MIG slice is exactly ``compute slices × 1000`` and a milli share ``milli × 7`` — no fraction is rounded.
+UNITS_PER_GPU = 7000
+
+
+class PriceSource(models.TextChoices):
+    CATALOG = "catalog", "price catalog"
+    ALLOCATION = "allocation", "allocation (node price at bind time)"
 
 
 class LedgerEntry(models.Model):
     """GPU-hours an allocation accrued in ``[interval_start, interval_end)`` and what they cost.
 
     ``gpu_hours`` is normalised: a whole GPU counts 1 per hour, a MIG slice its compute slices / 7, a shared
-    GPU its fraction. Team and project are copied from the job so reports never join through live rows.
+    GPU its fraction (``gpu_units`` / 7000). Team, project, job and GPU model are copied from live rows so
+    reports never join through rows that may change later. Intervals end on the hour or at the allocation's
+    end, so no entry straddles an hour, a day, a month or a price change (prices take effect at midnight UTC).
+    ``cost`` is ``gpu_hours × price_per_gpu_hour`` rounded half-even to the micro-dollar (docs/billing.md).
     """
 
     allocation = models.ForeignKey("jobs.Allocation", on_delete=models.PROTECT, related_name="ledger_entries")
+    job = models.ForeignKey("jobs.Job", on_delete=models.PROTECT, null=True, blank=True, related_name="ledger_entries")
     team = models.ForeignKey("teams.Team", on_delete=models.PROTECT, related_name="ledger_entries")
     project = models.ForeignKey(
         "teams.Project", on_delete=models.PROTECT, null=True, blank=True, related_name="ledger_entries"
     )
     interval_start = models.DateTimeField()
     interval_end = models.DateTimeField()
+    gpu_model = models.CharField(max_length=64, blank=True, help_text="The node's GPU model when closed.")
+    gpu_class = models.CharField(max_length=16, blank=True)
+    gpu_units = models.PositiveIntegerField(
+        default=UNITS_PER_GPU, help_text="Size in 1/7000 GPU: whole 7000, MIG slice compute slices × 1000."
+    )
     gpu_hours = models.DecimalField(max_digits=14, decimal_places=6, validators=[MinValueValidator(Decimal(0))])
     tier = models.CharField(max_length=16, choices=choices_of(CapacityTier))
     price_per_gpu_hour = models.DecimalField(
         max_digits=10, decimal_places=4, validators=[MinValueValidator(Decimal(0))]
     )
+    price_source = models.CharField(max_length=16, choices=PriceSource.choices, default=PriceSource.CATALOG)
     cost = models.DecimalField(max_digits=14, decimal_places=6, validators=[MinValueValidator(Decimal(0))])
     borrowed = models.BooleanField(default=False, help_text="Capacity above the team's guarantee.")
     created_at = models.DateTimeField(auto_now_add=True)
@@ -37,10 +57,15 @@ class LedgerEntry(models.Model):
     class Meta:
         ordering = ["-interval_start", "id"]
         verbose_name_plural = "ledger entries"
-        indexes = [models.Index(fields=["team", "interval_start"], name="ledger_team_start")]
+        indexes = [
+            models.Index(fields=["team", "interval_start"], name="ledger_team_start"),
+            models.Index(fields=["interval_start"], name="ledger_start"),
+        ]
         constraints = [
-            # Exactly once: an allocation's interval is closed one time, whoever closes it.
+            # Exactly once: an allocation's interval is closed one time, whoever closes it. Both ends are
+            # unique, so two closers that disagreed on a boundary could still not both write.
             models.UniqueConstraint(fields=["allocation", "interval_start"], name="ledger_unique_allocation_interval"),
+            models.UniqueConstraint(fields=["allocation", "interval_end"], name="ledger_unique_allocation_end"),
             models.CheckConstraint(
                 condition=Q(interval_end__gt=models.F("interval_start")), name="ledger_interval_positive"
             ),
@@ -48,7 +73,122 @@ class LedgerEntry(models.Model):
             models.CheckConstraint(condition=Q(cost__gte=0), name="ledger_cost_non_negative"),
             models.CheckConstraint(condition=Q(price_per_gpu_hour__gte=0), name="ledger_price_non_negative"),
             models.CheckConstraint(condition=Q(tier__in=[v.value for v in CapacityTier]), name="ledger_tier_valid"),
+            models.CheckConstraint(
+                condition=Q(gpu_units__gte=1) & Q(gpu_units__lte=UNITS_PER_GPU), name="ledger_gpu_units_range"
+            ),
         ]
 
     def __str__(self) -> str:
         return f"{self.team.slug} {self.gpu_hours} GPU-h {self.interval_start:%Y-%m-%d %H:%M}"
+
+
+class LostWork(models.Model):
+    """GPU-hours a preempted allocation had done since the job's last checkpoint: work that must be redone.
+
+    Written once per allocation (the unique allocation), in the same transaction as its last ledger entry.
+    The ledger still bills those hours (the capacity was used); this row says how much of it was wasted.
+    """
+
+    allocation = models.OneToOneField("jobs.Allocation", on_delete=models.PROTECT, related_name="lost_work")
+    job = models.ForeignKey("jobs.Job", on_delete=models.PROTECT, related_name="lost_work")
+    team = models.ForeignKey("teams.Team", on_delete=models.PROTECT, related_name="lost_work")
+    project = models.ForeignKey(
+        "teams.Project", on_delete=models.PROTECT, null=True, blank=True, related_name="lost_work"
+    )
+    gpu_model = models.CharField(max_length=64, blank=True)
+    tier = models.CharField(max_length=16, choices=choices_of(CapacityTier))
+    reason = models.CharField(max_length=32, help_text="The allocation's end reason.")
+    preempted_at = models.DateTimeField()
+    last_checkpoint_at = models.DateTimeField(
+        null=True, blank=True, help_text="The job's last checkpoint during this allocation; empty: none."
+    )
+    lost_s = models.DecimalField(max_digits=14, decimal_places=6, validators=[MinValueValidator(Decimal(0))])
+    gpu_units = models.PositiveIntegerField(default=UNITS_PER_GPU)
+    gpu_hours = models.DecimalField(max_digits=14, decimal_places=6, validators=[MinValueValidator(Decimal(0))])
+    price_per_gpu_hour = models.DecimalField(
+        max_digits=10, decimal_places=4, validators=[MinValueValidator(Decimal(0))]
+    )
+    cost = models.DecimalField(max_digits=14, decimal_places=6, validators=[MinValueValidator(Decimal(0))])
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-preempted_at", "id"]
+        verbose_name_plural = "lost work"
+        indexes = [models.Index(fields=["preempted_at"], name="lostwork_preempted_at")]
+        constraints = [
+            models.CheckConstraint(condition=Q(lost_s__gte=0), name="lostwork_seconds_non_negative"),
+            models.CheckConstraint(condition=Q(gpu_hours__gte=0), name="lostwork_gpu_hours_non_negative"),
+            models.CheckConstraint(condition=Q(cost__gte=0), name="lostwork_cost_non_negative"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team.slug} lost {self.gpu_hours} GPU-h at {self.preempted_at:%Y-%m-%d %H:%M}"
+
+
+class GpuPrice(models.Model):
+    """The price of one GPU-hour of ``gpu_model`` bought in ``tier``, from ``effective_from`` (00:00 UTC) on.
+
+    The price in force at an instant is the row with the latest ``effective_from`` on or before it. Add a row
+    to change a price; closed ledger entries keep the price they were closed with.
+    """
+
+    gpu_model = models.ForeignKey("scheduler.GpuModel", on_delete=models.PROTECT, related_name="prices")
+    tier = models.CharField(max_length=16, choices=choices_of(CapacityTier))
+    price_per_gpu_hour = models.DecimalField(
+        max_digits=10, decimal_places=4, validators=[MinValueValidator(Decimal(0))]
+    )
+    effective_from = models.DateField(help_text="In force from 00:00 UTC of this day.")
+    source = models.CharField(max_length=300, blank=True, help_text="Where the figure comes from, and its date.")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["gpu_model__name", "tier", "-effective_from"]
+        verbose_name = "GPU price"
+        constraints = [
+            models.UniqueConstraint(fields=["gpu_model", "tier", "effective_from"], name="gpuprice_unique_effective"),
+            models.CheckConstraint(condition=Q(price_per_gpu_hour__gte=0), name="gpuprice_non_negative"),
+            models.CheckConstraint(condition=Q(tier__in=[v.value for v in CapacityTier]), name="gpuprice_tier_valid"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.gpu_model} {self.tier} ${self.price_per_gpu_hour}/GPU-h from {self.effective_from}"
+
+
+class ReservedCommitment(models.Model):
+    """Reserved capacity bought for a term: paid every month of the term whether the GPUs are used or not."""
+
+    name = models.CharField(max_length=100, unique=True)
+    gpu_model = models.ForeignKey("scheduler.GpuModel", on_delete=models.PROTECT, related_name="commitments")
+    gpu_count = models.PositiveIntegerField(validators=[MinValueValidator(1)])
+    term_months = models.PositiveSmallIntegerField(validators=[MinValueValidator(1), MaxValueValidator(120)])
+    monthly_price = models.DecimalField(
+        max_digits=12, decimal_places=2, validators=[MinValueValidator(Decimal(0))], help_text="USD per month."
+    )
+    start = models.DateField(help_text="First day of the term (00:00 UTC).")
+    note = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        ordering = ["start", "name"]
+        verbose_name = "reserved commitment"
+        constraints = [
+            models.CheckConstraint(condition=Q(gpu_count__gte=1), name="commitment_gpu_count_positive"),
+            models.CheckConstraint(condition=Q(term_months__gte=1), name="commitment_term_positive"),
+            models.CheckConstraint(condition=Q(monthly_price__gte=0), name="commitment_price_non_negative"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.gpu_count} × {self.gpu_model} for {self.term_months} months from {self.start}"
+
+    @property
+    def end(self) -> date:
+        """The first day after the term."""
+        months = self.start.month - 1 + self.term_months
+        year = self.start.year + months // 12
+        month = months % 12 + 1
+        # A term starting on the 31st ends on the last day of a shorter month: clamp the day.
+        for day in (self.start.day, 30, 29, 28):
+            try:
+                return date(year, month, day)
+            except ValueError:
+                continue
+        raise AssertionError("unreachable: every month has a 28th")

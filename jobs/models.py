@@ -80,6 +80,10 @@ class Job(models.Model):
     submitted_at = models.DateTimeField()
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Written by every scheduling cycle for pending jobs (cleared otherwise), so queue pages read them cheaply.
+    queue_position = models.PositiveIntegerField(null=True, blank=True, help_text="1-based in the global order.")
+    team_queue_position = models.PositiveIntegerField(null=True, blank=True, help_text="1-based within the team.")
+    eta_at = models.DateTimeField(null=True, blank=True, help_text="When the scheduler expects it to start.")
 
     class Meta:
         ordering = ["-submitted_at", "-id"]

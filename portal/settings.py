@@ -50,10 +50,118 @@ REDIS_URL = env_redis_url("REDIS_URL", default="redis://127.0.0.1:6379/0")
 # Which cluster the scheduling loop drives: the embedded simulated fleet, or a real Kubernetes cluster.
 CLUSTER_BACKEND = env_choice("CLUSTER_BACKEND", ("simulated", "kubernetes"), default="simulated")
 
+# --- The Kubernetes backend (scheduler/kube.py, docs/deploy.md) ------------------------------------------------
+# Topology label keys from the top of the network to the bottom: of those a node carries, the lowest is its
+# leaf and the one above its spine (facts §5.2). MIG changes go through the GPU Operator's MIG Manager with
+# a mig-parted ConfigMap of ours in its namespace and a watchdog (facts §3.1: ~15 min, doubled on reboot).
+KUBERNETES = {
+    "topology_labels": env_list(
+        "KUBE_TOPOLOGY_LABELS",
+        default=[
+            "cloud.google.com/gce-topology-block",
+            "cloud.google.com/gce-topology-subblock",
+            "topology.k8s.aws/network-node-layer-1",
+            "topology.k8s.aws/network-node-layer-2",
+            "topology.k8s.aws/network-node-layer-3",
+            "topology.k8s.aws/network-node-layer-4",
+        ],
+    ),
+    "gpu_operator_namespace": env_str("GPU_OPERATOR_NAMESPACE", default="gpu-operator"),
+    "mig_config_map": env_str("MIG_CONFIG_MAP", default="microcosm-mig-config"),
+    "mig_config_timeout_s": env_int("MIG_CONFIG_TIMEOUT_S", default=900, minimum=60, maximum=86400),
+    "default_image": env_str("KUBE_DEFAULT_IMAGE", default=""),
+}
+for _name, _value in (
+    ("GPU_OPERATOR_NAMESPACE", KUBERNETES["gpu_operator_namespace"]),
+    ("MIG_CONFIG_MAP", KUBERNETES["mig_config_map"]),
+):
+    _stripped = _value.replace("-", "")
+    if (
+        len(_value) > 63
+        or not (_stripped.isascii() and _stripped.isalnum() and _stripped == _stripped.lower())
+        or (_value.startswith("-") or _value.endswith("-"))
+    ):
+        raise EnvError(f"{_name}={_value!r} is not a Kubernetes name: use lowercase letters, digits and '-'.")
+# DCGM exporter metrics for the utilization graphs; empty: no metrics source (the graphs stay empty).
+PROMETHEUS_URL = env_str("PROMETHEUS_URL", default="")
+if PROMETHEUS_URL and not PROMETHEUS_URL.startswith(("http://", "https://")):
+    raise EnvError(f"PROMETHEUS_URL={PROMETHEUS_URL!r} must start with http:// or https:// (http://prometheus:9090).")
+# --- end of the Kubernetes backend ----------------------------------------------------------------------------
+
 # The scheduler's tunables, in one place; scheduler/services.py turns them into a frozen core Policy.
 SCHEDULER = {
     "cycle_s": env_int("SCHEDULER_CYCLE_S", default=10, minimum=1, maximum=3600),
     "simulated_speed": env_float("SIMULATED_SPEED", default=60.0, minimum=0.001, maximum=1e6),
+    # The simulated fleet (durations in virtual seconds): spot reclaims per spot node and virtual hour, their
+    # notice (AWS: 2 min, facts §6), when a replacement joins, and how long a MIG change takes.
+    "simulated_interruptions_per_node_hour": env_float(
+        "SIMULATED_SPOT_INTERRUPTIONS_PER_HOUR", default=0.2, minimum=0.0, maximum=3600.0
+    ),
+    "simulated_notice_s": env_float("SIMULATED_SPOT_NOTICE_S", default=120.0, minimum=0.0, maximum=86400.0),
+    "simulated_replace_after_s": env_float("SIMULATED_SPOT_REPLACE_S", default=900.0, minimum=0.0, maximum=1e7),
+    "simulated_mig_reconfigure_s": env_float("SIMULATED_MIG_RECONFIGURE_S", default=300.0, minimum=0.0, maximum=1e5),
+    # The loop: the single-flight lock (redis: REDIS_URL; file: a lock file under var/, one machine only),
+    # how long a lock outlives a crashed holder, the grace an evicted pod gets, apply retries.
+    "lock_backend": env_choice("SCHEDULER_LOCK", ("redis", "file"), default="redis"),
+    "lock_ttl_s": env_int("SCHEDULER_LOCK_TTL_S", default=120, minimum=5, maximum=3600),
+    "evict_grace_s": env_float("SCHEDULER_EVICT_GRACE_S", default=30.0, minimum=0.0, maximum=3600.0),
+    "apply_attempts": env_int("SCHEDULER_APPLY_ATTEMPTS", default=3, minimum=1, maximum=20),
+    "apply_backoff_s": 0.2,
+}
+SCHEDULER_LOCK_FILE = VAR_DIR / "scheduler.lock"
+
+# Celery (portal/celery.py): the broker is Redis by default; `make demo` (portal/demo_settings.py) uses kombu's
+# filesystem transport under var/celery/ so it needs no server. Results are not kept: tasks report through the
+# database and logs.
+CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", default=REDIS_URL)
+if CELERY_BROKER_URL.split("://", 1)[0] not in ("redis", "rediss", "unix", "filesystem", "memory"):
+    raise EnvError(
+        f"CELERY_BROKER_URL={CELERY_BROKER_URL!r} is not supported: use redis://host:6379/0 (production) or "
+        "filesystem:// (one machine, no server)."
+    )
+
+
+def filesystem_broker_options(var_dir: Path) -> dict[str, object]:
+    """kombu's filesystem transport with every folder under ``var_dir/celery``: messages in ``queue/``,
+    processed ones in ``processed/``, and the exchange tables in ``control/`` (kombu's default for that one is
+    ``./control``, relative to whatever directory the worker was started in)."""
+    celery_dir = var_dir / "celery"
+    return {
+        "data_folder_in": str(celery_dir / "queue"),
+        "data_folder_out": str(celery_dir / "queue"),
+        "processed_folder": str(celery_dir / "processed"),
+        "control_folder": str(celery_dir / "control"),
+        "store_processed": False,
+    }
+
+
+CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {}
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    CELERY_BROKER_TRANSPORT_OPTIONS = filesystem_broker_options(VAR_DIR)
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_TASK_DEFAULT_QUEUE = "microcosm"
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_ACKS_LATE = False  # a cycle is not replayed after a worker crash: the next beat runs a fresh one
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+_CYCLE_S = SCHEDULER["cycle_s"]
+CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
+    # A cycle that has not started within one period is dropped: the next one supersedes it.
+    "scheduling-cycle": {"task": "scheduler.cycle_run", "schedule": float(_CYCLE_S), "options": {"expires": _CYCLE_S}},
+    "cluster-sync": {"task": "scheduler.cluster_sync", "schedule": 60.0, "options": {"expires": 60}},
+    "mig-watch": {"task": "scheduler.mig_watch", "schedule": 15.0, "options": {"expires": 15}},
+    "interruptions": {"task": "scheduler.interruptions_handle", "schedule": 5.0, "options": {"expires": 5}},
+    "utilization-sample": {"task": "scheduler.utilization_sample", "schedule": 30.0, "options": {"expires": 30}},
+    # The ledger closes what is due (docs/billing.md); idempotent, so a late or doubled run is harmless.
+    "ledger-close": {"task": "billing.ledger_close", "schedule": 300.0, "options": {"expires": 300}},
+}
+
+# Chargeback (billing): idle capacity as its own line or shared back to teams in proportion to their use, and
+# whether the finance pages present the figures as charges (chargeback) or for information (showback).
+BILLING = {
+    "idle_cost": env_choice("BILLING_IDLE_COST", ("own-line", "shared"), default="own-line"),
+    "mode": env_choice("BILLING_MODE", ("chargeback", "showback"), default="chargeback"),
 }
 
 INSTALLED_APPS = [
@@ -135,10 +243,44 @@ STORAGES = {
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# --- Portal pages and the REST API (issue 6): DRF, drf-spectacular, django-filter, time zones ----------------
+# Kept in one block so the Celery settings beside it can change independently.
+INSTALLED_APPS += [
+    "rest_framework.authtoken",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",  # Swagger UI served from our own static files, never a CDN
+]
+# Times are stored in UTC and shown in the browser's time zone, which the page reports in a cookie.
+MIDDLEWARE += ["portal.middleware.BrowserTimezoneMiddleware"]
+TEMPLATES[0]["OPTIONS"]["context_processors"].append("portal.context_processors.navigation")
 REST_FRAMEWORK = {
-    "DEFAULT_AUTHENTICATION_CLASSES": ["rest_framework.authentication.SessionAuthentication"],
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "jobs.api.errors.exception_handler",
 }
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Microcosm API",
+    "DESCRIPTION": "Submit, follow, reprioritise and cancel GPU work; read queues, quotas and the fleet.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "ENUM_NAME_OVERRIDES": {
+        "JobTierEnum": "jobs.api.serializers.JOB_TIER_CHOICES",
+        "CapacityTierEnum": "jobs.api.serializers.CAPACITY_TIER_CHOICES",
+    },
+}
+# --- end of the portal/API block ------------------------------------------------------------------------------
 
 # Production hardening: on whenever DEBUG is off, so `manage.py check --deploy` is clean. TLS is assumed
 # to terminate at a proxy that sets X-Forwarded-Proto.

@@ -1,10 +1,13 @@
-"""Root URLs: sign-in pages, the home page, the admin and a health probe."""
+"""Root URLs: sign-in pages, the home page, the admin and a health probe; the team lead's pages, the cluster
+view, and the REST API with its OpenAPI schema and interactive docs."""
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import path
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from portal import views
+from scheduler import views as scheduler_views
 
 admin.site.site_header = "Microcosm administration"
 admin.site.site_title = "Microcosm admin"
@@ -18,4 +21,11 @@ urlpatterns = [
     path("accounts/password/", auth_views.PasswordChangeView.as_view(), name="password_change"),
     path("accounts/password/done/", auth_views.PasswordChangeDoneView.as_view(), name="password_change_done"),
     path("admin/", admin.site.urls),
+    path("accounts/token/", views.api_token, name="api_token"),
+    path("cluster/", scheduler_views.cluster, name="cluster"),
+    path("", include("jobs.urls")),
+    path("", include("billing.urls")),
+    path("api/v1/", include("jobs.api.urls")),
+    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
 ]

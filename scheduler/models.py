@@ -99,3 +99,99 @@ class Gpu(models.Model):
             validate_layout(node.gpu_model.name, self.mig_layout or [])
         except LayoutError as exc:
             raise ValidationError({"mig_layout": str(exc)}) from None
+
+
+# --- The scheduling loop's own state (issue 5) ------------------------------------------------------------
+
+
+class SchedulerFence(models.Model):
+    """The highest fencing token that has recorded decisions (one row per lock name).
+
+    A cycle records its plan only if its token is at least this one (and then raises it): a cycle whose lock
+    lease expired mid-cycle, so that a newer cycle got a higher token, cannot write stale decisions.
+    """
+
+    name = models.CharField(max_length=64, unique=True)
+    token = models.BigIntegerField(default=0)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.token}"
+
+
+class UtilizationSample(models.Model):
+    """How busy one node's GPUs were over ``[at - interval_s, at)``: the portal's utilization graphs."""
+
+    at = models.DateTimeField()
+    interval_s = models.FloatField(validators=[MinValueValidator(0.0)])
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="utilization_samples")
+    gpu_class = models.CharField(max_length=16)
+    gpus = models.FloatField(help_text="Capacity in GPU-equivalents.")
+    allocated_gpus = models.FloatField(help_text="GPU-equivalents held by running work.")
+    busy_ratio = models.FloatField(help_text="0–1: engine activity averaged over the capacity.")
+
+    class Meta:
+        ordering = ["-at", "node_id"]
+        indexes = [
+            models.Index(fields=["gpu_class", "at"], name="utilization_class_at"),
+            models.Index(fields=["node", "at"], name="utilization_node_at"),
+        ]
+        constraints = [
+            models.CheckConstraint(condition=Q(busy_ratio__gte=0) & Q(busy_ratio__lte=1), name="utilization_ratio"),
+            models.CheckConstraint(condition=Q(allocated_gpus__gte=0), name="utilization_allocated_non_negative"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.node_id} {self.gpu_class} {self.busy_ratio:.0%} at {self.at:%H:%M:%S}"
+
+
+class SimulatedPod(models.Model):
+    """One replica of a job on the simulated fleet: what a pod is on a real cluster.
+
+    Times are real (wall-clock) datetimes; work is in virtual seconds (``settings.SCHEDULER["simulated_speed"]``
+    virtual seconds per real second).
+    """
+
+    job = models.ForeignKey("jobs.Job", on_delete=models.CASCADE, related_name="simulated_pods")
+    replica = models.PositiveSmallIntegerField()
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="simulated_pods")
+    devices = models.JSONField(default=list, help_text="[[gpu, mig_profile or null, mig_start or null], ...]")
+    namespace = models.CharField(max_length=63)
+    bound_at = models.DateTimeField()
+    work_start_s = models.FloatField(default=0.0, help_text="Virtual seconds of work done before this run.")
+    duration_s = models.FloatField(null=True, blank=True, help_text="Total work; None runs until stopped.")
+    checkpoint_interval_s = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["job_id", "replica"]
+        constraints = [models.UniqueConstraint(fields=["job", "replica"], name="simpod_unique_job_replica")]
+
+    def __str__(self) -> str:
+        return f"simulated pod {self.job_id}/{self.replica} on {self.node_id}"
+
+
+class SimulatedNodeState(models.Model):
+    """What the simulated cloud does to a node: interruption notices, disappearance, MIG changes in flight."""
+
+    node = models.OneToOneField(Node, on_delete=models.CASCADE, related_name="simulated_state")
+    notice_at = models.DateTimeField(null=True, blank=True, help_text="When a spot interruption notice came.")
+    gone_at = models.DateTimeField(null=True, blank=True, help_text="When the node goes (or went) away.")
+    back_at = models.DateTimeField(null=True, blank=True, help_text="When a replacement node comes back.")
+    mig_desired = models.JSONField(null=True, blank=True, help_text="Per-GPU layouts being applied.")
+    mig_since = models.DateTimeField(null=True, blank=True)
+    mig_ready_at = models.DateTimeField(null=True, blank=True)
+    interruptions_checked_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"simulated state of {self.node_id}"
+
+
+class SimulatedProgress(models.Model):
+    """Work a job has saved in checkpoints on the simulated fleet (what survives an eviction)."""
+
+    job = models.OneToOneField("jobs.Job", on_delete=models.CASCADE, related_name="simulated_progress")
+    saved_work_s = models.FloatField(default=0.0)
+    checkpointed_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"job {self.job_id}: {self.saved_work_s:g} s saved"

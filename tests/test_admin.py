@@ -26,8 +26,9 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 from pytest_django.asserts import assertContains
+from rest_framework.authtoken.models import Token, TokenProxy
 
-from billing.models import LedgerEntry
+from billing.models import GpuPrice, LedgerEntry, LostWork, ReservedCommitment
 from jobs.models import Allocation, Job, JobEvent
 from scheduler.core.catalog import GPU_MODELS
 from scheduler.models import Gpu, GpuModel, Node
@@ -63,9 +64,12 @@ DOMAIN_MODELS: set[type[Model]] = {
     JobEvent,
     Allocation,
     LedgerEntry,
+    LostWork,
+    GpuPrice,
+    ReservedCommitment,
 }
 # Rows that only services and the scheduler write; the admin shows them and nothing more.
-VIEW_ONLY_MODELS: set[type[Model]] = {JobEvent, Allocation, LedgerEntry}
+VIEW_ONLY_MODELS: set[type[Model]] = {JobEvent, Allocation, LedgerEntry, LostWork}
 
 REGISTERED: list[type[Model]] = sorted(admin.site._registry, key=lambda m: m._meta.label)
 MODEL_IDS = [m._meta.label for m in REGISTERED]
@@ -129,6 +133,47 @@ def _build_ledger_entry() -> LedgerEntry:
     )
 
 
+def _build_lost_work() -> LostWork:
+    started = timezone.now() - timedelta(hours=1)
+    allocation = AllocationFactory(
+        job=_job(), started_at=started, ended_at=started + timedelta(minutes=30), end_reason="node-lost"
+    )
+    return LostWork.objects.create(
+        allocation=allocation,
+        job=allocation.job,
+        team=allocation.job.team,
+        gpu_model=allocation.node.gpu_model.name,
+        tier=allocation.tier,
+        reason="node-lost",
+        preempted_at=allocation.ended_at,
+        lost_s=Decimal("600.000000"),
+        gpu_hours=Decimal("0.166667"),
+        price_per_gpu_hour=allocation.price_per_gpu_hour,
+        cost=Decimal("0.350000"),
+    )
+
+
+def _build_gpu_price() -> GpuPrice:
+    return GpuPrice.objects.create(
+        gpu_model=_build_gpu_model(),
+        tier="spot",
+        price_per_gpu_hour=Decimal("1.1650"),
+        effective_from=timezone.now().date(),
+        source="test",
+    )
+
+
+def _build_commitment() -> ReservedCommitment:
+    return ReservedCommitment.objects.create(
+        name=f"commitment-{next(_counter)}",
+        gpu_model=_build_gpu_model(),
+        gpu_count=8,
+        term_months=12,
+        monthly_price=Decimal("13000.00"),
+        start=timezone.now().date(),
+    )
+
+
 _BUILDERS: dict[type[Model], Callable[[], Model]] = {
     Team: _build_team,
     Project: ProjectFactory,
@@ -141,8 +186,13 @@ _BUILDERS: dict[type[Model], Callable[[], Model]] = {
     JobEvent: lambda: JobEventFactory(job=_job(), actor=UserFactory()),
     Allocation: lambda: AllocationFactory(job=_job()),
     LedgerEntry: _build_ledger_entry,
+    LostWork: _build_lost_work,
+    GpuPrice: _build_gpu_price,
+    ReservedCommitment: _build_commitment,
     User: lambda: MembershipFactory().user,
     Group: lambda: Group.objects.create(name=f"group-{next(_counter)}"),
+    # API tokens (issue 6): platform admins revoke them in the admin.
+    TokenProxy: lambda: TokenProxy.objects.get(key=Token.objects.create(user=UserFactory()).key),
 }
 
 

@@ -119,6 +119,9 @@ class ClusterState:
         self.placed: dict[str, tuple[tuple[Slot, ...], ...]] = {}  # job → slots, running or bound this cycle
         self.jobs: dict[str, Job] = {}
         self.usage: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))  # team → class → units
+        # Snapshot-running jobs that are not placed now (evicted, maybe tentatively), by team: kept as jobs are
+        # removed and put back, so that "which of a team's running jobs are still placed" costs no scan.
+        self.running_gone: dict[str, set[str]] = defaultdict(set)
         self._statements: list[Statement] = []
         for running in snapshot.running:
             self.running[running.job.id] = running
@@ -199,6 +202,8 @@ class ClusterState:
     def _occupy(self, job: Job, slots: tuple[tuple[Slot, ...], ...]) -> None:
         self.jobs[job.id] = job
         self.placed[job.id] = slots
+        if job.id in self.running:
+            self.running_gone[job.team].discard(job.id)
         team_usage = self.usage[job.team]
         for replica in slots:
             for slot in replica:
@@ -214,6 +219,8 @@ class ClusterState:
     def _vacate(self, job_id: str) -> tuple[tuple[Slot, ...], ...]:
         job = self.jobs[job_id]
         slots = self.placed.pop(job_id)
+        if job_id in self.running:
+            self.running_gone[job.team].add(job_id)
         team_usage = self.usage[job.team]
         for replica in slots:
             for slot in replica:

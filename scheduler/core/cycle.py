@@ -16,7 +16,9 @@ Steps:
    else a change on an idle GPU, else a GPU drained of lower work (:mod:`placement.drain`).
 4. Otherwise plan MIG layout changes for the MIG (and whole-GPU) demand left unplaced by capacity whose
    quota would admit it (:func:`repartition.plan_repartition`); jobs an instance under way will serve wait
-   for it instead. A changed node takes nothing new for the rest of the cycle; at most one node changes per
+   for it instead. A changed node takes nothing new for the rest of the cycle, and a node that took a bind
+   this cycle is not changed in it (a node is bound to or reconfigured in one plan, never both, facts §3.1);
+   at most one node changes per
    cycle (the repartition rule), and each instance a change offers is promised to one waiting job.
 5. Explain every job still pending (:mod:`explain`): 1-based global and team positions in the order the
    cycle took them, a reason and an ETA.
@@ -32,7 +34,10 @@ Speed: a failed placement is remembered per job shape until capacity is freed (s
 for a job that was itself recently evicted, whose ping-pong protection depends on its identity. Binding
 only takes capacity and adds usage, and the eviction candidates are snapshot-running jobs (whose borrowed
 status depends only on which of them are still placed), so a preemption that failed keeps failing until
-something is freed (an eviction, a layout change, a committed Statement).
+something is freed (an eviction, a layout change, a committed Statement). A search itself runs its trial
+placements through :class:`~scheduler.core.trial.TrialPlacement`, whose exact shortcuts skip trials whose
+answer is known, and reads candidates from one :class:`~scheduler.core.victims.Victims` per cycle (rebuilt
+after a layout change closes a node).
 """
 
 from __future__ import annotations
@@ -57,6 +62,7 @@ from scheduler.core.explain import (
 from scheduler.core.fairshare import FairShare, job_class, placement_units
 from scheduler.core.gang import NodeKind, bind, cluster_capacity, node_kinds
 from scheduler.core.placement import IndexedClusterState, find_slots
+from scheduler.core.placement.fallback import fallback_slots
 from scheduler.core.placement.index import CapacityIndex, Slots
 from scheduler.core.placement.mix import observe
 from scheduler.core.placement.options import options_for, placement_shape
@@ -67,6 +73,8 @@ from scheduler.core.policy import Policy
 from scheduler.core.preemption import find_victims
 from scheduler.core.rightsize import resolve, unplaceable_reason
 from scheduler.core.state import FULL_GPU_MILLI, Job, Snapshot
+from scheduler.core.trial import TrialPlacement
+from scheduler.core.victims import Victims
 from scheduler.core.vocabulary import Priority
 
 
@@ -185,6 +193,8 @@ class _Run:
         self.blockers: dict[str, Blocker] = {}
         self.relayout = Relayout(state, fairness, policy, now, self.preemptions, self.blockers, pending)
         self._preempt_failed: dict[Hashable, int] = {}
+        self._victims = Victims(state, fairness, policy, now)  # valid until a layout change closes a node
+        self._victims_at = 0  # len(self.relayout.changes) when it was built
         self._blocked_production: dict[str, Job] = {}  # production jobs still blocked, in the order taken
         self._retrying = False
         self._pending_teams: set[str] = set()
@@ -218,9 +228,14 @@ class _Run:
             if admission.ok:
                 self._bind(job, slots)
                 return
+        production = job.priority == Priority.PRODUCTION and admission is None
+        if production and self._fallback(job):  # idle capacity before a layout change or an eviction
+            return
+        if production and self.relayout.for_production(job):  # an idle GPU's change before an eviction
+            return
         if self._preempt(job):
             return
-        if job.priority == Priority.PRODUCTION and admission is None and self.relayout.for_production(job):
+        if production and self.relayout.for_production(job, drain=True):
             return
         if admission is not None:
             self.blockers[job.id] = Blocker(QUOTA, admission.reason)
@@ -244,14 +259,18 @@ class _Run:
         finally:
             self._retrying = False
 
+    def _fallback(self, job: Job) -> bool:
+        """Bind production ``job`` on a larger free instance or a whole idle GPU (:mod:`placement.fallback`),
+        counted at what it holds, if its quota admits that."""
+        slots = fallback_slots(self.state, job, self.policy)
+        if slots is None or not self.fairness.admit(job, placement_units(self.state, slots)).ok:
+            return False
+        self._bind(job, slots)
+        return True
+
     def _bind(self, job: Job, slots: Slots) -> None:
         self.binds.append(bind(self.state, job, slots))
-
-    def _admissible(self, job: Job) -> Slots | None:
-        slots = find_slots(self.state, job, self.policy)
-        if slots is None or not self.fairness.admit(job, placement_units(self.state, slots)).ok:
-            return None
-        return slots
+        self.relayout.bound(slots)  # a node bound to this cycle is not reconfigured in it
 
     def _preempt(self, job: Job) -> bool:
         key = (placement_shape(job), job.team, job.priority, job.preemptible)
@@ -259,8 +278,20 @@ class _Run:
         if remember and self._preempt_failed.get(key) == self.index.freed:
             return False
         statement = self.state.begin()
+        trial = TrialPlacement(self.state, self.index, self.fairness, job, self.policy)
+        if len(self.relayout.changes) != self._victims_at:  # a node closed: candidates may change
+            self._victims = Victims(self.state, self.fairness, self.policy, self.now)
+            self._victims_at = len(self.relayout.changes)
         found = find_victims(
-            self.state, job, self.fairness, lambda: self._admissible(job), self.policy, self.now, self.preemptions
+            self.state,
+            job,
+            self.fairness,
+            trial,
+            self.policy,
+            self.now,
+            self.preemptions,
+            trial.shortcuts(),
+            self._victims,
         )
         if found is None:
             statement.rollback()

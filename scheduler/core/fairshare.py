@@ -53,7 +53,7 @@ from scheduler.core.vocabulary import Priority
 
 ANY = "any"
 PRIORITY_INDEX: dict[str, int] = {p.value: i for i, p in enumerate(Priority)}  # production 0 … low 3
-_NOTHING: frozenset[str] = frozenset()
+_FILL_STRIDE = 32  # how often a fill saves its state (see FairShare._fill)
 _MIN_WEIGHT = 1e-9  # a weight ≤ 0 is read as "served last", never as a division by zero
 
 JobKey = tuple[int, int, float, str]
@@ -175,9 +175,6 @@ class FairShare:
         self._running_by_team: dict[str, tuple[str, ...]] = {
             team: tuple(job_id for _, job_id in sorted(entries)) for team, entries in sorted(by_team.items())
         }
-        self._running_sets: dict[str, frozenset[str]] = {
-            team: frozenset(ids) for team, ids in self._running_by_team.items()
-        }
         self._running_cache: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {}
         # Preemptible running jobs by team, lowest priority first: priority preemption scans only these.
         self._preemptible_by_team: dict[str, tuple[tuple[int, str], ...]] = {
@@ -188,6 +185,11 @@ class FairShare:
         self._borrowed_cache: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
         self._spots: dict[str, tuple[tuple[str, bool], ...]] = {}
         self._fill_cache: dict[str, tuple[int, tuple[tuple[str, int], ...]]] = {}
+        # Per team, its last fill: (running tuple, the fill's state before every _FILL_STRIDE-th job as (held,
+        # units per class, borrowed so far), the borrowed jobs) — where the next fill resumes.
+        self._fill_trace: dict[
+            str, tuple[tuple[str, ...], list[tuple[int, tuple[tuple[str, int], ...], int]], list[str]]
+        ] = {}
         self._watchers: list[set[str]] = []
 
     # -- quotas ------------------------------------------------------------------------------------------
@@ -277,13 +279,12 @@ class FairShare:
     def running_jobs(self, team: str) -> tuple[str, ...]:
         """The team's snapshot-running jobs still placed, in guarantee-fill order (rule 4)."""
         everyone = self._running_by_team.get(team, ())
-        # The set difference runs in C: nearly always nothing is missing and the stored tuple is the answer.
-        missing = self._running_sets.get(team, _NOTHING).difference(self.state.placed)
+        missing = self.state.running_gone.get(team)  # kept by the state as jobs are removed and put back
         if not missing:
             return everyone
         cached = self._running_cache.get(team)
         if cached is None or cached[0] != missing:  # evictions (or their undo) since the last scan
-            cached = (missing, tuple(job_id for job_id in everyone if job_id not in missing))
+            cached = (frozenset(missing), tuple(job_id for job_id in everyone if job_id not in missing))
             self._running_cache[team] = cached
         return cached[1]
 
@@ -328,13 +329,29 @@ class FairShare:
 
     def _fill(self, team: str, running: tuple[str, ...]) -> tuple[str, ...]:
         """First-fit of ``running`` into the guarantee: what ``_exceeds`` decides, with the overall total kept
-        as a running sum (a job's units never hold an ``"any"`` entry, so ``_exceeds`` would add them up)."""
+        as a running sum (a job's units never hold an ``"any"`` entry, so ``_exceeds`` would add them up).
+
+        The fill is a left-to-right scan, so it resumes from a saved point of the team's previous fill up to
+        which both tuples agree (an eviction changes the tuple from its victim on; the prefix before stays)."""
         limits = self.guarantee(team)
         overall = limits.overall
-        filled: dict[str, int] = {}
-        held = 0
-        borrowed: list[str] = []
-        for job_id in running:
+        previous = self._fill_trace.get(team)
+        start = 0
+        if previous is not None:
+            agree = _common_prefix(previous[0], running)
+            start = min(agree // _FILL_STRIDE, len(previous[1]) - 1)
+            held, filled_items, count = previous[1][start]
+            checkpoints = previous[1][: start + 1]
+            borrowed = previous[2][:count]
+            filled = dict(filled_items)
+        else:
+            held, filled, borrowed = 0, {}, []
+            checkpoints = [(0, (), 0)]
+        resume = start * _FILL_STRIDE
+        for position in range(resume, len(running)):
+            if position % _FILL_STRIDE == 0 and position != resume:
+                checkpoints.append((held, tuple(filled.items()), len(borrowed)))
+            job_id = running[position]
             total, by_class = self._fill_units(job_id)
             fits = overall is None or held + total <= overall
             if fits:
@@ -349,6 +366,7 @@ class FairShare:
                     filled[gpu_class] = filled.get(gpu_class, 0) + amount
             else:
                 borrowed.append(job_id)
+        self._fill_trace[team] = (running, checkpoints, borrowed)
         return tuple(borrowed)
 
     def _fill_units(self, job_id: str) -> tuple[int, tuple[tuple[str, int], ...]]:
@@ -460,6 +478,18 @@ class FairShare:
     def order(self, pending: Sequence[Job], now: float) -> list[Job]:
         """The order :meth:`iter_pending` yields when nothing is placed in between (for explanations)."""
         return list(self.iter_pending(pending, now))
+
+
+def _common_prefix(a: tuple[str, ...], b: tuple[str, ...]) -> int:
+    """Length of the longest common prefix of ``a`` and ``b`` (binary search on slice equality, which runs in C)."""
+    low, high = 0, min(len(a), len(b))
+    while low < high:
+        middle = (low + high + 1) // 2
+        if a[:middle] == b[:middle]:
+            low = middle
+        else:
+            high = middle - 1
+    return low
 
 
 def _of(gpu_class: str) -> str:

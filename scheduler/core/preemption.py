@@ -30,6 +30,12 @@ found (doubling then bisection: the same prefix as adding one by one when placem
 O(log n) placement calls), then a pruning pass puts back, from the least preferred victim to the most
 preferred, every victim the placement does not need; the result is minimal: putting back any one victim
 makes ``try_place()`` fail. If removing every candidate does not make room, nothing is evicted.
+
+Speed, never a different choice: the caller may pass :class:`Shortcuts`, exact answers about ``try_place()``
+that let the search skip a trial — a pruning put-back proven to leave a placement, or (for a pool of at most
+:data:`FAIL_FAST_POOL` candidates, tried whole first) a search proven hopeless because nothing fits with
+every candidate gone and less room cannot help — and the cycle's :class:`~scheduler.core.victims.Victims`,
+which remembers each team's candidates while the team's running jobs stay put.
 """
 
 from __future__ import annotations
@@ -37,29 +43,43 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from scheduler.core.capacity import UNITS_PER_GPU, ClusterState, model_matches
-from scheduler.core.demand import DemandKind
-from scheduler.core.fairshare import PRIORITY_INDEX, FairShare, job_class, placement_units
+from scheduler.core.capacity import ClusterState
+from scheduler.core.fairshare import FairShare, job_class, placement_units
 from scheduler.core.plan import Evict
 from scheduler.core.policy import Policy
-from scheduler.core.rightsize import resolve
 from scheduler.core.state import Job, Preemption, Slot
+from scheduler.core.victims import PRIORITY, PRODUCTION, RECLAIM, Candidate, Victims
 from scheduler.core.vocabulary import Priority
+
+__all__ = ["PRIORITY", "PRODUCTION", "RECLAIM", "Candidate", "Shortcuts", "candidates", "find_victims"]
 
 Slots = tuple[tuple[Slot, ...], ...]
 TryPlace = Callable[[], Slots | None]
+Keeps = Callable[[Job, Slots, Slots], bool]
 
-PRIORITY = "priority"
-RECLAIM = "reclaim"
-PRODUCTION = "production"
+# Pools up to this size are first tried whole when the caller can tell a hopeless search (Shortcuts): most
+# searches that fail have small pools, and removing a large pool at once only to put it back costs more than
+# the trials the probe saves. A matter of speed only: the answer is the same either way.
+FAIL_FAST_POOL = 32
 
 
 @dataclass(frozen=True, slots=True)
-class Candidate:
-    job: Job
-    slots: Slots
-    reason: str
-    key: tuple[int, int, int, float, float, str]
+class Shortcuts:
+    """Exact answers about ``try_place()`` that its owner can give without placing anything; the search then
+    skips the trial (:mod:`scheduler.core.trial` gives the cycle's). Either may be None: no shortcut.
+
+    - ``keeps(victim, victim_slots, slots)`` is asked right after a victim is put back, when ``try_place()``
+      accepted a placement in the state just before and ``slots`` is a placement it returned earlier in this
+      search: True promises that ``try_place()`` would accept a placement now.
+    - ``fails_for_less()`` is asked right after ``try_place()`` returned None: True promises that it would
+      return None in every state reached from this one by putting victims back.
+    """
+
+    keeps: Keeps | None = None
+    fails_for_less: Callable[[], bool] | None = None
+
+
+NO_SHORTCUTS = Shortcuts()
 
 
 def find_victims(
@@ -70,6 +90,8 @@ def find_victims(
     policy: Policy,
     now: float,
     preemptions: Sequence[Preemption],
+    shortcuts: Shortcuts = NO_SHORTCUTS,
+    victim_cache: Victims | None = None,
 ) -> tuple[list[Evict], Slots] | None:
     """A minimal set of evictions that lets ``job`` be placed, and the slots it gets; None if there is none.
 
@@ -81,10 +103,11 @@ def find_victims(
     any), ``job`` is NOT placed, and the returned slots are free: the caller places the job. The evictions
     come in victim-preference order, each with its reason and ``by=job.id``; the victims' teams have been
     reported to :meth:`FairShare.changed` (report them again if the caller rolls the evictions back). On
-    None the state is unchanged.
+    None the state is unchanged. ``shortcuts`` only spare trials and ``victim_cache`` (the cycle's
+    :class:`~scheduler.core.victims.Victims`) only spares scans: the answer is the same without them.
     """
     allow_reclaim = policy.fairness and fairness.under_guarantee(job.team, job_class(job))
-    found = _search(state, job, fairness, try_place, policy, now, preemptions, allow_reclaim)
+    found = _search(state, job, fairness, try_place, policy, now, preemptions, allow_reclaim, shortcuts, victim_cache)
     if found is not None and allow_reclaim and any(c.reason == RECLAIM for c in found[0]):
         victims, slots = found
         if not _within_guarantee_after(state, job, fairness, victims, slots):
@@ -93,7 +116,9 @@ def find_victims(
             if job.priority == Priority.PRODUCTION:
                 found = ([_as_production(c) for c in victims], slots)
             else:
-                found = _search(state, job, fairness, try_place, policy, now, preemptions, False)
+                found = _search(
+                    state, job, fairness, try_place, policy, now, preemptions, False, shortcuts, victim_cache
+                )
     if found is None:
         return None
     victims, slots = found
@@ -112,96 +137,23 @@ def candidates(
     now: float,
     preemptions: Sequence[Preemption],
     allow_reclaim: bool,
+    victim_cache: Victims | None = None,
 ) -> list[Candidate]:
-    """Every running job ``job`` may evict (module rules), in victim-preference order."""
+    """Every running job ``job`` may evict (module rules), in victim-preference order. ``victim_cache`` is the
+    cycle's memory of team candidates (:mod:`scheduler.core.victims`); without one a fresh one is used."""
     production = job.priority == Priority.PRODUCTION
     if not production and not allow_reclaim and not fairness.lower_preemptible(job.team, job.priority):
         return []  # no ground applies to anyone: only production and reclaim reach other teams
-    my_rank = PRIORITY_INDEX[job.priority]
-    kinds: dict[str, DemandKind | None] = {}
-    evicted_me = {p.by for p in preemptions if p.victim == job.id and now - p.at < policy.ping_pong_window_s}
+    if victim_cache is None:
+        victim_cache = Victims(state, fairness, policy, now)
     found: list[Candidate] = []
     for team in fairness.teams_with_running():
-        same_team = team == job.team
-        # Each branch scans the team's running jobs at most once: the borrowed fill reuses the scan.
-        if production:
-            ids = fairness.running_jobs(team)
-            borrowed_ids = fairness.borrowed(team, ids) if ids else ()
-        elif same_team:
-            ids = fairness.lower_preemptible(team, job.priority)
-            borrowed_ids = fairness.borrowed(team) if ids else ()
-        elif allow_reclaim and fairness.over_guarantee(team):
-            ids = borrowed_ids = fairness.borrowed(team)
-        else:
-            continue
-        if not ids:
-            continue
-        borrowed = set(borrowed_ids)
-        for victim_id in ids:
-            running = state.running[victim_id]
-            victim = running.job
-            rank = PRIORITY_INDEX[victim.priority]
-            if victim.priority == Priority.PRODUCTION or victim_id in evicted_me:
-                continue
-            fresh = now - running.started_at < policy.min_runtime_s
-            if same_team and victim.preemptible and rank > my_rank and not fresh:
-                reason = PRIORITY
-            elif not same_team and victim.preemptible and victim_id in borrowed and allow_reclaim and not fresh:
-                reason = RECLAIM
-            elif production and rank > my_rank:
-                reason = PRODUCTION
-            else:
-                continue
-            if not _could_help(
-                state, fairness.running_spots(victim_id), job, policy, now, None if same_team else kinds
-            ):
-                continue
-            since = max(running.started_at, running.last_checkpoint_at or running.started_at)
-            units = sum(fairness.running_units(victim_id).values())
-            lost = max(0.0, now - since) * units / UNITS_PER_GPU
-            key = (int(not victim.preemptible), int(victim_id not in borrowed), -rank, lost, -running.started_at)
-            found.append(Candidate(victim, state.placed[victim_id], reason, (*key, victim_id)))
+        found += victim_cache.of_team(team, job, allow_reclaim)
+    evicted_me = {p.by for p in preemptions if p.victim == job.id and now - p.at < policy.ping_pong_window_s}
+    if evicted_me:
+        found = [c for c in found if c.job.id not in evicted_me]
     found.sort(key=lambda c: c.key)
     return found
-
-
-def _could_help(
-    state: ClusterState,
-    spots: tuple[tuple[str, bool], ...],
-    job: Job,
-    policy: Policy,
-    now: float,
-    kinds: dict[str, DemandKind | None] | None,
-) -> bool:
-    """Does some spot of the victim (:meth:`FairShare.running_spots`: a node and whether the slot there is a
-    MIG instance) sit on a ready GPU ``job`` accepts and, when ``kinds`` is given, free capacity of the grain
-    the job needs there? Layouts are fixed within a cycle, so a MIG demand takes only a free instance and a
-    whole or shared demand only a GPU without a layout: a slot of the other grain frees nothing the job can
-    use — unless the job also needs the node's host CPU or memory, which any victim on the node frees.
-    ``kinds`` caches the job's demand kind per GPU model (None: the model cannot serve it); pass None for a
-    victim of the job's own team, whose eviction also frees the team's quota, whatever its grain."""
-    for node_name, mig_slot in spots:
-        node = state.nodes[node_name]
-        ready = node.reconfiguring_until is None or node.reconfiguring_until <= now
-        if not (node.schedulable and ready and model_matches(node.gpu_model, job.gpu_model)):
-            continue
-        if kinds is None:
-            return True
-        if node.gpu_model not in kinds:
-            demand = resolve(job, node.gpu_model, policy)
-            kinds[node.gpu_model] = demand.kind if demand is not None else None
-        kind = kinds[node.gpu_model]
-        if kind is None:
-            continue
-        if mig_slot == (kind == DemandKind.MIG) or _host_bound(state, node_name, job):
-            return True
-    return False
-
-
-def _host_bound(state: ClusterState, node_name: str, job: Job) -> bool:
-    """Could the node's host CPU or memory be what keeps ``job`` off it (traces state them)?"""
-    node = state.nodes[node_name]
-    return bool((job.cpu_milli and node.cpu_milli is not None) or (job.memory_mib and node.memory_mib is not None))
 
 
 def _search(
@@ -213,9 +165,11 @@ def _search(
     now: float,
     preemptions: Sequence[Preemption],
     allow_reclaim: bool,
+    shortcuts: Shortcuts = NO_SHORTCUTS,
+    victim_cache: Victims | None = None,
 ) -> tuple[list[Candidate], Slots] | None:
     """Shortest successful prefix, then pruning; explores inside its own Statement and always rolls back."""
-    pool = candidates(state, job, fairness, policy, now, preemptions, allow_reclaim)
+    pool = candidates(state, job, fairness, policy, now, preemptions, allow_reclaim, victim_cache)
     if not pool:
         return None
     statement = state.begin()
@@ -231,11 +185,20 @@ def _search(
             state.place(pool[removed].job, pool[removed].slots)
 
     try:
+        everyone: Slots | None = None  # try_place() with the whole pool removed, once asked
+        probe = shortcuts.fails_for_less is not None and len(pool) <= FAIL_FAST_POOL
+        if probe:
+            # Fail fast: when nothing fits even with every candidate gone, and that is known to hold for every
+            # shorter prefix too, no prefix succeeds and the search below would return None.
+            remove_to(len(pool))
+            everyone = try_place()
+            if everyone is None and shortcuts.fails_for_less():
+                return None
         # Doubling: find a prefix length that succeeds, then bisect between the last failure and it.
         failed, length, slots = 0, 1, None
         while True:
             remove_to(length)
-            slots = try_place()
+            slots = everyone if probe and length == len(pool) else try_place()
             if slots is not None:
                 break
             if length == len(pool):
@@ -253,15 +216,24 @@ def _search(
         remove_to(succeeded)
         # Pruning: put back, least preferred first, each victim the placement can do without.
         victims = pool[:succeeded]
+        keeps = shortcuts.keeps
         kept: list[Candidate] = []
+        stale = False  # a trial was skipped since ``slots`` was found: the answer here may differ
         for candidate in reversed(victims):
             state.place(candidate.job, candidate.slots)
+            if keeps is not None and keeps(candidate.job, candidate.slots, slots):
+                stale = True
+                continue
             attempt = try_place()
             if attempt is not None:
-                slots = attempt
+                slots, stale = attempt, False
             else:
                 state.remove(candidate.job.id)
                 kept.append(candidate)
+        if stale:
+            attempt = try_place()
+            assert attempt is not None, "keeps() promised that the placement still succeeds"
+            slots = attempt
         kept.reverse()
         return kept, slots
     finally:

@@ -17,9 +17,14 @@ operations; the cycle applies them (``state.set_layout``) and records them in th
    trigger a change, but when a change happens it shapes the layout (rule 4).
 3. **Which GPUs.** Only GPUs with no instance in use are changed (a geometry change destroys every instance
    on the GPU, facts §0.2; we never evict for a layout change), on catalog MIG-capable models, on nodes
-   that are schedulable and not already reconfiguring. MIG-off idle GPUs are converted only when no aged
-   whole-GPU demand could use them, and nodes needing fewer conversions are preferred, so MIG demand must
-   dominate before whole GPUs are given up.
+   that are schedulable, not already reconfiguring and not in ``exclude`` (the cycle passes the nodes that
+   took a bind this cycle: the MIG Manager pauses a node's device plugin while it works, facts §3.1, so a
+   node is either bound to or reconfigured in one plan, never both). MIG-off idle GPUs are converted only
+   when no aged whole-GPU demand could use them, and nodes needing fewer conversions are preferred, so MIG
+   demand must dominate before whole GPUs are given up. Whole-GPU demand counts here only if the idle GPUs
+   (MIG on or off) of the ready nodes it may use could hold all its replicas (each replica's GPUs on one
+   node): a gang waiting for more GPUs than are idle does not keep idle GPUs from MIG work that can start
+   once they are re-cut (idle capacity is used; the gang starts when running work frees enough).
 4. **Which layout.** GPU by GPU (MIG-on idle GPUs first, then by index), the candidate is every maximal
    layout of the model (:func:`scheduler.core.layouts.maximal_layouts`, ``+me`` ones only when some demand
    asks for ``+me``), plus "MIG off" when aged whole demand waits. Value, compared in order: aged demand
@@ -38,7 +43,7 @@ operations; the cycle applies them (``state.set_layout``) and records them in th
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -86,6 +91,7 @@ def plan_repartition(
     now: float,
     demand_age: Mapping[str, int] | None = None,
     pending_whole: Pending = (),
+    exclude: Collection[str] = (),
 ) -> list[Reconfigure]:
     """The layout changes of this cycle: on at most one node, only idle GPUs, never an illegal layout.
 
@@ -95,6 +101,8 @@ def plan_repartition(
         return []
     aged_mig, young_mig = _split(pending_mig, DemandKind.MIG, policy, now, demand_age)
     aged_whole, _ = _split(pending_whole, DemandKind.WHOLE, policy, now, demand_age)
+    if aged_whole:
+        aged_whole = _startable(state, aged_whole, policy, now, exclude)
     if not aged_mig and not aged_whole:
         return []
     shapes = (_by_shape(aged_mig), _by_shape(young_mig), _by_shape(aged_whole))
@@ -105,7 +113,7 @@ def plan_repartition(
         spec = GPU_MODEL_BY_NAME.get(node.gpu_model)
         if spec is None or not spec.mig_capable or not node.schedulable:
             continue
-        if node.reconfiguring_until is not None and node.reconfiguring_until > now:
+        if (node.reconfiguring_until is not None and node.reconfiguring_until > now) or name in exclude:
             continue
         idle = [gpu for gpu in state.node_gpus(name) if gpu.idle]
         if not idle:
@@ -143,6 +151,31 @@ def _split(
             age = int((now - job.submitted_at) // policy.cycle_s) if policy.cycle_s > 0 else 0
         (aged if age >= policy.repartition_hysteresis_cycles else young).append(job)
     return aged, young
+
+
+def _startable(state: ClusterState, jobs: list[Job], policy: Policy, now: float, exclude: Collection[str]) -> list[Job]:
+    """The whole-GPU jobs that the idle GPUs (MIG on or off) of the ready nodes they may use could hold,
+    replica by replica on one node each (rule 3): only those keep idle GPUs whole or turn MIG GPUs off."""
+    idle: list[tuple[str, str, int]] = []  # (model, tier, idle GPUs) per ready node
+    for name in sorted(state.nodes):
+        node = state.nodes[name]
+        if not node.schedulable or name in exclude:
+            continue
+        if node.reconfiguring_until is not None and node.reconfiguring_until > now:
+            continue
+        count = sum(1 for gpu in state.node_gpus(name) if gpu.idle)
+        if count:
+            idle.append((node.gpu_model, str(node.tier), count))
+    kept: list[Job] = []
+    for job in jobs:
+        replicas = 0
+        for model, tier, count in idle:
+            demand = _on(job, model, tier, policy)
+            if demand is not None and demand.kind == DemandKind.WHOLE:
+                replicas += count // demand.gpus
+        if replicas >= job.replicas:
+            kept.append(job)
+    return kept
 
 
 def _by_shape(jobs: Iterable[Job]) -> list[tuple[Job, int]]:

@@ -1,7 +1,8 @@
 """The planners a scenario can be replayed with, by name (``manage.py scenario run --policy NAME``).
 
 A planner has the engine's signature, ``(snapshot, policy, now) -> Plan``. ``microcosm`` is the engine
-itself (:func:`scheduler.core.cycle.plan_cycle`); baseline policies register here under their own names.
+itself (:func:`scheduler.core.cycle.plan_cycle`); the baselines of the benchmarks (``naive``, ``k8s-default``,
+``binpack``, ``fgd``: :mod:`scheduler.sim.baselines`) register here under their own names.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from collections.abc import Callable
 from scheduler.core.plan import Plan
 from scheduler.core.policy import Policy
 from scheduler.core.state import Snapshot
+from scheduler.sim.baselines import BASELINES
 
 Planner = Callable[[Snapshot, Policy, float], Plan]
 DEFAULT_PLANNER = "microcosm"
@@ -23,13 +25,14 @@ def microcosm(snapshot: Snapshot, policy: Policy, now: float) -> Plan:
     return plan_cycle(snapshot, policy, now)
 
 
-PLANNERS: dict[str, Planner] = {DEFAULT_PLANNER: microcosm}
+PLANNERS: dict[str, Planner] = {DEFAULT_PLANNER: microcosm, **BASELINES}
 
 
 class UnknownPlanner(LookupError):
     def __init__(self, name: str) -> None:
         self.name = name
-        super().__init__(f"unknown policy {name!r}; known policies: {', '.join(sorted(PLANNERS))}")
+        known = [DEFAULT_PLANNER, *sorted(set(PLANNERS) - {DEFAULT_PLANNER})]  # the engine first, then A–Z
+        super().__init__(f"unknown policy {name!r}; known policies: {', '.join(known)}")
 
 
 def planner_named(name: str) -> Planner:

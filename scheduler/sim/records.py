@@ -2,8 +2,10 @@
 
 Work model (the simulator's rules, stated once):
 
-- A running job does one second of work per second, whatever its placement (topology and sharing slowdowns
-  are not modelled); it completes once ``duration_s`` of work is done. A job without ``duration_s`` runs
+- A running job does ``rate`` seconds of work per second of its run. The rate is 1 unless the replay is
+  given a speed hook (``replay(..., speed=...)``, e.g. :func:`scheduler.sim.topology_model.topology_speed`),
+  which sets it from the job's placement when it binds; it completes once ``duration_s`` of work is done.
+  A job without ``duration_s`` runs
   until it is cancelled, finished or the run ends.
 - Work is durable only up to the job's last checkpoint. A checkpoint happens automatically every
   ``checkpoint_interval_s`` of running time since the run started or since the previous checkpoint (a
@@ -42,6 +44,7 @@ class JobRecord:
     eta_at: float | None = None  # when the engine expects the job to start (its eta_s from that cycle)
     gpu_equivalents: float = 0.0  # held while running
     price_per_hour: float = 0.0  # Σ GPU-equivalents × node price while running
+    rate: float = 1.0  # work seconds per second of the current run (the speed hook's answer at bind)
 
     @property
     def anchor(self) -> float:
@@ -51,13 +54,13 @@ class JobRecord:
 
     def work_done(self, now: float) -> float:
         if self.state == JobState.RUNNING:
-            return self.saved_s + (now - self.anchor)
+            return self.saved_s + (now - self.anchor) * self.rate
         return self.saved_s
 
     def completes_at(self) -> float | None:
         if self.job.duration_s is None or self.state != JobState.RUNNING:
             return None
-        return self.anchor + max(0.0, self.job.duration_s - self.saved_s)
+        return self.anchor + max(0.0, self.job.duration_s - self.saved_s) / self.rate
 
     def next_checkpoint_at(self) -> float | None:
         interval = self.job.checkpoint_interval_s
@@ -70,6 +73,24 @@ class JobRecord:
         return Running(
             job=self.job, slots=self.slots, started_at=self.run_started, last_checkpoint_at=self.checkpoint_at
         )
+
+
+@dataclass(frozen=True, slots=True)
+class RunLog:
+    """One run of a job, from its bind to its end, for metrics computed after the replay (``sim.metrics``).
+
+    ``outcome``: ``completed`` | ``cancelled`` (both keep their work), ``evicted`` (``lost_s`` wall seconds
+    of work at ``rate`` were thrown away: the time since the last checkpoint) or ``running`` (still going
+    when the replay ended).
+    """
+
+    job: Job
+    slots: Slots
+    start: float
+    end: float
+    rate: float
+    outcome: str
+    lost_s: float = 0.0
 
 
 @dataclass(slots=True)

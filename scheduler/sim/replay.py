@@ -24,6 +24,11 @@ at once, with ``reconfiguring_until`` set, so nothing new binds on that node unt
 The run ends at ``until``; without ``until``, once nothing is left to happen (no events ahead, nothing
 running or changing, and the planner idle for a few cycles), at the time of the last change. With ``until``
 the replay skips straight to it once nothing is left to happen. Work and metrics: see ``records``.
+
+Speed hook: ``replay(scenario, planner, speed=...)`` sets each run's progress rate from its placement when it
+binds (e.g. :func:`scheduler.sim.topology_model.topology_speed`); without it every run does one second of work
+per second, so scenarios keep their outcomes. The result also keeps, outside its JSON, every run
+(:class:`~scheduler.sim.records.RunLog`) and the capacity present over time, for ``scheduler.sim.metrics``.
 """
 
 from __future__ import annotations
@@ -39,9 +44,10 @@ from scheduler.core.state import Node, Preemption, Snapshot, Team
 from scheduler.core.vocabulary import JobState
 from scheduler.sim import events as ev
 from scheduler.sim.planners import Planner, microcosm
-from scheduler.sim.records import EPSILON_S, JobRecord, Ledger, NodeRecord, Slots, gpu_equivalents
+from scheduler.sim.records import EPSILON_S, JobRecord, Ledger, NodeRecord, RunLog, Slots, gpu_equivalents
 from scheduler.sim.report import Json, ReplayResult, layout_json, num, placements, state_view
 from scheduler.sim.scenario import Scenario
+from scheduler.sim.topology_model import Speed
 
 MAX_CYCLES = 2_000_000  # without until, a planner that never settles must not hang the caller
 _COMPLETE, _CHECKPOINT, _READY, _GONE = range(4)  # order of the replay's own happenings at one instant
@@ -51,15 +57,22 @@ class PlanViolation(RuntimeError):
     """The planner returned an operation that cannot be applied; the message names the cycle and the op."""
 
 
-def replay(scenario: Scenario, planner: Planner | None = None) -> ReplayResult:
-    """Replay ``scenario`` with ``planner`` (default: the engine's ``plan_cycle``); same input, same output."""
-    return _Replay(scenario, planner or microcosm).run()
+def replay(scenario: Scenario, planner: Planner | None = None, *, speed: Speed | None = None) -> ReplayResult:
+    """Replay ``scenario`` with ``planner`` (default: the engine's ``plan_cycle``); same input, same output.
+
+    ``speed``: a run's progress rate from its job, slots and the nodes present (module docstring); it must be
+    in (0, 1]. None: every run progresses at 1.
+    """
+    return _Replay(scenario, planner or microcosm, speed).run()
 
 
 class _Replay:
-    def __init__(self, scenario: Scenario, planner: Planner) -> None:
+    def __init__(self, scenario: Scenario, planner: Planner, speed: Speed | None = None) -> None:
         self.scenario = scenario
         self.planner = planner
+        self.speed = speed
+        self.runs: list[RunLog] = []
+        self.capacity: list[tuple[float, int]] = []  # (t, GPUs present from t on)
         self.policy = scenario.policy
         self.now = 0.0
         self.jobs: dict[str, JobRecord] = {}
@@ -76,6 +89,7 @@ class _Replay:
         self.last_change = 0.0
         for node in scenario.nodes:
             self._add_node(node)
+        self._log_capacity()
 
     # -- the loop -------------------------------------------------------------------------------------------
 
@@ -112,13 +126,27 @@ class _Replay:
         # Without until the loop stopped a few idle cycles after the last change; nothing changed the
         # capacity since, so advancing "back" to the last change integrates exactly up to it.
         self._advance(final_t)
+        for record in sorted(self.running.values(), key=lambda r: r.order):
+            self._log_run(record, final_t, "running")
         return ReplayResult(
             name=self.scenario.name,
             observations=tuple(self.observations),
             final=self._view(None),
             events=tuple(self.events),
             metrics=self.ledger.metrics(list(self.running.values()), final_t),
+            runs=tuple(self.runs),
+            capacity=tuple(self.capacity),
+            end=final_t,
         )
+
+    def _log_capacity(self) -> None:
+        if self.capacity and self.capacity[-1][0] == self.now:
+            self.capacity.pop()
+        self.capacity.append((self.now, self.ledger.capacity_gpus))
+
+    def _log_run(self, record: JobRecord, end: float, outcome: str, lost_s: float = 0.0) -> None:
+        assert record.run_started is not None
+        self.runs.append(RunLog(record.job, record.slots, record.run_started, end, record.rate, outcome, lost_s=lost_s))
 
     def _advance(self, now: float) -> None:
         self.ledger.advance(now)
@@ -204,6 +232,8 @@ class _Replay:
     def _add_node(self, node: Node) -> None:
         self.nodes[node.name] = NodeRecord(node=node)
         self.ledger.capacity_gpus += node.gpu_count
+        if self.capacity:
+            self._log_capacity()
 
     def _interrupt(self, node: NodeRecord, notice_s: float) -> None:
         if notice_s <= 0:
@@ -222,6 +252,7 @@ class _Replay:
         node.gone_at = self.now
         node.reconfiguring.clear()
         self.ledger.capacity_gpus -= node.node.gpu_count
+        self._log_capacity()
 
     # -- runs -----------------------------------------------------------------------------------------------
 
@@ -232,9 +263,18 @@ class _Replay:
         record.checkpoint_at = None
         record.queue_position = record.eta_at = record.reason = None
         record.gpu_equivalents, record.price_per_hour = gpu_equivalents(slots, self.nodes)
+        record.rate = 1.0 if self.speed is None else self._rate(record, slots)
         self.running[record.job.id] = self.pending.pop(record.job.id)
         self._record("bound", job=record.job.id, placements=placements(slots))
         self._arm(record)
+
+    def _rate(self, record: JobRecord, slots: Slots) -> float:
+        nodes = {name: node.node for name, node in self.nodes.items() if node.present}
+        assert self.speed is not None
+        rate = self.speed(record.job, slots, nodes)
+        if not 0 < rate <= 1:
+            raise ValueError(f"the speed hook gave {record.job.id!r} a rate of {rate!r}; it must be in (0, 1]")
+        return rate
 
     def _arm(self, record: JobRecord) -> None:
         record.run_id += 1
@@ -256,6 +296,7 @@ class _Replay:
         if record.state == JobState.RUNNING:
             record.saved_s = record.work_done(self.now)
             self.ledger.close_run(record, self.now, lost=False)
+            self._log_run(record, self.now, state.value)
             del self.running[record.job.id]
         self.pending.pop(record.job.id, None)
         if state == JobState.COMPLETED:
@@ -270,6 +311,7 @@ class _Replay:
 
     def _evict(self, record: JobRecord, *, reason: str, by: str | None) -> None:
         self.ledger.close_run(record, self.now, lost=True)
+        self._log_run(record, self.now, "evicted", lost_s=self.now - record.anchor)
         self.pending[record.job.id] = self.running.pop(record.job.id)
         record.state = JobState.PENDING
         record.slots = ()

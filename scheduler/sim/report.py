@@ -15,25 +15,33 @@ A placement is one entry per replica and node: ``{"node", "gpus": [...]}`` for w
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.core.state import FULL_GPU_MILLI, MigLayout, Team
 from scheduler.core.vocabulary import JobState
-from scheduler.sim.records import JobRecord, NodeRecord, Slots
+from scheduler.sim.records import JobRecord, NodeRecord, RunLog, Slots
 
 Json = dict[str, Any]
 
 
 @dataclass(frozen=True)
 class ReplayResult:
-    """What a replay reports; :meth:`as_dict` is the ``--json`` output."""
+    """What a replay reports; :meth:`as_dict` is the ``--json`` output.
+
+    Outside the JSON, for metrics over time (``scheduler.sim.metrics``): every run in the order it ended
+    (runs still going at the end last), the GPUs present over time as ``(t, gpus from t on)``, and ``end``,
+    the time the replay stopped.
+    """
 
     name: str
     observations: tuple[Json, ...]
     final: Json
     events: tuple[Json, ...]
     metrics: Json
+    runs: tuple[RunLog, ...] = field(default=(), compare=False)
+    capacity: tuple[tuple[float, int], ...] = field(default=(), compare=False)
+    end: float = 0.0
 
     def as_dict(self) -> Json:
         return {

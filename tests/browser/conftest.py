@@ -54,12 +54,45 @@ def browser() -> Iterator[object]:
             os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
 
 
+# The browser's zone differs from the server's UTC on purpose: pages must show times in the reader's zone.
+BROWSER_TIMEZONE = "Asia/Tokyo"
+
+
 @pytest.fixture
 def page(browser) -> Iterator[object]:
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, timezone_id=BROWSER_TIMEZONE)
     page = context.new_page()
     yield page
     context.close()
+
+
+@pytest.fixture
+def phone_page(browser) -> Iterator[object]:
+    """A phone-sized, touch, high-density viewport (an iPhone 13's CSS pixels)."""
+    context = browser.new_context(
+        viewport={"width": 390, "height": 844},
+        device_scale_factor=2,
+        is_mobile=True,
+        has_touch=True,
+        timezone_id=BROWSER_TIMEZONE,
+    )
+    page = context.new_page()
+    yield page
+    context.close()
+
+
+def sign_in(page, base_url: str, username: str, password: str = "pw-for-tests") -> None:
+    page.goto(f"{base_url}/accounts/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    page.click("button[type=submit]")
+    page.wait_for_load_state()
+
+
+def assert_fits_width(page) -> None:
+    """Nothing on the page makes it scroll sideways (wide tables scroll inside their own box)."""
+    overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+    assert overflow <= 1, f"{page.url} is {overflow}px wider than the viewport"
 
 
 def save_screenshot(page, name: str) -> Path:

@@ -30,12 +30,15 @@ def test_lead_signs_in_sees_own_team_and_signs_out(live_server, page) -> None:
     page.fill("#id_username", "nlp-lead")
     page.fill("#id_password", "pw-for-tests")
     page.click("button[type=submit]")
-    page.wait_for_selector("h1:has-text('Your teams')")
-    body = page.content()
-    assert "Language Models" in body and "llama-finetune" in body
-    assert "Computer Vision" not in body and "secret-detector" not in body
+    # A lead of one team lands on that team's dashboard; the queue shows its jobs and no other team's.
+    page.wait_for_selector("h1:has-text('Language Models')")
+    assert page.locator("[data-testid=pending-count]").inner_text() == "1"
     assert page.locator("a[href='/admin/']").count() == 0  # not staff: no admin link
     save_screenshot(page, "home")
+    page.goto(f"{live_server.url}/queue/")
+    body = page.content()
+    assert "llama-finetune" in body
+    assert "Computer Vision" not in body and "secret-detector" not in body
 
     page.click("text=Sign out nlp-lead")
     page.wait_for_url("**/accounts/login/")

@@ -31,7 +31,7 @@ def test_login_with_wrong_password_says_so(client: Client, lead) -> None:
 def test_login_logout_round_trip(client: Client, lead) -> None:
     response = client.post("/accounts/login/", {"username": lead.username, "password": "pw-for-tests"})
     assert response.status_code == 302 and response["Location"] == "/"
-    assert client.get("/").status_code == 200
+    assert client.get("/", follow=True).status_code == 200  # a lead of one team lands on its dashboard
     response = client.post("/accounts/logout/")
     assert response.status_code == 302
     assert client.get("/").status_code == 302
@@ -70,7 +70,7 @@ def test_home_shows_own_team_quotas_and_jobs_but_not_other_teams(client: Client,
     QuotaFactory(team=other, gpu_class="A100", guaranteed_gpus=3, burst_gpus=5)
     JobFactory(team=other, name="secret-vision-job")
     client.force_login(member)
-    body = client.get("/").content.decode()
+    body = client.get("/", follow=True).content.decode()
     assert "Language Models" in body and "team-nlp" in body
     assert "llama-finetune" in body
     assert "H100" in body

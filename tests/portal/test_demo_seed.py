@@ -222,7 +222,7 @@ def test_command_needs_an_action():
 def test_nlp_lead_signs_in_and_sees_the_team(client, seeded):
     response = client.post("/accounts/login/", {"username": "nlp-lead", "password": DEMO_PASSWORD})
     assert response.status_code == 302
-    home = client.get("/")
-    assert home.status_code == 200
+    home = client.get("/", follow=True)
+    assert home.status_code == 200 and home.redirect_chain == [("/teams/nlp/", 302)]
     assert "Language Models" in home.content.decode()
     assert "Computer Vision" not in home.content.decode()  # a lead sees their own team, not the others

@@ -5,7 +5,8 @@ and preemption only frees instances that exist. So production inference whose pr
 and cannot be cut from an idle GPU would wait forever behind lower work (issue 3, §8: "GPUs whose occupants
 can move at acceptable cost; drain first"). For production, lower-priority work is an acceptable cost:
 
-1. Candidates: GPUs of ready nodes the job may use (model, tier), in use, whose every occupant is running
+1. Candidates: GPUs of ready nodes the job may use (model, tier), not in ``exclude`` (nodes that took a bind
+   this cycle: a node is bound to or reconfigured in one plan, never both), in use, whose every occupant is running
    work (not bound this cycle) of lower priority than the job and not ``production``, and did not evict the
    job within ``policy.ping_pong_window_s`` (no ping-pong).
 2. Cheapest first: fewest occupants, then fewest GPU-equivalents they hold (a gang spanning other GPUs
@@ -20,7 +21,7 @@ the change is done (the node is reconfiguring until then).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from scheduler.core.capacity import ClusterState
 from scheduler.core.demand import Demand, DemandKind
@@ -46,6 +47,7 @@ def drain_for(
     now: float,
     preemptions: Sequence[Preemption],
     also: Sequence[tuple[Job, Demand]] = (),
+    exclude: Collection[str] = (),
 ) -> tuple[list[Evict], list[Reconfigure]] | None:
     """Evictions and layout changes that make room for production ``job`` (module rules), or None. ``also``:
     other demand the new layout should serve where it can (it never decides which GPU is drained).
@@ -61,6 +63,8 @@ def drain_for(
         if option.demand.kind != DemandKind.MIG:
             continue
         for name in index.groups[option.group]:
+            if name in exclude:
+                continue
             for gpu in state.node_gpus(name):
                 holders = tuple(sorted(gpu.holders()))
                 if not holders or not all(_movable(state, h, rank, evicted_me) for h in holders):
@@ -73,7 +77,7 @@ def drain_for(
         statement = state.begin()
         for holder in holders:
             state.remove(holder)
-        changes = plan_repartition(state, [(job, option.demand), *also], policy, now)
+        changes = plan_repartition(state, [(job, option.demand), *also], policy, now, exclude=exclude)
         profile = option.demand.mig_profile
         if any(c.node == gpu.node.name and c.gpu == gpu.index and any(n == profile for n, _ in c.new) for c in changes):
             statement.commit()

@@ -70,7 +70,7 @@ def best_instance(
     """The best free MIG instance for one replica over the MIG ``options`` (module rules), or None."""
     best: tuple[Score, str] | None = None
     for option in options:
-        found = _best_of(index, job, option, option.demand.mig_profile or "", mix, (0, 0), False)
+        found = best_of(index, job, option, option.demand.mig_profile or "", mix, (0, 0), False)
         if found is not None and (best is None or found[0] < best[0]):
             best = found
     if best is None:
@@ -83,7 +83,7 @@ def best_instance(
     return score, (Slot(gpu.node.name, gpu.index, mig_profile=profile, mig_start=start),)
 
 
-def _best_of(
+def best_of(
     index: CapacityIndex,
     job: Job,
     option: Option,
@@ -128,7 +128,7 @@ def _larger(index: CapacityIndex, job: Job, options: Sequence[Option], mix: Dema
             if name == own.name or spec.media_engines or spec.memory_mib < need:
                 continue
             oversize = (spec.compute_slices - own.compute_slices, spec.memory_mib - own.memory_mib)
-            found = _best_of(index, job, option, name, mix, oversize, True)
+            found = best_of(index, job, option, name, mix, oversize, True)
             if found is not None and (best is None or found[0] < best[0]):
                 best = found
     return best

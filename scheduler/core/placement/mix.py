@@ -32,6 +32,7 @@ class DemandMix:
         self.share_sizes: dict[str, dict[int, int]] = {}
         self._mig_totals: dict[str, int] = {}
         self._bigger: dict[str, tuple[list[int], list[int]]] = {}
+        self._share_deltas: dict[tuple[str, int], dict[int, int]] = {}
 
     def add_mig(self, model: str, profile: str, count: int = 1) -> None:
         by_profile = self.mig.setdefault(model, {})
@@ -43,6 +44,16 @@ class DemandMix:
         size = min(milli, FULL_GPU_MILLI)
         by_size[size] = by_size.get(size, 0) + count
         self._bigger.pop(model, None)
+        self._share_deltas.clear()
+
+    def share_deltas(self, model: str, milli: int) -> dict[int, int]:
+        """A memo the share placement fills: Δ fragmentation by free milli for a ``milli`` share on ``model``
+        (:mod:`.shares`). It depends only on the mix, so any change to the mix empties it."""
+        key = (model, milli)
+        memo = self._share_deltas.get(key)
+        if memo is None:
+            memo = self._share_deltas[key] = {}
+        return memo
 
     def mig_weight(self, model: str, profile: str) -> tuple[int, int]:
         """(replicas asking for ``profile``, all MIG replicas) on ``model``."""

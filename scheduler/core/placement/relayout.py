@@ -2,12 +2,14 @@
 
 The cycle asks at two moments:
 
-- :meth:`Relayout.for_production` — a production job with MIG demand found no instance and no victims.
-  It must not wait behind lower work, so its changes are made *now*, before lower work takes the GPUs it
-  needs: it first claims free instances that changes already under way will offer (the snapshot shows a
-  reconfiguring node's new layout), then, node by node until its replicas are covered, gets a change on an
-  idle GPU (:func:`~scheduler.core.repartition.plan_repartition`), else on a GPU drained of lower work
-  (:mod:`.drain`).
+- :meth:`Relayout.for_production` — a production job with MIG demand found no instance, larger instance
+  or whole idle GPU (:mod:`.fallback`). It must not wait behind lower work, so its changes are made *now*,
+  before lower work takes the GPUs it needs (an idle GPU's change without the hysteresis): it first claims free instances that
+  changes already under way will offer (the snapshot shows a reconfiguring node's new layout), then, node by
+  node until its replicas are covered, gets a change on an idle GPU
+  (:func:`~scheduler.core.repartition.plan_repartition`). Only when that fails and preemption found no
+  victims either (the cycle asks again with ``drain=True``) is a GPU drained of lower work (:mod:`.drain`):
+  nothing is evicted while an idle GPU could be changed instead.
 - :meth:`Relayout.after_placement` — the MIG (and whole-GPU) demand left unplaced by capacity (or for want
   of a ready node): a job whose replicas changes under way will cover waits for them; the rest, if its
   quota would admit it, asks :func:`plan_repartition` for one node.
@@ -20,6 +22,10 @@ is also marked reconfiguring in the state, as the next snapshot will show it). E
 idle GPU) on a changing node is promised to one waiting job, one per replica (whole GPUs: one per GPU);
 the job is told it waits for the change (blocker ``reconfiguring`` with its ``ready_at``). No layout
 changes for work its quota would not admit.
+
+A node is either bound to or reconfigured in one plan, never both (the MIG Manager pauses the node's device
+plugin while it works, facts §3.1): a changed node is retired from the index, and a node that took a bind this
+cycle (:meth:`Relayout.bound`, called by the cycle for every bind) is excluded from every change and drain.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from scheduler.core.demand import Demand, DemandKind
 from scheduler.core.explain import CAPACITY, NOT_READY, RECONFIGURING, Blocker, demand_units
 from scheduler.core.fairshare import FairShare
 from scheduler.core.placement.drain import drain_for
-from scheduler.core.placement.index import IndexedClusterState
+from scheduler.core.placement.index import IndexedClusterState, Slots
 from scheduler.core.placement.options import Option, options_for
 from scheduler.core.placement.tiers import tier_rank
 from scheduler.core.plan import Evict, Reconfigure
@@ -70,21 +76,28 @@ class Relayout:
         self.evictions: list[Evict] = []
         self._production = [job for job in pending if job.priority == Priority.PRODUCTION]
         self._claimed: set[Key] = set()
+        self.bound_nodes: set[str] = set()  # nodes that took a bind this cycle: no layout change there
         self._changing = [  # nodes whose layout change is under way (the snapshot shows the new layout)
             (name, node.reconfiguring_until)
             for name, node in sorted(state.nodes.items())
             if node.schedulable and node.reconfiguring_until is not None and node.reconfiguring_until > now
         ]
 
+    def bound(self, slots: Slots) -> None:
+        """The cycle bound a job to ``slots``: their nodes take no layout change this cycle."""
+        self.bound_nodes.update(slot.node for replica in slots for slot in replica)
+
     # -- the two moments ---------------------------------------------------------------------------------
 
-    def for_production(self, job: Job) -> bool:
-        """Changes (or changes under way) for production ``job`` (module doc); True when it waits for some."""
+    def for_production(self, job: Job, drain: bool = False) -> bool:
+        """Changes (or changes under way) for production ``job`` (module doc); True when it waits for some.
+        ``drain`` False: instances changes under way offer, then changes of idle GPUs only; True: changes of
+        GPUs drained of lower work only (the cycle asks after preemption failed: eviction is the last resort)."""
         wanted = job.replicas
-        got = self._take(job, wanted, partial=True)
+        got = 0 if drain else self._take(job, wanted, partial=True)
         mig = self._mig_option(job)
         while got < wanted and mig is not None:
-            if not self._change_for(job, mig):
+            if not self._change_for(job, mig, drain):
                 break
             got += self._take(job, wanted - got, partial=True)
         return got > 0
@@ -108,7 +121,9 @@ class Relayout:
             elif whole is not None and self._would_admit(job, whole):
                 pending_whole.append((job, whole.demand))
         if not self.changes and (pending_mig or pending_whole):
-            changes = plan_repartition(self.state, pending_mig, self.policy, self.now, pending_whole=pending_whole)
+            changes = plan_repartition(
+                self.state, pending_mig, self.policy, self.now, pending_whole=pending_whole, exclude=self.bound_nodes
+            )
             self._apply(changes)
             for job, _ in (*pending_mig, *pending_whole):
                 self._take(job, self._units(job), partial=False)
@@ -116,18 +131,25 @@ class Relayout:
 
     # -- changing ----------------------------------------------------------------------------------------
 
-    def _change_for(self, job: Job, mig: Option) -> bool:
-        """One more node changed for production ``job``: on an idle GPU, else a drained one. False if none."""
+    def _change_for(self, job: Job, mig: Option, drain: bool) -> bool:
+        """One more node changed for production ``job``: on an idle GPU, or (``drain``) a drained one. False
+        if none. A change of an idle GPU is exempt from the hysteresis (production must not wait); a drain
+        evicts, so it keeps the hysteresis: a passing demand evicts nobody."""
         others = [(o, d) for o in self._production if o.id != job.id and (d := self._unserved(o)) is not None]
-        changes = plan_repartition(self.state, [(job, mig.demand), *others], self.policy, self.now)
-        if others and not self._offers(job, changes):
-            # Repartition changed a node for the others' sake only: ask again for this job alone.
-            changes = plan_repartition(self.state, [(job, mig.demand)], self.policy, self.now)
-        if not self._offers(job, changes):
+        exclude = self.bound_nodes
+        policy = replace(self.policy, repartition_hysteresis_cycles=0)
+        if not drain:
+            changes = plan_repartition(self.state, [(job, mig.demand), *others], policy, self.now, exclude=exclude)
+            if others and not self._offers(job, changes):
+                # Repartition changed a node for the others' sake only: ask again for this job alone.
+                changes = plan_repartition(self.state, [(job, mig.demand)], policy, self.now, exclude=exclude)
+            if not self._offers(job, changes):
+                return False
+        else:
             statement = self.state.begin()
             options = options_for(self.index, job, self.policy)
             drained = drain_for(
-                self.state, self.index, job, options, self.policy, self.now, self.preemptions, also=others
+                self.state, self.index, job, options, self.policy, self.now, self.preemptions, others, exclude
             )
             if drained is None:
                 statement.rollback()

@@ -50,12 +50,17 @@ def best_share(
         if keys[-1] == FULL_GPU_MILLI and values[-1] != FULL_GPU_MILLI:
             values.append(FULL_GPU_MILLI)
         by_free = index.shares[option.group]
+        deltas = mix.share_deltas(option.model, milli)
+        kind = KIND_RANK[option.demand.kind]
         for free in values:
-            delta = fragmentation(mix, option.model, free - milli) - fragmentation(mix, option.model, free)
+            delta = deltas.get(free)
+            if delta is None:
+                delta = deltas[free] = fragmentation(mix, option.model, free - milli) - fragmentation(
+                    mix, option.model, free
+                )
             for ordinal in by_free[free]:
                 if index.resource_cap(index.gpus[ordinal].node.name, job) < 1:
                     continue
-                kind = KIND_RANK[option.demand.kind]
                 score = (option.tier_rank, kind, delta, free - milli, option.model_rank, ordinal)
                 if best is None or score < best[0]:
                     best = (score, milli)

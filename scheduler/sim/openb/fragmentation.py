@@ -1,10 +1,19 @@
-"""The FGD paper's statistical fragmentation measure (Weng et al., ATC '23, §3; PROTOCOL.md step 6).
+"""The FGD paper's statistical fragmentation measure, as the artifact computes it (PROTOCOL.md step 6).
 
-Typical pod shapes are the most common (CPU, GPU count, GPU share, GPU models) of the original pod list,
-taken by decreasing frequency until they cover 95 % of pods, each weighted by its share of the pods.
-For a node and a shape: if the shape cannot run on the node at all (CPU, model, or not enough GPU), all the
-node's idle GPU milli counts as fragment; otherwise only the idle milli on GPUs with less free than the
-shape's per-GPU need (its share, or a whole GPU) counts. A node's fragmentation is the weighted sum.
+Typical shapes: every pod of the *original* list (CPU-only pods included) is counted once under its shape
+(scored CPU, GPU count, per-GPU milli, allowed models); shapes are ranked by count, ties by the larger shape
+first, and taken until they cover 95 % of the pods (the shape that crosses 95 % is in). Each shape's weight
+is its count over the count of the taken shapes, so weights sum to 1.
+
+A node's fragmentation for one shape (idle = the node's free GPU milli):
+
+- a CPU-only shape: all idle GPU milli, whether the shape fits or not — the artifact files CPU-only shapes
+  under its "satisfied/lacks CPU by the X axis" classes, and both count as fragment;
+- a GPU shape the node's model cannot serve (``gpu_spec``), or that lacks CPU, or whose GPUs are not there
+  (fewer GPUs with at least the shape's per-GPU milli free than it needs): all idle GPU milli;
+- otherwise only the free milli of GPUs with less free than the shape's per-GPU milli.
+
+A node's fragmentation is the weighted sum; memory plays no part. Values are float sums in shape order.
 """
 
 from __future__ import annotations
@@ -13,7 +22,7 @@ from collections import Counter
 from dataclasses import dataclass
 from functools import lru_cache
 
-from scheduler.sim.openb.cluster import GPU_MILLI
+from scheduler.sim.openb.cluster import scored_cpu
 from scheduler.sim.traces import TracePod
 
 COVERAGE = 0.95
@@ -28,43 +37,46 @@ class Shape:
     weight: float
 
 
+def _rank(item: tuple[tuple[int, int, int, str], int]) -> tuple[int, int, int, int, str]:
+    """Most frequent first; equal counts: larger (CPU, milli, GPU count, models) first, as the artifact."""
+    (cpu, milli, num_gpu, spec), count = item
+    return (count, cpu, milli, num_gpu, spec)
+
+
 def typical_shapes(pods: tuple[TracePod, ...]) -> tuple[Shape, ...]:
-    """The shapes covering 95 % of ``pods``; ties in frequency are broken by the shape's values (stable)."""
-    counts = Counter((pod.cpu_milli, pod.num_gpu, pod.gpu_milli, tuple(sorted(pod.gpu_spec))) for pod in pods)
-    ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
-    shapes: list[Shape] = []
+    """The shapes covering 95 % of ``pods`` with renormalised weights (module rules)."""
+    counts = Counter((scored_cpu(pod), pod.gpu_milli, pod.num_gpu, "|".join(sorted(pod.gpu_spec))) for pod in pods)
+    ordered = sorted(counts.items(), key=_rank, reverse=True)
+    taken: list[tuple[tuple[int, int, int, str], int]] = []
     covered = 0
-    for (cpu, num_gpu, milli, spec), count in ordered:
+    for item in ordered:
         if covered >= COVERAGE * len(pods):
             break
-        shapes.append(Shape(cpu, num_gpu, milli, frozenset(spec), count / len(pods)))
-        covered += count
-    return tuple(shapes)
+        taken.append(item)
+        covered += item[1]
+    return tuple(
+        Shape(cpu, num_gpu, milli, frozenset(spec.split("|")) if spec else frozenset(), count / covered)
+        for (cpu, milli, num_gpu, spec), count in taken
+    )
 
 
 class Fragmentation:
-    """Fragmentation of a node state for a fixed set of shapes, memoised by (model, CPU free, sorted free GPUs)."""
+    """Fragmentation of a node state for a fixed set of shapes, memoised by (model, CPU free, sorted GPUs)."""
 
     def __init__(self, shapes: tuple[Shape, ...]) -> None:
         self.shapes = shapes
-        self.of = lru_cache(maxsize=1 << 18)(self._compute)
+        self.of = lru_cache(maxsize=1 << 20)(self._compute)
 
     def _compute(self, model: str, cpu_free: int, gpu_free: tuple[int, ...]) -> float:
         idle = sum(gpu_free)
-        if idle == 0:
-            return 0.0
-        whole = sum(1 for free in gpu_free if free == GPU_MILLI)
         total = 0.0
         for shape in self.shapes:
-            if shape.cpu_milli > cpu_free or (shape.gpu_spec and shape.num_gpu and model not in shape.gpu_spec):
+            if shape.num_gpu == 0 or (shape.gpu_spec and model not in shape.gpu_spec):
                 total += shape.weight * idle
-            elif shape.num_gpu == 0:
                 continue
+            fitting = sum(1 for free in gpu_free if free >= shape.gpu_milli)
+            if fitting >= shape.num_gpu and cpu_free >= shape.cpu_milli:
+                total += shape.weight * sum(free for free in gpu_free if free < shape.gpu_milli)
             else:
-                need = min(shape.gpu_milli, GPU_MILLI) if shape.num_gpu == 1 else GPU_MILLI
-                fits = sum(1 for free in gpu_free if free >= need) if shape.num_gpu == 1 else whole
-                if fits < shape.num_gpu:
-                    total += shape.weight * idle
-                else:
-                    total += shape.weight * sum(free for free in gpu_free if free < need)
+                total += shape.weight * idle
         return total

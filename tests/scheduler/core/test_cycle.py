@@ -254,13 +254,22 @@ def test_a_drain_that_repartition_will_not_follow_is_rolled_back() -> None:
 
 
 def test_production_gets_its_layout_change_before_lower_work_takes_the_idle_gpu() -> None:
-    prod = job("p", mig="1g.10gb", priority=Priority.PRODUCTION, kind=JobKind.INFERENCE, preemptible=False)
-    plan = _plan([node("w", A100, 1)], [prod, job("low", gpus=1, priority=Priority.LOW)])
+    # The idle GPU offers no 3g.40gb nor anything larger (no fallback): production re-cuts it at once.
+    prod = job("p", mig="3g.40gb", priority=Priority.PRODUCTION, kind=JobKind.INFERENCE, preemptible=False)
+    low = job("low", mig="1g.10gb", kind=JobKind.INFERENCE, priority=Priority.LOW)
+    plan = _plan([node("w", A100, 1, mig="all-1g.10gb")], [prod, low])
     assert [(c.node, c.gpu) for c in plan.reconfigurations] == [("w", 0)]
-    assert not plan.binds  # "low" would have taken the idle GPU; the node is closed while it changes
+    assert not plan.binds  # "low" would have taken an instance of the idle GPU; the node is closed while it changes
     reasons = {w.job: w.reason for w in plan.waiting}
     assert "MIG layout change under way on node w GPU 0" in reasons["p"]
-    assert reasons["low"].startswith("waiting for 1 A100 GPU; ")
+    assert reasons["low"].startswith("waiting for a 1g.10gb MIG instance; ")
+
+
+def test_production_takes_an_idle_whole_gpu_rather_than_wait_for_a_layout_change() -> None:
+    prod = job("p", mig="1g.10gb", priority=Priority.PRODUCTION, kind=JobKind.INFERENCE, preemptible=False)
+    plan = _plan([node("w", A100, 1)], [prod, job("low", gpus=1, priority=Priority.LOW)])
+    assert not plan.reconfigurations and not plan.evictions
+    assert [(b.job, b.slots) for b in plan.binds] == [("p", ((Slot("w", 0),),))]
 
 
 def test_jobs_wait_for_an_instance_a_change_under_way_will_offer() -> None:
@@ -271,7 +280,7 @@ def test_jobs_wait_for_an_instance_a_change_under_way_will_offer() -> None:
         job("q", mig="3g.40gb", kind=JobKind.INFERENCE, submitted_at=1),
         job("r", mig="3g.40gb", kind=JobKind.INFERENCE, submitted_at=2),
     ]
-    plan = _plan([changing, node("idle", A100, 1)], pending)
+    plan = _plan([changing, node("idle", A100, 1, mig="all-1g.10gb")], pending)  # no fallback for p
     rows = {w.job: (w.reason.split("; ")[1], w.eta_s) for w in plan.waiting}
     assert rows["p"] == ("MIG layout change under way on node m GPU 0, ready in 120 s", 120.0)
     assert rows["q"] == ("MIG layout change under way on node m GPU 0, ready in 120 s", 120.0)
@@ -284,25 +293,29 @@ def test_jobs_wait_for_an_instance_a_change_under_way_will_offer() -> None:
     ("profile", "changed"),
     [
         ("7g.80gb", {"p0": "a", "p1": "b"}),  # production does not wait for the one-node-a-cycle rule
-        ("1g.10gb", {"p0": "a", "p1": "a"}),  # one change is cut for both
+        ("3g.40gb", {"p0": "a", "p1": "a"}),  # one change is cut for both
     ],
 )
 def test_every_production_job_gets_a_change_sharing_one_where_it_fits(profile: str, changed: dict[str, str]) -> None:
+    # Idle GPUs of 1g.10gb instances only: no larger instance nor whole GPU to fall back on.
     pending = [
         job(f"p{i}", mig=profile, priority=Priority.PRODUCTION, kind=JobKind.INFERENCE, submitted_at=i)
         for i in range(2)
     ]
-    plan = _plan([node("a", A100, 1), node("b", A100, 1), node("c", A100, 1)], [*pending, job("low", gpus=1)])
+    nodes = [node(n, A100, 1, mig="all-1g.10gb") for n in "abc"]
+    plan = _plan(nodes, [*pending, job("low", mig="1g.10gb", kind=JobKind.INFERENCE)])
     assert sorted({c.node for c in plan.reconfigurations}) == sorted(set(changed.values()))
     reasons = {w.job: w.reason for w in plan.waiting}
     for job_id, name in changed.items():
         assert f"MIG layout change under way on node {name} GPU 0" in reasons[job_id]
-    assert [b.job for b in plan.binds] == ["low"]  # on the node nobody changes
+    assert [b.job for b in plan.binds] == ["low"]
+    assert plan.binds[0].slots[0][0].node not in set(changed.values())  # on a node nobody changes
 
 
 def test_a_production_gang_gets_as_many_changes_as_its_replicas_need() -> None:
     gang = job("g", mig="3g.40gb", replicas=3, priority=Priority.PRODUCTION, kind=JobKind.INFERENCE)
-    world = snapshot([node(n, A100, 1) for n in "abc"], [gang, job("low", gpus=1)], [team(guaranteed=1000)])
+    low = job("low", mig="1g.10gb", kind=JobKind.INFERENCE)
+    world = snapshot([node(n, A100, 1, mig="all-1g.10gb") for n in "abc"], [gang, low], [team(guaranteed=1000)])
     plan = plan_cycle(world, POLICY, NOW)
     assert sorted(c.node for c in plan.reconfigurations) == ["a", "b"]  # two 3g per GPU: two GPUs
     assert [b.job for b in plan.binds] == ["low"]
@@ -315,10 +328,13 @@ def test_a_production_gang_gets_as_many_changes_as_its_replicas_need() -> None:
 def test_a_change_for_other_production_demand_is_not_mistaken_for_ones_own() -> None:
     # Asked with both demands, repartition would re-cut an 80 GB GPU for the 3g gang; the 1g.5gb job (40 GB
     # parts only) asks again for itself alone and gets the 40 GB GPU.
-    small = job("p0", mig="1g.5gb", priority=Priority.PRODUCTION, kind=JobKind.INFERENCE)
+    # No fallback: the 80 GB GPUs offer only 1g.10gb instances, and p0's quota admits a 1g.5gb but not the
+    # whole idle 40 GB GPU.
+    small = job("p0", "s", mig="1g.5gb", priority=Priority.PRODUCTION, kind=JobKind.INFERENCE, preemptible=False)
     gang = job("p1", mig="3g.40gb", replicas=3, priority=Priority.PRODUCTION, kind=JobKind.INFERENCE, submitted_at=1)
-    nodes = [node("n0", A100, 1), node("n1", A100, 1), node("n2", "A100-SXM4-40GB", 1)]
-    plan = _plan(nodes, [small, gang])
+    nodes = [node("n0", A100, 1, mig="all-1g.10gb"), node("n1", A100, 1, mig="all-1g.10gb")]
+    nodes.append(node("n2", "A100-SXM4-40GB", 1))
+    plan = _plan(nodes, [small, gang], teams=[team(guaranteed=8), team("s", guaranteed=0.2)])
     assert sorted(c.node for c in plan.reconfigurations) == ["n0", "n1", "n2"]
     reasons = {w.job: w.reason for w in plan.waiting}
     assert "node n2 GPU 0" in reasons["p0"]
@@ -332,11 +348,12 @@ def test_production_blocked_by_its_quota_gets_another_turn_when_evictions_lower_
     teams = [team("a", guaranteed=8), team("c", guaranteed=1), team("x", guaranteed=8)]
     nodes = [node("n0", A100), node("n1", A100, 1)]
     plan = _plan(nodes, [slice_job, big, job("l", "a", gpus=1, submitted_at=2)], teams=teams, running_jobs=[over, prod])
-    # p4 comes first but team c is over its quota; p2 then evicts r4 (team c), and p4 at once gets n1 re-cut,
-    # before "l" could take n1.
+    # p4 comes first but team c is over its quota; p2 then evicts r4 (team c), and p4 at once takes the idle
+    # n1 whole (production does not wait for a layout change), before "l" could take n1.
     assert plan.evictions == (Evict("r4", "production", "p2"),)
-    assert [c.node for c in plan.reconfigurations] == ["n1"]
-    assert [b.job for b in plan.binds] == ["p2"]
+    assert not plan.reconfigurations
+    assert [b.job for b in plan.binds] == ["p2", "p4"]
+    assert plan.binds[1].slots == ((Slot("n1", 0),),)
 
 
 def test_production_whole_gpu_work_asks_for_no_layout_change() -> None:

@@ -218,11 +218,16 @@ def assert_binds_legal(snapshot: Snapshot, plan: Plan) -> None:
                 assert len(replica) == demand.gpus == len({s.gpu for s in replica})
                 assert all(s.milli == 1000 and s.mig_profile is None for s in replica)
             elif demand.kind == DemandKind.MIG:
-                assert len(replica) == 1 and replica[0].mig_profile is not None
-                if replica[0].mig_profile != demand.mig_profile:  # a larger instance for a memory-sized demand
-                    profiles = GPU_MODEL_BY_NAME[node.gpu_model].profiles()
-                    assert demand.memory_mib is not None
-                    assert profiles[replica[0].mig_profile].memory_mib >= demand.memory_mib
+                assert len(replica) == 1
+                slot, production = replica[0], job.priority == Priority.PRODUCTION
+                profiles = GPU_MODEL_BY_NAME[node.gpu_model].profiles()
+                own = profiles[demand.mig_profile or ""]
+                if slot.mig_profile is None:  # production takes a whole idle GPU rather than wait (fallback)
+                    assert production and slot.milli == 1000
+                elif slot.mig_profile != demand.mig_profile:  # a larger instance: memory-sized, or production
+                    assert demand.memory_mib is not None or production
+                    assert profiles[slot.mig_profile].memory_mib >= own.memory_mib
+                    assert profiles[slot.mig_profile].compute_slices >= own.compute_slices or not production
             else:
                 assert len(replica) == 1 and replica[0].milli == demand.milli
         kinds = {resolve(job, m, POLICY).kind for m in models}  # type: ignore[union-attr]

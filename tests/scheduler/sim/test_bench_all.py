@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
+from portal import bench as portal_bench
 from scheduler.sim.bench import all_cli, registry
 
 FAKE = "tests.scheduler.sim.fake_bench"
@@ -18,6 +19,7 @@ FAKE = "tests.scheduler.sim.fake_bench"
 @pytest.fixture(autouse=True)
 def _fake_registry(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(registry, "MODULES", (FAKE, "scheduler.sim.bench.all_cli"))
+    monkeypatch.setattr(portal_bench, "ALL_RUNS", {}, raising=False)  # the command adds it; it needs a database
     monkeypatch.chdir(tmp_path)  # docs/benchmarks/ and BENCHMARKS.md are relative to the working directory
 
 

@@ -1,0 +1,120 @@
+"""``GET /api/v1/chargeback/?month=YYYY-MM[&detail=jobs][&team=slug][&mode=…][&format=csv]`` for finance systems.
+
+The same figures as the finance page and its downloads: JSON by default, the CSV file with ``format=csv``.
+Authentication (session or ``Authorization: Token …``) and permissions are set on the view itself, so the
+endpoint does not depend on the global DRF settings. Finance and platform admins read every team; a team
+lead reads their own teams; anyone else gets 403, and ``team=`` naming a team they are not part of, 404.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from django.http import HttpResponse
+from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+from rest_framework.exceptions import NotFound, PermissionDenied
+from rest_framework.permissions import BasePermission, IsAuthenticated
+from rest_framework.renderers import BaseRenderer, JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from billing.exports import job_records, summary_records
+from billing.forms import ReportForm
+from billing.selectors import Scope, billing_scope_for_user, billing_team_for_user, chargeback_report
+from billing.views import report_file
+
+
+class CSVRenderer(BaseRenderer):
+    """Lets ``?format=csv`` through content negotiation; the view writes the file itself."""
+
+    media_type = "text/csv"
+    format = "csv"
+    charset = "utf-8"
+
+    def render(self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None) -> bytes:
+        return str(data).encode()  # only reached for errors; the report itself is an HttpResponse
+
+
+class CanReadChargeback(BasePermission):
+    message = "Billing figures are for finance, platform admins and team leads."
+
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        return billing_scope_for_user(user=request.user) is not None or bool(request.query_params.get("team"))
+
+
+def _json(value: object) -> object:
+    return f"{value:.6f}" if isinstance(value, Decimal) else value
+
+
+class ChargebackAPIView(APIView):
+    # Token first: a wrong token then answers 401 with a WWW-Authenticate header, as API clients expect.
+    authentication_classes = [TokenAuthentication, SessionAuthentication]
+    permission_classes = [IsAuthenticated, CanReadChargeback]
+    renderer_classes = [JSONRenderer, CSVRenderer]
+
+    @extend_schema(
+        summary="The month's chargeback (JSON, or the CSV file with format=csv)",
+        parameters=[
+            OpenApiParameter("month", str, required=True, description="YYYY-MM, e.g. 2026-11."),
+            OpenApiParameter("detail", str, enum=["jobs"], description="jobs: one row per job, GPU model and tier."),
+            OpenApiParameter("team", str, description="One team's slug (its lead, finance, platform admins)."),
+            OpenApiParameter("mode", str, enum=["chargeback", "showback"]),
+            OpenApiParameter("format", str, enum=["json", "csv"]),
+        ],
+        responses={200: OpenApiTypes.OBJECT, 400: OpenApiTypes.OBJECT},
+    )
+    def get(self, request: Request) -> Response | HttpResponse:
+        params = request.query_params
+        slug = params.get("team")
+        scope = billing_scope_for_user(user=request.user)
+        team = None
+        if slug:
+            team, allowed = billing_team_for_user(user=request.user, slug=slug)
+            if team is None:
+                raise NotFound("No such team.")
+            if not allowed:
+                raise PermissionDenied("Only the team's lead, finance and platform admins see its costs.")
+            scope = Scope(all_teams=False, team_ids=frozenset({team.pk}))
+        assert scope is not None  # CanReadChargeback
+        form = ReportForm({"month": params.get("month", ""), "mode": params.get("mode", "")}, now=timezone.now())
+        errors: dict[str, list[str]] = {}
+        if not params.get("month"):
+            errors["month"] = ["month is required: write it as YYYY-MM, e.g. 2026-11"]
+        elif not form.is_valid():
+            errors.update({field: [str(m) for m in messages] for field, messages in form.errors.items()})
+        detail = params.get("detail", "")
+        if detail not in ("", "jobs"):
+            errors["detail"] = [f"detail {detail!r} is not offered: leave it out (summary) or use detail=jobs"]
+        if errors:
+            return Response(errors, status=400)
+        report = chargeback_report(
+            scope=scope,
+            month=form.cleaned_data["month"],
+            now=form.now,
+            mode=form.cleaned_data.get("mode") or None,
+            team_id=team.pk if team else None,
+        )
+        if request.accepted_renderer.format == "csv":
+            return report_file(report, detail=detail == "jobs", fmt="csv", team_slug=team.slug if team else None)
+        records = job_records(report) if detail == "jobs" else summary_records(report)
+        return Response(
+            {
+                "period": report.period.label,
+                "start": report.period.start,
+                "as_of": report.period.as_of,
+                "complete": report.period.complete,
+                "mode": report.mode,
+                "idle_cost": "shared" if report.idle_shared else "own-line",
+                "currency": "USD",
+                "scope": "all-teams" if report.scope_all else "own-teams",
+                "rows": [{key: _json(value) for key, value in record.items()} for record in records],
+                "lines_total": _json(report.lines_total),
+                "cluster_cost": _json(report.cluster_cost) if report.scope_all else None,
+                "reconciled": report.reconciled if report.scope_all else None,
+            }
+        )

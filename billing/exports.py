@@ -1,0 +1,189 @@
+"""The chargeback as files: CSV and XLSX, a summary (team / project / GPU model / tier) and a per-job detail.
+
+Money is in USD with six decimals (the ledger's precision), so the files add up to the page's totals to the
+micro-dollar. The summary's last rows are ``total`` (what the rows add up to) and, for finance, ``cluster-cost``
+(what the cluster cost in the period): the two are equal when the report reconciles.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+from decimal import Decimal
+
+from openpyxl import Workbook
+
+from billing.report import ZERO, Report
+
+SUMMARY_COLUMNS = (
+    "period",
+    "mode",
+    "line",
+    "team",
+    "team_name",
+    "project",
+    "gpu_model",
+    "tier",
+    "gpu_hours",
+    "guaranteed_gpu_hours",
+    "borrowed_gpu_hours",
+    "usage_cost_usd",
+    "idle_share_usd",
+    "total_usd",
+)
+JOB_COLUMNS = (
+    "period",
+    "mode",
+    "team",
+    "project",
+    "job_id",
+    "job",
+    "gpu_model",
+    "tier",
+    "gpu_hours",
+    "guaranteed_gpu_hours",
+    "borrowed_gpu_hours",
+    "usage_cost_usd",
+    "idle_share_usd",
+    "total_usd",
+)
+Record = dict[str, object]
+
+
+def _blank(**values: object) -> Record:
+    return {**dict.fromkeys(SUMMARY_COLUMNS, ""), **values}
+
+
+def summary_records(report: Report) -> list[Record]:
+    """Usage rows, then (finance only) idle capacity and unused commitments, then the totals."""
+    base = {"period": report.period.label, "mode": report.mode}
+    records: list[Record] = []
+    for row in report.rows():
+        records.append(
+            {
+                **base,
+                "line": "usage",
+                "team": row.team_slug,
+                "team_name": row.team_name,
+                "project": row.project_code,
+                "gpu_model": row.gpu_model,
+                "tier": row.tier,
+                "gpu_hours": row.gpu_hours,
+                "guaranteed_gpu_hours": row.guaranteed_gpu_hours,
+                "borrowed_gpu_hours": row.borrowed_gpu_hours,
+                "usage_cost_usd": row.cost,
+                "idle_share_usd": row.idle_share,
+                "total_usd": row.total,
+            }
+        )
+    if report.scope_all:
+        if not report.idle_shared:
+            for line in report.capacity:
+                if line.idle_cost or line.idle_gpu_hours:
+                    records.append(
+                        _blank(
+                            **base,
+                            line="idle-capacity",
+                            gpu_model=line.gpu_model,
+                            tier=line.tier,
+                            gpu_hours=line.idle_gpu_hours,
+                            total_usd=line.idle_cost,
+                        )
+                    )
+        for commitment in report.commitments:
+            if commitment.unused_cost:
+                records.append(
+                    _blank(
+                        **base,
+                        line="unused-commitment",
+                        gpu_model=commitment.gpu_model,
+                        tier="reserved",
+                        gpu_hours=commitment.unused_gpu_hours,
+                        total_usd=commitment.unused_cost,
+                    )
+                )
+    records.append(_blank(**base, line="total", total_usd=report.lines_total))
+    if report.scope_all:
+        records.append(_blank(**base, line="cluster-cost", total_usd=report.cluster_cost))
+    return records
+
+
+def job_records(report: Report) -> list[Record]:
+    """One row per job, GPU model and tier; the last row is the total (usage plus any idle share)."""
+    base = {"period": report.period.label, "mode": report.mode}
+    records: list[Record] = []
+    total = ZERO
+    for line in sorted(
+        report.job_lines, key=lambda j: (j.team_slug, j.project_code, j.job_id or 0, j.gpu_model, j.tier)
+    ):
+        records.append(
+            {
+                **base,
+                "team": line.team_slug,
+                "project": line.project_code,
+                "job_id": line.job_id if line.job_id is not None else "",
+                "job": line.job_name,
+                "gpu_model": line.gpu_model,
+                "tier": line.tier,
+                "gpu_hours": line.gpu_hours,
+                "guaranteed_gpu_hours": line.guaranteed_gpu_hours,
+                "borrowed_gpu_hours": line.borrowed_gpu_hours,
+                "usage_cost_usd": line.cost,
+                "idle_share_usd": line.idle_share,
+                "total_usd": line.total,
+            }
+        )
+        total += line.total
+    records.append({**dict.fromkeys(JOB_COLUMNS, ""), **base, "team": "total", "total_usd": total})
+    return records
+
+
+def _text(value: object) -> str:
+    if isinstance(value, Decimal):
+        return f"{value:.6f}"
+    return str(value)
+
+
+def to_csv(records: Sequence[Record], columns: Sequence[str]) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(columns)
+    for record in records:
+        writer.writerow([_text(record.get(column, "")) for column in columns])
+    return buffer.getvalue()
+
+
+def to_xlsx(records: Sequence[Record], columns: Sequence[str], *, title: str) -> bytes:
+    """One sheet named ``title``; money and hours as numbers (rounded to 6 decimals), a frozen header."""
+    workbook = Workbook()
+    sheet = workbook.active
+    sheet.title = title[:31]
+    sheet.append(list(columns))
+    for record in records:
+        sheet.append([_cell(record.get(column, "")) for column in columns])
+    sheet.freeze_panes = "A2"
+    for index, column in enumerate(columns, start=1):
+        if column.endswith(("_usd", "_hours")):
+            for (cell,) in sheet.iter_rows(min_row=2, min_col=index, max_col=index):
+                cell.number_format = "#,##0.000000"
+    buffer = io.BytesIO()
+    workbook.save(buffer)
+    return buffer.getvalue()
+
+
+def _cell(value: object) -> object:
+    if isinstance(value, Decimal):
+        return float(value)
+    return value
+
+
+def file_name(report: Report, *, detail: bool, extension: str, team_slug: str | None = None) -> str:
+    """``chargeback-2026-11.csv``, ``showback-jobs-2026-11.xlsx``, ``chargeback-nlp-2026-11.csv`` for one team."""
+    parts = [report.mode]
+    if team_slug:
+        parts.append(team_slug)
+    if detail:
+        parts.append("jobs")
+    parts.append(report.period.label)
+    return "-".join(parts) + f".{extension}"

@@ -1,0 +1,355 @@
+"""Writes to the ledger: closing allocations' intervals exactly once, recording lost work, seeding prices.
+
+Closing (``ledger_close_interval``) is the only writer of :class:`LedgerEntry` and :class:`LostWork`.
+Exactly once, whatever happens:
+
+- **Re-running** closes nothing twice: an allocation is closed from its *watermark* (the end of its last
+  entry) on, and boundaries are deterministic (:mod:`billing.intervals`), so a second run finds nothing due.
+- **Two closers at once**: each allocation is closed in one transaction that first locks the allocation row
+  (``SELECT … FOR UPDATE``; the second closer waits, then reads the first one's watermark). Where row locks
+  do not exist (SQLite), the unique constraints on ``(allocation, interval_start)`` and ``(allocation,
+  interval_end)`` reject the loser's rows, and the loser's whole transaction is rolled back and reported as
+  skipped.
+- **A crash mid-close** rolls back that allocation's transaction: entries and lost work are written
+  together or not at all, and the next run starts again from the unchanged watermark.
+
+Contract with the writer of allocations (the scheduling cycle): ``ended_at`` is set once and is never earlier
+than ``LIVE_SETTLE_S`` before the moment it is committed. The closer closes live allocations only up to
+``now − LIVE_SETTLE_S``, so an hour it closes can never end after an ``ended_at`` recorded later. A violation
+is detected (:class:`LedgerConflict`), logged and counted, never papered over.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from decimal import Decimal
+
+from django.db import IntegrityError, transaction
+from django.db.models import Exists, F, Max, OuterRef, Q
+
+from billing.errors import BillingError, LedgerConflict, LedgerInputError
+from billing.guarantee import Holding, borrowed_jobs
+from billing.intervals import accrued_gpu_hours, boundaries, close_horizon, money
+from billing.models import UNITS_PER_GPU, GpuPrice, LedgerEntry, LostWork, PriceSource
+from billing.prices import PriceBook, default_prices
+from jobs.models import Allocation, JobEvent
+from scheduler.core.catalog import profile_spec
+from scheduler.core.vocabulary import EventType
+from scheduler.models import GpuModel
+from teams.models import Quota
+
+logger = logging.getLogger(__name__)
+
+# How long the scheduling cycle may hold its ``now`` before committing an allocation's end (see the module
+# docstring). Five minutes is far above a cycle's run time and costs only a five-minute reporting lag.
+LIVE_SETTLE_S = 300
+
+# Allocation.end_reason values that mean the work was taken away, not finished: the scheduler core's eviction
+# reasons (scheduler.core.plan.Evict.reason) plus the generic words a gateway may record. An allocation whose
+# job has a ``preempted`` event at the allocation's end counts too, whatever its end_reason says.
+PREEMPTION_END_REASONS = frozenset(
+    {"preempted", "reclaim", "priority", "production", "repartition", "node-lost", "spot-interrupted"}
+)
+
+
+@dataclass(frozen=True)
+class CloseResult:
+    allocation_id: int
+    entries: int = 0
+    gpu_hours: Decimal = Decimal(0)
+    lost_work: bool = False
+    skipped: bool = False  # another closer wrote the same intervals first
+
+
+@dataclass
+class CloseSummary:
+    allocations: int = 0
+    entries: int = 0
+    gpu_hours: Decimal = Decimal(0)
+    lost_work: int = 0
+    skipped: int = 0
+    failed: list[str] = field(default_factory=list)
+
+
+def allocation_units(allocation: Allocation) -> int:
+    """The allocation's size in 1/7000 GPU: whole GPU 7000, MIG slice compute slices × 1000.
+
+    Allocations carry no fractional-share field yet; when one is added (a milli share), its size is
+    ``milli × 7`` and nothing else in the ledger changes.
+    """
+    if not allocation.mig_profile:
+        return UNITS_PER_GPU
+    model = allocation.node.gpu_model.name
+    spec = profile_spec(model, allocation.mig_profile)
+    if spec is None:
+        raise LedgerInputError(
+            f"allocation {allocation.pk}: {allocation.mig_profile!r} is not a MIG profile of {model}; "
+            "fix the allocation's mig_profile (scheduler.core.catalog lists the profiles)"
+        )
+    return spec.compute_slices * (UNITS_PER_GPU // 7)
+
+
+def price_book_load() -> PriceBook:
+    return PriceBook(GpuPrice.objects.values_list("gpu_model__name", "tier", "effective_from", "price_per_gpu_hour"))
+
+
+def ledger_close_interval(
+    *, allocation_id: int, until: datetime, prices: PriceBook | None = None, teams: TeamHoldings | None = None
+) -> CloseResult:
+    """Close every interval of one allocation that is due by ``until``; write its lost work when it ends.
+
+    Due: whole hours up to ``until`` for a live allocation, everything through its end once it has ended by
+    ``until``. Raises :class:`LedgerConflict` when the allocation ended before its last closed interval, and
+    :class:`LedgerInputError` when it cannot be sized. Returns what was written (``skipped`` when a concurrent
+    closer got there first; nothing was written then). ``prices`` and ``teams`` are caches a batch closer
+    shares between allocations; without them they are read for this allocation alone.
+    """
+    prices = prices or price_book_load()
+    try:
+        with transaction.atomic():
+            return _close_locked(allocation_id=allocation_id, until=until, prices=prices, teams=teams)
+    except IntegrityError:
+        # Only a concurrent closer can collide with the unique constraints: its rows stand, ours are gone.
+        logger.info("ledger: allocation %s was closed concurrently; nothing written", allocation_id)
+        return CloseResult(allocation_id=allocation_id, skipped=True)
+
+
+def _close_locked(*, allocation_id: int, until: datetime, prices: PriceBook, teams: TeamHoldings | None) -> CloseResult:
+    allocation = (
+        Allocation.objects.select_for_update(of=("self",))
+        .select_related("job", "node__gpu_model")
+        .get(pk=allocation_id)
+    )
+    closed_until = _closed_until(allocation_id)
+    if closed_until is not None and allocation.ended_at is not None and closed_until > allocation.ended_at:
+        raise LedgerConflict(
+            f"allocation {allocation_id} ended at {allocation.ended_at.isoformat()} but the ledger is closed "
+            f"through {closed_until.isoformat()}: its end was recorded more than {LIVE_SETTLE_S} s late; "
+            "check the scheduling cycle that ended it"
+        )
+    horizon = close_horizon(started_at=allocation.started_at, ended_at=allocation.ended_at, until=until)
+    ends = (
+        list(boundaries(started_at=allocation.started_at, closed_until=closed_until, until=horizon)) if horizon else []
+    )
+    if not ends:
+        return CloseResult(allocation_id=allocation_id)
+    units = allocation_units(allocation)
+    job = allocation.job
+    model = allocation.node.gpu_model
+    starts = [closed_until or allocation.started_at, *ends[:-1]]
+    teams = teams or TeamHoldings(since=starts[0], until=ends[-1])
+    borrowed_at = {start: teams.borrowed(team_id=job.team_id, job_id=job.pk, at=start) for start in starts}
+    entries = []
+    total = Decimal(0)
+    accrued = accrued_gpu_hours(
+        started_at=allocation.started_at, at=starts[0], units=units, units_per_gpu=UNITS_PER_GPU
+    )
+    for start, end in zip(starts, ends, strict=True):
+        until_end = accrued_gpu_hours(
+            started_at=allocation.started_at, at=end, units=units, units_per_gpu=UNITS_PER_GPU
+        )
+        gpu_hours = until_end - accrued
+        accrued = until_end
+        price, source = _price(prices, allocation, model.name, start)
+        entries.append(
+            LedgerEntry(
+                allocation=allocation,
+                job=job,
+                team_id=job.team_id,
+                project_id=job.project_id,
+                interval_start=start,
+                interval_end=end,
+                gpu_model=model.name,
+                gpu_class=model.gpu_class,
+                gpu_units=units,
+                gpu_hours=gpu_hours,
+                tier=allocation.tier,
+                price_per_gpu_hour=price,
+                price_source=source,
+                cost=money(gpu_hours, price),
+                borrowed=borrowed_at[start],
+            )
+        )
+        total += gpu_hours
+    LedgerEntry.objects.bulk_create(entries)
+    lost = False
+    if allocation.ended_at is not None and ends[-1] == allocation.ended_at:
+        lost = _lost_work_record(allocation, units=units, price=entries[-1].price_per_gpu_hour)
+    return CloseResult(allocation_id=allocation_id, entries=len(entries), gpu_hours=total, lost_work=lost)
+
+
+def _closed_until(allocation_id: int) -> datetime | None:
+    """The allocation's watermark: the end of its last closed interval (None: nothing closed yet)."""
+    return LedgerEntry.objects.filter(allocation_id=allocation_id).aggregate(end=Max("interval_end"))["end"]
+
+
+def _price(prices: PriceBook, allocation: Allocation, model: str, at: datetime) -> tuple[Decimal, str]:
+    """The catalog price in force; without a catalog row, the price the allocation was bound at (the node's)."""
+    price = prices.price_at(gpu_model=model, tier=allocation.tier, at=at)
+    if price is not None:
+        return price, PriceSource.CATALOG
+    return allocation.price_per_gpu_hour, PriceSource.ALLOCATION
+
+
+class TeamHoldings:
+    """What each team held between ``since`` and ``until``, read once and shared by every allocation closed in
+    that window, with the borrowed jobs per (team, instant) memoized (billing.guarantee)."""
+
+    def __init__(self, *, since: datetime, until: datetime) -> None:
+        self.since = since
+        self.until = until
+        self._holdings: dict[int, list[Holding]] | None = None
+        self._quotas: dict[int, dict[str, Decimal]] = {}
+        self._borrowed: dict[tuple[int, datetime], set[int]] = {}
+
+    def _load(self) -> dict[int, list[Holding]]:
+        if self._holdings is None:
+            rows = (
+                Allocation.objects.filter(started_at__lt=self.until)
+                .filter(Q(ended_at__isnull=True) | Q(ended_at__gt=self.since))
+                .select_related("job", "node__gpu_model")
+            )
+            holdings: dict[int, list[Holding]] = {}
+            for row in rows:
+                try:
+                    units = allocation_units(row)
+                except LedgerInputError:
+                    continue  # cannot be sized: its own close reports it; it holds nothing here
+                holdings.setdefault(row.job.team_id, []).append(
+                    Holding(
+                        allocation_id=row.pk,
+                        job_id=row.job_id,
+                        preemptible=row.job.preemptible,
+                        priority=row.job.priority,
+                        job_started_at=row.job.started_at or row.started_at,
+                        gpu_class=row.node.gpu_model.gpu_class,
+                        units=units,
+                        started_at=row.started_at,
+                        ended_at=row.ended_at,
+                    )
+                )
+            for team_id, gpu_class, guaranteed in Quota.objects.values_list("team_id", "gpu_class", "guaranteed_gpus"):
+                self._quotas.setdefault(team_id, {})[gpu_class] = guaranteed
+            self._holdings = holdings
+        return self._holdings
+
+    def borrowed(self, *, team_id: int, job_id: int, at: datetime) -> bool:
+        """Whether ``job_id`` of ``team_id`` held borrowed capacity at ``at``."""
+        if not self.since <= at < self.until:
+            raise ValueError(f"{at.isoformat()} is outside the window these holdings were read for")
+        key = (team_id, at)
+        if key not in self._borrowed:
+            holdings = self._load().get(team_id, [])
+            self._borrowed[key] = borrowed_jobs(at=at, holdings=holdings, guaranteed=self._quotas.get(team_id, {}))
+        return job_id in self._borrowed[key]
+
+
+def _lost_work_record(allocation: Allocation, *, units: int, price: Decimal) -> bool:
+    """Record the work a preempted allocation did since the job's last checkpoint; False if not preempted."""
+    ended_at = allocation.ended_at
+    assert ended_at is not None
+    events = JobEvent.objects.filter(job_id=allocation.job_id)
+    preempted = (
+        allocation.end_reason in PREEMPTION_END_REASONS or events.filter(type=EventType.PREEMPTED, at=ended_at).exists()
+    )
+    if not preempted:
+        return False
+    last_checkpoint = events.filter(
+        type=EventType.CHECKPOINTED, at__gte=allocation.started_at, at__lte=ended_at
+    ).aggregate(at=Max("at"))["at"]
+    lost_from = last_checkpoint or allocation.started_at
+    start = allocation.started_at
+    gpu_hours = accrued_gpu_hours(started_at=start, at=ended_at, units=units, units_per_gpu=UNITS_PER_GPU) - (
+        accrued_gpu_hours(started_at=start, at=lost_from, units=units, units_per_gpu=UNITS_PER_GPU)
+    )
+    job = allocation.job
+    LostWork.objects.create(
+        allocation=allocation,
+        job=job,
+        team_id=job.team_id,
+        project_id=job.project_id,
+        gpu_model=allocation.node.gpu_model.name,
+        tier=allocation.tier,
+        reason=allocation.end_reason or EventType.PREEMPTED,
+        preempted_at=ended_at,
+        last_checkpoint_at=last_checkpoint,
+        lost_s=Decimal((ended_at - lost_from) / timedelta(microseconds=1)).scaleb(-6),
+        gpu_units=units,
+        gpu_hours=gpu_hours,
+        price_per_gpu_hour=price,
+        cost=money(gpu_hours, price),
+    )
+    return True
+
+
+def ledger_due_allocation_ids(*, until: datetime) -> list[int]:
+    """Allocations with something to close by ``until``: live ones, and ended ones not closed to their end."""
+    closed_to_end = LedgerEntry.objects.filter(allocation=OuterRef("pk"), interval_end=OuterRef("ended_at"))
+    due = Allocation.objects.filter(started_at__lt=until).filter(
+        Q(ended_at__isnull=True) | (Q(ended_at__gt=F("started_at")) & ~Exists(closed_to_end))
+    )
+    return list(due.order_by("started_at", "pk").values_list("pk", flat=True))
+
+
+def _earliest_open(allocation_ids: list[int]) -> datetime:
+    """The earliest instant any of these allocations still has to close: the batch's holdings window."""
+    watermarks = dict(
+        LedgerEntry.objects.filter(allocation_id__in=allocation_ids)
+        .values("allocation_id")
+        .annotate(end=Max("interval_end"))
+        .values_list("allocation_id", "end")
+    )
+    starts = Allocation.objects.filter(pk__in=allocation_ids).values_list("pk", "started_at")
+    return min(watermarks.get(pk) or started for pk, started in starts)
+
+
+def ledger_close_due(*, now: datetime, settle_s: int = LIVE_SETTLE_S) -> CloseSummary:
+    """Close everything due by ``now − settle_s``, one allocation per transaction; never raises per allocation.
+
+    An allocation that cannot be closed (a conflict, an unknown profile) is logged and listed in ``failed``;
+    the others are still closed. Safe to run any number of times and from several workers at once.
+    """
+    until = now - timedelta(seconds=settle_s)
+    prices = price_book_load()
+    summary = CloseSummary()
+    due = ledger_due_allocation_ids(until=until)
+    if not due:
+        return summary
+    teams = TeamHoldings(since=_earliest_open(due), until=until)
+    for allocation_id in due:
+        try:
+            result = ledger_close_interval(allocation_id=allocation_id, until=until, prices=prices, teams=teams)
+        except BillingError as exc:
+            logger.error("ledger: %s", exc)
+            summary.failed.append(str(exc))
+            continue
+        summary.allocations += bool(result.entries)
+        summary.entries += result.entries
+        summary.gpu_hours += result.gpu_hours
+        summary.lost_work += int(result.lost_work)
+        summary.skipped += int(result.skipped)
+    return summary
+
+
+def price_catalog_seed() -> int:
+    """Add the facts sheet's default prices (billing.prices) that are missing; never change an existing row.
+
+    Idempotent. GPU models come from the scheduler's catalog (``gpu_models_sync``); returns rows created.
+    """
+    from scheduler.services import gpu_models_sync
+
+    created = 0
+    with transaction.atomic():
+        gpu_models_sync()
+        models = {model.name: model for model in GpuModel.objects.all()}
+        for row in default_prices():
+            _, was_created = GpuPrice.objects.get_or_create(
+                gpu_model=models[row.gpu_model],
+                tier=row.tier,
+                effective_from=row.effective_from,
+                defaults={"price_per_gpu_hour": row.price_per_gpu_hour, "source": row.source},
+            )
+            created += was_created
+    return created

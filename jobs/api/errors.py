@@ -1,0 +1,30 @@
+"""Errors as JSON for every API response: DRF's own (``{"field": ["message"]}`` or ``{"detail": "…"}``) and
+the jobs services' typed errors with the same message the pages show.
+
+- :class:`~jobs.errors.JobSpecInvalid` → 400, one entry per spec key (``{"model.params_b": ["must be …"]}``);
+- :class:`~jobs.errors.JobPermissionDenied` → 403; ``JobNotFound``/``TeamNotFound`` → 404;
+- :class:`~jobs.errors.JobStateError` → 409 (the job has already ended).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from jobs.errors import JobNotFound, JobPermissionDenied, JobSpecInvalid, JobStateError, TeamNotFound
+from jobs.rightsizing import errors_by_key
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, JobSpecInvalid):
+        return Response(errors_by_key(exc.errors, "spec"), status=status.HTTP_400_BAD_REQUEST)
+    if isinstance(exc, JobPermissionDenied):
+        return Response({"detail": str(exc)}, status=status.HTTP_403_FORBIDDEN)
+    if isinstance(exc, JobNotFound | TeamNotFound):
+        return Response({"detail": "Not found."}, status=status.HTTP_404_NOT_FOUND)
+    if isinstance(exc, JobStateError):
+        return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
+    return drf_exception_handler(exc, context)

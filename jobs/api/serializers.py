@@ -1,0 +1,305 @@
+"""What the API reads and writes. Serializers check shapes and types only; the jobs services enforce every
+rule and their messages come back as field errors (see ``jobs.api.errors``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from jobs.models import Allocation, Job, JobEvent
+from jobs.selectors import NO_POSITION_YET
+from scheduler.core.vocabulary import CapacityTier, Dtype, JobKind, JobTier, ModelMode, Priority, choices_of
+
+# Named for the OpenAPI schema (settings.SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"]): two fields are "tier".
+JOB_TIER_CHOICES = choices_of(JobTier)
+CAPACITY_TIER_CHOICES = choices_of(CapacityTier)
+
+# --- reads ---------------------------------------------------------------------------------------------------
+
+
+class JobSerializer(serializers.ModelSerializer):
+    team = serializers.CharField(source="team.slug", read_only=True)
+    project = serializers.CharField(source="project.code", read_only=True, allow_null=True, default=None)
+    submitted_by = serializers.CharField(source="submitted_by.username", read_only=True, default=None)
+    request = serializers.CharField(source="request_display", read_only=True, help_text="e.g. 2 × 4 GPUs")
+    waiting_reason = serializers.SerializerMethodField(help_text="Why a pending job waits, in words.")
+    url = serializers.HyperlinkedIdentityField(view_name="api:job-detail", lookup_url_kwarg="pk")
+
+    class Meta:
+        model = Job
+        fields = [
+            "id",
+            "url",
+            "team",
+            "project",
+            "name",
+            "kind",
+            "image",
+            "command",
+            "gpus",
+            "mig_profile",
+            "memory_gib",
+            "model",
+            "request",
+            "replicas",
+            "gpu_model",
+            "priority",
+            "rank",
+            "preemptible",
+            "checkpoint_interval_s",
+            "tier",
+            "duration_s",
+            "state",
+            "state_reason",
+            "waiting_reason",
+            "queue_position",
+            "team_queue_position",
+            "eta_at",
+            "submitted_by",
+            "submitted_at",
+            "started_at",
+            "finished_at",
+        ]
+        read_only_fields = fields
+
+    def get_waiting_reason(self, job: Job) -> str | None:
+        if job.state != "pending":
+            return None
+        if job.queue_position is None:
+            return NO_POSITION_YET
+        return job.state_reason or None
+
+
+class JobEventSerializer(serializers.ModelSerializer):
+    actor = serializers.CharField(source="actor.username", read_only=True, default=None, help_text="null: scheduler")
+
+    class Meta:
+        model = JobEvent
+        fields = ["type", "at", "actor", "details"]
+        read_only_fields = fields
+
+
+class AllocationSerializer(serializers.ModelSerializer):
+    node = serializers.CharField(source="node.name", read_only=True)
+    gpu_model = serializers.CharField(source="node.gpu_model.name", read_only=True)
+
+    class Meta:
+        model = Allocation
+        fields = [
+            "replica",
+            "node",
+            "gpu_model",
+            "gpu_index",
+            "mig_profile",
+            "mig_start",
+            "tier",
+            "price_per_gpu_hour",
+            "started_at",
+            "ended_at",
+            "end_reason",
+        ]
+        read_only_fields = fields
+
+
+class UsageSerializer(serializers.Serializer):
+    gpu_hours = serializers.FloatField(help_text="GPU-equivalent hours (a 3g MIG slice counts 3/7 per hour)")
+    cost = serializers.DecimalField(max_digits=14, decimal_places=2, help_text="At each allocation's price")
+
+
+class JobDetailSerializer(JobSerializer):
+    events = JobEventSerializer(many=True, read_only=True)
+    allocations = AllocationSerializer(many=True, read_only=True)
+    usage = UsageSerializer(read_only=True)
+
+    class Meta(JobSerializer.Meta):
+        fields = [*JobSerializer.Meta.fields, "env", "events", "allocations", "usage"]
+        read_only_fields = fields
+
+
+# --- writes --------------------------------------------------------------------------------------------------
+
+
+class ModelProfileSerializer(serializers.Serializer):
+    params_b = serializers.FloatField(min_value=0.001, help_text="Parameters in billions")
+    dtype = serializers.ChoiceField(choices=choices_of(Dtype), default=Dtype.BF16.value)
+    context = serializers.IntegerField(min_value=1, default=4096, help_text="Tokens")
+    batch = serializers.IntegerField(min_value=1, default=1, help_text="Sequences")
+    mode = serializers.ChoiceField(choices=choices_of(ModelMode), default=ModelMode.INFERENCE.value)
+
+
+class RequestSerializer(serializers.Serializer):
+    """The request of one replica, stated exactly one way, as in spec/scenario.md."""
+
+    kind = serializers.ChoiceField(choices=choices_of(JobKind), default=JobKind.TRAINING.value)
+    gpus = serializers.IntegerField(min_value=1, max_value=64, required=False)
+    mig_profile = serializers.CharField(max_length=32, required=False)
+    memory_gib = serializers.FloatField(min_value=0.01, required=False)
+    model = ModelProfileSerializer(required=False)
+    replicas = serializers.IntegerField(min_value=1, max_value=512, default=1)
+    gpu_model = serializers.CharField(max_length=64, required=False, help_text="A GPU model or class")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        stated = [k for k in ("gpus", "mig_profile", "memory_gib", "model") if k in attrs]
+        if len(stated) != 1:
+            raise serializers.ValidationError(
+                {"non_field_errors": ["state the request in exactly one way: gpus, mig_profile, memory_gib or model"]}
+            )
+        return attrs
+
+
+class JobSubmitSerializer(RequestSerializer):
+    team = serializers.CharField(help_text="Team slug")
+    name = serializers.CharField(max_length=200)
+    project = serializers.CharField(max_length=64, required=False, help_text="Project (chargeback) code")
+    image = serializers.CharField(max_length=500, required=False, allow_blank=True)
+    command = serializers.ListField(child=serializers.CharField(), required=False)
+    env = serializers.DictField(child=serializers.CharField(), required=False)
+    priority = serializers.ChoiceField(choices=choices_of(Priority), default=Priority.NORMAL.value)
+    rank = serializers.IntegerField(required=False)
+    preemptible = serializers.BooleanField(required=False)
+    checkpoint_interval_s = serializers.IntegerField(min_value=1, required=False)
+    tier = serializers.ChoiceField(choices=choices_of(JobTier), default=JobTier.ANY.value)
+    duration_s = serializers.IntegerField(min_value=1, required=False)
+
+    def spec(self) -> dict[str, Any]:
+        """The validated job spec for ``job_submit`` (without the team, which is its own argument)."""
+        data = dict(self.validated_data)
+        data.pop("team")
+        if "model" in data:
+            data["model"] = dict(data["model"])
+        return data
+
+
+class PrioritySerializer(serializers.Serializer):
+    priority = serializers.ChoiceField(choices=choices_of(Priority))
+
+
+class RankSerializer(serializers.Serializer):
+    rank = serializers.IntegerField(min_value=-2_147_483_647, max_value=2_147_483_647)
+
+
+class CancelSerializer(serializers.Serializer):
+    reason = serializers.CharField(max_length=500, required=False, allow_blank=True)
+
+
+class JobIdsSerializer(serializers.Serializer):
+    team = serializers.CharField(help_text="Team slug")
+    job_ids = serializers.ListField(child=serializers.IntegerField(min_value=1), min_length=1, max_length=10_000)
+
+
+class ReorderSerializer(JobIdsSerializer):
+    job_ids = serializers.ListField(
+        child=serializers.IntegerField(min_value=1),
+        min_length=1,
+        max_length=10_000,
+        help_text="Every pending job of the team, in the order they should run (within each priority)",
+    )
+
+
+class BulkCancelSerializer(JobIdsSerializer):
+    reason = serializers.CharField(max_length=500, required=False, allow_blank=True)
+
+
+# --- teams, dashboard, cluster, right-sizing -----------------------------------------------------------------
+
+
+class TeamSerializer(serializers.Serializer):
+    slug = serializers.CharField()
+    name = serializers.CharField()
+    namespace = serializers.CharField()
+    weight = serializers.IntegerField()
+    role = serializers.CharField(help_text="lead, member or admin")
+
+
+class QuotaUseSerializer(serializers.Serializer):
+    gpu_class = serializers.CharField()
+    guaranteed_gpus = serializers.FloatField(allow_null=True)
+    burst_gpus = serializers.FloatField(allow_null=True)
+    in_use_gpus = serializers.FloatField()
+    borrowed_gpus = serializers.FloatField()
+
+
+class DashboardSerializer(serializers.Serializer):
+    team = serializers.CharField(source="team.slug")
+    quotas = QuotaUseSerializer(many=True)
+    running_jobs = serializers.IntegerField()
+    pending_jobs = serializers.IntegerField()
+    month_start = serializers.DateTimeField()
+    gpu_hours_this_month = serializers.FloatField(source="month.gpu_hours")
+    cost_this_month = serializers.DecimalField(source="month.cost", max_digits=14, decimal_places=2)
+    recent_events = serializers.SerializerMethodField()
+
+    def get_recent_events(self, data: Any) -> list[dict[str, Any]]:
+        return [{"job": e.job_id, "job_name": e.job.name, **JobEventSerializer(e).data} for e in data.recent_events]
+
+
+class ClassSeriesSerializer(serializers.Serializer):
+    gpu_class = serializers.CharField()
+    times = serializers.ListField(child=serializers.DateTimeField())
+    allocated_gpus = serializers.ListField(child=serializers.FloatField())
+    used_gpus = serializers.ListField(child=serializers.FloatField(allow_null=True))
+
+
+class OptionSerializer(serializers.Serializer):
+    gpu_model = serializers.CharField()
+    gpu_class = serializers.CharField()
+    mig_profile = serializers.CharField(allow_null=True)
+    gpus = serializers.IntegerField()
+    gpu_equivalents = serializers.FloatField()
+    label = serializers.CharField()
+
+
+class SuggestionSerializer(serializers.Serializer):
+    options = OptionSerializer(many=True)
+    best = OptionSerializer(allow_null=True)
+    memory_gib = serializers.FloatField(allow_null=True)
+    memory_breakdown = serializers.CharField()
+    reason = serializers.CharField()
+    replicas = serializers.IntegerField()
+
+
+class HolderSerializer(serializers.Serializer):
+    team = serializers.CharField(source="team_slug")
+    job = serializers.IntegerField(source="job_id", allow_null=True)
+    job_name = serializers.CharField()
+
+
+class SegmentSerializer(serializers.Serializer):
+    start = serializers.IntegerField(help_text="First memory slice (0–7)")
+    width = serializers.IntegerField(help_text="Memory slices")
+    label = serializers.CharField()
+    compute_slices = serializers.IntegerField()
+    partitioned = serializers.BooleanField()
+    holder = HolderSerializer(allow_null=True)
+
+
+class GpuCellSerializer(serializers.Serializer):
+    index = serializers.IntegerField()
+    mig = serializers.BooleanField()
+    segments = SegmentSerializer(many=True)
+
+
+class NodeRowSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    gpu_model = serializers.CharField()
+    gpu_class = serializers.CharField()
+    tier = serializers.CharField()
+    state = serializers.CharField()
+    price_per_gpu_hour = serializers.FloatField()
+    free_gpus = serializers.FloatField()
+    gpus = GpuCellSerializer(many=True)
+
+
+class FreeCapacitySerializer(serializers.Serializer):
+    gpu_class = serializers.CharField()
+    tier = serializers.CharField()
+    total_gpus = serializers.FloatField()
+    free_gpus = serializers.FloatField()
+
+
+class ClusterSerializer(serializers.Serializer):
+    total_gpus = serializers.IntegerField()
+    free_gpus = serializers.FloatField()
+    free = FreeCapacitySerializer(many=True)
+    nodes = NodeRowSerializer(many=True)

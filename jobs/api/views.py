@@ -1,0 +1,260 @@
+"""The REST API (``/api/v1/``): token or session auth, page-number pagination, django-filter filtering.
+
+Reads go through the scoped selectors, so another team's job or team is a 404; writes call the jobs
+services with the requesting user as the actor, so every change is a job event with its author.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.generics import ListAPIView
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from jobs import access
+from jobs.api.filters import JobFilter, QueueFilter
+from jobs.api.permissions import require_cancel, require_manage, role_for_job, team_for
+from jobs.api.serializers import (
+    BulkCancelSerializer,
+    CancelSerializer,
+    ClassSeriesSerializer,
+    ClusterSerializer,
+    DashboardSerializer,
+    JobDetailSerializer,
+    JobEventSerializer,
+    JobSerializer,
+    JobSubmitSerializer,
+    PrioritySerializer,
+    RankSerializer,
+    ReorderSerializer,
+    RequestSerializer,
+    SuggestionSerializer,
+    TeamSerializer,
+)
+from jobs.bulk import job_cancel_bulk, job_list_reorder
+from jobs.errors import JobNotFound
+from jobs.models import Job
+from jobs.rightsizing import suggest
+from jobs.selectors import (
+    job_allocations,
+    job_events,
+    job_get_for_user,
+    job_list_for_user,
+    job_list_queue,
+    job_usage,
+    jobs_for_user_by_ids,
+)
+from jobs.services import job_cancel, job_set_priority, job_set_rank, job_submit
+from jobs.team_usage import DEFAULT_WINDOW, WINDOWS_S, team_dashboard, team_utilization_series
+from scheduler.cluster_map import cluster_map
+from teams.models import Team
+from teams.roles import is_platform_admin
+from teams.selectors import team_list_for_user
+
+
+class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Jobs of your teams: list and filter, read one with its timeline and placement, submit, cancel,
+    change priority or rank."""
+
+    serializer_class = JobSerializer
+    filterset_class = JobFilter
+
+    def get_queryset(self) -> QuerySet[Job]:
+        return job_list_for_user(user=self.request.user)
+
+    def get_object(self) -> Job:
+        try:
+            return job_get_for_user(user=self.request.user, job_id=self.kwargs["pk"])
+        except JobNotFound:
+            raise NotFound() from None
+
+    @extend_schema(responses={200: JobDetailSerializer})
+    def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return self._detail(self.get_object(), refresh=False)
+
+    @extend_schema(request=JobSubmitSerializer, responses={201: JobDetailSerializer})
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        serializer = JobSubmitSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        team, role = team_for(request, serializer.validated_data["team"])
+        priority = serializer.validated_data.get("priority")
+        if priority not in access.priorities_allowed(role):
+            raise ValidationError(
+                {"priority": [f"your role in {team.slug} allows {', '.join(access.priorities_allowed(role))}"]}
+            )
+        if "rank" in serializer.validated_data and not access.can_manage(role):
+            raise ValidationError({"rank": ["only the team's lead sets a rank"]})
+        job = job_submit(team=team, spec=serializer.spec(), actor=request.user, source="spec")
+        return self._detail(job, status.HTTP_201_CREATED)
+
+    def _detail(self, job: Job, code: int = status.HTTP_200_OK, *, refresh: bool = True) -> Response:
+        if refresh:  # after a write: the state as stored now
+            job = job_get_for_user(user=self.request.user, job_id=job.pk)
+        data = JobDetailSerializer(
+            _Detail(job, list(job_events(job=job)), list(job_allocations(job=job)), job_usage(job=job)),
+            context=self.get_serializer_context(),
+        ).data
+        return Response(data, status=code)
+
+    @extend_schema(request=CancelSerializer, responses={200: JobDetailSerializer})
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, pk: str | None = None) -> Response:
+        job = self.get_object()
+        require_cancel(request, job, role_for_job(request, job))
+        body = CancelSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        job_cancel(job=job, actor=request.user, reason=body.validated_data.get("reason", ""))
+        return self._detail(job)
+
+    @extend_schema(request=PrioritySerializer, responses={200: JobDetailSerializer})
+    @action(detail=True, methods=["post"])
+    def priority(self, request: Request, pk: str | None = None) -> Response:
+        job = self.get_object()
+        role = role_for_job(request, job)
+        require_manage(role, "change a job's priority")
+        body = PrioritySerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        job_set_priority(job=job, priority=body.validated_data["priority"], actor=request.user)
+        return self._detail(job)
+
+    @extend_schema(request=RankSerializer, responses={200: JobDetailSerializer})
+    @action(detail=True, methods=["post"])
+    def rank(self, request: Request, pk: str | None = None) -> Response:
+        job = self.get_object()
+        require_manage(role_for_job(request, job), "change a job's rank")
+        body = RankSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        job_set_rank(job=job, rank=body.validated_data["rank"], actor=request.user)
+        return self._detail(job)
+
+    @extend_schema(responses={200: JobEventSerializer(many=True)})
+    @action(detail=True, methods=["get"], filterset_class=None, pagination_class=None)
+    def events(self, request: Request, pk: str | None = None) -> Response:
+        job = self.get_object()
+        return Response(JobEventSerializer(job_events(job=job), many=True).data)
+
+    @extend_schema(request=BulkCancelSerializer, responses={200: JobSerializer(many=True)})
+    @action(detail=False, methods=["post"], url_path="bulk-cancel", filterset_class=None, pagination_class=None)
+    def bulk_cancel(self, request: Request) -> Response:
+        body = BulkCancelSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        team, role = team_for(request, body.validated_data["team"])
+        require_manage(role, "cancel several jobs at once")
+        ids = body.validated_data["job_ids"]
+        jobs = jobs_for_user_by_ids(user=request.user, job_ids=ids, team=team)
+        missing = sorted(set(ids) - {j.pk for j in jobs})
+        if missing:
+            raise ValidationError({"job_ids": [f"not jobs of team {team.slug}: {', '.join(map(str, missing))}"]})
+        cancelled = job_cancel_bulk(jobs=jobs, actor=request.user, reason=body.validated_data.get("reason", ""))
+        return Response(JobSerializer(cancelled, many=True, context=self.get_serializer_context()).data)
+
+
+class _Detail:
+    """A job with its timeline, placement and usage, for :class:`JobDetailSerializer`."""
+
+    def __init__(self, job: Job, events: list[Any], allocations: list[Any], usage: Any) -> None:
+        self._job = job
+        self.events = events
+        self.allocations = allocations
+        self.usage = usage
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._job, name)
+
+
+class QueueView(ListAPIView):
+    """Pending jobs of your teams in the scheduler's order, with global and team positions, ETA and why each
+    waits (``waiting_reason``)."""
+
+    serializer_class = JobSerializer
+    filterset_class = QueueFilter
+
+    def get_queryset(self) -> QuerySet[Job]:
+        return job_list_queue(user=self.request.user)
+
+
+class QueueReorderView(APIView):
+    @extend_schema(request=ReorderSerializer, responses={200: JobSerializer(many=True)})
+    def post(self, request: Request) -> Response:
+        """Set the order of a team's pending jobs (within each priority); returns the queue of the team."""
+        body = ReorderSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        team, role = team_for(request, body.validated_data["team"])
+        require_manage(role, "reorder the team's jobs")
+        pending = list(job_list_queue(user=request.user, team=team))
+        job_list_reorder(jobs=pending, order=body.validated_data["job_ids"], actor=request.user)
+        queue = job_list_queue(user=request.user, team=team)
+        return Response(JobSerializer(queue, many=True, context={"request": request}).data)
+
+
+class TeamViewSet(viewsets.ViewSet):
+    """Your teams (every team for platform admins), each with its dashboard and utilization series."""
+
+    lookup_field = "slug"
+    serializer_class = TeamSerializer
+    queryset = Team.objects.none()  # for the schema only: reads go through team_list_for_user
+
+    def _row(self, team: Any, role: str) -> dict[str, Any]:
+        return {"slug": team.slug, "name": team.name, "namespace": team.namespace, "weight": team.weight, "role": role}
+
+    @extend_schema(responses={200: TeamSerializer(many=True)})
+    def list(self, request: Request) -> Response:
+        roles = access.roles_by_team(user=request.user)
+        admin = is_platform_admin(request.user)
+        teams = team_list_for_user(user=request.user).order_by("slug")
+        return Response([self._row(t, "admin" if admin else roles.get(t.pk, "")) for t in teams])
+
+    @extend_schema(responses={200: TeamSerializer})
+    def retrieve(self, request: Request, slug: str | None = None) -> Response:
+        team, role = team_for(request, slug or "")
+        return Response(self._row(team, role))
+
+    @extend_schema(responses={200: DashboardSerializer})
+    @action(detail=True, methods=["get"])
+    def dashboard(self, request: Request, slug: str | None = None) -> Response:
+        team, _ = team_for(request, slug or "")
+        return Response(DashboardSerializer(team_dashboard(team=team)).data)
+
+    @extend_schema(
+        parameters=[OpenApiParameter("window", OpenApiTypes.STR, enum=[*WINDOWS_S], default=DEFAULT_WINDOW)],
+        responses={200: ClassSeriesSerializer(many=True)},
+    )
+    @action(detail=True, methods=["get"])
+    def utilization(self, request: Request, slug: str | None = None) -> Response:
+        team, _ = team_for(request, slug or "")
+        window = request.query_params.get("window", DEFAULT_WINDOW)
+        if window not in WINDOWS_S:
+            raise ValidationError({"window": [f"must be one of {', '.join(WINDOWS_S)}"]})
+        return Response(ClassSeriesSerializer(team_utilization_series(team=team, window=window), many=True).data)
+
+
+class ClusterView(APIView):
+    @extend_schema(responses={200: ClusterSerializer})
+    def get(self, request: Request) -> Response:
+        """Every node and GPU with its MIG instances, who holds each (by team), tiers and free capacity."""
+        visible = None if is_platform_admin(request.user) else set(access.roles_by_team(user=request.user))
+        return Response(ClusterSerializer(cluster_map(visible_team_ids=visible)).data)
+
+
+class RightsizeView(APIView):
+    @extend_schema(request=RequestSerializer, responses={200: SuggestionSerializer})
+    def post(self, request: Request) -> Response:
+        """What one replica would get on each GPU model of the fleet: MIG profile or GPU count, and the
+        memory estimate behind it. Nothing is submitted."""
+        body = RequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        spec = dict(body.validated_data)
+        if "model" in spec:
+            spec["model"] = dict(spec["model"])
+        result = suggest(spec)
+        if result.errors:
+            raise ValidationError(result.errors)
+        return Response(SuggestionSerializer(result).data)

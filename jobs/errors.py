@@ -1,0 +1,46 @@
+"""Typed errors of the jobs services; the edges (commands, views, API) show the message unchanged.
+
+Every message is written for the person who has to act on it: what is wrong and what to do instead.
+"""
+
+from __future__ import annotations
+
+
+class JobsError(Exception):
+    """Base class of every error the jobs app raises on purpose."""
+
+
+class JobSpecInvalid(JobsError):
+    """A job spec that cannot be submitted; ``errors`` lists every problem as ``source: key path: reason``.
+
+    Nothing was written.
+    """
+
+    def __init__(self, errors: list[str]) -> None:
+        self.errors = list(errors)
+        super().__init__("\n".join(self.errors))
+
+
+class TeamNotFound(JobsError):
+    """The named team does not exist."""
+
+
+class JobNotFound(JobsError):
+    """No job with that id (or none the actor may see)."""
+
+
+class JobPermissionDenied(JobsError):
+    """The actor may not do this to this team's jobs; the message names who can (the team's lead, a platform
+    admin) so the person knows whom to ask. Nothing was written.
+
+    ``field`` names the spec key the refusal is about (``priority``, ``rank``) when it is about one, so a form
+    can show the message next to that field; None when it is about the actor as a whole.
+    """
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        self.field = field
+        super().__init__(message)
+
+
+class JobStateError(JobsError):
+    """The job's state does not allow the change (e.g. cancelling a completed job)."""

@@ -1,0 +1,242 @@
+"""Forms of the portal's job pages: they parse what a person typed into a job spec (the job keys of
+spec/scenario.md) and show every problem next to its field; the services decide the rest."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from django import forms
+
+from jobs.access import priorities_allowed
+from scheduler.core.catalog import GPU_CLASSES, GPU_MODELS
+from scheduler.core.vocabulary import Dtype, JobKind, JobTier, ModelMode, Priority
+from teams.models import Team
+
+REQUEST_BY = (
+    ("model", "Model profile (right-sized for you)"),
+    ("memory_gib", "GPU memory"),
+    ("mig_profile", "MIG profile"),
+    ("gpus", "Whole GPUs"),
+)
+# Spec key path → the form field that shows its error.
+SPEC_KEY_TO_FIELD = {
+    "model.params_b": "params_b",
+    "model.dtype": "dtype",
+    "model.context": "context",
+    "model.batch": "batch",
+    "model.mode": "mode",
+    "model": "params_b",
+    "duration_s": "duration_h",
+    "team": "team",
+    "id": "name",
+}
+
+
+def _mig_profile_choices() -> list[tuple[str, str]]:
+    names: list[str] = []
+    for spec in GPU_MODELS:
+        names += [p for p in spec.profiles() if p not in names]
+    return [("", "—")] + [(n, n) for n in names]
+
+
+def _gpu_model_choices() -> list[tuple[str, str]]:
+    return [("", "Any GPU")] + [(c, f"any {c}") for c in GPU_CLASSES] + [(spec.name, spec.name) for spec in GPU_MODELS]
+
+
+class RequestForm(forms.Form):
+    """What one replica asks for, stated one way; shared by the submit form and its live suggestion."""
+
+    kind = forms.ChoiceField(choices=[(k.value, k.value.title()) for k in JobKind], initial=JobKind.INFERENCE)
+    request_by = forms.ChoiceField(label="Request by", choices=REQUEST_BY, initial="model", widget=forms.RadioSelect)
+    gpus = forms.IntegerField(label="GPUs per replica", min_value=1, max_value=64, required=False)
+    mig_profile = forms.ChoiceField(label="MIG profile", choices=_mig_profile_choices, required=False)
+    memory_gib = forms.DecimalField(
+        label="GPU memory per replica (GiB)", min_value=0.01, max_digits=8, decimal_places=2, required=False
+    )
+    params_b = forms.FloatField(
+        label="Parameters (billions)", min_value=0.001, max_value=100_000, required=False, initial=7
+    )
+    dtype = forms.ChoiceField(label="Data type", choices=[(d.value, d.value) for d in Dtype], initial=Dtype.BF16)
+    context = forms.IntegerField(label="Context (tokens)", min_value=1, max_value=10_000_000, initial=4096)
+    batch = forms.IntegerField(label="Batch (sequences)", min_value=1, max_value=100_000, initial=1)
+    mode = forms.ChoiceField(
+        label="Model mode", choices=[(m.value, m.value) for m in ModelMode], initial=ModelMode.INFERENCE
+    )
+    gpu_model = forms.ChoiceField(label="GPU model", choices=_gpu_model_choices, required=False)
+    replicas = forms.IntegerField(
+        label="Replicas (gang size)",
+        min_value=1,
+        max_value=512,
+        initial=1,
+        help_text="All replicas start together or not at all.",
+    )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        by = data.get("request_by")
+        needed = {"gpus": "gpus", "mig_profile": "mig_profile", "memory_gib": "memory_gib", "model": "params_b"}
+        field = needed.get(by or "")
+        if field and data.get(field) in (None, ""):
+            self.add_error(field, "Required when requesting by this: fill it in or choose another way.")
+        return data
+
+    def request_spec(self) -> dict[str, Any]:
+        """The request keys of a job spec from the cleaned data (only the chosen way of asking)."""
+        data = self.cleaned_data
+        spec: dict[str, Any] = {"kind": data["kind"], "replicas": data.get("replicas") or 1}
+        by = data["request_by"]
+        if by == "gpus":
+            spec["gpus"] = data["gpus"]
+        elif by == "mig_profile":
+            spec["mig_profile"] = data["mig_profile"]
+        elif by == "memory_gib":
+            spec["memory_gib"] = float(data["memory_gib"])
+        else:
+            spec["model"] = {
+                "params_b": data["params_b"],
+                "dtype": data["dtype"],
+                "context": data["context"],
+                "batch": data["batch"],
+                "mode": data["mode"],
+            }
+        if data.get("gpu_model"):
+            spec["gpu_model"] = data["gpu_model"]
+        return spec
+
+
+class SubmitForm(RequestForm):
+    """A whole job. ``teams`` are those the user may submit to with their role in each (team id → role)."""
+
+    team = forms.ModelChoiceField(queryset=Team.objects.none(), empty_label=None)
+    name = forms.CharField(max_length=200, help_text="A name your team will recognise, e.g. llama-7b-chat.")
+    project = forms.CharField(
+        label="Project code", max_length=64, required=False, help_text="Chargeback code; blank: the team's."
+    )
+    image = forms.CharField(label="Container image", max_length=500, required=False)
+    command = forms.CharField(
+        max_length=2000, required=False, help_text="As in a shell, e.g. python serve.py --port 8000"
+    )
+    priority = forms.ChoiceField(choices=[(p.value, p.value) for p in Priority], initial=Priority.NORMAL)
+    preemptible = forms.BooleanField(
+        required=False, help_text="May be stopped for higher-priority work (and resumed from a checkpoint)."
+    )
+    checkpoint_interval_s = forms.IntegerField(
+        label="Checkpoint every (seconds)",
+        min_value=1,
+        required=False,
+        help_text="How often the job saves progress; needed to run on spot capacity safely.",
+    )
+    tier = forms.ChoiceField(
+        label="Capacity tier",
+        choices=[
+            (JobTier.ANY.value, "any"),
+            (JobTier.RESERVED_ONLY.value, "reserved only"),
+            (JobTier.SPOT_OK.value, "spot allowed"),
+        ],
+        initial=JobTier.ANY,
+    )
+    duration_h = forms.DecimalField(
+        label="Expected duration (hours)",
+        min_value=0.001,
+        max_digits=9,
+        decimal_places=3,
+        required=False,
+        help_text="At full speed; blank for services that run until stopped.",
+    )
+
+    field_order = [
+        "team",
+        "name",
+        "kind",
+        "project",
+        "image",
+        "command",
+        "request_by",
+        "params_b",
+        "dtype",
+        "context",
+        "batch",
+        "mode",
+        "memory_gib",
+        "mig_profile",
+        "gpus",
+        "gpu_model",
+        "replicas",
+        "priority",
+        "preemptible",
+        "checkpoint_interval_s",
+        "tier",
+        "duration_h",
+    ]
+
+    def __init__(self, *args: Any, teams: list[Team], roles: dict[int, str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.roles = roles
+        self.fields["team"].queryset = Team.objects.filter(pk__in=[t.pk for t in teams])
+        if len(teams) == 1:
+            self.fields["team"].initial = teams[0].pk
+        allowed = set().union(*(priorities_allowed(r) for r in roles.values())) if roles else set()
+        self.fields["priority"].choices = [(p.value, p.value) for p in Priority if p.value in allowed]
+
+    def clean_command(self) -> list[str]:
+        text = self.cleaned_data.get("command", "")
+        try:
+            return shlex.split(text)
+        except ValueError as exc:
+            raise forms.ValidationError(f"Cannot split this into arguments ({exc}): check the quotes.") from None
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        team, priority = data.get("team"), data.get("priority")
+        if team is not None and priority:
+            allowed = priorities_allowed(self.roles.get(team.pk))
+            if priority not in allowed:
+                self.add_error(
+                    "priority",
+                    f"Your role in {team.slug} allows {', '.join(allowed) or 'no'} priority; ask its lead for more.",
+                )
+        return data
+
+    def spec(self) -> dict[str, Any]:
+        """The job spec to submit (spec/scenario.md keys), from the cleaned data."""
+        data = self.cleaned_data
+        spec = self.request_spec()
+        spec.update(
+            {
+                "name": data["name"],
+                "priority": data["priority"],
+                "preemptible": bool(data.get("preemptible")),
+                "tier": data["tier"],
+            }
+        )
+        for key in ("image", "project"):
+            if data.get(key):
+                spec[key] = data[key]
+        if data.get("command"):
+            spec["command"] = data["command"]
+        if data.get("checkpoint_interval_s"):
+            spec["checkpoint_interval_s"] = data["checkpoint_interval_s"]
+        if data.get("duration_h"):
+            spec["duration_s"] = max(1, round(float(data["duration_h"]) * 3600))
+        return spec
+
+    def add_spec_errors(self, errors: dict[str, list[str]]) -> None:
+        """Show the service's problems with the spec next to the fields they concern."""
+        for key, reasons in errors.items():
+            field = SPEC_KEY_TO_FIELD.get(key, key.split(".")[0].split("[")[0])
+            target = field if field in self.fields else None
+            for reason in reasons:
+                self.add_error(target, reason if target else f"{key}: {reason}")
+
+
+class PriorityForm(forms.Form):
+    priority = forms.ChoiceField(choices=[(p.value, p.value) for p in Priority])
+
+    def __init__(self, *args: Any, allowed: tuple[str, ...], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["priority"].choices = [(p, p) for p in allowed]
+
+
+class CancelForm(forms.Form):
+    reason = forms.CharField(max_length=500, required=False, label="Reason (optional)")

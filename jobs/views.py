@@ -1,0 +1,320 @@
+"""The team lead's pages: dashboard, submit (with a live right-sizing suggestion), queue, job detail, and
+priority management. Views parse input, check access (``jobs.access``), call one service or selector, and
+render; a team or job the user may not see is a 404, whatever the reason.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseForbidden
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from jobs import access
+from jobs.api.filters import QueueFilter
+from jobs.bulk import job_cancel_bulk, job_list_reorder, team_order_key
+from jobs.errors import JobNotFound, JobPermissionDenied, JobsError, JobSpecInvalid, JobStateError
+from jobs.forms import CancelForm, PriorityForm, RequestForm, SubmitForm
+from jobs.models import Job
+from jobs.rightsizing import errors_by_key, suggest
+from jobs.selectors import (
+    NO_POSITION_YET,
+    job_allocations,
+    job_events,
+    job_get_for_user,
+    job_list_queue,
+    job_usage,
+    jobs_for_user_by_ids,
+)
+from jobs.services import job_cancel, job_set_priority, job_submit
+from jobs.team_usage import DEFAULT_WINDOW, WINDOWS_S, team_dashboard, team_utilization_series
+from scheduler.core.vocabulary import EventType, JobState
+from teams.models import Team
+from teams.roles import is_platform_admin
+from teams.selectors import team_list_for_user
+
+QUEUE_PAGE_SIZE = 50
+
+
+def _team_for(request: HttpRequest, slug: str) -> tuple[Team, str]:
+    """The team ``slug`` and the user's role in it, or 404 when the user may not see it."""
+    team = team_list_for_user(user=request.user).filter(slug=slug).first()
+    role = access.team_role(user=request.user, team=team) if team is not None else None
+    if team is None or role is None:
+        raise Http404("No such team among yours.")
+    return team, role
+
+
+def _job_for(request: HttpRequest, job_id: int) -> tuple[Job, str]:
+    try:
+        job = job_get_for_user(user=request.user, job_id=job_id)
+    except JobNotFound:
+        raise Http404("No such job in your teams.") from None
+    role = access.team_role(user=request.user, team=job.team_id)
+    if role is None:
+        raise Http404("No such job in your teams.")
+    return job, role
+
+
+@login_required
+@require_GET
+def dashboard_home(request: HttpRequest) -> HttpResponse:
+    """The first of the user's teams; without a team, the overview that says what to do."""
+    team = team_list_for_user(user=request.user).order_by("name").first()
+    if team is None:
+        return redirect("home")
+    return redirect("jobs:dashboard", slug=team.slug)
+
+
+@login_required
+@require_GET
+def dashboard(request: HttpRequest, slug: str) -> HttpResponse:
+    team, role = _team_for(request, slug)
+    window = request.GET.get("window", DEFAULT_WINDOW)
+    if window not in WINDOWS_S:
+        window = DEFAULT_WINDOW
+    data = team_dashboard(team=team)
+    series = team_utilization_series(team=team, window=window)
+    figure = [
+        {
+            "gpu_class": s.gpu_class,
+            # Already in the reader's zone; plotly.js ignores offsets, so it gets wall-clock strings.
+            "t": [t.strftime("%Y-%m-%d %H:%M:%S") for t in s.times],
+            "allocated": s.allocated_gpus,
+            "used": s.used_gpus,
+        }
+        for s in series
+    ]
+    return render(
+        request,
+        "jobs/dashboard.html",
+        {
+            "team": team,
+            "role": role,
+            "data": data,
+            "teams": team_list_for_user(user=request.user).order_by("name"),
+            "series": figure,
+            "has_series": any(any(s["allocated"]) for s in figure),
+            "window": window,
+            "windows": list(WINDOWS_S),
+            "can_manage": access.can_manage(role),
+        },
+    )
+
+
+def _submit_context(request: HttpRequest) -> tuple[list[Team], dict[int, str]]:
+    """The teams the user may submit to and their role in each."""
+    teams = list(team_list_for_user(user=request.user).order_by("name"))
+    if is_platform_admin(request.user):
+        return teams, {t.pk: access.ADMIN for t in teams}
+    roles = access.roles_by_team(user=request.user)
+    return teams, {t.pk: roles[t.pk] for t in teams if t.pk in roles}
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def submit(request: HttpRequest) -> HttpResponse:
+    teams, roles = _submit_context(request)
+    if not teams:
+        return render(request, "jobs/submit.html", {"form": None}, status=200)
+    form = SubmitForm(request.POST or None, teams=teams, roles=roles, initial=_initial(request, teams))
+    if request.method == "POST" and form.is_valid():
+        team = form.cleaned_data["team"]
+        try:
+            job = job_submit(team=team, spec=form.spec(), actor=request.user, source="spec")
+        except JobSpecInvalid as exc:
+            form.add_spec_errors(errors_by_key(exc.errors, "spec"))
+        except JobPermissionDenied as exc:
+            form.add_error("team", str(exc))
+        else:
+            messages.success(request, f"Submitted {job.name}: it waits for the next scheduling cycle.")
+            return redirect("jobs:detail", job_id=job.pk)
+    return render(request, "jobs/submit.html", {"form": form, "suggestion": _suggestion(request.POST or None)})
+
+
+def _initial(request: HttpRequest, teams: list[Team]) -> dict[str, Any]:
+    slug = request.GET.get("team")
+    chosen = next((t for t in teams if t.slug == slug), teams[0])
+    return {"team": chosen.pk}
+
+
+def _suggestion(data: Any) -> Any:
+    """The suggestion for posted request fields, or for the form's initial ones on a fresh page."""
+    if data is None:
+        data = {name: field.initial for name, field in RequestForm.base_fields.items() if field.initial is not None}
+    form = RequestForm(data)
+    return suggest(form.request_spec()) if form.is_valid() else None
+
+
+@login_required
+@require_POST
+def suggest_partial(request: HttpRequest) -> HttpResponse:
+    """htmx: the right-sizing suggestion for the request fields of the submit form as typed so far."""
+    form = RequestForm(request.POST)
+    suggestion = suggest(form.request_spec()) if form.is_valid() else None
+    return render(request, "jobs/partials/suggestion.html", {"suggestion": suggestion, "request_form": form})
+
+
+@login_required
+@require_GET
+def queue(request: HttpRequest) -> HttpResponse:
+    """Pending jobs of the user's teams with positions, ETA and why each waits; htmx polls the table."""
+    jobs = job_list_queue(user=request.user)
+    filters = QueueFilter(request.GET, queryset=jobs, request=request)
+    filtered = filters.qs if filters.is_valid() else jobs.none()
+    page = Paginator(filtered, QUEUE_PAGE_SIZE).get_page(request.GET.get("page"))
+    context = {
+        "filters": filters,
+        "page": page,
+        "no_position": NO_POSITION_YET,
+        "teams": team_list_for_user(user=request.user).order_by("name"),
+        "query": request.GET.urlencode(),
+        "now": timezone.now(),
+    }
+    template = "jobs/partials/queue_table.html" if request.htmx else "jobs/queue.html"
+    return render(request, template, context)
+
+
+@login_required
+@require_GET
+def detail(request: HttpRequest, job_id: int) -> HttpResponse:
+    job, role = _job_for(request, job_id)
+    events = list(job_events(job=job))
+    live = job.state in (JobState.PENDING, JobState.RUNNING)
+    context = {
+        "job": job,
+        "role": role,
+        "events": events,
+        "checkpoints": [e for e in events if e.type == EventType.CHECKPOINTED],
+        "allocations": list(job_allocations(job=job)),
+        "usage": job_usage(job=job),
+        "no_position": NO_POSITION_YET,
+        "can_cancel": live and access.can_cancel(user=request.user, job=job, role=role),
+        "can_manage": live and access.can_manage(role),
+        "priority_form": PriorityForm(initial={"priority": job.priority}, allowed=access.priorities_allowed(role)),
+        "cancel_form": CancelForm(),
+        "spec_json": _submitted_spec(events),
+    }
+    template = "jobs/partials/job_status.html" if request.htmx else "jobs/detail.html"
+    return render(request, template, context)
+
+
+def _submitted_spec(events: list[Any]) -> str:
+    """The spec as submitted (from the ``submitted`` event), pretty-printed; empty when unknown."""
+    for event in events:
+        if event.type == EventType.SUBMITTED and isinstance(event.details, dict) and "spec" in event.details:
+            return json.dumps(event.details["spec"], indent=2, sort_keys=True)
+    return ""
+
+
+@login_required
+@require_POST
+def cancel(request: HttpRequest, job_id: int) -> HttpResponse:
+    job, role = _job_for(request, job_id)
+    if not access.can_cancel(user=request.user, job=job, role=role):
+        return HttpResponseForbidden("Only the team's lead or the job's submitter can cancel it.")
+    form = CancelForm(request.POST)
+    reason = form.cleaned_data["reason"] if form.is_valid() else ""
+    try:
+        job_cancel(job=job, actor=request.user, reason=reason or f"cancelled by {request.user}")
+    except JobsError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Cancelled {job.name}.")
+    return redirect("jobs:detail", job_id=job.pk)
+
+
+@login_required
+@require_POST
+def set_priority(request: HttpRequest, job_id: int) -> HttpResponse:
+    job, role = _job_for(request, job_id)
+    if not access.can_manage(role):
+        return HttpResponseForbidden("Only the team's lead can change a job's priority.")
+    form = PriorityForm(request.POST, allowed=access.priorities_allowed(role))
+    if not form.is_valid():
+        messages.error(request, "Choose one of the priorities offered.")
+    else:
+        try:
+            job_set_priority(job=job, priority=form.cleaned_data["priority"], actor=request.user)
+        except JobsError as exc:
+            messages.error(request, str(exc))
+        else:
+            messages.success(request, f"{job.name} now has {form.cleaned_data['priority']} priority.")
+    return redirect(request.POST.get("next") or reverse("jobs:detail", args=[job.pk]))
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def manage(request: HttpRequest, slug: str) -> HttpResponse:
+    """The lead's page: reorder the team's pending jobs, change priorities, cancel several at once."""
+    team, role = _team_for(request, slug)
+    if not access.can_manage(role):
+        return render(request, "jobs/forbidden.html", {"team": team, "what": "manage the team's queue"}, status=403)
+    pending = sorted(job_list_queue(user=request.user, team=team), key=team_order_key)
+    if request.method == "POST":
+        _manage_post(request, team, role, pending)
+        return redirect("jobs:manage", slug=team.slug)
+    return render(
+        request,
+        "jobs/manage.html",
+        {
+            "team": team,
+            "jobs": pending,
+            "priorities": access.priorities_allowed(role),
+            "no_position": NO_POSITION_YET,
+        },
+    )
+
+
+def _manage_post(request: HttpRequest, team: Team, role: str, pending: list[Job]) -> None:
+    action = request.POST.get("action", "")
+    selected = _ids(request.POST.getlist("selected"))
+    try:
+        if action.startswith(("up:", "down:")):
+            direction, _, raw = action.partition(":")
+            order = [j.pk for j in pending]
+            moved = _ids([raw])
+            if not moved or moved[0] not in order:
+                raise JobSpecInvalid(["that job is no longer pending in this team"])
+            i = order.index(moved[0])
+            j = i - 1 if direction == "up" else i + 1
+            if 0 <= j < len(order):
+                order[i], order[j] = order[j], order[i]
+            changed = job_list_reorder(jobs=pending, order=order, actor=request.user)
+            messages.success(request, f"Order saved ({len(changed)} rank change{'s' if len(changed) != 1 else ''}).")
+        elif action == "priority":
+            priority = request.POST.get("priority", "")
+            if priority not in access.priorities_allowed(role):
+                raise JobSpecInvalid([f"priority: choose one of {', '.join(access.priorities_allowed(role))}"])
+            jobs = _selected(request, team, selected)
+            for job in jobs:
+                job_set_priority(job=job, priority=priority, actor=request.user)
+            messages.success(request, f"Set {priority} priority on {len(jobs)} job{'s' if len(jobs) != 1 else ''}.")
+        elif action == "cancel":
+            jobs = _selected(request, team, selected)
+            job_cancel_bulk(jobs=jobs, actor=request.user, reason=f"cancelled by {request.user} (bulk)")
+            messages.success(request, f"Cancelled {len(jobs)} job{'s' if len(jobs) != 1 else ''}.")
+        else:
+            messages.error(request, "Choose an action: move a job, set a priority, or cancel the selected jobs.")
+    except (JobsError, JobStateError) as exc:
+        messages.error(request, str(exc))
+
+
+def _ids(values: list[str]) -> list[int]:
+    return [int(v) for v in values if v.isdigit()]
+
+
+def _selected(request: HttpRequest, team: Team, ids: list[int]) -> list[Job]:
+    if not ids:
+        raise JobSpecInvalid(["select at least one job first"])
+    jobs = jobs_for_user_by_ids(user=request.user, job_ids=ids, team=team)
+    if len(jobs) != len(set(ids)):
+        raise JobSpecInvalid(["some selected jobs are not jobs of this team"])
+    return jobs

@@ -1,0 +1,15 @@
+"""Celery tasks of the portal: the demo's job feed (scheduled only when ``DEMO_FEED_S`` > 0)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from celery import shared_task
+
+from portal.demo import demo_feed
+
+
+@shared_task(name="portal.demo_feed")
+def demo_feed_task() -> dict[str, Any]:
+    job = demo_feed()
+    return {"submitted": job.pk if job is not None else None}

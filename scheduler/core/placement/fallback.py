@@ -1,0 +1,108 @@
+"""Production inference never waits for a layout change while idle capacity could hold it now.
+
+Production inference must start within one cycle (issue 3, §8), and a MIG layout change takes
+``policy.mig_reconfigure_s`` (minutes, facts §3.1). So when :func:`~scheduler.core.placement.find.find_slots`
+finds no instance of a production job's right-sized profile, the cycle asks :func:`fallback_slots` before it
+plans a layout change or evicts anyone. The rules:
+
+1. **Who.** Production jobs with a MIG option only (their other options, whole GPUs or shares, were searched
+   by ``find_slots`` already).
+2. **What.** Per replica, on the groups of the job's MIG options: a *larger* free MIG instance — one with at
+   least the compute slices and the memory of the right-sized profile, ``+me`` only when the profile is
+   ``+me`` — on any GPU, idle or partly used (unlike ``find_slots``' larger-instance rule, which leaves idle
+   GPUs to re-partitioning: production does not wait for it); or a whole idle GPU with MIG off (the whole GPU
+   holds every profile of its model).
+3. **Which.** The least oversized first: (tier rank, extra compute slices, extra memory, model rank, GPU
+   order); a whole GPU counts as 7 compute slices and the model's whole memory. The job is then counted at
+   what it holds (:func:`~scheduler.core.fairshare.placement_units` of the slots), and its quota must admit
+   that. Later repartitioning may move the capacity back once the job is gone.
+4. Replicas are placed one after the other inside a Statement (the next replica sees the previous one's
+   slot) and rolled back: the state is left unchanged, as ``find_slots`` leaves it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from scheduler.core.catalog import COMPUTE_SLICES, GPU_MODEL_BY_NAME
+from scheduler.core.demand import Demand, DemandKind
+from scheduler.core.placement.index import IndexedClusterState, Slots
+from scheduler.core.placement.mig import best_of
+from scheduler.core.placement.mix import mix_of
+from scheduler.core.placement.options import Option, options_for
+from scheduler.core.placement.whole import best_whole
+from scheduler.core.policy import Policy
+from scheduler.core.state import Job, Slot
+from scheduler.core.vocabulary import Priority
+
+Score = tuple[int, ...]
+
+_SEPARATOR = "\x1e"  # tentative replicas are placed as "<job id>\x1e<n>", never a real id
+
+
+def fallback_slots(state: IndexedClusterState, job: Job, policy: Policy) -> Slots | None:
+    """Slots for every replica of production ``job`` on a larger free instance or a whole idle GPU (module
+    rules), or None. The state is left unchanged."""
+    index = state.index
+    assert index is not None
+    if job.priority != Priority.PRODUCTION:
+        return None
+    mig = tuple(o for o in options_for(index, job, policy) if o.demand.kind == DemandKind.MIG)
+    if not mig:
+        return None
+    statement = state.begin()
+    placed: list[str] = []
+    try:
+        replicas: list[tuple[Slot, ...]] = []
+        for number in range(job.replicas):
+            index.flush()
+            found = _best_replica(state, job, mig, policy)
+            if found is None:
+                return None
+            stand_in = replace(job, id=f"{job.id}{_SEPARATOR}{number}", replicas=1)
+            state.place(stand_in, (found,))
+            placed.append(stand_in.id)
+            replicas.append(found)
+        return tuple(replicas)
+    finally:
+        statement.rollback()
+        for stand_in_id in placed:
+            state.jobs.pop(stand_in_id, None)
+        index.flush()
+
+
+def _best_replica(
+    state: IndexedClusterState, job: Job, options: tuple[Option, ...], policy: Policy
+) -> tuple[Slot, ...] | None:
+    index = state.index
+    assert index is not None
+    mix = mix_of(index, policy)
+    best: tuple[Score, tuple[Slot, ...]] | None = None
+    for option in options:
+        profiles = GPU_MODEL_BY_NAME[option.model].profiles()
+        own = profiles[option.demand.mig_profile or ""]
+        plus_me = bool(own.media_engines)
+        for name, spec in sorted(profiles.items()):
+            if name == own.name or bool(spec.media_engines) != plus_me:
+                continue
+            if spec.compute_slices < own.compute_slices or spec.memory_mib < own.memory_mib:
+                continue
+            oversize = (spec.compute_slices - own.compute_slices, spec.memory_mib - own.memory_mib)
+            found = best_of(index, job, option, name, mix, oversize, False)
+            if found is None:
+                continue
+            score, profile = found
+            key = (option.tier_rank, *oversize, option.model_rank, score[-1])
+            if best is None or key < best[0]:
+                gpu = index.gpus[score[-1]]
+                start = min(gpu.free_instances(profile))
+                best = (key, (Slot(gpu.node.name, gpu.index, mig_profile=profile, mig_start=start),))
+        whole_option = Option(option.tier_rank, option.model_rank, option.group, Demand.whole(1))
+        whole = best_whole(index, job, (whole_option,))
+        if whole is not None:
+            memory = GPU_MODEL_BY_NAME[option.model].memory_mib
+            oversize = (COMPUTE_SLICES - own.compute_slices, memory - own.memory_mib)
+            key = (option.tier_rank, *oversize, option.model_rank, whole[0][-1])
+            if best is None or key < best[0]:
+                best = (key, whole[1])
+    return best[1] if best is not None else None

@@ -1,0 +1,110 @@
+"""The cycle's trial placement for a preemption search, and the exact shortcut that spares most of its trials.
+
+A preemption search (:func:`scheduler.core.preemption.find_victims`) asks ``try_place()`` after every change
+of its tentative victim set. :class:`TrialPlacement` is the cycle's ``try_place``: :func:`find_slots` on free
+capacity, accepted only when :meth:`FairShare.admit` admits the units those slots hold (cycle step 3).
+
+Its :meth:`TrialPlacement.keeps` answers the question the search's pruning pass asks right after putting a
+victim back — would ``try_place()`` still accept a placement? — without placing anything, when it can prove
+the answer is yes. It says True only when one of these holds:
+
+1. The victim belongs to another team (so the job's team usage, all that admission reads besides the
+   slots, is unchanged) and its slots are unseen by the job's placement
+   (:mod:`scheduler.core.placement.unseen`): ``find_slots`` answers exactly as before the put-back, and that
+   answer was accepted.
+2. The job is one replica that states no CPU or host memory; either the victim's slots are unseen or
+   ``slots`` (a placement ``find_slots`` gave for the job earlier in the search) is still free; and every
+   placement ``find_slots`` could give the job — each option's GPU class and units, any larger MIG instance
+   included for a demand sized from memory — would be admitted at the team's usage now. For one replica
+   ``find_slots`` is complete: it finds a placement whenever one of its options has a free slot (best fit
+   scans every bucket, MIG every free instance, shares at least the smallest free share that fits), so it
+   finds one, and whichever it finds is admitted.
+
+Anything else (a gang or a job with host needs whose victim is seen or of its own team, an outcome admission
+could refuse) gets False, and the search runs the trial.
+"""
+
+from __future__ import annotations
+
+from scheduler.core.capacity import UNITS_PER_GPU, gpu_class_of
+from scheduler.core.catalog import GPU_MODEL_BY_NAME
+from scheduler.core.demand import DemandKind
+from scheduler.core.fairshare import FairShare, placement_units
+from scheduler.core.placement import IndexedClusterState, find_slots
+from scheduler.core.placement.index import CapacityIndex, Slots
+from scheduler.core.placement.options import options_for
+from scheduler.core.placement.unseen import unseen_by
+from scheduler.core.policy import Policy
+from scheduler.core.preemption import Shortcuts
+from scheduler.core.state import FULL_GPU_MILLI, Job
+
+
+class TrialPlacement:
+    """``trial()``: admissible slots for ``job`` on the state's free capacity, or None (module doc)."""
+
+    def __init__(
+        self, state: IndexedClusterState, index: CapacityIndex, fairness: FairShare, job: Job, policy: Policy
+    ) -> None:
+        self.state = state
+        self.fairness = fairness
+        self.job = job
+        self.policy = policy
+        self._unseen = unseen_by(state, index, job, policy)
+        self._simple = job.replicas == 1 and not job.cpu_milli and not job.memory_mib
+        self._outcomes = possible_units(index, job, policy) if self._simple else ()
+        self._admitted: tuple[tuple[tuple[str, int], ...], bool, bool] | None = None  # (usage, all ok, none ok)
+        self._found: Slots | None = None  # what find_slots gave in the last trial
+
+    def __call__(self) -> Slots | None:
+        slots = self._found = find_slots(self.state, self.job, self.policy)
+        if slots is None or not self.fairness.admit(self.job, placement_units(self.state, slots)).ok:
+            return None
+        return slots
+
+    def shortcuts(self) -> Shortcuts:
+        """The shortcuts a preemption search may take with this trial (module doc)."""
+        return Shortcuts(keeps=self.keeps, fails_for_less=self.fails_for_less if self._simple else None)
+
+    def keeps(self, victim: Job, victim_slots: Slots, slots: Slots) -> bool:
+        """``victim`` has just been put back on ``victim_slots``; ``trial()`` accepted a placement in the state
+        just before, and ``slots`` is one ``find_slots`` gave for the job earlier in this search. True
+        promises that ``trial()`` would accept a placement now (module doc)."""
+        unseen = self._unseen(victim.id, victim_slots)
+        if unseen and victim.team != self.job.team:
+            return True
+        if not self._simple:
+            return False
+        if not unseen and not all(self.state.slot_free(slot) for replica in slots for slot in replica):
+            return False
+        return self._admission()[0]
+
+    def fails_for_less(self) -> bool:
+        """Asked right after ``trial()`` returned None, for a job of one replica without host needs: True
+        promises that ``trial()`` returns None in every state reached from this one by putting victims back
+        (module doc)."""
+        return self._found is None or self._admission()[1]
+
+    def _admission(self) -> tuple[bool, bool]:
+        """(every possible outcome admitted, none admitted) at the job's team usage now."""
+        usage = tuple(sorted(self.state.usage.get(self.job.team, {}).items()))
+        if self._admitted is None or self._admitted[0] != usage:
+            answers = [self.fairness.admit(self.job, {gpu_class: units}).ok for gpu_class, units in self._outcomes]
+            self._admitted = (usage, all(answers), not any(answers))
+        return self._admitted[1], self._admitted[2]
+
+
+def possible_units(index: CapacityIndex, job: Job, policy: Policy) -> tuple[tuple[str, int], ...]:
+    """Every (GPU class, units) one replica of ``job`` could hold on its options: what admission may be asked."""
+    found: set[tuple[str, int]] = set()
+    for option in options_for(index, job, policy):
+        demand = option.demand
+        gpu_class = gpu_class_of(option.model)
+        if demand.kind == DemandKind.WHOLE:
+            found.add((gpu_class, demand.gpus * UNITS_PER_GPU))
+        elif demand.kind == DemandKind.SHARE:
+            found.add((gpu_class, min(demand.milli, FULL_GPU_MILLI) * (UNITS_PER_GPU // FULL_GPU_MILLI)))
+        else:
+            profiles = GPU_MODEL_BY_NAME[option.model].profiles()
+            names = profiles if demand.memory_mib is not None else (demand.mig_profile or "",)
+            found.update((gpu_class, profiles[name].compute_slices * FULL_GPU_MILLI) for name in names)
+    return tuple(sorted(found))

@@ -1,0 +1,190 @@
+"""Eviction candidates team by team, remembered for the cycle: the fast half of :func:`preemption.candidates`.
+
+The rules (protections, grounds, preference order) are :mod:`scheduler.core.preemption`'s; this module
+applies them to one team's running jobs and keeps the answer. A team's candidates for a pending job depend
+only on:
+
+- which of the team's snapshot-running jobs are still placed (:meth:`FairShare.running_jobs`): that also
+  fixes which of them are borrowed (:meth:`FairShare.borrowed`, rule 4 of :mod:`fairshare`) and which are
+  preemptible of lower priority (:meth:`FairShare.lower_preemptible`);
+- the pending job's team (same or another), priority, whether it is production, whether reclaim is allowed,
+  and what decides whether a victim's slots could help it (:func:`could_help`): its ``gpu_model``
+  constraint and, for another team's victim, its request and kind (the demand per GPU model) and whether
+  it states CPU or host memory;
+- facts that stay put within a cycle: a running job's slots, priority, start and checkpoint times, ``now``
+  and the policy, and which nodes are ready.
+
+So :class:`Victims` keeps each team's list per (team, those job facts) together with the running-jobs tuple
+it was computed for, and hands it out again while that tuple is unchanged (evictions change it; their undo
+restores it). Ping-pong protection depends on the job's identity and is applied by the caller, after.
+Readiness is the one cycle fact that can move: a MIG change closes its node (:mod:`placement.relayout`), so
+the cycle builds a new :class:`Victims` after one. A list handed out must not be modified.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from dataclasses import dataclass
+
+from scheduler.core.capacity import UNITS_PER_GPU, ClusterState, model_matches
+from scheduler.core.demand import DemandKind
+from scheduler.core.fairshare import PRIORITY_INDEX, FairShare
+from scheduler.core.policy import Policy
+from scheduler.core.rightsize import resolve
+from scheduler.core.state import Job, Slot
+from scheduler.core.vocabulary import Priority
+
+Slots = tuple[tuple[Slot, ...], ...]
+
+_Facts = tuple[Job, int, bool, float, float, "Slots", tuple[tuple[str, bool], ...]]
+_PRODUCTION_RANK = PRIORITY_INDEX[Priority.PRODUCTION]
+
+PRIORITY = "priority"
+RECLAIM = "reclaim"
+PRODUCTION = "production"
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    job: Job
+    slots: Slots
+    reason: str
+    key: tuple[int, int, int, float, float, str]
+
+
+class Victims:
+    """Per-cycle memory of each team's eviction candidates (module doc) for ``state``, ``fairness``, ``policy``
+    and ``now``; valid while no node's readiness changes."""
+
+    def __init__(self, state: ClusterState, fairness: FairShare, policy: Policy, now: float) -> None:
+        self.state = state
+        self.fairness = fairness
+        self.policy = policy
+        self.now = now
+        self._lists: dict[Hashable, tuple[tuple[str, ...], list[Candidate]]] = {}
+        self._facts: dict[str, _Facts] = {}  # per running job: what the rules read of it, fixed for the cycle
+        self._spot_helps: dict[Hashable, bool] = {}  # (spot, job facts) → could_help on that spot alone
+
+    def of_team(self, team: str, job: Job, allow_reclaim: bool) -> list[Candidate]:
+        """The candidates of ``team``'s running jobs for ``job`` (preemption rules, ping-pong aside), in no
+        particular order; [] when no ground reaches the team. Do not modify the list."""
+        fairness = self.fairness
+        production = job.priority == Priority.PRODUCTION
+        same_team = team == job.team
+        if not (production or same_team or (allow_reclaim and fairness.over_guarantee(team))):
+            return []
+        running = fairness.running_jobs(team)
+        helps: Hashable = job.gpu_model if same_team else (job.request, job.kind, job.gpu_model, _host_needs(job))
+        context = (team, job.priority, production, same_team, allow_reclaim, helps)
+        cached = self._lists.get(context)
+        if cached is not None and (cached[0] is running or cached[0] == running):
+            return cached[1]
+        found = self._scan(team, job, running, allow_reclaim)
+        self._lists[context] = (running, found)
+        return found
+
+    def _scan(self, team: str, job: Job, running: tuple[str, ...], allow_reclaim: bool) -> list[Candidate]:
+        state, fairness, policy, now = self.state, self.fairness, self.policy, self.now
+        production = job.priority == Priority.PRODUCTION
+        same_team = team == job.team
+        # Each branch scans the team's running jobs at most once: the borrowed fill reuses the scan.
+        if production:
+            ids = running
+            borrowed_ids = fairness.borrowed(team, ids) if ids else ()
+        elif same_team:
+            ids = fairness.lower_preemptible(team, job.priority)
+            borrowed_ids = fairness.borrowed(team, running) if ids else ()
+        else:
+            ids = borrowed_ids = fairness.borrowed(team, running)
+        my_rank = PRIORITY_INDEX[job.priority]
+        kinds: dict[str, DemandKind | None] | None = None if same_team else {}
+        helps_key: Hashable = (
+            ("own team", job.gpu_model) if same_team else (job.request, job.kind, job.gpu_model, _host_needs(job))
+        )
+        spot_helps = self._spot_helps
+        borrowed = set(borrowed_ids)
+        found: list[Candidate] = []
+        for victim_id in ids:
+            facts = self._facts.get(victim_id)
+            if facts is None:
+                facts = self._facts[victim_id] = self._victim_facts(victim_id)
+            victim, rank, fresh, lost, neg_started, slots, spots = facts
+            if rank == _PRODUCTION_RANK:
+                continue
+            preemptible = victim.preemptible
+            if same_team and preemptible and rank > my_rank and not fresh:
+                reason = PRIORITY
+            elif not same_team and preemptible and victim_id in borrowed and allow_reclaim and not fresh:
+                reason = RECLAIM
+            elif production and rank > my_rank:
+                reason = PRODUCTION
+            else:
+                continue
+            # could_help, spot by spot, remembered per (spot, job facts): a spot's node and grain are fixed.
+            for spot in spots:
+                answer = spot_helps.get((spot, helps_key))
+                if answer is None:
+                    answer = spot_helps[(spot, helps_key)] = could_help(state, (spot,), job, policy, now, kinds)
+                if answer:
+                    break
+            else:
+                continue
+            key = (int(not preemptible), int(victim_id not in borrowed), -rank, lost, neg_started, victim_id)
+            found.append(Candidate(victim, slots, reason, key))
+        return found
+
+    def _victim_facts(self, victim_id: str) -> _Facts:
+        """A running job's facts the rules read: job, priority rank, fresh (min runtime), work lost since its
+        checkpoint, minus its start, slots and spots — none of which changes within the cycle."""
+        entry = self.state.running[victim_id]
+        fairness = self.fairness
+        since = max(entry.started_at, entry.last_checkpoint_at or entry.started_at)
+        units = sum(fairness.running_units(victim_id).values())
+        lost = max(0.0, self.now - since) * units / UNITS_PER_GPU
+        fresh = self.now - entry.started_at < self.policy.min_runtime_s
+        rank = PRIORITY_INDEX[entry.job.priority]
+        slots = self.state.placed[victim_id]
+        return (entry.job, rank, fresh, lost, -entry.started_at, slots, fairness.running_spots(victim_id))
+
+
+def _host_needs(job: Job) -> tuple[bool, bool]:
+    return (bool(job.cpu_milli), bool(job.memory_mib))
+
+
+def could_help(
+    state: ClusterState,
+    spots: tuple[tuple[str, bool], ...],
+    job: Job,
+    policy: Policy,
+    now: float,
+    kinds: dict[str, DemandKind | None] | None,
+) -> bool:
+    """Does some spot of the victim (:meth:`FairShare.running_spots`: a node and whether the slot there is a
+    MIG instance) sit on a ready GPU ``job`` accepts and, when ``kinds`` is given, free capacity of the grain
+    the job needs there? Layouts are fixed within a cycle, so a MIG demand takes only a free instance and a
+    whole or shared demand only a GPU without a layout: a slot of the other grain frees nothing the job can
+    use — unless the job also needs the node's host CPU or memory, which any victim on the node frees.
+    ``kinds`` caches the job's demand kind per GPU model (None: the model cannot serve it); pass None for a
+    victim of the job's own team, whose eviction also frees the team's quota, whatever its grain."""
+    for node_name, mig_slot in spots:
+        node = state.nodes[node_name]
+        ready = node.reconfiguring_until is None or node.reconfiguring_until <= now
+        if not (node.schedulable and ready and model_matches(node.gpu_model, job.gpu_model)):
+            continue
+        if kinds is None:
+            return True
+        if node.gpu_model not in kinds:
+            demand = resolve(job, node.gpu_model, policy)
+            kinds[node.gpu_model] = demand.kind if demand is not None else None
+        kind = kinds[node.gpu_model]
+        if kind is None:
+            continue
+        if mig_slot == (kind == DemandKind.MIG) or _host_bound(state, node_name, job):
+            return True
+    return False
+
+
+def _host_bound(state: ClusterState, node_name: str, job: Job) -> bool:
+    """Could the node's host CPU or memory be what keeps ``job`` off it (traces state them)?"""
+    node = state.nodes[node_name]
+    return bool((job.cpu_milli and node.cpu_milli is not None) or (job.memory_mib and node.memory_mib is not None))

@@ -1,0 +1,32 @@
+"""``naive``: Kubernetes as shipped — GPUs are opaque integers (``nvidia.com/gpu``).
+
+Rules (on top of :mod:`scheduler.sim.baselines.common`: FIFO, no MIG, no preemption, no quotas):
+
+- every request is whole GPUs, never shared: an inference service takes ``ceil(memory / GPU memory)``
+  GPUs of the node's model, at least 1 (a 10 GiB service holds a whole 80 GB GPU);
+- each replica goes on the **first node that fits**, in the cluster's node order, on its lowest free GPUs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from scheduler.core.plan import Plan
+from scheduler.core.policy import Policy
+from scheduler.core.state import Job, Node, Snapshot
+from scheduler.sim.baselines.common import Free, Need, Slots, place_each, plan_fifo
+
+NAME = "naive"
+
+
+def _first(free: Free, fitting: Sequence[tuple[Node, Need]]) -> tuple[Node, Need]:
+    return fitting[0]
+
+
+def _place(free: Free, job: Job, candidates: Sequence[tuple[Node, Need]]) -> Slots | None:
+    return place_each(free, job, candidates, _first)
+
+
+def naive(snapshot: Snapshot, policy: Policy, now: float) -> Plan:
+    """One cycle of the ``naive`` baseline (module rules)."""
+    return plan_fifo(snapshot, policy, _place, name=NAME)

@@ -1,0 +1,65 @@
+"""Celery tasks of the scheduling loop: thin (DESIGN.md §3) — take ids or nothing, call one service, own retries.
+
+The beat schedule (``settings.CELERY_BEAT_SCHEDULE``) runs the cycle every ``SCHEDULER_CYCLE_S``, a cluster
+sync every minute, the MIG watch (the gateway's maintenance step, then a report) every 15 s, interruption
+handling every 5 s and a utilization sample every 30 s. Each task returns a small JSON-able summary (useful
+in logs and tests; results are not stored).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from celery import shared_task
+from django.conf import settings
+from django.utils import timezone
+
+from scheduler.cycle import cycle_run
+from scheduler.errors import FencingError, GatewayRetryable
+from scheduler.gateways import gateway_get
+from scheduler.locks import single_flight
+from scheduler.services import cluster_maintain, cluster_sync, interruptions_handle, utilization_record
+
+log = logging.getLogger(__name__)
+
+# MIG changes pending longer than this are reported as stuck (facts §3.1: minutes is normal, forever is not).
+MIG_STUCK_AFTER_S = 900.0
+
+
+@shared_task(name="scheduler.cycle_run", autoretry_for=(GatewayRetryable,), retry_backoff=1, max_retries=2)
+def cycle_run_task() -> dict[str, Any]:
+    """One scheduling cycle under the single-flight lock; a second concurrent attempt returns ``skipped``."""
+    worker = cycle_run_task.request.hostname or ""
+    with single_flight() as token:
+        if token is None:
+            log.info("cycle skipped: another cycle holds the lock")
+            return {"skipped": "another cycle holds the lock", "worker": worker}
+        try:
+            return {**cycle_run(fence_token=token).as_json(), "worker": worker, "fence_token": token}
+        except FencingError as exc:
+            log.warning("cycle abandoned: %s", exc)
+            return {"abandoned": str(exc), "worker": worker}
+
+
+@shared_task(name="scheduler.cluster_sync", autoretry_for=(GatewayRetryable,), retry_backoff=2, max_retries=3)
+def cluster_sync_task() -> dict[str, Any]:
+    return cluster_sync(observation=gateway_get().observe()).as_json()
+
+
+@shared_task(name="scheduler.mig_watch", autoretry_for=(GatewayRetryable,), retry_backoff=2, max_retries=2)
+def mig_watch_task() -> dict[str, Any]:
+    """Drive the gateway's MIG flow one step and report changes in flight and stuck ones (``cluster_maintain``)."""
+    return cluster_maintain(gateway=gateway_get(), stuck_after_s=MIG_STUCK_AFTER_S)
+
+
+@shared_task(name="scheduler.interruptions_handle", autoretry_for=(GatewayRetryable,), retry_backoff=1, max_retries=2)
+def interruptions_handle_task() -> dict[str, Any]:
+    recorded = interruptions_handle(observation=gateway_get().observe(), at=timezone.now())
+    return {"draining": recorded}
+
+
+@shared_task(name="scheduler.utilization_sample", autoretry_for=(GatewayRetryable,), retry_backoff=2, max_retries=2)
+def utilization_sample_task() -> dict[str, Any]:
+    stored = utilization_record(readings=gateway_get().utilization(), at=timezone.now())
+    return {"samples": stored, "backend": settings.CLUSTER_BACKEND}

@@ -1,0 +1,83 @@
+"""Downloads: CSV and XLSX carry the page's figures, add up to its totals, and name their period."""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import date
+from decimal import Decimal
+
+import pytest
+from openpyxl import load_workbook
+
+from billing.exports import JOB_COLUMNS, SUMMARY_COLUMNS, file_name, job_records, summary_records, to_csv, to_xlsx
+from billing.selectors import Scope, chargeback_report
+from tests.billing.conftest import NOW
+
+OCTOBER = date(2026, 10, 1)
+
+
+@pytest.fixture
+def report(october):
+    return chargeback_report(scope=Scope(all_teams=True), month=OCTOBER, now=NOW)
+
+
+def _csv_rows(text: str) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(text)))
+
+
+def _xlsx_rows(body: bytes) -> list[dict[str, object]]:
+    sheet = load_workbook(io.BytesIO(body)).active
+    rows = list(sheet.iter_rows(values_only=True))
+    return [dict(zip(rows[0], row, strict=True)) for row in rows[1:]]
+
+
+def _money(value: object) -> Decimal:
+    return Decimal(str(value)).quantize(Decimal("0.000001"))
+
+
+def test_summary_csv_round_trips_content_and_totals(report):
+    rows = _csv_rows(to_csv(summary_records(report), SUMMARY_COLUMNS))
+    usage = [r for r in rows if r["line"] == "usage"]
+    assert [(r["team"], r["project"], r["gpu_model"], r["tier"], r["gpu_hours"], r["total_usd"]) for r in usage] == [
+        ("nlp", "llm-pretrain", "A100-SXM4-80GB", "reserved", "24.000000", "48.000000"),
+        ("speech", "", "H100-SXM5-80GB", "spot", "7.000000", "17.500000"),
+    ]
+    lines = [r for r in rows if r["line"] not in ("total", "cluster-cost")]
+    (total,) = [r for r in rows if r["line"] == "total"]
+    (cluster,) = [r for r in rows if r["line"] == "cluster-cost"]
+    assert sum(Decimal(r["total_usd"]) for r in lines) == Decimal(total["total_usd"]) == report.lines_total
+    assert Decimal(cluster["total_usd"]) == report.cluster_cost == Decimal("24880.000000")
+    assert {r["line"] for r in lines} == {"usage", "idle-capacity", "unused-commitment"}
+    assert {r["period"] for r in rows} == {"2026-10"}
+
+
+def test_summary_xlsx_round_trips_content_and_totals(report):
+    rows = _xlsx_rows(to_xlsx(summary_records(report), SUMMARY_COLUMNS, title="2026-10"))
+    csv_rows = _csv_rows(to_csv(summary_records(report), SUMMARY_COLUMNS))
+    assert len(rows) == len(csv_rows)
+    for xlsx_row, csv_row in zip(rows, csv_rows, strict=True):
+        assert xlsx_row["line"] == csv_row["line"] and (xlsx_row["team"] or "") == csv_row["team"]
+        if csv_row["total_usd"]:
+            assert _money(xlsx_row["total_usd"]) == Decimal(csv_row["total_usd"])
+    lines = [r for r in rows if r["line"] not in ("total", "cluster-cost")]
+    assert sum(_money(r["total_usd"]) for r in lines) == report.cluster_cost
+
+
+def test_job_detail_files_list_every_job_and_add_up(report):
+    rows = _csv_rows(to_csv(job_records(report), JOB_COLUMNS))
+    jobs = [r for r in rows if r["team"] != "total"]
+    assert [(r["team"], r["job"], r["total_usd"]) for r in jobs] == [
+        ("nlp", "pretrain-7b", "48.000000"),
+        ("speech", "detect-train", "17.500000"),
+    ]
+    assert Decimal(rows[-1]["total_usd"]) == report.teams_total == Decimal("65.500000")
+    xlsx = _xlsx_rows(to_xlsx(job_records(report), JOB_COLUMNS, title="jobs 2026-10"))
+    assert [(r["job"], _money(r["total_usd"])) for r in xlsx[:-1]] == [
+        (r["job"], Decimal(r["total_usd"])) for r in jobs
+    ]
+
+
+def test_file_names_carry_the_period(report):
+    assert file_name(report, detail=False, extension="csv") == "chargeback-2026-10.csv"
+    assert file_name(report, detail=True, extension="xlsx", team_slug="nlp") == "chargeback-nlp-jobs-2026-10.xlsx"

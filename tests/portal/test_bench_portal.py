@@ -1,0 +1,35 @@
+"""``manage.py bench portal`` measures the real pages and leaves the database as it found it."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+
+from jobs.models import Job
+from scheduler.models import Node, UtilizationSample
+from teams.models import Team
+
+pytestmark = pytest.mark.django_db
+
+
+def test_bench_portal_prints_figures_and_rolls_back() -> None:
+    out = StringIO()
+    call_command("bench", "portal", "--pending", "40", "--repeat", "1", "--json", stdout=out)
+    payload = json.loads(out.getvalue())
+    assert payload["command"] == "python manage.py bench portal --pending 40 --repeat 1"
+    labels = {t["label"]: t for t in payload["timings"]}
+    assert {"queue page", "queue API", "dashboard page", "cluster page"} <= set(labels)
+    assert all(t["median_ms"] > 0 and t["queries"] > 0 for t in payload["timings"])
+    assert [c["claim"][:10] for c in payload["claims"]] == ["queue page", "dashboard "]
+    assert not Job.objects.exists() and not Team.objects.exists() and not Node.objects.exists()
+    assert not UtilizationSample.objects.exists()
+
+
+def test_bench_portal_table_names_its_command() -> None:
+    out = StringIO()
+    call_command("bench", "portal", "--pending", "5", "--repeat", "1", stdout=out)
+    assert "python manage.py bench portal --pending 5 --repeat 1" in out.getvalue().splitlines()[0]
+    assert "queue API" in out.getvalue()

@@ -1,0 +1,58 @@
+"""The cycle's speed-ups change nothing it decides: whole plans with every shortcut and cache switched off
+equal the plans with them on (issue 3 §12). A stale cache, or a shortcut that promised a wrong answer, makes
+these plans differ."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.core import Policy, plan_cycle
+from scheduler.core.fairshare import FairShare
+from scheduler.core.placement.mix import DemandMix
+from scheduler.core.preemption import NO_SHORTCUTS, Shortcuts
+from scheduler.core.trial import TrialPlacement
+from scheduler.core.victims import Candidate, Victims
+from scheduler.sim.bench.synthetic import NOW, ClusterShape, synthetic_snapshot
+
+SHAPES = [
+    ClusterShape(40, 600, seed=1),
+    ClusterShape(48, 900, seed=2, teams=4),  # heavy pressure: few teams, long queues, much preemption
+    ClusterShape(24, 700, seed=3, teams=3, gpus_per_node=4),
+]
+
+
+def _plain(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Switch off every speed-up whose answers could go stale: shortcuts, team candidate lists, fill resumes
+    and the share Δ memo."""
+
+    def no_shortcuts(self: TrialPlacement) -> Shortcuts:
+        return NO_SHORTCUTS
+
+    def scan_always(self: Victims, team: str, job: object, allow_reclaim: bool) -> list[Candidate]:
+        self._lists.clear()
+        return original_of_team(self, team, job, allow_reclaim)  # type: ignore[arg-type]
+
+    def fill_afresh(self: FairShare, team: str, running: tuple[str, ...]) -> tuple[str, ...]:
+        self._fill_trace.pop(team, None)
+        return original_fill(self, team, running)
+
+    def fresh_deltas(self: DemandMix, model: str, milli: int) -> dict[int, int]:
+        return {}
+
+    original_of_team = Victims.of_team
+    original_fill = FairShare._fill
+    monkeypatch.setattr(TrialPlacement, "shortcuts", no_shortcuts)
+    monkeypatch.setattr(Victims, "of_team", scan_always)
+    monkeypatch.setattr(FairShare, "_fill", fill_afresh)
+    monkeypatch.setattr(DemandMix, "share_deltas", fresh_deltas)
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"{s.nodes}x{s.gpus_per_node}-{s.pending}-t{s.teams}")
+def test_plans_are_the_same_with_and_without_the_speedups(shape: ClusterShape, monkeypatch: pytest.MonkeyPatch) -> None:
+    snapshot = synthetic_snapshot(shape)
+    fast = plan_cycle(snapshot, Policy(), NOW)
+    assert fast.evictions, "the shape must exercise preemption, or the comparison proves little"
+    with monkeypatch.context() as patch:
+        _plain(patch)
+        plain = plan_cycle(snapshot, Policy(), NOW)
+    assert fast == plain

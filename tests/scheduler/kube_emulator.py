@@ -1,0 +1,239 @@
+"""A Kubernetes API on loopback for the gateway's tests: kmock's ``KubernetesEmulator`` in a thread.
+
+The gateway uses the official, synchronous client, so the emulator (an aiohttp app) runs on its own event
+loop in a background thread and the tests talk to it over real HTTP. What the emulator lacks, this adds:
+
+- the ``pods/binding`` subresource (sets ``spec.nodeName``; 409 when the pod already has a node, 404 when
+  there is no such pod) and ``pods/eviction`` (deletes the pod), registered as kmock reactions;
+- the ``namespaces`` resource, whose URLs kmock's path parser cannot read (``/api/v1/namespaces`` has no
+  namespace after the ``namespaces`` segment), served from a dict before kmock parses the request;
+- fault injection: the next N requests matching a method and path answer with a status (and headers, e.g.
+  ``Retry-After``) or stall longer than the client's timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import re
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp.web
+import attrs
+import kmock
+from kubernetes import client
+
+_NAMESPACE_PATH = re.compile(r"^/api/v1/namespaces(?:/([^/]+))?/?$")
+PODS = "v1/pods"
+
+
+@dataclass
+class Fault:
+    method: str
+    path: re.Pattern[str]
+    status: int = 500
+    times: int = 1
+    headers: dict[str, str] = field(default_factory=dict)
+    stall_s: float = 0.0  # > the client's timeout: a timeout
+
+
+@attrs.define(kw_only=True)
+class GatewayEmulator(kmock.KubernetesEmulator):
+    """kmock's emulator with namespaces, binding, eviction and injected faults (module doc)."""
+
+    faults: list[Fault] = attrs.field(factory=list)
+    namespaces: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+    log: list[tuple[str, str, str]] = attrs.field(factory=list)  # (method, path, query) of every request
+
+    def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
+        for resource, namespaced in ((PODS, True), ("v1/nodes", False), ("v1/configmaps", True)):
+            self.resources[resource] = kmock.ResourceInfo(namespaced=namespaced)
+        self["post", kmock.subresource("binding")] << self._bind
+        self["post", kmock.subresource("eviction")] << self._evict
+
+    async def __call__(self, raw: aiohttp.web.BaseRequest) -> aiohttp.web.StreamResponse:
+        self.log.append((raw.method, raw.path, raw.query_string))
+        for fault in self.faults:
+            if fault.times > 0 and fault.method == raw.method and fault.path.search(raw.path):
+                fault.times -= 1
+                if fault.stall_s:
+                    await asyncio.sleep(fault.stall_s)
+                body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": fault.status}
+                body["message"] = f"injected {fault.status}"
+                return aiohttp.web.json_response(body, status=fault.status, headers=fault.headers)
+        match = _NAMESPACE_PATH.match(raw.path)
+        if match:
+            return await self._namespace(raw, match.group(1))
+        return await super().__call__(raw)
+
+    async def _namespace(self, raw: aiohttp.web.BaseRequest, name: str | None) -> aiohttp.web.StreamResponse:
+        def status(code: int, message: str) -> aiohttp.web.Response:
+            body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code, "message": message}
+            return aiohttp.web.json_response(body, status=code)
+
+        if raw.method == "POST" and name is None:
+            obj = await raw.json()
+            new = obj["metadata"]["name"]
+            if new in self.namespaces:
+                return status(409, f'namespaces "{new}" already exists')
+            obj = {**obj, "status": {"phase": "Active"}}
+            self.namespaces[new] = obj
+            return aiohttp.web.json_response(obj, status=201)
+        if raw.method == "GET" and name is None:
+            return aiohttp.web.json_response({"kind": "NamespaceList", "items": list(self.namespaces.values())})
+        if raw.method == "GET" and name in self.namespaces:
+            return aiohttp.web.json_response(self.namespaces[name])
+        return status(404, f'namespaces "{name}" not found')
+
+    async def _bind(self, request: kmock.Request) -> dict[str, Any]:
+        key = (kmock.resource(PODS), request.namespace, request.name)
+        if key not in self.objects or self.objects[key].deleted:
+            raise kmock.KubernetesError(status=404, reason="NotFound", message=f'pods "{request.name}" not found')
+        pod = self.objects[key]
+        node = pod.get("spec", {}).get("nodeName")
+        if node:
+            message = f"pod {request.name} is already assigned to node {node!r}"
+            raise kmock.KubernetesError(status=409, reason="Conflict", message=message)
+        pod.patch({"spec": {"nodeName": request.data["target"]["name"]}})
+        return {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}
+
+    async def _evict(self, request: kmock.Request) -> dict[str, Any]:
+        key = (kmock.resource(PODS), request.namespace, request.name)
+        if key not in self.objects or self.objects[key].deleted:
+            raise kmock.KubernetesError(status=404, reason="NotFound", message=f'pods "{request.name}" not found')
+        self.objects[key].delete()
+        return {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}
+
+
+class Cluster:
+    """The emulator on 127.0.0.1 in a background thread, with helpers to seed and inspect it over HTTP."""
+
+    def __init__(self) -> None:
+        self._ready = threading.Event()
+        self._stop: asyncio.Event | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.handler: GatewayEmulator | None = None
+        self.url = ""
+        self._thread = threading.Thread(target=lambda: asyncio.run(self._serve()), daemon=True)
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("the Kubernetes emulator did not start within 10 s")
+        self.api_client = self.new_api_client()
+        self.core = client.CoreV1Api(self.api_client)
+
+    async def _serve(self) -> None:
+        logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+        self._loop = asyncio.get_running_loop()
+        self._stop = asyncio.Event()
+        async with GatewayEmulator() as handler, kmock.Server(handler) as server:
+            self.handler = handler
+            self.url = str(server.url).rstrip("/")
+            self._ready.set()
+            await self._stop.wait()
+
+    def close(self) -> None:
+        if self._loop is not None and self._stop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+        self._thread.join(10)
+        self.api_client.close()
+
+    def new_api_client(self) -> client.ApiClient:
+        configuration = client.Configuration(host=self.url)
+        configuration.retries = 0  # the gateway retries; urllib3's own retries would hide the faults
+        return client.ApiClient(configuration)
+
+    # -- faults and the request log ----------------------------------------------------------------------
+
+    def fail(self, method: str, path: str, status: int = 500, *, times: int = 1, **kwargs: Any) -> Fault:
+        assert self.handler is not None
+        fault = Fault(method=method, path=re.compile(path), status=status, times=times, **kwargs)
+        self.handler.faults.append(fault)
+        return fault
+
+    def requests(self, method: str | None = None, path: str = "") -> list[tuple[str, str]]:
+        assert self.handler is not None
+        log = list(self.handler.log)
+        return [(m, p) for m, p, _q in log if (method is None or m == method) and re.search(path, p)]
+
+    def clear_log(self) -> None:
+        assert self.handler is not None
+        self.handler.log.clear()
+
+    # -- seeding and inspecting, over HTTP -----------------------------------------------------------------
+
+    def add_node(
+        self,
+        name: str,
+        labels: dict[str, str],
+        *,
+        taints: list[dict[str, Any]] | None = None,
+        ready: bool = True,
+        allocatable: dict[str, str] | None = None,
+        unschedulable: bool = False,
+    ) -> None:
+        self.core.create_node(
+            {
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {"name": name, "labels": labels},
+                "spec": {"taints": taints or [], "unschedulable": unschedulable},
+                "status": {
+                    "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+                    **({"allocatable": allocatable} if allocatable is not None else {}),
+                },
+            }
+        )
+
+    def node(self, name: str) -> dict[str, Any]:
+        return self.api_client.sanitize_for_serialization(self.core.read_node(name))
+
+    def patch_node(self, name: str, body: dict[str, Any]) -> None:
+        self.core.patch_node(name, body, _content_type="application/merge-patch+json")
+
+    def delete_node(self, name: str) -> None:
+        self.core.delete_node(name)
+
+    def pods(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        found = (
+            self.core.list_pod_for_all_namespaces() if namespace is None else self.core.list_namespaced_pod(namespace)
+        )
+        return [self.api_client.sanitize_for_serialization(p) for p in found.items]
+
+    def set_pod_phase(self, namespace: str, name: str, phase: str, **status: Any) -> None:
+        """What the kubelet would report."""
+        self.core.patch_namespaced_pod_status(
+            name, namespace, {"status": {"phase": phase, **status}}, _content_type="application/merge-patch+json"
+        )
+
+    def add_pod(self, namespace: str, name: str, *, node: str, resources: dict[str, str], labels: dict | None = None):
+        """Another owner's pod (not Microcosm's), already running on ``node``."""
+        self.core.create_namespaced_pod(
+            namespace,
+            {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
+                "spec": {
+                    "nodeName": node,
+                    "containers": [{"name": "c", "image": "busybox", "resources": {"limits": resources}}],
+                },
+                "status": {"phase": "Running"},
+            },
+        )
+
+
+def iso(seconds: float) -> str:
+    return datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC).isoformat().replace("+00:00", "Z")
+
+
+def cluster_fixture() -> Iterator[Cluster]:
+    cluster = Cluster()
+    try:
+        yield cluster
+    finally:
+        cluster.close()

@@ -1,0 +1,137 @@
+"""B4 ``cost``: the pieces of the protocol on hand-made inputs, and one short run end to end (no timing)."""
+
+from __future__ import annotations
+
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from scheduler.core.state import Job, Node, Request
+from scheduler.core.vocabulary import CapacityTier, Interconnect, JobKind, JobTier, Priority
+from scheduler.sim.bench.cost import (
+    AWS_NOTICE_S,
+    CostConfig,
+    interruptions,
+    job_tier,
+    peak,
+    pool,
+    priced,
+    reserved_baseline,
+    tiered_nodes,
+    time_quantile,
+)
+from scheduler.sim.events import AddNode, Interrupt
+from scheduler.sim.prices import price_per_gpu_hour
+from scheduler.sim.workload.clusters import cluster_named
+
+
+def _node(name: str, model: str = "A100-SXM4-80GB", gpus: int = 8) -> Node:
+    return Node(name, model, gpus, Interconnect.NVSWITCH, leaf="leaf-1", spine="s")
+
+
+def _job(**fields: object) -> Job:
+    base: dict[str, object] = {"id": "j", "team": "t", "kind": JobKind.TRAINING, "request": Request(gpus=1)}
+    return Job(**{**base, **fields})  # type: ignore[arg-type]
+
+
+def test_prices_follow_the_facts_sheet() -> None:
+    assert price_per_gpu_hour("H100-SXM5-80GB", "on-demand") == 6.88
+    assert price_per_gpu_hour("A100-SXM4-80GB", CapacityTier.SPOT) == pytest.approx((1.08 + 1.25) / 2)
+    assert price_per_gpu_hour("A100-PCIE-40GB", "reserved") == pytest.approx(2.74 * 0.65, abs=1e-3)
+    with pytest.raises(KeyError, match="unknown GPU model 'B200'"):
+        price_per_gpu_hour("B200", "spot")
+
+
+def test_time_quantile_weighs_levels_by_how_long_they_last() -> None:
+    # 0 GPUs for 10 s, 8 GPUs for 30 s, 4 GPUs for 60 s over the window [0, 100).
+    steps = [(10.0, 8.0), (40.0, -4.0)]
+    assert time_quantile(steps, (0.0, 100.0), 0.05) == 0.0
+    assert time_quantile(steps, (0.0, 100.0), 0.35) == 4.0  # 0 covers 10 %, 4 covers up to 70 %
+    assert time_quantile(steps, (0.0, 100.0), 0.95) == 8.0
+    assert time_quantile(steps, (50.0, 100.0), 0.99) == 4.0  # only what falls inside the window counts
+    assert time_quantile([], (0.0, 0.0), 0.5) == 0.0
+    assert peak(steps) == 8.0
+
+
+def test_the_reserved_baseline_is_the_discount_quantile_in_whole_servers_and_covers_production() -> None:
+    nodes = [_node(f"a{i}") for i in range(4)] + [_node(f"h{i}", "H100-SXM5-80GB") for i in range(2)]
+    window = (0.0, 100.0)
+    demand = {"A100-SXM4-80GB": [(0.0, 20.0)], "H100-SXM5-80GB": [(0.0, 7.0)]}  # 20 GPUs always: 2.5 servers
+    production = {"H100-SXM5-80GB": [(0.0, 0.5), (50.0, -0.5)]}  # half a GPU of production at peak
+    assert reserved_baseline(demand, production, nodes, window) == {"A100-SXM4-80GB": 2, "H100-SXM5-80GB": 1}
+    assert reserved_baseline({"A100-SXM4-80GB": [(0.0, 99.0)]}, {}, nodes, window)["A100-SXM4-80GB"] == 4
+
+
+def test_tiers_reserve_the_first_servers_then_alternate_spot_and_on_demand() -> None:
+    nodes = [_node(f"a{i}") for i in range(4)]
+    tiered = tiered_nodes(nodes, {"A100-SXM4-80GB": 1})
+    assert [n.tier for n in tiered] == ["reserved", "spot", "on-demand", "spot"]
+    assert tiered[0].price_per_gpu_hour == 0.0  # paid by the hour of the window, not metered
+    assert tiered[1].price_per_gpu_hour == price_per_gpu_hour("A100-SXM4-80GB", "spot")
+    assert priced(nodes[0], CapacityTier.ON_DEMAND).price_per_gpu_hour == 3.43
+
+
+def test_routing_keeps_production_on_reserved_and_checkpointed_training_on_spot() -> None:
+    assert job_tier(_job(priority=Priority.PRODUCTION, kind=JobKind.INFERENCE)) == JobTier.RESERVED_ONLY
+    assert job_tier(_job(preemptible=True, checkpoint_interval_s=600)) == JobTier.SPOT_OK
+    assert job_tier(_job(preemptible=True)) == JobTier.ANY  # nothing saved: a reclaim would lose it all
+    assert job_tier(_job(checkpoint_interval_s=600)) == JobTier.ANY
+
+
+def test_interruptions_are_seeded_and_every_lost_server_comes_back() -> None:
+    nodes = tiered_nodes([_node(f"a{i}") for i in range(6)], {})
+    kwargs = {"rate_per_node_day": 24.0, "until_s": 7200.0, "replace_s": 600.0}
+    first = interruptions(nodes, seed=1, **kwargs)  # type: ignore[arg-type]
+    assert first == interruptions(nodes, seed=1, **kwargs)  # type: ignore[arg-type]
+    assert first != interruptions(nodes, seed=2, **kwargs)  # type: ignore[arg-type]
+    assert [t for t, _ in first] == sorted(t for t, _ in first)
+    cuts = [(t, a) for t, a in first if isinstance(a, Interrupt)]
+    backs = [(t, a) for t, a in first if isinstance(a, AddNode)]
+    assert len(cuts) == len(backs) > 0
+    assert all(a.node in {n.name for n in nodes} or "~" in a.node for _, a in cuts)
+    assert all(a.notice_s == AWS_NOTICE_S for _, a in cuts)
+    assert all(t < 7200.0 for t, _ in cuts)
+    assert all(a.node.tier == CapacityTier.SPOT for _, a in backs)
+    assert interruptions(nodes, seed=1, rate_per_node_day=0.0, until_s=7200.0, replace_s=1.0) == []
+
+
+def test_the_pool_copies_every_server_under_its_own_leaves() -> None:
+    cluster = cluster_named("mixed-64")
+    nodes = pool(cluster, 2)
+    assert sum(n.gpu_count for n in nodes) == 2 * cluster.gpus
+    assert len({n.name for n in nodes}) == len(nodes)
+    assert {n.leaf for n in nodes if n.name.endswith("-2")} & {n.leaf for n in nodes if n.name.endswith("-1")} == set()
+
+
+def test_bad_configuration_is_refused_with_the_reason() -> None:
+    with pytest.raises(ValueError, match=r"pool_factor must be at least 1.*unknown planner 'nope'"):
+        CostConfig(pool_factor=0, planner="nope")
+
+
+def test_bench_cost_end_to_end_on_a_short_window() -> None:
+    out = StringIO()
+    call_command(
+        "bench", "cost", "--hours", "0.25", "--warmup-hours", "0", "--pool-factor", "1", "--json",
+        stdout=out, stderr=StringIO(),
+    )  # fmt: skip
+    payload = json.loads(out.getvalue())
+    runs = payload["runs"]
+    assert list(runs) == ["on-demand only", "tiered (0.0067/node-day)", "tiered, spot stressed (1/node-day)"]
+    base = runs["on-demand only"]
+    assert base["reserved_cost"] == 0 and base["savings"] == 0
+    hours = 0.25
+    for run in runs.values():
+        assert run["total_cost"] == pytest.approx(run["reserved_cost"] + run["metered_cost"], abs=0.02)
+        reserved = sum(
+            gpus * price_per_gpu_hour(model, "reserved") * hours for model, gpus in run["reserved_gpus"].items()
+        )
+        assert run["reserved_cost"] == pytest.approx(reserved, abs=0.01)
+    assert [c["claim"][:3] for c in payload["claims"]] == ["B4:", "B4:"]
+    assert payload["command"].startswith("python manage.py bench cost --load 1.2 --seed 42 --hours 0.25")
+
+
+def test_bench_cost_refuses_a_missing_trace() -> None:
+    with pytest.raises(CommandError, match="no such file"):
+        call_command("bench", "cost", "--trace", "/nonexistent.csv", stdout=StringIO())

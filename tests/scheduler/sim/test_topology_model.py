@@ -1,0 +1,104 @@
+"""The topology throughput model on worked examples: numbers computed by hand from the module's constants."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler.core.state import Job, Node, Request, Slot
+from scheduler.core.vocabulary import Interconnect, JobKind
+from scheduler.sim.topology_model import (
+    Fabric,
+    StepProfile,
+    allreduce_s,
+    compute_s,
+    placement_speed,
+    slowest_link_gbps,
+    topology_speed,
+)
+
+A100_COMPUTE_S = 6 * 1e9 * 16_384 / (312e12 * 0.4)  # 0.787692… s per step for 1 B parameters
+
+
+def sxm(name: str, leaf: str = "leaf-1", model: str = "A100-SXM4-80GB") -> Node:
+    return Node(name, model, 8, Interconnect.NVSWITCH, leaf=leaf, spine="spine-1")
+
+
+def pcie(name: str) -> Node:
+    return Node(name, "A100-PCIE-40GB", 4, Interconnect.NVLINK_PAIRS, leaf="leaf-2", spine="spine-1")
+
+
+def slots(*placements: tuple[str, list[int]]) -> tuple[tuple[Slot, ...], ...]:
+    """One replica per GPU."""
+    return tuple((Slot(node, gpu),) for node, gpus in placements for gpu in gpus)
+
+
+def nodes(*items: Node) -> dict[str, Node]:
+    return {node.name: node for node in items}
+
+
+def test_compute_and_ring_allreduce_follow_the_formulas() -> None:
+    profile = StepProfile()
+    assert compute_s(profile, "A100") == pytest.approx(0.787692, rel=1e-5)
+    assert compute_s(profile, "H100") == pytest.approx(6 * 1e9 * 16_384 / (989e12 * 0.4))
+    # 2(n-1)/n × 2 GB of gradients / 25 GB/s, n = 16
+    assert allreduce_s(profile, 16, 25.0) == pytest.approx(2 * 15 / 16 * 2e9 / 25e9)
+    assert allreduce_s(profile, 1, 25.0) == 0.0
+
+
+def test_one_gpu_and_one_nvswitch_node_run_at_full_speed() -> None:
+    cluster = nodes(sxm("a"))
+    assert placement_speed(slots(("a", [3])), cluster) == 1.0
+    assert placement_speed(slots(("a", [0, 1, 2, 3, 4, 5, 6, 7])), cluster) == 1.0
+
+
+def test_eight_gpus_split_over_two_nodes_of_one_leaf() -> None:
+    cluster = nodes(sxm("a"), sxm("b"))
+    ideal = A100_COMPUTE_S + 2 * 7 / 8 * 2e9 / 300e9  # NVSwitch, A100: 300 GB/s one way
+    actual = A100_COMPUTE_S + 2 * 7 / 8 * 2e9 / 25e9  # HDR 200 Gb/s per GPU
+    speed = placement_speed(slots(("a", [0, 1, 2, 3]), ("b", [0, 1, 2, 3])), cluster)
+    assert speed == pytest.approx(ideal / actual)
+    assert speed == pytest.approx(0.86166, abs=1e-4)
+
+
+def test_sixteen_gpus_under_one_leaf_are_ideal_and_across_the_spine_pay_the_oversubscription() -> None:
+    cluster = nodes(sxm("a", "leaf-1"), sxm("b", "leaf-1"), sxm("c", "leaf-2"))
+    fabric = Fabric(oversubscription=2)
+    same_leaf = slots(("a", list(range(8))), ("b", list(range(8))))
+    across = slots(("a", list(range(8))), ("c", list(range(8))))
+    assert placement_speed(same_leaf, cluster, fabric) == 1.0
+    ideal = A100_COMPUTE_S + 2 * 15 / 16 * 2e9 / 25e9
+    actual = A100_COMPUTE_S + 2 * 15 / 16 * 2e9 / 12.5e9
+    assert placement_speed(across, cluster, fabric) == pytest.approx(ideal / actual)
+    assert placement_speed(across, cluster, Fabric(oversubscription=1)) == 1.0
+
+
+def test_nvlink_pairs_are_fast_only_inside_a_pair() -> None:
+    cluster = nodes(pcie("p"))
+    assert placement_speed(slots(("p", [0, 1])), cluster) == 1.0
+    ideal = A100_COMPUTE_S + 2e9 / 300e9  # n = 2: 2(n-1)/n = 1
+    actual = A100_COMPUTE_S + 2e9 / 32e9  # across pairs: PCIe Gen4 x16
+    assert placement_speed(slots(("p", [0, 2])), cluster) == pytest.approx(ideal / actual)
+    # four GPUs cannot all share a pair: PCIe is already the best a 4-GPU server offers
+    assert placement_speed(slots(("p", [0, 1, 2, 3])), cluster) == 1.0
+
+
+def test_unlabelled_nodes_are_assumed_far_apart() -> None:
+    cluster = nodes(Node("x", "H100-SXM5-80GB", 8), Node("y", "H100-SXM5-80GB", 8))
+    assert slowest_link_gbps({"x": (0,), "y": (0,)}, cluster, Fabric(oversubscription=4)) == 50.0 / 4
+
+
+def test_the_hook_slows_only_training() -> None:
+    cluster = nodes(sxm("a"), sxm("b"))
+    spread = slots(("a", [0]), ("b", [0]))
+    speed = topology_speed()
+    training = Job("t", "team", Request(gpus=1), kind=JobKind.TRAINING, replicas=2)
+    serving = Job("s", "team", Request(gpus=1), kind=JobKind.INFERENCE, replicas=2)
+    assert speed(training, spread, cluster) < 1.0
+    assert speed(serving, spread, cluster) == 1.0
+
+
+def test_bad_parameters_are_refused() -> None:
+    with pytest.raises(ValueError, match="oversubscription"):
+        Fabric(oversubscription=0.5)
+    with pytest.raises(ValueError, match="mfu"):
+        StepProfile(mfu=0)

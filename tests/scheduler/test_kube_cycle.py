@@ -1,0 +1,158 @@
+"""A whole scheduling cycle (scheduler.cycle.cycle_run) driving the Kubernetes gateway against the emulator:
+GPU-Operator-labelled nodes → a submitted gang ends up bound pod by pod with the right resource names; a spot
+taint → interruption → requeue onto other capacity."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from jobs.models import Job
+from jobs.services import job_submit
+from scheduler.apply import Retry
+from scheduler.cycle import cycle_run
+from scheduler.gateways import gateway_override
+from scheduler.kube import KubeGateway
+from scheduler.models import Node
+from scheduler.services import cluster_sync, gpu_models_sync
+from scheduler.tasks import interruptions_handle_task
+from tests.scheduler.kube_emulator import cluster_fixture, iso
+from tests.scheduler.loop_helpers import Clock, team_seed
+
+pytestmark = pytest.mark.django_db
+cluster = pytest.fixture(cluster_fixture)
+NO_WAIT = Retry(attempts=3, backoff_s=0.0, sleep=lambda _s: None)
+H100 = {
+    "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+    "nvidia.com/gpu.count": "8",
+    "nvidia.com/gpu.memory": "81559",
+    "nvidia.com/mig.capable": "true",
+    "nvidia.com/mig.config": "all-disabled",
+    "nvidia.com/mig.config.state": "success",
+    "topology.k8s.aws/network-node-layer-2": "nn-spine",
+    "topology.k8s.aws/network-node-layer-3": "nn-leaf",
+}
+
+
+def test_a_submitted_gang_is_bound_pod_by_pod_then_requeued_when_its_node_goes(cluster) -> None:
+    cluster.add_node(
+        "p5-od-1", {**H100, "karpenter.sh/capacity-type": "on-demand"}, allocatable={"nvidia.com/gpu": "8"}
+    )
+    gateway = KubeGateway(cluster.new_api_client(), sleep=lambda _s: None)
+    gpu_models_sync()
+    cluster_sync(observation=gateway.observe())
+    team = team_seed()
+    clock = Clock()
+    job = job_submit(
+        team=team,
+        spec={"kind": "training", "gpus": 4, "replicas": 2, "image": "ghcr.io/acme/train:1", "duration_s": 3600},
+        actor=None,
+        now=clock.now,
+    )
+
+    report = cycle_run(gateway=gateway, retry=NO_WAIT)
+
+    assert report.applied == [f"bind {job.pk}"], report.failed
+    pods = sorted(cluster.pods(team.namespace), key=lambda p: p["metadata"]["name"])
+    assert [p["metadata"]["name"] for p in pods] == [f"mc-{job.pk}-0", f"mc-{job.pk}-1"]
+    assert {p["spec"]["nodeName"] for p in pods} == {"p5-od-1"}
+    assert {p["spec"]["schedulerName"] for p in pods} == {"microcosm"}
+    assert [p["spec"]["containers"][0]["resources"]["limits"] for p in pods] == [{"nvidia.com/gpu": "4"}] * 2
+    binds = [path for _m, path in cluster.requests("POST", "/binding$")]
+    assert binds == [f"/api/v1/namespaces/{team.namespace}/pods/mc-{job.pk}-{r}/binding" for r in range(2)]
+    job.refresh_from_db()
+    assert job.state == "running"
+
+    cluster.clear_log()
+    cycle_run(gateway=gateway, retry=NO_WAIT)  # nothing new: the bound gang is left alone
+    assert cluster.requests("POST") == []
+
+    cluster.delete_node("p5-od-1")
+    cycle_run(gateway=gateway, retry=NO_WAIT)
+
+    job.refresh_from_db()
+    assert job.state == "pending"  # lost with its node: back in the queue
+    assert Job.objects.get(pk=job.pk).state == "pending"
+
+
+def test_a_spot_taint_closes_the_node_and_its_reclaim_requeues_the_job_onto_other_capacity(cluster) -> None:
+    """Spot notice (aws-node-termination-handler's taint) → no new work there, the running job is marked
+    draining and keeps running → the node goes → the job is requeued (node-lost), its pods cleaned up, and it
+    resumes from its checkpoint directory on the on-demand node."""
+    cluster.add_node("p5-spot-1", {**H100, "karpenter.sh/capacity-type": "spot"}, allocatable={"nvidia.com/gpu": "8"})
+    gateway = KubeGateway(cluster.new_api_client(), sleep=lambda _s: None)
+    gpu_models_sync()
+    cluster_sync(observation=gateway.observe())
+    team = team_seed(guaranteed=16, burst=16)
+    clock = Clock()
+    spec = {
+        "kind": "training",
+        "gpus": 8,
+        "tier": "spot-ok",
+        "image": "ghcr.io/acme/train:1",
+        "duration_s": 36_000,
+        "checkpoint_interval_s": 600,
+    }
+    job = job_submit(team=team, spec=spec, actor=None, now=clock.now)
+    assert cycle_run(gateway=gateway, retry=NO_WAIT).applied == [f"bind {job.pk}"]
+    (pod,) = cluster.pods(team.namespace)
+    assert pod["spec"]["nodeName"] == "p5-spot-1"
+    cluster.set_pod_phase(team.namespace, pod["metadata"]["name"], "Running")
+
+    # The interruption notice: AWS Node Termination Handler taints the node (facts §6).
+    noticed_at = time.time()
+    taint = {"key": "aws-node-termination-handler/spot-itn", "value": "true", "effect": "NoSchedule"}
+    cluster.patch_node("p5-spot-1", {"spec": {"taints": [{**taint, "timeAdded": iso(noticed_at)}]}})
+    (node,) = gateway.observe().nodes
+    assert node.interruption is not None and node.interruption.source == "spot-itn" and not node.schedulable
+    assert node.interruption.deadline_at == pytest.approx(noticed_at + 120, abs=1)
+    with gateway_override(gateway):
+        (draining,) = interruptions_handle_task.run()["draining"]
+    assert draining["job"] == str(job.pk) and draining["source"] == "spot-itn"
+    assert Node.objects.get(name="p5-spot-1").state == "draining"
+
+    # Replacement capacity joins; new work avoids the tainted node, the running job stays where it is.
+    cluster.add_node(
+        "p5-od-1", {**H100, "karpenter.sh/capacity-type": "on-demand"}, allocatable={"nvidia.com/gpu": "8"}
+    )
+    cluster_sync(observation=gateway.observe())
+    other = job_submit(team=team, spec={**spec, "gpus": 4}, actor=None, now=clock.now)
+    report = cycle_run(gateway=gateway, retry=NO_WAIT)
+    assert report.applied == [f"bind {other.pk}"] and report.repairs["lost"] == []
+    assert {p["metadata"]["name"]: p["spec"]["nodeName"] for p in cluster.pods(team.namespace)} == {
+        f"mc-{job.pk}-0": "p5-spot-1",
+        f"mc-{other.pk}-0": "p5-od-1",
+    }
+    job.refresh_from_db()
+    assert job.state == "running"
+
+    # The reclaim: the node goes. The job is requeued, its pod cleaned up; it waits for 8 free GPUs.
+    cluster.delete_node("p5-spot-1")
+    report = cycle_run(gateway=gateway, retry=NO_WAIT)
+
+    assert report.repairs["lost"] == [str(job.pk)]
+    assert f"evict {job.pk} (node-lost)" in report.applied
+    assert f"mc-{job.pk}-0" not in {p["metadata"]["name"] for p in cluster.pods(team.namespace)}
+    job.refresh_from_db()
+    assert job.state == "pending" and job.state_reason.startswith("waiting for 8 H100 GPUs")
+    assert job.events.get(type="requeued").details == {"message": "node p5-spot-1 is gone"}
+    assert list(job.events.values_list("type", flat=True)) == [
+        "submitted",
+        "bound",
+        "draining",
+        "preempted",
+        "requeued",
+    ]
+    assert set(job.allocations.values_list("end_reason", flat=True)) == {"node-lost"}  # all 8 GPUs ended
+
+    # The other job finishes; the requeued one binds on the on-demand node and resumes from its checkpoints.
+    cluster.set_pod_phase(team.namespace, f"mc-{other.pk}-0", "Succeeded")
+    cycle_run(gateway=gateway, retry=NO_WAIT)
+    cycle_run(gateway=gateway, retry=NO_WAIT)
+    job.refresh_from_db()
+    assert job.state == "running"
+    (pod,) = [p for p in cluster.pods(team.namespace) if p["metadata"]["name"] == f"mc-{job.pk}-0"]
+    env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
+    assert pod["spec"]["nodeName"] == "p5-od-1"
+    assert env["RESUME_FROM"] == env["CHECKPOINT_DIR"] != ""

@@ -1,0 +1,236 @@
+"""The pure parts of the Kubernetes backend (labels, pods, MIG decisions) and its Prometheus reader."""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
+
+import pytest
+import yaml
+
+from scheduler.errors import GatewayRetryable
+from scheduler.gateway import BindRequest, Device, ReplicaPlacement
+from scheduler.kube import KubeGateway
+from scheduler.kube_labels import Taint, capacity_tier, current_mig, gpu_model_of, interruption_of, mig_counts, topology
+from scheduler.kube_mig import Flow, Phase, Step, config_document, config_name, next_step
+from scheduler.kube_pods import gpu_requests, mig_resource, pod_manifest
+from scheduler.prometheus import PrometheusClient, samples_from
+from tests.scheduler.kube_emulator import cluster_fixture
+
+cluster = pytest.fixture(cluster_fixture)
+
+
+@pytest.mark.parametrize(
+    ("product", "memory", "model"),
+    [
+        ("NVIDIA-H100-80GB-HBM3", "81559", "H100-SXM5-80GB"),
+        ("NVIDIA-H100-80GB-HBM3-MIG-1g.10gb", None, "H100-SXM5-80GB"),
+        ("NVIDIA-H100-PCIe", "81559", "H100-PCIE-80GB"),
+        ("NVIDIA-H100-NVL", "95830", "H100-NVL-94GB"),
+        ("NVIDIA-A100-SXM4-40GB", None, "A100-SXM4-40GB"),
+        ("NVIDIA-A100-SXM4-80GB-SHARED", None, "A100-SXM4-80GB"),
+        ("NVIDIA-A100-80GB-PCIe", None, "A100-PCIE-80GB"),
+        ("NVIDIA-H200", "143771", "H200-SXM-141GB"),
+        ("Tesla-T4", "15360", None),
+        ("NVIDIA-A100-SXM4", None, None),  # two SXM4 sizes and no memory to tell them apart
+    ],
+)
+def test_gpu_products_map_to_catalog_models(product, memory, model) -> None:
+    assert gpu_model_of(product, int(memory) if memory else None) == model
+
+
+@pytest.mark.parametrize(
+    ("labels", "tier"),
+    [
+        ({"karpenter.sh/capacity-type": "spot"}, "spot"),
+        ({"karpenter.sh/capacity-type": "reserved"}, "reserved"),
+        ({"eks.amazonaws.com/capacityType": "SPOT"}, "spot"),
+        ({"eks.amazonaws.com/capacityType": "ON_DEMAND"}, "on-demand"),
+        ({"cloud.google.com/gke-spot": "true"}, "spot"),
+        ({"cloud.google.com/gke-preemptible": "true"}, "spot"),
+        ({"kubernetes.azure.com/scalesetpriority": "spot"}, "spot"),
+        ({"kubernetes.azure.com/scalesetpriority": "regular"}, "on-demand"),
+        ({}, "on-demand"),
+    ],
+)
+def test_capacity_tiers(labels, tier) -> None:
+    assert capacity_tier(labels) == tier
+
+
+def test_topology_takes_the_lowest_two_levels_present() -> None:
+    four = {f"topology.k8s.aws/network-node-layer-{i}": f"nn-{i}" for i in range(1, 5)}
+    assert topology(four) == ("", "nn-3", "nn-3/nn-4")
+    assert topology({"topology.k8s.aws/network-node-layer-1": "nn-1"}) == ("", "", "nn-1")
+    assert topology({"rack": "r1", "row": "w"}, keys=("row", "rack")) == ("", "w", "w/r1")
+
+
+def test_interruption_picks_the_earliest_notice() -> None:
+    taints = [
+        Taint("karpenter.sh/disrupted", "", "NoSchedule", 200.0),
+        Taint("aws-node-termination-handler/spot-itn", "", "NoSchedule", 100.0),
+        Taint("nvidia.com/gpu", "present", "NoSchedule"),
+    ]
+    notice = interruption_of(taints, now=300.0)
+    assert (notice.source, notice.deadline_at) == ("spot-itn", 220.0)
+    assert interruption_of(taints[2:], now=300.0) is None
+
+
+def test_mig_counts_read_me_profiles_and_ignore_junk() -> None:
+    labels = {
+        "nvidia.com/mig-1g.10gb.me.count": "1",
+        "nvidia.com/mig-2g.20gb.count": "x",
+        "nvidia.com/mig-3g.40gb.count": "0",
+    }
+    assert mig_counts(labels) == {"1g.10gb+me": 1}
+
+
+def test_a_damaged_annotation_falls_back_to_the_labels() -> None:
+    labels = {"nvidia.com/mig.config": "all-7g.80gb", "nvidia.com/mig-7g.80gb.count": "1"}
+    annotations = {"microcosm.io/mig-layouts": '[[["3g.40gb", 1]]]'}  # an illegal start
+    assert current_mig("H100-SXM5-80GB", 1, labels, annotations) == ((("7g.80gb", 0),),)
+
+
+def test_the_config_name_depends_on_counts_not_starts() -> None:
+    assert config_name(((("1g.10gb", 0),),)) == config_name(((("1g.10gb", 6),),))
+    assert config_name(((("1g.10gb", 0),),)) != config_name(((("2g.20gb", 0),),))
+
+
+def test_the_config_document_keeps_what_nodes_use_and_hand_made_entries() -> None:
+    old = config_name(((("7g.80gb", 0),),))
+    stale = config_name(((("2g.20gb", 0),),))
+    existing = yaml.safe_dump(
+        {"version": "v1", "mig-configs": {old: [], stale: [], "custom": [{"devices": "all", "mig-enabled": False}]}}
+    )
+    new = config_name(((("3g.40gb", 4),),))
+    configs = yaml.safe_load(config_document(existing, new, ((("3g.40gb", 4),),), keep={old}))["mig-configs"]
+    assert set(configs) == {old, new, "custom", "all-disabled", "all-enabled"}
+
+
+def test_next_step_rules() -> None:
+    flow = Flow(Phase.APPLYING, ((("7g.80gb", 0),),), "microcosm-x", since=0.0)
+    done = {
+        "nvidia.com/mig.config": "microcosm-x",
+        "nvidia.com/mig.config.state": "success",
+        "nvidia.com/mig-7g.80gb.count": "1",
+    }
+    assert next_step(flow, done, gpu_pods_left=0, now=10, timeout_s=100) == Step.SUCCEED
+    paused = {**done, "nvidia.com/gpu.deploy.dcgm": "paused-for-mig-change"}
+    assert next_step(flow, paused, gpu_pods_left=0, now=10, timeout_s=100) == Step.WAIT
+    pending = {**done, "nvidia.com/mig.config.state": "pending"}
+    assert next_step(flow, pending, gpu_pods_left=0, now=101, timeout_s=100) == Step.RECOVER
+    spent = Flow(Phase.APPLYING, flow.desired, flow.config, 0.0, recoveries=2)
+    assert next_step(spent, pending, gpu_pods_left=0, now=101, timeout_s=100) == Step.FAIL
+    draining = Flow(Phase.DRAINING, flow.desired, flow.config, 0.0)
+    assert next_step(draining, {}, gpu_pods_left=1, now=50, timeout_s=100) == Step.WAIT
+    assert next_step(draining, {}, gpu_pods_left=0, now=50, timeout_s=100) == Step.RELABEL
+
+
+def test_pods_request_mixed_strategy_names_and_count_init_containers() -> None:
+    assert mig_resource("1g.10gb+me") == "nvidia.com/mig-1g.10gb.me"
+    request = BindRequest(job="3", namespace="ns", name="n", placements=(), image="i")
+    placement = ReplicaPlacement(0, "n1", (Device(0, "1g.10gb+me", 0), Device(1)))
+    pod = pod_manifest(request, placement, team="", image="i", grace_s=5)
+    assert pod["spec"]["containers"][0]["resources"]["limits"] == {
+        "nvidia.com/gpu": "1",
+        "nvidia.com/mig-1g.10gb.me": "1",
+    }
+    assert "microcosm.io/team" not in pod["metadata"]["labels"]
+    pod["spec"]["initContainers"] = [{"resources": {"limits": {"nvidia.com/gpu": "3"}}}]
+    assert gpu_requests(pod) == {"nvidia.com/gpu": 3, "nvidia.com/mig-1g.10gb.me": 1}
+
+
+# -- Prometheus ------------------------------------------------------------------------------------------------
+
+
+def _series(metric: str, value: str, **labels: str) -> dict:
+    return {"metric": {"__name__": metric, **labels}, "value": [1.0, value]}
+
+
+def test_mig_series_are_keyed_by_uuid_and_instance_and_replace_the_parent() -> None:
+    active = [
+        _series("a", "0.5", Hostname="n1", UUID="GPU-1", GPU_I_ID="1", GPU_I_PROFILE="3g.40gb"),
+        _series("a", "0.25", Hostname="n1", UUID="GPU-1", GPU_I_ID="2", GPU_I_PROFILE="3g.40gb"),
+        _series("a", "0.9", Hostname="n1", UUID="GPU-1"),  # the parent GPU: would count twice
+        _series("a", "0.8", hostname="n1", UUID="GPU-2"),
+        _series("a", "NaN", hostname="n1", UUID="GPU-3"),
+        _series("a", "0.1", UUID="GPU-4"),  # no node: cannot be attributed
+    ]
+    memory = [_series("m", "1024", Hostname="n1", UUID="GPU-1", GPU_I_ID="2")]
+    samples = samples_from(active, memory)
+    assert [(s.uuid, s.instance, s.engine_active, s.memory_used_mib) for s in samples] == [
+        ("GPU-1", "1", 0.5, None),
+        ("GPU-1", "2", 0.25, 1024.0),
+        ("GPU-2", None, 0.8, None),
+    ]
+
+
+class _Prometheus(BaseHTTPRequestHandler):
+    answers: dict[str, list] = {}
+    status = "success"
+
+    def do_GET(self) -> None:
+        query = self.path.split("query=", 1)[1]
+        metric = "DCGM_FI_PROF_GR_ENGINE_ACTIVE" if "GR_ENGINE" in query else "DCGM_FI_DEV_FB_USED"
+        body = {"status": self.status, "data": {"resultType": "vector", "result": self.answers.get(metric, [])}}
+        data = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture
+def prometheus():
+    server = HTTPServer(("127.0.0.1", 0), _Prometheus)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+    _Prometheus.answers = {}
+    _Prometheus.status = "success"
+
+
+def test_utilization_weighs_mig_instances_by_compute_share(cluster, prometheus) -> None:
+    cluster.add_node(
+        "h100-1",
+        {
+            "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+            "nvidia.com/gpu.count": "2",
+            "nvidia.com/mig.capable": "true",
+            "nvidia.com/mig.config": "all-3g.40gb",
+            "nvidia.com/mig.config.state": "success",
+            "nvidia.com/mig-3g.40gb.count": "4",
+        },
+    )
+    _Prometheus.answers = {
+        "DCGM_FI_PROF_GR_ENGINE_ACTIVE": [
+            _series("a", "1.0", Hostname="h100-1", UUID="GPU-1", GPU_I_ID="1", GPU_I_PROFILE="3g.40gb"),
+            _series("a", "0.5", Hostname="h100-1", UUID="GPU-2", GPU_I_ID="1", GPU_I_PROFILE="3g.40gb"),
+        ]
+    }
+    gateway = KubeGateway(cluster.new_api_client(), prometheus_url=prometheus, default_image="img")
+    gateway.namespace_ensure(namespace="ns", team="t")
+    gateway.job_bind(
+        request=BindRequest(
+            job="1", namespace="ns", name="n", placements=(ReplicaPlacement(0, "h100-1", (Device(0, "3g.40gb", 0),)),)
+        )
+    )
+
+    (reading,) = gateway.utilization()
+
+    assert (reading.node, reading.gpu_class, reading.gpus) == ("h100-1", "H100", 2.0)
+    assert reading.allocated_gpus == round(3 / 7, 6)  # one bound 3g instance
+    assert reading.busy_ratio == round((1.0 * 3 / 7 + 0.5 * 3 / 7) / 2, 6)
+
+
+def test_no_prometheus_means_no_readings_and_a_broken_one_is_retryable(cluster, prometheus) -> None:
+    assert KubeGateway(cluster.new_api_client()).utilization() == ()
+    _Prometheus.status = "error"
+    with pytest.raises(GatewayRetryable, match="refused"):
+        PrometheusClient(prometheus).gpu_samples(60)
+    with pytest.raises(GatewayRetryable, match="did not answer"):
+        PrometheusClient("http://127.0.0.1:9", timeout_s=1).query("up")

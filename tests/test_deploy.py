@@ -1,0 +1,186 @@
+"""deploy/: every manifest parses, matches the kubernetes client's models, and agrees with the project."""
+
+from __future__ import annotations
+
+import ast
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+
+ROOT = Path(__file__).resolve().parents[1]
+DEPLOY = ROOT / "deploy"
+MODELS = {
+    ("v1", "Namespace"): "V1Namespace",
+    ("v1", "ServiceAccount"): "V1ServiceAccount",
+    ("v1", "ConfigMap"): "V1ConfigMap",
+    ("v1", "Secret"): "V1Secret",
+    ("v1", "Service"): "V1Service",
+    ("apps/v1", "Deployment"): "V1Deployment",
+    ("batch/v1", "Job"): "V1Job",
+    ("rbac.authorization.k8s.io/v1", "ClusterRole"): "V1ClusterRole",
+    ("rbac.authorization.k8s.io/v1", "ClusterRoleBinding"): "V1ClusterRoleBinding",
+    ("rbac.authorization.k8s.io/v1", "Role"): "V1Role",
+    ("rbac.authorization.k8s.io/v1", "RoleBinding"): "V1RoleBinding",
+}
+COMMANDS = {
+    "microcosm-web": ["gunicorn", "portal.wsgi"],
+    "microcosm-worker": ["celery", "-A", "portal", "worker"],
+    "microcosm-beat": ["celery", "-A", "portal", "beat"],
+    "microcosm-migrate": ["python", "manage.py", "migrate"],
+}
+
+
+def _kustomization() -> dict[str, Any]:
+    return yaml.safe_load((DEPLOY / "kustomization.yaml").read_text())
+
+
+def _documents() -> list[dict[str, Any]]:
+    docs = []
+    for name in _kustomization()["resources"]:
+        docs += [doc for doc in yaml.safe_load_all((DEPLOY / name).read_text()) if doc is not None]
+    return docs
+
+
+def _by_kind(kind: str) -> dict[str, dict[str, Any]]:
+    return {doc["metadata"]["name"]: doc for doc in _documents() if doc["kind"] == kind}
+
+
+def _pod_spec(doc: dict[str, Any]) -> dict[str, Any]:
+    return doc["spec"]["template"]["spec"]
+
+
+def test_kustomization_lists_every_manifest() -> None:
+    files = sorted(p.name for p in DEPLOY.glob("*.yaml") if p.name != "kustomization.yaml")
+    assert sorted(_kustomization()["resources"]) == files
+
+
+@pytest.mark.parametrize("doc", _documents(), ids=lambda d: f"{d['kind']}/{d['metadata']['name']}")
+def test_every_document_is_a_valid_kubernetes_object(doc: dict[str, Any]) -> None:
+    model = MODELS[(doc["apiVersion"], doc["kind"])]
+    api = client.ApiClient()
+    obj = api.deserialize(json.dumps(doc), model, "application/json")  # validates types and required fields
+    # The models drop keys they do not know: a round trip that loses nothing has no misspelled field.
+    assert api.sanitize_for_serialization(obj) == doc
+
+
+def test_the_workloads_run_the_projects_commands_with_the_settings() -> None:
+    workloads = {**_by_kind("Deployment"), **_by_kind("Job")}
+    assert set(workloads) == set(COMMANDS)
+    image = _kustomization()["images"][0]["name"]
+    for name, doc in workloads.items():
+        (container,) = _pod_spec(doc)["containers"]
+        assert container["command"][: len(COMMANDS[name])] == COMMANDS[name], name
+        assert container["image"] == image, name
+        sources = {(s.get("configMapRef") or s.get("secretRef"))["name"] for s in container["envFrom"]}
+        assert sources == {"microcosm-settings", "microcosm-secrets"}, name
+        if doc["kind"] == "Deployment":
+            assert (
+                doc["spec"]["selector"]["matchLabels"].items() <= doc["spec"]["template"]["metadata"]["labels"].items()
+            )
+    assert _by_kind("Deployment")["microcosm-beat"]["spec"]["replicas"] == 1
+    assert set(_by_kind("ConfigMap")) == {"microcosm-settings"} and set(_by_kind("Secret")) == {"microcosm-secrets"}
+
+
+def test_only_the_worker_holds_the_scheduler_identity() -> None:
+    accounts = {name: _pod_spec(doc).get("serviceAccountName") for name, doc in _by_kind("Deployment").items()}
+    assert accounts == {"microcosm-web": None, "microcosm-worker": "microcosm", "microcosm-beat": None}
+    assert set(_by_kind("ServiceAccount")) == {"microcosm"}
+
+
+def test_the_service_reaches_the_web_pods() -> None:
+    service = _by_kind("Service")["microcosm-web"]
+    web = _by_kind("Deployment")["microcosm-web"]
+    assert service["spec"]["selector"].items() <= web["spec"]["template"]["metadata"]["labels"].items()
+    ports = {p["name"] for p in _pod_spec(web)["containers"][0]["ports"]}
+    assert {p["targetPort"] for p in service["spec"]["ports"]} <= ports
+
+
+def _rules(doc: dict[str, Any]) -> set[tuple[str, str, tuple[str, ...]]]:
+    return {
+        (group, resource, tuple(sorted(rule["verbs"])))
+        for rule in doc["rules"]
+        for group in rule["apiGroups"]
+        for resource in rule["resources"]
+    }
+
+
+def test_rbac_grants_exactly_the_least_privilege_set() -> None:
+    (cluster_role,) = _by_kind("ClusterRole").values()
+    assert _rules(cluster_role) == {
+        ("", "nodes", ("get", "list", "patch", "watch")),
+        ("", "pods", ("create", "delete", "get", "list", "watch")),
+        ("", "pods/binding", ("create",)),
+        ("", "pods/eviction", ("create",)),
+        ("", "namespaces", ("create", "get")),
+    }
+    (role,) = _by_kind("Role").values()
+    assert role["metadata"]["namespace"] == _settings_default("GPU_OPERATOR_NAMESPACE")
+    assert _rules(role) == {("", "configmaps", ("create", "get", "patch"))}
+    for binding in [*_by_kind("ClusterRoleBinding").values(), *_by_kind("RoleBinding").values()]:
+        assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "microcosm", "namespace": "microcosm"}]
+    assert {b["roleRef"]["name"] for b in _by_kind("ClusterRoleBinding").values()} == {cluster_role["metadata"]["name"]}
+    assert {b["roleRef"]["name"] for b in _by_kind("RoleBinding").values()} == {role["metadata"]["name"]}
+
+
+def _settings_readers() -> dict[str, Any]:
+    """Every variable portal/settings.py reads through an env_* reader, with its default if it is a literal."""
+    tree = ast.parse((ROOT / "portal/settings.py").read_text())
+    found: dict[str, Any] = {}
+    for node in ast.walk(tree):
+        is_reader = isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id.startswith("env_")
+        if is_reader and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+            default = next((k.value for k in node.keywords if k.arg == "default"), None)
+            found[node.args[0].value] = default.value if isinstance(default, ast.Constant) else None
+    return found
+
+
+def _settings_default(name: str) -> Any:
+    return _settings_readers()[name]
+
+
+def test_every_setting_in_the_manifests_is_read_by_portal_settings() -> None:
+    readers = _settings_readers()
+    settings_keys = set(_by_kind("ConfigMap")["microcosm-settings"]["data"])
+    secret_keys = set(_by_kind("Secret")["microcosm-secrets"]["stringData"])
+    assert settings_keys - readers.keys() == set()
+    assert secret_keys - readers.keys() == set()
+    assert secret_keys == {"SECRET_KEY", "DATABASE_URL", "REDIS_URL"}
+    assert not settings_keys & secret_keys
+    assert _by_kind("ConfigMap")["microcosm-settings"]["data"]["CLUSTER_BACKEND"] == "kubernetes"
+
+
+def test_the_secret_is_marked_as_a_placeholder() -> None:
+    text = (DEPLOY / "secret.yaml").read_text()
+    assert "PLACEHOLDER" in text and "kubectl -n microcosm create secret generic microcosm-secrets" in text
+    assert all(
+        "REPLACE-ME" in v for k, v in _by_kind("Secret")["microcosm-secrets"]["stringData"].items() if k != "REDIS_URL"
+    )
+
+
+def test_the_probe_host_is_an_allowed_host() -> None:
+    web = _by_kind("Deployment")["microcosm-web"]
+    headers = {
+        h["name"]: h["value"] for h in _pod_spec(web)["containers"][0]["readinessProbe"]["httpGet"]["httpHeaders"]
+    }
+    allowed = _by_kind("ConfigMap")["microcosm-settings"]["data"]["ALLOWED_HOSTS"].split(",")
+    assert headers["Host"] in allowed
+
+
+@pytest.mark.skipif(shutil.which("kubectl") is None, reason="kubectl (with its built-in kustomize) is not installed")
+def test_kustomize_renders_and_keeps_the_role_in_the_gpu_operator_namespace() -> None:
+    rendered = subprocess.run(
+        ["kubectl", "kustomize", str(DEPLOY)], check=True, capture_output=True, text=True, timeout=60
+    ).stdout
+    docs = [d for d in yaml.safe_load_all(rendered) if d]
+    namespaces = {(d["kind"], d["metadata"]["name"]): d["metadata"].get("namespace") for d in docs}
+    assert namespaces[("Role", "microcosm-mig-config")] == "gpu-operator"
+    assert namespaces[("Deployment", "microcosm-worker")] == "microcosm"
+    images = {c["image"] for d in docs if d["kind"] in ("Deployment", "Job") for c in _pod_spec(d)["containers"]}
+    newest = _kustomization()["images"][0]
+    assert images == {f"{newest['newName']}:{newest['newTag']}"}
