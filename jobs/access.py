@@ -93,9 +93,9 @@ def check_member(*, actor: AnyUser | None, team: Team) -> str:
     return role
 
 
-def check_submit(*, actor: AnyUser | None, team: Team, priority: str, rank: int) -> str:
-    """May ``actor`` submit a job to ``team`` at ``priority`` with ``rank``? Returns the role, or raises."""
-    role = check_member(actor=actor, team=team)
+def check_submit(*, actor: AnyUser | None, team: Team, role: str, priority: str, rank: int) -> None:
+    """May ``actor``, whose ``role`` in ``team`` :func:`check_member` returned, submit a job at ``priority``
+    with ``rank``? Raises :class:`JobPermissionDenied` (``field`` ``priority`` or ``rank``) if not."""
     allowed = priorities_allowed(role)
     check_priority(
         actor=actor, team=team, role=role, priority=priority, then=f"submit at {allowed[0]} and ask them to raise it"
@@ -106,7 +106,6 @@ def check_submit(*, actor: AnyUser | None, team: Team, priority: str, rank: int)
             "leave rank out (or 0) and ask them to move the job",
             field="rank",
         )
-    return role
 
 
 def check_manage(*, actor: AnyUser | None, team: Team, what: str) -> str:

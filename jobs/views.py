@@ -19,7 +19,6 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from jobs import access
 from jobs.api.filters import QueueFilter
-from jobs.bulk import job_cancel_bulk, job_list_reorder, team_order_key
 from jobs.errors import JobNotFound, JobPermissionDenied, JobsError, JobSpecInvalid, JobStateError
 from jobs.forms import CancelForm, PriorityForm, RequestForm, SubmitForm
 from jobs.models import Job
@@ -33,7 +32,7 @@ from jobs.selectors import (
     job_usage,
     jobs_for_user_by_ids,
 )
-from jobs.services import job_cancel, job_set_priority, job_submit
+from jobs.services import job_cancel, job_cancel_bulk, job_list_reorder, job_set_priority, job_submit, team_order_key
 from jobs.team_usage import DEFAULT_WINDOW, WINDOWS_S, team_dashboard, team_utilization_series
 from scheduler.core.vocabulary import EventType, JobState
 from teams.models import Team
@@ -132,7 +131,7 @@ def submit(request: HttpRequest) -> HttpResponse:
         except JobSpecInvalid as exc:
             form.add_spec_errors(errors_by_key(exc.errors, "spec"))
         except JobPermissionDenied as exc:
-            form.add_error("team", str(exc))
+            form.add_error(exc.field if exc.field in form.fields else "team", str(exc))
         else:
             messages.success(request, f"Submitted {job.name}: it waits for the next scheduling cycle.")
             return redirect("jobs:detail", job_id=job.pk)
@@ -287,7 +286,7 @@ def _manage_post(request: HttpRequest, team: Team, role: str, pending: list[Job]
             j = i - 1 if direction == "up" else i + 1
             if 0 <= j < len(order):
                 order[i], order[j] = order[j], order[i]
-            changed = job_list_reorder(jobs=pending, order=order, actor=request.user)
+            changed = job_list_reorder(team=team, order=order, actor=request.user)
             messages.success(request, f"Order saved ({len(changed)} rank change{'s' if len(changed) != 1 else ''}).")
         elif action == "priority":
             priority = request.POST.get("priority", "")

@@ -39,7 +39,6 @@ from jobs.api.serializers import (
     SuggestionSerializer,
     TeamSerializer,
 )
-from jobs.bulk import job_cancel_bulk, job_list_reorder
 from jobs.errors import JobNotFound
 from jobs.models import Job
 from jobs.rightsizing import suggest
@@ -52,7 +51,14 @@ from jobs.selectors import (
     job_usage,
     jobs_for_user_by_ids,
 )
-from jobs.services import job_cancel, job_set_priority, job_set_rank, job_submit
+from jobs.services import (
+    job_cancel,
+    job_cancel_bulk,
+    job_list_reorder,
+    job_set_priority,
+    job_set_rank,
+    job_submit,
+)
 from jobs.team_usage import DEFAULT_WINDOW, WINDOWS_S, team_dashboard, team_utilization_series
 from scheduler.cluster_map import cluster_map
 from teams.models import Team
@@ -189,8 +195,7 @@ class QueueReorderView(APIView):
         body.is_valid(raise_exception=True)
         team, role = team_for(request, body.validated_data["team"])
         require_manage(role, "reorder the team's jobs")
-        pending = list(job_list_queue(user=request.user, team=team))
-        job_list_reorder(jobs=pending, order=body.validated_data["job_ids"], actor=request.user)
+        job_list_reorder(team=team, order=body.validated_data["job_ids"], actor=request.user)
         queue = job_list_queue(user=request.user, team=team)
         return Response(JobSerializer(queue, many=True, context={"request": request}).data)
 

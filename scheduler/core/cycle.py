@@ -233,7 +233,8 @@ class _Run:
             return
         if production and self.relayout.for_production(job):  # an idle GPU's change before an eviction
             return
-        if self._preempt(job):
+        lower = job.priority != Priority.PRODUCTION and admission is None
+        if not (lower and self.relayout.could_change_for(job)) and self._preempt(job):  # evict as the last resort
             return
         if production and self.relayout.for_production(job, drain=True):
             return

@@ -32,10 +32,13 @@ operations; the cycle applies them (``state.set_layout``) and records them in th
    layout, compute slices used, then the enumeration order. A GPU changes only when its new layout serves
    strictly more aged demand than its current one, and what it serves is taken off the demand before the
    next GPU is considered.
-5. **One node per cycle.** The GPU Operator applies a configuration per node and pauses that node's GPU
-   clients while it works (facts §3.1), so at most one node is reconfigured per cycle: the node whose
-   changes serve the most aged demand, then the fewest MIG-off conversions, the fewest GPUs changed, and
-   the node name. This bounds the churn a wrong guess can cause and keeps the rest of the fleet serving.
+5. **One node per call.** The GPU Operator applies a configuration per node and pauses that node's GPU
+   clients while it works (facts §3.1), so one call changes one node: the node whose changes serve the most
+   aged demand, then the fewest MIG-off conversions, the fewest GPUs changed, and the node name. The cycle
+   may call again for the demand still unserved, up to :func:`nodes_per_cycle` nodes a cycle (one per
+   :data:`NODES_PER_CHANGE` MIG-capable ready nodes, at least 1, at most :data:`MAX_NODES_PER_CYCLE`): a
+   fleet of 100+ nodes follows a demand shift in a few cycles, while the churn a wrong guess can cause stays
+   bounded (with the hysteresis of rule 2) and most of the fleet keeps serving.
 6. Every new layout is checked with :func:`scheduler.core.catalog.validate_layout`; ``ready_at`` is
    ``now + policy.mig_reconfigure_s``.
 """
@@ -59,6 +62,8 @@ from scheduler.core.state import Job, MigLayout
 from scheduler.core.vocabulary import Priority
 
 WHOLE_KEY = "whole"
+NODES_PER_CHANGE = 8  # one node may change per cycle for every 8 MIG-capable ready nodes (rule 5)
+MAX_NODES_PER_CYCLE = 16
 _MIG_OFF: MigLayout = ()
 
 Pending = Sequence[tuple[Job, Demand]]
@@ -134,6 +139,17 @@ def plan_repartition(
         if best is None or score < best[0]:
             best = (score, [_reconfigure(order[i], new, now, policy) for i, new in changes])
     return sorted(best[1], key=lambda op: op.gpu) if best else []
+
+
+def nodes_per_cycle(state: ClusterState, now: float) -> int:
+    """How many nodes may be reconfigured this cycle (rule 5)."""
+    ready = 0
+    for node in state.nodes.values():
+        spec = GPU_MODEL_BY_NAME.get(node.gpu_model)
+        busy = node.reconfiguring_until is not None and node.reconfiguring_until > now
+        if spec is not None and spec.mig_capable and node.schedulable and not busy:
+            ready += 1
+    return max(1, min(MAX_NODES_PER_CYCLE, -(-ready // NODES_PER_CHANGE)))
 
 
 def _split(

@@ -6,80 +6,134 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('jobs', '0002_job_queue_fields'),
-        ('scheduler', '0001_initial'),
+        ("jobs", "0002_job_queue_fields"),
+        ("scheduler", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='SchedulerFence',
+            name="SchedulerFence",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=64, unique=True)),
-                ('token', models.BigIntegerField(default=0)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(max_length=64, unique=True)),
+                ("token", models.BigIntegerField(default=0)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
             ],
         ),
         migrations.CreateModel(
-            name='SimulatedNodeState',
+            name="SimulatedNodeState",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('notice_at', models.DateTimeField(blank=True, help_text='When a spot interruption notice came.', null=True)),
-                ('gone_at', models.DateTimeField(blank=True, help_text='When the node goes (or went) away.', null=True)),
-                ('back_at', models.DateTimeField(blank=True, help_text='When a replacement node comes back.', null=True)),
-                ('mig_desired', models.JSONField(blank=True, help_text='Per-GPU layouts being applied.', null=True)),
-                ('mig_since', models.DateTimeField(blank=True, null=True)),
-                ('mig_ready_at', models.DateTimeField(blank=True, null=True)),
-                ('interruptions_checked_at', models.DateTimeField(blank=True, null=True)),
-                ('node', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='simulated_state', to='scheduler.node')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "notice_at",
+                    models.DateTimeField(blank=True, help_text="When a spot interruption notice came.", null=True),
+                ),
+                (
+                    "gone_at",
+                    models.DateTimeField(blank=True, help_text="When the node goes (or went) away.", null=True),
+                ),
+                (
+                    "back_at",
+                    models.DateTimeField(blank=True, help_text="When a replacement node comes back.", null=True),
+                ),
+                ("mig_desired", models.JSONField(blank=True, help_text="Per-GPU layouts being applied.", null=True)),
+                ("mig_since", models.DateTimeField(blank=True, null=True)),
+                ("mig_ready_at", models.DateTimeField(blank=True, null=True)),
+                ("interruptions_checked_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "node",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="simulated_state", to="scheduler.node"
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='SimulatedProgress',
+            name="SimulatedProgress",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('saved_work_s', models.FloatField(default=0.0)),
-                ('checkpointed_at', models.DateTimeField(blank=True, null=True)),
-                ('job', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='simulated_progress', to='jobs.job')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("saved_work_s", models.FloatField(default=0.0)),
+                ("checkpointed_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "job",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="simulated_progress", to="jobs.job"
+                    ),
+                ),
             ],
         ),
         migrations.CreateModel(
-            name='SimulatedPod',
+            name="SimulatedPod",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('replica', models.PositiveSmallIntegerField()),
-                ('devices', models.JSONField(default=list, help_text='[[gpu, mig_profile or null, mig_start or null], ...]')),
-                ('namespace', models.CharField(max_length=63)),
-                ('bound_at', models.DateTimeField()),
-                ('work_start_s', models.FloatField(default=0.0, help_text='Virtual seconds of work done before this run.')),
-                ('duration_s', models.FloatField(blank=True, help_text='Total work; None runs until stopped.', null=True)),
-                ('checkpoint_interval_s', models.FloatField(blank=True, null=True)),
-                ('job', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='simulated_pods', to='jobs.job')),
-                ('node', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='simulated_pods', to='scheduler.node')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("replica", models.PositiveSmallIntegerField()),
+                (
+                    "devices",
+                    models.JSONField(default=list, help_text="[[gpu, mig_profile or null, mig_start or null], ...]"),
+                ),
+                ("namespace", models.CharField(max_length=63)),
+                ("bound_at", models.DateTimeField()),
+                (
+                    "work_start_s",
+                    models.FloatField(default=0.0, help_text="Virtual seconds of work done before this run."),
+                ),
+                (
+                    "duration_s",
+                    models.FloatField(blank=True, help_text="Total work; None runs until stopped.", null=True),
+                ),
+                ("checkpoint_interval_s", models.FloatField(blank=True, null=True)),
+                (
+                    "job",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="simulated_pods", to="jobs.job"
+                    ),
+                ),
+                (
+                    "node",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="simulated_pods", to="scheduler.node"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['job_id', 'replica'],
-                'constraints': [models.UniqueConstraint(fields=('job', 'replica'), name='simpod_unique_job_replica')],
+                "ordering": ["job_id", "replica"],
+                "constraints": [models.UniqueConstraint(fields=("job", "replica"), name="simpod_unique_job_replica")],
             },
         ),
         migrations.CreateModel(
-            name='UtilizationSample',
+            name="UtilizationSample",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('at', models.DateTimeField()),
-                ('interval_s', models.FloatField(validators=[django.core.validators.MinValueValidator(0.0)])),
-                ('gpu_class', models.CharField(max_length=16)),
-                ('gpus', models.FloatField(help_text='Capacity in GPU-equivalents.')),
-                ('allocated_gpus', models.FloatField(help_text='GPU-equivalents held by running work.')),
-                ('busy_ratio', models.FloatField(help_text='0–1: engine activity averaged over the capacity.')),
-                ('node', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='utilization_samples', to='scheduler.node')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("at", models.DateTimeField()),
+                ("interval_s", models.FloatField(validators=[django.core.validators.MinValueValidator(0.0)])),
+                ("gpu_class", models.CharField(max_length=16)),
+                ("gpus", models.FloatField(help_text="Capacity in GPU-equivalents.")),
+                ("allocated_gpus", models.FloatField(help_text="GPU-equivalents held by running work.")),
+                ("busy_ratio", models.FloatField(help_text="0–1: engine activity averaged over the capacity.")),
+                (
+                    "node",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="utilization_samples",
+                        to="scheduler.node",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-at', 'node_id'],
-                'indexes': [models.Index(fields=['gpu_class', 'at'], name='utilization_class_at'), models.Index(fields=['node', 'at'], name='utilization_node_at')],
-                'constraints': [models.CheckConstraint(condition=models.Q(('busy_ratio__gte', 0), ('busy_ratio__lte', 1)), name='utilization_ratio'), models.CheckConstraint(condition=models.Q(('allocated_gpus__gte', 0)), name='utilization_allocated_non_negative')],
+                "ordering": ["-at", "node_id"],
+                "indexes": [
+                    models.Index(fields=["gpu_class", "at"], name="utilization_class_at"),
+                    models.Index(fields=["node", "at"], name="utilization_node_at"),
+                ],
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(("busy_ratio__gte", 0), ("busy_ratio__lte", 1)), name="utilization_ratio"
+                    ),
+                    models.CheckConstraint(
+                        condition=models.Q(("allocated_gpus__gte", 0)), name="utilization_allocated_non_negative"
+                    ),
+                ],
             },
         ),
     ]

@@ -1,5 +1,5 @@
 """Selectors behind the portal: queue order and scope, usage and cost, quota use, the utilization series,
-the right-sizing suggestion, role rules and the bulk changes."""
+the right-sizing suggestion and the role rules (the bulk changes: tests/jobs/test_services_bulk.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ import pytest
 from django.utils import timezone
 
 from jobs import access
-from jobs.bulk import job_cancel_bulk, job_list_reorder, team_order_key
-from jobs.errors import JobNotFound, JobSpecInvalid
+from jobs.errors import JobNotFound
 from jobs.rightsizing import errors_by_key, suggest
 from jobs.selectors import job_get_for_user, job_list_queue, usage_of
 from jobs.team_usage import team_dashboard, team_quota_use, team_utilization_series
@@ -139,26 +138,3 @@ def test_roles_and_what_they_allow(lead, member, outsider, platform_admin, finan
     assert access.can_cancel(user=member, job=own, role="member")
     assert not access.can_cancel(user=member, job=other, role="member")
     assert access.can_cancel(user=lead, job=own, role="lead") and access.can_manage("admin")
-
-
-def test_reorder_writes_only_changed_ranks_within_priorities(lead, team) -> None:
-    a, b, c = (JobFactory(team=team, name=n, state="pending") for n in "abc")
-    urgent = JobFactory(team=team, name="u", state="pending", priority="high")
-    pending = [a, b, c, urgent]
-    changed = job_list_reorder(jobs=pending, order=[urgent.pk, c.pk, a.pk, b.pk], actor=lead)
-    assert sorted(j.name for j in changed) == ["a", "b"]  # c keeps rank 0, urgent is alone in its priority
-    for job in pending:
-        job.refresh_from_db()
-    assert [j.name for j in sorted(pending, key=team_order_key)] == ["u", "c", "a", "b"]
-    with pytest.raises(JobSpecInvalid, match="exactly once"):
-        job_list_reorder(jobs=pending, order=[a.pk, a.pk, b.pk, c.pk], actor=lead)
-
-
-def test_bulk_cancel_is_all_or_nothing(lead, team) -> None:
-    live = JobFactory(team=team, state="pending")
-    now = timezone.now()
-    ended = JobFactory(team=team, state="cancelled", submitted_at=now - timedelta(hours=1), finished_at=now)
-    with pytest.raises(Exception, match="already cancelled"):
-        job_cancel_bulk(jobs=[live, ended], actor=lead)
-    live.refresh_from_db()
-    assert live.state == "pending"

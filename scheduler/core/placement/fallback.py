@@ -12,11 +12,16 @@ plans a layout change or evicts anyone. The rules:
    ``+me`` — on any GPU, idle or partly used (unlike ``find_slots``' larger-instance rule, which leaves idle
    GPUs to re-partitioning: production does not wait for it); or a whole idle GPU with MIG off (the whole GPU
    holds every profile of its model).
-3. **Which.** The least oversized first: (tier rank, extra compute slices, extra memory, model rank, GPU
+3. **How much larger.** At most twice the compute slices of the right-sized profile (extra ≤ own): the job
+   is counted at what it holds, so a 1g service on a whole GPU would spend seven times its share of its
+   team's quota (blocking the team's next production jobs) and idle six slices; for such a job a layout
+   change of an idle GPU (300 s, planned by the cycle next, without the hysteresis) is the better bargain.
+   A 7g.80gb-sized job takes a whole idle GPU (no extra), a 4g one a whole GPU or a 7g instance.
+4. **Which.** The least oversized first: (tier rank, extra compute slices, extra memory, model rank, GPU
    order); a whole GPU counts as 7 compute slices and the model's whole memory. The job is then counted at
    what it holds (:func:`~scheduler.core.fairshare.placement_units` of the slots), and its quota must admit
    that. Later repartitioning may move the capacity back once the job is gone.
-4. Replicas are placed one after the other inside a Statement (the next replica sees the previous one's
+5. Replicas are placed one after the other inside a Statement (the next replica sees the previous one's
    slot) and rolled back: the state is left unchanged, as ``find_slots`` leaves it.
 """
 
@@ -85,7 +90,10 @@ def _best_replica(
         for name, spec in sorted(profiles.items()):
             if name == own.name or bool(spec.media_engines) != plus_me:
                 continue
-            if spec.compute_slices < own.compute_slices or spec.memory_mib < own.memory_mib:
+            if (
+                not own.compute_slices <= spec.compute_slices <= 2 * own.compute_slices
+                or spec.memory_mib < own.memory_mib
+            ):
                 continue
             oversize = (spec.compute_slices - own.compute_slices, spec.memory_mib - own.memory_mib)
             found = best_of(index, job, option, name, mix, oversize, False)
@@ -97,6 +105,8 @@ def _best_replica(
                 gpu = index.gpus[score[-1]]
                 start = min(gpu.free_instances(profile))
                 best = (key, (Slot(gpu.node.name, gpu.index, mig_profile=profile, mig_start=start),))
+        if 2 * own.compute_slices < COMPUTE_SLICES:
+            continue
         whole_option = Option(option.tier_rank, option.model_rank, option.group, Demand.whole(1))
         whole = best_whole(index, job, (whole_option,))
         if whole is not None:

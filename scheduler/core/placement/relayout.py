@@ -4,9 +4,9 @@ The cycle asks at two moments:
 
 - :meth:`Relayout.for_production` — a production job with MIG demand found no instance, larger instance
   or whole idle GPU (:mod:`.fallback`). It must not wait behind lower work, so its changes are made *now*,
-  before lower work takes the GPUs it needs (an idle GPU's change without the hysteresis): it first claims free instances that
-  changes already under way will offer (the snapshot shows a reconfiguring node's new layout), then, node by
-  node until its replicas are covered, gets a change on an idle GPU
+  before lower work takes the GPUs it needs (an idle GPU's change without the hysteresis): it first claims
+  free instances that changes already under way will offer (the snapshot shows a reconfiguring node's new
+  layout), then, node by node until its replicas are covered, gets a change on an idle GPU
   (:func:`~scheduler.core.repartition.plan_repartition`). Only when that fails and preemption found no
   victims either (the cycle asks again with ``drain=True``) is a GPU drained of lower work (:mod:`.drain`):
   nothing is evicted while an idle GPU could be changed instead.
@@ -14,8 +14,9 @@ The cycle asks at two moments:
   of a ready node): a job whose replicas changes under way will cover waits for them; the rest, if its
   quota would admit it, asks :func:`plan_repartition` for one node.
 
-Rules: outside production, at most one node changes per cycle (the repartition rule), and only when
-production changed none; production is exempt — it must not wait — and the layout it asks for is cut for
+Rules: outside production, at most :func:`~scheduler.core.repartition.nodes_per_cycle` nodes change per
+cycle (repartition rule 5: one call per node, each for the demand the previous ones left unserved), less
+the nodes production changed this cycle; production is exempt — it must not wait — and the layout it asks for is cut for
 all of the cycle's production MIG demand where that lands on a node serving it, so one change serves as
 many as fit. A changed node takes nothing new for the rest of the cycle (:meth:`CapacityIndex.retire`; it
 is also marked reconfiguring in the state, as the next snapshot will show it). Each instance (or, MIG off,
@@ -39,11 +40,11 @@ from scheduler.core.explain import CAPACITY, NOT_READY, RECONFIGURING, Blocker, 
 from scheduler.core.fairshare import FairShare
 from scheduler.core.placement.drain import drain_for
 from scheduler.core.placement.index import IndexedClusterState, Slots
-from scheduler.core.placement.options import Option, options_for
+from scheduler.core.placement.options import Option, options_for, placement_shape
 from scheduler.core.placement.tiers import tier_rank
 from scheduler.core.plan import Evict, Reconfigure
 from scheduler.core.policy import Policy
-from scheduler.core.repartition import plan_repartition
+from scheduler.core.repartition import nodes_per_cycle, plan_repartition
 from scheduler.core.rightsize import resolve
 from scheduler.core.state import Job, Preemption
 from scheduler.core.vocabulary import Priority
@@ -76,6 +77,7 @@ class Relayout:
         self.evictions: list[Evict] = []
         self._production = [job for job in pending if job.priority == Priority.PRODUCTION]
         self._claimed: set[Key] = set()
+        self._budget = nodes_per_cycle(state, now)  # nodes changed per cycle outside production (repartition rule 5)
         self.bound_nodes: set[str] = set()  # nodes that took a bind this cycle: no layout change there
         self._changing = [  # nodes whose layout change is under way (the snapshot shows the new layout)
             (name, node.reconfiguring_until)
@@ -102,6 +104,21 @@ class Relayout:
             got += self._take(job, wanted - got, partial=True)
         return got > 0
 
+    def could_change_for(self, job: Job) -> bool:
+        """Could a layout change of an idle GPU serve ``job``'s MIG demand (its quota admitting it)? The cycle
+        asks before it preempts for non-production work: eviction is the last resort, so such a job waits for
+        the change (:meth:`after_placement`, with the hysteresis and the node budget) instead."""
+        mig = self._mig_option(job)
+        if mig is None:
+            return False
+        key = ("could-change", placement_shape(job), len(self.bound_nodes), len(self.changes), self.index.freed)
+        cached = self.index.memo.get(key)
+        if cached is None:
+            policy = replace(self.policy, repartition_hysteresis_cycles=0)
+            changes = plan_repartition(self.state, [(job, mig.demand)], policy, self.now, exclude=self.bound_nodes)
+            cached = self.index.memo[key] = self._offers(job, changes)
+        return bool(cached)
+
     def after_placement(self, order: Sequence[Job]) -> list[Reconfigure]:
         """The cycle's layout changes, after every job of ``order`` was tried (module doc)."""
         pending_mig: list[tuple[Job, Demand]] = []
@@ -120,13 +137,18 @@ class Relayout:
                     pending_mig.append((job, mig.demand))
             elif whole is not None and self._would_admit(job, whole):
                 pending_whole.append((job, whole.demand))
-        if not self.changes and (pending_mig or pending_whole):
+        # Nodes production changed this cycle count against the budget (they were ready when it was taken).
+        budget = self._budget - len({change.node for change in self.changes})
+        while budget > 0 and (pending_mig or pending_whole):
             changes = plan_repartition(
                 self.state, pending_mig, self.policy, self.now, pending_whole=pending_whole, exclude=self.bound_nodes
             )
+            if not changes:
+                break
             self._apply(changes)
-            for job, _ in (*pending_mig, *pending_whole):
-                self._take(job, self._units(job), partial=False)
+            budget -= 1
+            pending_mig = [(j, d) for j, d in pending_mig if not self._take(j, self._units(j), partial=False)]
+            pending_whole = [(j, d) for j, d in pending_whole if not self._take(j, self._units(j), partial=False)]
         return self.changes
 
     # -- changing ----------------------------------------------------------------------------------------

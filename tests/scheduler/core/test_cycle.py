@@ -266,7 +266,7 @@ def test_production_gets_its_layout_change_before_lower_work_takes_the_idle_gpu(
 
 
 def test_production_takes_an_idle_whole_gpu_rather_than_wait_for_a_layout_change() -> None:
-    prod = job("p", mig="1g.10gb", priority=Priority.PRODUCTION, kind=JobKind.INFERENCE, preemptible=False)
+    prod = job("p", mig="7g.80gb", priority=Priority.PRODUCTION, kind=JobKind.INFERENCE, preemptible=False)
     plan = _plan([node("w", A100, 1)], [prod, job("low", gpus=1, priority=Priority.LOW)])
     assert not plan.reconfigurations and not plan.evictions
     assert [(b.job, b.slots) for b in plan.binds] == [("p", ((Slot("w", 0),),))]
@@ -348,12 +348,11 @@ def test_production_blocked_by_its_quota_gets_another_turn_when_evictions_lower_
     teams = [team("a", guaranteed=8), team("c", guaranteed=1), team("x", guaranteed=8)]
     nodes = [node("n0", A100), node("n1", A100, 1)]
     plan = _plan(nodes, [slice_job, big, job("l", "a", gpus=1, submitted_at=2)], teams=teams, running_jobs=[over, prod])
-    # p4 comes first but team c is over its quota; p2 then evicts r4 (team c), and p4 at once takes the idle
-    # n1 whole (production does not wait for a layout change), before "l" could take n1.
+    # p4 comes first but team c is over its quota; p2 then evicts r4 (team c), and p4 at once gets n1 re-cut,
+    # before "l" could take n1.
     assert plan.evictions == (Evict("r4", "production", "p2"),)
-    assert not plan.reconfigurations
-    assert [b.job for b in plan.binds] == ["p2", "p4"]
-    assert plan.binds[1].slots == ((Slot("n1", 0),),)
+    assert [c.node for c in plan.reconfigurations] == ["n1"]
+    assert [b.job for b in plan.binds] == ["p2"]
 
 
 def test_production_whole_gpu_work_asks_for_no_layout_change() -> None:

@@ -4,11 +4,15 @@ capacity serves waiting MIG inference, proactive repartition, preemption as the 
 from __future__ import annotations
 
 from scheduler.core import plan_cycle
+from scheduler.core.demand import Demand
+from scheduler.core.placement import IndexedClusterState
 from scheduler.core.placement.drain import drain_for
+from scheduler.core.placement.fallback import fallback_slots
 from scheduler.core.placement.options import options_for
 from scheduler.core.plan import Plan
 from scheduler.core.policy import Policy
-from scheduler.core.state import Slot
+from scheduler.core.repartition import MAX_NODES_PER_CYCLE, nodes_per_cycle, plan_repartition
+from scheduler.core.state import Job, Node, Slot
 from scheduler.core.vocabulary import JobKind, Priority
 from tests.scheduler.properties.builders import A100, NOW, job, node, running, snapshot, state_of, team
 
@@ -58,3 +62,103 @@ def test_drain_skips_nodes_that_took_a_bind_this_cycle() -> None:
     assert drain_for(state, state.index, prod, options, POLICY, NOW, (), exclude={"m"}) is None
     assert "one" in state.placed
     assert drain_for(state, state.index, prod, options, POLICY, NOW, ()) is not None
+
+
+def _whole_demand(job_id: str, gpus: int, replicas: int) -> tuple[Job, Demand]:
+    return job(job_id, gpus=gpus, replicas=replicas, submitted_at=OLD), Demand.whole(gpus)
+
+
+def _idle_world() -> IndexedClusterState:
+    # a: 2 idle MIG-off GPUs; busy: no idle GPU; cordoned, changing and excluded: idle but not usable now.
+    held = [running(job("r", gpus=1), ((Slot("busy", 0),),))]
+    nodes = [
+        node("a", A100, 2),
+        node("busy", A100, 1),
+        node("cordoned", A100, 4, schedulable=False),
+        node("changing", A100, 4, reconfiguring_until=NOW + 60),
+        node("excluded", A100, 4),
+    ]
+    return state_of(nodes, held)
+
+
+def test_whole_demand_keeps_idle_gpus_whole_only_if_the_idle_gpus_could_hold_it() -> None:
+    mig = [(job("m", mig="3g.40gb", kind=JobKind.INFERENCE, submitted_at=OLD), Demand.mig("3g.40gb"))]
+    fits = [_whole_demand("w", 1, 2)]  # two 1-GPU replicas: a's two idle GPUs hold them
+    assert plan_repartition(_idle_world(), mig, POLICY, NOW, pending_whole=fits, exclude={"excluded"}) == []
+    too_big = [_whole_demand("w", 1, 3)]  # needs 3 GPUs; only 2 are idle on usable nodes: it does not block
+    changes = plan_repartition(_idle_world(), mig, POLICY, NOW, pending_whole=too_big, exclude={"excluded"})
+    assert [(c.node, c.gpu) for c in changes] == [("a", 0)]
+    one_node = [_whole_demand("w", 2, 2)]  # two replicas of 2 GPUs: a holds one replica only
+    changes = plan_repartition(_idle_world(), mig, POLICY, NOW, pending_whole=one_node, exclude={"excluded"})
+    assert [(c.node, c.gpu) for c in changes] == [("a", 0)]
+    # Without the exclusion, "excluded" holds the gang: the whole demand blocks every conversion again.
+    assert plan_repartition(_idle_world(), mig, POLICY, NOW, pending_whole=one_node) == []
+
+
+# -- idle capacity for production inference (placement.fallback) ---------------------------------------------
+
+
+def _prod(job_id: str = "p", **kw: object) -> Job:
+    return job(job_id, kind=JobKind.INFERENCE, priority=Priority.PRODUCTION, preemptible=False, **kw)  # type: ignore[arg-type]
+
+
+def test_production_takes_the_least_oversized_free_instance_even_on_an_idle_gpu() -> None:
+    # GPU 0 is idle with two 3g.40gb: a re-cut would take 300 s, its free 3g.40gb holds a 2g.20gb at once and
+    # is less oversized than the idle MIG-off GPU 1.
+    state = state_of([node("m", A100, 2, mig=["all-3g.40gb", ""])])
+    assert fallback_slots(state, _prod(mig="2g.20gb"), POLICY) == ((Slot("m", 0, "3g.40gb", 0),),)
+    assert fallback_slots(state, job("n", mig="2g.20gb", kind=JobKind.INFERENCE), POLICY) is None  # not production
+    assert fallback_slots(state, _prod(gpus=1), POLICY) is None  # no MIG option: find_slots searched it all
+
+
+def test_production_takes_a_whole_idle_gpu_when_no_larger_instance_is_free() -> None:
+    state = state_of([node("m", A100, 2, mig=["all-1g.10gb", ""])])
+    assert fallback_slots(state, _prod(mig="7g.80gb"), POLICY) == ((Slot("m", 1),),)
+    assert fallback_slots(state, _prod(mig="4g.40gb"), POLICY) == ((Slot("m", 1),),)  # 3 extra slices of 4
+    # No plain 1g for a +me, and a whole GPU is more than twice a 1g or a 3g: those wait for a change instead.
+    assert fallback_slots(state, _prod(mig="1g.10gb+me"), POLICY) is None
+    assert fallback_slots(state, _prod(mig="3g.40gb"), POLICY) is None
+    # Two replicas: the second finds nothing once the first holds the only idle MIG-off GPU.
+    assert fallback_slots(state, _prod(mig="7g.80gb", replicas=2), POLICY) is None
+    both = state_of([node("m", A100, 2)])
+    assert fallback_slots(both, _prod(mig="7g.80gb", replicas=2), POLICY) == ((Slot("m", 0),), (Slot("m", 1),))
+    assert not both.placed  # the state is left unchanged
+
+
+def test_production_fallback_is_counted_at_what_it_holds_and_needs_the_quota() -> None:
+    # A 4g.40gb fits a 0.6-GPU guarantee, a whole GPU does not: the job gets a layout change instead.
+    nodes = [node("m", A100, 1)]
+    prod = _prod(team="s", mig="4g.40gb")
+    plan = plan_cycle(snapshot(nodes, [prod], [team("s", guaranteed=0.6)]), POLICY, NOW)
+    assert not plan.binds and [(c.node, c.gpu) for c in plan.reconfigurations] == [("m", 0)]
+    plan = plan_cycle(snapshot(nodes, [prod], [team("s", guaranteed=1)]), POLICY, NOW)
+    assert [(b.job, b.slots) for b in plan.binds] == [("p", ((Slot("m", 0),),))] and not plan.reconfigurations
+
+
+# -- several nodes per cycle (repartition rule 5) -------------------------------------------------------------
+
+
+def test_one_node_may_change_per_cycle_for_every_eight_mig_capable_ready_nodes() -> None:
+    def budget(nodes: list[Node]) -> int:
+        return nodes_per_cycle(state_of(nodes), NOW)
+
+    assert budget([node(f"n{i}", A100, 1) for i in range(8)]) == 1
+    assert budget([node(f"n{i}", A100, 1) for i in range(9)]) == 2
+    unusable = [node("c", A100, 1, schedulable=False), node("r", A100, 1, reconfiguring_until=NOW + 1)]
+    assert budget([*(node(f"n{i}", A100, 1) for i in range(8)), *unusable, node("x", "T4", 1)]) == 1
+    assert budget([node(f"n{i:03d}", A100, 1) for i in range(1000)]) == MAX_NODES_PER_CYCLE
+
+
+def test_aged_demand_left_unserved_by_one_change_gets_the_next_node_in_the_same_cycle() -> None:
+    # 16 idle 1-GPU nodes of 1g.10gb instances: budget 2. Two aged 7g.80gb jobs need two GPUs, so two nodes.
+    nodes = [node(f"n{i:02d}", A100, 1, mig="all-1g.10gb") for i in range(16)]
+    pending = [job(f"j{i}", mig="7g.80gb", kind=JobKind.INFERENCE, submitted_at=OLD) for i in range(3)]
+    plan = plan_cycle(snapshot(nodes, pending, [team("t", guaranteed=16)]), POLICY, NOW)
+    assert [c.node for c in plan.reconfigurations] == ["n00", "n01"]
+    reasons = {w.job: w.reason for w in plan.waiting}
+    assert "node n00 GPU 0" in reasons["j0"] and "node n01 GPU 0" in reasons["j1"]
+    assert "MIG layout change under way" not in reasons["j2"]  # the budget is spent: next cycle
+    # Production changes count against the budget: with one production change, one more node changes.
+    prod = job("p", mig="7g.80gb", kind=JobKind.INFERENCE, priority=Priority.PRODUCTION, submitted_at=OLD)
+    plan = plan_cycle(snapshot(nodes, [prod, *pending], [team("t", guaranteed=16)]), POLICY, NOW)
+    assert [c.node for c in plan.reconfigurations] == ["n00", "n01"]

@@ -1,0 +1,37 @@
+"""Writes to jobs. Every change records a :class:`~jobs.models.JobEvent` with its actor (None: the system).
+
+- :mod:`jobs.services.submit`: ``job_submit`` validates a spec whole and creates a pending job;
+- :mod:`jobs.services.changes`: ``job_cancel``, ``job_set_priority``, ``job_set_rank`` and, for many jobs of
+  a team at once, ``job_list_reorder`` and ``job_cancel_bulk`` (each one transaction);
+- :mod:`jobs.services.loop`: the transitions the scheduling loop records (bind, requeue, finish).
+
+Permissions (``actor``) are enforced here, by the rules of :mod:`jobs.access`: a member submits at ``normal``
+or ``low`` priority and cancels the jobs they submitted; a team's lead manages every job of the team; a
+platform admin everything; finance, outsiders and deactivated accounts nothing (``JobPermissionDenied``).
+``actor=None`` is the system (an operator's command, the demo feed, the loop). The edges check the same rules
+first to answer with the right HTTP status; these checks are the guarantee.
+"""
+
+from jobs.services.changes import (
+    job_cancel,
+    job_cancel_bulk,
+    job_list_reorder,
+    job_set_priority,
+    job_set_rank,
+    team_order_key,
+)
+from jobs.services.loop import job_bind_record, job_finish, job_requeue
+from jobs.services.submit import job_submit
+
+__all__ = [
+    "job_bind_record",
+    "job_cancel",
+    "job_cancel_bulk",
+    "job_finish",
+    "job_list_reorder",
+    "job_requeue",
+    "job_set_priority",
+    "job_set_rank",
+    "job_submit",
+    "team_order_key",
+]

@@ -1,0 +1,193 @@
+"""Changes people make to live jobs: cancel, priority, rank, and the same for many jobs of a team at once.
+
+Each service checks the actor's role (:mod:`jobs.access`) on the rows it locks, writes in one transaction,
+and records one :class:`JobEvent` with the actor per job it changes; a refusal or an error writes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+
+from jobs.access import check_cancel, check_manage, check_priority
+from jobs.errors import JobNotFound, JobSpecInvalid, JobStateError
+from jobs.models import Allocation, Job, JobEvent
+from scheduler.core.vocabulary import EventType, JobState, Priority
+from scheduler.sim.fields import describe
+from teams.models import Team
+
+_MAX_RANK = 2_147_483_647  # IntegerField
+_LIVE = (JobState.PENDING, JobState.RUNNING)
+_PRIORITY_INDEX = {p.value: i for i, p in enumerate(Priority)}
+
+
+def team_order_key(job: Job) -> tuple[int, int, datetime, int]:
+    """The scheduler's order within a team (``scheduler.core.fairshare``): priority, rank, submit time, id."""
+    return (_PRIORITY_INDEX[job.priority], job.rank, job.submitted_at, job.pk)
+
+
+def job_cancel(*, job: Job, actor: AbstractBaseUser | None, reason: str = "", now: datetime | None = None) -> Job:
+    """Cancel a pending or running job: it ends now, its allocations close, and the next scheduling cycle stops
+    its pods on the cluster.
+
+    A member cancels only the jobs they submitted; the team's lead and platform admins any job of the team.
+    Raises :class:`JobPermissionDenied` otherwise and :class:`JobStateError` for a job that has already ended.
+    """
+    return job_cancel_bulk(jobs=[job], actor=actor, reason=reason, now=now)[0]
+
+
+def job_cancel_bulk(
+    *, jobs: Sequence[Job], actor: AbstractBaseUser | None, reason: str = "", now: datetime | None = None
+) -> list[Job]:
+    """Cancel every one of ``jobs`` (each pending or running), each with its own ``cancelled`` event, in one
+    transaction: all of them or, on any refusal or ended job, none. Returns the cancelled jobs in the given
+    order.
+
+    The rules of :func:`job_cancel` apply to each job. Raises :class:`JobPermissionDenied` naming the first job
+    the actor may not cancel, :class:`JobStateError` naming every job that has already ended, and
+    :class:`JobNotFound` for a job deleted meanwhile.
+    """
+    ids = list(dict.fromkeys(job.pk for job in jobs))
+    at = now or timezone.now()
+    with transaction.atomic():
+        # Locked in id order, so two bulk cancels of overlapping selections cannot deadlock.
+        locked = {
+            j.pk: j for j in Job.objects.select_for_update().select_related("team", "submitted_by").filter(pk__in=ids)
+        }
+        missing = [i for i in ids if i not in locked]
+        if missing:
+            raise JobNotFound(f"job {', '.join(map(str, missing))} no longer exists: reload the page")
+        rows = [locked[i] for i in ids]
+        check_cancel(actor=actor, jobs=rows)
+        ended = [j for j in rows if j.state not in _LIVE]
+        if ended:
+            what = ", ".join(f"job {j.pk} is already {j.state}" for j in ended)
+            tail = ": leave them out of the selection" if len(rows) > 1 else ""
+            raise JobStateError(f"{what}; only pending or running jobs can be cancelled{tail}")
+        Allocation.objects.filter(job__in=rows, ended_at__isnull=True).update(ended_at=at, end_reason="cancelled")
+        for row in rows:
+            row.state = JobState.CANCELLED
+            row.state_reason = reason or "cancelled"
+            row.finished_at = max(at, row.submitted_at)
+            row.queue_position = row.team_queue_position = row.eta_at = None
+            row.save(
+                update_fields=[
+                    "state",
+                    "state_reason",
+                    "finished_at",
+                    "queue_position",
+                    "team_queue_position",
+                    "eta_at",
+                ]
+            )
+            JobEvent.objects.create(
+                job=row, type=EventType.CANCELLED, at=at, actor=actor, details={"reason": reason} if reason else {}
+            )
+    return rows
+
+
+def job_set_priority(*, job: Job, priority: str, actor: AbstractBaseUser | None, now: datetime | None = None) -> Job:
+    """Change a live job's priority (``production`` | ``high`` | ``normal`` | ``low``); the next cycle uses it.
+
+    Only the team's lead and platform admins change priorities, within what their role allows
+    (:func:`jobs.access.priorities_allowed`). Raises :class:`JobPermissionDenied`, :class:`JobSpecInvalid` for
+    an unknown priority, :class:`JobStateError` for an ended job. An unchanged priority records nothing.
+    """
+    team = job.team
+    role = check_manage(actor=actor, team=team, what="change a job's priority")
+    allowed = [p.value for p in Priority]
+    if priority not in allowed:
+        raise JobSpecInvalid([f"priority: must be one of {', '.join(allowed)}; got {describe(priority)}"])
+    check_priority(actor=actor, team=team, role=role, priority=priority)
+    with transaction.atomic():
+        return _change(job_id=job.pk, field="priority", value=priority, actor=actor, at=now or timezone.now())
+
+
+def job_set_rank(*, job: Job, rank: int, actor: AbstractBaseUser | None, now: datetime | None = None) -> Job:
+    """Change a live job's rank, its order within the team and priority (lower runs first).
+
+    Only the team's lead and platform admins order the team's jobs. Raises :class:`JobPermissionDenied`,
+    :class:`JobSpecInvalid` for a rank that is not a whole number, :class:`JobStateError` for an ended job.
+    """
+    check_manage(actor=actor, team=job.team, what="change a job's rank")
+    if isinstance(rank, bool) or not isinstance(rank, int) or abs(rank) > _MAX_RANK:
+        raise JobSpecInvalid(
+            [f"rank: must be a whole number between -{_MAX_RANK} and {_MAX_RANK}, got {describe(rank)}"]
+        )
+    with transaction.atomic():
+        return _change(job_id=job.pk, field="rank", value=rank, actor=actor, at=now or timezone.now())
+
+
+def job_list_reorder(
+    *, team: Team, order: Sequence[int], actor: AbstractBaseUser | None, now: datetime | None = None
+) -> list[Job]:
+    """Give the pending jobs of ``team`` ranks so that, within each priority, they run in ``order`` (job ids,
+    each pending job of the team exactly once). Priority still comes first: reordering changes no priority.
+
+    Only the team's lead and platform admins reorder. In one transaction, over the team's pending jobs as
+    locked now; only ranks that change are written, each with a ``rank_changed`` event. Returns the changed
+    jobs. Raises :class:`JobPermissionDenied`, or :class:`JobSpecInvalid` when ``order`` is not a permutation
+    of the team's pending jobs (one started or was submitted meanwhile: reload and try again).
+    """
+    check_manage(actor=actor, team=team, what="reorder the team's jobs")
+    at = now or timezone.now()
+    with transaction.atomic():
+        pending = {
+            j.pk: j for j in Job.objects.select_for_update().filter(team=team, state=JobState.PENDING).order_by("pk")
+        }
+        _check_permutation(team, order, pending)
+        changed = []
+        position_in_group: dict[str, int] = {}
+        for job_id in order:
+            job = pending[job_id]
+            rank = position_in_group.get(job.priority, 0)
+            position_in_group[job.priority] = rank + 1
+            if job.rank != rank:
+                changed.append(_change(job_id=job_id, field="rank", value=rank, actor=actor, at=at, locked=job))
+    return changed
+
+
+def _check_permutation(team: Team, order: Sequence[int], pending: dict[int, Job]) -> None:
+    errors = []
+    seen: set[int] = set()
+    twice: set[int] = set()
+    for job_id in order:
+        (twice if job_id in seen else seen).add(job_id)
+    if twice:
+        errors.append(f"order: job {', '.join(map(str, sorted(twice)))} listed more than once; list each exactly once")
+    unknown = sorted(seen - set(pending))
+    if unknown:
+        errors.append(
+            f"order: job {', '.join(map(str, unknown))} is not a pending job of team {team.slug} (it started, "
+            "ended or is another team's): reload the queue and list each pending job exactly once"
+        )
+    missing = sorted(set(pending) - seen)
+    if missing:
+        errors.append(
+            f"order: pending job {', '.join(map(str, missing))} of team {team.slug} missing: reload the queue and "
+            "list each pending job exactly once"
+        )
+    if errors:
+        raise JobSpecInvalid(errors)
+
+
+def _change(
+    *, job_id: int, field: str, value: object, actor: AbstractBaseUser | None, at: datetime, locked: Job | None = None
+) -> Job:
+    """Set ``field`` of a live job to ``value`` and record the event; the caller holds the transaction and has
+    checked the actor. ``locked``: the row, already locked by the caller."""
+    row = locked if locked is not None else Job.objects.select_for_update().get(pk=job_id)
+    if row.state not in _LIVE:
+        raise JobStateError(f"job {row.pk} is already {row.state}; only pending or running jobs can change")
+    old = getattr(row, field)
+    if old == value:
+        return row
+    setattr(row, field, value)
+    row.save(update_fields=[field])
+    event = EventType.PRIORITY_CHANGED if field == "priority" else EventType.RANK_CHANGED
+    JobEvent.objects.create(job=row, type=event, at=at, actor=actor, details={"old": old, "new": value})
+    return row

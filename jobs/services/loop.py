@@ -1,0 +1,65 @@
+"""Transitions the scheduling loop records (``scheduler.record``, ``scheduler.reconcile``): the actor is the
+scheduler, so there is no permission to check; the caller holds the transaction (and the loop's lock)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+
+from jobs.models import Allocation, Job, JobEvent
+from scheduler.core.state import Slot
+from scheduler.core.vocabulary import EventType, JobState
+from scheduler.models import Node
+
+
+def job_bind_record(*, job: Job, slots: Sequence[Sequence[Slot]], nodes: Mapping[str, Node], at: datetime) -> None:
+    """Record that ``job`` (pending) now holds ``slots`` (one tuple per replica): allocations, state, event.
+
+    The allocation constraints make a double booking fail the caller's transaction (nothing bound twice).
+    """
+    for replica, replica_slots in enumerate(slots):
+        for slot in replica_slots:
+            node = nodes[slot.node]
+            Allocation.objects.create(
+                job=job,
+                replica=replica,
+                node=node,
+                gpu_index=slot.gpu,
+                mig_profile=slot.mig_profile or "",
+                mig_start=slot.mig_start,
+                tier=node.tier,
+                price_per_gpu_hour=node.price_per_gpu_hour,
+                started_at=at,
+            )
+    job.state = JobState.RUNNING
+    job.started_at = max(at, job.submitted_at)
+    job.state_reason = ""
+    job.queue_position = job.team_queue_position = job.eta_at = None
+    job.save(update_fields=["state", "started_at", "state_reason", "queue_position", "team_queue_position", "eta_at"])
+    placements = [
+        [{"node": s.node, "gpu": s.gpu, "mig_profile": s.mig_profile, "mig_start": s.mig_start} for s in replica]
+        for replica in slots
+    ]
+    JobEvent.objects.create(job=job, type=EventType.BOUND, at=at, details={"placements": placements})
+
+
+def job_requeue(*, job: Job, reason: str, by: str | None, at: datetime, message: str = "") -> None:
+    """A running job loses its devices (preempted, node lost, bind refused) and waits again."""
+    Allocation.objects.filter(job=job, ended_at__isnull=True).update(ended_at=at, end_reason=reason[:32])
+    cause = f"preempted by job {by} ({reason})" if by else f"evicted ({reason})"
+    job.state = JobState.PENDING
+    job.state_reason = f"{cause}{': ' + message if message else ''}; waits for the next scheduling cycle"
+    job.save(update_fields=["state", "state_reason"])
+    JobEvent.objects.create(job=job, type=EventType.PREEMPTED, at=at, details={"reason": reason, "by": by})
+    JobEvent.objects.create(job=job, type=EventType.REQUEUED, at=at, details={"message": message} if message else {})
+
+
+def job_finish(*, job: Job, state: JobState, at: datetime, reason: str = "") -> None:
+    """A job ends for good (completed, failed or rejected): allocations close, queue fields clear, event."""
+    Allocation.objects.filter(job=job, ended_at__isnull=True).update(ended_at=at, end_reason=str(state)[:32])
+    job.state = state
+    job.state_reason = reason
+    job.finished_at = max(at, job.submitted_at)
+    job.queue_position = job.team_queue_position = job.eta_at = None
+    job.save(update_fields=["state", "state_reason", "finished_at", "queue_position", "team_queue_position", "eta_at"])
+    JobEvent.objects.create(job=job, type=EventType(str(state)), at=at, details={"reason": reason} if reason else {})

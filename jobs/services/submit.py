@@ -1,0 +1,156 @@
+"""Submitting a job: the spec is validated whole, the actor's role checked, then one job and its ``submitted``
+event are written.
+
+A job spec uses the job keys of ``spec/scenario.md`` (one spec works in a scenario, ``manage.py jobs submit``
+and the API); every problem is reported at once and nothing is written then.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+
+from jobs.access import check_member, check_submit
+from jobs.errors import JobSpecInvalid, TeamNotFound
+from jobs.models import Job, JobEvent
+from scheduler.core.vocabulary import EventType, JobState
+from scheduler.sim.fields import Errors, describe, join
+from scheduler.sim.job_spec import parse_job
+from teams.models import Team
+
+_MAX_GPUS = 64  # Job.gpus' validator
+_MAX_REPLICAS = 512  # Job.replicas' validator
+_MAX_MEMORY_GIB = Decimal("999999.99")  # Job.memory_gib is DECIMAL(8, 2)
+_MAX_SECONDS = 2_147_483_647  # PositiveIntegerField
+
+
+def job_submit(
+    *,
+    team: Team | str,
+    spec: Mapping[str, Any],
+    actor: AbstractBaseUser | None,
+    source: str = "spec",
+    now: datetime | None = None,
+) -> Job:
+    """Create a pending job of ``team`` (a Team or its slug) from ``spec``; record a ``submitted`` event.
+
+    ``source`` prefixes every error message (the file name for a command). Raises :class:`TeamNotFound`;
+    :class:`JobPermissionDenied` when the actor is not a member of the team, or is a member asking for
+    ``high``/``production`` priority or a rank (``field`` says which); :class:`JobSpecInvalid` listing every
+    problem of the spec. Nothing is written then.
+    """
+    team_row = _team(team)
+    role = check_member(actor=actor, team=team_row)
+    fields = _fields_from_spec(spec, team_row, source)
+    # After the spec is known valid, so a bad priority is a spec error for everyone; a good one beyond the
+    # role is a refusal.
+    check_submit(actor=actor, team=team_row, role=role, priority=fields["priority"], rank=fields["rank"])
+    at = now or timezone.now()
+    with transaction.atomic():
+        job = Job.objects.create(
+            team=team_row,
+            submitted_by=actor if actor is not None else None,
+            submitted_at=at,
+            state=JobState.PENDING,
+            state_reason="submitted; waits for the next scheduling cycle",
+            **fields,
+        )
+        JobEvent.objects.create(job=job, type=EventType.SUBMITTED, at=at, actor=actor, details={"spec": dict(spec)})
+    return job
+
+
+def _team(team: Team | str) -> Team:
+    if isinstance(team, Team):
+        return team
+    row = Team.objects.filter(slug=team).first()
+    if row is None:
+        known = ", ".join(Team.objects.order_by("slug").values_list("slug", flat=True)) or "none yet"
+        raise TeamNotFound(f"no team with slug {team!r}; known teams: {known}")
+    return row
+
+
+def _fields_from_spec(spec: Mapping[str, Any], team: Team, source: str) -> dict[str, Any]:
+    """The Job fields a spec sets, or :class:`JobSpecInvalid` with every problem."""
+    errors = Errors(source)
+    if not isinstance(spec, Mapping):
+        errors.add("", f"a job spec must be a JSON object, got {describe(spec)}")
+        raise JobSpecInvalid(errors.messages)
+    data = dict(spec)
+    if "team" in data and data["team"] not in (team.slug, team.name):
+        errors.add("team", f"names {describe(data['team'])}, but the job is submitted to team {team.slug!r}")
+    if "gpu_milli" in data:
+        errors.add("gpu_milli", "is a trace-only key: ask for gpus, mig_profile, memory_gib or model instead")
+        del data["gpu_milli"]
+    # parse_job checks every key, type and range of spec/scenario.md; id and team come from the submission.
+    data["team"] = team.slug
+    name = data.get("name") if isinstance(data.get("name"), str) and data.get("name", "").strip() else None
+    data.setdefault("id", name or "job")
+    parsed = parse_job(errors, "", data, submitted_at=0.0)
+    if parsed is not None:
+        _check_limits(errors, data)
+    project = _project(errors, team, data)
+    if errors.messages or parsed is None:
+        raise JobSpecInvalid(errors.messages or [f"{source}: the spec is not a valid job"])
+    request = parsed.request
+    fields: dict[str, Any] = {
+        "name": (name or str(data["id"])).strip(),
+        "project": project,
+        "kind": str(parsed.kind),
+        "image": data.get("image", ""),
+        "command": list(data.get("command", [])),
+        "env": dict(data.get("env", {})),
+        "gpus": request.gpus,
+        "mig_profile": request.mig_profile or "",
+        "memory_gib": Decimal(str(request.memory_gib)).quantize(Decimal("0.01"))
+        if request.memory_gib is not None
+        else None,
+        "model": dict(data["model"]) if request.model is not None else None,
+        "replicas": parsed.replicas,
+        "gpu_model": parsed.gpu_model or "",
+        "priority": str(parsed.priority),
+        "rank": parsed.rank,
+        "preemptible": parsed.preemptible,
+        "checkpoint_interval_s": int(parsed.checkpoint_interval_s) if parsed.checkpoint_interval_s else None,
+        "tier": str(parsed.tier),
+        "duration_s": int(parsed.duration_s) if parsed.duration_s else None,
+    }
+    return fields
+
+
+def _check_limits(errors: Errors, data: dict[str, Any]) -> None:
+    """The database's limits, beyond what the spec format itself allows."""
+    if "gpus" in data and data["gpus"] > _MAX_GPUS:
+        errors.add("gpus", f"must be at most {_MAX_GPUS} per replica; use replicas for a larger gang")
+    if "replicas" in data and data["replicas"] > _MAX_REPLICAS:
+        errors.add("replicas", f"must be at most {_MAX_REPLICAS}")
+    if "memory_gib" in data and Decimal(str(data["memory_gib"])) > _MAX_MEMORY_GIB:
+        errors.add("memory_gib", f"must be at most {_MAX_MEMORY_GIB}")
+    for key in ("checkpoint_interval_s", "duration_s"):
+        if key in data and (not float(data[key]).is_integer() or data[key] > _MAX_SECONDS):
+            errors.add(key, f"must be a whole number of seconds up to {_MAX_SECONDS}, got {describe(data[key])}")
+    if "rank" in data and abs(data["rank"]) > _MAX_SECONDS:
+        errors.add("rank", f"must be between -{_MAX_SECONDS} and {_MAX_SECONDS}")
+    for key, limit in (("name", 200), ("image", 500)):
+        if isinstance(data.get(key), str) and len(data[key]) > limit:
+            errors.add(key, f"must be at most {limit} characters")
+    if "id" in data and not isinstance(data.get("name"), str) and len(str(data["id"])) > 200:
+        errors.add(join("", "id"), "must be at most 200 characters")
+
+
+def _project(errors: Errors, team: Team, data: dict[str, Any]) -> Any:
+    code = data.get("project")
+    if code is None:
+        return None
+    if not isinstance(code, str):
+        return None  # parse_job reported it
+    project = team.projects.filter(code=code).first()
+    if project is None:
+        known = ", ".join(team.projects.order_by("code").values_list("code", flat=True)) or "none"
+        errors.add("project", f"team {team.slug} has no project {code!r}; its projects: {known}")
+    return project
