@@ -56,7 +56,12 @@ def job_cancel_bulk(
     with transaction.atomic():
         # Locked in id order, so two bulk cancels of overlapping selections cannot deadlock.
         locked = {
-            j.pk: j for j in Job.objects.select_for_update().select_related("team", "submitted_by").filter(pk__in=ids)
+            j.pk: j
+            # of=self: submitted_by is a nullable join, which PostgreSQL will not lock.
+            for j in Job.objects.select_for_update(of=("self",))
+            .select_related("team", "submitted_by")
+            .filter(pk__in=ids)
+            .order_by("pk")
         }
         missing = [i for i in ids if i not in locked]
         if missing:

@@ -11,11 +11,14 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 import jobs.api.views
+import jobs.forms
 import jobs.views
 from jobs import access
 from jobs.models import Job, JobEvent
 from jobs.services import job_submit
 from tests.factories import JobFactory
+from tests.jobs.test_views_pages import SUBMIT
+from tests.portal.fleet import fleet
 
 pytestmark = pytest.mark.django_db
 
@@ -119,3 +122,13 @@ def test_pages_show_the_services_refusal_and_change_nothing(client, team, member
     assert "can reorder the team&#x27;s jobs" in response.content.decode()
     assert set(Job.objects.values_list("state", "priority", "rank")) == {("pending", "normal", 0)}
     assert list(JobEvent.objects.values_list("type", flat=True)) == ["submitted"]
+
+
+def test_the_submit_page_shows_the_services_refusal_next_to_the_priority(client, team, member, monkeypatch) -> None:
+    fleet()
+    monkeypatch.setattr(jobs.forms, "priorities_allowed", lambda role: access.priorities_allowed(access.LEAD))
+    client.force_login(member)
+    response = client.post(reverse("jobs:submit"), {**SUBMIT, "team": team.pk, "priority": "production"})
+    errors = response.context["form"].errors
+    assert list(errors) == ["priority"] and "production needs team nlp's lead" in errors["priority"][0]
+    assert not Job.objects.exists()

@@ -111,6 +111,8 @@ class Relayout:
         mig = self._mig_option(job)
         if mig is None:
             return False
+        if self._take(job, self._units(job), partial=False, claim=False):
+            return True  # a change under way offers it an instance: after_placement promises it
         key = ("could-change", placement_shape(job), len(self.bound_nodes), len(self.changes), self.index.freed)
         cached = self.index.memo.get(key)
         if cached is None:
@@ -215,9 +217,10 @@ class Relayout:
                 return job.replicas * demand.gpus
         return job.replicas
 
-    def _take(self, job: Job, wanted: int, partial: bool) -> int:
+    def _take(self, job: Job, wanted: int, partial: bool, claim: bool = True) -> int:
         """Promise the job up to ``wanted`` free instances (or idle MIG-off GPUs) on changing nodes — all or
-        none unless ``partial`` — and tell it it waits for them; return how many were promised."""
+        none unless ``partial`` — and tell it it waits for them; return how many were promised. ``claim``
+        False: only count them, promising nothing."""
         if not self._changing:
             return 0
         found: list[tuple[Key, float]] = []
@@ -238,6 +241,8 @@ class Relayout:
         chosen = found[:wanted]
         if not chosen or (len(chosen) < wanted and not partial):
             return 0
+        if not claim:
+            return len(chosen)
         self._claimed.update(key for key, _ in chosen)
         (name, gpu, _), until = max(chosen, key=lambda c: (c[1], c[0]))
         self.blockers[job.id] = Blocker(RECONFIGURING, f"node {name} GPU {gpu}", until)
