@@ -21,10 +21,9 @@ operations; the cycle applies them (``state.set_layout``) and records them in th
    took a bind this cycle: the MIG Manager pauses a node's device plugin while it works, facts §3.1, so a
    node is either bound to or reconfigured in one plan, never both). MIG-off idle GPUs are converted only
    when no aged whole-GPU demand could use them, and nodes needing fewer conversions are preferred, so MIG
-   demand must dominate before whole GPUs are given up. Whole-GPU demand counts here only if the idle GPUs
-   (MIG on or off) of the ready nodes it may use could hold all its replicas (each replica's GPUs on one
-   node): a gang waiting for more GPUs than are idle does not keep idle GPUs from MIG work that can start
-   once they are re-cut (idle capacity is used; the gang starts when running work frees enough).
+   demand must dominate before whole GPUs are given up. (Measured on B2: letting MIG demand convert idle GPUs
+   that waiting whole-GPU gangs could not use yet raised utilization by ~3 points but doubled evictions —
+   the gangs then preempted — so whole-GPU demand keeps its idle GPUs.)
 4. **Which layout.** GPU by GPU (MIG-on idle GPUs first, then by index), the candidate is every maximal
    layout of the model (:func:`scheduler.core.layouts.maximal_layouts`, ``+me`` ones only when some demand
    asks for ``+me``), plus "MIG off" when aged whole demand waits. Value, compared in order: aged demand
@@ -106,8 +105,6 @@ def plan_repartition(
         return []
     aged_mig, young_mig = _split(pending_mig, DemandKind.MIG, policy, now, demand_age)
     aged_whole, _ = _split(pending_whole, DemandKind.WHOLE, policy, now, demand_age)
-    if aged_whole:
-        aged_whole = _startable(state, aged_whole, policy, now, exclude)
     if not aged_mig and not aged_whole:
         return []
     shapes = (_by_shape(aged_mig), _by_shape(young_mig), _by_shape(aged_whole))
@@ -167,31 +164,6 @@ def _split(
             age = int((now - job.submitted_at) // policy.cycle_s) if policy.cycle_s > 0 else 0
         (aged if age >= policy.repartition_hysteresis_cycles else young).append(job)
     return aged, young
-
-
-def _startable(state: ClusterState, jobs: list[Job], policy: Policy, now: float, exclude: Collection[str]) -> list[Job]:
-    """The whole-GPU jobs that the idle GPUs (MIG on or off) of the ready nodes they may use could hold,
-    replica by replica on one node each (rule 3): only those keep idle GPUs whole or turn MIG GPUs off."""
-    idle: list[tuple[str, str, int]] = []  # (model, tier, idle GPUs) per ready node
-    for name in sorted(state.nodes):
-        node = state.nodes[name]
-        if not node.schedulable or name in exclude:
-            continue
-        if node.reconfiguring_until is not None and node.reconfiguring_until > now:
-            continue
-        count = sum(1 for gpu in state.node_gpus(name) if gpu.idle)
-        if count:
-            idle.append((node.gpu_model, str(node.tier), count))
-    kept: list[Job] = []
-    for job in jobs:
-        replicas = 0
-        for model, tier, count in idle:
-            demand = _on(job, model, tier, policy)
-            if demand is not None and demand.kind == DemandKind.WHOLE:
-                replicas += count // demand.gpus
-        if replicas >= job.replicas:
-            kept.append(job)
-    return kept
 
 
 def _by_shape(jobs: Iterable[Job]) -> list[tuple[Job, int]]:

@@ -16,7 +16,9 @@ plans a layout change or evicts anyone. The rules:
    is counted at what it holds, so a 1g service on a whole GPU would spend seven times its share of its
    team's quota (blocking the team's next production jobs) and idle six slices; for such a job a layout
    change of an idle GPU (300 s, planned by the cycle next, without the hysteresis) is the better bargain.
-   A 7g.80gb-sized job takes a whole idle GPU (no extra), a 4g one a whole GPU or a 7g instance.
+   A 7g.80gb-sized job takes a whole idle GPU (no extra), a 4g one a whole GPU or a 7g instance, a 3g one a
+   4g–6g instance only. Measured on B2 and B4 (/work/tmp/dynamics-results.md): no cap, or no cap while the
+   team stays within its guarantee, lowered utilization and raised evictions without fewer SLO misses.
 4. **Which.** The least oversized first: (tier rank, extra compute slices, extra memory, model rank, GPU
    order); a whole GPU counts as 7 compute slices and the model's whole memory. The job is then counted at
    what it holds (:func:`~scheduler.core.fairshare.placement_units` of the slots), and its quota must admit
@@ -87,13 +89,11 @@ def _best_replica(
         profiles = GPU_MODEL_BY_NAME[option.model].profiles()
         own = profiles[option.demand.mig_profile or ""]
         plus_me = bool(own.media_engines)
+        most = 2 * own.compute_slices  # rule 3
         for name, spec in sorted(profiles.items()):
             if name == own.name or bool(spec.media_engines) != plus_me:
                 continue
-            if (
-                not own.compute_slices <= spec.compute_slices <= 2 * own.compute_slices
-                or spec.memory_mib < own.memory_mib
-            ):
+            if not own.compute_slices <= spec.compute_slices <= most or spec.memory_mib < own.memory_mib:
                 continue
             oversize = (spec.compute_slices - own.compute_slices, spec.memory_mib - own.memory_mib)
             found = best_of(index, job, option, name, mix, oversize, False)
@@ -105,7 +105,7 @@ def _best_replica(
                 gpu = index.gpus[score[-1]]
                 start = min(gpu.free_instances(profile))
                 best = (key, (Slot(gpu.node.name, gpu.index, mig_profile=profile, mig_start=start),))
-        if 2 * own.compute_slices < COMPUTE_SLICES:
+        if most < COMPUTE_SLICES:
             continue
         whole_option = Option(option.tier_rank, option.model_rank, option.group, Demand.whole(1))
         whole = best_whole(index, job, (whole_option,))

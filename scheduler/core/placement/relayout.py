@@ -105,20 +105,33 @@ class Relayout:
         return got > 0
 
     def could_change_for(self, job: Job) -> bool:
-        """Could a layout change of an idle GPU serve ``job``'s MIG demand (its quota admitting it)? The cycle
-        asks before it preempts for non-production work: eviction is the last resort, so such a job waits for
-        the change (:meth:`after_placement`, with the hysteresis and the node budget) instead."""
-        mig = self._mig_option(job)
-        if mig is None:
+        """Could a layout change of an idle GPU serve ``job`` (its quota admitting it)? MIG demand: a re-cut
+        offering its profile; whole-GPU demand: idle MIG GPUs turned off, as many as it needs, on one node.
+        The cycle asks before it preempts for non-production work: eviction is the last resort, so such a job
+        waits for the change (:meth:`after_placement`, with the hysteresis and the node budget) instead."""
+        options = options_for(self.index, job, self.policy)
+        mig = next((o for o in options if o.demand.kind == DemandKind.MIG), None)
+        option = mig or next((o for o in options if o.demand.kind == DemandKind.WHOLE), None)
+        if option is None or not self._would_admit(job, option):
             return False
         if self._take(job, self._units(job), partial=False, claim=False):
-            return True  # a change under way offers it an instance: after_placement promises it
+            return True  # a change under way offers it what it needs: after_placement promises it
         key = ("could-change", placement_shape(job), len(self.bound_nodes), len(self.changes), self.index.freed)
         cached = self.index.memo.get(key)
         if cached is None:
             policy = replace(self.policy, repartition_hysteresis_cycles=0)
-            changes = plan_repartition(self.state, [(job, mig.demand)], policy, self.now, exclude=self.bound_nodes)
-            cached = self.index.memo[key] = self._offers(job, changes)
+            if option is mig:
+                changes = plan_repartition(
+                    self.state, [(job, option.demand)], policy, self.now, exclude=self.bound_nodes
+                )
+                cached = self._offers(job, changes)
+            else:
+                pending = [(job, option.demand)]
+                changes = plan_repartition(
+                    self.state, [], policy, self.now, pending_whole=pending, exclude=self.bound_nodes
+                )
+                cached = sum(1 for c in changes if not c.new) >= option.demand.gpus * job.replicas
+            self.index.memo[key] = cached
         return bool(cached)
 
     def after_placement(self, order: Sequence[Job]) -> list[Reconfigure]:

@@ -4,14 +4,12 @@ capacity serves waiting MIG inference, proactive repartition, preemption as the 
 from __future__ import annotations
 
 from scheduler.core import plan_cycle
-from scheduler.core.demand import Demand
-from scheduler.core.placement import IndexedClusterState
 from scheduler.core.placement.drain import drain_for
 from scheduler.core.placement.fallback import fallback_slots
 from scheduler.core.placement.options import options_for
 from scheduler.core.plan import Plan
 from scheduler.core.policy import Policy
-from scheduler.core.repartition import MAX_NODES_PER_CYCLE, nodes_per_cycle, plan_repartition
+from scheduler.core.repartition import MAX_NODES_PER_CYCLE, nodes_per_cycle
 from scheduler.core.state import Job, Node, Slot
 from scheduler.core.vocabulary import JobKind, Priority
 from tests.scheduler.properties.builders import A100, NOW, job, node, running, snapshot, state_of, team
@@ -62,37 +60,6 @@ def test_drain_skips_nodes_that_took_a_bind_this_cycle() -> None:
     assert drain_for(state, state.index, prod, options, POLICY, NOW, (), exclude={"m"}) is None
     assert "one" in state.placed
     assert drain_for(state, state.index, prod, options, POLICY, NOW, ()) is not None
-
-
-def _whole_demand(job_id: str, gpus: int, replicas: int) -> tuple[Job, Demand]:
-    return job(job_id, gpus=gpus, replicas=replicas, submitted_at=OLD), Demand.whole(gpus)
-
-
-def _idle_world() -> IndexedClusterState:
-    # a: 2 idle MIG-off GPUs; busy: no idle GPU; cordoned, changing and excluded: idle but not usable now.
-    held = [running(job("r", gpus=1), ((Slot("busy", 0),),))]
-    nodes = [
-        node("a", A100, 2),
-        node("busy", A100, 1),
-        node("cordoned", A100, 4, schedulable=False),
-        node("changing", A100, 4, reconfiguring_until=NOW + 60),
-        node("excluded", A100, 4),
-    ]
-    return state_of(nodes, held)
-
-
-def test_whole_demand_keeps_idle_gpus_whole_only_if_the_idle_gpus_could_hold_it() -> None:
-    mig = [(job("m", mig="3g.40gb", kind=JobKind.INFERENCE, submitted_at=OLD), Demand.mig("3g.40gb"))]
-    fits = [_whole_demand("w", 1, 2)]  # two 1-GPU replicas: a's two idle GPUs hold them
-    assert plan_repartition(_idle_world(), mig, POLICY, NOW, pending_whole=fits, exclude={"excluded"}) == []
-    too_big = [_whole_demand("w", 1, 3)]  # needs 3 GPUs; only 2 are idle on usable nodes: it does not block
-    changes = plan_repartition(_idle_world(), mig, POLICY, NOW, pending_whole=too_big, exclude={"excluded"})
-    assert [(c.node, c.gpu) for c in changes] == [("a", 0)]
-    one_node = [_whole_demand("w", 2, 2)]  # two replicas of 2 GPUs: a holds one replica only
-    changes = plan_repartition(_idle_world(), mig, POLICY, NOW, pending_whole=one_node, exclude={"excluded"})
-    assert [(c.node, c.gpu) for c in changes] == [("a", 0)]
-    # Without the exclusion, "excluded" holds the gang: the whole demand blocks every conversion again.
-    assert plan_repartition(_idle_world(), mig, POLICY, NOW, pending_whole=one_node) == []
 
 
 # -- idle capacity for production inference (placement.fallback) ---------------------------------------------
@@ -162,3 +129,9 @@ def test_aged_demand_left_unserved_by_one_change_gets_the_next_node_in_the_same_
     prod = job("p", mig="7g.80gb", kind=JobKind.INFERENCE, priority=Priority.PRODUCTION, submitted_at=OLD)
     plan = plan_cycle(snapshot(nodes, [prod, *pending], [team("t", guaranteed=16)]), POLICY, NOW)
     assert [c.node for c in plan.reconfigurations] == ["n00", "n01"]
+
+
+def test_production_prefers_more_memory_to_more_compute_among_larger_instances() -> None:
+    gpu = Node(name="m", gpu_model=A100, gpu_count=1, mig=((("2g.20gb", 0), ("1g.20gb", 2)),))
+    state = state_of([gpu])
+    assert fallback_slots(state, _prod(mig="1g.10gb"), POLICY) == ((Slot("m", 0, "1g.20gb", 2),),)
