@@ -37,6 +37,7 @@ from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
 from scheduler.core.state import MigLayout
+from scheduler.errors import GatewayConflict
 
 
 class ReplicaPhase(StrEnum):
@@ -277,3 +278,23 @@ class MaintainedGateway(Protocol):
     """
 
     def maintain(self) -> tuple[MaintenanceEvent, ...]: ...
+
+
+def device_check(where: str, device: Device, layout: MigLayout, held: set[tuple[int, int | None]]) -> None:
+    """Raise :class:`~scheduler.errors.GatewayConflict` unless ``device`` can be given out on its GPU.
+
+    ``layout`` is the GPU's current MIG layout (empty: MIG off); ``held`` the ``(gpu, mig_start)`` pairs other
+    jobs hold on the node (``mig_start`` None for a whole GPU). The rule every backend shares: a partitioned GPU
+    has no whole GPU to give, a held device is not given twice, and a MIG instance must exist in the layout.
+    """
+    busy = {start for gpu, start in held if gpu == device.gpu}
+    if device.mig_profile is None:
+        if layout:
+            raise GatewayConflict(f"{where} is partitioned with MIG; it has no whole GPU to give")
+        if busy:
+            raise GatewayConflict(f"{where} is held by another job")
+        return
+    if (device.mig_profile, device.mig_start) not in layout:
+        raise GatewayConflict(f"{where} has no MIG instance {device.mig_profile}@{device.mig_start}")
+    if device.mig_start in busy or None in busy:
+        raise GatewayConflict(f"{where} {device.mig_profile}@{device.mig_start} is held by another job")

@@ -23,6 +23,7 @@ from scheduler.gateway import (
     Observation,
     ReplicaPhase,
     UtilizationReading,
+    device_check,
 )
 from scheduler.kube_labels import (
     GPU_COUNT,
@@ -172,20 +173,10 @@ def check_device(
     if not 0 <= device.gpu < node.gpu_count:
         raise GatewayConflict(f"{where} does not exist")
     layout = node.mig[device.gpu] if device.gpu < len(node.mig) else ()
-    busy = {start for gpu, start in held if gpu == device.gpu}
     key = (node.name, device.gpu, device.mig_start)
     if key in wanted or (node.name, device.gpu, None) in wanted:
         raise GatewayConflict(f"{where} is asked for twice in one request")
-    if device.mig_profile is None:
-        if layout:
-            raise GatewayConflict(f"{where} is partitioned with MIG; it has no whole GPU to give")
-        if busy:
-            raise GatewayConflict(f"{where} is held by another job")
-    else:
-        if (device.mig_profile, device.mig_start) not in layout:
-            raise GatewayConflict(f"{where} has no MIG instance {device.mig_profile}@{device.mig_start}")
-        if device.mig_start in busy or None in busy:
-            raise GatewayConflict(f"{where} {device.mig_profile}@{device.mig_start} is held by another job")
+    device_check(where, device, layout, held)
     wanted.add(key)
 
 

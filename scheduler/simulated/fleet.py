@@ -29,6 +29,7 @@ from scheduler.gateway import (
     ReplicaObservation,
     ReplicaPhase,
     UtilizationReading,
+    device_check,
 )
 from scheduler.models import Gpu, Node, SimulatedNodeState, SimulatedPod, SimulatedProgress
 
@@ -301,18 +302,7 @@ class SimulatedFleet:
             where = f"{node.name} GPU {device.gpu}"
             if device.gpu not in layouts:
                 raise GatewayConflict(f"{where} does not exist")
-            layout = layouts[device.gpu]
-            busy = {start for gpu, start in held if gpu == device.gpu}
-            if device.mig_profile is None:
-                if layout:
-                    raise GatewayConflict(f"{where} is partitioned with MIG; it has no whole GPU to give")
-                if busy:
-                    raise GatewayConflict(f"{where} is held by another job")
-            else:
-                if (device.mig_profile, device.mig_start) not in layout:
-                    raise GatewayConflict(f"{where} has no MIG instance {device.mig_profile}@{device.mig_start}")
-                if device.mig_start in busy or None in busy:
-                    raise GatewayConflict(f"{where} {device.mig_profile}@{device.mig_start} is held by another job")
+            device_check(where, device, layouts[device.gpu], held)
 
     def job_evict(self, *, job: str, namespace: str, grace_s: float, reason: str) -> None:
         now = self.clock()
