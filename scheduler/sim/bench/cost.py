@@ -61,6 +61,8 @@ from scheduler.sim.workload.clusters import ClusterDef
 from scheduler.sim.workload.mixed import Workload
 
 AWS_NOTICE_S = 120.0  # facts §6: AWS's 2-minute spot interruption notice
+# Run C: a few interruptions in a few hours on eight spot servers, so the recovery path is really exercised.
+STRESS_INTERRUPTIONS_PER_NODE_DAY = 4.0
 FACTS_INTERRUPTIONS_PER_NODE_DAY = round(0.20 / 30, 4)  # the Spot Advisor's "> 20 % a month" bucket
 
 
@@ -68,7 +70,7 @@ FACTS_INTERRUPTIONS_PER_NODE_DAY = round(0.20 / 30, 4)  # the Spot Advisor's "> 
 class CostConfig:
     pool_factor: int = 2
     interruptions_per_node_day: float = FACTS_INTERRUPTIONS_PER_NODE_DAY
-    stress_interruptions_per_node_day: float = 1.0
+    stress_interruptions_per_node_day: float = STRESS_INTERRUPTIONS_PER_NODE_DAY
     replace_s: float = 600.0
     planner: str = "microcosm"
 

@@ -14,7 +14,14 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from scheduler.sim.bench.cost import FACTS_INTERRUPTIONS_PER_NODE_DAY, CostConfig, CostResult, TierRun, run_cost
+from scheduler.sim.bench.cost import (
+    FACTS_INTERRUPTIONS_PER_NODE_DAY,
+    STRESS_INTERRUPTIONS_PER_NODE_DAY,
+    CostConfig,
+    CostResult,
+    TierRun,
+    run_cost,
+)
 from scheduler.sim.bench.machine import load_average, machine, machine_line, utc_now
 from scheduler.sim.bench.mixed_cli import load_runtimes, non_negative_float, positive_float
 from scheduler.sim.bench.registry import BenchUsageError, Claim, Outcome, positive
@@ -50,8 +57,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--stress-interruptions-per-node-day",
         type=non_negative_float,
-        default=1.0,
-        help="Spot interruptions per server-day in run C, the stress test (default 1).",
+        default=STRESS_INTERRUPTIONS_PER_NODE_DAY,
+        help=f"Spot interruptions per server-day in run C (default {STRESS_INTERRUPTIONS_PER_NODE_DAY:g}).",
     )
     parser.add_argument("--trace", type=Path, help="Philly run times (default ../shared/traces/philly/...).")
 
@@ -67,7 +74,9 @@ def run(options: dict[str, Any]) -> Outcome:
         cost = CostConfig(
             pool_factor=options.get("pool_factor") or 2,
             interruptions_per_node_day=_or(options.get("interruptions_per_node_day"), FACTS_INTERRUPTIONS_PER_NODE_DAY),
-            stress_interruptions_per_node_day=_or(options.get("stress_interruptions_per_node_day"), 1.0),
+            stress_interruptions_per_node_day=_or(
+                options.get("stress_interruptions_per_node_day"), STRESS_INTERRUPTIONS_PER_NODE_DAY
+            ),
         )
     except ValueError as error:
         raise BenchUsageError(str(error)) from None

@@ -118,7 +118,7 @@ def test_bench_cost_end_to_end_on_a_short_window() -> None:
     )  # fmt: skip
     payload = json.loads(out.getvalue())
     runs = payload["runs"]
-    assert list(runs) == ["on-demand only", "tiered (0.0067/node-day)", "tiered, spot stressed (1/node-day)"]
+    assert list(runs) == ["on-demand only", "tiered (0.0067/node-day)", "tiered, spot stressed (4/node-day)"]
     base = runs["on-demand only"]
     assert base["reserved_cost"] == 0 and base["savings"] == 0
     hours = 0.25
