@@ -237,3 +237,26 @@ def cluster_fixture() -> Iterator[Cluster]:
         yield cluster
     finally:
         cluster.close()
+
+
+class ManualClock:
+    """The gateway's clock in MIG-flow tests: time moves only when a test sets ``now``."""
+
+    def __init__(self, now: float = 1_800_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def manual_gateway(cluster: Cluster, clock: ManualClock, *, mig_config_timeout_s: float) -> Any:
+    """A KubeGateway on the emulator that never sleeps and reads ``clock``: MIG timeouts are driven by the test."""
+    from scheduler.kube import KubeGateway
+
+    return KubeGateway(
+        cluster.new_api_client(),
+        clock=clock,
+        sleep=lambda _s: None,
+        mig_config_timeout_s=mig_config_timeout_s,
+        request_timeout_s=2,
+    )

@@ -12,7 +12,7 @@ from scheduler.kube_mig import config_name
 from scheduler.services import cluster_maintain
 from scheduler.simulated import SimulatedFleet
 from scheduler.tasks import mig_watch_task
-from tests.scheduler.kube_emulator import cluster_fixture
+from tests.scheduler.kube_emulator import ManualClock, cluster_fixture, manual_gateway
 
 cluster = pytest.fixture(cluster_fixture)
 
@@ -30,28 +30,14 @@ WANTED = ((("3g.40gb", 0), ("3g.40gb", 4)), ())
 TIMEOUT_S = 900.0
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_800_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def clock() -> ManualClock:
+    return ManualClock()
 
 
 @pytest.fixture
 def gateway(cluster, clock) -> KubeGateway:
-    return KubeGateway(
-        cluster.new_api_client(),
-        clock=clock,
-        sleep=lambda _s: None,
-        mig_config_timeout_s=TIMEOUT_S,
-        request_timeout_s=2,
-    )
+    return manual_gateway(cluster, clock, mig_config_timeout_s=TIMEOUT_S)
 
 
 def _labels(cluster) -> dict[str, str]:

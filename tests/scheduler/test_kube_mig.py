@@ -13,7 +13,7 @@ from scheduler.errors import GatewayConflict
 from scheduler.gateway import BindRequest, Device, MigConfigState, ReplicaPlacement
 from scheduler.kube import KubeGateway
 from scheduler.kube_mig import Step, config_name
-from tests.scheduler.kube_emulator import cluster_fixture
+from tests.scheduler.kube_emulator import ManualClock, cluster_fixture, manual_gateway
 
 cluster = pytest.fixture(cluster_fixture)
 
@@ -32,28 +32,14 @@ WANTED = (TWO_3G, ())
 TIMEOUT_S = 900.0
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_800_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
+def clock() -> ManualClock:
+    return ManualClock()
 
 
 @pytest.fixture
 def gateway(cluster, clock) -> KubeGateway:
-    return KubeGateway(
-        cluster.new_api_client(),
-        clock=clock,
-        sleep=lambda _s: None,
-        mig_config_timeout_s=TIMEOUT_S,
-        request_timeout_s=2,
-    )
+    return manual_gateway(cluster, clock, mig_config_timeout_s=TIMEOUT_S)
 
 
 def _annotations(cluster) -> dict[str, str]:
