@@ -147,7 +147,10 @@ def priced(node: Node, tier: CapacityTier) -> Node:
     return replace(node, tier=tier, price_per_gpu_hour=price)
 
 
-def demand_by_model(result: ReplayResult, nodes: Mapping[str, Node], *, production_only: bool = False) -> dict:
+Steps = dict[str, list[tuple[float, float]]]  # GPU model → sorted (t, change in GPU-equivalents held)
+
+
+def demand_by_model(result: ReplayResult, nodes: Mapping[str, Node], *, production_only: bool = False) -> Steps:
     """GPU model → the step function of GPU-equivalents held on it, as sorted ``(t, change)`` pairs."""
     changes: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for run in result.runs:
@@ -294,7 +297,6 @@ def measure(
     workload: Workload,
     scenario: Scenario,
     config: CostConfig,
-    reserved_servers: Mapping[str, int],
     spot_events: int,
 ) -> tuple[TierRun, ReplayResult]:
     """Replay ``scenario`` and bill it over the workload's window (protocol step 7)."""
@@ -385,7 +387,7 @@ def run_cost(workload: Workload, config: CostConfig) -> CostResult:
     nodes = pool(workload.cluster, config.pool_factor)
     on_demand = tuple(priced(node, CapacityTier.ON_DEMAND) for node in nodes)
     scenario_a = scenario_for(workload, on_demand, retier=lambda job: JobTier.ANY)
-    run_a, result_a = measure("on-demand only", workload, scenario_a, config, {}, 0)
+    run_a, result_a = measure("on-demand only", workload, scenario_a, config, 0)
     by_name = {node.name: node for node in on_demand}
     window = workload.config.window
     servers = reserved_baseline(
@@ -413,7 +415,6 @@ def run_cost(workload: Workload, config: CostConfig) -> CostResult:
             workload,
             scenario,
             config,
-            servers,
             sum(isinstance(a, Interrupt) for _, a in spot),
         )
         runs.append(run)
