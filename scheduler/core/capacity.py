@@ -9,7 +9,7 @@ room after all, is rolled back exactly. Nothing here decides anything; plugins a
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from scheduler.core.catalog import COMPUTE_SLICES, GPU_MODEL_BY_NAME, GpuModelSpec
@@ -111,10 +111,15 @@ class ClusterState:
     def __init__(self, snapshot: Snapshot) -> None:
         self.nodes: dict[str, Node] = {node.name: node for node in snapshot.nodes}
         self.gpus: dict[tuple[str, int], Gpu] = {}
+        self._node_gpus: dict[str, tuple[Gpu, ...]] = {}  # per node, its GPUs in index order (asked very often)
         for node in snapshot.nodes:
             spec = GPU_MODEL_BY_NAME.get(node.gpu_model)
-            for index in range(node.gpu_count):
-                self.gpus[(node.name, index)] = Gpu(node=node, index=index, spec=spec, layout=node.layout(index))
+            gpus = tuple(
+                Gpu(node=node, index=index, spec=spec, layout=node.layout(index)) for index in range(node.gpu_count)
+            )
+            self._node_gpus[node.name] = gpus
+            for gpu in gpus:
+                self.gpus[gpu.key] = gpu
         self.running: dict[str, Running] = {}
         self.placed: dict[str, tuple[tuple[Slot, ...], ...]] = {}  # job → slots, running or bound this cycle
         self.jobs: dict[str, Job] = {}
@@ -177,10 +182,9 @@ class ClusterState:
             return not gpu.shares
         return gpu.node.sharing and gpu.milli_used + slot.milli <= FULL_GPU_MILLI
 
-    def node_gpus(self, node: str) -> Iterator[Gpu]:
-        spec = self.nodes[node]
-        for index in range(spec.gpu_count):
-            yield self.gpus[(node, index)]
+    def node_gpus(self, node: str) -> tuple[Gpu, ...]:
+        """The node's GPUs in index order."""
+        return self._node_gpus[node]
 
     def team_units(self, team: str) -> dict[str, int]:
         """Units (1/7000 GPU) held by ``team`` per GPU class, and the overall total under ``"any"``."""

@@ -53,6 +53,7 @@ from scheduler.core.capacity import ClusterState, Gpu
 from scheduler.core.catalog import COMPUTE_SLICES, GPU_MODEL_BY_NAME, validate_layout
 from scheduler.core.demand import Demand, DemandKind
 from scheduler.core.layouts import maximal_layouts
+from scheduler.core.placement.idle import IdleKey, idle_key, idle_order
 from scheduler.core.placement.tiers import allowed_tiers
 from scheduler.core.plan import Reconfigure
 from scheduler.core.policy import Policy
@@ -109,33 +110,52 @@ def plan_repartition(
         return []
     shapes = (_by_shape(aged_mig), _by_shape(young_mig), _by_shape(aged_whole))
     needs: dict[tuple[str, str], _Need] = {}
-    best: tuple[tuple[int, int, int, str], list[Reconfigure]] | None = None
-    for name in sorted(state.nodes):
-        node = state.nodes[name]
-        spec = GPU_MODEL_BY_NAME.get(node.gpu_model)
-        if spec is None or not spec.mig_capable or not node.schedulable:
-            continue
-        if (node.reconfiguring_until is not None and node.reconfiguring_until > now) or name in exclude:
-            continue
-        idle = [gpu for gpu in state.node_gpus(name) if gpu.idle]
-        if not idle:
-            continue
-        group = (node.gpu_model, str(node.tier))
+    best: tuple[tuple[int, int, int, str], IdleKey] | None = None
+    # Nodes of one idle class differ only by name (placement.idle): the first one not excluded stands for it.
+    names, classes = _idle_classes(state, now)
+    for key, ordinals in classes.items():
+        model, tier, layouts = key
+        group = (model, tier)
         if group not in needs:
-            needs[group] = _need(node.gpu_model, str(node.tier), *shapes, policy)
+            needs[group] = _need(model, tier, *shapes, policy)
         need = needs[group]
         if not need.aged and not need.whole_gpus:
             continue
-        # MIG-on idle GPUs first: re-cutting them gives up nothing; then by index.
-        order = sorted(idle, key=lambda gpu: (not gpu.mig_on, gpu.index))
-        served, changes = _plan_node(node.gpu_model, tuple(gpu.layout for gpu in order), need)
+        served, changes = _plan_node(model, layouts, need)
         if served <= 0:
             continue
-        conversions = sum(1 for i, new in changes if not order[i].layout and new)
+        name = next((names[i] for i in ordinals if names[i] not in exclude), None)
+        if name is None:
+            continue
+        conversions = sum(1 for i, new in changes if not layouts[i] and new)
         score = (-served, conversions, len(changes), name)
         if best is None or score < best[0]:
-            best = (score, [_reconfigure(order[i], new, now, policy) for i, new in changes])
-    return sorted(best[1], key=lambda op: op.gpu) if best else []
+            best = (score, key)
+    if best is None:
+        return []
+    name, (model, _, layouts) = best[0][3], best[1]
+    order = idle_order(state.node_gpus(name))
+    _, changes = _plan_node(model, layouts, needs[(model, best[1][1])])
+    return sorted((_reconfigure(order[i], new, now, policy) for i, new in changes), key=lambda op: op.gpu)
+
+
+def _idle_classes(state: ClusterState, now: float) -> tuple[list[str], dict[IdleKey, list[int]]]:
+    """The idle classes (:mod:`scheduler.core.placement.idle`) of the nodes a layout change may use at ``now``
+    (rule 3), each a list of ordinals into the returned node names, in name order: kept by the cycle's
+    capacity index when the state has one for ``now``, else found by a scan."""
+    index = getattr(state, "index", None)
+    if index is not None and index.now == now:
+        index.flush()
+        return index.node_names, index.idle.classes
+    names = sorted(state.nodes)
+    classes: dict[IdleKey, list[int]] = {}
+    for ordinal, name in enumerate(names):
+        node = state.nodes[name]
+        if node.schedulable and (node.reconfiguring_until is None or node.reconfiguring_until <= now):
+            key = idle_key(state, name)
+            if key is not None:
+                classes.setdefault(key, []).append(ordinal)
+    return names, classes
 
 
 def nodes_per_cycle(state: ClusterState, now: float) -> int:

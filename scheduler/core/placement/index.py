@@ -29,6 +29,7 @@ from bisect import bisect_left, insort
 from collections.abc import Hashable
 
 from scheduler.core.capacity import ClusterState, Gpu, Statement
+from scheduler.core.placement.idle import IdleClasses
 from scheduler.core.state import FULL_GPU_MILLI, Job, Slot, Snapshot
 
 Group = tuple[str, str, str]  # (gpu_model, capacity tier, interconnect)
@@ -129,6 +130,9 @@ class CapacityIndex:
         self.memo: dict[Hashable, object] = {}
         for gpu in self.gpus:
             self.refresh(gpu)
+        self.idle = IdleClasses(state, self.node_names)  # for re-partitioning (see idle.py)
+        for name in self.group_of:
+            self.idle.touch(name)
         for job_id, slots in sorted(state.placed.items()):
             self._resources(state.jobs[job_id], slots, +1)
 
@@ -166,9 +170,15 @@ class CapacityIndex:
         back hundreds of jobs between two placement questions)."""
         if self._dirty:
             gpus = self.gpus
+            names: dict[str, None] = {}
             for ordinal in sorted(self._dirty):
-                self.refresh(gpus[ordinal])
+                gpu = gpus[ordinal]
+                self.refresh(gpu)
+                names[gpu.node.name] = None
             self._dirty.clear()
+            for name in names:
+                if name in self.group_of:
+                    self.idle.touch(name)
 
     def opened(self) -> tuple[int, int]:
         """A Statement opens: start a new lineage of tokens; return the old ones for a rollback."""
@@ -223,6 +233,7 @@ class CapacityIndex:
             self._file(gpu, group, False, (), None)
         del self.group_of[name]
         self.groups[group].remove(name)
+        self.idle.remove(name)
         self.version = next(self._tokens)
 
     def _file(

@@ -31,7 +31,7 @@ cycle (:meth:`Relayout.bound`, called by the cycle for every bind) is excluded f
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import replace
 
 from scheduler.core.capacity import gpu_class_of
@@ -77,6 +77,9 @@ class Relayout:
         self.evictions: list[Evict] = []
         self._production = [job for job in pending if job.priority == Priority.PRODUCTION]
         self._claimed: set[Key] = set()
+        self._nothing: set[Hashable] = set()  # (shape, changing nodes, freed) for which _take found nothing
+        # could_change_for's answers per job shape: (freed token, answer, the node whose MIG change answered yes)
+        self._could: dict[Hashable, tuple[int, bool, str | None]] = {}
         self._budget = nodes_per_cycle(state, now)  # nodes changed per cycle outside production (repartition rule 5)
         self.bound_nodes: set[str] = set()  # nodes that took a bind this cycle: no layout change there
         self._changing = [  # nodes whose layout change is under way (the snapshot shows the new layout)
@@ -116,23 +119,32 @@ class Relayout:
             return False
         if self._take(job, self._units(job), partial=False, claim=False):
             return True  # a change under way offers it what it needs: after_placement promises it
-        key = ("could-change", placement_shape(job), len(self.bound_nodes), len(self.changes), self.index.freed)
-        cached = self.index.memo.get(key)
-        if cached is None:
-            policy = replace(self.policy, repartition_hysteresis_cycles=0)
-            if option is mig:
-                changes = plan_repartition(
-                    self.state, [(job, option.demand)], policy, self.now, exclude=self.bound_nodes
-                )
-                cached = self._offers(job, changes)
-            else:
-                pending = [(job, option.demand)]
-                changes = plan_repartition(
-                    self.state, [], policy, self.now, pending_whole=pending, exclude=self.bound_nodes
-                )
-                cached = sum(1 for c in changes if not c.new) >= option.demand.gpus * job.replicas
-            self.index.memo[key] = cached
-        return bool(cached)
+        shape = placement_shape(job)
+        known = self._could.get(shape)
+        if known is not None and self._still(*known):
+            return known[1]
+        policy = replace(self.policy, repartition_hysteresis_cycles=0)
+        if option is mig:
+            changes = plan_repartition(self.state, [(job, option.demand)], policy, self.now, exclude=self.bound_nodes)
+            answer = self._offers(job, changes)
+        else:
+            whole = [(job, option.demand)]
+            changes = plan_repartition(self.state, [], policy, self.now, pending_whole=whole, exclude=self.bound_nodes)
+            answer = sum(1 for c in changes if not c.new) >= option.demand.gpus * job.replicas
+        witness = changes[0].node if answer and option is mig else None
+        self._could[shape] = (self.index.freed, answer, witness)
+        return answer
+
+    def _still(self, freed: int, answer: bool, witness: str | None) -> bool:
+        """Does a could_change_for answer still hold? Any answer holds while no capacity was freed: binds,
+        changes and the nodes they exclude only take idle GPUs away, so a change that was impossible stays
+        so, and (whole GPUs: the best node must convert enough) the best node stays the best. A MIG answer
+        True asks only whether some node could offer the profile, so it holds while the node whose change
+        answered took no bind and no change (evictions there only add idle GPUs)."""
+        if witness is None:
+            return freed == self.index.freed
+        until = self.state.nodes[witness].reconfiguring_until
+        return witness not in self.bound_nodes and (until is None or until <= self.now)
 
     def after_placement(self, order: Sequence[Job]) -> list[Reconfigure]:
         """The cycle's layout changes, after every job of ``order`` was tried (module doc)."""
@@ -236,6 +248,11 @@ class Relayout:
         False: only count them, promising nothing."""
         if not self._changing:
             return 0
+        # What changing nodes offer grows only when a node starts changing or capacity is freed (an eviction
+        # there); claims only shrink it. So "nothing for this shape" holds until one of those happens.
+        nothing_key = (placement_shape(job), len(self._changing), self.index.freed)
+        if nothing_key in self._nothing:
+            return 0
         found: list[tuple[Key, float]] = []
         tiers = tier_rank(job)
         for name, until in self._changing:
@@ -251,6 +268,8 @@ class Relayout:
                 else:
                     starts = []
                 found += [((name, gpu.index, s), until) for s in starts if (name, gpu.index, s) not in self._claimed]
+        if not found:
+            self._nothing.add(nothing_key)
         chosen = found[:wanted]
         if not chosen or (len(chosen) < wanted and not partial):
             return 0
