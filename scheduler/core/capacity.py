@@ -36,6 +36,8 @@ class Gpu:
     whole: str | None = None  # job holding the whole GPU (MIG off)
     instances: dict[int, str] = field(default_factory=dict)  # MIG start → job
     shares: dict[str, int] = field(default_factory=dict)  # job → milli-GPU (MIG off, shared GPU)
+    gpu_class: str = ""  # the quota class of the node's model (gpu_class_of), set by ClusterState
+    ordinal: int = -1  # position in the cycle's CapacityIndex, set by it
 
     @property
     def key(self) -> tuple[str, int]:
@@ -62,6 +64,8 @@ class Gpu:
             jobs.add(self.whole)
         return jobs
 
+
+_SlotOp = tuple[Gpu, int | None, int, str, int]  # (GPU, MIG start or None, milli, GPU class, units)
 
 # Usage is counted in integer units of 1/7000 GPU: a MIG slice (n/7) and a milli share (m/1000) are both
 # exact in it, so adding and removing thousands of slots in a cycle never drifts.
@@ -114,8 +118,10 @@ class ClusterState:
         self._node_gpus: dict[str, tuple[Gpu, ...]] = {}  # per node, its GPUs in index order (asked very often)
         for node in snapshot.nodes:
             spec = GPU_MODEL_BY_NAME.get(node.gpu_model)
+            gpu_class = gpu_class_of(node.gpu_model)
             gpus = tuple(
-                Gpu(node=node, index=index, spec=spec, layout=node.layout(index)) for index in range(node.gpu_count)
+                Gpu(node=node, index=index, spec=spec, layout=node.layout(index), gpu_class=gpu_class)
+                for index in range(node.gpu_count)
             )
             self._node_gpus[node.name] = gpus
             for gpu in gpus:
@@ -128,6 +134,7 @@ class ClusterState:
         # removed and put back, so that "which of a team's running jobs are still placed" costs no scan.
         self.running_gone: dict[str, set[str]] = defaultdict(set)
         self._statements: list[Statement] = []
+        self._ops: dict[str, tuple[tuple[tuple[Slot, ...], ...], tuple[_SlotOp, ...]]] = {}  # see slot_ops
         for running in snapshot.running:
             self.running[running.job.id] = running
             self._occupy(running.job, running.slots)
@@ -203,22 +210,40 @@ class ClusterState:
 
     # -- bookkeeping -------------------------------------------------------------------------------------
 
-    def _occupy(self, job: Job, slots: tuple[tuple[Slot, ...], ...]) -> None:
-        self.jobs[job.id] = job
-        self.placed[job.id] = slots
-        if job.id in self.running:
-            self.running_gone[job.team].discard(job.id)
-        team_usage = self.usage[job.team]
+    def slot_ops(self, job_id: str, slots: tuple[tuple[Slot, ...], ...]) -> tuple[_SlotOp, ...]:
+        """What occupying ``slots`` does, slot by slot: (GPU, MIG start or None, milli, GPU class, units).
+        Remembered per job while its slots stay the same object: a preemption search removes and puts back
+        the same running jobs hundreds of times a cycle."""
+        cached = self._ops.get(job_id)
+        if cached is not None and cached[0] is slots:
+            return cached[1]
+        ops = []
         for replica in slots:
             for slot in replica:
                 gpu = self.gpus[(slot.node, slot.gpu)]
-                if slot.mig_profile is not None:
-                    gpu.instances[slot.mig_start] = job.id  # type: ignore[index]
-                elif slot.milli >= FULL_GPU_MILLI:
-                    gpu.whole = job.id
-                else:
-                    gpu.shares[job.id] = gpu.shares.get(job.id, 0) + slot.milli
-                team_usage[gpu_class_of(gpu.node.gpu_model)] += slot_units(slot, gpu.spec)
+                units = slot_units(slot, gpu.spec)
+                ops.append(
+                    (gpu, slot.mig_start if slot.mig_profile is not None else None, slot.milli, gpu.gpu_class, units)
+                )
+        found = tuple(ops)
+        self._ops[job_id] = (slots, found)
+        return found
+
+    def _occupy(self, job: Job, slots: tuple[tuple[Slot, ...], ...]) -> None:
+        job_id = job.id
+        self.jobs[job_id] = job
+        self.placed[job_id] = slots
+        if job_id in self.running:
+            self.running_gone[job.team].discard(job_id)
+        team_usage = self.usage[job.team]
+        for gpu, start, milli, gpu_class, units in self.slot_ops(job_id, slots):
+            if start is not None:
+                gpu.instances[start] = job_id
+            elif milli >= FULL_GPU_MILLI:
+                gpu.whole = job_id
+            else:
+                gpu.shares[job_id] = gpu.shares.get(job_id, 0) + milli
+            team_usage[gpu_class] += units
 
     def _vacate(self, job_id: str) -> tuple[tuple[Slot, ...], ...]:
         job = self.jobs[job_id]
@@ -226,18 +251,16 @@ class ClusterState:
         if job_id in self.running:
             self.running_gone[job.team].add(job_id)
         team_usage = self.usage[job.team]
-        for replica in slots:
-            for slot in replica:
-                gpu = self.gpus[(slot.node, slot.gpu)]
-                if slot.mig_profile is not None:
-                    gpu.instances.pop(slot.mig_start, None)  # type: ignore[arg-type]
-                elif slot.milli >= FULL_GPU_MILLI:
-                    gpu.whole = None
+        for gpu, start, milli, gpu_class, units in self.slot_ops(job_id, slots):
+            if start is not None:
+                gpu.instances.pop(start, None)
+            elif milli >= FULL_GPU_MILLI:
+                gpu.whole = None
+            else:
+                remaining = gpu.shares.get(job_id, 0) - milli
+                if remaining > 0:
+                    gpu.shares[job_id] = remaining
                 else:
-                    remaining = gpu.shares.get(job_id, 0) - slot.milli
-                    if remaining > 0:
-                        gpu.shares[job_id] = remaining
-                    else:
-                        gpu.shares.pop(job_id, None)
-                team_usage[gpu_class_of(gpu.node.gpu_model)] -= slot_units(slot, gpu.spec)
+                    gpu.shares.pop(job_id, None)
+            team_usage[gpu_class] -= units
         return slots

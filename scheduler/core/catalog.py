@@ -82,11 +82,17 @@ class GpuModelSpec:
     def profiles(self) -> Mapping[str, ProfileSpec]:
         """MIG profile name → :class:`ProfileSpec` (a superset of :class:`ProfileRow`), in ROWS order; empty
         for GPUs without MIG. The mapping is shared and read-only: it is built once per model."""
-        return _profiles_of(self)
+        known = _PROFILES_BY_NAME.get(self.name)  # a name lookup: hashing the whole spec costs more
+        if known is None or known[0] is not self:
+            known = _PROFILES_BY_NAME[self.name] = (self, _profiles_of(self))
+        return known[1]
 
     def profile_specs(self) -> tuple[ProfileSpec, ...]:
         """The profiles in ROWS order (smallest geometry first), for listing."""
         return tuple(_profiles_of(self).values())
+
+
+_PROFILES_BY_NAME: dict[str, tuple[GpuModelSpec, Mapping[str, ProfileSpec]]] = {}
 
 
 @cache

@@ -63,6 +63,8 @@ class CapacityIndex:
         self.node_ordinal: dict[str, int] = {name: i for i, name in enumerate(self.node_names)}
         self.gpus: list[Gpu] = [gpu for name in self.node_names for gpu in state.node_gpus(name)]
         self.gpu_ordinal: dict[tuple[str, int], int] = {gpu.key: i for i, gpu in enumerate(self.gpus)}
+        for i, gpu in enumerate(self.gpus):
+            gpu.ordinal = i
         self.group_of: dict[str, Group] = {}
         groups: dict[Group, list[str]] = {}
         for name in self.node_names:
@@ -153,12 +155,12 @@ class CapacityIndex:
 
     def occupied(self, job: Job, slots: Slots) -> None:
         self.version = next(self._tokens)
-        self._touch(slots)
+        self._touch(job, slots)
         self._resources(job, slots, +1)
 
     def vacated(self, job: Job, slots: Slots) -> None:
         self.freed = self.version = next(self._tokens)
-        self._touch(slots)
+        self._touch(job, slots)
         self._resources(job, slots, -1)
 
     def relayout(self, gpu: Gpu) -> None:
@@ -189,12 +191,10 @@ class CapacityIndex:
     def restore(self, saved: tuple[int, int]) -> None:
         self.freed, self.version = saved
 
-    def _touch(self, slots: Slots) -> None:
-        ordinals = self.gpu_ordinal
+    def _touch(self, job: Job, slots: Slots) -> None:
         dirty = self._dirty
-        for replica in slots:
-            for slot in replica:
-                dirty.add(ordinals[(slot.node, slot.gpu)])
+        for op in self.state.slot_ops(job.id, slots):
+            dirty.add(op[0].ordinal)
 
     def _resources(self, job: Job, slots: Slots, sign: int) -> None:
         if not (job.cpu_milli or job.memory_mib):
