@@ -234,7 +234,9 @@ class _Run:
         if production and self.relayout.for_production(job):  # an idle GPU's change before an eviction
             return
         lower = job.priority != Priority.PRODUCTION and admission is None
-        if not (lower and self.relayout.could_change_for(job)) and self._preempt(job):  # evict as the last resort
+        # Evict as the last resort: not while a layout change could serve the job. A preemption known to fail
+        # needs no such question (could_change_for only answers; it changes nothing).
+        if not self._preempt_fails(job) and not (lower and self.relayout.could_change_for(job)) and self._preempt(job):
             return
         if production and self.relayout.for_production(job, drain=True):
             return
@@ -273,11 +275,19 @@ class _Run:
         self.binds.append(bind(self.state, job, slots))
         self.relayout.bound(slots)  # a node bound to this cycle is not reconfigured in it
 
-    def _preempt(self, job: Job) -> bool:
-        key = (placement_shape(job), job.team, job.priority, job.preemptible)
+    def _preempt_key(self, job: Job) -> Hashable:
+        return (placement_shape(job), job.team, job.priority, job.preemptible)
+
+    def _preempt_fails(self, job: Job) -> bool:
+        """Is a preemption for ``job`` known to fail: one for its shape failed and nothing was freed since?"""
         remember = job.id not in self.recent_victims
-        if remember and self._preempt_failed.get(key) == self.index.freed:
+        return remember and self._preempt_failed.get(self._preempt_key(job)) == self.index.freed
+
+    def _preempt(self, job: Job) -> bool:
+        if self._preempt_fails(job):
             return False
+        key = self._preempt_key(job)
+        remember = job.id not in self.recent_victims
         statement = self.state.begin()
         trial = TrialPlacement(self.state, self.index, self.fairness, job, self.policy)
         if len(self.relayout.changes) != self._victims_at:  # a node closed: candidates may change

@@ -247,11 +247,13 @@ class FairShare:
 
     # -- admission ---------------------------------------------------------------------------------------
 
-    def admit(self, job: Job, units_by_class: Mapping[str, int]) -> Admission:
-        """May ``job`` hold ``units_by_class`` (units per GPU class, from :func:`placement_units`)? Rule 2."""
+    def admit(self, job: Job, units_by_class: Mapping[str, int], usage: Mapping[str, int] | None = None) -> Admission:
+        """May ``job`` hold ``units_by_class`` (units per GPU class, from :func:`placement_units`)? Rule 2.
+        ``usage`` (units per class) asks at a usage of the team other than its usage now."""
         if not self.policy.fairness:
             return Admission(True, False, "fair share is off")
-        usage = self.state.usage.get(job.team, {})
+        if usage is None:
+            usage = self.state.usage.get(job.team, {})
         over = _exceeds(self.guarantee(job.team), usage, units_by_class)
         if over is None:
             return Admission(True, False, "within the team's guarantee")

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 
 from scheduler.core.capacity import ClusterState
 from scheduler.core.fairshare import FairShare, job_class, placement_units
+from scheduler.core.placement.firstfit import FirstFit
 from scheduler.core.plan import Evict
 from scheduler.core.policy import Policy
 from scheduler.core.state import Job, Preemption, Slot
@@ -73,10 +74,17 @@ class Shortcuts:
       search: True promises that ``try_place()`` would accept a placement now.
     - ``fails_for_less()`` is asked right after ``try_place()`` returned None: True promises that it would
       return None in every state reached from this one by putting victims back.
+    - ``first_fit(pool)`` is asked before the search touches the state: a :class:`FirstFit` promises that
+      ``try_place()`` fails after removing every prefix of the pool shorter than ``length`` (0: every prefix),
+      and, when it succeeds after removing just the ``victims`` named, that it succeeds after removing the
+      prefix of ``length`` and that the pruning below keeps only victims named there and finds the same
+      placements with or without the others removed (:mod:`scheduler.core.placement.firstfit` says when that
+      holds). None: no promise.
     """
 
     keeps: Keeps | None = None
     fails_for_less: Callable[[], bool] | None = None
+    first_fit: Callable[[Sequence[Candidate]], FirstFit | None] | None = None
 
 
 NO_SHORTCUTS = Shortcuts()
@@ -172,6 +180,13 @@ def _search(
     pool = candidates(state, job, fairness, policy, now, preemptions, allow_reclaim, victim_cache)
     if not pool:
         return None
+    fit = shortcuts.first_fit(pool) if shortcuts.first_fit is not None else None
+    if fit is not None:
+        if fit.length == 0:
+            return None
+        found = _prune_from(state, [pool[i] for i in fit.victims], try_place, shortcuts)
+        if found is not None:
+            return found  # else the node model saw a fit too early: search the usual way
     statement = state.begin()
     removed = 0  # pool[:removed] are out of the state
 
@@ -214,30 +229,50 @@ def _search(
             else:
                 failed = middle
         remove_to(succeeded)
-        # Pruning: put back, least preferred first, each victim the placement can do without.
-        victims = pool[:succeeded]
-        keeps = shortcuts.keeps
-        kept: list[Candidate] = []
-        stale = False  # a trial was skipped since ``slots`` was found: the answer here may differ
-        for candidate in reversed(victims):
-            state.place(candidate.job, candidate.slots)
-            if keeps is not None and keeps(candidate.job, candidate.slots, slots):
-                stale = True
-                continue
-            attempt = try_place()
-            if attempt is not None:
-                slots, stale = attempt, False
-            else:
-                state.remove(candidate.job.id)
-                kept.append(candidate)
-        if stale:
-            attempt = try_place()
-            assert attempt is not None, "keeps() promised that the placement still succeeds"
-            slots = attempt
-        kept.reverse()
-        return kept, slots
+        return _prune(state, pool[:succeeded], slots, try_place, shortcuts)
     finally:
         statement.rollback()
+
+
+def _prune_from(
+    state: ClusterState, victims: list[Candidate], try_place: TryPlace, shortcuts: Shortcuts
+) -> tuple[list[Candidate], Slots] | None:
+    """Remove ``victims``; if the job then fits, prune them; None if it does not. Always rolls back."""
+    statement = state.begin()
+    try:
+        for victim in victims:
+            state.remove(victim.job.id)
+        slots = try_place()
+        return _prune(state, victims, slots, try_place, shortcuts) if slots is not None else None
+    finally:
+        statement.rollback()
+
+
+def _prune(
+    state: ClusterState, victims: Sequence[Candidate], slots: Slots, try_place: TryPlace, shortcuts: Shortcuts
+) -> tuple[list[Candidate], Slots]:
+    """Pruning: with ``victims`` out of the state and ``slots`` found, put back, least preferred first, each
+    victim the placement can do without. Returns the victims kept, in preference order, and the placement."""
+    keeps = shortcuts.keeps
+    kept: list[Candidate] = []
+    stale = False  # a trial was skipped since ``slots`` was found: the answer here may differ
+    for candidate in reversed(victims):
+        state.place(candidate.job, candidate.slots)
+        if keeps is not None and keeps(candidate.job, candidate.slots, slots):
+            stale = True
+            continue
+        attempt = try_place()
+        if attempt is not None:
+            slots, stale = attempt, False
+        else:
+            state.remove(candidate.job.id)
+            kept.append(candidate)
+    if stale:
+        attempt = try_place()
+        assert attempt is not None, "keeps() promised that the placement still succeeds"
+        slots = attempt
+    kept.reverse()
+    return kept, slots
 
 
 def _within_guarantee_after(

@@ -22,20 +22,36 @@ the answer is yes. It says True only when one of these holds:
 
 Anything else (a gang or a job with host needs whose victim is seen or of its own team, an outcome admission
 could refuse) gets False, and the search runs the trial.
+
+3. :meth:`TrialPlacement.first_fit`, for the same one-replica jobs, when ``find_slots`` finds nothing now:
+   where the job first fits as the pool is removed is a question about single nodes once what it could hold
+   on the first node that fits is admitted at the team's usage now (:mod:`scheduler.core.placement.firstfit`):
+   the search removes only that node's victims, checks with a real trial and prunes them, instead of
+   removing and putting back a prefix of the whole pool.
+4. ... and when the job fits now but its quota refuses it: every placement ``find_slots`` could give in any
+   state the search reaches holds the same units (each option's own grain — a larger MIG instance is never
+   taken while one of the job's own profile is free), and the team's limits do not tell the classes apart,
+   so admission reads only the team's usage, which only the team's own victims change. The search then
+   succeeds at the first position where those bring the usage low enough; the other teams' victims before
+   it are put back by the pruning whatever happens (the job fits without them, admission does not read
+   them), so removing only the own victims ends in the same state, with the same placement.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from scheduler.core.capacity import UNITS_PER_GPU, gpu_class_of
 from scheduler.core.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.demand import DemandKind
 from scheduler.core.fairshare import FairShare, placement_units
-from scheduler.core.placement import IndexedClusterState, find_slots
+from scheduler.core.placement import IndexedClusterState, find_slots, index_of
+from scheduler.core.placement.firstfit import NEVER, FirstFit, first_fit
 from scheduler.core.placement.index import CapacityIndex, Slots
 from scheduler.core.placement.options import options_for
 from scheduler.core.placement.unseen import unseen_by
 from scheduler.core.policy import Policy
-from scheduler.core.preemption import Shortcuts
+from scheduler.core.preemption import Candidate, Shortcuts
 from scheduler.core.state import FULL_GPU_MILLI, Job
 
 
@@ -63,7 +79,44 @@ class TrialPlacement:
 
     def shortcuts(self) -> Shortcuts:
         """The shortcuts a preemption search may take with this trial (module doc)."""
-        return Shortcuts(keeps=self.keeps, fails_for_less=self.fails_for_less if self._simple else None)
+        if not self._simple:
+            return Shortcuts(keeps=self.keeps)
+        return Shortcuts(keeps=self.keeps, fails_for_less=self.fails_for_less, first_fit=self.first_fit)
+
+    def first_fit(self, pool: Sequence[Candidate]) -> FirstFit | None:
+        """Where the search first succeeds as ``pool`` is removed, for a job of one replica without host
+        needs (module doc, 3 and 4); None when that cannot be told."""
+        index, _ = index_of(self.state)
+        if find_slots(self.state, self.job, self.policy) is None:
+            slots = [(c.job.id, c.slots) for c in pool]
+            return first_fit(self.state, index, self.job, self.policy, slots, self._all_admitted)
+        return self._quota_fit(index, pool)
+
+    def _quota_fit(self, index: CapacityIndex, pool: Sequence[Candidate]) -> FirstFit | None:
+        """The job fits now and only its quota holds it back (module doc, 4): the first position at which
+        the team's own victims bring its usage low enough, and those victims."""
+        outcomes = _outcomes_from_fit(index, self.job, self.policy)
+        if outcomes is None or len({units for _, units in outcomes}) != 1:
+            return None
+        team = self.job.team
+        limits = (self.fairness.guarantee(team), self.fairness.burst(team))
+        if any(limit.for_class(gpu_class) is not None for limit in limits for gpu_class, _ in outcomes):
+            return None  # admission could tell the classes apart: which one placement picks would matter
+        gpu_class, units = next(iter(outcomes))
+        usage = dict(self.state.usage.get(team, {}))
+        own: list[int] = []
+        for position, candidate in enumerate(pool):
+            if candidate.job.team != team:
+                continue  # the job fits already: another team's victim changes nothing admission reads
+            for victim_class, held in self.fairness.running_units(candidate.job.id).items():
+                usage[victim_class] = usage.get(victim_class, 0) - held
+            own.append(position)
+            if self.fairness.admit(self.job, {gpu_class: units}, usage).ok:
+                return FirstFit(position + 1, tuple(own))
+        return NEVER
+
+    def _all_admitted(self, outcomes: set[tuple[str, int]]) -> bool:
+        return all(self.fairness.admit(self.job, {gpu_class: units}).ok for gpu_class, units in outcomes)
 
     def keeps(self, victim: Job, victim_slots: Slots, slots: Slots) -> bool:
         """``victim`` has just been put back on ``victim_slots``; ``trial()`` accepted a placement in the state
@@ -91,6 +144,29 @@ class TrialPlacement:
             answers = [self.fairness.admit(self.job, {gpu_class: units}).ok for gpu_class, units in self._outcomes]
             self._admitted = (usage, all(answers), not any(answers))
         return self._admitted[1], self._admitted[2]
+
+
+def _outcomes_from_fit(index: CapacityIndex, job: Job, policy: Policy) -> set[tuple[str, int]] | None:
+    """Every (GPU class, units) one replica of ``job`` — which fits now — could be given in any state reached
+    by removing running jobs: each option's own grain (more free capacity never makes ``find_slots`` take a
+    larger MIG instance while an instance of the job's own profile is free somewhere). None when a larger
+    instance could still be taken: the demand is sized from memory and its profile is free nowhere now."""
+    found: set[tuple[str, int]] = set()
+    own_free = False
+    sized = False
+    for option in options_for(index, job, policy):
+        demand = option.demand
+        gpu_class = gpu_class_of(option.model)
+        if demand.kind == DemandKind.WHOLE:
+            found.add((gpu_class, demand.gpus * UNITS_PER_GPU))
+        elif demand.kind == DemandKind.SHARE:
+            found.add((gpu_class, min(demand.milli, FULL_GPU_MILLI) * (UNITS_PER_GPU // FULL_GPU_MILLI)))
+        else:
+            profile = demand.mig_profile or ""
+            found.add((gpu_class, GPU_MODEL_BY_NAME[option.model].profiles()[profile].compute_slices * FULL_GPU_MILLI))
+            own_free = own_free or bool(index.mig.get((option.group, profile)))
+            sized = sized or demand.memory_mib is not None
+    return None if sized and not own_free else found
 
 
 def possible_units(index: CapacityIndex, job: Job, policy: Policy) -> tuple[tuple[str, int], ...]:

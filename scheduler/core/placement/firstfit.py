@@ -1,0 +1,184 @@
+"""Where a one-replica job first fits as a preemption pool is removed, found without touching the state.
+
+A preemption search (:mod:`scheduler.core.preemption`) looks for the shortest prefix of its candidate pool
+(victim-preference order) after whose removal ``try_place()`` succeeds. For a job of one replica that states
+no CPU or host memory that is mostly a question about nodes: ``find_slots`` finds a placement exactly when
+some node of the job's option groups has a free slot of the job's demand there (whole GPUs, a free instance
+of its profile — or, sized from memory, a larger one on a GPU in use when its own profile is free nowhere — or
+a share of a time-sliced GPU), and each node's free slots change only with the victims on it.
+:func:`first_fit` replays the pool's removals on small copies of the nodes they touch and reports the first
+position at which one node can take the job. Admission is the other half: removing victims only lowers the
+team's usage, so when every placement that node could give (its GPU class, the units of each grain that fits
+there) is admitted at the usage *before* any removal, it is admitted in every state the search passes
+through, and the trial succeeds exactly where the node fits; otherwise :func:`first_fit` gives no answer.
+
+Its answers are meant to be checked, not trusted: the node model may see a fit a little early (it ignores
+that a larger MIG instance is taken only when no instance of the job's own profile is free anywhere), never
+late. So the search removes the victims :class:`FirstFit` names and runs the real trial; only if that
+succeeds does it use the answer, else it searches the usual way. "Never fits" (``length`` 0) is exact: the
+model never misses a fit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from scheduler.core.capacity import UNITS_PER_GPU, ClusterState, gpu_class_of
+from scheduler.core.catalog import GPU_MODEL_BY_NAME
+from scheduler.core.demand import Demand, DemandKind
+from scheduler.core.placement.index import CapacityIndex, Group, Slots
+from scheduler.core.placement.options import options_for
+from scheduler.core.policy import Policy
+from scheduler.core.state import FULL_GPU_MILLI, Job
+
+
+@dataclass(frozen=True, slots=True)
+class FirstFit:
+    """``length``: the shortest pool prefix after whose removal one node takes the job (0: no prefix does);
+    ``victims``: the positions, within that prefix, of the candidates on that node — every one of them on that
+    node alone."""
+
+    length: int
+    victims: tuple[int, ...]
+
+
+NEVER = FirstFit(0, ())
+
+
+class _Gpu:
+    """A GPU's holders, copied so that removals can be replayed on them."""
+
+    __slots__ = ("instances", "layout", "milli", "whole")
+
+    def __init__(self, layout: tuple[tuple[str, int], ...], whole: bool, instances: set[int], milli: int) -> None:
+        self.layout = layout
+        self.whole = whole
+        self.instances = instances
+        self.milli = milli
+
+
+class _Node:
+    """One node's GPUs and the job's demand there; :meth:`fits` asks the question of one GPU or all."""
+
+    def __init__(self, state: ClusterState, name: str, demand: Demand) -> None:
+        self.demand = demand
+        self.gpu_class = gpu_class_of(state.nodes[name].gpu_model)
+        self.sharing = state.nodes[name].sharing
+        self.gpus = {
+            gpu.index: _Gpu(gpu.layout, gpu.whole is not None, set(gpu.instances), sum(gpu.shares.values()))
+            for gpu in state.node_gpus(name)
+        }
+        self.whole_free = sum(1 for gpu in self.gpus.values() if self._whole_free(gpu))
+        spec = GPU_MODEL_BY_NAME.get(state.nodes[name].gpu_model)
+        self.profiles = spec.profiles() if spec is not None else {}
+
+    @staticmethod
+    def _whole_free(gpu: _Gpu) -> bool:
+        return not gpu.layout and not gpu.whole and not gpu.milli
+
+    def remove(self, slots: Slots, node: str) -> list[int]:
+        """Free the slots on this node (named ``node``); return the GPU indices touched."""
+        touched = []
+        for replica in slots:
+            for slot in replica:
+                if slot.node != node:
+                    continue
+                gpu = self.gpus[slot.gpu]
+                was_free = self._whole_free(gpu)
+                if slot.mig_profile is not None:
+                    gpu.instances.discard(slot.mig_start)  # type: ignore[arg-type]
+                elif slot.milli >= FULL_GPU_MILLI:
+                    gpu.whole = False
+                else:
+                    gpu.milli -= slot.milli
+                self.whole_free += self._whole_free(gpu) - was_free
+                touched.append(slot.gpu)
+        return touched
+
+    def fits(self, indices: Sequence[int] | None = None) -> set[tuple[str, int]]:
+        """What one replica could hold on this node now, as (GPU class, units) — empty when it does not fit.
+        Only GPUs ``indices`` are looked at for the grains decided per GPU (the others did not change)."""
+        demand = self.demand
+        if demand.kind == DemandKind.WHOLE:
+            return {(self.gpu_class, demand.gpus * UNITS_PER_GPU)} if self.whole_free >= demand.gpus else set()
+        gpus = list(self.gpus.values()) if indices is None else [self.gpus[i] for i in indices]
+        if demand.kind == DemandKind.SHARE:
+            fits = self.sharing and any(
+                not gpu.layout and not gpu.whole and FULL_GPU_MILLI - gpu.milli >= demand.milli for gpu in gpus
+            )
+            return {(self.gpu_class, demand.milli * (UNITS_PER_GPU // FULL_GPU_MILLI))} if fits else set()
+        profiles = self.profiles
+        if any(self._free(gpu, demand.mig_profile or "") for gpu in gpus):
+            return {(self.gpu_class, profiles[demand.mig_profile or ""].compute_slices * FULL_GPU_MILLI)}
+        need = demand.memory_mib
+        if need is None:
+            return set()  # an explicit profile takes only itself
+        # A larger instance that holds the memory, on a GPU in use (an idle one is left for re-partitioning).
+        return {
+            (self.gpu_class, profiles[name].compute_slices * FULL_GPU_MILLI)
+            for gpu in gpus
+            if gpu.instances
+            for name, start in gpu.layout
+            if start not in gpu.instances and not profiles[name].media_engines and profiles[name].memory_mib >= need
+        }
+
+    @staticmethod
+    def _free(gpu: _Gpu, profile: str) -> bool:
+        return any(name == profile and start not in gpu.instances for name, start in gpu.layout)
+
+
+def first_fit(
+    state: ClusterState,
+    index: CapacityIndex,
+    job: Job,
+    policy: Policy,
+    pool: Sequence[tuple[str, Slots]],
+    admitted: Callable[[set[tuple[str, int]]], bool],
+) -> FirstFit | None:
+    """Replay the removal of ``pool`` — (job id, slots) of each candidate, in preference order — on the nodes
+    it touches, and report where ``job`` first fits (module doc); the caller has checked that it fits nowhere
+    before any removal (``find_slots`` returned None). ``admitted(outcomes)`` says whether the
+    team's quota admits every (GPU class, units) of ``outcomes`` now. None when the answer would need more
+    than a node model: the job fits somewhere before any removal, two nodes fit at the same position, what the
+    first node could give is not all admitted, or a victim on that node also holds another node. ``index``
+    must be current (flushed)."""
+    demands: dict[Group, Demand] = {option.group: option.demand for option in options_for(index, job, policy)}
+    group_of = index.group_of
+    nodes: dict[str, _Node] = {}
+    for position, (_, slots) in enumerate(pool):
+        fitting: list[tuple[str, set[tuple[str, int]]]] = []
+        for name in _nodes_of(slots):
+            group = group_of.get(name)
+            demand = demands.get(group) if group is not None else None
+            if demand is None:
+                continue  # a node the job may not use now: nothing there matters
+            node = nodes.get(name)
+            if node is None:
+                node = nodes[name] = _Node(state, name, demand)
+                if node.fits():
+                    return None  # the model sees a fit the index does not: no answer
+            outcomes = node.fits(node.remove(slots, name))
+            if outcomes:
+                fitting.append((name, outcomes))
+        if len(fitting) > 1:
+            return None
+        if fitting:
+            name, outcomes = fitting[0]
+            return _on_node(pool, position + 1, name) if admitted(outcomes) else None
+    return NEVER
+
+
+def _nodes_of(slots: Slots) -> list[str]:
+    return list(dict.fromkeys(slot.node for replica in slots for slot in replica))
+
+
+def _on_node(pool: Sequence[tuple[str, Slots]], length: int, name: str) -> FirstFit | None:
+    victims = []
+    for position in range(length):
+        nodes = _nodes_of(pool[position][1])
+        if name in nodes:
+            if len(nodes) > 1:
+                return None
+            victims.append(position)
+    return FirstFit(length, tuple(victims))
