@@ -28,13 +28,15 @@ could refuse) gets False, and the search runs the trial.
    on the first node that fits is admitted at the team's usage now (:mod:`scheduler.core.placement.firstfit`):
    the search removes only that node's victims, checks with a real trial and prunes them, instead of
    removing and putting back a prefix of the whole pool.
-4. ... and when the job fits now but its quota refuses it: every placement ``find_slots`` could give in any
-   state the search reaches holds the same units (each option's own grain — a larger MIG instance is never
-   taken while one of the job's own profile is free), and the team's limits do not tell the classes apart,
-   so admission reads only the team's usage, which only the team's own victims change. The search then
-   succeeds at the first position where those bring the usage low enough; the other teams' victims before
-   it are put back by the pruning whatever happens (the job fits without them, admission does not read
-   them), so removing only the own victims ends in the same state, with the same placement.
+4. ... and when the job fits now but its quota refuses it: a placement exists in every state the search
+   reaches, so ``trial()`` succeeds exactly when admission takes the one ``find_slots`` gives. Admission reads
+   only the team's usage, which only the team's own victims change; when, at each usage the search passes
+   through, the quota admits either every placement the job could get (each option's own grain — a larger
+   MIG instance is never taken while one of the job's own profile is free — or, failing that, every
+   possible outcome) or none, the search succeeds at the first position where the own victims bring the
+   usage low enough, its pruning keeps exactly the own victims whose return leaves nothing admitted, and
+   the other teams' victims are put back whatever happens. Removing only the own victims therefore ends in
+   the same state, with the same placement.
 """
 
 from __future__ import annotations
@@ -94,26 +96,44 @@ class TrialPlacement:
 
     def _quota_fit(self, index: CapacityIndex, pool: Sequence[Candidate]) -> FirstFit | None:
         """The job fits now and only its quota holds it back (module doc, 4): the first position at which
-        the team's own victims bring its usage low enough, and those victims."""
-        outcomes = _outcomes_from_fit(index, self.job, self.policy)
-        if outcomes is None or len({units for _, units in outcomes}) != 1:
-            return None
+        the team's own victims bring its usage low enough, and those victims; None when at some usage the
+        search passes through its quota would admit some placements the job could get and not others."""
+        outcomes = _outcomes_from_fit(index, self.job, self.policy) or set(possible_units(index, self.job, self.policy))
         team = self.job.team
-        limits = (self.fairness.guarantee(team), self.fairness.burst(team))
-        if any(limit.for_class(gpu_class) is not None for limit in limits for gpu_class, _ in outcomes):
-            return None  # admission could tell the classes apart: which one placement picks would matter
-        gpu_class, units = next(iter(outcomes))
         usage = dict(self.state.usage.get(team, {}))
-        own: list[int] = []
+        own: list[tuple[int, dict[str, int]]] = []  # (position, units per class) of the team's own victims
         for position, candidate in enumerate(pool):
             if candidate.job.team != team:
                 continue  # the job fits already: another team's victim changes nothing admission reads
-            for victim_class, held in self.fairness.running_units(candidate.job.id).items():
-                usage[victim_class] = usage.get(victim_class, 0) - held
-            own.append(position)
-            if self.fairness.admit(self.job, {gpu_class: units}, usage).ok:
-                return FirstFit(position + 1, tuple(own))
+            units = self.fairness.running_units(candidate.job.id)
+            _shift(usage, units, -1)
+            own.append((position, units))
+            admitted = self._admitted_at(outcomes, usage)
+            if admitted is None:
+                return None
+            if admitted:
+                return self._pruned_alike(outcomes, usage, own)
         return NEVER
+
+    def _pruned_alike(
+        self, outcomes: set[tuple[str, int]], usage: dict[str, int], own: list[tuple[int, dict[str, int]]]
+    ) -> FirstFit | None:
+        """The search succeeds after removing ``own`` (the last one just made it): replay its pruning on the
+        usage alone — a victim is kept when putting it back leaves no placement admitted — and give up if
+        some usage on the way admits only some placements."""
+        for _, units in reversed(own):
+            _shift(usage, units, +1)
+            admitted = self._admitted_at(outcomes, usage)
+            if admitted is None:
+                return None
+            if not admitted:
+                _shift(usage, units, -1)  # kept: it goes again
+        return FirstFit(own[-1][0] + 1, tuple(position for position, _ in own))
+
+    def _admitted_at(self, outcomes: set[tuple[str, int]], usage: dict[str, int]) -> bool | None:
+        """True when the team's quota admits every outcome at ``usage``, False when none, None otherwise."""
+        answers = {self.fairness.admit(self.job, {gpu_class: units}, usage).ok for gpu_class, units in outcomes}
+        return answers.pop() if len(answers) == 1 else None
 
     def _all_admitted(self, outcomes: set[tuple[str, int]]) -> bool:
         return all(self.fairness.admit(self.job, {gpu_class: units}).ok for gpu_class, units in outcomes)
@@ -144,6 +164,11 @@ class TrialPlacement:
             answers = [self.fairness.admit(self.job, {gpu_class: units}).ok for gpu_class, units in self._outcomes]
             self._admitted = (usage, all(answers), not any(answers))
         return self._admitted[1], self._admitted[2]
+
+
+def _shift(usage: dict[str, int], units: dict[str, int], sign: int) -> None:
+    for gpu_class, held in units.items():
+        usage[gpu_class] = usage.get(gpu_class, 0) + sign * held
 
 
 def _outcomes_from_fit(index: CapacityIndex, job: Job, policy: Policy) -> set[tuple[str, int]] | None:
