@@ -284,8 +284,7 @@ class _Run:
         return remember and self._preempt_failed.get(self._preempt_key(job)) == self.index.freed
 
     def _preempt(self, job: Job) -> bool:
-        if self._preempt_fails(job):
-            return False
+        """Evict for ``job`` and bind it, or False; the caller has checked :meth:`_preempt_fails`."""
         key = self._preempt_key(job)
         remember = job.id not in self.recent_victims
         statement = self.state.begin()

@@ -147,6 +147,11 @@ def _idle_classes(state: ClusterState, now: float) -> tuple[list[str], dict[Idle
     if index is not None and index.now == now:
         index.flush()
         return index.node_names, index.idle.classes
+    return _scanned_classes(state, now)
+
+
+def _scanned_classes(state: ClusterState, now: float) -> tuple[list[str], dict[IdleKey, list[int]]]:
+    """:func:`_idle_classes` by a scan of every node."""
     names = sorted(state.nodes)
     classes: dict[IdleKey, list[int]] = {}
     for ordinal, name in enumerate(names):

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.core import Policy, plan_cycle
+from scheduler.core import Policy, plan_cycle, repartition
 from scheduler.core.fairshare import FairShare
 from scheduler.core.placement.mix import DemandMix
+from scheduler.core.placement.relayout import Relayout
 from scheduler.core.preemption import NO_SHORTCUTS, Shortcuts
 from scheduler.core.trial import TrialPlacement
 from scheduler.core.victims import Candidate, Victims
@@ -18,12 +19,13 @@ SHAPES = [
     ClusterShape(40, 600, seed=1),
     ClusterShape(48, 900, seed=2, teams=4),  # heavy pressure: few teams, long queues, much preemption
     ClusterShape(24, 700, seed=3, teams=3, gpus_per_node=4),
+    ClusterShape(200, 2000, seed=5),  # production searches over large pools, MIG changes on several nodes
 ]
 
 
 def _plain(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Switch off every speed-up whose answers could go stale: shortcuts, team candidate lists, fill resumes
-    and the share Δ memo."""
+    """Switch off every speed-up whose answers could go stale: shortcuts (node models included), team candidate
+    lists, fill resumes, the share Δ memo, the layout-change answers and the idle classes kept by the index."""
 
     def no_shortcuts(self: TrialPlacement) -> Shortcuts:
         return NO_SHORTCUTS
@@ -39,6 +41,21 @@ def _plain(monkeypatch: pytest.MonkeyPatch) -> None:
     def fresh_deltas(self: DemandMix, model: str, milli: int) -> dict[int, int]:
         return {}
 
+    def never_still(self: Relayout, freed: int, answer: bool, witness: str | None) -> bool:
+        return False
+
+    class Forgetful(set):  # type: ignore[type-arg]
+        def __contains__(self, item: object) -> bool:
+            return False
+
+    def forgetful_init(self: Relayout, *args: object, **kwargs: object) -> None:
+        original_init(self, *args, **kwargs)
+        self._nothing = Forgetful()
+
+    original_init = Relayout.__init__
+    monkeypatch.setattr(Relayout, "_still", never_still)
+    monkeypatch.setattr(Relayout, "__init__", forgetful_init)
+    monkeypatch.setattr(repartition, "_idle_classes", repartition._scanned_classes)
     original_of_team = Victims.of_team
     original_fill = FairShare._fill
     monkeypatch.setattr(TrialPlacement, "shortcuts", no_shortcuts)
