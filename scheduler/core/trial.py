@@ -28,33 +28,23 @@ could refuse) gets False, and the search runs the trial.
    on the first node that fits is admitted at the team's usage now (:mod:`scheduler.core.placement.firstfit`):
    the search removes only that node's victims, checks with a real trial and prunes them, instead of
    removing and putting back a prefix of the whole pool.
-4. ... and when the job fits now but its quota refuses it: a placement exists in every state the search
-   reaches, so ``trial()`` succeeds exactly when admission takes the one ``find_slots`` gives. Admission reads
-   only the team's usage, which only the team's own victims change; when, at each usage the search passes
-   through, the quota admits either every placement the job could get (each option's own grain — a larger
-   MIG instance is never taken while one of the job's own profile is free — or, failing that, every
-   possible outcome) or none, the search succeeds at the first position where the own victims bring the
-   usage low enough, its pruning keeps exactly the own victims whose return leaves nothing admitted, and
-   the other teams' victims are put back whatever happens. Removing only the own victims therefore ends in
-   the same state, with the same placement.
+4. ... and when the job fits now but its quota refuses it: :mod:`scheduler.core.quotafit` replays the team's
+   usage (and, where the quota admits only the cheaper placements, where one first fits).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from scheduler.core.capacity import UNITS_PER_GPU, gpu_class_of
-from scheduler.core.catalog import GPU_MODEL_BY_NAME
-from scheduler.core.demand import DemandKind
 from scheduler.core.fairshare import FairShare, placement_units
 from scheduler.core.placement import IndexedClusterState, find_slots, index_of
-from scheduler.core.placement.firstfit import NEVER, FirstFit, first_fit
+from scheduler.core.placement.firstfit import FirstFit, first_fit
 from scheduler.core.placement.index import CapacityIndex, Slots
-from scheduler.core.placement.options import options_for
 from scheduler.core.placement.unseen import unseen_by
 from scheduler.core.policy import Policy
 from scheduler.core.preemption import Candidate, Shortcuts
-from scheduler.core.state import FULL_GPU_MILLI, Job
+from scheduler.core.quotafit import QuotaFit, possible_units
+from scheduler.core.state import Job
 
 
 class TrialPlacement:
@@ -92,48 +82,7 @@ class TrialPlacement:
         if find_slots(self.state, self.job, self.policy) is None:
             slots = [(c.job.id, c.slots) for c in pool]
             return first_fit(self.state, index, self.job, self.policy, slots, self._all_admitted)
-        return self._quota_fit(index, pool)
-
-    def _quota_fit(self, index: CapacityIndex, pool: Sequence[Candidate]) -> FirstFit | None:
-        """The job fits now and only its quota holds it back (module doc, 4): the first position at which
-        the team's own victims bring its usage low enough, and those victims; None when at some usage the
-        search passes through its quota would admit some placements the job could get and not others."""
-        outcomes = _outcomes_from_fit(index, self.job, self.policy) or set(possible_units(index, self.job, self.policy))
-        team = self.job.team
-        usage = dict(self.state.usage.get(team, {}))
-        own: list[tuple[int, dict[str, int]]] = []  # (position, units per class) of the team's own victims
-        for position, candidate in enumerate(pool):
-            if candidate.job.team != team:
-                continue  # the job fits already: another team's victim changes nothing admission reads
-            units = self.fairness.running_units(candidate.job.id)
-            _shift(usage, units, -1)
-            own.append((position, units))
-            admitted = self._admitted_at(outcomes, usage)
-            if admitted is None:
-                return None
-            if admitted:
-                return self._pruned_alike(outcomes, usage, own)
-        return NEVER
-
-    def _pruned_alike(
-        self, outcomes: set[tuple[str, int]], usage: dict[str, int], own: list[tuple[int, dict[str, int]]]
-    ) -> FirstFit | None:
-        """The search succeeds after removing ``own`` (the last one just made it): replay its pruning on the
-        usage alone — a victim is kept when putting it back leaves no placement admitted — and give up if
-        some usage on the way admits only some placements."""
-        for _, units in reversed(own):
-            _shift(usage, units, +1)
-            admitted = self._admitted_at(outcomes, usage)
-            if admitted is None:
-                return None
-            if not admitted:
-                _shift(usage, units, -1)  # kept: it goes again
-        return FirstFit(own[-1][0] + 1, tuple(position for position, _ in own))
-
-    def _admitted_at(self, outcomes: set[tuple[str, int]], usage: dict[str, int]) -> bool | None:
-        """True when the team's quota admits every outcome at ``usage``, False when none, None otherwise."""
-        answers = {self.fairness.admit(self.job, {gpu_class: units}, usage).ok for gpu_class, units in outcomes}
-        return answers.pop() if len(answers) == 1 else None
+        return QuotaFit(self.state, index, self.fairness, self.job, self.policy).first_fit(pool)
 
     def _all_admitted(self, outcomes: set[tuple[str, int]]) -> bool:
         return all(self.fairness.admit(self.job, {gpu_class: units}).ok for gpu_class, units in outcomes)
@@ -164,48 +113,3 @@ class TrialPlacement:
             answers = [self.fairness.admit(self.job, {gpu_class: units}).ok for gpu_class, units in self._outcomes]
             self._admitted = (usage, all(answers), not any(answers))
         return self._admitted[1], self._admitted[2]
-
-
-def _shift(usage: dict[str, int], units: dict[str, int], sign: int) -> None:
-    for gpu_class, held in units.items():
-        usage[gpu_class] = usage.get(gpu_class, 0) + sign * held
-
-
-def _outcomes_from_fit(index: CapacityIndex, job: Job, policy: Policy) -> set[tuple[str, int]] | None:
-    """Every (GPU class, units) one replica of ``job`` — which fits now — could be given in any state reached
-    by removing running jobs: each option's own grain (more free capacity never makes ``find_slots`` take a
-    larger MIG instance while an instance of the job's own profile is free somewhere). None when a larger
-    instance could still be taken: the demand is sized from memory and its profile is free nowhere now."""
-    found: set[tuple[str, int]] = set()
-    own_free = False
-    sized = False
-    for option in options_for(index, job, policy):
-        demand = option.demand
-        gpu_class = gpu_class_of(option.model)
-        if demand.kind == DemandKind.WHOLE:
-            found.add((gpu_class, demand.gpus * UNITS_PER_GPU))
-        elif demand.kind == DemandKind.SHARE:
-            found.add((gpu_class, min(demand.milli, FULL_GPU_MILLI) * (UNITS_PER_GPU // FULL_GPU_MILLI)))
-        else:
-            profile = demand.mig_profile or ""
-            found.add((gpu_class, GPU_MODEL_BY_NAME[option.model].profiles()[profile].compute_slices * FULL_GPU_MILLI))
-            own_free = own_free or bool(index.mig.get((option.group, profile)))
-            sized = sized or demand.memory_mib is not None
-    return None if sized and not own_free else found
-
-
-def possible_units(index: CapacityIndex, job: Job, policy: Policy) -> tuple[tuple[str, int], ...]:
-    """Every (GPU class, units) one replica of ``job`` could hold on its options: what admission may be asked."""
-    found: set[tuple[str, int]] = set()
-    for option in options_for(index, job, policy):
-        demand = option.demand
-        gpu_class = gpu_class_of(option.model)
-        if demand.kind == DemandKind.WHOLE:
-            found.add((gpu_class, demand.gpus * UNITS_PER_GPU))
-        elif demand.kind == DemandKind.SHARE:
-            found.add((gpu_class, min(demand.milli, FULL_GPU_MILLI) * (UNITS_PER_GPU // FULL_GPU_MILLI)))
-        else:
-            profiles = GPU_MODEL_BY_NAME[option.model].profiles()
-            names = profiles if demand.memory_mib is not None else (demand.mig_profile or "",)
-            found.update((gpu_class, profiles[name].compute_slices * FULL_GPU_MILLI) for name in names)
-    return tuple(sorted(found))

@@ -21,7 +21,7 @@ model never misses a fit.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from scheduler.core.capacity import UNITS_PER_GPU, ClusterState, gpu_class_of
@@ -135,6 +135,7 @@ def first_fit(
     policy: Policy,
     pool: Sequence[tuple[str, Slots]],
     admitted: Callable[[set[tuple[str, int]]], bool],
+    demands: Mapping[Group, Demand] | None = None,
 ) -> FirstFit | None:
     """Replay the removal of ``pool`` — (job id, slots) of each candidate, in preference order — on the nodes
     it touches, and report where ``job`` first fits (module doc); the caller has checked that it fits nowhere
@@ -142,8 +143,10 @@ def first_fit(
     team's quota admits every (GPU class, units) of ``outcomes`` now. None when the answer would need more
     than a node model: the job fits somewhere before any removal, two nodes fit at the same position, what the
     first node could give is not all admitted, or a victim on that node also holds another node. ``index``
-    must be current (flushed)."""
-    demands: dict[Group, Demand] = {option.group: option.demand for option in options_for(index, job, policy)}
+    must be current (flushed). ``demands`` (group → the job's demand there) narrows the question to some of
+    the job's options; by default all of them."""
+    if demands is None:
+        demands = {option.group: option.demand for option in options_for(index, job, policy)}
     group_of = index.group_of
     nodes: dict[str, _Node] = {}
     for position, (_, slots) in enumerate(pool):
