@@ -121,7 +121,7 @@ def plan_repartition(
         need = needs[group]
         if not need.aged and not need.whole_gpus:
             continue
-        served, changes = _plan_node(model, layouts, need)
+        served, changes = _plan_node(model, layouts, _capped(need, len(layouts)))
         if served <= 0:
             continue
         name = next((names[i] for i in ordinals if names[i] not in exclude), None)
@@ -135,7 +135,7 @@ def plan_repartition(
         return []
     name, (model, _, layouts) = best[0][3], best[1]
     order = idle_order(state.node_gpus(name))
-    _, changes = _plan_node(model, layouts, needs[(model, best[1][1])])
+    _, changes = _plan_node(model, layouts, _capped(needs[(model, best[1][1])], len(layouts)))
     return sorted((_reconfigure(order[i], new, now, policy) for i, new in changes), key=lambda op: op.gpu)
 
 
@@ -232,6 +232,16 @@ def _on(job: Job, model: str, tier: str, policy: Policy) -> Demand | None:
     if tier not in {t.value for t in allowed_tiers(job)}:
         return None
     return resolve(job, model, policy)
+
+
+def _capped(need: _Need, gpus: int) -> _Need:
+    """``need`` as ``gpus`` idle GPUs see it: a GPU holds at most :data:`COMPUTE_SLICES` instances, so demand
+    beyond ``gpus`` × that many instances of a profile (or ``gpus`` whole GPUs) changes no choice of
+    :func:`_plan_node`; capping it lets nodes facing different backlogs share its cached answer."""
+    most = COMPUTE_SLICES * gpus
+    aged = tuple((name, min(count, most)) for name, count in need.aged)
+    young = tuple((name, min(count, most)) for name, count in need.young)
+    return _Need(aged, young, min(need.whole_gpus, gpus))
 
 
 @dataclass(frozen=True, slots=True)
