@@ -165,7 +165,7 @@ class CapacityIndex:
 
     def relayout(self, gpu: Gpu) -> None:
         self.freed = self.version = next(self._tokens)
-        self._dirty.add(self.gpu_ordinal[gpu.key])
+        self._dirty.add(gpu.ordinal)
 
     def flush(self) -> None:
         """Re-file the GPUs changed since the last question (lazily: a preemption search removes and puts
@@ -244,7 +244,7 @@ class CapacityIndex:
         mig_keys: tuple[tuple[tuple[Group, str], MigSignature], ...],
         share: int | None,
     ) -> None:
-        ordinal = self.gpu_ordinal[gpu.key]
+        ordinal = gpu.ordinal
         if whole_free != self._whole_free[ordinal]:
             self._whole_free[ordinal] = whole_free
             self._file_whole(gpu.node.name, group, gpu.index, whole_free)

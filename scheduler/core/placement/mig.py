@@ -102,8 +102,9 @@ def best_of(
             cached = take_delta(mix, option.model, signature, profile)
             index.memo[key] = cached
         delta, left = cached  # type: ignore[misc]
+        host = job.cpu_milli or job.memory_mib  # without host needs every GPU's node can take it
         for ordinal in ordinals:
-            if index.resource_cap(index.gpus[ordinal].node.name, job) < 1:
+            if host and index.resource_cap(index.gpus[ordinal].node.name, job) < 1:
                 continue
             kind = KIND_RANK[option.demand.kind]
             score = (option.tier_rank, kind, *oversize, delta, left, option.model_rank, ordinal)

@@ -40,6 +40,7 @@ def best_share(
 ) -> tuple[Score, tuple[Slot, ...]] | None:
     """The best time-sliced GPU for one replica over the share ``options`` (module rules), or None."""
     best: tuple[Score, int] | None = None
+    host = job.cpu_milli or job.memory_mib  # without host needs every GPU's node can take it
     for option in options:
         milli = option.demand.milli
         keys = index.share_keys[option.group]
@@ -59,7 +60,7 @@ def best_share(
                     mix, option.model, free
                 )
             for ordinal in by_free[free]:
-                if index.resource_cap(index.gpus[ordinal].node.name, job) < 1:
+                if host and index.resource_cap(index.gpus[ordinal].node.name, job) < 1:
                     continue
                 score = (option.tier_rank, kind, delta, free - milli, option.model_rank, ordinal)
                 if best is None or score < best[0]:

@@ -12,8 +12,10 @@ from scheduler.core.placement import IndexedClusterState
 from scheduler.core.placement.firstfit import NEVER, FirstFit, first_fit
 from scheduler.core.policy import Policy
 from scheduler.core.preemption import NO_SHORTCUTS, Shortcuts, find_victims
+from scheduler.core.quotafit import QuotaFit
 from scheduler.core.state import Job, Node, Request, Running, Slot, Snapshot, Team
 from scheduler.core.trial import TrialPlacement
+from scheduler.core.victims import Candidate
 from scheduler.core.vocabulary import JobKind, Priority
 
 A100 = "A100-SXM4-80GB"
@@ -158,13 +160,13 @@ def test_the_quota_replay_gives_up_where_a_usage_admits_some_placements_only() -
     nodes = [Node("n1", A100, 1, mig=(BALANCED,))]
     state, fairness = world(nodes, [], guarantee=1.0)  # 7,000 units
     pending = Job(id="p", team="a", request=Request(mig_profile="1g.10gb"), kind=JobKind.INFERENCE)
-    trial = TrialPlacement(state, state.index, fairness, pending, POLICY)  # type: ignore[arg-type]
+    replay = QuotaFit(state, state.index, fairness, pending, POLICY)  # type: ignore[arg-type]
     outcomes = {("A100", 1000), ("A100", 3000)}
     # Everything gone: 4,000 held, both fit under 7,000. Putting back the last victim (1,000) leaves 5,000:
     # a 1g (6,000) fits, a 3g (8,000) does not — the search could go either way.
-    assert trial._pruned_alike(outcomes, {"A100": 4000}, [(0, {"A100": 2000}), (3, {"A100": 1000})]) is None
+    assert replay._pruned_alike(outcomes, {"A100": 4000}, [(0, {"A100": 2000}), (3, {"A100": 1000})]) is None
     # With victims of 3,000 each: back to 7,000 admits neither, so each is kept.
-    kept = trial._pruned_alike(outcomes, {"A100": 1000}, [(0, {"A100": 3000}), (2, {"A100": 3000})])
+    kept = replay._pruned_alike(outcomes, {"A100": 1000}, [(0, {"A100": 3000}), (2, {"A100": 3000})])
     assert kept == FirstFit(3, (0, 2))
 
 
@@ -186,3 +188,78 @@ def test_searches_with_and_without_the_node_model_agree(priority: Priority) -> N
         fairness.changed("b")
         results.append(None if found is None else ([e.job for e in found[0]], found[1]))
     assert results[0] == results[1]
+
+
+# -- only the cheaper placements admitted ---------------------------------------------------------------------
+
+
+A100_40 = "A100-SXM4-40GB"
+TWENTIES = (("1g.20gb", 0), ("1g.20gb", 2), ("1g.20gb", 4), ("1g.20gb", 6))
+
+
+def mig_running(job_id: str, team: str, node: str, profile: str, start: int, **kwargs: object) -> Running:
+    job = Job(id=job_id, team=team, request=Request(mig_profile=profile), kind=JobKind.INFERENCE, **kwargs)  # type: ignore[arg-type]
+    return Running(job=job, slots=((Slot(node, 0, mig_profile=profile, mig_start=start),),), started_at=0.0)
+
+
+def cheaper_world() -> tuple[IndexedClusterState, FairShare, Job]:
+    """12 GiB is a 1g.20gb (1,000 units) on the reserved 80 GB GPUs and a 3g.20gb (3,000) on the on-demand 40 GB
+    one, which alone has a free instance. Team a holds 5,000 of its 7,000: only the 1g is admitted."""
+    nodes = [
+        Node("r1", A100, 1, tier="reserved", mig=(TWENTIES,)),
+        Node("r2", A100, 1, tier="reserved", mig=(TWENTIES,)),
+        Node("a1", A100, 1, tier="reserved", mig=((("4g.40gb", 0), ("1g.10gb", 4)),)),
+        Node("o1", A100_40, 1, tier="on-demand", mig=((("3g.20gb", 0), ("3g.20gb", 4)),)),
+    ]
+    jobs = [
+        mig_running(f"b{n}{s}", "b", n, "1g.20gb", s, priority=Priority.LOW) for n in ("r1", "r2") for s in (0, 2, 4, 6)
+    ]
+    jobs += [
+        mig_running("a-big", "a", "a1", "4g.40gb", 0),
+        mig_running("a-low", "a", "a1", "1g.10gb", 4, priority=Priority.LOW),
+    ]
+    jobs += [mig_running("o-held", "b", "o1", "3g.20gb", 0)]
+    teams = [Team("a", guaranteed=(("any", 1.0),)), Team("b", guaranteed=(("any", 0.0),))]
+    state = IndexedClusterState(Snapshot(nodes=tuple(nodes), teams=tuple(teams), running=tuple(jobs)), NOW)
+    pending = Job(
+        id="p", team="a", request=Request(memory_gib=12.0), kind=JobKind.INFERENCE, priority=Priority.PRODUCTION
+    )
+    return state, FairShare(teams, state, POLICY), pending
+
+
+def candidate(state: IndexedClusterState, job_id: str) -> Candidate:
+    return Candidate(state.jobs[job_id], state.placed[job_id], "production", (0, 0, 0, 0.0, 0.0, job_id))
+
+
+def test_where_only_the_cheaper_placement_is_admitted_the_node_model_answers() -> None:
+    state, fairness, pending = cheaper_world()
+    assert state.index is not None
+    replay = QuotaFit(state, state.index, fairness, pending, POLICY)
+    assert replay.first_fit([candidate(state, "o-held"), candidate(state, "br10")]) == FirstFit(2, (1,))
+    assert replay.first_fit([]) == NEVER
+    # The own victim first: with it gone the 3g is admitted too, so which placement find_slots picks matters.
+    assert replay.first_fit([candidate(state, "a-low"), candidate(state, "br10")]) is None
+    assert replay.first_fit([candidate(state, "a-low")]) is None
+    # The whole search agrees with and without the node model.
+    results = []
+    for fast in (True, False):
+        trial = TrialPlacement(state, state.index, fairness, pending, POLICY)
+        shortcuts = trial.shortcuts() if fast else replace(trial.shortcuts(), first_fit=None)
+        statement = state.begin()
+        found = find_victims(state, pending, fairness, trial, POLICY, NOW, (), shortcuts)
+        statement.rollback()
+        fairness.changed("a")
+        fairness.changed("b")
+        assert found is not None
+        results.append(([e.job for e in found[0]], found[1]))
+    assert results[0] == results[1]
+    assert results[0][1][0][0].node in ("r1", "r2")  # the admitted 1g, not the refused 3g
+
+
+def test_the_node_model_gives_no_answer_when_two_nodes_fit_at_once() -> None:
+    state, fairness, pending = cheaper_world()
+    assert state.index is not None
+    both = Candidate(
+        state.jobs["br10"], state.placed["br10"] + state.placed["br20"], "production", (0, 0, 0, 0.0, 0.0, "x")
+    )
+    assert QuotaFit(state, state.index, fairness, pending, POLICY).first_fit([both]) is None
