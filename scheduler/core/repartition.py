@@ -285,7 +285,6 @@ def _plan_node(
     aged: Counter[str] = Counter(dict(need.aged))
     young: Counter[str] = Counter(dict(need.young))
     whole = need.whole_gpus
-    candidates = _candidates(model, need.wants_me)
     served_total = 0
     changes: list[tuple[int, MigLayout]] = []
     for position, current in enumerate(layouts):
@@ -293,20 +292,7 @@ def _plan_node(
             break
         # Aged demand the GPU serves as it is: a MIG-off GPU serves aged whole demand, if any.
         current_aged = _served(_counts(model, current), aged) if current else COMPUTE_SLICES * (whole > 0)
-        current_pairs = set(current)
-        best_value, best_layout = max(
-            (
-                (
-                    _served(candidate.counts, aged),
-                    _served(candidate.counts, young),
-                    len(current_pairs.intersection(candidate.layout)),
-                    candidate.used,
-                    -candidate.rank,
-                ),
-                candidate.layout,
-            )
-            for candidate in candidates
-        )
+        best_value, best_layout = _best_layout(model, need.wants_me, current, _frozen(aged), _frozen(young))
         if whole > 0 and best_value[0] < COMPUTE_SLICES:
             # Turning the GPU back into a whole GPU serves 7 aged slices; a MIG layout must beat that.
             best_value, best_layout = (COMPUTE_SLICES,), _MIG_OFF
@@ -323,6 +309,34 @@ def _plan_node(
             whole -= 1
         changes.append((position, best_layout))
     return served_total, tuple(changes)
+
+
+def _frozen(counts: Counter[str]) -> tuple[tuple[str, int], ...]:
+    return tuple(sorted((name, n) for name, n in counts.items() if n > 0))
+
+
+@lru_cache(maxsize=16384)
+def _best_layout(
+    model: str, with_me: bool, current: MigLayout, aged: tuple[tuple[str, int], ...], young: tuple[tuple[str, int], ...]
+) -> tuple[tuple[int, ...], MigLayout]:
+    """Rule 4's value and layout for one GPU now laid out as ``current``, given the demand still unserved:
+    the best candidate by (aged served, younger served, instances kept, slices used, enumeration order).
+    Cached: the same GPU and the same remaining demand recur across the nodes of a class and across calls."""
+    wanted_aged, wanted_young = Counter(dict(aged)), Counter(dict(young))
+    current_pairs = set(current)
+    return max(
+        (
+            (
+                _served(candidate.counts, wanted_aged),
+                _served(candidate.counts, wanted_young),
+                len(current_pairs.intersection(candidate.layout)),
+                candidate.used,
+                -candidate.rank,
+            ),
+            candidate.layout,
+        )
+        for candidate in _candidates(model, with_me)
+    )
 
 
 def _reconfigure(gpu: Gpu, new: MigLayout, now: float, policy: Policy) -> Reconfigure:
