@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
-from scheduler.core.fairshare import PRIORITY_INDEX, guarantee_limits
+from scheduler.core.fairshare import PRIORITY_INDEX
+from scheduler.core.limits import guarantee_limits
 from scheduler.core.state import Team
 
 

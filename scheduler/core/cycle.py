@@ -59,8 +59,9 @@ from scheduler.core.explain import (
     reason_text,
     standing_text,
 )
-from scheduler.core.fairshare import FairShare, job_class, placement_units
+from scheduler.core.fairshare import FairShare, job_class
 from scheduler.core.gang import NodeKind, bind, cluster_capacity, node_kinds
+from scheduler.core.limits import placement_units
 from scheduler.core.placement import IndexedClusterState, find_slots
 from scheduler.core.placement.fallback import fallback_slots
 from scheduler.core.placement.index import CapacityIndex, Slots

@@ -4,8 +4,9 @@ Rules (issue 3, capability 4), all in integer units of 1/7000 GPU (:data:`UNITS_
 7000, a MIG slice ``compute × 1000``, a milli share ``milli × 7``); quotas are written in GPU-equivalents and
 converted with ``round(gpus × 7000)``:
 
-1. **Quotas.** ``Team.guaranteed`` / ``Team.burst`` hold an overall figure under ``"any"`` and per-class
-   figures under a GPU class (``"A100"``, ``"H100"``, ``"H200"`` or a trace's model name).
+1. **Quotas** (the arithmetic is :mod:`scheduler.core.limits`'s). ``Team.guaranteed`` / ``Team.burst`` hold
+   an overall figure under ``"any"`` and per-class figures under a GPU class (``"A100"``, ``"H100"``,
+   ``"H200"`` or a trace's model name).
    - Overall guarantee: the ``"any"`` entry; without one, the sum of the class entries (0 when none).
    - Class guarantee: the class entry; a class without an entry is bounded only by the overall figure when
      an ``"any"`` entry exists, and is 0 when the team guarantees classes only (a team that lists
@@ -44,62 +45,28 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 
-from scheduler.core.capacity import UNITS_PER_GPU, ClusterState, gpu_class_of, slot_units
+from scheduler.core.capacity import UNITS_PER_GPU, ClusterState, gpu_class_of
+from scheduler.core.limits import (
+    ANY,
+    Admission,
+    Limits,
+    burst_limits,
+    exceeds,
+    gpus_text,
+    guarantee_limits,
+    of_class,
+)
 from scheduler.core.policy import Policy
-from scheduler.core.state import Job, Slot, Team
+from scheduler.core.state import Job, Team
 from scheduler.core.vocabulary import Priority
 
-ANY = "any"
 PRIORITY_INDEX: dict[str, int] = {p.value: i for i, p in enumerate(Priority)}  # production 0 … low 3
 _FILL_STRIDE = 32  # how often a fill saves its state (see FairShare._fill)
 _MIN_WEIGHT = 1e-9  # a weight ≤ 0 is read as "served last", never as a division by zero
 
 JobKey = tuple[int, int, float, str]
 TeamKey = tuple[int, float, int, int, float, str, str]
-Excess = tuple[str, int, int]  # (class or "any", units after, limit)
-
-
-@dataclass(frozen=True, slots=True)
-class Admission:
-    """``ok``: the job may hold the units it asked about; ``borrowing``: it would hold them above the guarantee."""
-
-    ok: bool
-    borrowing: bool
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class Limits:
-    """A quota in units: overall, per listed class, and for classes not listed (None: unbounded)."""
-
-    overall: int | None
-    by_class: Mapping[str, int]
-    other_classes: int | None
-
-    def for_class(self, gpu_class: str) -> int | None:
-        return self.by_class.get(gpu_class, self.other_classes)
-
-
-def to_units(gpus: float) -> int:
-    return round(gpus * UNITS_PER_GPU)
-
-
-def gpus_text(units: int) -> str:
-    """GPU-equivalents for a person: ``4``, ``2.43``."""
-    return f"{round(units / UNITS_PER_GPU, 2):g}"
-
-
-def placement_units(state: ClusterState, slots: tuple[tuple[Slot, ...], ...]) -> dict[str, int]:
-    """Units per GPU class that ``slots`` (one tuple per replica) would hold: the ``units_by_class`` of admit."""
-    totals: dict[str, int] = {}
-    for replica in slots:
-        for slot in replica:
-            gpu = state.gpus[(slot.node, slot.gpu)]
-            gpu_class = gpu_class_of(gpu.node.gpu_model)
-            totals[gpu_class] = totals.get(gpu_class, 0) + slot_units(slot, gpu.spec)
-    return totals
 
 
 def job_key(job: Job) -> JobKey:
@@ -110,42 +77,6 @@ def job_key(job: Job) -> JobKey:
 def job_class(job: Job) -> str:
     """The quota class a job's constraint pins it to, or ``"any"`` when it may run on several classes."""
     return gpu_class_of(job.gpu_model) if job.gpu_model else ANY
-
-
-def guarantee_limits(team: Team | None) -> Limits:
-    entries = dict(team.guaranteed) if team else {}
-    classes = {c: to_units(g) for c, g in sorted(entries.items()) if c != ANY}
-    if ANY in entries:
-        return Limits(overall=to_units(entries[ANY]), by_class=classes, other_classes=None)
-    return Limits(overall=sum(classes.values()), by_class=classes, other_classes=0)
-
-
-def burst_limits(team: Team | None, guarantee: Limits) -> Limits:
-    entries = dict(team.burst) if team else {}
-    classes = {c: to_units(b) for c, b in sorted(entries.items()) if c != ANY}
-    for gpu_class, floor in guarantee.by_class.items():
-        if gpu_class in classes:
-            classes[gpu_class] = max(classes[gpu_class], floor)
-    overall = to_units(entries[ANY]) if ANY in entries else None
-    if overall is not None:
-        overall = max(overall, guarantee.overall or 0)
-    return Limits(overall=overall, by_class=classes, other_classes=None)
-
-
-def _exceeds(limits: Limits, usage: Mapping[str, int], units_by_class: Mapping[str, int]) -> Excess | None:
-    """The first dimension (overall, then classes by name) where usage + units passes the limit, or None."""
-    total = units_by_class[ANY] if ANY in units_by_class else sum(units_by_class.values())
-    held = sum(units for cls, units in usage.items() if cls != ANY)
-    if limits.overall is not None and held + total > limits.overall:
-        return (ANY, held + total, limits.overall)
-    for gpu_class in sorted(units_by_class):
-        if gpu_class == ANY or not units_by_class[gpu_class]:
-            continue
-        limit = limits.for_class(gpu_class)
-        after = usage.get(gpu_class, 0) + units_by_class[gpu_class]
-        if limit is not None and after > limit:
-            return (gpu_class, after, limit)
-    return None
 
 
 class FairShare:
@@ -226,7 +157,7 @@ class FairShare:
 
     def within_guarantee(self, team: str, units_by_class: Mapping[str, int]) -> bool:
         """True when the team would stay within its guarantee after also holding ``units_by_class``."""
-        return _exceeds(self.guarantee(team), self.state.usage.get(team, {}), units_by_class) is None
+        return exceeds(self.guarantee(team), self.state.usage.get(team, {}), units_by_class) is None
 
     def borrowing_units(self, team: str) -> int:
         """Units held above the overall guarantee (0 when within it)."""
@@ -254,7 +185,7 @@ class FairShare:
             return Admission(True, False, "fair share is off")
         if usage is None:
             usage = self.state.usage.get(job.team, {})
-        over = _exceeds(self.guarantee(job.team), usage, units_by_class)
+        over = exceeds(self.guarantee(job.team), usage, units_by_class)
         if over is None:
             return Admission(True, False, "within the team's guarantee")
         where, after, limit = over
@@ -262,16 +193,16 @@ class FairShare:
             return Admission(
                 False,
                 False,
-                f"team {job.team} would hold {gpus_text(after)} GPUs{_of(where)}, above its guarantee of "
+                f"team {job.team} would hold {gpus_text(after)} GPUs{of_class(where)}, above its guarantee of "
                 f"{gpus_text(limit)}; work that is not preemptible runs only within the guarantee",
             )
-        over_burst = _exceeds(self.burst(job.team), usage, units_by_class)
+        over_burst = exceeds(self.burst(job.team), usage, units_by_class)
         if over_burst is not None:
             where, after, limit = over_burst
             return Admission(
                 False,
                 False,
-                f"team {job.team} would hold {gpus_text(after)} GPUs{_of(where)}, above its burst limit of "
+                f"team {job.team} would hold {gpus_text(after)} GPUs{of_class(where)}, above its burst limit of "
                 f"{gpus_text(limit)}",
             )
         return Admission(True, True, f"borrowing idle capacity above team {job.team}'s guarantee (preemptible)")
@@ -492,7 +423,3 @@ def _common_prefix(a: tuple[str, ...], b: tuple[str, ...]) -> int:
         else:
             high = middle - 1
     return low
-
-
-def _of(gpu_class: str) -> str:
-    return "" if gpu_class == ANY else f" of class {gpu_class}"

@@ -44,7 +44,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from scheduler.core.capacity import ClusterState
-from scheduler.core.fairshare import FairShare, job_class, placement_units
+from scheduler.core.fairshare import FairShare, job_class
+from scheduler.core.limits import placement_units
 from scheduler.core.placement.firstfit import FirstFit
 from scheduler.core.plan import Evict
 from scheduler.core.policy import Policy

@@ -36,7 +36,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from scheduler.core.fairshare import FairShare, placement_units
+from scheduler.core.fairshare import FairShare
+from scheduler.core.limits import placement_units
 from scheduler.core.placement import IndexedClusterState, find_slots, index_of
 from scheduler.core.placement.firstfit import FirstFit, first_fit
 from scheduler.core.placement.index import CapacityIndex, Slots

@@ -5,16 +5,15 @@ from __future__ import annotations
 import pytest
 
 from scheduler.core.capacity import UNITS_PER_GPU
-from scheduler.core.fairshare import (
+from scheduler.core.fairshare import FairShare, job_class
+from scheduler.core.limits import (
     ANY,
     Admission,
-    FairShare,
     Limits,
-    _exceeds,
     burst_limits,
+    exceeds,
     gpus_text,
     guarantee_limits,
-    job_class,
     placement_units,
 )
 from scheduler.core.policy import Policy
@@ -484,11 +483,11 @@ def test_borrowed_fill_matches_the_admission_rule(guaranteed: dict[str, float], 
     ]
     _, fs = world(NODES, [team("t", guaranteed)], running)
     assert fs.borrowed_jobs("t") == borrowed
-    # The same first-fit written with _exceeds, the rule admission uses.
+    # The same first-fit written with exceeds, the rule admission uses.
     limits, filled, expected = fs.guarantee("t"), {}, []
     for job_id in fs.running_jobs("t"):
         units = fs.running_units(job_id)
-        if _exceeds(limits, filled, units) is None:
+        if exceeds(limits, filled, units) is None:
             for gpu_class, amount in units.items():
                 filled[gpu_class] = filled.get(gpu_class, 0) + amount
         else:

@@ -12,7 +12,8 @@ from dataclasses import replace
 import pytest
 
 from scheduler.core.capacity import ClusterState, model_matches
-from scheduler.core.fairshare import FairShare, placement_units
+from scheduler.core.fairshare import FairShare
+from scheduler.core.limits import placement_units
 from scheduler.core.plan import Evict
 from scheduler.core.policy import Policy
 from scheduler.core.preemption import candidates, find_victims

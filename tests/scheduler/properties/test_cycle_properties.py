@@ -24,8 +24,8 @@ from scheduler.core import Job, Node, Plan, Policy, Running, Snapshot, Team, pla
 from scheduler.core.capacity import UNITS_PER_GPU, ClusterState, gpu_class_of, slot_units
 from scheduler.core.catalog import GPU_MODEL_BY_NAME, validate_layout
 from scheduler.core.demand import DemandKind
-from scheduler.core.fairshare import burst_limits, guarantee_limits
 from scheduler.core.layouts import named_layout, named_layouts
+from scheduler.core.limits import burst_limits, guarantee_limits
 from scheduler.core.placement import find_slots
 from scheduler.core.placement.tiers import allowed_tiers
 from scheduler.core.rightsize import resolve

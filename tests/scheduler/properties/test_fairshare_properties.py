@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scheduler.core.capacity import ClusterState, gpu_class_of
-from scheduler.core.fairshare import ANY, FairShare, placement_units
+from scheduler.core.fairshare import FairShare
+from scheduler.core.limits import ANY, placement_units
 from scheduler.core.policy import Policy
 from scheduler.core.preemption import PRIORITY, PRODUCTION, RECLAIM, find_victims
 from scheduler.core.state import Job, Node, Preemption, Running, Snapshot, Team
