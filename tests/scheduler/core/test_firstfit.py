@@ -58,6 +58,21 @@ def wants(gpus: int) -> Job:
     return Job(id="p", team="a", request=Request(gpus=gpus), priority=Priority.PRODUCTION)
 
 
+def both_ways(state: IndexedClusterState, fairness: FairShare, pending: Job) -> list[tuple[list[str], Slots] | None]:
+    """The victims and placement of one search with the node models and one without, the state left as found."""
+    results: list[tuple[list[str], Slots] | None] = []
+    for fast in (True, False):
+        trial = TrialPlacement(state, state.index, fairness, pending, POLICY)  # type: ignore[arg-type]
+        shortcuts = trial.shortcuts() if fast else replace(trial.shortcuts(), first_fit=None)
+        statement = state.begin()
+        found = find_victims(state, pending, fairness, trial, POLICY, NOW, (), shortcuts)
+        statement.rollback()
+        for team in ("a", "b"):
+            fairness.changed(team)
+        results.append(None if found is None else ([e.job for e in found[0]], found[1]))
+    return results
+
+
 # -- the node model -------------------------------------------------------------------------------------------
 
 
@@ -177,17 +192,8 @@ def test_searches_with_and_without_the_node_model_agree(priority: Priority) -> N
     jobs += [running("a-low", "a", whole("n0", 3))]
     state, fairness = world(nodes, jobs, guarantee=2.0)
     pending = replace(wants(2), priority=priority, preemptible=priority != Priority.PRODUCTION)
-    results = []
-    for fast in (True, False):
-        trial = TrialPlacement(state, state.index, fairness, pending, POLICY)  # type: ignore[arg-type]
-        shortcuts = trial.shortcuts() if fast else replace(trial.shortcuts(), first_fit=None)
-        statement = state.begin()
-        found = find_victims(state, pending, fairness, trial, POLICY, NOW, (), shortcuts)
-        statement.rollback()
-        fairness.changed("a")
-        fairness.changed("b")
-        results.append(None if found is None else ([e.job for e in found[0]], found[1]))
-    assert results[0] == results[1]
+    with_model, without = both_ways(state, fairness, pending)
+    assert with_model == without
 
 
 # -- only the cheaper placements admitted ---------------------------------------------------------------------
@@ -241,19 +247,9 @@ def test_where_only_the_cheaper_placement_is_admitted_the_node_model_answers() -
     assert replay.first_fit([candidate(state, "a-low"), candidate(state, "br10")]) is None
     assert replay.first_fit([candidate(state, "a-low")]) is None
     # The whole search agrees with and without the node model.
-    results = []
-    for fast in (True, False):
-        trial = TrialPlacement(state, state.index, fairness, pending, POLICY)
-        shortcuts = trial.shortcuts() if fast else replace(trial.shortcuts(), first_fit=None)
-        statement = state.begin()
-        found = find_victims(state, pending, fairness, trial, POLICY, NOW, (), shortcuts)
-        statement.rollback()
-        fairness.changed("a")
-        fairness.changed("b")
-        assert found is not None
-        results.append(([e.job for e in found[0]], found[1]))
-    assert results[0] == results[1]
-    assert results[0][1][0][0].node in ("r1", "r2")  # the admitted 1g, not the refused 3g
+    with_model, without = both_ways(state, fairness, pending)
+    assert with_model is not None and with_model == without
+    assert with_model[1][0][0].node in ("r1", "r2")  # the admitted 1g, not the refused 3g
 
 
 def test_the_node_model_gives_no_answer_when_two_nodes_fit_at_once() -> None:
