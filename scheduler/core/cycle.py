@@ -208,7 +208,7 @@ class _Run:
         self._try(job)
 
     def _try(self, job: Job) -> None:
-        evicted = len(self.evictions) + len(self.relayout.evictions)
+        evicted, drained = len(self.evictions), len(self.relayout.evictions)
         self.blockers.pop(job.id, None)
         if not options_for(self.index, job, self.policy):
             self.blockers[job.id] = Blocker(NOT_READY)
@@ -217,7 +217,7 @@ class _Run:
         blocker = self.blockers.get(job.id)  # None: bound
         if job.priority == Priority.PRODUCTION and blocker is not None and blocker.kind != RECONFIGURING:
             self._blocked_production[job.id] = job
-        evictions = (self.evictions + self.relayout.evictions)[evicted:]
+        evictions = self.evictions[evicted:] + self.relayout.evictions[drained:]  # this turn's
         if evictions:
             self._retry_production({self.state.jobs[e.job].team for e in evictions})
 
