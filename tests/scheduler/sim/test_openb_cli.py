@@ -200,3 +200,13 @@ def test_run_all_gives_the_same_results_in_one_or_two_workers(small: tuple[Path,
     alone = [r.run for r in run_all(nodes, jobs, workers=1)]
     together = [r.run for r in run_all(nodes, jobs, workers=2)]
     assert alone == together
+
+
+def test_the_replay_time_claim_is_measured_only_on_the_whole_default_trace(small: tuple[Path, Path]) -> None:
+    pods, nodes = small
+    sliced = run({"trace": pods, "nodes": nodes, "seeds": "42", "policies": "random", "jobs": 1})
+    assert not any(c.claim.startswith("B5") for c in sliced.claims)  # a slice says nothing about B5
+    # The whole default trace: one seed of the cheapest policy is enough to check the claim is made and judged.
+    whole = run({"seeds": "42", "policies": "random", "jobs": 1})
+    [claim] = [c for c in whole.claims if c.claim.startswith("B5")]
+    assert claim.measured.startswith("slowest random ") and isinstance(claim.reproduced, bool)  # judged, not timed here
