@@ -64,6 +64,7 @@ class Victims:
         self._lists: dict[Hashable, tuple[tuple[str, ...], list[Candidate]]] = {}
         self._facts: dict[str, _Facts] = {}  # per running job: what the rules read of it, fixed for the cycle
         self._spot_helps: dict[Hashable, bool] = {}  # (spot, job facts) → could_help on that spot alone
+        self._grounds: dict[Hashable, tuple[tuple[str, ...], list[tuple[tuple[tuple[str, bool], ...], Candidate]]]] = {}
 
     def of_team(self, team: str, job: Job, allow_reclaim: bool) -> list[Candidate]:
         """The candidates of ``team``'s running jobs for ``job`` (preemption rules, ping-pong aside), in no
@@ -84,9 +85,40 @@ class Victims:
         return found
 
     def _scan(self, team: str, job: Job, running: tuple[str, ...], allow_reclaim: bool) -> list[Candidate]:
-        state, fairness, policy, now = self.state, self.fairness, self.policy, self.now
+        """The team's grounded candidates (:meth:`_grounded`) that could help ``job`` (:func:`could_help`)."""
+        state, policy, now = self.state, self.policy, self.now
+        same_team = team == job.team
+        kinds: dict[str, DemandKind | None] | None = None if same_team else {}
+        helps_key: Hashable = (
+            ("own team", job.gpu_model) if same_team else (job.request, job.kind, job.gpu_model, _host_needs(job))
+        )
+        spot_helps = self._spot_helps
+        found: list[Candidate] = []
+        for spots, candidate in self._grounded(team, job, running, allow_reclaim):
+            # could_help, spot by spot, remembered per (spot, job facts): a spot's node and grain are fixed.
+            for spot in spots:
+                answer = spot_helps.get((spot, helps_key))
+                if answer is None:
+                    answer = spot_helps[(spot, helps_key)] = could_help(state, (spot,), job, policy, now, kinds)
+                if answer:
+                    found.append(candidate)
+                    break
+        return found
+
+    def _grounded(
+        self, team: str, job: Job, running: tuple[str, ...], allow_reclaim: bool
+    ) -> list[tuple[tuple[tuple[str, bool], ...], Candidate]]:
+        """The team's running jobs that a protection spares and a ground reaches, with their spots: what the
+        rules decide before asking whether a victim could help. It depends on the job only through its team,
+        priority and whether it is production, so it is remembered per those (and the running tuple) and
+        shared by jobs of different requests — production jobs, which reach every team, above all."""
         production = job.priority == Priority.PRODUCTION
         same_team = team == job.team
+        context = (team, job.priority, production, same_team, allow_reclaim)
+        cached = self._grounds.get(context)
+        if cached is not None and (cached[0] is running or cached[0] == running):
+            return cached[1]
+        fairness = self.fairness
         # Each branch scans the team's running jobs at most once: the borrowed fill reuses the scan.
         if production:
             ids = running
@@ -97,13 +129,8 @@ class Victims:
         else:
             ids = borrowed_ids = fairness.borrowed(team, running)
         my_rank = PRIORITY_INDEX[job.priority]
-        kinds: dict[str, DemandKind | None] | None = None if same_team else {}
-        helps_key: Hashable = (
-            ("own team", job.gpu_model) if same_team else (job.request, job.kind, job.gpu_model, _host_needs(job))
-        )
-        spot_helps = self._spot_helps
         borrowed = set(borrowed_ids)
-        found: list[Candidate] = []
+        found: list[tuple[tuple[tuple[str, bool], ...], Candidate]] = []
         for victim_id in ids:
             facts = self._facts.get(victim_id)
             if facts is None:
@@ -120,17 +147,9 @@ class Victims:
                 reason = PRODUCTION
             else:
                 continue
-            # could_help, spot by spot, remembered per (spot, job facts): a spot's node and grain are fixed.
-            for spot in spots:
-                answer = spot_helps.get((spot, helps_key))
-                if answer is None:
-                    answer = spot_helps[(spot, helps_key)] = could_help(state, (spot,), job, policy, now, kinds)
-                if answer:
-                    break
-            else:
-                continue
             key = (int(not preemptible), int(victim_id not in borrowed), -rank, lost, neg_started, victim_id)
-            found.append(Candidate(victim, slots, reason, key))
+            found.append((spots, Candidate(victim, slots, reason, key)))
+        self._grounds[context] = (running, found)
         return found
 
     def _victim_facts(self, victim_id: str) -> _Facts:

@@ -32,6 +32,7 @@ def _plain(monkeypatch: pytest.MonkeyPatch) -> None:
 
     def scan_always(self: Victims, team: str, job: object, allow_reclaim: bool) -> list[Candidate]:
         self._lists.clear()
+        self._grounds.clear()
         return original_of_team(self, team, job, allow_reclaim)  # type: ignore[arg-type]
 
     def fill_afresh(self: FairShare, team: str, running: tuple[str, ...]) -> tuple[str, ...]:
