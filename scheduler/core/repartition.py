@@ -322,20 +322,28 @@ def _best_layout(
     """Rule 4's value and layout for one GPU now laid out as ``current``, given the demand still unserved:
     the best candidate by (aged served, younger served, instances kept, slices used, enumeration order).
     Cached: the same GPU and the same remaining demand recur across the nodes of a class and across calls."""
-    wanted_aged, wanted_young = Counter(dict(aged)), Counter(dict(young))
+    wanted_aged, wanted_young = dict(aged), dict(young)
+    # Lexicographic: first the candidates that serve the most aged demand, then the rest of the value on those.
+    most, tops = -1, []
+    for candidate in _candidates(model, with_me):
+        served = sum(min(n, wanted_aged.get(name, 0)) * slices for name, n, slices in candidate.counts)
+        if served > most:
+            most, tops = served, [candidate]
+        elif served == most:
+            tops.append(candidate)
     current_pairs = set(current)
     return max(
         (
             (
-                _served(candidate.counts, wanted_aged),
-                _served(candidate.counts, wanted_young),
+                most,
+                sum(min(n, wanted_young.get(name, 0)) * slices for name, n, slices in candidate.counts),
                 len(current_pairs.intersection(candidate.layout)),
                 candidate.used,
                 -candidate.rank,
             ),
             candidate.layout,
         )
-        for candidate in _candidates(model, with_me)
+        for candidate in tops
     )
 
 
