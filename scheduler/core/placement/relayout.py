@@ -77,7 +77,8 @@ class Relayout:
         self.evictions: list[Evict] = []
         self._production = [job for job in pending if job.priority == Priority.PRODUCTION]
         self._claimed: set[Key] = set()
-        self._nothing: set[Hashable] = set()  # (shape, changing nodes, freed) for which _take found nothing
+        self._offer_lists: dict[Hashable, tuple[int, list[int], list[tuple[Key, float]]]] = {}  # see _offered
+        self._unit_scans: dict[Hashable, tuple[int, int | None]] = {}  # see _units
         # could_change_for's answers per job shape: (freed token, answer, the node whose MIG change answered yes)
         self._could: dict[Hashable, tuple[int, bool, str | None]] = {}
         self._budget = nodes_per_cycle(state, now)  # nodes changed per cycle outside production (repartition rule 5)
@@ -235,12 +236,48 @@ class Relayout:
     # -- promising ---------------------------------------------------------------------------------------
 
     def _units(self, job: Job) -> int:
-        """What the job claims: one instance per replica, or (whole GPUs) one GPU per GPU it needs."""
-        for name, _ in self._changing:
-            demand = resolve(job, self.state.nodes[name].gpu_model, self.policy)
-            if demand is not None and demand.kind == DemandKind.WHOLE:
-                return job.replicas * demand.gpus
-        return job.replicas
+        """What the job claims: one instance per replica, or (whole GPUs) one GPU per GPU it needs — decided
+        by the first changing node whose model gives it a whole-GPU demand. Kept per job shape and extended
+        only over the nodes that started changing since (the list only grows)."""
+        shape = placement_shape(job)
+        scanned, gpus = self._unit_scans.get(shape, (0, None))
+        if gpus is None:
+            for name, _ in self._changing[scanned:]:
+                demand = resolve(job, self.state.nodes[name].gpu_model, self.policy)
+                if demand is not None and demand.kind == DemandKind.WHOLE:
+                    gpus = demand.gpus
+                    break
+            self._unit_scans[shape] = (len(self._changing), gpus)
+        return job.replicas * gpus if gpus is not None else job.replicas
+
+    def _offered(self, job: Job) -> list[tuple[Key, float]]:
+        """Every instance (or idle MIG-off GPU) that changing nodes offer the job, promised or not, with its
+        node's ready time, in node, GPU and start order. Kept per job shape: extended over the nodes that
+        started changing since, rebuilt when capacity was freed (an eviction can free an instance there;
+        nothing binds on a changing node)."""
+        shape = placement_shape(job)
+        freed = self.index.freed
+        entry = self._offer_lists.get(shape)
+        if entry is None or entry[0] != freed:
+            entry = self._offer_lists[shape] = (freed, [0], [])
+        _, scanned, offered = entry
+        if scanned[0] < len(self._changing):
+            tiers = tier_rank(job)
+            for name, until in self._changing[scanned[0] :]:
+                node = self.state.nodes[name]
+                demand = resolve(job, node.gpu_model, self.policy) if str(node.tier) in tiers else None
+                if demand is None:
+                    continue
+                for gpu in self.state.node_gpus(name):
+                    if demand.kind == DemandKind.MIG:
+                        starts = [s for p, s in gpu.layout if p == demand.mig_profile and s not in gpu.instances]
+                    elif demand.kind == DemandKind.WHOLE and not gpu.layout and gpu.idle:
+                        starts = [-1]
+                    else:
+                        starts = []
+                    offered += [((name, gpu.index, s), until) for s in starts]
+            scanned[0] = len(self._changing)
+        return offered
 
     def _take(self, job: Job, wanted: int, partial: bool, claim: bool = True) -> int:
         """Promise the job up to ``wanted`` free instances (or idle MIG-off GPUs) on changing nodes — all or
@@ -248,28 +285,8 @@ class Relayout:
         False: only count them, promising nothing."""
         if not self._changing:
             return 0
-        # What changing nodes offer grows only when a node starts changing or capacity is freed (an eviction
-        # there); claims only shrink it. So "nothing for this shape" holds until one of those happens.
-        nothing_key = (placement_shape(job), len(self._changing), self.index.freed)
-        if nothing_key in self._nothing:
-            return 0
-        found: list[tuple[Key, float]] = []
-        tiers = tier_rank(job)
-        for name, until in self._changing:
-            node = self.state.nodes[name]
-            demand = resolve(job, node.gpu_model, self.policy) if str(node.tier) in tiers else None
-            if demand is None:
-                continue
-            for gpu in self.state.node_gpus(name):
-                if demand.kind == DemandKind.MIG:
-                    starts = [s for p, s in gpu.layout if p == demand.mig_profile and s not in gpu.instances]
-                elif demand.kind == DemandKind.WHOLE and not gpu.layout and gpu.idle:
-                    starts = [-1]
-                else:
-                    starts = []
-                found += [((name, gpu.index, s), until) for s in starts if (name, gpu.index, s) not in self._claimed]
-        if not found:
-            self._nothing.add(nothing_key)
+        claimed = self._claimed
+        found = [(key, until) for key, until in self._offered(job) if key not in claimed]
         chosen = found[:wanted]
         if not chosen or (len(chosen) < wanted and not partial):
             return 0

@@ -45,13 +45,14 @@ def _plain(monkeypatch: pytest.MonkeyPatch) -> None:
     def never_still(self: Relayout, freed: int, answer: bool, witness: str | None) -> bool:
         return False
 
-    class Forgetful(set):  # type: ignore[type-arg]
-        def __contains__(self, item: object) -> bool:
-            return False
+    class Forgetful(dict):  # type: ignore[type-arg]
+        def get(self, key: object, default: object = None) -> object:
+            return default
 
     def forgetful_init(self: Relayout, *args: object, **kwargs: object) -> None:
         original_init(self, *args, **kwargs)
-        self._nothing = Forgetful()
+        self._offer_lists = Forgetful()  # what changing nodes offer, rescanned at every question
+        self._unit_scans = Forgetful()
 
     original_init = Relayout.__init__
     monkeypatch.setattr(Relayout, "_still", never_still)
