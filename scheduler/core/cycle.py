@@ -325,11 +325,19 @@ class _Run:
         estimator = EtaEstimator(self.state, self.now, self._free_units(), started)
         team_positions: dict[str, int] = {}
         waiting: list[Waiting] = []
+        # Nothing changes while the cycle explains: what depends only on a job's shape, or on its team and
+        # class, is worked out once.
+        needs: dict[Hashable, tuple[Demand | None, tuple[str, ...], int, str]] = {}
+        standings: dict[tuple[str, str], str] = {}
         for job in self.order:
             if job.id in bound:
                 continue
-            demand, model, models = self._demand(job)
-            units = demand_units(demand, model) * job.replicas if demand is not None else 0
+            shape = placement_shape(job)
+            if shape not in needs:
+                demand, model, models = self._demand(job)
+                units = demand_units(demand, model) * job.replicas if demand is not None else 0
+                needs[shape] = (demand, models, units, need_text(job, demand, models))
+            demand, models, units, need = needs[shape]
             blocker = self.blockers[job.id]
             eta: float | None = None
             if blocker.kind == CAPACITY and units:
@@ -340,12 +348,13 @@ class _Run:
                 eta = max(0.0, blocker.ready_at - self.now)
             team_positions[job.team] = team_positions.get(job.team, 0) + 1
             position = len(waiting) + 1
-            guarantee = self.fairness.guarantee(job.team).overall or 0
-            held = sum(self.state.usage.get(job.team, {}).values())
-            under = self.fairness.under_guarantee(job.team, job_class(job))
-            reason = reason_text(
-                need_text(job, demand, models), blocker, standing_text(guarantee, held, under), position - 1, self.now
-            )
+            standing_key = (job.team, job_class(job))
+            if standing_key not in standings:
+                guarantee = self.fairness.guarantee(job.team).overall or 0
+                held = sum(self.state.usage.get(job.team, {}).values())
+                under = self.fairness.under_guarantee(*standing_key)
+                standings[standing_key] = standing_text(guarantee, held, under)
+            reason = reason_text(need, blocker, standings[standing_key], position - 1, self.now)
             waiting.append(Waiting(job.id, position, team_positions[job.team], reason, eta))
         return waiting
 

@@ -120,8 +120,14 @@ class QuotaFit:
 
     def _admitted_at(self, outcomes: set[Outcome], usage: dict[str, int]) -> bool | None:
         """True when the team's quota admits every outcome at ``usage``, False when none, None otherwise."""
-        answers = {self._admits(outcome, usage) for outcome in outcomes}
-        return answers.pop() if len(answers) == 1 else None
+        first: bool | None = None
+        for outcome in outcomes:
+            answer = self._admits(outcome, usage)
+            if first is None:
+                first = answer
+            elif answer != first:
+                return None  # mixed: no need to ask the rest
+        return first
 
 
 def _rank(option: Option) -> tuple[int, int]:

@@ -35,13 +35,14 @@ could refuse) gets False, and the search runs the trial.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cached_property
 
 from scheduler.core.fairshare import FairShare
 from scheduler.core.limits import placement_units
 from scheduler.core.placement import IndexedClusterState, find_slots, index_of
 from scheduler.core.placement.firstfit import FirstFit, first_fit
 from scheduler.core.placement.index import CapacityIndex, Slots
-from scheduler.core.placement.unseen import unseen_by
+from scheduler.core.placement.unseen import Unseen, unseen_by
 from scheduler.core.policy import Policy
 from scheduler.core.preemption import Candidate, Shortcuts
 from scheduler.core.quotafit import QuotaFit, possible_units
@@ -55,14 +56,22 @@ class TrialPlacement:
         self, state: IndexedClusterState, index: CapacityIndex, fairness: FairShare, job: Job, policy: Policy
     ) -> None:
         self.state = state
+        self.index = index
         self.fairness = fairness
         self.job = job
         self.policy = policy
-        self._unseen = unseen_by(state, index, job, policy)
         self._simple = job.replicas == 1 and not job.cpu_milli and not job.memory_mib
-        self._outcomes = possible_units(index, job, policy) if self._simple else ()
         self._admitted: tuple[tuple[tuple[str, int], ...], bool, bool] | None = None  # (usage, all ok, none ok)
         self._found: Slots | None = None  # what find_slots gave in the last trial
+
+    @cached_property
+    def _unseen(self) -> Unseen:
+        """Built on first use: most searches end before any put-back (an empty pool, a node model's answer)."""
+        return unseen_by(self.state, self.index, self.job, self.policy)
+
+    @cached_property
+    def _outcomes(self) -> tuple[tuple[str, int], ...]:
+        return possible_units(self.index, self.job, self.policy) if self._simple else ()
 
     def __call__(self) -> Slots | None:
         slots = self._found = find_slots(self.state, self.job, self.policy)
