@@ -140,42 +140,37 @@ def _shift(usage: dict[str, int], units: dict[str, int], sign: int) -> None:
         usage[gpu_class] = usage.get(gpu_class, 0) + sign * held
 
 
+def _grain(option: Option, profile: str | None = None) -> Outcome:
+    """(GPU class, units) of one replica on ``option``: its whole GPUs, its share, or a MIG instance of
+    ``profile`` (by default the option's own)."""
+    demand = option.demand
+    gpu_class = gpu_class_of(option.model)
+    if demand.kind == DemandKind.WHOLE:
+        return (gpu_class, demand.gpus * UNITS_PER_GPU)
+    if demand.kind == DemandKind.SHARE:
+        return (gpu_class, min(demand.milli, FULL_GPU_MILLI) * (UNITS_PER_GPU // FULL_GPU_MILLI))
+    name = profile or demand.mig_profile or ""
+    return (gpu_class, GPU_MODEL_BY_NAME[option.model].profiles()[name].compute_slices * FULL_GPU_MILLI)
+
+
 def own_grains(index: CapacityIndex, options: Sequence[Option]) -> dict[Option, Outcome] | None:
     """What one replica gets on each option in any state reached by removing running jobs, for a job that
     fits now: the option's own grain (more free capacity never makes ``find_slots`` take a larger MIG
     instance while an instance of the job's own profile is free somewhere). None when a larger instance
     could still be taken: a demand sized from memory whose profile is free nowhere now."""
-    found: dict[Option, Outcome] = {}
-    own_free = False
-    sized = False
-    for option in options:
-        demand = option.demand
-        gpu_class = gpu_class_of(option.model)
-        if demand.kind == DemandKind.WHOLE:
-            found[option] = (gpu_class, demand.gpus * UNITS_PER_GPU)
-        elif demand.kind == DemandKind.SHARE:
-            found[option] = (gpu_class, min(demand.milli, FULL_GPU_MILLI) * (UNITS_PER_GPU // FULL_GPU_MILLI))
-        else:
-            profile = demand.mig_profile or ""
-            slices = GPU_MODEL_BY_NAME[option.model].profiles()[profile].compute_slices
-            found[option] = (gpu_class, slices * FULL_GPU_MILLI)
-            own_free = own_free or bool(index.mig.get((option.group, profile)))
-            sized = sized or demand.memory_mib is not None
-    return None if sized and not own_free else found
+    mig = [option for option in options if option.demand.kind == DemandKind.MIG]
+    sized = any(option.demand.memory_mib is not None for option in mig)
+    own_free = any(index.mig.get((option.group, option.demand.mig_profile or "")) for option in mig)
+    return None if sized and not own_free else {option: _grain(option) for option in options}
 
 
 def possible_units(index: CapacityIndex, job: Job, policy: Policy) -> tuple[Outcome, ...]:
-    """Every (GPU class, units) one replica of ``job`` could hold on its options: what admission may be asked."""
+    """Every (GPU class, units) one replica of ``job`` could hold on its options: what admission may be asked
+    (a MIG demand sized from memory may also take any larger instance)."""
     found: set[Outcome] = set()
     for option in options_for(index, job, policy):
-        demand = option.demand
-        gpu_class = gpu_class_of(option.model)
-        if demand.kind == DemandKind.WHOLE:
-            found.add((gpu_class, demand.gpus * UNITS_PER_GPU))
-        elif demand.kind == DemandKind.SHARE:
-            found.add((gpu_class, min(demand.milli, FULL_GPU_MILLI) * (UNITS_PER_GPU // FULL_GPU_MILLI)))
+        if option.demand.kind == DemandKind.MIG and option.demand.memory_mib is not None:
+            found.update(_grain(option, name) for name in GPU_MODEL_BY_NAME[option.model].profiles())
         else:
-            profiles = GPU_MODEL_BY_NAME[option.model].profiles()
-            names = profiles if demand.memory_mib is not None else (demand.mig_profile or "",)
-            found.update((gpu_class, profiles[name].compute_slices * FULL_GPU_MILLI) for name in names)
+            found.add(_grain(option))
     return tuple(sorted(found))
