@@ -3,6 +3,7 @@ into one pure, deterministic cycle."""
 
 from __future__ import annotations
 
+import gc
 import itertools
 import random
 from collections.abc import Sequence
@@ -10,7 +11,7 @@ from collections.abc import Sequence
 import pytest
 
 from scheduler.core import Bind, Evict, Plan, Policy, Preemption, Reject, Snapshot, plan_cycle
-from scheduler.core.state import Job, Node, Running, Slot, Team
+from scheduler.core.state import Job, Node, Request, Running, Slot, Team
 from scheduler.core.vocabulary import CapacityTier, JobKind, JobTier, Priority
 from tests.scheduler.properties.apply import apply_plan
 from tests.scheduler.properties.builders import A100, H100, NOW, job, node, running, snapshot, team, whole
@@ -453,3 +454,17 @@ def test_plan_operations_are_frozen_values() -> None:
         plan.binds[0].job = "x"  # type: ignore[misc]
     assert Reject("a", "b") == Reject("a", "b")
     assert list(itertools.chain(plan.binds)) == [Bind("j", ((Slot("n", 0),),))]
+
+
+def test_the_cycle_leaves_the_garbage_collector_as_it_found_it() -> None:
+    pending = (Job(id="p", team="t", request=Request(gpus=1)),)
+    snapshot = Snapshot(nodes=(Node("n1", "A100-SXM4-80GB", 1),), teams=(Team("t"),), pending=pending)
+    assert gc.isenabled()
+    plan_cycle(snapshot, Policy(), 0.0)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        plan_cycle(snapshot, Policy(), 0.0)
+        assert not gc.isenabled()  # a caller that turned it off keeps it off
+    finally:
+        gc.enable()
