@@ -5,8 +5,10 @@ Protocol (issue 3 §12, spec/benchmarks.md B5):
 1. Build the snapshot of a :class:`ClusterShape` (:mod:`scheduler.sim.bench.synthetic`); its build time is
    reported separately and is never part of the cycle's time.
 2. Run :func:`scheduler.core.plan_cycle` on it ``repeat`` times, each after a full garbage collection, timing
-   each run with ``clock`` (``time.perf_counter``); report the median and the maximum. Garbage collection stays
-   enabled during the run: a real cycle pays for it too.
+   each run with ``clock`` (``time.perf_counter``); report the median and the maximum. The benchmark leaves
+   the garbage collector as a worker has it; ``plan_cycle`` itself turns the cyclic collector off while it
+   plans (see :mod:`scheduler.core.cycle`), in the loop as here. The first run starts with the engine's pure
+   caches (layouts, re-partitioning choices) cold, as a worker's first cycle does.
 3. Run it once more under ``tracemalloc`` for the peak of memory the cycle allocates on top of the snapshot
    (tracemalloc slows allocation down, so that run is not timed), and read the process's maximum resident set
    (``getrusage``: a high-water mark of the whole process, snapshot and earlier sizes included).
