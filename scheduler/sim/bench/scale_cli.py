@@ -87,7 +87,8 @@ def _claim(result: ScaleResult) -> Claim:
     return Claim(
         claim=f"one cycle on {shape.nodes:,} nodes × {shape.gpus_per_node} GPUs with {shape.pending:,} pending jobs "
         f"in ≤ {result.target_s:g} s",
-        measured=f"{result.median_s:.3f} s (median of {len(result.wall_s)})",
+        # Judged on the slowest run (every cycle must be within the target), so the figure names it too.
+        measured=f"slowest {result.max_s:.3f} s of {len(result.wall_s)} runs (median {result.median_s:.3f} s)",
         reproduced=result.target_met,
     )
 
