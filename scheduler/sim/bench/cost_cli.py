@@ -22,7 +22,7 @@ from scheduler.sim.bench.cost import (
     TierRun,
     run_cost,
 )
-from scheduler.sim.bench.machine import load_average, machine, machine_line, utc_now
+from scheduler.sim.bench.machine import RunRecord, started_line, with_flags
 from scheduler.sim.bench.mixed_cli import load_runtimes, non_negative_float, positive_float
 from scheduler.sim.bench.registry import BenchUsageError, Claim, Outcome, positive
 from scheduler.sim.prices import PRICES_AS_OF
@@ -88,16 +88,12 @@ def run(options: dict[str, Any]) -> Outcome:
         f"--warmup-hours {config.warmup_s / 3600:g} --pool-factor {cost.pool_factor} "
         f"--interruptions-per-node-day {cost.interruptions_per_node_day:g} "
         f"--stress-interruptions-per-node-day {cost.stress_interruptions_per_node_day:g}"
-    ) + (" --json" if options.get("json") else "")
-    info, date = machine(), utc_now()
+    )
+    record = RunRecord(NAME, with_flags(command, options, "json"))
     result = run_cost(workload, cost)
-    info["load_average_at_end"] = load_average()
     claims = _claims(result)
     payload = {
-        "benchmark": NAME,
-        "command": command,
-        "date": date,
-        "machine": info,
+        **record.head(),
         "seed": config.seed,
         "load": config.load,
         "prices": PRICES_AS_OF,
@@ -144,7 +140,7 @@ def _table(payload: dict[str, Any], result: CostResult) -> str:
         f"Cost (B4): seed {payload['seed']}, load {payload['load']:g} on mixed-64, elastic pool of "
         f"{payload['pool_gpus']} GPUs, window {payload['window_s'][0] / 3600:g}–{payload['window_s'][1] / 3600:g} h",
         f"command: {payload['command']}",
-        f"{machine_line(payload['machine'])}; started {payload['date']}",
+        started_line(payload),
         f"prices: {payload['prices']}; workload: {payload['workload']['description']}",
         "reserved servers: " + ", ".join(f"{m} × {n}" for m, n in result.reserved_servers.items()),
         "",

@@ -50,3 +50,30 @@ def machine_line(info: dict[str, Any]) -> str:
     if "load_average_at_end" in info:
         line += ", " + " ".join(f"{x:.2f}" for x in info["load_average_at_end"]) + " at end"
     return line
+
+
+def with_flags(command: str, options: dict[str, Any], *flags: str) -> str:
+    """``command`` with ``--flag`` appended for every boolean option among ``flags`` that is set, so that the
+    printed command reproduces the run exactly."""
+    return command + "".join(f" --{flag}" for flag in flags if options.get(flag))
+
+
+class RunRecord:
+    """The head every benchmark payload starts with: the benchmark, the command that reproduces it, when it
+    started and on what machine — the load average taken at the start here and at the end by :meth:`head`."""
+
+    def __init__(self, benchmark: str, command: str) -> None:
+        self.benchmark = benchmark
+        self.command = command
+        self.machine = machine()
+        self.date = utc_now()
+
+    def head(self) -> dict[str, Any]:
+        """The payload's first keys; call it when the run has finished."""
+        self.machine["load_average_at_end"] = load_average()
+        return {"benchmark": self.benchmark, "command": self.command, "date": self.date, "machine": self.machine}
+
+
+def started_line(payload: dict[str, Any]) -> str:
+    """A table's machine line with the run's start: ``machine: … at end; started 2026-…Z``."""
+    return f"{machine_line(payload['machine'])}; started {payload['date']}"

@@ -16,7 +16,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from scheduler.core.vocabulary import Priority
-from scheduler.sim.bench.machine import load_average, machine, machine_line, utc_now
+from scheduler.sim.bench.machine import RunRecord, started_line, with_flags
 from scheduler.sim.bench.mixed_run import POLICY_ORDER, PolicyResult, check_policies, run_policy
 from scheduler.sim.bench.registry import BenchUsageError, Claim, Outcome
 from scheduler.sim.traces import TraceError
@@ -110,18 +110,10 @@ def run(options: dict[str, Any]) -> Outcome:
         f"python manage.py bench mixed --load {config.load:g} --seed {config.seed} --cluster {cluster.name} "
         f"--hours {config.hours:g} --warmup-hours {config.warmup_s / 3600:g} --policies {','.join(policies)}"
     )
-    if options.get("strict"):
-        command += " --strict"
-    if options.get("json"):
-        command += " --json"
-    info, date = machine(), utc_now()
+    record = RunRecord(NAME, with_flags(command, options, "strict", "json"))
     results = [run_policy(workload, name, strict=bool(options.get("strict"))) for name in policies]
-    info["load_average_at_end"] = load_average()
     payload = {
-        "benchmark": NAME,
-        "command": command,
-        "date": date,
-        "machine": info,
+        **record.head(),
         "seed": config.seed,
         "load": config.load,
         "cluster": {"name": cluster.name, "gpus": cluster.gpus, "description": cluster.description},
@@ -200,7 +192,7 @@ def _table(payload: dict[str, Any], results: Sequence[PolicyResult]) -> str:
         f"Mixed (B2): {payload['cluster']['name']} at load {payload['load']:g}, seed {payload['seed']}, "
         f"window {payload['window_s'][0] / 3600:g}–{payload['window_s'][1] / 3600:g} h",
         f"command: {payload['command']}",
-        f"{machine_line(payload['machine'])}; started {payload['date']}",
+        started_line(payload),
         f"cluster: {payload['cluster']['description']}",
         f"workload: {workload['description']}",
         "",

@@ -22,7 +22,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from scheduler.sim.bench.machine import load_average, machine, machine_line, utc_now
+from scheduler.sim.bench.machine import RunRecord, started_line
 from scheduler.sim.bench.registry import BenchUsageError, Claim, Outcome, positive
 from scheduler.sim.openb.matrix import Job, Result, run_all
 from scheduler.sim.openb.policies import POLICY_NAMES
@@ -120,7 +120,7 @@ def run(options: dict[str, Any]) -> Outcome:
     except TraceError:
         published = {}  # the comparison columns stay empty; the replay itself does not need them
     command = _command(options, seeds, policies)
-    info, date = machine(), utc_now()
+    record = RunRecord(NAME, command)
     jobs = [Job(path, policy, seed) for path in paths for policy in policies for seed in seeds]
     started = time.perf_counter()
     try:
@@ -128,11 +128,10 @@ def run(options: dict[str, Any]) -> Outcome:
     except (TraceError, ValueError) as error:
         raise BenchUsageError(str(error)) from None
     elapsed = time.perf_counter() - started
-    info["load_average_at_end"] = load_average()
     per_trace = {
         path: _trace_payload(path, policies, [r for r in results if r.job.trace == path], published) for path in paths
     }
-    payload: dict[str, Any] = {"benchmark": NAME, "command": command, "date": date, "machine": info}
+    payload: dict[str, Any] = record.head()
     if len(paths) == 1 and not options.get("variants"):
         payload.update(per_trace[paths[0]])
     else:
@@ -290,7 +289,7 @@ def _table(payload: dict[str, Any], per_trace: dict[Path, dict[str, Any]]) -> st
         "B1 openb (FGD protocol): unallocated GPU % at arrived workload = 100 %, median (mean ± std) over seeds "
         f"{_seed_text(seeds)}",
         f"command: {payload['command']}",
-        f"{machine_line(payload['machine'])}; started {payload['date']}",
+        started_line(payload),
         f"wall: {payload['wall_s_per_seed']:.1f} s per replay (one policy, one seed) on average; "
         f"{payload['wall_s_total']:.0f} s in all",
     ]

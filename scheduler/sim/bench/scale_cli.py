@@ -12,7 +12,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from scheduler.sim.bench.machine import load_average, machine, machine_line, utc_now
+from scheduler.sim.bench.machine import RunRecord, started_line, with_flags
 from scheduler.sim.bench.registry import BenchUsageError, Claim, Outcome, positive, whole_number
 from scheduler.sim.bench.scale import DEFAULT_SIZES, PENDING_PER_NODE, ScaleResult, measure
 from scheduler.sim.bench.synthetic import ClusterShape
@@ -55,20 +55,13 @@ def run(options: dict[str, Any]) -> Outcome:
             f"python manage.py bench scale --nodes {nodes} --gpus-per-node {gpus} --pending {pending} "
             f"--seed {seed} --repeat {repeat}"
         )
-    if options.get("json"):
-        command += " --json"
-    info = machine()
-    date = utc_now()
+    record = RunRecord(NAME, with_flags(command, options, "json"))
     results = [
         measure(ClusterShape(nodes=size_nodes, pending=size_pending, gpus_per_node=gpus, seed=seed), repeat=repeat)
         for size_nodes, size_pending in sizes
     ]
-    info["load_average_at_end"] = load_average()
     payload = {
-        "benchmark": NAME,
-        "command": command,
-        "date": date,
-        "machine": info,
+        **record.head(),
         "seed": seed,
         "repeat": repeat,
         "sizes": [result.as_dict() for result in results],
@@ -109,7 +102,7 @@ def _table(payload: dict[str, Any], results: Sequence[ScaleResult]) -> str:
         "Scale (issue 3 §12): one plan_cycle of the engine on a synthetic cluster "
         f"(seed {payload['seed']}, {payload['repeat']} timed runs per size)",
         f"command: {payload['command']}",
-        f"{machine_line(payload['machine'])}; started {payload['date']}",
+        started_line(payload),
         "",
     ]
 

@@ -19,7 +19,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from scheduler.sim.bench.machine import load_average, machine, machine_line, utc_now
+from scheduler.sim.bench.machine import RunRecord, started_line, with_flags
 from scheduler.sim.bench.mixed_cli import load_runtimes, non_negative_float, policy_list, positive_float
 from scheduler.sim.bench.mixed_run import POLICY_ORDER, PolicyResult, check_policies, run_policy
 from scheduler.sim.bench.registry import BenchUsageError, Claim, Outcome
@@ -108,17 +108,13 @@ def run(options: dict[str, Any]) -> Outcome:
         f"--load {config.load:g} --hours {config.hours:g} --warmup-hours {config.warmup_s / 3600:g} "
         f"--oversubscription {ratio:g} --policies {','.join(policies)}"
     )
-    if options.get("strict"):
-        command += " --strict"
-    if options.get("json"):
-        command += " --json"
-    info, date = machine(), utc_now()
+    record = RunRecord(NAME, with_flags(command, options, "strict", "json"))
     per_size: list[tuple[int, str, list[PolicyResult]]] = []
     for gpus in sizes:
         workload = generate(topology_cluster(gpus, ratio), config, runtimes)
         results = [run_policy(workload, name, strict=bool(options.get("strict"))) for name in policies]
         per_size.append((gpus, describe(workload), results))
-    info["load_average_at_end"] = load_average()
+    head = record.head()
     clusters = {}
     for gpus, description, results in per_size:
         entry: dict[str, Any] = {
@@ -128,10 +124,7 @@ def run(options: dict[str, Any]) -> Outcome:
         entry["microcosm_vs_k8s_default"] = _ratio(results)
         clusters[str(gpus)] = entry
     payload = {
-        "benchmark": NAME,
-        "command": command,
-        "date": date,
-        "machine": info,
+        **head,
         "seed": config.seed,
         "load": config.load,
         "oversubscription": ratio,
@@ -201,7 +194,7 @@ def _table(
         f"Topology (B3): distributed training on {', '.join(str(g) for g, _, _ in per_size)} GPUs, "
         f"load {payload['load']:g}, seed {payload['seed']}, spine {payload['oversubscription']:g}:1",
         f"command: {payload['command']}",
-        f"{machine_line(payload['machine'])}; started {payload['date']}",
+        started_line(payload),
         "",
     ]
     width = max(len(p) for p in policies) + 2
