@@ -29,10 +29,9 @@ plans a layout change or evicts anyone. The rules:
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from scheduler.core.catalog import COMPUTE_SLICES, GPU_MODEL_BY_NAME
 from scheduler.core.demand import Demand, DemandKind
+from scheduler.core.placement.find import replica_by_replica
 from scheduler.core.placement.index import IndexedClusterState, Slots
 from scheduler.core.placement.mig import best_of
 from scheduler.core.placement.mix import mix_of
@@ -43,8 +42,6 @@ from scheduler.core.state import Job, Slot
 from scheduler.core.vocabulary import Priority
 
 Score = tuple[int, ...]
-
-_SEPARATOR = "\x1e"  # tentative replicas are placed as "<job id>\x1e<n>", never a real id
 
 
 def fallback_slots(state: IndexedClusterState, job: Job, policy: Policy) -> Slots | None:
@@ -57,25 +54,7 @@ def fallback_slots(state: IndexedClusterState, job: Job, policy: Policy) -> Slot
     mig = tuple(o for o in options_for(index, job, policy) if o.demand.kind == DemandKind.MIG)
     if not mig:
         return None
-    statement = state.begin()
-    placed: list[str] = []
-    try:
-        replicas: list[tuple[Slot, ...]] = []
-        for number in range(job.replicas):
-            index.flush()
-            found = _best_replica(state, job, mig, policy)
-            if found is None:
-                return None
-            stand_in = replace(job, id=f"{job.id}{_SEPARATOR}{number}", replicas=1)
-            state.place(stand_in, (found,))
-            placed.append(stand_in.id)
-            replicas.append(found)
-        return tuple(replicas)
-    finally:
-        statement.rollback()
-        for stand_in_id in placed:
-            state.jobs.pop(stand_in_id, None)
-        index.flush()
+    return replica_by_replica(state, index, job, lambda: _best_replica(state, job, mig, policy))
 
 
 def _best_replica(

@@ -18,6 +18,7 @@ index is built for the call.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from scheduler.core.capacity import ClusterState
@@ -68,12 +69,27 @@ def _search(
     if job.replicas == 1:
         found = best_replica(index, job, options, policy)
         return (found,) if found is not None else None
+    return replica_by_replica(state, index, job, lambda: best_replica(index, job, options, policy), live)
+
+
+def replica_by_replica(
+    state: ClusterState,
+    index: CapacityIndex,
+    job: Job,
+    pick: Callable[[], tuple[Slot, ...] | None],
+    live: bool = True,
+) -> Slots | None:
+    """Slots for every replica of ``job``, each from ``pick()`` on the capacity the replicas before it left, or
+    None if one finds none. Each replica is placed tentatively as a stand-in (``"<id>\x1f<n>"``, never a real
+    id) inside a Statement, always rolled back: the state is left as found. ``live`` False: ``index`` is not
+    the state's own and is told of each stand-in here."""
     statement = state.begin()
     placed: list[str] = []
     try:
         replicas: list[tuple[Slot, ...]] = []
         for number in range(job.replicas):
-            found = best_replica(index, job, options, policy)
+            index.flush()
+            found = pick()
             if found is None:
                 return None
             stand_in = replace(job, id=f"{job.id}{_REPLICA_SEPARATOR}{number}", replicas=1)
@@ -81,13 +97,13 @@ def _search(
             placed.append(stand_in.id)
             if not live:
                 index.occupied(stand_in, (found,))
-            index.flush()
             replicas.append(found)
         return tuple(replicas)
     finally:
         statement.rollback()
         for stand_in_id in placed:
             state.jobs.pop(stand_in_id, None)
+        index.flush()
 
 
 def best_replica(
