@@ -23,7 +23,7 @@ from datetime import datetime
 from decimal import Decimal
 
 from scheduler.core.fairshare import PRIORITY_INDEX
-from scheduler.core.limits import guarantee_limits
+from scheduler.core.limits import fill_fits, guarantee_limits
 from scheduler.core.state import Team
 
 
@@ -66,14 +66,7 @@ def borrowed_jobs(*, at: datetime, holdings: Iterable[Holding], guaranteed: Mapp
     borrowed: set[int] = set()
     for job_id, (_key, by_class) in sorted(jobs.items(), key=lambda item: item[1][0]):
         total = sum(by_class.values())
-        fits = limits.overall is None or held + total <= limits.overall
-        if fits:
-            for gpu_class, amount in by_class.items():
-                limit = limits.for_class(gpu_class)
-                if limit is not None and filled.get(gpu_class, 0) + amount > limit:
-                    fits = False
-                    break
-        if fits:
+        if fill_fits(limits, held, filled, total, by_class.items()):
             held += total
             for gpu_class, amount in by_class.items():
                 filled[gpu_class] = filled.get(gpu_class, 0) + amount

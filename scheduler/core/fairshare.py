@@ -53,6 +53,7 @@ from scheduler.core.limits import (
     Limits,
     burst_limits,
     exceeds,
+    fill_fits,
     gpus_text,
     guarantee_limits,
     of_class,
@@ -261,13 +262,12 @@ class FairShare:
         return cached[1]
 
     def _fill(self, team: str, running: tuple[str, ...]) -> tuple[str, ...]:
-        """First-fit of ``running`` into the guarantee: what ``_exceeds`` decides, with the overall total kept
-        as a running sum (a job's units never hold an ``"any"`` entry, so ``_exceeds`` would add them up).
+        """First-fit of ``running`` into the guarantee (:func:`~scheduler.core.limits.fill_fits`), with the
+        overall total kept as a running sum.
 
         The fill is a left-to-right scan, so it resumes from a saved point of the team's previous fill up to
         which both tuples agree (an eviction changes the tuple from its victim on; the prefix before stays)."""
         limits = self.guarantee(team)
-        overall = limits.overall
         previous = self._fill_trace.get(team)
         start = 0
         if previous is not None:
@@ -286,14 +286,7 @@ class FairShare:
                 checkpoints.append((held, tuple(filled.items()), len(borrowed)))
             job_id = running[position]
             total, by_class = self._fill_units(job_id)
-            fits = overall is None or held + total <= overall
-            if fits:
-                for gpu_class, amount in by_class:
-                    limit = limits.for_class(gpu_class)
-                    if limit is not None and filled.get(gpu_class, 0) + amount > limit:
-                        fits = False
-                        break
-            if fits:
+            if fill_fits(limits, held, filled, total, by_class):
                 held += total
                 for gpu_class, amount in by_class:
                     filled[gpu_class] = filled.get(gpu_class, 0) + amount

@@ -7,7 +7,7 @@ All figures are integer units of 1/7000 GPU (:data:`~scheduler.core.capacity.UNI
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from scheduler.core.capacity import UNITS_PER_GPU, ClusterState, gpu_class_of, slot_units
@@ -76,6 +76,20 @@ def burst_limits(team: Team | None, guarantee: Limits) -> Limits:
     if overall is not None:
         overall = max(overall, guarantee.overall or 0)
     return Limits(overall=overall, by_class=classes, other_classes=None)
+
+
+def fill_fits(
+    limits: Limits, held: int, filled: Mapping[str, int], total: int, by_class: Iterable[tuple[str, int]]
+) -> bool:
+    """The first-fit test of fair-share rule 4: does a job of ``total`` units (``by_class``: its units per class)
+    still fit in a guarantee of which ``held`` units overall and ``filled`` per class are taken?"""
+    if limits.overall is not None and held + total > limits.overall:
+        return False
+    for gpu_class, amount in by_class:
+        limit = limits.for_class(gpu_class)
+        if limit is not None and filled.get(gpu_class, 0) + amount > limit:
+            return False
+    return True
 
 
 def exceeds(limits: Limits, usage: Mapping[str, int], units_by_class: Mapping[str, int]) -> Excess | None:
