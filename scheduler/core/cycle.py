@@ -8,7 +8,9 @@ Steps:
    whole cluster could hold on the nodes its tier and model allow (:func:`gang.cluster_capacity`).
 3. Take the rest in fair order (:meth:`FairShare.iter_pending`, re-keyed live as jobs bind; production
    first, so production inference never waits behind anything). For each job: :func:`find_slots` on free
-   capacity; if found, :meth:`FairShare.admit` with the units those slots hold; bind when admitted.
+   capacity; if found, :meth:`FairShare.admit` with the units those slots hold; bind when admitted — and when
+   the quota refuses that placement, a one-replica job takes the best one whose grain it admits instead
+   (:func:`choose.choose`).
    Otherwise try :func:`preemption.find_victims` (its rules decide who may be evicted) with a ``try_place``
    that only accepts admissible placements; on success the victims are evicted and the job bound, both in
    one Statement. Production MIG demand that still finds no instance gets its layout change right away —
@@ -51,6 +53,7 @@ from collections.abc import Hashable, Sequence
 
 from scheduler.core.capacity import UNITS_PER_GPU
 from scheduler.core.catalog import GPU_MODEL_BY_NAME
+from scheduler.core.choose import choose
 from scheduler.core.demand import Demand, DemandKind
 from scheduler.core.explain import (
     CAPACITY,
@@ -67,7 +70,7 @@ from scheduler.core.explain import (
 from scheduler.core.fairshare import FairShare, job_class
 from scheduler.core.gang import NodeKind, bind, cluster_capacity, node_kinds
 from scheduler.core.limits import placement_units
-from scheduler.core.placement import IndexedClusterState, find_slots
+from scheduler.core.placement import IndexedClusterState
 from scheduler.core.placement.fallback import fallback_slots
 from scheduler.core.placement.index import CapacityIndex, Slots
 from scheduler.core.placement.mix import observe
@@ -237,13 +240,11 @@ class _Run:
             self._retry_production({self.state.jobs[e.job].team for e in evictions})
 
     def _place(self, job: Job) -> None:
-        slots = find_slots(self.state, job, self.policy)
-        admission = None
-        if slots is not None:
-            admission = self.fairness.admit(job, placement_units(self.state, slots))
-            if admission.ok:
-                self._bind(job, slots)
-                return
+        choice = choose(self.state, self.fairness, job, self.policy)
+        if choice.slots is not None:
+            self._bind(job, choice.slots)
+            return
+        admission = choice.refused
         production = job.priority == Priority.PRODUCTION and admission is None
         if production and self._fallback(job):  # idle capacity before a layout change or an eviction
             return

@@ -1,43 +1,49 @@
 """Preemption for a job that fits now but whose quota refuses the placement it gets: where the search succeeds.
 
-A preemption search (:mod:`scheduler.core.preemption`) asks ``try_place()`` — ``find_slots``, then
-:meth:`FairShare.admit` on the units of the placement found — after removing ever longer prefixes of its
-pool. For a job of one replica without host needs that fits now, a placement exists in every state the
-search reaches, so a trial succeeds exactly when admission takes the placement ``find_slots`` picks.
-Admission reads only the team's usage, which only the team's own victims lower. :class:`QuotaFit` answers
-two such searches without touching the state, and gives no answer (None) otherwise:
+A preemption search (:mod:`scheduler.core.preemption`) asks ``try_place()`` — :func:`~scheduler.core.choose.
+choose`: the best placement ``find_slots`` gives, or else the best of those whose grain the quota admits —
+after removing ever longer prefixes of its pool. For a job of one replica without host needs that fits now, a
+placement exists in every state the search reaches, so a trial succeeds exactly when admission takes a
+placement ``choose`` finds. Admission reads only the team's usage, which only the team's own victims lower.
+:class:`QuotaFit` answers three such searches without touching the state, and gives no answer (None) otherwise:
 
-1. **Uniform admission** (:meth:`QuotaFit.first_fit`, the usual case): at every usage the search passes
-   through, the quota admits either every placement the job could get — each option's own grain; a larger
-   MIG instance is never taken while one of the job's own profile is free — or none. The search then
-   succeeds at the first position where the team's own victims bring the usage low enough, its pruning keeps
-   exactly the own victims whose return leaves nothing admitted (replayed on the usage), and every other
-   team's victim is put back whatever happens. Removing only the own victims ends in the same state, with
-   the same placement.
+1. **Uniform admission** (the usual case): at every usage the search passes through, the quota admits either
+   every placement the job could get — each option's own grain; a larger MIG instance is never taken while one
+   of the job's own profile is free — or none. The search then succeeds at the first position where the
+   team's own victims bring the usage low enough, its pruning keeps exactly the own victims whose return
+   leaves nothing admitted (replayed on the usage), and every other team's victim is put back whatever
+   happens. Removing only the own victims ends in the same state, with the same placement.
 2. **Only the cheaper placements admitted** (the quota admits, say, a ``3g.40gb`` instance but not a whole
    GPU, and the job fits now only on the whole GPU): if every placement the quota admits would be preferred
    by ``find_slots`` to every one it refuses — better (tier rank, grain) in its score — and the set admitted
    stays the same over every usage the search can reach, the trial succeeds exactly when some node can give
    an admitted placement, which is :func:`~scheduler.core.placement.firstfit.first_fit` narrowed to the
    admitted options.
+3. **The usage alone decides** (any mix of admitted and refused grains): ``choose`` finds a placement exactly
+   when one of the grains the quota admits at the team's usage has a free slot. If no victim's node, in any
+   combination of removals, can offer an admitted grain that is not on offer already
+   (:func:`~scheduler.core.placement.firstfit.room_added`), the free slots that matter are the same in every
+   state the search reaches, and whether a trial succeeds depends on the usage alone: asked of the state as
+   it is, with the admitted grains of each usage along the team's own victims. The search succeeds at the
+   first own victim whose removal makes ``choose`` find a placement, its pruning is replayed on the usage, and
+   the other teams' victims all go back, as in 1.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
-from scheduler.core.capacity import UNITS_PER_GPU, ClusterState, gpu_class_of
-from scheduler.core.catalog import GPU_MODEL_BY_NAME
+from scheduler.core.capacity import ClusterState
 from scheduler.core.demand import DemandKind
 from scheduler.core.fairshare import FairShare
-from scheduler.core.placement.firstfit import NEVER, FirstFit, first_fit
+from scheduler.core.placement.find import best_replica, find_slots
+from scheduler.core.placement.firstfit import NEVER, FirstFit, first_fit, room_added
+from scheduler.core.placement.grains import Outcome, grain, possible_units
 from scheduler.core.placement.index import CapacityIndex
 from scheduler.core.placement.options import KIND_RANK, Option, options_for
 from scheduler.core.policy import Policy
-from scheduler.core.state import FULL_GPU_MILLI, Job
+from scheduler.core.state import Job
 from scheduler.core.victims import Candidate
-
-Outcome = tuple[str, int]  # (GPU class, units)
 
 
 class QuotaFit:
@@ -52,8 +58,13 @@ class QuotaFit:
         self.options = options_for(index, job, policy)
 
     def first_fit(self, pool: Sequence[Candidate]) -> FirstFit | None:
-        """Where the search over ``pool`` first succeeds, and the victims to remove (module doc); None when
-        neither answer applies."""
+        """Where the search over ``pool`` first succeeds, and the victims to remove (module doc, 1 to 3); None
+        when no answer applies."""
+        answer = self._uniform_or_cheaper(pool)
+        return answer if answer is not None else self._by_usage(pool)
+
+    def _uniform_or_cheaper(self, pool: Sequence[Candidate]) -> FirstFit | None:
+        """Answers 1 and 2 of the module doc."""
         by_option = own_grains(self.index, self.options)
         outcomes = (
             set(by_option.values()) if by_option is not None else set(possible_units(self.index, self.job, self.policy))
@@ -114,6 +125,55 @@ class QuotaFit:
             return None
         return fit
 
+    def _by_usage(self, pool: Sequence[Candidate]) -> FirstFit | None:
+        """Answer 3 of the module doc: the usage alone decides, once the victims' nodes are shown not to."""
+        outcomes = possible_units(self.index, self.job, self.policy)
+        usage = dict(self.state.usage.get(self.job.team, {}))
+        allowed = self._allowed(outcomes, usage)
+        if self._finds(allowed):
+            return None  # the trial succeeds before any removal: not this answer's question
+        own: list[tuple[int, dict[str, int]]] = []  # (position, units per class) of the team's own victims
+        for position, candidate in enumerate(pool):
+            if candidate.job.team != self.job.team:
+                continue
+            units = self.fairness.running_units(candidate.job.id)
+            _shift(usage, units, -1)
+            own.append((position, units))
+            more = self._allowed(outcomes, usage)
+            if more != allowed and self._finds(more):
+                allowed = more
+                break
+            allowed = more
+        else:
+            return None  # never by usage alone; whether the victims' nodes can make room is another question
+        length = own[-1][0] + 1
+        offered = self._offered(allowed)
+        victims = [(c.job.id, c.slots) for c in pool[:length]]
+        if room_added(self.state, self.index, self.job, self.policy, victims, allowed, offered):
+            return None
+        for _, units in reversed(own):  # the pruning, replayed on the usage
+            _shift(usage, units, +1)
+            if not self._finds(self._allowed(outcomes, usage)):
+                _shift(usage, units, -1)  # kept: it goes again
+        return FirstFit(length, tuple(position for position, _ in own))
+
+    def _allowed(self, outcomes: Sequence[Outcome], usage: dict[str, int]) -> frozenset[Outcome]:
+        return frozenset(outcome for outcome in outcomes if self._admits(outcome, usage))
+
+    def _finds(self, allowed: Collection[Outcome]) -> bool:
+        """Does the trial find a placement on the state now when the quota admits exactly ``allowed``?"""
+        if not allowed:
+            return False
+        return find_slots(self.state, self.job, self.policy, admits=lambda *outcome: outcome in allowed) is not None
+
+    def _offered(self, allowed: Collection[Outcome]) -> set[Outcome]:
+        """The ``allowed`` grains some option has a free slot of its own grain for now (no larger instance)."""
+        return {
+            grain(option)
+            for option in self.options
+            if grain(option) in allowed and best_replica(self.index, self.job, (option,), self.policy, _no_larger)
+        }
+
     def _admits(self, outcome: Outcome, usage: dict[str, int]) -> bool:
         gpu_class, units = outcome
         return self.fairness.admit(self.job, {gpu_class: units}, usage).ok
@@ -130,6 +190,10 @@ class QuotaFit:
         return first
 
 
+def _no_larger(option: Option, profile: str) -> bool:
+    return False
+
+
 def _rank(option: Option) -> tuple[int, int]:
     """What ``find_slots`` compares first between placements of different options: tier rank, then grain."""
     return (option.tier_rank, KIND_RANK[option.demand.kind])
@@ -140,19 +204,6 @@ def _shift(usage: dict[str, int], units: dict[str, int], sign: int) -> None:
         usage[gpu_class] = usage.get(gpu_class, 0) + sign * held
 
 
-def _grain(option: Option, profile: str | None = None) -> Outcome:
-    """(GPU class, units) of one replica on ``option``: its whole GPUs, its share, or a MIG instance of
-    ``profile`` (by default the option's own)."""
-    demand = option.demand
-    gpu_class = gpu_class_of(option.model)
-    if demand.kind == DemandKind.WHOLE:
-        return (gpu_class, demand.gpus * UNITS_PER_GPU)
-    if demand.kind == DemandKind.SHARE:
-        return (gpu_class, min(demand.milli, FULL_GPU_MILLI) * (UNITS_PER_GPU // FULL_GPU_MILLI))
-    name = profile or demand.mig_profile or ""
-    return (gpu_class, GPU_MODEL_BY_NAME[option.model].profiles()[name].compute_slices * FULL_GPU_MILLI)
-
-
 def own_grains(index: CapacityIndex, options: Sequence[Option]) -> dict[Option, Outcome] | None:
     """What one replica gets on each option in any state reached by removing running jobs, for a job that
     fits now: the option's own grain (more free capacity never makes ``find_slots`` take a larger MIG
@@ -161,16 +212,4 @@ def own_grains(index: CapacityIndex, options: Sequence[Option]) -> dict[Option, 
     mig = [option for option in options if option.demand.kind == DemandKind.MIG]
     sized = any(option.demand.memory_mib is not None for option in mig)
     own_free = any(index.mig.get((option.group, option.demand.mig_profile or "")) for option in mig)
-    return None if sized and not own_free else {option: _grain(option) for option in options}
-
-
-def possible_units(index: CapacityIndex, job: Job, policy: Policy) -> tuple[Outcome, ...]:
-    """Every (GPU class, units) one replica of ``job`` could hold on its options: what admission may be asked
-    (a MIG demand sized from memory may also take any larger instance)."""
-    found: set[Outcome] = set()
-    for option in options_for(index, job, policy):
-        if option.demand.kind == DemandKind.MIG and option.demand.memory_mib is not None:
-            found.update(_grain(option, name) for name in GPU_MODEL_BY_NAME[option.model].profiles())
-        else:
-            found.add(_grain(option))
-    return tuple(sorted(found))
+    return None if sized and not own_free else {option: grain(option) for option in options}

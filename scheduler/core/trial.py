@@ -1,8 +1,9 @@
 """The cycle's trial placement for a preemption search, and the exact shortcut that spares most of its trials.
 
 A preemption search (:func:`scheduler.core.preemption.find_victims`) asks ``try_place()`` after every change
-of its tentative victim set. :class:`TrialPlacement` is the cycle's ``try_place``: :func:`find_slots` on free
-capacity, accepted only when :meth:`FairShare.admit` admits the units those slots hold (cycle step 3).
+of its tentative victim set. :class:`TrialPlacement` is the cycle's ``try_place``: what the job's turn would
+take on free capacity (:func:`~scheduler.core.choose.choose`: the best placement :func:`find_slots` gives if
+:meth:`FairShare.admit` admits the units it holds, else the best among those whose grain it admits).
 
 Its :meth:`TrialPlacement.keeps` answers the question the search's pruning pass asks right after putting a
 victim back — would ``try_place()`` still accept a placement? — without placing anything, when it can prove
@@ -10,8 +11,8 @@ the answer is yes. It says True only when one of these holds:
 
 1. The victim belongs to another team (so the job's team usage, all that admission reads besides the
    slots, is unchanged) and its slots are unseen by the job's placement
-   (:mod:`scheduler.core.placement.unseen`): ``find_slots`` answers exactly as before the put-back, and that
-   answer was accepted.
+   (:mod:`scheduler.core.placement.unseen`): ``find_slots`` answers both of ``choose``'s questions exactly as
+   before the put-back, and that answer was accepted.
 2. The job is one replica that states no CPU or host memory; either the victim's slots are unseen or
    ``slots`` (a placement ``find_slots`` gave for the job earlier in the search) is still free; and every
    placement ``find_slots`` could give the job — each option's GPU class and units, any larger MIG instance
@@ -29,7 +30,8 @@ could refuse) gets False, and the search runs the trial.
    the search removes only that node's victims, checks with a real trial and prunes them, instead of
    removing and putting back a prefix of the whole pool.
 4. ... and when the job fits now but its quota refuses it: :mod:`scheduler.core.quotafit` replays the team's
-   usage (and, where the quota admits only the cheaper placements, where one first fits).
+   usage (where the quota admits only the cheaper placements, where one first fits; where the victims' nodes
+   cannot offer an admitted grain, the usage alone).
 """
 
 from __future__ import annotations
@@ -37,15 +39,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import cached_property
 
+from scheduler.core.choose import choose
 from scheduler.core.fairshare import FairShare
-from scheduler.core.limits import placement_units
 from scheduler.core.placement import IndexedClusterState, find_slots, index_of
 from scheduler.core.placement.firstfit import FirstFit, first_fit
+from scheduler.core.placement.grains import possible_units
 from scheduler.core.placement.index import CapacityIndex, Slots
 from scheduler.core.placement.unseen import Unseen, unseen_by
 from scheduler.core.policy import Policy
 from scheduler.core.preemption import Candidate, Shortcuts
-from scheduler.core.quotafit import QuotaFit, possible_units
+from scheduler.core.quotafit import QuotaFit
 from scheduler.core.state import Job
 
 
@@ -74,10 +77,9 @@ class TrialPlacement:
         return possible_units(self.index, self.job, self.policy) if self._simple else ()
 
     def __call__(self) -> Slots | None:
-        slots = self._found = find_slots(self.state, self.job, self.policy)
-        if slots is None or not self.fairness.admit(self.job, placement_units(self.state, slots)).ok:
-            return None
-        return slots
+        choice = choose(self.state, self.fairness, self.job, self.policy)
+        self._found = choice.best
+        return choice.slots
 
     def shortcuts(self) -> Shortcuts:
         """The shortcuts a preemption search may take with this trial (module doc)."""

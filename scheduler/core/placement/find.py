@@ -18,11 +18,12 @@ index is built for the call.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import replace
 
 from scheduler.core.capacity import ClusterState
 from scheduler.core.demand import DemandKind
+from scheduler.core.placement.grains import Admits, Outcome, grain, possible_units
 from scheduler.core.placement.index import CapacityIndex, IndexedClusterState, Slots
 from scheduler.core.placement.mig import best_instance
 from scheduler.core.placement.mix import mix_of
@@ -45,29 +46,50 @@ def index_of(state: ClusterState, now: float | None = None) -> tuple[CapacityInd
     return CapacityIndex(state, now), False
 
 
-def find_slots(state: ClusterState, job: Job, policy: Policy, now: float | None = None) -> Slots | None:
+def find_slots(
+    state: ClusterState, job: Job, policy: Policy, now: float | None = None, admits: Admits | None = None
+) -> Slots | None:
     """Slots for all ``job.replicas`` replicas, or None (module contract). ``now`` matters only for a plain
-    ClusterState (an IndexedClusterState knows its cycle's time)."""
+    ClusterState (an IndexedClusterState knows its cycle's time). ``admits`` (a job of one replica only)
+    narrows the search to the placements whose grain it admits (:mod:`.grains`): the best placement the
+    team's quota takes."""
     if job.replicas < 1:
         return None
     index, live = index_of(state, now)
-    shape = placement_shape(job)
+    options = options_for(index, job, policy)
+    shape: Hashable = placement_shape(job)
+    larger: Callable[[Option, str], bool] | None = None  # any larger instance a sized demand may take
+    if admits is not None:
+        assert job.replicas == 1, "only one replica's placement has a grain"
+        allowed = tuple(outcome for outcome in possible_units(index, job, policy) if admits(*outcome))
+        options = tuple(option for option in options if grain(option) in allowed)
+        shape = (shape, allowed)
+        larger = _admits_profile(allowed)
     if index.failed.get(shape) == index.freed:
         return None
-    options = options_for(index, job, policy)
-    found = _search(state, index, live, job, options, policy) if options else None
+    found = _search(state, index, live, job, options, policy, larger) if options else None
     if found is None:
         index.failed[shape] = index.freed
     return found
 
 
+def _admits_profile(allowed: tuple[Outcome, ...]) -> Callable[[Option, str], bool]:
+    return lambda option, profile: grain(option, profile) in allowed
+
+
 def _search(
-    state: ClusterState, index: CapacityIndex, live: bool, job: Job, options: tuple[Option, ...], policy: Policy
+    state: ClusterState,
+    index: CapacityIndex,
+    live: bool,
+    job: Job,
+    options: tuple[Option, ...],
+    policy: Policy,
+    larger: Callable[[Option, str], bool] | None = None,
 ) -> Slots | None:
     if job.replicas > 1 and all(o.demand.kind == DemandKind.WHOLE for o in options):
         return place_gang(index, job, options)
     if job.replicas == 1:
-        found = best_replica(index, job, options, policy)
+        found = best_replica(index, job, options, policy, larger)
         return (found,) if found is not None else None
     return replica_by_replica(state, index, job, lambda: best_replica(index, job, options, policy), live)
 
@@ -107,9 +129,14 @@ def replica_by_replica(
 
 
 def best_replica(
-    index: CapacityIndex, job: Job, options: tuple[Option, ...], policy: Policy
+    index: CapacityIndex,
+    job: Job,
+    options: tuple[Option, ...],
+    policy: Policy,
+    larger: Callable[[Option, str], bool] | None = None,
 ) -> tuple[Slot, ...] | None:
-    """The best slots for one replica over every option, whatever its grain."""
+    """The best slots for one replica over every option, whatever its grain; ``larger(option, profile)``, when
+    given, says which larger MIG instances a demand sized from memory may take (by default any)."""
     by_kind: dict[str, list[Option]] = {}
     for option in options:
         by_kind.setdefault(option.demand.kind, []).append(option)
@@ -119,7 +146,7 @@ def best_replica(
         if whole is not None:
             found.append(whole)
     if DemandKind.MIG in by_kind:
-        mig = best_instance(index, job, by_kind[DemandKind.MIG], mix_of(index, policy))
+        mig = best_instance(index, job, by_kind[DemandKind.MIG], mix_of(index, policy), larger)
         if mig is not None:
             found.append(mig)
     if DemandKind.SHARE in by_kind:

@@ -21,12 +21,13 @@ model never misses a fit.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from scheduler.core.capacity import UNITS_PER_GPU, ClusterState, gpu_class_of
 from scheduler.core.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.demand import Demand, DemandKind
+from scheduler.core.placement.grains import Outcome, grain
 from scheduler.core.placement.index import CapacityIndex, Group, Slots
 from scheduler.core.placement.options import options_for
 from scheduler.core.policy import Policy
@@ -185,3 +186,69 @@ def _on_node(pool: Sequence[tuple[str, Slots]], length: int, name: str) -> First
                 return None
             victims.append(position)
     return FirstFit(length, tuple(victims))
+
+
+def room_added(
+    state: ClusterState,
+    index: CapacityIndex,
+    job: Job,
+    policy: Policy,
+    pool: Sequence[tuple[str, Slots]],
+    allowed: Collection[Outcome],
+    offered: Collection[Outcome],
+) -> bool:
+    """Could removing some of ``pool``'s victims — any of them, in any combination — change whether ``job``
+    (one replica, no host needs) finds a placement of an ``allowed`` outcome? ``offered``: the outcomes some
+    option offers a slot of its own grain for now; such a slot stays free whatever the search removes or puts
+    back, so more of them change nothing. False (nothing can change) when on every node the victims hold in
+    the job's option groups, with all of them removed, no own grain outside ``offered`` fits and no larger MIG
+    instance of an allowed grain is free — nor was one before (a larger instance is taken only on a GPU in
+    use, so even freeing its neighbours can take one away)."""
+    held: dict[str, list[Slots]] = {}
+    for _, slots in pool:
+        for name in _nodes_of(slots):
+            held.setdefault(name, []).append(slots)
+    by_group = {option.group: option for option in options_for(index, job, policy)}
+    for name, victims in held.items():
+        group = index.group_of.get(name)
+        option = by_group.get(group) if group is not None else None
+        if option is None:
+            continue  # a node the job may not use now
+        node = _Node(state, name, option.demand)
+        if _larger_free(node, allowed):
+            return True
+        for slots in victims:
+            node.remove(slots, name)
+        own = grain(option)
+        if own not in offered and own in allowed and _own_fits(node):
+            return True
+        if _larger_free(node, allowed):
+            return True
+    return False
+
+
+def _own_fits(node: _Node) -> bool:
+    demand = node.demand
+    if demand.kind == DemandKind.WHOLE:
+        return node.whole_free >= demand.gpus
+    if demand.kind == DemandKind.SHARE:
+        return bool(node.fits())
+    return any(node._free(gpu, demand.mig_profile or "") for gpu in node.gpus.values())
+
+
+def _larger_free(node: _Node, allowed: Collection[Outcome]) -> bool:
+    """Is a larger MIG instance that a demand sized from memory could take, of an ``allowed`` grain, free on
+    some GPU of the node (in use or not)?"""
+    demand = node.demand
+    need = demand.memory_mib
+    if demand.kind != DemandKind.MIG or need is None:
+        return False
+    own = demand.mig_profile or ""
+    for gpu in node.gpus.values():
+        for name, start in gpu.layout:
+            spec = node.profiles[name]
+            if name == own or spec.media_engines or spec.memory_mib < need or start in gpu.instances:
+                continue
+            if (node.gpu_class, spec.compute_slices * FULL_GPU_MILLI) in allowed:
+                return True
+    return False

@@ -30,7 +30,7 @@ gets exactly that profile.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from scheduler.core.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.placement.index import CapacityIndex, MigSignature
@@ -65,16 +65,21 @@ def take_delta(mix: DemandMix, model: str, signature: MigSignature, profile: str
 
 
 def best_instance(
-    index: CapacityIndex, job: Job, options: Sequence[Option], mix: DemandMix
+    index: CapacityIndex,
+    job: Job,
+    options: Sequence[Option],
+    mix: DemandMix,
+    larger: Callable[[Option, str], bool] | None = None,
 ) -> tuple[Score, tuple[Slot, ...]] | None:
-    """The best free MIG instance for one replica over the MIG ``options`` (module rules), or None."""
+    """The best free MIG instance for one replica over the MIG ``options`` (module rules), or None.
+    ``larger(option, profile)``, when given, names the larger instances a sized demand may take."""
     best: tuple[Score, str] | None = None
     for option in options:
         found = best_of(index, job, option, option.demand.mig_profile or "", mix, (0, 0), False)
         if found is not None and (best is None or found[0] < best[0]):
             best = found
     if best is None:
-        best = _larger(index, job, options, mix)
+        best = _larger(index, job, options, mix, larger)
     if best is None:
         return None
     score, profile = best
@@ -114,7 +119,13 @@ def best_of(
     return best
 
 
-def _larger(index: CapacityIndex, job: Job, options: Sequence[Option], mix: DemandMix) -> tuple[Score, str] | None:
+def _larger(
+    index: CapacityIndex,
+    job: Job,
+    options: Sequence[Option],
+    mix: DemandMix,
+    allowed: Callable[[Option, str], bool] | None = None,
+) -> tuple[Score, str] | None:
     """A larger free instance for a memory-sized demand when no instance of its own profile is free: one
     that holds the memory, on a GPU already partly in use (an idle GPU is left for re-partitioning, which
     can cut the right size), the fewest extra compute slices and then the least extra memory first."""
@@ -127,6 +138,8 @@ def _larger(index: CapacityIndex, job: Job, options: Sequence[Option], mix: Dema
         own = profiles[option.demand.mig_profile or ""]
         for name, spec in profiles.items():
             if name == own.name or spec.media_engines or spec.memory_mib < need:
+                continue
+            if allowed is not None and not allowed(option, name):
                 continue
             oversize = (spec.compute_slices - own.compute_slices, spec.memory_mib - own.memory_mib)
             found = best_of(index, job, option, name, mix, oversize, True)

@@ -243,9 +243,10 @@ def test_where_only_the_cheaper_placement_is_admitted_the_node_model_answers() -
     replay = QuotaFit(state, state.index, fairness, pending, POLICY)
     assert replay.first_fit([candidate(state, "o-held"), candidate(state, "br10")]) == FirstFit(2, (1,))
     assert replay.first_fit([]) == NEVER
-    # The own victim first: with it gone the 3g is admitted too, so which placement find_slots picks matters.
-    assert replay.first_fit([candidate(state, "a-low"), candidate(state, "br10")]) is None
-    assert replay.first_fit([candidate(state, "a-low")]) is None
+    # The own victim first: with it gone the 3g is admitted too and the trial takes it (choose), the usage alone
+    # deciding — a-low's node offers nothing the job could take.
+    assert replay.first_fit([candidate(state, "a-low"), candidate(state, "br10")]) == FirstFit(1, (0,))
+    assert replay.first_fit([candidate(state, "a-low")]) == FirstFit(1, (0,))
     # The whole search agrees with and without the node model.
     with_model, without = both_ways(state, fairness, pending)
     assert with_model is not None and with_model == without

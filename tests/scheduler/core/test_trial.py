@@ -6,10 +6,11 @@ from dataclasses import replace
 
 from scheduler.core.fairshare import FairShare
 from scheduler.core.placement import IndexedClusterState
+from scheduler.core.placement.grains import possible_units
 from scheduler.core.placement.unseen import unseen_by
 from scheduler.core.policy import Policy
 from scheduler.core.state import Job, Node, Request, Running, Slot, Snapshot, Team
-from scheduler.core.trial import TrialPlacement, possible_units
+from scheduler.core.trial import TrialPlacement
 from scheduler.core.vocabulary import Priority
 
 A100 = "A100-SXM4-80GB"

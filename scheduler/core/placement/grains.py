@@ -1,0 +1,62 @@
+"""What one replica of a job would hold on an option, as admission counts it: (GPU class, units).
+
+Admission (:meth:`scheduler.core.fairshare.FairShare.admit`) reads a placement as units per GPU class. One
+replica holds its option's *grain* — its whole GPUs, its share of a time-sliced GPU, or one MIG instance (of
+the option's own profile, or of a larger one that a demand sized from memory may take). These are the only
+outcomes a one-replica placement can have, so questions about admission can be asked of them without
+placing anything.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from scheduler.core.capacity import UNITS_PER_GPU, gpu_class_of
+from scheduler.core.catalog import GPU_MODEL_BY_NAME
+from scheduler.core.demand import DemandKind
+from scheduler.core.placement.index import CapacityIndex
+from scheduler.core.placement.options import Option, options_for
+from scheduler.core.policy import Policy
+from scheduler.core.state import FULL_GPU_MILLI, Job
+from scheduler.core.vocabulary import Priority
+
+Outcome = tuple[str, int]  # (GPU class, units)
+Admits = Callable[[str, int], bool]  # does the team's quota admit one replica holding (GPU class, units)?
+
+
+def grain(option: Option, profile: str | None = None) -> Outcome:
+    """(GPU class, units) of one replica on ``option``: its whole GPUs, its share, or a MIG instance of
+    ``profile`` (by default the option's own)."""
+    demand = option.demand
+    gpu_class = gpu_class_of(option.model)
+    if demand.kind == DemandKind.WHOLE:
+        return (gpu_class, demand.gpus * UNITS_PER_GPU)
+    if demand.kind == DemandKind.SHARE:
+        return (gpu_class, min(demand.milli, FULL_GPU_MILLI) * (UNITS_PER_GPU // FULL_GPU_MILLI))
+    name = profile or demand.mig_profile or ""
+    return (gpu_class, GPU_MODEL_BY_NAME[option.model].profiles()[name].compute_slices * FULL_GPU_MILLI)
+
+
+def possible_units(index: CapacityIndex, job: Job, policy: Policy) -> tuple[Outcome, ...]:
+    """Every (GPU class, units) one replica of ``job`` could hold on its options: what admission may be asked
+    (a MIG demand sized from memory may also take any larger instance). Cached per job shape in the index."""
+    key = (
+        "possible_units",
+        job.request,
+        job.kind,
+        job.gpu_model,
+        job.tier,
+        job.priority == Priority.PRODUCTION,
+        policy,
+    )
+    cached = index.memo.get(key)
+    if cached is not None:
+        return cached  # type: ignore[return-value]
+    found: set[Outcome] = set()
+    for option in options_for(index, job, policy):
+        if option.demand.kind == DemandKind.MIG and option.demand.memory_mib is not None:
+            found.update(grain(option, name) for name in GPU_MODEL_BY_NAME[option.model].profiles())
+        else:
+            found.add(grain(option))
+    outcomes = index.memo[key] = tuple(sorted(found))
+    return outcomes
