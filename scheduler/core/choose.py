@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from scheduler.core.capacity import ClusterState
 from scheduler.core.fairshare import FairShare
 from scheduler.core.limits import Admission, placement_units
-from scheduler.core.placement import find_slots
+from scheduler.core.placement import find_slots, index_of
+from scheduler.core.placement.grains import possible_units
 from scheduler.core.placement.index import Slots
 from scheduler.core.policy import Policy
 from scheduler.core.state import Job
@@ -44,11 +45,8 @@ def choose(state: ClusterState, fairness: FairShare, job: Job, policy: Policy) -
     if admission.ok:
         return Choice(best, best, None)
     if job.replicas == 1:
-
-        def admits(gpu_class: str, units: int) -> bool:
-            return fairness.admit(job, {gpu_class: units}).ok
-
-        other = find_slots(state, job, policy, admits=admits)
+        allowed = fairness.admitted(job, possible_units(index_of(state)[0], job, policy))
+        other = find_slots(state, job, policy, allowed=allowed) if allowed else None
         if other is not None and fairness.admit(job, placement_units(state, other)).ok:
             return Choice(other, best, admission)
     return Choice(None, best, admission)

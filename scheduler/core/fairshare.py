@@ -69,6 +69,8 @@ _MIN_WEIGHT = 1e-9  # a weight ≤ 0 is read as "served last", never as a divisi
 JobKey = tuple[int, int, float, str]
 TeamKey = tuple[int, float, int, int, float, str, str]
 
+Grain = tuple[str, int]  # (GPU class, units) one replica would hold: what admit is asked of a placement
+
 
 def job_key(job: Job) -> JobKey:
     """Order within a team: priority, the lead's rank, submit time, id."""
@@ -108,6 +110,7 @@ class FairShare:
             team: tuple(job_id for _, job_id in sorted(entries)) for team, entries in sorted(by_team.items())
         }
         self._running_cache: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {}
+        self._admitted: dict[tuple[str, bool, tuple[Grain, ...]], tuple[object, frozenset[Grain]]] = {}
         # Preemptible running jobs by team, lowest priority first: priority preemption scans only these.
         self._preemptible_by_team: dict[str, tuple[tuple[int, str], ...]] = {
             team: tuple(sorted(((key[1], job_id) for key, job_id in entries if key[0]), reverse=True))
@@ -207,6 +210,20 @@ class FairShare:
                 f"{gpus_text(limit)}",
             )
         return Admission(True, True, f"borrowing idle capacity above team {job.team}'s guarantee (preemptible)")
+
+    def admitted(self, job: Job, outcomes: tuple[Grain, ...]) -> frozenset[Grain]:
+        """The (GPU class, units) of ``outcomes`` that :meth:`admit` admits for ``job`` one at a time at its team's
+        usage now. Remembered per (team, preemptible, outcomes) until that usage changes: turns of jobs of
+        one shape ask it again and again while the team's usage stands still."""
+        usage = self.state.usage.get(job.team, {})
+        key = (job.team, job.preemptible, outcomes)
+        stamp = tuple(usage.items())
+        cached = self._admitted.get(key)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        allowed = frozenset(outcome for outcome in outcomes if self.admit(job, dict((outcome,))).ok)
+        self._admitted[key] = (stamp, allowed)
+        return allowed
 
     # -- borrowed work -----------------------------------------------------------------------------------
 

@@ -160,11 +160,9 @@ class QuotaFit:
     def _allowed(self, outcomes: Sequence[Outcome], usage: dict[str, int]) -> frozenset[Outcome]:
         return frozenset(outcome for outcome in outcomes if self._admits(outcome, usage))
 
-    def _finds(self, allowed: Collection[Outcome]) -> bool:
+    def _finds(self, allowed: frozenset[Outcome]) -> bool:
         """Does the trial find a placement on the state now when the quota admits exactly ``allowed``?"""
-        if not allowed:
-            return False
-        return find_slots(self.state, self.job, self.policy, admits=lambda *outcome: outcome in allowed) is not None
+        return bool(allowed) and find_slots(self.state, self.job, self.policy, allowed=allowed) is not None
 
     def _offered(self, allowed: Collection[Outcome]) -> set[Outcome]:
         """The ``allowed`` grains some option has a free slot of its own grain for now (no larger instance)."""

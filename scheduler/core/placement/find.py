@@ -23,7 +23,7 @@ from dataclasses import replace
 
 from scheduler.core.capacity import ClusterState
 from scheduler.core.demand import DemandKind
-from scheduler.core.placement.grains import Admits, Outcome, grain, possible_units
+from scheduler.core.placement.grains import Outcome, grain
 from scheduler.core.placement.index import CapacityIndex, IndexedClusterState, Slots
 from scheduler.core.placement.mig import best_instance
 from scheduler.core.placement.mix import mix_of
@@ -47,24 +47,27 @@ def index_of(state: ClusterState, now: float | None = None) -> tuple[CapacityInd
 
 
 def find_slots(
-    state: ClusterState, job: Job, policy: Policy, now: float | None = None, admits: Admits | None = None
+    state: ClusterState,
+    job: Job,
+    policy: Policy,
+    now: float | None = None,
+    allowed: frozenset[Outcome] | None = None,
 ) -> Slots | None:
     """Slots for all ``job.replicas`` replicas, or None (module contract). ``now`` matters only for a plain
-    ClusterState (an IndexedClusterState knows its cycle's time). ``admits`` (a job of one replica only)
-    narrows the search to the placements whose grain it admits (:mod:`.grains`): the best placement the
-    team's quota takes."""
+    ClusterState (an IndexedClusterState knows its cycle's time). ``allowed`` (a job of one replica only)
+    narrows the search to the placements of those grains (:mod:`.grains`): the best placement the team's
+    quota takes."""
     if job.replicas < 1:
         return None
     index, live = index_of(state, now)
     options = options_for(index, job, policy)
     shape: Hashable = placement_shape(job)
     larger: Callable[[Option, str], bool] | None = None  # any larger instance a sized demand may take
-    if admits is not None:
+    if allowed is not None:
         assert job.replicas == 1, "only one replica's placement has a grain"
-        allowed = tuple(outcome for outcome in possible_units(index, job, policy) if admits(*outcome))
         options = tuple(option for option in options if grain(option) in allowed)
         shape = (shape, allowed)
-        larger = _admits_profile(allowed)
+        larger = _within(allowed)
     if index.failed.get(shape) == index.freed:
         return None
     found = _search(state, index, live, job, options, policy, larger) if options else None
@@ -73,7 +76,7 @@ def find_slots(
     return found
 
 
-def _admits_profile(allowed: tuple[Outcome, ...]) -> Callable[[Option, str], bool]:
+def _within(allowed: frozenset[Outcome]) -> Callable[[Option, str], bool]:
     return lambda option, profile: grain(option, profile) in allowed
 
 

@@ -9,8 +9,6 @@ placing anything.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from scheduler.core.capacity import UNITS_PER_GPU, gpu_class_of
 from scheduler.core.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.demand import DemandKind
@@ -21,7 +19,6 @@ from scheduler.core.state import FULL_GPU_MILLI, Job
 from scheduler.core.vocabulary import Priority
 
 Outcome = tuple[str, int]  # (GPU class, units)
-Admits = Callable[[str, int], bool]  # does the team's quota admit one replica holding (GPU class, units)?
 
 
 def grain(option: Option, profile: str | None = None) -> Outcome:

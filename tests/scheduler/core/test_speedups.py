@@ -11,6 +11,7 @@ from scheduler.core.fairshare import FairShare
 from scheduler.core.placement.mix import DemandMix
 from scheduler.core.placement.relayout import Relayout
 from scheduler.core.preemption import NO_SHORTCUTS, Shortcuts
+from scheduler.core.state import Job
 from scheduler.core.trial import TrialPlacement
 from scheduler.core.victims import Candidate, Victims
 from scheduler.sim.bench.synthetic import NOW, ClusterShape, synthetic_snapshot
@@ -25,7 +26,8 @@ SHAPES = [
 
 def _plain(monkeypatch: pytest.MonkeyPatch) -> None:
     """Switch off every speed-up whose answers could go stale: shortcuts (node models included), team candidate
-    lists, fill resumes, the share Δ memo, the layout-change answers and the idle classes kept by the index."""
+    lists, fill resumes, the share Δ memo, the admitted grains, the layout-change answers and the idle classes
+    kept by the index."""
 
     def no_shortcuts(self: TrialPlacement) -> Shortcuts:
         return NO_SHORTCUTS
@@ -41,6 +43,9 @@ def _plain(monkeypatch: pytest.MonkeyPatch) -> None:
 
     def fresh_deltas(self: DemandMix, model: str, milli: int) -> dict[int, int]:
         return {}
+
+    def admitted_afresh(self: FairShare, job: Job, outcomes: tuple[tuple[str, int], ...]) -> frozenset[tuple[str, int]]:
+        return frozenset(outcome for outcome in outcomes if self.admit(job, dict((outcome,))).ok)
 
     def never_still(self: Relayout, freed: int, answer: bool, witness: str | None) -> bool:
         return False
@@ -64,6 +69,7 @@ def _plain(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(Victims, "of_team", scan_always)
     monkeypatch.setattr(FairShare, "_fill", fill_afresh)
     monkeypatch.setattr(DemandMix, "share_deltas", fresh_deltas)
+    monkeypatch.setattr(FairShare, "admitted", admitted_afresh)
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"{s.nodes}x{s.gpus_per_node}-{s.pending}-t{s.teams}")
