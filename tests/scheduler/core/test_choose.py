@@ -65,7 +65,7 @@ def test_a_gang_keeps_the_first_answer() -> None:
     state, choice = chosen(held_by_a=5, job=gang)
     assert choice.best is not None and choice.slots is None and choice.refused is not None
     with pytest.raises(AssertionError, match="one replica"):
-        find_slots(state, gang, POLICY, admits=lambda gpu_class, units: True)
+        find_slots(state, gang, POLICY, allowed=frozenset())
 
 
 def test_the_cycle_binds_the_admitted_placement() -> None:
