@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass
+from operator import attrgetter
 
 from scheduler.core.capacity import UNITS_PER_GPU, ClusterState, model_matches
 from scheduler.core.demand import DemandKind
@@ -63,12 +64,12 @@ class Victims:
         self.now = now
         self._lists: dict[Hashable, tuple[tuple[str, ...], list[Candidate]]] = {}
         self._facts: dict[str, _Facts] = {}  # per running job: what the rules read of it, fixed for the cycle
-        self._spot_helps: dict[Hashable, bool] = {}  # (spot, job facts) → could_help on that spot alone
+        self._spot_helps: dict[Hashable, dict[tuple[str, bool], bool]] = {}  # job facts → spot → could_help there
         self._grounds: dict[Hashable, tuple[tuple[str, ...], list[tuple[tuple[tuple[str, bool], ...], Candidate]]]] = {}
 
     def of_team(self, team: str, job: Job, allow_reclaim: bool) -> list[Candidate]:
-        """The candidates of ``team``'s running jobs for ``job`` (preemption rules, ping-pong aside), in no
-        particular order; [] when no ground reaches the team. Do not modify the list."""
+        """The candidates of ``team``'s running jobs for ``job`` (preemption rules, ping-pong aside), in
+        victim-preference order; [] when no ground reaches the team. Do not modify the list."""
         fairness = self.fairness
         production = job.priority == Priority.PRODUCTION
         same_team = team == job.team
@@ -92,17 +93,19 @@ class Victims:
         helps_key: Hashable = (
             ("own team", job.gpu_model) if same_team else (job.request, job.kind, job.gpu_model, _host_needs(job))
         )
-        spot_helps = self._spot_helps
+        # could_help, spot by spot, remembered per (spot, job facts): a spot's node and grain are fixed. The job
+        # facts get a small number once per scan, so that each lookup hashes a spot and an int, not a Request.
+        spot_helps = self._spot_helps.setdefault(helps_key, {})
         found: list[Candidate] = []
         for spots, candidate in self._grounded(team, job, running, allow_reclaim):
-            # could_help, spot by spot, remembered per (spot, job facts): a spot's node and grain are fixed.
             for spot in spots:
-                answer = spot_helps.get((spot, helps_key))
+                answer = spot_helps.get(spot)
                 if answer is None:
-                    answer = spot_helps[(spot, helps_key)] = could_help(state, (spot,), job, policy, now, kinds)
+                    answer = spot_helps[spot] = could_help(state, (spot,), job, policy, now, kinds)
                 if answer:
                     found.append(candidate)
                     break
+        found.sort(key=_by_key)  # in preference order: the pool is a merge of these runs
         return found
 
     def _grounded(
@@ -164,6 +167,9 @@ class Victims:
         rank = PRIORITY_INDEX[entry.job.priority]
         slots = self.state.placed[victim_id]
         return (entry.job, rank, fresh, lost, -entry.started_at, slots, fairness.running_spots(victim_id))
+
+
+_by_key = attrgetter("key")
 
 
 def _host_needs(job: Job) -> tuple[bool, bool]:
