@@ -24,14 +24,14 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from scheduler.core.capacity import UNITS_PER_GPU, ClusterState, gpu_class_of
+from scheduler.core.capacity import UNITS_PER_GPU, ClusterState, Gpu, gpu_class_of
 from scheduler.core.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.demand import Demand, DemandKind
 from scheduler.core.placement.grains import Outcome, grain
 from scheduler.core.placement.index import CapacityIndex, Group, Slots
 from scheduler.core.placement.options import options_for
 from scheduler.core.policy import Policy
-from scheduler.core.state import FULL_GPU_MILLI, Job
+from scheduler.core.state import FULL_GPU_MILLI, Job, Slot
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,55 +200,75 @@ def room_added(
     """Could removing some of ``pool``'s victims — any of them, in any combination — change whether ``job``
     (one replica, no host needs) finds a placement of an ``allowed`` outcome? ``offered``: the outcomes some
     option offers a slot of its own grain for now; such a slot stays free whatever the search removes or puts
-    back, so more of them change nothing. False (nothing can change) when on every node the victims hold in
-    the job's option groups, with all of them removed, no own grain outside ``offered`` fits and no larger MIG
-    instance of an allowed grain is free — nor was one before (a larger instance is taken only on a GPU in
-    use, so even freeing its neighbours can take one away)."""
-    held: dict[str, list[Slots]] = {}
+    back, so more of them change nothing. Only the GPUs the victims hold can change, so False (nothing can)
+    when, on every such GPU in the job's option groups, with all of them removed, no own grain outside
+    ``offered`` fits (whole GPUs: counted with the node's GPUs free now) and no larger MIG instance of an
+    allowed grain is free — nor was one before (a larger instance is taken only on a GPU in use, so even
+    freeing its neighbours can take one away)."""
+    freed: dict[str, dict[int, list[Slot]]] = {}  # node → GPU → the victims' slots there
     for _, slots in pool:
-        for name in _nodes_of(slots):
-            held.setdefault(name, []).append(slots)
+        for replica in slots:
+            for slot in replica:
+                freed.setdefault(slot.node, {}).setdefault(slot.gpu, []).append(slot)
     by_group = {option.group: option for option in options_for(index, job, policy)}
-    for name, victims in held.items():
+    for name, gpus in freed.items():
         group = index.group_of.get(name)
         option = by_group.get(group) if group is not None else None
         if option is None:
             continue  # a node the job may not use now
-        node = _Node(state, name, option.demand)
-        if _larger_free(node, allowed):
-            return True
-        for slots in victims:
-            node.remove(slots, name)
         own = grain(option)
-        if own not in offered and own in allowed and _own_fits(node):
-            return True
-        if _larger_free(node, allowed):
-            return True
+        counts = own in allowed and own not in offered
+        demand = option.demand
+        if demand.kind == DemandKind.WHOLE:
+            if counts and _whole_free_after(state, name, gpus) >= demand.gpus:
+                return True
+            continue
+        for number, slots in gpus.items():
+            gpu = state.gpus[(name, number)]
+            if demand.kind == DemandKind.SHARE:
+                if counts and _share_fits_after(gpu, slots, demand.milli):
+                    return True
+                continue
+            after = set(gpu.instances).difference(slot.mig_start for slot in slots)
+            profile = demand.mig_profile or ""
+            if counts and any(n == profile and start not in after for n, start in gpu.layout):
+                return True
+            if _larger_free(gpu, demand, allowed, set(gpu.instances)) or _larger_free(gpu, demand, allowed, after):
+                return True
     return False
 
 
-def _own_fits(node: _Node) -> bool:
-    demand = node.demand
-    if demand.kind == DemandKind.WHOLE:
-        return node.whole_free >= demand.gpus
-    if demand.kind == DemandKind.SHARE:
-        return bool(node.fits())
-    return any(node._free(gpu, demand.mig_profile or "") for gpu in node.gpus.values())
+def _whole_free_after(state: ClusterState, name: str, freed: Mapping[int, list[Slot]]) -> int:
+    """Whole GPUs free on node ``name`` once the ``freed`` slots (GPU → slots) are gone."""
+    gpus = [gpu for gpu in state.node_gpus(name) if not gpu.layout]
+    return sum(1 for gpu in gpus if _held_after(gpu, freed.get(gpu.index, ())) == (False, 0))
 
 
-def _larger_free(node: _Node, allowed: Collection[Outcome]) -> bool:
-    """Is a larger MIG instance that a demand sized from memory could take, of an ``allowed`` grain, free on
-    some GPU of the node (in use or not)?"""
-    demand = node.demand
-    need = demand.memory_mib
-    if demand.kind != DemandKind.MIG or need is None:
+def _share_fits_after(gpu: Gpu, slots: Sequence[Slot], milli: int) -> bool:
+    if gpu.layout or not gpu.node.sharing:
         return False
+    whole, used = _held_after(gpu, slots)
+    return not whole and FULL_GPU_MILLI - used >= milli
+
+
+def _held_after(gpu: Gpu, slots: Sequence[Slot]) -> tuple[bool, int]:
+    """(held whole, milli shared) on a GPU without MIG once ``slots`` are gone."""
+    whole = gpu.whole is not None and not any(slot.milli >= FULL_GPU_MILLI for slot in slots)
+    return whole, sum(gpu.shares.values()) - sum(slot.milli for slot in slots if slot.milli < FULL_GPU_MILLI)
+
+
+def _larger_free(gpu: Gpu, demand: Demand, allowed: Collection[Outcome], held: Collection[int]) -> bool:
+    """With the instances at ``held`` starts in use, is a larger MIG instance that a demand sized from memory
+    could take, of an ``allowed`` grain, free on ``gpu`` (in use or not)?"""
+    need = demand.memory_mib
+    if need is None or gpu.spec is None:
+        return False  # an explicit profile takes only itself (and a GPU with a layout has a spec)
     own = demand.mig_profile or ""
-    for gpu in node.gpus.values():
-        for name, start in gpu.layout:
-            spec = node.profiles[name]
-            if name == own or spec.media_engines or spec.memory_mib < need or start in gpu.instances:
-                continue
-            if (node.gpu_class, spec.compute_slices * FULL_GPU_MILLI) in allowed:
-                return True
+    profiles = gpu.spec.profiles()
+    for name, start in gpu.layout:
+        spec = profiles[name]
+        if name == own or spec.media_engines or spec.memory_mib < need or start in held:
+            continue
+        if (gpu.gpu_class, spec.compute_slices * FULL_GPU_MILLI) in allowed:
+            return True
     return False

@@ -128,6 +128,8 @@ def test_whole_gpus_and_shares_freed_by_the_victims() -> None:
     assert not added(state, wants(2), ("v1",), {("A100", 14000)})  # one GPU of the two is not enough
     half = Job(id="p", team="a", request=Request(gpu_milli=500))
     assert added(state, half, ("sv",), {("A100", 3500)})
+    assert not added(state, half, ("sv",), {("A100", 3500)}, offered=frozenset({("A100", 3500)}))
+    assert not added(state, half, ("v1",), {("A100", 3500)})  # n1 does not time-slice its GPUs
     assert not added(state, half, (), {("A100", 3500)})
 
 
@@ -143,6 +145,8 @@ def test_larger_instances_free_before_or_after_the_removals() -> None:
     three = ("A100", 3000)
     assert added(state, sized, ("big",), {three})  # evicting it frees a 3g.40gb, which the sized job may take
     assert not added(state, sized, ("big",), {("A100", 1000)})  # ... of a grain the quota refuses
+    explicit = Job(id="p", team="a", request=Request(mig_profile="1g.10gb"), kind=JobKind.INFERENCE)
+    assert not added(state, explicit, ("big",), {three})  # an explicit profile takes no larger instance
     state, _ = quota_world(nodes=(m1,), jobs=tuple(held))
     assert added(state, sized, ("m2",), {three})  # the 3g.40gb was free before: evicting m2 may change that
 
