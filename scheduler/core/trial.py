@@ -21,15 +21,20 @@ the answer is yes. It says True only when one of these holds:
    scans every bucket, MIG every free instance, shares at least the smallest free share that fits), so it
    finds one, and whichever it finds is admitted.
 
+3. The job is one replica that states no CPU or host memory, ``slots`` is still free and the quota admits it
+   at the team's usage now. ``choose`` finds a placement whenever a slot of a grain the quota admits is free —
+   an instance of the job's own profile, or a larger instance on a GPU in use (putting victims back never
+   makes a GPU idle) — so it finds one, and what it finds is admitted.
+
 Anything else (a gang or a job with host needs whose victim is seen or of its own team, an outcome admission
 could refuse) gets False, and the search runs the trial.
 
-3. :meth:`TrialPlacement.first_fit`, for the same one-replica jobs, when ``find_slots`` finds nothing now:
+4. :meth:`TrialPlacement.first_fit`, for the same one-replica jobs, when ``find_slots`` finds nothing now:
    where the job first fits as the pool is removed is a question about single nodes once what it could hold
    on the first node that fits is admitted at the team's usage now (:mod:`scheduler.core.placement.firstfit`):
    the search removes only that node's victims, checks with a real trial and prunes them, instead of
    removing and putting back a prefix of the whole pool.
-4. ... and when the job fits now but its quota refuses it: :mod:`scheduler.core.quotafit` replays the team's
+5. ... and when the job fits now but its quota refuses it: :mod:`scheduler.core.quotafit` replays the team's
    usage (where the quota admits only the cheaper placements, where one first fits; where the victims' nodes
    cannot offer an admitted grain, the usage alone).
 """
@@ -41,6 +46,7 @@ from functools import cached_property
 
 from scheduler.core.choose import choose
 from scheduler.core.fairshare import FairShare
+from scheduler.core.limits import placement_units
 from scheduler.core.placement import IndexedClusterState, find_slots, index_of
 from scheduler.core.placement.firstfit import FirstFit, first_fit
 from scheduler.core.placement.grains import possible_units
@@ -89,7 +95,7 @@ class TrialPlacement:
 
     def first_fit(self, pool: Sequence[Candidate]) -> FirstFit | None:
         """Where the search first succeeds as ``pool`` is removed, for a job of one replica without host
-        needs (module doc, 3 and 4); None when that cannot be told."""
+        needs (module doc, 4 and 5); None when that cannot be told."""
         index, _ = index_of(self.state)
         if find_slots(self.state, self.job, self.policy) is None:
             slots = [(c.job.id, c.slots) for c in pool]
@@ -108,7 +114,10 @@ class TrialPlacement:
             return True
         if not self._simple:
             return False
-        if not unseen and not all(self.state.slot_free(slot) for replica in slots for slot in replica):
+        still_free = all(self.state.slot_free(slot) for replica in slots for slot in replica)
+        if still_free and self.fairness.admit(self.job, placement_units(self.state, slots)).ok:
+            return True  # 3 of the module doc
+        if not unseen and not still_free:
             return False
         return self._admission()[0]
 

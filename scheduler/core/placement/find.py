@@ -11,9 +11,10 @@ Which slots (the rules live in the modules): whole-GPU gangs — every replica w
 replica — go through :mod:`.topology`; otherwise each replica takes the best of :mod:`.whole` (best fit),
 :mod:`.mig` and :mod:`.shares` (fragmentation-aware), compared by (tier rank, grain, …).
 
-Speed: on an :class:`IndexedClusterState` the live index is used and a failure is remembered per job shape
-until capacity is next freed (only freeing can make a failed shape fit). On a plain ClusterState a fresh
-index is built for the call.
+Speed: on an :class:`IndexedClusterState` the live index is used, a failure is remembered per job shape
+until capacity is next freed (only freeing can make a failed shape fit) and a placement until anything
+changes (the index's ``version``, which a rollback restores). On a plain ClusterState a fresh index is built
+for the call.
 """
 
 from __future__ import annotations
@@ -70,9 +71,14 @@ def find_slots(
         larger = _within(allowed)
     if index.failed.get(shape) == index.freed:
         return None
+    last = index.found.get(shape)
+    if last is not None and last[0] == index.version and last[1] is policy:
+        return last[2]  # nothing has changed since this shape was last placed
     found = _search(state, index, live, job, options, policy, larger) if options else None
     if found is None:
         index.failed[shape] = index.freed
+    else:
+        index.found[shape] = (index.version, policy, found)
     return found
 
 

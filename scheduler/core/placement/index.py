@@ -128,7 +128,8 @@ class CapacityIndex:
         self.version = 0
         # Caches owned by placement (keyed by job shape), valid for this index's lifetime.
         self._dirty: set[int] = set()  # GPU ordinals changed since the last flush
-        self.failed: dict[Hashable, int] = {}
+        self.failed: dict[Hashable, int] = {}  # shape → ``freed`` when it found nothing
+        self.found: dict[Hashable, tuple[int, object, Slots]] = {}  # shape → (``version``, policy, placement)
         self.memo: dict[Hashable, object] = {}
         for gpu in self.gpus:
             self.refresh(gpu)

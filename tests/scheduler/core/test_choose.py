@@ -11,6 +11,7 @@ from scheduler.core.choose import Choice, choose
 from scheduler.core.fairshare import FairShare
 from scheduler.core.placement import IndexedClusterState, find_slots
 from scheduler.core.state import Job, Node, Request, Running, Slot, Snapshot, Team
+from scheduler.core.trial import TrialPlacement
 from scheduler.core.vocabulary import JobKind, Priority
 from tests.scheduler.core.test_firstfit import A100, A100_40, NOW, POLICY, mig_running
 
@@ -72,3 +73,19 @@ def test_the_cycle_binds_the_admitted_placement() -> None:
     plan = plan_cycle(snapshot(5, pending=(SIZED,)), POLICY, NOW)
     assert [(b.job, b.slots) for b in plan.binds] == [("p", ((Slot("d80", 0, mig_profile="1g.20gb", mig_start=0),),))]
     assert not plan.evictions
+
+
+def test_a_search_keeps_the_placement_it_found_while_it_is_free_and_admitted() -> None:
+    """trial.py, keeps rule 3: with a mix of admitted and refused grains, a victim put back elsewhere needs no
+    trial while the placement found is still free and its grain still admitted at the team's usage."""
+    world = snapshot(5)
+    state = IndexedClusterState(world, NOW)
+    fairness = FairShare(world.teams, state, POLICY)
+    trial = TrialPlacement(state, state.index, fairness, SIZED, POLICY)  # type: ignore[arg-type]
+    slots = trial()
+    assert slots == ((Slot("d80", 0, mig_profile="1g.20gb", mig_start=0),),)
+    own = [replace(SIZED, id=f"back{i}", request=Request(mig_profile="1g.10gb")) for i in (5, 6)]
+    state.place(own[0], ((Slot("f", 0, mig_profile="1g.10gb", mig_start=5),),))  # 6,000: the 1g still admitted
+    assert trial.keeps(own[0], state.placed["back5"], slots) and trial() == slots
+    state.place(own[1], ((Slot("f", 0, mig_profile="1g.10gb", mig_start=6),),))  # 7,000: nothing admitted
+    assert not trial.keeps(own[1], state.placed["back6"], slots) and trial() is None
