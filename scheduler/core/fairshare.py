@@ -44,12 +44,13 @@ converted with ``round(gpus × 7000)``:
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Hashable, Iterator, Mapping, Sequence
 
 from scheduler.core.capacity import UNITS_PER_GPU, ClusterState, gpu_class_of
 from scheduler.core.limits import (
     ANY,
     Admission,
+    Excess,
     Limits,
     burst_limits,
     exceeds,
@@ -69,6 +70,8 @@ _MIN_WEIGHT = 1e-9  # a weight ≤ 0 is read as "served last", never as a divisi
 JobKey = tuple[int, int, float, str]
 TeamKey = tuple[int, float, int, int, float, str, str]
 
+_FAIRNESS_OFF = Admission(True, False, "fair share is off")
+_WITHIN = Admission(True, False, "within the team's guarantee")
 Grain = tuple[str, int]  # (GPU class, units) one replica would hold: what admit is asked of a placement
 
 
@@ -110,6 +113,7 @@ class FairShare:
             team: tuple(job_id for _, job_id in sorted(entries)) for team, entries in sorted(by_team.items())
         }
         self._running_cache: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {}
+        self._answers: dict[Hashable, Admission] = {}  # admission answers built once (see admit)
         self._admitted: dict[tuple[str, bool, tuple[Grain, ...]], tuple[object, frozenset[Grain]]] = {}
         # Preemptible running jobs by team, lowest priority first: priority preemption scans only these.
         self._preemptible_by_team: dict[str, tuple[tuple[int, str], ...]] = {
@@ -184,32 +188,40 @@ class FairShare:
 
     def admit(self, job: Job, units_by_class: Mapping[str, int], usage: Mapping[str, int] | None = None) -> Admission:
         """May ``job`` hold ``units_by_class`` (units per GPU class, from :func:`placement_units`)? Rule 2.
-        ``usage`` (units per class) asks at a usage of the team other than its usage now."""
+        ``usage`` (units per class) asks at a usage of the team other than its usage now. The answers are
+        immutable and shared: a cycle asks this tens of thousands of times, mostly the same few questions."""
         if not self.policy.fairness:
-            return Admission(True, False, "fair share is off")
+            return _FAIRNESS_OFF
+        team = job.team
         if usage is None:
-            usage = self.state.usage.get(job.team, {})
-        over = exceeds(self.guarantee(job.team), usage, units_by_class)
+            usage = self.state.usage.get(team, {})
+        over = exceeds(self.guarantee(team), usage, units_by_class)
         if over is None:
-            return Admission(True, False, "within the team's guarantee")
-        where, after, limit = over
+            return _WITHIN
         if not job.preemptible:
-            return Admission(
-                False,
-                False,
-                f"team {job.team} would hold {gpus_text(after)} GPUs{of_class(where)}, above its guarantee of "
-                f"{gpus_text(limit)}; work that is not preemptible runs only within the guarantee",
-            )
-        over_burst = exceeds(self.burst(job.team), usage, units_by_class)
+            return self._refusal(team, over, "guarantee")
+        over_burst = exceeds(self.burst(team), usage, units_by_class)
         if over_burst is not None:
-            where, after, limit = over_burst
-            return Admission(
-                False,
-                False,
-                f"team {job.team} would hold {gpus_text(after)} GPUs{of_class(where)}, above its burst limit of "
-                f"{gpus_text(limit)}",
+            return self._refusal(team, over_burst, "burst limit")
+        answer = self._answers.get(team)
+        if answer is None:
+            reason = f"borrowing idle capacity above team {team}'s guarantee (preemptible)"
+            answer = self._answers[team] = Admission(True, True, reason)
+        return answer
+
+    def _refusal(self, team: str, over: Excess, limit_name: str) -> Admission:
+        key = (team, limit_name, over)
+        answer = self._answers.get(key)
+        if answer is None:
+            where, after, limit = over
+            reason = (
+                f"team {team} would hold {gpus_text(after)} GPUs{of_class(where)}, above its {limit_name} of "
+                f"{gpus_text(limit)}"
             )
-        return Admission(True, True, f"borrowing idle capacity above team {job.team}'s guarantee (preemptible)")
+            if limit_name == "guarantee":
+                reason += "; work that is not preemptible runs only within the guarantee"
+            answer = self._answers[key] = Admission(False, False, reason)
+        return answer
 
     def admitted(self, job: Job, outcomes: tuple[Grain, ...]) -> frozenset[Grain]:
         """The (GPU class, units) of ``outcomes`` that :meth:`admit` admits for ``job`` one at a time at its team's

@@ -95,10 +95,10 @@ def fill_fits(
 def exceeds(limits: Limits, usage: Mapping[str, int], units_by_class: Mapping[str, int]) -> Excess | None:
     """The first dimension (overall, then classes by name) where usage + units passes the limit, or None."""
     total = units_by_class[ANY] if ANY in units_by_class else sum(units_by_class.values())
-    held = sum(units for cls, units in usage.items() if cls != ANY)
+    held = sum(usage.values()) - usage.get(ANY, 0)
     if limits.overall is not None and held + total > limits.overall:
         return (ANY, held + total, limits.overall)
-    for gpu_class in sorted(units_by_class):
+    for gpu_class in units_by_class if len(units_by_class) == 1 else sorted(units_by_class):
         if gpu_class == ANY or not units_by_class[gpu_class]:
             continue
         limit = limits.for_class(gpu_class)

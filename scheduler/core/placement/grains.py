@@ -13,10 +13,9 @@ from scheduler.core.capacity import UNITS_PER_GPU, gpu_class_of
 from scheduler.core.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.demand import DemandKind
 from scheduler.core.placement.index import CapacityIndex
-from scheduler.core.placement.options import Option, options_for
+from scheduler.core.placement.options import Option, options_for, placement_shape
 from scheduler.core.policy import Policy
 from scheduler.core.state import FULL_GPU_MILLI, Job
-from scheduler.core.vocabulary import Priority
 
 Outcome = tuple[str, int]  # (GPU class, units)
 
@@ -37,23 +36,16 @@ def grain(option: Option, profile: str | None = None) -> Outcome:
 def possible_units(index: CapacityIndex, job: Job, policy: Policy) -> tuple[Outcome, ...]:
     """Every (GPU class, units) one replica of ``job`` could hold on its options: what admission may be asked
     (a MIG demand sized from memory may also take any larger instance). Cached per job shape in the index."""
-    key = (
-        "possible_units",
-        job.request,
-        job.kind,
-        job.gpu_model,
-        job.tier,
-        job.priority == Priority.PRODUCTION,
-        policy,
-    )
+    key = ("possible_units", placement_shape(job))
     cached = index.memo.get(key)
-    if cached is not None:
-        return cached  # type: ignore[return-value]
+    if cached is not None and (cached[0] is policy or cached[0] == policy):  # type: ignore[index]
+        return cached[1]  # type: ignore[index,no-any-return]
     found: set[Outcome] = set()
     for option in options_for(index, job, policy):
         if option.demand.kind == DemandKind.MIG and option.demand.memory_mib is not None:
             found.update(grain(option, name) for name in GPU_MODEL_BY_NAME[option.model].profiles())
         else:
             found.add(grain(option))
-    outcomes = index.memo[key] = tuple(sorted(found))
+    outcomes = tuple(sorted(found))
+    index.memo[key] = (policy, outcomes)
     return outcomes

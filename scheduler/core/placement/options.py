@@ -17,7 +17,7 @@ from scheduler.core.placement.index import CapacityIndex, Group
 from scheduler.core.placement.tiers import tier_rank
 from scheduler.core.policy import Policy
 from scheduler.core.rightsize import resolve
-from scheduler.core.state import Job
+from scheduler.core.state import Job, Request
 from scheduler.core.vocabulary import Priority
 
 # Smaller grains first when a request could be served several ways (a memory request: a MIG slice on an
@@ -37,10 +37,16 @@ class Option:
         return self.group[0]
 
 
+def request_key(request: Request) -> Hashable:
+    """A request as a plain tuple: hashed and compared in C, where a dataclass's hash and equality run Python
+    code on every lookup of a cache keyed by it."""
+    return (request.gpus, request.mig_profile, request.memory_gib, request.model, request.gpu_milli)
+
+
 def placement_shape(job: Job) -> Hashable:
     """Everything :func:`find_slots` depends on in a job, but not its identity."""
     return (
-        job.request,
+        request_key(job.request),
         job.kind,
         job.gpu_model,
         job.tier,
@@ -67,10 +73,10 @@ def _model_key(model: str) -> tuple[int, str]:
 
 def options_for(index: CapacityIndex, job: Job, policy: Policy) -> tuple[Option, ...]:
     """The job's options on the index's ready nodes, sorted by (tier rank, kind, model rank, group)."""
-    key = ("options", job.request, job.kind, job.gpu_model, job.tier, job.priority == Priority.PRODUCTION, policy)
+    key = ("options", request_key(job.request), job.kind, job.gpu_model, job.tier, job.priority == Priority.PRODUCTION)
     cached = index.memo.get(key)
-    if cached is not None:
-        return cached  # type: ignore[return-value]
+    if cached is not None and (cached[0] is policy or cached[0] == policy):  # type: ignore[index]
+        return cached[1]  # type: ignore[index,no-any-return]
     ranks = tier_rank(job)
     models = model_ranks(index)
     demands: dict[str, Demand | None] = {}
@@ -86,5 +92,5 @@ def options_for(index: CapacityIndex, job: Job, policy: Policy) -> tuple[Option,
             found.append(Option(ranks[tier], models[model], group, demand))
     found.sort(key=lambda o: (o.tier_rank, KIND_RANK[o.demand.kind], o.model_rank, o.group))
     options = tuple(found)
-    index.memo[key] = options
+    index.memo[key] = (policy, options)
     return options
