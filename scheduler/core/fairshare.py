@@ -44,7 +44,7 @@ converted with ``round(gpus × 7000)``:
 from __future__ import annotations
 
 import heapq
-from collections.abc import Hashable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 from scheduler.core.capacity import UNITS_PER_GPU, ClusterState, gpu_class_of
 from scheduler.core.limits import (
@@ -113,7 +113,7 @@ class FairShare:
             team: tuple(job_id for _, job_id in sorted(entries)) for team, entries in sorted(by_team.items())
         }
         self._running_cache: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {}
-        self._answers: dict[Hashable, Admission] = {}  # admission answers built once (see admit)
+        self._borrowing: dict[str, Admission] = {}  # per team: the one answer of admit when borrowing
         self._admitted: dict[tuple[str, bool, tuple[Grain, ...]], tuple[object, frozenset[Grain]]] = {}
         # Preemptible running jobs by team, lowest priority first: priority preemption scans only these.
         self._preemptible_by_team: dict[str, tuple[tuple[int, str], ...]] = {
@@ -188,8 +188,8 @@ class FairShare:
 
     def admit(self, job: Job, units_by_class: Mapping[str, int], usage: Mapping[str, int] | None = None) -> Admission:
         """May ``job`` hold ``units_by_class`` (units per GPU class, from :func:`placement_units`)? Rule 2.
-        ``usage`` (units per class) asks at a usage of the team other than its usage now. The answers are
-        immutable and shared: a cycle asks this tens of thousands of times, mostly the same few questions."""
+        ``usage`` (units per class) asks at a usage of the team other than its usage now. A cycle asks this tens
+        of thousands of times: the yes answers are shared, a refusal's reason is written when read."""
         if not self.policy.fairness:
             return _FAIRNESS_OFF
         team = job.team
@@ -203,25 +203,24 @@ class FairShare:
         over_burst = exceeds(self.burst(team), usage, units_by_class)
         if over_burst is not None:
             return self._refusal(team, over_burst, "burst limit")
-        answer = self._answers.get(team)
+        answer = self._borrowing.get(team)
         if answer is None:
             reason = f"borrowing idle capacity above team {team}'s guarantee (preemptible)"
-            answer = self._answers[team] = Admission(True, True, reason)
+            answer = self._borrowing[team] = Admission(True, True, reason)
         return answer
 
     def _refusal(self, team: str, over: Excess, limit_name: str) -> Admission:
-        key = (team, limit_name, over)
-        answer = self._answers.get(key)
-        if answer is None:
+        def reason() -> str:
             where, after, limit = over
-            reason = (
+            text = (
                 f"team {team} would hold {gpus_text(after)} GPUs{of_class(where)}, above its {limit_name} of "
                 f"{gpus_text(limit)}"
             )
             if limit_name == "guarantee":
-                reason += "; work that is not preemptible runs only within the guarantee"
-            answer = self._answers[key] = Admission(False, False, reason)
-        return answer
+                text += "; work that is not preemptible runs only within the guarantee"
+            return text
+
+        return Admission(False, False, reason)
 
     def admitted(self, job: Job, outcomes: tuple[Grain, ...]) -> frozenset[Grain]:
         """The (GPU class, units) of ``outcomes`` that :meth:`admit` admits for ``job`` one at a time at its team's

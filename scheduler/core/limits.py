@@ -7,7 +7,7 @@ All figures are integer units of 1/7000 GPU (:data:`~scheduler.core.capacity.UNI
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from scheduler.core.capacity import UNITS_PER_GPU, ClusterState, gpu_class_of, slot_units
@@ -17,13 +17,35 @@ ANY = "any"
 Excess = tuple[str, int, int]  # (class or "any", units after, limit)
 
 
-@dataclass(frozen=True, slots=True)
 class Admission:
-    """``ok``: the job may hold the units it asked about; ``borrowing``: it would hold them above the guarantee."""
+    """``ok``: the job may hold the units it asked about; ``borrowing``: it would hold them above the guarantee;
+    ``reason``: why, for a person. A refusal's reason is written only when read (a cycle refuses tens of
+    thousands of placements and shows a person a few thousand reasons): pass a function to defer it."""
 
-    ok: bool
-    borrowing: bool
-    reason: str
+    __slots__ = ("_reason", "borrowing", "ok")
+
+    def __init__(self, ok: bool, borrowing: bool, reason: str | Callable[[], str]) -> None:
+        self.ok = ok
+        self.borrowing = borrowing
+        self._reason = reason
+
+    @property
+    def reason(self) -> str:
+        if not isinstance(self._reason, str):
+            self._reason = self._reason()
+        return self._reason
+
+    def _key(self) -> tuple[bool, bool, str]:
+        return (self.ok, self.borrowing, self.reason)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Admission) and self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        return f"Admission(ok={self.ok!r}, borrowing={self.borrowing!r}, reason={self.reason!r})"
 
 
 @dataclass(frozen=True, slots=True)

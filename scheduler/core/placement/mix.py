@@ -14,12 +14,12 @@ Counts stay integers so equal scores compare equal (no float noise in tie-breaks
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterable
+from collections.abc import Hashable, Iterable
 
 from scheduler.core.capacity import ClusterState
 from scheduler.core.demand import DemandKind
 from scheduler.core.placement.index import CapacityIndex
-from scheduler.core.placement.options import options_for
+from scheduler.core.placement.options import options_for, placement_shape
 from scheduler.core.policy import Policy
 from scheduler.core.state import FULL_GPU_MILLI, Job
 
@@ -76,7 +76,8 @@ class DemandMix:
 def observe(state: ClusterState, index: CapacityIndex, pending: Iterable[Job], policy: Policy) -> DemandMix:
     """The mix of the running jobs in ``state`` and of ``pending`` (resolved on each GPU model they may use)."""
     mix = DemandMix()
-    for _job_id, slots in sorted(state.placed.items()):
+    # Counts only add up, so the order of the additions does not matter.
+    for slots in state.placed.values():
         for replica in slots:
             gpu = state.gpus[(replica[0].node, replica[0].gpu)]
             model = gpu.node.gpu_model
@@ -87,7 +88,15 @@ def observe(state: ClusterState, index: CapacityIndex, pending: Iterable[Job], p
                 mix.add_share(model, first.milli)
             else:
                 mix.add_share(model, FULL_GPU_MILLI)
+    # Pending jobs of one shape resolve alike: resolve one of each and count the replicas of all of them.
+    first: dict[Hashable, Job] = {}
+    replicas: dict[Hashable, int] = {}
     for job in pending:
+        shape = placement_shape(job)
+        first.setdefault(shape, job)
+        replicas[shape] = replicas.get(shape, 0) + job.replicas
+    for shape, job in first.items():
+        count = replicas[shape]
         seen: set[str] = set()
         for option in options_for(index, job, policy):
             if option.model in seen:
@@ -95,11 +104,11 @@ def observe(state: ClusterState, index: CapacityIndex, pending: Iterable[Job], p
             seen.add(option.model)
             demand = option.demand
             if demand.kind == DemandKind.MIG:
-                mix.add_mig(option.model, demand.mig_profile or "", job.replicas)
+                mix.add_mig(option.model, demand.mig_profile or "", count)
             elif demand.kind == DemandKind.SHARE:
-                mix.add_share(option.model, demand.milli, job.replicas)
+                mix.add_share(option.model, demand.milli, count)
             else:
-                mix.add_share(option.model, FULL_GPU_MILLI, job.replicas)
+                mix.add_share(option.model, FULL_GPU_MILLI, count)
     return mix
 
 

@@ -286,6 +286,14 @@ class Relayout:
         if not self._changing:
             return 0
         claimed = self._claimed
+        if not claim:  # count only, stopping at ``wanted``: asked for every waiting job, over long offer lists
+            count = 0
+            for key, _ in self._offered(job):
+                if key not in claimed:
+                    count += 1
+                    if count == wanted:
+                        return count
+            return count if partial else 0
         found = [(key, until) for key, until in self._offered(job) if key not in claimed]
         chosen = found[:wanted]
         if not chosen or (len(chosen) < wanted and not partial):

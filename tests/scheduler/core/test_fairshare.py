@@ -493,3 +493,19 @@ def test_borrowed_fill_matches_the_admission_rule(guaranteed: dict[str, float], 
         else:
             expected.append(job_id)
     assert expected == borrowed
+
+
+def test_a_refusal_writes_its_reason_when_read_and_compares_by_it() -> None:
+    calls: list[int] = []
+
+    def reason() -> str:
+        calls.append(1)
+        return "above the guarantee"
+
+    lazy = Admission(False, False, reason)
+    assert not calls
+    assert lazy == Admission(False, False, "above the guarantee") and calls == [1]
+    assert lazy.reason == "above the guarantee" and calls == [1]  # written once
+    assert hash(lazy) == hash(Admission(False, False, "above the guarantee"))
+    assert repr(lazy) == "Admission(ok=False, borrowing=False, reason='above the guarantee')"
+    assert lazy != "above the guarantee"
