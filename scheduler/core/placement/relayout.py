@@ -298,8 +298,6 @@ class Relayout:
         chosen = found[:wanted]
         if not chosen or (len(chosen) < wanted and not partial):
             return 0
-        if not claim:
-            return len(chosen)
         self._claimed.update(key for key, _ in chosen)
         (name, gpu, _), until = max(chosen, key=lambda c: (c[1], c[0]))
         self.blockers[job.id] = Blocker(RECONFIGURING, f"node {name} GPU {gpu}", until)
