@@ -46,7 +46,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 from scheduler.core.capacity import ClusterState, Gpu
@@ -250,6 +250,17 @@ class _Candidate:
     layout: MigLayout
     counts: tuple[tuple[str, int, int], ...]  # (profile, instances, compute slices each)
     used: int  # compute slices the layout holds
+    instances: dict[str, int] = field(compare=False)  # profile → instances: the sums read only profiles wanted
+
+
+def _serves(candidate: _Candidate, wanted: tuple[tuple[str, int, int], ...]) -> int:
+    """Compute slices of ``wanted`` (profile, instances, compute slices each) the candidate's layout provides."""
+    instances = candidate.instances
+    served = 0
+    for name, n, slices in wanted:
+        held = instances.get(name, 0)
+        served += (held if held < n else n) * slices
+    return served
 
 
 @lru_cache(maxsize=64)
@@ -259,7 +270,7 @@ def _candidates(model: str, with_me: bool) -> tuple[_Candidate, ...]:
     for rank, layout in enumerate(maximal_layouts(model, with_me=with_me)):
         counts = Counter(name for name, _ in layout)
         per = tuple((name, n, profiles[name].compute_slices) for name, n in sorted(counts.items()))
-        found.append(_Candidate(rank, layout, per, sum(n * c for _, n, c in per)))
+        found.append(_Candidate(rank, layout, per, sum(n * c for _, n, c in per), dict(counts)))
     return tuple(found)
 
 
@@ -322,11 +333,14 @@ def _best_layout(
     """Rule 4's value and layout for one GPU now laid out as ``current``, given the demand still unserved:
     the best candidate by (aged served, younger served, instances kept, slices used, enumeration order).
     Cached: the same GPU and the same remaining demand recur across the nodes of a class and across calls."""
-    wanted_aged, wanted_young = dict(aged), dict(young)
+    profiles = GPU_MODEL_BY_NAME[model].profiles()
+    # Only the profiles wanted count (a profile the model lacks is served by no candidate).
+    wanted_aged = tuple((name, n, profiles[name].compute_slices) for name, n in aged if name in profiles)
+    wanted_young = tuple((name, n, profiles[name].compute_slices) for name, n in young if name in profiles)
     # Lexicographic: first the candidates that serve the most aged demand, then the rest of the value on those.
     most, tops = -1, []
     for candidate in _candidates(model, with_me):
-        served = sum(min(n, wanted_aged.get(name, 0)) * slices for name, n, slices in candidate.counts)
+        served = _serves(candidate, wanted_aged) if wanted_aged else 0
         if served > most:
             most, tops = served, [candidate]
         elif served == most:
@@ -336,7 +350,7 @@ def _best_layout(
         (
             (
                 most,
-                sum(min(n, wanted_young.get(name, 0)) * slices for name, n, slices in candidate.counts),
+                _serves(candidate, wanted_young),
                 len(current_pairs.intersection(candidate.layout)),
                 candidate.used,
                 -candidate.rank,
