@@ -19,6 +19,8 @@ converted with ``round(gpus × 7000)``:
    class guarantee. Preemptible work may go up to burst (overall and per class); above the guarantee it is
    *borrowing*. Whether the capacity is idle is the caller's business (placement only sees free slots).
    ``production`` priority gets no exemption here: its power is in preemption (see ``preemption.py``).
+   Placement asks admission of the placement it ranks first and, when refused, of the best one whose grain
+   is admitted (:mod:`scheduler.core.choose`; :meth:`FairShare.admitted` answers for every grain at once).
 3. **Order** (:meth:`FairShare.iter_pending`). Pending jobs are taken team by team; a team's key is
    (tier, dominant share / weight) of the team now, then its next job's (priority, rank, submit time, id):
    - tier 0: the team's next job is ``production`` (it must always run; placing it first avoids binding
