@@ -8,6 +8,7 @@ import pytest
 
 from scheduler.core import Policy, plan_cycle, repartition
 from scheduler.core.fairshare import FairShare
+from scheduler.core.placement.index import CapacityIndex
 from scheduler.core.placement.mix import DemandMix
 from scheduler.core.placement.relayout import Relayout
 from scheduler.core.preemption import NO_SHORTCUTS, Shortcuts
@@ -26,8 +27,8 @@ SHAPES = [
 
 def _plain(monkeypatch: pytest.MonkeyPatch) -> None:
     """Switch off every speed-up whose answers could go stale: shortcuts (node models included), team candidate
-    lists, fill resumes, the share Δ memo, the admitted grains, the layout-change answers and the idle classes
-    kept by the index."""
+    lists, fill resumes, the share Δ memo, the admitted grains, the placements remembered per index version, the
+    layout-change answers and the idle classes kept by the index."""
 
     def no_shortcuts(self: TrialPlacement) -> Shortcuts:
         return NO_SHORTCUTS
@@ -54,12 +55,18 @@ def _plain(monkeypatch: pytest.MonkeyPatch) -> None:
         def get(self, key: object, default: object = None) -> object:
             return default
 
+    def forgetful_index(self: CapacityIndex, *args: object, **kwargs: object) -> None:
+        original_index(self, *args, **kwargs)
+        self.found = Forgetful()  # placements per shape and index version, searched again every time
+
     def forgetful_init(self: Relayout, *args: object, **kwargs: object) -> None:
         original_init(self, *args, **kwargs)
         self._offer_lists = Forgetful()  # what changing nodes offer, rescanned at every question
         self._unit_scans = Forgetful()
 
     original_init = Relayout.__init__
+    original_index = CapacityIndex.__init__
+    monkeypatch.setattr(CapacityIndex, "__init__", forgetful_index)
     monkeypatch.setattr(Relayout, "_still", never_still)
     monkeypatch.setattr(Relayout, "__init__", forgetful_init)
     monkeypatch.setattr(repartition, "_idle_classes", repartition._scanned_classes)
