@@ -13,7 +13,7 @@ from scheduler.core.capacity import UNITS_PER_GPU, gpu_class_of
 from scheduler.core.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.demand import DemandKind
 from scheduler.core.placement.index import CapacityIndex
-from scheduler.core.placement.options import Option, options_for, placement_shape
+from scheduler.core.placement.options import Option, keep, options_for, placement_shape, recall
 from scheduler.core.policy import Policy
 from scheduler.core.state import FULL_GPU_MILLI, Job
 
@@ -37,9 +37,9 @@ def possible_units(index: CapacityIndex, job: Job, policy: Policy) -> tuple[Outc
     """Every (GPU class, units) one replica of ``job`` could hold on its options: what admission may be asked
     (a MIG demand sized from memory may also take any larger instance). Cached per job shape in the index."""
     key = ("possible_units", placement_shape(job))
-    cached = index.memo.get(key)
-    if cached is not None and (cached[0] is policy or cached[0] == policy):  # type: ignore[index]
-        return cached[1]  # type: ignore[index,no-any-return]
+    cached = recall(index, key, policy)
+    if cached is not None:
+        return cached  # type: ignore[return-value]
     found: set[Outcome] = set()
     for option in options_for(index, job, policy):
         if option.demand.kind == DemandKind.MIG and option.demand.memory_mib is not None:
@@ -47,5 +47,5 @@ def possible_units(index: CapacityIndex, job: Job, policy: Policy) -> tuple[Outc
         else:
             found.add(grain(option))
     outcomes = tuple(sorted(found))
-    index.memo[key] = (policy, outcomes)
+    keep(index, key, policy, outcomes)
     return outcomes

@@ -74,9 +74,9 @@ def _model_key(model: str) -> tuple[int, str]:
 def options_for(index: CapacityIndex, job: Job, policy: Policy) -> tuple[Option, ...]:
     """The job's options on the index's ready nodes, sorted by (tier rank, kind, model rank, group)."""
     key = ("options", request_key(job.request), job.kind, job.gpu_model, job.tier, job.priority == Priority.PRODUCTION)
-    cached = index.memo.get(key)
-    if cached is not None and (cached[0] is policy or cached[0] == policy):  # type: ignore[index]
-        return cached[1]  # type: ignore[index,no-any-return]
+    cached = recall(index, key, policy)
+    if cached is not None:
+        return cached  # type: ignore[return-value]
     ranks = tier_rank(job)
     models = model_ranks(index)
     demands: dict[str, Demand | None] = {}
@@ -92,5 +92,19 @@ def options_for(index: CapacityIndex, job: Job, policy: Policy) -> tuple[Option,
             found.append(Option(ranks[tier], models[model], group, demand))
     found.sort(key=lambda o: (o.tier_rank, KIND_RANK[o.demand.kind], o.model_rank, o.group))
     options = tuple(found)
-    index.memo[key] = (policy, options)
+    keep(index, key, policy, options)
     return options
+
+
+def recall(index: CapacityIndex, key: Hashable, policy: Policy) -> object | None:
+    """What :func:`keep` kept under ``key`` for ``policy`` in the index's memo, or None. The policy is compared
+    by identity first: a frozen dataclass's equality runs Python code, and a cycle has one policy."""
+    cached = index.memo.get(key)
+    if cached is None:
+        return None
+    held, value = cached  # type: ignore[misc]
+    return value if held is policy or held == policy else None
+
+
+def keep(index: CapacityIndex, key: Hashable, policy: Policy, value: object) -> None:
+    index.memo[key] = (policy, value)
