@@ -57,6 +57,7 @@ from scheduler.core.choose import choose
 from scheduler.core.demand import Demand, DemandKind
 from scheduler.core.explain import (
     CAPACITY,
+    HELD,
     NOT_READY,
     QUOTA,
     RECONFIGURING,
@@ -257,6 +258,8 @@ class _Run:
             return
         if production and self.relayout.for_production(job, drain=True):
             return
+        if production and self.relayout.hold_for(job):  # rather than let lower work start there (module doc)
+            return
         if admission is not None:
             self.blockers[job.id] = Blocker(QUOTA, admission.reason)
         else:
@@ -360,7 +363,7 @@ class _Run:
                 eta = estimator.capacity_eta(models, units, job.duration_s)
             elif blocker.kind == QUOTA:
                 eta = estimator.team_eta(job.team, units)
-            elif blocker.kind == RECONFIGURING and blocker.ready_at is not None:
+            elif blocker.kind in (RECONFIGURING, HELD) and blocker.ready_at is not None:
                 eta = max(0.0, blocker.ready_at - self.now)
             team_positions[job.team] = team_positions.get(job.team, 0) + 1
             position = len(waiting) + 1

@@ -13,7 +13,7 @@ ETA (``eta_s``, seconds from now) is an estimate from known running work only, i
   ``duration_s`` is known, gives its units back when it ends, for the jobs behind it;
 - blocked by its team's quota: the earliest time the team's own running work releases as many units as
   the job needs;
-- waiting for a MIG layout change: when the change is expected to finish;
+- waiting for a MIG layout change (under way, or held for next cycle): when the change is expected to finish;
 - None when it cannot be told: the work involved has no ``duration_s``, or even all of it ending would
   not make room (such a job is skipped in the replay: it holds nothing up).
 
@@ -36,6 +36,7 @@ from scheduler.core.state import FULL_GPU_MILLI, Job
 CAPACITY = "capacity"
 QUOTA = "quota"
 RECONFIGURING = "reconfiguring"
+HELD = "held"  # production waits for a node held for its layout change next cycle (placement/relayout.py)
 NOT_READY = "not-ready"
 
 
@@ -113,6 +114,12 @@ def reason_text(need: str, blocker: Blocker, standing: str, ahead: int, now: flo
     elif blocker.kind == RECONFIGURING:
         ready = "" if blocker.ready_at is None else f", ready in {max(0, round(blocker.ready_at - now))} s"
         head = f"waiting for {need}; MIG layout change under way on {blocker.detail}{ready}"
+    elif blocker.kind == HELD:
+        ready = "" if blocker.ready_at is None else f", ready in about {max(0, round(blocker.ready_at - now))} s"
+        head = (
+            f"waiting for {need}; {blocker.detail} is held for its MIG layout change next cycle (it took a bind "
+            f"in this one){ready}"
+        )
     elif blocker.kind == NOT_READY:
         head = f"waiting for {need}; no node that could run it is ready (cordoned, draining or reconfiguring)"
     else:

@@ -36,7 +36,7 @@ from dataclasses import replace
 
 from scheduler.core.capacity import gpu_class_of
 from scheduler.core.demand import Demand, DemandKind
-from scheduler.core.explain import CAPACITY, NOT_READY, RECONFIGURING, Blocker, demand_units
+from scheduler.core.explain import CAPACITY, HELD, NOT_READY, RECONFIGURING, Blocker, demand_units
 from scheduler.core.fairshare import FairShare
 from scheduler.core.placement.drain import drain_for
 from scheduler.core.placement.index import IndexedClusterState, Slots
@@ -107,6 +107,25 @@ class Relayout:
                 break
             got += self._take(job, wanted - got, partial=True)
         return got > 0
+
+    def hold_for(self, job: Job) -> bool:
+        """Production ``job`` is blocked, and a change of an idle GPU would serve it but for the rule that a node
+        bound to this cycle is not reconfigured in it: hold that node — nothing more binds there this cycle —
+        so that the change can happen next cycle, instead of lower work starting on the idle GPU now and being
+        drained for the job a cycle later. True (the job waits for the held node) or False (no such change)."""
+        mig = self._mig_option(job)
+        if mig is None or not self.bound_nodes:
+            return False
+        policy = replace(self.policy, repartition_hysteresis_cycles=0)
+        changes = plan_repartition(self.state, [(job, mig.demand)], policy, self.now)
+        offering = [c for c in changes if c.node in self.bound_nodes and self._offers(job, [c])]
+        if not offering:
+            return False
+        name = offering[0].node
+        self.index.retire(name)  # a held node leaves the idle classes too: no later question proposes it again
+        ready_at = self.now + self.policy.cycle_s + self.policy.mig_reconfigure_s
+        self.blockers[job.id] = Blocker(HELD, f"node {name}", ready_at)
+        return True
 
     def could_change_for(self, job: Job) -> bool:
         """Could a layout change of an idle GPU serve ``job`` (its quota admitting it)? MIG demand: a re-cut

@@ -468,3 +468,38 @@ def test_the_cycle_leaves_the_garbage_collector_as_it_found_it() -> None:
         assert not gc.isenabled()  # a caller that turned it off keeps it off
     finally:
         gc.enable()
+
+
+# -- production holds a bound node (placement/relayout.py, hold_for) -------------------------------------------
+
+
+def _held_world(second_gpu_busy: bool = False) -> Plan:
+    """n1: GPU 0 in 1g.10gb instances, GPU 1 MIG off and idle (or held by team lab's job). Production p0 binds
+    a 1g.10gb first; p1 and p2 want 3g.40gb instances, which only a change of GPU 1 could offer."""
+    nodes = [node("n1", A100, 2, mig=["all-1g.10gb", ""], sharing=True)]
+    svc = dict(kind=JobKind.INFERENCE, priority=Priority.PRODUCTION, preemptible=False)
+    pending = [
+        job("p0", "svc", mig="1g.10gb", **svc),  # type: ignore[arg-type]
+        job("p1", "svc", mig="3g.40gb", **svc),  # type: ignore[arg-type]
+        job("p2", "svc", mig="3g.40gb", **svc),  # type: ignore[arg-type]
+        job("share", "lab", milli=500),
+    ]
+    held = [running(job("busy", "lab", gpus=1, priority=Priority.PRODUCTION), (whole("n1", 1),))]
+    teams = [team("svc", guaranteed=2.0), team("lab", guaranteed=0.0, burst=2.0)]
+    return _plan(nodes, pending, teams, held if second_gpu_busy else ())
+
+
+def test_production_holds_a_node_bound_this_cycle_for_its_layout_change_next_cycle() -> None:
+    plan = _held_world()
+    assert [b.job for b in plan.binds] == ["p0"]  # the share does not start on the GPU p1 needs
+    assert not plan.evictions and not plan.reconfigurations
+    reasons = {w.job: w.reason for w in plan.waiting}
+    assert "node n1 is held for its MIG layout change next cycle" in reasons["p1"]
+    assert "held" not in reasons["p2"]  # one change of GPU 1 offers one 3g.40gb: p2 waits for capacity
+    assert {w.job: w.eta_s for w in plan.waiting}["p1"] == POLICY.cycle_s + POLICY.mig_reconfigure_s
+
+
+def test_no_hold_when_no_change_of_a_bound_node_would_serve_production() -> None:
+    plan = _held_world(second_gpu_busy=True)  # GPU 1 runs production work: nothing to change there
+    assert [b.job for b in plan.binds] == ["p0"]
+    assert all("held" not in w.reason for w in plan.waiting)
