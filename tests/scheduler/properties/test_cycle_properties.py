@@ -324,8 +324,10 @@ def test_a_plan_applied_twice_changes_nothing(snapshot: Snapshot) -> None:
     bound = {bind.job for bind in plan.binds}
     assert not bound & {bind.job for bind in again.binds}
     # Work bound by the first plan is fresh in the second cycle: the minimum runtime protects it from every
-    # ground but production's, which must run now (preemption rules). A production job that found no layout
-    # change in the first cycle (its node took a bind) may drain the GPU lower work took meanwhile.
+    # ground but production's, which must run now (preemption rules). The case Hypothesis found first — a
+    # production job whose only layout change was on a node the first plan bound, draining the lower work that
+    # took the idle GPU meanwhile — now holds that node (relayout.hold_for, scenario 47); production may still
+    # evict fresh work on its own ground.
     priority = {job.id: job.priority for job in after.pending}
     for evict in again.evictions:
         if evict.job in bound:
