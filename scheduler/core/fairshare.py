@@ -224,10 +224,15 @@ class FairShare:
 
         return Admission(False, False, reason)
 
-    def admitted(self, job: Job, outcomes: tuple[Grain, ...]) -> frozenset[Grain]:
-        """The (GPU class, units) of ``outcomes`` that :meth:`admit` admits for ``job`` one at a time at its team's
-        usage now. Remembered per (team, preemptible, outcomes) until that usage changes: turns of jobs of
-        one shape ask it again and again while the team's usage stands still."""
+    def admitted(
+        self, job: Job, outcomes: tuple[Grain, ...], usage: Mapping[str, int] | None = None
+    ) -> frozenset[Grain]:
+        """The (GPU class, units) of ``outcomes`` that :meth:`admit` admits for ``job`` one at a time, at its
+        team's usage now or at ``usage``. At the usage now the answer is remembered per (team, preemptible,
+        outcomes) until that usage changes: turns of jobs of one shape ask it again and again while the
+        team's usage stands still."""
+        if usage is not None:
+            return frozenset(outcome for outcome in outcomes if self.admit(job, dict((outcome,)), usage).ok)
         usage = self.state.usage.get(job.team, {})
         key = (job.team, job.preemptible, outcomes)
         stamp = tuple(usage.items())

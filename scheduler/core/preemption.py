@@ -42,7 +42,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from operator import attrgetter
 
 from scheduler.core.capacity import ClusterState
 from scheduler.core.fairshare import FairShare, job_class
@@ -51,7 +50,7 @@ from scheduler.core.placement.firstfit import FirstFit
 from scheduler.core.plan import Evict
 from scheduler.core.policy import Policy
 from scheduler.core.state import Job, Preemption, Slot
-from scheduler.core.victims import PRIORITY, PRODUCTION, RECLAIM, Candidate, Victims
+from scheduler.core.victims import PRIORITY, PRODUCTION, RECLAIM, Candidate, Victims, by_key
 from scheduler.core.vocabulary import Priority
 
 __all__ = ["PRIORITY", "PRODUCTION", "RECLAIM", "Candidate", "Shortcuts", "candidates", "find_victims"]
@@ -90,7 +89,6 @@ class Shortcuts:
 
 
 NO_SHORTCUTS = Shortcuts()
-_by_key = attrgetter("key")
 
 
 def find_victims(
@@ -163,7 +161,7 @@ def candidates(
     evicted_me = {p.by for p in preemptions if p.victim == job.id and now - p.at < policy.ping_pong_window_s}
     if evicted_me:
         found = [c for c in found if c.job.id not in evicted_me]
-    found.sort(key=_by_key)  # a merge of the teams' sorted runs
+    found.sort(key=by_key)  # a merge of the teams' sorted runs
     return found
 
 

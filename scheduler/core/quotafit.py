@@ -47,7 +47,7 @@ from scheduler.core.victims import Candidate
 
 
 class QuotaFit:
-    """The two answers of the module doc for ``job`` on ``state`` (whose live ``index`` is current)."""
+    """The three answers of the module doc for ``job`` on ``state`` (whose live ``index`` is current)."""
 
     def __init__(self, state: ClusterState, index: CapacityIndex, fairness: FairShare, job: Job, policy: Policy):
         self.state = state
@@ -105,7 +105,7 @@ class QuotaFit:
         self, pool: Sequence[Candidate], by_option: dict[Option, Outcome], usage: dict[str, int]
     ) -> FirstFit | None:
         """Answer 2 of the module doc: the quota admits some of the job's placements now, not all."""
-        admitted = {o for o in set(by_option.values()) if self._admits(o, usage)}
+        admitted = self._allowed(tuple(set(by_option.values())), usage)
         good = [option for option, outcome in by_option.items() if outcome in admitted]
         bad = [option for option, outcome in by_option.items() if outcome not in admitted]
         if max(_rank(option) for option in good) >= min(_rank(option) for option in bad):
@@ -121,7 +121,7 @@ class QuotaFit:
         for candidate in pool[: fit.length or len(pool)]:
             if candidate.job.team == self.job.team:
                 _shift(lowest, self.fairness.running_units(candidate.job.id), -1)
-        if {o for o in set(by_option.values()) if self._admits(o, lowest)} != admitted:
+        if self._allowed(tuple(set(by_option.values())), lowest) != admitted:
             return None
         return fit
 
@@ -157,8 +157,8 @@ class QuotaFit:
                 _shift(usage, units, -1)  # kept: it goes again
         return FirstFit(length, tuple(position for position, _ in own))
 
-    def _allowed(self, outcomes: Sequence[Outcome], usage: dict[str, int]) -> frozenset[Outcome]:
-        return frozenset(outcome for outcome in outcomes if self._admits(outcome, usage))
+    def _allowed(self, outcomes: Collection[Outcome], usage: dict[str, int]) -> frozenset[Outcome]:
+        return self.fairness.admitted(self.job, tuple(outcomes), usage)
 
     def _finds(self, allowed: frozenset[Outcome]) -> bool:
         """Does the trial find a placement on the state now when the quota admits exactly ``allowed``?"""
@@ -172,20 +172,10 @@ class QuotaFit:
             if grain(option) in allowed and best_replica(self.index, self.job, (option,), self.policy, _no_larger)
         }
 
-    def _admits(self, outcome: Outcome, usage: dict[str, int]) -> bool:
-        gpu_class, units = outcome
-        return self.fairness.admit(self.job, {gpu_class: units}, usage).ok
-
     def _admitted_at(self, outcomes: set[Outcome], usage: dict[str, int]) -> bool | None:
         """True when the team's quota admits every outcome at ``usage``, False when none, None otherwise."""
-        first: bool | None = None
-        for outcome in outcomes:
-            answer = self._admits(outcome, usage)
-            if first is None:
-                first = answer
-            elif answer != first:
-                return None  # mixed: no need to ask the rest
-        return first
+        allowed = self._allowed(outcomes, usage)
+        return True if len(allowed) == len(outcomes) else (False if not allowed else None)
 
 
 def _no_larger(option: Option, profile: str) -> bool:

@@ -70,7 +70,6 @@ class TrialPlacement:
         self.job = job
         self.policy = policy
         self._simple = job.replicas == 1 and not job.cpu_milli and not job.memory_mib
-        self._admitted: tuple[tuple[tuple[str, int], ...], bool, bool] | None = None  # (usage, all ok, none ok)
         self._found: Slots | None = None  # what find_slots gave in the last trial
 
     @cached_property
@@ -103,7 +102,7 @@ class TrialPlacement:
         return QuotaFit(self.state, index, self.fairness, self.job, self.policy).first_fit(pool)
 
     def _all_admitted(self, outcomes: set[tuple[str, int]]) -> bool:
-        return all(self.fairness.admit(self.job, {gpu_class: units}).ok for gpu_class, units in outcomes)
+        return len(self.fairness.admitted(self.job, tuple(sorted(outcomes)))) == len(outcomes)
 
     def keeps(self, victim: Job, victim_slots: Slots, slots: Slots) -> bool:
         """``victim`` has just been put back on ``victim_slots``; ``trial()`` accepted a placement in the state
@@ -129,8 +128,5 @@ class TrialPlacement:
 
     def _admission(self) -> tuple[bool, bool]:
         """(every possible outcome admitted, none admitted) at the job's team usage now."""
-        usage = tuple(sorted(self.state.usage.get(self.job.team, {}).items()))
-        if self._admitted is None or self._admitted[0] != usage:
-            answers = [self.fairness.admit(self.job, {gpu_class: units}).ok for gpu_class, units in self._outcomes]
-            self._admitted = (usage, all(answers), not any(answers))
-        return self._admitted[1], self._admitted[2]
+        allowed = self.fairness.admitted(self.job, self._outcomes)
+        return len(allowed) == len(self._outcomes), not allowed

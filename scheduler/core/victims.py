@@ -93,8 +93,8 @@ class Victims:
         helps_key: Hashable = (
             ("own team", job.gpu_model) if same_team else (job.request, job.kind, job.gpu_model, _host_needs(job))
         )
-        # could_help, spot by spot, remembered per (spot, job facts): a spot's node and grain are fixed. The job
-        # facts get a small number once per scan, so that each lookup hashes a spot and an int, not a Request.
+        # could_help, spot by spot, remembered per job facts and then per spot (a spot's node and grain are
+        # fixed): one lookup of the facts per scan, so that the loop hashes spots only, never a Request.
         spot_helps = self._spot_helps.setdefault(helps_key, {})
         found: list[Candidate] = []
         for spots, candidate in self._grounded(team, job, running, allow_reclaim):
@@ -105,7 +105,7 @@ class Victims:
                 if answer:
                     found.append(candidate)
                     break
-        found.sort(key=_by_key)  # in preference order: the pool is a merge of these runs
+        found.sort(key=by_key)  # in preference order: the pool is a merge of these runs
         return found
 
     def _grounded(
@@ -169,7 +169,7 @@ class Victims:
         return (entry.job, rank, fresh, lost, -entry.started_at, slots, fairness.running_spots(victim_id))
 
 
-_by_key = attrgetter("key")
+by_key = attrgetter("key")  # sort candidates in victim-preference order
 
 
 def _host_needs(job: Job) -> tuple[bool, bool]:

@@ -83,6 +83,9 @@ class Relayout:
         self._could: dict[Hashable, tuple[int, bool, str | None]] = {}
         self._budget = nodes_per_cycle(state, now)  # nodes changed per cycle outside production (repartition rule 5)
         self.bound_nodes: set[str] = set()  # nodes that took a bind this cycle: no layout change there
+        # Changes for production and could_change_for's question skip the hysteresis: production must not wait,
+        # and the question is whether a change could serve the job at all.
+        self._eager = replace(policy, repartition_hysteresis_cycles=0)
         self._changing = [  # nodes whose layout change is under way (the snapshot shows the new layout)
             (name, node.reconfiguring_until)
             for name, node in sorted(state.nodes.items())
@@ -116,7 +119,7 @@ class Relayout:
         mig = self._mig_option(job)
         if mig is None or not self.bound_nodes:
             return False
-        policy = replace(self.policy, repartition_hysteresis_cycles=0)
+        policy = self._eager
         changes = plan_repartition(self.state, [(job, mig.demand)], policy, self.now)
         offering = [c for c in changes if c.node in self.bound_nodes and self._offers(job, [c])]
         if not offering:
@@ -143,7 +146,7 @@ class Relayout:
         known = self._could.get(shape)
         if known is not None and self._still(*known):
             return known[1]
-        policy = replace(self.policy, repartition_hysteresis_cycles=0)
+        policy = self._eager
         if option is mig:
             changes = plan_repartition(self.state, [(job, option.demand)], policy, self.now, exclude=self.bound_nodes)
             answer = self._offers(job, changes)
@@ -206,7 +209,7 @@ class Relayout:
         evicts, so it keeps the hysteresis: a passing demand evicts nobody."""
         others = [(o, d) for o in self._production if o.id != job.id and (d := self._unserved(o)) is not None]
         exclude = self.bound_nodes
-        policy = replace(self.policy, repartition_hysteresis_cycles=0)
+        policy = self._eager
         if not drain:
             changes = plan_repartition(self.state, [(job, mig.demand), *others], policy, self.now, exclude=exclude)
             if others and not self._offers(job, changes):

@@ -45,8 +45,11 @@ def _plain(monkeypatch: pytest.MonkeyPatch) -> None:
     def fresh_deltas(self: DemandMix, model: str, milli: int) -> dict[int, int]:
         return {}
 
-    def admitted_afresh(self: FairShare, job: Job, outcomes: tuple[tuple[str, int], ...]) -> frozenset[tuple[str, int]]:
-        return frozenset(outcome for outcome in outcomes if self.admit(job, dict((outcome,))).ok)
+    def admitted_afresh(
+        self: FairShare, job: Job, outcomes: tuple[tuple[str, int], ...], usage: object = None
+    ) -> frozenset[tuple[str, int]]:
+        now = dict(self.state.usage.get(job.team, {}))  # at the usage now, asked afresh
+        return original_admitted(self, job, outcomes, now if usage is None else usage)  # type: ignore[arg-type]
 
     def never_still(self: Relayout, freed: int, answer: bool, witness: str | None) -> bool:
         return False
@@ -72,6 +75,7 @@ def _plain(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(repartition, "_idle_classes", repartition._scanned_classes)
     original_of_team = Victims.of_team
     original_fill = FairShare._fill
+    original_admitted = FairShare.admitted
     monkeypatch.setattr(TrialPlacement, "shortcuts", no_shortcuts)
     monkeypatch.setattr(Victims, "of_team", scan_always)
     monkeypatch.setattr(FairShare, "_fill", fill_afresh)
