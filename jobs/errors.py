@@ -21,6 +21,11 @@ class JobSpecInvalid(JobsError):
         super().__init__("\n".join(self.errors))
 
 
+class PendingLimitReached(JobsError):
+    """The team, or the submitting user, already has as many pending jobs as ``settings.JOBS`` allows; the
+    message says which cap and what to do. Nothing was written."""
+
+
 class TeamNotFound(JobsError):
     """The named team does not exist."""
 

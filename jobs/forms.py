@@ -9,6 +9,7 @@ from typing import Any
 from django import forms
 
 from jobs.access import priorities_allowed
+from scheduler.core import bounds
 from scheduler.core.catalog import GPU_CLASSES, GPU_MODELS
 from scheduler.core.vocabulary import Dtype, JobKind, JobTier, ModelMode, Priority
 from teams.models import Team
@@ -49,17 +50,22 @@ class RequestForm(forms.Form):
 
     kind = forms.ChoiceField(choices=[(k.value, k.value.title()) for k in JobKind], initial=JobKind.INFERENCE)
     request_by = forms.ChoiceField(label="Request by", choices=REQUEST_BY, initial="model", widget=forms.RadioSelect)
-    gpus = forms.IntegerField(label="GPUs per replica", min_value=1, max_value=64, required=False)
+    gpus = forms.IntegerField(label="GPUs per replica", min_value=1, max_value=bounds.MAX_GPUS, required=False)
     mig_profile = forms.ChoiceField(label="MIG profile", choices=_mig_profile_choices, required=False)
     memory_gib = forms.DecimalField(
-        label="GPU memory per replica (GiB)", min_value=0.01, max_digits=8, decimal_places=2, required=False
+        label="GPU memory per replica (GiB)",
+        min_value=bounds.MIN_MEMORY_GIB,
+        max_value=round(bounds.MAX_MEMORY_GIB, 2),
+        max_digits=8,
+        decimal_places=2,
+        required=False,
     )
     params_b = forms.FloatField(
-        label="Parameters (billions)", min_value=0.001, max_value=100_000, required=False, initial=7
+        label="Parameters (billions)", min_value=0.001, max_value=bounds.MAX_PARAMS_B, required=False, initial=7
     )
     dtype = forms.ChoiceField(label="Data type", choices=[(d.value, d.value) for d in Dtype], initial=Dtype.BF16)
-    context = forms.IntegerField(label="Context (tokens)", min_value=1, max_value=10_000_000, initial=4096)
-    batch = forms.IntegerField(label="Batch (sequences)", min_value=1, max_value=100_000, initial=1)
+    context = forms.IntegerField(label="Context (tokens)", min_value=1, max_value=bounds.MAX_CONTEXT, initial=4096)
+    batch = forms.IntegerField(label="Batch (sequences)", min_value=1, max_value=bounds.MAX_BATCH, initial=1)
     mode = forms.ChoiceField(
         label="Model mode", choices=[(m.value, m.value) for m in ModelMode], initial=ModelMode.INFERENCE
     )
@@ -67,7 +73,7 @@ class RequestForm(forms.Form):
     replicas = forms.IntegerField(
         label="Replicas (gang size)",
         min_value=1,
-        max_value=512,
+        max_value=bounds.MAX_REPLICAS,
         initial=1,
         help_text="All replicas start together or not at all.",
     )

@@ -22,6 +22,9 @@ from scheduler.models import GpuModel
 from scheduler.sim.fields import Errors
 from scheduler.sim.job_spec import parse_job
 
+# The keys of a right-sizing question: what one replica asks for and where it may run (a job spec's request).
+RIGHTSIZE_KEYS = ("kind", "gpus", "mig_profile", "memory_gib", "model", "replicas", "gpu_model")
+
 
 def policy_current() -> Policy:
     """The engine policy as configured in ``settings.SCHEDULER`` (keys the policy does not know are the

@@ -119,6 +119,22 @@ def env_choice(name: str, choices: Sequence[str], default: str, *, environ: Mapp
     return value
 
 
+_RATE_PERIODS = {"s": "second", "m": "minute", "h": "hour", "d": "day"}
+
+
+def env_rate(name: str, default: str, *, environ: Mapping[str, str] | None = None) -> str:
+    """A request rate as DRF's throttles read it, ``<count>/<period>``: ``600/min``, ``10/s``, ``5000/day``.
+
+    DRF looks only at the period's first letter, so ``600/mango`` would quietly mean per minute; this reader
+    accepts the period only as that letter or a word it starts (``m``, ``min``, ``minute``)."""
+    value = _raw(name, environ) or default
+    count, _, period = value.partition("/")
+    word = _RATE_PERIODS.get(period[:1].lower(), "")
+    if not (count.isdigit() and int(count) > 0 and word and word.startswith(period.lower())):
+        raise EnvError(f"{name}={value!r} is not a rate: use <count>/<period> with a period of s, min, h or day.")
+    return f"{int(count)}/{period.lower()}"
+
+
 _DB_SCHEMES = ("sqlite", "postgres", "postgresql", "pgsql")
 
 

@@ -6,7 +6,10 @@ Every setting that varies between deployments is read here, once, through the ty
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
+
+from csp.constants import NONE, SELF, UNSAFE_INLINE
 
 from portal.env import (
     EnvError,
@@ -16,6 +19,7 @@ from portal.env import (
     env_float,
     env_int,
     env_list,
+    env_rate,
     env_redis_url,
     env_str,
 )
@@ -45,6 +49,9 @@ for _origin in CSRF_TRUSTED_ORIGINS:
         raise EnvError(f"CSRF_TRUSTED_ORIGINS item {_origin!r} must start with http:// or https://.")
 
 DATABASES = {"default": env_database("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'microcosm.sqlite3'}")}
+# Connections are kept for 60 s (env_database); a kept connection that PostgreSQL dropped meanwhile (restart,
+# failover, idle timeout) is then noticed and replaced at the start of a request instead of failing it.
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
 REDIS_URL = env_redis_url("REDIS_URL", default="redis://127.0.0.1:6379/0")
 
 # Which cluster the scheduling loop drives: the embedded simulated fleet, or a real Kubernetes cluster.
@@ -164,6 +171,13 @@ BILLING = {
     "mode": env_choice("BILLING_MODE", ("chargeback", "showback"), default="chargeback"),
 }
 
+# Pending jobs one team, and one user, may have at once (jobs.services.job_submit refuses the next with 409):
+# a runaway script fills its own queue, not the cluster's.
+JOBS = {
+    "pending_limit_team": env_int("JOBS_PENDING_LIMIT_TEAM", default=1000, minimum=1),
+    "pending_limit_user": env_int("JOBS_PENDING_LIMIT_USER", default=200, minimum=1),
+}
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",
@@ -173,6 +187,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "rest_framework",
+    "axes",
+    "csp",
     "portal",
     "teams",
     "scheduler",
@@ -281,6 +297,85 @@ SPECTACULAR_SETTINGS = {
     },
 }
 # --- end of the portal/API block ------------------------------------------------------------------------------
+
+# --- Hardening (docs/security.md): sign-in lockout, API throttles, CSP, what anonymous callers may read -------
+# How many reverse proxies in front of the web pods append to X-Forwarded-For. 0: the caller is REMOTE_ADDR
+# and the header is ignored (a caller could write anything in it). The lockout and the anonymous throttle
+# count per address, so behind an ingress this must be its hop count or every caller shares one address.
+TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", default=0, minimum=0, maximum=5)
+
+# django-axes: LOGIN_FAILURE_LIMIT wrong passwords for one username from one address lock that pair out for
+# LOGIN_LOCKOUT_MINUTES. Per pair, so a stranger guessing at someone's account does not lock the owner out
+# at their own desk. Attempts are rows in the database, so every web replica sees the same count; a platform
+# admin unlocks by deleting the attempt in the admin (Axes › Access attempts). Sign-in pages and the admin
+# go through the same backend; the API takes tokens and sessions only, never a password (no oracle there).
+LOGIN_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", default=5, minimum=1, maximum=100)
+LOGIN_LOCKOUT_MINUTES = env_int("LOGIN_LOCKOUT_MINUTES", default=15, minimum=1, maximum=7 * 24 * 60)
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",  # first: refuses a locked-out pair before any password is checked
+    "django.contrib.auth.backends.ModelBackend",
+]
+MIDDLEWARE += ["axes.middleware.AxesMiddleware"]  # last: turns a lockout into the sign-in page saying so
+AXES_FAILURE_LIMIT = LOGIN_FAILURE_LIMIT
+AXES_COOLOFF_TIME = timedelta(minutes=LOGIN_LOCKOUT_MINUTES)
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True  # a person who mistyped and then got in starts from zero next time
+AXES_LOCKOUT_CALLABLE = "portal.views.login_locked_out"
+AXES_CLIENT_IP_CALLABLE = "portal.views.client_address"
+
+# Shared state of the API throttles. Each web replica keeps its own memory, so in production the counts live
+# in Redis (REDIS_URL) where all replicas see one budget; the embedded default and the tests use memory.
+CACHE_BACKEND = env_choice("CACHE_BACKEND", ("redis", "locmem"), default="locmem" if DEBUG else "redis")
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+    if CACHE_BACKEND == "redis"
+    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+}
+
+# DRF throttles: a signed-in caller (session or token: the token acts as its user, and a user has one token)
+# gets API_THROTTLE_USER requests per period, an anonymous address API_THROTTLE_ANON; beyond, 429 with
+# Retry-After and a JSON detail (jobs/api/errors.py hands Throttled to DRF's handler, which sets both).
+REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"] = [
+    "rest_framework.throttling.AnonRateThrottle",
+    "rest_framework.throttling.UserRateThrottle",
+]
+REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"] = {
+    "user": env_rate("API_THROTTLE_USER", default="600/min"),
+    "anon": env_rate("API_THROTTLE_ANON", default="60/min"),
+}
+REST_FRAMEWORK["NUM_PROXIES"] = TRUSTED_PROXY_COUNT  # the anonymous throttle's address, as the lockout's
+# The browsable API is a developer's aid: its forms and the HTML around every response are one more surface
+# (and one more page to keep CSP-clean) that production does not need.
+REST_FRAMEWORK["DEFAULT_RENDERER_CLASSES"] = ["rest_framework.renderers.JSONRenderer"] + (
+    ["rest_framework.renderers.BrowsableAPIRenderer"] if DEBUG else []
+)
+
+# The OpenAPI schema and the Swagger UI: public with DEBUG on, behind sign-in otherwise (the schema names
+# every endpoint and field, which is a map an outsider need not be handed). portal/views.py reads it per request.
+API_SCHEMA_PUBLIC = env_bool("API_SCHEMA_PUBLIC", default=DEBUG)
+
+# Content-Security-Policy (django-csp): scripts only from our own static files (no inline script, no inline
+# event handler: templates wire behaviour with data- attributes in static/js/), nothing from other hosts.
+# style-src allows 'unsafe-inline' on purpose: plotly.js inserts <style> elements while drawing and positions
+# its SVG with style attributes, Swagger UI sets styles inline, and our templates size bars and colour cluster
+# slices with style="width: …%"/"background: …" computed on the server. Inline style cannot run code; the
+# script policy is what stops an injected script.
+MIDDLEWARE.insert(MIDDLEWARE.index("django.middleware.security.SecurityMiddleware") + 1, "csp.middleware.CSPMiddleware")
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF, UNSAFE_INLINE],
+        "img-src": [SELF, "data:"],  # Swagger UI's and plotly's icons are data: URIs
+        "font-src": [SELF],
+        "connect-src": [SELF],  # htmx and Swagger UI call back to the portal only
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    },
+}
+# --- end of hardening -----------------------------------------------------------------------------------------
 
 # Production hardening: on whenever DEBUG is off, so `manage.py check --deploy` is clean. TLS is assumed
 # to terminate at a proxy that sets X-Forwarded-Proto.

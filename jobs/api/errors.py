@@ -3,7 +3,8 @@ the jobs services' typed errors with the same message the pages show.
 
 - :class:`~jobs.errors.JobSpecInvalid` → 400, one entry per spec key (``{"model.params_b": ["must be …"]}``);
 - :class:`~jobs.errors.JobPermissionDenied` → 403; ``JobNotFound``/``TeamNotFound`` → 404;
-- :class:`~jobs.errors.JobStateError` → 409 (the job has already ended).
+- :class:`~jobs.errors.JobStateError` → 409 (the job has already ended); :class:`~jobs.errors.PendingLimitReached`
+  → 409 (the team or the user is at its cap of pending jobs).
 """
 
 from __future__ import annotations
@@ -14,7 +15,14 @@ from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from jobs.errors import JobNotFound, JobPermissionDenied, JobSpecInvalid, JobStateError, TeamNotFound
+from jobs.errors import (
+    JobNotFound,
+    JobPermissionDenied,
+    JobSpecInvalid,
+    JobStateError,
+    PendingLimitReached,
+    TeamNotFound,
+)
 from jobs.rightsizing import errors_by_key
 
 
@@ -25,6 +33,6 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         return Response({"detail": str(exc)}, status=status.HTTP_403_FORBIDDEN)
     if isinstance(exc, JobNotFound | TeamNotFound):
         return Response({"detail": "Not found."}, status=status.HTTP_404_NOT_FOUND)
-    if isinstance(exc, JobStateError):
+    if isinstance(exc, JobStateError | PendingLimitReached):
         return Response({"detail": str(exc)}, status=status.HTTP_409_CONFLICT)
     return drf_exception_handler(exc, context)

@@ -9,6 +9,7 @@ from rest_framework import serializers
 
 from jobs.models import Allocation, Job, JobEvent
 from jobs.selectors import NO_POSITION_YET
+from scheduler.core import bounds
 from scheduler.core.vocabulary import CapacityTier, Dtype, JobKind, JobTier, ModelMode, Priority, choices_of
 
 # Named for the OpenAPI schema (settings.SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"]): two fields are "tier".
@@ -120,11 +121,18 @@ class JobDetailSerializer(JobSerializer):
 # --- writes --------------------------------------------------------------------------------------------------
 
 
+# The write serializers describe a job spec in the OpenAPI schema only: the body of a submit or right-sizing
+# question goes whole to the one job-spec reader (``jobs.api.specs``), and the ranges here are read from the
+# same table (scheduler.core.bounds), so the schema and the refusals agree.
+
+
 class ModelProfileSerializer(serializers.Serializer):
-    params_b = serializers.FloatField(min_value=0.001, help_text="Parameters in billions")
+    params_b = serializers.FloatField(
+        min_value=0.001, max_value=bounds.MAX_PARAMS_B, help_text="Parameters in billions"
+    )
     dtype = serializers.ChoiceField(choices=choices_of(Dtype), default=Dtype.BF16.value)
-    context = serializers.IntegerField(min_value=1, default=4096, help_text="Tokens")
-    batch = serializers.IntegerField(min_value=1, default=1, help_text="Sequences")
+    context = serializers.IntegerField(min_value=1, max_value=bounds.MAX_CONTEXT, default=4096, help_text="Tokens")
+    batch = serializers.IntegerField(min_value=1, max_value=bounds.MAX_BATCH, default=1, help_text="Sequences")
     mode = serializers.ChoiceField(choices=choices_of(ModelMode), default=ModelMode.INFERENCE.value)
 
 
@@ -132,43 +140,40 @@ class RequestSerializer(serializers.Serializer):
     """The request of one replica, stated exactly one way, as in spec/scenario.md."""
 
     kind = serializers.ChoiceField(choices=choices_of(JobKind), default=JobKind.TRAINING.value)
-    gpus = serializers.IntegerField(min_value=1, max_value=64, required=False)
+    gpus = serializers.IntegerField(min_value=1, max_value=bounds.MAX_GPUS, required=False)
     mig_profile = serializers.CharField(max_length=32, required=False)
-    memory_gib = serializers.FloatField(min_value=0.01, required=False)
+    memory_gib = serializers.FloatField(
+        min_value=bounds.MIN_MEMORY_GIB, max_value=round(bounds.MAX_MEMORY_GIB, 2), required=False
+    )
     model = ModelProfileSerializer(required=False)
-    replicas = serializers.IntegerField(min_value=1, max_value=512, default=1)
+    replicas = serializers.IntegerField(min_value=1, max_value=bounds.MAX_REPLICAS, default=1)
     gpu_model = serializers.CharField(max_length=64, required=False, help_text="A GPU model or class")
-
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        stated = [k for k in ("gpus", "mig_profile", "memory_gib", "model") if k in attrs]
-        if len(stated) != 1:
-            raise serializers.ValidationError(
-                {"non_field_errors": ["state the request in exactly one way: gpus, mig_profile, memory_gib or model"]}
-            )
-        return attrs
 
 
 class JobSubmitSerializer(RequestSerializer):
-    team = serializers.CharField(help_text="Team slug")
-    name = serializers.CharField(max_length=200)
-    project = serializers.CharField(max_length=64, required=False, help_text="Project (chargeback) code")
-    image = serializers.CharField(max_length=500, required=False, allow_blank=True)
-    command = serializers.ListField(child=serializers.CharField(), required=False)
-    env = serializers.DictField(child=serializers.CharField(), required=False)
+    team = serializers.CharField(max_length=bounds.MAX_NAME_CHARS, help_text="Team slug")
+    name = serializers.CharField(max_length=bounds.MAX_NAME_CHARS, required=False, help_text="Default: job")
+    project = serializers.CharField(
+        max_length=bounds.MAX_PROJECT_CHARS, required=False, help_text="Project (chargeback) code"
+    )
+    image = serializers.CharField(max_length=bounds.MAX_IMAGE_CHARS, required=False, allow_blank=True)
+    command = serializers.ListField(
+        child=serializers.CharField(allow_blank=True),
+        required=False,
+        help_text=f"Arguments; at most {bounds.MAX_COMMAND_BYTES // 1024} KiB in all",
+    )
+    env = serializers.DictField(
+        child=serializers.CharField(allow_blank=True),
+        required=False,
+        help_text=f"Variable names as in a shell; at most {bounds.MAX_ENV_KEYS} variables, "
+        f"{bounds.MAX_ENV_BYTES // 1024} KiB in all",
+    )
     priority = serializers.ChoiceField(choices=choices_of(Priority), default=Priority.NORMAL.value)
-    rank = serializers.IntegerField(required=False)
+    rank = serializers.IntegerField(min_value=-bounds.MAX_RANK, max_value=bounds.MAX_RANK, required=False)
     preemptible = serializers.BooleanField(required=False)
-    checkpoint_interval_s = serializers.IntegerField(min_value=1, required=False)
+    checkpoint_interval_s = serializers.IntegerField(min_value=1, max_value=bounds.MAX_SECONDS, required=False)
     tier = serializers.ChoiceField(choices=choices_of(JobTier), default=JobTier.ANY.value)
-    duration_s = serializers.IntegerField(min_value=1, required=False)
-
-    def spec(self) -> dict[str, Any]:
-        """The validated job spec for ``job_submit`` (without the team, which is its own argument)."""
-        data = dict(self.validated_data)
-        data.pop("team")
-        if "model" in data:
-            data["model"] = dict(data["model"])
-        return data
+    duration_s = serializers.IntegerField(min_value=1, max_value=bounds.MAX_SECONDS, required=False)
 
 
 class PrioritySerializer(serializers.Serializer):

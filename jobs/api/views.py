@@ -39,9 +39,10 @@ from jobs.api.serializers import (
     SuggestionSerializer,
     TeamSerializer,
 )
+from jobs.api.specs import json_parsers, spec_body
 from jobs.errors import JobNotFound
 from jobs.models import Job
-from jobs.rightsizing import suggest
+from jobs.rightsizing import RIGHTSIZE_KEYS, suggest
 from jobs.selectors import (
     job_allocations,
     job_events,
@@ -61,6 +62,7 @@ from jobs.services import (
 )
 from jobs.team_usage import DEFAULT_WINDOW, WINDOWS_S, team_dashboard, team_utilization_series
 from scheduler.cluster_map import cluster_map
+from scheduler.core.vocabulary import Priority
 from teams.models import Team
 from teams.roles import is_platform_admin
 from teams.selectors import team_list_for_user
@@ -86,19 +88,28 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         return self._detail(self.get_object(), refresh=False)
 
+    def get_parsers(self) -> list[Any]:
+        parsers = super().get_parsers()
+        return json_parsers(parsers) if getattr(self, "action", None) == "create" else parsers
+
     @extend_schema(request=JobSubmitSerializer, responses={201: JobDetailSerializer})
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        serializer = JobSubmitSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        team, role = team_for(request, serializer.validated_data["team"])
-        priority = serializer.validated_data.get("priority")
-        if priority not in access.priorities_allowed(role):
+        """Submit a job: the body is a job spec (the job keys of spec/scenario.md plus ``team``), checked whole
+        by the same reader as the portal form and ``manage.py jobs submit``; unknown keys are refused."""
+        spec = spec_body(request)
+        slug = spec.pop("team", None)
+        if not isinstance(slug, str) or not slug.strip():
+            raise ValidationError({"team": ["required: the slug of one of your teams"]})
+        team, role = team_for(request, slug)
+        priority = spec.get("priority", Priority.NORMAL.value)
+        known = isinstance(priority, str) and priority in {p.value for p in Priority}  # else the reader says why
+        if known and priority not in access.priorities_allowed(role):
             raise ValidationError(
                 {"priority": [f"your role in {team.slug} allows {', '.join(access.priorities_allowed(role))}"]}
             )
-        if "rank" in serializer.validated_data and not access.can_manage(role):
+        if "rank" in spec and not access.can_manage(role):
             raise ValidationError({"rank": ["only the team's lead sets a rank"]})
-        job = job_submit(team=team, spec=serializer.spec(), actor=request.user, source="spec")
+        job = job_submit(team=team, spec=spec, actor=request.user, source="spec")
         return self._detail(job, status.HTTP_201_CREATED)
 
     def _detail(self, job: Job, code: int = status.HTTP_200_OK, *, refresh: bool = True) -> Response:
@@ -250,15 +261,18 @@ class ClusterView(APIView):
 
 
 class RightsizeView(APIView):
+    def get_parsers(self) -> list[Any]:
+        return json_parsers(super().get_parsers())
+
     @extend_schema(request=RequestSerializer, responses={200: SuggestionSerializer})
     def post(self, request: Request) -> Response:
         """What one replica would get on each GPU model of the fleet: MIG profile or GPU count, and the
-        memory estimate behind it. Nothing is submitted."""
-        body = RequestSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
-        spec = dict(body.validated_data)
-        if "model" in spec:
-            spec["model"] = dict(spec["model"])
+        memory estimate behind it. Nothing is submitted. The body is the request keys of a job spec, read by
+        the same reader as a submit."""
+        spec = spec_body(request)
+        unknown = sorted(set(spec) - set(RIGHTSIZE_KEYS))
+        if unknown:
+            raise ValidationError({key: [f"unknown key; allowed here: {', '.join(RIGHTSIZE_KEYS)}"] for key in unknown})
         result = suggest(spec)
         if result.errors:
             raise ValidationError(result.errors)

@@ -1,6 +1,11 @@
 """Submitting a job: the spec is validated whole, the actor's role checked, then one job and its ``submitted``
 event are written.
 
+Every key, type and range is checked by :func:`scheduler.sim.job_spec.parse_job` against the one table of
+:mod:`scheduler.core.bounds`, the same for the portal form, the API, ``manage.py jobs submit``, scenarios and
+the right-sizing suggestion. A team and a user each have a cap on pending jobs (``settings.JOBS``); the
+team's row is locked while the cap is checked, so concurrent submits cannot both take the last place.
+
 A job spec uses the job keys of ``spec/scenario.md`` (one spec works in a scenario, ``manage.py jobs submit``
 and the API); every problem is reported at once and nothing is written then.
 """
@@ -12,22 +17,18 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 
 from jobs.access import check_member, check_submit
-from jobs.errors import JobSpecInvalid, TeamNotFound
+from jobs.errors import JobSpecInvalid, PendingLimitReached, TeamNotFound
 from jobs.models import Job, JobEvent
 from scheduler.core.vocabulary import EventType, JobState
-from scheduler.sim.fields import Errors, describe, join
+from scheduler.sim.fields import Errors, describe
 from scheduler.sim.job_spec import parse_job
 from teams.models import Team
-
-_MAX_GPUS = 64  # Job.gpus' validator
-_MAX_REPLICAS = 512  # Job.replicas' validator
-_MAX_MEMORY_GIB = Decimal("999999.99")  # Job.memory_gib is DECIMAL(8, 2)
-_MAX_SECONDS = 2_147_483_647  # PositiveIntegerField
 
 
 def job_submit(
@@ -43,7 +44,8 @@ def job_submit(
     ``source`` prefixes every error message (the file name for a command). Raises :class:`TeamNotFound`;
     :class:`JobPermissionDenied` when the actor is not a member of the team, or is a member asking for
     ``high``/``production`` priority or a rank (``field`` says which); :class:`JobSpecInvalid` listing every
-    problem of the spec. Nothing is written then.
+    problem of the spec; :class:`PendingLimitReached` when the team or the actor is at its cap of pending
+    jobs. Nothing is written then.
     """
     team_row = _team(team)
     role = check_member(actor=actor, team=team_row)
@@ -53,6 +55,8 @@ def job_submit(
     check_submit(actor=actor, team=team_row, role=role, priority=fields["priority"], rank=fields["rank"])
     at = now or timezone.now()
     with transaction.atomic():
+        Team.objects.select_for_update().filter(pk=team_row.pk).first()  # module doc: caps hold under races
+        _check_pending_limits(team_row, actor)
         job = Job.objects.create(
             team=team_row,
             submitted_by=actor if actor is not None else None,
@@ -93,7 +97,7 @@ def _fields_from_spec(spec: Mapping[str, Any], team: Team, source: str) -> dict[
     data.setdefault("id", name or "job")
     parsed = parse_job(errors, "", data, submitted_at=0.0)
     if parsed is not None:
-        _check_limits(errors, data)
+        _check_whole_seconds(errors, data)
     project = _project(errors, team, data)
     if errors.messages or parsed is None:
         raise JobSpecInvalid(errors.messages or [f"{source}: the spec is not a valid job"])
@@ -110,7 +114,16 @@ def _fields_from_spec(spec: Mapping[str, Any], team: Team, source: str) -> dict[
         "memory_gib": Decimal(str(request.memory_gib)).quantize(Decimal("0.01"))
         if request.memory_gib is not None
         else None,
-        "model": dict(data["model"]) if request.model is not None else None,
+        # Stored complete, defaults filled in, so every reader sees the profile the engine sizes.
+        "model": {
+            "params_b": request.model.params_b,
+            "dtype": str(request.model.dtype),
+            "context": request.model.context,
+            "batch": request.model.batch,
+            "mode": str(request.model.mode),
+        }
+        if request.model is not None
+        else None,
         "replicas": parsed.replicas,
         "gpu_model": parsed.gpu_model or "",
         "priority": str(parsed.priority),
@@ -123,24 +136,30 @@ def _fields_from_spec(spec: Mapping[str, Any], team: Team, source: str) -> dict[
     return fields
 
 
-def _check_limits(errors: Errors, data: dict[str, Any]) -> None:
-    """The database's limits, beyond what the spec format itself allows."""
-    if "gpus" in data and data["gpus"] > _MAX_GPUS:
-        errors.add("gpus", f"must be at most {_MAX_GPUS} per replica; use replicas for a larger gang")
-    if "replicas" in data and data["replicas"] > _MAX_REPLICAS:
-        errors.add("replicas", f"must be at most {_MAX_REPLICAS}")
-    if "memory_gib" in data and Decimal(str(data["memory_gib"])) > _MAX_MEMORY_GIB:
-        errors.add("memory_gib", f"must be at most {_MAX_MEMORY_GIB}")
+def _check_whole_seconds(errors: Errors, data: dict[str, Any]) -> None:
+    """Durations are stored in whole seconds (the ranges themselves are :mod:`scheduler.core.bounds`')."""
     for key in ("checkpoint_interval_s", "duration_s"):
-        if key in data and (not float(data[key]).is_integer() or data[key] > _MAX_SECONDS):
-            errors.add(key, f"must be a whole number of seconds up to {_MAX_SECONDS}, got {describe(data[key])}")
-    if "rank" in data and abs(data["rank"]) > _MAX_SECONDS:
-        errors.add("rank", f"must be between -{_MAX_SECONDS} and {_MAX_SECONDS}")
-    for key, limit in (("name", 200), ("image", 500)):
-        if isinstance(data.get(key), str) and len(data[key]) > limit:
-            errors.add(key, f"must be at most {limit} characters")
-    if "id" in data and not isinstance(data.get("name"), str) and len(str(data["id"])) > 200:
-        errors.add(join("", "id"), "must be at most 200 characters")
+        if key in data and not float(data[key]).is_integer():
+            errors.add(key, f"must be a whole number of seconds, got {describe(data[key])}")
+
+
+def _check_pending_limits(team: Team, actor: AbstractBaseUser | None) -> None:
+    """Refuse a submit that would take the team, or the actor, past its cap on pending jobs (settings.JOBS).
+    Called with the team's row locked, so concurrent submits cannot both take the last place."""
+    limits = settings.JOBS
+    pending = Job.objects.filter(state=JobState.PENDING)
+    team_limit = limits["pending_limit_team"]
+    if pending.filter(team=team).count() >= team_limit:
+        raise PendingLimitReached(
+            f"team {team.slug} already has {team_limit} pending jobs, its limit: wait for some to start, or "
+            "cancel some (a platform admin can raise JOBS_PENDING_LIMIT_TEAM)"
+        )
+    user_limit = limits["pending_limit_user"]
+    if actor is not None and pending.filter(submitted_by=actor).count() >= user_limit:
+        raise PendingLimitReached(
+            f"you already have {user_limit} pending jobs, the limit per user: wait for some to start, or cancel "
+            "some (a platform admin can raise JOBS_PENDING_LIMIT_USER)"
+        )
 
 
 def _project(errors: Errors, team: Team, data: dict[str, Any]) -> Any:

@@ -7,11 +7,17 @@ the readers return ``None`` (or a default) after recording a problem so the call
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
 from typing import Any, TypeVar
 
+from scheduler.core.bounds import text_problem
+
 E = TypeVar("E", bound=StrEnum)
+
+# An integer this wide is no count or duration of any job, and float() of it would overflow: readers refuse it.
+_HUGE_BITS = 128
 
 
 class ScenarioError(ValueError):
@@ -48,7 +54,15 @@ def join(path: str, key: str | int) -> str:
 
 def describe(value: Any) -> str:
     """A value as it appears in the file, short enough for an error message."""
-    text = repr(value) if not isinstance(value, bool | type(None)) else str(value).lower().replace("none", "null")
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > _HUGE_BITS:
+        # repr() of an integer over 4,300 digits raises (Python's guard against quadratic conversion).
+        return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
+    if isinstance(value, dict | list) and len(value) > 20:
+        return f"{'an object' if isinstance(value, dict) else 'a list'} of {len(value)} items"
+    try:
+        text = repr(value) if not isinstance(value, bool | type(None)) else str(value).lower().replace("none", "null")
+    except (ValueError, RecursionError):  # an integer too long to write, or a structure nested too deep
+        text = f"a {type(value).__name__}"
     return text if len(text) <= 60 else text[:57] + "..."
 
 
@@ -83,9 +97,20 @@ def read_list(errors: Errors, path: str, value: Any) -> list[Any] | None:
     return value
 
 
-def read_str(errors: Errors, path: str, value: Any, *, allow_empty: bool = False) -> str | None:
+def read_str(
+    errors: Errors, path: str, value: Any, *, allow_empty: bool = False, max_chars: int | None = None
+) -> str | None:
+    """A JSON string (non-blank unless ``allow_empty``) of at most ``max_chars`` characters, with no NUL and no
+    lone surrogate (:func:`scheduler.core.bounds.text_problem`)."""
     if not isinstance(value, str) or (not allow_empty and not value.strip()):
         errors.add(path, f"must be a non-empty string, got {describe(value)}")
+        return None
+    problem = text_problem(value)
+    if problem is not None:
+        errors.add(path, problem)
+        return None
+    if max_chars is not None and len(value) > max_chars:
+        errors.add(path, f"must be at most {max_chars} characters, got {len(value)}")
         return None
     return value
 
@@ -104,6 +129,9 @@ def read_number(
     if not is_number(value) or value != value or value in (float("inf"), float("-inf")):
         errors.add(path, f"must be a number, got {describe(value)}")
         return None
+    if isinstance(value, int) and value.bit_length() > _HUGE_BITS:
+        errors.add(path, f"must be a number of ordinary size, got {describe(value)}")
+        return None
     if positive and value <= 0:
         errors.add(path, f"must be a positive number, got {describe(value)}")
         return None
@@ -117,7 +145,10 @@ def read_int(
     errors: Errors, path: str, value: Any, *, minimum: int | None = 1, maximum: int | None = None
 ) -> int | None:
     """A JSON integer (``4.0`` is accepted as 4; ``true`` is not) within ``[minimum, maximum]``."""
-    if is_number(value) and float(value).is_integer():
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > _HUGE_BITS:
+        errors.add(path, f"must be an integer of ordinary size, got {describe(value)}")
+        return None
+    if isinstance(value, float) and math.isfinite(value) and value.is_integer():
         value = int(value)
     if not isinstance(value, int) or isinstance(value, bool):
         errors.add(path, f"must be an integer, got {describe(value)}")

@@ -7,9 +7,20 @@ ignored so one job spec serves a scenario, ``manage.py jobs submit`` and the API
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from scheduler.core import catalog
+from scheduler.core.bounds import (
+    MAX_COMMAND_BYTES,
+    MAX_ENV_BYTES,
+    MAX_ENV_KEYS,
+    MAX_NAME_CHARS,
+    MAX_PROJECT_CHARS,
+    TEXT_LIMITS,
+    out_of_bounds,
+    text_problem,
+)
 from scheduler.core.state import FULL_GPU_MILLI, Job, ModelProfile, Request
 from scheduler.core.vocabulary import Dtype, JobKind, JobTier, ModelMode, Priority
 from scheduler.sim.fields import (
@@ -45,6 +56,7 @@ JOB_KEYS = (
     *IGNORED_KEYS,
 )
 MODEL_KEYS = ("params_b", "dtype", "context", "batch", "mode")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")  # what a POSIX shell accepts as a variable name
 
 
 def parse_job(errors: Errors, path: str, value: Any, submitted_at: float) -> Job | None:
@@ -57,8 +69,8 @@ def parse_job(errors: Errors, path: str, value: Any, submitted_at: float) -> Job
         return None
     check_keys(errors, path, data, JOB_KEYS, required=("id", "team"))
     before = len(errors.messages)
-    job_id = read_str(errors, join(path, "id"), data["id"]) if "id" in data else None
-    team = read_str(errors, join(path, "team"), data["team"]) if "team" in data else None
+    job_id = read_str(errors, join(path, "id"), data["id"], max_chars=MAX_NAME_CHARS) if "id" in data else None
+    team = read_str(errors, join(path, "team"), data["team"], max_chars=MAX_NAME_CHARS) if "team" in data else None
     gpu_model = (
         _read_gpu_constraint(errors, join(path, "gpu_model"), data["gpu_model"]) if "gpu_model" in data else None
     )
@@ -68,16 +80,16 @@ def parse_job(errors: Errors, path: str, value: Any, submitted_at: float) -> Job
         if key in data:
             options[key] = read_choice(errors, join(path, key), data[key], enum)
     if "replicas" in data:
-        options["replicas"] = read_int(errors, join(path, "replicas"), data["replicas"], minimum=1)
+        options["replicas"] = _read_bounded_int(errors, join(path, "replicas"), "replicas", data["replicas"])
     if "preemptible" in data:
         options["preemptible"] = read_bool(errors, join(path, "preemptible"), data["preemptible"])
     for key in ("checkpoint_interval_s", "duration_s"):
         if key in data:
-            options[key] = read_number(errors, join(path, key), data[key], positive=True)
+            options[key] = _read_bounded_number(errors, join(path, key), key, data[key])
     if "rank" in data:
-        options["rank"] = read_int(errors, join(path, "rank"), data["rank"], minimum=None)
+        options["rank"] = _read_bounded_int(errors, join(path, "rank"), "rank", data["rank"])
     if "project" in data:
-        options["project"] = read_str(errors, join(path, "project"), data["project"])
+        options["project"] = read_str(errors, join(path, "project"), data["project"], max_chars=MAX_PROJECT_CHARS)
     _check_ignored(errors, path, data)
     if len(errors.messages) > before or job_id is None or team is None or request is None:
         return None
@@ -102,13 +114,13 @@ def _read_request(errors: Errors, path: str, data: dict[str, Any], gpu_model: st
     where = join(path, key)
     value = data[key]
     if key == "gpus":
-        gpus = read_int(errors, where, value, minimum=1)
+        gpus = _read_bounded_int(errors, where, "gpus", value)
         return Request(gpus=gpus) if gpus is not None else None
     if key == "gpu_milli":
         milli = read_int(errors, where, value, minimum=1, maximum=FULL_GPU_MILLI - 1)
         return Request(gpu_milli=milli) if milli is not None else None
     if key == "memory_gib":
-        memory = read_number(errors, where, value, positive=True)
+        memory = _read_bounded_number(errors, where, "memory_gib", value)
         return Request(memory_gib=memory) if memory is not None else None
     if key == "mig_profile":
         profile = _read_profile(errors, where, value, gpu_model)
@@ -135,7 +147,9 @@ def _read_model_profile(errors: Errors, path: str, value: Any) -> ModelProfile |
     check_keys(errors, path, data, MODEL_KEYS, required=("params_b",))
     before = len(errors.messages)
     params_b = (
-        read_number(errors, join(path, "params_b"), data["params_b"], positive=True) if "params_b" in data else None
+        _read_bounded_number(errors, join(path, "params_b"), "model.params_b", data["params_b"])
+        if "params_b" in data
+        else None
     )
     options: dict[str, Any] = {}
     if "dtype" in data:
@@ -144,23 +158,72 @@ def _read_model_profile(errors: Errors, path: str, value: Any) -> ModelProfile |
         options["mode"] = read_choice(errors, join(path, "mode"), data["mode"], ModelMode)
     for key in ("context", "batch"):
         if key in data:
-            options[key] = read_int(errors, join(path, key), data[key], minimum=1)
+            options[key] = _read_bounded_int(errors, join(path, key), f"model.{key}", data[key])
     if len(errors.messages) > before or params_b is None:
         return None
     return ModelProfile(params_b=params_b, **options)
 
 
 def _check_ignored(errors: Errors, path: str, data: dict[str, Any]) -> None:
-    """The real-cluster keys are ignored by the simulator but still must have the right shape."""
+    """The real-cluster keys are ignored by the simulator but still must have the right shape and size."""
     for key in ("name", "image"):
         if key in data:
-            read_str(errors, join(path, key), data[key])
+            read_str(errors, join(path, key), data[key], max_chars=TEXT_LIMITS[key])
     if "command" in data:
-        items = read_list(errors, join(path, "command"), data["command"])
-        for i, item in enumerate(items or []):
-            read_str(errors, join(join(path, "command"), i), item, allow_empty=True)
+        _check_command(errors, join(path, "command"), data["command"])
     if "env" in data:
-        env = read_object(errors, join(path, "env"), data["env"])
-        for name, item in (env or {}).items():
-            if not isinstance(item, str):
-                errors.add(join(join(path, "env"), name), f"must be a string, got {describe(item)}")
+        _check_env(errors, join(path, "env"), data["env"])
+
+
+def _check_command(errors: Errors, path: str, value: Any) -> None:
+    items = read_list(errors, path, value)
+    size = 0
+    for i, item in enumerate(items or []):
+        text = read_str(errors, join(path, i), item, allow_empty=True)
+        size += len(text.encode()) if text is not None else 0
+    if size > MAX_COMMAND_BYTES:
+        errors.add(path, f"must be at most {MAX_COMMAND_BYTES // 1024} KiB in all, got {size:,} bytes")
+
+
+def _check_env(errors: Errors, path: str, value: Any) -> None:
+    env = read_object(errors, path, value)
+    if env is None:
+        return
+    if len(env) > MAX_ENV_KEYS:
+        errors.add(path, f"must have at most {MAX_ENV_KEYS} variables, got {len(env)}")
+        return
+    size = 0
+    for name, item in env.items():
+        valid = isinstance(name, str) and ENV_NAME.fullmatch(name) is not None
+        where = join(path, name) if valid else path
+        if not valid:
+            errors.add(path, f"{describe(name)} is not a variable name: use letters, digits and _, not first a digit")
+            name = str(name)
+        if not isinstance(item, str):
+            errors.add(where, f"must be a string, got {describe(item)}")
+            continue
+        problem = text_problem(item)
+        if problem is not None:
+            errors.add(where, problem)
+        size += len(name.encode(errors="replace")) + len(item.encode(errors="replace"))
+    if size > MAX_ENV_BYTES:
+        errors.add(path, f"must be at most {MAX_ENV_BYTES // 1024} KiB in all (names and values), got {size:,} bytes")
+
+
+def _read_bounded_int(errors: Errors, where: str, key: str, value: Any) -> int | None:
+    """An integer at ``where`` inside the bound of ``key`` (a key path of :data:`bounds.BOUNDS`)."""
+    number = read_int(errors, where, value, minimum=None)
+    return number if number is not None and _inside(errors, where, key, number) else None
+
+
+def _read_bounded_number(errors: Errors, where: str, key: str, value: Any) -> float | None:
+    """A number at ``where`` inside the bound of ``key`` (a key path of :data:`bounds.BOUNDS`)."""
+    number = read_number(errors, where, value, minimum=None)
+    return number if number is not None and _inside(errors, where, key, number) else None
+
+
+def _inside(errors: Errors, where: str, key: str, value: float) -> bool:
+    reason = out_of_bounds(key, value)
+    if reason is not None:
+        errors.add(where, reason)
+    return reason is None

@@ -120,7 +120,7 @@ def test_submit_errors_are_json_with_field_messages(lead, team) -> None:
     assert "exactly one way" in both.json()["non_field_errors"][0]
     typed = client.post("/api/v1/jobs/", {**SPEC, "model": {"params_b": -1}, "replicas": 0}, format="json")
     assert typed.status_code == 400
-    assert set(typed.json()) == {"model", "replicas"} and "params_b" in typed.json()["model"]
+    assert set(typed.json()) == {"model.params_b", "replicas"} and "positive" in typed.json()["model.params_b"][0]
     service = client.post("/api/v1/jobs/", {**SPEC, "project": "nope"}, format="json")
     assert service.status_code == 400
     assert "has no project 'nope'" in service.json()["project"][0]

@@ -111,8 +111,10 @@ def test_suggestion_right_sizes_like_the_engine() -> None:
     assert "weights 13.0 GiB" in small.memory_breakdown
     training = suggest({"kind": "training", "memory_gib": 100}, gpu_models=models)
     assert {o.label for o in training.options} == {"2 whole GPUs", "3 whole GPUs"}
-    impossible = suggest({"kind": "inference", "memory_gib": 5000}, gpu_models=models)
+    impossible = suggest({"kind": "inference", "memory_gib": 1000}, gpu_models=models)  # 13 × 80 GB > 8 per replica
     assert impossible.best is None and "largest GPU" in impossible.reason
+    beyond = suggest({"kind": "inference", "memory_gib": 5000}, gpu_models=models)  # beyond any GPU × 8: a spec error
+    assert beyond.best is None and "at most 1,128" in beyond.errors["memory_gib"][0]
     broken = suggest({"kind": "inference", "gpus": 0}, gpu_models=models)
     assert "gpus" in broken.errors
 

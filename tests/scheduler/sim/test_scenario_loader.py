@@ -239,7 +239,7 @@ INVALID: list[tuple[str, Callable[[dict[str, Any]], None], str, str]] = [
     ("duplicate job id", _submit(id="j1"), "events[2].submit.id", "duplicate job id 'j1'"),
     ("two requests", _submit(mig_profile="3g.40gb"), "events[2].submit", "exactly one way"),
     ("no request", _submit(gpus=...), "events[2].submit", "found none"),
-    ("gpus zero", _submit(gpus=0), "events[2].submit.gpus", "integer ≥ 1"),
+    ("gpus zero", _submit(gpus=0), "events[2].submit.gpus", "at least 1 and at most 64"),
     ("gpus fractional", _submit(gpus=1.5), "events[2].submit.gpus", "must be an integer"),
     (
         "unknown mig profile",
@@ -254,7 +254,7 @@ INVALID: list[tuple[str, Callable[[dict[str, Any]], None], str, str]] = [
         "not a MIG profile of a H100",
     ),
     ("gpu_milli a whole GPU", _submit(gpus=..., gpu_milli=1000), "events[2].submit.gpu_milli", "between 1 and 999"),
-    ("memory_gib negative", _submit(gpus=..., memory_gib=-4), "events[2].submit.memory_gib", "positive number"),
+    ("memory_gib negative", _submit(gpus=..., memory_gib=-4), "events[2].submit.memory_gib", "at least 0.01"),
     (
         "model without params",
         _submit(gpus=..., model={"dtype": "bf16"}),
@@ -277,12 +277,12 @@ INVALID: list[tuple[str, Callable[[dict[str, Any]], None], str, str]] = [
         "model context zero",
         _submit(gpus=..., model={"params_b": 7, "context": 0}),
         "events[2].submit.model.context",
-        "integer ≥ 1",
+        "at least 1 and at most 10,000,000",
     ),
     ("bad kind", _submit(kind="serving"), "events[2].submit.kind", "one of training, inference, batch"),
     ("bad priority", _submit(priority="urgent"), "events[2].submit.priority", "one of production"),
     ("bad tier", _submit(tier="spot"), "events[2].submit.tier", "one of any, reserved-only, spot-ok"),
-    ("replicas zero", _submit(replicas=0), "events[2].submit.replicas", "integer ≥ 1"),
+    ("replicas zero", _submit(replicas=0), "events[2].submit.replicas", "at least 1 and at most 512"),
     ("preemptible a string", _submit(preemptible="yes"), "events[2].submit.preemptible", "true or false"),
     ("duration zero", _submit(duration_s=0), "events[2].submit.duration_s", "positive number"),
     (
