@@ -41,7 +41,7 @@ def test_json_and_yaml_examples_load_to_the_same_data() -> None:
     [
         ("a.json", '{"teams": [}', "invalid JSON: Expecting value", 1),
         ("a.json", '{"teams": [],\n "teams": []}', "invalid JSON: duplicate key 'teams'", None),
-        ("a.json", '{"teams": [{"weight": NaN}]}', "invalid JSON: NaN is not a number", None),
+        ("a.json", '{"teams": [{"weight": NaN}]}', "invalid JSON: NaN is not a number", 1),
         ("a.yaml", "teams:\n  - slug: nlp\n   name: x\n", "invalid YAML:", 3),
         ("a.yml", "teams: [1, 2\n", "invalid YAML:", 2),
         ("a.yaml", "", "file is empty", None),
