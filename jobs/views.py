@@ -15,6 +15,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseForbidde
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from jobs import access
@@ -246,7 +247,18 @@ def set_priority(request: HttpRequest, job_id: int) -> HttpResponse:
             messages.error(request, str(exc))
         else:
             messages.success(request, f"{job.name} now has {form.cleaned_data['priority']} priority.")
-    return redirect(request.POST.get("next") or reverse("jobs:detail", args=[job.pk]))
+    return redirect(_same_site(request, request.POST.get("next")) or reverse("jobs:detail", args=[job.pk]))
+
+
+def _same_site(request: HttpRequest, target: str | None) -> str | None:
+    """``target`` when it is a path or URL of this site (over HTTPS when the request is), else None: a ``next``
+    from a form must not send the reader on to another site (``https://evil.example``, ``//evil.example``,
+    ``javascript:``)."""
+    if target and url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return target
+    return None
 
 
 @login_required

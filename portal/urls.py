@@ -4,7 +4,6 @@ view, and the REST API with its OpenAPI schema and interactive docs."""
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from portal import views
 from scheduler import views as scheduler_views
@@ -26,6 +25,6 @@ urlpatterns = [
     path("", include("jobs.urls")),
     path("", include("billing.urls")),
     path("api/v1/", include("jobs.api.urls")),
-    path("api/schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("api/schema/", views.ApiSchemaView.as_view(), name="api-schema"),
+    path("api/docs/", views.ApiDocsView.as_view(url_name="api-schema"), name="api-docs"),
 ]

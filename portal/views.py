@@ -1,15 +1,26 @@
-"""Portal pages that belong to no single app: home, the API token page, and health."""
+"""Portal pages that belong to no single app: home, the API token page, health, the sign-in lockout page, and
+the API schema and docs (public or behind sign-in by ``API_SCHEMA_PUBLIC``)."""
 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.forms import AuthenticationForm
+from django.contrib.auth.views import redirect_to_login
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods
+from drf_spectacular.utils import extend_schema
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.authtoken.models import Token
+from rest_framework.permissions import AllowAny, BasePermission, IsAuthenticated
+from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
 
 from jobs.selectors import job_list_for_user
 from teams.selectors import team_overview_for_user
@@ -56,3 +67,73 @@ def healthz(request: HttpRequest) -> JsonResponse:
     except Exception:  # a probe must answer, whatever broke; the detail goes to the log, not to the public
         logger.exception("health check: database unreachable")
         return JsonResponse({"status": "error", "detail": "database unreachable"}, status=503)
+
+
+def client_address(request: HttpRequest) -> str:
+    """The caller's address as the sign-in lockout counts it: REMOTE_ADDR, or with ``TRUSTED_PROXY_COUNT`` = n
+    proxies in front, the n-th entry of X-Forwarded-For from the right (the one our outermost proxy wrote).
+
+    The same rule as DRF's ``NUM_PROXIES`` for the anonymous throttle, so both see one address. Entries left of
+    it are the caller's own words and never trusted."""
+    remote = request.META.get("REMOTE_ADDR", "")
+    forwarded = request.META.get("HTTP_X_FORWARDED_FOR", "")
+    proxies = settings.TRUSTED_PROXY_COUNT
+    if proxies == 0 or not forwarded:
+        return remote
+    hops = [hop.strip() for hop in forwarded.split(",")]
+    return hops[-min(proxies, len(hops))] or remote
+
+
+def login_locked_out(
+    request: HttpRequest, original_response: HttpResponse | None = None, credentials: dict[str, Any] | None = None
+) -> HttpResponse:
+    """What django-axes shows a locked-out username and address instead of signing them in: the sign-in page
+    saying why and for how long, with status 429 (the admin's sign-in ends here too)."""
+    return render(
+        request,
+        "registration/login.html",
+        {
+            "form": AuthenticationForm(request),
+            "next": request.POST.get("next", "") if request.method == "POST" else "",
+            "locked_out": True,
+            "lockout_minutes": settings.LOGIN_LOCKOUT_MINUTES,
+        },
+        status=settings.AXES_HTTP_RESPONSE_CODE,
+    )
+
+
+def _schema_permissions() -> list[BasePermission]:
+    return [AllowAny()] if settings.API_SCHEMA_PUBLIC else [IsAuthenticated()]
+
+
+class _JsonErrors:
+    """Errors (401, 403, 429) as JSON like the rest of the API, not in the page's own format (the schema's
+    default renderer is YAML, the docs' an HTML template)."""
+
+    def handle_exception(self, exc: Exception) -> Response:
+        response = super().handle_exception(exc)  # type: ignore[misc]
+        self.request.accepted_renderer = JSONRenderer()  # type: ignore[attr-defined]
+        self.request.accepted_media_type = JSONRenderer.media_type  # type: ignore[attr-defined]
+        return response
+
+
+class ApiSchemaView(_JsonErrors, SpectacularAPIView):
+    """The OpenAPI schema; without ``API_SCHEMA_PUBLIC`` an anonymous caller gets the API's 401/403 JSON."""
+
+    def get_permissions(self) -> list[BasePermission]:
+        return _schema_permissions()
+
+
+class ApiDocsView(_JsonErrors, SpectacularSwaggerSplitView):
+    """Swagger UI with its start-up script served as a file of its own (the split view), so the page runs
+    under a script-src without 'unsafe-inline'. Without ``API_SCHEMA_PUBLIC`` an anonymous visitor is sent to
+    sign in, as on every other page, and comes back here after."""
+
+    # The page decides in get() (a redirect to sign in, not DRF's 401/403), so DRF lets every caller reach it.
+    permission_classes = [AllowAny]
+
+    @extend_schema(exclude=True)  # the page is not an endpoint of the API it documents
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response | HttpResponse:
+        if not settings.API_SCHEMA_PUBLIC and not request.user.is_authenticated:
+            return redirect_to_login(request.get_full_path())
+        return super().get(request, *args, **kwargs)
