@@ -72,3 +72,21 @@ def test_debug_defaults_to_off() -> None:
     result = _manage("shell", "-c", "from django.conf import settings; print(settings.DEBUG)", env=env)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "False"
+
+
+def test_kept_database_connections_are_health_checked() -> None:
+    # Connections live 60 s on PostgreSQL; one dropped meanwhile (restart, failover) is replaced, not served.
+    env = {**PRODUCTION_ENV, "DATABASE_URL": "postgres://microcosm@db.example.com:5432/microcosm"}
+    probe = (
+        "from django.conf import settings; d = settings.DATABASES['default']; "
+        "print(d['CONN_MAX_AGE'], d['CONN_HEALTH_CHECKS'])"
+    )
+    result = _manage("shell", "-c", probe, env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "60 True"
+
+
+def test_the_test_settings_health_check_connections_too() -> None:
+    from django.conf import settings
+
+    assert settings.DATABASES["default"]["CONN_HEALTH_CHECKS"] is True
