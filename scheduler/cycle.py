@@ -21,7 +21,7 @@ from django.db import transaction
 from jobs.models import Job
 from jobs.services import job_requeue
 from scheduler.apply import ApplyResult, Retry, apply_ops
-from scheduler.core import Policy, plan_cycle
+from scheduler.core import Policy, Reject, plan_cycle
 from scheduler.core.vocabulary import JobState
 from scheduler.gateway import ClusterGateway
 from scheduler.gateways import gateway_get
@@ -106,6 +106,9 @@ def cycle_run(
     report.pending, report.running = len(built.snapshot.pending), len(built.snapshot.running)
     plan_started = time.perf_counter()
     plan = plan_cycle(built.snapshot, policy, now)
+    if built.unreadable:  # rows the snapshot could not read are rejected like jobs the engine refuses
+        unreadable = tuple(Reject(job=job_id, reason=reason) for job_id, reason in sorted(built.unreadable.items()))
+        plan = replace(plan, rejections=plan.rejections + unreadable)
     report.plan_ms = (time.perf_counter() - plan_started) * 1000
 
     recorded = record_plan(plan, observation, at=at, fence_token=fence_token)

@@ -11,9 +11,10 @@ by the observation's ``clock_speed`` so the engine's ETAs come out in real secon
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from jobs.models import Allocation, Job, JobEvent
@@ -35,6 +36,8 @@ from scheduler.gateway import MigConfigState, NodeObservation, Observation
 from scheduler.models import Node as NodeRow
 from teams.models import Team as TeamRow
 
+log = logging.getLogger(__name__)
+
 
 @dataclass(frozen=True, slots=True)
 class SnapshotBuild:
@@ -43,6 +46,9 @@ class SnapshotBuild:
     snapshot: Snapshot
     jobs: Mapping[str, Job]  # pending and running jobs by snapshot id
     nodes: Mapping[str, NodeRow]  # inventory rows by node name (only nodes the observation reports)
+    # Pending rows that could not be read as an engine job (a row written past the services), by snapshot id,
+    # with why: the cycle rejects them, so one bad row never stops the cycle.
+    unreadable: Mapping[str, str] = field(default_factory=dict)
 
 
 def build(observation: Observation, policy: Policy, now: float) -> SnapshotBuild:
@@ -58,7 +64,17 @@ def build(observation: Observation, policy: Policy, now: float) -> SnapshotBuild
         str(job.pk): job
         for job in Job.objects.filter(state__in=[JobState.PENDING, JobState.RUNNING]).select_related("team", "project")
     }
-    pending = tuple(_job(job, speed) for job in jobs.values() if job.state == JobState.PENDING)
+    pending_jobs: list[CoreJob] = []
+    unreadable: dict[str, str] = {}
+    for job_id, job in jobs.items():
+        if job.state != JobState.PENDING:
+            continue
+        try:
+            pending_jobs.append(_job(job, speed))
+        except (ValueError, TypeError, KeyError, ArithmeticError) as error:
+            log.error("job %s: its row cannot be read as a job (%r); rejected", job_id, error)
+            unreadable[job_id] = f"invalid request: the stored job cannot be read ({type(error).__name__}: {error})"
+    pending = tuple(pending_jobs)
     running = _running([job for job in jobs.values() if job.state == JobState.RUNNING], observation, speed)
     snapshot = Snapshot(
         nodes=nodes,
@@ -67,7 +83,7 @@ def build(observation: Observation, policy: Policy, now: float) -> SnapshotBuild
         pending=pending,
         preemptions=_preemptions(now - policy.ping_pong_window_s),
     )
-    return SnapshotBuild(snapshot=snapshot, jobs=jobs, nodes=rows)
+    return SnapshotBuild(snapshot=snapshot, jobs=jobs, nodes=rows, unreadable=unreadable)
 
 
 def _node(obs: NodeObservation, row: NodeRow | None, now: float) -> Node:

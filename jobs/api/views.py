@@ -89,6 +89,8 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         return self._detail(self.get_object(), refresh=False)
 
     def get_parsers(self) -> list[Any]:
+        # The schema reads this with the action set, so it offers a submit as JSON only; at run time DRF asks
+        # before the action is known, and spec_body refuses a form body with a 400 that says to send JSON.
         parsers = super().get_parsers()
         return json_parsers(parsers) if getattr(self, "action", None) == "create" else parsers
 

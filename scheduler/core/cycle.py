@@ -3,9 +3,11 @@
 Steps:
 
 1. Build an :class:`IndexedClusterState` from the snapshot and a :class:`FairShare` on it.
-2. Reject what can never run, with a reason: :func:`rightsize.unplaceable_reason` over the cluster's GPU
-   models (memory, MIG profile, ``gpu_model`` constraint matching no node), then a gang larger than the
-   whole cluster could hold on the nodes its tier and model allow (:func:`gang.cluster_capacity`).
+2. Reject what can never run, with a reason: a job outside the bounds every edge enforces
+   (:func:`bounds.job_problems`; nothing else of it is evaluated then), a request no GPU model of the
+   cluster can serve (:func:`rightsize.unplaceable_reason`: memory, MIG profile, a ``gpu_model``
+   constraint matching no node), then a gang larger than the whole cluster could hold on the nodes its tier
+   and model allow (:func:`gang.cluster_capacity`).
 3. Take the rest in fair order (:meth:`FairShare.iter_pending`, re-keyed live as jobs bind; production
    first, so production inference never waits behind anything). For each job: :func:`find_slots` on free
    capacity; if found, :meth:`FairShare.admit` with the units those slots hold; bind when admitted — and when
@@ -24,6 +26,10 @@ Steps:
    cycle (the repartition rule), and each instance a change offers is promised to one waiting job.
 5. Explain every job still pending (:mod:`explain`): 1-based global and team positions in the order the
    cycle took them, a reason and an ETA.
+
+Isolation (:mod:`isolation`): a pending job whose evaluation raises in any step is rejected ("internal error
+evaluating this job: …", logged with its traceback) and the cycle is planned again without it, so the other
+jobs' plans are what they would have been had it never been submitted.
 
 Determinism: nodes, teams and pending jobs are sorted by name/id before anything depends on their order,
 no decision iterates a hash-ordered set of strings, and time is the ``now`` argument — the same snapshot,
@@ -49,8 +55,11 @@ collection.
 from __future__ import annotations
 
 import gc
+import logging
 from collections.abc import Hashable, Sequence
+from dataclasses import replace
 
+from scheduler.core.bounds import job_problems
 from scheduler.core.capacity import UNITS_PER_GPU
 from scheduler.core.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.choose import choose
@@ -70,6 +79,7 @@ from scheduler.core.explain import (
 )
 from scheduler.core.fairshare import FairShare, job_class
 from scheduler.core.gang import NodeKind, bind, cluster_capacity, node_kinds
+from scheduler.core.isolation import Evaluating, JobFailed
 from scheduler.core.limits import placement_units
 from scheduler.core.placement import IndexedClusterState
 from scheduler.core.placement.fallback import fallback_slots
@@ -87,16 +97,53 @@ from scheduler.core.trial import TrialPlacement
 from scheduler.core.victims import Victims
 from scheduler.core.vocabulary import Priority
 
+log = logging.getLogger(__name__)
+
 
 def plan_cycle(snapshot: Snapshot, policy: Policy, now: float) -> Plan:
     """The plan of one cycle for ``snapshot`` at ``now`` (module doc)."""
     collecting = gc.isenabled()
     gc.disable()  # module doc, "Speed": the cycle's garbage is freed by reference counting
     try:
-        return _plan(snapshot, policy, now)
+        return _plan_isolated(snapshot, policy, now)
     finally:
         if collecting:
             gc.enable()
+
+
+def _plan_isolated(snapshot: Snapshot, policy: Policy, now: float) -> Plan:
+    """:func:`_plan`, again without each pending job whose evaluation raised (:mod:`isolation`).
+
+    A job is planned around alone; when a second job of the same placement shape fails too, every pending
+    job of that shape is (they are evaluated alike), so a thousand copies of one bad request cost two extra
+    passes, not a thousand."""
+    failed: dict[str, str] = {}
+    failed_shapes: set[Hashable] = set()
+    by_id = {job.id: job for job in snapshot.pending}
+    while True:
+        try:
+            plan = _plan(snapshot, policy, now)
+        except JobFailed as failure:
+            job = by_id.get(failure.job_id)
+            if job is None or failure.job_id in failed:
+                raise failure.cause from failure  # not a pending job's own: an engine error, not isolable
+            log.error(
+                "job %s: %s; rejected, the rest of the cycle is planned without it",
+                failure.job_id,
+                failure.reason,
+                exc_info=failure.cause,
+            )
+            shape = placement_shape(job)
+            alike = [j.id for j in snapshot.pending if placement_shape(j) == shape] if shape in failed_shapes else []
+            failed_shapes.add(shape)
+            for job_id in (failure.job_id, *alike):
+                failed.setdefault(job_id, failure.reason)
+            snapshot = replace(snapshot, pending=tuple(j for j in snapshot.pending if j.id not in failed))
+            continue
+        if not failed:
+            return plan
+        isolated = tuple(Reject(job=job_id, reason=reason) for job_id, reason in sorted(failed.items()))
+        return replace(plan, rejections=tuple(sorted(plan.rejections + isolated, key=lambda r: r.job)))
 
 
 def _plan(snapshot: Snapshot, policy: Policy, now: float) -> Plan:
@@ -140,9 +187,19 @@ def _screen(snapshot: Snapshot, state: IndexedClusterState, policy: Policy) -> t
         if job.id in seen:
             continue
         seen.add(job.id)
+        problems = job_problems(job)
+        if problems:  # outside the bounds every edge enforces: judge nothing more (scheduler.core.bounds)
+            details = "; ".join(f"{key} {why}" for key, why in problems)
+            rejections.append(Reject(job=job.id, reason=f"invalid request: {details}"))
+            continue
         shape = placement_shape(job)
         if shape not in reasons:
-            reasons[shape] = never_runs_reason(job, kinds, models, policy)
+            try:
+                reasons[shape] = never_runs_reason(job, kinds, models, policy)
+            except Exception as error:  # isolation: this shape's judgement failed, the others' did not
+                failure = JobFailed(job.id, error)
+                log.error("job %s: %s; rejected", job.id, failure.reason, exc_info=error)
+                reasons[shape] = failure.reason
         reason = reasons[shape]
         if reason is None:
             keep.append(job)
@@ -156,8 +213,6 @@ def never_runs_reason(
 ) -> str | None:
     """Why ``job`` can never run on a cluster of these node kinds and GPU models, or None (module doc, step 2).
     The reason depends only on the job's shape, never on its id."""
-    if job.replicas < 1:
-        return "asks for no replicas: replicas must be at least 1"
     reason = unplaceable_reason(job, models, policy)
     if reason is not None:
         return reason
@@ -227,6 +282,10 @@ class _Run:
         self._try(job)
 
     def _try(self, job: Job) -> None:
+        with Evaluating(job.id):
+            self._turn(job)
+
+    def _turn(self, job: Job) -> None:
         evicted, drained = len(self.evictions), len(self.relayout.evictions)
         self.blockers.pop(job.id, None)
         if not options_for(self.index, job, self.policy):
@@ -351,31 +410,43 @@ class _Run:
         for job in self.order:
             if job.id in bound:
                 continue
-            shape = placement_shape(job)
-            if shape not in needs:
-                demand, model, models = self._demand(job)
-                units = demand_units(demand, model) * job.replicas if demand is not None else 0
-                needs[shape] = (demand, models, units, need_text(job, demand, models))
-            demand, models, units, need = needs[shape]
-            blocker = self.blockers[job.id]
-            eta: float | None = None
-            if blocker.kind == CAPACITY and units:
-                eta = estimator.capacity_eta(models, units, job.duration_s)
-            elif blocker.kind == QUOTA:
-                eta = estimator.team_eta(job.team, units)
-            elif blocker.kind in (RECONFIGURING, HELD) and blocker.ready_at is not None:
-                eta = max(0.0, blocker.ready_at - self.now)
-            team_positions[job.team] = team_positions.get(job.team, 0) + 1
-            position = len(waiting) + 1
-            standing_key = (job.team, job_class(job))
-            if standing_key not in standings:
-                guarantee = self.fairness.guarantee(job.team).overall or 0
-                held = sum(self.state.usage.get(job.team, {}).values())
-                under = self.fairness.under_guarantee(*standing_key)
-                standings[standing_key] = standing_text(guarantee, held, under)
-            reason = reason_text(need, blocker, standings[standing_key], position - 1, self.now)
-            waiting.append(Waiting(job.id, position, team_positions[job.team], reason, eta))
+            with Evaluating(job.id):
+                waiting.append(self._waiting(job, len(waiting) + 1, team_positions, needs, standings, estimator))
         return waiting
+
+    def _waiting(
+        self,
+        job: Job,
+        position: int,
+        team_positions: dict[str, int],
+        needs: dict[Hashable, tuple[Demand | None, tuple[str, ...], int, str]],
+        standings: dict[tuple[str, str], str],
+        estimator: EtaEstimator,
+    ) -> Waiting:
+        """The position, reason and ETA of pending ``job``, ``position``-th in the cycle's order."""
+        shape = placement_shape(job)
+        if shape not in needs:
+            demand, model, models = self._demand(job)
+            units = demand_units(demand, model) * job.replicas if demand is not None else 0
+            needs[shape] = (demand, models, units, need_text(job, demand, models))
+        demand, models, units, need = needs[shape]
+        blocker = self.blockers[job.id]
+        eta: float | None = None
+        if blocker.kind == CAPACITY and units:
+            eta = estimator.capacity_eta(models, units, job.duration_s)
+        elif blocker.kind == QUOTA:
+            eta = estimator.team_eta(job.team, units)
+        elif blocker.kind in (RECONFIGURING, HELD) and blocker.ready_at is not None:
+            eta = max(0.0, blocker.ready_at - self.now)
+        team_positions[job.team] = team_positions.get(job.team, 0) + 1
+        standing_key = (job.team, job_class(job))
+        if standing_key not in standings:
+            guarantee = self.fairness.guarantee(job.team).overall or 0
+            held = sum(self.state.usage.get(job.team, {}).values())
+            under = self.fairness.under_guarantee(*standing_key)
+            standings[standing_key] = standing_text(guarantee, held, under)
+        reason = reason_text(need, blocker, standings[standing_key], position - 1, self.now)
+        return Waiting(job.id, position, team_positions[job.team], reason, eta)
 
     def _demand(self, job: Job) -> tuple[Demand | None, str, tuple[str, ...]]:
         """The job's preferred demand, its GPU model, and every model the job may use now; when no ready node

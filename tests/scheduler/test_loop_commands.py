@@ -92,7 +92,7 @@ def test_a_bad_spec_prints_every_error_and_writes_nothing(loop, tmp_path):
     err = StringIO()
     with pytest.raises(CommandError, match=r"2 error\(s\) in .*bad.json; nothing was submitted"):
         call_command("jobs", "submit", "--team", "nlp", "--spec", spec, stderr=err, stdout=StringIO())
-    assert "bad.json: gpus: must be an integer ≥ 1, got 0" in err.getvalue()
+    assert "bad.json: gpus: must be at least 1 and at most 64, got 0" in err.getvalue()
     assert "bad.json: tier: must be one of" in err.getvalue()
     assert not Job.objects.exists() and not JobEvent.objects.exists()
 

@@ -18,6 +18,7 @@ from collections.abc import Hashable, Iterable
 
 from scheduler.core.capacity import ClusterState
 from scheduler.core.demand import DemandKind
+from scheduler.core.isolation import Evaluating
 from scheduler.core.placement.index import CapacityIndex
 from scheduler.core.placement.options import options_for, placement_shape
 from scheduler.core.policy import Policy
@@ -96,19 +97,20 @@ def observe(state: ClusterState, index: CapacityIndex, pending: Iterable[Job], p
         first.setdefault(shape, job)
         replicas[shape] = replicas.get(shape, 0) + job.replicas
     for shape, job in first.items():
-        count = replicas[shape]
-        seen: set[str] = set()
-        for option in options_for(index, job, policy):
-            if option.model in seen:
-                continue
-            seen.add(option.model)
-            demand = option.demand
-            if demand.kind == DemandKind.MIG:
-                mix.add_mig(option.model, demand.mig_profile or "", count)
-            elif demand.kind == DemandKind.SHARE:
-                mix.add_share(option.model, demand.milli, count)
-            else:
-                mix.add_share(option.model, FULL_GPU_MILLI, count)
+        with Evaluating(job.id):  # isolation: a job whose demand cannot be worked out fails alone
+            count = replicas[shape]
+            seen: set[str] = set()
+            for option in options_for(index, job, policy):
+                if option.model in seen:
+                    continue
+                seen.add(option.model)
+                demand = option.demand
+                if demand.kind == DemandKind.MIG:
+                    mix.add_mig(option.model, demand.mig_profile or "", count)
+                elif demand.kind == DemandKind.SHARE:
+                    mix.add_share(option.model, demand.milli, count)
+                else:
+                    mix.add_share(option.model, FULL_GPU_MILLI, count)
     return mix
 
 

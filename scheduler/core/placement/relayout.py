@@ -38,6 +38,7 @@ from scheduler.core.capacity import gpu_class_of
 from scheduler.core.demand import Demand, DemandKind
 from scheduler.core.explain import CAPACITY, HELD, NOT_READY, RECONFIGURING, Blocker, demand_units
 from scheduler.core.fairshare import FairShare
+from scheduler.core.isolation import Evaluating
 from scheduler.core.placement.drain import drain_for
 from scheduler.core.placement.index import IndexedClusterState, Slots
 from scheduler.core.placement.options import Option, options_for, placement_shape
@@ -177,16 +178,17 @@ class Relayout:
             blocker = self.blockers.get(job.id)
             if blocker is None or blocker.kind not in (CAPACITY, NOT_READY):
                 continue
-            if self._take(job, self._units(job), partial=False):
-                continue
-            options = options_for(self.index, job, self.policy)
-            mig = next((o for o in options if o.demand.kind == DemandKind.MIG), None)
-            whole = next((o for o in options if o.demand.kind == DemandKind.WHOLE), None)
-            if mig is not None:
-                if self._would_admit(job, mig):
-                    pending_mig.append((job, mig.demand))
-            elif whole is not None and self._would_admit(job, whole):
-                pending_whole.append((job, whole.demand))
+            with Evaluating(job.id):  # isolation: a job whose wants cannot be worked out fails alone
+                if self._take(job, self._units(job), partial=False):
+                    continue
+                options = options_for(self.index, job, self.policy)
+                mig = next((o for o in options if o.demand.kind == DemandKind.MIG), None)
+                whole = next((o for o in options if o.demand.kind == DemandKind.WHOLE), None)
+                if mig is not None:
+                    if self._would_admit(job, mig):
+                        pending_mig.append((job, mig.demand))
+                elif whole is not None and self._would_admit(job, whole):
+                    pending_whole.append((job, whole.demand))
         # Nodes production changed this cycle count against the budget (they were ready when it was taken).
         budget = self._budget - len({change.node for change in self.changes})
         while budget > 0 and (pending_mig or pending_whole):

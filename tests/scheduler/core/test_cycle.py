@@ -40,9 +40,9 @@ def _bound(plan: Plan) -> dict[str, list[str]]:
 @pytest.mark.parametrize(
     ("the_job", "reason"),
     [
-        (job("j", replicas=0), "asks for no replicas: replicas must be at least 1"),
+        (job("j", replicas=0), "invalid request: replicas must be at least 1 and at most 512, got 0"),
         (job("j", gpu_model="H200"), "asks for H200 GPUs; the cluster has A100-SXM4-80GB, H100-SXM5-80GB"),
-        (job("j", memory_gib=2000), "needs 2000.0 GiB per replica"),
+        (job("j", memory_gib=700), "needs 700.0 GiB per replica"),  # over 8 × 80 GB
         (job("j", mig="1g.5gb"), "MIG profile 1g.5gb exists on no GPU in the cluster"),
         (
             job("j", tier=JobTier.RESERVED_ONLY),
