@@ -17,7 +17,8 @@ from tests.scheduler.properties.builders import NOW
 from tests.scheduler.properties.test_cycle_properties import POLICY, SETTINGS, TEAMS, snapshots
 
 HUGE_INTS = st.sampled_from([0, -1, -(10**6), 2**63, 10**30, 10**400])
-BAD_FLOATS = st.sampled_from([math.nan, math.inf, -math.inf, 0.0, -5.0, 1e308, 1e-300])
+BAD_FLOATS = st.sampled_from([math.nan, math.inf, -math.inf, 0.0, -5.0, 1e308])
+BAD_MEMORY = BAD_FLOATS | st.just(0.001)  # below the 0.01 GiB the ledger can write
 BAD_PARAMS = st.sampled_from([math.nan, math.inf, 0.0, -1.0, 1e300, 10**400])
 
 
@@ -29,7 +30,7 @@ def hostile_requests(draw: st.DrawFn) -> Request:
     if way == "milli":
         return Request(gpu_milli=draw(HUGE_INTS))
     if way == "memory":
-        return Request(memory_gib=draw(BAD_FLOATS))
+        return Request(memory_gib=draw(BAD_MEMORY))
     if way == "params":
         return Request(model=ModelProfile(params_b=draw(BAD_PARAMS)))
     if way == "context":
