@@ -136,6 +136,13 @@ def _absent(row: NodeRow) -> Node:
     )
 
 
+def inventory_nodes() -> tuple[Node, ...]:
+    """Every inventory node as capacity that exists (closed to placement, as :func:`_absent` makes it): what a
+    submit judges a job against, to refuse one the engine could never run."""
+    rows = NodeRow.objects.select_related("gpu_model").prefetch_related("gpus").order_by("name")
+    return tuple(_absent(row) for row in rows)
+
+
 def teams_current() -> tuple[Team, ...]:
     """Every team with its quotas, as the engine's :class:`~scheduler.core.Team` (named by slug)."""
     result = []

@@ -3,8 +3,10 @@ event are written.
 
 Every key, type and range is checked by :func:`scheduler.sim.job_spec.parse_job` against the one table of
 :mod:`scheduler.core.bounds`, the same for the portal form, the API, ``manage.py jobs submit``, scenarios and
-the right-sizing suggestion. A team and a user each have a cap on pending jobs (``settings.JOBS``); the
-team's row is locked while the cap is checked, so concurrent submits cannot both take the last place.
+the right-sizing suggestion; a job the engine could never run on the inventory (memory no GPU holds, a
+gang larger than the cluster) is refused with the engine's own reason. A team and a user each have a cap on
+pending jobs (``settings.JOBS``); the team's row is locked while the cap is checked, so concurrent submits
+cannot both take the last place.
 
 A job spec uses the job keys of ``spec/scenario.md`` (one spec works in a scenario, ``manage.py jobs submit``
 and the API); every problem is reported at once and nothing is written then.
@@ -25,9 +27,13 @@ from django.utils import timezone
 from jobs.access import check_member, check_submit
 from jobs.errors import JobSpecInvalid, PendingLimitReached, TeamNotFound
 from jobs.models import Job, JobEvent
+from jobs.rightsizing import policy_current
+from scheduler.core import Job as CoreJob
+from scheduler.core import rejection_reason
 from scheduler.core.vocabulary import EventType, JobState
 from scheduler.sim.fields import Errors, describe
 from scheduler.sim.job_spec import parse_job
+from scheduler.snapshot import inventory_nodes
 from teams.models import Team
 
 
@@ -101,6 +107,9 @@ def _fields_from_spec(spec: Mapping[str, Any], team: Team, source: str) -> dict[
     project = _project(errors, team, data)
     if errors.messages or parsed is None:
         raise JobSpecInvalid(errors.messages or [f"{source}: the spec is not a valid job"])
+    never = _never_runs(parsed)
+    if never is not None:
+        raise JobSpecInvalid([f"{source}: this job could never run on this cluster: {never}"])
     request = parsed.request
     fields: dict[str, Any] = {
         "name": (name or str(data["id"])).strip(),
@@ -134,6 +143,13 @@ def _fields_from_spec(spec: Mapping[str, Any], team: Team, source: str) -> dict[
         "duration_s": int(parsed.duration_s) if parsed.duration_s else None,
     }
     return fields
+
+
+def _never_runs(job: CoreJob) -> str | None:
+    """The engine's reason to reject ``job`` on the inventory as it is, or None. An empty inventory judges
+    nothing: nodes may yet register, and the cycle judges the job then."""
+    nodes = inventory_nodes()
+    return rejection_reason(job, nodes, policy_current()) if nodes else None
 
 
 def _check_whole_seconds(errors: Errors, data: dict[str, Any]) -> None:

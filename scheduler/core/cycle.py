@@ -92,7 +92,7 @@ from scheduler.core.plan import Bind, Evict, Plan, Reject, Waiting
 from scheduler.core.policy import Policy
 from scheduler.core.preemption import find_victims
 from scheduler.core.rightsize import resolve, unplaceable_reason
-from scheduler.core.state import FULL_GPU_MILLI, Job, Snapshot
+from scheduler.core.state import FULL_GPU_MILLI, Job, Node, Snapshot
 from scheduler.core.trial import TrialPlacement
 from scheduler.core.victims import Victims
 from scheduler.core.vocabulary import Priority
@@ -189,8 +189,7 @@ def _screen(snapshot: Snapshot, state: IndexedClusterState, policy: Policy) -> t
         seen.add(job.id)
         problems = job_problems(job)
         if problems:  # outside the bounds every edge enforces: judge nothing more (scheduler.core.bounds)
-            details = "; ".join(f"{key} {why}" for key, why in problems)
-            rejections.append(Reject(job=job.id, reason=f"invalid request: {details}"))
+            rejections.append(Reject(job=job.id, reason=_invalid(problems)))
             continue
         shape = placement_shape(job)
         if shape not in reasons:
@@ -206,6 +205,20 @@ def _screen(snapshot: Snapshot, state: IndexedClusterState, policy: Policy) -> t
         else:
             rejections.append(Reject(job=job.id, reason=reason))
     return keep, rejections
+
+
+def rejection_reason(job: Job, nodes: Sequence[Node], policy: Policy) -> str | None:
+    """The reason a cycle on a cluster of ``nodes`` would reject ``job`` (step 2), or None when it would take
+    it. What a submit asks before it writes anything, so a job that could never run is refused with the
+    engine's own words."""
+    problems = job_problems(job)
+    if problems:
+        return _invalid(problems)
+    return never_runs_reason(job, node_kinds(nodes), sorted({node.gpu_model for node in nodes}), policy)
+
+
+def _invalid(problems: Sequence[tuple[str, str]]) -> str:
+    return "invalid request: " + "; ".join(f"{key} {why}" for key, why in problems)
 
 
 def never_runs_reason(

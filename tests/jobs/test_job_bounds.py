@@ -16,6 +16,7 @@ from jobs.services import job_submit
 from scheduler.sim.fields import ScenarioError
 from scheduler.sim.scenario import parse_scenario
 from tests.jobs.test_api import api
+from tests.scheduler.loop_helpers import fleet_seed
 
 pytestmark = pytest.mark.django_db
 
@@ -121,3 +122,19 @@ def test_the_pending_caps_per_team_and_per_user(settings, team, lead, member) ->
     Job.objects.filter(submitted_by=member).update(state="running", started_at=timezone.now())  # not counted now
     assert api(member).post("/api/v1/jobs/", {**spec, "team": "nlp"}, format="json").status_code == 201
     assert Job.objects.filter(state="pending").count() == 2
+
+
+def test_a_job_the_engine_could_never_run_is_refused_at_submit_with_its_reason(team, lead) -> None:
+    fleet_seed()  # an 8-GPU A100 box, a 4-GPU PCIe server, a MIG box: no 16 GPUs in one node
+    response = api(lead).post("/api/v1/jobs/", {"team": "nlp", "gpus": 16}, format="json")
+    assert response.status_code == 400
+    reason = response.json()["non_field_errors"][0]
+    assert reason.startswith("this job could never run on this cluster: no node in the cluster can hold one replica")
+    gang = api(lead).post("/api/v1/jobs/", {"team": "nlp", "gpus": 8, "replicas": 40}, format="json")
+    assert gang.status_code == 400 and "the cluster can hold at most" in gang.json()["non_field_errors"][0]
+    assert not Job.objects.exists()
+    assert api(lead).post("/api/v1/jobs/", {"team": "nlp", "gpus": 8}, format="json").status_code == 201
+
+
+def test_an_empty_inventory_judges_nothing_yet(team, lead) -> None:
+    assert api(lead).post("/api/v1/jobs/", {"team": "nlp", "gpus": 16}, format="json").status_code == 201

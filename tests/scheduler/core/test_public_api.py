@@ -26,6 +26,7 @@ PUBLIC = [
     "Team",
     "Waiting",
     "plan_cycle",
+    "rejection_reason",
 ]
 
 
@@ -39,6 +40,11 @@ def test_every_public_name_is_importable_and_frozen() -> None:
         if inspect.isclass(value):
             assert dataclasses.is_dataclass(value), name
             assert value.__dataclass_params__.frozen, name  # type: ignore[attr-defined]
+
+
+def test_rejection_reason_signature() -> None:
+    signature = "(job: 'Job', nodes: 'Sequence[Node]', policy: 'Policy') -> 'str | None'"
+    assert str(inspect.signature(core.rejection_reason)) == signature
 
 
 def test_plan_cycle_signature() -> None:
