@@ -397,7 +397,7 @@ LOGGING = {
         "handlers": ["console"],
         "level": env_choice("LOG_LEVEL", ("DEBUG", "INFO", "WARNING", "ERROR"), default="INFO"),
     },
-}
     # django-axes logs failures and lockouts as warnings, and at INFO several lines for every sign-in (those
     # are rows in the admin's access log anyway).
     "loggers": {"axes": {"level": "WARNING"}},
+}
