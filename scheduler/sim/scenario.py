@@ -13,7 +13,7 @@ Other extensions: a job's ``gpu_milli`` and a node's ``sharing`` (see ``job_spec
 
 from __future__ import annotations
 
-import json
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -53,6 +53,7 @@ from scheduler.sim.fields import (
 )
 from scheduler.sim.job_spec import parse_job
 from scheduler.sim.references import check_timeline
+from scheduler.sim.spec_files import SpecFileError, read_spec_file
 
 __all__ = [
     "AddNode",
@@ -86,6 +87,10 @@ EVENT_TYPES = (
     "observe",
 )
 FINAL_LABEL = "final"
+#: The shortest scheduling cycle a scenario may ask for. The loop runs every 10 s by default and a real
+#: cycle takes a good part of a second, so a shorter one describes no cluster; it would only multiply the
+#: cycles replayed (``cycle_s: 0.001`` with ``until: 1e7`` asks for 10¹⁰ of them).
+MIN_CYCLE_S = 1.0
 
 
 @dataclass(frozen=True)
@@ -105,16 +110,16 @@ class Scenario:
 
 
 def load_scenario(path: str | Path) -> Scenario:
-    """Read and validate a scenario file; raise :class:`ScenarioError` naming the file on any problem."""
+    """Read and validate a scenario file; raise :class:`ScenarioError` naming the file on any problem.
+
+    Reading is :func:`~scheduler.sim.spec_files.read_spec_file`'s (JSON whatever the name; its limits on
+    size, encoding, nesting and numbers); its one problem becomes the error's one line.
+    """
     source = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ScenarioError(source, [f"{source}: cannot read the file: {exc.strerror or exc}"]) from exc
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ScenarioError(source, [f"{source}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}"]) from exc
+        data = read_spec_file(path, expected="a scenario object (cluster, teams, events)")
+    except SpecFileError as exc:
+        raise ScenarioError(source, exc.errors) from None
     return parse_scenario(data, source=source)
 
 
@@ -151,7 +156,11 @@ def parse_scenario(data: Any, *, source: str = "<scenario>") -> Scenario:
 def _parse_policy(errors: Errors, top: dict[str, Any]) -> Policy:
     cycle_s = Policy().cycle_s
     if "cycle_s" in top:
-        cycle_s = read_number(errors, "cycle_s", top["cycle_s"], positive=True) or cycle_s
+        read = read_number(errors, "cycle_s", top["cycle_s"], positive=True)
+        if read is not None and read < MIN_CYCLE_S:
+            errors.add("cycle_s", f"must be at least {MIN_CYCLE_S:g} s (a scheduling cycle), got {describe(read)}")
+        elif read is not None:
+            cycle_s = read
     values: dict[str, Any] = {}
     raw = read_object(errors, "policy", top["policy"]) if "policy" in top else {}
     defaults = {f.name: f.default for f in fields(Policy)}
@@ -246,7 +255,8 @@ def _parse_events(errors: Errors, value: Any, until: float | None) -> list[Timed
 
 
 def _read_t(errors: Errors, path: str, value: Any, until: float | None) -> float | None:
-    if not is_number(value) or value < 0:
+    # Finite too: an event at 1e400 (inf) or NaN would never come, and the replay would wait for it.
+    if not is_number(value) or not math.isfinite(value) or value < 0:
         errors.add(path, f"must be a non-negative number of seconds, got {describe(value)}")
         return None
     if until is not None and value > until:

@@ -1,13 +1,17 @@
-"""``manage.py scenario run FILE.json [--json] [--policy NAME]``: replay a scenario file (spec/scenario.md).
+"""``manage.py scenario run FILE.json [--json] [--policy NAME] [--max-work N] [--max-cycles N]``: replay a
+scenario file (spec/scenario.md).
 
 A thin edge over :mod:`scheduler.sim`: it needs no database and no cluster. With ``--json`` the result is
 one JSON object on stdout in the spec's output shape; otherwise a readable timeline. A file with errors
-prints every error (``FILE: key path: reason``) to stderr and exits non-zero, as does an unknown
-``--policy`` or a plan the simulator cannot apply.
+prints every error (``FILE: key path: reason``, or ``FILE:line:column: reason`` when it cannot be read) to
+stderr and exits non-zero, as does an unknown ``--policy`` or a plan the simulator cannot apply. So does a
+file asking for more replay than the bound of :mod:`scheduler.sim.scenario_work` (cycles × jobs, and
+cycles), refused before anything runs; ``--max-work``/``--max-cycles`` raise it.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 from typing import Any
 
@@ -24,6 +28,17 @@ from scheduler.sim import (
     replay,
 )
 from scheduler.sim.planners import DEFAULT_PLANNER
+from scheduler.sim.scenario_work import DEFAULT_MAX_CYCLES, DEFAULT_MAX_WORK, check_work
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text.replace("_", "").replace(",", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number such as 20000000, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 class Command(BaseCommand):
@@ -41,6 +56,20 @@ class Command(BaseCommand):
             default=DEFAULT_PLANNER,
             help=f"Scheduling policy to replay with (default {DEFAULT_PLANNER}; known: {', '.join(sorted(PLANNERS))}).",
         )
+        run.add_argument(
+            "--max-work",
+            type=_positive_int,
+            default=DEFAULT_MAX_WORK,
+            metavar="N",
+            help=f"Refuse a file asking for more than N cycles × jobs (default {DEFAULT_MAX_WORK:,}: minutes).",
+        )
+        run.add_argument(
+            "--max-cycles",
+            type=_positive_int,
+            default=DEFAULT_MAX_CYCLES,
+            metavar="N",
+            help=f"Refuse a file asking for more than N cycles, until / cycle_s (default {DEFAULT_MAX_CYCLES:,}).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         path = options["file"]
@@ -50,6 +79,7 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         try:
             scenario = load_scenario(path)
+            check_work(scenario, max_work=options["max_work"], max_cycles=options["max_cycles"])
         except ScenarioError as exc:
             for error in exc.errors:
                 self.stderr.write(error)

@@ -77,6 +77,10 @@ INVALID: list[tuple[str, Callable[[dict[str, Any]], None], str, str]] = [
     ("unknown top-level key", _set("colour", "blue"), "colour", "unknown key"),
     ("name not a string", _set("name", 3), "name", "non-empty string"),
     ("cycle_s zero", _set("cycle_s", 0), "cycle_s", "positive number"),
+    ("cycle_s below a second", _set("cycle_s", 0.001), "cycle_s", "must be at least 1 s"),
+    ("until infinite", _set("until", float("inf")), "until", "must be a number"),
+    ("t infinite", _event({"t": float("inf"), "observe": "never"}), "events[2].t", "non-negative number"),
+    ("t not a number", _event({"t": float("nan"), "observe": "never"}), "events[2].t", "non-negative number"),
     ("until negative", _set("until", -5), "until", "positive number"),
     ("until a string", _set("until", "1h"), "until", "must be a number"),
     ("cluster missing", _set("cluster", ...), "cluster", "required key is missing"),
@@ -448,7 +452,7 @@ def test_invalid_json_names_line_and_column(tmp_path: Path) -> None:
 
 
 def test_a_missing_file_is_an_error(tmp_path: Path) -> None:
-    with pytest.raises(ScenarioError, match="cannot read the file"):
+    with pytest.raises(ScenarioError, match=r"nope\.json: no such file"):
         load_scenario(tmp_path / "nope.json")
 
 
