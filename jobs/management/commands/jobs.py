@@ -1,6 +1,12 @@
 """``manage.py jobs submit --team SLUG --spec FILE.json [--as USER] [--json]`` and
 ``manage.py jobs list [--team SLUG] [--state STATE ...] [--json]``: the operator's edge over
-:mod:`jobs.services` and :mod:`jobs.selectors`. A bad spec prints every problem and writes nothing."""
+:mod:`jobs.services` and :mod:`jobs.selectors`. A bad spec prints every problem and writes nothing.
+
+The spec file is read by :func:`scheduler.sim.spec_files.read_spec_file`, the reader every command uses for
+a person's file, so an unreadable or hostile file gets one ``FILE:line:column: what is wrong`` line. Every
+problem goes to stderr prefixed with the file, then the command fails (exit 1); no traceback, even when
+the database refuses what validation let through.
+"""
 
 from __future__ import annotations
 
@@ -9,13 +15,16 @@ from pathlib import Path
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import DataError, IntegrityError
 
 from jobs.errors import JobsError, JobSpecInvalid
 from jobs.models import Job
 from jobs.selectors import job_list_for_operator
 from jobs.services import job_submit
 from scheduler.core.vocabulary import JobState
+from scheduler.sim.spec_files import SpecFileError, read_spec_file
 
 
 class Command(BaseCommand):
@@ -43,11 +52,10 @@ class Command(BaseCommand):
     def _submit(self, options: dict[str, Any]) -> None:
         path = Path(options["spec"])
         try:
-            spec = json.loads(path.read_text())
-        except OSError as exc:
-            raise CommandError(f"{path}: cannot read the spec: {exc.strerror}") from exc
-        except json.JSONDecodeError as exc:
-            raise CommandError(f"{path}:{exc.lineno}:{exc.colno}: not valid JSON: {exc.msg}") from exc
+            spec = read_spec_file(path, expected="a job object (the job keys of spec/scenario.md)")
+        except SpecFileError as exc:
+            self.stderr.write(str(exc))
+            raise CommandError(f"cannot read {path}; nothing was submitted.") from None
         actor = None
         if options["username"]:
             actor = get_user_model().objects.filter(username=options["username"]).first()
@@ -61,6 +69,12 @@ class Command(BaseCommand):
             raise CommandError(f"{len(exc.errors)} error(s) in {path}; nothing was submitted.") from exc
         except JobsError as exc:
             raise CommandError(str(exc)) from exc
+        except (ValidationError, IntegrityError, DataError) as exc:
+            # Validation should have caught it; say so without a traceback, and only the error's first line:
+            # PostgreSQL's DETAIL repeats the whole row, the job's env (perhaps secrets) included.
+            for problem in _database_problems(exc):
+                self.stderr.write(f"{path}: {problem}")
+            raise CommandError(f"the database refused the job in {path}; nothing was submitted.") from None
         if options["json"]:
             self.stdout.write(json.dumps(job_json(job), indent=2))
         else:
@@ -91,6 +105,16 @@ class Command(BaseCommand):
         widths = [max(len(row[i]) for row in table) for i in range(len(header))]
         for row in table:
             self.stdout.write("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip())
+
+
+def _database_problems(exc: ValidationError | IntegrityError | DataError) -> list[str]:
+    """What the database (or a model validator) refused, one line each, without the row's values."""
+    if isinstance(exc, ValidationError):
+        if hasattr(exc, "error_dict"):
+            return [f"{field}: {' '.join(messages)}" for field, messages in exc.message_dict.items()]
+        return [" ".join(exc.messages)]
+    first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    return [f"the database refused the job: {first_line}"]
 
 
 def job_json(job: Job) -> dict[str, Any]:
