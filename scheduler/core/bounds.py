@@ -58,8 +58,8 @@ class Bound:
     low_open: bool = False
 
     def holds(self, value: float) -> bool:
-        if isinstance(value, float) and not math.isfinite(value):  # math.isfinite(int) overflows on huge ones
-            return False
+        # Comparisons alone: NaN fails both, ±inf one end, and int-float comparison is exact for any int
+        # (math.isfinite would overflow on a 400-digit one).
         above_low = value > self.low if self.low_open else value >= self.low
         return above_low and value <= self.high
 
@@ -89,8 +89,10 @@ BOUNDS: dict[str, Bound] = {
 def out_of_bounds(key: str, value: float) -> str | None:
     """Why ``value`` is outside the bound of ``key`` (a key of :data:`BOUNDS`), or None when it is inside."""
     bound = BOUNDS[key]
-    if bound.holds(value):
-        return None
+    return None if bound.holds(value) else _outside(bound, value)
+
+
+def _outside(bound: Bound, value: float) -> str:
     return f"must be {bound.text()}, got {_short(value)}"
 
 
@@ -98,32 +100,34 @@ def job_problems(job: Job) -> list[tuple[str, str]]:
     """Every number of ``job`` outside its bound, as (key path, reason); empty when the job is in bounds.
 
     The engine's defence in depth: a job that reached a snapshot without the spec reader (a trace, a row
-    written by hand, a bug) is judged by the same table before anything evaluates it.
+    written by hand, a bug) is judged by the same table before anything evaluates it. Every pending job is
+    judged every cycle, so this reads the fields directly rather than building a list of them.
     """
+    problems: list[tuple[str, str]] = []
     request = job.request
-    values: list[tuple[str, float | None]] = [
-        ("gpus", request.gpus),
-        ("gpu_milli", request.gpu_milli),
-        ("memory_gib", request.memory_gib),
-        ("replicas", job.replicas),
-        ("duration_s", job.duration_s),
-        ("checkpoint_interval_s", job.checkpoint_interval_s),
-        ("rank", job.rank),
-    ]
+    _judge(problems, job, _JOB_FIELDS)
+    _judge(problems, request, _REQUEST_FIELDS)
     if request.model is not None:
-        model = request.model
-        values += [("model.params_b", model.params_b), ("model.context", model.context), ("model.batch", model.batch)]
-    problems = []
-    for key, value in values:
-        if value is None:
-            continue
-        if not isinstance(value, int | float) or isinstance(value, bool):
-            problems.append((key, f"must be a number, got {value!r:.60}"))
-            continue
-        reason = out_of_bounds(key, value)
-        if reason is not None:
-            problems.append((key, reason))
+        _judge(problems, request.model, _MODEL_FIELDS)
     return problems
+
+
+def _judge(problems: list[tuple[str, str]], value_of: object, fields: tuple[tuple[str, str, Bound], ...]) -> None:
+    for key, name, bound in fields:
+        value = getattr(value_of, name)
+        if value is None or (type(value) in _NUMBER_TYPES and bound.holds(value)):
+            continue
+        if type(value) not in _NUMBER_TYPES:  # a bool is an int to Python, not a number to a job spec
+            problems.append((key, f"must be a number, got {value!r:.60}"))
+        else:
+            problems.append((key, _outside(bound, value)))
+
+
+_NUMBER_TYPES = (int, float)
+# (key path, attribute, bound) of the numbers of a job, of its request and of its model profile.
+_JOB_FIELDS = tuple((key, key, BOUNDS[key]) for key in ("replicas", "duration_s", "checkpoint_interval_s", "rank"))
+_REQUEST_FIELDS = tuple((key, key, BOUNDS[key]) for key in ("gpus", "gpu_milli", "memory_gib"))
+_MODEL_FIELDS = tuple((f"model.{key}", key, BOUNDS[f"model.{key}"]) for key in ("params_b", "context", "batch"))
 
 
 def text_problem(value: str) -> str | None:

@@ -49,6 +49,7 @@ def test_a_number_outside_its_bound_is_named_with_the_bound(job: Job, key: str, 
 
 
 def test_bounds_read_as_a_person_writes_them() -> None:
+    assert bounds.out_of_bounds("gpus", 8) is None
     assert bounds.out_of_bounds("memory_gib", 0.0) == "must be at least 0.01 and at most 1,128, got 0"
     assert bounds.out_of_bounds("duration_s", 0) == "must be a positive number, at most 31,536,000, got 0"
     assert bounds.Bound(0.5, 2.25, low_open=True).text() == "above 0.50 and at most 2.25"
