@@ -14,6 +14,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from axes.models import AccessAttempt, AccessFailureLog, AccessLog
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, Group
@@ -193,6 +194,32 @@ _BUILDERS: dict[type[Model], Callable[[], Model]] = {
     Group: lambda: Group.objects.create(name=f"group-{next(_counter)}"),
     # API tokens (issue 6): platform admins revoke them in the admin.
     TokenProxy: lambda: TokenProxy.objects.get(key=Token.objects.create(user=UserFactory()).key),
+    # Sign-in lockout (django-axes, docs/security.md): a platform admin unlocks by deleting the attempt.
+    AccessAttempt: lambda: AccessAttempt.objects.create(
+        username=f"guesser-{next(_counter)}",
+        ip_address="203.0.113.9",
+        user_agent="curl/8",
+        get_data="",
+        post_data="username=guesser",
+        http_accept="*/*",
+        path_info="/accounts/login/",
+        failures_since_start=5,
+    ),
+    AccessLog: lambda: AccessLog.objects.create(
+        username=f"signed-in-{next(_counter)}",
+        ip_address="203.0.113.9",
+        user_agent="curl/8",
+        http_accept="*/*",
+        path_info="/accounts/login/",
+    ),
+    AccessFailureLog: lambda: AccessFailureLog.objects.create(
+        username=f"guesser-{next(_counter)}",
+        ip_address="203.0.113.9",
+        user_agent="curl/8",
+        http_accept="*/*",
+        path_info="/accounts/login/",
+        locked_out=True,
+    ),
 }
 
 
