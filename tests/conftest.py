@@ -1,12 +1,21 @@
-"""Personas shared by the whole suite: a team's lead and member, an outsider, finance and staff."""
+"""Personas shared by the whole suite: a team's lead and member, an outsider, finance and staff; and a cache
+cleared before every test."""
 
 from __future__ import annotations
 
 import pytest
 from django.contrib.auth.models import Group
+from django.core.cache import cache
 
 from teams.roles import FINANCE, PLATFORM_ADMIN
 from tests.factories import MembershipFactory, TeamFactory, UserFactory
+
+
+@pytest.fixture(autouse=True)
+def _fresh_throttles() -> None:
+    """Each test starts with no request counted: the API throttles count per user id in the cache, and ids
+    repeat from test to test (rolled back), so one test's requests would otherwise spend the next one's."""
+    cache.clear()
 
 
 @pytest.fixture
