@@ -198,6 +198,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Refuses NUL bytes, undecodable query text and oversized bodies before sessions, auth or CSRF read them.
+    "portal.request_guard.RequestGuardMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -281,7 +283,16 @@ REST_FRAMEWORK = {
     "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "jobs.api.errors.exception_handler",
+    # JSON with a size, depth, NUL and surrogate guard (jobs/api/parsers.py); forms as DRF reads them.
+    "DEFAULT_PARSER_CLASSES": [
+        "jobs.api.parsers.GuardedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
 }
+# The largest body any page or API call takes (Django's default is 2.5 MB): a bulk cancel of 10,000 job ids is
+# about 100 kB. portal/request_guard.py answers a bigger one with 413 before reading it.
+DATA_UPLOAD_MAX_MEMORY_SIZE = 1_048_576
 SPECTACULAR_SETTINGS = {
     "TITLE": "Microcosm API",
     "DESCRIPTION": "Submit, follow, reprioritise and cancel GPU work; read queues, quotas and the fleet.",
@@ -295,6 +306,11 @@ SPECTACULAR_SETTINGS = {
         "JobTierEnum": "jobs.api.serializers.JOB_TIER_CHOICES",
         "CapacityTierEnum": "jobs.api.serializers.CAPACITY_TIER_CHOICES",
     },
+    # drf-spectacular's enum hook, then every error status each operation can answer (jobs/api/schema.py).
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "jobs.api.schema.add_error_responses",
+    ],
 }
 # --- end of the portal/API block ------------------------------------------------------------------------------
 
@@ -335,9 +351,10 @@ CACHES = {
 # DRF throttles: a signed-in caller (session or token: the token acts as its user, and a user has one token)
 # gets API_THROTTLE_USER requests per period, an anonymous address API_THROTTLE_ANON; beyond, 429 with
 # Retry-After and a JSON detail (jobs/api/errors.py hands Throttled to DRF's handler, which sets both).
+# portal/throttles.py: DRF's two throttles, failing open (with one log line) while the cache is unreachable.
 REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"] = [
-    "rest_framework.throttling.AnonRateThrottle",
-    "rest_framework.throttling.UserRateThrottle",
+    "portal.throttles.AnonThrottle",
+    "portal.throttles.UserThrottle",
 ]
 REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"] = {
     "user": env_rate("API_THROTTLE_USER", default="600/min"),

@@ -5,17 +5,20 @@ API_SCHEMA_PUBLIC; and the production defaults of all of them, read in a fresh i
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator
 
 import pytest
 from django.conf import settings
 from django.core.cache import cache
+from django.core.cache.backends.redis import RedisCache
 from django.test import Client, override_settings
 from rest_framework.authtoken.models import Token
 from rest_framework.settings import api_settings
 from rest_framework.test import APIClient
 from rest_framework.throttling import AnonRateThrottle, SimpleRateThrottle, UserRateThrottle
 
+from portal.throttles import AnonThrottle, UserThrottle
 from tests.portal.test_settings import PRODUCTION_ENV, _manage
 
 pytestmark = pytest.mark.django_db
@@ -48,7 +51,8 @@ def _assert_throttled(response) -> None:
 
 
 def test_throttles_are_on_in_the_tests_with_the_production_rates() -> None:
-    assert list(api_settings.DEFAULT_THROTTLE_CLASSES) == [AnonRateThrottle, UserRateThrottle]
+    assert list(api_settings.DEFAULT_THROTTLE_CLASSES) == [AnonThrottle, UserThrottle]
+    assert issubclass(AnonThrottle, AnonRateThrottle) and issubclass(UserThrottle, UserRateThrottle)
     assert settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"] == {"user": "600/min", "anon": "60/min"}
     assert settings.CACHES["default"]["BACKEND"] == "django.core.cache.backends.locmem.LocMemCache"
 
@@ -63,6 +67,24 @@ def test_a_token_over_its_rate_gets_429_with_retry_after_and_a_reason(small_rate
     _assert_throttled(session.get(QUEUE))
     # Another user has a budget of their own.
     assert _token_client(member).get(QUEUE).status_code == 200
+
+
+def test_throttles_let_requests_through_while_the_cache_is_down(
+    small_rates, lead, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    # A Redis cache on a port where nothing listens: every count fails as it would during an outage.
+    dead = RedisCache("redis://127.0.0.1:1/0", {"OPTIONS": {"socket_connect_timeout": 0.2}})
+    monkeypatch.setattr(SimpleRateThrottle, "cache", dead)
+    client = _token_client(lead)
+    with caplog.at_level(logging.WARNING, logger="portal.throttles"):
+        assert [client.get(QUEUE).status_code for _ in range(5)] == [200] * 5  # over the rate of 3, yet served
+    outage = [r for r in caplog.records if "cannot reach the cache" in r.getMessage()]
+    assert len(outage) == 1  # one line per outage, not one per request
+    monkeypatch.setattr(SimpleRateThrottle, "cache", cache)  # the cache answers again: counting resumes
+    with caplog.at_level(logging.WARNING, logger="portal.throttles"):
+        statuses = [client.get(QUEUE).status_code for _ in range(4)]
+    assert statuses == [200, 200, 200, 429]
+    assert any("reach the cache again" in r.getMessage() for r in caplog.records)
 
 
 def test_writes_count_against_the_same_budget(small_rates, lead) -> None:
@@ -169,10 +191,7 @@ def test_production_keeps_the_schema_and_docs_behind_sign_in(production: dict[st
 
 def test_production_limits_and_their_shared_cache(production: dict[str, object]) -> None:
     assert production["rates"] == {"user": "600/min", "anon": "60/min"}
-    assert production["throttles"] == [
-        "rest_framework.throttling.AnonRateThrottle",
-        "rest_framework.throttling.UserRateThrottle",
-    ]
+    assert production["throttles"] == ["portal.throttles.AnonThrottle", "portal.throttles.UserThrottle"]
     # Every web replica counts in the same Redis (REDIS_URL), so N replicas do not allow N times the rate.
     assert production["cache"] == "django.core.cache.backends.redis.RedisCache"
     assert production["lockout"] == [5, 900.0]
