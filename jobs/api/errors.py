@@ -4,13 +4,18 @@ the jobs services' typed errors with the same message the pages show.
 - :class:`~jobs.errors.JobSpecInvalid` → 400, one entry per spec key (``{"model.params_b": ["must be …"]}``);
 - :class:`~jobs.errors.JobPermissionDenied` → 403; ``JobNotFound``/``TeamNotFound`` → 404;
 - :class:`~jobs.errors.JobStateError` → 409 (the job has already ended); :class:`~jobs.errors.PendingLimitReached`
-  → 409 (the team or the user is at its cap of pending jobs).
+  → 409 (the team or the user is at its cap of pending jobs);
+- Django's ``RequestDataTooBig`` → 413 and ``TooManyFieldsSent`` → 400, as JSON (Django itself answers both with
+  an HTML 400). ``portal.request_guard`` refuses such requests before a view runs; this is the same answer for
+  a body read some other way.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent
 from rest_framework import status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -27,6 +32,12 @@ from jobs.rightsizing import errors_by_key
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, RequestDataTooBig):
+        detail = f"request body larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes"
+        return Response({"detail": detail}, status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE)
+    if isinstance(exc, TooManyFieldsSent):
+        detail = f"more than {settings.DATA_UPLOAD_MAX_NUMBER_FIELDS} fields"
+        return Response({"detail": detail}, status=status.HTTP_400_BAD_REQUEST)
     if isinstance(exc, JobSpecInvalid):
         return Response(errors_by_key(exc.errors, "spec"), status=status.HTTP_400_BAD_REQUEST)
     if isinstance(exc, JobPermissionDenied):
