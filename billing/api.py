@@ -57,16 +57,27 @@ class ChargebackAPIView(APIView):
     permission_classes = [IsAuthenticated, CanReadChargeback]
     renderer_classes = [JSONRenderer, CSVRenderer]
 
+    def finalize_response(self, request: Request, response: HttpResponse, *args: Any, **kwargs: Any) -> HttpResponse:
+        # An error is JSON whatever format was asked for: the CSV renderer would write a Python dict's repr as
+        # text/csv, which neither a spreadsheet nor an API client can read.
+        if isinstance(response, Response) and response.status_code >= 400:
+            request.accepted_renderer = JSONRenderer()
+            request.accepted_media_type = JSONRenderer.media_type
+        return super().finalize_response(request, response, *args, **kwargs)
+
     @extend_schema(
         summary="The month's chargeback (JSON, or the CSV file with format=csv)",
         parameters=[
-            OpenApiParameter("month", str, required=True, description="YYYY-MM, e.g. 2026-11."),
+            OpenApiParameter(
+                "month", str, required=True, pattern=r"^\d{4}-\d{2}$", description="YYYY-MM, e.g. 2026-11."
+            ),
             OpenApiParameter("detail", str, enum=["jobs"], description="jobs: one row per job, GPU model and tier."),
             OpenApiParameter("team", str, description="One team's slug (its lead, finance, platform admins)."),
             OpenApiParameter("mode", str, enum=["chargeback", "showback"]),
             OpenApiParameter("format", str, enum=["json", "csv"]),
         ],
-        responses={200: OpenApiTypes.OBJECT, 400: OpenApiTypes.OBJECT},
+        # The error statuses and their JSON are added to every operation by jobs.api.schema.
+        responses={(200, "application/json"): OpenApiTypes.OBJECT, (200, "text/csv"): OpenApiTypes.STR},
     )
     def get(self, request: Request) -> Response | HttpResponse:
         params = request.query_params

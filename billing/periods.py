@@ -67,10 +67,11 @@ def parse_month(text: str) -> date:
 def period_for(month: date, *, now: datetime) -> Period:
     """The period of ``month`` as of ``now``; a month that has not started yet is :class:`PeriodInvalid`."""
     start = month_start(month)
-    end = month_start(add_months(month, 1))
-    as_of = min(end, floor_hour(now.astimezone(UTC)))
-    if as_of <= start:
+    last_closed = floor_hour(now.astimezone(UTC))
+    # Refuse a future month before working out its end: the end of 9999-12 is in year 10000, which no date holds.
+    if last_closed <= start:
         raise PeriodInvalid(
             f"month {month:%Y-%m} has no closed hour yet: pick {now.astimezone(UTC):%Y-%m} or an earlier month"
         )
-    return Period(month=month, start=start, end=end, as_of=as_of)
+    end = month_start(add_months(month, 1))
+    return Period(month=month, start=start, end=end, as_of=min(end, last_closed))

@@ -26,6 +26,7 @@ from teams.roles import is_platform_admin
 AnyUser = AbstractBaseUser | AnonymousUser
 
 NO_POSITION_YET = "waiting for the next scheduling cycle"
+MAX_ID = 2**63 - 1  # the largest value of a BigAutoField
 
 
 def job_list_for_user(*, user: AnyUser) -> QuerySet[Job]:
@@ -75,7 +76,8 @@ def job_get_for_user(*, user: AnyUser, job_id: int | str) -> Job:
 def jobs_for_user_by_ids(*, user: AnyUser, job_ids: Iterable[int], team: Team | None = None) -> list[Job]:
     """The jobs among ``job_ids`` the user may see (of ``team`` if given), in id order; unknown ids are left
     out, so the caller compares lengths to report them."""
-    jobs = _scoped(Job.objects.filter(pk__in=list(job_ids)), user)
+    # Ids beyond the 64-bit id column name no job; SQLite cannot even bind them (OverflowError, a 500).
+    jobs = _scoped(Job.objects.filter(pk__in=[pk for pk in job_ids if 0 < pk <= MAX_ID]), user)
     if team is not None:
         jobs = jobs.filter(team=team)
     return list(jobs.select_related("team", "submitted_by").order_by("id"))

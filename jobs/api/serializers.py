@@ -22,7 +22,8 @@ CAPACITY_TIER_CHOICES = choices_of(CapacityTier)
 class JobSerializer(serializers.ModelSerializer):
     team = serializers.CharField(source="team.slug", read_only=True)
     project = serializers.CharField(source="project.code", read_only=True, allow_null=True, default=None)
-    submitted_by = serializers.CharField(source="submitted_by.username", read_only=True, default=None)
+    # null: submitted by the scheduler or a command without a user (allow_null puts "nullable" in the schema)
+    submitted_by = serializers.CharField(source="submitted_by.username", read_only=True, default=None, allow_null=True)
     request = serializers.CharField(source="request_display", read_only=True, help_text="e.g. 2 × 4 GPUs")
     waiting_reason = serializers.SerializerMethodField(help_text="Why a pending job waits, in words.")
     url = serializers.HyperlinkedIdentityField(view_name="api:job-detail", lookup_url_kwarg="pk")
@@ -73,7 +74,9 @@ class JobSerializer(serializers.ModelSerializer):
 
 
 class JobEventSerializer(serializers.ModelSerializer):
-    actor = serializers.CharField(source="actor.username", read_only=True, default=None, help_text="null: scheduler")
+    actor = serializers.CharField(
+        source="actor.username", read_only=True, default=None, allow_null=True, help_text="null: scheduler"
+    )
 
     class Meta:
         model = JobEvent
