@@ -10,13 +10,22 @@ holder that stalled past its expiry cannot write stale decisions over a newer cy
 The embedded demo has no Redis: ``SCHEDULER_LOCK=file`` takes an exclusive ``flock`` on
 ``settings.SCHEDULER_LOCK_FILE`` (released by the kernel when the holder dies, so it needs no expiry) and
 keeps the fencing counter in the same file. It works only between processes of one machine.
+
+**Tokens survive the counter's loss.** The database keeps the last token that recorded
+(:func:`scheduler.record.fence_floor`); both locks take it as a ``floor`` before each attempt, and a counter
+found below it (Redis restarted empty or from an old snapshot, the lock file deleted) is first raised to it
+plus :data:`RESET_GAP`: without that, every cycle would be abandoned until the counter caught up, and a cycle
+still in flight from before the loss (its token above the floor, not recorded yet) would share its token
+with the next one. The Redis check, raise, ``INCR`` and ``SET PX`` are one Lua script, so a concurrent
+acquirer sees all of it or none. A floor read a moment ago is safe: the fence only grows, and the counter is
+never lowered. The locks take the floor as a callable and import no models; :func:`lock_get` wires it.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol
@@ -24,7 +33,27 @@ from typing import Protocol
 import redis
 from django.conf import settings
 
+from scheduler.record import fence_floor
+
 CYCLE_LOCK = "microcosm:lock:cycle"
+# How far a counter found below the floor jumps past it (module doc): more tokens than cycles can take
+# without recording in between (about 115 days of failed cycles at 10 s), far fewer than a BIGINT holds.
+RESET_GAP = 1_000_000
+
+# KEYS: the lock, its fencing counter. ARGV: the lease (ms), the floor, RESET_GAP. Returns the token, or 0
+# while the lock is held (then no token is taken). The floor is stored as the caller's string: Lua numbers are
+# doubles and print large ones with an exponent.
+_ACQUIRE = """
+if redis.call('exists', KEYS[1]) == 1 then return 0 end
+local counter = tonumber(redis.call('get', KEYS[2]) or '0')
+if counter < tonumber(ARGV[2]) then
+  redis.call('set', KEYS[2], ARGV[2])
+  redis.call('incrby', KEYS[2], ARGV[3])
+end
+local token = redis.call('incr', KEYS[2])
+redis.call('set', KEYS[1], token, 'PX', ARGV[1])
+return token
+"""
 
 _RELEASE = """
 if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end
@@ -48,21 +77,39 @@ class SingleFlightLock(Protocol):
         ...
 
 
-class RedisLock:
-    """The Redis lock (module doc). ``name`` is the key; the fencing counter is ``name + ":fence"``."""
+def _no_floor() -> int:
+    return 0
 
-    def __init__(self, client: redis.Redis, *, name: str = CYCLE_LOCK, ttl_s: float = 120.0) -> None:
+
+def _floor_read(floor: Callable[[], int]) -> int:
+    value = int(floor())
+    if value < 0:
+        raise ValueError(f"a fencing floor is never negative, got {value}")
+    return value
+
+
+class RedisLock:
+    """The Redis lock (module doc). ``name`` is the key; the fencing counter is ``name + ":fence"``; ``floor``
+    returns the last token that recorded (default: none, 0)."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        *,
+        name: str = CYCLE_LOCK,
+        ttl_s: float = 120.0,
+        floor: Callable[[], int] = _no_floor,
+    ) -> None:
         self.client = client
         self.name = name
         self.fence_key = f"{name}:fence"
         self.ttl_ms = int(ttl_s * 1000)
+        self.floor = floor
 
     def acquire(self) -> int | None:
-        # Take a token first: a token wasted on a failed attempt is harmless, tokens need only increase.
-        token = int(self.client.incr(self.fence_key))
-        if self.client.set(self.name, str(token), nx=True, px=self.ttl_ms):
-            return token
-        return None
+        floor = _floor_read(self.floor)
+        token = int(self.client.eval(_ACQUIRE, 2, self.name, self.fence_key, self.ttl_ms, floor, RESET_GAP))
+        return token or None
 
     def release(self, token: int) -> bool:
         return bool(self.client.eval(_RELEASE, 1, self.name, str(token)))
@@ -72,13 +119,16 @@ class RedisLock:
 
 
 class FileLock:
-    """The one-machine lock (module doc). Not re-entrant: one instance per attempt."""
+    """The one-machine lock (module doc). Not re-entrant: one instance per attempt. ``floor`` as for
+    :class:`RedisLock`."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, floor: Callable[[], int] = _no_floor) -> None:
         self.path = path
+        self.floor = floor
         self._fd: int | None = None
 
     def acquire(self) -> int | None:
+        floor = _floor_read(self.floor)  # before the file is opened: nothing to undo when the database fails
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
@@ -87,7 +137,10 @@ class FileLock:
             os.close(fd)
             return None
         raw = os.pread(fd, 32, 0).decode().strip()
-        token = (int(raw) if raw.isdigit() else 0) + 1
+        counter = int(raw) if raw.isdigit() else 0
+        if counter < floor:  # the file was deleted or replaced by an older copy (module doc)
+            counter = floor + RESET_GAP
+        token = counter + 1
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(token).encode(), 0)
         os.fsync(fd)
@@ -107,12 +160,17 @@ class FileLock:
 
 
 def lock_get() -> SingleFlightLock:
-    """The lock ``settings.SCHEDULER["lock_backend"]`` names."""
+    """The lock ``settings.SCHEDULER["lock_backend"]`` names, its floor the database's fence."""
     loop = settings.SCHEDULER
     if loop.get("lock_backend", "redis") == "file":
-        return FileLock(Path(settings.SCHEDULER_LOCK_FILE))
+        return FileLock(Path(settings.SCHEDULER_LOCK_FILE), floor=fence_floor)
     client = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=5, socket_connect_timeout=5)
-    return RedisLock(client, name=str(loop.get("lock_name", CYCLE_LOCK)), ttl_s=float(loop.get("lock_ttl_s", 120)))
+    return RedisLock(
+        client,
+        name=str(loop.get("lock_name", CYCLE_LOCK)),
+        ttl_s=float(loop.get("lock_ttl_s", 120)),
+        floor=fence_floor,
+    )
 
 
 @contextmanager

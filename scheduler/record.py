@@ -46,6 +46,12 @@ def fence_check(token: int | None) -> None:
         fence.save(update_fields=["token", "updated_at"])
 
 
+def fence_floor() -> int:
+    """The last token that recorded (0 before the first): the floor of the lock's next token
+    (:mod:`scheduler.locks`), so that a fencing counter lost with Redis restarts above it."""
+    return SchedulerFence.objects.filter(name=FENCE_NAME).values_list("token", flat=True).first() or 0
+
+
 def record_plan(plan: Plan, observation: Observation, *, at: datetime, fence_token: int | None) -> Recorded:
     """Write ``plan``'s decisions at ``at``; return the operations to apply and a summary of the decisions."""
     ids = {int(op.job) for op in (*plan.evictions, *plan.binds, *plan.rejections)} | {int(w.job) for w in plan.waiting}
