@@ -30,10 +30,7 @@ class UtcIsoDateTimeField(IsoDateTimeField):
     offset clocks use, handed on in UTC, so the database never sees an offset or a year it cannot hold."""
 
     def to_python(self, value: Any) -> datetime | None:
-        try:
-            parsed = super().to_python(value)
-        except OverflowError:  # a naive time at the very edge of the calendar, placed in the reader's zone
-            raise forms.ValidationError("date-time out of range", code="invalid") from None
+        parsed = super().to_python(value)
         if parsed is None:
             return None
         offset = parsed.utcoffset()
@@ -42,9 +39,11 @@ class UtcIsoDateTimeField(IsoDateTimeField):
                 f"UTC offset {_offset_text(offset)} does not exist: use one from -12:00 to +14:00, or Z",
                 code="invalid",
             )
+        # 9999-12-31T23:59-01:00 is in year 10000 in UTC; so is a naive 9999-12-31T23:59 read in the reader's
+        # zone west of UTC (the tz cookie, portal/middleware.py).
         try:
             return parsed.astimezone(UTC)
-        except OverflowError:  # 9999-12-31T23:59-01:00 is in year 10000 in UTC
+        except OverflowError:
             raise forms.ValidationError(
                 "date-time out of range: it must fall between years 1 and 9999 in UTC", code="invalid"
             ) from None

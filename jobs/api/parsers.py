@@ -4,7 +4,7 @@ respect before any serializer or service sees it.
 - at most ``DATA_UPLOAD_MAX_MEMORY_SIZE`` bytes (DRF reads the stream itself and never checks Django's
   limit): 413 ``{"detail": "request body larger than N bytes"}``;
 - UTF-8 only: 400;
-- nested at most :data:`MAX_DEPTH` levels, checked on the text *before* decoding (``json.loads`` of a body
+- nested at most :data:`MAX_DEPTH` levels, checked on the text *before* it is parsed (``json.loads`` of a body
   nested 100,000 deep raises ``RecursionError``, and one nested 900 deep would recurse in every walk after it):
   400 ``{"detail": "body nested deeper than 32 levels"}``;
 - no NUL character and no lone surrogate (``"\\ud800"``) in any string, key or value, and no number too large

@@ -206,6 +206,15 @@ def test_an_offset_or_date_out_of_range_is_a_400_for_that_field(api, job, field,
     assert list(body) == [field] and words in body[field][0]
 
 
+@pytest.mark.parametrize(
+    "zone, value", [("Asia/Tokyo", "0001-01-01T00:00:00"), ("America/Los_Angeles", "9999-12-31T23:00:00")]
+)
+def test_a_naive_date_time_read_in_the_readers_zone_can_be_out_of_range_too(api, job, zone, value) -> None:
+    api.cookies["tz"] = zone.replace("/", "%2F")
+    body = assert_json(api.get("/api/v1/jobs/", {"submitted_after": value}), 400)
+    assert "out of range" in body["submitted_after"][0]
+
+
 @pytest.mark.parametrize("value", ["2026-01-01T00:00:00+14:00", "2026-01-01T00:00:00-12:00", "2000-01-01T00:00:00Z"])
 def test_real_offsets_filter_in_utc(api, job, value) -> None:
     assert assert_json(api.get("/api/v1/jobs/", {"submitted_after": value}), 200)["count"] == 1
