@@ -1,4 +1,5 @@
-"""Celery tasks of billing: thin wrappers over the services."""
+"""Celery tasks of billing: thin wrappers over the services. A database outage is logged once and returned as
+``{"outage": ...}``, not raised (:func:`scheduler.outage.outage_guarded`): the next beat closes what is due."""
 
 from __future__ import annotations
 
@@ -6,9 +7,11 @@ from celery import shared_task
 from django.utils import timezone
 
 from billing.services import ledger_close_due
+from scheduler.outage import DATABASE, outage_guarded
 
 
 @shared_task(name="billing.ledger_close")
+@outage_guarded(uses=(DATABASE,))
 def ledger_close_task() -> dict[str, object]:
     """Close every ledger interval that is due now (idempotent, safe on several workers at once)."""
     summary = ledger_close_due(now=timezone.now())

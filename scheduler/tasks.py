@@ -4,6 +4,12 @@ The beat schedule (``settings.CELERY_BEAT_SCHEDULE``) runs the cycle every ``SCH
 sync every minute, the MIG watch (the gateway's maintenance step, then a report) every 15 s, interruption
 handling every 5 s and a utilization sample every 30 s. Each task returns a small JSON-able summary (useful
 in logs and tests; results are not stored).
+
+No task raises on an outage of Redis, the database or the cluster (:func:`scheduler.outage.outage_guarded`):
+it logs one line when the outage starts and one when it ends (per worker process) and returns
+``{"outage": ..., "error": ...}``. Nor is it retried: beat runs it again within its period, which is the
+backoff, and a retried cycle would only meet beat's next one at the lock. Transient cluster errors are
+already retried with backoff per operation inside the gateway and the apply step.
 """
 
 from __future__ import annotations
@@ -16,9 +22,10 @@ from django.conf import settings
 from django.utils import timezone
 
 from scheduler.cycle import cycle_run
-from scheduler.errors import FencingError, GatewayRetryable
+from scheduler.errors import FencingError
 from scheduler.gateways import gateway_get
 from scheduler.locks import single_flight
+from scheduler.outage import CLUSTER, DATABASE, REDIS, outage_guarded
 from scheduler.services import cluster_maintain, cluster_sync, interruptions_handle, utilization_record
 
 log = logging.getLogger(__name__)
@@ -27,7 +34,8 @@ log = logging.getLogger(__name__)
 MIG_STUCK_AFTER_S = 900.0
 
 
-@shared_task(name="scheduler.cycle_run", autoretry_for=(GatewayRetryable,), retry_backoff=1, max_retries=2)
+@shared_task(name="scheduler.cycle_run")
+@outage_guarded(uses=(REDIS, DATABASE, CLUSTER))
 def cycle_run_task() -> dict[str, Any]:
     """One scheduling cycle under the single-flight lock; a second concurrent attempt returns ``skipped``."""
     worker = cycle_run_task.request.hostname or ""
@@ -42,24 +50,28 @@ def cycle_run_task() -> dict[str, Any]:
             return {"abandoned": str(exc), "worker": worker}
 
 
-@shared_task(name="scheduler.cluster_sync", autoretry_for=(GatewayRetryable,), retry_backoff=2, max_retries=3)
+@shared_task(name="scheduler.cluster_sync")
+@outage_guarded(uses=(DATABASE, CLUSTER))
 def cluster_sync_task() -> dict[str, Any]:
     return cluster_sync(observation=gateway_get().observe()).as_json()
 
 
-@shared_task(name="scheduler.mig_watch", autoretry_for=(GatewayRetryable,), retry_backoff=2, max_retries=2)
+@shared_task(name="scheduler.mig_watch")
+@outage_guarded(uses=(DATABASE, CLUSTER))
 def mig_watch_task() -> dict[str, Any]:
     """Drive the gateway's MIG flow one step and report changes in flight and stuck ones (``cluster_maintain``)."""
     return cluster_maintain(gateway=gateway_get(), stuck_after_s=MIG_STUCK_AFTER_S)
 
 
-@shared_task(name="scheduler.interruptions_handle", autoretry_for=(GatewayRetryable,), retry_backoff=1, max_retries=2)
+@shared_task(name="scheduler.interruptions_handle")
+@outage_guarded(uses=(DATABASE, CLUSTER))
 def interruptions_handle_task() -> dict[str, Any]:
     recorded = interruptions_handle(observation=gateway_get().observe(), at=timezone.now())
     return {"draining": recorded}
 
 
-@shared_task(name="scheduler.utilization_sample", autoretry_for=(GatewayRetryable,), retry_backoff=2, max_retries=2)
+@shared_task(name="scheduler.utilization_sample")
+@outage_guarded(uses=(DATABASE, CLUSTER))
 def utilization_sample_task() -> dict[str, Any]:
     stored = utilization_record(readings=gateway_get().utilization(), at=timezone.now())
     return {"samples": stored, "backend": settings.CLUSTER_BACKEND}

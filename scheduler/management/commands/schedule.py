@@ -1,5 +1,6 @@
 """``manage.py schedule --once [--json]``: run one scheduling cycle now, under the single-flight lock, and
-print its decisions. Exits non-zero when another cycle holds the lock or the cluster cannot be read."""
+print its decisions. Exits non-zero, with one line saying why, when another cycle holds the lock or Redis, the
+database or the cluster cannot be reached (one try: retrying is ``scheduler run``'s job)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from scheduler.cycle import CycleReport, cycle_run
 from scheduler.errors import FencingError, GatewayError
 from scheduler.locks import single_flight
+from scheduler.outage import OUTAGE_ERRORS, outage_of
 
 
 class Command(BaseCommand):
@@ -21,17 +23,26 @@ class Command(BaseCommand):
         parser.add_argument("--json", action="store_true", help="Print the cycle's report as one JSON object.")
 
     def handle(self, *args: Any, **options: Any) -> None:
-        with single_flight() as token:
-            if token is None:
-                raise CommandError("another scheduling cycle holds the lock; try again in a few seconds")
-            try:
-                report = cycle_run(fence_token=token)
-            except (GatewayError, FencingError) as exc:
-                raise CommandError(f"the cycle did not run: {exc}") from exc
+        try:
+            report = self._once()
+        except OUTAGE_ERRORS as exc:  # the lock or the database: a message, not a traceback
+            outage = outage_of(exc)
+            if outage is None:
+                raise
+            raise CommandError(f"the cycle did not run: {outage.describe(exc)}") from exc
         if options["json"]:
             self.stdout.write(json.dumps(report.as_json(), indent=2))
         else:
             self.stdout.write(report_text(report))
+
+    def _once(self) -> CycleReport:
+        with single_flight() as token:
+            if token is None:
+                raise CommandError("another scheduling cycle holds the lock; try again in a few seconds")
+            try:
+                return cycle_run(fence_token=token)
+            except (GatewayError, FencingError) as exc:
+                raise CommandError(f"the cycle did not run: {exc}") from exc
 
 
 def report_text(report: CycleReport) -> str:

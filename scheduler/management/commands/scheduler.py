@@ -1,7 +1,13 @@
 """``manage.py scheduler run [--json] [--cycles N]``: the scheduling loop in the foreground, without Celery
 beat — a cycle every ``SCHEDULER_CYCLE_S`` under the single-flight lock (so it can run beside workers), plus
 interruption handling every cycle and a cluster sync, MIG watch and utilization sample every few cycles.
-Ctrl-C (or SIGTERM) stops it cleanly after the current step."""
+Ctrl-C (or SIGTERM) stops it cleanly after the current step.
+
+It outlives its services: when Redis, the database or the cluster is unreachable it logs one line, waits a
+capped exponential backoff (1 s doubling to 30 s), tries again until the service answers, and logs one line
+when it does (:mod:`scheduler.outage`). ``--cycles`` counts the steps that ran, not the tries an outage
+cost. Each step starts like a web request: connections past ``CONN_MAX_AGE`` or broken are closed first,
+and ``CONN_HEALTH_CHECKS`` (when on) checks the connection again before the step's first query."""
 
 from __future__ import annotations
 
@@ -16,10 +22,11 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.utils import timezone
 
 from scheduler.cycle import cycle_run
-from scheduler.errors import FencingError, GatewayError
+from scheduler.errors import FencingError, GatewayConflict
 from scheduler.gateways import gateway_get
 from scheduler.locks import single_flight
 from scheduler.management.commands.schedule import report_text
+from scheduler.outage import OUTAGE_ERRORS, Outages, connections_refresh, outage_note
 from scheduler.services import cluster_maintain, cluster_sync, interruptions_handle, utilization_record
 from scheduler.tasks import MIG_STUCK_AFTER_S
 
@@ -33,7 +40,7 @@ class Command(BaseCommand):
         actions = parser.add_subparsers(dest="action", required=True, metavar="{run}")
         run = actions.add_parser("run", help="Cycle every SCHEDULER_CYCLE_S until stopped.")
         run.add_argument("--json", action="store_true", help="One JSON object per cycle (JSON lines).")
-        run.add_argument("--cycles", type=int, default=0, help="Stop after this many cycles (default: never).")
+        run.add_argument("--cycles", type=int, default=0, help="Stop after this many cycles that ran (default: never).")
         run.add_argument("--interval-s", type=float, default=None, help="Seconds between cycles (default: setting).")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -41,10 +48,20 @@ class Command(BaseCommand):
         previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
         interval = options["interval_s"] if options["interval_s"] is not None else settings.SCHEDULER["cycle_s"]
         count = 0
+        outages = Outages()
         try:
             while not stop.is_set():
                 started = time.monotonic()
-                self._step(count, as_json=options["json"])
+                connections_refresh()  # a step is a unit of work, like a request (module doc)
+                try:
+                    self._step(count, as_json=options["json"])
+                except OUTAGE_ERRORS as exc:
+                    noted = outage_note(outages, exc)
+                    if noted is None:
+                        raise
+                    stop.wait(noted[1])
+                    continue
+                outages.succeeded()
                 count += 1
                 if options["cycles"] and count >= options["cycles"]:
                     break
@@ -72,7 +89,7 @@ class Command(BaseCommand):
                     utilization_record(readings=gateway.utilization(), at=timezone.now())
                 interruptions_handle(observation=gateway.observe(), at=timezone.now())
                 report = cycle_run(gateway=gateway, fence_token=token)
-            except (GatewayError, FencingError) as exc:
+            except (GatewayConflict, FencingError) as exc:  # not an outage: the next period tries afresh
                 self._emit({"error": str(exc)}, f"cycle failed, retrying next period: {exc}", as_json)
                 return
         self._emit(report.as_json(), report_text(report), as_json)
