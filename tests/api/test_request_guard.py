@@ -4,6 +4,7 @@ elsewhere, before sessions, authentication or any query read them (hardening ite
 from __future__ import annotations
 
 import pytest
+import requests
 from django.conf import settings
 from django.test import RequestFactory
 
@@ -15,6 +16,7 @@ from portal.request_guard import (
     check_path_and_headers,
     check_query,
     printable,
+    refusal_response,
 )
 from tests.portal.fleet import fleet, running_job
 
@@ -148,8 +150,20 @@ def test_an_api_url_no_route_matches_is_json(client) -> None:
 
 
 def test_the_refusal_page_names_each_field() -> None:
-    from portal.request_guard import refusal_response
-
     request = RequestFactory().get("/queue/")
     response = refusal_response(request, Refusal(400, fields={"team": [NUL_MESSAGE]}))
     assert response.status_code == 400 and f"team: {NUL_MESSAGE}" in response.content.decode()
+
+
+def test_a_real_over_limit_body_on_a_live_server_is_a_413_json(live_server) -> None:
+    """Through a real WSGI server and socket, not the test client: the answer comes from the Content-Length
+    alone, before the body is read."""
+    body = b'{"reason": "' + b"x" * LIMIT + b'"}'
+    response = requests.post(
+        f"{live_server.url}/api/v1/jobs/1/cancel/",
+        data=body,
+        headers={"Content-Type": "application/json"},
+        timeout=30,
+    )
+    assert response.status_code == 413
+    assert response.json() == {"detail": f"request body larger than {LIMIT} bytes"}
