@@ -102,15 +102,6 @@ def world(transactional_db: None) -> dict[str, Any]:
     return {"token": Token.objects.create(user=lead).key, "team": team, "running": running}
 
 
-@pytest.fixture(autouse=True)
-def _fresh_throttle_budget() -> Iterator[None]:
-    # Hundreds of requests in a minute would spend the per-user throttle budget; the test server runs in this
-    # process, so clearing the (in-memory) cache before each case keeps every case a real one, not a 429.
-    cache.clear()
-    yield
-    cache.clear()
-
-
 @pytest.fixture
 def case_log() -> Iterator[list[str]]:
     """The cases sent for one operation; fails the test loudly when schemathesis generated none (or only a
@@ -131,6 +122,8 @@ def _auth(world: dict[str, Any]) -> dict[str, str]:
 def test_every_operation_answers_as_documented(
     case: schemathesis.Case, live_server: Any, world: dict[str, Any], case_log: list[str]
 ) -> None:
+    # Over a thousand requests in a minute would spend the per-user throttle budget; the live server runs in this
+    # process and shares its cache, so a fresh budget per case keeps every case a real one, not a 429.
     cache.clear()
     case_log.append(case.operation.label)
     case.call_and_validate(base_url=live_server.url, headers=_auth(world))
@@ -151,7 +144,7 @@ def test_stateful_links(live_server: Any, world: dict[str, Any]) -> None:
 
     class Machine(schema.as_state_machine()):  # type: ignore[misc]
         def get_call_kwargs(self, case: schemathesis.Case) -> dict[str, Any]:
-            cache.clear()
+            cache.clear()  # a fresh throttle budget, as above
             steps.append(case.operation.label)
             return {"base_url": live_server.url, "headers": _auth(world)}
 
