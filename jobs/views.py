@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
@@ -254,7 +255,9 @@ def _same_site(request: HttpRequest, target: str | None) -> str | None:
     """``target`` when it is a path or URL of this site (over HTTPS when the request is), else None: a ``next``
     from a form must not send the reader on to another site (``https://evil.example``, ``//evil.example``,
     ``javascript:``)."""
-    if target and url_has_allowed_host_and_scheme(
+    # A URL, or a path from the site's root: redirect() would read a bare word ("9999") as a view to reverse.
+    rooted = bool(target) and (target.startswith("/") or bool(urlsplit(target).scheme))
+    if rooted and url_has_allowed_host_and_scheme(
         target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
     ):
         return target
@@ -319,7 +322,8 @@ def _manage_post(request: HttpRequest, team: Team, role: str, pending: list[Job]
 
 
 def _ids(values: list[str]) -> list[int]:
-    return [int(v) for v in values if v.isdigit()]
+    # ASCII digits only ("²" is a digit to str.isdigit and not to int), at most the id column's 19 digits.
+    return [int(v) for v in values if v.isascii() and v.isdigit() and len(v) <= 18]
 
 
 def _selected(request: HttpRequest, team: Team, ids: list[int]) -> list[Job]:

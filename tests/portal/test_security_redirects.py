@@ -44,6 +44,21 @@ def test_priority_next_within_the_site_is_followed(client: Client, lead, pending
     assert response.status_code == 302 and response["Location"] == target
 
 
+@pytest.mark.parametrize("target", ["9999999999", "queue", "jobs:detail"])
+def test_priority_next_that_is_no_url_comes_back_to_the_job(client: Client, lead, pending, target: str) -> None:
+    client.force_login(lead)
+    response = client.post(f"/jobs/{pending.pk}/priority/", {"priority": "high", "next": target})
+    assert response.status_code == 302 and response["Location"] == f"/jobs/{pending.pk}/"
+
+
+@pytest.mark.parametrize("raw", ["\u00b2", "1\u00b2", "9" * 40])
+def test_manage_ignores_ids_that_are_no_ascii_numbers(client: Client, lead, pending, raw: str) -> None:
+    client.force_login(lead)
+    for body in ({"action": "cancel", "selected": raw}, {"action": f"up:{raw}"}):
+        response = client.post("/teams/nlp/manage/", body)
+        assert response.status_code in (200, 302), response.status_code
+
+
 def test_priority_without_next_comes_back_to_the_job(client: Client, lead, pending) -> None:
     client.force_login(lead)
     response = client.post(f"/jobs/{pending.pk}/priority/", {"priority": "low"})
