@@ -24,6 +24,7 @@ import plotly.graph_objects as go
 
 from scheduler.sim.bench.machine import RunRecord, started_line
 from scheduler.sim.bench.registry import BenchUsageError, Claim, Outcome, positive
+from scheduler.sim.bench.seeds import parse_seeds
 from scheduler.sim.openb.matrix import Job, Result, run_all
 from scheduler.sim.openb.policies import POLICY_NAMES
 from scheduler.sim.openb.published import PAPER_VARIANTS, Published, Summary, load_published
@@ -61,22 +62,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--variants", help="Pod lists beside --trace by suffix (default,cpu050,…) or all17.")
     parser.add_argument("--published", type=Path, default=PUBLISHED_DIR, help="Folder of the published tables.")
     parser.add_argument("--jobs", type=positive, default=min(2, os.cpu_count() or 1), help="Worker processes.")
-
-
-def parse_seeds(text: str) -> list[int]:
-    """``"42-44,50"`` → [42, 43, 44, 50]; raises BenchUsageError on anything else."""
-    seeds: list[int] = []
-    for part in text.split(","):
-        part = part.strip()
-        low, dash, high = part.partition("-")
-        try:
-            first, last = (int(low), int(high)) if dash else (int(part), int(part))
-        except ValueError:
-            raise BenchUsageError(f"--seeds {text!r}: {part!r} is not a seed or a range like 42-51") from None
-        if first > last or first < 0:
-            raise BenchUsageError(f"--seeds {text!r}: range {part!r} must go up from a non-negative seed")
-        seeds.extend(seed for seed in range(first, last + 1) if seed not in seeds)
-    return seeds
 
 
 def parse_policies(text: str) -> list[str]:
