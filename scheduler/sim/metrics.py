@@ -25,6 +25,11 @@ A window ``[start, end)`` excludes the warm-up. Definitions:
   Σ GPUs × rate × time (the rate is the topology model's speed of the run's placement), minus the work lost
   to evictions; a job on a slow placement contributes less than its GPU-hours. ``distributed_speed``: the
   GPU-time-weighted mean speed of the multi-GPU training runs (1 = every one on an ideal placement).
+- ``evictions_by_cause`` (:mod:`scheduler.sim.evictions`) and ``evictions_per_8h``: the evictions split by
+  why they happened, and their count scaled to an 8-hour window.
+
+With the replay's per-cycle record (``cycles``, a :class:`~scheduler.sim.records.CycleLog`) also
+``idle_while_pending`` (:mod:`scheduler.sim.idle_pending`) and ``eta_error`` (:mod:`scheduler.sim.eta_error`).
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ from scheduler.core.policy import Policy
 from scheduler.core.rightsize import memory_need_mib
 from scheduler.core.state import FULL_GPU_MILLI, Job, Node
 from scheduler.core.vocabulary import JobKind, ModelMode, Priority
-from scheduler.sim.records import RunLog
+from scheduler.sim.records import CycleLog, RunLog
 from scheduler.sim.report import ReplayResult
 
 PERCENTILES = (50, 95)
@@ -124,8 +129,16 @@ def window_metrics(
     nodes: Mapping[str, Node],
     policy: Policy,
     window: tuple[float, float],
+    cycles: CycleLog | None = None,
 ) -> dict[str, object]:
-    """The B2 figures of ``result`` over ``window`` (module docstring); ``jobs``: every job submitted."""
+    """The B2 figures of ``result`` over ``window`` (module docstring); ``jobs``: every job submitted;
+    ``cycles``: the replay's per-cycle record, for the figures that need it (None: they are left out)."""
+    # The metric modules below build on this one's definitions (replica_need, percentile): imported here.
+    from scheduler.sim.eta_error import eta_error_summary, eta_errors
+    from scheduler.sim.evictions import evictions_by_cause, per_window
+    from scheduler.sim.idle_pending import idle_while_pending
+
+    jobs = list(jobs)
     capacity = capacity_gpu_s(result.capacity, window)
     hours = (window[1] - window[0]) / 3600.0
     need_s = held_s = lost_need_s = work_gpu_s = lost_work_gpu_s = spread_gpu_s = spread_work_gpu_s = 0.0
@@ -165,7 +178,7 @@ def window_metrics(
         waits[job.priority.value].append(wait)
         if job.priority == Priority.PRODUCTION and job.kind == JobKind.INFERENCE:
             production_inference.append(wait)
-    return {
+    figures: dict[str, object] = {
         "effective_utilization": round((need_s - lost_need_s) / capacity, 6) if capacity else 0.0,
         "allocation_ratio": round(held_s / capacity, 6) if capacity else 0.0,
         "queue_wait_s": {
@@ -179,8 +192,16 @@ def window_metrics(
         "distributed_speed": round(spread_work_gpu_s / spread_gpu_s, 4) if spread_gpu_s else None,
         "lost_gpu_hours": round(lost_need_s / 3600.0, 4),
         "evictions": evictions,
+        "evictions_per_8h": per_window(evictions, window),
+        "evictions_by_cause": evictions_by_cause(result.runs, nodes, window),
         "rejected": len(rejected),
     }
+    if cycles is not None:
+        figures["idle_while_pending"] = idle_while_pending(cycles.samples, nodes, policy, result.capacity, window)
+        started = {job: t for job, t in first_start.items() if t < result.end}
+        errors, without = eta_errors(jobs, started, cycles.etas, window, policy.cycle_s)
+        figures["eta_error"] = eta_error_summary(errors, without)
+    return figures
 
 
 def _summary(values: Sequence[float]) -> dict[str, float | None]:

@@ -17,10 +17,11 @@ Work model (the simulator's rules, stated once):
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from scheduler.core.capacity import UNITS_PER_GPU, slot_units
-from scheduler.core.catalog import GPU_MODEL_BY_NAME
+from scheduler.core.capacity import UNITS_PER_GPU, ClusterState, Gpu, slot_units
+from scheduler.core.catalog import COMPUTE_SLICES, GPU_MODEL_BY_NAME
 from scheduler.core.state import Job, Node, Running, Slot
 from scheduler.core.vocabulary import JobState
 
@@ -81,7 +82,8 @@ class RunLog:
 
     ``outcome``: ``completed`` | ``cancelled`` (both keep their work), ``evicted`` (``lost_s`` wall seconds
     of work at ``rate`` were thrown away: the time since the last checkpoint) or ``running`` (still going
-    when the replay ended).
+    when the replay ended). ``reason``: an eviction's reason as the plan's ``Evict`` gave it (``priority``,
+    ``production``, ``reclaim``, ``repartition``) or the replay's own ``node-lost``; None for other outcomes.
     """
 
     job: Job
@@ -91,6 +93,7 @@ class RunLog:
     rate: float
     outcome: str
     lost_s: float = 0.0
+    reason: str | None = None
 
 
 @dataclass(slots=True)
@@ -169,3 +172,64 @@ class Ledger:
             "lost_gpu_hours": round(self.lost_gpu_s / 3600.0, 6),
             "cost": round(cost, 6),
         }
+
+
+@dataclass(frozen=True, slots=True)
+class CycleSample:
+    """The cluster as one cycle's plan left it: the free share of every GPU of each node that takes new work
+    (ready, not being reconfigured), and the jobs still pending, in submission order."""
+
+    t: float
+    free: tuple[tuple[str, tuple[float, ...]], ...]  # node → per GPU, 1 − (GPU-equivalents held on it)
+    pending: tuple[Job, ...]
+
+
+@dataclass
+class CycleLog:
+    """What the replay records per cycle when asked (``replay(..., cycles=CycleLog(...))``), for the metrics
+    that need the queue over time (``sim.idle_pending``, ``sim.eta_error``); off by default, so scenario
+    replays pay nothing for it.
+
+    - ``samples``: one :class:`CycleSample` per cycle whose time falls in ``window`` (every cycle when None).
+    - ``etas``: per job, the changes of its predicted start as ``(t, predicted start or None)``: the plan's
+      ``Waiting.eta_s`` added to the cycle's time, None when that cycle gave no estimate. A step function:
+      the prediction at time τ is the last entry at or before τ.
+    """
+
+    window: tuple[float, float] | None = None
+    samples: list[CycleSample] = field(default_factory=list)
+    etas: dict[str, list[tuple[float, float | None]]] = field(default_factory=dict)
+
+    def wants(self, t: float) -> bool:
+        return self.window is None or self.window[0] <= t < self.window[1]
+
+    def eta(self, job: str, t: float, predicted: float | None) -> None:
+        history = self.etas.setdefault(job, [])
+        if not history or history[-1][1] != predicted:
+            history.append((t, predicted))
+
+
+def free_share(gpu: Gpu) -> float:
+    """1 − the share of ``gpu`` held: a whole-GPU holder takes it all, a MIG instance its compute slices / 7
+    (of the layout as it now is), a share its milli / 1000."""
+    if gpu.idle:
+        return 1.0
+    if gpu.whole is not None:
+        return 0.0
+    held = sum(share for share in gpu.shares.values()) / 1000.0
+    if gpu.instances and gpu.spec is not None:
+        profiles = gpu.spec.profiles()
+        held += sum(profiles[name].compute_slices for name, start in gpu.layout if start in gpu.instances) / (
+            COMPUTE_SLICES
+        )
+    return max(0.0, 1.0 - held)
+
+
+def sample(now: float, nodes: Mapping[str, NodeRecord], state: ClusterState, pending: Sequence[Job]) -> CycleSample:
+    """The :class:`CycleSample` of ``state`` (the cluster with the cycle's plan applied) at ``now``."""
+    free = []
+    for name, node in nodes.items():
+        if not node.present or node.status(now) != "ready":
+            continue  # a draining or reconfiguring node takes no new work: nothing on it could be used now
+        free.append((name, tuple(free_share(gpu) for gpu in state.node_gpus(name))))
+    return CycleSample(now, tuple(free), tuple(pending))

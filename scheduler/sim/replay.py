@@ -44,7 +44,17 @@ from scheduler.core.state import Node, Preemption, Snapshot, Team
 from scheduler.core.vocabulary import JobState
 from scheduler.sim import events as ev
 from scheduler.sim.planners import Planner, microcosm
-from scheduler.sim.records import EPSILON_S, JobRecord, Ledger, NodeRecord, RunLog, Slots, gpu_equivalents
+from scheduler.sim.records import (
+    EPSILON_S,
+    CycleLog,
+    JobRecord,
+    Ledger,
+    NodeRecord,
+    RunLog,
+    Slots,
+    gpu_equivalents,
+    sample,
+)
 from scheduler.sim.report import Json, ReplayResult, layout_json, num, placements, state_view
 from scheduler.sim.scenario import Scenario
 from scheduler.sim.topology_model import Speed
@@ -57,20 +67,31 @@ class PlanViolation(RuntimeError):
     """The planner returned an operation that cannot be applied; the message names the cycle and the op."""
 
 
-def replay(scenario: Scenario, planner: Planner | None = None, *, speed: Speed | None = None) -> ReplayResult:
+def replay(
+    scenario: Scenario,
+    planner: Planner | None = None,
+    *,
+    speed: Speed | None = None,
+    cycles: CycleLog | None = None,
+) -> ReplayResult:
     """Replay ``scenario`` with ``planner`` (default: the engine's ``plan_cycle``); same input, same output.
 
     ``speed``: a run's progress rate from its job, slots and the nodes present (module docstring); it must be
-    in (0, 1]. None: every run progresses at 1.
+    in (0, 1]. None: every run progresses at 1. ``cycles``: filled with what each cycle's plan left pending
+    and free, and every pending job's predicted start (:class:`~scheduler.sim.records.CycleLog`); it only
+    observes, the replay is the same with or without it.
     """
-    return _Replay(scenario, planner or microcosm, speed).run()
+    return _Replay(scenario, planner or microcosm, speed, cycles).run()
 
 
 class _Replay:
-    def __init__(self, scenario: Scenario, planner: Planner, speed: Speed | None = None) -> None:
+    def __init__(
+        self, scenario: Scenario, planner: Planner, speed: Speed | None = None, cycles: CycleLog | None = None
+    ) -> None:
         self.scenario = scenario
         self.planner = planner
         self.speed = speed
+        self.cycles = cycles
         self.runs: list[RunLog] = []
         self.capacity: list[tuple[float, int]] = []  # (t, GPUs present from t on)
         self.policy = scenario.policy
@@ -144,9 +165,12 @@ class _Replay:
             self.capacity.pop()
         self.capacity.append((self.now, self.ledger.capacity_gpus))
 
-    def _log_run(self, record: JobRecord, end: float, outcome: str, lost_s: float = 0.0) -> None:
+    def _log_run(
+        self, record: JobRecord, end: float, outcome: str, lost_s: float = 0.0, reason: str | None = None
+    ) -> None:
         assert record.run_started is not None
-        self.runs.append(RunLog(record.job, record.slots, record.run_started, end, record.rate, outcome, lost_s=lost_s))
+        start, rate = record.run_started, record.rate
+        self.runs.append(RunLog(record.job, record.slots, start, end, rate, outcome, lost_s=lost_s, reason=reason))
 
     def _advance(self, now: float) -> None:
         self.ledger.advance(now)
@@ -311,7 +335,7 @@ class _Replay:
 
     def _evict(self, record: JobRecord, *, reason: str, by: str | None) -> None:
         self.ledger.close_run(record, self.now, lost=True)
-        self._log_run(record, self.now, "evicted", lost_s=self.now - record.anchor)
+        self._log_run(record, self.now, "evicted", lost_s=self.now - record.anchor, reason=reason)
         self.pending[record.job.id] = self.running.pop(record.job.id)
         record.state = JobState.PENDING
         record.slots = ()
@@ -349,11 +373,22 @@ class _Replay:
         """Plan and apply one cycle; True when the plan changed anything."""
         snapshot = self.snapshot()
         plan = self.planner(snapshot, self.policy, self.now)
-        self._apply_plan(plan, ClusterState(snapshot))
+        state = ClusterState(snapshot)
+        self._apply_plan(plan, state)
+        if self.cycles is not None:
+            self._sample(state, self.cycles)
         if plan.is_empty:
             return False
         self.last_change = self.now
         return True
+
+    def _sample(self, state: ClusterState, cycles: CycleLog) -> None:
+        """Record what this cycle's plan left free and pending (``CycleLog``); changes nothing."""
+        pending = sorted(self.pending.values(), key=lambda r: r.order)
+        for record in pending:
+            cycles.eta(record.job.id, self.now, record.eta_at)
+        if cycles.wants(self.now):
+            cycles.samples.append(sample(self.now, self.nodes, state, [r.job for r in pending]))
 
     def _violation(self, what: str) -> PlanViolation:
         return PlanViolation(f"{self.scenario.source}: cycle at t={self.now:g}: {what}")
@@ -430,3 +465,4 @@ class _Replay:
             self._record(
                 "reconfigured", node=change.node, gpu=change.gpu, old=layout_json(current), new=layout_json(change.new)
             )
+
