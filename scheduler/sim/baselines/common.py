@@ -7,8 +7,11 @@ Rules every baseline follows (spec/benchmarks.md, "Policies every benchmark runs
   stated as a MIG profile, as memory or as a model takes whole GPUs: ``ceil(memory / GPU memory)`` of the
   node's model (a MIG profile: 1), at least 1 — what a user of plain ``nvidia.com/gpu`` must ask for.
 - **FIFO.** Pending jobs are taken in submission order (then the snapshot's order); a job that does not fit
-  is skipped, not waited for (kube-scheduler's queue has no head-of-line blocking).
-- **No preemption, no quotas, no priorities.** Teams and priority classes are ignored.
+  is skipped, not waited for (kube-scheduler's queue has no head-of-line blocking). ``naive`` and
+  ``k8s-default`` sort by priority first, as kube-scheduler's ``PrioritySort`` does with PriorityClasses.
+- **No quotas.** Teams are ignored. ``binpack`` and ``fgd`` ignore priorities and never preempt; ``naive`` and
+  ``k8s-default`` preempt lower-priority jobs as stock kube-scheduler does
+  (:mod:`scheduler.sim.baselines.preempt`, which says where its model flatters them).
 - **nodeSelectors are honoured**: a job's ``gpu_model`` constraint (model or class) and ``reserved-only``
   tier. Cordoned, draining and reconfiguring nodes take nothing new.
 - **Replicas bind together.** The replay starts a job only with all its replicas, so every baseline binds
@@ -27,7 +30,7 @@ from dataclasses import dataclass, field
 
 from scheduler.core.capacity import ClusterState, model_matches
 from scheduler.core.catalog import GPU_MODEL_BY_NAME
-from scheduler.core.plan import Bind, Plan, Reject, Waiting
+from scheduler.core.plan import Bind, Evict, Plan, Reject, Waiting
 from scheduler.core.policy import Policy
 from scheduler.core.rightsize import memory_need_mib
 from scheduler.core.state import FULL_GPU_MILLI, Job, Node, Slot, Snapshot
@@ -147,6 +150,31 @@ class Free:
         self._undo.append(undo)
         return (Slot(node, gpu, milli=milli),)
 
+    def give_back(self, node: str, gpus: Sequence[int]) -> None:
+        """Whole GPUs a tentative eviction frees become free (undone by :meth:`rollback`)."""
+        added = [gpu for gpu in gpus if gpu not in self.whole[node]]
+        self.whole[node] = sorted(self.whole[node] + added)
+        shared = self.milli.get(node)
+        before = {gpu: shared[gpu] for gpu in added if gpu in shared} if shared is not None else {}
+        if shared is not None:
+            for gpu in added:
+                shared[gpu] = FULL_GPU_MILLI
+
+        def undo() -> None:
+            self.whole[node] = [gpu for gpu in self.whole[node] if gpu not in added]
+            if shared is not None:
+                for gpu in added:
+                    if gpu in before:
+                        shared[gpu] = before[gpu]
+                    else:
+                        shared.pop(gpu, None)
+
+        self._undo.append(undo)
+
+    def on_rollback(self, undo: Callable[[], None]) -> None:
+        """Run ``undo`` if the tentative changes are rolled back (kept silently on :meth:`commit`)."""
+        self._undo.append(undo)
+
     def fits(self, node: str, need: Need) -> bool:
         if need.is_share:
             return any(free >= need.milli for free in self.milli.get(node, {}).values())
@@ -164,6 +192,10 @@ class Free:
 Place = Callable[[Free, Job, Sequence[tuple[Node, Need]]], Slots | None]
 """A baseline's rule: slots for every replica of ``job`` over its candidate nodes (open, allowed, with the
 replica's need on each, in snapshot order), taken from ``free``; or None (then ``free`` is rolled back)."""
+
+Rescue = Callable[[Free, Job, Sequence[tuple[Node, Need]]], tuple[Slots, list[str]] | None]
+"""What a baseline does for a job ``Place`` could not fit: slots taken from ``free`` after tentatively freeing
+the GPUs of the running jobs it names (to be evicted), or None (``free`` is rolled back)."""
 
 
 ChooseNode = Callable[["Free", Sequence[tuple[Node, Need]]], tuple[Node, Need]]
@@ -197,16 +229,28 @@ def never_runs_reason(job: Job, nodes: Sequence[Node], policy: Policy, *, shares
     return None
 
 
-def plan_fifo(snapshot: Snapshot, policy: Policy, place: Place, *, name: str, shares: bool = False) -> Plan:
-    """One cycle of a FIFO baseline: reject what never runs, place the rest in order with ``place``."""
+def plan_fifo(
+    snapshot: Snapshot,
+    policy: Policy,
+    place: Place,
+    *,
+    name: str,
+    shares: bool = False,
+    order: Callable[[Sequence[Job]], list[Job]] = fifo,
+    rescue: Rescue | None = None,
+    rules: str = "FIFO, no preemption",
+) -> Plan:
+    """One cycle of a FIFO baseline: reject what never runs, place the rest in ``order`` with ``place``; a job
+    that does not fit goes to ``rescue`` (preemption) when there is one."""
     free = Free.of(snapshot)
     open_nodes = [node for node in snapshot.nodes if node.name in free.nodes]
     binds: list[Bind] = []
+    evictions: list[Evict] = []
     rejections: list[Reject] = []
     waiting: list[Waiting] = []
     team_positions: dict[str, int] = {}
     reasons: dict[tuple[object, ...], str | None] = {}
-    for job in fifo(snapshot.pending):
+    for job in order(snapshot.pending):
         shape = (job.request, job.replicas, job.gpu_model, job.tier)
         if shape not in reasons:
             reasons[shape] = never_runs_reason(job, snapshot.nodes, policy, shares=shares)
@@ -220,8 +264,15 @@ def plan_fifo(snapshot: Snapshot, policy: Policy, place: Place, *, name: str, sh
             if need is not None:
                 candidates.append((node, need))
         slots = place(free, job, candidates) if candidates else None
+        victims: list[str] = []
+        if slots is None and rescue is not None and candidates:
+            free.rollback()
+            rescued = rescue(free, job, candidates)
+            if rescued is not None:
+                slots, victims = rescued
         if slots is not None:
             free.commit()
+            evictions.extend(Evict(job=victim, reason="priority", by=job.id) for victim in victims)
             binds.append(Bind(job.id, slots))
             continue
         free.rollback()
@@ -231,10 +282,10 @@ def plan_fifo(snapshot: Snapshot, policy: Policy, place: Place, *, name: str, sh
                 job.id,
                 len(waiting) + 1,
                 team_positions[job.team],
-                f"waiting for free whole GPUs for its {job.replicas} replica(s) ({name}: FIFO, no preemption)",
+                f"waiting for free whole GPUs for its {job.replicas} replica(s) ({name}: {rules})",
             )
         )
-    return Plan(binds=tuple(binds), rejections=tuple(rejections), waiting=tuple(waiting))
+    return Plan(evictions=tuple(evictions), binds=tuple(binds), rejections=tuple(rejections), waiting=tuple(waiting))
 
 
 def place_each(free: Free, job: Job, candidates: Sequence[tuple[Node, Need]], choose: ChooseNode) -> Slots | None:

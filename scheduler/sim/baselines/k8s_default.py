@@ -1,6 +1,7 @@
 """``k8s-default``: kube-scheduler's default scoring applied to GPUs as an extended resource.
 
-Rules (on top of :mod:`scheduler.sim.baselines.common`: FIFO, no MIG, no preemption, no quotas):
+Rules (on top of :mod:`scheduler.sim.baselines.common`: no MIG, no quotas; priority order and kube-scheduler's
+priority preemption, :mod:`scheduler.sim.baselines.preempt`):
 
 - **no gang**: each replica is a pod scheduled on its own (the replay still binds them together — see
   ``common``);
@@ -22,6 +23,7 @@ from scheduler.core.plan import Plan
 from scheduler.core.policy import Policy
 from scheduler.core.state import Job, Node, Snapshot
 from scheduler.sim.baselines.common import Free, Need, Slots, place_each, plan_fifo
+from scheduler.sim.baselines.preempt import RULES, preemption, queue_order
 
 NAME = "k8s-default"
 
@@ -42,4 +44,12 @@ def _place(free: Free, job: Job, candidates: Sequence[tuple[Node, Need]]) -> Slo
 
 def k8s_default(snapshot: Snapshot, policy: Policy, now: float) -> Plan:
     """One cycle of the ``k8s-default`` baseline (module rules)."""
-    return plan_fifo(snapshot, policy, _place, name=NAME)
+    return plan_fifo(
+        snapshot,
+        policy,
+        _place,
+        name=NAME,
+        order=queue_order,
+        rescue=preemption(snapshot, _least_allocated),
+        rules=RULES,
+    )

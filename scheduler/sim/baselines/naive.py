@@ -1,6 +1,7 @@
 """``naive``: Kubernetes as shipped — GPUs are opaque integers (``nvidia.com/gpu``).
 
-Rules (on top of :mod:`scheduler.sim.baselines.common`: FIFO, no MIG, no preemption, no quotas):
+Rules (on top of :mod:`scheduler.sim.baselines.common`: no MIG, no quotas; priority order and kube-scheduler's
+priority preemption, :mod:`scheduler.sim.baselines.preempt`):
 
 - every request is whole GPUs, never shared: an inference service takes ``ceil(memory / GPU memory)``
   GPUs of the node's model, at least 1 (a 10 GiB service holds a whole 80 GB GPU);
@@ -15,6 +16,7 @@ from scheduler.core.plan import Plan
 from scheduler.core.policy import Policy
 from scheduler.core.state import Job, Node, Snapshot
 from scheduler.sim.baselines.common import Free, Need, Slots, place_each, plan_fifo
+from scheduler.sim.baselines.preempt import RULES, preemption, queue_order
 
 NAME = "naive"
 
@@ -29,4 +31,12 @@ def _place(free: Free, job: Job, candidates: Sequence[tuple[Node, Need]]) -> Slo
 
 def naive(snapshot: Snapshot, policy: Policy, now: float) -> Plan:
     """One cycle of the ``naive`` baseline (module rules)."""
-    return plan_fifo(snapshot, policy, _place, name=NAME)
+    return plan_fifo(
+        snapshot,
+        policy,
+        _place,
+        name=NAME,
+        order=queue_order,
+        rescue=preemption(snapshot, _first),
+        rules=RULES,
+    )

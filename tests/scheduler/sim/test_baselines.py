@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from scheduler.core.plan import Plan
@@ -27,8 +29,8 @@ def job(job_id: str, t: float = 0.0, **keys: object) -> Job:
     return Job(job_id, "t", request, submitted_at=t, **keys)  # type: ignore[arg-type]
 
 
-def running(job_id: str, *slots: tuple[str, int], **keys: object) -> Running:
-    return Running(job(job_id, **keys), tuple((Slot(n, g),) for n, g in slots), started_at=0.0)
+def running(job_id: str, *slots: tuple[str, int], t: float = 0.0, **keys: object) -> Running:
+    return Running(job(job_id, **keys), tuple((Slot(n, g),) for n, g in slots), started_at=t)
 
 
 def plan(planner, nodes, pending=(), run=()) -> Plan:
@@ -70,7 +72,7 @@ def test_only_fgd_takes_shares_and_only_on_time_sliced_nodes() -> None:
 # -- rules every baseline shares ----------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("planner", ALL)
+@pytest.mark.parametrize("planner", [binpack, fgd])
 def test_fifo_skips_what_does_not_fit_and_never_preempts(planner) -> None:
     nodes = [node("a", 4)]
     busy = [running("r", ("a", 0), ("a", 1), priority=Priority.LOW, preemptible=True)]
@@ -118,6 +120,76 @@ def test_a_gang_binds_whole_or_waits(planner) -> None:
     assert not result.binds and result.waiting[0].job == "g" and not result.rejections
     result = plan(planner, [node("a", 2), node("b", 2)], [job("g", request=Request(gpus=2), replicas=2)])
     assert sorted(placed(result)["g"]) == [("a", 0), ("a", 1), ("b", 0), ("b", 1)]
+
+
+# -- kube-scheduler's priority preemption (naive, k8s-default) ----------------------------------------------
+
+
+KUBE = [naive, k8s_default]
+
+
+@pytest.mark.parametrize("planner", KUBE)
+def test_priority_order_then_preemption_of_lower_priority(planner) -> None:
+    nodes = [node("a", 4)]
+    busy = [running("r", ("a", 0), ("a", 1), priority=Priority.LOW)]
+    pending = [
+        job("late", t=5.0),
+        job("big", t=1.0, request=Request(gpus=4), priority=Priority.PRODUCTION),
+        job("early", t=2.0),
+    ]
+    result = plan(planner, nodes, pending, busy)
+    # big goes first (PrioritySort) and fits only without r: r is evicted, big binds; nothing is left for the rest
+    assert [(e.job, e.reason, e.by) for e in result.evictions] == [("r", "priority", "big")]
+    assert placed(result) == {"big": [("a", 0), ("a", 1), ("a", 2), ("a", 3)]}
+    assert [w.job for w in result.waiting] == ["early", "late"]
+
+
+@pytest.mark.parametrize("planner", KUBE)
+def test_preemption_evicts_the_fewest_and_lowest_and_never_equal_priority(planner) -> None:
+    nodes = [node("a", 4), node("b", 4)]
+    busy = [
+        running("a-high", ("a", 0), ("a", 1), priority=Priority.HIGH),
+        running("a-low", ("a", 2), ("a", 3), priority=Priority.LOW),
+        running("b-normal1", ("b", 0), ("b", 1), priority=Priority.NORMAL, t=1.0),
+        running("b-normal2", ("b", 2), ("b", 3), priority=Priority.NORMAL, t=2.0),
+    ]
+    # a high job needing 2 GPUs: on a it evicts a-low (priority 0); on b one normal (priority 1) → a wins
+    result = plan(planner, nodes, [job("h", request=Request(gpus=2), priority=Priority.HIGH)], busy)
+    assert [e.job for e in result.evictions] == ["a-low"] and placed(result) == {"h": [("a", 2), ("a", 3)]}
+    # a normal job may evict only lower priority: a-low
+    result = plan(planner, nodes, [job("n", request=Request(gpus=2), priority=Priority.NORMAL)], busy)
+    assert [e.job for e in result.evictions] == ["a-low"]
+    # a low job preempts nothing
+    result = plan(planner, nodes, [job("l", priority=Priority.LOW)], busy)
+    assert not result.evictions and not result.binds and result.waiting
+
+
+@pytest.mark.parametrize("planner", KUBE)
+def test_victims_are_reprieved_most_important_first(planner) -> None:
+    nodes = [node("a", 4)]
+    busy = [
+        running("low", ("a", 0), priority=Priority.LOW),
+        running("normal", ("a", 1), priority=Priority.NORMAL),
+        running("high", ("a", 2), ("a", 3), priority=Priority.HIGH),
+    ]
+    result = plan(planner, nodes, [job("p", request=Request(gpus=2), priority=Priority.PRODUCTION)], busy)
+    # every lower job is a candidate; high is reprieved only if 2 GPUs free without it: low + normal free 2
+    assert sorted(e.job for e in result.evictions) == ["low", "normal"]
+
+
+@pytest.mark.parametrize("planner", KUBE)
+def test_a_gang_preempts_only_when_all_of_it_fits(planner) -> None:
+    nodes = [node("a", 2), node("b", 2)]
+    busy = [running("r", ("a", 0), ("a", 1), priority=Priority.LOW), running("s", ("b", 0), priority=Priority.HIGH)]
+    gang = job("g", request=Request(gpus=2), replicas=2, priority=Priority.HIGH)
+    result = plan(planner, nodes, [gang], busy)
+    assert not result.evictions and not result.binds  # b's high job cannot be preempted: the gang waits whole
+    result = plan(planner, nodes, [replace_priority(gang, Priority.PRODUCTION)], busy)
+    assert sorted(e.job for e in result.evictions) == ["r", "s"] and len(placed(result)["g"]) == 4
+
+
+def replace_priority(j: Job, priority: Priority) -> Job:
+    return dataclasses.replace(j, priority=priority)
 
 
 # -- each policy's own rule ------------------------------------------------------------------------------
