@@ -41,9 +41,20 @@ Training jobs (``kind: training``, whole GPUs, preemptible, checkpointed):
 | checkpoint interval | 10 min 30 %, 30 min 40 %, 60 min 30 % |
 | team | ``research``, ``vision`` or ``speech``, equally likely |
 
-Teams: inference teams share ``inference_share`` of the cluster's GPUs as guarantees (serving 2/3, assist
-1/3), training teams the rest (research 40 %, vision 30 %, speech 30 %); every team may burst to the whole
-cluster. All jobs may use any tier (the engine keeps production off spot by its own rule).
+Mixes (spec B2 ``--mix``, :data:`MIXES`): ``balanced`` — inference carries 40 % of the offered demand (the
+default); ``serving`` — 80 %, the share of requested GPU-time latency-sensitive pods hold in Alibaba's openb
+trace. Nothing else differs between them.
+
+Teams and guarantees — the inference teams' guarantees cover their expected non-preemptible demand, as a
+platform team would size them. Production and high services are not preemptible (80 % of the services, by
+the priority table), so the expected non-preemptible inference demand is ``0.8 × inference_share × load`` of
+the cluster's GPUs (the offered demand is ``load`` × GPUs in true need, the unit quotas are counted in). The
+inference teams share ``max(inference_share, 0.8 × inference_share × load)`` of the GPUs as guarantees
+(serving 2/3, assist 1/3), capped at the whole cluster; the training teams share the rest (research 40 %,
+vision 30 %, speech 30 %). At load 1.2 that is 0.384 < 0.4 of the GPUs (``balanced``) and 0.768 < 0.8
+(``serving``): the share covers it and the guarantees are the mix's share; at load 1.5 it is 0.48 and 0.96.
+Every team may burst to the whole cluster. All jobs may use any tier (the engine keeps production off spot by
+its own rule). :func:`inference_guarantee_share` computes it; a test checks it covers the demand.
 """
 
 from __future__ import annotations
@@ -85,6 +96,7 @@ INFERENCE_TEAMS: Table[str] = (("serving", 2 / 3), ("assist", 1 / 3))
 TRAINING_TEAMS: Table[str] = (("research", 0.4), ("vision", 0.3), ("speech", 0.3))
 REFERENCE_MODEL = "A100-SXM4-80GB"  # the cluster's most common GPU: offered need is counted on it
 PREHISTORY_S = 48 * 3600.0
+MIXES: dict[str, float] = {"balanced": 0.4, "serving": 0.8}  # mix → inference's share of the offered demand
 PHILLY_RUNTIME = Path("traces/philly/philly_runtime.csv")
 
 
@@ -169,9 +181,22 @@ def expected_training_need_s(table: Table[int], runtimes_s: Sequence[float]) -> 
     return _expectation(table) * mean_runtime
 
 
-def _teams(capacity: int, inference_share: float) -> tuple[Team, ...]:
+def non_preemptible_share() -> float:
+    """The share of services that are not preemptible (every priority but ``normal``, by the priority table)."""
+    total = sum(weight for _, weight in SERVICE_PRIORITIES)
+    return sum(weight for priority, weight in SERVICE_PRIORITIES if priority != Priority.NORMAL) / total
+
+
+def inference_guarantee_share(inference_share: float, load: float) -> float:
+    """The share of the cluster's GPUs the inference teams are guaranteed (module docstring): at least their
+    expected non-preemptible demand, at least the mix's share, at most the cluster."""
+    return min(1.0, max(inference_share, non_preemptible_share() * inference_share * load))
+
+
+def _teams(capacity: int, inference_share: float, load: float) -> tuple[Team, ...]:
     teams = []
-    for table, share in ((INFERENCE_TEAMS, inference_share), (TRAINING_TEAMS, 1 - inference_share)):
+    guaranteed = inference_guarantee_share(inference_share, load)
+    for table, share in ((INFERENCE_TEAMS, guaranteed), (TRAINING_TEAMS, 1 - guaranteed)):
         for name, fraction in table:
             guaranteed = round(capacity * share * fraction, 2)
             teams.append(Team(name, guaranteed=(("any", guaranteed),), burst=(("any", float(capacity)),)))
@@ -253,7 +278,7 @@ def generate(cluster: ClusterDef, config: WorkloadConfig, runtimes_s: Sequence[f
         source=f"<generated: {cluster.name}, load {config.load:g}, seed {config.seed}>",
         policy=policy,
         nodes=cluster.nodes,
-        teams=_teams(cluster.gpus, share),
+        teams=_teams(cluster.gpus, share, config.load),
         events=tuple(events),
         until=config.until_s,
     )
@@ -287,6 +312,7 @@ def describe(workload: Workload) -> str:
 
 
 __all__ = [
+    "MIXES",
     "TRAINING_GPUS_MIXED",
     "TRAINING_GPUS_TOPOLOGY",
     "Workload",
