@@ -22,17 +22,21 @@ converted with ``round(gpus × 7000)``:
    Placement asks admission of the placement it ranks first and, when refused, of the best one whose grain
    is admitted (:mod:`scheduler.core.choose`; :meth:`FairShare.admitted` answers for every grain at once).
 3. **Order** (:meth:`FairShare.iter_pending`). Pending jobs are taken team by team; a team's key is
-   (tier, dominant share / weight) of the team now, then its next job's (priority, rank, submit time, id):
+   (tier, share / weight) of the team now, then its next job's (priority, rank, submit time, id):
    - tier 0: the team's next job is ``production`` (it must always run; placing it first avoids binding
      work this cycle that it would evict next cycle);
-   - tier 1: the team is under its guarantee for its next job: overall units < overall guarantee and, when
-     the job is constrained to a GPU class with a bounded class guarantee, class units < class guarantee;
+   - tier 1: the team's next job fits within its guarantee (:meth:`FairShare.fits_guarantee`): held units
+     plus the fewest units the job could hold on some GPU model of the cluster stay ≤ the overall guarantee
+     and, when the job is pinned to a GPU class with a bounded class guarantee, ≤ that class guarantee — as
+     KAI-Scheduler serves a queue whose request fits its deserved quota before any queue that would borrow;
    - tier 2: everyone else.
-   Dominant share = max over classes of (team units in the class / units of every GPU of the class in the
-   snapshot, schedulable or not: a denominator that stays put within a cycle); dividing by the weight
-   splits borrowed capacity in proportion to weights (a team of weight 2 is served until it holds twice the
-   share of a team of weight 1). Within a team: priority (production > high > normal >
-   low), then the lead's rank (lower first), then submit time, then job id — a total order.
+   The share in tiers 0 and 1 is the dominant share: max over classes of (team units in the class / units of
+   every GPU of the class in the snapshot, schedulable or not: a denominator that stays put within a cycle).
+   In tier 2 it is the borrowed share (:meth:`FairShare.borrowed_share`): the units held above the
+   guarantee, overall over the whole cluster and per class over that class, the larger — so what lies above
+   the guarantees is split in proportion to the weights (two teams guaranteed 2 of 8 GPUs with weights 1
+   and 3 end at 3 and 5), not the totals. Within a team: priority (production > high > normal > low), then
+   the lead's rank (lower first), then submit time, then job id — a total order.
    Keys are recomputed as the cycle places jobs: after each job the team is re-keyed, and teams whose usage
    changed otherwise (evictions) are re-keyed when :meth:`FairShare.changed` names them.
    With ``policy.fairness`` off: plain (priority, submit time, id) order and every admission succeeds.
@@ -49,6 +53,7 @@ import heapq
 from collections.abc import Iterator, Mapping, Sequence
 
 from scheduler.core.capacity import UNITS_PER_GPU, ClusterState, gpu_class_of
+from scheduler.core.explain import demand_units
 from scheduler.core.limits import (
     ANY,
     Admission,
@@ -62,6 +67,7 @@ from scheduler.core.limits import (
     of_class,
 )
 from scheduler.core.policy import Policy
+from scheduler.core.rightsize import resolve
 from scheduler.core.state import Job, Team
 from scheduler.core.vocabulary import Priority
 
@@ -105,6 +111,9 @@ class FairShare:
             gpu_class = gpu_class_of(gpu.node.gpu_model)
             capacity[gpu_class] = capacity.get(gpu_class, 0) + UNITS_PER_GPU
         self.capacity: dict[str, int] = dict(sorted(capacity.items()))
+        self.total_capacity = sum(capacity.values())
+        self.models = tuple(sorted({gpu.node.gpu_model for gpu in state.gpus.values()}))
+        self._need: dict[tuple[object, ...], int] = {}  # need_units per (request, kind, constraint, replicas)
         # Running jobs (the only eviction candidates) by team, in guarantee-fill order (rule 4).
         by_team: dict[str, list[tuple[tuple[int, int, float, str], str]]] = {}
         for job_id, running in state.running.items():
@@ -377,11 +386,54 @@ class FairShare:
         """Where ``team`` stands when ``head`` is its next job (rule 3); smaller is served first."""
         if head.priority == Priority.PRODUCTION:
             tier = 0
-        elif self.under_guarantee(team, job_class(head)):
+        elif self.fits_guarantee(team, head):
             tier = 1
         else:
             tier = 2
-        return (tier, self.dominant_share(team) / self.weight(team), *(head_key or job_key(head)), team)
+        share = self.dominant_share(team) if tier < 2 else self.borrowed_share(team)
+        return (tier, share / self.weight(team), *(head_key or job_key(head)), team)
+
+    def fits_guarantee(self, team: str, head: Job) -> bool:
+        """Rule 3, tier 1: ``head`` at the fewest units it could hold on the cluster (:meth:`need_units`)
+        keeps ``team`` within its guarantee, overall and in the class ``head`` is pinned to."""
+        limits = self.guarantee(team)
+        usage = self.state.usage.get(team, {})
+        need = self.need_units(head)
+        if sum(usage.values()) + need > (limits.overall or 0):
+            return False
+        gpu_class = job_class(head)
+        limit = limits.for_class(gpu_class) if gpu_class != ANY else None
+        return limit is None or usage.get(gpu_class, 0) + need <= limit
+
+    def need_units(self, job: Job) -> int:
+        """The fewest units ``job`` (every replica) could hold on some GPU model of the cluster; at least 1, so
+        a job of unknown size counts as more than nothing."""
+        key = (job.request, job.kind, job.gpu_model, job.replicas)
+        need = self._need.get(key)
+        if need is None:
+            per_replica = [
+                demand_units(demand, model)
+                for model in self.models
+                if (demand := resolve(job, model, self.policy)) is not None
+            ]
+            need = self._need[key] = max(1, min(per_replica, default=1) * job.replicas)
+        return need
+
+    def borrowed_share(self, team: str) -> float:
+        """Max over classes of the team's units above its guarantee / cluster units of that class: rule 3's
+        measure of a team in tier 2, so capacity above the guarantees is split by weight."""
+        usage = self.state.usage.get(team)
+        if not usage:
+            return 0.0
+        limits = self.guarantee(team)
+        above = max(0, sum(usage.values()) - (limits.overall or 0))
+        share = above / self.total_capacity if self.total_capacity else 0.0
+        for gpu_class, units in usage.items():
+            limit = limits.for_class(gpu_class)
+            capacity = self.capacity.get(gpu_class)
+            if limit is not None and capacity and units > limit:
+                share = max(share, (units - limit) / capacity)
+        return share
 
     def iter_pending(self, pending: Sequence[Job], now: float) -> Iterator[Job]:
         """Yield ``pending`` in fair order (rule 3), re-keying as the caller places jobs between steps.

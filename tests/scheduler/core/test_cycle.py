@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from scheduler.core import Bind, Evict, Plan, Policy, Preemption, Reject, Snapshot, plan_cycle
+from scheduler.core import Bind, Evict, Plan, Policy, Preemption, Reject, Snapshot, plan_cycle, rejection_reason
 from scheduler.core.state import Job, Node, Request, Running, Slot, Team
 from scheduler.core.vocabulary import CapacityTier, JobKind, JobTier, Priority
 from tests.scheduler.properties.apply import apply_plan
@@ -503,3 +503,11 @@ def test_no_hold_when_no_change_of_a_bound_node_would_serve_production() -> None
     plan = _held_world(second_gpu_busy=True)  # GPU 1 runs production work: nothing to change there
     assert [b.job for b in plan.binds] == ["p0"]
     assert all("held" not in w.reason for w in plan.waiting)
+
+
+def test_rejection_reason_is_the_cycles_own_before_anything_is_written() -> None:
+    nodes = [node("h", H100, cpu_milli=64_000)]
+    for the_job in (job("j", gpus=16), job("j", memory_gib=700), job("j", gpus=0)):
+        cycle = _plan(nodes, [the_job]).rejections[0].reason
+        assert rejection_reason(the_job, nodes, POLICY) == cycle
+    assert rejection_reason(job("j", gpus=8), nodes, POLICY) is None
