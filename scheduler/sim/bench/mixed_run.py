@@ -24,6 +24,7 @@ from scheduler.core.policy import Policy
 from scheduler.core.state import Snapshot
 from scheduler.sim.metrics import utilization_series, window_metrics
 from scheduler.sim.planners import PLANNERS, Planner
+from scheduler.sim.records import CycleLog
 from scheduler.sim.replay import PlanViolation, replay
 from scheduler.sim.topology_model import topology_speed
 from scheduler.sim.workload.mixed import Workload
@@ -89,8 +90,9 @@ def check_policies(names: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def run_policy(workload: Workload, name: str, *, strict: bool = False) -> PolicyResult:
-    """Replay ``workload`` with the planner registered as ``name`` and compute its window figures."""
+def run_policy(workload: Workload, name: str, *, strict: bool = False, cycles: bool = False) -> PolicyResult:
+    """Replay ``workload`` with the planner registered as ``name`` and compute its window figures; ``cycles``:
+    record every cycle's queue too, for ``idle_while_pending`` and ``eta_error`` (B2 needs them, B3 does not)."""
     repairs = Repairs()
     inner = PLANNERS[name] if strict else guarded(PLANNERS[name], repairs)
     last = {"now": 0.0}
@@ -101,9 +103,10 @@ def run_policy(workload: Workload, name: str, *, strict: bool = False) -> Policy
 
     scenario = workload.scenario
     nodes = {node.name: node for node in scenario.nodes}
+    log = CycleLog(window=workload.config.window) if cycles else None
     started = time.perf_counter()
     try:
-        result = replay(scenario, planner, speed=topology_speed(workload.cluster.fabric))
+        result = replay(scenario, planner, speed=topology_speed(workload.cluster.fabric), cycles=log)
     except PlanViolation as violation:
         error = str(violation)
     except Exception as crash:  # the planner's own failure is a result to report, not to hide
@@ -112,7 +115,7 @@ def run_policy(workload: Workload, name: str, *, strict: bool = False) -> Policy
         error = None
     if error is not None:
         return PolicyResult(name, None, (), time.perf_counter() - started, len(repairs.dropped_binds), None, error)
-    metrics = window_metrics(result, workload.jobs, nodes, scenario.policy, workload.config.window)
+    metrics = window_metrics(result, workload.jobs, nodes, scenario.policy, workload.config.window, log)
     series = utilization_series(result, nodes, scenario.policy, workload.config.window)
     first = repairs.dropped_binds[0] if repairs.dropped_binds else None
     return PolicyResult(name, metrics, tuple(series), time.perf_counter() - started, len(repairs.dropped_binds), first)

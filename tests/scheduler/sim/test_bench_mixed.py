@@ -17,13 +17,28 @@ POLICY_KEYS = {
     "status",
     "effective_utilization",
     "allocation_ratio",
+    "idle_while_pending",
     "queue_wait_s",
     "production_inference_wait_s",
     "completed",
     "training_throughput",
+    "evictions_by_cause",
+    "evictions_per_8h",
+    "eta_error",
     "plan_repairs",
     "wall_s",
 }
+MEDIAN_KEYS = {
+    "effective_utilization",
+    "idle_while_pending",
+    "evictions_per_8h",
+    "evictions.priority",
+    "production_inference_wait_s.p95",
+    "queue_wait_s.production.max",
+    "eta_error.p50",
+    "eta_error.p90",
+}
+FAST = ("--jobs", "1")
 
 
 @pytest.fixture
@@ -35,7 +50,7 @@ def trace(tmp_path: Path) -> Path:
 
 def bench(*args: str) -> str:
     out = StringIO()
-    call_command("bench", "mixed", *args, stdout=out, stderr=StringIO())
+    call_command("bench", "mixed", *FAST, *args, stdout=out, stderr=StringIO())
     return out.getvalue()
 
 
@@ -43,48 +58,81 @@ def test_registered_once_under_its_name() -> None:
     assert benchmarks()["mixed"] is mixed_cli
 
 
-def test_json_has_every_policy_side_by_side(trace: Path) -> None:
-    args = ["--hours", "0.25", "--warmup-hours", "0.05", "--seed", "3", "--trace", str(trace)]
+def test_json_has_every_policy_side_by_side_per_mix_and_seed(trace: Path) -> None:
+    args = ["--hours", "0.25", "--warmup-hours", "0.05", "--seeds", "3-4", "--trace", str(trace)]
     payload = json.loads(bench(*args, "--policies", "naive,k8s-default,binpack,fgd,microcosm", "--json"))
     assert payload["benchmark"] == "mixed" and payload["command"].startswith("python manage.py bench mixed")
-    assert "--seed 3" in payload["command"] and payload["command"].endswith("--json")
-    assert list(payload["policies"]) == ["naive", "k8s-default", "binpack", "fgd", "microcosm"]
-    for name, figures in payload["policies"].items():
-        if figures["status"] == "failed":
-            assert figures["error"], name
-            continue
-        assert set(figures) >= POLICY_KEYS, name
-        assert 0 <= figures["effective_utilization"] <= figures["allocation_ratio"] + 1e-9 <= 1 + 1e-9
-        for stats in figures["queue_wait_s"].values():
-            assert {"p50", "p95", "max", "jobs", "still_waiting"} <= set(stats)
+    assert "--mix balanced,serving --seeds 3-4" in payload["command"] and payload["command"].endswith("--json")
+    assert payload["seeds"] == [3, 4] and list(payload["mixes"]) == ["balanced", "serving"]
+    for mix, entry in payload["mixes"].items():
+        assert entry["inference_share"] == {"balanced": 0.4, "serving": 0.8}[mix]
+        assert list(entry["workloads"]) == ["3", "4"] and all(w["jobs"] > 0 for w in entry["workloads"].values())
+        assert list(entry["policies"]) == ["naive", "k8s-default", "binpack", "fgd", "microcosm"]
+        for name, summary in entry["policies"].items():
+            assert summary["status"] == "ok", (mix, name, summary.get("errors"))
+            assert set(summary["median"]) >= MEDIAN_KEYS
+            for figure in summary["median"].values():
+                assert set(figure) == {"median", "min", "max"}
+                if figure["median"] is not None:
+                    assert figure["min"] <= figure["median"] <= figure["max"]
+            for seed, figures in summary["seeds"].items():
+                assert set(figures) >= POLICY_KEYS, (mix, name, seed)
+                assert 0 <= figures["effective_utilization"] <= figures["allocation_ratio"] + 1e-9 <= 1 + 1e-9
+                assert 0 <= figures["idle_while_pending"] <= 1
     assert payload["window_s"] == [180.0, 180.0 + 900.0]
-    assert payload["cluster"]["gpus"] == 64 and payload["workload"]["jobs"] > 0
-    assert {c["claim"][:3] for c in payload["claims"]} == {"B2:"}
+    assert payload["cluster"]["gpus"] == 64
+    assert {c["claim"][:3] for c in payload["claims"]} == {"B2 "}
+    claims = [c["claim"] for c in payload["claims"]]
+    assert any("serving" in c and "2× naive" in c for c in claims)
+    assert any("balanced" in c and "evictions per 8 h" in c for c in claims)
+    assert sum("idle_while_pending ≤ 5 %" in c for c in claims) == 2
 
 
-def test_the_table_names_the_command_and_every_policy(trace: Path) -> None:
-    table = bench("--hours", "0.2", "--warmup-hours", "0", "--policies", "naive,fgd", "--trace", str(trace))
+def test_one_mix_and_the_table_names_the_command_and_every_policy(trace: Path) -> None:
+    table = bench(
+        "--hours", "0.2", "--warmup-hours", "0", "--policies", "naive,fgd", "--mix", "serving", "--seeds", "42",
+        "--trace", str(trace),
+    )  # fmt: skip
     lines = table.splitlines()
-    assert lines[0].startswith("Mixed (B2): mixed-64 at load 1.2, seed 42")
-    assert lines[1].startswith("command: python manage.py bench mixed")
-    assert any(line.startswith("policy") and "naive" in line and "fgd" in line for line in lines)
-    assert any(line.startswith("effective utilization") for line in lines)
+    assert lines[0].startswith("Mixed (B2): mixed-64 at load 1.2, mixes serving, seeds 42")
+    assert lines[1].startswith("command: python manage.py bench mixed --mix serving --seeds 42")
+    assert any(line.startswith("serving") and "naive" in line and "fgd" in line for line in lines)
+    assert not any(line.startswith("balanced") for line in lines)
+    for row in ("effective utilization", "idle while pending", "  by priority", "eta_error p90", "low wait max"):
+        assert any(line.startswith(row) for line in lines), row
 
 
-def test_the_same_seed_gives_the_same_figures(trace: Path) -> None:
-    args = ["--hours", "0.2", "--warmup-hours", "0", "--policies", "binpack", "--trace", str(trace), "--json"]
-    first, second = json.loads(bench(*args)), json.loads(bench(*args))
+def test_mix_both_is_every_mix_and_an_unknown_mix_is_refused() -> None:
+    assert mixed_cli.mix_list("both") == ["balanced", "serving"]
+    assert mixed_cli.mix_list("serving,balanced") == ["serving", "balanced"]
+    with pytest.raises(CommandError, match="unknown mix busy"):
+        bench("--mix", "busy")
+    with pytest.raises(CommandError, match="--seeds"):
+        bench("--seeds", "46-42")
+
+
+def test_the_same_seed_gives_the_same_figures_with_one_worker_or_two(trace: Path) -> None:
+    args = ["--hours", "0.2", "--warmup-hours", "0", "--policies", "binpack,naive", "--seeds", "1-2"]
+    args += ["--mix", "balanced", "--trace", str(trace), "--json"]
+    first = json.loads(bench(*args))
+    second = json.loads(bench(*args, "--jobs", "2"))
     for payload in (first, second):
-        payload["policies"]["binpack"].pop("wall_s")
-    assert first["policies"] == second["policies"]
+        for summary in payload["mixes"]["balanced"]["policies"].values():
+            summary["median"].pop("wall_s")
+            for figures in summary["seeds"].values():
+                figures.pop("wall_s")
+    assert first["mixes"] == second["mixes"]
 
 
 def test_report_has_the_utilization_and_wait_charts(trace: Path, tmp_path: Path) -> None:
     outcome = mixed_cli.run(
-        {"hours": 0.2, "warmup_hours": 0.0, "policies": ["naive"], "trace": trace, "seed": 1, "load": 1.2}
+        {"hours": 0.2, "warmup_hours": 0.0, "policies": ["naive"], "trace": trace, "seeds": "1", "jobs": 1}
     )
     titles = [figure.layout.title.text for figure in outcome.figures]
-    assert titles == ["Utilization over time (10-minute buckets)", "Queueing delay by priority class (p95)"]
+    assert titles == [
+        "Utilization over time (10-minute buckets), balanced, seed 1",
+        "Queueing delay by priority class (p95, median over seeds)",
+    ]
     assert outcome.figures[0].data, "the utilization chart has a line per policy"
 
 
@@ -97,7 +145,7 @@ def test_report_has_the_utilization_and_wait_charts(trace: Path, tmp_path: Path)
     ],
 )
 def test_bad_options_say_what_to_change(options: dict[str, object], message: str, trace: Path) -> None:
-    base = {"hours": 0.1, "warmup_hours": 0.0, "trace": trace, "seed": 1, "load": 1.2}
+    base = {"hours": 0.1, "warmup_hours": 0.0, "trace": trace, "seeds": "1", "load": 1.2, "jobs": 1}
     with pytest.raises(BenchUsageError, match=message):
         mixed_cli.run({**base, **options})
 
@@ -126,11 +174,10 @@ def test_a_planner_that_crashes_is_reported_failed_and_the_others_still_run(
         return planners.PLANNERS["naive"](snapshot, policy, now)
 
     monkeypatch.setitem(planners.PLANNERS, "boom", boom)
-    outcome = mixed_cli.run(
-        {"hours": 0.1, "warmup_hours": 0.0, "policies": ["boom", "naive"], "trace": trace, "seed": 1, "load": 1.2}
-    )
-    failed = outcome.payload["policies"]["boom"]
-    assert failed["status"] == "failed"
-    assert failed["error"] == "the planner raised RuntimeError at the cycle t=60: engine bug"
-    assert outcome.payload["policies"]["naive"]["status"] == "ok"
-    assert "boom FAILED: the planner raised RuntimeError" in outcome.table
+    options = {"hours": 0.1, "warmup_hours": 0.0, "policies": ["boom", "naive"], "trace": trace, "seeds": "1"}
+    outcome = mixed_cli.run({**options, "mix": ["balanced"], "jobs": 1})
+    policies = outcome.payload["mixes"]["balanced"]["policies"]
+    assert policies["boom"]["status"] == "failed"
+    assert policies["boom"]["errors"] == {"1": "the planner raised RuntimeError at the cycle t=60: engine bug"}
+    assert policies["naive"]["status"] == "ok"
+    assert "balanced seed 1: boom FAILED: the planner raised RuntimeError" in outcome.table
