@@ -1,35 +1,42 @@
-"""B4 ``cost``: what the same work costs on on-demand capacity only, and with Microcosm's capacity tiers.
+"""B4 ``cost``: what the same work costs on stock Kubernetes on-demand, on Microcosm on-demand, and with
+Microcosm's capacity tiers.
 
-Protocol (spec/benchmarks.md B4; prices :mod:`scheduler.sim.prices`, facts §7):
+Protocol (spec/benchmarks.md B4; prices :mod:`scheduler.sim.prices`, facts §7; billing
+:mod:`scheduler.sim.bench.metering`):
 
-1. **Workload.** The B2 generator (:mod:`scheduler.sim.workload.mixed`) for ``mixed-64`` at ``load`` and
-   ``seed``: inference services (half of them ``production``) and checkpointed, preemptible training.
-2. **Capacity.** Clouds are elastic, so the replay gets a pool of ``pool_factor`` copies of ``mixed-64``'s
-   servers (128 GPUs by default for a workload sized for 64) and on-demand and spot GPUs are billed only while
-   work holds them (per GPU-equivalent-hour: a MIG slice its compute slices / 7; the same rule in every run, so
-   it flatters neither). Reserved GPUs are paid for every hour of the window, used or not.
-3. **Run A, on-demand only.** Every server on-demand; every job ``tier: any``. The engine (``microcosm``)
-   places the work; the run also measures the demand the tiers are then sized from.
-4. **Reserved baseline.** Reserving one more GPU of a model pays off when demand for that model stays at or
-   above it for more than (1 − d) of the time, d being the reserved discount (35 %): so the baseline of each
-   model is the time-weighted d-quantile of run A's demand for it (GPU-equivalents held), rounded *down* to
-   whole servers, and at least run A's peak production-inference demand on that model, rounded *up* (production
-   runs only on reserved capacity). The other servers of the pool alternate spot and on-demand.
-5. **Run B, tiered.** Same pool, those tiers and their prices: production inference ``reserved-only``;
-   checkpointed preemptible training ``spot-ok`` (the engine routes it spot first, then reserved, then
-   on-demand); the rest ``any`` (reserved first). Spot servers are interrupted as a Poisson process at
+1. **Workload.** The B2 generator (:mod:`scheduler.sim.workload.mixed`) for ``mixed-64`` at ``load``, for a mix
+   and a seed: inference services and checkpointed, preemptible training.
+2. **Capacity.** Clouds are elastic, so every run gets a pool of ``pool_factor`` copies of ``mixed-64``'s
+   servers (128 GPUs by default for a workload sized for 64). On-demand and spot are **metered per node-hour**:
+   a server is billed at its instance price for every second it holds any work (an autoscaled pool releases
+   empty nodes). Reserved servers are paid for every hour of the window, used or not.
+3. **Run N, naive on-demand**: the ``naive`` baseline (stock Kubernetes) on the pool, every server on-demand:
+   what a team on stock Kubernetes pays.
+4. **Run A, microcosm on-demand**: the engine on the same all on-demand pool; the run also measures the demand
+   the tiers are then sized from.
+5. **Reserved baseline**, from the aggregate non-spot demand per GPU model — run A's GPU-equivalents held by
+   the jobs run B does not send to spot (everything but checkpointed preemptible training): reserving one more
+   GPU pays off when that demand stays at or above it for more than (1 − d) of the time, d being the reserved
+   discount (35 %), so each model's baseline is the time-weighted d-quantile of that demand, rounded *down* to
+   whole servers. The other servers of the pool alternate spot and on-demand (spot first).
+6. **Run B, microcosm tiered**: same pool, those tiers and prices. Checkpointed preemptible training is
+   ``spot-ok`` (the engine routes it spot first, then reserved, then on-demand); everything else is ``any``
+   (reserved first, then on-demand; production never on spot — the engine's tier rule,
+   ``scheduler/core/placement/tiers.py``): production inference runs on reserved capacity first and on
+   on-demand when reserved is full. Spot servers are interrupted as a Poisson process at
    ``interruptions_per_node_day`` during the arrival window, with AWS's 2-minute notice (facts §6); the
-   interrupted server is replaced by a fresh spot server ``replace_s`` later. Work since a job's last
+   interrupted server is replaced by a fresh spot server ``replace_s`` later; work since a job's last
    checkpoint is lost and re-run (the replay's work model).
-6. **Run C** is run B with spot interrupted at ``stress_interruptions_per_node_day`` (a stress test of the
-   recovery path; the facts' Spot Advisor buckets put GPU instances at "often > 20 % a month", i.e. about
-   0.007 interruptions per node-day, which hardly ever fires in a few hours).
-7. **Figures** over the measured window (after the warm-up; the workload keeps arriving to its end, so the
-   comparison is of a cluster in steady state, not of a draining tail): total cost = reserved commitments for
-   the window + metered spot and on-demand GPU-hours × price; useful GPU-hours = what the running work truly
-   needs minus the work lost to preemption (B2's ``effective_utilization`` definition); cost per useful
-   GPU-hour; lost GPU-hours; production-inference SLO misses = production services in the window that waited
-   more than one scheduling cycle to start, or never started. Savings = 1 − cost(B) / cost(A).
+7. **Run C** (only when ``stress_interruptions_per_node_day`` > 0; off by default) is run B with spot
+   interrupted that often — a stress test of the recovery path, as the facts' rate (about 0.007 per
+   node-day) hardly ever fires in a few hours.
+8. **Figures** over the measured window (after the warm-up; the workload keeps arriving to its end, so the
+   comparison is of a cluster in steady state, not of a draining tail): total cost = reserved for the window +
+   metered node-hours × instance price; useful GPU-hours = what the running work truly needs minus the work lost
+   to preemption (B2's ``effective_utilization`` × the GPU-hours present); cost per useful GPU-hour; lost
+   GPU-hours; production SLO misses = production services submitted in the window that started more than one
+   scheduling cycle after submission, or never. The two savings: **tiering alone** = 1 − cost(B) / cost(A);
+   **what a user gets** = 1 − cost(B) / cost(N).
 
 Deterministic for a seed; no Django.
 """
@@ -44,15 +51,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from scheduler.core.capacity import UNITS_PER_GPU, slot_units
-from scheduler.core.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.state import Job, Node
 from scheduler.core.vocabulary import CapacityTier, JobKind, JobTier, Priority
+from scheduler.sim.bench.cost_sizing import demand_by_model, reserved_baseline
+from scheduler.sim.bench.metering import held_seconds, metered_cost, metered_node_hours, reserved_cost
 from scheduler.sim.bench.mixed_run import Repairs, guarded
 from scheduler.sim.events import AddNode, Interrupt, Submit, TimedEvent
-from scheduler.sim.metrics import window_metrics
+from scheduler.sim.metrics import capacity_gpu_s, percentile, window_metrics
 from scheduler.sim.planners import PLANNERS
-from scheduler.sim.prices import RESERVED_DISCOUNT, price_per_gpu_hour
+from scheduler.sim.prices import price_per_gpu_hour
 from scheduler.sim.replay import replay
 from scheduler.sim.report import ReplayResult
 from scheduler.sim.scenario import Scenario
@@ -62,7 +69,7 @@ from scheduler.sim.workload.mixed import Workload
 
 AWS_NOTICE_S = 120.0  # facts §6: AWS's 2-minute spot interruption notice
 # Run C: a few interruptions in a few hours on eight spot servers, so the recovery path is really exercised.
-STRESS_INTERRUPTIONS_PER_NODE_DAY = 4.0
+STRESS_INTERRUPTIONS_PER_NODE_DAY = 0.0  # run C is off unless asked for (e.g. 4: a few per run)
 FACTS_INTERRUPTIONS_PER_NODE_DAY = round(0.20 / 30, 4)  # the Spot Advisor's "> 20 % a month" bucket
 
 
@@ -73,6 +80,7 @@ class CostConfig:
     stress_interruptions_per_node_day: float = STRESS_INTERRUPTIONS_PER_NODE_DAY
     replace_s: float = 600.0
     planner: str = "microcosm"
+    baseline: str = "naive"  # run N: stock Kubernetes
 
     def __post_init__(self) -> None:
         problems = []
@@ -81,8 +89,9 @@ class CostConfig:
         for name in ("interruptions_per_node_day", "stress_interruptions_per_node_day", "replace_s"):
             if getattr(self, name) < 0:
                 problems.append(f"{name} must not be negative, got {getattr(self, name)!r}")
-        if self.planner not in PLANNERS:
-            problems.append(f"unknown planner {self.planner!r}; known: {', '.join(PLANNERS)}")
+        for planner in (self.planner, self.baseline):
+            if planner not in PLANNERS:
+                problems.append(f"unknown planner {planner!r}; known: {', '.join(PLANNERS)}")
         if problems:
             raise ValueError("; ".join(problems))
 
@@ -97,6 +106,7 @@ class TierRun:
     total_cost: float
     reserved_cost: float
     metered_cost: float
+    metered_node_hours: float
     useful_gpu_hours: float
     lost_gpu_hours: float
     effective_utilization: float
@@ -118,6 +128,7 @@ class TierRun:
             "total_cost": round(self.total_cost, 2),
             "reserved_cost": round(self.reserved_cost, 2),
             "metered_cost": round(self.metered_cost, 2),
+            "metered_node_hours": round(self.metered_node_hours, 2),
             "useful_gpu_hours": round(self.useful_gpu_hours, 2),
             "cost_per_useful_gpu_hour": round(self.cost_per_useful_gpu_hour, 4),
             "lost_gpu_hours": round(self.lost_gpu_hours, 3),
@@ -147,77 +158,6 @@ def priced(node: Node, tier: CapacityTier) -> Node:
     return replace(node, tier=tier, price_per_gpu_hour=price)
 
 
-Steps = dict[str, list[tuple[float, float]]]  # GPU model → sorted (t, change in GPU-equivalents held)
-
-
-def demand_by_model(result: ReplayResult, nodes: Mapping[str, Node], *, production_only: bool = False) -> Steps:
-    """GPU model → the step function of GPU-equivalents held on it, as sorted ``(t, change)`` pairs."""
-    changes: dict[str, list[tuple[float, float]]] = defaultdict(list)
-    for run in result.runs:
-        job = run.job
-        if production_only and not (job.priority == Priority.PRODUCTION and job.kind == JobKind.INFERENCE):
-            continue
-        for model, held in _held_by_model(run.slots, nodes).items():
-            changes[model] += [(run.start, held), (run.end, -held)]
-    return {model: sorted(steps) for model, steps in changes.items()}
-
-
-def _held_by_model(slots: Sequence[Sequence[Any]], nodes: Mapping[str, Node]) -> dict[str, float]:
-    held: dict[str, float] = defaultdict(float)
-    for replica in slots:
-        for slot in replica:
-            model = nodes[slot.node].gpu_model
-            held[model] += slot_units(slot, GPU_MODEL_BY_NAME[model]) / UNITS_PER_GPU
-    return held
-
-
-def time_quantile(steps: Sequence[tuple[float, float]], window: tuple[float, float], q: float) -> float:
-    """The level L such that the held amount is ≤ L for a fraction ``q`` of the window (time-weighted)."""
-    durations: dict[float, float] = defaultdict(float)
-    level, since = 0.0, window[0]
-    for t, change in [*steps, (window[1], 0.0)]:
-        if t > since:  # ``level`` held on [since, t)
-            low, high = max(since, window[0]), min(t, window[1])
-            if high > low:
-                durations[round(level, 6)] += high - low
-            since = t
-        level += change
-    total = sum(durations.values())
-    covered = 0.0
-    for value in sorted(durations):
-        covered += durations[value]
-        if covered >= q * total - 1e-9:
-            return max(0.0, value)
-    return 0.0  # an empty window
-
-
-def peak(steps: Sequence[tuple[float, float]]) -> float:
-    level = best = 0.0
-    for _, change in steps:
-        level += change
-        best = max(best, level)
-    return best
-
-
-def reserved_baseline(
-    demand: Mapping[str, Sequence[tuple[float, float]]],
-    production: Mapping[str, Sequence[tuple[float, float]]],
-    nodes: Sequence[Node],
-    window: tuple[float, float],
-) -> dict[str, int]:
-    """GPU model → servers to reserve (protocol step 4)."""
-    per_node = {node.gpu_model: node.gpu_count for node in nodes}
-    available: dict[str, int] = defaultdict(int)
-    for node in nodes:
-        available[node.gpu_model] += 1
-    servers: dict[str, int] = {}
-    for model, gpus in per_node.items():
-        by_cost = math.floor(time_quantile(demand.get(model, ()), window, RESERVED_DISCOUNT) / gpus + 1e-9)
-        for_production = math.ceil(peak(production.get(model, ())) / gpus - 1e-9)
-        servers[model] = min(available[model], max(by_cost, for_production))
-    return servers
-
-
 def tiered_nodes(nodes: Sequence[Node], reserved_servers: Mapping[str, int]) -> tuple[Node, ...]:
     """The pool with the first ``reserved_servers[model]`` servers of each model reserved and the others
     alternating spot and on-demand (spot first)."""
@@ -236,12 +176,16 @@ def tiered_nodes(nodes: Sequence[Node], reserved_servers: Mapping[str, int]) -> 
 
 
 def job_tier(job: Job) -> JobTier:
-    """Run B's routing of a job (protocol step 5)."""
-    if job.priority == Priority.PRODUCTION:
-        return JobTier.RESERVED_ONLY
-    if job.preemptible and job.checkpoint_interval_s:
+    """Run B's routing of a job (protocol step 6): checkpointed preemptible work may go to spot; everything
+    else — production included, which the engine never puts on spot — takes reserved first, then on-demand."""
+    if job.preemptible and job.checkpoint_interval_s and job.priority != Priority.PRODUCTION:
         return JobTier.SPOT_OK
     return JobTier.ANY
+
+
+def non_spot(job: Job) -> bool:
+    """Demand the reserved baseline is sized from: what run B does not send to spot."""
+    return job_tier(job) != JobTier.SPOT_OK
 
 
 def interruptions(
@@ -296,41 +240,27 @@ def measure(
     name: str,
     workload: Workload,
     scenario: Scenario,
-    config: CostConfig,
+    planner: str,
     spot_events: int,
 ) -> tuple[TierRun, ReplayResult]:
-    """Replay ``scenario`` and bill it over the workload's window (protocol step 7)."""
+    """Replay ``scenario`` with ``planner`` and bill it over the workload's window (protocol steps 2 and 8)."""
     repairs = Repairs()
     started = time.perf_counter()
-    result = replay(scenario, guarded(PLANNERS[config.planner], repairs), speed=topology_speed(workload.cluster.fabric))
+    result = replay(scenario, guarded(PLANNERS[planner], repairs), speed=topology_speed(workload.cluster.fabric))
     nodes = {node.name: node for node in scenario.nodes}
     for event in scenario.events:  # replacements join later; bill them like the server they replace
         if isinstance(event.action, AddNode):
             nodes[event.action.node.name] = event.action.node
     window = workload.config.window
     hours = (window[1] - window[0]) / 3600.0
-    metered = 0.0
-    for run in result.runs:
-        ran = max(0.0, min(run.end, window[1]) - max(run.start, window[0]))
-        if ran <= 0:
-            continue
-        for replica in run.slots:
-            for slot in replica:
-                node = nodes[slot.node]
-                share = slot_units(slot, GPU_MODEL_BY_NAME[node.gpu_model]) / UNITS_PER_GPU
-                metered += share * node.price_per_gpu_hour * ran / 3600.0
-    reserved_gpus: dict[str, int] = {}
-    reserved = 0.0
-    for node in scenario.nodes:
-        if node.tier == CapacityTier.RESERVED:
-            reserved_gpus[node.gpu_model] = reserved_gpus.get(node.gpu_model, 0) + node.gpu_count
-            reserved += node.gpu_count * price_per_gpu_hour(node.gpu_model, CapacityTier.RESERVED) * hours
+    held = held_seconds(result.runs, window)
+    reserved, reserved_gpus = reserved_cost(scenario.nodes, hours)
+    metered = metered_cost(held, nodes)
     figures = window_metrics(result, workload.jobs, nodes, scenario.policy, window)
-    capacity_s = sum(node.gpu_count for node in scenario.nodes) * (window[1] - window[0])
-    useful = float(figures["effective_utilization"]) * capacity_s / 3600.0  # type: ignore[arg-type]
+    present_gpu_h = capacity_gpu_s(result.capacity, window) / 3600.0
+    useful = float(figures["effective_utilization"]) * present_gpu_h  # type: ignore[arg-type]
     misses, services, waits = _production_slo(result, workload.jobs, window, scenario.policy.cycle_s)
-    waits.sort()
-    p95 = waits[min(len(waits) - 1, math.ceil(0.95 * len(waits)) - 1)] if waits else None
+    p95 = percentile(waits, 95) if waits else None
     run = TierRun(
         name=name,
         reserved_gpus=reserved_gpus,
@@ -338,6 +268,7 @@ def measure(
         total_cost=reserved + metered,
         reserved_cost=reserved,
         metered_cost=metered,
+        metered_node_hours=metered_node_hours(held, nodes),
         useful_gpu_hours=useful,
         lost_gpu_hours=float(figures["lost_gpu_hours"]),  # type: ignore[arg-type]
         effective_utilization=float(figures["effective_utilization"]),  # type: ignore[arg-type]
@@ -372,36 +303,53 @@ def _production_slo(
     return misses, services, waits
 
 
+RUN_NAIVE = "naive on-demand"
+RUN_ON_DEMAND = "microcosm on-demand"
+RUN_TIERED = "microcosm tiered"
+RUN_STRESSED = "microcosm tiered, spot stressed"
+
+
 @dataclass(frozen=True)
 class CostResult:
-    runs: tuple[TierRun, ...]
+    runs: tuple[TierRun, ...]  # N, A, B (and C when stressed), in that order
     reserved_servers: dict[str, int]
 
-    def savings(self, run: TierRun) -> float:
-        base = self.runs[0].total_cost
-        return 1.0 - run.total_cost / base if base else 0.0
+    def run(self, name: str) -> TierRun:
+        return next(run for run in self.runs if run.name == name)
+
+    @staticmethod
+    def _saving(base: TierRun, run: TierRun) -> float:
+        return 1.0 - run.total_cost / base.total_cost if base.total_cost else 0.0
+
+    @property
+    def tiering_alone(self) -> float:
+        """microcosm on-demand → microcosm tiered."""
+        return self._saving(self.run(RUN_ON_DEMAND), self.run(RUN_TIERED))
+
+    @property
+    def for_user(self) -> float:
+        """naive on-demand → microcosm tiered: what a team moving from stock Kubernetes gets."""
+        return self._saving(self.run(RUN_NAIVE), self.run(RUN_TIERED))
+
+    def savings_vs_naive(self, run: TierRun) -> float:
+        return self._saving(self.run(RUN_NAIVE), run)
 
 
 def run_cost(workload: Workload, config: CostConfig) -> CostResult:
-    """Runs A, B and C of the protocol on ``workload``."""
+    """Runs N, A, B (and C) of the protocol on ``workload``."""
     nodes = pool(workload.cluster, config.pool_factor)
     on_demand = tuple(priced(node, CapacityTier.ON_DEMAND) for node in nodes)
     scenario_a = scenario_for(workload, on_demand, retier=lambda job: JobTier.ANY)
-    run_a, result_a = measure("on-demand only", workload, scenario_a, config, 0)
+    run_n, _ = measure(RUN_NAIVE, workload, scenario_a, config.baseline, 0)
+    run_a, result_a = measure(RUN_ON_DEMAND, workload, scenario_a, config.planner, 0)
     by_name = {node.name: node for node in on_demand}
-    window = workload.config.window
-    servers = reserved_baseline(
-        demand_by_model(result_a, by_name),
-        demand_by_model(result_a, by_name, production_only=True),
-        nodes,
-        window,
-    )
+    servers = reserved_baseline(demand_by_model(result_a, by_name, include=non_spot), nodes, workload.config.window)
     tiered = tiered_nodes(nodes, servers)
-    runs = [run_a]
-    for name, rate in (
-        ("tiered", config.interruptions_per_node_day),
-        ("tiered, spot stressed", config.stress_interruptions_per_node_day),
-    ):
+    runs = [run_n, run_a]
+    stressed = config.stress_interruptions_per_node_day
+    for name, rate in ((RUN_TIERED, config.interruptions_per_node_day), (RUN_STRESSED, stressed)):
+        if name == RUN_STRESSED and rate <= 0:
+            continue
         spot = interruptions(
             tiered,
             rate_per_node_day=rate,
@@ -410,12 +358,6 @@ def run_cost(workload: Workload, config: CostConfig) -> CostResult:
             seed=workload.config.seed,
         )
         scenario = scenario_for(workload, tiered, retier=job_tier, extra=spot)
-        run, _ = measure(
-            f"{name} ({rate:g}/node-day)",
-            workload,
-            scenario,
-            config,
-            sum(isinstance(a, Interrupt) for _, a in spot),
-        )
+        run, _ = measure(name, workload, scenario, config.planner, sum(isinstance(a, Interrupt) for _, a in spot))
         runs.append(run)
     return CostResult(tuple(runs), servers)

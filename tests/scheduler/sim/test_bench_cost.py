@@ -12,16 +12,18 @@ from scheduler.core.state import Job, Node, Request
 from scheduler.core.vocabulary import CapacityTier, Interconnect, JobKind, JobTier, Priority
 from scheduler.sim.bench.cost import (
     AWS_NOTICE_S,
+    RUN_NAIVE,
+    RUN_ON_DEMAND,
+    RUN_TIERED,
     CostConfig,
     interruptions,
     job_tier,
-    peak,
+    non_spot,
     pool,
     priced,
-    reserved_baseline,
     tiered_nodes,
-    time_quantile,
 )
+from scheduler.sim.bench.cost_sizing import peak, reserved_baseline, time_quantile
 from scheduler.sim.events import AddNode, Interrupt
 from scheduler.sim.prices import price_per_gpu_hour
 from scheduler.sim.workload.clusters import cluster_named
@@ -55,13 +57,13 @@ def test_time_quantile_weighs_levels_by_how_long_they_last() -> None:
     assert peak(steps) == 8.0
 
 
-def test_the_reserved_baseline_is_the_discount_quantile_in_whole_servers_and_covers_production() -> None:
+def test_the_reserved_baseline_is_the_discount_quantile_of_non_spot_demand_in_whole_servers() -> None:
     nodes = [_node(f"a{i}") for i in range(4)] + [_node(f"h{i}", "H100-SXM5-80GB") for i in range(2)]
     window = (0.0, 100.0)
     demand = {"A100-SXM4-80GB": [(0.0, 20.0)], "H100-SXM5-80GB": [(0.0, 7.0)]}  # 20 GPUs always: 2.5 servers
-    production = {"H100-SXM5-80GB": [(0.0, 0.5), (50.0, -0.5)]}  # half a GPU of production at peak
-    assert reserved_baseline(demand, production, nodes, window) == {"A100-SXM4-80GB": 2, "H100-SXM5-80GB": 1}
-    assert reserved_baseline({"A100-SXM4-80GB": [(0.0, 99.0)]}, {}, nodes, window)["A100-SXM4-80GB"] == 4
+    # 7 H100s is less than one server: none reserved (production overflows to on-demand, never to spot)
+    assert reserved_baseline(demand, nodes, window) == {"A100-SXM4-80GB": 2, "H100-SXM5-80GB": 0}
+    assert reserved_baseline({"A100-SXM4-80GB": [(0.0, 99.0)]}, nodes, window)["A100-SXM4-80GB"] == 4
 
 
 def test_tiers_reserve_the_first_servers_then_alternate_spot_and_on_demand() -> None:
@@ -73,9 +75,14 @@ def test_tiers_reserve_the_first_servers_then_alternate_spot_and_on_demand() -> 
     assert priced(nodes[0], CapacityTier.ON_DEMAND).price_per_gpu_hour == 3.43
 
 
-def test_routing_keeps_production_on_reserved_and_checkpointed_training_on_spot() -> None:
-    assert job_tier(_job(priority=Priority.PRODUCTION, kind=JobKind.INFERENCE)) == JobTier.RESERVED_ONLY
+def test_routing_sends_checkpointed_training_to_spot_and_production_reserved_first() -> None:
+    # production: any (reserved first, then on-demand); the engine never puts production on spot
+    assert job_tier(_job(priority=Priority.PRODUCTION, kind=JobKind.INFERENCE)) == JobTier.ANY
+    production_checkpointed = _job(priority=Priority.PRODUCTION, preemptible=True, checkpoint_interval_s=600)
+    assert job_tier(production_checkpointed) == JobTier.ANY
     assert job_tier(_job(preemptible=True, checkpoint_interval_s=600)) == JobTier.SPOT_OK
+    assert not non_spot(_job(preemptible=True, checkpoint_interval_s=600))
+    assert non_spot(_job(priority=Priority.PRODUCTION, kind=JobKind.INFERENCE))
     assert job_tier(_job(preemptible=True)) == JobTier.ANY  # nothing saved: a reclaim would lose it all
     assert job_tier(_job(checkpoint_interval_s=600)) == JobTier.ANY
 
@@ -113,23 +120,44 @@ def test_bad_configuration_is_refused_with_the_reason() -> None:
 def test_bench_cost_end_to_end_on_a_short_window() -> None:
     out = StringIO()
     call_command(
-        "bench", "cost", "--hours", "0.25", "--warmup-hours", "0", "--pool-factor", "1", "--json",
-        stdout=out, stderr=StringIO(),
+        "bench", "cost", "--hours", "0.25", "--warmup-hours", "0", "--pool-factor", "1", "--seeds", "42-43",
+        "--mix", "serving", "--jobs", "1", "--json", stdout=out, stderr=StringIO(),
     )  # fmt: skip
     payload = json.loads(out.getvalue())
-    runs = payload["runs"]
-    assert list(runs) == ["on-demand only", "tiered (0.0067/node-day)", "tiered, spot stressed (4/node-day)"]
-    base = runs["on-demand only"]
-    assert base["reserved_cost"] == 0 and base["savings"] == 0
+    assert payload["command"].startswith("python manage.py bench cost --mix serving --seeds 42-43 --load 1.2")
+    assert list(payload["mixes"]) == ["serving"] and payload["seeds"] == [42, 43]
+    entry = payload["mixes"]["serving"]
+    assert list(entry["runs"]) == [RUN_NAIVE, RUN_ON_DEMAND, RUN_TIERED]  # run C only when asked for
+    naive = entry["runs"][RUN_NAIVE]
+    assert naive["median"]["reserved_cost"]["max"] == 0 and naive["median"]["savings_vs_naive_on_demand"]["max"] == 0
     hours = 0.25
-    for run in runs.values():
-        assert run["total_cost"] == pytest.approx(run["reserved_cost"] + run["metered_cost"], abs=0.02)
-        reserved = sum(
-            gpus * price_per_gpu_hour(model, "reserved") * hours for model, gpus in run["reserved_gpus"].items()
-        )
-        assert run["reserved_cost"] == pytest.approx(reserved, abs=0.01)
-    assert [c["claim"][:3] for c in payload["claims"]] == ["B4:", "B4:"]
-    assert payload["command"].startswith("python manage.py bench cost --load 1.2 --seed 42 --hours 0.25")
+    for run in entry["runs"].values():
+        assert set(run["seeds"]) == {"42", "43"}
+        for figures in run["seeds"].values():
+            assert figures["total_cost"] == pytest.approx(figures["reserved_cost"] + figures["metered_cost"], abs=0.02)
+            reserved = sum(
+                gpus * price_per_gpu_hour(model, "reserved") * hours for model, gpus in figures["reserved_gpus"].items()
+            )
+            assert figures["reserved_cost"] == pytest.approx(reserved, abs=0.01)
+            servers = len(cluster_named("mixed-64").nodes)
+            assert figures["metered_node_hours"] <= hours * servers + 1e-6  # no node billed past the window
+    for seed, savings in entry["savings"]["seeds"].items():
+        runs = {name: run["seeds"][seed]["total_cost"] for name, run in entry["runs"].items()}
+        assert savings["tiering_alone"] == pytest.approx(1 - runs[RUN_TIERED] / runs[RUN_ON_DEMAND], abs=1e-3)
+        assert savings["for_user"] == pytest.approx(1 - runs[RUN_TIERED] / runs[RUN_NAIVE], abs=1e-3)
+    claims = [c["claim"] for c in payload["claims"]]
+    assert len(claims) == 4 and all(c.startswith("B4 serving:") for c in claims)
+
+
+def test_a_stress_rate_adds_run_c() -> None:
+    out = StringIO()
+    call_command(
+        "bench", "cost", "--hours", "0.1", "--warmup-hours", "0", "--pool-factor", "1", "--seeds", "42",
+        "--mix", "balanced", "--stress-interruptions-per-node-day", "4", "--json", stdout=out, stderr=StringIO(),
+    )  # fmt: skip
+    payload = json.loads(out.getvalue())
+    assert len(payload["mixes"]["balanced"]["runs"]) == 4
+    assert "--stress-interruptions-per-node-day 4" in payload["command"]
 
 
 def test_bench_cost_refuses_a_missing_trace() -> None:
