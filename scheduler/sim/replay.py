@@ -465,4 +465,3 @@ class _Replay:
             self._record(
                 "reconfigured", node=change.node, gpu=change.gpu, old=layout_json(current), new=layout_json(change.new)
             )
-
