@@ -1,12 +1,12 @@
 """How much replaying a scenario asks for, and the bound ``manage.py scenario run`` holds it to.
 
-A replay plans once per cycle, and a cycle costs about 20–150 µs per job on a laptop core (more jobs, less
+A replay plans once per cycle, and a cycle costs about 20–150 µs per job on one core (more jobs, less
 per job), so the work is measured in *cycle-jobs*: the cycles from t = 0 to the end times the jobs the file
 submits. The end is ``until``; without it the run goes on until nothing is left to happen, which is no
 sooner than the last event and the last job's submission plus its ``duration_s``, so that lower bound is
 what is counted. The defaults, :data:`DEFAULT_MAX_WORK` cycle-jobs and :data:`DEFAULT_MAX_CYCLES` cycles,
 keep one run within a few minutes; a file asking for more is refused before anything runs, with the flag
-that lets it through. The test scenarios ask for at most 14,400 cycle-jobs.
+that lets it through. The test scenarios ask for at most 6,489 cycle-jobs (721 cycles × 9 jobs).
 """
 
 from __future__ import annotations

@@ -87,7 +87,15 @@ class Command(BaseCommand):
         try:
             result = replay(scenario, planner).as_dict()
         except PlanViolation as exc:
-            raise CommandError(f"the replay of {path} stopped: {exc}") from exc
+            raise CommandError(f"{path}: the replay stopped: {exc}") from exc
+        except ArithmeticError as exc:
+            # A value the loader should have refused (an overflow, say) broke the engine: name the file and
+            # say it is a bug of the checks, rather than print a traceback.
+            self.stderr.write(
+                f"{path}: the replay failed on a value the scenario checks let through ({type(exc).__name__}: "
+                f"{exc}); this is a bug of the checks, please report it with the file"
+            )
+            raise CommandError(f"the replay of {path} failed; nothing was printed.") from None
         if options["json"]:
             self.stdout.write(json.dumps(result, indent=2, ensure_ascii=False))
         else:

@@ -24,6 +24,7 @@ from typing import Any
 
 from scheduler.sim.bench.machine import load_average, machine, machine_line, utc_now
 from scheduler.sim.bench.registry import BenchUsageError, Claim, Outcome, benchmarks
+from scheduler.sim.spec_files import SpecFileError, read_text
 
 NAME = "all"
 HELP = "Run every benchmark with its defaults; --write regenerates BENCHMARKS.md."
@@ -79,6 +80,8 @@ def run(options: dict[str, Any]) -> Outcome:
         selected = [r for r in known if r.key in wanted]
     else:
         selected = [r for r in known if not r.slow]
+    if options.get("write"):
+        _kept_sections(options.get("output") or DEFAULT_OUTPUT)  # an unreadable --output fails now, not after the runs
     info = machine()
     started, clock = utc_now(), time.perf_counter()
     results: list[tuple[Run, Outcome, float]] = []
@@ -146,13 +149,23 @@ def _section(item: Run, outcome: Outcome, wall_s: float, info: dict[str, Any], s
     return "\n".join(lines) + "\n"
 
 
+def _kept_sections(output: Path) -> dict[str, str]:
+    """The marked sections of an existing ``output`` by key; BenchUsageError if it is there but not text."""
+    if not output.exists():
+        return {}
+    try:
+        text = read_text(output)
+    except SpecFileError as error:
+        raise BenchUsageError(f"{error} (the --output file that --write regenerates)") from None
+    kept: dict[str, str] = {}
+    for match in _SECTION.finditer(text):
+        kept[match["key"]] = match.group(0).split("\n", 1)[1].rsplit(f"<!-- /bench:{match['key']} -->", 1)[0]
+    return kept
+
+
 def write(output: Path, sections: dict[str, str], order: list[str]) -> None:
     """Replace the sections in ``sections``, keep every other marked section, in ``order`` (unknown keys last)."""
-    kept: dict[str, str] = {}
-    if output.is_file():
-        for match in _SECTION.finditer(output.read_text(encoding="utf-8")):
-            body = match.group(0).split("\n", 1)[1].rsplit(f"<!-- /bench:{match['key']} -->", 1)[0]
-            kept[match["key"]] = body
+    kept = _kept_sections(output)
     kept.update(sections)
     keys = [k for k in order if k in kept] + sorted(k for k in kept if k not in order)
     text = HEADER + "".join(f"\n<!-- bench:{k} -->\n{kept[k]}<!-- /bench:{k} -->\n" for k in keys)

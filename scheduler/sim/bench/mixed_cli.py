@@ -104,9 +104,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def load_runtimes(path: Path | None) -> tuple[Path, tuple[float, ...]]:
     """The Philly sample; BenchUsageError says what to fix when the file is missing or malformed."""
     trace = path or default_philly_path()
-    if not trace.is_file():
+    if not trace.exists():  # anything else (a folder, a device, bytes that are not text) the reader names
         raise BenchUsageError(
-            f"--trace {trace}: no such file; pass the Philly run-time sample (philly_runtime.csv) with --trace"
+            f"{trace}: no such file; pass the Philly run-time sample (philly_runtime.csv) with --trace"
         )
     try:
         return trace, load_philly_runtimes(trace)

@@ -13,6 +13,7 @@ replay (one policy, one seed), measured inside the worker that ran it; per polic
 from __future__ import annotations
 
 import argparse
+import csv
 import os
 import statistics
 import time
@@ -27,8 +28,10 @@ from scheduler.sim.bench.registry import BenchUsageError, Claim, Outcome, positi
 from scheduler.sim.bench.seeds import parse_seeds
 from scheduler.sim.openb.matrix import Job, Result, run_all
 from scheduler.sim.openb.policies import POLICY_NAMES
-from scheduler.sim.openb.published import PAPER_VARIANTS, Published, Summary, load_published
+from scheduler.sim.openb.published import ALLOCATION_FILE, PAPER_VARIANTS, Published, Summary, load_published
+from scheduler.sim.spec_files import SpecFileError, read_text
 from scheduler.sim.traces import TraceError
+from scheduler.sim.traces.rows import MAX_TRACE_BYTES
 
 NAME = "openb"
 HELP = "B1: fragmentation replay of Alibaba's openb trace, FGD protocol, beside the published rows."
@@ -83,10 +86,10 @@ def traces(options: dict[str, Any]) -> list[Path]:
         paths = [trace.parent / f"{POD_LIST_PREFIX}{name}.csv" for name in names]
     else:
         paths = [trace]
-    missing = [str(path) for path in paths if not path.is_file()]
+    missing = [str(path) for path in paths if not path.exists()]  # a folder or a device: the reader says so
     if missing:
         raise BenchUsageError(
-            f"pod list not found: {', '.join(missing)} — pass --trace PATH/openb_pod_list_X.csv "
+            f"{', '.join(missing)}: pod list not found — pass --trace PATH/openb_pod_list_X.csv "
             f"(the openb trace lives in ../shared/traces/alibaba-openb-2023/)"
         )
     return paths
@@ -97,13 +100,20 @@ def run(options: dict[str, Any]) -> Outcome:
     policies = parse_policies(str(options.get("policies") or ",".join(POLICY_NAMES)))
     paths = traces(options)
     nodes = Path(options.get("nodes") or DEFAULT_NODES)
-    if not nodes.is_file():
-        raise BenchUsageError(f"--nodes {nodes}: node list not found (use openb_node_list_gpu_node.csv)")
+    if not nodes.exists():
+        raise BenchUsageError(f"{nodes}: node list not found (--nodes; use openb_node_list_gpu_node.csv)")
     published_dir = Path(options.get("published") or PUBLISHED_DIR)
-    try:
-        published = load_published(published_dir)
-    except TraceError:
-        published = {}  # the comparison columns stay empty; the replay itself does not need them
+    published: dict[tuple[str, str], Published] = {}  # without the table the comparison columns stay empty
+    table = published_dir / ALLOCATION_FILE
+    if table.is_file():
+        # A table that is there but unreadable is a mistake to hear about, not to compare against silently.
+        try:
+            read_text(table, max_bytes=MAX_TRACE_BYTES)  # the text checks every user file gets, with positions
+            published = load_published(published_dir)
+        except (SpecFileError, TraceError) as error:
+            raise BenchUsageError(str(error)) from None
+        except (ValueError, csv.Error) as error:  # a malformed record the table's own reader does not name
+            raise BenchUsageError(f"{table}: {error}") from None
     command = _command(options, seeds, policies)
     record = RunRecord(NAME, command)
     jobs = [Job(path, policy, seed) for path in paths for policy in policies for seed in seeds]

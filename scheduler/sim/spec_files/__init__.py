@@ -27,11 +27,11 @@ booleans and None. Pure Python: no Django.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from scheduler.core.bounds import text_problem
 from scheduler.sim.fields import join
 from scheduler.sim.spec_files.json_doc import load_json
 from scheduler.sim.spec_files.text import (
@@ -106,20 +106,14 @@ def _check_values(name: str, data: dict[str, Any]) -> None:
             _check_string(name, path, value)
         elif isinstance(value, dict):
             for key in value:
-                _check_string(name, path, key, what="a key")
+                _check_string(name, path, key, key=True)
             # Reversed so the first problem reported is the first in the file.
             stack.extend((join(path, key), item) for key, item in reversed(value.items()))
         elif isinstance(value, list):
             stack.extend((join(path, index), item) for index, item in reversed(list(enumerate(value))))
 
 
-_UNSTORABLE = re.compile("[\0\ud800-\udfff]")
-
-
-def _check_string(name: str, path: str, text: str, *, what: str = "the string") -> None:
-    found = _UNSTORABLE.search(text)
-    if found is None:
-        return
-    char = found.group()
-    bad = "a NUL character (\\u0000)" if char == "\0" else f"a lone surrogate (\\u{ord(char):04x}), which is not text"
-    raise SpecFileError(name, f"{what} contains {bad}", key=path or "(top level)")
+def _check_string(name: str, path: str, text: str, *, key: bool = False) -> None:
+    problem = text_problem(text)  # the job-spec readers' own wording for the same two faults
+    if problem is not None:
+        raise SpecFileError(name, f"a key {problem}" if key else problem, key=path or "(top level)")

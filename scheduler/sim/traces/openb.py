@@ -24,7 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from scheduler.sim.traces.rows import Problems, integer, read_rows
+from scheduler.sim.traces.rows import Problems, integer, read_rows, show
 
 #: GPU model codes of the trace (G1–G3 are Alibaba-internal codes; no node carries G1).
 GPU_MODELS = frozenset({"A10", "G1", "G2", "G3", "P100", "T4", "V100M16", "V100M32"})
@@ -99,7 +99,7 @@ def load_openb_nodes(path: str | Path) -> tuple[TraceNode, ...]:
             problems.add(line, "sn: must not be empty")
             ok = False
         elif name in seen:
-            problems.add(line, f"sn: duplicate node {name!r} (first on line {seen[name]})")
+            problems.add(line, f"sn: duplicate node {show(name)} (first on line {seen[name]})")
             ok = False
         else:
             seen[name] = line
@@ -108,13 +108,13 @@ def load_openb_nodes(path: str | Path) -> tuple[TraceNode, ...]:
         gpus = integer(problems, line, "gpu", row["gpu"])
         model = row["model"].strip()
         if gpus == 0 and model:
-            problems.add(line, f"model: must be empty on a node without GPUs, got {model!r}")
+            problems.add(line, f"model: must be empty on a node without GPUs, got {show(model)}")
             ok = False
         elif gpus and not model:
             problems.add(line, f"model: a node with {gpus} GPUs needs a GPU model")
             ok = False
         elif model and model not in GPU_MODELS:
-            problems.add(line, f"model: unknown GPU model {model!r} (known: {', '.join(sorted(GPU_MODELS))})")
+            problems.add(line, f"model: unknown GPU model {show(model)} (known: {', '.join(sorted(GPU_MODELS))})")
             ok = False
         if ok and cpu is not None and memory is not None and gpus is not None:
             nodes.append(TraceNode(name=name, cpu_milli=cpu, memory_mib=memory, gpus=gpus, model=model))
@@ -134,7 +134,7 @@ def load_openb_pods(path: str | Path) -> tuple[TracePod, ...]:
         if not name:
             problems.add(line, "name: must not be empty")
         elif name in seen:
-            problems.add(line, f"name: duplicate pod {name!r} (first on line {seen[name]})")
+            problems.add(line, f"name: duplicate pod {show(name)} (first on line {seen[name]})")
         else:
             seen[name] = line
         cpu = integer(problems, line, "cpu_milli", row["cpu_milli"])
@@ -188,15 +188,15 @@ def _pod_details(problems: Problems, line: int, row: dict[str, str], num_gpu: in
     spec = tuple(dict.fromkeys(spec_text.split("|"))) if spec_text else ()
     unknown = [model for model in spec if model not in GPU_MODELS]
     if unknown:
-        problems.add(line, f"gpu_spec: unknown GPU model(s) {', '.join(repr(m) for m in unknown)}")
+        problems.add(line, f"gpu_spec: unknown GPU model(s) {show(', '.join(unknown))}")
     elif spec and num_gpu == 0:
-        problems.add(line, f"gpu_spec: a pod without GPUs cannot constrain the GPU model, got {spec_text!r}")
+        problems.add(line, f"gpu_spec: a pod without GPUs cannot constrain the GPU model, got {show(spec_text)}")
     qos = row["qos"].strip()
     if qos not in QOS:
-        problems.add(line, f"qos: must be one of {', '.join(sorted(QOS))}, got {qos!r}")
+        problems.add(line, f"qos: must be one of {', '.join(sorted(QOS))}, got {show(qos)}")
     phase = row["pod_phase"].strip()
     if phase not in POD_PHASES:
-        problems.add(line, f"pod_phase: must be one of {', '.join(sorted(POD_PHASES))}, got {phase!r}")
+        problems.add(line, f"pod_phase: must be one of {', '.join(sorted(POD_PHASES))}, got {show(phase)}")
     created = integer(problems, line, "creation_time", row["creation_time"])
     deleted = integer(problems, line, "deletion_time", row["deletion_time"])
     if created is not None and deleted is not None and deleted < created:
@@ -207,7 +207,7 @@ def _pod_details(problems: Problems, line: int, row: dict[str, str], num_gpu: in
         if phase in POD_PHASES and phase != "Pending":
             problems.add(line, f"scheduled_time: empty, but only a Pending pod is unscheduled (pod_phase {phase})")
     elif phase == "Pending":
-        problems.add(line, f"scheduled_time: a Pending pod was never scheduled, got {scheduled_text!r}")
+        problems.add(line, f"scheduled_time: a Pending pod was never scheduled, got {show(scheduled_text)}")
     else:
         scheduled = integer(problems, line, "scheduled_time", scheduled_text)
         if scheduled is not None and created is not None and scheduled < created:

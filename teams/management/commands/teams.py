@@ -2,7 +2,8 @@
 
 A thin edge: parse arguments, load and validate the file (``teams.orgfile``), call ``teams.services.org_apply``
 and render its result. Every error goes to stderr, one per line, prefixed with the file path, and the command
-exits non-zero.
+exits non-zero. Reading is ``scheduler.sim.spec_files``' (through ``teams.orgload``), so an unreadable or
+hostile file (not UTF-8, binary, nested too deep, a YAML alias bomb or ``!!python`` tag) is one line too.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ import json
 from argparse import ArgumentParser
 from typing import Any
 
+from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import DataError
 
 from teams.errors import OrgApplyError, OrgFileError, OrgValidationError
 from teams.orgfile import load_org_file, validate_org
@@ -56,6 +59,11 @@ class Command(BaseCommand):
             raise self._fail(path, exc.errors, f"{len(exc.errors)} error(s) in {path}; nothing was written.") from exc
         except OrgApplyError as exc:
             raise self._fail(path, exc.errors, f"cannot apply {path}; nothing was written.") from exc
+        except (DataError, ValidationError) as exc:
+            # Validation mirrors the columns, so this means it missed something: one line, no traceback.
+            first_line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+            errors = [f"the database refused the change: {first_line}"]
+            raise self._fail(path, errors, f"cannot apply {path}; nothing was written.") from None
 
         if as_json:
             self.stdout.write(json.dumps({"file": path, **result.as_dict()}, indent=2, ensure_ascii=False))
