@@ -13,7 +13,8 @@ cannot report well:
   ``RecursionError`` near 1,000 levels, and ``repr`` of a deep value in an error message can too), and so is
   the length of a number (:data:`MAX_DIGITS`; Python refuses to convert an integer of 4,300+ digits);
 - YAML is read with a safe loader that builds only JSON's kinds of value (no ``!!python/…`` objects, no
-  ``!!binary``, sets or timestamps), caps nesting, refuses recursive aliases and stops a document whose
+  ``!!binary`` or sets; a date stays the string it was written as), caps nesting, keys must be strings
+  (``yes:`` and ``1:`` are not), refuses recursive aliases and stops a document whose
   aliases expand beyond :data:`MAX_VALUES` values (the "billion laughs" file: a few hundred bytes that
   expand to 10⁹ strings);
 - duplicate keys are errors (both parsers silently keep the last one), ``NaN``/``Infinity`` are not JSON,
