@@ -81,7 +81,7 @@ class Relayout:
         self._offer_lists: dict[Hashable, tuple[int, list[int], list[tuple[Key, float]]]] = {}  # see _offered
         self._unit_scans: dict[Hashable, tuple[int, int | None]] = {}  # see _units
         # could_change_for's answers per job shape: (freed token, answer, the node whose MIG change answered yes)
-        self._could: dict[Hashable, tuple[int, bool, str | None]] = {}
+        self._could: dict[Hashable, tuple[int, bool, tuple[str, ...]]] = {}
         self._budget = nodes_per_cycle(state, now)  # nodes changed per cycle outside production (repartition rule 5)
         self.bound_nodes: set[str] = set()  # nodes that took a bind this cycle: no layout change there
         # Changes for production and could_change_for's question skip the hysteresis: production must not wait,
@@ -155,20 +155,28 @@ class Relayout:
             whole = [(job, option.demand)]
             changes = plan_repartition(self.state, [], policy, self.now, pending_whole=whole, exclude=self.bound_nodes)
             answer = sum(1 for c in changes if not c.new) >= option.demand.gpus * job.replicas
-        witness = changes[0].node if answer and option is mig else None
-        self._could[shape] = (self.index.freed, answer, witness)
+        if not answer:
+            witnesses: tuple[str, ...] = ()
+        elif option is mig:
+            witnesses = (changes[0].node,)
+        else:
+            witnesses = tuple(sorted({change.node for change in changes if not change.new}))
+        self._could[shape] = (self.index.freed, answer, witnesses)
         return answer
 
-    def _still(self, freed: int, answer: bool, witness: str | None) -> bool:
-        """Does a could_change_for answer still hold? Any answer holds while no capacity was freed: binds,
+    def _still(self, freed: int, answer: bool, witnesses: tuple[str, ...]) -> bool:
+        """Does a could_change_for answer still hold? A False answer holds while no capacity was freed: binds,
         changes and the nodes they exclude only take idle GPUs away, so a change that was impossible stays
-        so, and (whole GPUs: the best node must convert enough) the best node stays the best. A MIG answer
-        True asks only whether some node could offer the profile, so it holds while the node whose change
-        answered took no bind and no change (evictions there only add idle GPUs)."""
-        if witness is None:
+        so. A True answer holds while every node whose change answered took no bind and no change
+        (evictions there only add idle GPUs): a bind there excludes the node from changes this cycle, so a
+        True answer cannot be kept merely because nothing was freed."""
+        if not answer:
             return freed == self.index.freed
-        until = self.state.nodes[witness].reconfiguring_until
-        return witness not in self.bound_nodes and (until is None or until <= self.now)
+        for node in witnesses:
+            until = self.state.nodes[node].reconfiguring_until
+            if node in self.bound_nodes or (until is not None and until > self.now):
+                return False
+        return True
 
     def after_placement(self, order: Sequence[Job]) -> list[Reconfigure]:
         """The cycle's layout changes, after every job of ``order`` was tried (module doc)."""
