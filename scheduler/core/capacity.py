@@ -130,6 +130,8 @@ class ClusterState:
         self.placed: dict[str, tuple[tuple[Slot, ...], ...]] = {}  # job → slots, running or bound this cycle
         self.jobs: dict[str, Job] = {}
         self.usage: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))  # team → class → units
+        # The same for the team's non-preemptible jobs only: what non-preemptible admission counts (fair share).
+        self.firm_usage: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         # Snapshot-running jobs that are not placed now (evicted, maybe tentatively), by team: kept as jobs are
         # removed and put back, so that "which of a team's running jobs are still placed" costs no scan.
         self.running_gone: dict[str, set[str]] = defaultdict(set)
@@ -236,6 +238,7 @@ class ClusterState:
         if job_id in self.running:
             self.running_gone[job.team].discard(job_id)
         team_usage = self.usage[job.team]
+        firm = None if job.preemptible else self.firm_usage[job.team]
         for gpu, start, milli, gpu_class, units in self.slot_ops(job_id, slots):
             if start is not None:
                 gpu.instances[start] = job_id
@@ -244,6 +247,8 @@ class ClusterState:
             else:
                 gpu.shares[job_id] = gpu.shares.get(job_id, 0) + milli
             team_usage[gpu_class] += units
+            if firm is not None:
+                firm[gpu_class] += units
 
     def _vacate(self, job_id: str) -> tuple[tuple[Slot, ...], ...]:
         job = self.jobs[job_id]
@@ -251,7 +256,10 @@ class ClusterState:
         if job_id in self.running:
             self.running_gone[job.team].add(job_id)
         team_usage = self.usage[job.team]
+        firm = None if job.preemptible else self.firm_usage[job.team]
         for gpu, start, milli, gpu_class, units in self.slot_ops(job_id, slots):
+            if firm is not None:
+                firm[gpu_class] -= units
             if start is not None:
                 gpu.instances.pop(start, None)
             elif milli >= FULL_GPU_MILLI:

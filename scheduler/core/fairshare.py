@@ -14,13 +14,19 @@ converted with ``round(gpus × 7000)``:
    - Burst: the ``"any"`` / class entry, never below the matching guarantee; no entry means unlimited.
    - A team absent from the snapshot, or with no quota at all, has guarantee 0 and unlimited burst: like a
      Kueue queue borrowing from its cohort, it may run preemptible work on idle capacity only.
-2. **Admission** (:meth:`FairShare.admit`). Non-preemptible work runs only within the guarantee: after adding
-   the job, the team's overall units ≤ overall guarantee and, for each class the job uses, class units ≤
-   class guarantee. Preemptible work may go up to burst (overall and per class); above the guarantee it is
-   *borrowing*. Whether the capacity is idle is the caller's business (placement only sees free slots).
-   ``production`` priority gets no exemption here: its power is in preemption (see ``preemption.py``).
-   Placement asks admission of the placement it ranks first and, when refused, of the best one whose grain
-   is admitted (:mod:`scheduler.core.choose`; :meth:`FairShare.admitted` answers for every grain at once).
+2. **Admission** (:meth:`FairShare.admit`), as KAI-Scheduler's proportion plugin counts it:
+   - Non-preemptible work other than production runs only within the guarantee, counting the team's
+     *non-preemptible* units only (``ClusterState.firm_usage``): after adding the job, those units ≤ overall
+     guarantee and, for each class the job uses, ≤ the class guarantee. The team's preemptible work does not
+     block it: that work becomes the team's borrowed work (rule 4 fills the guarantee with non-preemptible
+     work first) and yields to reclaim. All of the team's units still stay within burst.
+   - Production may run above the guarantee, up to burst (overall and per class): it must always run, and
+     the burst limit is what bounds it. Its units count as non-preemptible against the team's other work.
+   - Preemptible work may go up to burst; above the guarantee (counting all the team's units) it is
+     *borrowing*.
+   Whether the capacity is idle is the caller's business (placement only sees free slots). Placement asks
+   admission of the placement it ranks first and, when refused, of the best one whose grain is admitted
+   (:mod:`scheduler.core.choose`; :meth:`FairShare.admitted` answers for every grain at once).
 3. **Order** (:meth:`FairShare.iter_pending`). Pending jobs are taken team by team; a team's key is
    (tier, share / weight) of the team now, then its next job's (priority, rank, submit time, id):
    - tier 0: the team's next job is ``production`` (it must always run; placing it first avoids binding
@@ -80,6 +86,10 @@ TeamKey = tuple[int, float, int, int, float, str, str]
 
 _FAIRNESS_OFF = Admission(True, False, "fair share is off")
 _WITHIN = Admission(True, False, "within the team's guarantee")
+# Non-preemptible work within the guarantee while the team's preemptible work takes it above: that work is the
+# team's borrowed work now (rule 4 fills the guarantee with non-preemptible work first).
+_FIRM_ABOVE = Admission(True, False, "within the team's guarantee; its preemptible work is borrowing")
+_PRODUCTION_ABOVE = Admission(True, True, "production above the team's guarantee, within its burst limit")
 Grain = tuple[str, int]  # (GPU class, units) one replica would hold: what admit is asked of a placement
 
 
@@ -125,7 +135,7 @@ class FairShare:
         }
         self._running_cache: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {}
         self._borrowing: dict[str, Admission] = {}  # per team: the one answer of admit when borrowing
-        self._admitted: dict[tuple[str, bool, tuple[Grain, ...]], tuple[object, frozenset[Grain]]] = {}
+        self._admitted: dict[tuple[str, bool, bool, tuple[Grain, ...]], tuple[object, frozenset[Grain]]] = {}
         # Preemptible running jobs by team, lowest priority first: priority preemption scans only these.
         self._preemptible_by_team: dict[str, tuple[tuple[int, str], ...]] = {
             team: tuple(sorted(((key[1], job_id) for key, job_id in entries if key[0]), reverse=True))
@@ -199,18 +209,19 @@ class FairShare:
 
     def admit(self, job: Job, units_by_class: Mapping[str, int], usage: Mapping[str, int] | None = None) -> Admission:
         """May ``job`` hold ``units_by_class`` (units per GPU class, from :func:`placement_units`)? Rule 2.
-        ``usage`` (units per class) asks at a usage of the team other than its usage now. A cycle asks this tens
-        of thousands of times: the yes answers are shared, a refusal's reason is written when read."""
+        ``usage`` (units per class) asks at a usage of the team other than its usage now (the team's
+        non-preemptible usage is read as it is now). A cycle asks this tens of thousands of times: the yes
+        answers are shared, a refusal's reason is written when read."""
         if not self.policy.fairness:
             return _FAIRNESS_OFF
         team = job.team
         if usage is None:
             usage = self.state.usage.get(team, {})
+        if not job.preemptible:
+            return self._admit_firm(job, units_by_class, usage)
         over = exceeds(self.guarantee(team), usage, units_by_class)
         if over is None:
             return _WITHIN
-        if not job.preemptible:
-            return self._refusal(team, over, "guarantee")
         over_burst = exceeds(self.burst(team), usage, units_by_class)
         if over_burst is not None:
             return self._refusal(team, over_burst, "burst limit")
@@ -220,14 +231,31 @@ class FairShare:
             answer = self._borrowing[team] = Admission(True, True, reason)
         return answer
 
-    def _refusal(self, team: str, over: Excess, limit_name: str) -> Admission:
+    def _admit_firm(self, job: Job, units_by_class: Mapping[str, int], usage: Mapping[str, int]) -> Admission:
+        """Rule 2 for non-preemptible work: the team's non-preemptible units against the guarantee (its
+        borrowed preemptible work yields instead of blocking), all its units against the burst limit;
+        production against the burst limit alone."""
+        team = job.team
+        if job.priority != Priority.PRODUCTION:
+            over = exceeds(self.guarantee(team), self.state.firm_usage.get(team, {}), units_by_class)
+            if over is not None:
+                return self._refusal(team, over, "guarantee", firm=True)
+        over_burst = exceeds(self.burst(team), usage, units_by_class)
+        if over_burst is not None:
+            return self._refusal(team, over_burst, "burst limit")
+        if exceeds(self.guarantee(team), usage, units_by_class) is None:
+            return _WITHIN
+        return _FIRM_ABOVE if job.priority != Priority.PRODUCTION else _PRODUCTION_ABOVE
+
+    def _refusal(self, team: str, over: Excess, limit_name: str, *, firm: bool = False) -> Admission:
         def reason() -> str:
             where, after, limit = over
+            held = " in work that is not preemptible" if firm else ""
             text = (
-                f"team {team} would hold {gpus_text(after)} GPUs{of_class(where)}, above its {limit_name} of "
-                f"{gpus_text(limit)}"
+                f"team {team} would hold {gpus_text(after)} GPUs{of_class(where)}{held}, above its {limit_name} "
+                f"of {gpus_text(limit)}"
             )
-            if limit_name == "guarantee":
+            if firm:
                 text += "; work that is not preemptible runs only within the guarantee"
             return text
 
@@ -243,8 +271,9 @@ class FairShare:
         if usage is not None:
             return frozenset(outcome for outcome in outcomes if self.admit(job, dict((outcome,)), usage).ok)
         usage = self.state.usage.get(job.team, {})
-        key = (job.team, job.preemptible, outcomes)
-        stamp = tuple(usage.items())
+        key = (job.team, job.preemptible, job.priority == Priority.PRODUCTION, outcomes)
+        firm = () if job.preemptible else tuple(self.state.firm_usage.get(job.team, {}).items())
+        stamp = (tuple(usage.items()), firm)
         cached = self._admitted.get(key)
         if cached is not None and cached[0] == stamp:
             return cached[1]

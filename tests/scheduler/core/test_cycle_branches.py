@@ -12,9 +12,10 @@ H200 = "H200-SXM-141GB"
 
 
 def test_a_production_retry_that_evicts_gives_the_victims_team_its_turn_too() -> None:
-    # p1 (team a, H100 only) and p2 (team c, H200 only) are production, taken first, and both blocked:
-    # - p1: team a holds 3 GPUs over a guarantee of 2; its A100 jobs cannot make room on an H100;
-    # - p2: team c holds rc (1 GPU) at its guarantee of 1, and rc recently evicted p2 (no ping-pong).
+    # p1 (team a, H100 only) and p2 (team c, H200 only) are production, taken first, and both blocked (production
+    # may go above the guarantee, up to the burst limit):
+    # - p1: team a holds 3 GPUs at its burst limit of 3; its A100 jobs cannot make room on an H100;
+    # - p2: team c holds rc (1 GPU) at its burst limit of 1, and rc recently evicted p2 (no ping-pong).
     # Then x (team b, under its guarantee) reclaims ra3, team a's borrowed job: p1 gets another turn and
     # evicts rc on the H100 — an eviction *during* the retry — so team c's blocked p2 gets its turn as well
     # and binds on the idle H200.
@@ -28,7 +29,7 @@ def test_a_production_retry_that_evicts_gives_the_victims_team_its_turn_too() ->
     world = snapshot(
         [node("na", A100, 3), node("nh", H100, 1), node("n2", H200, 1)],
         [p1, p2, x],
-        [team("a", guaranteed=2), team("b", guaranteed=1), team("c", guaranteed=1)],
+        [team("a", guaranteed=2, burst=3), team("b", guaranteed=1), team("c", guaranteed=1, burst=1)],
         [ra1, ra3, rc],
         preemptions=(Preemption(victim="p2", by="rc", at=NOW - 60),),
     )

@@ -93,11 +93,13 @@ def test_production_takes_a_whole_idle_gpu_when_no_larger_instance_is_free() -> 
 
 
 def test_production_fallback_is_counted_at_what_it_holds_and_needs_the_quota() -> None:
-    # A 4g.40gb fits a 0.6-GPU guarantee, a whole GPU does not: the job gets a layout change instead.
+    # A 4g.40gb fits a 0.6-GPU burst limit, a whole GPU does not: the job gets a layout change instead.
     nodes = [node("m", A100, 1)]
     prod = _prod(team="s", mig="4g.40gb")
-    plan = plan_cycle(snapshot(nodes, [prod], [team("s", guaranteed=0.6)]), POLICY, NOW)
+    plan = plan_cycle(snapshot(nodes, [prod], [team("s", guaranteed=0.6, burst=0.6)]), POLICY, NOW)
     assert not plan.binds and [(c.node, c.gpu) for c in plan.reconfigurations] == [("m", 0)]
+    plan = plan_cycle(snapshot(nodes, [prod], [team("s", guaranteed=0.6)]), POLICY, NOW)  # above it: burst
+    assert [(b.job, b.slots) for b in plan.binds] == [("p", ((Slot("m", 0),),))] and not plan.reconfigurations
     plan = plan_cycle(snapshot(nodes, [prod], [team("s", guaranteed=1)]), POLICY, NOW)
     assert [(b.job, b.slots) for b in plan.binds] == [("p", ((Slot("m", 0),),))] and not plan.reconfigurations
 

@@ -87,7 +87,7 @@ QUOTAS = [
             job("j", "g4", gpus=3),
             {"A100": 3 * G},
             (False, False),
-            "team g4 would hold 5 GPUs, above its guarantee of 4; work that is not preemptible",
+            "team g4 would hold 5 GPUs in work that is not preemptible, above its guarantee of 4; work that is not",
         ),
         # Preemptible work borrows up to burst.
         (2, job("j", "g4", gpus=2, preemptible=True), {"A100": 2 * G}, (True, False), "within"),
@@ -100,7 +100,13 @@ QUOTAS = [
             "team g4 would hold 7 GPUs, above its burst limit of 6",
         ),
         # Class guarantee and class burst.
-        (0, job("j", "cls", gpus=3), {"H100": 3 * G}, (False, False), "3 GPUs of class H100, above its guarantee of 2"),
+        (
+            0,
+            job("j", "cls", gpus=3),
+            {"H100": 3 * G},
+            (False, False),
+            "3 GPUs of class H100 in work that is not preemptible, above its guarantee",
+        ),
         (0, job("j", "cls", gpus=3), {"A100": 3 * G}, (True, False), "within"),
         (0, job("j", "cls", gpus=3, preemptible=True), {"H100": 3 * G}, (True, True), "borrowing"),
         (
@@ -111,7 +117,13 @@ QUOTAS = [
             "4 GPUs of class H100, above its burst limit of 3",
         ),
         # Class-only guarantees: nothing guaranteed on other classes.
-        (0, job("j", "h-only"), {"A100": G}, (False, False), "of class A100, above its guarantee of 0"),
+        (
+            0,
+            job("j", "h-only"),
+            {"A100": G},
+            (False, False),
+            "of class A100 in work that is not preemptible, above its guarantee of 0",
+        ),
         (0, job("j", "h-only"), {"H100": G}, (True, False), "within"),
         # A team without a quota entry: preemptible work only, on idle capacity.
         (0, job("j", "nobody"), {"A100": G}, (False, False), "above its guarantee of 0"),
@@ -129,6 +141,30 @@ def test_admission(held: int, pending: Job, units: dict[str, int], expected: tup
     assert (admission.ok, admission.borrowing) == expected
     assert reason in admission.reason
     assert fs.admit(pending, units) == admission  # quotas are cached per team: asking twice changes nothing
+
+
+@pytest.mark.parametrize(
+    ("held", "pending", "expected", "reason"),
+    [
+        # The team's preemptible work does not count against the guarantee for its non-preemptible work: that
+        # work is admitted, and the preemptible work becomes the borrowed one (as KAI's proportion plugin does).
+        (4, job("j", "g4", gpus=2), (True, False), "within the team's guarantee; its preemptible work is borrowing"),
+        # All its work still counts against the burst limit.
+        (4, job("j", "g4", gpus=3), (False, False), "team g4 would hold 7 GPUs, above its burst limit of 6"),
+        # Production may go above the guarantee, up to the burst limit.
+        (0, job("j", "g4", gpus=6, priority=Priority.PRODUCTION), (True, True), "production above the team's"),
+        (0, job("j", "g4", gpus=7, priority=Priority.PRODUCTION), (False, False), "above its burst limit of 6"),
+        (0, job("j", "g4", gpus=4, priority=Priority.PRODUCTION), (True, False), "within the team's guarantee"),
+    ],
+)
+def test_admission_counts_non_preemptible_work_against_the_guarantee(
+    held: int, pending: Job, expected: tuple[bool, bool], reason: str
+) -> None:
+    running = [run(job(f"p{i}", pending.team, preemptible=True), on("a1", i)) for i in range(held)]
+    _, fs = world(NODES, QUOTAS, running)
+    admission = fs.admit(pending, {"A100": pending.request.gpus * G})  # type: ignore[operator]
+    assert (admission.ok, admission.borrowing) == expected
+    assert reason in admission.reason
 
 
 def test_admission_without_fairness_accepts_everything() -> None:

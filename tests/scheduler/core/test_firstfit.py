@@ -39,7 +39,9 @@ def running(job_id: str, team: str, slots: Slots, priority: Priority = Priority.
 
 
 def world(nodes: list[Node], jobs: list[Running], guarantee: float = 16.0) -> tuple[IndexedClusterState, FairShare]:
-    teams = [Team("a", guaranteed=(("any", guarantee),)), Team("b", guaranteed=(("any", 0.0),))]
+    # Production is bounded by the burst limit (it may run above the guarantee): the two are equal here.
+    limit = (("any", guarantee),)
+    teams = [Team("a", guaranteed=limit, burst=limit), Team("b", guaranteed=(("any", 0.0),))]
     state = IndexedClusterState(Snapshot(nodes=tuple(nodes), teams=tuple(teams), running=tuple(jobs)), NOW)
     return state, FairShare(teams, state, POLICY)
 
@@ -225,7 +227,7 @@ def cheaper_world() -> tuple[IndexedClusterState, FairShare, Job]:
         mig_running("a-low", "a", "a1", "1g.10gb", 4, priority=Priority.LOW),
     ]
     jobs += [mig_running("o-held", "b", "o1", "3g.20gb", 0)]
-    teams = [Team("a", guaranteed=(("any", 1.0),)), Team("b", guaranteed=(("any", 0.0),))]
+    teams = [Team("a", guaranteed=(("any", 1.0),), burst=(("any", 1.0),)), Team("b", guaranteed=(("any", 0.0),))]
     state = IndexedClusterState(Snapshot(nodes=tuple(nodes), teams=tuple(teams), running=tuple(jobs)), NOW)
     pending = Job(
         id="p", team="a", request=Request(memory_gib=12.0), kind=JobKind.INFERENCE, priority=Priority.PRODUCTION

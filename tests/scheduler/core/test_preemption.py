@@ -212,10 +212,11 @@ def test_priority_preemption_never_crosses_teams() -> None:
     assert victims_for(state, fs, job("a-hi", "a", gpus=1, priority=Priority.HIGH, preemptible=True)) is None
 
 
-def test_evicting_within_the_team_frees_quota_for_non_preemptible_work() -> None:
-    # a holds its whole guarantee with low preemptible work; a non-preemptible high job replaces it.
+def test_a_teams_preemptible_work_yields_to_its_non_preemptible_work() -> None:
+    # a fills a 4-GPU node with low preemptible work; its non-preemptible high job, within the guarantee
+    # (only non-preemptible work counts against it), takes the node's GPUs by priority.
     running = [run(job("a-low", "a", gpus=4, priority=Priority.LOW, preemptible=True), on("n1", 0, 1, 2, 3))]
-    state, fs = world([node("n1")], [team("a", {"any": 4})], running)
+    state, fs = world([node("n1", gpus=4)], [team("a", {"any": 4})], running)
     result = victims_for(state, fs, job("a-hi", "a", gpus=4, priority=Priority.HIGH))
     assert evicted(result) == [("a-low", "priority")]
 

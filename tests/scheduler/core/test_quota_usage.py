@@ -51,7 +51,9 @@ def quota_world(
         mig_running("o-held", "b", "o1", "3g.20gb", 0),
         *jobs,
     ]
-    teams = (Team("a", guaranteed=(("any", guarantee),)), Team("b", guaranteed=(("any", 0.0),)))
+    # Production is bounded by the burst limit (it may run above the guarantee): the two are equal here.
+    limit = (("any", guarantee),)
+    teams = (Team("a", guaranteed=limit, burst=limit), Team("b", guaranteed=(("any", 0.0),)))
     snapshot = Snapshot(nodes=tuple(every_node), teams=teams, running=tuple(every_job))
     state = IndexedClusterState(snapshot, NOW)
     return state, FairShare(teams, state, POLICY)

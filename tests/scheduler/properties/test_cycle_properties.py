@@ -5,7 +5,8 @@
 - every layout is legal, before and after the plan's reconfigurations;
 - gangs are atomic: a Bind carries exactly ``replicas`` replica tuples, each with the slots its demand needs
   on that node's model, on one ready node of an allowed tier;
-- no bind takes a team above its burst limit, nor non-preemptible work above the guarantee;
+- no bind takes a team above its burst limit, nor its non-preemptible work (production aside) above the
+  guarantee;
 - guarantees are restored within one cycle;
 - the same input (in any tuple order) gives the same plan;
 - a plan applied twice changes nothing: planning again on the applied snapshot binds or evicts none of the
@@ -235,10 +236,13 @@ def assert_binds_legal(snapshot: Snapshot, plan: Plan) -> None:
             assert len(models) == 1, "a whole-GPU gang stays on one GPU model"
 
 
-def team_units(snapshot: Snapshot) -> dict[str, dict[str, int]]:
+def team_units(snapshot: Snapshot, *, firm: bool = False) -> dict[str, dict[str, int]]:
+    """Units per team and class of the running work (``firm``: of its non-preemptible work only)."""
     nodes_by_name = {node.name: node for node in snapshot.nodes}
     usage: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
     for held in snapshot.running:
+        if firm and held.job.preemptible:
+            continue
         for replica in held.slots:
             for slot in replica:
                 node = nodes_by_name[slot.node]
@@ -249,33 +253,41 @@ def team_units(snapshot: Snapshot) -> dict[str, dict[str, int]]:
 
 def assert_quotas_respected(before: Snapshot, plan: Plan) -> None:
     """Replaying the binds in plan order (after the plan's evictions): each bind leaves its team within burst,
-    and within its guarantee when the work is not preemptible."""
+    and its non-preemptible work within the guarantee when the bind is of non-preemptible work other than
+    production (which may run above the guarantee, up to burst)."""
     evicted = {evict.job for evict in plan.evictions}
     kept = Snapshot(
         nodes=before.nodes, teams=before.teams, running=tuple(r for r in before.running if r.job.id not in evicted)
     )
     usage = team_units(kept)
+    firm_usage = team_units(kept, firm=True)
     nodes_by_name = {node.name: node for node in before.nodes}
     by_name = {team.name: team for team in before.teams}
     pending = {job.id: job for job in before.pending}
     for bind in plan.binds:
         job = pending[bind.job]
-        held = usage[job.team]
+        held, firm = usage[job.team], firm_usage[job.team]
         classes = set()
         for replica in bind.slots:
             for slot in replica:
                 node = nodes_by_name[slot.node]
-                held[gpu_class_of(node.gpu_model)] += slot_units(slot, GPU_MODEL_BY_NAME.get(node.gpu_model))
+                units = slot_units(slot, GPU_MODEL_BY_NAME.get(node.gpu_model))
+                held[gpu_class_of(node.gpu_model)] += units
+                if not job.preemptible:
+                    firm[gpu_class_of(node.gpu_model)] += units
                 classes.add(gpu_class_of(node.gpu_model))
         team = by_name.get(job.team)
         guarantee = guarantee_limits(team)
-        limits = guarantee if not job.preemptible else burst_limits(team, guarantee)
-        if limits.overall is not None:
-            assert sum(held.values()) <= limits.overall
-        for gpu_class in sorted(classes):
-            limit = limits.for_class(gpu_class)
-            if limit is not None:
-                assert held[gpu_class] <= limit
+        checks = [(burst_limits(team, guarantee), held)]
+        if not job.preemptible and job.priority != Priority.PRODUCTION:
+            checks.append((guarantee, firm))
+        for limits, units in checks:
+            if limits.overall is not None:
+                assert sum(units.values()) <= limits.overall
+            for gpu_class in sorted(classes):
+                limit = limits.for_class(gpu_class)
+                if limit is not None:
+                    assert units[gpu_class] <= limit
 
 
 # -- properties -------------------------------------------------------------------------------------------
