@@ -47,6 +47,12 @@ TEAM_KEYS = ("name", "guaranteed_gpus", "burst_gpus", "weight", "guaranteed", "b
 # MIG on with no instance leaves nothing to schedule, and an empty layout means "MIG off" to the engine.
 UNSCHEDULABLE_CONFIGS = ("all-enabled",)
 
+# Upper bounds of a scenario's figures: beyond them the engine's integer units and the cost sums overflow, and
+# no real cluster comes near (a million GPUs per quota, $10,000 per GPU-hour, a weight of 1,000).
+MAX_QUOTA_GPUS = 1_000_000.0
+MAX_PRICE = 10_000.0
+MAX_WEIGHT = 1_000.0
+
 
 def parse_node(errors: Errors, path: str, value: Any) -> Node | None:
     """A node object, or None after recording every problem with it."""
@@ -66,7 +72,9 @@ def parse_node(errors: Errors, path: str, value: Any) -> Node | None:
     }
     price = 0.0
     if "price_per_gpu_hour" in data:
-        price = read_number(errors, join(path, "price_per_gpu_hour"), data["price_per_gpu_hour"]) or 0.0
+        price = (
+            read_number(errors, join(path, "price_per_gpu_hour"), data["price_per_gpu_hour"], maximum=MAX_PRICE) or 0.0
+        )
     sharing = bool(read_bool(errors, join(path, "sharing"), data["sharing"])) if "sharing" in data else False
     mig: tuple[MigLayout, ...] = ()
     if "mig" in data and model is not None and gpus is not None:
@@ -186,18 +194,20 @@ def parse_team(errors: Errors, path: str, value: Any) -> Team | None:
     name = read_str(errors, join(path, "name"), data["name"]) if "name" in data else None
     weight = 1.0
     if "weight" in data:
-        weight = read_number(errors, join(path, "weight"), data["weight"], positive=True) or 1.0
+        weight = read_number(errors, join(path, "weight"), data["weight"], positive=True, maximum=MAX_WEIGHT) or 1.0
     per_class = {key: _per_class(errors, join(path, key), data[key]) for key in ("guaranteed", "burst") if key in data}
     guaranteed_by_class = per_class.get("guaranteed", {})
     burst_by_class = per_class.get("burst", {})
     guaranteed = sum(guaranteed_by_class.values())
     overall: tuple[tuple[str, float], ...] = ()
     if "guaranteed_gpus" in data:
-        guaranteed = read_number(errors, join(path, "guaranteed_gpus"), data["guaranteed_gpus"]) or 0.0
+        guaranteed = (
+            read_number(errors, join(path, "guaranteed_gpus"), data["guaranteed_gpus"], maximum=MAX_QUOTA_GPUS) or 0.0
+        )
         overall = (("any", guaranteed),)
     burst = None
     if "burst_gpus" in data:
-        burst = read_number(errors, join(path, "burst_gpus"), data["burst_gpus"])
+        burst = read_number(errors, join(path, "burst_gpus"), data["burst_gpus"], maximum=MAX_QUOTA_GPUS)
         if burst is not None and burst < guaranteed:
             errors.add(join(path, "burst_gpus"), f"must be ≥ guaranteed_gpus ({guaranteed:g}), got {burst:g}")
     for gpu_class, limit in burst_by_class.items():
@@ -224,7 +234,7 @@ def _per_class(errors: Errors, path: str, value: Any) -> dict[str, float]:
         if gpu_class not in catalog.GPU_CLASSES:
             errors.add(where, f"unknown GPU class; use one of: {', '.join(catalog.GPU_CLASSES)}")
             continue
-        number = read_number(errors, where, amount)
+        number = read_number(errors, where, amount, maximum=MAX_QUOTA_GPUS)
         if number is not None:
             limits[gpu_class] = number
     return limits

@@ -123,9 +123,16 @@ def read_bool(errors: Errors, path: str, value: Any) -> bool | None:
 
 
 def read_number(
-    errors: Errors, path: str, value: Any, *, positive: bool = False, minimum: float | None = 0.0
+    errors: Errors,
+    path: str,
+    value: Any,
+    *,
+    positive: bool = False,
+    minimum: float | None = 0.0,
+    maximum: float | None = None,
 ) -> float | None:
-    """A JSON number (never a boolean); ``positive``: > 0; otherwise ≥ ``minimum`` unless that is None."""
+    """A JSON number (never a boolean); ``positive``: > 0; otherwise ≥ ``minimum`` unless that is None; and
+    ≤ ``maximum`` when one is given."""
     if not is_number(value) or value != value or value in (float("inf"), float("-inf")):
         errors.add(path, f"must be a number, got {describe(value)}")
         return None
@@ -137,6 +144,10 @@ def read_number(
         return None
     if minimum is not None and value < minimum:
         errors.add(path, f"must be a number ≥ {minimum:g}, got {describe(value)}")
+        return None
+    if maximum is not None and value > maximum:
+        bound = f"{int(maximum):,}" if float(maximum).is_integer() else f"{maximum:,}"
+        errors.add(path, f"must be at most {bound}, got {describe(value)}")
         return None
     return float(value)
 

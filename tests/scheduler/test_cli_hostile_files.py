@@ -126,10 +126,7 @@ def _run(args: list[str], path: str, *, may_succeed: bool = False) -> str:
 # it still answers in one line per problem, but says so. Such a case is a validation gap, listed here with
 # the reader that should refuse it (strict both ways, as KNOWN_ENGINE_GAPS in test_scenarios.py).
 GAP_MARKERS = ("scenario checks let through", "the database refused", "the database rejected")
-KNOWN_VALIDATION_GAPS = {
-    "value-teams.0.guaranteed_gpus-6": "guaranteed_gpus 1e308: the engine's GPU units overflow "
-    "(scheduler/core/limits.py to_units); scheduler/sim/cluster_spec.py's team reader needs an upper bound",
-}
+KNOWN_VALIDATION_GAPS: dict[str, str] = {}  # none left: scenario quotas, weights and prices are bounded
 
 
 def _check_gap(case: Case, said: str) -> None:

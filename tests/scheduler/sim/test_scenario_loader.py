@@ -203,6 +203,8 @@ INVALID: list[tuple[str, Callable[[dict[str, Any]], None], str, str]] = [
     ("team burst below guarantee", _set("teams/0/burst_gpus", 2), "teams[0].burst_gpus", "≥ guaranteed_gpus"),
     ("team negative guarantee", _set("teams/0/guaranteed_gpus", -1), "teams[0].guaranteed_gpus", "≥ 0"),
     ("team weight zero", _set("teams/0/weight", 0), "teams[0].weight", "positive number"),
+    ("team guarantee huge", _set("teams/0/guaranteed_gpus", 1e308), "teams[0].guaranteed_gpus", "at most 1,000,000"),
+    ("team weight huge", _set("teams/0/weight", 1e9), "teams[0].weight", "at most 1,000"),
     ("team unknown class", _set("teams/0/guaranteed", {"V100": 2}), "teams[0].guaranteed.V100", "unknown GPU class"),
     (
         "team class burst below class guarantee",
