@@ -27,6 +27,8 @@ from rest_framework.exceptions import APIException, ParseError, ValidationError
 from rest_framework.parsers import JSONParser
 from rest_framework.utils import json as drf_json
 
+from scheduler.core.bounds import text_problem
+
 MAX_DEPTH = 32
 # A body with thousands of bad strings gets the first ones, not a response as big as the body.
 MAX_FIELD_ERRORS = 50
@@ -89,16 +91,6 @@ def value_problems(value: Any, path: str = "") -> dict[str, list[str]]:
 
     walk(value, path)
     return problems
-
-
-def text_problem(text: str) -> str | None:
-    if "\x00" in text:
-        return "must not contain a NUL character (\\u0000)"
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return "must not contain a lone surrogate (such as \\ud800): send UTF-8 text"
-    return None
 
 
 class GuardedJSONParser(JSONParser):

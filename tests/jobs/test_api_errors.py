@@ -115,7 +115,7 @@ def test_a_bad_string_or_number_in_a_json_body_is_a_400_naming_its_path(api, job
 
 def test_a_nul_in_a_json_key_is_named_by_the_object_holding_it(api, job) -> None:
     problems = assert_json(raw_post(api, f"/api/v1/jobs/{job.pk}/cancel/", '{"extra": {"a\\u0000": 1}}'), 400)
-    assert problems == {"extra": ["a key must not contain a NUL character (\\u0000)"]}
+    assert problems == {"extra": ["a key must not contain a NUL character"]}
 
 
 @pytest.mark.parametrize(
@@ -148,11 +148,11 @@ def test_nesting_is_counted_outside_strings_only(api, job) -> None:
 
 def test_value_problems_walks_keys_lists_and_objects() -> None:
     assert value_problems({"a": [{"b": "\x00"}], "c": "fine", "d": float("nan")}) == {
-        "a[0].b": ["must not contain a NUL character (\\u0000)"],
+        "a[0].b": ["must not contain a NUL character"],
         "d": ["number too large"],
     }
     assert value_problems("\ud800") == {
-        "non_field_errors": ["must not contain a lone surrogate (such as \\ud800): send UTF-8 text"]
+        "non_field_errors": ["must be valid Unicode text (it holds a lone surrogate)"]
     }
 
 
