@@ -9,7 +9,7 @@ each mix and seed, then each figure's median and spread (min–max) over the see
 Both mixes are run unless ``--mix`` names one (``both`` says it explicitly): the spec reports both, and a claim
 about the engine that holds on one mix only is not a claim about the engine. The runs (mix × seed × policy)
 share ``--jobs`` worker processes (default 2). The defaults — 2 mixes × 5 seeds × 5 policies, 8 h measured after
-2 h of warm-up, 10 s cycles — take about 5–10 minutes on 2 cores.
+2 h of warm-up, 10 s cycles — took 588 s on 2 cores (2026-12-01).
 """
 
 from __future__ import annotations
