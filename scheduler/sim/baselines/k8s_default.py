@@ -21,9 +21,9 @@ from collections.abc import Sequence
 
 from scheduler.core.plan import Plan
 from scheduler.core.policy import Policy
-from scheduler.core.state import Job, Node, Snapshot
-from scheduler.sim.baselines.common import Free, Need, Slots, place_each, plan_fifo
-from scheduler.sim.baselines.preempt import RULES, preemption, queue_order
+from scheduler.core.state import Node, Snapshot
+from scheduler.sim.baselines.common import Free, Need
+from scheduler.sim.baselines.preempt import plan_by_priority
 
 NAME = "k8s-default"
 
@@ -38,18 +38,6 @@ def _least_allocated(free: Free, fitting: Sequence[tuple[Node, Need]]) -> tuple[
     return best
 
 
-def _place(free: Free, job: Job, candidates: Sequence[tuple[Node, Need]]) -> Slots | None:
-    return place_each(free, job, candidates, _least_allocated)
-
-
 def k8s_default(snapshot: Snapshot, policy: Policy, now: float) -> Plan:
     """One cycle of the ``k8s-default`` baseline (module rules)."""
-    return plan_fifo(
-        snapshot,
-        policy,
-        _place,
-        name=NAME,
-        order=queue_order,
-        rescue=preemption(snapshot, _least_allocated),
-        rules=RULES,
-    )
+    return plan_by_priority(snapshot, policy, name=NAME, choose=_least_allocated)

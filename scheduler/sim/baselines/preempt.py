@@ -30,9 +30,11 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from scheduler.core.plan import Plan
+from scheduler.core.policy import Policy
 from scheduler.core.state import Job, Node, Running, Slot, Snapshot
 from scheduler.core.vocabulary import Priority
-from scheduler.sim.baselines.common import ChooseNode, Free, Need, Rescue, Slots
+from scheduler.sim.baselines.common import ChooseNode, Free, Need, Rescue, Slots, place_each, plan_fifo
 
 RULES = "priority order, preempts lower priority like kube-scheduler"  # the waiting reason's words
 _RANK = {Priority.LOW: 0, Priority.NORMAL: 1, Priority.HIGH: 2, Priority.PRODUCTION: 3}
@@ -158,3 +160,15 @@ def preemption(snapshot: Snapshot, choose: ChooseNode) -> Rescue:
         return tuple(slots), chosen
 
     return rescue
+
+
+def plan_by_priority(snapshot: Snapshot, policy: Policy, *, name: str, choose: ChooseNode) -> Plan:
+    """One cycle of a stock kube-scheduler baseline: the queue in priority order, each replica on the node
+    ``choose`` picks, and priority preemption (module rules) for what fits nowhere."""
+
+    def place(free: Free, job: Job, candidates: Sequence[tuple[Node, Need]]) -> Slots | None:
+        return place_each(free, job, candidates, choose)
+
+    return plan_fifo(
+        snapshot, policy, place, name=name, order=queue_order, rescue=preemption(snapshot, choose), rules=RULES
+    )
