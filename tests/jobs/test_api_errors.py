@@ -151,9 +151,7 @@ def test_value_problems_walks_keys_lists_and_objects() -> None:
         "a[0].b": ["must not contain a NUL character"],
         "d": ["number too large"],
     }
-    assert value_problems("\ud800") == {
-        "non_field_errors": ["must be valid Unicode text (it holds a lone surrogate)"]
-    }
+    assert value_problems("\ud800") == {"non_field_errors": ["must be valid Unicode text (it holds a lone surrogate)"]}
 
 
 @pytest.mark.parametrize("content_type", ["application/json", "application/x-www-form-urlencoded"])
