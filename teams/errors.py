@@ -6,31 +6,19 @@ already written for the person who has to fix the file or the database.
 
 from __future__ import annotations
 
+from scheduler.sim.spec_files.text import SpecFileError
+
 
 class TeamsError(Exception):
     """Base class of every error the teams app raises on purpose."""
 
 
-class OrgFileError(TeamsError):
+class OrgFileError(TeamsError, SpecFileError):
     """An organisation file cannot be read or parsed (missing, unsupported type, syntax error).
 
-    ``str(error)`` is ``path:line:column: message`` when the parser reported a position, else ``path: message``.
+    The spec-file reader's error, as a teams error: ``str(error)`` is ``path:line:column: message`` when the
+    reader knows the position, else ``path: message``.
     """
-
-    def __init__(self, path: str, message: str, *, line: int | None = None, column: int | None = None) -> None:
-        self.path = path
-        self.message = message
-        self.line = line
-        self.column = column
-        super().__init__(str(self))
-
-    def __str__(self) -> str:
-        where = self.path
-        if self.line is not None:
-            where += f":{self.line}"
-            if self.column is not None:
-                where += f":{self.column}"
-        return f"{where}: {self.message}"
 
 
 class OrgValidationError(TeamsError):

@@ -45,4 +45,4 @@ def test_poison_rows_are_rejected_and_the_rest_is_scheduled_in_the_same_cycle():
     good.refresh_from_db()
     control.refresh_from_db()
     assert good.state == "running"
-    assert control.state in ("running", "pending") and control.queue_position != 0  # judged as any other job
+    assert control.state in ("running", "pending")  # judged as any other job, not rejected with the poisons
