@@ -459,7 +459,7 @@ class _Run:
             under = self.fairness.under_guarantee(*standing_key)
             standings[standing_key] = standing_text(guarantee, held, under)
         reason = reason_text(need, blocker, standings[standing_key], position - 1, self.now)
-        return Waiting(job.id, position, team_positions[job.team], reason, eta)
+        return Waiting(job.id, position, team_positions[job.team], reason, eta, blocker.kind)
 
     def _demand(self, job: Job) -> tuple[Demand | None, str, tuple[str, ...]]:
         """The job's preferred demand, its GPU model, and every model the job may use now; when no ready node

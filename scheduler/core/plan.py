@@ -52,6 +52,7 @@ class Waiting:
     team_position: int  # 1-based among its team's pending jobs
     reason: str
     eta_s: float | None = None  # seconds from now, when the engine can estimate it
+    blocker: str = ""  # what blocks it, one of scheduler.core.explain's kinds ("capacity", "quota", …)
 
 
 @dataclass(frozen=True, slots=True)

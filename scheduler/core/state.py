@@ -125,6 +125,9 @@ class Team:
     weight: float = 1.0
     guaranteed: tuple[tuple[str, float], ...] = ()
     burst: tuple[tuple[str, float], ...] = ()
+    # The team's history: the median run time of its recently finished jobs, the estimate of a running or
+    # pending job that states no duration_s (None: no history; the policy's default_runtime_s then).
+    typical_runtime_s: float | None = None
 
     def guaranteed_for(self, gpu_class: str) -> float | None:
         return dict(self.guaranteed).get(gpu_class)
