@@ -319,13 +319,16 @@ class _Run:
             return
         admission = choice.refused
         production = job.priority == Priority.PRODUCTION and admission is None
-        if production and self._fallback(job):  # idle capacity before a layout change or an eviction
+        if production and self._fallback(job):  # idle capacity before an eviction or a layout change
             return
-        if production and self.relayout.for_production(job):  # an idle GPU's change before an eviction
+        # Production must start now: preemptible work yields before the job waits minutes for a layout change.
+        if production and not self._preempt_fails(job, True) and self._preempt(job, True):
+            return
+        if production and self.relayout.for_production(job):  # an idle GPU's change before evicting firm work
             return
         lower = job.priority != Priority.PRODUCTION and admission is None
-        # Evict as the last resort: not while a layout change could serve the job. A preemption known to fail
-        # needs no such question (could_change_for only answers; it changes nothing).
+        # Other work evicts as the last resort: not while a layout change could serve it. A preemption known to
+        # fail needs no such question (could_change_for only answers; it changes nothing).
         if not self._preempt_fails(job) and not (lower and self.relayout.could_change_for(job)) and self._preempt(job):
             return
         if production and self.relayout.for_production(job, drain=True):
@@ -367,17 +370,18 @@ class _Run:
         self.binds.append(bind(self.state, job, slots))
         self.relayout.bound(slots)  # a node bound to this cycle is not reconfigured in it
 
-    def _preempt_key(self, job: Job) -> Hashable:
-        return (placement_shape(job), job.team, job.priority, job.preemptible)
+    def _preempt_key(self, job: Job, preemptible_only: bool) -> Hashable:
+        return (placement_shape(job), job.team, job.priority, job.preemptible, preemptible_only)
 
-    def _preempt_fails(self, job: Job) -> bool:
+    def _preempt_fails(self, job: Job, preemptible_only: bool = False) -> bool:
         """Is a preemption for ``job`` known to fail: one for its shape failed and nothing was freed since?"""
         remember = job.id not in self.recent_victims
-        return remember and self._preempt_failed.get(self._preempt_key(job)) == self.index.freed
+        return remember and self._preempt_failed.get(self._preempt_key(job, preemptible_only)) == self.index.freed
 
-    def _preempt(self, job: Job) -> bool:
-        """Evict for ``job`` and bind it, or False; the caller has checked :meth:`_preempt_fails`."""
-        key = self._preempt_key(job)
+    def _preempt(self, job: Job, preemptible_only: bool = False) -> bool:
+        """Evict for ``job`` (only preemptible work when ``preemptible_only``) and bind it, or False; the caller
+        has checked :meth:`_preempt_fails`."""
+        key = self._preempt_key(job, preemptible_only)
         remember = job.id not in self.recent_victims
         statement = self.state.begin()
         trial = TrialPlacement(self.state, self.index, self.fairness, job, self.policy)
@@ -394,6 +398,7 @@ class _Run:
             self.preemptions,
             trial.shortcuts(),
             self._victims,
+            preemptible_only,
         )
         if found is None:
             statement.rollback()

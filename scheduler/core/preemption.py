@@ -14,14 +14,21 @@ Protections (V is never a candidate):
 
 Grounds (the first that applies names the :class:`Evict` reason):
 - ``"priority"``: U = T, V is preemptible and of lower priority than J. Priority preemption stays within a team.
-- ``"reclaim"``: U ≠ T, V is preemptible and borrowed (:meth:`FairShare.borrowed_jobs`), and T is under its
-  guarantee for J's class (:meth:`FairShare.under_guarantee`). After placement J must still be within T's
-  guarantee (:meth:`FairShare.within_guarantee` on the slots found): a team reclaims up to its guarantee,
-  never beyond. Only borrowed jobs are taken, so U keeps every job that fits in its own guarantee.
-  Off when ``policy.fairness`` is off.
+- ``"reclaim"``, from the team itself: U = T, J is not preemptible (and not production), V is preemptible and
+  borrowed, at any priority. Admission counts only T's non-preemptible work against the guarantee, so J is
+  within it; the team's own borrowed work yields the capacity instead of blocking J (as KAI's proportion
+  plugin reclaims for a queue within its deserved share). Off when ``policy.fairness`` is off.
+- ``"reclaim"``, from another team: U ≠ T, V is preemptible and borrowed (:meth:`FairShare.borrowed_jobs`),
+  and T is under its guarantee for J's class (:meth:`FairShare.under_guarantee`). After placement J must
+  still be within T's guarantee (:meth:`FairShare.within_guarantee` on the slots found): a team reclaims up
+  to its guarantee, never beyond. Only borrowed jobs are taken, so U keeps every job that fits in its own
+  guarantee. Off when ``policy.fairness`` is off.
 - ``"production"``: J is ``production`` and V has lower priority, in any team. Preemptible victims are tried
   before non-preemptible ones (sort key below), so non-preemptible work goes only when nothing else frees
   enough room.
+
+``preemptible_only`` restricts the candidates to preemptible jobs: production asks so first, before a MIG
+layout change, and takes non-preemptible work only after (:mod:`scheduler.core.cycle`, step 3).
 
 Choice: candidates are ordered by (non-preemptible last, borrowed first, lower priority first, least work lost
 since the last checkpoint — ``(now - max(started_at, last_checkpoint_at)) × GPU-equivalents`` — first, most
@@ -50,7 +57,7 @@ from scheduler.core.placement.firstfit import FirstFit
 from scheduler.core.plan import Evict
 from scheduler.core.policy import Policy
 from scheduler.core.state import Job, Preemption, Slot
-from scheduler.core.victims import PRIORITY, PRODUCTION, RECLAIM, Candidate, Victims, by_key
+from scheduler.core.victims import PRIORITY, PRODUCTION, RECLAIM, Candidate, Victims, by_key, reclaims_own
 from scheduler.core.vocabulary import Priority
 
 __all__ = ["PRIORITY", "PRODUCTION", "RECLAIM", "Candidate", "Shortcuts", "candidates", "find_victims"]
@@ -101,6 +108,7 @@ def find_victims(
     preemptions: Sequence[Preemption],
     shortcuts: Shortcuts = NO_SHORTCUTS,
     victim_cache: Victims | None = None,
+    preemptible_only: bool = False,
 ) -> tuple[list[Evict], Slots] | None:
     """A minimal set of evictions that lets ``job`` be placed, and the slots it gets; None if there is none.
 
@@ -116,7 +124,12 @@ def find_victims(
     :class:`~scheduler.core.victims.Victims`) only spares scans: the answer is the same without them.
     """
     allow_reclaim = policy.fairness and fairness.under_guarantee(job.team, job_class(job))
-    found = _search(state, job, fairness, try_place, policy, now, preemptions, allow_reclaim, shortcuts, victim_cache)
+
+    def search(reclaim: bool) -> tuple[list[Candidate], Slots] | None:
+        pool = candidates(state, job, fairness, policy, now, preemptions, reclaim, victim_cache, preemptible_only)
+        return _search(state, try_place, pool, shortcuts)
+
+    found = search(allow_reclaim)
     if found is not None and allow_reclaim and any(c.reason == RECLAIM for c in found[0]):
         victims, slots = found
         if not _within_guarantee_after(state, job, fairness, victims, slots):
@@ -125,9 +138,7 @@ def find_victims(
             if job.priority == Priority.PRODUCTION:
                 found = ([_as_production(c) for c in victims], slots)
             else:
-                found = _search(
-                    state, job, fairness, try_place, policy, now, preemptions, False, shortcuts, victim_cache
-                )
+                found = search(False)
     if found is None:
         return None
     victims, slots = found
@@ -147,11 +158,15 @@ def candidates(
     preemptions: Sequence[Preemption],
     allow_reclaim: bool,
     victim_cache: Victims | None = None,
+    preemptible_only: bool = False,
 ) -> list[Candidate]:
     """Every running job ``job`` may evict (module rules), in victim-preference order. ``victim_cache`` is the
     cycle's memory of team candidates (:mod:`scheduler.core.victims`); without one a fresh one is used."""
     production = job.priority == Priority.PRODUCTION
-    if not production and not allow_reclaim and not fairness.lower_preemptible(job.team, job.priority):
+    own = fairness.lower_preemptible(job.team, job.priority) or (
+        reclaims_own(job, policy) and fairness.over_guarantee(job.team)
+    )
+    if not production and not allow_reclaim and not own:
         return []  # no ground applies to anyone: only production and reclaim reach other teams
     if victim_cache is None:
         victim_cache = Victims(state, fairness, policy, now)
@@ -161,24 +176,17 @@ def candidates(
     evicted_me = {p.by for p in preemptions if p.victim == job.id and now - p.at < policy.ping_pong_window_s}
     if evicted_me:
         found = [c for c in found if c.job.id not in evicted_me]
+    if preemptible_only:
+        found = [c for c in found if c.job.preemptible]
     found.sort(key=by_key)  # a merge of the teams' sorted runs
     return found
 
 
 def _search(
-    state: ClusterState,
-    job: Job,
-    fairness: FairShare,
-    try_place: TryPlace,
-    policy: Policy,
-    now: float,
-    preemptions: Sequence[Preemption],
-    allow_reclaim: bool,
-    shortcuts: Shortcuts = NO_SHORTCUTS,
-    victim_cache: Victims | None = None,
+    state: ClusterState, try_place: TryPlace, pool: list[Candidate], shortcuts: Shortcuts
 ) -> tuple[list[Candidate], Slots] | None:
-    """Shortest successful prefix, then pruning; explores inside its own Statement and always rolls back."""
-    pool = candidates(state, job, fairness, policy, now, preemptions, allow_reclaim, victim_cache)
+    """Shortest successful prefix of ``pool``, then pruning; explores inside its own Statement and always rolls
+    back."""
     if not pool:
         return None
     fit = shortcuts.first_fit(pool) if shortcuts.first_fit is not None else None

@@ -77,7 +77,7 @@ class Victims:
             return []
         running = fairness.running_jobs(team)
         helps: Hashable = job.gpu_model if same_team else (job.request, job.kind, job.gpu_model, _host_needs(job))
-        context = (team, job.priority, production, same_team, allow_reclaim, helps)
+        context = (team, job.priority, production, same_team, allow_reclaim, helps, job.preemptible)
         cached = self._lists.get(context)
         if cached is not None and (cached[0] is running or cached[0] == running):
             return cached[1]
@@ -117,7 +117,8 @@ class Victims:
         shared by jobs of different requests — production jobs, which reach every team, above all."""
         production = job.priority == Priority.PRODUCTION
         same_team = team == job.team
-        context = (team, job.priority, production, same_team, allow_reclaim)
+        own_reclaim = same_team and reclaims_own(job, self.policy)
+        context = (team, job.priority, production, same_team, allow_reclaim, own_reclaim)
         cached = self._grounds.get(context)
         if cached is not None and (cached[0] is running or cached[0] == running):
             return cached[1]
@@ -126,6 +127,9 @@ class Victims:
         if production:
             ids = running
             borrowed_ids = fairness.borrowed(team, ids) if ids else ()
+        elif own_reclaim:  # lower preemptible work, and borrowed work at any priority (preemptible: checked below)
+            borrowed_ids = fairness.borrowed(team, running)
+            ids = tuple(dict.fromkeys(fairness.lower_preemptible(team, job.priority) + borrowed_ids))
         elif same_team:
             ids = fairness.lower_preemptible(team, job.priority)
             borrowed_ids = fairness.borrowed(team, running) if ids else ()
@@ -133,6 +137,7 @@ class Victims:
             ids = borrowed_ids = fairness.borrowed(team, running)
         my_rank = PRIORITY_INDEX[job.priority]
         borrowed = set(borrowed_ids)
+        reclaim_others = allow_reclaim and not same_team
         found: list[tuple[tuple[tuple[str, bool], ...], Candidate]] = []
         for victim_id in ids:
             facts = self._facts.get(victim_id)
@@ -144,8 +149,8 @@ class Victims:
             preemptible = victim.preemptible
             if same_team and preemptible and rank > my_rank and not fresh:
                 reason = PRIORITY
-            elif not same_team and preemptible and victim_id in borrowed and allow_reclaim and not fresh:
-                reason = RECLAIM
+            elif preemptible and victim_id in borrowed and not fresh and (own_reclaim or reclaim_others):
+                reason = RECLAIM  # the team's own borrowed work, or (reclaim allowed) another team's
             elif production and rank > my_rank:
                 reason = PRODUCTION
             else:
@@ -170,6 +175,12 @@ class Victims:
 
 
 by_key = attrgetter("key")  # sort candidates in victim-preference order
+
+
+def reclaims_own(job: Job, policy: Policy) -> bool:
+    """Does ``job`` take back its own team's borrowed preemptible work (:mod:`preemption`'s same-team
+    ``"reclaim"`` ground)? Non-preemptible work other than production, under fair share."""
+    return policy.fairness and not job.preemptible and job.priority != Priority.PRODUCTION
 
 
 def _host_needs(job: Job) -> tuple[bool, bool]:
