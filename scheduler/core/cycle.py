@@ -70,6 +70,7 @@ from scheduler.core.explain import (
     NOT_READY,
     QUOTA,
     RECONFIGURING,
+    RESERVED,
     Blocker,
     EtaEstimator,
     demand_units,
@@ -91,6 +92,7 @@ from scheduler.core.placement.tiers import allowed_tiers
 from scheduler.core.plan import Bind, Evict, Plan, Reject, Waiting
 from scheduler.core.policy import Policy
 from scheduler.core.preemption import find_victims
+from scheduler.core.reservation import Reservations, expected_runtime
 from scheduler.core.rightsize import resolve, unplaceable_reason
 from scheduler.core.state import FULL_GPU_MILLI, Job, Node, Snapshot
 from scheduler.core.trial import TrialPlacement
@@ -98,6 +100,8 @@ from scheduler.core.victims import Victims
 from scheduler.core.vocabulary import Priority
 
 log = logging.getLogger(__name__)
+
+_BOUND = Blocker("")  # what a job bound in its turn has instead of a blocker
 
 
 def plan_cycle(snapshot: Snapshot, policy: Policy, now: float) -> Plan:
@@ -280,6 +284,7 @@ class _Run:
         self.order: list[Job] = []
         self.blockers: dict[str, Blocker] = {}
         self.relayout = Relayout(state, fairness, policy, now, self.preemptions, self.blockers, pending)
+        self.reservations = Reservations(state, self.index, policy, now, self._expected_end, self.relayout.bound)
         self._preempt_failed: dict[Hashable, int] = {}
         self._victims = Victims(state, fairness, policy, now)  # valid until a layout change closes a node
         self._victims_at = 0  # len(self.relayout.changes) when it was built
@@ -301,10 +306,16 @@ class _Run:
     def _turn(self, job: Job) -> None:
         evicted, drained = len(self.evictions), len(self.relayout.evictions)
         self.blockers.pop(job.id, None)
-        if not options_for(self.index, job, self.policy):
+        options = options_for(self.index, job, self.policy)
+        if not options:
             self.blockers[job.id] = Blocker(NOT_READY)
         else:
             self._place(job)
+            if self.blockers.get(job.id, _BOUND).kind == CAPACITY:
+                reservation = self.reservations.reserve(job, options)
+                if reservation is not None:
+                    nodes = ", ".join(dict.fromkeys(node for node, _ in reservation.gpus))
+                    self.blockers[job.id] = Blocker(RESERVED, nodes, reservation.start_at)
         blocker = self.blockers.get(job.id)  # None: bound
         if job.priority == Priority.PRODUCTION and blocker is not None and blocker.kind != RECONFIGURING:
             self._blocked_production[job.id] = job
@@ -318,6 +329,8 @@ class _Run:
             self._bind(job, choice.slots)
             return
         admission = choice.refused
+        if admission is None and self.reservations.made and self._backfill(job):
+            return
         production = job.priority == Priority.PRODUCTION and admission is None
         if production and self._fallback(job):  # idle capacity before an eviction or a layout change
             return
@@ -365,6 +378,25 @@ class _Run:
             return False
         self._bind(job, slots)
         return True
+
+    def _backfill(self, job: Job) -> bool:
+        """Bind ``job`` on GPUs held by a reservation it may backfill (:mod:`reservation`, rule 4)."""
+        runtime_s = expected_runtime(job, self.fairness.teams.get(job.team), self.policy)
+        slots = self.reservations.backfill(
+            job, runtime_s, lambda: choose(self.state, self.fairness, job, self.policy).slots
+        )
+        if slots is None:
+            return False
+        self._bind(job, slots)
+        return True
+
+    def _expected_end(self, job_id: str) -> float:
+        """When a placed job is expected to end (:mod:`reservation`, rule 5): never before the next cycle."""
+        job = self.state.jobs[job_id]
+        running = self.state.running.get(job_id)
+        started = running.started_at if running is not None else self.now
+        end = started + expected_runtime(job, self.fairness.teams.get(job.team), self.policy)
+        return end if end > self.now else self.now + self.policy.cycle_s
 
     def _bind(self, job: Job, slots: Slots) -> None:
         self.binds.append(bind(self.state, job, slots))
@@ -450,11 +482,10 @@ class _Run:
         demand, models, units, need = needs[shape]
         blocker = self.blockers[job.id]
         eta: float | None = None
-        if blocker.kind == CAPACITY and units:
+        if blocker.kind in (CAPACITY, RESERVED) and units:
+            # A reserved job still takes its turn in the replay, so the jobs behind it count its GPUs as taken.
             eta = estimator.capacity_eta(models, units, job.duration_s)
-        elif blocker.kind == QUOTA:
-            eta = estimator.team_eta(job.team, units)
-        elif blocker.kind in (RECONFIGURING, HELD) and blocker.ready_at is not None:
+        if blocker.kind in (RECONFIGURING, HELD, RESERVED) and blocker.ready_at is not None:
             eta = max(0.0, blocker.ready_at - self.now)
         team_positions[job.team] = team_positions.get(job.team, 0) + 1
         standing_key = (job.team, job_class(job))
@@ -482,10 +513,13 @@ class _Run:
         """Units free now on ready GPUs, per GPU model."""
         free: dict[str, int] = {}
         index = self.index
+        held = self.reservations.held()  # free for the replay: their reserving jobs take them in queue order
         for gpu in index.gpus:
             if gpu.node.name not in index.group_of:
                 continue
-            if gpu.layout:
+            if gpu.key in held:
+                units = UNITS_PER_GPU
+            elif gpu.layout:
                 profiles = GPU_MODEL_BY_NAME[gpu.node.gpu_model].profiles()
                 units = sum(
                     profiles[name].compute_slices * FULL_GPU_MILLI

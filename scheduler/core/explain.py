@@ -38,6 +38,7 @@ QUOTA = "quota"
 RECONFIGURING = "reconfiguring"
 HELD = "held"  # production waits for a node held for its layout change next cycle (placement/relayout.py)
 NOT_READY = "not-ready"
+RESERVED = "reserved"  # GPUs are reserved for it from the running work's expected ends (reservation.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +93,18 @@ def need_text(job: Job, demand: Demand | None, models: Sequence[str]) -> str:
     return f"{replicas} × {demand.milli}-milli shares of time-sliced {label}GPUs{together}"
 
 
+def duration_text(seconds: float) -> str:
+    """ "45 s", "12 min", "3 h 5 min": a wait as a person reads it (never negative)."""
+    seconds = max(0, round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes = round(seconds / 60)
+    if minutes < 60:
+        return f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h" if minutes == 0 else f"{hours} h {minutes} min"
+
+
 def ahead_text(ahead: int) -> str:
     return "next in line" if ahead == 0 else f"{_plural(ahead, 'job')} ahead"
 
@@ -119,6 +132,12 @@ def reason_text(need: str, blocker: Blocker, standing: str, ahead: int, now: flo
         head = (
             f"waiting for {need}; {blocker.detail} is held for its MIG layout change next cycle (it took a bind "
             f"in this one){ready}"
+        )
+    elif blocker.kind == RESERVED:
+        start = "" if blocker.ready_at is None else f" in about {duration_text(blocker.ready_at - now)}"
+        head = (
+            f"waiting for {need}; reserved on {blocker.detail}: expected to start{start}, when the work running "
+            "there is expected to end (shorter jobs may use those GPUs until then)"
         )
     elif blocker.kind == NOT_READY:
         head = f"waiting for {need}; no node that could run it is ready (cordoned, draining or reconfiguring)"

@@ -16,6 +16,8 @@ class Policy:
     memory_safety_margin: float = 0.10  # added to every memory estimate before right-sizing
     fairness: bool = True  # False: plain priority/FIFO order (baselines)
     mig: bool = True  # False: MIG layouts are left alone and MIG requests cannot be served (baselines)
+    reservation_depth: int = 4  # the first N capacity-blocked whole-GPU jobs in order get a reservation (0: none)
+    default_runtime_s: float = 3600.0  # run-time estimate of a job with no duration_s and no team history
 
     @classmethod
     def from_mapping(cls, values: dict[str, Any]) -> Policy:

@@ -139,7 +139,10 @@ def test_no_eviction_when_it_would_not_make_room() -> None:
     teams = [team("t", guaranteed=8), team("x", guaranteed=8)]
     plan = _plan([node("n")], [big], teams=teams, running_jobs=[low, other])
     assert not plan.evictions and not plan.binds
-    assert plan.waiting[0].reason == "waiting for 8 H100 GPUs; team within its guarantee; next in line"
+    assert plan.waiting[0].reason == (
+        "waiting for 8 H100 GPUs; reserved on n: expected to start in about 10 s, when the work running there is "
+        "expected to end (shorter jobs may use those GPUs until then); team within its guarantee; next in line"
+    )
 
 
 def test_a_recent_victim_cannot_preempt_its_preemptor_back() -> None:
@@ -395,7 +398,11 @@ def test_every_pending_job_gets_positions_a_reason_and_an_eta() -> None:
     assert not plan.binds
     rows = [(w.job, w.position, w.team_position, w.eta_s) for w in plan.waiting]
     assert rows == [("b1", 1, 1, 3000.0), ("a1", 2, 1, None), ("a2", 3, 2, None)]
-    assert plan.waiting[0].reason == "waiting for 8 H100 GPUs; team within its guarantee; next in line"
+    assert plan.waiting[0].reason == (
+        "waiting for 8 H100 GPUs; reserved on n: expected to start in about 50 min, when the work running there is "
+        "expected to end (shorter jobs may use those GPUs until then); team within its guarantee; next in line"
+    )
+    assert plan.waiting[0].blocker == "reserved"
     assert plan.waiting[2].reason == "waiting for 4 H100 GPUs; team has no guaranteed quota; 2 jobs ahead"
 
 
