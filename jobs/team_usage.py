@@ -2,12 +2,13 @@
 recent events, and the allocated-versus-used series of the utilization graph.
 
 Callers pass a team the requesting user may see (``teams.selectors.team_list_for_user``); these functions
-do not check access themselves.
+do not check access themselves, except :func:`quota_use_for_user`, which takes the user.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -15,23 +16,49 @@ from django.db.models import Case, Count, F, IntegerField, Q, Sum, Value, When
 from django.utils import timezone
 
 from jobs.models import Allocation, Job, JobEvent
-from jobs.selectors import Usage, gpu_equivalents, usage_of
-from scheduler.core.vocabulary import JobState
+from jobs.selectors import AnyUser, Usage, gpu_equivalents, usage_of
+from scheduler.core import Team as CoreTeam
+from scheduler.core.capacity import UNITS_PER_GPU
+from scheduler.core.limits import ANY, burst_limits, guarantee_limits
+from scheduler.core.vocabulary import JobState, Priority
 from scheduler.models import UtilizationSample
-from teams.models import Team
+from teams.models import Quota, Team
+from teams.selectors import team_list_for_user
 
-ANY_CLASS = "any"
+ANY_CLASS = ANY  # the row of all classes together: the quota rows' overall key
 
 
 @dataclass(frozen=True)
 class QuotaUse:
-    """One GPU class of a team (``any``: all classes together), in GPU-equivalents."""
+    """One GPU class of a team (``any``: all classes together) now, in GPU-equivalents.
+
+    The guarantee and burst limit are the scheduler's reading of the team's quota rows (fair-share rule 1 in
+    ``scheduler.core.fairshare``): the ``any`` row's guarantee is the ``any`` quota or, without one, the sum
+    of the class quotas; a class without a quota row is bounded by the ``any`` figures alone (None here) or,
+    when the team's quotas are per class only, guaranteed nothing. Burst None: no burst limit.
+
+    What the team holds is split as rule 2 admits it: *production* may run above the guarantee, up to the
+    burst limit; *other non-preemptible* work runs within the guarantee; *preemptible* work may run up to the
+    burst limit and is *borrowed* above the guarantee, where other teams can reclaim it. Production counts as
+    production even when marked preemptible: it is never preempted, so it is never reclaimed either.
+    """
 
     gpu_class: str
-    guaranteed_gpus: float | None  # None: no quota row for this class
-    burst_gpus: float | None
-    in_use_gpus: float
-    borrowed_gpus: float  # in use above the guarantee: idle capacity lent by other teams, reclaimable
+    guaranteed_gpus: float | None  # None: no figure for this class (the ``any`` row bounds it)
+    burst_gpus: float | None  # None: no burst limit
+    production_gpus: float
+    other_non_preemptible_gpus: float
+    preemptible_gpus: float
+    # Non-preemptible work above the guarantee, counted as production first: production may run there (up to
+    # the burst limit), other non-preemptible work only after the guarantee was lowered under it or with fair
+    # share off.
+    production_above_gpus: float
+    other_non_preemptible_above_gpus: float
+    borrowed_gpus: float  # preemptible work above the guarantee: reclaimable by other teams
+
+    @property
+    def in_use_gpus(self) -> float:
+        return round(self.production_gpus + self.other_non_preemptible_gpus + self.preemptible_gpus, 3)
 
     @property
     def in_use_percent_of_burst(self) -> float | None:
@@ -53,34 +80,118 @@ class TeamDashboard:
 
 
 def team_quota_use(*, team: Team) -> list[QuotaUse]:
-    """Guaranteed, burst, in use and borrowed per GPU class, plus the ``any`` total; classes the team uses
-    without a quota row are listed too."""
-    in_use: dict[str, float] = defaultdict(float)
-    live = Allocation.objects.filter(job__team=team, ended_at__isnull=True).values_list(
-        "node__gpu_model__gpu_class", "node__gpu_model__name", "mig_profile"
+    """Guarantee, burst limit and what the team holds now per GPU class, plus the ``any`` total; classes the
+    team holds without a quota row are listed too. The caller has checked the team is the user's."""
+    return _quota_use(team_ids=[team.pk]).get(team.pk, [])
+
+
+def quota_use_for_user(*, user: AnyUser) -> dict[int, list[QuotaUse]]:
+    """:func:`team_quota_use` of every team the user may see (their own; every team for platform admins),
+    by team id, in two queries whatever the number of teams. A team with neither quota nor work is absent."""
+    return _quota_use(team_ids=team_list_for_user(user=user).values_list("pk", flat=True))
+
+
+_Held = dict[str, float]  # GPU class (and ``any``) → GPU-equivalents
+
+
+def _quota_use(*, team_ids: Iterable[int]) -> dict[int, list[QuotaUse]]:
+    production: dict[int, _Held] = defaultdict(lambda: defaultdict(float))
+    other: dict[int, _Held] = defaultdict(lambda: defaultdict(float))
+    preemptible: dict[int, _Held] = defaultdict(lambda: defaultdict(float))
+    live = Allocation.objects.filter(job__team_id__in=team_ids, ended_at__isnull=True).values_list(
+        "job__team_id",
+        "job__priority",
+        "job__preemptible",
+        "node__gpu_model__gpu_class",
+        "node__gpu_model__name",
+        "mig_profile",
     )
-    for gpu_class, gpu_model, mig_profile in live:
+    for team_id, priority, is_preemptible, gpu_class, gpu_model, mig_profile in live:
+        # Production first, whatever its preemptible flag: production is never preempted (preemption's first
+        # protection), so no team can reclaim it and it must not show as borrowed.
+        if priority == Priority.PRODUCTION:
+            held = production[team_id]
+        elif is_preemptible:
+            held = preemptible[team_id]
+        else:
+            held = other[team_id]
         units = gpu_equivalents(gpu_model, mig_profile)
-        in_use[gpu_class] += units
-        in_use[ANY_CLASS] += units
-    quotas = {q.gpu_class: q for q in team.quotas.all()}
-    classes = [ANY_CLASS] if ANY_CLASS in quotas or in_use else []
-    classes += sorted((set(quotas) | set(in_use)) - {ANY_CLASS})
+        held[gpu_class] += units
+        held[ANY_CLASS] += units
+    quotas: dict[int, list[Quota]] = defaultdict(list)
+    for quota in Quota.objects.filter(team_id__in=team_ids).order_by("gpu_class"):
+        quotas[quota.team_id].append(quota)
+    result: dict[int, list[QuotaUse]] = {}
+    for team_id in sorted(set(quotas) | set(production) | set(other) | set(preemptible)):
+        result[team_id] = _rows(quotas[team_id], production[team_id], other[team_id], preemptible[team_id])
+    return result
+
+
+def _rows(quotas: list[Quota], production: _Held, other: _Held, preemptible: _Held) -> list[QuotaUse]:
+    # The scheduler's own reading of the quota rows (rule 1), so the page and the engine agree on the figures.
+    spec = CoreTeam(
+        name="team",
+        guaranteed=tuple((q.gpu_class, float(q.guaranteed_gpus)) for q in quotas),
+        burst=tuple((q.gpu_class, float(q.burst_gpus)) for q in quotas),
+    )
+    guarantee = guarantee_limits(spec)
+    burst = burst_limits(spec, guarantee)
+    held_classes = set(production) | set(other) | set(preemptible)
+    classes = [ANY_CLASS] if quotas or held_classes else []
+    classes += sorted(({q.gpu_class for q in quotas} | held_classes) - {ANY_CLASS})
     rows = []
     for gpu_class in classes:
-        quota = quotas.get(gpu_class)
-        used = round(in_use.get(gpu_class, 0.0), 3)
-        guaranteed = float(quota.guaranteed_gpus) if quota else None
+        if gpu_class == ANY_CLASS:
+            guaranteed, limit = guarantee.overall, burst.overall
+        else:
+            guaranteed, limit = guarantee.for_class(gpu_class), burst.for_class(gpu_class)
         rows.append(
-            QuotaUse(
+            quota_use_row(
                 gpu_class=gpu_class,
-                guaranteed_gpus=guaranteed,
-                burst_gpus=float(quota.burst_gpus) if quota else None,
-                in_use_gpus=used,
-                borrowed_gpus=round(max(0.0, used - (guaranteed or 0.0)), 3),
+                guaranteed_gpus=None if guaranteed is None else guaranteed / UNITS_PER_GPU,
+                burst_gpus=None if limit is None else limit / UNITS_PER_GPU,
+                production_gpus=production.get(gpu_class, 0.0),
+                other_non_preemptible_gpus=other.get(gpu_class, 0.0),
+                preemptible_gpus=preemptible.get(gpu_class, 0.0),
             )
         )
     return rows
+
+
+def quota_use_row(
+    *,
+    gpu_class: str,
+    guaranteed_gpus: float | None,
+    burst_gpus: float | None,
+    production_gpus: float,
+    other_non_preemptible_gpus: float,
+    preemptible_gpus: float,
+) -> QuotaUse:
+    """One row's arithmetic (pure). Figures are rounded to 1/1000 GPU first, so that slices adding up to a
+    whole GPU (3/7 + 4/7) compare equal to it and never show as 0.00 GPUs above the guarantee.
+
+    Above the guarantee, non-preemptible work counts first (rule 4 fills the guarantee with it), production
+    first among it (only production may run there); preemptible work holds whatever lies above the rest.
+    Without a guarantee figure for the class nothing is above it here: the ``any`` row counts it.
+    """
+    production = round(production_gpus, 3)
+    other = round(other_non_preemptible_gpus, 3)
+    preemptible = round(preemptible_gpus, 3)
+    guaranteed = None if guaranteed_gpus is None else round(guaranteed_gpus, 3)
+    firm_above = 0.0 if guaranteed is None else max(0.0, round(production + other - guaranteed, 3))
+    production_above = min(production, firm_above)
+    all_above = 0.0 if guaranteed is None else max(0.0, round(production + other + preemptible - guaranteed, 3))
+    return QuotaUse(
+        gpu_class=gpu_class,
+        guaranteed_gpus=guaranteed,
+        burst_gpus=None if burst_gpus is None else round(burst_gpus, 3),
+        production_gpus=production,
+        other_non_preemptible_gpus=other,
+        preemptible_gpus=preemptible,
+        production_above_gpus=production_above,
+        other_non_preemptible_above_gpus=round(firm_above - production_above, 3),
+        borrowed_gpus=min(preemptible, all_above),
+    )
 
 
 def month_start_of(now: datetime) -> datetime:

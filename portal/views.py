@@ -23,6 +23,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from jobs.selectors import job_list_for_user
+from jobs.team_usage import quota_use_for_user
 from teams.selectors import team_overview_for_user
 
 logger = logging.getLogger(__name__)
@@ -35,11 +36,14 @@ def home(request: HttpRequest) -> HttpResponse:
     teams = team_overview_for_user(user=request.user)
     if len(teams) == 1 and teams[0].role != "admin":
         return redirect("jobs:dashboard", slug=teams[0].team.slug)
+    use = quota_use_for_user(user=request.user)
     return render(
         request,
         "portal/home.html",
         {
             "teams": teams,
+            # Each team's quota rows with what lies above its guarantee now, for the notes under its quotas.
+            "cards": [(t, use.get(t.team.pk, [])) for t in teams],
             "jobs": job_list_for_user(user=request.user)[:20],
         },
     )

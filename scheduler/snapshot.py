@@ -6,16 +6,21 @@ layouts and changes in flight, cordons and interruption notices; the database kn
 what each running job holds (live :class:`~jobs.models.Allocation` rows), quotas and past preemptions. An
 admin's cordon in the inventory also closes a node. Ids: a job is its primary key as a string, a team its
 slug. Times are epoch seconds; job durations and checkpoint intervals (virtual seconds of work) are divided
-by the observation's ``clock_speed`` so the engine's ETAs come out in real seconds.
+by the observation's ``clock_speed`` so the engine's ETAs come out in real seconds. A team's typical run time
+is measured from its jobs' real start and finish times, so it is in real seconds already.
 """
 
 from __future__ import annotations
 
 import logging
+import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+
+from django.db.models import F, Window
+from django.db.models.functions import RowNumber
 
 from jobs.models import Allocation, Job, JobEvent
 from scheduler.core import Job as CoreJob
@@ -37,6 +42,8 @@ from scheduler.models import Node as NodeRow
 from teams.models import Team as TeamRow
 
 log = logging.getLogger(__name__)
+
+RUNTIME_HISTORY_JOBS = 50  # a team's typical run time is the median over this many of its latest completed jobs
 
 
 @dataclass(frozen=True, slots=True)
@@ -144,7 +151,9 @@ def inventory_nodes() -> tuple[Node, ...]:
 
 
 def teams_current() -> tuple[Team, ...]:
-    """Every team with its quotas, as the engine's :class:`~scheduler.core.Team` (named by slug)."""
+    """Every team with its quotas and its typical run time, as the engine's :class:`~scheduler.core.Team`
+    (named by slug)."""
+    runtimes = typical_runtimes_s()
     result = []
     for team in TeamRow.objects.prefetch_related("quotas").order_by("slug"):
         quotas = sorted(team.quotas.all(), key=lambda q: q.gpu_class)
@@ -154,9 +163,34 @@ def teams_current() -> tuple[Team, ...]:
                 weight=float(team.weight),
                 guaranteed=tuple((q.gpu_class, float(q.guaranteed_gpus)) for q in quotas),
                 burst=tuple((q.gpu_class, float(q.burst_gpus)) for q in quotas),
+                typical_runtime_s=runtimes.get(team.pk),
             )
         )
     return tuple(result)
+
+
+def typical_runtimes_s() -> dict[int, float]:
+    """Team id → the median run time (finished − started, seconds) of the team's latest
+    :data:`RUNTIME_HISTORY_JOBS` completed jobs; a team without one is absent.
+
+    Only ``completed`` jobs count: a failed, cancelled or rejected job says nothing about how long the team's
+    work takes. An evicted run is not a job's run time either: ``started_at`` is the start of the job's last
+    run (every bind rewrites it), so a job evicted and run again counts the run that completed. One query for
+    every team: the database numbers each team's completed jobs, latest finish first, and keeps the first ones.
+    """
+    latest_first = Window(RowNumber(), partition_by=[F("team_id")], order_by=[F("finished_at").desc(), F("id").desc()])
+    rows = (
+        Job.objects.filter(state=JobState.COMPLETED, started_at__isnull=False, finished_at__isnull=False)
+        .annotate(latest=latest_first)
+        .filter(latest__lte=RUNTIME_HISTORY_JOBS)
+        .order_by()
+        .values_list("team_id", "started_at", "finished_at")
+    )
+    runs: dict[int, list[float]] = defaultdict(list)
+    for team_id, started_at, finished_at in rows:
+        # A row written past the services could finish before it started: a run time is never negative.
+        runs[team_id].append(max(0.0, (finished_at - started_at).total_seconds()))
+    return {team_id: float(statistics.median(seconds)) for team_id, seconds in runs.items()}
 
 
 def core_job(job: Job, speed: float = 1.0) -> CoreJob:

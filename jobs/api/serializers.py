@@ -222,10 +222,17 @@ class TeamSerializer(serializers.Serializer):
 
 class QuotaUseSerializer(serializers.Serializer):
     gpu_class = serializers.CharField()
-    guaranteed_gpus = serializers.FloatField(allow_null=True)
-    burst_gpus = serializers.FloatField(allow_null=True)
+    guaranteed_gpus = serializers.FloatField(
+        allow_null=True, help_text="As the scheduler reads the quotas; null: bounded by the any row alone"
+    )
+    burst_gpus = serializers.FloatField(allow_null=True, help_text="null: no burst limit")
     in_use_gpus = serializers.FloatField()
-    borrowed_gpus = serializers.FloatField()
+    production_gpus = serializers.FloatField(help_text="Held by production work that is not preemptible")
+    other_non_preemptible_gpus = serializers.FloatField()
+    preemptible_gpus = serializers.FloatField()
+    production_above_gpus = serializers.FloatField(help_text="Production above the guarantee, within the burst limit")
+    other_non_preemptible_above_gpus = serializers.FloatField()
+    borrowed_gpus = serializers.FloatField(help_text="Preemptible work above the guarantee: other teams may reclaim it")
 
 
 class DashboardSerializer(serializers.Serializer):

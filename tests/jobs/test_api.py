@@ -236,6 +236,22 @@ def test_teams_dashboard_and_utilization(lead, team, job, outsider) -> None:
     dashboard = client.get("/api/v1/teams/nlp/dashboard/").json()
     assert dashboard["running_jobs"] == 1
     assert {q["gpu_class"]: q["in_use_gpus"] for q in dashboard["quotas"]} == {"any": 1.0, "A100": 1.0}
+    # No quota: guaranteed nothing, no burst limit; the training job is other non-preemptible work above it.
+    overall = dashboard["quotas"][0]
+    assert (overall["guaranteed_gpus"], overall["burst_gpus"], overall["other_non_preemptible_gpus"]) == (
+        0.0,
+        None,
+        1.0,
+    )
+    assert (
+        overall["production_above_gpus"],
+        overall["other_non_preemptible_above_gpus"],
+        overall["borrowed_gpus"],
+    ) == (
+        0.0,
+        1.0,
+        0.0,
+    )
     assert dashboard["gpu_hours_this_month"] > 0
     series = client.get("/api/v1/teams/nlp/utilization/", {"window": "6h"}).json()
     assert series[0]["gpu_class"] == "A100" and max(series[0]["allocated_gpus"]) == pytest.approx(1.0)

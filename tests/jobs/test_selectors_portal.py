@@ -59,9 +59,10 @@ def test_quota_use_reports_in_use_and_borrowed_per_class(team) -> None:
     node = fleet()
     QuotaFactory(team=team, gpu_class="any", guaranteed_gpus=1, burst_gpus=4)
     QuotaFactory(team=team, gpu_class="A100", guaranteed_gpus=1, burst_gpus=2)
-    running_job(team, node, gpu_index=1)
-    running_job(team, node, name="second", gpu_index=2)
-    running_job(team, node, name="slice", gpu_index=0, mig_profile="3g.40gb", mig_start=4)
+    # Preemptible work above the guarantee is borrowed (production above it: tests/jobs/test_quota_use.py).
+    running_job(team, node, gpu_index=1, preemptible=True)
+    running_job(team, node, name="second", gpu_index=2, preemptible=True)
+    running_job(team, node, name="slice", gpu_index=0, mig_profile="3g.40gb", mig_start=4, preemptible=True)
     rows = {q.gpu_class: q for q in team_quota_use(team=team)}
     assert rows["any"].in_use_gpus == pytest.approx(2 + 3 / 7, abs=1e-3)
     assert rows["A100"].borrowed_gpus == pytest.approx(1 + 3 / 7, abs=1e-3)
