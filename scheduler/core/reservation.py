@@ -115,9 +115,6 @@ class Reservations:
         self.made: list[Reservation] = []
         self._taken: set[GpuKey] = set()  # GPUs of the reservations made so far (rule 2)
 
-    def by_job(self) -> dict[str, Reservation]:
-        return {reservation.job.id: reservation for reservation in self.made}
-
     def held(self) -> frozenset[GpuKey]:
         """Every GPU held now, by any reservation."""
         return frozenset(key for reservation in self.made for key in reservation.held)

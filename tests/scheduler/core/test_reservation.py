@@ -1,0 +1,147 @@
+"""Reservations and backfill (issue 14, item 4): who gets a reservation, where and when, what may backfill it,
+and the run-time estimates behind it."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from scheduler.core import Plan, Policy, plan_cycle
+from scheduler.core.demand import Demand
+from scheduler.core.placement import IndexedClusterState
+from scheduler.core.placement.options import Option, options_for
+from scheduler.core.reservation import Reservation, Reservations, expected_runtime, may_backfill
+from scheduler.core.state import Job, Node, Running, Team
+from scheduler.core.vocabulary import Priority
+from tests.scheduler.properties.builders import H100, NOW, job, node, running, snapshot, team, whole
+
+POLICY = Policy()
+
+
+def _plan(
+    nodes: Sequence[Node],
+    pending: Sequence[Job],
+    running_jobs: Sequence[Running],
+    teams: Sequence[Team] | None = None,
+    policy: Policy = POLICY,
+) -> Plan:
+    teams = [team("t", guaranteed=64), team("u", guaranteed=64)] if teams is None else teams
+    return plan_cycle(snapshot(nodes, pending, teams, running_jobs), policy, NOW)
+
+
+def _busy(end_in_s: float, gpus: Sequence[int] = tuple(range(6)), name: str = "a") -> list[Running]:
+    """Jobs of team u on node ``name`` that end ``end_in_s`` from now, one per GPU."""
+    return [
+        running(
+            job(f"{name}{gpu}", "u", gpus=1, duration_s=1000 + end_in_s, preemptible=False),
+            (whole(name, gpu),),
+            started_at=NOW - 1000,
+        )
+        for gpu in gpus
+    ]
+
+
+def test_expected_runtime_is_the_duration_then_the_team_history_then_the_policy_default() -> None:
+    history = Team("t", typical_runtime_s=900.0)
+    assert expected_runtime(job("j", duration_s=60), history, POLICY) == 60
+    assert expected_runtime(job("j"), history, POLICY) == 900.0
+    assert expected_runtime(job("j"), Team("t"), POLICY) == POLICY.default_runtime_s
+    assert expected_runtime(job("j"), None, Policy(default_runtime_s=5)) == 5
+
+
+def _reservation(start_at: float, team_name: str = "t", priority: Priority = Priority.NORMAL) -> Reservation:
+    reserving = job("big", team_name, gpus=8, priority=priority, preemptible=False)
+    return Reservation(reserving, start_at, (("a", 0),), (("a", 0),), job("holder"))
+
+
+@pytest.mark.parametrize(
+    ("candidate", "runtime_s", "allowed"),
+    [
+        (job("p", "u", priority=Priority.PRODUCTION, preemptible=False), 10_000, True),  # production always runs
+        (job("s", "u", preemptible=False), 600, True),  # ends exactly at the start
+        (job("s", "u", preemptible=False), 601, False),  # would delay it
+        (job("l", "t", priority=Priority.LOW, preemptible=True), 10_000, True),  # its own team's lower work
+        (job("l", "t", priority=Priority.LOW, preemptible=False), 10_000, False),  # ... only when preemptible
+        (job("l", "t", priority=Priority.NORMAL, preemptible=True), 10_000, False),  # ... and lower
+        (job("l", "u", priority=Priority.LOW, preemptible=True), 10_000, False),  # another team's: no ground
+    ],
+)
+def test_what_may_backfill(candidate: Job, runtime_s: float, allowed: bool) -> None:
+    assert may_backfill(candidate, _reservation(NOW + 600), runtime_s, NOW) is allowed
+
+
+def test_a_gang_gets_the_gpus_freed_first_and_its_eta_is_the_reservation_start() -> None:
+    nodes = [node("a", H100), node("b", H100)]
+    busy = _busy(300, range(6), "a") + _busy(900, range(8), "b")
+    plan = _plan(nodes, [job("big", "t", gpus=8, preemptible=False)], busy)
+    assert not plan.binds
+    (waiting,) = plan.waiting
+    assert waiting.blocker == "reserved" and waiting.eta_s == 300
+    assert "reserved on a: expected to start in about 5 min" in waiting.reason
+
+
+def test_held_gpus_take_only_work_that_ends_before_the_reservation_starts() -> None:
+    nodes = [node("a", H100)]
+    busy = _busy(300)  # GPUs 6 and 7 of a are idle
+    big = job("big", "t", gpus=8, preemptible=False, submitted_at=1)
+    long = job("long", "t", gpus=1, duration_s=301, preemptible=False, submitted_at=2)
+    short = job("short", "t", gpus=1, duration_s=300, preemptible=False, submitted_at=3)
+    plan = _plan(nodes, [big, long, short], busy)
+    assert [b.job for b in plan.binds] == ["short"]
+    assert {w.job: w.blocker for w in plan.waiting} == {"big": "reserved", "long": "capacity"}
+    # without reservations the long job takes an idle GPU and the gang's start slips
+    plain = _plan(nodes, [big, long, short], busy, policy=Policy(reservation_depth=0))
+    assert sorted(b.job for b in plain.binds) == ["long", "short"]
+
+
+def test_reservations_stop_at_the_depth_and_never_share_gpus() -> None:
+    nodes = [node("a", H100), node("b", H100), node("c", H100)]
+    busy = _busy(300, range(8), "a") + _busy(600, range(8), "b") + _busy(900, range(8), "c")
+    gangs = [job(f"g{i}", "t", gpus=8, preemptible=False, submitted_at=i) for i in range(3)]
+    plan = _plan(nodes, gangs, busy, policy=Policy(reservation_depth=2))
+    assert [(w.job, w.blocker, w.eta_s) for w in plan.waiting] == [
+        ("g0", "reserved", 300),
+        ("g1", "reserved", 600),
+        ("g2", "capacity", 900),  # past the depth: the queue replay's estimate (after g0 and g1), no reservation
+    ]
+
+
+def test_a_job_whose_gpus_are_all_busy_holds_nothing_and_backfill_skips_it() -> None:
+    nodes = [node("a", H100)]
+    busy = _busy(300, range(8))
+    big = job("big", "t", gpus=8, preemptible=False, submitted_at=1)
+    other = job("other", "t", gpus=1, duration_s=10, preemptible=False, submitted_at=2)
+    plan = _plan(nodes, [big, other], busy)
+    assert not plan.binds
+    assert [w.blocker for w in plan.waiting] == ["reserved", "capacity"]
+
+
+def test_a_job_past_its_estimate_is_expected_to_end_next_cycle() -> None:
+    nodes = [node("a", H100)]
+    overdue = [running(job("o", "u", gpus=8, duration_s=10, preemptible=False), (whole("a", *range(8)),), NOW - 60)]
+    plan = _plan(nodes, [job("big", "t", gpus=8, preemptible=False)], overdue)
+    assert plan.waiting[0].eta_s == POLICY.cycle_s
+
+
+def test_the_team_history_estimates_work_that_states_no_duration() -> None:
+    nodes = [node("a", H100)]
+    held = [running(job("o", "u", gpus=8, preemptible=False), (whole("a", *range(8)),), NOW - 100)]
+    teams = [team("t", guaranteed=8), Team("u", guaranteed=(("any", 8.0),), typical_runtime_s=700.0)]
+    plan = _plan(nodes, [job("big", "t", gpus=8, preemptible=False)], held, teams=teams)
+    assert plan.waiting[0].eta_s == 600
+
+
+def test_reserve_makes_one_reservation_per_job_and_only_for_whole_gpus() -> None:
+    state = IndexedClusterState(snapshot([node("a", H100)], (), [team("t", guaranteed=8)], _busy(300)), NOW)
+    assert state.index is not None
+    made = Reservations(state, state.index, POLICY, NOW, lambda job_id: NOW + 300, lambda slots: None)
+    big = job("big", "t", gpus=8)
+    options = options_for(state.index, big, POLICY)
+    mig_first = (Option(0, 0, options[0].group, Demand.mig("1g.10gb")), *options)
+    assert made.reserve(big, mig_first) is None  # rule 1: whole GPUs on its preferred option only
+    mixed = (*options, Option(0, 1, ("A100-SXM4-80GB", "on-demand", "nvswitch"), Demand.mig("1g.10gb")))
+    first = made.reserve(big, mixed)  # a MIG option further down is not counted
+    assert first is not None and first.start_at == NOW + 300 and first.held == (("a", 6), ("a", 7))
+    assert made.reserve(big, options) is None  # a second turn in the cycle keeps the first
+    assert made.held() == frozenset({("a", 6), ("a", 7)})
