@@ -485,6 +485,7 @@ class _Run:
         if blocker.kind in (CAPACITY, RESERVED) and units:
             # A reserved job still takes its turn in the replay, so the jobs behind it count its GPUs as taken.
             eta = estimator.capacity_eta(models, units, job.duration_s)
+        # A job blocked by its quota gets no time: the reason says what would unblock it (issue 14, item 6).
         if blocker.kind in (RECONFIGURING, HELD, RESERVED) and blocker.ready_at is not None:
             eta = max(0.0, blocker.ready_at - self.now)
         team_positions[job.team] = team_positions.get(job.team, 0) + 1

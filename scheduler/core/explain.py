@@ -11,8 +11,8 @@ ETA (``eta_s``, seconds from now) is an estimate from known running work only, i
   bound this cycle start now) of the work running on it; the capacity-blocked jobs take their turn in queue
   order: each starts as soon as enough units are free — never before the job ahead of it — and, when its
   ``duration_s`` is known, gives its units back when it ends, for the jobs behind it;
-- blocked by its team's quota: the earliest time the team's own running work releases as many units as
-  the job needs;
+- blocked by its team's quota: no time — whether the team's work ends, or is evicted, or the limit is
+  raised is not a matter of expected ends; the reason says what would unblock it (fair share's refusal);
 - waiting for a MIG layout change (under way, or held for next cycle): when the change is expected to finish;
 - None when it cannot be told: the work involved has no ``duration_s``, or even all of it ending would
   not make room (such a job is skipped in the replay: it holds nothing up).
@@ -23,10 +23,8 @@ Placement shape (fragmentation, topology) is ignored, so the estimate is optimis
 from __future__ import annotations
 
 import heapq
-from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from itertools import accumulate
 
 from scheduler.core.capacity import UNITS_PER_GPU, ClusterState, gpu_class_of, slot_units
 from scheduler.core.catalog import GPU_MODEL_BY_NAME
@@ -146,22 +144,6 @@ def reason_text(need: str, blocker: Blocker, standing: str, ahead: int, now: flo
     return f"{head}; {standing}; {ahead_text(ahead)}"
 
 
-class _Timeline:
-    """Expected releases, sorted by time, with running totals."""
-
-    def __init__(self, releases: Iterable[tuple[float, int]]) -> None:
-        ordered = sorted(releases)
-        self.times = [t for t, _ in ordered]
-        self.released = list(accumulate(units for _, units in ordered))
-
-    def first_time_reaching(self, units: int) -> float | None:
-        """The earliest release time by which at least ``units`` have been released, or None."""
-        if units <= 0:
-            return self.times[0] if self.times else None
-        at = bisect_left(self.released, units)
-        return self.times[at] if at < len(self.times) else None
-
-
 class _Replay:
     """One pool's first-come-first-served replay: the time reached, units free then, and future releases."""
 
@@ -199,7 +181,6 @@ class EtaEstimator:
         self.now = now
         self.free_units = free_units
         by_model: dict[str, list[tuple[float, int]]] = {}
-        by_team: dict[str, list[tuple[float, int]]] = {}
         for job_id, slots in sorted(state.placed.items()):
             job = state.jobs[job_id]
             if job.duration_s is None or job_id not in started_at:
@@ -210,9 +191,7 @@ class EtaEstimator:
                     gpu = state.gpus[(slot.node, slot.gpu)]
                     units = slot_units(slot, gpu.spec)
                     by_model.setdefault(gpu.node.gpu_model, []).append((end, units))
-                    by_team.setdefault(job.team, []).append((end, units))
         self._by_model = by_model
-        self._teams = {team: _Timeline(releases) for team, releases in by_team.items()}
         self._pools: dict[tuple[str, ...], _Replay] = {}
 
     def capacity_eta(self, models: tuple[str, ...], units: int, duration_s: float | None) -> float | None:
@@ -224,9 +203,3 @@ class EtaEstimator:
             self._pools[models] = _Replay(self.now, free, releases)
         at = self._pools[models].start(units, duration_s)
         return None if at is None else at - self.now
-
-    def team_eta(self, team: str, units: int) -> float | None:
-        """Seconds until ``team``'s running work has released ``units``."""
-        timeline = self._teams.get(team)
-        at = timeline.first_time_reaching(units) if timeline else None
-        return None if at is None else max(0.0, at - self.now)

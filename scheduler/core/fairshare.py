@@ -248,6 +248,8 @@ class FairShare:
         return _FIRM_ABOVE if job.priority != Priority.PRODUCTION else _PRODUCTION_ABOVE
 
     def _refusal(self, team: str, over: Excess, limit_name: str, *, firm: bool = False) -> Admission:
+        """A refusal whose reason says what blocks the job and what would unblock it (issue 14, item 6)."""
+
         def reason() -> str:
             where, after, limit = over
             held = " in work that is not preemptible" if firm else ""
@@ -255,9 +257,14 @@ class FairShare:
                 f"team {team} would hold {gpus_text(after)} GPUs{of_class(where)}{held}, above its {limit_name} "
                 f"of {gpus_text(limit)}"
             )
+            count = gpus_text(after - limit)
+            frees = f"{count} {'GPU' if count == '1' else 'GPUs'}{of_class(where)}"
             if firm:
-                text += "; work that is not preemptible runs only within the guarantee"
-            return text
+                return (
+                    f"{text}; it starts when the team's work that is not preemptible frees {frees}, or submit it "
+                    "as preemptible to use borrowed capacity"
+                )
+            return f"{text}; it starts when the team's work frees {frees}, or when a platform admin raises the limit"
 
         return Admission(False, False, reason)
 

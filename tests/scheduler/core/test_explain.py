@@ -12,7 +12,6 @@ from scheduler.core.explain import (
     RECONFIGURING,
     Blocker,
     EtaEstimator,
-    _Timeline,
     ahead_text,
     demand_units,
     need_text,
@@ -110,21 +109,6 @@ def test_demand_units(demand: Demand, model: str, units: int) -> None:
     assert demand_units(demand, model) == units
 
 
-@pytest.mark.parametrize(
-    ("releases", "units", "expected"),
-    [
-        ([], 1, None),
-        ([], 0, None),
-        ([(30.0, 5), (10.0, 5)], 0, 10.0),
-        ([(30.0, 5), (10.0, 5)], 5, 10.0),
-        ([(30.0, 5), (10.0, 5)], 6, 30.0),
-        ([(30.0, 5), (10.0, 5)], 11, None),
-    ],
-)
-def test_timeline(releases: list[tuple[float, int]], units: int, expected: float | None) -> None:
-    assert _Timeline(releases).first_time_reaching(units) == expected
-
-
 def _estimator() -> EtaEstimator:
     a = running(job("a", "x", gpus=4, duration_s=600), (whole("n", 0, 1, 2, 3),), started_at=NOW - 300)
     b = running(job("b", "y", gpus=2, duration_s=7200), (whole("n", 4, 5),), started_at=NOW - 100)
@@ -158,13 +142,6 @@ def test_capacity_eta_replays_the_queue_first_come_first_served() -> None:
     assert estimator.capacity_eta((H100,), 99 * GPU, 50.0) is None  # can never start: holds nothing up
     assert estimator.capacity_eta((H100,), 4 * GPU, None) == 450.0
     assert estimator.capacity_eta((H100,), 1 * GPU, None) == 7100.0
-
-
-@pytest.mark.parametrize(
-    ("team", "units", "expected"), [("x", 4 * GPU, 300.0), ("y", 2 * GPU, 7100.0), ("y", 3 * GPU, None), ("z", 1, None)]
-)
-def test_team_eta(team: str, units: int, expected: float | None) -> None:
-    assert _estimator().team_eta(team, units) == expected
 
 
 def test_work_past_its_expected_end_counts_as_ending_now() -> None:

@@ -87,7 +87,8 @@ QUOTAS = [
             job("j", "g4", gpus=3),
             {"A100": 3 * G},
             (False, False),
-            "team g4 would hold 5 GPUs in work that is not preemptible, above its guarantee of 4; work that is not",
+            "team g4 would hold 5 GPUs in work that is not preemptible, above its guarantee of 4; it starts when the "
+            "team's work that is not preemptible frees 1 GPU, or submit it as preemptible to use borrowed capacity",
         ),
         # Preemptible work borrows up to burst.
         (2, job("j", "g4", gpus=2, preemptible=True), {"A100": 2 * G}, (True, False), "within"),
@@ -97,7 +98,8 @@ QUOTAS = [
             job("j", "g4", gpus=5, preemptible=True),
             {"A100": 5 * G},
             (False, False),
-            "team g4 would hold 7 GPUs, above its burst limit of 6",
+            "team g4 would hold 7 GPUs, above its burst limit of 6; it starts when the team's work frees 1 GPU, or "
+            "when a platform admin raises the limit",
         ),
         # Class guarantee and class burst.
         (
