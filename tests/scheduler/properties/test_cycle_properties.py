@@ -10,7 +10,8 @@
 - guarantees are restored within one cycle;
 - the same input (in any tuple order) gives the same plan;
 - a plan applied twice changes nothing: planning again on the applied snapshot binds or evicts none of the
-  jobs just bound.
+  jobs just bound;
+- no eviction is undone: the next cycle binds none of the jobs a plan evicted.
 """
 
 from __future__ import annotations
@@ -347,6 +348,20 @@ def test_a_plan_applied_twice_changes_nothing(snapshot: Snapshot) -> None:
     final = apply_plan(after, again, NOW)
     assert_nothing_double_booked(final)
     assert_layouts_legal(final)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(snapshots())
+def test_no_eviction_is_undone_by_the_next_cycle(snapshot: Snapshot) -> None:
+    """Issue 14, item 2: nothing one plan evicts to make room (priority, reclaim, production) is bound again by
+    the next plan, with no change in demand in between (no job ends or arrives) — such an eviction was not
+    needed for capacity, and undoing it is churn. A drain for a layout change is not counted: it empties one
+    GPU for a new layout, and its victim may run on other free capacity the job that drained it cannot use."""
+    plan = plan_cycle(snapshot, POLICY, NOW)
+    after = apply_plan(snapshot, plan, NOW)
+    again = plan_cycle(after, POLICY, NOW + POLICY.cycle_s)
+    evicted = {evict.job for evict in plan.evictions if evict.reason != "repartition"}
+    assert not evicted & {bind.job for bind in again.binds}, (plan.evictions, again.binds)
 
 
 # -- guarantees ---------------------------------------------------------------------------------------------
