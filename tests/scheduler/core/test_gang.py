@@ -63,7 +63,7 @@ def test_cluster_capacity_counts_alike_nodes_together() -> None:
     kinds = node_kinds(nodes)
     assert [count for _, count in kinds] == [1, 3]
     assert cluster_capacity(kinds, job("j", gpus=4), POLICY) == 7
-    # A whole-GPU gang stays on one model: the H100s hold 6 replicas of 4, the A100 one more elsewhere.
+    # A whole-GPU gang stays in one class: the H100s hold 6 replicas of 4, the A100 one more elsewhere.
     assert cluster_capacity(kinds, job("g", gpus=4, replicas=2), POLICY) == 6
     # Per-replica work (here 1g.10gb slices, 7 per GPU) may spread over models.
     inference = job("i", memory_gib=8, kind=JobKind.INFERENCE, replicas=2)
