@@ -159,7 +159,7 @@ def step_s(profile: StepProfile, gpus: int, cls: str, bandwidth_gbps: float) -> 
 
 def ideal_step_s(profile: StepProfile, gpus: int, alike: Sequence[Node]) -> float:
     """Step time of ``gpus`` GPUs on their ideal placement on nodes like ``alike`` (nodes of one GPU model):
-    that model's compute and the ideal link on the least connected of them (fewest NIC bandwidth, then GPUs)."""
+    that model's compute and the ideal link on the least connected of them (least NIC bandwidth, then fewest GPUs)."""
     node = min(alike, key=lambda n: (nic_gbps(n), n.gpu_count, n.name))
     return step_s(profile, gpus, gpu_class(node), ideal_link_gbps(gpus, node))
 
