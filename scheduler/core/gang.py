@@ -3,17 +3,19 @@
 - :func:`bind` places every replica in one step (the state checks every slot before taking any) and
   returns the :class:`Bind`; a placement with the wrong number of replicas is refused.
 - :func:`cluster_capacity` — how many replicas of a job the whole cluster could ever hold (every node,
-  ready or not, all of its GPUs free, MIG layouts free to change): the cycle rejects a gang larger than that.
+  ready or not, all of its GPUs free, MIG layouts free to change, a whole-GPU gang on the models it may span):
+  the cycle rejects a gang larger than that.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 from scheduler.core.capacity import ClusterState
 from scheduler.core.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.demand import DemandKind
+from scheduler.core.placement.spans import span_key
 from scheduler.core.placement.tiers import tier_rank
 from scheduler.core.plan import Bind
 from scheduler.core.policy import Policy
@@ -94,17 +96,21 @@ def node_capacity(node: NodeKind, job: Job, policy: Policy) -> int:
 
 def cluster_capacity(kinds: Sequence[tuple[NodeKind, int]], job: Job, policy: Policy) -> int:
     """Replicas of ``job`` the whole cluster could ever hold (module doc); ``kinds`` from :func:`node_kinds`.
-    A whole-GPU gang stays on one GPU model (placement's rule), so its capacity is that of its best model."""
-    by_model: dict[str, int] = {}
+    A whole-GPU gang stays on one GPU model or on models of one class with one right-sized demand (placement's
+    rule, :mod:`scheduler.core.placement.spans`), so its capacity is that of its best such pool: the models of
+    a pool are counted together, or a gang that fits only across them would be rejected as impossible."""
+    by_pool: dict[Hashable, int] = {}
     whole_only = True
     for kind, count in kinds:
         replicas = node_capacity(kind, job, policy)
         if replicas:
-            by_model[kind.gpu_model] = by_model.get(kind.gpu_model, 0) + replicas * count
             demand = resolve(job, kind.gpu_model, policy)
-            whole_only = whole_only and demand is not None and demand.kind == DemandKind.WHOLE
-    if not by_model:
+            assert demand is not None  # node_capacity holds no replica where the model cannot serve the job
+            key = span_key(kind.gpu_model, demand)
+            by_pool[key] = by_pool.get(key, 0) + replicas * count
+            whole_only = whole_only and demand.kind == DemandKind.WHOLE
+    if not by_pool:
         return 0
     if whole_only and job.replicas > 1:
-        return max(by_model.values())
-    return sum(by_model.values())
+        return max(by_pool.values())
+    return sum(by_pool.values())

@@ -11,6 +11,13 @@ Model (the spec's): one step = compute time + all-reduce time, no overlap of the
   placement of n GPUs on nodes like the job's own: inside one node when n fits one (NVSwitch; on NVLink-pair
   servers the pair when n ≤ 2, else PCIe), otherwise whole nodes under one leaf switch. A single GPU, or a
   job that is not training, always runs at speed 1.
+- a gang that spans GPU models (the engine's gangs across the models of one class, issue 14 item 5; the
+  baselines' anywhere) runs each step at the pace of its slowest GPU and over its slowest link: the actual
+  step takes the slowest GPU's compute and the slowest link's all-reduce, and the ideal is the best that any
+  one of its models offers (that model's GPU, its ideal placement on nodes like the job's own of that model).
+  Its fast GPUs wait for the slow ones, and that is charged: measured against the slow model alone, a gang
+  that put half its replicas on NVSwitch servers and half on PCIe servers would run "at full speed". For a
+  gang on one model this is the rule above, unchanged.
 
 N cancels out of the speed ratio (compute and gradients both scale with it); what matters is T, the GPU's
 effective FLOP rate and the link bandwidths.
@@ -29,7 +36,10 @@ Link bandwidths, one direction, per GPU (``../shared/facts/gpu-facts.md`` §5.1 
 
 Peak dense BF16 FLOP rates are **not** in the facts sheet: A100 312 TFLOP/s and H100 SXM 989 TFLOP/s are
 NVIDIA's datasheet figures (⚠ external); with MFU 0.4 and T = 16,384 tokens (batch 8 × 2,048 context)
-they make communication about 2 % of an A100 step inside an NVSwitch node and ≈ 20 % across a leaf.
+they make communication about 2 % of an A100 step inside an NVSwitch node and ≈ 20 % across a leaf. GPUs are
+rated per class, not per model: the facts sheet lists no speed, FLOP rate or memory bandwidth per model (only
+SMs per MIG profile, per class), so the models of one class — all a gang of the engine may mix — rate alike,
+and such a gang pays its slowest link only; the slowest-GPU rule bites across classes.
 
 Nodes without a ``leaf`` label are treated as far apart (across the spine), as the engine does.
 """
@@ -37,7 +47,7 @@ Nodes without a ``leaf`` label are treated as far apart (across the spine), as t
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from scheduler.core.catalog import GPU_MODEL_BY_NAME
@@ -147,12 +157,20 @@ def step_s(profile: StepProfile, gpus: int, cls: str, bandwidth_gbps: float) -> 
     return compute_s(profile, cls) + allreduce_s(profile, gpus, bandwidth_gbps)
 
 
+def ideal_step_s(profile: StepProfile, gpus: int, alike: Sequence[Node]) -> float:
+    """Step time of ``gpus`` GPUs on their ideal placement on nodes like ``alike`` (nodes of one GPU model):
+    that model's compute and the ideal link on the least connected of them (least NIC bandwidth, then fewest GPUs)."""
+    node = min(alike, key=lambda n: (nic_gbps(n), n.gpu_count, n.name))
+    return step_s(profile, gpus, gpu_class(node), ideal_link_gbps(gpus, node))
+
+
 def placement_speed(
     slots: Slots, nodes: Mapping[str, Node], fabric: Fabric = Fabric(), profile: StepProfile = StepProfile()
 ) -> float:
     """Speed (≤ 1) of a data-parallel job on ``slots`` relative to its ideal placement (module docstring).
 
-    Only whole-GPU slots take part in the all-reduce; the slowest GPU class sets the compute time.
+    Only whole-GPU slots take part in the all-reduce. The slowest GPU sets the compute time and the slowest
+    link the all-reduce; the ideal is the best one GPU model of the placement offers.
     """
     placement: dict[str, set[int]] = {}
     for replica in slots:
@@ -162,11 +180,12 @@ def placement_speed(
     if gpus <= 1:
         return 1.0
     by_node = {name: tuple(sorted(indexes)) for name, indexes in placement.items()}
-    used = [nodes[name] for name in by_node]
-    cls = min((gpu_class(node) for node in used), key=lambda c: PEAK_BF16_TFLOPS[c])
-    slowest_node = min(used, key=lambda node: (nic_gbps(node), node.gpu_count, node.name))
-    actual = step_s(profile, gpus, cls, slowest_link_gbps(by_node, nodes, fabric))
-    ideal = step_s(profile, gpus, cls, ideal_link_gbps(gpus, slowest_node))
+    by_model: dict[str, list[Node]] = {}
+    for name in by_node:
+        by_model.setdefault(nodes[name].gpu_model, []).append(nodes[name])
+    slowest_gpu = min((gpu_class(alike[0]) for alike in by_model.values()), key=lambda c: PEAK_BF16_TFLOPS[c])
+    actual = step_s(profile, gpus, slowest_gpu, slowest_link_gbps(by_node, nodes, fabric))
+    ideal = min(ideal_step_s(profile, gpus, alike) for alike in by_model.values())
     return min(1.0, ideal / actual)
 
 

@@ -2,7 +2,8 @@
 layout changes placement needs.
 
 - :mod:`.tiers` — tier routing; :mod:`.options` — the (node group, demand) options of a job;
-- :mod:`.whole` — whole-GPU replicas, best fit; :mod:`.topology` — whole-GPU gangs, topology-aware;
+- :mod:`.whole` — whole-GPU replicas, best fit; :mod:`.topology` — whole-GPU gangs, topology-aware, on the
+  GPU models :mod:`.spans` lets one gang span;
 - :mod:`.mig` — MIG instances and :mod:`.shares` — milli-GPU shares, fragmentation-aware (FGD-style,
   against the observed mix of :mod:`.mix`);
 - :mod:`.index` — the per-cycle capacity index and the :class:`IndexedClusterState` the cycle uses;

@@ -1,7 +1,11 @@
-"""Whole-GPU gangs (several replicas): all replicas on one GPU model, placed topology-aware.
+"""Whole-GPU gangs (several replicas): on one GPU model, else on models of one class, placed topology-aware.
 
-Stages, the first that fits wins (facts §5.1: keep a job inside one node, then one rail/leaf group, then one
-spine block):
+Pools: each GPU model's options alone; then, only when no single model holds the gang in a tier stage
+(below), the pools of several models of one class that :mod:`.spans` allows (one class, one right-sized
+demand). Among pools of a kind the best score wins, then the smaller model rank of the pool's first option.
+
+Stages within a pool, the first that fits wins (facts §5.1: keep a job inside one node, then one rail/leaf
+group, then one spine block):
 
 1. one node — NVSwitch (penalty 0) before PCIe or split NVLink pairs (penalty 1), then best fit (fewest
    free GPUs), then name (:func:`whole.best_node`);
@@ -19,7 +23,9 @@ A node without a ``leaf`` label shares a leaf with no one (unknown topology is a
 only if it names one; leaves without a ``spine`` label share one unnamed spine.
 
 Tier routing: each tier rank is tried alone, most preferred first; only when no single tier can hold the
-gang are the job's tiers pooled.
+gang are the job's tiers pooled. Within each of these tier stages single models come first, then class pools:
+a less preferred tier is used only when no pool of either kind on the preferred one holds the gang (tiers
+are the first criterion of every placement score, :mod:`.tiers`).
 
 Speed: stages 2–4 decide on per-leaf / per-spine histograms of nodes by free GPU count that the index keeps
 current, so choosing costs O(leaves × GPUs per node), and only the chosen leaf or spine is walked. A job that
@@ -34,6 +40,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from scheduler.core.placement.index import CapacityIndex, Group
 from scheduler.core.placement.options import Option
+from scheduler.core.placement.spans import class_pools
 from scheduler.core.placement.whole import best_node, choose_gpus
 from scheduler.core.state import Job, Slot
 
@@ -46,26 +53,37 @@ def place_gang(index: CapacityIndex, job: Job, options: Sequence[Option]) -> Slo
     by_model: dict[str, list[Option]] = {}
     for option in options:
         by_model.setdefault(option.model, []).append(option)
-    by_model = {m: opts for m, opts in by_model.items() if _replicas_held(index, opts) >= job.replicas}
-    ranks = sorted({o.tier_rank for opts in by_model.values() for o in opts})
+    singles = [opts for opts in by_model.values() if _replicas_held(index, opts) >= job.replicas]
+    classes = [pool for pool in class_pools(options) if _replicas_held(index, pool) >= job.replicas]
+    ranks = sorted({o.tier_rank for pools in (singles, classes) for opts in pools for o in opts})
     stages: list[Callable[[Option], bool]] = [lambda o, r=r: o.tier_rank == r for r in ranks]
     if len(ranks) > 1:
         stages.append(lambda o: True)
     for stage in stages:
-        best: tuple[tuple[object, ...], int, Picks, int] | None = None
-        for model_options in by_model.values():
-            chosen = [o for o in model_options if stage(o)]
-            if not chosen:
-                continue
-            found = _best_layout(index, job, chosen)
-            if found is not None:
-                score, picks = found
-                rank = chosen[0].model_rank
-                if best is None or (score, rank) < (best[0], best[1]):
-                    best = (score, rank, picks, chosen[0].demand.gpus)
-        if best is not None:
-            return _slots(index, best[2], best[3])
+        for pools in (singles, classes):  # spanning models is the fallback (module doc, .spans rule 1)
+            best = _best_pool(index, job, pools, stage)
+            if best is not None:
+                return _slots(index, best[2], best[3])
     return None
+
+
+def _best_pool(
+    index: CapacityIndex, job: Job, pools: Sequence[Sequence[Option]], stage: Callable[[Option], bool]
+) -> tuple[tuple[object, ...], int, Picks, int] | None:
+    """The best layout over ``pools`` (each a list of options of one equal demand) in one tier stage: (score,
+    model rank, picks, GPUs per replica), or None."""
+    best: tuple[tuple[object, ...], int, Picks, int] | None = None
+    for pool in pools:
+        chosen = [o for o in pool if stage(o)]
+        if not chosen:
+            continue
+        found = _best_layout(index, job, chosen)
+        if found is not None:
+            score, picks = found
+            rank = chosen[0].model_rank
+            if best is None or (score, rank) < (best[0], best[1]):
+                best = (score, rank, picks, chosen[0].demand.gpus)
+    return best
 
 
 def _replicas_held(index: CapacityIndex, options: Sequence[Option]) -> int:

@@ -9,7 +9,7 @@ from scheduler.core.plan import Bind
 from scheduler.core.policy import Policy
 from scheduler.core.state import Job, Node, Slot
 from scheduler.core.vocabulary import CapacityTier, JobKind, JobTier, Priority
-from tests.scheduler.properties.builders import A100, H100, job, node, state_of, whole
+from tests.scheduler.properties.builders import A100, A100_40, H100, job, node, state_of, whole
 
 POLICY = Policy()
 
@@ -63,12 +63,35 @@ def test_cluster_capacity_counts_alike_nodes_together() -> None:
     kinds = node_kinds(nodes)
     assert [count for _, count in kinds] == [1, 3]
     assert cluster_capacity(kinds, job("j", gpus=4), POLICY) == 7
-    # A whole-GPU gang stays on one model: the H100s hold 6 replicas of 4, the A100 one more elsewhere.
+    # A whole-GPU gang stays in one class: the H100s hold 6 replicas of 4, the A100 one more elsewhere.
     assert cluster_capacity(kinds, job("g", gpus=4, replicas=2), POLICY) == 6
     # Per-replica work (here 1g.10gb slices, 7 per GPU) may spread over models.
     inference = job("i", memory_gib=8, kind=JobKind.INFERENCE, replicas=2)
     assert cluster_capacity(kinds, inference, POLICY) == (4 + 3 * 8) * 7
     assert cluster_capacity(kinds, job("x", gpu_model="H200"), POLICY) == 0
+
+
+@pytest.mark.parametrize(
+    ("nodes", "the_job", "expected"),
+    [
+        # Models of one class with one demand are counted together (placement/spans.py): 8 + 8.
+        ([node("a80", A100), node("a40", A100_40)], job("g", gpus=1, replicas=12), 16),
+        ([node("a80", A100), node("a40", A100_40), node("b80", A100)], job("g", gpus=4, replicas=5), 6),
+        ([node("a80", A100), node("a40", A100_40)], job("g", memory_gib=30, replicas=12), 16),
+        # 60 GiB: one GPU per replica on the 80 GB A100, two on the 40 GB one: apart, the best is 8.
+        ([node("a80", A100), node("a40", A100_40)], job("g", memory_gib=60, replicas=12), 8),
+        # Never across classes, nor off a pinned model.
+        ([node("a80", A100), node("h", H100)], job("g", gpus=1, replicas=12), 8),
+        ([node("a80", A100), node("a40", A100_40)], job("g", gpus=1, replicas=12, gpu_model=A100), 8),
+        ([node("a80", A100), node("a40", A100_40)], job("g", gpus=1, replicas=12, gpu_model="A100"), 16),
+        # One replica (no gang) is placed anywhere: every model counts.
+        ([node("a80", A100), node("h", H100)], job("g", gpus=1), 16),
+    ],
+)
+def test_cluster_capacity_counts_the_models_a_gang_may_span_together(
+    nodes: list[Node], the_job: Job, expected: int
+) -> None:
+    assert cluster_capacity(node_kinds(nodes), the_job, POLICY) == expected
 
 
 def test_node_kinds_are_sorted_whatever_the_input_order() -> None:

@@ -4,7 +4,8 @@
   (≤ 1000 milli per GPU, shares only on time-sliced GPUs without MIG, MIG slots only on instances that exist);
 - every layout is legal, before and after the plan's reconfigurations;
 - gangs are atomic: a Bind carries exactly ``replicas`` replica tuples, each with the slots its demand needs
-  on that node's model, on one ready node of an allowed tier;
+  on that node's model, on one ready node of an allowed tier; a whole-GPU gang spans models of one class
+  only, with the same demand on each;
 - no bind takes a team above its burst limit, nor its non-preemptible work (production aside) above the
   guarantee;
 - guarantees are restored within one cycle;
@@ -232,9 +233,11 @@ def assert_binds_legal(snapshot: Snapshot, plan: Plan) -> None:
                     assert profiles[slot.mig_profile].compute_slices >= own.compute_slices or not production
             else:
                 assert len(replica) == 1 and replica[0].milli == demand.milli
-        kinds = {resolve(job, m, POLICY).kind for m in models}  # type: ignore[union-attr]
-        if job.replicas > 1 and kinds == {DemandKind.WHOLE}:
-            assert len(models) == 1, "a whole-GPU gang stays on one GPU model"
+        demands = {resolve(job, m, POLICY) for m in models}
+        if job.replicas > 1 and {d.kind for d in demands if d is not None} == {DemandKind.WHOLE}:
+            # Several models only of one class, with alike replicas (placement/spans.py).
+            assert len({gpu_class_of(m) for m in models}) == 1, "a whole-GPU gang stays in one GPU class"
+            assert len(demands) == 1, "every replica of a whole-GPU gang has the same demand"
 
 
 def team_units(snapshot: Snapshot, *, firm: bool = False) -> dict[str, dict[str, int]]:

@@ -17,6 +17,7 @@ from scheduler.sim.topology_model import (
 )
 
 A100_COMPUTE_S = 6 * 1e9 * 16_384 / (312e12 * 0.4)  # 0.787692… s per step for 1 B parameters
+H100_COMPUTE_S = 6 * 1e9 * 16_384 / (989e12 * 0.4)
 
 
 def sxm(name: str, leaf: str = "leaf-1", model: str = "A100-SXM4-80GB") -> Node:
@@ -80,6 +81,44 @@ def test_nvlink_pairs_are_fast_only_inside_a_pair() -> None:
     assert placement_speed(slots(("p", [0, 2])), cluster) == pytest.approx(ideal / actual)
     # four GPUs cannot all share a pair: PCIe is already the best a 4-GPU server offers
     assert placement_speed(slots(("p", [0, 1, 2, 3])), cluster) == 1.0
+
+
+# A gang across GPU models: the slowest GPU's compute and the slowest link, against the best ideal one of its
+# models offers (module docstring). Each case: the nodes, 4 GPUs on each of "a" and "b", the expected speed.
+ALLREDUCE_8 = 2 * 7 / 8 * 2e9  # ring all-reduce of 8 GPUs, bytes per GB/s of the slowest link
+MIXED_CASES = [
+    pytest.param(
+        # One class, one interconnect: what any split of 8 over two NVSwitch nodes pays (0.86166), no more.
+        nodes(sxm("a"), sxm("b", model="A100-SXM4-40GB")),
+        (A100_COMPUTE_S + ALLREDUCE_8 / 300e9) / (A100_COMPUTE_S + ALLREDUCE_8 / 25e9),
+        id="a100-80gb-with-40gb",
+    ),
+    pytest.param(
+        # One class, NVSwitch with a 4-GPU PCIe server: the PCIe server's NIC (12.5 GB/s per GPU) against
+        # one NVSwitch node (300 GB/s); the PCIe servers alone would hold 8 GPUs no better than that.
+        nodes(sxm("a"), pcie("b")),
+        (A100_COMPUTE_S + ALLREDUCE_8 / 300e9) / (A100_COMPUTE_S + ALLREDUCE_8 / 12.5e9),
+        id="a100-nvswitch-with-pcie",
+    ),
+    pytest.param(
+        # Across classes: the H100s wait for the A100s (compute), over the A100 server's NIC (25 GB/s).
+        nodes(sxm("a", model="H100-SXM5-80GB"), sxm("b")),
+        (H100_COMPUTE_S + ALLREDUCE_8 / 380e9) / (A100_COMPUTE_S + ALLREDUCE_8 / 25e9),
+        id="h100-with-a100",
+    ),
+]
+
+
+@pytest.mark.parametrize(("cluster", "expected"), MIXED_CASES)
+def test_a_gang_across_models_pays_its_slowest_gpu_and_link(cluster: dict[str, Node], expected: float) -> None:
+    assert placement_speed(slots(("a", [0, 1, 2, 3]), ("b", [0, 1, 2, 3])), cluster) == pytest.approx(expected)
+
+
+def test_the_same_gang_on_one_model_is_measured_against_that_model() -> None:
+    # Two 4-GPU PCIe servers alone: 8 GPUs cannot share one, so the NIC is already their ideal.
+    assert placement_speed(slots(("a", [0, 1, 2, 3]), ("b", [0, 1, 2, 3])), nodes(pcie("a"), pcie("b"))) == 1.0
+    # Mixed with an 8-GPU NVSwitch server, the gang is charged against that server's ideal.
+    assert placement_speed(slots(("a", [0, 1, 2, 3]), ("b", [0, 1, 2, 3])), nodes(sxm("a"), pcie("b"))) < 0.75
 
 
 def test_unlabelled_nodes_are_assumed_far_apart() -> None:
