@@ -448,9 +448,8 @@ class _Run:
 
     def explain(self, snapshot: Snapshot) -> list[Waiting]:
         bound = {b.job for b in self.binds}
-        started = {r.job.id: r.started_at for r in snapshot.running}
-        started.update(dict.fromkeys(bound, self.now))
-        estimator = EtaEstimator(self.state, self.now, self._free_units(), started)
+        holders = {reservation.holder.id for reservation in self.reservations.made}
+        estimator = EtaEstimator(self.state, self.now, self._free_units(), self._expected_end, holders.__contains__)
         team_positions: dict[str, int] = {}
         waiting: list[Waiting] = []
         # Nothing changes while the cycle explains: what depends only on a job's shape, or on its team and
@@ -484,9 +483,11 @@ class _Run:
         eta: float | None = None
         if blocker.kind in (CAPACITY, RESERVED) and units:
             # A reserved job still takes its turn in the replay, so the jobs behind it count its GPUs as taken.
-            eta = estimator.capacity_eta(models, units, job.duration_s)
+            runtime_s = expected_runtime(job, self.fairness.teams.get(job.team), self.policy)
+            start_at = blocker.ready_at if blocker.kind == RESERVED else None
+            eta = estimator.capacity_eta(models, units, runtime_s, start_at)
         # A job blocked by its quota gets no time: the reason says what would unblock it (issue 14, item 6).
-        if blocker.kind in (RECONFIGURING, HELD, RESERVED) and blocker.ready_at is not None:
+        if blocker.kind in (RECONFIGURING, HELD) and blocker.ready_at is not None:
             eta = max(0.0, blocker.ready_at - self.now)
         team_positions[job.team] = team_positions.get(job.team, 0) + 1
         standing_key = (job.team, job_class(job))

@@ -4,26 +4,30 @@ A reason has three parts joined by "; ": what the job waits for and what blocks 
 against its guarantee, and how many jobs are ahead of it in the global order —
 "waiting for 4 H100 GPUs; team above its guarantee; 3 jobs ahead".
 
-ETA (``eta_s``, seconds from now) is an estimate from known running work only, in units of 1/7000 GPU:
+ETA (``eta_s``, seconds from now) is an estimate from the expected ends of the placed work (run-time
+estimates as :mod:`scheduler.core.reservation` makes them: ``duration_s``, else the team's history, else the
+policy's default), in units of 1/7000 GPU:
 
-- blocked by free capacity: a first-come-first-served replay per pool of GPU models (the models the job may
-  use). The pool starts with its free units now and the expected ends (``started_at + duration_s``; jobs
-  bound this cycle start now) of the work running on it; the capacity-blocked jobs take their turn in queue
-  order: each starts as soon as enough units are free — never before the job ahead of it — and, when its
-  ``duration_s`` is known, gives its units back when it ends, for the jobs behind it;
+- holding a reservation: the reservation's start (the reservation plan);
+- blocked by free capacity: a replay per pool of GPU models (the models the job may use) as a backfilling
+  scheduler runs it. The pool's free units over time start at what is free now and rise as the placed work
+  is expected to end; the capacity-blocked and reserved jobs take their turn in queue order, each at the
+  earliest time its units are free for its whole expected run time — before a job ahead of it when it fits
+  in a hole that job leaves, as backfill lets it — and holds them for the jobs behind it (a reserved job
+  claims them at its reservation's start). Only the first :data:`PROFILE_DEPTH` jobs of a pool get a time;
 - blocked by its team's quota: no time — whether the team's work ends, or is evicted, or the limit is
   raised is not a matter of expected ends; the reason says what would unblock it (fair share's refusal);
 - waiting for a MIG layout change (under way, or held for next cycle): when the change is expected to finish;
-- None when it cannot be told: the work involved has no ``duration_s``, or even all of it ending would
-  not make room (such a job is skipped in the replay: it holds nothing up).
+- None when it cannot be told: even all of the pool's work ending would not make room, or the job is deeper
+  in its pool's queue than the depth.
 
 Placement shape (fragmentation, topology) is ignored, so the estimate is optimistic by design.
 """
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Iterable, Mapping, Sequence
+from bisect import bisect_left
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from scheduler.core.capacity import UNITS_PER_GPU, ClusterState, gpu_class_of, slot_units
@@ -36,6 +40,9 @@ QUOTA = "quota"
 RECONFIGURING = "reconfiguring"
 HELD = "held"  # production waits for a node held for its layout change next cycle (placement/relayout.py)
 NOT_READY = "not-ready"
+# A pool answers this many jobs in queue order; those behind get no time (the profile grows with each job, and
+# a start hours behind hundreds of others is no estimate a person can use).
+PROFILE_DEPTH = 500
 RESERVED = "reserved"  # GPUs are reserved for it from the running work's expected ends (reservation.py)
 
 
@@ -144,62 +151,104 @@ def reason_text(need: str, blocker: Blocker, standing: str, ahead: int, now: flo
     return f"{head}; {standing}; {ahead_text(ahead)}"
 
 
-class _Replay:
-    """One pool's first-come-first-served replay: the time reached, units free then, and future releases."""
+class _Profile:
+    """One pool's free units over time, from now on: a step function (``frees[i]`` units free from
+    ``times[i]`` to the next breakpoint, the last for ever), lowered by each job given a start on it."""
 
     def __init__(self, now: float, free: int, releases: Iterable[tuple[float, int]]) -> None:
-        self.time = now
-        self.free = free
-        self.releases = sorted(releases)  # a heap: sorted lists are heaps
-        self.coming = sum(units for _, units in self.releases)
+        times, frees = [now], [free]
+        for at, units in sorted(releases):
+            if at <= times[-1]:
+                frees[-1] += units
+            else:
+                times.append(at)
+                frees.append(frees[-1] + units)
+        self.times, self.frees = times, frees
+        self.peak = frees[-1]  # what is free once all of it has ended: every claim ends, so it stays
+        self.claims = 0
 
-    def start(self, units: int, duration_s: float | None) -> float | None:
-        """When a job of ``units`` starts (it is then counted as running), or None if it never can."""
-        if self.free + self.coming < units:
+    def start(self, units: int, duration_s: float, at: float | None = None) -> float | None:
+        """The earliest time ``units`` are free for ``duration_s`` — or ``at``, a start already decided (a
+        reservation's) — and they are then taken; None when the pool never has that many, or when it has
+        answered :data:`PROFILE_DEPTH` jobs already."""
+        if units > self.peak or self.claims >= PROFILE_DEPTH:
             return None
-        while self.free < units:
-            at, released = heapq.heappop(self.releases)
-            self.time = max(self.time, at)
-            self.free += released
-            self.coming -= released
-        self.free -= units
-        if duration_s is not None:
-            heapq.heappush(self.releases, (self.time + duration_s, units))
-            self.coming += units
-        return self.time
+        self.claims += 1
+        times, frees = self.times, self.frees
+        if at is not None:
+            self._take(self._breakpoint(max(at, times[0])), at + duration_s, units)
+            return at
+        i = 0
+        while True:
+            if frees[i] < units:
+                i += 1
+                continue
+            end = times[i] + duration_s
+            j = i + 1
+            while j < len(times) and times[j] < end and frees[j] >= units:
+                j += 1
+            if j < len(times) and times[j] < end:  # too little free at times[j]: start after it
+                i = j + 1
+                continue
+            self._take(i, end, units)
+            return times[i]
+
+    def _breakpoint(self, at: float) -> int:
+        """The index of a breakpoint at ``at`` (≥ now), made if there is none."""
+        times, frees = self.times, self.frees
+        index = bisect_left(times, at)
+        if index == len(times) or times[index] != at:
+            times.insert(index, at)
+            frees.insert(index, frees[index - 1])
+        return index
+
+    def _take(self, first: int, end: float, units: int) -> None:
+        last = self._breakpoint(end)
+        frees = self.frees
+        for k in range(first, last):
+            frees[k] -= units
 
 
 class EtaEstimator:
     """ETAs from the expected ends of the work placed in ``state`` (module doc).
 
-    ``free_units`` gives the units free now on ready GPUs, per GPU model; ``started_at`` the start of each
-    placed job (jobs bound this cycle: ``now``). Ask :meth:`capacity_eta` in queue order."""
+    ``free_units`` gives the units free now on ready GPUs, per GPU model; ``expected_end(job_id)`` when a placed
+    job is expected to end (:mod:`scheduler.core.reservation`, rule 5), and ``runtime(job)`` how long a pending
+    one is expected to run; ``skip`` names placed jobs that hold nothing for the estimate (reservation holds,
+    whose GPUs ``free_units`` counts free). Ask :meth:`capacity_eta` in queue order."""
 
     def __init__(
-        self, state: ClusterState, now: float, free_units: Mapping[str, int], started_at: Mapping[str, float]
+        self,
+        state: ClusterState,
+        now: float,
+        free_units: Mapping[str, int],
+        expected_end: Callable[[str], float],
+        skip: Callable[[str], bool],
     ) -> None:
         self.now = now
         self.free_units = free_units
         by_model: dict[str, list[tuple[float, int]]] = {}
         for job_id, slots in sorted(state.placed.items()):
-            job = state.jobs[job_id]
-            if job.duration_s is None or job_id not in started_at:
+            if skip(job_id):
                 continue
-            end = max(now, started_at[job_id] + job.duration_s)
+            end = expected_end(job_id)
             for replica in slots:
                 for slot in replica:
                     gpu = state.gpus[(slot.node, slot.gpu)]
                     units = slot_units(slot, gpu.spec)
                     by_model.setdefault(gpu.node.gpu_model, []).append((end, units))
         self._by_model = by_model
-        self._pools: dict[tuple[str, ...], _Replay] = {}
+        self._pools: dict[tuple[str, ...], _Profile] = {}
 
-    def capacity_eta(self, models: tuple[str, ...], units: int, duration_s: float | None) -> float | None:
-        """Seconds until the next job in queue order on ``models`` could start with ``units``; the job then
-        counts as started for the jobs asked about after it (module doc)."""
+    def capacity_eta(
+        self, models: tuple[str, ...], units: int, duration_s: float, start_at: float | None = None
+    ) -> float | None:
+        """Seconds until the next job in queue order on ``models`` could start with ``units`` for
+        ``duration_s`` (at ``start_at`` when that is decided); it then holds them for the jobs asked about after
+        it (module doc)."""
         if models not in self._pools:
             free = sum(self.free_units.get(model, 0) for model in models)
             releases = (r for model in models for r in self._by_model.get(model, ()))
-            self._pools[models] = _Replay(self.now, free, releases)
-        at = self._pools[models].start(units, duration_s)
+            self._pools[models] = _Profile(self.now, free, releases)
+        at = self._pools[models].start(units, duration_s, start_at)
         return None if at is None else at - self.now

@@ -397,7 +397,8 @@ def test_every_pending_job_gets_positions_a_reason_and_an_eta() -> None:
     )
     assert not plan.binds
     rows = [(w.job, w.position, w.team_position, w.eta_s) for w in plan.waiting]
-    assert rows == [("b1", 1, 1, 3000.0), ("a1", 2, 1, None), ("a2", 3, 2, None)]
+    # a1 and a2 start after b1's expected run (the policy's default: b1 states no duration), one after another
+    assert rows == [("b1", 1, 1, 3000.0), ("a1", 2, 1, 6600.0), ("a2", 3, 2, 6600.0)]
     assert plan.waiting[0].reason == (
         "waiting for 8 H100 GPUs; reserved on n: expected to start in about 50 min, when the work running there is "
         "expected to end (shorter jobs may use those GPUs until then); team within its guarantee; next in line"

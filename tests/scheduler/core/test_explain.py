@@ -8,6 +8,7 @@ from scheduler.core.demand import Demand
 from scheduler.core.explain import (
     CAPACITY,
     NOT_READY,
+    PROFILE_DEPTH,
     QUOTA,
     RECONFIGURING,
     Blocker,
@@ -109,14 +110,14 @@ def test_demand_units(demand: Demand, model: str, units: int) -> None:
     assert demand_units(demand, model) == units
 
 
-def _estimator() -> EtaEstimator:
-    a = running(job("a", "x", gpus=4, duration_s=600), (whole("n", 0, 1, 2, 3),), started_at=NOW - 300)
-    b = running(job("b", "y", gpus=2, duration_s=7200), (whole("n", 4, 5),), started_at=NOW - 100)
-    c = running(job("c", "y", gpus=1), (whole("n", 6),), started_at=NOW - 100)  # no duration: never counted
-    m = running(job("m", "x", mig="3g.40gb", duration_s=50), ((Slot("g", 0, "3g.40gb", 4),),), started_at=NOW - 100)
+def _estimator(depth_filler: int = 0) -> EtaEstimator:
+    a = running(job("a", "x", gpus=4), (whole("n", 0, 1, 2, 3),), started_at=NOW - 300)
+    b = running(job("b", "y", gpus=2), (whole("n", 4, 5),), started_at=NOW - 100)
+    c = running(job("c", "y", gpus=1), (whole("n", 6),), started_at=NOW - 100)  # a reservation hold, say
+    m = running(job("m", "x", mig="3g.40gb"), ((Slot("g", 0, "3g.40gb", 4),),), started_at=NOW - 100)
     state = state_of([node("n"), node("g", A100, 1, mig="all-3g.40gb")], [a, b, c, m])
-    started = {"a": NOW - 300, "b": NOW - 100, "c": NOW - 100}  # "m" unknown start: not counted
-    return EtaEstimator(state, NOW, {H100: 1 * GPU}, started)
+    ends = {"a": NOW + 300, "b": NOW + 7100, "m": NOW + 50}
+    return EtaEstimator(state, NOW, {H100: 1 * GPU}, ends.__getitem__, lambda job_id: job_id == "c")
 
 
 @pytest.mark.parametrize(
@@ -125,26 +126,37 @@ def _estimator() -> EtaEstimator:
         ((H100,), 1 * GPU, 0.0),  # free now
         ((H100,), 5 * GPU, 300.0),  # 1 free + 4 released when "a" ends
         ((H100,), 7 * GPU, 7100.0),
-        ((H100,), 8 * GPU, None),  # "c" has no duration
-        ((A100,), 3000, None),  # "m" did not say when it started
+        ((H100,), 8 * GPU, None),  # "c" holds its GPU for nothing the estimate counts: never 8
+        ((A100,), 3000, 50.0),  # the MIG slice that "m" frees
+        ((A100, H100), 7 * GPU + 3000, 7100.0),  # a pool of two models
     ],
 )
 def test_capacity_eta_of_a_single_job(models: tuple[str, ...], units: int, expected: float | None) -> None:
-    assert _estimator().capacity_eta(models, units, None) == expected
+    assert _estimator().capacity_eta(models, units, 600.0) == expected
 
 
-def test_capacity_eta_replays_the_queue_first_come_first_served() -> None:
+def test_capacity_eta_replays_the_queue_with_backfill() -> None:
     estimator = _estimator()
     # 1 GPU free now; "a" gives 4 back at +300, "b" 2 at +7100.
-    assert estimator.capacity_eta((H100,), 2 * GPU, 100.0) == 300.0  # waits for "a"; runs 300 → 400
-    assert estimator.capacity_eta((H100,), 1 * GPU, None) == 300.0  # never before the job ahead
-    assert estimator.capacity_eta((H100,), 3 * GPU, 50.0) == 400.0  # 1 + 4 − 2 − 1 = 2 free until 400
+    assert estimator.capacity_eta((H100,), 2 * GPU, 100.0) == 300.0  # waits for "a"; holds 2 from 300 to 400
+    assert estimator.capacity_eta((H100,), 1 * GPU, 300.0) == 0.0  # backfills the hole before it
+    assert estimator.capacity_eta((H100,), 1 * GPU, 301.0) == 300.0  # 3 free from 300: beside the first job
+    assert estimator.capacity_eta((H100,), 3 * GPU, 50.0) == 400.0  # 2 free from 300 to 400: after it
     assert estimator.capacity_eta((H100,), 99 * GPU, 50.0) is None  # can never start: holds nothing up
-    assert estimator.capacity_eta((H100,), 4 * GPU, None) == 450.0
-    assert estimator.capacity_eta((H100,), 1 * GPU, None) == 7100.0
+    assert estimator.capacity_eta((H100,), 5 * GPU, 7000.0) == 601.0  # 5 free from 601 on (7 from 7100)
+    assert estimator.capacity_eta((H100,), 2 * GPU, 60.0, start_at=NOW + 50) == 50.0  # a reservation's start
+    assert estimator.capacity_eta((H100,), 1 * GPU, 10.0) == 300.0  # nothing free before "a" ends now
+
+
+def test_a_pool_gives_a_time_to_its_first_jobs_only() -> None:
+    estimator = _estimator()
+    for _ in range(PROFILE_DEPTH):
+        assert estimator.capacity_eta((H100,), 1, 1.0) is not None
+    assert estimator.capacity_eta((H100,), 1, 1.0) is None
+    assert estimator.capacity_eta((H100, A100), 1, 1.0) == 0.0  # another pool counts its own
 
 
 def test_work_past_its_expected_end_counts_as_ending_now() -> None:
     late = running(job("a", gpus=8, duration_s=60), (whole("n", *range(8)),), started_at=NOW - 3600)
-    estimator = EtaEstimator(state_of([node("n")], [late]), NOW, {}, {"a": NOW - 3600})
-    assert estimator.capacity_eta((H100,), 8 * GPU, None) == 0.0
+    estimator = EtaEstimator(state_of([node("n")], [late]), NOW, {}, lambda job_id: NOW - 3540, lambda _: False)
+    assert estimator.capacity_eta((H100,), 8 * GPU, 60.0) == 0.0
