@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.core import Policy, plan_cycle, repartition
+from scheduler.core import Policy, explain, plan_cycle, repartition
 from scheduler.core.fairshare import FairShare
 from scheduler.core.placement.index import CapacityIndex
 from scheduler.core.placement.mix import DemandMix
@@ -81,6 +81,7 @@ def _plain(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(FairShare, "_fill", fill_afresh)
     monkeypatch.setattr(DemandMix, "share_deltas", fresh_deltas)
     monkeypatch.setattr(FairShare, "admitted", admitted_afresh)
+    monkeypatch.setattr(explain._Profile, "remember_floors", False)  # every ETA scan from now
 
 
 @pytest.mark.parametrize("shape", SHAPES, ids=lambda s: f"{s.nodes}x{s.gpus_per_node}-{s.pending}-t{s.teams}")
