@@ -98,6 +98,10 @@ if PROMETHEUS_URL and not PROMETHEUS_URL.startswith(("http://", "https://")):
 # The scheduler's tunables, in one place; scheduler/services.py turns them into a frozen core Policy.
 SCHEDULER = {
     "cycle_s": env_int("SCHEDULER_CYCLE_S", default=10, minimum=1, maximum=3600),
+    # Reservations and backfill (docs/scheduling-rules.md §5a): how many blocked whole-GPU jobs get one (0: none),
+    # and the run time assumed for a job with no duration_s whose team has no history yet.
+    "reservation_depth": env_int("SCHEDULER_RESERVATION_DEPTH", default=4, minimum=0, maximum=1000),
+    "default_runtime_s": env_float("SCHEDULER_DEFAULT_RUNTIME_S", default=3600.0, minimum=1.0, maximum=31_536_000.0),
     "simulated_speed": env_float("SIMULATED_SPEED", default=60.0, minimum=0.001, maximum=1e6),
     # The simulated fleet (durations in virtual seconds): spot reclaims per spot node and virtual hour, their
     # notice (AWS: 2 min, facts §6), when a replacement joins, and how long a MIG change takes.
