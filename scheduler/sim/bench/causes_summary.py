@@ -9,10 +9,12 @@ Keys of :func:`flat` (shares are fractions of 1; None when the run had nothing t
 - ``production.kind.<kind>``: share of that wait with the kind of block (every kind a seed saw);
 - ``production.capacity.<category>``: share of the ``capacity``-blocked wait in each
   :mod:`~scheduler.sim.causes.room` category; ``production.capacity.a_room`` and ``…b_lower``: the shares
-  where (a) room was free (any tier) and (b) lower-priority work ran where the job could;
+  where (a) room was free (any tier) and (b) lower-priority work ran where the job could (``…b_preemptible``:
+  some of it preemptible), each whatever the other;
 - ``idle.figure``: ``idle_while_pending`` (``bench mixed``'s figure); ``idle.gap_gpu_h``: its GPU-hours;
 - ``idle.<dimension>.<label>``: share of the gap's GPU-time (:mod:`scheduler.sim.causes.idle`);
-- ``idle.blocker_class.<blocker / class>``: the same by blocker and class together.
+- ``idle.blocker_class.<blocker / class>``, ``idle.blocker_place.<blocker / place>``: the same by blocker and
+  class, and by blocker and where the fit put the work.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ GROUPS = (
     "idle.gang",
     "idle.place",
     "idle.blocker_class",
+    "idle.blocker_place",
 )
 
 
@@ -60,6 +63,7 @@ def flat(run: CauseRun) -> Flat | None:
         "production.wait_h": waits.wait_s / 3600.0,
         "production.capacity.a_room": waits.room_s / capacity_s if capacity_s else None,
         "production.capacity.b_lower": waits.lower_s / capacity_s if capacity_s else None,
+        "production.capacity.b_preemptible": waits.lower_preemptible_s / capacity_s if capacity_s else None,
         "idle.figure": run.metrics.get("idle_while_pending"),
         "idle.gap_gpu_h": idle.gap_gpu_s / 3600.0,
     }
@@ -67,7 +71,6 @@ def flat(run: CauseRun) -> Flat | None:
         "production.kind": _shares(waits.by_kind, waits.wait_s),
         "production.capacity": _shares(waits.capacity, capacity_s),
         **{f"idle.{dimension}": _shares(parts, idle.gap_gpu_s) for dimension, parts in idle.by.items()},
-        "idle.blocker_class": _shares(idle.by_blocker_class, idle.gap_gpu_s),
     }
     return Flat(figures, groups)
 

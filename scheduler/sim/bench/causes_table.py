@@ -77,8 +77,9 @@ def _mix_block(mix: str, runs: Sequence[CauseRun]) -> list[str]:
     present = group_labels(ok, "production.capacity")
     for category in [c for c in CATEGORIES if c in present] + [c for c in present if c not in CATEGORIES]:
         add(f"    {LABELS.get(category, category)}", f"production.capacity.{category}")
-    add("    (a) room free (any tier), overlapping (b)", "production.capacity.a_room")
-    add("    (b) lower-priority work where it could run", "production.capacity.b_lower")
+    add("    (a) room free, any tier, whatever (b)", "production.capacity.a_room")
+    add("    (b) lower-priority work there, whatever (a)", "production.capacity.b_lower")
+    add("      some of it preemptible", "production.capacity.b_preemptible")
     add("idle while pending (bench mixed's figure)", "idle.figure")
     add("  its GPU-hours", "idle.gap_gpu_h", _hours)
     for dimension, title, order in (
@@ -92,11 +93,12 @@ def _mix_block(mix: str, runs: Sequence[CauseRun]) -> list[str]:
         found = group_labels(ok, f"idle.{dimension}")
         for label in order(found) if order else found:
             add(f"    {label}", f"idle.{dimension}.{label}")
-    cells = group_labels(ok, "idle.blocker_class")
-    cells.sort(key=lambda cell: -(median[f"idle.blocker_class.{cell}"]["median"] or 0.0))
-    lines.append(f"  the {TOP_CELLS} largest blocker / class cells:")
-    for cell in cells[:TOP_CELLS]:
-        add(f"    {cell}", f"idle.blocker_class.{cell}")
+    for cross, title in (("blocker_class", "blocker / class"), ("blocker_place", "blocker / where")):
+        cells = group_labels(ok, f"idle.{cross}")
+        cells.sort(key=lambda cell, cross=cross: -(median[f"idle.{cross}.{cell}"]["median"] or 0.0))
+        lines.append(f"  the {TOP_CELLS} largest {title} cells (by median):")
+        for cell in cells[:TOP_CELLS]:
+            add(f"    {cell}", f"idle.{cross}.{cell}")
     return lines
 
 

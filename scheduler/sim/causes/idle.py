@@ -32,6 +32,7 @@ from scheduler.sim.records import CycleSample
 
 GANG_SIZES = ("1", "2-8", ">8")
 DIMENSIONS = ("blocker", "priority", "kind", "gang", "place")
+CROSSES = ("blocker_class", "blocker_place")  # "blocker / priority kind", "blocker / place"
 IDLE_OFF, IDLE_SPLIT, PARTLY_USED = "idle GPUs, MIG off", "idle GPUs, MIG-split", "partly used GPUs"
 
 
@@ -68,12 +69,11 @@ def job_class(job: Job) -> str:
 
 @dataclass
 class IdleCauses:
-    """One run's gap GPU-seconds (module doc), in total and per label of each dimension."""
+    """One run's gap GPU-seconds (module doc), in total and per label of each dimension and cross."""
 
     gap_gpu_s: float = 0.0
     capacity_gpu_s: float = 0.0
-    by: dict[str, dict[str, float]] = field(default_factory=lambda: {name: {} for name in DIMENSIONS})
-    by_blocker_class: dict[str, float] = field(default_factory=dict)  # "blocker / priority kind" → GPU-s
+    by: dict[str, dict[str, float]] = field(default_factory=lambda: {name: {} for name in DIMENSIONS + CROSSES})
 
     @property
     def share(self) -> float:
@@ -89,8 +89,7 @@ class IdleCauses:
             "idle_while_pending": self.share,
             "gap_gpu_s": round(self.gap_gpu_s, 3),
             "capacity_gpu_s": round(self.capacity_gpu_s, 3),
-            **{f"by_{name}_gpu_s": {k: round(v, 3) for k, v in self.by[name].items()} for name in DIMENSIONS},
-            "by_blocker_class_gpu_s": {k: round(v, 3) for k, v in self.by_blocker_class.items()},
+            **{f"by_{name}_gpu_s": {k: round(v, 3) for k, v in parts.items()} for name, parts in self.by.items()},
         }
 
 
@@ -123,9 +122,10 @@ def idle_causes(
             out.add("priority", str(job.priority), gpu_s)
             out.add("kind", str(job.kind), gpu_s)
             out.add("gang", gang_size(job, need), gpu_s)
-            out.add("place", place_of(match, free, partitioned, nodes), gpu_s)
-            key = f"{blocker} / {job_class(job)}"
-            out.by_blocker_class[key] = out.by_blocker_class.get(key, 0.0) + gpu_s
+            place = place_of(match, free, partitioned, nodes)
+            out.add("place", place, gpu_s)
+            out.add("blocker_class", f"{blocker} / {job_class(job)}", gpu_s)
+            out.add("blocker_place", f"{blocker} / {place}", gpu_s)
         gap_s += cycle * held
     out.gap_gpu_s = gap_s
     return out

@@ -18,10 +18,13 @@ plan (its evictions, layout changes and binds applied) tell a rule from a real l
 
 (b) **Lower-priority work.** Is work of a lower priority class placed (running, or bound by this cycle) on a
     ready node the job may use (its tiers, a model that can serve it)? For production the engine may evict
-    any of it, preemptible first (:mod:`scheduler.core.preemption`, ground ``production``), so such a wait
-    asks why it did not: the victims' slots may not add up to the job's shape, or the job's quota may refuse
-    the placement. ``lower-preemptible`` when some of that work is preemptible, ``lower-non-preemptible``
-    when none is.
+    any of it that ran before this cycle, preemptible first (:mod:`scheduler.core.preemption`, ground
+    ``production``), so such a wait asks why it did not. The answer splits it: ``lower-would-free`` when
+    taking away all of that work that ran before the cycle leaves room by (a) on the job's tiers — the
+    engine could have made room by evicting and did not (its quota may refuse the placement, or its
+    preemption search another rule) — and ``lower-too-small`` when even that leaves no room (the victims'
+    slots do not add up to the job's shape). :attr:`Room.lower_preemptible` says whether any of that work is
+    preemptible, :attr:`Room.lower_bound_now` whether some was bound by this very cycle.
 
 :attr:`Room.category` makes one exclusive label per blocked cycle, in the order room → lower → ``full``
 (``full``: no room, and nothing of lower priority where the job could run).
@@ -44,27 +47,29 @@ from scheduler.core.state import FULL_GPU_MILLI, Job, Snapshot
 ROOM_INSTANCE = "room-instance"
 ROOM_IDLE_GPU = "room-idle-gpu"
 ROOM_FORBIDDEN_TIER = "room-forbidden-tier"
-LOWER_PREEMPTIBLE = "lower-preemptible"
-LOWER_NON_PREEMPTIBLE = "lower-non-preemptible"
+LOWER_WOULD_FREE = "lower-would-free"
+LOWER_TOO_SMALL = "lower-too-small"
 FULL = "full"
-CATEGORIES = (ROOM_INSTANCE, ROOM_IDLE_GPU, ROOM_FORBIDDEN_TIER, LOWER_PREEMPTIBLE, LOWER_NON_PREEMPTIBLE, FULL)
+CATEGORIES = (ROOM_INSTANCE, ROOM_IDLE_GPU, ROOM_FORBIDDEN_TIER, LOWER_WOULD_FREE, LOWER_TOO_SMALL, FULL)
 LABELS = {
     ROOM_INSTANCE: "(a) room: free MIG instances",
     ROOM_IDLE_GPU: "(a) room: idle GPUs",
     ROOM_FORBIDDEN_TIER: "(a) room only on tiers it may not use",
-    LOWER_PREEMPTIBLE: "(b) no room; lower-prio. work, some preemptible",
-    LOWER_NON_PREEMPTIBLE: "(b) no room; lower-prio. work, none preemptible",
-    FULL: "no room, no lower-priority work",
+    LOWER_WOULD_FREE: "(b) no room; evicting lower work makes room",
+    LOWER_TOO_SMALL: "(b) no room; lower work there, too small",
+    FULL: "no room, no lower-priority work there",
 }
 
 
 @dataclass(frozen=True, slots=True)
 class Room:
     """The answers for one job at one cycle (module doc): ``room`` one of the ``ROOM_*`` or None; ``lower``
-    one of the ``LOWER_*`` or None; ``lower_bound_now``: some of that lower work was bound by this very cycle."""
+    one of the ``LOWER_*`` or None, and two facts about that lower work: some of it is preemptible, some of it
+    was bound by this very cycle."""
 
     room: str | None
     lower: str | None
+    lower_preemptible: bool = False
     lower_bound_now: bool = False
 
     @property
@@ -99,30 +104,52 @@ def after_plan(snapshot: Snapshot, plan: Plan, now: float) -> tuple[ClusterState
 
 def room_for(job: Job, state: ClusterState, ready: Set[str], started_at: Mapping[str, float], policy: Policy) -> Room:
     """The :class:`Room` of pending ``job`` in ``state`` (module doc); ``started_at``: the start of each job
-    running before the cycle (a placed job missing from it was bound by the cycle)."""
+    running before the cycle (a placed job missing from it was bound by the cycle). ``state`` is left as it
+    was."""
     tiers = {str(tier) for tier in allowed_tiers(job)}
     need_mib = memory_need_mib(job.request, policy)
-    allowed = instances = forbidden = 0
-    usable: set[str] = set()
+    demands = {}
     for name in sorted(ready):
-        node = state.nodes[name]
-        demand = resolve(job, node.gpu_model, policy)
-        if demand is None:
-            continue
-        places, instance_places = _places(demand, need_mib, state.node_gpus(name))
-        if str(node.tier) in tiers:
-            usable.add(name)
-            allowed += places
-            instances += instance_places
-        else:
-            forbidden += places
+        demand = resolve(job, state.nodes[name].gpu_model, policy)
+        if demand is not None:
+            demands[name] = demand
+    usable = {name for name in demands if str(state.nodes[name].tier) in tiers}
+    allowed, instances, forbidden = _count(state, demands, usable, need_mib)
     room = None
     if allowed >= job.replicas:
         room = ROOM_INSTANCE if instances >= job.replicas else ROOM_IDLE_GPU
     elif allowed + forbidden >= job.replicas:
         room = ROOM_FORBIDDEN_TIER
-    lower, bound_now = _lower_work(job, state, usable, started_at)
-    return Room(room, lower, bound_now)
+    lower = _lower_work(job, state, usable)
+    if not lower:
+        return Room(room, None)
+    evictable = [other for other in lower if other in started_at]  # work bound this cycle is not a candidate
+    statement = state.begin()  # take the evictable lower work away, count, put it back
+    for other in evictable:
+        state.remove(other)
+    freed, _, _ = _count(state, demands, usable, need_mib)
+    statement.rollback()
+    return Room(
+        room,
+        LOWER_WOULD_FREE if freed >= job.replicas else LOWER_TOO_SMALL,
+        lower_preemptible=any(state.jobs[other].preemptible for other in lower),
+        lower_bound_now=len(evictable) < len(lower),
+    )
+
+
+def _count(
+    state: ClusterState, demands: Mapping[str, Demand], usable: Set[str], need_mib: int | None
+) -> tuple[int, int, int]:
+    """(places on the nodes of the job's tiers, how many of them are free MIG instances, places on the others)."""
+    allowed = instances = forbidden = 0
+    for name, demand in demands.items():
+        places, instance_places = _places(demand, need_mib, state.node_gpus(name))
+        if name in usable:
+            allowed += places
+            instances += instance_places
+        else:
+            forbidden += places
+    return allowed, instances, forbidden
 
 
 def _places(demand: Demand, need_mib: int | None, gpus: tuple[Gpu, ...]) -> tuple[int, int]:
@@ -169,21 +196,13 @@ def _fitting_instances(gpu: Gpu, demand: Demand, need_mib: int | None) -> int:
     return count
 
 
-def _lower_work(
-    job: Job, state: ClusterState, usable: Set[str], started_at: Mapping[str, float]
-) -> tuple[str | None, bool]:
-    """(``LOWER_*`` or None, whether some of that work was bound by this cycle) on the ``usable`` nodes."""
+def _lower_work(job: Job, state: ClusterState, usable: Set[str]) -> list[str]:
+    """The placed jobs of a lower priority class than ``job`` with a slot on the ``usable`` nodes."""
     rank = PRIORITY_INDEX[job.priority]
-    found = preemptible = bound_now = False
-    for other_id, slots in state.placed.items():
-        other = state.jobs[other_id]
-        if PRIORITY_INDEX[other.priority] <= rank:
+    found = []
+    for other_id, slots in sorted(state.placed.items()):
+        if PRIORITY_INDEX[state.jobs[other_id].priority] <= rank:
             continue
-        if not any(slot.node in usable for replica in slots for slot in replica):
-            continue
-        found = True
-        preemptible |= other.preemptible
-        bound_now |= other_id not in started_at
-    if not found:
-        return None, False
-    return (LOWER_PREEMPTIBLE if preemptible else LOWER_NON_PREEMPTIBLE), bound_now
+        if any(slot.node in usable for replica in slots for slot in replica):
+            found.append(other_id)
+    return found

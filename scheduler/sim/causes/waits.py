@@ -67,6 +67,7 @@ class ProductionWaits:
     capacity: dict[str, float] = field(default_factory=dict)  # Room.category (or NOT_ANALYSED) → seconds
     room_s: float = 0.0  # capacity seconds with (a) room free, on any tier
     lower_s: float = 0.0  # capacity seconds with (b) lower-priority work where the job could run
+    lower_preemptible_s: float = 0.0  # … some of it preemptible
     lower_bound_now_s: float = 0.0  # … some of it bound by that very cycle
     longest: list[LongWait] = field(default_factory=list)
 
@@ -78,6 +79,7 @@ class ProductionWaits:
             "capacity_s": {category: round(s, 3) for category, s in self.capacity.items()},
             "capacity_room_free_s": round(self.room_s, 3),
             "capacity_lower_priority_s": round(self.lower_s, 3),
+            "capacity_lower_priority_preemptible_s": round(self.lower_preemptible_s, 3),
             "capacity_lower_bound_this_cycle_s": round(self.lower_bound_now_s, 3),
             "longest": [wait.as_dict() for wait in self.longest],
         }
@@ -145,7 +147,7 @@ def production_waits(
     }
     by_job: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     capacity: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-    flags: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+    flags: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
     sequences: dict[str, list[list[Any]]] = defaultdict(list)
     for sample, hold in zip(samples, held, strict=True):
         if hold <= 0:
@@ -170,7 +172,8 @@ def production_waits(
                     job_flags = flags[job.id]
                     job_flags[0] += seconds if room.room is not None else 0.0
                     job_flags[1] += seconds if room.lower is not None else 0.0
-                    job_flags[2] += seconds if room.lower_bound_now else 0.0
+                    job_flags[2] += seconds if room.lower_preemptible else 0.0
+                    job_flags[3] += seconds if room.lower_bound_now else 0.0
     out = ProductionWaits()
     long_waits: list[LongWait] = []
     for job_id, job in wanted.items():
@@ -189,9 +192,10 @@ def production_waits(
             out.by_kind[kind] = out.by_kind.get(kind, 0.0) + seconds
         for category, seconds in capacity[job_id].items():
             out.capacity[category] = out.capacity.get(category, 0.0) + seconds
-        room_s, lower_s, bound_s = flags[job_id]
+        room_s, lower_s, preemptible_s, bound_s = flags[job_id]
         out.room_s += room_s
         out.lower_s += lower_s
+        out.lower_preemptible_s += preemptible_s
         out.lower_bound_now_s += bound_s
         long_waits.append(
             LongWait(

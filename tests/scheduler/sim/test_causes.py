@@ -17,8 +17,8 @@ from scheduler.sim.causes.kinds import BETWEEN_CYCLES, EVICTED, NO_KIND, UNEXPLA
 from scheduler.sim.causes.log import CauseLog
 from scheduler.sim.causes.room import (
     FULL,
-    LOWER_NON_PREEMPTIBLE,
-    LOWER_PREEMPTIBLE,
+    LOWER_TOO_SMALL,
+    LOWER_WOULD_FREE,
     ROOM_FORBIDDEN_TIER,
     ROOM_IDLE_GPU,
     ROOM_INSTANCE,
@@ -93,12 +93,12 @@ def test_a_wait_after_an_eviction_between_cycles_counts_from_the_eviction() -> N
     log = CauseLog(window=WINDOW)
     log.blockers = {20.0: {"p": "capacity"}, 30.0: {"p": "capacity"}}
     log.evicted = {40.0: frozenset({"p"})}  # no Waiting at 40: the instrument says why
-    log.rooms = {(20.0, "p"): Room(ROOM_IDLE_GPU, LOWER_PREEMPTIBLE), (30.0, "p"): Room(None, None)}
+    log.rooms = {(20.0, "p"): Room(ROOM_IDLE_GPU, LOWER_WOULD_FREE, True), (30.0, "p"): Room(None, None)}
     held = held_s(samples, WINDOW, POLICY.cycle_s)
     waits = production_waits([p], runs, 100.0, {}, samples, held, log, WINDOW)
     assert waits.by_kind == {BETWEEN_CYCLES: 5.0, "capacity": 20.0, EVICTED: 10.0}
     assert waits.capacity == {ROOM_IDLE_GPU: 10.0, FULL: 10.0}
-    assert (waits.room_s, waits.lower_s) == (10.0, 10.0)
+    assert (waits.room_s, waits.lower_s, waits.lower_preemptible_s, waits.lower_bound_now_s) == (10.0, 10.0, 10.0, 0.0)
 
 
 def test_a_wait_is_clipped_to_the_window_and_one_still_pending_runs_to_its_end() -> None:
@@ -151,14 +151,14 @@ def room(snapshot: Snapshot, job: Job, plan: Plan | None = None) -> Room:
     return room_for(job, state, ready, {r.job.id: r.started_at for r in snapshot.running}, POLICY)
 
 
-def test_a_free_instance_that_holds_the_job_is_room_and_lower_preemptible_work_is_seen() -> None:
+def test_a_free_instance_that_holds_the_job_is_room_and_lower_work_is_seen() -> None:
     node = Node("a", A100, 2, mig=(SPLIT, ()))
     low = service("low", priority=Priority.NORMAL)
     high = training("high", 1, priority=Priority.HIGH)
     snapshot = snapshot_with((node,), (low, (Slot("a", 0, "3g.40gb", 0),)), (high, (Slot("a", 1),)))
-    assert room(snapshot, service("p", 30)) == Room(ROOM_INSTANCE, LOWER_PREEMPTIBLE)
-    # 50 GiB: no 3g.40gb instance holds it, and no GPU is idle
-    assert room(snapshot, service("p", 50)) == Room(None, LOWER_PREEMPTIBLE)
+    assert room(snapshot, service("p", 30)) == Room(ROOM_INSTANCE, LOWER_WOULD_FREE, lower_preemptible=True)
+    # 50 GiB: no 3g.40gb instance holds it and no GPU is idle; with the lower work gone both GPUs would be
+    assert room(snapshot, service("p", 50)) == Room(None, LOWER_WOULD_FREE, lower_preemptible=True)
 
 
 def test_an_idle_gpu_is_room_only_on_a_tier_the_job_may_use() -> None:
@@ -170,29 +170,45 @@ def test_an_idle_gpu_is_room_only_on_a_tier_the_job_may_use() -> None:
     assert room(snapshot, service("h", priority=Priority.HIGH)) == Room(ROOM_IDLE_GPU, None)
 
 
-def test_no_room_is_split_by_the_lower_priority_work_where_the_job_could_run() -> None:
+def test_no_room_is_split_by_whether_evicting_the_lower_priority_work_would_make_room() -> None:
     node = Node("a", A100, 2)
-    high = service("high", priority=Priority.HIGH)  # not preemptible
+    high = service("high", priority=Priority.HIGH)  # not preemptible: production may still evict it
     prod = service("prod")
     snapshot = snapshot_with((node,), (high, (Slot("a", 0),)), (prod, (Slot("a", 1),)))
-    assert room(snapshot, service("p")).category == LOWER_NON_PREEMPTIBLE
+    assert room(snapshot, service("p")) == Room(None, LOWER_WOULD_FREE, lower_preemptible=False)
+    assert room(snapshot, service("p2", replicas=2)).category == LOWER_TOO_SMALL  # one GPU freed, two needed
     full = snapshot_with((node,), (prod, (Slot("a", 0),)), (service("prod2"), (Slot("a", 1),)))
     assert room(full, service("p")).category == FULL
 
 
 def test_the_room_is_read_after_the_plan_binds_evicts_and_changes_layouts() -> None:
     node = Node("a", A100, 2)
-    p, q = service("p"), service("q")
+    p, q, late = service("p"), service("q"), training("late", 1, priority=Priority.LOW)
     low = training("low", 1, priority=Priority.LOW)
-    snapshot = Snapshot(nodes=(node,), teams=(), running=(Running(low, ((Slot("a", 0),),), 0.0),), pending=(p, q))
-    # the plan binds q on the idle GPU: no room left for p, and q is production (not lower)
+    running = (Running(low, ((Slot("a", 0),),), 0.0),)
+    snapshot = Snapshot(nodes=(node,), teams=(), running=running, pending=(p, q, late))
+    # the plan binds q on the idle GPU: no room left for p; evicting low would free its GPU
     bound = room(snapshot, p, Plan(binds=(Bind("q", ((Slot("a", 1),),)),)))
-    assert bound == Room(None, LOWER_PREEMPTIBLE)
+    assert bound == Room(None, LOWER_WOULD_FREE, lower_preemptible=True)
+    # lower work bound by this very cycle is no eviction candidate
+    both = room(snapshot, service("p2", replicas=2), Plan(binds=(Bind("late", ((Slot("a", 1),),)),)))
+    assert both == Room(None, LOWER_TOO_SMALL, lower_preemptible=True, lower_bound_now=True)
     # the plan evicts low: its GPU is idle after the plan
     assert room(snapshot, p, Plan(evictions=(Evict("low", "production"),))).room == ROOM_IDLE_GPU
-    # a layout change under way closes the node: nothing there is room
+    # a layout change under way closes the node: nothing there is room, nothing there is lower work
     change = Reconfigure("a", 1, (), SPLIT, ready_at=400.0)
     assert room(snapshot, p, Plan(reconfigurations=(change,))) == Room(None, None)
+
+
+def test_counting_room_leaves_the_state_as_it_was() -> None:
+    node = Node("a", A100, 2)
+    low = training("low", 1, priority=Priority.LOW)
+    snapshot = snapshot_with((node,), (low, (Slot("a", 0),)))
+    applied = after_plan(snapshot, Plan(), 100.0)
+    assert applied is not None
+    state, ready = applied
+    room_for(service("p", replicas=2), state, ready, {"low": 0.0}, POLICY)
+    assert state.placed == {"low": ((Slot("a", 0),),)} and state.usage["t"]
 
 
 # -- idle_while_pending by cause ------------------------------------------------------------------------------------
@@ -215,7 +231,8 @@ def test_the_gap_is_attributed_job_by_job_and_sums_to_the_metric() -> None:
         {"idle GPUs, MIG off, off spot": 20.0 + 10 / 7, "idle GPUs, MIG off, on spot": 10.0}
     )
     assert causes.by["priority"] == pytest.approx({"normal": 30.0 + 10 / 7})
-    assert causes.by_blocker_class["reserved / normal training"] == 10.0
+    assert causes.by["blocker_class"]["reserved / normal training"] == 10.0
+    assert causes.by["blocker_place"]["reserved / idle GPUs, MIG off, on spot"] == 10.0
     assert causes.share == idle_while_pending(samples, NODES, POLICY, ((0.0, 8),), (0.0, 20.0))
     assert causes.gap_gpu_s == pytest.approx(sum(causes.by["blocker"].values()))
 
