@@ -8,8 +8,9 @@ plan (its evictions, layout changes and binds applied) tell a rule from a real l
     with the memory one replica needs, one per replica? A place is a free MIG instance whose real memory holds
     the replica, or an idle GPU (nothing on it) whose memory does (an idle GPU already split into instances
     counts as many places as it has fitting free instances, at least one); a replica that needs n whole GPUs
-    takes n idle GPUs of one node. If so, the job waited for a rule — the size cap of the production fallback,
-    its quota at what the place would count, a layout change it waits for — not for capacity. Where:
+    takes n idle GPUs of one node, and a gang of whole GPUs counts on one GPU model (placement's rule). If so,
+    the job waited for a rule — the size cap of the production fallback, its quota at what the place would
+    count, a layout change it waits for — not for capacity. Where:
 
     - ``room-instance``: free MIG instances alone hold every replica (no layout change needed);
     - ``room-idle-gpu``: idle GPUs are needed (used whole, or after a layout change);
@@ -19,12 +20,15 @@ plan (its evictions, layout changes and binds applied) tell a rule from a real l
 (b) **Lower-priority work.** Is work of a lower priority class placed (running, or bound by this cycle) on a
     ready node the job may use (its tiers, a model that can serve it)? For production the engine may evict
     any of it that ran before this cycle, preemptible first (:mod:`scheduler.core.preemption`, ground
-    ``production``), so such a wait asks why it did not. The answer splits it: ``lower-would-free`` when
-    taking away all of that work that ran before the cycle leaves room by (a) on the job's tiers — the
-    engine could have made room by evicting and did not (its quota may refuse the placement, or its
-    preemption search another rule) — and ``lower-too-small`` when even that leaves no room (the victims'
-    slots do not add up to the job's shape). :attr:`Room.lower_preemptible` says whether any of that work is
-    preemptible, :attr:`Room.lower_bound_now` whether some was bound by this very cycle.
+    ``production``), so such a wait asks why it did not. The answer splits it by what taking away all of
+    that work that ran before the cycle would leave on the job's tiers: ``lower-would-free`` — room *as the
+    GPUs are*, with no layout change (a replica of whole GPUs on idle GPUs with MIG off; a right-sized one on
+    a free instance that holds it, or on a whole idle GPU with MIG off, as the production fallback may take)
+    — so the engine could have evicted and bound now, and did not; ``lower-would-free-relayout`` — room by
+    (a) only after layout changes of the GPUs the victims leave (the engine's drain-and-change path, 300 s a
+    change); ``lower-too-small`` — no room even then (the victims' slots do not add up to the job's shape).
+    :attr:`Room.lower_preemptible` says whether any of that work is preemptible, :attr:`Room.lower_bound_now`
+    whether some was bound by this very cycle.
 
 :attr:`Room.category` makes one exclusive label per blocked cycle, in the order room → lower → ``full``
 (``full``: no room, and nothing of lower priority where the job could run).
@@ -48,14 +52,24 @@ ROOM_INSTANCE = "room-instance"
 ROOM_IDLE_GPU = "room-idle-gpu"
 ROOM_FORBIDDEN_TIER = "room-forbidden-tier"
 LOWER_WOULD_FREE = "lower-would-free"
+LOWER_WOULD_FREE_RELAYOUT = "lower-would-free-relayout"
 LOWER_TOO_SMALL = "lower-too-small"
 FULL = "full"
-CATEGORIES = (ROOM_INSTANCE, ROOM_IDLE_GPU, ROOM_FORBIDDEN_TIER, LOWER_WOULD_FREE, LOWER_TOO_SMALL, FULL)
+CATEGORIES = (
+    ROOM_INSTANCE,
+    ROOM_IDLE_GPU,
+    ROOM_FORBIDDEN_TIER,
+    LOWER_WOULD_FREE,
+    LOWER_WOULD_FREE_RELAYOUT,
+    LOWER_TOO_SMALL,
+    FULL,
+)
 LABELS = {
     ROOM_INSTANCE: "(a) room: free MIG instances",
     ROOM_IDLE_GPU: "(a) room: idle GPUs",
     ROOM_FORBIDDEN_TIER: "(a) room only on tiers it may not use",
     LOWER_WOULD_FREE: "(b) no room; evicting lower work makes room",
+    LOWER_WOULD_FREE_RELAYOUT: "(b) no room; evicting + layout change would",
     LOWER_TOO_SMALL: "(b) no room; lower work there, too small",
     FULL: "no room, no lower-priority work there",
 }
@@ -114,11 +128,12 @@ def room_for(job: Job, state: ClusterState, ready: Set[str], started_at: Mapping
         if demand is not None:
             demands[name] = demand
     usable = {name for name in demands if str(state.nodes[name].tier) in tiers}
-    allowed, instances, forbidden = _count(state, demands, usable, need_mib)
+    gang = job.replicas > 1
+    allowed, instances, anywhere = _count(state, demands, usable, need_mib, gang)
     room = None
     if allowed >= job.replicas:
         room = ROOM_INSTANCE if instances >= job.replicas else ROOM_IDLE_GPU
-    elif allowed + forbidden >= job.replicas:
+    elif anywhere >= job.replicas:
         room = ROOM_FORBIDDEN_TIER
     lower = _lower_work(job, state, usable)
     if not lower:
@@ -127,34 +142,51 @@ def room_for(job: Job, state: ClusterState, ready: Set[str], started_at: Mapping
     statement = state.begin()  # take the evictable lower work away, count, put it back
     for other in evictable:
         state.remove(other)
-    freed, _, _ = _count(state, demands, usable, need_mib)
+    freed, _, _ = _count(state, demands, usable, need_mib, gang)
+    as_is, _, _ = _count(state, demands, usable, need_mib, gang, as_is=True)
     statement.rollback()
+    verdict = LOWER_TOO_SMALL
+    if as_is >= job.replicas:
+        verdict = LOWER_WOULD_FREE
+    elif freed >= job.replicas:
+        verdict = LOWER_WOULD_FREE_RELAYOUT
     return Room(
         room,
-        LOWER_WOULD_FREE if freed >= job.replicas else LOWER_TOO_SMALL,
+        verdict,
         lower_preemptible=any(state.jobs[other].preemptible for other in lower),
         lower_bound_now=len(evictable) < len(lower),
     )
 
 
 def _count(
-    state: ClusterState, demands: Mapping[str, Demand], usable: Set[str], need_mib: int | None
+    state: ClusterState,
+    demands: Mapping[str, Demand],
+    usable: Set[str],
+    need_mib: int | None,
+    gang: bool,
+    as_is: bool = False,
 ) -> tuple[int, int, int]:
-    """(places on the nodes of the job's tiers, how many of them are free MIG instances, places on the others)."""
-    allowed = instances = forbidden = 0
+    """(places on the nodes of the job's tiers, how many of them are free MIG instances, places on nodes of any
+    tier). A gang of whole GPUs stays on one GPU model (placement's rule, :mod:`scheduler.core.gang`): its
+    places are those of its best model; other replicas may spread. ``as_is``: only places usable without a
+    layout change (module doc, (b))."""
+    allowed: dict[str, int] = {}
+    anywhere: dict[str, int] = {}
+    instances = 0
     for name, demand in demands.items():
-        places, instance_places = _places(demand, need_mib, state.node_gpus(name))
+        places, instance_places = _places(demand, need_mib, state.node_gpus(name), as_is)
+        group = state.nodes[name].gpu_model if gang and demand.kind == DemandKind.WHOLE else ""
+        anywhere[group] = anywhere.get(group, 0) + places
         if name in usable:
-            allowed += places
+            allowed[group] = allowed.get(group, 0) + places
             instances += instance_places
-        else:
-            forbidden += places
-    return allowed, instances, forbidden
+    return max(allowed.values(), default=0), instances, max(anywhere.values(), default=0)
 
 
-def _places(demand: Demand, need_mib: int | None, gpus: tuple[Gpu, ...]) -> tuple[int, int]:
-    """(places for one replica on these GPUs of one node, how many of them are free MIG instances)."""
-    idle = [gpu for gpu in gpus if gpu.idle]
+def _places(demand: Demand, need_mib: int | None, gpus: tuple[Gpu, ...], as_is: bool = False) -> tuple[int, int]:
+    """(places for one replica on these GPUs of one node, how many of them are free MIG instances); ``as_is``:
+    only those usable without a layout change."""
+    idle = [gpu for gpu in gpus if gpu.idle and not (as_is and gpu.mig_on)]
     if demand.kind == DemandKind.WHOLE:
         return len(idle) // max(1, demand.gpus), 0
     if demand.kind == DemandKind.SHARE:
@@ -173,7 +205,10 @@ def _places(demand: Demand, need_mib: int | None, gpus: tuple[Gpu, ...]) -> tupl
         instances += fitting
         if gpu.idle:
             holds = gpu.spec is not None and (need_mib is None or gpu.spec.memory_mib >= need_mib)
-            places += max(int(holds), fitting)
+            if as_is:  # a split GPU offers its instances; one with MIG off, itself whole
+                places += fitting if gpu.mig_on else int(holds)
+            else:
+                places += max(int(holds), fitting)
         else:
             places += fitting
     return places, instances

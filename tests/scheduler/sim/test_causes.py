@@ -19,6 +19,7 @@ from scheduler.sim.causes.room import (
     FULL,
     LOWER_TOO_SMALL,
     LOWER_WOULD_FREE,
+    LOWER_WOULD_FREE_RELAYOUT,
     ROOM_FORBIDDEN_TIER,
     ROOM_IDLE_GPU,
     ROOM_INSTANCE,
@@ -179,6 +180,25 @@ def test_no_room_is_split_by_whether_evicting_the_lower_priority_work_would_make
     assert room(snapshot, service("p2", replicas=2)).category == LOWER_TOO_SMALL  # one GPU freed, two needed
     full = snapshot_with((node,), (prod, (Slot("a", 0),)), (service("prod2"), (Slot("a", 1),)))
     assert room(full, service("p")).category == FULL
+
+
+def test_room_that_needs_a_layout_change_after_the_evictions_is_told_apart() -> None:
+    node = Node("a", A100, 2, mig=(SPLIT, ()))
+    low = service("low", priority=Priority.NORMAL)
+    snapshot = snapshot_with((node,), (low, (Slot("a", 0, "3g.40gb", 0),)), (service("prod"), (Slot("a", 1),)))
+    # 50 GiB: evicting low leaves GPU 0 idle but split into two 3g.40gb instances, neither holds it
+    assert room(snapshot, service("p", 50)).category == LOWER_WOULD_FREE_RELAYOUT
+    assert room(snapshot, service("p", 30)).category == ROOM_INSTANCE  # the other instance is free
+
+
+def test_a_gang_of_whole_gpus_counts_its_places_on_one_gpu_model() -> None:
+    nodes = (Node("a", A100, 1), Node("h", "H100-SXM5-80GB", 1))
+    gang = Job("g", "t", Request(gpus=1), replicas=2, priority=Priority.PRODUCTION)
+    assert room(snapshot_with(nodes), gang) == Room(None, None)  # one idle GPU of each model: no room
+    pair = training("pair", 1, replicas=2)
+    single = training("single", 1)
+    assert room(snapshot_with(nodes), single).room == ROOM_IDLE_GPU
+    assert room(snapshot_with((Node("a", A100, 2),)), pair).room == ROOM_IDLE_GPU
 
 
 def test_the_room_is_read_after_the_plan_binds_evicts_and_changes_layouts() -> None:
