@@ -16,7 +16,8 @@ that cycle's plan left it), held until the next cycle:
 ``idle_while_pending`` = Σ gap × (time to the next cycle, inside the window) / ∫ GPUs present dt over the
 window. The same definition for every policy: it measures what any scheduler that only looked at free capacity
 could still have started; 0 for a work-conserving one (at cycle granularity). A greedy first fit finds a lower
-bound of what could be packed, so the gap is never overstated.
+bound of what could be packed, so the gap is never overstated. :func:`cycle_matches` gives a cycle's gap job by
+job, and :func:`held_s` how long each cycle holds (``scheduler.sim.causes.idle`` attributes the gap with both).
 """
 
 from __future__ import annotations
