@@ -16,13 +16,15 @@ that cycle's plan left it), held until the next cycle:
 ``idle_while_pending`` = Σ gap × (time to the next cycle, inside the window) / ∫ GPUs present dt over the
 window. The same definition for every policy: it measures what any scheduler that only looked at free capacity
 could still have started; 0 for a work-conserving one (at cycle granularity). A greedy first fit finds a lower
-bound of what could be packed, so the gap is never overstated.
+bound of what could be packed, so the gap is never overstated. :func:`cycle_matches` gives a cycle's gap job by
+job, and :func:`held_s` how long each cycle holds (``scheduler.sim.causes.idle`` attributes the gap with both).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
 
 from scheduler.core.capacity import model_matches
 from scheduler.core.policy import Policy
@@ -40,12 +42,31 @@ def _may_use(job: Job, node: Node) -> bool:
     return model_matches(node.gpu_model, job.gpu_model)
 
 
+@dataclass(frozen=True, slots=True)
+class Match:
+    """A pending job the first fit of step 2 took: the true need it places (GPU-equivalents) and where, as
+    ``(node, GPU, share taken)``."""
+
+    job: Job
+    need: float
+    places: tuple[tuple[str, int, float], ...]
+
+
 def cycle_gap(sample: CycleSample, nodes: Mapping[str, Node], policy: Policy) -> float:
     """GPU-equivalents of pending true need that fit the sample's idle capacity (module definition, 1–3)."""
+    gap = 0.0
+    for match in cycle_matches(sample, nodes, policy):
+        gap += match.need
+    return gap
+
+
+def cycle_matches(sample: CycleSample, nodes: Mapping[str, Node], policy: Policy) -> list[Match]:
+    """The jobs the first fit of step 2 takes, in the order it takes them: the gap of the cycle job by job
+    (:mod:`scheduler.sim.causes.idle` attributes it to them); their needs sum to :func:`cycle_gap`."""
     free = {name: list(shares) for name, shares in sample.free}
     if not any(share > EPSILON for shares in free.values() for share in shares):
-        return 0.0
-    gap = 0.0
+        return []
+    matches: list[Match] = []
     failed: set[Hashable] = set()  # free only shrinks within a cycle: a shape that did not fit never will
     for job in sample.pending:
         shape = (job.request, job.replicas, job.gpu_model, job.tier, job.kind)
@@ -60,12 +81,12 @@ def cycle_gap(sample: CycleSample, nodes: Mapping[str, Node], policy: Policy) ->
             taken.extend(placed[0])
             need_total += placed[1]
         else:
-            gap += need_total
+            matches.append(Match(job, need_total, tuple(taken)))
             continue
         for name, gpu, share in taken:  # the job does not fit whole: give back what its replicas took
             free[name][gpu] += share
         failed.add(shape)
-    return gap
+    return matches
 
 
 def _place_replica(
@@ -98,6 +119,15 @@ def _place_replica(
     return [(name, gpu, need)], need
 
 
+def held_s(samples: Sequence[CycleSample], window: tuple[float, float], cycle_s: float) -> list[float]:
+    """How long each sample's state holds inside ``window``: to the next sample (the last one: one cycle)."""
+    held = []
+    for i, sample in enumerate(samples):
+        until = samples[i + 1].t if i + 1 < len(samples) else sample.t + cycle_s
+        held.append(max(0.0, min(until, window[1]) - max(sample.t, window[0])))
+    return held
+
+
 def idle_while_pending(
     samples: Sequence[CycleSample],
     nodes: Mapping[str, Node],
@@ -110,9 +140,7 @@ def idle_while_pending(
     if not total:
         return 0.0
     gap_s = 0.0
-    for i, sample in enumerate(samples):
-        until = samples[i + 1].t if i + 1 < len(samples) else sample.t + policy.cycle_s
-        held = max(0.0, min(until, window[1]) - max(sample.t, window[0]))
+    for sample, held in zip(samples, held_s(samples, window, policy.cycle_s), strict=True):
         if held > 0:
             gap_s += cycle_gap(sample, nodes, policy) * held
     return round(gap_s / total, 6)

@@ -22,13 +22,15 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-# In the order ``bench all`` runs them and BENCHMARKS.md lists them: the spec's B1 … B5, then ``all``.
+# In the order ``bench all`` runs them and BENCHMARKS.md lists them: the spec's B1 … B5, the B2 diagnostic
+# ``causes``, then ``all``.
 MODULES: tuple[str, ...] = (
     "scheduler.sim.bench.openb_cli",
     "scheduler.sim.bench.mixed_cli",
     "scheduler.sim.bench.topology_cli",
     "scheduler.sim.bench.cost_cli",
     "scheduler.sim.bench.scale_cli",
+    "scheduler.sim.bench.causes_cli",
     "scheduler.sim.bench.all_cli",
 )
 
