@@ -83,7 +83,7 @@ from scheduler.core.gang import NodeKind, bind, cluster_capacity, node_kinds
 from scheduler.core.isolation import Evaluating, JobFailed
 from scheduler.core.limits import placement_units
 from scheduler.core.placement import IndexedClusterState
-from scheduler.core.placement.fallback import fallback_slots
+from scheduler.core.placement.fallback import fallback_slots, whole_gpu_slots
 from scheduler.core.placement.index import CapacityIndex, Slots
 from scheduler.core.placement.mix import observe
 from scheduler.core.placement.options import options_for, placement_shape
@@ -331,6 +331,14 @@ class _Run:
         admission = choice.refused
         if admission is None and self.reservations.made and self._backfill(job):
             return
+        if admission is None:  # an idle MIG-off GPU is the same capacity as a full-GPU MIG instance
+            slots = whole_gpu_slots(self.state, job, self.policy)
+            if slots is not None:
+                verdict = self.fairness.admit(job, placement_units(self.state, slots))
+                if verdict.ok:
+                    self._bind(job, slots)
+                    return
+                admission = verdict  # the quota, not capacity, is what keeps it waiting
         production = job.priority == Priority.PRODUCTION and admission is None
         if production and self._fallback(job):  # idle capacity before an eviction or a layout change
             return

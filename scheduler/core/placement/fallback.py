@@ -25,6 +25,12 @@ plans a layout change or evicts anyone. The rules:
    that. Later repartitioning may move the capacity back once the job is gone.
 5. Replicas are placed one after the other inside a Statement (the next replica sees the previous one's
    slot) and rolled back: the state is left unchanged, as ``find_slots`` leaves it.
+
+:func:`whole_gpu_slots` is the one case of rule 2 that is no fallback but the same capacity, for work of any
+priority: a MIG demand for the profile that takes every compute slice of the GPU (``7g.80gb``, ``7g.40gb``)
+holds the whole GPU either way, so an idle GPU with MIG off serves it now — instead of a layout change to a
+single instance (300 s), and another back when whole-GPU work wants the GPU (the flip-flop ``bench causes``
+measured).
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ from __future__ import annotations
 from scheduler.core.catalog import COMPUTE_SLICES, GPU_MODEL_BY_NAME
 from scheduler.core.demand import Demand, DemandKind
 from scheduler.core.placement.find import replica_by_replica
-from scheduler.core.placement.index import IndexedClusterState, Slots
+from scheduler.core.placement.index import CapacityIndex, IndexedClusterState, Slots
 from scheduler.core.placement.mig import best_of
 from scheduler.core.placement.mix import mix_of
 from scheduler.core.placement.options import Option, options_for
@@ -95,3 +101,24 @@ def _best_replica(
             if best is None or key < best[0]:
                 best = (key, whole[1])
     return best[1] if best is not None else None
+
+
+def whole_gpu_slots(state: IndexedClusterState, job: Job, policy: Policy) -> Slots | None:
+    """Slots on idle MIG-off GPUs for every replica of ``job`` when its MIG demand takes every compute slice
+    of the GPU (module doc), or None. The state is left unchanged."""
+    index = state.index
+    assert index is not None
+    full = tuple(
+        Option(o.tier_rank, o.model_rank, o.group, Demand.whole(1))
+        for o in options_for(index, job, policy)
+        if o.demand.kind == DemandKind.MIG
+        and GPU_MODEL_BY_NAME[o.model].profiles()[o.demand.mig_profile or ""].compute_slices == COMPUTE_SLICES
+    )
+    if not full:
+        return None
+    return replica_by_replica(state, index, job, lambda: _whole_replica(index, job, full))
+
+
+def _whole_replica(index: CapacityIndex, job: Job, options: tuple[Option, ...]) -> tuple[Slot, ...] | None:
+    found = best_whole(index, job, options)
+    return found[1] if found is not None else None

@@ -225,8 +225,11 @@ def assert_binds_legal(snapshot: Snapshot, plan: Plan) -> None:
                 slot, production = replica[0], job.priority == Priority.PRODUCTION
                 profiles = GPU_MODEL_BY_NAME[node.gpu_model].profiles()
                 own = profiles[demand.mig_profile or ""]
-                if slot.mig_profile is None:  # production takes a whole idle GPU rather than wait (fallback)
-                    assert production and slot.milli == 1000
+                if slot.mig_profile is None:
+                    # production takes a whole idle GPU rather than wait (fallback); any job whose profile takes
+                    # every compute slice takes one as the same capacity (fallback.whole_gpu_slots)
+                    assert production or own.compute_slices == 7
+                    assert slot.milli == 1000
                 elif slot.mig_profile != demand.mig_profile:  # a larger instance: memory-sized, or production
                     assert demand.memory_mib is not None or production
                     assert profiles[slot.mig_profile].memory_mib >= own.memory_mib
@@ -356,15 +359,22 @@ def test_a_plan_applied_twice_changes_nothing(snapshot: Snapshot) -> None:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(snapshots())
 def test_no_eviction_is_undone_by_the_next_cycle(snapshot: Snapshot) -> None:
-    """Issue 14, item 2: nothing one plan evicts to make room (priority, reclaim, production) is bound again by
-    the next plan, with no change in demand in between (no job ends or arrives) — such an eviction was not
-    needed for capacity, and undoing it is churn. A drain for a layout change is not counted: it empties one
-    GPU for a new layout, and its victim may run on other free capacity the job that drained it cannot use."""
+    """Issue 14, item 2: nothing one plan evicts to make room within the quotas (priority, reclaim) is bound
+    again by the next plan, with no change in demand in between (no job ends or arrives) — such an eviction was
+    not needed, and undoing it is churn. Production's victims and drains for a layout change are held to the
+    letter: never bound again on the GPUs they were evicted from. Production may evict work that can run on
+    other free capacity production itself cannot use (a larger idle GPU than its cap allows), and a drain
+    empties one GPU for a new layout: then the victim moves, which is no undo."""
     plan = plan_cycle(snapshot, POLICY, NOW)
     after = apply_plan(snapshot, plan, NOW)
     again = plan_cycle(after, POLICY, NOW + POLICY.cycle_s)
-    evicted = {evict.job for evict in plan.evictions if evict.reason != "repartition"}
-    assert not evicted & {bind.job for bind in again.binds}, (plan.evictions, again.binds)
+    held = {r.job.id: {(s.node, s.gpu) for rep in r.slots for s in rep} for r in snapshot.running}
+    rebound = {b.job: {(s.node, s.gpu) for rep in b.slots for s in rep} for b in again.binds}
+    for evict in plan.evictions:
+        if evict.job not in rebound:
+            continue
+        assert evict.reason in ("production", "repartition"), (evict, rebound[evict.job])
+        assert not held[evict.job] & rebound[evict.job], (evict, rebound[evict.job])
 
 
 # -- guarantees ---------------------------------------------------------------------------------------------
