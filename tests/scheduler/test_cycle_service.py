@@ -256,9 +256,10 @@ def test_priority_preemption_is_recorded_then_applied(team, clock):
 def test_a_planned_mig_change_reaches_the_fleet(team, clock):
     gateway = fleet(clock, mig_reconfigure_s=60.0)
     team.quotas.update(guaranteed_gpus=16, burst_gpus=24)  # within its guarantee: no borrowing rules involved
-    # Demand the balanced GPU cannot serve: a 7g.80gb instance, while the whole-GPU node is full.
+    # Demand the balanced GPU cannot serve: a 4g.40gb instance, while the whole-GPU node is full. (Not 7g.80gb:
+    # that profile is the whole GPU, and the idle MIG-off GPU beside the balanced one serves it with no change.)
     _submit(team, clock, gpus=8, duration_s=60_000)
-    job = _submit(team, clock, mig_profile="7g.80gb", kind="inference", duration_s=600)
+    job = _submit(team, clock, mig_profile="4g.40gb", kind="inference", duration_s=600)
     for _ in range(6):
         report = cycle_run(gateway=gateway, retry=NO_WAIT)
         if report.decisions["reconfigurations"]:
