@@ -6,7 +6,7 @@ on. No figures are asserted: benchmarks are never timed or tuned tests."""
 from __future__ import annotations
 
 import json
-from collections.abc import Hashable, Mapping
+from collections.abc import Mapping
 from io import StringIO
 from pathlib import Path
 
@@ -21,13 +21,14 @@ from scheduler.sim.bench.mixed_matrix import Setup, workload_of
 from scheduler.sim.bench.mixed_run import run_policy
 from scheduler.sim.bench.registry import benchmarks
 from scheduler.sim.causes.kinds import BETWEEN_CYCLES
-from scheduler.sim.idle_pending import _place_replica, held_s, idle_while_pending
+from scheduler.sim.idle_pending import held_s, idle_while_pending
 from scheduler.sim.metrics import capacity_gpu_s
 from scheduler.sim.planners import microcosm
 from scheduler.sim.records import CycleLog, CycleSample
 from scheduler.sim.replay import replay
 from scheduler.sim.topology_model import topology_speed
 from scheduler.sim.workload.mixed import Workload
+from tests.scheduler.sim.test_causes import reference_cycle_gap
 
 RUNTIMES = (60.0, 120.0, 900.0, 3600.0, 7200.0)
 # serving, seed 2 on this window has production waits blocked by capacity, reconfiguring, not-ready and held
@@ -82,34 +83,8 @@ def test_idle_while_pending_split_job_by_job_is_the_metrics_figure(causes: Cause
 def reference_idle_while_pending(
     samples: list[CycleSample], nodes: Mapping[str, Node], policy: Policy, capacity: tuple, window: tuple
 ) -> float:
-    """``idle_pending.idle_while_pending`` and its ``cycle_gap`` as they were before ``cycle_matches`` and
-    ``held_s`` were drawn out of them, verbatim."""
-
-    def cycle_gap(sample: CycleSample) -> float:
-        free = {name: list(shares) for name, shares in sample.free}
-        if not any(share > 1e-9 for shares in free.values() for share in shares):
-            return 0.0
-        gap = 0.0
-        failed: set[Hashable] = set()
-        for job in sample.pending:
-            shape = (job.request, job.replicas, job.gpu_model, job.tier, job.kind)
-            if shape in failed:
-                continue
-            taken: list[tuple[str, int, float]] = []
-            need_total = 0.0
-            for _ in range(job.replicas):
-                placed = _place_replica(job, free, nodes, policy)
-                if placed is None:
-                    break
-                taken.extend(placed[0])
-                need_total += placed[1]
-            else:
-                gap += need_total
-                continue
-            for name, gpu, share in taken:
-                free[name][gpu] += share
-            failed.add(shape)
-        return gap
+    """``idle_pending.idle_while_pending`` as it was before ``cycle_matches`` and ``held_s`` were drawn out of it,
+    verbatim, over the verbatim ``cycle_gap`` of test_causes."""
 
     total = capacity_gpu_s(capacity, window)
     gap_s = 0.0
@@ -117,7 +92,7 @@ def reference_idle_while_pending(
         until = samples[i + 1].t if i + 1 < len(samples) else sample.t + policy.cycle_s
         held = max(0.0, min(until, window[1]) - max(sample.t, window[0]))
         if held > 0:
-            gap_s += cycle_gap(sample) * held
+            gap_s += reference_cycle_gap(sample, nodes, policy) * held
     return round(gap_s / total, 6)
 
 
