@@ -12,7 +12,8 @@
 - the same input (in any tuple order) gives the same plan;
 - a plan applied twice changes nothing: planning again on the applied snapshot binds or evicts none of the
   jobs just bound;
-- no eviction is undone: the next cycle binds none of the jobs a plan evicted.
+- no eviction is undone: the next cycle binds none of the jobs a plan evicted;
+- no expected start is in the past, and a job its quota blocks has none.
 """
 
 from __future__ import annotations
@@ -317,6 +318,9 @@ def test_a_plan_never_double_books_and_keeps_layouts_legal(snapshot: Snapshot) -
     decided = [b.job for b in plan.binds] + [r.job for r in plan.rejections] + [w.job for w in plan.waiting]
     assert sorted(decided) == sorted({job.id for job in snapshot.pending})
     assert [w.position for w in plan.waiting] == list(range(1, len(plan.waiting) + 1))
+    # Honest start times (issue 14, item 6): never in the past, and none for a job its quota blocks.
+    assert all(w.eta_s is None or w.eta_s >= 0 for w in plan.waiting)
+    assert all(w.eta_s is None for w in plan.waiting if w.blocker == "quota")
 
 
 @SETTINGS
