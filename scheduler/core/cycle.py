@@ -78,7 +78,7 @@ from scheduler.core.explain import (
     reason_text,
     standing_text,
 )
-from scheduler.core.fairshare import FairShare, job_class
+from scheduler.core.fairshare import PRIORITY_INDEX, FairShare, job_class
 from scheduler.core.gang import NodeKind, bind, cluster_capacity, node_kinds
 from scheduler.core.isolation import Evaluating, JobFailed
 from scheduler.core.limits import placement_units
@@ -96,7 +96,7 @@ from scheduler.core.reservation import Reservations, expected_runtime
 from scheduler.core.rightsize import resolve, unplaceable_reason
 from scheduler.core.state import FULL_GPU_MILLI, Job, Node, Snapshot
 from scheduler.core.trial import TrialPlacement
-from scheduler.core.victims import Victims
+from scheduler.core.victims import Victims, reclaims_own
 from scheduler.core.vocabulary import Priority
 
 log = logging.getLogger(__name__)
@@ -284,7 +284,7 @@ class _Run:
         self.order: list[Job] = []
         self.blockers: dict[str, Blocker] = {}
         self.relayout = Relayout(state, fairness, policy, now, self.preemptions, self.blockers, pending)
-        self.reservations = Reservations(state, self.index, policy, now, self._expected_end, self.relayout.bound)
+        self.reservations = Reservations(state, self.index, policy, now, self._frees_at, self.relayout.bound)
         self._preempt_failed: dict[Hashable, int] = {}
         self._victims = Victims(state, fairness, policy, now)  # valid until a layout change closes a node
         self._victims_at = 0  # len(self.relayout.changes) when it was built
@@ -405,6 +405,32 @@ class _Run:
         started = running.started_at if running is not None else self.now
         end = started + expected_runtime(job, self.fairness.teams.get(job.team), self.policy)
         return end if end > self.now else self.now + self.policy.cycle_s
+
+    def _frees_at(self, job: Job, holder: str) -> float:
+        """When placed job ``holder`` frees its GPUs for ``job`` (:mod:`reservation`, rule 2): its expected end,
+        or earlier, when ``job`` may evict it on a ground of :mod:`preemption` once its minimum runtime is past
+        (production: at once). Ping-pong and whether the eviction makes room are left to the preemption itself."""
+        end = self._expected_end(holder)
+        running = self.state.running.get(holder)
+        if running is None or not self._may_evict(job, running.job):
+            return end  # bound this cycle (never a victim), or no ground reaches it
+        if job.priority == Priority.PRODUCTION:
+            return self.now
+        return min(end, max(self.now, running.started_at + self.policy.min_runtime_s))
+
+    def _may_evict(self, job: Job, victim: Job) -> bool:
+        """Would a ground of :mod:`preemption` let ``job`` evict ``victim`` (minimum runtime aside)?"""
+        if victim.priority == Priority.PRODUCTION:
+            return False
+        lower = PRIORITY_INDEX[victim.priority] > PRIORITY_INDEX[job.priority]
+        if job.priority == Priority.PRODUCTION:
+            return lower
+        if not (victim.preemptible and self.policy.fairness):
+            return False
+        borrowed = victim.id in self.fairness.borrowed(victim.team)
+        if victim.team == job.team:
+            return lower or (borrowed and reclaims_own(job, self.policy))
+        return borrowed and self.fairness.under_guarantee(job.team, job_class(job))
 
     def _bind(self, job: Job, slots: Slots) -> None:
         self.binds.append(bind(self.state, job, slots))

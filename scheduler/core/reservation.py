@@ -9,12 +9,15 @@ Rules (issue 14, item 4):
    order as before).
 2. **Where and when.** For each GPU model the job may use now (its placement options), every GPU without a
    MIG layout on a ready node of an allowed tier and group is *expected free* at: now when it is idle; else
-   the latest expected end of the work on it (rule 5). GPUs of an earlier reservation of the cycle are not
-   counted. A replica needs its GPUs on one node, so a node can host ``k`` replicas from the time its
-   ``k × gpus``-th earliest GPU is free; the reservation's start ``T`` is the time the job's last replica
-   can be hosted, and its GPUs those of the nodes that host replicas earliest (ties: the node that hosts
-   more, then by name). The model with the earliest ``T`` is taken (ties: the job's option order). A job
-   for which ``T`` would be now failed for some other reason than busy GPUs and gets no reservation.
+   the latest time the work on it frees it for this job — its expected end (rule 5), or, for work the job may
+   evict on a ground of :mod:`scheduler.core.preemption`, the time that work may be evicted (its minimum
+   runtime passed; at once for production) when that comes first: the job then starts by preemption. GPUs
+   of an earlier reservation of the cycle are not counted. A replica needs its GPUs on one node, so a node
+   can host ``k`` replicas from the time its ``k × gpus``-th earliest GPU is free; the reservation's start
+   ``T`` is the time the job's last replica can be hosted, and its GPUs those of the nodes that host
+   replicas earliest (ties: the node that hosts more, then by name). The model with the earliest ``T`` is
+   taken (ties: the job's option order). A job for which ``T`` would be now failed for some other reason
+   than busy GPUs and gets no reservation.
 3. **Hold.** The reserved GPUs that are idle now are *held* for the job: a placeholder occupies them for the
    rest of the cycle (it counts against no team), so no later job binds there and no MIG layout change
    touches their nodes — except by backfill.
@@ -94,8 +97,8 @@ def may_backfill(job: Job, reservation: Reservation, runtime_s: float, now: floa
 class Reservations:
     """The cycle's reservations, in the order they were made, and their holds in ``state``.
 
-    ``expected_end(job_id)`` is the expected end of a placed job (rule 5); ``bound(slots)`` tells the cycle's
-    layout changes that a node took work (held GPUs keep their nodes unchanged, rule 3)."""
+    ``frees_at(job, holder)`` is when placed job ``holder`` frees its GPUs for ``job`` (rule 2); ``bound(slots)``
+    tells the cycle's layout changes that a node took work (held GPUs keep their nodes unchanged, rule 3)."""
 
     def __init__(
         self,
@@ -103,14 +106,14 @@ class Reservations:
         index: CapacityIndex,
         policy: Policy,
         now: float,
-        expected_end: Callable[[str], float],
+        frees_at: Callable[[Job, str], float],
         bound: Callable[[Slots], None],
     ) -> None:
         self.state = state
         self.index = index
         self.policy = policy
         self.now = now
-        self.expected_end = expected_end
+        self.frees_at = frees_at
         self.bound = bound
         self.made: list[Reservation] = []
         self._taken: set[GpuKey] = set()  # GPUs of the reservations made so far (rule 2)
@@ -134,7 +137,7 @@ class Reservations:
             _, names = by_model.setdefault(option.model, (option.demand.gpus, []))
             names.extend(self.index.groups.get(option.group, ()))
         for rank, (per_replica, names) in enumerate(by_model.values()):
-            found = self._earliest(sorted(set(names)), per_replica, job.replicas)
+            found = self._earliest(job, sorted(set(names)), per_replica)
             if found is not None and (best is None or found[0] < best[0]):
                 best = (found[0], rank, found[1])
         if best is None or best[0] <= self.now:
@@ -148,22 +151,22 @@ class Reservations:
         self._taken.update(gpus)
         return reservation
 
-    def _earliest(self, names: list[str], per_replica: int, replicas: int) -> tuple[float, tuple[GpuKey, ...]] | None:
+    def _earliest(self, job: Job, names: list[str], per_replica: int) -> tuple[float, tuple[GpuKey, ...]] | None:
         """Rule 2 on the nodes ``names``: (T, the GPUs) or None when they cannot host every replica."""
         hosts: list[tuple[float, int, str]] = []  # (time a node hosts its k-th replica, -k, node)
         free_at: dict[str, list[tuple[float, int]]] = {}
         for name in names:
             times = sorted(
-                (self._free_at(gpu.key), gpu.index)
+                (self._free_at(job, gpu.key), gpu.index)
                 for gpu in self.state.node_gpus(name)
                 if not gpu.layout and gpu.key not in self._taken
             )
             free_at[name] = times
             for k in range(1, len(times) // per_replica + 1):
                 hosts.append((times[k * per_replica - 1][0], -k, name))
-        if len(hosts) < replicas:
+        if len(hosts) < job.replicas:
             return None
-        first = heapq.nsmallest(replicas, hosts)
+        first = heapq.nsmallest(job.replicas, hosts)
         start_at = first[-1][0]
         count: dict[str, int] = {}
         for _, _, name in first:
@@ -171,11 +174,11 @@ class Reservations:
         gpus = tuple((name, index) for name in sorted(count) for _, index in free_at[name][: count[name] * per_replica])
         return start_at, gpus
 
-    def _free_at(self, key: GpuKey) -> float:
+    def _free_at(self, job: Job, key: GpuKey) -> float:
         gpu = self.state.gpus[key]
         if gpu.idle:
             return self.now
-        return max(self.expected_end(job_id) for job_id in sorted(gpu.holders()))
+        return max(self.frees_at(job, holder) for holder in sorted(gpu.holders()))
 
     def _hold(self, reservation: Reservation) -> None:
         if reservation.held:

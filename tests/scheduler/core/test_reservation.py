@@ -135,7 +135,7 @@ def test_the_team_history_estimates_work_that_states_no_duration() -> None:
 def test_reserve_makes_one_reservation_per_job_and_only_for_whole_gpus() -> None:
     state = IndexedClusterState(snapshot([node("a", H100)], (), [team("t", guaranteed=8)], _busy(300)), NOW)
     assert state.index is not None
-    made = Reservations(state, state.index, POLICY, NOW, lambda job_id: NOW + 300, lambda slots: None)
+    made = Reservations(state, state.index, POLICY, NOW, lambda job, holder: NOW + 300, lambda slots: None)
     big = job("big", "t", gpus=8)
     options = options_for(state.index, big, POLICY)
     mig_first = (Option(0, 0, options[0].group, Demand.mig("1g.10gb")), *options)
@@ -145,3 +145,69 @@ def test_reserve_makes_one_reservation_per_job_and_only_for_whole_gpus() -> None
     assert first is not None and first.start_at == NOW + 300 and first.held == (("a", 6), ("a", 7))
     assert made.reserve(big, options) is None  # a second turn in the cycle keeps the first
     assert made.held() == frozenset({("a", 6), ("a", 7)})
+
+
+def _occupied_by(victim: Job, started_ago_s: float = 100.0) -> list[Running]:
+    """``victim`` on GPUs 0–5 of node a (ending in two hours), GPUs 6–7 idle."""
+    return [running(victim, (whole("a", *range(6)),), started_at=NOW - started_ago_s)]
+
+
+@pytest.mark.parametrize(
+    ("reserving", "victim", "teams", "eta_s"),
+    [
+        # priority: its own team's lower preemptible work, once its minimum runtime (300 s) is past
+        (job("big", "t", gpus=8, priority=Priority.HIGH), job("v", "t", gpus=6, duration_s=7300), None, 200.0),
+        # ... not higher or equal work, not work that is not preemptible: its expected end
+        (job("big", "t", gpus=8), job("v", "t", gpus=6, duration_s=7300), None, 7200.0),
+        (
+            job("big", "t", gpus=8, priority=Priority.HIGH),
+            job("v", "t", gpus=6, duration_s=7300, preemptible=False),
+            None,
+            7200.0,
+        ),
+        # reclaim across teams: another team's borrowed preemptible work while under the guarantee
+        (job("big", "t", gpus=8), job("v", "u", gpus=6, duration_s=7300), [team("t", guaranteed=8), team("u")], 200.0),
+        # ... not when that work is within its own team's guarantee
+        (job("big", "t", gpus=8), job("v", "u", gpus=6, duration_s=7300), None, 7200.0),
+        # production: lower work of any team at once (no minimum runtime for production)
+        (
+            job("big", "t", gpus=8, priority=Priority.PRODUCTION, preemptible=False),
+            job("v", "u", gpus=6, duration_s=7300, preemptible=False),
+            None,
+            None,  # evictable now: no reservation at all (the preemption's own business)
+        ),
+        # ... never other production
+        (
+            job("big", "t", gpus=8, priority=Priority.PRODUCTION, preemptible=False),
+            job("v", "u", gpus=6, duration_s=7300, priority=Priority.PRODUCTION),
+            None,
+            7200.0,
+        ),
+    ],
+)
+def test_work_the_job_may_evict_frees_its_gpus_when_the_minimum_runtime_is_past(
+    reserving: Job, victim: Job, teams: list[Team] | None, eta_s: float | None
+) -> None:
+    plan = _plan([node("a", H100)], [reserving], _occupied_by(victim), teams=teams)
+    if eta_s is None:
+        assert plan.waiting == () or plan.waiting[0].blocker != "reserved"
+    else:
+        assert (plan.waiting[0].blocker, plan.waiting[0].eta_s) == ("reserved", eta_s)
+
+
+def test_fair_share_off_reaches_no_victim_but_production() -> None:
+    victim = job("v", "t", gpus=6, duration_s=7300)
+    reserving = job("big", "t", gpus=8, priority=Priority.HIGH)
+    plan = _plan([node("a", H100)], [reserving], _occupied_by(victim), policy=Policy(fairness=False))
+    assert plan.waiting[0].eta_s == 7200.0
+
+
+def test_its_own_borrowed_work_frees_its_gpus_for_a_job_that_is_not_preemptible() -> None:
+    # Team t (guarantee 8) runs 4 firm GPUs on b and 6 preemptible high GPUs on a: those are borrowed (the fill
+    # takes firm work first). Its 4-GPU low job that is not preemptible is within the guarantee and may reclaim.
+    firm = running(job("f", "t", gpus=4, duration_s=9000, preemptible=False), (whole("b", *range(4)),), NOW - 100)
+    victim = job("v", "t", gpus=6, duration_s=7300, priority=Priority.HIGH)
+    reserving = job("j", "t", gpus=4, priority=Priority.LOW, preemptible=False)
+    nodes = [node("a", H100), node("b", H100, 4)]
+    plan = _plan(nodes, [reserving], [firm, *_occupied_by(victim)], teams=[team("t", guaranteed=8)])
+    assert (plan.waiting[0].blocker, plan.waiting[0].eta_s) == ("reserved", 200.0)
