@@ -314,6 +314,7 @@ class _Run:
 
     def _hold_spare(self, placeholder: Job, slots: Slots) -> None:
         self.state.place(placeholder, slots)
+        self.relayout.bound(slots)  # a change would close the node: its spare could not serve
         self._spare = (placeholder, slots)
 
     def _take_spare(self, job: Job) -> bool:

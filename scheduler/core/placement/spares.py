@@ -4,8 +4,11 @@ it, before it arrives.
 
 Rules:
 
-1. **Which profiles.** Every (GPU model, MIG profile) that running production work holds now: production
-   services come and go in the shapes they already have.
+1. **Which profiles.** Every (GPU model, MIG profile) of at most :data:`MAX_SPARE_SLICES` compute slices that
+   running production work holds now: production services come and go in the shapes they already have, and
+   a larger spare would idle capacity that the busiest clusters need for their big services (measured: spares
+   of every size held instances the `serving` mix's services needed and kept their nodes from the changes its
+   big production services wait for — docs/benchmarks/mixed.md).
 2. **Held.** For each such pair, one free instance of that profile on a ready, schedulable node of that model
    off spot (production never runs on spot) — the first in node, GPU and start order — is held for production
    from the first turn of work that is not production: a placeholder occupies it (it counts against no team),
@@ -33,6 +36,11 @@ SPARE = "\x00spare"  # the stand-ins' and the placeholders' id prefix and team: 
 Pair = tuple[str, str]  # (GPU model, MIG profile)
 
 
+# Spares only for small services: a profile of at most this many compute slices. Larger production services
+# want whole GPUs or most of one, and a spare of that size idles capacity the busiest clusters need most.
+MAX_SPARE_SLICES = 3
+
+
 def production_pairs(state: ClusterState) -> list[Pair]:
     """Rule 1: the (model, profile) pairs running production holds, sorted."""
     held: set[Pair] = set()
@@ -41,8 +49,12 @@ def production_pairs(state: ClusterState) -> list[Pair]:
             continue
         for replica in state.placed[job_id]:
             for slot in replica:
-                if slot.mig_profile is not None:
-                    held.add((state.nodes[slot.node].gpu_model, slot.mig_profile))
+                if slot.mig_profile is None:
+                    continue
+                gpu = state.gpus[(slot.node, slot.gpu)]
+                assert gpu.spec is not None  # a MIG instance exists only on a catalog model
+                if gpu.spec.profiles()[slot.mig_profile].compute_slices <= MAX_SPARE_SLICES:
+                    held.add((gpu.node.gpu_model, slot.mig_profile))
     return sorted(held)
 
 

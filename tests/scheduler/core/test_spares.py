@@ -3,6 +3,8 @@ holds is kept for production; a missing one is cut from an idle GPU with the nod
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from scheduler.core import Policy, plan_cycle
 from scheduler.core.placement import IndexedClusterState
 from scheduler.core.placement.spares import SPARE, missing_spares, production_pairs, spare_slots
@@ -100,3 +102,12 @@ def test_the_spares_it_does_not_take_stay_held() -> None:
 
 def test_a_spare_of_another_profile_does_not_serve_it() -> None:
     assert _retry_world("4g.40gb")[0] == ["b1"]
+
+
+def test_no_spare_for_a_large_profile() -> None:
+    # production holds a 3g.40gb on "m" and a 4g.40gb on "x": only the small one gets a spare
+    nodes = [node("m", A100, 1, mig="all-balanced"), replace(node("x", A100, 1), mig=((("4g.40gb", 0),),))]
+    held = _serving(Slot("m", 0, "3g.40gb", 4))
+    big = running(job("big", "t", mig="4g.40gb", **PROD), ((Slot("x", 0, "4g.40gb", 0),),), NOW - 100)
+    state = IndexedClusterState(snapshot(nodes, [], [team("t", guaranteed=8)], [*held, big]), NOW)
+    assert production_pairs(state) == [(A100, "3g.40gb")]
