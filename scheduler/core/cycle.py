@@ -88,8 +88,6 @@ from scheduler.core.placement.index import CapacityIndex, Slots
 from scheduler.core.placement.mix import observe
 from scheduler.core.placement.options import options_for, placement_shape
 from scheduler.core.placement.relayout import Relayout
-from scheduler.core.placement.spares import holder as spare_holder
-from scheduler.core.placement.spares import production_pairs, spare_slots
 from scheduler.core.placement.tiers import allowed_tiers
 from scheduler.core.plan import Bind, Evict, Plan, Reject, Waiting
 from scheduler.core.policy import Policy
@@ -293,49 +291,13 @@ class _Run:
         self._blocked_production: dict[str, Job] = {}  # production jobs still blocked, in the order taken
         self._retrying = False
         self._pending_teams: set[str] = set()
-        self._spares_held = False  # placement.spares, rule 2: held from the first turn that is not production's
-        self._spare: tuple[Job, Slots] | None = None  # the placeholder and the instances it holds
 
     # -- placing -----------------------------------------------------------------------------------------
 
     def schedule(self, job: Job) -> None:
         """Take ``job``'s turn (module doc, step 3)."""
         self.order.append(job)
-        if not self._spares_held and job.priority != Priority.PRODUCTION:
-            self._hold_spares()
         self._try(job)
-
-    def _hold_spares(self) -> None:
-        """Hold one free instance per profile running production holds (:mod:`placement.spares`, rule 2)."""
-        self._spares_held = True
-        slots = spare_slots(self.state, self.index, production_pairs(self.state))
-        if slots:
-            self._hold_spare(spare_holder(slots), slots)
-
-    def _hold_spare(self, placeholder: Job, slots: Slots) -> None:
-        self.state.place(placeholder, slots)
-        self.relayout.bound(slots)  # a change would close the node: its spare could not serve
-        self._spare = (placeholder, slots)
-
-    def _take_spare(self, job: Job) -> bool:
-        """Bind production ``job`` on a held spare instance (its turn after an eviction: a retry)."""
-        if self._spare is None:
-            return False
-        placeholder, held = self._spare
-        statement = self.state.begin()
-        self.state.remove(placeholder.id)
-        slots = choose(self.state, self.fairness, job, self.policy).slots
-        statement.rollback()
-        if slots is None:
-            return False
-        self.state.remove(placeholder.id)
-        self._spare = None
-        taken = {slot for replica in slots for slot in replica}
-        left = tuple(replica for replica in held if replica[0] not in taken)
-        if left:
-            self._hold_spare(spare_holder(left), left)
-        self._bind(job, slots)
-        return True
 
     def _try(self, job: Job) -> None:
         with Evaluating(job.id):
@@ -378,8 +340,6 @@ class _Run:
                     return
                 admission = verdict  # the quota, not capacity, is what keeps it waiting
         production = job.priority == Priority.PRODUCTION and admission is None
-        if production and self._take_spare(job):
-            return
         if production and self._fallback(job):  # idle capacity before an eviction or a layout change
             return
         # Production must start now: preemptible work yields before the job waits minutes for a layout change.
@@ -523,8 +483,6 @@ class _Run:
     def explain(self, snapshot: Snapshot) -> list[Waiting]:
         bound = {b.job for b in self.binds}
         holders = {reservation.holder.id for reservation in self.reservations.made}
-        if self._spare is not None:
-            holders.add(self._spare[0].id)
         estimator = EtaEstimator(self.state, self.now, self._free_units(), self._expected_end, holders.__contains__)
         team_positions: dict[str, int] = {}
         waiting: list[Waiting] = []

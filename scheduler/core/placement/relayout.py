@@ -42,7 +42,6 @@ from scheduler.core.isolation import Evaluating
 from scheduler.core.placement.drain import drain_for
 from scheduler.core.placement.index import IndexedClusterState, Slots
 from scheduler.core.placement.options import Option, options_for, placement_shape
-from scheduler.core.placement.spares import missing_spares
 from scheduler.core.placement.tiers import tier_rank
 from scheduler.core.plan import Evict, Reconfigure
 from scheduler.core.policy import Policy
@@ -210,12 +209,6 @@ class Relayout:
             budget -= 1
             pending_mig = [(j, d) for j, d in pending_mig if not self._take(j, self._units(j), partial=False)]
             pending_whole = [(j, d) for j, d in pending_whole if not self._take(j, self._units(j), partial=False)]
-        spares = missing_spares(self.state, self.index, self.now) if budget > 0 else []
-        if spares:  # production's next instances, with the budget the waiting work left (placement.spares)
-            changes = plan_repartition(
-                self.state, spares, self._eager, self.now, pending_whole=pending_whole, exclude=self.bound_nodes
-            )
-            self._apply(changes)
         return self.changes
 
     # -- changing ----------------------------------------------------------------------------------------
