@@ -78,7 +78,7 @@ from scheduler.core.explain import (
     reason_text,
     standing_text,
 )
-from scheduler.core.fairshare import PRIORITY_INDEX, FairShare, job_class
+from scheduler.core.fairshare import FairShare, job_class
 from scheduler.core.gang import NodeKind, bind, cluster_capacity, node_kinds
 from scheduler.core.isolation import Evaluating, JobFailed
 from scheduler.core.limits import placement_units
@@ -96,7 +96,7 @@ from scheduler.core.reservation import Reservations, expected_runtime
 from scheduler.core.rightsize import resolve, unplaceable_reason
 from scheduler.core.state import FULL_GPU_MILLI, Job, Node, Snapshot
 from scheduler.core.trial import TrialPlacement
-from scheduler.core.victims import Victims, reclaims_own
+from scheduler.core.victims import Victims, ground
 from scheduler.core.vocabulary import Priority
 
 log = logging.getLogger(__name__)
@@ -408,29 +408,20 @@ class _Run:
 
     def _frees_at(self, job: Job, holder: str) -> float:
         """When placed job ``holder`` frees its GPUs for ``job`` (:mod:`reservation`, rule 2): its expected end,
-        or earlier, when ``job`` may evict it on a ground of :mod:`preemption` once its minimum runtime is past
-        (production: at once). Ping-pong and whether the eviction makes room are left to the preemption itself."""
+        or earlier, when a ground of :mod:`preemption` lets ``job`` evict it — at once, or once its minimum
+        runtime is past. Ping-pong and whether the eviction makes room are left to the preemption itself."""
         end = self._expected_end(holder)
         running = self.state.running.get(holder)
-        if running is None or not self._may_evict(job, running.job):
-            return end  # bound this cycle (never a victim), or no ground reaches it
-        if job.priority == Priority.PRODUCTION:
-            return self.now
-        return min(end, max(self.now, running.started_at + self.policy.min_runtime_s))
-
-    def _may_evict(self, job: Job, victim: Job) -> bool:
-        """Would a ground of :mod:`preemption` let ``job`` evict ``victim`` (minimum runtime aside)?"""
-        if victim.priority == Priority.PRODUCTION:
-            return False
-        lower = PRIORITY_INDEX[victim.priority] > PRIORITY_INDEX[job.priority]
-        if job.priority == Priority.PRODUCTION:
-            return lower
-        if not (victim.preemptible and self.policy.fairness):
-            return False
-        borrowed = victim.id in self.fairness.borrowed(victim.team)
-        if victim.team == job.team:
-            return lower or (borrowed and reclaims_own(job, self.policy))
-        return borrowed and self.fairness.under_guarantee(job.team, job_class(job))
+        if running is None:
+            return end  # bound this cycle, or a reservation's placeholder: never a victim
+        victim = running.job
+        borrowed = victim.preemptible and self.fairness.is_borrowed(victim.team, holder)
+        allow_reclaim = self.policy.fairness and self.fairness.under_guarantee(job.team, job_class(job))
+        if ground(job, victim, borrowed, allow_reclaim, True, self.policy) is not None:
+            return self.now  # production's ground: the minimum runtime does not protect from it
+        if ground(job, victim, borrowed, allow_reclaim, False, self.policy) is not None:
+            return min(end, max(self.now, running.started_at + self.policy.min_runtime_s))
+        return end
 
     def _bind(self, job: Job, slots: Slots) -> None:
         self.binds.append(bind(self.state, job, slots))

@@ -143,6 +143,7 @@ class FairShare:
         }
         self._running_units: dict[str, dict[str, int]] = {}
         self._borrowed_cache: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
+        self._borrowed_sets: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {}  # see is_borrowed
         self._spots: dict[str, tuple[tuple[str, bool], ...]] = {}
         self._fill_cache: dict[str, tuple[int, tuple[tuple[str, int], ...]]] = {}
         # Per team, its last fill: (running tuple, the fill's state before every _FILL_STRIDE-th job as (held,
@@ -340,6 +341,15 @@ class FairShare:
             cached = (running, self._fill(team, running))
             self._borrowed_cache[team] = cached
         return cached[1]
+
+    def is_borrowed(self, team: str, job_id: str) -> bool:
+        """Is running job ``job_id`` of ``team`` one of its :meth:`borrowed` jobs (a set lookup, kept while that
+        tuple stands)?"""
+        borrowed = self.borrowed(team)
+        cached = self._borrowed_sets.get(team)
+        if cached is None or cached[0] is not borrowed:
+            cached = self._borrowed_sets[team] = (borrowed, frozenset(borrowed))
+        return job_id in cached[1]
 
     def _fill(self, team: str, running: tuple[str, ...]) -> tuple[str, ...]:
         """First-fit of ``running`` into the guarantee (:func:`~scheduler.core.limits.fill_fits`), with the

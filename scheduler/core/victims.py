@@ -135,27 +135,17 @@ class Victims:
             borrowed_ids = fairness.borrowed(team, running) if ids else ()
         else:
             ids = borrowed_ids = fairness.borrowed(team, running)
-        my_rank = PRIORITY_INDEX[job.priority]
         borrowed = set(borrowed_ids)
-        reclaim_others = allow_reclaim and not same_team
         found: list[tuple[tuple[tuple[str, bool], ...], Candidate]] = []
         for victim_id in ids:
             facts = self._facts.get(victim_id)
             if facts is None:
                 facts = self._facts[victim_id] = self._victim_facts(victim_id)
             victim, rank, fresh, lost, neg_started, slots, spots = facts
-            if rank == _PRODUCTION_RANK:
+            reason = ground(job, victim, victim_id in borrowed, allow_reclaim, fresh, self.policy)
+            if reason is None:
                 continue
-            preemptible = victim.preemptible
-            if same_team and preemptible and rank > my_rank and not fresh:
-                reason = PRIORITY
-            elif preemptible and victim_id in borrowed and not fresh and (own_reclaim or reclaim_others):
-                reason = RECLAIM  # the team's own borrowed work, or (reclaim allowed) another team's
-            elif production and rank > my_rank:
-                reason = PRODUCTION
-            else:
-                continue
-            key = (int(not preemptible), int(victim_id not in borrowed), -rank, lost, neg_started, victim_id)
+            key = (int(not victim.preemptible), int(victim_id not in borrowed), -rank, lost, neg_started, victim_id)
             found.append((spots, Candidate(victim, slots, reason, key)))
         self._grounds[context] = (running, found)
         return found
@@ -175,6 +165,26 @@ class Victims:
 
 
 by_key = attrgetter("key")  # sort candidates in victim-preference order
+
+
+def ground(job: Job, victim: Job, borrowed: bool, allow_reclaim: bool, fresh: bool, policy: Policy) -> str | None:
+    """The first ground of :mod:`preemption` on which ``job`` may evict running ``victim`` — ``borrowed``: the
+    victim sits on borrowed capacity; ``allow_reclaim``: the job's team may reclaim from other teams; ``fresh``:
+    the victim is within its minimum runtime — or None. The one statement of the grounds: the candidate scan
+    and the reservations' expected-free times (:mod:`reservation`) both ask it."""
+    rank = PRIORITY_INDEX[victim.priority]
+    if rank == _PRODUCTION_RANK:
+        return None
+    lower = rank > PRIORITY_INDEX[job.priority]
+    same_team = victim.team == job.team
+    if victim.preemptible and not fresh:
+        if same_team and lower:
+            return PRIORITY
+        if borrowed and (reclaims_own(job, policy) if same_team else allow_reclaim):
+            return RECLAIM  # the team's own borrowed work, or (reclaim allowed) another team's
+    if job.priority == Priority.PRODUCTION and lower:
+        return PRODUCTION
+    return None
 
 
 def reclaims_own(job: Job, policy: Policy) -> bool:

@@ -195,11 +195,15 @@ def test_work_the_job_may_evict_frees_its_gpus_when_the_minimum_runtime_is_past(
         assert (plan.waiting[0].blocker, plan.waiting[0].eta_s) == ("reserved", eta_s)
 
 
-def test_fair_share_off_reaches_no_victim_but_production() -> None:
-    victim = job("v", "t", gpus=6, duration_s=7300)
+def test_with_fair_share_off_priority_preemption_still_frees_gpus_and_reclaim_does_not() -> None:
+    # the grounds are preemption's own (victims.ground): priority needs no fair share, reclaim does
+    own = job("v", "t", gpus=6, duration_s=7300)
+    other = job("v", "u", gpus=6, duration_s=7300)
     reserving = job("big", "t", gpus=8, priority=Priority.HIGH)
-    plan = _plan([node("a", H100)], [reserving], _occupied_by(victim), policy=Policy(fairness=False))
-    assert plan.waiting[0].eta_s == 7200.0
+    off = Policy(fairness=False)
+    teams = [team("t", guaranteed=8), team("u")]
+    assert _plan([node("a", H100)], [reserving], _occupied_by(own), policy=off).waiting[0].eta_s == 200.0
+    assert _plan([node("a", H100)], [reserving], _occupied_by(other), teams, policy=off).waiting[0].eta_s == 7200.0
 
 
 def test_its_own_borrowed_work_frees_its_gpus_for_a_job_that_is_not_preemptible() -> None:
