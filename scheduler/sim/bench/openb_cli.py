@@ -132,7 +132,7 @@ def run(options: dict[str, Any]) -> Outcome:
     else:
         payload["seeds"] = seeds
         payload["variants"] = {_stem(path): body for path, body in per_trace.items()}
-    payload["wall_s_per_seed"] = round(statistics.mean(r.wall_s for r in results), 2)
+    payload["wall_s_per_seed"] = round(statistics.mean(r.wall_s for r in results), 3)
     payload["wall_s_total"] = round(elapsed, 1)
     claims = _claims(per_trace) + _replay_claim(per_trace, nodes)
     payload["claims"] = [{"claim": c.claim, "measured": c.measured, "reproduced": c.reproduced} for c in claims]
@@ -177,7 +177,7 @@ def _trace_payload(
             "curve": _mean_curve(mine),
             "failed_pods_mean": round(statistics.mean(r.run.failed for r in mine), 1),
             "pods_tried_mean": round(statistics.mean(r.run.pods_tried for r in mine), 1),
-            "wall_s_per_seed": round(statistics.mean(r.wall_s for r in mine), 2),
+            "wall_s_per_seed": round(statistics.mean(r.wall_s for r in mine), 3),
             "published": None,
             "within_0_5_of_published": None,
         }
