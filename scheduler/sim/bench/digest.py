@@ -1,0 +1,117 @@
+"""Plan digests: one SHA-256 per workload over every plan the engine makes on it, so that a change meant to
+leave behaviour alone (a refactor, a speed-up) can be shown to: the digests before and after are equal.
+
+Three families, the ones the benchmarks and the suite run:
+
+- ``scale``: one :func:`~scheduler.core.plan_cycle` on each :mod:`~scheduler.sim.bench.synthetic` cluster of
+  ``bench scale`` (the 1,000-node size, and with ``--full`` the 5,000-node one too);
+- ``mixed``: every cycle's plan of the engine replaying ``bench mixed``'s workloads (both mixes, seed 42);
+- ``scenario``: every cycle's plan of each file of ``tests/scheduler/scenarios/``.
+
+A plan is hashed through its ``repr`` (frozen dataclasses of tuples, floats printed exactly), preceded by the
+cycle's time. ``--plain`` plans with the engine's speed-ups off (:class:`scheduler.core.Policy`'s ``fast``),
+which must give the same digests.
+
+    python -m scheduler.sim.bench.digest [--full] [--plain] [--only scale|mixed|scenario]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from scheduler.core import Plan, Policy, Snapshot, plan_cycle
+from scheduler.sim.bench.mixed_matrix import Setup, workload_of
+from scheduler.sim.bench.synthetic import NOW, ClusterShape, synthetic_snapshot
+from scheduler.sim.planners import Planner
+from scheduler.sim.replay import replay
+from scheduler.sim.scenario import load_scenario
+from scheduler.sim.topology_model import topology_speed
+from scheduler.sim.workload.mixed import MIXES
+
+ROOT = Path(__file__).resolve().parents[3]
+SCENARIOS = ROOT / "tests" / "scheduler" / "scenarios"
+SCALE_SHAPES = (ClusterShape(nodes=1_000, pending=10_000, seed=42),)
+FULL_SCALE_SHAPES = (*SCALE_SHAPES, ClusterShape(nodes=5_000, pending=50_000, seed=42))
+
+
+class Hasher:
+    """A planner that hashes every plan the wrapped planner makes."""
+
+    def __init__(self, planner: Planner) -> None:
+        self.planner = planner
+        self.sha = hashlib.sha256()
+        self.cycles = 0
+
+    def __call__(self, snapshot: Snapshot, policy: Policy, now: float) -> Plan:
+        plan = self.planner(snapshot, policy, now)
+        self.sha.update(f"{now!r}:{plan!r}\n".encode())
+        self.cycles += 1
+        return plan
+
+    def hexdigest(self) -> str:
+        return self.sha.hexdigest()
+
+
+def engine(plain: bool) -> Planner:
+    def plan(snapshot: Snapshot, policy: Policy, now: float) -> Plan:
+        return plan_cycle(snapshot, _plain(policy) if plain else policy, now)
+
+    return plan
+
+
+def _plain(policy: Policy) -> Policy:
+    from dataclasses import replace
+
+    return replace(policy, fast=False) if hasattr(policy, "fast") else policy
+
+
+def scale(plain: bool, full: bool) -> Iterator[tuple[str, str, int]]:
+    for shape in FULL_SCALE_SHAPES if full else SCALE_SHAPES:
+        hasher = Hasher(engine(plain))
+        hasher(synthetic_snapshot(shape), Policy(), NOW)
+        yield f"scale/{shape.nodes}x{shape.gpus_per_node}-{shape.pending}-s{shape.seed}", hasher.hexdigest(), 1
+
+
+def mixed(plain: bool) -> Iterator[tuple[str, str, int]]:
+    from scheduler.sim.bench.mixed_cli import load_runtimes
+
+    _, runtimes = load_runtimes(None)
+    setup = Setup(cluster="mixed-64", load=1.2, hours=8.0, warmup_s=7200.0, runtimes=runtimes)
+    for mix in MIXES:
+        workload = workload_of(setup, mix, 42)
+        hasher = Hasher(engine(plain))
+        replay(workload.scenario, hasher, speed=topology_speed(workload.cluster.fabric))
+        yield f"mixed/{mix}-s42", hasher.hexdigest(), hasher.cycles
+
+
+def scenarios(plain: bool) -> Iterator[tuple[str, str, int]]:
+    for path in sorted(SCENARIOS.glob("*.json")):
+        hasher = Hasher(engine(plain))
+        replay(load_scenario(path), hasher)
+        yield f"scenario/{path.stem}", hasher.hexdigest(), hasher.cycles
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--full", action="store_true", help="also the 5,000-node scale cluster")
+    parser.add_argument("--plain", action="store_true", help="plan with the speed-ups off")
+    parser.add_argument("--only", choices=("scale", "mixed", "scenario"))
+    options = parser.parse_args(argv)
+    families: dict[str, Callable[[], Iterator[tuple[str, str, int]]]] = {
+        "scale": lambda: scale(options.plain, options.full),
+        "mixed": lambda: mixed(options.plain),
+        "scenario": lambda: scenarios(options.plain),
+    }
+    for name, family in families.items():
+        if options.only in (None, name):
+            for label, digest, cycles in family():
+                print(f"{digest}  {label} ({cycles} plans)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
