@@ -8,8 +8,10 @@ Three families, the ones the benchmarks and the suite run:
 - ``mixed``: every cycle's plan of the engine replaying ``bench mixed``'s workloads (both mixes, seed 42);
 - ``scenario``: every cycle's plan of each file of ``tests/scheduler/scenarios/``.
 
-A plan is hashed through its ``repr`` (frozen dataclasses of tuples, floats printed exactly), preceded by the
-cycle's time. ``--plain`` plans with the engine's speed-ups off (:class:`scheduler.core.Policy`'s ``fast``),
+A plan is hashed through :func:`canonical` (dataclasses by class name and fields, enums by value, floats
+printed exactly), preceded by the cycle's time: a refactor that turns a string into a ``StrEnum`` of the same
+value, or renames a field's type, leaves the digest alone; a changed decision does not.
+``--plain`` plans with the engine's speed-ups off (:class:`scheduler.core.Policy`'s ``fast``),
 which must give the same digests.
 
     python -m scheduler.sim.bench.digest [--full] [--plain] [--only scale|mixed|scenario]
@@ -21,6 +23,8 @@ import argparse
 import hashlib
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import fields, is_dataclass
+from enum import Enum
 from pathlib import Path
 
 from scheduler.core import Plan, Policy, Snapshot, plan_cycle
@@ -38,6 +42,18 @@ SCALE_SHAPES = (ClusterShape(nodes=1_000, pending=10_000, seed=42),)
 FULL_SCALE_SHAPES = (*SCALE_SHAPES, ClusterShape(nodes=5_000, pending=50_000, seed=42))
 
 
+def canonical(value: object) -> str:
+    """``value`` as text that depends only on what it says: enums by value, dataclasses by class and fields."""
+    if isinstance(value, Enum):
+        return repr(value.value)
+    if is_dataclass(value) and not isinstance(value, type):
+        inner = ", ".join(f"{f.name}={canonical(getattr(value, f.name))}" for f in fields(value))
+        return f"{type(value).__name__}({inner})"
+    if isinstance(value, tuple | list):
+        return "(" + ", ".join(canonical(item) for item in value) + ")"
+    return repr(value)
+
+
 class Hasher:
     """A planner that hashes every plan the wrapped planner makes."""
 
@@ -48,7 +64,7 @@ class Hasher:
 
     def __call__(self, snapshot: Snapshot, policy: Policy, now: float) -> Plan:
         plan = self.planner(snapshot, policy, now)
-        self.sha.update(f"{now!r}:{plan!r}\n".encode())
+        self.sha.update(f"{now!r}:{canonical(plan)}\n".encode())
         self.cycles += 1
         return plan
 
