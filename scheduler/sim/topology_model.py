@@ -11,9 +11,10 @@ Model (the spec's): one step = compute time + all-reduce time, no overlap of the
   placement of n GPUs on nodes like the job's own: inside one node when n fits one (NVSwitch; on NVLink-pair
   servers the pair when n ≤ 2, else PCIe), otherwise whole nodes under one leaf switch. A single GPU, or a
   job that is not training, always runs at speed 1.
-- a gang that spans GPU models (the engine's gangs across the models of one class; the baselines' anywhere) runs each step at the pace of its slowest GPU and over its slowest link: the actual
-  step takes the slowest GPU's compute and the slowest link's all-reduce, and the ideal is the best that any
-  one of its models offers (that model's GPU, its ideal placement on nodes like the job's own of that model).
+- a gang that spans GPU models (the engine's gangs across the models of one class; the baselines' anywhere)
+  runs each step at the pace of its slowest GPU and over its slowest link: the actual step takes the slowest
+  GPU's compute and the slowest link's all-reduce, and the ideal is the best that any one of its models offers
+  (that model's GPU, its ideal placement on nodes like the job's own of that model).
   Its fast GPUs wait for the slow ones, and that is charged: measured against the slow model alone, a gang
   that put half its replicas on NVSwitch servers and half on PCIe servers would run "at full speed". For a
   gang on one model this is the rule above, unchanged.
