@@ -6,8 +6,8 @@ that cycle's plan left it), held until the next cycle:
 1. **Idle capacity**: on every node that takes new work (ready, not being reconfigured), each GPU's free share
    (1 − what it holds: a MIG instance its compute slices / 7, a share its milli / 1000).
 2. **Who could use it**: the pending jobs, in submission order, each placed *whole or not at all* on that idle
-   capacity by first fit, **ignoring quotas**, priorities and MIG layouts (a layout change could make the
-   share usable; its time is not counted). A replica that needs n ≥ 1 GPUs (its true need,
+   capacity by first fit, **ignoring quotas**, priorities and MIG layouts (a MIG reconfiguration could make
+   the share usable; its time is not counted). A replica that needs n ≥ 1 GPUs (its true need,
    :func:`scheduler.sim.metrics.replica_need`, rounded up) takes n fully idle GPUs of one node; a replica
    that needs a fraction of a GPU takes the fullest GPU whose free share holds it (best fit). A job may use
    only nodes its ``gpu_model`` constraint matches, and a ``reserved-only`` job only reserved nodes.

@@ -1,4 +1,4 @@
-"""List prices per GPU-hour by GPU model and capacity tier, from ``../shared/facts/gpu-facts.md`` §7.1.
+"""List prices per GPU-hour by GPU model and capacity tier, from ``docs/gpu-facts.md``, Prices.
 
 AWS us-east-1, Linux, per GPU = instance ÷ 8, the "now" columns (post June-2025 cut; skypilot catalog):
 
@@ -9,7 +9,7 @@ AWS us-east-1, Linux, per GPU = instance ÷ 8, the "now" columns (post June-2025
 | H100-SXM5-80GB, H100-PCIE-80GB, H100-NVL-94GB | p5.48xlarge | $6.88 | $2.71 ($2.20–3.22) | $4.47 |
 | H200-SXM-141GB | p5en.48xlarge | $7.91 ($63.296 ÷ 8) | $3.40 (≈$27.2 ÷ 8) | $5.14 |
 
-Reserved = on-demand × (1 − 0.35): the facts' planning assumption for a 1-year commitment is 30–40 % off the
+Reserved = on-demand × (1 − 0.35): the planning assumption for a 1-year commitment is 30–40 % off the
 current on-demand rate (AWS publishes no per-family GPU rate); 35 % is its middle. AWS has no PCIe A100/H100
 instance: PCIe parts take their SXM sibling's price (an assumption; a PCIe server is cheaper to build, so this
 overstates their cost equally in every policy's bill).
@@ -20,8 +20,8 @@ from __future__ import annotations
 from scheduler.core.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.vocabulary import CapacityTier
 
-RESERVED_DISCOUNT = 0.35  # facts §7.1: 1-year commitments ≈ 30–40 % off current on-demand
-PRICES_AS_OF = "2025-06 (AWS us-east-1 post-cut list prices; facts §7.1)"
+RESERVED_DISCOUNT = 0.35  # 1-year commitments ≈ 30–40 % off current on-demand (docs/gpu-facts.md, Prices)
+PRICES_AS_OF = "2025-06 (AWS us-east-1 post-cut list prices; docs/gpu-facts.md, Prices)"
 
 # (on-demand, spot) per GPU-hour by the memory of the part within its class.
 _BY_PART: dict[str, tuple[float, float]] = {

@@ -11,10 +11,10 @@ Model (the spec's): one step = compute time + all-reduce time, no overlap of the
   placement of n GPUs on nodes like the job's own: inside one node when n fits one (NVSwitch; on NVLink-pair
   servers the pair when n ≤ 2, else PCIe), otherwise whole nodes under one leaf switch. A single GPU, or a
   job that is not training, always runs at speed 1.
-- a gang that spans GPU models (the engine's gangs across the models of one class, issue 14 item 5; the
-  baselines' anywhere) runs each step at the pace of its slowest GPU and over its slowest link: the actual
-  step takes the slowest GPU's compute and the slowest link's all-reduce, and the ideal is the best that any
-  one of its models offers (that model's GPU, its ideal placement on nodes like the job's own of that model).
+- a gang that spans GPU models (the engine's gangs across the models of one class; the baselines' anywhere)
+  runs each step at the pace of its slowest GPU and over its slowest link: the actual step takes the slowest
+  GPU's compute and the slowest link's all-reduce, and the ideal is the best that any one of its models offers
+  (that model's GPU, its ideal placement on nodes like the job's own of that model).
   Its fast GPUs wait for the slow ones, and that is charged: measured against the slow model alone, a gang
   that put half its replicas on NVSwitch servers and half on PCIe servers would run "at full speed". For a
   gang on one model this is the rule above, unchanged.
@@ -22,24 +22,25 @@ Model (the spec's): one step = compute time + all-reduce time, no overlap of the
 N cancels out of the speed ratio (compute and gradients both scale with it); what matters is T, the GPU's
 effective FLOP rate and the link bandwidths.
 
-Link bandwidths, one direction, per GPU (``../shared/facts/gpu-facts.md`` §5.1 unless marked):
+Link bandwidths, one direction, per GPU (``docs/gpu-facts.md``, Interconnect figures, unless marked):
 
-- NVSwitch inside a node: A100 300 GB/s (NVLink3 600 GB/s bidirectional ÷ 2, ⚠ in facts); H100/H200
+- NVSwitch inside a node: A100 300 GB/s (NVLink3 600 GB/s bidirectional ÷ 2, marked ⚠ there); H100/H200
   380 GB/s (measured one-way p2p, NVIDIA/nccl#1264; nominal 900 bidirectional).
-- NVLink bridge pair (PCIe cards): 300 GB/s ("≈600 GB/s per pair", ⚠ in facts, ÷ 2).
+- NVLink bridge pair (PCIe cards): 300 GB/s ("≈600 GB/s per pair", marked ⚠ there, ÷ 2).
 - PCIe inside a node, across pairs: 32 GB/s (Gen4 x16, A100) / 64 GB/s (Gen5 x16, H100) per direction.
 - network under one leaf, NVSwitch servers: rail-optimised, one NIC per GPU: HDR 200 Gb/s = 25 GB/s (DGX
   A100), NDR 400 Gb/s = 50 GB/s (DGX H100).
-- network, PCIe servers: 12.5 GB/s per GPU — an **assumption** (not in facts): one HDR 200 Gb/s NIC per pair.
-- across the spine: the leaf figure ÷ the fabric's ``oversubscription`` (facts: NVIDIA's RA is
-  non-blocking, 1).
+- network, PCIe servers: 12.5 GB/s per GPU — an **assumption** (not in ``docs/gpu-facts.md``): one HDR
+  200 Gb/s NIC per pair.
+- across the spine: the leaf figure ÷ the fabric's ``oversubscription`` (NVIDIA's reference
+  architecture is non-blocking, 1).
 
-Peak dense BF16 FLOP rates are **not** in the facts sheet: A100 312 TFLOP/s and H100 SXM 989 TFLOP/s are
-NVIDIA's datasheet figures (⚠ external); with MFU 0.4 and T = 16,384 tokens (batch 8 × 2,048 context)
+Peak dense BF16 FLOP rates are **not** in ``docs/gpu-facts.md``: A100 312 TFLOP/s and H100 SXM 989 TFLOP/s
+are NVIDIA's datasheet figures (⚠ external); with MFU 0.4 and T = 16,384 tokens (batch 8 × 2,048 context)
 they make communication about 2 % of an A100 step inside an NVSwitch node and ≈ 20 % across a leaf. GPUs are
-rated per class, not per model: the facts sheet lists no speed, FLOP rate or memory bandwidth per model (only
-SMs per MIG profile, per class), so the models of one class — all a gang of the engine may mix — rate alike,
-and such a gang pays its slowest link only; the slowest-GPU rule bites across classes.
+rated per class, not per model: ``docs/gpu-facts.md`` lists no speed, FLOP rate or memory bandwidth per model
+(only SMs per MIG profile, per class), so the models of one class — all a gang of the engine may mix — rate
+alike, and such a gang pays its slowest link only; the slowest-GPU rule bites across classes.
 
 Nodes without a ``leaf`` label are treated as far apart (across the spine), as the engine does.
 """
@@ -64,7 +65,7 @@ NVLINK_PAIR_GBPS = 300.0
 PCIE_GBPS = {"A100": 32.0, "H100": 64.0, "H200": 64.0}
 NIC_PER_GPU_GBPS = {"A100": 25.0, "H100": 50.0, "H200": 50.0}
 PCIE_SERVER_NIC_PER_GPU_GBPS = 12.5  # assumption: one HDR 200 Gb/s NIC per NVLink pair
-PEAK_BF16_TFLOPS = {"A100": 312.0, "H100": 989.0, "H200": 989.0}  # datasheets, not in the facts sheet
+PEAK_BF16_TFLOPS = {"A100": 312.0, "H100": 989.0, "H200": 989.0}  # datasheets, not in docs/gpu-facts.md
 DEFAULT_CLASS = "A100"  # GPUs outside the catalog are costed as A100s
 
 

@@ -3,7 +3,7 @@ a job may use, the free capacity of one cycle, and the plan built around a per-j
 
 Rules every baseline follows (spec/benchmarks.md, "Policies every benchmark runs"):
 
-- **No MIG.** A baseline never changes a layout, and a GPU with a MIG layout is not free for it. A request
+- **No MIG.** A baseline never reconfigures MIG, and a GPU with a MIG layout is not free for it. A request
   stated as a MIG profile, as memory or as a model takes whole GPUs: ``ceil(memory / GPU memory)`` of the
   node's model (a MIG profile: 1), at least 1 — what a user of plain ``nvidia.com/gpu`` must ask for.
 - **FIFO.** Pending jobs are taken in submission order (then the snapshot's order); a job that does not fit

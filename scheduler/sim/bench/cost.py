@@ -1,8 +1,8 @@
 """B4 ``cost``: what the same work costs on stock Kubernetes on-demand, on Microcosm on-demand, and with
 Microcosm's capacity tiers.
 
-Protocol (spec/benchmarks.md B4; prices :mod:`scheduler.sim.prices`, facts §7; billing
-:mod:`scheduler.sim.bench.metering`):
+Protocol (spec/benchmarks.md B4; prices :mod:`scheduler.sim.prices`, from ``docs/gpu-facts.md``, Prices;
+billing :mod:`scheduler.sim.bench.metering`):
 
 1. **Workload.** The B2 generator (:mod:`scheduler.sim.workload.mixed`) for ``mixed-64`` at ``load``, for a mix
    and a seed: inference services and checkpointed, preemptible training.
@@ -24,12 +24,12 @@ Protocol (spec/benchmarks.md B4; prices :mod:`scheduler.sim.prices`, facts §7; 
    (reserved first, then on-demand; production never on spot — the engine's tier rule,
    ``scheduler/core/placement/tiers.py``): production inference runs on reserved capacity first and on
    on-demand when reserved is full. Spot servers are interrupted as a Poisson process at
-   ``interruptions_per_node_day`` during the arrival window, with AWS's 2-minute notice (facts §6); the
-   interrupted server is replaced by a fresh spot server ``replace_s`` later; work since a job's last
-   checkpoint is lost and re-run (the replay's work model).
+   ``interruptions_per_node_day`` during the arrival window, with AWS's 2-minute notice (``docs/gpu-facts.md``,
+   Spot and preemption signals); the interrupted server is replaced by a fresh spot server ``replace_s``
+   later; work since a job's last checkpoint is lost and re-run (the replay's work model).
 7. **Run C** (only when ``stress_interruptions_per_node_day`` > 0; off by default) is run B with spot
-   interrupted that often — a stress test of the recovery path, as the facts' rate (about 0.007 per
-   node-day) hardly ever fires in a few hours.
+   interrupted that often — a stress test of the recovery path, as the Spot Advisor's "> 20 % a month"
+   rate (about 0.007 per node-day) hardly ever fires in a few hours.
 8. **Figures** over the measured window (after the warm-up; the workload keeps arriving to its end, so the
    comparison is of a cluster in steady state, not of a draining tail): total cost = reserved for the window +
    metered node-hours × instance price; useful GPU-hours = what the running work truly needs minus the work lost
@@ -67,7 +67,7 @@ from scheduler.sim.topology_model import topology_speed
 from scheduler.sim.workload.clusters import ClusterDef
 from scheduler.sim.workload.mixed import Workload
 
-AWS_NOTICE_S = 120.0  # facts §6: AWS's 2-minute spot interruption notice
+AWS_NOTICE_S = 120.0  # AWS's 2-minute spot interruption notice (docs/gpu-facts.md, Spot and preemption signals)
 # Run C: a few interruptions in a few hours on eight spot servers, so the recovery path is really exercised.
 STRESS_INTERRUPTIONS_PER_NODE_DAY = 0.0  # run C is off unless asked for (e.g. 4: a few per run)
 FACTS_INTERRUPTIONS_PER_NODE_DAY = round(0.20 / 30, 4)  # the Spot Advisor's "> 20 % a month" bucket

@@ -3,13 +3,14 @@
 Every policy replays the same :class:`~scheduler.sim.Scenario` with the topology model's speed hook, and its
 figures come from :func:`scheduler.sim.metrics.window_metrics` over the same window.
 
-Plan repair (disclosed in every output): a plan that binds a job on a node whose MIG layout is being changed
-— in the snapshot or by the same plan — breaks the replay's rule that nothing new binds on a node being
-reconfigured (spec/scenario.md; the MIG Manager needs the node drained, facts §3.1). Rather than stop the
-whole benchmark, :func:`guarded` drops such binds (the job stays pending and is planned again next cycle) and
-counts them in ``plan_repairs``; ``strict=True`` stops the policy's run with the violation instead. Any
-other violation — or an exception raised by the planner itself — stops that policy's run, which is then
-reported as failed with the message and the cycle's time; the other policies still run.
+Plan repair (disclosed in every output): a plan that binds a job on a node being reconfigured — in the
+snapshot or by the same plan — breaks the replay's rule that nothing new binds on a node being reconfigured
+(spec/scenario.md; the MIG Manager needs the node drained: ``docs/gpu-facts.md``, MIG Manager
+reconfiguration flow). Rather than stop the whole benchmark, :func:`guarded` drops such binds (the job stays
+pending and is planned again next cycle) and counts them in ``plan_repairs``; ``strict=True`` stops the
+policy's run with the violation instead. Any other violation — or an exception raised by the planner itself —
+stops that policy's run, which is then reported as failed with the message and the cycle's time; the other
+policies still run.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ class Repairs:
 
 
 def guarded(planner: Planner, repairs: Repairs) -> Planner:
-    """``planner`` with binds on nodes under a MIG change dropped and recorded (module docstring)."""
+    """``planner`` with binds on nodes being reconfigured dropped and recorded (module docstring)."""
 
     def plan(snapshot: Snapshot, policy: Policy, now: float) -> Plan:
         result = planner(snapshot, policy, now)

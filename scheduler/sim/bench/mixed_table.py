@@ -118,7 +118,7 @@ def table(payload: dict[str, Any], summaries: Mapping[str, Mapping[str, PolicySu
                     notes.append(f"{mix} seed {seed}: {name} FAILED: {result.error}")
                 elif result.plan_repairs:
                     notes.append(
-                        f"{mix} seed {seed}: {name}: {result.plan_repairs} bind(s) on a node under a MIG change were "
+                        f"{mix} seed {seed}: {name}: {result.plan_repairs} bind(s) on a node being reconfigured were "
                         f"dropped and re-planned (first: {result.first_repair}); --strict stops at the first instead."
                     )
     return "\n".join(head + lines + notes)

@@ -41,7 +41,7 @@ class BenchUsageError(ValueError):
 
 @dataclass(frozen=True)
 class Claim:
-    """A figure an issue or the spec promises, checked against what the run measured."""
+    """A target figure (the spec's or the project's), checked against what the run measured."""
 
     claim: str  # e.g. "one cycle on 1,000 × 8 GPUs with 10,000 pending in ≤ 1 s"
     measured: str  # the figure, with its unit

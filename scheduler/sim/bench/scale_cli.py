@@ -1,7 +1,8 @@
-"""``bench scale [--nodes N --gpus-per-node G --pending P --seed S --repeat R] [--json]`` (issue 3 §12, B5).
+"""``bench scale [--nodes N --gpus-per-node G --pending P --seed S --repeat R] [--json]`` (B5).
 
-One scheduling cycle of the real engine on a synthetic cluster. Without ``--nodes`` it runs the issue's two
-sizes, 1,000 × 8 GPUs with 10,000 pending jobs and 5,000 × 8 with 50,000; ``--pending`` defaults to 10 per node.
+One scheduling cycle of the real engine on a synthetic cluster. Without ``--nodes`` it runs the two target
+sizes, 1,000 × 8 GPUs with 10,000 pending jobs and 5,000 × 8 with 50,000 (targets 1 s and 10 s,
+``docs/benchmarks/scale.md``); ``--pending`` defaults to 10 per node.
 """
 
 from __future__ import annotations
@@ -18,14 +19,14 @@ from scheduler.sim.bench.scale import DEFAULT_SIZES, PENDING_PER_NODE, ScaleResu
 from scheduler.sim.bench.synthetic import ClusterShape
 
 NAME = "scale"
-HELP = "Time one scheduling cycle of the engine on a synthetic cluster (issue 3 §12, B5)."
+HELP = "Time one scheduling cycle of the engine on a synthetic cluster (B5)."
 DEFAULT_SEED = 42
 DEFAULT_REPEAT = 3
 DEFAULT_GPUS_PER_NODE = 8
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--nodes", type=positive, help="Nodes (default: the issue's two sizes, 1000 and 5000).")
+    parser.add_argument("--nodes", type=positive, help="Nodes (default: the two target sizes, 1000 and 5000).")
     parser.add_argument(
         "--gpus-per-node", type=positive, default=DEFAULT_GPUS_PER_NODE, help="GPUs per node (default 8)."
     )
@@ -41,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(options: dict[str, Any]) -> Outcome:
     nodes, pending = options.get("nodes"), options.get("pending")
     if pending is not None and nodes is None:
-        raise BenchUsageError("--pending needs --nodes (without --nodes the issue's two sizes run)")
+        raise BenchUsageError("--pending needs --nodes (without --nodes the two target sizes run)")
     gpus = options.get("gpus_per_node") or DEFAULT_GPUS_PER_NODE
     seed = options.get("seed", DEFAULT_SEED)
     repeat = options.get("repeat") or DEFAULT_REPEAT
@@ -69,7 +70,7 @@ def run(options: dict[str, Any]) -> Outcome:
     return Outcome(
         payload=payload,
         table=_table(payload, results),
-        title="Scale (B5, issue 3 §12): one scheduling cycle",
+        title="Scale (B5): one scheduling cycle",
         figures=(_figure(results),),
         claims=tuple(_claim(r) for r in results if r.target_s is not None),
     )
@@ -99,7 +100,7 @@ def _figure(results: Sequence[ScaleResult]) -> go.Figure:
 
 def _table(payload: dict[str, Any], results: Sequence[ScaleResult]) -> str:
     head = [
-        "Scale (issue 3 §12): one plan_cycle of the engine on a synthetic cluster "
+        "Scale (B5): one plan_cycle of the engine on a synthetic cluster "
         f"(seed {payload['seed']}, {payload['repeat']} timed runs per size)",
         f"command: {payload['command']}",
         started_line(payload),

@@ -1,4 +1,4 @@
-"""A seeded synthetic cluster and backlog for the scale benchmark (issue 3 §12, spec B5).
+"""A seeded synthetic cluster and backlog for the scale benchmark (B5).
 
 ``synthetic_snapshot(shape)`` returns a :class:`~scheduler.core.state.Snapshot` that looks like a busy
 production cluster: about half of its GPUs run work, and a backlog of pending jobs of every kind waits.
@@ -12,8 +12,9 @@ Cluster
   are zero-padded so that name order is build order.
 - GPU model, one per leaf (a leaf is one scalable unit bought at once): A100-SXM4-80GB NVSwitch 0.45,
   H100-SXM5-80GB NVSwitch 0.35, A100-PCIE-40GB NVLink pairs 0.20.
-- Capacity tier per node: reserved 0.5, on-demand 0.3, spot 0.2; list prices per GPU-hour from facts §7
-  (AWS p4d/p4de/p5: on-demand, ×0.6 for reserved, ×0.35 for spot).
+- Capacity tier per node: reserved 0.5, on-demand 0.3, spot 0.2; list prices per GPU-hour from
+  ``docs/gpu-facts.md``, Prices (AWS p4d/p4de/p5 on-demand before the 2025 cuts, ×0.6 for reserved, ×0.35 for
+  spot).
 - MIG: 0.15 of nodes have MIG on, with the GPU Operator's ``all-balanced`` layout (2×1g + 2g + 3g) on every
   GPU (half of those nodes) or on the first half of the GPUs only (the other half).
 - Time-slicing: 0.10 of the nodes without MIG have ``sharing=True``.
@@ -81,7 +82,7 @@ NOW = 1_000_000.0  # virtual seconds: the cycle's ``now``
 DAY_S = 86_400.0
 CHECKPOINT_S = 1_800.0
 
-# (model, interconnect, on-demand $/GPU-hour from facts §7 AWS p5/p4de/p4d), weight
+# (model, interconnect, on-demand $/GPU-hour: AWS p4de/p5/p4d before the 2025 cuts, docs/gpu-facts.md), weight
 MODELS: tuple[tuple[tuple[str, Interconnect, float], float], ...] = (
     (("A100-SXM4-80GB", Interconnect.NVSWITCH, 5.12), 0.45),
     (("H100-SXM5-80GB", Interconnect.NVSWITCH, 12.29), 0.35),

@@ -16,7 +16,7 @@ ENGINE_KINDS = (CAPACITY, QUOTA, RECONFIGURING, HELD, NOT_READY)  # the ones kno
 # Pending time that no cycle's Waiting explained:
 BETWEEN_CYCLES = "(between cycles)"  # submitted or evicted (node lost) since the last cycle: no plan has seen it yet
 EVICTED = "(evicted this cycle)"  # the cycle's plan evicted it; a plan explains only the jobs it was given pending
-BIND_DROPPED = "(bind dropped)"  # the plan bound it on a node under a MIG change; the bench's repair dropped the bind
+BIND_DROPPED = "(bind dropped)"  # the plan bound it on a node being reconfigured; the bench's repair dropped the bind
 NO_KIND = "(no kind given)"  # a Waiting with an empty blocker (a planner that gives none)
 UNEXPLAINED = "(unexplained)"  # pending after the plan, and the plan said nothing about it
 SIMULATOR_KINDS = (BETWEEN_CYCLES, EVICTED, BIND_DROPPED, NO_KIND, UNEXPLAINED)

@@ -104,7 +104,7 @@ class CauseLog:
 
 
 def _partitioned(snapshot: Snapshot, plan: Plan) -> frozenset[tuple[str, int]]:
-    """The GPUs with a MIG layout once ``plan``'s layout changes are made."""
+    """The GPUs with a MIG layout once ``plan``'s MIG reconfigurations are made."""
     layouts = {(node.name, gpu): bool(node.layout(gpu)) for node in snapshot.nodes for gpu in range(node.gpu_count)}
     for change in plan.reconfigurations:
         layouts[(change.node, change.gpu)] = bool(change.new)

@@ -1,19 +1,19 @@
 """Was a capacity block capacity? Room for a job in the cluster as one cycle's plan left it.
 
 When the engine says a pending job waits for ``capacity``, two questions about the cluster after that cycle's
-plan (its evictions, layout changes and binds applied) tell a rule from a real lack of capacity:
+plan (its evictions, MIG reconfigurations and binds applied) tell a rule from a real lack of capacity:
 
-(a) **Room free.** On *ready* nodes (schedulable, no MIG layout change under way or planned by the cycle) whose
+(a) **Room free.** On *ready* nodes (schedulable, no MIG reconfiguration under way or planned by the cycle) whose
     GPU model can serve the job (:func:`scheduler.core.rightsize.resolve`), are there enough free *places*
     with the memory one replica needs, one per replica? A place is a free MIG instance whose real memory holds
     the replica, or an idle GPU (nothing on it) whose memory does (an idle GPU already split into instances
     counts as many places as it has fitting free instances, at least one); a replica that needs n whole GPUs
     takes n idle GPUs of one node, and a gang of whole GPUs counts on one GPU model (placement's rule). If so,
     the job waited for a rule — the size cap of the production fallback, its quota at what the place would
-    count, a layout change it waits for — not for capacity. Where:
+    count, a MIG reconfiguration it waits for — not for capacity. Where:
 
-    - ``room-instance``: free MIG instances alone hold every replica (no layout change needed);
-    - ``room-idle-gpu``: idle GPUs are needed (used whole, or after a layout change);
+    - ``room-instance``: free MIG instances alone hold every replica (no MIG reconfiguration needed);
+    - ``room-idle-gpu``: idle GPUs are needed (used whole, or after a MIG reconfiguration);
     - ``room-forbidden-tier``: enough places only with nodes of tiers the job may not use
       (:func:`scheduler.core.placement.tiers.allowed_tiers`: production never runs on spot).
 
@@ -22,11 +22,11 @@ plan (its evictions, layout changes and binds applied) tell a rule from a real l
     any of it that ran before this cycle, preemptible first (:mod:`scheduler.core.preemption`, ground
     ``production``), so such a wait asks why it did not. The answer splits it by what taking away all of
     that work that ran before the cycle would leave on the job's tiers: ``lower-would-free`` — room *as the
-    GPUs are*, with no layout change (a replica of whole GPUs on idle GPUs with MIG off; a right-sized one on
+    GPUs are*, with no MIG reconfiguration (a replica of whole GPUs on idle GPUs with MIG off; a right-sized one on
     a free instance that holds it, or on a whole idle GPU with MIG off, as the production fallback may take)
     — so the engine could have evicted and bound now, and did not; ``lower-would-free-relayout`` — room by
-    (a) only after layout changes of the GPUs the victims leave (the engine's drain-and-change path, 300 s a
-    change); ``lower-too-small`` — no room even then (the victims' slots do not add up to the job's shape).
+    (a) only after MIG reconfigurations of the GPUs the victims leave (the engine's drain-and-reconfigure path,
+    300 s each); ``lower-too-small`` — no room even then (the victims' slots do not add up to the job's shape).
     :attr:`Room.lower_preemptible` says whether any of that work is preemptible, :attr:`Room.lower_bound_now`
     whether some was bound by this very cycle.
 
@@ -69,7 +69,7 @@ LABELS = {
     ROOM_IDLE_GPU: "(a) room: idle GPUs",
     ROOM_FORBIDDEN_TIER: "(a) room only on tiers it may not use",
     LOWER_WOULD_FREE: "(b) no room; evicting lower work makes room",
-    LOWER_WOULD_FREE_RELAYOUT: "(b) no room; evicting + layout change would",
+    LOWER_WOULD_FREE_RELAYOUT: "(b) no room; evicting + MIG reconfiguration would",
     LOWER_TOO_SMALL: "(b) no room; lower work there, too small",
     FULL: "no room, no lower-priority work there",
 }
@@ -169,7 +169,7 @@ def _count(
     """(places on the nodes of the job's tiers, how many of them are free MIG instances, places on nodes of any
     tier). A gang of whole GPUs stays on one GPU model (placement's rule, :mod:`scheduler.core.gang`): its
     places are those of its best model; other replicas may spread. ``as_is``: only places usable without a
-    layout change (module doc, (b))."""
+    MIG reconfiguration (module doc, (b))."""
     allowed: dict[str, int] = {}
     anywhere: dict[str, int] = {}
     instances = 0
@@ -185,7 +185,7 @@ def _count(
 
 def _places(demand: Demand, need_mib: int | None, gpus: tuple[Gpu, ...], as_is: bool = False) -> tuple[int, int]:
     """(places for one replica on these GPUs of one node, how many of them are free MIG instances); ``as_is``:
-    only those usable without a layout change."""
+    only those usable without a MIG reconfiguration."""
     idle = [gpu for gpu in gpus if gpu.idle and not (as_is and gpu.mig_on)]
     if demand.kind == DemandKind.WHOLE:
         return len(idle) // max(1, demand.gpus), 0

@@ -10,11 +10,11 @@
 | a100-3, a100-4 | 8 × A100-SXM4-80GB each | NVSwitch | leaf-2 | on-demand | $3.43 |
 | pcie-1 … pcie-4 | 4 × A100-PCIE-40GB each | NVLink pairs | leaf-2 | spot | $0.67 |
 
-Prices (``../shared/facts/gpu-facts.md`` §7.1, AWS us-east-1, per GPU = instance ÷ 8): on-demand H100
-p5.48xlarge $6.88, A100-80GB p4de $3.43; reserved = on-demand × 0.65 (the facts' planning assumption of
+Prices (``docs/gpu-facts.md``, Prices: AWS us-east-1, per GPU = instance ÷ 8): on-demand H100
+p5.48xlarge $6.88, A100-80GB p4de $3.43; reserved = on-demand × 0.65 (the planning assumption of
 30–40 % off for one year: 35 %); spot A100-40GB = the middle of p4d's $0.31–1.02 range. MIG is off on every GPU
 at the start (Kubernetes as shipped), so every policy starts from the same cluster. The spine is
-**2:1 oversubscribed** (an assumption: the facts' NVIDIA reference architecture is non-blocking; enterprise
+**2:1 oversubscribed** (an assumption: NVIDIA's reference architecture is non-blocking; enterprise
 fabrics often are not); it matters only to the topology model.
 
 ``topology-N`` (B3): N/8 servers of 8 × H100-SXM5-80GB (NVSwitch, as a DGX H100), 4 per leaf switch (32 GPUs a
