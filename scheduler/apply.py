@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from jobs.models import Allocation, Job
 from scheduler.core.state import MigLayout
 from scheduler.errors import GatewayConflict, GatewayError, GatewayRetryable
-from scheduler.gateway import BindRequest, ClusterGateway, Device, ReplicaPlacement
+from scheduler.gateways.protocol import BindRequest, ClusterGateway, Device, ReplicaPlacement
 
 log = logging.getLogger(__name__)
 

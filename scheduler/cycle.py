@@ -23,8 +23,8 @@ from jobs.services import job_requeue
 from scheduler.apply import ApplyResult, Retry, apply_ops
 from scheduler.core import Policy, Reject, plan_cycle
 from scheduler.core.vocabulary import JobState
-from scheduler.gateway import ClusterGateway
 from scheduler.gateways import gateway_get
+from scheduler.gateways.protocol import ClusterGateway
 from scheduler.reconcile import reconcile
 from scheduler.record import fence_check, record_plan
 from scheduler.snapshot import build

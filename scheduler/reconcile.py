@@ -40,7 +40,7 @@ from jobs.models import Allocation, Job, JobEvent
 from jobs.services import job_finish, job_requeue
 from scheduler.apply import BindOp, EvictOp, Op, bind_request
 from scheduler.core.vocabulary import EventType, JobState
-from scheduler.gateway import Observation, ReplicaPhase
+from scheduler.gateways.protocol import Observation, ReplicaPhase
 
 
 @dataclass

@@ -22,7 +22,7 @@ from scheduler.core import Plan
 from scheduler.core.state import MigLayout
 from scheduler.core.vocabulary import JobState
 from scheduler.errors import FencingError
-from scheduler.gateway import MigConfigState, Observation
+from scheduler.gateways.protocol import MigConfigState, Observation
 from scheduler.models import Node, SchedulerFence
 
 FENCE_NAME = "cycle"

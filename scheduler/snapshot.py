@@ -1,4 +1,4 @@
-"""Database rows + a gateway :class:`~scheduler.gateway.Observation` → the engine's frozen
+"""Database rows + a gateway :class:`~scheduler.gateways.protocol.Observation` → the engine's frozen
 :class:`~scheduler.core.Snapshot` (DESIGN.md §1, step 1).
 
 Who knows what: the cluster (the observation) knows the nodes as they are now — present or gone, their MIG
@@ -37,7 +37,7 @@ from scheduler.core.vocabulary import (
     NodeState,
     Priority,
 )
-from scheduler.gateway import MigConfigState, NodeObservation, Observation
+from scheduler.gateways.protocol import MigConfigState, NodeObservation, Observation
 from scheduler.models import Node as NodeRow
 from teams.models import Team as TeamRow
 

@@ -44,7 +44,7 @@ def test_only_scheduler_kube_imports_kubernetes() -> None:
     importers = {
         str(path.relative_to(ROOT)) for path in _python_files(*SOURCE_DIRS) if "kubernetes" in _imported_roots(path)
     }
-    assert importers <= {"scheduler/kube.py"}
+    assert importers <= {"scheduler/gateways/kube/client.py"}
 
 
 def test_only_settings_reads_the_environment() -> None:

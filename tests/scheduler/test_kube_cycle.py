@@ -13,7 +13,7 @@ from jobs.services import job_submit
 from scheduler.apply import Retry
 from scheduler.cycle import cycle_run
 from scheduler.gateways import gateway_override
-from scheduler.kube import KubeGateway
+from scheduler.gateways.kube.gateway import KubeGateway
 from scheduler.models import Node
 from scheduler.services import cluster_sync, gpu_models_sync
 from scheduler.tasks import interruptions_handle_task

@@ -10,12 +10,20 @@ import pytest
 import yaml
 
 from scheduler.errors import GatewayRetryable
-from scheduler.gateway import BindRequest, Device, ReplicaPlacement
-from scheduler.kube import KubeGateway
-from scheduler.kube_labels import Taint, capacity_tier, current_mig, gpu_model_of, interruption_of, mig_counts, topology
-from scheduler.kube_mig import Flow, Phase, Step, config_document, config_name, next_step
-from scheduler.kube_pods import gpu_requests, mig_resource, pod_manifest
-from scheduler.prometheus import PrometheusClient, samples_from
+from scheduler.gateways.kube.gateway import KubeGateway
+from scheduler.gateways.kube.labels import (
+    Taint,
+    capacity_tier,
+    current_mig,
+    gpu_model_of,
+    interruption_of,
+    mig_counts,
+    topology,
+)
+from scheduler.gateways.kube.mig import Flow, Phase, Step, config_document, config_name, next_step
+from scheduler.gateways.kube.pods import gpu_requests, mig_resource, pod_manifest
+from scheduler.gateways.kube.prometheus import PrometheusClient, samples_from
+from scheduler.gateways.protocol import BindRequest, Device, ReplicaPlacement
 from tests.scheduler.kube_emulator import cluster_fixture
 
 cluster = pytest.fixture(cluster_fixture)

@@ -5,7 +5,7 @@ using a mig-parted config from a ConfigMap (facts §2–3.1). It does not evict 
 the flow and keeps its progress on the node itself, in annotations, so any worker can pick it up:
 
 ``draining``
-    :meth:`scheduler.kube.KubeGateway.node_mig_apply` wrote the config, cordoned the node and asked the
+    :meth:`scheduler.gateways.kube.gateway.KubeGateway.node_mig_apply` wrote the config, cordoned the node and asked the
     remaining GPU pods to go; once none is left, the label is set and the phase moves on.
 ``applying``
     MIG Manager works; ``nvidia.com/mig.config.state`` goes ``pending`` → ``success`` (or ``rebooting``,
@@ -15,7 +15,7 @@ the flow and keeps its progress on the node itself, in annotations, so any worke
     MIG Manager failed, the drain or the change timed out, or the known wedge (state stuck in ``pending``
     with the operator's clients paused, facts §3.1) survived its recoveries. The node stays cordoned.
 
-This module decides; :mod:`scheduler.kube` carries the decisions out against the API.
+This module decides; :mod:`scheduler.gateways.kube.mig_flow` carries the decisions out against the API.
 """
 
 from __future__ import annotations
@@ -30,8 +30,7 @@ from enum import StrEnum
 import yaml
 
 from scheduler.core.state import MigLayout
-from scheduler.gateway import MigConfigState, MigStatus
-from scheduler.kube_labels import (
+from scheduler.gateways.kube.labels import (
     GPU_DEPLOY_PREFIX,
     MIG_CONFIG,
     MIG_CONFIG_STATE,
@@ -41,6 +40,7 @@ from scheduler.kube_labels import (
     mig_counts,
     parse_layouts_annotation,
 )
+from scheduler.gateways.protocol import MigConfigState, MigStatus
 
 CONFIG_KEY = "config.yaml"  # the key ClusterPolicy spec.migManager.config expects (facts §2.2)
 CONFIG_PREFIX = "microcosm-"
@@ -70,7 +70,7 @@ class Phase(StrEnum):
 
 
 class Step(StrEnum):
-    """What :meth:`scheduler.kube.KubeGateway.mig_watch` does next for one node."""
+    """What :meth:`scheduler.gateways.kube.gateway.KubeGateway.mig_watch` does next for one node."""
 
     WAIT = "wait"
     RELABEL = "relabel"  # drained: set nvidia.com/mig.config

@@ -1,7 +1,7 @@
 """What a Kubernetes node's labels, taints and conditions say, as plain data (no ``kubernetes`` import).
 
-Everything here is a pure function of strings, so :mod:`scheduler.kube` stays the only module that talks
-to the API server and these rules can be tested without one. Sources: GPU Feature Discovery and the GPU
+Everything here is a pure function of strings, so :mod:`scheduler.gateways.kube.client` stays the only module that
+talks to the API server and these rules can be tested without one. Sources: GPU Feature Discovery and the GPU
 Operator (facts §3.3), topology labels (facts §5.2), capacity types and spot taints (facts §6).
 """
 
@@ -17,7 +17,7 @@ from scheduler.core.catalog import GPU_MODEL_BY_NAME, GPU_MODELS, LayoutError, v
 from scheduler.core.layouts import named_layout, place_profiles
 from scheduler.core.state import MigLayout
 from scheduler.core.vocabulary import CapacityTier, Interconnect
-from scheduler.gateway import Interruption
+from scheduler.gateways.protocol import Interruption
 
 # GPU Feature Discovery / GPU Operator (facts §3.3).
 GPU_PRODUCT = "nvidia.com/gpu.product"

@@ -1,11 +1,11 @@
-"""The MIG relabel flow of :class:`scheduler.kube.KubeGateway`, as a mixin (facts §3.1).
+"""The MIG relabel flow of :class:`scheduler.gateways.kube.gateway.KubeGateway`, as a collaborator it holds.
 
-Requesting a change (:meth:`MigFlowMixin.node_mig_apply`) writes the mig-parted config, cordons the node and
-drains the GPU pods in the way; :meth:`MigFlowMixin.mig_watch` (the gateway's maintenance step) then moves
-each node one step: relabel once drained, success → uncordon, recover a node wedged in ``pending``, fail
-after the timeout. What each step is comes from the pure :mod:`scheduler.kube_mig`; this module sequences the
-API calls through the gateway's own helpers (``_items``, ``_read_node``, ``_patch_node``…, declared below for
-type checkers) and, like every ``kube_*`` module, does not import ``kubernetes``.
+Requesting a change (:meth:`MigFlow.apply`) writes the mig-parted config, cordons the node and drains the
+GPU pods in the way; :meth:`MigFlow.watch` (the gateway's maintenance step) then moves each node one step:
+relabel once drained, success → uncordon, recover a node wedged in ``pending``, fail after the timeout. What
+each step is comes from the pure :mod:`scheduler.gateways.kube.mig`; this module sequences the API calls
+through the small :class:`NodeApi` it is given (:class:`~scheduler.gateways.kube.client.KubeClient` in
+production) and, like every module of this package but ``client``, does not import ``kubernetes``.
 """
 
 from __future__ import annotations
@@ -13,13 +13,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from scheduler.core.catalog import LayoutError, validate_layout
 from scheduler.core.state import MigLayout
 from scheduler.errors import GatewayConflict
-from scheduler.gateway import MaintenanceEvent
-from scheduler.kube_labels import (
+from scheduler.gateways.kube.labels import (
     GPU_COUNT,
     GPU_MEMORY,
     GPU_PRODUCT,
@@ -31,7 +30,7 @@ from scheduler.kube_labels import (
     format_layouts_annotation,
     gpu_model_of,
 )
-from scheduler.kube_mig import (
+from scheduler.gateways.kube.mig import (
     CORDONED_BY_US,
     FLOW_ANNOTATIONS,
     RECOVERIES,
@@ -46,52 +45,53 @@ from scheduler.kube_mig import (
     paused_deploy_labels,
     same_counts_per_gpu,
 )
-from scheduler.kube_nodes import annotations_of, int_or_none, labels_of, name_of
-from scheduler.kube_pods import (
+from scheduler.gateways.kube.nodes import annotations_of, int_or_none, labels_of, name_of
+from scheduler.gateways.kube.pods import (
     DEVICES_ANNOTATION,
     MANAGED_BY,
     SCHEDULER_NAME,
     finished,
     gpu_requests,
-    node_of,
     parse_devices,
     terminating,
 )
 
 logger = logging.getLogger(__name__)
 
-MIG_MANAGER_SELECTOR = "app=nvidia-mig-manager"  # the GPU Operator's MIG Manager DaemonSet pods
-
 
 @dataclass(frozen=True, slots=True)
 class MigEvent:
-    """One step :meth:`MigFlowMixin.mig_watch` took on one node, for the task's log."""
+    """One step :meth:`MigFlow.watch` took on one node, for the task's log."""
 
     node: str
     step: Step
     detail: str = ""
 
 
-class MigFlowMixin:
-    """MIG reconfiguration for :class:`scheduler.kube.KubeGateway` (module doc)."""
+class NodeApi(Protocol):
+    """The API calls the flow makes: what it needs of :class:`~scheduler.gateways.kube.client.KubeClient`."""
 
-    if TYPE_CHECKING:  # provided by KubeGateway
-        core: Any
-        clock: Callable[[], float]
-        operator_namespace: str
-        mig_config_timeout_s: float
-        eviction_grace_s: int
+    def nodes(self) -> list[dict[str, Any]]: ...
+    def node_read(self, node: str) -> dict[str, Any]: ...
+    def node_patch(self, node: str, body: Mapping[str, Any]) -> None: ...
+    def pods_on(self, node: str) -> list[dict[str, Any]]: ...
+    def mig_managers(self, node: str) -> list[dict[str, Any]]: ...
+    def pod_delete(self, pod: Mapping[str, Any], *, grace_s: float) -> None: ...
+    def pod_evict(self, pod: Mapping[str, Any], *, grace_s: int) -> None: ...
+    def mig_config_write(self, name: str, layouts: Sequence[MigLayout], *, also_keep: set[str]) -> None: ...
 
-        def _items(self, what: str, method: Callable[..., Any], *args: Any, **kw: Any) -> list[dict[str, Any]]: ...
-        def _read_node(self, node: str) -> dict[str, Any]: ...
-        def _patch_node(self, node: str, body: Mapping[str, Any]) -> None: ...
-        def _pods_on(self, node: str) -> list[dict[str, Any]]: ...
-        def _delete_pod(self, pod: Mapping[str, Any], *, grace_s: float) -> None: ...
-        def _evict_foreign(self, pod: Mapping[str, Any]) -> None: ...
-        def _write_mig_config(self, name: str, layouts: Sequence[MigLayout], *, also_keep: set[str]) -> None: ...
 
-    def node_mig_apply(self, *, node: str, layouts: tuple[MigLayout, ...]) -> None:
-        raw = self._read_node(node)
+class MigFlow:
+    """MIG reconfiguration on Kubernetes (module doc): ``api`` makes the calls, ``clock`` dates each step."""
+
+    def __init__(self, api: NodeApi, *, clock: Callable[[], float], timeout_s: float, eviction_grace_s: int) -> None:
+        self.api = api
+        self.clock = clock
+        self.timeout_s = timeout_s
+        self.eviction_grace_s = eviction_grace_s
+
+    def apply(self, *, node: str, layouts: tuple[MigLayout, ...]) -> None:
+        raw = self.api.node_read(node)
         labels, annotations = labels_of(raw), annotations_of(raw)
         model = gpu_model_of(labels.get(GPU_PRODUCT, ""), int_or_none(labels.get(GPU_MEMORY)))
         count = int_or_none(labels.get(GPU_COUNT)) or 0
@@ -117,12 +117,12 @@ class MigFlowMixin:
             and same_counts_per_gpu(current, wanted)
         ):
             # Same instances per GPU, other starts: starts are our bookkeeping, nothing to reconfigure.
-            self._patch_node(
+            self.api.node_patch(
                 node, {"metadata": {"annotations": {MIG_LAYOUTS_ANNOTATION: format_layouts_annotation(wanted)}}}
             )
             return
         name = config_name(wanted)
-        self._write_mig_config(name, wanted, also_keep={labels.get(MIG_CONFIG, "")})
+        self.api.mig_config_write(name, wanted, also_keep={labels.get(MIG_CONFIG, "")})
         cordoned_by_us = CORDONED_BY_US in annotations or not (raw.get("spec") or {}).get("unschedulable")
         new_flow = Flow(Phase.DRAINING, wanted, name, self.clock())
         body: dict[str, Any] = {
@@ -131,7 +131,7 @@ class MigFlowMixin:
                 "annotations": {**flow_annotations(new_flow), **({CORDONED_BY_US: "true"} if cordoned_by_us else {})}
             },
         }
-        self._patch_node(node, body)
+        self.api.node_patch(node, body)
         changing = {i for i in range(count) if current[i] != wanted[i]}
         if self._drain(node, changing) == 0:
             self._relabel(node, new_flow, labels)
@@ -143,7 +143,7 @@ class MigFlowMixin:
         so they all go, through the eviction subresource. Pods still terminating count as there.
         """
         left = 0
-        for pod in self._pods_on(node):
+        for pod in self.api.pods_on(node):
             if finished(pod) or not gpu_requests(pod):
                 continue
             ours = labels_of(pod).get(MANAGED_BY) == SCHEDULER_NAME
@@ -154,15 +154,15 @@ class MigFlowMixin:
             if terminating(pod):
                 continue
             if ours:
-                self._delete_pod(pod, grace_s=self.eviction_grace_s)
+                self.api.pod_delete(pod, grace_s=self.eviction_grace_s)
                 logger.info("node %s: draining pod %s for a MIG change", node, name_of(pod))
             else:
-                self._evict_foreign(pod)
+                self.api.pod_evict(pod, grace_s=self.eviction_grace_s)
         return left
 
     def _relabel(self, node: str, flow: Flow, labels: Mapping[str, str]) -> None:
         applying = Flow(Phase.APPLYING, flow.desired, flow.config, self.clock(), flow.recoveries)
-        self._patch_node(
+        self.api.node_patch(
             node, {"metadata": {"labels": {MIG_CONFIG: flow.config}, "annotations": flow_annotations(applying)}}
         )
         if labels.get(MIG_CONFIG) == flow.config and labels.get(MIG_CONFIG_STATE) != "success":
@@ -170,8 +170,8 @@ class MigFlowMixin:
             # makes MIG Manager act (facts §3.1), so restart it.
             self._restart_mig_manager(node, flow)
 
-    def mig_watch(self) -> tuple[MigEvent, ...]:
-        """Move every node's MIG flow one step (:mod:`scheduler.kube_mig`); call it periodically.
+    def watch(self) -> tuple[MigEvent, ...]:
+        """Move every node's MIG flow one step (:mod:`scheduler.gateways.kube.mig`); call it periodically.
 
         Drains what is left, relabels drained nodes, records success and uncordons, recovers a node stuck
         in ``pending`` (restore the paused deploy labels, restart MIG Manager) and declares failure after
@@ -179,7 +179,7 @@ class MigFlowMixin:
         """
         now = self.clock()
         events = []
-        for raw in self._items("list nodes", self.core.list_node):
+        for raw in self.api.nodes():
             labels, annotations, name = labels_of(raw), annotations_of(raw), name_of(raw)
             model = gpu_model_of(labels.get(GPU_PRODUCT, ""), int_or_none(labels.get(GPU_MEMORY)))
             count = int_or_none(labels.get(GPU_COUNT)) or 0
@@ -190,17 +190,13 @@ class MigFlowMixin:
             left = 0
             if flow.phase == Phase.DRAINING:
                 left = self._drain(name, {i for i in range(count) if current[i] != flow.desired[i]})
-            step = next_step(flow, labels, gpu_pods_left=left, now=now, timeout_s=self.mig_config_timeout_s)
-            detail = self._take(step, name, flow, labels, annotations, left)
+            step = next_step(flow, labels, gpu_pods_left=left, now=now, timeout_s=self.timeout_s)
+            detail = self._step_take(step, name, flow, labels, annotations, left)
             if step != Step.WAIT:
                 events.append(MigEvent(node=name, step=step, detail=detail))
         return tuple(events)
 
-    def maintain(self) -> tuple[MaintenanceEvent, ...]:
-        """:class:`~scheduler.gateway.MaintainedGateway`: one step of every node's MIG flow (:meth:`mig_watch`)."""
-        return tuple(MaintenanceEvent(node=e.node, step=str(e.step), detail=e.detail) for e in self.mig_watch())
-
-    def _take(
+    def _step_take(
         self, step: Step, node: str, flow: Flow, labels: Mapping[str, str], annotations: Mapping[str, str], left: int
     ) -> str:
         if step == Step.RELABEL:
@@ -218,7 +214,7 @@ class MigFlowMixin:
             }
             if CORDONED_BY_US in annotations:
                 body["spec"] = {"unschedulable": False}
-            self._patch_node(node, body)
+            self.api.node_patch(node, body)
             logger.info("node %s: MIG layout %s is live", node, flow.config)
             return "live; uncordoned" if CORDONED_BY_US in annotations else "live (left cordoned: not ours)"
         if step == Step.RECOVER:
@@ -230,10 +226,10 @@ class MigFlowMixin:
                 if flow.phase == Phase.DRAINING
                 else f"MIG Manager reported {state} for {flow.config}"
                 if state == "failed"
-                else f"no success within {self.mig_config_timeout_s:g}s (state {state})"
+                else f"no success within {self.timeout_s:g}s (state {state})"
             )
             failed = Flow(Phase.FAILED, flow.desired, flow.config, self.clock(), flow.recoveries, reason)
-            self._patch_node(node, {"metadata": {"annotations": flow_annotations(failed)}})
+            self.api.node_patch(node, {"metadata": {"annotations": flow_annotations(failed)}})
             logger.error("node %s: MIG change to %s failed: %s; the node stays cordoned", node, flow.config, reason)
             return reason
         return ""
@@ -242,27 +238,18 @@ class MigFlowMixin:
         """The known wedge's remedy (facts §3.1): restore the operator's deploy labels, then restart the
         node's MIG Manager, which re-applies the current label value on start-up; with no MIG Manager pod
         to restart, flip the label to another value and back."""
-        raw = self._read_node(node)
+        raw = self.api.node_read(node)
         paused = paused_deploy_labels(labels_of(raw))
         annotations = {SINCE: repr(self.clock())}
         if recovering:
             annotations[RECOVERIES] = str(flow.recoveries + 1)
-        self._patch_node(node, {"metadata": {"labels": dict.fromkeys(paused, "true"), "annotations": annotations}})
-        managers = [
-            pod
-            for pod in self._items(
-                "list MIG Manager pods",
-                self.core.list_namespaced_pod,
-                self.operator_namespace,
-                label_selector=MIG_MANAGER_SELECTOR,
-            )
-            if node_of(pod) == node and labels_of(pod).get("app") == "nvidia-mig-manager"
-        ]
+        self.api.node_patch(node, {"metadata": {"labels": dict.fromkeys(paused, "true"), "annotations": annotations}})
+        managers = self.api.mig_managers(node)
         for pod in managers:
-            self._delete_pod(pod, grace_s=0)
+            self.api.pod_delete(pod, grace_s=0)
         if not managers:
-            self._patch_node(node, {"metadata": {"labels": {MIG_CONFIG: flow.config + "-flip"}}})
-            self._patch_node(node, {"metadata": {"labels": {MIG_CONFIG: flow.config}}})
+            self.api.node_patch(node, {"metadata": {"labels": {MIG_CONFIG: flow.config + "-flip"}}})
+            self.api.node_patch(node, {"metadata": {"labels": {MIG_CONFIG: flow.config}}})
         how = f"restarted {len(managers)} MIG Manager pod(s)" if managers else f"flipped {MIG_CONFIG}"
         logger.warning("node %s: MIG change stuck; restored %s and %s", node, paused or "no deploy labels", how)
         return f"restored {len(paused)} deploy labels; {how}"

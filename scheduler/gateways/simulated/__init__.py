@@ -1,6 +1,6 @@
 """The simulated fleet: the embedded default cluster, on the database inventory, in virtual time.
 
-:class:`SimulatedFleet` is a :class:`scheduler.gateway.ClusterGateway`. Its "hardware" is the inventory
+:class:`SimulatedFleet` is a :class:`scheduler.gateways.protocol.ClusterGateway`. Its "hardware" is the inventory
 (``scheduler.Node``/``Gpu`` rows, MIG layouts included); its pods are :class:`scheduler.models.SimulatedPod`
 rows. Work runs at ``speed`` virtual seconds per real second: a job finishes after its ``duration_s`` of
 virtual time (minus what a checkpoint saved before a requeue). Spot nodes receive interruption notices at a
@@ -9,6 +9,6 @@ takes ``mig_reconfigure_s`` virtual seconds. All of that happens lazily, when th
 the simulation needs no process of its own and any number of workers see one consistent fleet.
 """
 
-from scheduler.simulated.fleet import FleetSettings, SimulatedFleet
+from scheduler.gateways.simulated.fleet import FleetSettings, SimulatedFleet
 
 __all__ = ["FleetSettings", "SimulatedFleet"]

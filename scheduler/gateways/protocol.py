@@ -1,8 +1,8 @@
 """The cluster gateway: the one seam between the scheduling loop and a cluster (DESIGN.md §1–2).
 
 The loop reads the cluster with :meth:`ClusterGateway.observe` and changes it only through the apply methods
-below, one per operation. Two implementations: :mod:`scheduler.simulated` (the embedded fleet, default) and
-:mod:`scheduler.kube` (Kubernetes with the NVIDIA GPU Operator). :func:`scheduler.gateways.gateway_get`
+below, one per operation. Two implementations: :mod:`scheduler.gateways.simulated` (the embedded fleet, default) and
+:mod:`scheduler.gateways.kube.gateway` (Kubernetes with the NVIDIA GPU Operator). :func:`scheduler.gateways.gateway_get`
 picks one from ``settings.CLUSTER_BACKEND``.
 
 Everything here is backend-neutral plain data. How a Kubernetes gateway maps it (informative, the kube module

@@ -1,8 +1,9 @@
-"""Which :class:`~scheduler.gateway.ClusterGateway` the loop drives: ``settings.CLUSTER_BACKEND``.
+"""The cluster gateways and which one the loop drives: ``settings.CLUSTER_BACKEND``.
 
-``simulated`` (default) is :class:`scheduler.simulated.SimulatedFleet` on the database inventory;
-``kubernetes`` is ``scheduler.kube`` (imported only then, since it is the only importer of ``kubernetes``),
-which must offer ``gateway_from_settings() -> ClusterGateway``.
+The protocol every gateway implements is :mod:`scheduler.gateways.protocol`. ``simulated`` (default) is
+:class:`scheduler.gateways.simulated.SimulatedFleet` on the database inventory; ``kubernetes`` is
+:mod:`scheduler.gateways.kube.gateway` (imported only then: its client is the only importer of
+``kubernetes``), which must offer ``gateway_from_settings() -> ClusterGateway``.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from contextlib import contextmanager
 from django.conf import settings
 
 from scheduler.errors import GatewayNotConfigured
-from scheduler.gateway import ClusterGateway
-from scheduler.simulated import FleetSettings, SimulatedFleet
+from scheduler.gateways.protocol import ClusterGateway
+
+KUBE_MODULE = "scheduler.gateways.kube.gateway"
 
 _override_lock = threading.Lock()
 _override: ClusterGateway | None = None
@@ -31,17 +33,21 @@ def gateway_get() -> ClusterGateway:
         return _override
     backend = settings.CLUSTER_BACKEND
     if backend == "simulated":
+        # Imported here, not at the top: the fleet reads the database models, and the pure gateway modules
+        # (the protocol, kube's label and pod rules) must stay importable without Django's app registry.
+        from scheduler.gateways.simulated import FleetSettings, SimulatedFleet
+
         return SimulatedFleet(FleetSettings.from_mapping(settings.SCHEDULER))
     try:
-        module = importlib.import_module("scheduler.kube")
+        module = importlib.import_module(KUBE_MODULE)
     except ModuleNotFoundError as exc:
         raise GatewayNotConfigured(
-            f"CLUSTER_BACKEND=kubernetes needs the module scheduler.kube, which cannot be imported ({exc}); "
+            f"CLUSTER_BACKEND=kubernetes needs the module {KUBE_MODULE}, which cannot be imported ({exc}); "
             "install Microcosm with its dependencies (pip install -e .) or set CLUSTER_BACKEND=simulated"
         ) from exc
     factory = getattr(module, "gateway_from_settings", None)
     if factory is None:
-        raise GatewayNotConfigured("scheduler.kube offers no gateway_from_settings(): this build is incomplete")
+        raise GatewayNotConfigured(f"{KUBE_MODULE} offers no gateway_from_settings(): this build is incomplete")
     return factory()
 
 

@@ -1,10 +1,11 @@
 """Kubernetes objects as the scheduler reads them: pure functions on the API's raw JSON (plain dicts).
 
-:class:`scheduler.kube.KubeGateway` reads with ``_preload_content=False`` and hands the dicts here: a node
-becomes a :class:`~scheduler.gateway.NodeObservation`, Microcosm's pods become
-:class:`~scheduler.gateway.JobObservation` s, DCGM samples become utilization readings. Label, taint and pod
-semantics live in :mod:`scheduler.kube_labels` and :mod:`scheduler.kube_pods`; the MIG flow's state in
-:mod:`scheduler.kube_mig`. Nothing here talks to the API (only :mod:`scheduler.kube` imports ``kubernetes``).
+:class:`scheduler.gateways.kube.client.KubeClient` reads with ``_preload_content=False`` and the gateway hands
+the dicts here: a node becomes a :class:`~scheduler.gateways.protocol.NodeObservation`, Microcosm's pods become
+:class:`~scheduler.gateways.protocol.JobObservation` s, DCGM samples become utilization readings. Label, taint and pod
+semantics live in :mod:`scheduler.gateways.kube.labels` and :mod:`scheduler.gateways.kube.pods`; the MIG flow's state in
+:mod:`scheduler.gateways.kube.mig`. Nothing here talks to the API (only :mod:`scheduler.gateways.kube.client`
+imports ``kubernetes``).
 """
 
 from __future__ import annotations
@@ -16,16 +17,7 @@ from typing import Any
 
 from scheduler.core.catalog import GPU_MODEL_BY_NAME, compute_fraction
 from scheduler.errors import GatewayConflict
-from scheduler.gateway import (
-    Device,
-    JobObservation,
-    NodeObservation,
-    Observation,
-    ReplicaPhase,
-    UtilizationReading,
-    device_check,
-)
-from scheduler.kube_labels import (
+from scheduler.gateways.kube.labels import (
     GPU_COUNT,
     GPU_MEMORY,
     GPU_PRODUCT,
@@ -38,15 +30,24 @@ from scheduler.kube_labels import (
     schedulable,
     topology,
 )
-from scheduler.kube_mig import flow_of, mig_status
-from scheduler.kube_pods import JOB_LABEL, replica_of
-from scheduler.prometheus import GpuSample
+from scheduler.gateways.kube.mig import flow_of, mig_status
+from scheduler.gateways.kube.pods import JOB_LABEL, replica_of
+from scheduler.gateways.kube.prometheus import GpuSample
+from scheduler.gateways.protocol import (
+    Device,
+    JobObservation,
+    NodeObservation,
+    Observation,
+    ReplicaPhase,
+    UtilizationReading,
+    device_check,
+)
 
 logger = logging.getLogger(__name__)
 
 
 class ApiNotFound(Exception):
-    """HTTP 404 from the API server (raised by ``KubeGateway._call``; what it means depends on the call)."""
+    """HTTP 404 from the API server (raised by ``KubeClient.call``; what it means depends on the call)."""
 
 
 class ApiConflict(Exception):

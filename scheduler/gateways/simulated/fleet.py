@@ -16,7 +16,7 @@ from scheduler.core.catalog import LayoutError, compute_fraction, validate_layou
 from scheduler.core.state import MigLayout
 from scheduler.core.vocabulary import CapacityTier, JobKind, NodeState
 from scheduler.errors import GatewayConflict
-from scheduler.gateway import (
+from scheduler.gateways.protocol import (
     BindRequest,
     Device,
     Interruption,
@@ -62,7 +62,7 @@ class FleetSettings:
 
 
 class SimulatedFleet:
-    """A :class:`~scheduler.gateway.ClusterGateway` over the database inventory (package doc)."""
+    """A :class:`~scheduler.gateways.protocol.ClusterGateway` over the database inventory (package doc)."""
 
     name = "simulated"
 
@@ -104,7 +104,7 @@ class SimulatedFleet:
         return live
 
     def maintain(self) -> tuple[MaintenanceEvent, ...]:
-        """:class:`~scheduler.gateway.MaintainedGateway`. The simulated fleet drains at request time and
+        """:class:`~scheduler.gateways.protocol.MaintainedGateway`. The simulated fleet drains at request time and
         finishes a MIG change by itself once its delay has passed, so there is no flow to drive: this lets the
         simulated cloud act now (:meth:`advance`) and reports the MIG changes that went live in doing so."""
         return tuple(MaintenanceEvent(node=name, step="mig-live") for name in self.advance())

@@ -14,8 +14,8 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from scheduler.gateway import BindRequest, Device, ReplicaObservation, ReplicaPhase, ReplicaPlacement
-from scheduler.kube_labels import TOLERATED_TAINTS
+from scheduler.gateways.kube.labels import TOLERATED_TAINTS
+from scheduler.gateways.protocol import BindRequest, Device, ReplicaObservation, ReplicaPhase, ReplicaPlacement
 
 SCHEDULER_NAME = "microcosm"
 MANAGED_BY = "app.kubernetes.io/managed-by"
