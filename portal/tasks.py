@@ -1,5 +1,5 @@
 """Celery tasks of the portal: the demo's job feed (scheduled only when ``DEMO_FEED_S`` > 0). A database
-outage is logged once and returned as ``{"outage": ...}``, not raised (:func:`scheduler.outage.outage_guarded`)."""
+outage is logged once and returned as ``{"outage": ...}``, not raised (:func:`scheduler.loop.outage.outage_guarded`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 from celery import shared_task
 
 from portal.demo import demo_feed
-from scheduler.outage import DATABASE, outage_guarded
+from scheduler.loop.outage import DATABASE, outage_guarded
 
 
 @shared_task(name="portal.demo_feed")

@@ -1,4 +1,4 @@
-"""Transitions the scheduling loop records (``scheduler.record``, ``scheduler.reconcile``): the actor is the
+"""Transitions the scheduling loop records (``scheduler.loop.record``, ``scheduler.loop.reconcile``): the actor is the
 scheduler, so there is no permission to check; the caller holds the transaction (and the loop's lock)."""
 
 from __future__ import annotations

@@ -27,13 +27,13 @@ from django.utils import timezone
 from jobs.access import check_member, check_submit
 from jobs.errors import JobSpecInvalid, PendingLimitReached, TeamNotFound
 from jobs.models import Job, JobEvent
-from jobs.rightsizing import policy_current
 from scheduler.core import Job as CoreJob
 from scheduler.core import rejection_reason
 from scheduler.core.vocabulary import EventType, JobState
+from scheduler.loop.policy import policy_current
+from scheduler.loop.snapshot import inventory_nodes
 from scheduler.sim.fields import Errors, describe
 from scheduler.sim.job_spec import parse_job
-from scheduler.snapshot import inventory_nodes
 from teams.models import Team
 
 

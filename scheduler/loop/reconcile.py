@@ -38,9 +38,9 @@ from django.db.models import Max
 
 from jobs.models import Allocation, Job, JobEvent
 from jobs.services import job_finish, job_requeue
-from scheduler.apply import BindOp, EvictOp, Op, bind_request
 from scheduler.core.vocabulary import EventType, JobState
 from scheduler.gateways.protocol import Observation, ReplicaPhase
+from scheduler.loop.apply import BindOp, EvictOp, Op, bind_request
 
 
 @dataclass

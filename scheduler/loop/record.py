@@ -17,12 +17,12 @@ from django.db import transaction
 
 from jobs.models import Job
 from jobs.services import job_bind_record, job_finish, job_requeue
-from scheduler.apply import BindOp, EvictOp, MigOp, Op, bind_request
 from scheduler.core import Plan
 from scheduler.core.state import MigLayout
 from scheduler.core.vocabulary import JobState
 from scheduler.errors import FencingError
 from scheduler.gateways.protocol import MigConfigState, Observation
+from scheduler.loop.apply import BindOp, EvictOp, MigOp, Op, bind_request
 from scheduler.models import Node, SchedulerFence
 
 FENCE_NAME = "cycle"
@@ -48,7 +48,7 @@ def fence_check(token: int | None) -> None:
 
 def fence_floor() -> int:
     """The last token that recorded (0 before the first): the floor of the lock's next token
-    (:mod:`scheduler.locks`), so that a fencing counter lost with Redis restarts above it."""
+    (:mod:`scheduler.loop.locks`), so that a fencing counter lost with Redis restarts above it."""
     return SchedulerFence.objects.filter(name=FENCE_NAME).values_list("token", flat=True).first() or 0
 
 

@@ -2,7 +2,7 @@
 apply.
 
 ``cycle_run`` is not re-entrant across processes by itself: callers hold the single-flight lock
-(:mod:`scheduler.locks`) and pass its fencing token, as :func:`scheduler.tasks.cycle_run_task` and the
+(:mod:`scheduler.loop.locks`) and pass its fencing token, as :func:`scheduler.tasks.cycle_run_task` and the
 ``schedule`` / ``scheduler run`` commands do. Every step is safe to interrupt: decisions are recorded before
 they are applied, and the next cycle's reconciliation repairs whatever was recorded but not applied.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -20,29 +20,17 @@ from django.db import transaction
 
 from jobs.models import Job
 from jobs.services import job_requeue
-from scheduler.apply import ApplyResult, Retry, apply_ops
-from scheduler.core import Policy, Reject, plan_cycle
+from scheduler.core import Reject, plan_cycle
 from scheduler.core.vocabulary import JobState
 from scheduler.gateways import gateway_get
 from scheduler.gateways.protocol import ClusterGateway
-from scheduler.reconcile import reconcile
-from scheduler.record import fence_check, record_plan
-from scheduler.snapshot import build
+from scheduler.loop.apply import ApplyResult, Retry, apply_ops
+from scheduler.loop.policy import policy_current
+from scheduler.loop.reconcile import reconcile
+from scheduler.loop.record import fence_check, record_plan
+from scheduler.loop.snapshot import build
 
 log = logging.getLogger(__name__)
-
-_POLICY_KEYS = frozenset(f.name for f in fields(Policy))
-# settings.SCHEDULER keys that tune the loop rather than the engine (simulated_* tune the simulated fleet).
-LOOP_KEYS = frozenset({"lock_backend", "lock_name", "lock_ttl_s", "evict_grace_s", "apply_attempts", "apply_backoff_s"})
-
-
-def policy_current() -> Policy:
-    """``settings.SCHEDULER`` as the engine's frozen :class:`~scheduler.core.Policy` (unknown keys: error)."""
-    values = settings.SCHEDULER
-    unknown = sorted(k for k in values if k not in _POLICY_KEYS | LOOP_KEYS and not k.startswith("simulated_"))
-    if unknown:
-        raise ValueError(f"unknown SCHEDULER settings: {', '.join(unknown)}")
-    return Policy.from_mapping({k: v for k, v in values.items() if k in _POLICY_KEYS})
 
 
 @dataclass

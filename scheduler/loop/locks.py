@@ -4,7 +4,7 @@ Production uses **Redis** (``SCHEDULER_LOCK=redis``, the default; the server of 
 key set with ``SET NX PX`` (it expires after ``lock_ttl_s``, so a crashed holder cannot block the loop
 forever) holding a **fencing token** from ``INCR`` on a counter key. Release and extension are Lua scripts
 that act only while the key still holds the caller's token. The token travels with the cycle: the record
-step refuses to write when a newer token has already recorded (:func:`scheduler.record.fence_check`), so a
+step refuses to write when a newer token has already recorded (:func:`scheduler.loop.record.fence_check`), so a
 holder that stalled past its expiry cannot write stale decisions over a newer cycle's.
 
 The embedded demo has no Redis: ``SCHEDULER_LOCK=file`` takes an exclusive ``flock`` on
@@ -12,7 +12,7 @@ The embedded demo has no Redis: ``SCHEDULER_LOCK=file`` takes an exclusive ``flo
 keeps the fencing counter in the same file. It works only between processes of one machine.
 
 **Tokens survive the counter's loss.** The database keeps the last token that recorded
-(:func:`scheduler.record.fence_floor`); both locks take it as a ``floor`` before each attempt, and a counter
+(:func:`scheduler.loop.record.fence_floor`); both locks take it as a ``floor`` before each attempt, and a counter
 found below it (Redis restarted empty or from an old snapshot, the lock file deleted) is first raised to it
 plus :data:`RESET_GAP`: without that, every cycle would be abandoned until the counter caught up, and a cycle
 still in flight from before the loss (its token above the floor, not recorded yet) would share its token
@@ -33,7 +33,7 @@ from typing import Protocol
 import redis
 from django.conf import settings
 
-from scheduler.record import fence_floor
+from scheduler.loop.record import fence_floor
 
 CYCLE_LOCK = "microcosm:lock:cycle"
 # How far a counter found below the floor jumps past it (module doc): more tokens than cycles can take
