@@ -17,8 +17,8 @@ from scheduler.core.memory import estimate
 from scheduler.core.rightsize import memory_need_mib, resolve, unplaceable_reason
 from scheduler.loop.policy import policy_current
 from scheduler.models import GpuModel
-from scheduler.sim.fields import Errors
-from scheduler.sim.job_spec import parse_job
+from scheduler.specs.fields import Errors
+from scheduler.specs.job import parse_job
 
 # The keys of a right-sizing question: what one replica asks for and where it may run (a job spec's request).
 RIGHTSIZE_KEYS = ("kind", "gpus", "mig_profile", "memory_gib", "model", "replicas", "gpu_model")

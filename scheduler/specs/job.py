@@ -23,7 +23,7 @@ from scheduler.core.bounds import (
 )
 from scheduler.core.state import FULL_GPU_MILLI, Job, ModelProfile, Request
 from scheduler.core.vocabulary import Dtype, JobKind, JobTier, ModelMode, Priority
-from scheduler.sim.fields import (
+from scheduler.specs.fields import (
     Errors,
     check_keys,
     describe,

@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from scheduler.sim.spec_files.text import MAX_DEPTH, MAX_DIGITS, MAX_VALUES, SpecFileError, kind_of, position
+from scheduler.specs.files.text import MAX_DEPTH, MAX_DIGITS, MAX_VALUES, SpecFileError, kind_of, position
 
 _YAML_TAGS = "tag:yaml.org,2002:"
 

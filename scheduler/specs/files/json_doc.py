@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from scheduler.sim.spec_files.text import MAX_DEPTH, MAX_DIGITS, SpecFileError, position
+from scheduler.specs.files.text import MAX_DEPTH, MAX_DIGITS, SpecFileError, position
 
 # Outside strings: brackets (for the depth), over-long digit runs and the non-JSON constants. A string is
 # matched whole first so nothing inside it counts; an unterminated one (a lone quote) ends the scan and

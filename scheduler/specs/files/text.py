@@ -1,6 +1,6 @@
 """Bytes to text for a user's file, and the error every spec-file reader raises.
 
-See :mod:`scheduler.sim.spec_files` for why each limit exists.
+See :mod:`scheduler.specs.files` for why each limit exists.
 """
 
 from __future__ import annotations

@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from scheduler.core.bounds import text_problem
-from scheduler.sim.fields import join
-from scheduler.sim.spec_files.json_doc import load_json
-from scheduler.sim.spec_files.text import (
+from scheduler.specs.fields import join
+from scheduler.specs.files.json_doc import load_json
+from scheduler.specs.files.text import (
     JSON_SUFFIXES,
     MAX_BYTES,
     MAX_DEPTH,
@@ -46,7 +46,7 @@ from scheduler.sim.spec_files.text import (
     kind_of,
     read_text,
 )
-from scheduler.sim.spec_files.yaml_doc import load_yaml
+from scheduler.specs.files.yaml_doc import load_yaml
 
 __all__ = [
     "MAX_BYTES",
