@@ -198,6 +198,7 @@ INSTALLED_APPS = [
     "scheduler",
     "jobs",
     "billing",
+    "demo",
 ]
 
 MIDDLEWARE = [

@@ -10,9 +10,9 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
+from demo.feed import demo_feed
+from demo.seed import _TEAMS as DEMO_TEAMS
 from jobs.models import Job
-from portal.demo import _TEAMS as DEMO_TEAMS
-from portal.demo import demo_feed
 from portal.management.commands.demo import DemoSupervisor
 from tests.factories import ProjectFactory, TeamFactory
 

@@ -13,8 +13,8 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from demo.seed import DEMO_PASSWORD, DemoSeedResult, demo_seed
 from portal.celery import app as celery_app
-from portal.demo import DEMO_PASSWORD, DemoSeedResult, demo_seed
 
 DEMO_SETTINGS = "portal.demo_settings"
 

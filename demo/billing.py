@@ -1,6 +1,6 @@
 """The demo's billing history: prices, commitments, and past work (last month and this one) in the ledger.
 
-Called by ``portal/demo.py``'s seed after the org and fleet exist, so the finance pages have figures right
+Called by :func:`demo.seed.demo_seed` after the org and fleet exist, so the finance pages have figures right
 after ``make demo``. Idempotent: prices and commitments are added when missing, and the history is made once
 (its jobs are named ``history-…``). Past work is generated from a fixed seed on the demo fleet without
 double-booking a GPU, then closed by the real ledger service.

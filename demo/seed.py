@@ -7,7 +7,6 @@ the password ``demo`` only when they are created: a password someone changed sur
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -16,9 +15,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
-from billing.demo import billing_demo_seed
-from jobs.models import Job
-from jobs.services import job_submit
+from demo.billing import billing_demo_seed
 from scheduler.core.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.vocabulary import CapacityTier, Interconnect
 from scheduler.models import Gpu, Node
@@ -287,104 +284,3 @@ def _node_labels(plan: _NodePlan, *, model: str, gpu_count: int) -> dict[str, st
     for profile, count in sorted(counts.items()):
         labels[f"nvidia.com/mig-{profile}.count"] = str(count)
     return labels
-
-
-# --- The demo's stream of work (issue 5): `manage.py demo run` keeps jobs flowing so queues and graphs move.
-
-# (team slug, project code, spec) templates; durations are virtual seconds (SIMULATED_SPEED per real second).
-_FEED: tuple[tuple[str, str, dict[str, Any]], ...] = (
-    (
-        "nlp",
-        "llm-pretrain",
-        {
-            "kind": "training",
-            "gpus": 8,
-            "gpu_model": "H100",
-            "preemptible": True,
-            "checkpoint_interval_s": 600,
-            "duration_s": 3600,
-        },
-    ),
-    (
-        "nlp",
-        "llm-pretrain",
-        {
-            "kind": "training",
-            "gpus": 8,
-            "replicas": 2,
-            "gpu_model": "H100",
-            "checkpoint_interval_s": 900,
-            "duration_s": 5400,
-            "tier": "spot-ok",
-            "preemptible": True,
-        },
-    ),
-    (
-        "nlp",
-        "chat-serving",
-        {
-            "kind": "inference",
-            "priority": "production",
-            "model": {"params_b": 7, "dtype": "bf16", "context": 4096, "batch": 8, "mode": "inference"},
-            "duration_s": 2400,
-        },
-    ),
-    (
-        "nlp",
-        "eval",
-        {
-            "kind": "batch",
-            "memory_gib": 18,
-            "priority": "low",
-            "tier": "spot-ok",
-            "preemptible": True,
-            "duration_s": 900,
-        },
-    ),
-    (
-        "vision",
-        "detect-train",
-        {
-            "kind": "training",
-            "gpus": 4,
-            "gpu_model": "A100",
-            "preemptible": True,
-            "checkpoint_interval_s": 300,
-            "duration_s": 2400,
-        },
-    ),
-    ("vision", "seg-serving", {"kind": "inference", "mig_profile": "3g.40gb", "duration_s": 1800}),
-    ("vision", "seg-serving", {"kind": "inference", "mig_profile": "1g.10gb", "replicas": 2, "duration_s": 1200}),
-    (
-        "speech",
-        "asr-train",
-        {
-            "kind": "training",
-            "gpus": 2,
-            "gpu_model": "A100",
-            "tier": "spot-ok",
-            "preemptible": True,
-            "checkpoint_interval_s": 300,
-            "duration_s": 1800,
-        },
-    ),
-    ("speech", "tts-serving", {"kind": "inference", "memory_gib": 9, "duration_s": 1500}),
-    ("speech", "asr-train", {"kind": "batch", "gpus": 1, "priority": "low", "duration_s": 600}),
-)
-FEED_MAX_PENDING = 24  # the feed pauses while this many jobs wait, so the queue stays readable
-
-
-def demo_feed(*, rng: random.Random | None = None, max_pending: int = FEED_MAX_PENDING) -> Job | None:
-    """Submit one demo job (a random template for its demo team) through ``job_submit``; None when the demo
-    teams are missing or ``max_pending`` jobs already wait."""
-    rng = rng or random.Random()
-    if Job.objects.filter(state="pending").count() >= max_pending:
-        return None
-    slug, project, spec = rng.choice(_FEED)
-    team = Team.objects.filter(slug=slug).first()
-    if team is None:
-        return None
-    # Durations vary ±50 % so jobs do not finish in lockstep.
-    varied = {**spec, "project": project, "name": f"{project}-{rng.randrange(1000, 9999)}"}
-    varied["duration_s"] = int(spec["duration_s"] * rng.uniform(0.5, 1.5))
-    return job_submit(team=team, spec=varied, actor=None, source="demo feed")
