@@ -6,7 +6,9 @@ one JSON object, and always the exact command that reproduces it; ``--report FIL
 self-contained page with the table and the benchmark's plotly charts.
 
 Beside the registry's pure simulations, ``bench portal`` (:mod:`portal.bench`) times the portal itself; it
-needs a migrated database, and so does ``bench all``, which runs it too.
+needs a migrated database, and so does ``bench all``, which runs it too. The command lives in the portal, the
+composition root, because it is the one place that joins the simulator's benchmarks and the portal's: the
+portal may import every app, and no app imports the portal.
 """
 
 from __future__ import annotations
