@@ -11,10 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from scheduler.core import DemandKind, estimate, memory_need_mib, resolve, unplaceable_reason
 from scheduler.core.catalog import GPU_MODEL_BY_NAME, GPU_MODELS, compute_fraction
-from scheduler.core.demand import DemandKind
-from scheduler.core.memory import estimate
-from scheduler.core.rightsize import memory_need_mib, resolve, unplaceable_reason
 from scheduler.loop.policy import policy_current
 from scheduler.models import GpuModel
 from scheduler.specs.fields import Errors

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from jobs.models import Allocation, Job, JobEvent
-from scheduler.core.state import Slot
+from scheduler.core import Slot
 from scheduler.core.vocabulary import EventType, JobState
 from scheduler.models import Node
 
