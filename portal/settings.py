@@ -199,6 +199,7 @@ INSTALLED_APPS = [
     "jobs",
     "billing",
     "demo",
+    "benchmarks",
 ]
 
 MIDDLEWARE = [

@@ -8,7 +8,7 @@ middleware, auth, view, queries, template — ``--repeat`` times after two warm-
 queries. Targets (issue 6): the queue page and queue API ≤ 300 ms, the dashboard ≤ 500 ms.
 
 Same interface as the modules of ``scheduler.sim.bench.registry`` (``NAME``, ``HELP``, ``add_arguments``,
-``run``), so ``manage.py bench`` can list it; it lives here because it needs the database.
+``run``), so ``manage.py bench`` can list it; it lives here, not in the simulator, because it needs the database.
 """
 
 from __future__ import annotations

@@ -5,10 +5,8 @@ a subcommand with its own options (``manage.py bench <name> --help``): it prints
 one JSON object, and always the exact command that reproduces it; ``--report FILE.html`` also writes a
 self-contained page with the table and the benchmark's plotly charts.
 
-Beside the registry's pure simulations, ``bench portal`` (:mod:`portal.bench`) times the portal itself; it
-needs a migrated database, and so does ``bench all``, which runs it too. The command lives in the portal, the
-composition root, because it is the one place that joins the simulator's benchmarks and the portal's: the
-portal may import every app, and no app imports the portal.
+Beside the registry's pure simulations, ``bench portal`` (:mod:`benchmarks.portal_bench`) times the portal
+itself; it needs a migrated database, and so does ``bench all``, which runs it too.
 """
 
 from __future__ import annotations
@@ -20,7 +18,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from portal import bench as portal_bench
+from benchmarks import portal_bench
 from scheduler.sim.bench.html import write_report
 from scheduler.sim.bench.registry import BenchUsageError, benchmarks
 

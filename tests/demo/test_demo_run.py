@@ -11,9 +11,9 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from demo.feed import demo_feed
+from demo.management.commands.demo import DemoSupervisor
 from demo.seed import _TEAMS as DEMO_TEAMS
 from jobs.models import Job
-from portal.management.commands.demo import DemoSupervisor
 from tests.factories import ProjectFactory, TeamFactory
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(120)"]

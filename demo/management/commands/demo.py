@@ -10,11 +10,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+# The project's Celery app (portal/celery.py, created when Django loads the portal's settings), taken as Celery's
+# current app so that the demo, an app like the others, does not import the composition root.
+from celery import current_app as celery_app
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from demo.seed import DEMO_PASSWORD, DemoSeedResult, demo_seed
-from portal.celery import app as celery_app
 
 DEMO_SETTINGS = "portal.demo_settings"
 
