@@ -22,9 +22,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
-from scheduler.core.fairshare import PRIORITY_INDEX
-from scheduler.core.limits import fill_fits, guarantee_limits
-from scheduler.core.state import Team
+from scheduler.core import PRIORITY_INDEX, Team, fill_fits, guarantee_limits
 
 
 @dataclass(frozen=True, slots=True)

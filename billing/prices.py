@@ -1,7 +1,7 @@
 """The price catalog's defaults (from the facts sheet, with their dates) and the price in force at an instant.
 
 Defaults: ``shared/facts/gpu-facts.md`` §7.1, AWS us-east-1 list prices per GPU-hour (instance price ÷ 8,
-as the facts sheet prints them). They match the demo fleet's node prices (``portal/demo.py``).
+as the facts sheet prints them). They match the demo fleet's node prices (``demo/seed.py``).
 
 - **Before the cuts**, AWS Pricing API dated 2025-03-14: p4d $4.10, p4de $5.12 ⚠, p5 $12.29, p5en $84.80/8.
 - **Now**: the "On-demand now" column (skypilot catalog, undated, after AWS's June 2025 cut of "up to 45%";

@@ -8,29 +8,18 @@ count per replica, and the memory estimate behind it ("weights 13.0 GiB + KV cac
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
-from django.conf import settings
-
+from scheduler.core import DemandKind, estimate, memory_need_mib, resolve, unplaceable_reason
 from scheduler.core.catalog import GPU_MODEL_BY_NAME, GPU_MODELS, compute_fraction
-from scheduler.core.demand import DemandKind
-from scheduler.core.memory import estimate
-from scheduler.core.policy import Policy
-from scheduler.core.rightsize import memory_need_mib, resolve, unplaceable_reason
+from scheduler.loop.policy import policy_current
 from scheduler.models import GpuModel
-from scheduler.sim.fields import Errors
-from scheduler.sim.job_spec import parse_job
+from scheduler.specs.fields import Errors
+from scheduler.specs.job import parse_job
 
 # The keys of a right-sizing question: what one replica asks for and where it may run (a job spec's request).
 RIGHTSIZE_KEYS = ("kind", "gpus", "mig_profile", "memory_gib", "model", "replicas", "gpu_model")
-
-
-def policy_current() -> Policy:
-    """The engine policy as configured in ``settings.SCHEDULER`` (keys the policy does not know are the
-    loop's own, such as the simulated clock speed, and are left out)."""
-    known = {f.name for f in fields(Policy)}
-    return Policy.from_mapping({k: v for k, v in settings.SCHEDULER.items() if k in known})
 
 
 @dataclass(frozen=True)

@@ -17,9 +17,8 @@ from django.utils import timezone
 
 from jobs.models import Allocation, Job, JobEvent
 from jobs.selectors import AnyUser, Usage, gpu_equivalents, usage_of
+from scheduler.core import ANY, UNITS_PER_GPU, burst_limits, guarantee_limits
 from scheduler.core import Team as CoreTeam
-from scheduler.core.capacity import UNITS_PER_GPU
-from scheduler.core.limits import ANY, burst_limits, guarantee_limits
 from scheduler.core.vocabulary import JobState, Priority
 from scheduler.models import UtilizationSample
 from teams.models import Quota, Team

@@ -16,7 +16,7 @@ SCHEDULER = {**SCHEDULER, "lock_backend": "file"}
 CELERY_BROKER_URL = "filesystem://"
 CELERY_BROKER_TRANSPORT_OPTIONS = filesystem_broker_options(VAR_DIR)  # every folder under var/celery/
 
-DEMO_FEED_S = 15.0  # a new demo job every 15 s while fewer than portal.demo.FEED_MAX_PENDING wait
+DEMO_FEED_S = 15.0  # a new demo job every 15 s while fewer than demo.feed.FEED_MAX_PENDING wait
 CELERY_BEAT_SCHEDULE = {
     **CELERY_BEAT_SCHEDULE,
     "demo-feed": {"task": "portal.demo_feed", "schedule": DEMO_FEED_S, "options": {"expires": DEMO_FEED_S}},

@@ -57,7 +57,7 @@ REDIS_URL = env_redis_url("REDIS_URL", default="redis://127.0.0.1:6379/0")
 # Which cluster the scheduling loop drives: the embedded simulated fleet, or a real Kubernetes cluster.
 CLUSTER_BACKEND = env_choice("CLUSTER_BACKEND", ("simulated", "kubernetes"), default="simulated")
 
-# --- The Kubernetes backend (scheduler/kube.py, docs/deploy.md) ------------------------------------------------
+# --- The Kubernetes backend (scheduler/gateways/kube/, docs/deploy.md) -----------------------------------------
 # Topology label keys from the top of the network to the bottom: of those a node carries, the lowest is its
 # leaf and the one above its spine (facts §5.2). MIG changes go through the GPU Operator's MIG Manager with
 # a mig-parted ConfigMap of ours in its namespace and a watchdog (facts §3.1: ~15 min, doubled on reboot).
@@ -198,6 +198,8 @@ INSTALLED_APPS = [
     "scheduler",
     "jobs",
     "billing",
+    "demo",
+    "benchmarks",
 ]
 
 MIDDLEWARE = [

@@ -10,7 +10,7 @@ class InventoryError(ValueError):
 class GatewayError(Exception):
     """A cluster gateway could not do what it was asked; the message names the operation and the object.
 
-    Base class of every error a :class:`scheduler.gateway.ClusterGateway` raises on purpose. Anything else a
+    Base class of every error a :class:`scheduler.gateways.protocol.ClusterGateway` raises on purpose. Anything else a
     gateway raises is a bug in the gateway.
     """
 

@@ -21,7 +21,13 @@ from jobs.models import Allocation, JobEvent
 from scheduler.core.catalog import GPU_MODEL_BY_NAME, GPU_MODELS, LayoutError, validate_layout
 from scheduler.core.vocabulary import CapacityTier, EventType, Interconnect, NodeState
 from scheduler.errors import InventoryError
-from scheduler.gateway import ClusterGateway, MaintainedGateway, MigConfigState, Observation, UtilizationReading
+from scheduler.gateways.protocol import (
+    ClusterGateway,
+    MaintainedGateway,
+    MigConfigState,
+    Observation,
+    UtilizationReading,
+)
 from scheduler.models import Gpu, GpuModel, Node, UtilizationSample
 
 log = logging.getLogger(__name__)
@@ -318,7 +324,7 @@ def mig_watch(*, observation: Observation, stuck_after_s: float) -> dict[str, li
 
 def cluster_maintain(*, gateway: ClusterGateway, stuck_after_s: float) -> dict[str, Any]:
     """The MIG-watch period's work: let the gateway drive its own in-flight operations one step
-    (:class:`~scheduler.gateway.MaintainedGateway`, e.g. the Kubernetes MIG relabel flow: drain, relabel,
+    (:class:`~scheduler.gateways.protocol.MaintainedGateway`, e.g. the Kubernetes MIG relabel flow: drain, relabel,
     recover a wedged node, uncordon), then report from a fresh observation the MIG changes still in flight and
     the stuck ones (:func:`mig_watch`). A gateway without maintenance is only observed.
 

@@ -6,7 +6,7 @@ already written for the person who has to fix the file or the database.
 
 from __future__ import annotations
 
-from scheduler.sim.spec_files.text import SpecFileError
+from scheduler.specs.files.text import SpecFileError
 
 
 class TeamsError(Exception):

@@ -1,6 +1,6 @@
 """Reading organisation files (``spec/org.md``) into plain data: JSON or YAML, strictly.
 
-The reading itself is :func:`scheduler.sim.spec_files.read_spec_file`, the one reader every command uses for
+The reading itself is :func:`scheduler.specs.files.read_spec_file`, the one reader every command uses for
 a person's file: size cap, UTF-8 without NUL, safe YAML (no objects, no alias bombs), capped nesting and
 number length, duplicate keys and JSON ``NaN``/``Infinity`` refused. Here fractions come back as ``Decimal``
 so quotas keep their exact value, and its error becomes an :class:`OrgFileError`. What the data *means* is
@@ -13,7 +13,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from scheduler.sim.spec_files import SpecFileError, kind_of, read_spec_file
+from scheduler.specs.files import SpecFileError, kind_of, read_spec_file
 from teams.errors import OrgFileError
 
 __all__ = ["kind_of", "load_org_file"]

@@ -27,7 +27,7 @@ from rest_framework.exceptions import APIException, ParseError, ValidationError
 from rest_framework.parsers import JSONParser
 from rest_framework.utils import json as drf_json
 
-from scheduler.core.bounds import text_problem
+from scheduler.core import text_problem
 
 MAX_DEPTH = 32
 # A body with thousands of bad strings gets the first ones, not a response as big as the body.

@@ -1,7 +1,7 @@
 """The body of a job-spec request (submit, right-size) as the one job-spec reader wants it.
 
 The API does not re-validate a job spec with serializers of its own: the body goes whole to the jobs
-services, which read it with :func:`scheduler.sim.job_spec.parse_job` — the same keys, types, ranges and
+services, which read it with :func:`scheduler.specs.job.parse_job` — the same keys, types, ranges and
 messages as the portal form, ``manage.py jobs submit`` and scenarios, and unknown keys refused with the list
 of known ones. The serializers of ``jobs.api.serializers`` only describe the body in the OpenAPI schema.
 """

@@ -17,7 +17,7 @@ from jobs.access import check_cancel, check_manage, check_priority
 from jobs.errors import JobNotFound, JobSpecInvalid, JobStateError
 from jobs.models import Allocation, Job, JobEvent
 from scheduler.core.vocabulary import EventType, JobState, Priority
-from scheduler.sim.fields import describe
+from scheduler.specs.fields import describe
 from teams.models import Team
 
 _MAX_RANK = 2_147_483_647  # IntegerField

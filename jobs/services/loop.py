@@ -1,4 +1,4 @@
-"""Transitions the scheduling loop records (``scheduler.record``, ``scheduler.reconcile``): the actor is the
+"""Transitions the scheduling loop records (``scheduler.loop.record``, ``scheduler.loop.reconcile``): the actor is the
 scheduler, so there is no permission to check; the caller holds the transaction (and the loop's lock)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from jobs.models import Allocation, Job, JobEvent
-from scheduler.core.state import Slot
+from scheduler.core import Slot
 from scheduler.core.vocabulary import EventType, JobState
 from scheduler.models import Node
 

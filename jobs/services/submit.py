@@ -1,7 +1,7 @@
 """Submitting a job: the spec is validated whole, the actor's role checked, then one job and its ``submitted``
 event are written.
 
-Every key, type and range is checked by :func:`scheduler.sim.job_spec.parse_job` against the one table of
+Every key, type and range is checked by :func:`scheduler.specs.job.parse_job` against the one table of
 :mod:`scheduler.core.bounds`, the same for the portal form, the API, ``manage.py jobs submit``, scenarios and
 the right-sizing suggestion; a job the engine could never run on the inventory (memory no GPU holds, a
 gang larger than the cluster) is refused with the engine's own reason. A team and a user each have a cap on
@@ -27,13 +27,13 @@ from django.utils import timezone
 from jobs.access import check_member, check_submit
 from jobs.errors import JobSpecInvalid, PendingLimitReached, TeamNotFound
 from jobs.models import Job, JobEvent
-from jobs.rightsizing import policy_current
 from scheduler.core import Job as CoreJob
 from scheduler.core import rejection_reason
 from scheduler.core.vocabulary import EventType, JobState
-from scheduler.sim.fields import Errors, describe
-from scheduler.sim.job_spec import parse_job
-from scheduler.snapshot import inventory_nodes
+from scheduler.loop.policy import policy_current
+from scheduler.loop.snapshot import inventory_nodes
+from scheduler.specs.fields import Errors, describe
+from scheduler.specs.job import parse_job
 from teams.models import Team
 
 

@@ -2,16 +2,32 @@
 
 The public API — what the rest of Microcosm may import from ``scheduler.core`` — is pinned by
 ``tests/scheduler/core/test_public_api.py``: the cycle's entry point, the question a submit asks it before
-writing (:func:`rejection_reason`), and the frozen values they take and give.
+writing (:func:`rejection_reason`), and the frozen values they take and give; and the rules the apps show or
+re-apply outside a cycle: the table of job-request ranges (``bounds``, :func:`text_problem`), right-sizing and
+the memory estimate the submit form previews, the quota limits and priority order the team pages and billing's
+guarantee check read, and the size of a GPU in capacity units. ``scheduler.core.vocabulary`` and
+``scheduler.core.catalog`` are public modules of their own.
 """
 
+from scheduler.core import bounds
+from scheduler.core.bounds import text_problem
+from scheduler.core.capacity import UNITS_PER_GPU
 from scheduler.core.cycle import plan_cycle, rejection_reason
+from scheduler.core.demand import DemandKind
+from scheduler.core.fairshare import PRIORITY_INDEX
+from scheduler.core.limits import ANY, burst_limits, fill_fits, guarantee_limits
+from scheduler.core.memory import estimate
 from scheduler.core.plan import Bind, Evict, Plan, Reconfigure, Reject, Waiting
 from scheduler.core.policy import Policy
+from scheduler.core.rightsize import memory_need_mib, resolve, unplaceable_reason
 from scheduler.core.state import Job, ModelProfile, Node, Preemption, Request, Running, Slot, Snapshot, Team
 
 __all__ = [
+    "ANY",
+    "PRIORITY_INDEX",
+    "UNITS_PER_GPU",
     "Bind",
+    "DemandKind",
     "Evict",
     "Job",
     "ModelProfile",
@@ -27,6 +43,15 @@ __all__ = [
     "Snapshot",
     "Team",
     "Waiting",
+    "bounds",
+    "burst_limits",
+    "estimate",
+    "fill_fits",
+    "guarantee_limits",
+    "memory_need_mib",
     "plan_cycle",
     "rejection_reason",
+    "resolve",
+    "text_problem",
+    "unplaceable_reason",
 ]

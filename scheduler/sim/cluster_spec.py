@@ -16,7 +16,7 @@ from typing import Any
 from scheduler.core import catalog
 from scheduler.core.state import MigLayout, Node, Team
 from scheduler.core.vocabulary import CapacityTier, Interconnect
-from scheduler.sim.fields import (
+from scheduler.specs.fields import (
     Errors,
     check_keys,
     describe,

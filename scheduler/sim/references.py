@@ -25,7 +25,7 @@ from scheduler.sim.events import (
     Submit,
     TimedEvent,
 )
-from scheduler.sim.fields import Errors, join
+from scheduler.specs.fields import Errors, join
 
 
 def check_timeline(

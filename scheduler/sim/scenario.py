@@ -8,7 +8,7 @@ duplicate job ids, a negative ``t`` and requests stated in more or fewer than on
 
 Test extension: a top-level ``"expect"`` key is accepted and not interpreted here (it is kept verbatim in
 :attr:`Scenario.expect`); ``tests/scheduler/test_scenarios.py`` reads it as the file's expected outcome.
-Other extensions: a job's ``gpu_milli`` and a node's ``sharing`` (see ``job_spec`` and ``cluster_spec``).
+Other extensions: a job's ``gpu_milli`` and a node's ``sharing`` (see :mod:`scheduler.specs.job` and ``cluster_spec``).
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ from scheduler.sim.events import (
     Submit,
     TimedEvent,
 )
-from scheduler.sim.fields import (
+from scheduler.sim.references import check_timeline
+from scheduler.specs.fields import (
     Errors,
     ScenarioError,
     check_keys,
@@ -51,9 +52,8 @@ from scheduler.sim.fields import (
     read_object,
     read_str,
 )
-from scheduler.sim.job_spec import parse_job
-from scheduler.sim.references import check_timeline
-from scheduler.sim.spec_files import SpecFileError, read_spec_file
+from scheduler.specs.files import SpecFileError, read_spec_file
+from scheduler.specs.job import parse_job
 
 __all__ = [
     "AddNode",
@@ -112,7 +112,7 @@ class Scenario:
 def load_scenario(path: str | Path) -> Scenario:
     """Read and validate a scenario file; raise :class:`ScenarioError` naming the file on any problem.
 
-    Reading is :func:`~scheduler.sim.spec_files.read_spec_file`'s (JSON whatever the name; its limits on
+    Reading is :func:`~scheduler.specs.files.read_spec_file`'s (JSON whatever the name; its limits on
     size, encoding, nesting and numbers); its one problem becomes the error's one line.
     """
     source = str(path)

@@ -15,8 +15,8 @@ import math
 from dataclasses import dataclass
 
 from scheduler.sim.events import Submit
-from scheduler.sim.fields import ScenarioError
 from scheduler.sim.scenario import Scenario
+from scheduler.specs.fields import ScenarioError
 
 #: Cycles × jobs a run may ask for without ``--max-work``: about two minutes of replay.
 DEFAULT_MAX_WORK = 5_000_000

@@ -13,7 +13,7 @@ from billing.prices import AFTER_CUTS, BEFORE_CUTS, PriceBook, default_prices
 from billing.selectors import Scope, chargeback_report
 from billing.services import price_catalog_seed
 from billing.tasks import ledger_close_task
-from portal.demo import demo_seed, price_per_gpu_hour
+from demo.seed import demo_seed, price_per_gpu_hour
 from tests.billing.conftest import at
 from tests.factories import AllocationFactory, NodeFactory
 

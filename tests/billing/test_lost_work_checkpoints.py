@@ -13,7 +13,7 @@ from billing.models import LostWork
 from billing.services import ledger_close_due
 from jobs.models import JobEvent
 from jobs.services import job_submit
-from scheduler.cycle import cycle_run
+from scheduler.loop.cycle import cycle_run
 from scheduler.models import Node, SimulatedNodeState
 from tests.scheduler.loop_helpers import Clock, fleet, fleet_seed, team_seed
 

@@ -13,8 +13,8 @@ from django.utils import timezone
 
 from jobs.models import Job, JobEvent
 from jobs.services import job_submit
-from scheduler.sim.fields import ScenarioError
 from scheduler.sim.scenario import parse_scenario
+from scheduler.specs.fields import ScenarioError
 from tests.jobs.test_api import api
 from tests.scheduler.loop_helpers import fleet_seed
 

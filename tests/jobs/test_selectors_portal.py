@@ -120,6 +120,16 @@ def test_suggestion_right_sizes_like_the_engine() -> None:
     assert "gpus" in broken.errors
 
 
+def test_suggestion_reads_the_policy_as_the_loop_does(settings) -> None:
+    """One reader of settings.SCHEDULER: a key the loop would refuse is refused here too, not dropped."""
+    models = ["A100-SXM4-80GB"]
+    settings.SCHEDULER = {**settings.SCHEDULER, "simulated_speed": 2.0}  # the fleet's own keys are fine
+    assert suggest({"kind": "inference", "memory_gib": 10}, gpu_models=models).best is not None
+    settings.SCHEDULER = {**settings.SCHEDULER, "cycle_secs": 5}
+    with pytest.raises(ValueError, match="cycle_secs"):
+        suggest({"kind": "inference", "memory_gib": 10}, gpu_models=models)
+
+
 def test_errors_by_key_splits_source_key_and_reason() -> None:
     messages = ["spec: model.params_b: must be positive", "spec: a job spec must be a JSON object"]
     assert errors_by_key(messages, "spec") == {

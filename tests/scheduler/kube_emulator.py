@@ -251,7 +251,7 @@ class ManualClock:
 
 def manual_gateway(cluster: Cluster, clock: ManualClock, *, mig_config_timeout_s: float) -> Any:
     """A KubeGateway on the emulator that never sleeps and reads ``clock``: MIG timeouts are driven by the test."""
-    from scheduler.kube import KubeGateway
+    from scheduler.gateways.kube.gateway import KubeGateway
 
     return KubeGateway(
         cluster.new_api_client(),

@@ -9,7 +9,7 @@ from django.db.models import F
 
 from jobs.models import Job
 from jobs.services import job_submit
-from scheduler.cycle import cycle_run
+from scheduler.loop.cycle import cycle_run
 from tests.scheduler.loop_helpers import Clock, fleet, fleet_seed, team_seed
 from tests.scheduler.test_cycle_service import NO_WAIT
 

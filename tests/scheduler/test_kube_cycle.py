@@ -1,4 +1,4 @@
-"""A whole scheduling cycle (scheduler.cycle.cycle_run) driving the Kubernetes gateway against the emulator:
+"""A whole scheduling cycle (scheduler.loop.cycle.cycle_run) driving the Kubernetes gateway against the emulator:
 GPU-Operator-labelled nodes → a submitted gang ends up bound pod by pod with the right resource names; a spot
 taint → interruption → requeue onto other capacity."""
 
@@ -10,10 +10,10 @@ import pytest
 
 from jobs.models import Job
 from jobs.services import job_submit
-from scheduler.apply import Retry
-from scheduler.cycle import cycle_run
 from scheduler.gateways import gateway_override
-from scheduler.kube import KubeGateway
+from scheduler.gateways.kube.gateway import KubeGateway
+from scheduler.loop.apply import Retry
+from scheduler.loop.cycle import cycle_run
 from scheduler.models import Node
 from scheduler.services import cluster_sync, gpu_models_sync
 from scheduler.tasks import interruptions_handle_task

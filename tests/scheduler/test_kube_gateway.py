@@ -7,8 +7,8 @@ import json
 import pytest
 
 from scheduler.errors import GatewayConflict, GatewayError, GatewayRetryable
-from scheduler.gateway import BindRequest, ClusterGateway, Device, ReplicaPhase, ReplicaPlacement
-from scheduler.kube import KubeGateway
+from scheduler.gateways.kube.gateway import KubeGateway
+from scheduler.gateways.protocol import BindRequest, ClusterGateway, Device, ReplicaPhase, ReplicaPlacement
 from tests.scheduler.kube_emulator import cluster_fixture, iso
 
 cluster = pytest.fixture(cluster_fixture)

@@ -1,16 +1,16 @@
 """The MIG-watch task drives the Kubernetes MIG flow (drain → relabel → success → uncordon; wedge recovery)
-through the gateway's maintenance step (scheduler.gateway.MaintainedGateway), against kmock's emulator."""
+through the gateway's maintenance step (scheduler.gateways.protocol.MaintainedGateway), against kmock's emulator."""
 
 from __future__ import annotations
 
 import pytest
 
-from scheduler.gateway import MaintainedGateway, MigConfigState, Observation
 from scheduler.gateways import gateway_override
-from scheduler.kube import KubeGateway
-from scheduler.kube_mig import config_name
+from scheduler.gateways.kube.gateway import KubeGateway
+from scheduler.gateways.kube.mig import config_name
+from scheduler.gateways.protocol import MaintainedGateway, MigConfigState, Observation
+from scheduler.gateways.simulated import SimulatedFleet
 from scheduler.services import cluster_maintain
-from scheduler.simulated import SimulatedFleet
 from scheduler.tasks import mig_watch_task
 from tests.scheduler.kube_emulator import ManualClock, cluster_fixture, manual_gateway
 

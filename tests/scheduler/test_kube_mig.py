@@ -10,9 +10,9 @@ import pytest
 import yaml
 
 from scheduler.errors import GatewayConflict
-from scheduler.gateway import BindRequest, Device, MigConfigState, ReplicaPlacement
-from scheduler.kube import KubeGateway
-from scheduler.kube_mig import Step, config_name
+from scheduler.gateways.kube.gateway import KubeGateway
+from scheduler.gateways.kube.mig import Step, config_name
+from scheduler.gateways.protocol import BindRequest, Device, MigConfigState, ReplicaPlacement
 from tests.scheduler.kube_emulator import ManualClock, cluster_fixture, manual_gateway
 
 cluster = pytest.fixture(cluster_fixture)

@@ -10,12 +10,21 @@ import pytest
 import yaml
 
 from scheduler.errors import GatewayRetryable
-from scheduler.gateway import BindRequest, Device, ReplicaPlacement
-from scheduler.kube import KubeGateway
-from scheduler.kube_labels import Taint, capacity_tier, current_mig, gpu_model_of, interruption_of, mig_counts, topology
-from scheduler.kube_mig import Flow, Phase, Step, config_document, config_name, next_step
-from scheduler.kube_pods import gpu_requests, mig_resource, pod_manifest
-from scheduler.prometheus import PrometheusClient, samples_from
+from scheduler.gateways.kube.gateway import KubeGateway
+from scheduler.gateways.kube.labels import (
+    Taint,
+    capacity_tier,
+    current_mig,
+    gpu_model_of,
+    interruption_of,
+    mig_counts,
+    topology,
+)
+from scheduler.gateways.kube.mig import Flow, Phase, Step, config_document, config_name, next_step
+from scheduler.gateways.kube.mig_flow import MigFlow
+from scheduler.gateways.kube.pods import gpu_requests, mig_resource, pod_manifest
+from scheduler.gateways.kube.prometheus import PrometheusClient, samples_from
+from scheduler.gateways.protocol import BindRequest, Device, ReplicaPlacement
 from tests.scheduler.kube_emulator import cluster_fixture
 
 cluster = pytest.fixture(cluster_fixture)
@@ -234,3 +243,51 @@ def test_no_prometheus_means_no_readings_and_a_broken_one_is_retryable(cluster, 
         PrometheusClient(prometheus).gpu_samples(60)
     with pytest.raises(GatewayRetryable, match="did not answer"):
         PrometheusClient("http://127.0.0.1:9", timeout_s=1).query("up")
+
+
+class _NodeApiStub:
+    """The MIG flow's whole view of the cluster: the NodeApi methods, recording every write."""
+
+    def __init__(self, nodes: list[dict]) -> None:
+        self._nodes = nodes
+        self.writes: list[tuple[str, object]] = []
+
+    def nodes(self) -> list[dict]:
+        return self._nodes
+
+    def node_read(self, node: str) -> dict:
+        return next(raw for raw in self._nodes if raw["metadata"]["name"] == node)
+
+    def node_patch(self, node: str, body) -> None:
+        self.writes.append(("patch", node))
+
+    def pods_on(self, node: str) -> list[dict]:
+        return []
+
+    def mig_managers(self, node: str) -> list[dict]:
+        return []
+
+    def pod_delete(self, pod, *, grace_s: float) -> None:
+        self.writes.append(("delete", pod))
+
+    def pod_evict(self, pod, *, grace_s: int) -> None:
+        self.writes.append(("evict", pod))
+
+    def mig_config_write(self, name: str, layouts, *, also_keep: set[str]) -> None:
+        self.writes.append(("config", name))
+
+
+def test_the_mig_flow_needs_only_its_small_api() -> None:
+    """A MIG change on an idle node runs through a stub of NodeApi, no API server: config, cordon, relabel."""
+    labels = {
+        "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB",
+        "nvidia.com/gpu.memory": "81920",
+        "nvidia.com/gpu.count": "1",
+        "nvidia.com/mig.capable": "true",
+        "nvidia.com/mig.config.state": "success",
+    }
+    api = _NodeApiStub([{"metadata": {"name": "n1", "labels": labels, "annotations": {}}, "spec": {}}])
+    flow = MigFlow(api, clock=lambda: 1000.0, timeout_s=900.0, eviction_grace_s=30)
+    flow.apply(node="n1", layouts=((("3g.40gb", 0), ("3g.40gb", 4)),))
+    assert [kind for kind, _ in api.writes] == ["config", "patch", "patch"]  # config; cordon; relabel (drained)
+    assert flow.watch() == ()  # the stub's node never changes, so there is nothing to move on

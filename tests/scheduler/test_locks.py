@@ -12,12 +12,12 @@ import time
 import pytest
 
 from jobs.services import job_submit
-from scheduler.cycle import cycle_run
 from scheduler.errors import FencingError
 from scheduler.gateways import gateway_override
-from scheduler.locks import RESET_GAP, FileLock, RedisLock, lock_get, single_flight
+from scheduler.loop.cycle import cycle_run
+from scheduler.loop.locks import RESET_GAP, FileLock, RedisLock, lock_get, single_flight
+from scheduler.loop.record import fence_floor
 from scheduler.models import SchedulerFence
-from scheduler.record import fence_floor
 from scheduler.tasks import cycle_run_task
 from tests.scheduler.loop_helpers import Clock, fleet, fleet_seed, team_seed
 from tests.scheduler.redis_helpers import redis_client, redis_prefix, redis_server  # noqa: F401 (fixtures)

@@ -11,7 +11,7 @@ from django.core.management import CommandError, call_command
 
 from jobs.models import Job, JobEvent
 from scheduler.gateways import gateway_override
-from scheduler.locks import FileLock
+from scheduler.loop.locks import FileLock
 from scheduler.models import Node, SimulatedNodeState, SimulatedPod
 from tests.scheduler.loop_helpers import Clock, fleet, fleet_seed, team_seed
 

@@ -9,14 +9,15 @@ import pytest
 
 from jobs.models import JobEvent
 from jobs.services import job_submit
-from scheduler.cycle import cycle_run, policy_current
 from scheduler.errors import GatewayNotConfigured
-from scheduler.gateway import MaintenanceEvent, MigConfigState, MigStatus, NodeObservation, Observation
 from scheduler.gateways import gateway_get, gateway_override
+from scheduler.gateways.protocol import MaintenanceEvent, MigConfigState, MigStatus, NodeObservation, Observation
+from scheduler.gateways.simulated import SimulatedFleet
+from scheduler.loop.cycle import cycle_run
+from scheduler.loop.policy import policy_current
+from scheduler.loop.snapshot import build
 from scheduler.models import Node, SimulatedNodeState, UtilizationSample
 from scheduler.services import cluster_maintain, cluster_sync, interruptions_handle, mig_watch, utilization_record
-from scheduler.simulated import SimulatedFleet
-from scheduler.snapshot import build
 from scheduler.tasks import interruptions_handle_task, mig_watch_task, utilization_sample_task
 from tests.scheduler.loop_helpers import Clock, fleet, fleet_seed, team_seed
 
@@ -160,5 +161,7 @@ def test_gateway_selection(settings, monkeypatch):
         raise ModuleNotFoundError(f"No module named {name!r}", name=name)
 
     monkeypatch.setattr("scheduler.gateways.importlib.import_module", missing)
-    with pytest.raises(GatewayNotConfigured, match=r"CLUSTER_BACKEND=kubernetes needs the module scheduler\.kube"):
+    with pytest.raises(
+        GatewayNotConfigured, match=r"CLUSTER_BACKEND=kubernetes needs the module scheduler\.gateways\.kube\.gateway"
+    ):
         gateway_get()

@@ -6,7 +6,14 @@ from __future__ import annotations
 import pytest
 
 from scheduler.errors import GatewayConflict
-from scheduler.gateway import BindRequest, ClusterGateway, Device, MigConfigState, ReplicaPhase, ReplicaPlacement
+from scheduler.gateways.protocol import (
+    BindRequest,
+    ClusterGateway,
+    Device,
+    MigConfigState,
+    ReplicaPhase,
+    ReplicaPlacement,
+)
 from scheduler.models import Gpu, SimulatedPod, SimulatedProgress
 from tests.factories import JobFactory
 from tests.scheduler.loop_helpers import BALANCED_80GB, Clock, fleet, fleet_seed, team_seed

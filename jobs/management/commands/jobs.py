@@ -2,7 +2,7 @@
 ``manage.py jobs list [--team SLUG] [--state STATE ...] [--json]``: the operator's edge over
 :mod:`jobs.services` and :mod:`jobs.selectors`. A bad spec prints every problem and writes nothing.
 
-The spec file is read by :func:`scheduler.sim.spec_files.read_spec_file`, the reader every command uses for
+The spec file is read by :func:`scheduler.specs.files.read_spec_file`, the reader every command uses for
 a person's file, so an unreadable or hostile file gets one ``FILE:line:column: what is wrong`` line. Every
 problem goes to stderr prefixed with the file, then the command fails (exit 1); no traceback, even when
 the database refuses what validation let through.
@@ -24,7 +24,7 @@ from jobs.models import Job
 from jobs.selectors import job_list_for_operator
 from jobs.services import job_submit
 from scheduler.core.vocabulary import JobState
-from scheduler.sim.spec_files import SpecFileError, read_spec_file
+from scheduler.specs.files import SpecFileError, read_spec_file
 
 
 class Command(BaseCommand):

@@ -24,7 +24,7 @@ from typing import Any
 
 from scheduler.sim.bench.machine import load_average, machine, machine_line, utc_now
 from scheduler.sim.bench.registry import BenchUsageError, Claim, Outcome, benchmarks
-from scheduler.sim.spec_files import SpecFileError, read_text
+from scheduler.specs.files import SpecFileError, read_text
 
 NAME = "all"
 HELP = "Run every benchmark with its defaults; --write regenerates BENCHMARKS.md."

@@ -29,9 +29,9 @@ from scheduler.sim.bench.seeds import parse_seeds
 from scheduler.sim.openb.matrix import Job, Result, run_all
 from scheduler.sim.openb.policies import POLICY_NAMES
 from scheduler.sim.openb.published import ALLOCATION_FILE, PAPER_VARIANTS, Published, Summary, load_published
-from scheduler.sim.spec_files import SpecFileError, read_text
 from scheduler.sim.traces import TraceError
 from scheduler.sim.traces.rows import MAX_TRACE_BYTES
+from scheduler.specs.files import SpecFileError, read_text
 
 NAME = "openb"
 HELP = "B1: fragmentation replay of Alibaba's openb trace, FGD protocol, beside the published rows."

@@ -4,7 +4,7 @@ A person fixing a trace wants the whole list in one run, so readers record a pro
 :meth:`Problems.raise_if_any` raises one :class:`TraceError` at the end. Line numbers are the physical line
 of the file (the header is line 1), as an editor shows them.
 
-The bytes are read by :func:`scheduler.sim.spec_files.read_text`, as every user file is: a size cap, UTF-8
+The bytes are read by :func:`scheduler.specs.files.read_text`, as every user file is: a size cap, UTF-8
 (the first bad byte named with its offset and line) and no NUL bytes, so a binary file or the wrong file
 fails at once with one line instead of a traceback or a screen of "malformed" rows.
 """
@@ -18,7 +18,7 @@ import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from scheduler.sim.spec_files import SpecFileError, read_text
+from scheduler.specs.files import SpecFileError, read_text
 
 #: At most this many messages are kept in a :class:`TraceError`; the rest are only counted.
 MAX_LISTED = 50

@@ -2,7 +2,7 @@
 
 A thin edge: parse arguments, load and validate the file (``teams.orgfile``), call ``teams.services.org_apply``
 and render its result. Every error goes to stderr, one per line, prefixed with the file path, and the command
-exits non-zero. Reading is ``scheduler.sim.spec_files``' (through ``teams.orgload``), so an unreadable or
+exits non-zero. Reading is ``scheduler.specs.files``' (through ``teams.orgload``), so an unreadable or
 hostile file (not UTF-8, binary, nested too deep, a YAML alias bomb or ``!!python`` tag) is one line too.
 """
 

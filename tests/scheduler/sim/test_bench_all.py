@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from portal import bench as portal_bench
+from benchmarks import portal_bench
 from scheduler.sim.bench import all_cli, registry
 
 FAKE = "tests.scheduler.sim.fake_bench"

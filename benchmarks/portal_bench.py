@@ -1,0 +1,332 @@
+"""``manage.py bench portal``: how fast the portal answers with a big queue.
+
+It seeds, inside one transaction that is rolled back at the end (the database is left as it was), a fleet of
+8-GPU nodes, three teams, running work with allocations and utilization samples over the last six hours, and
+``--pending`` pending jobs in the measured lead's team (plus a fifth as many in another team, which the
+scoping must skip). Then it times each page and API call through Django's test client — the whole request:
+middleware, auth, view, queries, template — ``--repeat`` times after two warm-up calls, and counts its SQL
+queries. Targets (issue 6): the queue page and queue API ≤ 300 ms, the dashboard ≤ 500 ms.
+
+Same interface as the modules of ``scheduler.sim.bench.registry`` (``NAME``, ``HELP``, ``add_arguments``,
+``run``), so ``manage.py bench`` can list it; it lives here, not in the simulator, because it needs the database.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import connection, transaction
+from django.test import Client
+from django.test.utils import override_settings
+from django.utils import timezone
+
+from jobs.models import Allocation, Job, JobEvent
+from scheduler.models import Gpu, GpuModel, Node, UtilizationSample
+from scheduler.sim.bench.registry import Claim, Outcome, whole_number
+from teams.models import Membership, Quota, Team
+
+NAME = "portal"
+HELP = "Time the queue and dashboard pages and APIs with 10,000 pending jobs (seeded, then rolled back)."
+
+QUEUE_TARGET_MS = 300.0
+DASHBOARD_TARGET_MS = 500.0
+NODES = 8
+BALANCED_80GB = [["1g.10gb", 0], ["1g.10gb", 1], ["2g.20gb", 2], ["3g.40gb", 4]]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--pending", type=whole_number(1), default=10_000, help="Pending jobs (default 10000).")
+    parser.add_argument("--repeat", type=whole_number(1), default=20, help="Timed calls per URL (default 20).")
+
+
+@dataclass(frozen=True)
+class Timing:
+    label: str
+    url: str
+    median_ms: float
+    p95_ms: float
+    max_ms: float
+    cpu_median_ms: float  # this process's CPU time: what the request costs, whoever else wants the cores
+    queries: int
+    target_ms: float | None
+
+    @property
+    def within_target(self) -> bool | None:
+        return None if self.target_ms is None else self.p95_ms <= self.target_ms
+
+
+class _Rollback(Exception):
+    """Raised to leave the seeding transaction without committing it."""
+
+
+def run(options: dict[str, Any]) -> Outcome:
+    pending, repeat = options["pending"], options["repeat"]
+    timings: list[Timing] = []
+    try:
+        with transaction.atomic():
+            lead, team = _seed(pending)
+            timings = _measure(lead, team, repeat, pending)
+            raise _Rollback
+    except _Rollback:
+        pass
+    return _outcome(timings, pending, repeat)
+
+
+def _seed(pending: int) -> tuple[Any, Team]:
+    suffix = uuid.uuid4().hex[:8]
+    now = timezone.now()
+    model, _ = GpuModel.objects.get_or_create(
+        name="A100-SXM4-80GB", defaults={"gpu_class": "A100", "memory_mib": 81920, "mig_capable": True}
+    )
+    nodes = []
+    for n in range(NODES):
+        node = Node.objects.create(
+            name=f"bench-{suffix}-{n}",
+            gpu_model=model,
+            gpu_count=8,
+            interconnect="nvswitch",
+            leaf_switch="leaf-1",
+            spine="spine-1",
+            tier=("reserved", "on-demand", "spot")[n % 3],
+            price_per_gpu_hour=Decimal("2.2295"),
+        )
+        Gpu.objects.bulk_create([Gpu(node=node, index=i, mig_layout=BALANCED_80GB if i == 0 else []) for i in range(8)])
+        nodes.append(node)
+    teams = [
+        Team.objects.create(
+            name=f"Bench {name} {suffix}", slug=f"bench-{name}-{suffix}", namespace=f"b-{name}-{suffix}"
+        )
+        for name in ("nlp", "vision", "speech")
+    ]
+    team = teams[0]
+    for t in teams:
+        Quota.objects.create(team=t, gpu_class="any", guaranteed_gpus=Decimal(16), burst_gpus=Decimal(32))
+        Quota.objects.create(team=t, gpu_class="A100", guaranteed_gpus=Decimal(8), burst_gpus=Decimal(24))
+    lead = get_user_model().objects.create_user(username=f"bench-lead-{suffix}")
+    Membership.objects.create(user=lead, team=team, role="lead")
+
+    # Running work: every whole GPU (1-7) of every node, spread over the teams; allocations began up to 6 h ago.
+    running = []
+    for n, node in enumerate(nodes):
+        for gpu in range(1, 8):
+            owner = teams[(n + gpu) % 3]
+            started = now - timedelta(minutes=20 + 40 * gpu)
+            job = Job.objects.create(
+                team=owner,
+                name=f"run-{n}-{gpu}",
+                kind="training",
+                gpus=1,
+                state="running",
+                submitted_at=started,
+                started_at=started,
+            )
+            running.append((job, node, gpu, started))
+    Allocation.objects.bulk_create(
+        [
+            Allocation(
+                job=job,
+                replica=0,
+                node=node,
+                gpu_index=gpu,
+                tier=node.tier,
+                price_per_gpu_hour=node.price_per_gpu_hour,
+                started_at=started,
+            )
+            for job, node, gpu, started in running
+        ]
+    )
+    JobEvent.objects.bulk_create([JobEvent(job=job, type="bound", at=started) for job, _, _, started in running])
+    # This month's finished work of the team: 500 ended allocations.
+    month_start = timezone.localtime(now).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    done = [
+        Job(
+            team=team,
+            name=f"done-{i}",
+            kind="training",
+            gpus=1,
+            state="completed",
+            submitted_at=max(month_start, now - timedelta(days=20)) + timedelta(minutes=i),
+            started_at=max(month_start, now - timedelta(days=20)) + timedelta(minutes=i),
+            finished_at=max(month_start, now - timedelta(days=20)) + timedelta(minutes=i + 30),
+        )
+        for i in range(500)
+    ]
+    Job.objects.bulk_create(done, batch_size=500)
+    Allocation.objects.bulk_create(
+        [
+            Allocation(
+                job=job,
+                replica=0,
+                node=nodes[i % NODES],
+                gpu_index=0,
+                mig_profile="3g.40gb",
+                mig_start=4,
+                tier="reserved",
+                price_per_gpu_hour=Decimal("2.2295"),
+                started_at=job.started_at,
+                ended_at=job.finished_at,
+                end_reason="completed",
+            )
+            for i, job in enumerate(done)
+        ],
+        batch_size=500,
+    )
+    # One utilization sample per node every 10 s for the last 6 hours (what the loop records).
+    samples = [
+        UtilizationSample(
+            at=now - timedelta(seconds=10 * k),
+            interval_s=10.0,
+            node=node,
+            gpu_class="A100",
+            gpus=8.0,
+            allocated_gpus=7.0,
+            busy_ratio=0.7,
+        )
+        for node in nodes
+        for k in range(6 * 360)
+    ]
+    UtilizationSample.objects.bulk_create(samples, batch_size=2000)
+    _pending(team, lead, pending, first_position=1, now=now)
+    _pending(teams[1], None, max(1, pending // 5), first_position=pending + 1, now=now)
+    return lead, team
+
+
+def _pending(team: Team, user: Any, count: int, *, first_position: int, now: Any) -> None:
+    Job.objects.bulk_create(
+        [
+            Job(
+                team=team,
+                name=f"queued-{i:05d}",
+                kind="inference" if i % 3 else "training",
+                gpus=1,
+                submitted_by=user,
+                submitted_at=now - timedelta(seconds=count - i),
+                state="pending",
+                priority=("high", "normal", "normal", "low")[i % 4],
+                state_reason="waits for 1 free A100 GPU; the team is at its burst limit",
+                queue_position=first_position + i,
+                team_queue_position=i + 1,
+                eta_at=now + timedelta(seconds=30 * i),
+            )
+            for i in range(count)
+        ],
+        batch_size=2000,
+    )
+
+
+def _measure(lead: Any, team: Team, repeat: int, pending: int) -> list[Timing]:
+    deep = max(1, pending // 100)  # the middle of the queue, 50 jobs a page
+    client = Client()
+    client.force_login(lead)
+    urls = [
+        ("queue page", "/queue/", {}, QUEUE_TARGET_MS),
+        ("queue page, htmx refresh", "/queue/", {"HX-Request": "true"}, QUEUE_TARGET_MS),
+        (f"queue page {deep} (deep)", f"/queue/?page={deep}", {}, QUEUE_TARGET_MS),
+        ("queue API", "/api/v1/queue/", {}, QUEUE_TARGET_MS),
+        (f"queue API page {deep} (deep)", f"/api/v1/queue/?page={deep}", {}, QUEUE_TARGET_MS),
+        ("queue API filtered (priority=low)", "/api/v1/queue/?priority=low", {}, QUEUE_TARGET_MS),
+        ("dashboard page", f"/teams/{team.slug}/", {}, DASHBOARD_TARGET_MS),
+        ("dashboard API", f"/api/v1/teams/{team.slug}/dashboard/", {}, DASHBOARD_TARGET_MS),
+        ("utilization API (6 h)", f"/api/v1/teams/{team.slug}/utilization/", {}, DASHBOARD_TARGET_MS),
+        ("cluster page", "/cluster/", {}, None),
+    ]
+    hosts = [*settings.ALLOWED_HOSTS, "testserver"]
+    results = []
+    with override_settings(ALLOWED_HOSTS=hosts):
+        for label, url, headers, target in urls:
+            secure = not settings.DEBUG  # production settings redirect plain HTTP
+            for _ in range(2):
+                _get(client, url, headers, secure)
+            # Counted with a wrapper: the request_started signal empties connection.queries mid-request.
+            counter = _QueryCounter()
+            with connection.execute_wrapper(counter):
+                _get(client, url, headers, secure)
+            samples, cpu = [], []
+            for _ in range(repeat):
+                start, start_cpu = time.perf_counter(), time.process_time()
+                _get(client, url, headers, secure)
+                samples.append((time.perf_counter() - start) * 1000)
+                cpu.append((time.process_time() - start_cpu) * 1000)
+            samples.sort()
+            results.append(
+                Timing(
+                    label=label,
+                    url=url,
+                    median_ms=round(statistics.median(samples), 1),
+                    p95_ms=round(samples[min(len(samples) - 1, int(0.95 * len(samples)))], 1),
+                    max_ms=round(samples[-1], 1),
+                    cpu_median_ms=round(statistics.median(cpu), 1),
+                    queries=counter.count,
+                    target_ms=target,
+                )
+            )
+    return results
+
+
+class _QueryCounter:
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        self.count += 1
+        return execute(sql, params, many, context)
+
+
+def _get(client: Client, url: str, headers: dict[str, str], secure: bool) -> None:
+    response = client.get(url, headers=headers, secure=secure)
+    if response.status_code != 200:
+        raise RuntimeError(f"GET {url} answered {response.status_code}: the benchmark measures working pages only")
+
+
+def _outcome(timings: list[Timing], pending: int, repeat: int) -> Outcome:
+    engine = connection.vendor
+    load = os.getloadavg()[0]
+    cores = os.cpu_count() or 1
+    command = f"python manage.py bench portal --pending {pending} --repeat {repeat}"
+    head = f"Portal speed with {pending:,} pending jobs ({engine}, {repeat} timed calls each)   [{command}]"
+    lines = [
+        head,
+        f"machine: {cores} cores, load average {load:.1f} while measuring (wall times include waiting for a core)",
+        "",
+        f"{'page or call':36} {'median':>9} {'p95':>9} {'max':>9} {'CPU med':>9} {'SQL':>4}  target (p95)",
+    ]
+    for t in timings:
+        verdict = "—" if t.target_ms is None else f"≤ {t.target_ms:.0f} ms {'ok' if t.within_target else 'MISSED'}"
+        lines.append(
+            f"{t.label:36} {t.median_ms:>6.1f} ms {t.p95_ms:>6.1f} ms {t.max_ms:>6.1f} ms {t.cpu_median_ms:>6.1f} ms"
+            f" {t.queries:>4}  {verdict}"
+        )
+    claims = (
+        Claim(
+            claim=f"queue page and queue API with {pending:,} pending jobs in ≤ {QUEUE_TARGET_MS:.0f} ms (p95)",
+            measured=", ".join(f"{t.label} {t.p95_ms} ms" for t in timings if t.target_ms == QUEUE_TARGET_MS),
+            reproduced=all(t.within_target for t in timings if t.target_ms == QUEUE_TARGET_MS),
+        ),
+        Claim(
+            claim=f"dashboard in ≤ {DASHBOARD_TARGET_MS:.0f} ms (p95)",
+            measured=", ".join(f"{t.label} {t.p95_ms} ms" for t in timings if t.target_ms == DASHBOARD_TARGET_MS),
+            reproduced=all(t.within_target for t in timings if t.target_ms == DASHBOARD_TARGET_MS),
+        ),
+    )
+    payload = {
+        "benchmark": NAME,
+        "command": command,
+        "database": engine,
+        "cores": cores,
+        "load_average": round(load, 2),
+        "pending": pending,
+        "repeat": repeat,
+        "timings": [t.__dict__ | {"within_target": t.within_target} for t in timings],
+        "claims": [c.__dict__ for c in claims],
+    }
+    return Outcome(payload=payload, table="\n".join(lines), title=head, claims=claims)

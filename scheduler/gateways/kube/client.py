@@ -1,0 +1,363 @@
+"""The Kubernetes API as the gateway uses it: the only module that imports ``kubernetes`` (DESIGN.md §2).
+
+:class:`KubeClient` makes each call the gateway and the MIG flow need (list, read, patch, create, bind,
+delete, evict, write the mig-parted ConfigMap) and turns the API server's failures into the gateway's errors:
+
+- HTTP 429 (honouring ``Retry-After``), 5xx, timeouts and connection failures are retried with exponential
+  backoff, then raised as :class:`~scheduler.errors.GatewayRetryable`;
+- 404 and 409 mean what the operation makes of them (a deleted pod is already evicted; a node that is
+  gone or a pod bound elsewhere is a :class:`~scheduler.errors.GatewayConflict`);
+- 400/422 (the cluster refuses the object) are conflicts; 401/403 are a deployment error
+  (:class:`~scheduler.errors.GatewayError`) naming the missing permission.
+
+Reads take the API's raw JSON (``_preload_content=False``): the pure modules work on plain dicts and a
+large cluster's pod list is not validated model by model. Writes send the client's models, so a malformed
+manifest fails client-side before it reaches the cluster.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import urllib3
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from scheduler.core.state import MigLayout
+from scheduler.errors import GatewayConflict, GatewayError, GatewayNotConfigured, GatewayRetryable
+from scheduler.gateways.kube.labels import MIG_CONFIG
+from scheduler.gateways.kube.mig import CONFIG_KEY, DESIRED_CONFIG, config_document
+from scheduler.gateways.kube.nodes import ApiConflict, ApiNotFound, annotations_of, labels_of, name_of
+from scheduler.gateways.kube.pods import (
+    JOB_LABEL,
+    MANAGED_BY,
+    OUR_PODS,
+    REPLICA_LABEL,
+    SCHEDULER_NAME,
+    TEAM_LABEL,
+    node_of,
+    terminating,
+)
+
+logger = logging.getLogger(__name__)
+
+MERGE_PATCH = "application/merge-patch+json"
+MIG_MANAGER_SELECTOR = "app=nvidia-mig-manager"  # the GPU Operator's MIG Manager DaemonSet pods
+
+ApiClient = client.ApiClient  # what callers pass in, named without importing ``kubernetes`` themselves
+
+
+class KubeClient:
+    """The API calls of :class:`~scheduler.gateways.kube.gateway.KubeGateway` (module doc).
+
+    ``api_client`` defaults to the in-cluster service account, else ``KUBECONFIG``/``~/.kube/config``.
+    ``sleep`` is injectable so tests need no real waits.
+    """
+
+    def __init__(
+        self,
+        api_client: client.ApiClient | None = None,
+        *,
+        operator_namespace: str = "gpu-operator",
+        mig_config_map: str = "microcosm-mig-config",
+        request_timeout_s: float = 30.0,
+        attempts: int = 4,
+        backoff_s: float = 0.5,
+        max_backoff_s: float = 30.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.api = api_client or _api_client_from_environment()
+        self.core = client.CoreV1Api(self.api)
+        self.operator_namespace = operator_namespace
+        self.mig_config_map = mig_config_map
+        self.request_timeout_s = request_timeout_s
+        self.attempts = max(attempts, 1)
+        self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
+        self.sleep = sleep
+
+    # -- calling the API -------------------------------------------------------------------------------------
+
+    def call(self, what: str, method: Callable[..., Any], *args: Any, attempts: int | None = None, **kw: Any) -> Any:
+        """Call one API method; retry what is transient (module doc); return the raw JSON for reads."""
+        tries = attempts or self.attempts
+        for attempt in range(1, tries + 1):
+            try:
+                response = method(*args, _request_timeout=self.request_timeout_s, _preload_content=False, **kw)
+                body = response.data
+                return json.loads(body) if body else {}
+            except ApiException as exc:
+                detail = _api_message(exc)
+                if exc.status == 404:
+                    raise ApiNotFound(f"{what}: {detail}") from None
+                if exc.status == 409:
+                    raise ApiConflict(f"{what}: {detail}") from None
+                if exc.status in (401, 403):
+                    raise GatewayError(
+                        f"{what} was refused ({exc.status}: {detail}); the service account lacks a permission: "
+                        "apply deploy/rbac.yaml (docs/deploy.md, RBAC)"
+                    ) from None
+                if exc.status == 429 or exc.status >= 500 or exc.status == 0:
+                    delay = _retry_after(exc) if exc.status == 429 else None
+                else:  # 400, 422…: the cluster refuses the object itself; retrying cannot help
+                    raise GatewayConflict(f"{what} was refused ({exc.status}): {detail}") from None
+            except (urllib3.exceptions.HTTPError, OSError) as exc:  # timeouts, resets, refused connections
+                detail, delay = f"{type(exc).__name__}: {exc}", None
+            if attempt == tries:
+                raise GatewayRetryable(f"{what} failed {tries} times, last: {detail}")
+            backoff = min(self.backoff_s * 2 ** (attempt - 1), self.max_backoff_s)
+            self.sleep(min(delay, self.max_backoff_s) if delay is not None else backoff)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def items(self, what: str, method: Callable[..., Any], *args: Any, **kw: Any) -> list[dict[str, Any]]:
+        try:
+            return list(self.call(what, method, *args, **kw).get("items") or [])
+        except (ApiNotFound, ApiConflict) as exc:  # a list cannot conflict; 404: the API does not serve it (yet)
+            raise GatewayRetryable(str(exc)) from None
+
+    # -- nodes -----------------------------------------------------------------------------------------------
+
+    def nodes(self) -> list[dict[str, Any]]:
+        return self.items("list nodes", self.core.list_node)
+
+    def node_read(self, node: str) -> dict[str, Any]:
+        try:
+            found: dict[str, Any] = self.call(f"read node {node}", self.core.read_node, node)
+        except ApiNotFound:
+            raise GatewayConflict(f"node {node} is not in the cluster") from None
+        return found
+
+    def node_patch(self, node: str, body: Mapping[str, Any]) -> None:
+        try:
+            self.call(f"patch node {node}", self.core.patch_node, node, dict(body), _content_type=MERGE_PATCH)
+        except ApiNotFound:
+            raise GatewayConflict(f"node {node} is not in the cluster") from None
+        except ApiConflict as exc:
+            raise GatewayRetryable(str(exc)) from None
+
+    # -- pods ------------------------------------------------------------------------------------------------
+
+    def pods_ours(self, namespace: str | None = None, job: str | None = None) -> list[dict[str, Any]]:
+        """Microcosm's pods (of one job); labels are checked here too, not only by the selector."""
+        selector = OUR_PODS if job is None else f"{OUR_PODS},{JOB_LABEL}={job}"
+        if namespace is None:
+            pods = self.items("list Microcosm's pods", self.core.list_pod_for_all_namespaces, label_selector=selector)
+        else:
+            pods = self.items(
+                f"list pods of job {job} in {namespace}",
+                self.core.list_namespaced_pod,
+                namespace,
+                label_selector=selector,
+            )
+        return [
+            pod
+            for pod in pods
+            if labels_of(pod).get(MANAGED_BY) == SCHEDULER_NAME
+            and (job is None or labels_of(pod).get(JOB_LABEL) == job)
+        ]
+
+    def pods_on(self, node: str) -> list[dict[str, Any]]:
+        pods = self.items(
+            f"list pods on {node}", self.core.list_pod_for_all_namespaces, field_selector=f"spec.nodeName={node}"
+        )
+        return [pod for pod in pods if node_of(pod) == node]
+
+    def mig_managers(self, node: str) -> list[dict[str, Any]]:
+        """The GPU Operator's MIG Manager pods on ``node``."""
+        return [
+            pod
+            for pod in self.items(
+                "list MIG Manager pods",
+                self.core.list_namespaced_pod,
+                self.operator_namespace,
+                label_selector=MIG_MANAGER_SELECTOR,
+            )
+            if node_of(pod) == node and labels_of(pod).get("app") == "nvidia-mig-manager"
+        ]
+
+    def pod_create(self, namespace: str, job: str, replica: int, manifest: dict[str, Any]) -> None:
+        name = manifest["metadata"]["name"]
+        try:
+            self.call(
+                f"create pod {namespace}/{name}",
+                self.core.create_namespaced_pod,
+                namespace,
+                client.V1Pod.from_dict(manifest),
+            )
+        except ApiConflict:
+            # A retried POST whose first attempt did reach the server, or a concurrent worker: fine if it
+            # is this replica's fresh pod, otherwise the name is taken by something we must not touch.
+            try:
+                found = self.call(f"read pod {namespace}/{name}", self.core.read_namespaced_pod, name, namespace)
+            except ApiNotFound:
+                raise GatewayRetryable(f"pod {namespace}/{name} vanished while being created") from None
+            labels = labels_of(found)
+            if labels.get(JOB_LABEL) != job or labels.get(REPLICA_LABEL) != str(replica) or terminating(found):
+                raise GatewayRetryable(f"pod name {namespace}/{name} is taken by an older pod") from None
+
+    def pod_bind(self, namespace: str, name: str, node: str) -> None:
+        body = client.V1Binding(
+            metadata=client.V1ObjectMeta(name=name, namespace=namespace),
+            target=client.V1ObjectReference(api_version="v1", kind="Node", name=node),
+        )
+        try:
+            self.call(
+                f"bind pod {namespace}/{name} to {node}", self.core.create_namespaced_pod_binding, name, namespace, body
+            )
+        except ApiNotFound:
+            raise GatewayRetryable(f"pod {namespace}/{name} vanished before it was bound") from None
+        except ApiConflict as exc:
+            # 409 on a binding: the pod already has a node. Ours by an earlier attempt of this call is fine.
+            try:
+                found = self.call(f"read pod {namespace}/{name}", self.core.read_namespaced_pod, name, namespace)
+            except ApiNotFound:
+                raise GatewayRetryable(f"pod {namespace}/{name} vanished while being bound") from None
+            if node_of(found) != node:
+                raise GatewayConflict(
+                    f"pod {namespace}/{name} is bound to {node_of(found)}, not {node}: {exc}"
+                ) from None
+
+    def pod_delete(self, pod: Mapping[str, Any], *, grace_s: float) -> None:
+        namespace, name = pod["metadata"]["namespace"], name_of(pod)
+        grace = math.ceil(max(grace_s, 0))
+        try:
+            self.call(
+                f"delete pod {namespace}/{name}",
+                self.core.delete_namespaced_pod,
+                name,
+                namespace,
+                grace_period_seconds=grace,
+                body=client.V1DeleteOptions(grace_period_seconds=grace, propagation_policy="Background"),
+            )
+        except ApiNotFound:
+            pass  # already gone: evicted is evicted
+        except ApiConflict as exc:
+            raise GatewayRetryable(str(exc)) from None
+
+    def pod_evict(self, pod: Mapping[str, Any], *, grace_s: int) -> None:
+        """Ask another owner's pod to leave through the eviction subresource, which honours its
+        PodDisruptionBudget; a refusal (429) leaves it for the next watch."""
+        namespace, name = pod["metadata"]["namespace"], name_of(pod)
+        body = client.V1Eviction(
+            metadata=client.V1ObjectMeta(name=name, namespace=namespace),
+            delete_options=client.V1DeleteOptions(grace_period_seconds=grace_s),
+        )
+        try:
+            self.call(
+                f"evict pod {namespace}/{name}",
+                self.core.create_namespaced_pod_eviction,
+                name,
+                namespace,
+                body,
+                attempts=1,
+            )
+        except (ApiNotFound, ApiConflict):
+            pass
+        except GatewayRetryable as exc:
+            logger.info("pod %s/%s is not evicted yet: %s", namespace, name, exc)
+
+    # -- namespaces ------------------------------------------------------------------------------------------
+
+    def namespace_ensure(self, namespace: str, team: str) -> None:
+        try:
+            self.call(f"read namespace {namespace}", self.core.read_namespace, namespace)
+            return
+        except ApiNotFound:
+            pass
+        body = client.V1Namespace(
+            metadata=client.V1ObjectMeta(name=namespace, labels={TEAM_LABEL: team, MANAGED_BY: SCHEDULER_NAME})
+        )
+        with contextlib.suppress(ApiConflict):  # created meanwhile by another worker: exists is all we want
+            self.call(f"create namespace {namespace}", self.core.create_namespace, body)
+
+    def namespace_team(self, namespace: str) -> str:
+        """The team label of ``namespace``; a namespace that does not exist is a conflict."""
+        try:
+            found = self.call(f"read namespace {namespace}", self.core.read_namespace, namespace)
+        except ApiNotFound:
+            raise GatewayConflict(f"namespace {namespace} does not exist; ensure the team's namespace first") from None
+        return labels_of(found).get(TEAM_LABEL, "")
+
+    # -- the mig-parted ConfigMap ----------------------------------------------------------------------------
+
+    def mig_config_write(self, name: str, layouts: Sequence[MigLayout], *, also_keep: set[str]) -> None:
+        """Add config ``name`` to the mig-parted ConfigMap (read-modify-write on its resourceVersion)."""
+        keep = set(also_keep)
+        for raw in self.nodes():
+            keep.add(labels_of(raw).get(MIG_CONFIG, ""))
+            keep.add(annotations_of(raw).get(DESIRED_CONFIG, ""))
+        ns, cm = self.operator_namespace, self.mig_config_map
+        for _attempt in range(self.attempts):
+            try:
+                found = self.call(f"read ConfigMap {ns}/{cm}", self.core.read_namespaced_config_map, cm, ns)
+            except ApiNotFound:
+                found = None
+            existing = ((found or {}).get("data") or {}).get(CONFIG_KEY, "")
+            document = config_document(existing, name, layouts, keep)
+            try:
+                if found is None:
+                    body = client.V1ConfigMap(
+                        metadata=client.V1ObjectMeta(name=cm, namespace=ns, labels={MANAGED_BY: SCHEDULER_NAME}),
+                        data={CONFIG_KEY: document},
+                    )
+                    self.call(f"create ConfigMap {ns}/{cm}", self.core.create_namespaced_config_map, ns, body)
+                elif document != existing:
+                    version = found.get("metadata", {}).get("resourceVersion")
+                    patch = {"metadata": {"resourceVersion": version}, "data": {CONFIG_KEY: document}}
+                    self.call(
+                        f"update ConfigMap {ns}/{cm}",
+                        self.core.patch_namespaced_config_map,
+                        cm,
+                        ns,
+                        patch,
+                        _content_type=MERGE_PATCH,
+                    )
+                return
+            except (ApiConflict, ApiNotFound):
+                continue  # someone else wrote it in between: read again
+        raise GatewayRetryable(f"ConfigMap {ns}/{cm} kept changing under us; try again")
+
+
+def _api_client_from_environment() -> client.ApiClient:
+    """The in-cluster service account, else the kubeconfig ``KUBECONFIG`` names (or ~/.kube/config)."""
+    configuration = client.Configuration()
+    try:
+        config.load_incluster_config(client_configuration=configuration)
+    except config.ConfigException:
+        try:
+            config.load_kube_config(client_configuration=configuration)
+        except (config.ConfigException, OSError, TypeError) as exc:
+            raise GatewayNotConfigured(
+                "CLUSTER_BACKEND=kubernetes but no cluster credentials were found: run inside the cluster with "
+                f"the microcosm service account, or point KUBECONFIG at a kubeconfig file ({exc})"
+            ) from exc
+    configuration.retries = 0  # KubeClient retries itself, with backoff and Retry-After
+    return client.ApiClient(configuration)
+
+
+def _api_message(exc: ApiException) -> str:
+    try:
+        return str(json.loads(exc.body).get("message") or exc.reason)
+    except (TypeError, ValueError, AttributeError):
+        return str(exc.reason or exc.status)
+
+
+def _retry_after(exc: ApiException) -> float | None:
+    """Seconds the server asked us to wait (``Retry-After``: seconds or an HTTP date), if it said."""
+    value = (exc.headers or {}).get("Retry-After") if exc.headers else None
+    if not value:
+        return None
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        try:
+            return max(parsedate_to_datetime(value).timestamp() - time.time(), 0.0)
+        except (TypeError, ValueError):
+            return None

@@ -1,0 +1,281 @@
+"""The Kubernetes cluster gateway: :class:`~scheduler.gateways.protocol.ClusterGateway` on a real cluster.
+
+:class:`KubeGateway` works on a cluster running the NVIDIA GPU Operator with the mixed MIG strategy. It reads
+nodes and Microcosm's pods, creates one pod per replica with ``schedulerName: microcosm`` and binds it with the
+``pods/binding`` subresource, evicts, and drives MIG reconfiguration through MIG Manager (the flow: the
+:class:`~scheduler.gateways.kube.mig_flow.MigFlow` it holds; its states: :mod:`scheduler.gateways.kube.mig`).
+What labels, taints, nodes and pod states mean lives in the pure modules :mod:`scheduler.gateways.kube.labels`,
+:mod:`scheduler.gateways.kube.nodes` and :mod:`scheduler.gateways.kube.pods`; every API call, its retries and
+what its failures mean are :class:`~scheduler.gateways.kube.client.KubeClient`'s, the only module that imports
+``kubernetes``. This module decides what to call and checks a binding before it touches anything.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from scheduler.core.state import MigLayout
+from scheduler.errors import GatewayConflict, GatewayError, GatewayRetryable
+from scheduler.gateways.kube.client import ApiClient, KubeClient
+from scheduler.gateways.kube.labels import DEFAULT_TOPOLOGY_LABELS
+from scheduler.gateways.kube.mig_flow import MigEvent, MigFlow
+from scheduler.gateways.kube.nodes import (
+    annotations_of,
+    check_device,
+    int_or_none,
+    jobs_of,
+    labels_of,
+    name_of,
+    node_observation,
+    utilization_readings,
+)
+from scheduler.gateways.kube.pods import (
+    DEVICES_ANNOTATION,
+    JOB_LABEL,
+    REPLICA_LABEL,
+    device_resources,
+    finished,
+    gpu_requests,
+    node_of,
+    parse_devices,
+    pod_manifest,
+    pod_name,
+    terminating,
+)
+from scheduler.gateways.kube.prometheus import PrometheusClient
+from scheduler.gateways.protocol import (
+    BindRequest,
+    MaintenanceEvent,
+    NodeObservation,
+    Observation,
+    UtilizationReading,
+)
+
+logger = logging.getLogger(__name__)
+
+
+class KubeGateway:
+    """A :class:`~scheduler.gateways.protocol.ClusterGateway` over the Kubernetes API (module doc).
+
+    ``api_client`` defaults to the in-cluster service account, else ``KUBECONFIG``/``~/.kube/config``
+    (:func:`gateway_from_settings`). ``clock`` and ``sleep`` are injectable so tests need no real waits.
+    """
+
+    name = "kubernetes"
+
+    def __init__(
+        self,
+        api_client: ApiClient | None = None,
+        *,
+        topology_labels: Sequence[str] = DEFAULT_TOPOLOGY_LABELS,
+        gpu_operator_namespace: str = "gpu-operator",
+        mig_config_map: str = "microcosm-mig-config",
+        mig_config_timeout_s: float = 900.0,
+        eviction_grace_s: int = 30,
+        default_image: str = "",
+        prometheus_url: str = "",
+        request_timeout_s: float = 30.0,
+        attempts: int = 4,
+        backoff_s: float = 0.5,
+        max_backoff_s: float = 30.0,
+        clock: Callable[[], float] = time.time,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.client = KubeClient(
+            api_client,
+            operator_namespace=gpu_operator_namespace,
+            mig_config_map=mig_config_map,
+            request_timeout_s=request_timeout_s,
+            attempts=attempts,
+            backoff_s=backoff_s,
+            max_backoff_s=max_backoff_s,
+            sleep=sleep,
+        )
+        self.topology_labels = tuple(topology_labels)
+        self.mig_config_timeout_s = mig_config_timeout_s
+        self.eviction_grace_s = eviction_grace_s
+        self.default_image = default_image
+        self.prometheus = PrometheusClient(prometheus_url) if prometheus_url else None
+        self.clock = clock
+        self.mig = MigFlow(self.client, clock=clock, timeout_s=mig_config_timeout_s, eviction_grace_s=eviction_grace_s)
+        self._utilization_at: float | None = None
+
+    # -- observe ---------------------------------------------------------------------------------------------
+
+    def observe(self) -> Observation:
+        now = self.clock()
+        raw_nodes = self.client.nodes()
+        pods = self.client.pods_ours()
+        nodes = tuple(n for n in (self._node(raw, now) for raw in raw_nodes) if n is not None)
+        live = {name_of(raw) for raw in raw_nodes}
+        return Observation(observed_at=now, nodes=nodes, jobs=jobs_of(pods, live))
+
+    def _node(self, raw: Mapping[str, Any], now: float) -> NodeObservation | None:
+        return node_observation(
+            raw, now=now, topology_labels=self.topology_labels, mig_config_timeout_s=self.mig_config_timeout_s
+        )
+
+    # -- namespaces and binding ------------------------------------------------------------------------------
+
+    def namespace_ensure(self, *, namespace: str, team: str) -> None:
+        self.client.namespace_ensure(namespace, team)
+
+    def job_bind(self, *, request: BindRequest) -> None:
+        placements = sorted(request.placements, key=lambda p: p.replica)
+        if [p.replica for p in placements] != list(range(len(placements))) or not placements:
+            raise GatewayConflict(f"job {request.job}: replicas must be numbered 0..n-1")
+        image = request.image or self.default_image
+        if not image:
+            raise GatewayConflict(
+                f"job {request.job} names no container image and KUBE_DEFAULT_IMAGE is not set; give the job an image"
+            )
+        existing = {
+            int(labels_of(p).get(REPLICA_LABEL, "-1")): p for p in self.client.pods_ours(request.namespace, request.job)
+        }
+        extra = sorted(set(existing) - {p.replica for p in placements})
+        if extra:
+            raise GatewayConflict(f"job {request.job} has replicas {extra} the request does not name")
+        todo = []
+        for placement in placements:
+            pod = existing.get(placement.replica)
+            if pod is None:
+                todo.append(placement)
+                continue
+            if terminating(pod):
+                raise GatewayRetryable(f"job {request.job}: pod {name_of(pod)} of an earlier run is still terminating")
+            if finished(pod):
+                raise GatewayConflict(f"job {request.job}: pod {name_of(pod)} already finished; evict the job first")
+            if parse_devices(annotations_of(pod).get(DEVICES_ANNOTATION, "")) != placement.devices or node_of(
+                pod
+            ) not in (None, placement.node):
+                raise GatewayConflict(
+                    f"job {request.job} replica {placement.replica} is already on {node_of(pod)}, not {placement.node}"
+                )
+            if node_of(pod) is None:
+                todo.append(placement)  # created by a call that stopped before binding it
+        if not todo:
+            return
+        self._check_placements(request, todo)
+        team = self.client.namespace_team(request.namespace)
+        try:
+            for placement in todo:
+                name = pod_name(request.job, placement.replica)
+                if placement.replica not in existing:
+                    manifest = pod_manifest(request, placement, team=team, image=image, grace_s=self.eviction_grace_s)
+                    self.client.pod_create(request.namespace, request.job, placement.replica, manifest)
+                self.client.pod_bind(request.namespace, name, placement.node)
+        except GatewayError as exc:
+            self._undo(request, exc)
+            raise
+
+    def _check_placements(self, request: BindRequest, todo: Sequence[Any]) -> None:
+        """Refuse (GatewayConflict) before touching anything: a node gone or closed, a device that does not
+        exist or is held by another job's pod, or more GPU resources than the node has left."""
+        now = self.clock()
+        ours = [p for p in self.client.pods_ours() if labels_of(p).get(JOB_LABEL) != request.job]
+        wanted: set[tuple[str, int, int | None]] = set()
+        for node_name in sorted({p.node for p in todo}):
+            raw = self.client.node_read(node_name)
+            node = self._node(raw, now)
+            if node is None or not node.schedulable:
+                raise GatewayConflict(
+                    f"node {node_name} takes no new work (cordoned, not ready, tainted, interrupted or changing MIG)"
+                )
+            held: set[tuple[int, int | None]] = set()
+            for pod in ours:
+                if node_of(pod) == node_name and not finished(pod):
+                    held.update(
+                        (d.gpu, d.mig_start) for d in parse_devices(annotations_of(pod).get(DEVICES_ANNOTATION, ""))
+                    )
+            needed: dict[str, int] = {}
+            for placement in (p for p in todo if p.node == node_name):
+                for device in placement.devices:
+                    check_device(node, device, held, wanted)
+                for resource, count in device_resources(placement.devices).items():
+                    needed[resource] = needed.get(resource, 0) + count
+            self._check_allocatable(node_name, raw, needed, request.job)
+
+    def _check_allocatable(self, node: str, raw: Mapping[str, Any], needed: Mapping[str, int], job: str) -> None:
+        allocatable = (raw.get("status") or {}).get("allocatable")
+        if not allocatable:
+            return  # the node reports nothing yet: the device plugin's own admission decides
+        used: dict[str, int] = {}
+        for pod in self.client.pods_on(node):
+            if terminating(pod) or finished(pod) or labels_of(pod).get(JOB_LABEL) == job:
+                continue
+            for resource, count in gpu_requests(pod).items():
+                used[resource] = used.get(resource, 0) + count
+        for resource, count in needed.items():
+            offered = int_or_none(allocatable.get(resource)) or 0
+            if used.get(resource, 0) + count > offered:
+                raise GatewayConflict(
+                    f"node {node} offers {offered} {resource}, {used.get(resource, 0)} in use; job {job} needs {count}"
+                )
+
+    def _undo(self, request: BindRequest, cause: Exception) -> None:
+        """A gang never runs partly: delete every pod of the job, then let ``cause`` propagate."""
+        logger.warning("job %s: binding failed (%s); removing its pods", request.job, cause)
+        try:
+            for pod in self.client.pods_ours(request.namespace, request.job):
+                self.client.pod_delete(pod, grace_s=0)
+        except GatewayError as exc:  # the next cycle's reconcile finds and removes what is left
+            logger.error("job %s: could not remove its pods after a failed bind: %s", request.job, exc)
+
+    # -- eviction --------------------------------------------------------------------------------------------
+
+    def job_evict(self, *, job: str, namespace: str, grace_s: float, reason: str) -> None:
+        for pod in self.client.pods_ours(namespace, job):
+            if terminating(pod):
+                continue
+            # Finished pods hold nothing: remove them at once.
+            self.client.pod_delete(pod, grace_s=0 if finished(pod) else grace_s)
+            # Recording the reason on the cluster would need pods/patch or events/create, which the
+            # least-privilege role does not grant (docs/deploy.md): the log carries it.
+            logger.info("job %s: deleted pod %s/%s (%s, grace %ss)", job, namespace, name_of(pod), reason, grace_s)
+
+    # -- MIG (the flow itself: scheduler.gateways.kube.mig_flow) -------------------------------------------
+
+    def node_mig_apply(self, *, node: str, layouts: tuple[MigLayout, ...]) -> None:
+        self.mig.apply(node=node, layouts=layouts)
+
+    def mig_watch(self) -> tuple[MigEvent, ...]:
+        """Move every node's MIG flow one step (:meth:`MigFlow.watch`); call it periodically."""
+        return self.mig.watch()
+
+    def maintain(self) -> tuple[MaintenanceEvent, ...]:
+        """:class:`~scheduler.gateways.protocol.MaintainedGateway`: one step of every node's MIG flow."""
+        return tuple(MaintenanceEvent(node=e.node, step=str(e.step), detail=e.detail) for e in self.mig_watch())
+
+    # -- utilization -----------------------------------------------------------------------------------------
+
+    def utilization(self) -> tuple[UtilizationReading, ...]:
+        """Engine activity per node from Prometheus (DCGM exporter) since the previous call; () without
+        ``PROMETHEUS_URL``. MIG instances weigh their compute share of the GPU (compute slices / 7)."""
+        if self.prometheus is None:
+            return ()
+        now = self.clock()
+        window = 300.0 if self._utilization_at is None else min(max(now - self._utilization_at, 60.0), 3600.0)
+        self._utilization_at = now
+        samples = self.prometheus.gpu_samples(int(window))
+        return utilization_readings(samples, self.observe())
+
+
+def gateway_from_settings() -> KubeGateway:
+    """The gateway ``settings.CLUSTER_BACKEND = "kubernetes"`` asks for (:mod:`scheduler.gateways`)."""
+    from django.conf import settings
+
+    kube = settings.KUBERNETES
+    return KubeGateway(
+        topology_labels=kube["topology_labels"],
+        gpu_operator_namespace=kube["gpu_operator_namespace"],
+        mig_config_map=kube["mig_config_map"],
+        mig_config_timeout_s=kube["mig_config_timeout_s"],
+        # The loop's eviction grace (SCHEDULER_EVICT_GRACE_S) is also the pods' termination grace period.
+        eviction_grace_s=math.ceil(settings.SCHEDULER["evict_grace_s"]),
+        default_image=kube["default_image"],
+        prometheus_url=settings.PROMETHEUS_URL,
+    )

@@ -1,0 +1,220 @@
+"""The MIG reconfiguration flow on Kubernetes, as pure decisions (no ``kubernetes`` import).
+
+The GPU Operator's MIG Manager reconfigures a node when its ``nvidia.com/mig.config`` label changes value,
+using a mig-parted config from a ConfigMap (facts §2–3.1). It does not evict user pods, so Microcosm drives
+the flow and keeps its progress on the node itself, in annotations, so any worker can pick it up:
+
+``draining``
+    :meth:`scheduler.gateways.kube.gateway.KubeGateway.node_mig_apply` wrote the config, cordoned the node and asked the
+    remaining GPU pods to go; once none is left, the label is set and the phase moves on.
+``applying``
+    MIG Manager works; ``nvidia.com/mig.config.state`` goes ``pending`` → ``success`` (or ``rebooting``,
+    ``failed``). Success counts only once GFD's ``mig-<profile>.count`` labels show the new instances: the
+    state label still reads the *previous* run's ``success`` for a moment after the relabel.
+``failed``
+    MIG Manager failed, the drain or the change timed out, or the known wedge (state stuck in ``pending``
+    with the operator's clients paused, facts §3.1) survived its recoveries. The node stays cordoned.
+
+This module decides; :mod:`scheduler.gateways.kube.mig_flow` carries the decisions out against the API.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+import yaml
+
+from scheduler.core.state import MigLayout
+from scheduler.gateways.kube.labels import (
+    GPU_DEPLOY_PREFIX,
+    MIG_CONFIG,
+    MIG_CONFIG_STATE,
+    PAUSED_FOR_MIG,
+    format_layouts_annotation,
+    layouts_counts,
+    mig_counts,
+    parse_layouts_annotation,
+)
+from scheduler.gateways.protocol import MigConfigState, MigStatus
+
+CONFIG_KEY = "config.yaml"  # the key ClusterPolicy spec.migManager.config expects (facts §2.2)
+CONFIG_PREFIX = "microcosm-"
+# Always offered, so nodes labelled with the operator's everyday names keep working when ClusterPolicy
+# points MIG Manager at our ConfigMap instead of its default one.
+BASE_CONFIGS: Mapping[str, list[dict[str, object]]] = {
+    "all-disabled": [{"devices": "all", "mig-enabled": False}],
+    "all-enabled": [{"devices": "all", "mig-enabled": True, "mig-devices": {}}],
+}
+
+PHASE = "microcosm.io/mig-phase"
+DESIRED = "microcosm.io/mig-desired"  # per-GPU layouts asked for (JSON)
+DESIRED_CONFIG = "microcosm.io/mig-desired-config"  # the mig-parted config name for them
+SINCE = "microcosm.io/mig-since"  # epoch seconds the current phase (or recovery) began
+RECOVERIES = "microcosm.io/mig-recoveries"
+REASON = "microcosm.io/mig-reason"  # why the flow failed, for operators
+CORDONED_BY_US = "microcosm.io/cordoned-for-mig"  # present: we cordoned it, so we uncordon it
+FLOW_ANNOTATIONS = (PHASE, DESIRED, DESIRED_CONFIG, SINCE, RECOVERIES, REASON)
+
+MAX_RECOVERIES = 2  # wedge recoveries (facts §3.1 remedy) before the change is declared failed
+
+
+class Phase(StrEnum):
+    DRAINING = "draining"
+    APPLYING = "applying"
+    FAILED = "failed"
+
+
+class Step(StrEnum):
+    """What :meth:`scheduler.gateways.kube.gateway.KubeGateway.mig_watch` does next for one node."""
+
+    WAIT = "wait"
+    RELABEL = "relabel"  # drained: set nvidia.com/mig.config
+    SUCCEED = "succeed"  # the new layout is live: record it and uncordon
+    RECOVER = "recover"  # stuck in pending: restore the deploy labels and restart MIG Manager
+    FAIL = "fail"
+
+
+@dataclass(frozen=True, slots=True)
+class Flow:
+    """A node's MIG flow as its annotations record it; None fields: the node has no flow."""
+
+    phase: Phase
+    desired: tuple[MigLayout, ...]
+    config: str
+    since: float
+    recoveries: int = 0
+    reason: str = ""
+
+
+def config_name(layouts: Sequence[MigLayout]) -> str:
+    """A stable mig-parted config name for per-GPU layouts; it depends on the instance counts per GPU only,
+    because mig-parted takes counts and picks the placements itself."""
+    counts = [sorted(Counter(profile for profile, _start in layout).items()) for layout in layouts]
+    digest = hashlib.sha256(json.dumps(counts).encode()).hexdigest()[:12]
+    return CONFIG_PREFIX + digest
+
+
+def same_counts_per_gpu(a: Sequence[MigLayout], b: Sequence[MigLayout]) -> bool:
+    return [Counter(p for p, _ in layout) for layout in a] == [Counter(p for p, _ in layout) for layout in b]
+
+
+def config_entries(layouts: Sequence[MigLayout]) -> list[dict[str, object]]:
+    """mig-parted entries (facts §2.1) for per-GPU layouts: GPUs with equal counts share one entry."""
+    groups: dict[str, tuple[list[int], dict[str, int]]] = {}
+    for index, layout in enumerate(layouts):
+        counts = dict(sorted(Counter(profile for profile, _start in layout).items()))
+        key = json.dumps(counts)
+        groups.setdefault(key, ([], counts))[0].append(index)
+    entries: list[dict[str, object]] = []
+    for devices, counts in groups.values():
+        entry: dict[str, object] = {"devices": devices, "mig-enabled": bool(counts)}
+        if counts:
+            entry["mig-devices"] = counts
+        entries.append(entry)
+    return entries
+
+
+def config_document(existing: str, name: str, layouts: Sequence[MigLayout], keep: set[str]) -> str:
+    """The ConfigMap's ``config.yaml`` with config ``name`` for ``layouts`` added.
+
+    Microcosm's earlier configs survive only if a node still uses them (``keep``), so the document does not
+    grow without bound; other configs someone added by hand are kept as they are.
+    """
+    try:
+        parsed = yaml.safe_load(existing) if existing else None
+    except yaml.YAMLError:
+        parsed = None
+    configs = parsed.get("mig-configs") if isinstance(parsed, dict) else None
+    configs = dict(configs) if isinstance(configs, dict) else {}
+    configs = {k: v for k, v in configs.items() if not str(k).startswith(CONFIG_PREFIX) or k in keep}
+    for base, entries in BASE_CONFIGS.items():
+        configs.setdefault(base, entries)
+    configs[name] = config_entries(layouts)
+    return yaml.safe_dump({"version": "v1", "mig-configs": dict(sorted(configs.items()))}, sort_keys=False)
+
+
+def flow_of(annotations: Mapping[str, str], model: str, gpu_count: int) -> Flow | None:
+    """The flow recorded on a node, or None (no flow, or annotations too damaged to act on)."""
+    try:
+        phase = Phase(annotations.get(PHASE, ""))
+    except ValueError:
+        return None
+    desired = parse_layouts_annotation(annotations.get(DESIRED, ""), model, gpu_count)
+    config = annotations.get(DESIRED_CONFIG, "")
+    try:
+        since = float(annotations.get(SINCE, ""))
+        recoveries = int(annotations.get(RECOVERIES, "0"))
+    except ValueError:
+        return None
+    if desired is None or not config:
+        return None
+    return Flow(phase, desired, config, since, recoveries, annotations.get(REASON, ""))
+
+
+def flow_annotations(flow: Flow) -> dict[str, str]:
+    return {
+        PHASE: flow.phase.value,
+        DESIRED: format_layouts_annotation(flow.desired),
+        DESIRED_CONFIG: flow.config,
+        SINCE: repr(flow.since),
+        RECOVERIES: str(flow.recoveries),
+        REASON: flow.reason,
+    }
+
+
+def paused_deploy_labels(labels: Mapping[str, str]) -> list[str]:
+    """The operator deploy labels MIG Manager left at ``paused-for-mig-change`` (the wedge's signature)."""
+    return sorted(k for k, v in labels.items() if k.startswith(GPU_DEPLOY_PREFIX) and v == PAUSED_FOR_MIG)
+
+
+def live(flow: Flow, labels: Mapping[str, str]) -> bool:
+    """The desired layout is in place: MIG Manager reports success for our config and GFD counts match."""
+    return (
+        labels.get(MIG_CONFIG) == flow.config
+        and labels.get(MIG_CONFIG_STATE) == MigConfigState.SUCCESS
+        and mig_counts(labels) == layouts_counts(flow.desired)
+        and not paused_deploy_labels(labels)
+    )
+
+
+def next_step(flow: Flow, labels: Mapping[str, str], *, gpu_pods_left: int, now: float, timeout_s: float) -> Step:
+    """Decide the next step of a node's flow (module doc). Rebooting doubles the time allowed (facts §3.1:
+    a reboot adds a whole boot; plan 15 min without, 30 with)."""
+    elapsed = now - flow.since
+    state = labels.get(MIG_CONFIG_STATE, "")
+    if flow.phase == Phase.FAILED:
+        return Step.WAIT
+    if flow.phase == Phase.DRAINING:
+        if gpu_pods_left == 0:
+            return Step.RELABEL
+        return Step.FAIL if elapsed > timeout_s else Step.WAIT
+    if live(flow, labels):
+        return Step.SUCCEED
+    if labels.get(MIG_CONFIG) == flow.config and state == MigConfigState.FAILED:
+        return Step.FAIL
+    limit = timeout_s * 2 if state == MigConfigState.REBOOTING else timeout_s
+    if elapsed <= limit:
+        return Step.WAIT
+    if state == MigConfigState.PENDING and flow.recoveries < MAX_RECOVERIES:
+        return Step.RECOVER
+    return Step.FAIL
+
+
+def mig_status(flow: Flow | None, labels: Mapping[str, str], timeout_s: float) -> MigStatus:
+    """The node's :class:`MigStatus`: our flow when there is one, else what the operator's label says."""
+    state = labels.get(MIG_CONFIG_STATE, "")
+    if flow is None:
+        try:
+            return MigStatus(state=MigConfigState(state)) if state else MigStatus()
+        except ValueError:
+            return MigStatus()
+    if flow.phase == Phase.FAILED:
+        return MigStatus(state=MigConfigState.FAILED, desired=flow.desired, since=flow.since)
+    reported = MigConfigState.REBOOTING if state == MigConfigState.REBOOTING else MigConfigState.PENDING
+    # The watchdog's deadline is the latest the change can finish before it is declared failed.
+    return MigStatus(state=reported, desired=flow.desired, since=flow.since, ready_at=flow.since + timeout_s)

@@ -1,0 +1,255 @@
+"""The MIG relabel flow of :class:`scheduler.gateways.kube.gateway.KubeGateway`, as a collaborator it holds.
+
+Requesting a change (:meth:`MigFlow.apply`) writes the mig-parted config, cordons the node and drains the
+GPU pods in the way; :meth:`MigFlow.watch` (the gateway's maintenance step) then moves each node one step:
+relabel once drained, success → uncordon, recover a node wedged in ``pending``, fail after the timeout. What
+each step is comes from the pure :mod:`scheduler.gateways.kube.mig`; this module sequences the API calls
+through the small :class:`NodeApi` it is given (:class:`~scheduler.gateways.kube.client.KubeClient` in
+production) and, like every module of this package but ``client``, does not import ``kubernetes``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from scheduler.core.catalog import LayoutError, validate_layout
+from scheduler.core.state import MigLayout
+from scheduler.errors import GatewayConflict
+from scheduler.gateways.kube.labels import (
+    GPU_COUNT,
+    GPU_MEMORY,
+    GPU_PRODUCT,
+    MIG_CAPABLE,
+    MIG_CONFIG,
+    MIG_CONFIG_STATE,
+    MIG_LAYOUTS_ANNOTATION,
+    current_mig,
+    format_layouts_annotation,
+    gpu_model_of,
+)
+from scheduler.gateways.kube.mig import (
+    CORDONED_BY_US,
+    FLOW_ANNOTATIONS,
+    RECOVERIES,
+    SINCE,
+    Flow,
+    Phase,
+    Step,
+    config_name,
+    flow_annotations,
+    flow_of,
+    next_step,
+    paused_deploy_labels,
+    same_counts_per_gpu,
+)
+from scheduler.gateways.kube.nodes import annotations_of, int_or_none, labels_of, name_of
+from scheduler.gateways.kube.pods import (
+    DEVICES_ANNOTATION,
+    MANAGED_BY,
+    SCHEDULER_NAME,
+    finished,
+    gpu_requests,
+    parse_devices,
+    terminating,
+)
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class MigEvent:
+    """One step :meth:`MigFlow.watch` took on one node, for the task's log."""
+
+    node: str
+    step: Step
+    detail: str = ""
+
+
+class NodeApi(Protocol):
+    """The API calls the flow makes: what it needs of :class:`~scheduler.gateways.kube.client.KubeClient`."""
+
+    def nodes(self) -> list[dict[str, Any]]: ...
+    def node_read(self, node: str) -> dict[str, Any]: ...
+    def node_patch(self, node: str, body: Mapping[str, Any]) -> None: ...
+    def pods_on(self, node: str) -> list[dict[str, Any]]: ...
+    def mig_managers(self, node: str) -> list[dict[str, Any]]: ...
+    def pod_delete(self, pod: Mapping[str, Any], *, grace_s: float) -> None: ...
+    def pod_evict(self, pod: Mapping[str, Any], *, grace_s: int) -> None: ...
+    def mig_config_write(self, name: str, layouts: Sequence[MigLayout], *, also_keep: set[str]) -> None: ...
+
+
+class MigFlow:
+    """MIG reconfiguration on Kubernetes (module doc): ``api`` makes the calls, ``clock`` dates each step."""
+
+    def __init__(self, api: NodeApi, *, clock: Callable[[], float], timeout_s: float, eviction_grace_s: int) -> None:
+        self.api = api
+        self.clock = clock
+        self.timeout_s = timeout_s
+        self.eviction_grace_s = eviction_grace_s
+
+    def apply(self, *, node: str, layouts: tuple[MigLayout, ...]) -> None:
+        raw = self.api.node_read(node)
+        labels, annotations = labels_of(raw), annotations_of(raw)
+        model = gpu_model_of(labels.get(GPU_PRODUCT, ""), int_or_none(labels.get(GPU_MEMORY)))
+        count = int_or_none(labels.get(GPU_COUNT)) or 0
+        if model is None or not count:
+            raise GatewayConflict(f"node {node} has no GPU the catalog knows; its MIG layout cannot be set")
+        if any(layouts) and labels.get(MIG_CAPABLE, "").lower() != "true":
+            raise GatewayConflict(f"node {node}'s GPUs are not MIG-capable (label {MIG_CAPABLE} is not true)")
+        if len(layouts) > count:
+            raise GatewayConflict(f"node {node} has {count} GPUs, the request names {len(layouts)}")
+        try:
+            wanted = tuple(tuple(validate_layout(model, layouts[i] if i < len(layouts) else ())) for i in range(count))
+        except LayoutError as exc:
+            raise GatewayConflict(f"node {node}: {exc}") from None
+        flow = flow_of(annotations, model, count)
+        current = current_mig(model, count, labels, annotations)
+        if flow is not None and flow.phase != Phase.FAILED and flow.desired == wanted:
+            return  # already being applied
+        if flow is None and current == wanted:
+            return
+        if (
+            flow is None
+            and labels.get(MIG_CONFIG_STATE, "success") == "success"
+            and same_counts_per_gpu(current, wanted)
+        ):
+            # Same instances per GPU, other starts: starts are our bookkeeping, nothing to reconfigure.
+            self.api.node_patch(
+                node, {"metadata": {"annotations": {MIG_LAYOUTS_ANNOTATION: format_layouts_annotation(wanted)}}}
+            )
+            return
+        name = config_name(wanted)
+        self.api.mig_config_write(name, wanted, also_keep={labels.get(MIG_CONFIG, "")})
+        cordoned_by_us = CORDONED_BY_US in annotations or not (raw.get("spec") or {}).get("unschedulable")
+        new_flow = Flow(Phase.DRAINING, wanted, name, self.clock())
+        body: dict[str, Any] = {
+            "spec": {"unschedulable": True},
+            "metadata": {
+                "annotations": {**flow_annotations(new_flow), **({CORDONED_BY_US: "true"} if cordoned_by_us else {})}
+            },
+        }
+        self.api.node_patch(node, body)
+        changing = {i for i in range(count) if current[i] != wanted[i]}
+        if self._drain(node, changing) == 0:
+            self._relabel(node, new_flow, labels)
+
+    def _drain(self, node: str, changing: set[int]) -> int:
+        """Ask the GPU pods that stand in the way of a MIG change to go; return how many are still there.
+
+        Our pods on GPUs that keep their layout stay. Other owners' GPU pods do not say which GPU they hold,
+        so they all go, through the eviction subresource. Pods still terminating count as there.
+        """
+        left = 0
+        for pod in self.api.pods_on(node):
+            if finished(pod) or not gpu_requests(pod):
+                continue
+            ours = labels_of(pod).get(MANAGED_BY) == SCHEDULER_NAME
+            devices = parse_devices(annotations_of(pod).get(DEVICES_ANNOTATION, "")) if ours else ()
+            if devices and not any(d.gpu in changing for d in devices):
+                continue
+            left += 1
+            if terminating(pod):
+                continue
+            if ours:
+                self.api.pod_delete(pod, grace_s=self.eviction_grace_s)
+                logger.info("node %s: draining pod %s for a MIG change", node, name_of(pod))
+            else:
+                self.api.pod_evict(pod, grace_s=self.eviction_grace_s)
+        return left
+
+    def _relabel(self, node: str, flow: Flow, labels: Mapping[str, str]) -> None:
+        applying = Flow(Phase.APPLYING, flow.desired, flow.config, self.clock(), flow.recoveries)
+        self.api.node_patch(
+            node, {"metadata": {"labels": {MIG_CONFIG: flow.config}, "annotations": flow_annotations(applying)}}
+        )
+        if labels.get(MIG_CONFIG) == flow.config and labels.get(MIG_CONFIG_STATE) != "success":
+            # The label already has this value (a retry after a failure): only a value change or a restart
+            # makes MIG Manager act (facts §3.1), so restart it.
+            self._restart_mig_manager(node, flow)
+
+    def watch(self) -> tuple[MigEvent, ...]:
+        """Move every node's MIG flow one step (:mod:`scheduler.gateways.kube.mig`); call it periodically.
+
+        Drains what is left, relabels drained nodes, records success and uncordons, recovers a node stuck
+        in ``pending`` (restore the paused deploy labels, restart MIG Manager) and declares failure after
+        ``mig_config_timeout_s``. Returns what it did, for the log.
+        """
+        now = self.clock()
+        events = []
+        for raw in self.api.nodes():
+            labels, annotations, name = labels_of(raw), annotations_of(raw), name_of(raw)
+            model = gpu_model_of(labels.get(GPU_PRODUCT, ""), int_or_none(labels.get(GPU_MEMORY)))
+            count = int_or_none(labels.get(GPU_COUNT)) or 0
+            flow = flow_of(annotations, model, count) if model and count else None
+            if flow is None or flow.phase == Phase.FAILED:
+                continue
+            current = current_mig(model, count, labels, annotations) if model else ()
+            left = 0
+            if flow.phase == Phase.DRAINING:
+                left = self._drain(name, {i for i in range(count) if current[i] != flow.desired[i]})
+            step = next_step(flow, labels, gpu_pods_left=left, now=now, timeout_s=self.timeout_s)
+            detail = self._step_take(step, name, flow, labels, annotations, left)
+            if step != Step.WAIT:
+                events.append(MigEvent(node=name, step=step, detail=detail))
+        return tuple(events)
+
+    def _step_take(
+        self, step: Step, node: str, flow: Flow, labels: Mapping[str, str], annotations: Mapping[str, str], left: int
+    ) -> str:
+        if step == Step.RELABEL:
+            self._relabel(node, flow, labels)
+            return f"drained; {MIG_CONFIG}={flow.config}"
+        if step == Step.SUCCEED:
+            body: dict[str, Any] = {
+                "metadata": {
+                    "annotations": {
+                        MIG_LAYOUTS_ANNOTATION: format_layouts_annotation(flow.desired),
+                        CORDONED_BY_US: None,
+                        **dict.fromkeys(FLOW_ANNOTATIONS),
+                    }
+                }
+            }
+            if CORDONED_BY_US in annotations:
+                body["spec"] = {"unschedulable": False}
+            self.api.node_patch(node, body)
+            logger.info("node %s: MIG layout %s is live", node, flow.config)
+            return "live; uncordoned" if CORDONED_BY_US in annotations else "live (left cordoned: not ours)"
+        if step == Step.RECOVER:
+            return self._restart_mig_manager(node, flow, recovering=True)
+        if step == Step.FAIL:
+            state = labels.get(MIG_CONFIG_STATE, "absent")
+            reason = (
+                f"drain timed out with {left} GPU pods left"
+                if flow.phase == Phase.DRAINING
+                else f"MIG Manager reported {state} for {flow.config}"
+                if state == "failed"
+                else f"no success within {self.timeout_s:g}s (state {state})"
+            )
+            failed = Flow(Phase.FAILED, flow.desired, flow.config, self.clock(), flow.recoveries, reason)
+            self.api.node_patch(node, {"metadata": {"annotations": flow_annotations(failed)}})
+            logger.error("node %s: MIG change to %s failed: %s; the node stays cordoned", node, flow.config, reason)
+            return reason
+        return ""
+
+    def _restart_mig_manager(self, node: str, flow: Flow, *, recovering: bool = False) -> str:
+        """The known wedge's remedy (facts §3.1): restore the operator's deploy labels, then restart the
+        node's MIG Manager, which re-applies the current label value on start-up; with no MIG Manager pod
+        to restart, flip the label to another value and back."""
+        raw = self.api.node_read(node)
+        paused = paused_deploy_labels(labels_of(raw))
+        annotations = {SINCE: repr(self.clock())}
+        if recovering:
+            annotations[RECOVERIES] = str(flow.recoveries + 1)
+        self.api.node_patch(node, {"metadata": {"labels": dict.fromkeys(paused, "true"), "annotations": annotations}})
+        managers = self.api.mig_managers(node)
+        for pod in managers:
+            self.api.pod_delete(pod, grace_s=0)
+        if not managers:
+            self.api.node_patch(node, {"metadata": {"labels": {MIG_CONFIG: flow.config + "-flip"}}})
+            self.api.node_patch(node, {"metadata": {"labels": {MIG_CONFIG: flow.config}}})
+        how = f"restarted {len(managers)} MIG Manager pod(s)" if managers else f"flipped {MIG_CONFIG}"
+        logger.warning("node %s: MIG change stuck; restored %s and %s", node, paused or "no deploy labels", how)
+        return f"restored {len(paused)} deploy labels; {how}"

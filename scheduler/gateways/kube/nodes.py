@@ -1,0 +1,197 @@
+"""Kubernetes objects as the scheduler reads them: pure functions on the API's raw JSON (plain dicts).
+
+:class:`scheduler.gateways.kube.client.KubeClient` reads with ``_preload_content=False`` and the gateway hands
+the dicts here: a node becomes a :class:`~scheduler.gateways.protocol.NodeObservation`, Microcosm's pods become
+:class:`~scheduler.gateways.protocol.JobObservation` s, DCGM samples become utilization readings. Label, taint and pod
+semantics live in :mod:`scheduler.gateways.kube.labels` and :mod:`scheduler.gateways.kube.pods`; the MIG flow's state in
+:mod:`scheduler.gateways.kube.mig`. Nothing here talks to the API (only :mod:`scheduler.gateways.kube.client`
+imports ``kubernetes``).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from scheduler.core.catalog import GPU_MODEL_BY_NAME, compute_fraction
+from scheduler.errors import GatewayConflict
+from scheduler.gateways.kube.labels import (
+    GPU_COUNT,
+    GPU_MEMORY,
+    GPU_PRODUCT,
+    Taint,
+    capacity_tier,
+    current_mig,
+    gpu_model_of,
+    interconnect_of,
+    interruption_of,
+    schedulable,
+    topology,
+)
+from scheduler.gateways.kube.mig import flow_of, mig_status
+from scheduler.gateways.kube.pods import JOB_LABEL, replica_of
+from scheduler.gateways.kube.prometheus import GpuSample
+from scheduler.gateways.protocol import (
+    Device,
+    JobObservation,
+    NodeObservation,
+    Observation,
+    ReplicaPhase,
+    UtilizationReading,
+    device_check,
+)
+
+logger = logging.getLogger(__name__)
+
+
+class ApiNotFound(Exception):
+    """HTTP 404 from the API server (raised by ``KubeClient.call``; what it means depends on the call)."""
+
+
+class ApiConflict(Exception):
+    """HTTP 409: AlreadyExists on create, a stale resourceVersion on update, a pod already bound."""
+
+
+def node_observation(
+    raw: Mapping[str, Any], *, now: float, topology_labels: Sequence[str], mig_config_timeout_s: float
+) -> NodeObservation | None:
+    """A GPU node as the scheduler sees it; None for nodes without GPUs or with a GPU the catalog lacks."""
+    labels, annotations = labels_of(raw), annotations_of(raw)
+    product = labels.get(GPU_PRODUCT, "")
+    count = int_or_none(labels.get(GPU_COUNT)) or int_or_none(
+        (raw.get("status") or {}).get("capacity", {}).get("nvidia.com/gpu")
+    )
+    if not product or not count:
+        return None
+    model = gpu_model_of(product, int_or_none(labels.get(GPU_MEMORY)))
+    if model is None:
+        logger.warning("node %s: GPU %r is not in the catalog; the scheduler leaves it alone", name_of(raw), product)
+        return None
+    spec, status = raw.get("spec") or {}, raw.get("status") or {}
+    taints = [taint_of(t) for t in spec.get("taints") or []]
+    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+    flow = flow_of(annotations, model, count)
+    mig = mig_status(flow, labels, mig_config_timeout_s)
+    interruption = interruption_of(taints, now)
+    # Under the single strategy GFD renames the product "<model>-MIG-<profile>": its MIG devices are all
+    # called nvidia.com/gpu, which cannot express a placement; Microcosm needs the mixed strategy.
+    single = "-MIG-" in product.upper()
+    zone, spine, leaf = topology(labels, topology_labels)
+    return NodeObservation(
+        name=name_of(raw),
+        gpu_model=model,
+        gpu_count=count,
+        interconnect=interconnect_of(model),
+        tier=capacity_tier(labels),
+        leaf=leaf,
+        spine=spine,
+        zone=zone,
+        mig=current_mig(model, count, labels, annotations),
+        schedulable=schedulable(cordoned=bool(spec.get("unschedulable")), ready=ready, taints=taints)
+        and interruption is None
+        and flow is None
+        and mig.state == "success"
+        and not single,
+        interruption=interruption,
+        mig_status=mig,
+        labels=dict(labels),
+    )
+
+
+def utilization_readings(samples: Iterable[GpuSample], observation: Observation) -> tuple[UtilizationReading, ...]:
+    """Engine activity per observed node from DCGM samples: MIG instances weigh their compute share of the GPU
+    (compute slices / 7), samples of unknown nodes or profiles are ignored; allocation from the bound pods."""
+    models = {node.name: node.gpu_model for node in observation.nodes}
+    busy: dict[str, float] = {}
+    for sample in samples:
+        model = models.get(sample.node)
+        if model is None:
+            continue
+        weight = 1.0
+        if sample.instance is not None:
+            if sample.profile not in GPU_MODEL_BY_NAME[model].profiles():
+                continue
+            weight = compute_fraction(model, sample.profile)
+        busy[sample.node] = busy.get(sample.node, 0.0) + weight * sample.engine_active
+    held: dict[str, float] = {}
+    for job in observation.jobs.values():
+        for replica in job.replicas:
+            if replica.phase in (ReplicaPhase.RUNNING, ReplicaPhase.BOUND) and replica.node in models:
+                held[replica.node] = held.get(replica.node, 0.0) + gpu_units(models[replica.node], replica.devices)
+    return tuple(
+        UtilizationReading(
+            node=node.name,
+            gpu_class=GPU_MODEL_BY_NAME[node.gpu_model].gpu_class,
+            gpus=float(node.gpu_count),
+            allocated_gpus=round(held.get(node.name, 0.0), 6),
+            busy_ratio=round(min(busy.get(node.name, 0.0) / node.gpu_count, 1.0), 6),
+        )
+        for node in observation.nodes
+    )
+
+
+# -- small helpers on raw JSON -------------------------------------------------------------------------------
+
+
+def name_of(obj: Mapping[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("name", ""))
+
+
+def labels_of(obj: Mapping[str, Any]) -> dict[str, str]:
+    return dict((obj.get("metadata") or {}).get("labels") or {})
+
+
+def annotations_of(obj: Mapping[str, Any]) -> dict[str, str]:
+    return dict((obj.get("metadata") or {}).get("annotations") or {})
+
+
+def int_or_none(value: object) -> int | None:
+    try:
+        return int(str(value))
+    except (TypeError, ValueError):
+        return None
+
+
+def taint_of(raw: Mapping[str, Any]) -> Taint:
+    added = raw.get("timeAdded")
+    try:
+        added_at = datetime.fromisoformat(str(added).replace("Z", "+00:00")).timestamp() if added else None
+    except ValueError:
+        added_at = None
+    return Taint(key=raw.get("key", ""), value=raw.get("value") or "", effect=raw.get("effect", ""), added_at=added_at)
+
+
+def gpu_units(model: str, devices: Iterable[Device]) -> float:
+    return sum(1.0 if d.mig_profile is None else compute_fraction(model, d.mig_profile) for d in devices)
+
+
+def check_device(
+    node: NodeObservation, device: Device, held: set[tuple[int, int | None]], wanted: set[tuple[str, int, int | None]]
+) -> None:
+    where = f"{node.name} GPU {device.gpu}"
+    if not 0 <= device.gpu < node.gpu_count:
+        raise GatewayConflict(f"{where} does not exist")
+    layout = node.mig[device.gpu] if device.gpu < len(node.mig) else ()
+    key = (node.name, device.gpu, device.mig_start)
+    if key in wanted or (node.name, device.gpu, None) in wanted:
+        raise GatewayConflict(f"{where} is asked for twice in one request")
+    device_check(where, device, layout, held)
+    wanted.add(key)
+
+
+def jobs_of(pods: Iterable[Mapping[str, Any]], live_nodes: set[str]) -> dict[str, JobObservation]:
+    by_job: dict[str, list[Mapping[str, Any]]] = {}
+    for pod in pods:
+        job = labels_of(pod).get(JOB_LABEL)
+        if job:
+            by_job.setdefault(job, []).append(pod)
+    return {
+        job: JobObservation(
+            job=job,
+            namespace=str(found[0]["metadata"].get("namespace", "")),
+            replicas=tuple(sorted((replica_of(p, live_nodes) for p in found), key=lambda r: r.replica)),
+        )
+        for job, found in sorted(by_job.items())
+    }

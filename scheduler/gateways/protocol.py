@@ -1,0 +1,300 @@
+"""The cluster gateway: the one seam between the scheduling loop and a cluster (DESIGN.md §1–2).
+
+The loop reads the cluster with :meth:`ClusterGateway.observe` and changes it only through the apply methods
+below, one per operation. Two implementations: :mod:`scheduler.gateways.simulated` (the embedded fleet, default) and
+:mod:`scheduler.gateways.kube.gateway` (Kubernetes with the NVIDIA GPU Operator). :func:`scheduler.gateways.gateway_get`
+picks one from ``settings.CLUSTER_BACKEND``.
+
+Everything here is backend-neutral plain data. How a Kubernetes gateway maps it (informative, the kube module
+decides the details):
+
+- a job's replica is one pod in the team's namespace, labelled with the job id and replica index, created
+  with ``schedulerName: microcosm`` and bound with the ``pods/binding`` subresource; a replica's devices are
+  ``nvidia.com/gpu: <n>`` (whole GPUs) or ``nvidia.com/mig-<profile>: 1`` (mixed strategy);
+- :attr:`NodeObservation.mig` comes from the node's MIG labels, :class:`MigStatus` from
+  ``nvidia.com/mig.config`` / ``nvidia.com/mig.config.state``; :meth:`ClusterGateway.node_mig_apply` writes a
+  mig-parted config and sets ``nvidia.com/mig.config`` (facts §2–3);
+- :class:`Interruption` comes from spot taints and labels (facts §6).
+
+Identifiers: a job is named by its database id as a string (``"42"``), a node by its Kubernetes node name,
+a GPU by its index on the node, a MIG instance by its profile and start memory slice. Times are epoch
+seconds on the gateway's clock (:attr:`Observation.observed_at`).
+
+Maintenance: a backend whose cluster needs the scheduler to drive multi-step work between cycles (the
+Kubernetes MIG flow: drain, relabel, wait, recover, uncordon) also implements
+:class:`MaintainedGateway`; :func:`scheduler.services.cluster_maintain` calls it on the MIG-watch beat.
+
+Errors: every method raises only :class:`~scheduler.errors.GatewayError` subclasses on purpose —
+:class:`~scheduler.errors.GatewayRetryable` (transient, safe to call again),
+:class:`~scheduler.errors.GatewayConflict` (the cluster contradicts the request; re-plan instead of retrying).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Protocol, runtime_checkable
+
+from scheduler.core.state import MigLayout
+from scheduler.errors import GatewayConflict
+
+
+class ReplicaPhase(StrEnum):
+    """Where one replica (one pod) of a job stands, as the cluster sees it."""
+
+    PENDING = "pending"  # created, not bound to a node yet
+    BOUND = "bound"  # bound to a node, not running yet (image pull, device plugin allocation)
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"  # its work is done
+    FAILED = "failed"  # exited with an error; ``message`` says why
+    GONE = "gone"  # lost with its node (node deleted, interrupted) or deleted behind the scheduler's back
+
+
+class MigConfigState(StrEnum):
+    """The GPU Operator's ``nvidia.com/mig.config.state`` values (facts §3.1)."""
+
+    SUCCESS = "success"
+    PENDING = "pending"
+    REBOOTING = "rebooting"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True, slots=True)
+class Device:
+    """One GPU of a node, or one MIG instance of it (``mig_profile`` and ``mig_start`` both set)."""
+
+    gpu: int
+    mig_profile: str | None = None
+    mig_start: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaPlacement:
+    """The devices of one replica, all on one node."""
+
+    replica: int
+    node: str
+    devices: tuple[Device, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Interruption:
+    """A notice that the node will be taken away (spot reclaim, scheduled maintenance)."""
+
+    noticed_at: float
+    deadline_at: float | None  # when the node is expected to go; None: unknown (take no new work from now)
+    source: str  # e.g. "spot-itn", "karpenter-disrupted", "simulated"
+
+
+@dataclass(frozen=True, slots=True)
+class MigStatus:
+    """The MIG reconfiguration state of a node.
+
+    ``desired`` is the per-GPU layout last asked for with :meth:`ClusterGateway.node_mig_apply` (None: never
+    asked, or the backend cannot tell); while ``state`` is ``pending`` or ``rebooting`` the node's
+    :attr:`NodeObservation.mig` still shows the old layout and nothing new may bind there.
+    """
+
+    state: MigConfigState = MigConfigState.SUCCESS
+    desired: tuple[MigLayout, ...] | None = None
+    since: float | None = None  # when the current state began
+    ready_at: float | None = None  # the backend's estimate of when a pending change completes
+
+
+@dataclass(frozen=True, slots=True)
+class NodeObservation:
+    """One GPU node as the cluster reports it."""
+
+    name: str
+    gpu_model: str  # a catalog model name (scheduler.core.catalog), e.g. "H100-SXM5-80GB"
+    gpu_count: int
+    interconnect: str  # nvswitch | nvlink-pairs | pcie
+    tier: str  # reserved | on-demand | spot
+    leaf: str = ""
+    spine: str = ""
+    zone: str = ""
+    mig: tuple[MigLayout, ...] = ()  # current layout per GPU index; empty entries: MIG off on that GPU
+    schedulable: bool = True  # False when cordoned, NotReady or tainted against new work
+    interruption: Interruption | None = None
+    mig_status: MigStatus = field(default_factory=MigStatus)
+    price_per_gpu_hour: float | None = None  # None: the cluster does not know; the inventory's price holds
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaObservation:
+    replica: int
+    phase: ReplicaPhase
+    node: str | None = None  # None while pending
+    devices: tuple[Device, ...] = ()  # what the backend knows of the devices; may be empty on Kubernetes
+    message: str = ""  # why pending or failed, in the cluster's words
+
+
+@dataclass(frozen=True, slots=True)
+class JobObservation:
+    """The cluster's view of one job's replicas (only jobs the gateway created are reported)."""
+
+    job: str
+    namespace: str
+    replicas: tuple[ReplicaObservation, ...]
+    last_checkpoint_at: float | None = None  # when the job last saved a checkpoint, if the backend knows
+
+    def phases(self) -> frozenset[ReplicaPhase]:
+        return frozenset(replica.phase for replica in self.replicas)
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    """Everything :meth:`ClusterGateway.observe` reports at one instant."""
+
+    observed_at: float
+    nodes: tuple[NodeObservation, ...]
+    jobs: Mapping[str, JobObservation]
+    # Virtual seconds of job work per real second: 1 on a real cluster, the speed factor on the simulated
+    # fleet. The snapshot divides job durations by it so the engine's ETAs are in real seconds.
+    clock_speed: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class BindRequest:
+    """Everything a backend needs to start every replica of a job on the planned devices."""
+
+    job: str
+    namespace: str
+    name: str
+    placements: tuple[ReplicaPlacement, ...]  # one per replica, replica indices 0..n-1
+    image: str = ""
+    command: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=dict)
+    priority: str = "normal"
+    duration_s: float | None = None  # expected work at full speed (the simulated fleet runs it this long)
+    checkpoint_interval_s: float | None = None
+    checkpoint_dir: str = ""  # CHECKPOINT_DIR for the pods
+    resume_from: str = ""  # RESUME_FROM: the checkpoint a requeued job restarts from ("" on a first start)
+
+
+@dataclass(frozen=True, slots=True)
+class UtilizationReading:
+    """How busy one node's GPUs were over the last interval (per node, per GPU class)."""
+
+    node: str
+    gpu_class: str
+    gpus: float  # capacity in GPU-equivalents
+    allocated_gpus: float  # GPU-equivalents held by pods
+    busy_ratio: float  # 0–1: engine activity (DCGM_FI_PROF_GR_ENGINE_ACTIVE) averaged over the capacity
+
+
+@runtime_checkable
+class ClusterGateway(Protocol):
+    """The cluster seen by the scheduling loop. Every apply method is idempotent: calling it again with the
+    same arguments after a success (or after a crash half-way) leaves the cluster as one call would."""
+
+    name: str  # "simulated" | "kubernetes"
+
+    def observe(self) -> Observation:
+        """The nodes, the jobs' replicas and MIG states now.
+
+        Read-only. Raises :class:`~scheduler.errors.GatewayRetryable` when the cluster cannot be read (the
+        cycle then does nothing: it never plans on a partial view).
+        """
+        ...
+
+    def namespace_ensure(self, *, namespace: str, team: str) -> None:
+        """Make the team's namespace exist (labelled with the team slug). Existing: no change.
+
+        Raises ``GatewayRetryable`` on transient failures.
+        """
+        ...
+
+    def job_bind(self, *, request: BindRequest) -> None:
+        """Start every replica of ``request.job`` on its placement: all replicas or none.
+
+        Idempotent: replicas already bound to the same node (and devices, where the backend tracks them) are
+        left alone and the missing ones are created. If any replica cannot be placed, the replicas this call
+        created are removed again before the error is raised, so a gang never runs partly.
+
+        Raises ``GatewayConflict`` when a node is gone, cordoned or under reconfiguration, a device is held by
+        another job, or the job's replicas are bound to other nodes; ``GatewayRetryable`` on transient
+        failures (after undoing its partial work).
+        """
+        ...
+
+    def job_evict(self, *, job: str, namespace: str, grace_s: float, reason: str) -> None:
+        """Stop every replica of ``job``, giving them ``grace_s`` seconds to checkpoint and exit.
+
+        ``reason`` is recorded on the cluster side (event/annotation) for operators: ``priority``,
+        ``reclaim``, ``repartition``, ``node-lost``, ``cancelled``, ``completed`` (clean-up of finished pods),
+        ``failed``. Idempotent: a job with no replicas left is a no-op. Raises ``GatewayRetryable`` on
+        transient failures.
+        """
+        ...
+
+    def node_mig_apply(self, *, node: str, layouts: tuple[MigLayout, ...]) -> None:
+        """Start changing ``node``'s MIG layouts to ``layouts`` (one entry per GPU index, ``()``: MIG off).
+
+        Returns once the change is requested; its progress shows in :attr:`NodeObservation.mig_status`
+        (``pending`` until done, then ``success`` with :attr:`NodeObservation.mig` = ``layouts``). The caller
+        first evicts every job on the GPUs whose layout changes; the backend keeps the node closed to new
+        work while the change runs and drains whatever GPU pods are left. Asking for the layouts already in
+        place, or already being applied, is a no-op.
+
+        Raises ``GatewayConflict`` when the node is gone or a layout is not valid for its GPU model;
+        ``GatewayRetryable`` on transient failures.
+        """
+        ...
+
+    def utilization(self) -> tuple[UtilizationReading, ...]:
+        """How busy each node's GPUs were since the previous call (may be empty when no metrics source is
+        configured). Read-only; raises ``GatewayRetryable`` on transient failures."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class MaintenanceEvent:
+    """One step :meth:`MaintainedGateway.maintain` took on one node (for the task's summary and the log)."""
+
+    node: str
+    step: str  # what was done, backend-defined: "relabel", "succeed", "recover", "fail", "mig-live"…
+    detail: str = ""
+
+
+@runtime_checkable
+class MaintainedGateway(Protocol):
+    """Optional: a gateway with work of its own to drive between cycles (module doc, Maintenance).
+
+    Contract of :meth:`maintain`:
+
+    - moves every node's in-flight operation (a MIG change requested with
+      :meth:`ClusterGateway.node_mig_apply`) at most one step forward and returns the steps taken, in node
+      order; ``()`` when nothing needed doing. Waiting is not a step: a change still in progress is left alone
+      and not reported.
+    - safe to call at any time and from any worker, any number of times: each step is decided from the
+      cluster's current state, so a repeated or concurrent call finds nothing left to do (or the next step).
+      The callers run it every ``MIG-watch`` period (15 s), not under the cycle's lock.
+    - never binds or evicts Microcosm's jobs by itself beyond what an accepted ``node_mig_apply`` implied
+      (draining the GPUs whose layout changes), and records nothing in the database.
+    - raises only :class:`~scheduler.errors.GatewayError` subclasses, like the rest of the gateway.
+    """
+
+    def maintain(self) -> tuple[MaintenanceEvent, ...]: ...
+
+
+def device_check(where: str, device: Device, layout: MigLayout, held: set[tuple[int, int | None]]) -> None:
+    """Raise :class:`~scheduler.errors.GatewayConflict` unless ``device`` can be given out on its GPU.
+
+    ``layout`` is the GPU's current MIG layout (empty: MIG off); ``held`` the ``(gpu, mig_start)`` pairs other
+    jobs hold on the node (``mig_start`` None for a whole GPU). The rule every backend shares: a partitioned GPU
+    has no whole GPU to give, a held device is not given twice, and a MIG instance must exist in the layout.
+    """
+    busy = {start for gpu, start in held if gpu == device.gpu}
+    if device.mig_profile is None:
+        if layout:
+            raise GatewayConflict(f"{where} is partitioned with MIG; it has no whole GPU to give")
+        if busy:
+            raise GatewayConflict(f"{where} is held by another job")
+        return
+    if (device.mig_profile, device.mig_start) not in layout:
+        raise GatewayConflict(f"{where} has no MIG instance {device.mig_profile}@{device.mig_start}")
+    if device.mig_start in busy or None in busy:
+        raise GatewayConflict(f"{where} {device.mig_profile}@{device.mig_start} is held by another job")

@@ -1,0 +1,423 @@
+"""The simulated fleet's gateway (package doc): observe, bind, evict, MIG changes, utilization."""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from scheduler.core.catalog import LayoutError, compute_fraction, validate_layout
+from scheduler.core.state import MigLayout
+from scheduler.core.vocabulary import CapacityTier, JobKind, NodeState
+from scheduler.errors import GatewayConflict
+from scheduler.gateways.protocol import (
+    BindRequest,
+    Device,
+    Interruption,
+    JobObservation,
+    MaintenanceEvent,
+    MigConfigState,
+    MigStatus,
+    NodeObservation,
+    Observation,
+    ReplicaObservation,
+    ReplicaPhase,
+    UtilizationReading,
+    device_check,
+)
+from scheduler.models import Gpu, Node, SimulatedNodeState, SimulatedPod, SimulatedProgress
+
+# How hard each kind of work drives the GPUs it holds, for the utilization graphs: training saturates,
+# inference idles between requests. Made-up but stable figures: the simulated fleet has no real load.
+_ACTIVITY = {JobKind.TRAINING: 0.92, JobKind.BATCH: 0.8, JobKind.INFERENCE: 0.45}
+
+
+@dataclass(frozen=True, slots=True)
+class FleetSettings:
+    """Tunables of the simulated fleet; durations are virtual seconds."""
+
+    speed: float = 60.0  # virtual seconds per real second
+    interruptions_per_node_hour: float = 0.2  # per spot node per virtual hour (Poisson rate)
+    notice_s: float = 120.0  # spot notice before the node goes (AWS gives 2 minutes, facts §6)
+    replace_after_s: float = 900.0  # a reclaimed spot node's replacement joins this long after it went
+    mig_reconfigure_s: float = 300.0  # drain + MIG Manager + device-plugin restart (facts §3.1: minutes)
+    seed: int | None = None  # fixes the interruption draws (tests); None: fresh randomness
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> FleetSettings:
+        """From ``settings.SCHEDULER``: its ``simulated_*`` keys, e.g. ``simulated_speed``."""
+        prefix = "simulated_"
+        known = {name for name in cls.__slots__}  # type: ignore[attr-defined]
+        picked = {key[len(prefix) :]: value for key, value in values.items() if key.startswith(prefix)}
+        unknown = sorted(set(picked) - known)
+        if unknown:
+            raise ValueError(f"unknown simulated fleet settings: {', '.join(prefix + k for k in unknown)}")
+        return cls(**picked)
+
+
+class SimulatedFleet:
+    """A :class:`~scheduler.gateways.protocol.ClusterGateway` over the database inventory (package doc)."""
+
+    name = "simulated"
+
+    def __init__(self, settings: FleetSettings | None = None, *, clock: Callable[[], datetime] = timezone.now) -> None:
+        self.settings = settings or FleetSettings()
+        self.clock = clock
+
+    # -- time ------------------------------------------------------------------------------------------------
+
+    def _real(self, virtual_s: float) -> timedelta:
+        return timedelta(seconds=virtual_s / self.settings.speed)
+
+    def _virtual(self, real: timedelta) -> float:
+        return max(real.total_seconds(), 0.0) * self.settings.speed
+
+    def _work_done(self, pod: SimulatedPod, now: datetime, gone_at: datetime | None) -> float:
+        end = min(now, gone_at) if gone_at is not None else now
+        return pod.work_start_s + self._virtual(end - pod.bound_at)
+
+    # -- what happens by itself ------------------------------------------------------------------------------
+
+    def advance(self, now: datetime | None = None) -> list[str]:
+        """Let the simulated cloud act up to ``now``: replacements return, spot notices arrive, MIG changes
+        finish. Idempotent for one ``now``; called by :meth:`observe`. Returns the nodes whose MIG change went
+        live in this call (the node states are locked, so concurrent callers never both report one)."""
+        now = now or self.clock()
+        live = []
+        with transaction.atomic():
+            states = {s.node_id: s for s in SimulatedNodeState.objects.select_for_update()}
+            for node in Node.objects.order_by("name"):
+                state = states.get(node.pk) or SimulatedNodeState(node=node)
+                changed = self._replacement(node, state, now)
+                changed |= self._interruption(node, state, now)
+                if self._mig_progress(node, state, now):
+                    changed = True
+                    live.append(node.name)
+                if changed or state.pk is None:
+                    state.save()
+        return live
+
+    def maintain(self) -> tuple[MaintenanceEvent, ...]:
+        """:class:`~scheduler.gateways.protocol.MaintainedGateway`. The simulated fleet drains at request time and
+        finishes a MIG change by itself once its delay has passed, so there is no flow to drive: this lets the
+        simulated cloud act now (:meth:`advance`) and reports the MIG changes that went live in doing so."""
+        return tuple(MaintenanceEvent(node=name, step="mig-live") for name in self.advance())
+
+    def _replacement(self, node: Node, state: SimulatedNodeState, now: datetime) -> bool:
+        if state.back_at is None or state.back_at > now:
+            return False
+        # A fresh machine: whatever the scheduler did not clean up went down with the old one.
+        SimulatedPod.objects.filter(node=node).delete()
+        state.notice_at = state.gone_at = state.back_at = None
+        state.interruptions_checked_at = now
+        return True
+
+    def _interruption(self, node: Node, state: SimulatedNodeState, now: datetime) -> bool:
+        rate = self.settings.interruptions_per_node_hour
+        if node.tier != CapacityTier.SPOT or rate <= 0 or state.notice_at is not None:
+            return False
+        previous = state.interruptions_checked_at
+        state.interruptions_checked_at = now
+        if previous is None:
+            return True  # the rate counts from the first look, not from the node's creation
+        hours = self._virtual(now - previous) / 3600
+        if hours <= 0:
+            return previous != now
+        seed = None if self.settings.seed is None else f"{self.settings.seed}:{node.name}:{now.timestamp()}"
+        if random.Random(seed).random() < 1 - math.exp(-rate * hours):
+            state.notice_at = now
+            state.gone_at = now + self._real(self.settings.notice_s)
+            state.back_at = state.gone_at + self._real(self.settings.replace_after_s)
+        return True
+
+    def _mig_progress(self, node: Node, state: SimulatedNodeState, now: datetime) -> bool:
+        if state.mig_desired is None or state.mig_ready_at is None or state.mig_ready_at > now:
+            return False
+        for gpu in Gpu.objects.filter(node=node):
+            wanted = state.mig_desired[gpu.index] if gpu.index < len(state.mig_desired) else []
+            if gpu.mig_layout != wanted:
+                gpu.mig_layout = wanted
+                gpu.save(update_fields=["mig_layout"])
+        state.mig_desired = state.mig_since = state.mig_ready_at = None
+        return True
+
+    # -- observe ---------------------------------------------------------------------------------------------
+
+    def observe(self) -> Observation:
+        now = self.clock()
+        self.advance(now)
+        states = {s.node_id: s for s in SimulatedNodeState.objects.all()}
+        nodes = []
+        gone: dict[int, datetime] = {}
+        for node in Node.objects.select_related("gpu_model").prefetch_related("gpus").order_by("name"):
+            state = states.get(node.pk)
+            if state is not None and state.gone_at is not None and state.gone_at <= now:
+                gone[node.pk] = state.gone_at
+                continue
+            nodes.append(self._node(node, state, now))
+        return Observation(
+            observed_at=now.timestamp(), nodes=tuple(nodes), jobs=self._jobs(now, gone), clock_speed=self.settings.speed
+        )
+
+    def _node(self, node: Node, state: SimulatedNodeState | None, now: datetime) -> NodeObservation:
+        layouts = {gpu.index: _layout(gpu.mig_layout) for gpu in node.gpus.all()}
+        interruption = None
+        mig_status = MigStatus()
+        if state is not None and state.notice_at is not None:
+            interruption = Interruption(
+                noticed_at=state.notice_at.timestamp(),
+                deadline_at=state.gone_at.timestamp() if state.gone_at else None,
+                source="simulated-spot",
+            )
+        if state is not None and state.mig_desired is not None and state.mig_ready_at is not None:
+            mig_status = MigStatus(
+                state=MigConfigState.PENDING,
+                desired=tuple(_layout(layout) for layout in state.mig_desired),
+                since=state.mig_since.timestamp() if state.mig_since else None,
+                ready_at=state.mig_ready_at.timestamp(),
+            )
+        return NodeObservation(
+            name=node.name,
+            gpu_model=node.gpu_model.name,
+            gpu_count=node.gpu_count,
+            interconnect=node.interconnect,
+            tier=node.tier,
+            leaf=node.leaf_switch,
+            spine=node.spine,
+            zone=node.zone,
+            mig=tuple(layouts.get(index, ()) for index in range(node.gpu_count)),
+            # An admin's cordon is the cluster's cordon here; the gateway's own node states are derived.
+            schedulable=interruption is None and node.state != NodeState.CORDONED,
+            interruption=interruption,
+            mig_status=mig_status,
+            price_per_gpu_hour=float(node.price_per_gpu_hour),
+            labels=dict(node.labels),
+        )
+
+    def _jobs(self, now: datetime, gone: Mapping[int, datetime]) -> dict[str, JobObservation]:
+        by_job: dict[int, list[SimulatedPod]] = {}
+        for pod in SimulatedPod.objects.select_related("node").order_by("job_id", "replica"):
+            by_job.setdefault(pod.job_id, []).append(pod)
+        result = {}
+        for job_id, pods in by_job.items():
+            replicas = tuple(self._replica(pod, now, gone.get(pod.node_id)) for pod in pods)
+            first = pods[0]
+            result[str(job_id)] = JobObservation(
+                job=str(job_id),
+                namespace=first.namespace,
+                replicas=replicas,
+                last_checkpoint_at=self._last_checkpoint(first, now, gone.get(first.node_id)),
+            )
+        return result
+
+    def _replica(self, pod: SimulatedPod, now: datetime, gone_at: datetime | None) -> ReplicaObservation:
+        if gone_at is not None:
+            phase, message = ReplicaPhase.GONE, f"node {pod.node.name} was reclaimed"
+        elif pod.duration_s is not None and self._work_done(pod, now, None) >= pod.duration_s:
+            phase, message = ReplicaPhase.SUCCEEDED, ""
+        else:
+            phase, message = ReplicaPhase.RUNNING, ""
+        return ReplicaObservation(
+            replica=pod.replica, phase=phase, node=pod.node.name, devices=_devices(pod.devices), message=message
+        )
+
+    def _last_checkpoint(self, pod: SimulatedPod, now: datetime, gone_at: datetime | None) -> float | None:
+        """When the job (its first replica) last saved; a pod on a node that went saved nothing after that."""
+        interval = pod.checkpoint_interval_s
+        if not interval:
+            return None
+        done = self._virtual((min(now, gone_at) if gone_at is not None else now) - pod.bound_at)
+        if pod.duration_s is not None:
+            done = min(done, max(pod.duration_s - pod.work_start_s, 0.0))
+        saves = math.floor(done / interval)
+        if saves < 1:
+            return None
+        return (pod.bound_at + self._real(saves * interval)).timestamp()
+
+    # -- apply -----------------------------------------------------------------------------------------------
+
+    def namespace_ensure(self, *, namespace: str, team: str) -> None:
+        """Namespaces cost nothing on the simulated fleet: pods carry theirs. Always succeeds."""
+
+    def job_bind(self, *, request: BindRequest) -> None:
+        now = self.clock()
+        self.advance(now)
+        with transaction.atomic():
+            existing = {p.replica: p for p in SimulatedPod.objects.select_for_update().filter(job_id=int(request.job))}
+            wanted = sorted(p.replica for p in request.placements)
+            if wanted != list(range(len(request.placements))):
+                raise GatewayConflict(f"job {request.job}: replicas must be numbered 0..n-1, got {wanted}")
+            extra = sorted(set(existing) - set(wanted))
+            if extra:
+                raise GatewayConflict(f"job {request.job} has replicas {extra} the request does not name")
+            progress = SimulatedProgress.objects.filter(job_id=int(request.job)).first()
+            work_start = progress.saved_work_s if progress else 0.0
+            for placement in sorted(request.placements, key=lambda p: p.replica):
+                devices = _device_rows(placement.devices)
+                pod = existing.get(placement.replica)
+                if pod is not None:
+                    if pod.node.name != placement.node or pod.devices != devices:
+                        raise GatewayConflict(
+                            f"job {request.job} replica {placement.replica} is already on {pod.node.name} "
+                            f"{pod.devices}, not {placement.node} {devices}"
+                        )
+                    continue
+                node = self._open_node(placement.node, now)
+                self._check_devices(node, request.job, placement.devices)
+                SimulatedPod.objects.create(
+                    job_id=int(request.job),
+                    replica=placement.replica,
+                    node=node,
+                    devices=devices,
+                    namespace=request.namespace,
+                    bound_at=now,
+                    work_start_s=work_start,
+                    duration_s=request.duration_s,
+                    checkpoint_interval_s=request.checkpoint_interval_s,
+                )
+
+    def _open_node(self, name: str, now: datetime) -> Node:
+        node = Node.objects.select_related("gpu_model").filter(name=name).first()
+        state = SimulatedNodeState.objects.filter(node__name=name).first()
+        if node is None or (state is not None and state.gone_at is not None and state.gone_at <= now):
+            raise GatewayConflict(f"node {name} is not in the fleet")
+        if node.state == NodeState.CORDONED or (state is not None and state.notice_at is not None):
+            raise GatewayConflict(f"node {name} takes no new work (cordoned or under an interruption notice)")
+        if state is not None and state.mig_ready_at is not None:
+            raise GatewayConflict(f"node {name} is changing its MIG layout until {state.mig_ready_at:%H:%M:%S}")
+        return node
+
+    def _check_devices(self, node: Node, job: str, devices: Iterable[Device]) -> None:
+        layouts = {gpu.index: _layout(gpu.mig_layout) for gpu in node.gpus.all()}
+        held: set[tuple[int, int | None]] = set()
+        for pod in SimulatedPod.objects.filter(node=node).exclude(job_id=int(job)):
+            held.update((gpu, start) for gpu, _profile, start in pod.devices)
+        for device in devices:
+            where = f"{node.name} GPU {device.gpu}"
+            if device.gpu not in layouts:
+                raise GatewayConflict(f"{where} does not exist")
+            device_check(where, device, layouts[device.gpu], held)
+
+    def job_evict(self, *, job: str, namespace: str, grace_s: float, reason: str) -> None:
+        now = self.clock()
+        with transaction.atomic():
+            pods = list(SimulatedPod.objects.select_for_update().filter(job_id=int(job)).order_by("replica"))
+            if not pods:
+                return
+            if reason in ("completed", "cancelled", "failed"):
+                SimulatedProgress.objects.filter(job_id=int(job)).delete()
+            else:
+                self._save_progress(pods[0], now)
+            SimulatedPod.objects.filter(pk__in=[p.pk for p in pods]).delete()
+
+    def _save_progress(self, pod: SimulatedPod, now: datetime) -> None:
+        """What an evicted job keeps: its work up to its last checkpoint (none without checkpoints)."""
+        state = SimulatedNodeState.objects.filter(node_id=pod.node_id).first()
+        gone_at = state.gone_at if state is not None and state.gone_at and state.gone_at <= now else None
+        ran = self._work_done(pod, now, gone_at) - pod.work_start_s
+        interval = pod.checkpoint_interval_s
+        saved_run = math.floor(ran / interval) * interval if interval else 0.0
+        if saved_run <= 0:
+            return
+        total = pod.work_start_s + saved_run
+        if pod.duration_s is not None:
+            total = min(total, pod.duration_s)
+        SimulatedProgress.objects.update_or_create(
+            job_id=pod.job_id,
+            defaults={"saved_work_s": total, "checkpointed_at": pod.bound_at + self._real(saved_run)},
+        )
+
+    def node_mig_apply(self, *, node: str, layouts: tuple[MigLayout, ...]) -> None:
+        now = self.clock()
+        self.advance(now)
+        with transaction.atomic():
+            row = self._open_or_cordoned(node, now)
+            if len(layouts) > row.gpu_count:
+                raise GatewayConflict(f"{node} has {row.gpu_count} GPUs, the request names {len(layouts)}")
+            desired: list[list[list[Any]]] = []
+            for index in range(row.gpu_count):
+                layout = layouts[index] if index < len(layouts) else ()
+                try:
+                    desired.append([[p, s] for p, s in validate_layout(row.gpu_model.name, layout)])
+                except LayoutError as exc:
+                    raise GatewayConflict(f"{node} GPU {index}: {exc}") from None
+            state, _ = SimulatedNodeState.objects.select_for_update().get_or_create(node=row)
+            current = {gpu.index: gpu.mig_layout for gpu in row.gpus.all()}
+            if state.mig_desired == desired or (
+                state.mig_desired is None and all(current.get(i, []) == d for i, d in enumerate(desired))
+            ):
+                return
+            changing = {i for i, d in enumerate(desired) if current.get(i, []) != d}
+            # mig-parted destroys every instance of a GPU it changes: drain what is still on those GPUs.
+            for pod in SimulatedPod.objects.filter(node=row):
+                if any(gpu in changing for gpu, _p, _s in pod.devices):
+                    self._save_progress(pod, now)
+                    SimulatedPod.objects.filter(job_id=pod.job_id).delete()
+            state.mig_desired = desired
+            state.mig_since = now
+            state.mig_ready_at = now + self._real(self.settings.mig_reconfigure_s)
+            state.save()
+        self.advance(now)  # a zero delay applies at once
+
+    def _open_or_cordoned(self, name: str, now: datetime) -> Node:
+        node = Node.objects.select_related("gpu_model").filter(name=name).first()
+        state = SimulatedNodeState.objects.filter(node__name=name).first()
+        if node is None or (state is not None and state.gone_at is not None and state.gone_at <= now):
+            raise GatewayConflict(f"node {name} is not in the fleet")
+        return node
+
+    # -- utilization -----------------------------------------------------------------------------------------
+
+    def utilization(self) -> tuple[UtilizationReading, ...]:
+        now = self.clock()
+        observation = self.observe()
+        kinds = dict(
+            SimulatedPod.objects.values_list("job_id", "job__kind").distinct()  # one kind per job
+        )
+        held: dict[str, tuple[float, float]] = {}
+        models = {node.name: node.gpu_model for node in observation.nodes}
+        for job in observation.jobs.values():
+            activity = _ACTIVITY.get(JobKind(kinds.get(int(job.job), JobKind.TRAINING)), 0.8)
+            # A little jitter per job and minute, so the graphs look like a fleet and not a ruler.
+            jitter = random.Random(f"{job.job}:{int(now.timestamp() // 60)}").uniform(-0.08, 0.08)
+            for replica in job.replicas:
+                if replica.phase != ReplicaPhase.RUNNING or replica.node not in models:
+                    continue
+                units = sum(
+                    compute_fraction(models[replica.node], d.mig_profile) if d.mig_profile else 1.0
+                    for d in replica.devices
+                )
+                allocated, busy = held.get(replica.node, (0.0, 0.0))
+                held[replica.node] = (allocated + units, busy + units * min(max(activity + jitter, 0.0), 1.0))
+        gpu_classes = dict(Node.objects.values_list("name", "gpu_model__gpu_class"))
+        readings = []
+        for node in observation.nodes:
+            allocated, busy = held.get(node.name, (0.0, 0.0))
+            readings.append(
+                UtilizationReading(
+                    node=node.name,
+                    gpu_class=gpu_classes.get(node.name, ""),
+                    gpus=float(node.gpu_count),
+                    allocated_gpus=round(allocated, 6),
+                    busy_ratio=round(min(busy / node.gpu_count, 1.0), 6),
+                )
+            )
+        return tuple(readings)
+
+
+def _layout(stored: Iterable[Iterable[Any]]) -> MigLayout:
+    return tuple((str(profile), int(start)) for profile, start in stored)
+
+
+def _device_rows(devices: Iterable[Device]) -> list[list[Any]]:
+    return [[d.gpu, d.mig_profile, d.mig_start] for d in devices]
+
+
+def _devices(rows: Iterable[Iterable[Any]]) -> tuple[Device, ...]:
+    return tuple(Device(gpu=gpu, mig_profile=profile, mig_start=start) for gpu, profile, start in rows)

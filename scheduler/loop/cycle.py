@@ -1,0 +1,137 @@
+"""One scheduling cycle against a cluster (DESIGN.md §1): observe → reconcile → snapshot → plan → record →
+apply.
+
+``cycle_run`` is not re-entrant across processes by itself: callers hold the single-flight lock
+(:mod:`scheduler.loop.locks`) and pass its fencing token, as :func:`scheduler.tasks.cycle_run_task` and the
+``schedule`` / ``scheduler run`` commands do. Every step is safe to interrupt: decisions are recorded before
+they are applied, and the next cycle's reconciliation repairs whatever was recorded but not applied.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+
+from jobs.models import Job
+from jobs.services import job_requeue
+from scheduler.core import Reject, plan_cycle
+from scheduler.core.vocabulary import JobState
+from scheduler.gateways import gateway_get
+from scheduler.gateways.protocol import ClusterGateway
+from scheduler.loop.apply import ApplyResult, Retry, apply_ops
+from scheduler.loop.policy import policy_current
+from scheduler.loop.reconcile import reconcile
+from scheduler.loop.record import fence_check, record_plan
+from scheduler.loop.snapshot import build
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class CycleReport:
+    """What one cycle saw, decided and applied; ``as_json()`` is what ``schedule --once --json`` prints."""
+
+    at: str
+    nodes: int = 0
+    pending: int = 0
+    running: int = 0
+    repairs: dict[str, list[str]] = field(default_factory=dict)
+    decisions: dict[str, Any] = field(default_factory=dict)
+    applied: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+    requeued_after_refusal: list[str] = field(default_factory=list)
+    plan_ms: float = 0.0
+    total_ms: float = 0.0
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "at": self.at,
+            "nodes": self.nodes,
+            "pending": self.pending,
+            "running": self.running,
+            "repairs": self.repairs,
+            "decisions": self.decisions,
+            "applied": self.applied,
+            "failed": self.failed,
+            "requeued_after_refusal": self.requeued_after_refusal,
+            "plan_ms": round(self.plan_ms, 1),
+            "total_ms": round(self.total_ms, 1),
+        }
+
+
+def cycle_run(
+    *, gateway: ClusterGateway | None = None, fence_token: int | None = None, retry: Retry | None = None
+) -> CycleReport:
+    """Run one cycle (module doc) and report it.
+
+    Raises :class:`~scheduler.errors.GatewayError` when the cluster cannot be observed (nothing was written)
+    and :class:`~scheduler.errors.FencingError` when a newer cycle has recorded since this one took its lock.
+    """
+    started = time.perf_counter()
+    gateway = gateway or gateway_get()
+    observation = gateway.observe()
+    # The cluster's clock is the cycle's clock: decisions are stamped with the instant they were based on.
+    at = datetime.fromtimestamp(observation.observed_at, tz=UTC)
+    report = CycleReport(at=at.isoformat(), nodes=len(observation.nodes))
+
+    with transaction.atomic():
+        fence_check(fence_token)
+        repairs = reconcile(observation, at=at)
+    report.repairs = repairs.as_json()
+
+    policy = policy_current()
+    speed = observation.clock_speed if observation.clock_speed > 0 else 1.0
+    # The engine's MIG delay estimate is virtual time on the simulated fleet, like job durations.
+    policy = replace(policy, mig_reconfigure_s=policy.mig_reconfigure_s / speed)
+    now = at.timestamp()
+    built = build(observation, policy, now)
+    report.pending, report.running = len(built.snapshot.pending), len(built.snapshot.running)
+    plan_started = time.perf_counter()
+    plan = plan_cycle(built.snapshot, policy, now)
+    if built.unreadable:  # rows the snapshot could not read are rejected like jobs the engine refuses
+        unreadable = tuple(Reject(job=job_id, reason=reason) for job_id, reason in sorted(built.unreadable.items()))
+        plan = replace(plan, rejections=plan.rejections + unreadable)
+    report.plan_ms = (time.perf_counter() - plan_started) * 1000
+
+    recorded = record_plan(plan, observation, at=at, fence_token=fence_token)
+    report.decisions = recorded.decisions
+
+    loop = settings.SCHEDULER
+    retry = retry or Retry(
+        attempts=int(loop.get("apply_attempts", 3)), backoff_s=float(loop.get("apply_backoff_s", 0.2))
+    )
+    result = apply_ops(
+        gateway, [*repairs.ops, *recorded.ops], grace_s=float(loop.get("evict_grace_s", 30.0)), retry=retry
+    )
+    report.applied, report.failed = result.applied, result.failed
+    report.requeued_after_refusal = _requeue_refused(result, at)
+    report.total_ms = (time.perf_counter() - started) * 1000
+    log.info(
+        "cycle: %d binds, %d evictions, %d reconfigurations, %d rejections, %d repairs, %d failed, %.0f ms",
+        len(report.decisions.get("binds", [])),
+        len(report.decisions.get("evictions", [])),
+        len(report.decisions.get("reconfigurations", [])),
+        len(report.decisions.get("rejections", [])),
+        sum(len(v) for v in report.repairs.values()),
+        len(report.failed),
+        report.total_ms,
+    )
+    return report
+
+
+def _requeue_refused(result: ApplyResult, at: datetime) -> list[str]:
+    """Binds the cluster refused (a node went, a device was taken) go back to the queue at once."""
+    requeued = []
+    with transaction.atomic():
+        for op, message in result.refused:
+            job = Job.objects.select_for_update().filter(pk=int(op.request.job), state=JobState.RUNNING).first()
+            if job is not None:
+                job_requeue(job=job, reason="bind-refused", by=None, at=at, message=message)
+                requeued.append(op.request.job)
+    return requeued

@@ -1,0 +1,27 @@
+"""The one reader of ``settings.SCHEDULER``: the engine's :class:`~scheduler.core.Policy` for the loop and for
+every app that asks what the engine would do (the submit form's right-sizing, the submit screen).
+
+A key that neither the engine nor the loop knows is an error, not a silent default: a misspelt setting
+(``cycle_secs``) would otherwise leave the engine on its default while the operator believes it changed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+
+from django.conf import settings
+
+from scheduler.core import Policy
+
+POLICY_KEYS = frozenset(f.name for f in fields(Policy))
+# settings.SCHEDULER keys that tune the loop rather than the engine (simulated_* tune the simulated fleet).
+LOOP_KEYS = frozenset({"lock_backend", "lock_name", "lock_ttl_s", "evict_grace_s", "apply_attempts", "apply_backoff_s"})
+
+
+def policy_current() -> Policy:
+    """``settings.SCHEDULER`` as the engine's frozen :class:`~scheduler.core.Policy` (unknown keys: error)."""
+    values = settings.SCHEDULER
+    unknown = sorted(k for k in values if k not in POLICY_KEYS | LOOP_KEYS and not k.startswith("simulated_"))
+    if unknown:
+        raise ValueError(f"unknown SCHEDULER settings: {', '.join(unknown)}")
+    return Policy.from_mapping({k: v for k, v in values.items() if k in POLICY_KEYS})

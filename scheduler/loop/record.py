@@ -1,0 +1,159 @@
+"""Record one cycle's :class:`~scheduler.core.Plan` in one transaction (DESIGN.md §1, step 3).
+
+Allocations, job states, job events and every pending job's queue position, ETA and reason are written
+together, or not at all. Operations on jobs whose state changed since the snapshot (cancelled meanwhile) are
+skipped. With a fencing token, the transaction first checks that no newer cycle has recorded (else
+:class:`~scheduler.errors.FencingError` and nothing is written), then raises the fence to its token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.db import transaction
+
+from jobs.models import Job
+from jobs.services import job_bind_record, job_finish, job_requeue
+from scheduler.core import Plan
+from scheduler.core.state import MigLayout
+from scheduler.core.vocabulary import JobState
+from scheduler.errors import FencingError
+from scheduler.gateways.protocol import MigConfigState, Observation
+from scheduler.loop.apply import BindOp, EvictOp, MigOp, Op, bind_request
+from scheduler.models import Node, SchedulerFence
+
+FENCE_NAME = "cycle"
+
+
+@dataclass
+class Recorded:
+    ops: list[Op] = field(default_factory=list)
+    decisions: dict[str, Any] = field(default_factory=dict)
+
+
+def fence_check(token: int | None) -> None:
+    """Inside a transaction: refuse a token older than the last one that recorded, then store this one."""
+    if token is None:
+        return
+    fence, _ = SchedulerFence.objects.select_for_update().get_or_create(name=FENCE_NAME)
+    if token < fence.token:
+        raise FencingError(f"fencing token {token} is older than {fence.token}: a newer cycle has recorded")
+    if token != fence.token:
+        fence.token = token
+        fence.save(update_fields=["token", "updated_at"])
+
+
+def fence_floor() -> int:
+    """The last token that recorded (0 before the first): the floor of the lock's next token
+    (:mod:`scheduler.loop.locks`), so that a fencing counter lost with Redis restarts above it."""
+    return SchedulerFence.objects.filter(name=FENCE_NAME).values_list("token", flat=True).first() or 0
+
+
+def record_plan(plan: Plan, observation: Observation, *, at: datetime, fence_token: int | None) -> Recorded:
+    """Write ``plan``'s decisions at ``at``; return the operations to apply and a summary of the decisions."""
+    ids = {int(op.job) for op in (*plan.evictions, *plan.binds, *plan.rejections)} | {int(w.job) for w in plan.waiting}
+    result = Recorded()
+    with transaction.atomic():
+        fence_check(fence_token)
+        jobs: dict[str, Job] = {
+            str(job.pk): job for job in Job.objects.select_for_update().filter(pk__in=ids).select_related("team")
+        }
+        result.decisions["evictions"] = _evictions(plan, jobs, at, result.ops)
+        result.decisions["reconfigurations"] = _reconfigurations(plan, observation, result.ops)
+        result.decisions["binds"] = _binds(plan, jobs, at, result.ops)
+        result.decisions["rejections"] = _rejections(plan, jobs, at)
+        result.decisions["waiting"] = _waiting(plan, jobs, at)
+    return result
+
+
+def _evictions(plan: Plan, jobs: Mapping[str, Job], at: datetime, ops: list[Op]) -> list[dict[str, Any]]:
+    done = []
+    for evict in plan.evictions:
+        job = jobs.get(evict.job)
+        if job is None or job.state != JobState.RUNNING:
+            continue
+        job_requeue(job=job, reason=evict.reason, by=evict.by, at=at)
+        ops.append(EvictOp(job=evict.job, namespace=job.team.namespace, reason=evict.reason))
+        done.append({"job": evict.job, "reason": evict.reason, "by": evict.by})
+    return done
+
+
+def _reconfigurations(plan: Plan, observation: Observation, ops: list[Op]) -> list[dict[str, Any]]:
+    """One MIG operation per node: its whole desired layout, the plan's changes over what it has now."""
+    current: dict[str, list[MigLayout]] = {}
+    for node in observation.nodes:
+        layouts = node.mig
+        if node.mig_status.state != MigConfigState.SUCCESS and node.mig_status.desired is not None:
+            layouts = node.mig_status.desired
+        current[node.name] = [tuple(layouts[i]) if i < len(layouts) else () for i in range(node.gpu_count)]
+    changed: dict[str, list[MigLayout]] = {}
+    done = []
+    for change in plan.reconfigurations:
+        layouts = changed.setdefault(change.node, list(current.get(change.node, [])))
+        if change.gpu < len(layouts):
+            layouts[change.gpu] = tuple(change.new)
+        done.append(
+            {
+                "node": change.node,
+                "gpu": change.gpu,
+                "old": [list(i) for i in change.old],
+                "new": [list(i) for i in change.new],
+                "ready_at": datetime.fromtimestamp(change.ready_at, tz=UTC).isoformat(),
+            }
+        )
+    for node, layouts in sorted(changed.items()):
+        ops.append(MigOp(node=node, layouts=tuple(layouts)))
+    return done
+
+
+def _binds(plan: Plan, jobs: Mapping[str, Job], at: datetime, ops: list[Op]) -> list[dict[str, Any]]:
+    names = {slot.node for bind in plan.binds for replica in bind.slots for slot in replica}
+    nodes = {node.name: node for node in Node.objects.filter(name__in=names)}
+    done = []
+    for bind in plan.binds:
+        job = jobs.get(bind.job)
+        if job is None or job.state != JobState.PENDING:
+            continue
+        resumed = job.events.filter(type="requeued").exists()
+        job_bind_record(job=job, slots=bind.slots, nodes=nodes, at=at)
+        allocations = list(job.allocations.filter(ended_at__isnull=True).select_related("node"))
+        ops.append(BindOp(request=bind_request(job, allocations, resume=resumed), team=job.team.slug))
+        done.append(
+            {
+                "job": bind.job,
+                "placements": [
+                    [{"node": s.node, "gpu": s.gpu, "mig_profile": s.mig_profile, "mig_start": s.mig_start} for s in r]
+                    for r in bind.slots
+                ],
+            }
+        )
+    return done
+
+
+def _rejections(plan: Plan, jobs: Mapping[str, Job], at: datetime) -> list[dict[str, Any]]:
+    done = []
+    for reject in plan.rejections:
+        job = jobs.get(reject.job)
+        if job is None or job.state != JobState.PENDING:
+            continue
+        job_finish(job=job, state=JobState.REJECTED, at=at, reason=reject.reason)
+        done.append({"job": reject.job, "reason": reject.reason})
+    return done
+
+
+def _waiting(plan: Plan, jobs: Mapping[str, Job], at: datetime) -> int:
+    changed = []
+    for waiting in plan.waiting:
+        job = jobs.get(waiting.job)
+        if job is None or job.state != JobState.PENDING:
+            continue
+        eta = at + timedelta(seconds=waiting.eta_s) if waiting.eta_s is not None else None
+        values = (waiting.position, waiting.team_position, eta, waiting.reason)
+        if (job.queue_position, job.team_queue_position, job.eta_at, job.state_reason) != values:
+            job.queue_position, job.team_queue_position, job.eta_at, job.state_reason = values
+            changed.append(job)
+    Job.objects.bulk_update(changed, ["queue_position", "team_queue_position", "eta_at", "state_reason"])
+    return len([w for w in plan.waiting if w.job in jobs])

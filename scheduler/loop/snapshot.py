@@ -1,0 +1,278 @@
+"""Database rows + a gateway :class:`~scheduler.gateways.protocol.Observation` → the engine's frozen
+:class:`~scheduler.core.Snapshot` (DESIGN.md §1, step 1).
+
+Who knows what: the cluster (the observation) knows the nodes as they are now — present or gone, their MIG
+layouts and changes in flight, cordons and interruption notices; the database knows the work — pending jobs,
+what each running job holds (live :class:`~jobs.models.Allocation` rows), quotas and past preemptions. An
+admin's cordon in the inventory also closes a node. Ids: a job is its primary key as a string, a team its
+slug. Times are epoch seconds; job durations and checkpoint intervals (virtual seconds of work) are divided
+by the observation's ``clock_speed`` so the engine's ETAs come out in real seconds. A team's typical run time
+is measured from its jobs' real start and finish times, so it is in real seconds already.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from django.db.models import F, Window
+from django.db.models.functions import RowNumber
+
+from jobs.models import Allocation, Job, JobEvent
+from scheduler.core import Job as CoreJob
+from scheduler.core import ModelProfile, Node, Policy, Preemption, Request, Running, Slot, Snapshot, Team
+from scheduler.core.vocabulary import (
+    CapacityTier,
+    Dtype,
+    EventType,
+    Interconnect,
+    JobKind,
+    JobState,
+    JobTier,
+    ModelMode,
+    NodeState,
+    Priority,
+)
+from scheduler.gateways.protocol import MigConfigState, NodeObservation, Observation
+from scheduler.models import Node as NodeRow
+from teams.models import Team as TeamRow
+
+log = logging.getLogger(__name__)
+
+RUNTIME_HISTORY_JOBS = 50  # a team's typical run time is the median over this many of its latest completed jobs
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotBuild:
+    """The snapshot and the rows it came from, so the cycle records decisions without reading them again."""
+
+    snapshot: Snapshot
+    jobs: Mapping[str, Job]  # pending and running jobs by snapshot id
+    nodes: Mapping[str, NodeRow]  # inventory rows by node name (only nodes the observation reports)
+    # Pending rows that could not be read as an engine job (a row written past the services), by snapshot id,
+    # with why: the cycle rejects them, so one bad row never stops the cycle.
+    unreadable: Mapping[str, str] = field(default_factory=dict)
+
+
+def build(observation: Observation, policy: Policy, now: float) -> SnapshotBuild:
+    """The engine's view of ``observation`` and the database at ``now`` (module doc)."""
+    speed = observation.clock_speed if observation.clock_speed > 0 else 1.0
+    inventory = {node.name: node for node in NodeRow.objects.select_related("gpu_model").prefetch_related("gpus")}
+    observed = {obs.name for obs in observation.nodes}
+    rows = {name: row for name, row in inventory.items() if name in observed}
+    nodes = tuple(_node(obs, rows.get(obs.name), now) for obs in observation.nodes) + tuple(
+        _absent(row) for name, row in sorted(inventory.items()) if name not in observed
+    )
+    jobs = {
+        str(job.pk): job
+        for job in Job.objects.filter(state__in=[JobState.PENDING, JobState.RUNNING]).select_related("team", "project")
+    }
+    pending_jobs: list[CoreJob] = []
+    unreadable: dict[str, str] = {}
+    for job_id, job in jobs.items():
+        if job.state != JobState.PENDING:
+            continue
+        try:
+            pending_jobs.append(_job(job, speed))
+        except (ValueError, TypeError, KeyError, ArithmeticError) as error:
+            log.error("job %s: its row cannot be read as a job (%r); rejected", job_id, error)
+            unreadable[job_id] = f"invalid request: the stored job cannot be read ({type(error).__name__}: {error})"
+    pending = tuple(pending_jobs)
+    running = _running([job for job in jobs.values() if job.state == JobState.RUNNING], observation, speed)
+    snapshot = Snapshot(
+        nodes=nodes,
+        teams=teams_current(),
+        running=running,
+        pending=pending,
+        preemptions=_preemptions(now - policy.ping_pong_window_s),
+    )
+    return SnapshotBuild(snapshot=snapshot, jobs=jobs, nodes=rows, unreadable=unreadable)
+
+
+def _node(obs: NodeObservation, row: NodeRow | None, now: float) -> Node:
+    mig = obs.mig
+    reconfiguring_until = None
+    status = obs.mig_status
+    if status.state in (MigConfigState.PENDING, MigConfigState.REBOOTING):
+        # As in the simulator: the engine sees the layout being applied, closed until it is ready. A backend
+        # without an estimate keeps the node closed for at least one more cycle.
+        if status.desired is not None:
+            mig = status.desired
+        reconfiguring_until = status.ready_at if status.ready_at and status.ready_at > now else now + 1.0
+    cordoned = row is not None and row.state == NodeState.CORDONED
+    price = obs.price_per_gpu_hour
+    if price is None:
+        price = float(row.price_per_gpu_hour) if row is not None else 0.0
+    return Node(
+        name=obs.name,
+        gpu_model=obs.gpu_model,
+        gpu_count=obs.gpu_count,
+        interconnect=Interconnect(obs.interconnect),
+        leaf=obs.leaf,
+        spine=obs.spine,
+        tier=CapacityTier(obs.tier),
+        price_per_gpu_hour=price,
+        zone=obs.zone,
+        schedulable=obs.schedulable and obs.interruption is None and not cordoned,
+        mig=tuple(tuple(layout) for layout in mig),
+        reconfiguring_until=reconfiguring_until,
+    )
+
+
+def _absent(row: NodeRow) -> Node:
+    """An inventory node the cluster does not report (a reclaimed spot node, a node being replaced): closed to
+    new work, but still counted as capacity that exists, so work that only fits there waits for it instead of
+    being rejected. Deleting the inventory row retires it."""
+    layouts = {gpu.index: tuple((str(p), int(s)) for p, s in gpu.mig_layout) for gpu in row.gpus.all()}
+    return Node(
+        name=row.name,
+        gpu_model=row.gpu_model.name,
+        gpu_count=row.gpu_count,
+        interconnect=Interconnect(row.interconnect),
+        leaf=row.leaf_switch,
+        spine=row.spine,
+        tier=CapacityTier(row.tier),
+        price_per_gpu_hour=float(row.price_per_gpu_hour),
+        zone=row.zone,
+        schedulable=False,
+        mig=tuple(layouts.get(i, ()) for i in range(row.gpu_count)),
+    )
+
+
+def inventory_nodes() -> tuple[Node, ...]:
+    """Every inventory node as capacity that exists (closed to placement, as :func:`_absent` makes it): what a
+    submit judges a job against, to refuse one the engine could never run."""
+    rows = NodeRow.objects.select_related("gpu_model").prefetch_related("gpus").order_by("name")
+    return tuple(_absent(row) for row in rows)
+
+
+def teams_current() -> tuple[Team, ...]:
+    """Every team with its quotas and its typical run time, as the engine's :class:`~scheduler.core.Team`
+    (named by slug)."""
+    runtimes = typical_runtimes_s()
+    result = []
+    for team in TeamRow.objects.prefetch_related("quotas").order_by("slug"):
+        quotas = sorted(team.quotas.all(), key=lambda q: q.gpu_class)
+        result.append(
+            Team(
+                name=team.slug,
+                weight=float(team.weight),
+                guaranteed=tuple((q.gpu_class, float(q.guaranteed_gpus)) for q in quotas),
+                burst=tuple((q.gpu_class, float(q.burst_gpus)) for q in quotas),
+                typical_runtime_s=runtimes.get(team.pk),
+            )
+        )
+    return tuple(result)
+
+
+def typical_runtimes_s() -> dict[int, float]:
+    """Team id → the median run time (finished − started, seconds) of the team's latest
+    :data:`RUNTIME_HISTORY_JOBS` completed jobs; a team without one is absent.
+
+    Only ``completed`` jobs count: a failed, cancelled or rejected job says nothing about how long the team's
+    work takes. An evicted run is not a job's run time either: ``started_at`` is the start of the job's last
+    run (every bind rewrites it), so a job evicted and run again counts the run that completed. One query for
+    every team: the database numbers each team's completed jobs, latest finish first, and keeps the first ones.
+    """
+    latest_first = Window(RowNumber(), partition_by=[F("team_id")], order_by=[F("finished_at").desc(), F("id").desc()])
+    rows = (
+        Job.objects.filter(state=JobState.COMPLETED, started_at__isnull=False, finished_at__isnull=False)
+        .annotate(latest=latest_first)
+        .filter(latest__lte=RUNTIME_HISTORY_JOBS)
+        .order_by()
+        .values_list("team_id", "started_at", "finished_at")
+    )
+    runs: dict[int, list[float]] = defaultdict(list)
+    for team_id, started_at, finished_at in rows:
+        # A row written past the services could finish before it started: a run time is never negative.
+        runs[team_id].append(max(0.0, (finished_at - started_at).total_seconds()))
+    return {team_id: float(statistics.median(seconds)) for team_id, seconds in runs.items()}
+
+
+def core_job(job: Job, speed: float = 1.0) -> CoreJob:
+    """A database job as the engine's :class:`~scheduler.core.Job`."""
+    return _job(job, speed)
+
+
+def _job(job: Job, speed: float) -> CoreJob:
+    return CoreJob(
+        id=str(job.pk),
+        team=job.team.slug,
+        request=_request(job),
+        kind=JobKind(job.kind),
+        priority=Priority(job.priority),
+        replicas=job.replicas,
+        gpu_model=job.gpu_model or None,
+        preemptible=job.preemptible,
+        checkpoint_interval_s=job.checkpoint_interval_s / speed if job.checkpoint_interval_s else None,
+        tier=JobTier(job.tier),
+        duration_s=job.duration_s / speed if job.duration_s else None,
+        rank=job.rank,
+        submitted_at=job.submitted_at.timestamp(),
+        project=job.project.code if job.project_id else None,
+    )
+
+
+def _request(job: Job) -> Request:
+    if job.gpus is not None:
+        return Request(gpus=job.gpus)
+    if job.mig_profile:
+        return Request(mig_profile=job.mig_profile)
+    if job.memory_gib is not None:
+        return Request(memory_gib=float(job.memory_gib))
+    model = dict(job.model or {})
+    return Request(
+        model=ModelProfile(
+            params_b=float(model["params_b"]),
+            dtype=Dtype(model.get("dtype", Dtype.BF16)),
+            context=int(model.get("context", 4096)),
+            batch=int(model.get("batch", 1)),
+            mode=ModelMode(model.get("mode", ModelMode.INFERENCE)),
+        )
+    )
+
+
+def _running(jobs: Iterable[Job], observation: Observation, speed: float) -> tuple[Running, ...]:
+    by_id = {job.pk: job for job in jobs}
+    slots: dict[int, dict[int, list[Slot]]] = defaultdict(lambda: defaultdict(list))
+    allocations = (
+        Allocation.objects.filter(job_id__in=list(by_id), ended_at__isnull=True)
+        .select_related("node")
+        .order_by("job_id", "replica", "gpu_index", "mig_start")
+    )
+    for allocation in allocations:
+        slots[allocation.job_id][allocation.replica].append(
+            Slot(
+                node=allocation.node.name,
+                gpu=allocation.gpu_index,
+                mig_profile=allocation.mig_profile or None,
+                mig_start=allocation.mig_start,
+            )
+        )
+    result = []
+    for job_id in sorted(slots):
+        job = by_id[job_id]
+        observed = observation.jobs.get(str(job_id))
+        result.append(
+            Running(
+                job=_job(job, speed),
+                slots=tuple(tuple(replica) for _, replica in sorted(slots[job_id].items())),
+                started_at=(job.started_at or job.submitted_at).timestamp(),
+                last_checkpoint_at=observed.last_checkpoint_at if observed is not None else None,
+            )
+        )
+    return tuple(result)
+
+
+def _preemptions(since: float) -> tuple[Preemption, ...]:
+    events = JobEvent.objects.filter(type=EventType.PREEMPTED, at__gte=datetime.fromtimestamp(since, tz=UTC))
+    result = []
+    for event in events.order_by("at", "id"):
+        by = (event.details or {}).get("by")
+        if by:
+            result.append(Preemption(victim=str(event.job_id), by=str(by), at=event.at.timestamp()))
+    return tuple(result)
