@@ -22,6 +22,7 @@ import hashlib
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from scheduler.core import Plan, Policy, Snapshot, plan_cycle
 from scheduler.sim.bench.mixed_matrix import Setup, workload_of
@@ -66,7 +67,8 @@ def engine(plain: bool) -> Planner:
 def _plain(policy: Policy) -> Policy:
     from dataclasses import replace
 
-    return replace(policy, fast=False) if hasattr(policy, "fast") else policy
+    switch: dict[str, Any] = {"fast": False} if hasattr(policy, "fast") else {}
+    return replace(policy, **switch) if switch else policy
 
 
 def scale(plain: bool, full: bool) -> Iterator[tuple[str, str, int]]:
