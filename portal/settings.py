@@ -25,6 +25,37 @@ from portal.env import (
     env_str,
 )
 
+
+# The shapes of the two settings that are dicts, so that code reading them gets typed values.
+class KubernetesSettings(TypedDict):
+    """``KUBERNETES``: what the Kubernetes gateway is built from (``scheduler/kube.py``)."""
+
+    topology_labels: list[str]
+    gpu_operator_namespace: str
+    mig_config_map: str
+    mig_config_timeout_s: int
+    default_image: str
+
+
+class SchedulerSettings(TypedDict):
+    """``SCHEDULER``: the engine's policy keys, the loop's own and the simulated fleet's (``simulated_*``)."""
+
+    cycle_s: int
+    reservation_depth: int
+    default_runtime_s: float
+    simulated_speed: float
+    simulated_interruptions_per_node_hour: float
+    simulated_notice_s: float
+    simulated_replace_after_s: float
+    simulated_mig_reconfigure_s: float
+    lock_backend: str
+    lock_name: NotRequired[str]  # the Redis lock's key; absent: scheduler.locks.CYCLE_LOCK
+    lock_ttl_s: int
+    evict_grace_s: float
+    apply_attempts: int
+    apply_backoff_s: float
+
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
 
@@ -62,18 +93,6 @@ CLUSTER_BACKEND = env_choice("CLUSTER_BACKEND", ("simulated", "kubernetes"), def
 # Topology label keys from the top of the network to the bottom: of those a node carries, the lowest is its
 # leaf and the one above its spine (facts §5.2). MIG changes go through the GPU Operator's MIG Manager with
 # a mig-parted ConfigMap of ours in its namespace and a watchdog (facts §3.1: ~15 min, doubled on reboot).
-
-
-class KubernetesSettings(TypedDict):
-    """``KUBERNETES``: what the Kubernetes gateway is built from (``scheduler/kube.py``)."""
-
-    topology_labels: list[str]
-    gpu_operator_namespace: str
-    mig_config_map: str
-    mig_config_timeout_s: int
-    default_image: str
-
-
 KUBERNETES: KubernetesSettings = {
     "topology_labels": env_list(
         "KUBE_TOPOLOGY_LABELS",
@@ -109,27 +128,6 @@ if PROMETHEUS_URL and not PROMETHEUS_URL.startswith(("http://", "https://")):
 # --- end of the Kubernetes backend ----------------------------------------------------------------------------
 
 # The scheduler's tunables, in one place; scheduler/services.py turns them into a frozen core Policy.
-
-
-class SchedulerSettings(TypedDict):
-    """``SCHEDULER``: the engine's policy keys, the loop's own and the simulated fleet's (``simulated_*``)."""
-
-    cycle_s: int
-    reservation_depth: int
-    default_runtime_s: float
-    simulated_speed: float
-    simulated_interruptions_per_node_hour: float
-    simulated_notice_s: float
-    simulated_replace_after_s: float
-    simulated_mig_reconfigure_s: float
-    lock_backend: str
-    lock_name: NotRequired[str]  # the Redis lock's key; absent: scheduler.locks.CYCLE_LOCK
-    lock_ttl_s: int
-    evict_grace_s: float
-    apply_attempts: int
-    apply_backoff_s: float
-
-
 SCHEDULER: SchedulerSettings = {
     "cycle_s": env_int("SCHEDULER_CYCLE_S", default=10, minimum=1, maximum=3600),
     # Reservations and backfill (docs/scheduling-rules.md §5a): how many blocked whole-GPU jobs get one (0: none),
