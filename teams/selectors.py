@@ -28,10 +28,10 @@ class TeamOverview:
 
 
 def team_overview_for_user(*, user: AnyUser) -> list[TeamOverview]:
+    if isinstance(user, AnonymousUser):
+        return []  # sees no team (team_list_for_user)
     teams = team_list_for_user(user=user).prefetch_related(
         Prefetch("quotas", queryset=Quota.objects.order_by("gpu_class"))
     )
-    if isinstance(user, AnonymousUser):
-        return []  # sees no team
     roles = dict(Membership.objects.filter(user=user).values_list("team_id", "role"))
     return [TeamOverview(team=t, role=roles.get(t.pk, "admin"), quotas=list(t.quotas.all())) for t in teams]
