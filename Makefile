@@ -1,4 +1,4 @@
-# Microcosm: `make demo` runs the portal on the embedded default; `make test` runs lint and the whole suite.
+# Microcosm: `make demo` runs the portal on the embedded default; `make test` runs lint (ruff, mypy) and the suite.
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -36,6 +36,7 @@ demo: $(RUNTIME_STAMP)
 lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 format: $(DEV_STAMP)
 	$(VENV)/bin/ruff check --fix .
@@ -49,4 +50,4 @@ test: lint
 	exit $$status
 
 clean:
-	rm -rf $(VENV) var .pytest_cache .ruff_cache
+	rm -rf $(VENV) var .pytest_cache .ruff_cache .mypy_cache

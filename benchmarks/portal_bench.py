@@ -148,6 +148,7 @@ def _seed(pending: int) -> tuple[Any, Team]:
     JobEvent.objects.bulk_create([JobEvent(job=job, type="bound", at=started) for job, _, _, started in running])
     # This month's finished work of the team: 500 ended allocations.
     month_start = timezone.localtime(now).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    first = max(month_start, now - timedelta(days=20))
     done = [
         Job(
             team=team,
@@ -155,9 +156,9 @@ def _seed(pending: int) -> tuple[Any, Team]:
             kind="training",
             gpus=1,
             state="completed",
-            submitted_at=max(month_start, now - timedelta(days=20)) + timedelta(minutes=i),
-            started_at=max(month_start, now - timedelta(days=20)) + timedelta(minutes=i),
-            finished_at=max(month_start, now - timedelta(days=20)) + timedelta(minutes=i + 30),
+            submitted_at=first + timedelta(minutes=i),
+            started_at=first + timedelta(minutes=i),
+            finished_at=first + timedelta(minutes=i + 30),
         )
         for i in range(500)
     ]
@@ -173,8 +174,8 @@ def _seed(pending: int) -> tuple[Any, Team]:
                 mig_start=4,
                 tier="reserved",
                 price_per_gpu_hour=Decimal("2.2295"),
-                started_at=job.started_at,
-                ended_at=job.finished_at,
+                started_at=first + timedelta(minutes=i),
+                ended_at=first + timedelta(minutes=i + 30),
                 end_reason="completed",
             )
             for i, job in enumerate(done)

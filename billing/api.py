@@ -57,13 +57,15 @@ class ChargebackAPIView(APIView):
     permission_classes = [IsAuthenticated, CanReadChargeback]
     renderer_classes = [JSONRenderer, CSVRenderer]
 
-    def finalize_response(self, request: Request, response: HttpResponse, *args: Any, **kwargs: Any) -> HttpResponse:
+    def finalize_response(  # type: ignore[override]  # DRF's stubs say Response; the CSV file is an HttpResponse
+        self, request: Request, response: HttpResponse, *args: Any, **kwargs: Any
+    ) -> HttpResponse:
         # An error is JSON whatever format was asked for: the CSV renderer would write a Python dict's repr as
         # text/csv, which neither a spreadsheet nor an API client can read.
         if isinstance(response, Response) and response.status_code >= 400:
             request.accepted_renderer = JSONRenderer()
             request.accepted_media_type = JSONRenderer.media_type
-        return super().finalize_response(request, response, *args, **kwargs)
+        return super().finalize_response(request, response, *args, **kwargs)  # type: ignore[arg-type]  # any HttpResponse, as DRF allows
 
     @extend_schema(
         summary="The month's chargeback (JSON, or the CSV file with format=csv)",

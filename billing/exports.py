@@ -157,7 +157,7 @@ def to_csv(records: Sequence[Record], columns: Sequence[str]) -> str:
 def to_xlsx(records: Sequence[Record], columns: Sequence[str], *, title: str) -> bytes:
     """One sheet named ``title``; money and hours as numbers (rounded to 6 decimals), a frozen header."""
     workbook = Workbook()
-    sheet = workbook.active
+    sheet = workbook.worksheets[0]  # the one a new workbook starts with (its active sheet)
     sheet.title = title[:31]
     sheet.append(list(columns))
     for record in records:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import date, datetime
+from typing import Any, cast
 
 from django import forms
 from django.utils import timezone
@@ -20,8 +21,8 @@ class ReportForm(forms.Form):
     month = forms.CharField(required=False, max_length=20, help_text="YYYY-MM")
     mode = forms.ChoiceField(required=False, choices=(("", "setting"), *_MODES))
 
-    def __init__(self, *args: object, now: datetime | None = None, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+    def __init__(self, *args: Any, now: datetime | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self.now = now or timezone.now()
 
     def clean_month(self) -> date:
@@ -75,9 +76,9 @@ class AdvisorForm(forms.Form):
         help_text="Empty: lost work / spot GPU-hours from the ledger.",
     )
 
-    def __init__(self, *args: object, gpu_models: list[str], **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self.fields["gpu_model"].choices = [(m, m) for m in gpu_models]
+    def __init__(self, *args: Any, gpu_models: list[str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        cast(forms.ChoiceField, self.fields["gpu_model"]).choices = [(m, m) for m in gpu_models]
         if gpu_models:
             self.fields["gpu_model"].initial = gpu_models[0]
 

@@ -25,16 +25,17 @@ def catalog_prices(*, gpu_model: str, at: datetime) -> TierPrices:
     is missing (say which, and where to add it)."""
     book = price_book_load()
     found = {tier: book.price_at(gpu_model=gpu_model, tier=tier, at=at) for tier in CapacityTier}
-    missing = [str(tier) for tier, price in found.items() if price is None]
+    prices = {tier: price for tier, price in found.items() if price is not None}
+    missing = [str(tier) for tier in found if tier not in prices]
     if missing:
         raise AdvisorInputError(
             f"the price catalog has no {', '.join(missing)} price for {gpu_model} on {at:%Y-%m-%d}: "
             "add it under Billing › GPU prices, or give the price explicitly"
         )
     return TierPrices(
-        reserved=float(found[CapacityTier.RESERVED]),
-        on_demand=float(found[CapacityTier.ON_DEMAND]),
-        spot=float(found[CapacityTier.SPOT]),
+        reserved=float(prices[CapacityTier.RESERVED]),
+        on_demand=float(prices[CapacityTier.ON_DEMAND]),
+        spot=float(prices[CapacityTier.SPOT]),
     )
 
 

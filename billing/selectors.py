@@ -12,7 +12,6 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Case, DecimalField, Max, Q, Sum, Value, When
 from django.db.models.functions import TruncHour, TruncMonth
 
@@ -24,9 +23,8 @@ from billing.report import ZERO, JobLine, Report, attach_usage, share_idle
 from billing.services import price_book_load
 from scheduler.core.vocabulary import CapacityTier, JobKind
 from teams.models import Membership, Team
-from teams.roles import is_finance, is_platform_admin
+from teams.roles import AnyUser, is_finance, is_platform_admin
 
-AnyUser = AbstractBaseUser | AnonymousUser
 _MONEY = DecimalField(max_digits=20, decimal_places=6)
 
 

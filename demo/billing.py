@@ -95,15 +95,17 @@ def _history_create(*, start: datetime, end: datetime) -> None:
         for team in teams:
             if rng.random() < 0.25:
                 counter += 1
-                job = _job_create(rng, team, projects[team.pk], slots, mig_slots, t, end, counter)
-                if job is not None:
-                    made.append(job)
+                created = _job_create(rng, team, projects[team.pk], slots, mig_slots, t, end, counter)
+                if created is not None:
+                    made.append(created)
         t += timedelta(hours=24)
     # Three inserts for the whole history: the jobs first, so events and allocations can point at them.
     Job.objects.bulk_create([job for job, _, _ in made])
     for job, events, allocations in made:
-        for row in (*events, *allocations):
-            row.job = job
+        for event in events:
+            event.job = job
+        for allocation in allocations:
+            allocation.job = job
     JobEvent.objects.bulk_create([event for _, events, _ in made for event in events])
     Allocation.objects.bulk_create([allocation for _, _, allocations in made for allocation in allocations])
 

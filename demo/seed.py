@@ -121,7 +121,7 @@ _PARTIAL_MIG_CONFIG = "balanced-gpu0-1"
 @dataclass(frozen=True)
 class _NodePlan:
     shape: str  # key of _SHAPES
-    tier: str
+    tier: CapacityTier
     number: int
     leaf: str
     mig_layouts: dict[int, list[list[Any]]] = field(default_factory=dict)

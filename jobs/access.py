@@ -20,20 +20,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-
 from jobs.errors import JobPermissionDenied
 from jobs.models import Job
 from scheduler.core.vocabulary import Priority
 from teams.models import Membership, Team
-from teams.roles import is_finance, is_platform_admin
+from teams.roles import AnyUser, is_finance, is_platform_admin
 
 SYSTEM = "system"
 ADMIN = "admin"
 LEAD = Membership.Role.LEAD.value
 MEMBER = Membership.Role.MEMBER.value
 
-AnyUser = AbstractBaseUser | AnonymousUser
 
 # Highest first, as the vocabulary orders them. A member's work waits its turn: jumping the team's queue or
 # preempting colleagues is the lead's call.

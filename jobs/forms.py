@@ -4,7 +4,7 @@ spec/scenario.md) and show every problem next to its field; the services decide 
 from __future__ import annotations
 
 import shlex
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 
@@ -79,7 +79,8 @@ class RequestForm(forms.Form):
     )
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         by = data.get("request_by")
         needed = {"gpus": "gpus", "mig_profile": "mig_profile", "memory_gib": "memory_gib", "model": "params_b"}
         field = needed.get(by or "")
@@ -179,11 +180,16 @@ class SubmitForm(RequestForm):
     def __init__(self, *args: Any, teams: list[Team], roles: dict[int, str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.roles = roles
-        self.fields["team"].queryset = Team.objects.filter(pk__in=[t.pk for t in teams])
+        # self.fields holds copies of the declared fields, typed as plain Fields.
+        cast("forms.ModelChoiceField[Team]", self.fields["team"]).queryset = Team.objects.filter(
+            pk__in=[t.pk for t in teams]
+        )
         if len(teams) == 1:
             self.fields["team"].initial = teams[0].pk
         allowed = set().union(*(priorities_allowed(r) for r in roles.values())) if roles else set()
-        self.fields["priority"].choices = [(p.value, p.value) for p in Priority if p.value in allowed]
+        cast(forms.ChoiceField, self.fields["priority"]).choices = [
+            (p.value, p.value) for p in Priority if p.value in allowed
+        ]
 
     def clean_command(self) -> list[str]:
         text = self.cleaned_data.get("command", "")
@@ -241,7 +247,7 @@ class PriorityForm(forms.Form):
 
     def __init__(self, *args: Any, allowed: tuple[str, ...], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["priority"].choices = [(p, p) for p in allowed]
+        cast(forms.ChoiceField, self.fields["priority"]).choices = [(p, p) for p in allowed]
 
 
 class CancelForm(forms.Form):

@@ -135,7 +135,9 @@ class Job(models.Model):
         return f"{self.team.slug}/{self.name} #{self.pk}"
 
     def clean(self) -> None:
-        if self.project_id is not None and self.team_id is not None and self.project.team_id != self.team_id:
+        if self.project_id is None or self.team_id is None:
+            return
+        if self.project is not None and self.project.team_id != self.team_id:
             raise ValidationError({"project": "This project belongs to another team: pick one of the job's team."})
 
     @property

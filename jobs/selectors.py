@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import F, QuerySet
 from django.utils import timezone
 
@@ -21,9 +20,7 @@ from jobs.models import Allocation, Job, JobEvent
 from scheduler.core.catalog import GPU_MODEL_BY_NAME, compute_fraction
 from scheduler.core.vocabulary import JobState
 from teams.models import Team
-from teams.roles import is_platform_admin
-
-AnyUser = AbstractBaseUser | AnonymousUser
+from teams.roles import AnyUser, is_platform_admin
 
 NO_POSITION_YET = "waiting for the next scheduling cycle"
 MAX_ID = 2**63 - 1  # the largest value of a BigAutoField

@@ -16,12 +16,13 @@ from django.db.models import Case, Count, F, IntegerField, Q, Sum, Value, When
 from django.utils import timezone
 
 from jobs.models import Allocation, Job, JobEvent
-from jobs.selectors import AnyUser, Usage, gpu_equivalents, usage_of
+from jobs.selectors import Usage, gpu_equivalents, usage_of
 from scheduler.core import ANY, UNITS_PER_GPU, burst_limits, guarantee_limits
 from scheduler.core import Team as CoreTeam
 from scheduler.core.vocabulary import JobState, Priority
 from scheduler.models import UtilizationSample
 from teams.models import Quota, Team
+from teams.roles import AnyUser
 from teams.selectors import team_list_for_user
 
 ANY_CLASS = ANY  # the row of all classes together: the quota rows' overall key

@@ -37,6 +37,7 @@ from jobs.selectors import (
 from jobs.services import job_cancel, job_cancel_bulk, job_list_reorder, job_set_priority, job_submit, team_order_key
 from jobs.team_usage import DEFAULT_WINDOW, WINDOWS_S, team_dashboard, team_utilization_series
 from scheduler.core.vocabulary import EventType, JobState
+from teams.http import SignedInRequest
 from teams.models import Team
 from teams.roles import is_platform_admin
 from teams.selectors import team_list_for_user
@@ -66,7 +67,7 @@ def _job_for(request: HttpRequest, job_id: int) -> tuple[Job, str]:
 
 @login_required
 @require_GET
-def dashboard_home(request: HttpRequest) -> HttpResponse:
+def dashboard_home(request: SignedInRequest) -> HttpResponse:
     """The first of the user's teams; without a team, the overview that says what to do."""
     team = team_list_for_user(user=request.user).order_by("name").first()
     if team is None:
@@ -76,7 +77,7 @@ def dashboard_home(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_GET
-def dashboard(request: HttpRequest, slug: str) -> HttpResponse:
+def dashboard(request: SignedInRequest, slug: str) -> HttpResponse:
     team, role = _team_for(request, slug)
     window = request.GET.get("window", DEFAULT_WINDOW)
     if window not in WINDOWS_S:
@@ -121,7 +122,7 @@ def _submit_context(request: HttpRequest) -> tuple[list[Team], dict[int, str]]:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def submit(request: HttpRequest) -> HttpResponse:
+def submit(request: SignedInRequest) -> HttpResponse:
     teams, roles = _submit_context(request)
     if not teams:
         return render(request, "jobs/submit.html", {"form": None}, status=200)
@@ -156,7 +157,7 @@ def _suggestion(data: Any) -> Any:
 
 @login_required
 @require_POST
-def suggest_partial(request: HttpRequest) -> HttpResponse:
+def suggest_partial(request: SignedInRequest) -> HttpResponse:
     """htmx: the right-sizing suggestion for the request fields of the submit form as typed so far."""
     form = RequestForm(request.POST)
     suggestion = suggest(form.request_spec()) if form.is_valid() else None
@@ -165,7 +166,7 @@ def suggest_partial(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_GET
-def queue(request: HttpRequest) -> HttpResponse:
+def queue(request: SignedInRequest) -> HttpResponse:
     """Pending jobs of the user's teams with positions, ETA and why each waits; htmx polls the table."""
     jobs = job_list_queue(user=request.user)
     filters = QueueFilter(request.GET, queryset=jobs, request=request)
@@ -185,7 +186,7 @@ def queue(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_GET
-def detail(request: HttpRequest, job_id: int) -> HttpResponse:
+def detail(request: SignedInRequest, job_id: int) -> HttpResponse:
     job, role = _job_for(request, job_id)
     events = list(job_events(job=job))
     live = job.state in (JobState.PENDING, JobState.RUNNING)
@@ -217,7 +218,7 @@ def _submitted_spec(events: list[Any]) -> str:
 
 @login_required
 @require_POST
-def cancel(request: HttpRequest, job_id: int) -> HttpResponse:
+def cancel(request: SignedInRequest, job_id: int) -> HttpResponse:
     job, role = _job_for(request, job_id)
     if not access.can_cancel(user=request.user, job=job, role=role):
         return HttpResponseForbidden("Only the team's lead or the job's submitter can cancel it.")
@@ -234,7 +235,7 @@ def cancel(request: HttpRequest, job_id: int) -> HttpResponse:
 
 @login_required
 @require_POST
-def set_priority(request: HttpRequest, job_id: int) -> HttpResponse:
+def set_priority(request: SignedInRequest, job_id: int) -> HttpResponse:
     job, role = _job_for(request, job_id)
     if not access.can_manage(role):
         return HttpResponseForbidden("Only the team's lead can change a job's priority.")
@@ -255,8 +256,10 @@ def _same_site(request: HttpRequest, target: str | None) -> str | None:
     """``target`` when it is a path or URL of this site (over HTTPS when the request is), else None: a ``next``
     from a form must not send the reader on to another site (``https://evil.example``, ``//evil.example``,
     ``javascript:``)."""
+    if not target:
+        return None
     # A URL, or a path from the site's root: redirect() would read a bare word ("9999") as a view to reverse.
-    rooted = bool(target) and (target.startswith("/") or bool(urlsplit(target).scheme))
+    rooted = target.startswith("/") or bool(urlsplit(target).scheme)
     if rooted and url_has_allowed_host_and_scheme(
         target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
     ):
@@ -266,7 +269,7 @@ def _same_site(request: HttpRequest, target: str | None) -> str | None:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def manage(request: HttpRequest, slug: str) -> HttpResponse:
+def manage(request: SignedInRequest, slug: str) -> HttpResponse:
     """The lead's page: reorder the team's pending jobs, change priorities, cancel several at once."""
     team, role = _team_for(request, slug)
     if not access.can_manage(role):
@@ -287,7 +290,7 @@ def manage(request: HttpRequest, slug: str) -> HttpResponse:
     )
 
 
-def _manage_post(request: HttpRequest, team: Team, role: str, pending: list[Job]) -> None:
+def _manage_post(request: SignedInRequest, team: Team, role: str, pending: list[Job]) -> None:
     action = request.POST.get("action", "")
     selected = _ids(request.POST.getlist("selected"))
     try:

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any
 
 import dj_database_url
+from dj_database_url import DBConfig
 from django.core.exceptions import ImproperlyConfigured
 
 _TRUE = {"1", "true", "yes", "on"}
@@ -138,7 +138,7 @@ def env_rate(name: str, default: str, *, environ: Mapping[str, str] | None = Non
 _DB_SCHEMES = ("sqlite", "postgres", "postgresql", "pgsql")
 
 
-def env_database(name: str, default: str, *, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+def env_database(name: str, default: str, *, environ: Mapping[str, str] | None = None) -> DBConfig:
     """A database URL (``sqlite:///path`` or ``postgres://user@host:port/name``) as a Django DATABASES entry."""
     url = _raw(name, environ) or default
     scheme = url.split("://", 1)[0] if "://" in url else ""

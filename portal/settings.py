@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from pathlib import Path
+from typing import NotRequired, TypedDict
 
 from csp.constants import NONE, SELF, UNSAFE_INLINE
 
@@ -23,6 +24,37 @@ from portal.env import (
     env_redis_url,
     env_str,
 )
+
+
+# The shapes of the two settings that are dicts, so that code reading them gets typed values.
+class KubernetesSettings(TypedDict):
+    """``KUBERNETES``: what the Kubernetes gateway is built from (``scheduler/kube.py``)."""
+
+    topology_labels: list[str]
+    gpu_operator_namespace: str
+    mig_config_map: str
+    mig_config_timeout_s: int
+    default_image: str
+
+
+class SchedulerSettings(TypedDict):
+    """``SCHEDULER``: the engine's policy keys, the loop's own and the simulated fleet's (``simulated_*``)."""
+
+    cycle_s: int
+    reservation_depth: int
+    default_runtime_s: float
+    simulated_speed: float
+    simulated_interruptions_per_node_hour: float
+    simulated_notice_s: float
+    simulated_replace_after_s: float
+    simulated_mig_reconfigure_s: float
+    lock_backend: str
+    lock_name: NotRequired[str]  # the Redis lock's key; absent: scheduler.locks.CYCLE_LOCK
+    lock_ttl_s: int
+    evict_grace_s: float
+    apply_attempts: int
+    apply_backoff_s: float
+
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = BASE_DIR / "var"
@@ -61,7 +93,7 @@ CLUSTER_BACKEND = env_choice("CLUSTER_BACKEND", ("simulated", "kubernetes"), def
 # Topology label keys from the top of the network to the bottom: of those a node carries, the lowest is its
 # leaf and the one above its spine (facts §5.2). MIG changes go through the GPU Operator's MIG Manager with
 # a mig-parted ConfigMap of ours in its namespace and a watchdog (facts §3.1: ~15 min, doubled on reboot).
-KUBERNETES = {
+KUBERNETES: KubernetesSettings = {
     "topology_labels": env_list(
         "KUBE_TOPOLOGY_LABELS",
         default=[
@@ -96,7 +128,7 @@ if PROMETHEUS_URL and not PROMETHEUS_URL.startswith(("http://", "https://")):
 # --- end of the Kubernetes backend ----------------------------------------------------------------------------
 
 # The scheduler's tunables, in one place; scheduler/services.py turns them into a frozen core Policy.
-SCHEDULER = {
+SCHEDULER: SchedulerSettings = {
     "cycle_s": env_int("SCHEDULER_CYCLE_S", default=10, minimum=1, maximum=3600),
     # Reservations and backfill (docs/scheduling-rules.md §5a): how many blocked whole-GPU jobs get one (0: none),
     # and the run time assumed for a job with no duration_s whose team has no history yet.
@@ -232,6 +264,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "portal.context_processors.navigation",
             ],
         },
     },
@@ -277,7 +310,6 @@ INSTALLED_APPS += [
 ]
 # Times are stored in UTC and shown in the browser's time zone, which the page reports in a cookie.
 MIDDLEWARE += ["portal.middleware.BrowserTimezoneMiddleware"]
-TEMPLATES[0]["OPTIONS"]["context_processors"].append("portal.context_processors.navigation")
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "rest_framework.authentication.TokenAuthentication",
@@ -341,6 +373,7 @@ MIDDLEWARE += ["axes.middleware.AxesMiddleware"]  # last: turns a lockout into t
 AXES_FAILURE_LIMIT = LOGIN_FAILURE_LIMIT
 AXES_COOLOFF_TIME = timedelta(minutes=LOGIN_LOCKOUT_MINUTES)
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_HTTP_RESPONSE_CODE = 429  # axes' default, named here because the lockout page answers with it
 AXES_RESET_ON_SUCCESS = True  # a person who mistyped and then got in starts from zero next time
 AXES_LOCKOUT_CALLABLE = "portal.views.login_locked_out"
 AXES_CLIENT_IP_CALLABLE = "portal.views.client_address"

@@ -24,6 +24,7 @@ from rest_framework.response import Response
 
 from jobs.selectors import job_list_for_user
 from jobs.team_usage import quota_use_for_user
+from teams.http import SignedInRequest
 from teams.selectors import team_overview_for_user
 
 logger = logging.getLogger(__name__)
@@ -31,7 +32,7 @@ logger = logging.getLogger(__name__)
 
 @login_required
 @require_GET
-def home(request: HttpRequest) -> HttpResponse:
+def home(request: SignedInRequest) -> HttpResponse:
     """A member of exactly one team lands on its dashboard; everyone else sees their teams side by side."""
     teams = team_overview_for_user(user=request.user)
     if len(teams) == 1 and teams[0].role != "admin":
@@ -51,7 +52,7 @@ def home(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def api_token(request: HttpRequest) -> HttpResponse:
+def api_token(request: SignedInRequest) -> HttpResponse:
     """Show the user's API token; POST makes a new one (the old one stops working at once)."""
     if request.method == "POST":
         Token.objects.filter(user=request.user).delete()

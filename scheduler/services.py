@@ -230,7 +230,7 @@ def cluster_sync(*, observation: Observation) -> SyncReport:
     for obs in observation.nodes:
         row = existing.get(obs.name)
         if obs.price_per_gpu_hour is not None:
-            price: Decimal | str | float = Decimal(str(obs.price_per_gpu_hour))
+            price: Decimal = Decimal(str(obs.price_per_gpu_hour))
         else:
             price = row.price_per_gpu_hour if row is not None else Decimal(0)
         try:

@@ -6,19 +6,19 @@ Team roles (``lead``, ``member``) live on :class:`teams.models.Membership`. Two 
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 
 FINANCE = "finance"
 PLATFORM_ADMIN = "platform-admin"
 ORG_ROLES = (FINANCE, PLATFORM_ADMIN)
 
-AnyUser = AbstractBaseUser | AnonymousUser
+AnyUser = User | AnonymousUser  # whoever made a request, signed in or not
 
 
 def has_org_role(user: AnyUser, role: str) -> bool:
     if not user.is_authenticated or not user.is_active:
         return False
-    return user.groups.filter(name=role).exists()  # type: ignore[union-attr]
+    return user.groups.filter(name=role).exists()
 
 
 def is_platform_admin(user: AnyUser) -> bool:

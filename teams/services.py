@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import AbstractUser, Group
+from django.contrib.auth.models import Group, User
 from django.db import IntegrityError, models, transaction
 
 from teams.errors import OrgApplyError
@@ -83,7 +83,7 @@ class _Run:
         self.prune = prune
         self.changes: list[OrgChange] = []
         self.blocked: list[str] = []
-        self.users: dict[str, AbstractUser] = {}
+        self.users: dict[str, User] = {}
 
     def record(self, kind: str, action: str, key: str, details: Iterable[str] = ()) -> None:
         self.changes.append(OrgChange(kind=kind, action=action, key=key, details=tuple(details)))

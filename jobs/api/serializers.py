@@ -134,7 +134,9 @@ class ModelProfileSerializer(serializers.Serializer):
         min_value=0.001, max_value=bounds.MAX_PARAMS_B, help_text="Parameters in billions"
     )
     dtype = serializers.ChoiceField(choices=choices_of(Dtype), default=Dtype.BF16.value)
-    context = serializers.IntegerField(min_value=1, max_value=bounds.MAX_CONTEXT, default=4096, help_text="Tokens")
+    context = serializers.IntegerField(  # type: ignore[assignment]  # a declared field, not Field.context
+        min_value=1, max_value=bounds.MAX_CONTEXT, default=4096, help_text="Tokens"
+    )
     batch = serializers.IntegerField(min_value=1, max_value=bounds.MAX_BATCH, default=1, help_text="Sequences")
     mode = serializers.ChoiceField(choices=choices_of(ModelMode), default=ModelMode.INFERENCE.value)
 
@@ -262,7 +264,7 @@ class OptionSerializer(serializers.Serializer):
     mig_profile = serializers.CharField(allow_null=True)
     gpus = serializers.IntegerField()
     gpu_equivalents = serializers.FloatField()
-    label = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]  # a declared field, not Field.label
 
 
 class SuggestionSerializer(serializers.Serializer):
@@ -283,7 +285,7 @@ class HolderSerializer(serializers.Serializer):
 class SegmentSerializer(serializers.Serializer):
     start = serializers.IntegerField(help_text="First memory slice (0–7)")
     width = serializers.IntegerField(help_text="Memory slices")
-    label = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]  # a declared field, not Field.label
     compute_slices = serializers.IntegerField()
     partitioned = serializers.BooleanField()
     holder = HolderSerializer(allow_null=True)

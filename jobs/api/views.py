@@ -63,6 +63,7 @@ from jobs.services import (
 from jobs.team_usage import DEFAULT_WINDOW, WINDOWS_S, team_dashboard, team_utilization_series
 from scheduler.cluster_map import cluster_map
 from scheduler.core.vocabulary import Priority
+from teams.http import SignedInApiRequest
 from teams.models import Team
 from teams.roles import is_platform_admin
 from teams.selectors import team_list_for_user
@@ -95,7 +96,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         return json_parsers(parsers) if getattr(self, "action", None) == "create" else parsers
 
     @extend_schema(request=JobSubmitSerializer, responses={201: JobDetailSerializer})
-    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+    def create(self, request: SignedInApiRequest, *args: Any, **kwargs: Any) -> Response:
         """Submit a job: the body is a job spec (the job keys of spec/scenario.md plus ``team``), checked whole
         by the same reader as the portal form and ``manage.py jobs submit``; unknown keys are refused."""
         spec = spec_body(request)
@@ -125,7 +126,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
 
     @extend_schema(request=CancelSerializer, responses={200: JobDetailSerializer})
     @action(detail=True, methods=["post"])
-    def cancel(self, request: Request, pk: str | None = None) -> Response:
+    def cancel(self, request: SignedInApiRequest, pk: str | None = None) -> Response:
         job = self.get_object()
         require_cancel(request, job, role_for_job(request, job))
         body = CancelSerializer(data=request.data)
@@ -135,7 +136,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
 
     @extend_schema(request=PrioritySerializer, responses={200: JobDetailSerializer})
     @action(detail=True, methods=["post"])
-    def priority(self, request: Request, pk: str | None = None) -> Response:
+    def priority(self, request: SignedInApiRequest, pk: str | None = None) -> Response:
         job = self.get_object()
         role = role_for_job(request, job)
         require_manage(role, "change a job's priority")
@@ -146,7 +147,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
 
     @extend_schema(request=RankSerializer, responses={200: JobDetailSerializer})
     @action(detail=True, methods=["post"])
-    def rank(self, request: Request, pk: str | None = None) -> Response:
+    def rank(self, request: SignedInApiRequest, pk: str | None = None) -> Response:
         job = self.get_object()
         require_manage(role_for_job(request, job), "change a job's rank")
         body = RankSerializer(data=request.data)
@@ -162,7 +163,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
 
     @extend_schema(request=BulkCancelSerializer, responses={200: JobSerializer(many=True)})
     @action(detail=False, methods=["post"], url_path="bulk-cancel", filterset_class=None, pagination_class=None)
-    def bulk_cancel(self, request: Request) -> Response:
+    def bulk_cancel(self, request: SignedInApiRequest) -> Response:
         body = BulkCancelSerializer(data=request.data)
         body.is_valid(raise_exception=True)
         team, role = team_for(request, body.validated_data["team"])
@@ -202,7 +203,7 @@ class QueueView(ListAPIView):
 
 class QueueReorderView(APIView):
     @extend_schema(request=ReorderSerializer, responses={200: JobSerializer(many=True)})
-    def post(self, request: Request) -> Response:
+    def post(self, request: SignedInApiRequest) -> Response:
         """Set the order of a team's pending jobs (within each priority); returns the queue of the team."""
         body = ReorderSerializer(data=request.data)
         body.is_valid(raise_exception=True)

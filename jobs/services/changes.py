@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
@@ -30,7 +30,7 @@ def team_order_key(job: Job) -> tuple[int, int, datetime, int]:
     return (_PRIORITY_INDEX[job.priority], job.rank, job.submitted_at, job.pk)
 
 
-def job_cancel(*, job: Job, actor: AbstractBaseUser | None, reason: str = "", now: datetime | None = None) -> Job:
+def job_cancel(*, job: Job, actor: User | None, reason: str = "", now: datetime | None = None) -> Job:
     """Cancel a pending or running job: it ends now, its allocations close, and the next scheduling cycle stops
     its pods on the cluster.
 
@@ -41,7 +41,7 @@ def job_cancel(*, job: Job, actor: AbstractBaseUser | None, reason: str = "", no
 
 
 def job_cancel_bulk(
-    *, jobs: Sequence[Job], actor: AbstractBaseUser | None, reason: str = "", now: datetime | None = None
+    *, jobs: Sequence[Job], actor: User | None, reason: str = "", now: datetime | None = None
 ) -> list[Job]:
     """Cancel every one of ``jobs`` (each pending or running), each with its own ``cancelled`` event, in one
     transaction: all of them or, on any refusal or ended job, none. Returns the cancelled jobs in the given
@@ -95,7 +95,7 @@ def job_cancel_bulk(
     return rows
 
 
-def job_set_priority(*, job: Job, priority: str, actor: AbstractBaseUser | None, now: datetime | None = None) -> Job:
+def job_set_priority(*, job: Job, priority: str, actor: User | None, now: datetime | None = None) -> Job:
     """Change a live job's priority (``production`` | ``high`` | ``normal`` | ``low``); the next cycle uses it.
 
     Only the team's lead and platform admins change priorities, within what their role allows
@@ -112,7 +112,7 @@ def job_set_priority(*, job: Job, priority: str, actor: AbstractBaseUser | None,
         return _change(job_id=job.pk, field="priority", value=priority, actor=actor, at=now or timezone.now())
 
 
-def job_set_rank(*, job: Job, rank: int, actor: AbstractBaseUser | None, now: datetime | None = None) -> Job:
+def job_set_rank(*, job: Job, rank: int, actor: User | None, now: datetime | None = None) -> Job:
     """Change a live job's rank, its order within the team and priority (lower runs first).
 
     Only the team's lead and platform admins order the team's jobs. Raises :class:`JobPermissionDenied`,
@@ -127,9 +127,7 @@ def job_set_rank(*, job: Job, rank: int, actor: AbstractBaseUser | None, now: da
         return _change(job_id=job.pk, field="rank", value=rank, actor=actor, at=now or timezone.now())
 
 
-def job_list_reorder(
-    *, team: Team, order: Sequence[int], actor: AbstractBaseUser | None, now: datetime | None = None
-) -> list[Job]:
+def job_list_reorder(*, team: Team, order: Sequence[int], actor: User | None, now: datetime | None = None) -> list[Job]:
     """Give the pending jobs of ``team`` ranks so that, within each priority, they run in ``order`` (job ids,
     each pending job of the team exactly once). Priority still comes first: reordering changes no priority.
 
@@ -181,7 +179,7 @@ def _check_permutation(team: Team, order: Sequence[int], pending: dict[int, Job]
 
 
 def _change(
-    *, job_id: int, field: str, value: object, actor: AbstractBaseUser | None, at: datetime, locked: Job | None = None
+    *, job_id: int, field: str, value: object, actor: User | None, at: datetime, locked: Job | None = None
 ) -> Job:
     """Set ``field`` of a live job to ``value`` and record the event; the caller holds the transaction and has
     checked the actor. ``locked``: the row, already locked by the caller."""

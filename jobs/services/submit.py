@@ -20,7 +20,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
@@ -41,7 +41,7 @@ def job_submit(
     *,
     team: Team | str,
     spec: Mapping[str, Any],
-    actor: AbstractBaseUser | None,
+    actor: User | None,
     source: str = "spec",
     now: datetime | None = None,
 ) -> Job:
@@ -159,7 +159,7 @@ def _check_whole_seconds(errors: Errors, data: dict[str, Any]) -> None:
             errors.add(key, f"must be a whole number of seconds, got {describe(data[key])}")
 
 
-def _check_pending_limits(team: Team, actor: AbstractBaseUser | None) -> None:
+def _check_pending_limits(team: Team, actor: User | None) -> None:
     """Refuse a submit that would take the team, or the actor, past its cap on pending jobs (settings.JOBS).
     Called with the team's row locked, so concurrent submits cannot both take the last place."""
     limits = settings.JOBS

@@ -35,9 +35,9 @@ def money(value: float | Decimal | None) -> str:
 
 
 @register.filter
-def seconds(value: float | int | None) -> str:
+def seconds(value: float | str | None) -> str:
     """A duration in seconds as ``2 h 5 min``, ``45 s``."""
-    if value in (None, ""):
+    if value is None or value == "":
         return "—"
     total = round(float(value))
     days, rest = divmod(total, 86400)

@@ -54,7 +54,12 @@ def fence_floor() -> int:
 
 def record_plan(plan: Plan, observation: Observation, *, at: datetime, fence_token: int | None) -> Recorded:
     """Write ``plan``'s decisions at ``at``; return the operations to apply and a summary of the decisions."""
-    ids = {int(op.job) for op in (*plan.evictions, *plan.binds, *plan.rejections)} | {int(w.job) for w in plan.waiting}
+    ids = (
+        {int(e.job) for e in plan.evictions}
+        | {int(b.job) for b in plan.binds}
+        | {int(r.job) for r in plan.rejections}
+        | {int(w.job) for w in plan.waiting}
+    )
     result = Recorded()
     with transaction.atomic():
         fence_check(fence_token)
@@ -92,9 +97,9 @@ def _reconfigurations(plan: Plan, observation: Observation, ops: list[Op]) -> li
     changed: dict[str, list[MigLayout]] = {}
     done = []
     for change in plan.reconfigurations:
-        layouts = changed.setdefault(change.node, list(current.get(change.node, [])))
-        if change.gpu < len(layouts):
-            layouts[change.gpu] = tuple(change.new)
+        wanted = changed.setdefault(change.node, list(current.get(change.node, [])))
+        if change.gpu < len(wanted):
+            wanted[change.gpu] = tuple(change.new)
         done.append(
             {
                 "node": change.node,
@@ -104,8 +109,8 @@ def _reconfigurations(plan: Plan, observation: Observation, ops: list[Op]) -> li
                 "ready_at": datetime.fromtimestamp(change.ready_at, tz=UTC).isoformat(),
             }
         )
-    for node, layouts in sorted(changed.items()):
-        ops.append(MigOp(node=node, layouts=tuple(layouts)))
+    for name, wanted in sorted(changed.items()):
+        ops.append(MigOp(node=name, layouts=tuple(wanted)))
     return done
 
 

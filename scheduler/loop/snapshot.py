@@ -188,6 +188,7 @@ def typical_runtimes_s() -> dict[int, float]:
     )
     runs: dict[int, list[float]] = defaultdict(list)
     for team_id, started_at, finished_at in rows:
+        assert started_at is not None and finished_at is not None  # the query keeps only rows with both
         # A row written past the services could finish before it started: a run time is never negative.
         runs[team_id].append(max(0.0, (finished_at - started_at).total_seconds()))
     return {team_id: float(statistics.median(seconds)) for team_id, seconds in runs.items()}
@@ -213,7 +214,7 @@ def _job(job: Job, speed: float) -> CoreJob:
         duration_s=job.duration_s / speed if job.duration_s else None,
         rank=job.rank,
         submitted_at=job.submitted_at.timestamp(),
-        project=job.project.code if job.project_id else None,
+        project=job.project.code if job.project is not None else None,
     )
 
 

@@ -146,19 +146,19 @@ def window_metrics(
     completed = evictions = 0
     for run in result.runs:
         first_start[run.job.id] = min(first_start.get(run.job.id, math.inf), run.start)
-        figures = _figures(run, nodes, policy)
+        amounts = _figures(run, nodes, policy)
         ran = _overlap(run.start, run.end, window)
         cumulative = run.job.kind != JobKind.INFERENCE  # served time is not lost work (module docstring)
         lost = _overlap(run.end - run.lost_s, run.end, window) if run.outcome == "evicted" and cumulative else 0.0
-        need_s += figures.need * ran
-        held_s += figures.held * ran
-        lost_need_s += figures.need * lost
+        need_s += amounts.need * ran
+        held_s += amounts.held * ran
+        lost_need_s += amounts.need * lost
         if run.job.kind == JobKind.TRAINING:
-            work_gpu_s += figures.gpus * run.rate * ran
-            if figures.gpus > 1:
-                spread_gpu_s += figures.gpus * ran
-                spread_work_gpu_s += figures.gpus * run.rate * ran
-            lost_work_gpu_s += figures.gpus * run.rate * lost
+            work_gpu_s += amounts.gpus * run.rate * ran
+            if amounts.gpus > 1:
+                spread_gpu_s += amounts.gpus * ran
+                spread_work_gpu_s += amounts.gpus * run.rate * ran
+            lost_work_gpu_s += amounts.gpus * run.rate * lost
         if window[0] <= run.end < window[1]:
             completed += run.outcome == "completed"
             evictions += run.outcome == "evicted"
@@ -198,8 +198,8 @@ def window_metrics(
     }
     if cycles is not None:
         figures["idle_while_pending"] = idle_while_pending(cycles.samples, nodes, policy, result.capacity, window)
-        started = {job: t for job, t in first_start.items() if t < result.end}
-        errors, without = eta_errors(jobs, started, cycles.etas, window, policy.cycle_s)
+        began = {job: t for job, t in first_start.items() if t < result.end}
+        errors, without = eta_errors(jobs, began, cycles.etas, window, policy.cycle_s)
         figures["eta_error"] = eta_error_summary(errors, without)
     return figures
 

@@ -243,8 +243,11 @@ class _Replay:
         if record.state not in (JobState.PENDING, JobState.RUNNING):
             return
         if isinstance(action, ev.SetPriority):
-            changes = {"priority": action.priority, "rank": action.rank}
-            record.job = replace(record.job, **{k: v for k, v in changes.items() if v is not None})
+            record.job = replace(
+                record.job,
+                priority=record.job.priority if action.priority is None else action.priority,
+                rank=record.job.rank if action.rank is None else action.rank,
+            )
         elif isinstance(action, ev.Checkpoint):
             if record.state == JobState.RUNNING:
                 self._checkpoint(record)

@@ -180,9 +180,9 @@ def _parse_policy(errors: Errors, top: dict[str, Any]) -> Policy:
             if number is not None:
                 values[key] = number
         elif isinstance(defaults[key], float):
-            number = read_number(errors, where, value)
-            if number is not None:
-                values[key] = number
+            real = read_number(errors, where, value)
+            if real is not None:
+                values[key] = real
         else:  # a tunable of a kind this loader does not know: let the policy judge it
             values[key] = value
     try:
@@ -273,7 +273,8 @@ def _parse_action(errors: Errors, path: str, kind: str, value: Any, t: float) ->
         job_id = read_str(errors, path, value)
         if job_id is None:
             return None
-        return {"cancel": Cancel, "finish": Finish, "checkpoint": Checkpoint}[kind](job_id)
+        about_job: dict[str, Callable[[str], Action]] = {"cancel": Cancel, "finish": Finish, "checkpoint": Checkpoint}
+        return about_job[kind](job_id)
     if kind == "set_priority":
         return _parse_set_priority(errors, path, value)
     if kind == "interrupt":
@@ -285,8 +286,8 @@ def _parse_action(errors: Errors, path: str, kind: str, value: Any, t: float) ->
         notice = read_number(errors, join(path, "notice_s"), data["notice_s"]) if "notice_s" in data else None
         return Interrupt(node, notice) if node is not None and notice is not None and len(data) == 2 else None
     if kind == "add_node":
-        node = parse_node(errors, path, value)
-        return AddNode(node) if node else None
+        added = parse_node(errors, path, value)
+        return AddNode(added) if added else None
     if kind == "remove_node":
         name = read_str(errors, path, value)
         return RemoveNode(name) if name else None

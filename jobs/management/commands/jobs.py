@@ -121,7 +121,7 @@ def job_json(job: Job) -> dict[str, Any]:
     return {
         "id": job.pk,
         "team": job.team.slug,
-        "project": job.project.code if job.project_id else None,
+        "project": job.project.code if job.project is not None else None,
         "name": job.name,
         "kind": job.kind,
         "request": job.request_display,

@@ -343,6 +343,8 @@ def _api_client_from_environment() -> client.ApiClient:
 
 
 def _api_message(exc: ApiException) -> str:
+    if exc.body is None:  # nothing to parse: json.loads would refuse it
+        return str(exc.reason or exc.status)
     try:
         return str(json.loads(exc.body).get("message") or exc.reason)
     except (TypeError, ValueError, AttributeError):

@@ -111,7 +111,7 @@ def utilization_readings(samples: Iterable[GpuSample], observation: Observation)
             continue
         weight = 1.0
         if sample.instance is not None:
-            if sample.profile not in GPU_MODEL_BY_NAME[model].profiles():
+            if sample.profile is None or sample.profile not in GPU_MODEL_BY_NAME[model].profiles():
                 continue
             weight = compute_fraction(model, sample.profile)
         busy[sample.node] = busy.get(sample.node, 0.0) + weight * sample.engine_active

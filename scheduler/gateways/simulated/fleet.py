@@ -53,7 +53,7 @@ class FleetSettings:
     def from_mapping(cls, values: Mapping[str, Any]) -> FleetSettings:
         """From ``settings.SCHEDULER``: its ``simulated_*`` keys, e.g. ``simulated_speed``."""
         prefix = "simulated_"
-        known = {name for name in cls.__slots__}  # type: ignore[attr-defined]
+        known = {name for name in cls.__slots__}
         picked = {key[len(prefix) :]: value for key, value in values.items() if key.startswith(prefix)}
         unknown = sorted(set(picked) - known)
         if unknown:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -67,7 +68,7 @@ class Command(BaseCommand):
     # -- subcommands -------------------------------------------------------------------------------------
 
     def _profiles(self, spec: GpuModelSpec) -> None:
-        rows = [
+        rows: list[dict[str, Any]] = [
             {
                 "name": p.name,
                 "compute_slices": p.compute_slices,
@@ -95,6 +96,7 @@ class Command(BaseCommand):
         self._emit(payload, "\n".join(lines))
 
     def _validate(self, spec: GpuModelSpec, text: str) -> None:
+        layout: Sequence[tuple[str, int]]
         try:
             if text.strip().startswith("all-"):
                 layout = named_layout(spec.name, text.strip())

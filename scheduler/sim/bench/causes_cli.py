@@ -59,7 +59,9 @@ def run(options: dict[str, Any]) -> Outcome:
     mixes = options.get("mix") or list(MIXES)
     trace, runtimes = load_runtimes(options.get("trace"))
     hours = options.get("hours") or DEFAULT_HOURS
-    warmup_h = options.get("warmup_hours") if options.get("warmup_hours") is not None else DEFAULT_WARMUP_HOURS
+    warmup_h = options.get("warmup_hours")
+    if warmup_h is None:
+        warmup_h = DEFAULT_WARMUP_HOURS
     cluster = cluster_named(CLUSTER)
     setup = Setup(cluster=cluster.name, load=DEFAULT_LOAD, hours=hours, warmup_s=3600.0 * warmup_h, runtimes=runtimes)
     command = f"python manage.py bench causes --mix {','.join(mixes)} --seeds {seeds_text}"

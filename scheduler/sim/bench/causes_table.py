@@ -52,7 +52,7 @@ def _row(label: str, key: str, median: dict[str, Any], rows: dict[int, Flat | No
     figure = median.get(key)
     text = "-"
     if figure is not None and figure["median"] is not None:
-        low, mid, high = (render(figure[k]) for k in ("min", "median", "max"))  # type: ignore[arg-type]
+        low, mid, high = (render(figure[k]) for k in ("min", "median", "max"))
         text = mid if low == high else f"{mid} ({low}–{high})"
     return f"{label:<{LABEL_WIDTH}}{text:<{MEDIAN_WIDTH}}" + "".join(f"{cell:>{SEED_WIDTH}}" for cell in cells)
 
@@ -95,7 +95,11 @@ def _mix_block(mix: str, runs: Sequence[CauseRun]) -> list[str]:
             add(f"    {label}", f"idle.{dimension}.{label}")
     for cross, title in (("blocker_class", "blocker / class"), ("blocker_place", "blocker / where")):
         cells = group_labels(ok, f"idle.{cross}")
-        cells.sort(key=lambda cell, cross=cross: -(median[f"idle.{cross}.{cell}"]["median"] or 0.0))
+
+        def largest_first(cell: str, cross: str = cross) -> float:
+            return -(median[f"idle.{cross}.{cell}"]["median"] or 0.0)
+
+        cells.sort(key=largest_first)
         lines.append(f"  the {TOP_CELLS} largest {title} cells (by median):")
         for cell in cells[:TOP_CELLS]:
             add(f"    {cell}", f"idle.{cross}.{cell}")

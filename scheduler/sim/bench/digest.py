@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import fields, is_dataclass
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 from scheduler.core import Plan, Policy, Snapshot, plan_cycle
 from scheduler.sim.bench.mixed_matrix import Setup, workload_of
@@ -82,7 +83,8 @@ def engine(plain: bool) -> Planner:
 def _plain(policy: Policy) -> Policy:
     from dataclasses import replace
 
-    return replace(policy, fast=False) if hasattr(policy, "fast") else policy
+    switch: dict[str, Any] = {"fast": False} if hasattr(policy, "fast") else {}
+    return replace(policy, **switch) if switch else policy
 
 
 def scale(plain: bool, full: bool) -> Iterator[tuple[str, str, int]]:

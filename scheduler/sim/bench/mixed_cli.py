@@ -120,7 +120,9 @@ def run(options: dict[str, Any]) -> Outcome:
     try:
         policies = check_policies(options.get("policies") or list(POLICY_ORDER))
         cluster = cluster_named(options.get("cluster") or "mixed-64")
-        warmup_h = options.get("warmup_hours") if options.get("warmup_hours") is not None else DEFAULT_WARMUP_HOURS
+        warmup_h = options.get("warmup_hours")
+        if warmup_h is None:
+            warmup_h = DEFAULT_WARMUP_HOURS
         WorkloadConfig(load=options.get("load") or DEFAULT_LOAD, hours=options.get("hours") or DEFAULT_HOURS)
     except ValueError as error:
         raise BenchUsageError(str(error)) from None

@@ -106,6 +106,7 @@ def run_policy(workload: Workload, name: str, *, strict: bool = False, cycles: b
     nodes = {node.name: node for node in scenario.nodes}
     log = CycleLog(window=workload.config.window) if cycles else None
     started = time.perf_counter()
+    error: str | None
     try:
         result = replay(scenario, planner, speed=topology_speed(workload.cluster.fabric), cycles=log)
     except PlanViolation as violation:

@@ -105,16 +105,16 @@ def run(options: dict[str, Any]) -> Outcome:
         raise BenchUsageError(f"{nodes}: node list not found (--nodes; use openb_node_list_gpu_node.csv)")
     published_dir = Path(options.get("published") or PUBLISHED_DIR)
     published: dict[tuple[str, str], Published] = {}  # without the table the comparison columns stay empty
-    table = published_dir / ALLOCATION_FILE
-    if table.is_file():
+    published_file = published_dir / ALLOCATION_FILE
+    if published_file.is_file():
         # A table that is there but unreadable is a mistake to hear about, not to compare against silently.
         try:
-            read_text(table, max_bytes=MAX_TRACE_BYTES)  # the text checks every user file gets, with positions
+            read_text(published_file, max_bytes=MAX_TRACE_BYTES)  # the text checks every user file gets, with positions
             published = load_published(published_dir)
         except (SpecFileError, TraceError) as error:
             raise BenchUsageError(str(error)) from None
         except (ValueError, csv.Error) as error:  # a malformed record the table's own reader does not name
-            raise BenchUsageError(f"{table}: {error}") from None
+            raise BenchUsageError(f"{published_file}: {error}") from None
     command = _command(options, seeds, policies)
     record = RunRecord(NAME, command)
     jobs = [Job(path, policy, seed) for path in paths for policy in policies for seed in seeds]

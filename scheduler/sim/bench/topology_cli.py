@@ -87,13 +87,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(options: dict[str, Any]) -> Outcome:
+    warmup_h = options.get("warmup_hours")
+    if warmup_h is None:
+        warmup_h = 2.0
     try:
         policies = check_policies(options.get("policies") or list(POLICY_ORDER))
         config = WorkloadConfig(
             seed=options.get("seed", DEFAULT_SEED),
             load=options.get("load") or DEFAULT_LOAD,
             hours=options.get("hours") or DEFAULT_HOURS,
-            warmup_s=3600.0 * (options.get("warmup_hours") if options.get("warmup_hours") is not None else 2.0),
+            warmup_s=3600.0 * warmup_h,
             inference_share=0.0,
             training_gpus=TRAINING_GPUS_TOPOLOGY,
             cycle_s=CYCLE_S,

@@ -153,15 +153,15 @@ def run_b1(nodes: tuple[TraceNode, ...], pods: tuple[TracePod, ...], policy: str
     samples: list[tuple[int, int]] = []
     for pod in sequence:
         arrived += pod.gpu_request_milli
-        order = choose(groups, chooser, pod, rng)
-        if order is None:
+        chosen = choose(groups, chooser, pod, rng)
+        if chosen is None:
             failed += 1
         else:
-            node = cluster[order]
+            node = cluster[chosen]
             old = node.key()
             gpus = chooser.gpus(node, pod.num_gpu, pod.gpu_milli, scored_cpu(pod))
             bind(node, pod, gpus)
-            groups.move(old, node.key(), order)
+            groups.move(old, node.key(), chosen)
             allocated += pod.gpu_request_milli
         samples.append((arrived, allocated))
     curve = bucket_curve(samples, capacity)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 from scheduler.sim.traces.rows import Problems, integer, read_rows, show
 
@@ -141,7 +142,7 @@ def load_openb_pods(path: str | Path) -> tuple[TracePod, ...]:
         memory = integer(problems, line, "memory_mib", row["memory_mib"])
         num_gpu = _num_gpu(problems, line, row["num_gpu"])
         gpu_milli = _gpu_milli(problems, line, row["gpu_milli"], num_gpu)
-        extra = _pod_details(problems, line, row, num_gpu) if "qos" in row else {}
+        extra: _PodDetails = _pod_details(problems, line, row, num_gpu) if "qos" in row else {}
         if problems.total == before:
             pods.append(
                 TracePod(
@@ -181,7 +182,18 @@ def _gpu_milli(problems: Problems, line: int, text: str, num_gpu: int | None) ->
     return value
 
 
-def _pod_details(problems: Problems, line: int, row: dict[str, str], num_gpu: int | None) -> dict[str, object]:
+class _PodDetails(TypedDict, total=False):
+    """TracePod's optional fields, as the columns after ``gpu_milli`` give them."""
+
+    gpu_spec: tuple[str, ...]
+    qos: str
+    pod_phase: str
+    creation_time_s: int | None
+    deletion_time_s: int | None
+    scheduled_time_s: int | None
+
+
+def _pod_details(problems: Problems, line: int, row: dict[str, str], num_gpu: int | None) -> _PodDetails:
     """The columns after ``gpu_milli``, checked; returns TracePod keyword arguments."""
     spec_text = row["gpu_spec"].strip()
     # dict.fromkeys folds repeats in file order: the real gpuspec files hold "V100M16|V100M32|V100M32".

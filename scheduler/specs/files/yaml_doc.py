@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import yaml
 
@@ -27,17 +27,17 @@ class _SpecYamlLoader(yaml.SafeLoader):
         self._aliased = False
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node:
-        event = self.peek_event()
+        event = self.peek_event()  # type: ignore[no-untyped-call]  # types-PyYAML leaves it unannotated
         if isinstance(event, yaml.AliasEvent):
             if event.anchor in self._open:
                 raise yaml.composer.ComposerError(
                     None,
                     None,
                     f"alias *{event.anchor} is inside the value it names (a recursive value)",
-                    event.start_mark,
+                    _pure(event.start_mark),
                 )
             self._aliased = True
-            return super().compose_node(parent, index)  # the anchored node, already sized
+            return _composed(super().compose_node(parent, index))  # the anchored node, already sized
         self._depth += 1
         anchor = event.anchor if isinstance(event, yaml.CollectionStartEvent) else None
         try:
@@ -47,7 +47,7 @@ class _SpecYamlLoader(yaml.SafeLoader):
                 )
             if anchor:
                 self._open.add(anchor)
-            node = super().compose_node(parent, index)
+            node = _composed(super().compose_node(parent, index))
         finally:
             self._depth -= 1
             if anchor:
@@ -59,6 +59,16 @@ class _SpecYamlLoader(yaml.SafeLoader):
                 None, None, f"this value holds more than {MAX_VALUES:,} values{through}", node.start_mark
             )
         return node
+
+
+def _composed(node: yaml.Node | None) -> yaml.Node:
+    """PyYAML's composer always returns a node (or raises); its stubs allow None."""
+    return cast(yaml.Node, node)
+
+
+def _pure(mark: object) -> yaml.error.Mark | None:
+    """A mark of this pure-Python loader, never libyaml's C one that the stubs also allow."""
+    return cast(yaml.error.Mark | None, mark)
 
 
 def _children(node: yaml.Node) -> list[yaml.Node]:
