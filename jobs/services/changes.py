@@ -16,18 +16,18 @@ from django.utils import timezone
 from jobs.access import check_cancel, check_manage, check_priority
 from jobs.errors import JobNotFound, JobSpecInvalid, JobStateError
 from jobs.models import Allocation, Job, JobEvent
+from scheduler.core import PRIORITY_INDEX
 from scheduler.core.vocabulary import EventType, JobState, Priority
 from scheduler.specs.fields import describe
 from teams.models import Team
 
 _MAX_RANK = 2_147_483_647  # IntegerField
 _LIVE = (JobState.PENDING, JobState.RUNNING)
-_PRIORITY_INDEX = {p.value: i for i, p in enumerate(Priority)}
 
 
 def team_order_key(job: Job) -> tuple[int, int, datetime, int]:
     """The scheduler's order within a team (``scheduler.core.fairshare``): priority, rank, submit time, id."""
-    return (_PRIORITY_INDEX[job.priority], job.rank, job.submitted_at, job.pk)
+    return (PRIORITY_INDEX[job.priority], job.rank, job.submitted_at, job.pk)
 
 
 def job_cancel(*, job: Job, actor: User | None, reason: str = "", now: datetime | None = None) -> Job:
