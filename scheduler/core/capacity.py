@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from scheduler.core.catalog import COMPUTE_SLICES, GPU_MODEL_BY_NAME, GpuModelSpec
+from scheduler.core.speedups.memo import current_memo
 from scheduler.core.state import FULL_GPU_MILLI, Job, MigLayout, Node, Running, Slot, Snapshot
 
 
@@ -136,7 +137,7 @@ class ClusterState:
         # removed and put back, so that "which of a team's running jobs are still placed" costs no scan.
         self.running_gone: dict[str, set[str]] = defaultdict(set)
         self._statements: list[Statement] = []
-        self._ops: dict[str, tuple[tuple[tuple[Slot, ...], ...], tuple[_SlotOp, ...]]] = {}  # see slot_ops
+        self._ops: dict[str, tuple[tuple[tuple[Slot, ...], ...], tuple[_SlotOp, ...]]] = current_memo().table()
         for running in snapshot.running:
             self.running[running.job.id] = running
             self._occupy(running.job, running.slots)

@@ -45,16 +45,17 @@ status depends only on which of them are still placed), so a preemption that fai
 something is freed (an eviction, a layout change, a committed Statement). A search itself runs its trial
 placements through :class:`~scheduler.core.trial.TrialPlacement`, whose exact shortcuts skip trials whose
 answer is known, and reads candidates from one :class:`~scheduler.core.victims.Victims` per cycle (rebuilt
-after a layout change closes a node). The cyclic garbage collector is off while a cycle plans (and back as it
-was after): the cycle allocates hundreds of thousands of short-lived tuples that reference counting frees, and
-each collector pass also walks the caller's whole heap — measured at ~15 % of a 1,000-node cycle in a process
-holding a large snapshot. The few cycles it creates (a Statement and its undo closures) go with the next
-collection.
+after a layout change closes a node). Every such cache and shortcut goes through the cycle's memo
+(:mod:`scheduler.core.speedups`); ``plan_cycle(..., speedups=False)`` switches all of them off.
+
+A caller that plans many cycles in a process holding a large heap may pause the cyclic garbage collector
+around each one (the simulator does, :mod:`scheduler.sim.gcpause`): a cycle allocates hundreds of thousands
+of short-lived tuples that reference counting frees, and each collector pass walks the whole heap. The core
+leaves the process-wide collector alone.
 """
 
 from __future__ import annotations
 
-import gc
 import logging
 from collections.abc import Hashable, Sequence
 from dataclasses import replace
@@ -94,6 +95,7 @@ from scheduler.core.policy import Policy
 from scheduler.core.preemption import find_victims
 from scheduler.core.reservation import Reservations, expected_runtime
 from scheduler.core.rightsize import resolve, unplaceable_reason
+from scheduler.core.speedups.memo import Memo, current_memo
 from scheduler.core.state import FULL_GPU_MILLI, Job, Node, Snapshot
 from scheduler.core.trial import TrialPlacement
 from scheduler.core.victims import Victims, ground
@@ -104,15 +106,11 @@ log = logging.getLogger(__name__)
 _BOUND = Blocker("")  # what a job bound in its turn has instead of a blocker
 
 
-def plan_cycle(snapshot: Snapshot, policy: Policy, now: float) -> Plan:
-    """The plan of one cycle for ``snapshot`` at ``now`` (module doc)."""
-    collecting = gc.isenabled()
-    gc.disable()  # module doc, "Speed": the cycle's garbage is freed by reference counting
-    try:
+def plan_cycle(snapshot: Snapshot, policy: Policy, now: float, *, speedups: bool = True) -> Plan:
+    """The plan of one cycle for ``snapshot`` at ``now`` (module doc). ``speedups=False`` plans by the plain
+    rules, every cache and shortcut off (:mod:`scheduler.core.speedups`): the same plan, found slower."""
+    with Memo(speedups).current():
         return _plan_isolated(snapshot, policy, now)
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def _plan_isolated(snapshot: Snapshot, policy: Policy, now: float) -> Plan:
@@ -155,7 +153,7 @@ def _plan(snapshot: Snapshot, policy: Policy, now: float) -> Plan:
     fairness = FairShare(sorted(snapshot.teams, key=lambda team: team.name), state, policy)
     pending, rejections = _screen(snapshot, state, policy)
     index = _index(state)
-    index.memo["mix"] = observe(state, index, pending, policy)
+    index.mix = observe(state, index, pending, policy)
     run = _Run(state, fairness, policy, now, snapshot, pending)
     for job in fairness.iter_pending(pending, now):
         run.schedule(job)
@@ -285,7 +283,7 @@ class _Run:
         self.blockers: dict[str, Blocker] = {}
         self.relayout = Relayout(state, fairness, policy, now, self.preemptions, self.blockers, pending)
         self.reservations = Reservations(state, self.index, policy, now, self._frees_at, self.relayout.bound)
-        self._preempt_failed: dict[Hashable, int] = {}
+        self._preempt_failed: dict[Hashable, int] = current_memo().table()
         self._victims = Victims(state, fairness, policy, now)  # valid until a layout change closes a node
         self._victims_at = 0  # len(self.relayout.changes) when it was built
         self._blocked_production: dict[str, Job] = {}  # production jobs still blocked, in the order taken

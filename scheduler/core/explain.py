@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from scheduler.core.capacity import UNITS_PER_GPU, ClusterState, gpu_class_of, slot_units
 from scheduler.core.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.demand import Demand, DemandKind
+from scheduler.core.speedups.memo import current_memo
 from scheduler.core.state import FULL_GPU_MILLI, Job
 
 CAPACITY = "capacity"
@@ -155,8 +156,6 @@ class _Profile:
     """One pool's free units over time, from now on: a step function (``frees[i]`` units free from
     ``times[i]`` to the next breakpoint, the last for ever), lowered by each job given a start on it."""
 
-    remember_floors = True  # the speed-up of :meth:`start`; off only in the test that proves it changes nothing
-
     def __init__(self, now: float, free: int, releases: Iterable[tuple[float, int]]) -> None:
         times, frees = [now], [free]
         for at, units in sorted(releases):
@@ -168,7 +167,7 @@ class _Profile:
         self.times, self.frees = times, frees
         self.peak = frees[-1]  # what is free once all of it has ended: every claim ends, so it stays
         self.claims = 0
-        self._floor: dict[int, float] = {}  # units → the first time any start for that many could come
+        self._floor: dict[int, float] = current_memo().table()  # units → the first time a start could come
 
     def start(self, units: int, duration_s: float, at: float | None = None) -> float | None:
         """The earliest time ``units`` are free for ``duration_s`` — or ``at``, a start already decided (a
@@ -183,7 +182,7 @@ class _Profile:
             return at
         # Speed, never a different answer: claims only lower the profile, so where ``units`` were first free at
         # an earlier question they are first free now at the earliest; the scan starts there.
-        floor = self._floor.get(units, times[0]) if self.remember_floors else times[0]
+        floor = self._floor.get(units, times[0])
         i = bisect_left(times, floor)
         while frees[i] < units:
             i += 1

@@ -74,6 +74,7 @@ from scheduler.core.limits import (
 )
 from scheduler.core.policy import Policy
 from scheduler.core.rightsize import resolve
+from scheduler.core.speedups.memo import current_memo
 from scheduler.core.state import Job, Team
 from scheduler.core.vocabulary import Priority
 
@@ -113,9 +114,10 @@ class FairShare:
     def __init__(self, teams: Sequence[Team], state: ClusterState, policy: Policy) -> None:
         self.state = state
         self.policy = policy
+        memo = current_memo()  # every cache below forgets at once when the speed-ups are off
         self.teams: dict[str, Team] = {team.name: team for team in teams}
-        self._guarantee: dict[str, Limits] = {}
-        self._burst: dict[str, Limits] = {}
+        self._guarantee: dict[str, Limits] = memo.table()
+        self._burst: dict[str, Limits] = memo.table()
         capacity: dict[str, int] = {}
         for gpu in state.gpus.values():
             gpu_class = gpu_class_of(gpu.node.gpu_model)
@@ -123,7 +125,7 @@ class FairShare:
         self.capacity: dict[str, int] = dict(sorted(capacity.items()))
         self.total_capacity = sum(capacity.values())
         self.models = tuple(sorted({gpu.node.gpu_model for gpu in state.gpus.values()}))
-        self._need: dict[tuple[object, ...], int] = {}  # need_units per (request, kind, constraint, replicas)
+        self._need: dict[tuple[object, ...], int] = memo.table()  # need_units per (request, kind, constraint, replicas)
         # Running jobs (the only eviction candidates) by team, in guarantee-fill order (rule 4).
         by_team: dict[str, list[tuple[tuple[int, int, float, str], str]]] = {}
         for job_id, running in state.running.items():
@@ -133,24 +135,24 @@ class FairShare:
         self._running_by_team: dict[str, tuple[str, ...]] = {
             team: tuple(job_id for _, job_id in sorted(entries)) for team, entries in sorted(by_team.items())
         }
-        self._running_cache: dict[str, tuple[frozenset[str], tuple[str, ...]]] = {}
-        self._borrowing: dict[str, Admission] = {}  # per team: the one answer of admit when borrowing
-        self._admitted: dict[tuple[str, bool, bool, tuple[Grain, ...]], tuple[object, frozenset[Grain]]] = {}
+        self._running_cache: dict[str, tuple[frozenset[str], tuple[str, ...]]] = memo.table()
+        self._borrowing: dict[str, Admission] = memo.table()  # per team: the one answer of admit when borrowing
+        self._admitted: dict[tuple[str, bool, bool, tuple[Grain, ...]], tuple[object, frozenset[Grain]]] = memo.table()
         # Preemptible running jobs by team, lowest priority first: priority preemption scans only these.
         self._preemptible_by_team: dict[str, tuple[tuple[int, str], ...]] = {
             team: tuple(sorted(((key[1], job_id) for key, job_id in entries if key[0]), reverse=True))
             for team, entries in sorted(by_team.items())
         }
-        self._running_units: dict[str, dict[str, int]] = {}
-        self._borrowed_cache: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {}
-        self._borrowed_sets: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {}  # see is_borrowed
-        self._spots: dict[str, tuple[tuple[str, bool], ...]] = {}
-        self._fill_cache: dict[str, tuple[int, tuple[tuple[str, int], ...]]] = {}
+        self._running_units: dict[str, dict[str, int]] = memo.table()
+        self._borrowed_cache: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = memo.table()
+        self._borrowed_sets: dict[str, tuple[tuple[str, ...], frozenset[str]]] = memo.table()  # see is_borrowed
+        self._spots: dict[str, tuple[tuple[str, bool], ...]] = memo.table()
+        self._fill_cache: dict[str, tuple[int, tuple[tuple[str, int], ...]]] = memo.table()
         # Per team, its last fill: (running tuple, the fill's state before every _FILL_STRIDE-th job as (held,
         # units per class, borrowed so far), the borrowed jobs) — where the next fill resumes.
         self._fill_trace: dict[
             str, tuple[tuple[str, ...], list[tuple[int, tuple[tuple[str, int], ...], int]], list[str]]
-        ] = {}
+        ] = memo.table()
         self._watchers: list[set[str]] = []
 
     # -- quotas ------------------------------------------------------------------------------------------

@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from functools import lru_cache
 
 from scheduler.core.catalog import (
     COMPUTE_SLICES,
@@ -20,6 +19,7 @@ from scheduler.core.catalog import (
     LayoutError,
     ProfileSpec,
 )
+from scheduler.core.speedups.memo import memoized
 from scheduler.core.state import MigLayout
 
 # A placement candidate: the profile, its start, and the memory slices it covers as a bit mask.
@@ -77,7 +77,7 @@ def maximal_layouts(model: str, with_me: bool = False, profiles: Sequence[str] |
     return _maximal(spec.name, _profile_names(spec, with_me, profiles))
 
 
-@lru_cache(maxsize=256)
+@memoized(maxsize=256)
 def _maximal(model: str, names: tuple[str, ...]) -> tuple[MigLayout, ...]:
     spec = GPU_MODEL_BY_NAME[model]
     candidates = _candidates(spec, dict.fromkeys(names))
@@ -153,7 +153,7 @@ def place_profiles(model: str, profiles: Sequence[str]) -> MigLayout | None:
     return _place(spec.name, tuple(sorted(profiles)))
 
 
-@lru_cache(maxsize=4096)
+@memoized(maxsize=4096)
 def _place(model: str, profiles: tuple[str, ...]) -> MigLayout | None:
     spec = GPU_MODEL_BY_NAME[model]
     table = spec.profiles()
@@ -259,7 +259,7 @@ def fit(model: str, memory_mib: int, with_me: bool = False) -> str | None:
     return _fit(spec.name, memory_mib, with_me)
 
 
-@lru_cache(maxsize=16384)
+@memoized(maxsize=16384)
 def _fit(model: str, memory_mib: int, with_me: bool) -> str | None:
     holding = [
         p

@@ -47,7 +47,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 from scheduler.core.capacity import ClusterState, Gpu
 from scheduler.core.catalog import COMPUTE_SLICES, GPU_MODEL_BY_NAME, validate_layout
@@ -58,6 +57,7 @@ from scheduler.core.placement.tiers import allowed_tiers
 from scheduler.core.plan import Reconfigure
 from scheduler.core.policy import Policy
 from scheduler.core.rightsize import resolve
+from scheduler.core.speedups.memo import current_memo, memoized
 from scheduler.core.state import Job, MigLayout
 from scheduler.core.vocabulary import Priority
 
@@ -142,9 +142,9 @@ def plan_repartition(
 def _idle_classes(state: ClusterState, now: float) -> tuple[list[str], dict[IdleKey, list[int]]]:
     """The idle classes (:mod:`scheduler.core.placement.idle`) of the nodes a layout change may use at ``now``
     (rule 3), each a list of ordinals into the returned node names, in name order: kept by the cycle's
-    capacity index when the state has one for ``now``, else found by a scan."""
+    capacity index when the state has one for ``now`` (and the speed-ups are on), else found by a scan."""
     index = getattr(state, "index", None)
-    if index is not None and index.now == now:
+    if index is not None and index.now == now and current_memo().enabled:
         index.flush()
         return index.node_names, index.idle.classes
     return _scanned_classes(state, now)
@@ -263,7 +263,7 @@ def _serves(candidate: _Candidate, wanted: tuple[tuple[str, int, int], ...]) -> 
     return served
 
 
-@lru_cache(maxsize=64)
+@memoized(maxsize=64)
 def _candidates(model: str, with_me: bool) -> tuple[_Candidate, ...]:
     profiles = GPU_MODEL_BY_NAME[model].profiles()
     found = []
@@ -284,7 +284,7 @@ def _counts(model: str, layout: MigLayout) -> tuple[tuple[str, int, int], ...]:
     return tuple((name, n, profiles[name].compute_slices) for name, n in Counter(n for n, _ in layout).items())
 
 
-@lru_cache(maxsize=4096)
+@memoized(maxsize=4096)
 def _plan_node(
     model: str, layouts: tuple[MigLayout, ...], need: _Need
 ) -> tuple[int, tuple[tuple[int, MigLayout], ...]]:
@@ -326,7 +326,7 @@ def _frozen(counts: Counter[str]) -> tuple[tuple[str, int], ...]:
     return tuple(sorted((name, n) for name, n in counts.items() if n > 0))
 
 
-@lru_cache(maxsize=16384)
+@memoized(maxsize=16384)
 def _best_layout(
     model: str, with_me: bool, current: MigLayout, aged: tuple[tuple[str, int], ...], young: tuple[tuple[str, int], ...]
 ) -> tuple[tuple[int, ...], MigLayout]:

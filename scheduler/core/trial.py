@@ -53,8 +53,9 @@ from scheduler.core.placement.grains import possible_units
 from scheduler.core.placement.index import CapacityIndex, Slots
 from scheduler.core.placement.unseen import Unseen, unseen_by
 from scheduler.core.policy import Policy
-from scheduler.core.preemption import Candidate, Shortcuts
+from scheduler.core.preemption import NO_SHORTCUTS, Candidate, Shortcuts
 from scheduler.core.quotafit import QuotaFit
+from scheduler.core.speedups.memo import current_memo
 from scheduler.core.state import Job
 
 
@@ -87,7 +88,10 @@ class TrialPlacement:
         return choice.slots
 
     def shortcuts(self) -> Shortcuts:
-        """The shortcuts a preemption search may take with this trial (module doc)."""
+        """The shortcuts a preemption search may take with this trial (module doc); none when the cycle's
+        speed-ups are off."""
+        if not current_memo().enabled:
+            return NO_SHORTCUTS
         if not self._simple:
             return Shortcuts(keeps=self.keeps)
         return Shortcuts(keeps=self.keeps, fails_for_less=self.fails_for_less, first_fit=self.first_fit)

@@ -32,6 +32,7 @@ from scheduler.core.demand import DemandKind
 from scheduler.core.fairshare import PRIORITY_INDEX, FairShare
 from scheduler.core.policy import Policy
 from scheduler.core.rightsize import resolve
+from scheduler.core.speedups.memo import current_memo
 from scheduler.core.state import Job, Slot
 from scheduler.core.vocabulary import Priority
 
@@ -53,6 +54,9 @@ class Candidate:
     key: tuple[int, int, int, float, float, str]
 
 
+_Grounded = tuple[tuple[tuple[str, bool], ...], Candidate]  # a candidate with its (node, holds MIG) pairs
+
+
 class Victims:
     """Per-cycle memory of each team's eviction candidates (module doc) for ``state``, ``fairness``, ``policy``
     and ``now``; valid while no node's readiness changes."""
@@ -62,10 +66,13 @@ class Victims:
         self.fairness = fairness
         self.policy = policy
         self.now = now
-        self._lists: dict[Hashable, tuple[tuple[str, ...], list[Candidate]]] = {}
-        self._facts: dict[str, _Facts] = {}  # per running job: what the rules read of it, fixed for the cycle
-        self._spot_helps: dict[Hashable, dict[tuple[str, bool], bool]] = {}  # job facts → spot → could_help there
-        self._grounds: dict[Hashable, tuple[tuple[str, ...], list[tuple[tuple[tuple[str, bool], ...], Candidate]]]] = {}
+        memo = current_memo()
+        self._lists: dict[Hashable, tuple[tuple[str, ...], list[Candidate]]] = memo.table()
+        # Per running job: what the rules read of it, fixed for the cycle.
+        self._facts: dict[str, _Facts] = memo.table()
+        # Job facts → spot → could_help there.
+        self._spot_helps: dict[Hashable, dict[tuple[str, bool], bool]] = memo.table()
+        self._grounds: dict[Hashable, tuple[tuple[str, ...], list[_Grounded]]] = memo.table()
 
     def of_team(self, team: str, job: Job, allow_reclaim: bool) -> list[Candidate]:
         """The candidates of ``team``'s running jobs for ``job`` (preemption rules, ping-pong aside), in

@@ -27,10 +27,15 @@ from __future__ import annotations
 import itertools
 from bisect import bisect_left, insort
 from collections.abc import Hashable
+from typing import TYPE_CHECKING
 
 from scheduler.core.capacity import ClusterState, Gpu, Statement
 from scheduler.core.placement.idle import IdleClasses
+from scheduler.core.speedups.memo import current_memo
 from scheduler.core.state import FULL_GPU_MILLI, Job, Slot, Snapshot
+
+if TYPE_CHECKING:
+    from scheduler.core.placement.mix import DemandMix
 
 Group = tuple[str, str, str]  # (gpu_model, capacity tier, interconnect)
 MigSignature = tuple[bool, tuple[str, ...]]  # (GPU idle, free instance profiles sorted)
@@ -126,11 +131,15 @@ class CapacityIndex:
         self._tokens = itertools.count(1)
         self.freed = 0
         self.version = 0
-        # Caches owned by placement (keyed by job shape), valid for this index's lifetime.
         self._dirty: set[int] = set()  # GPU ordinals changed since the last flush
-        self.failed: dict[Hashable, int] = {}  # shape → ``freed`` when it found nothing
-        self.found: dict[Hashable, tuple[int, object, Slots]] = {}  # shape → (``version``, policy, placement)
-        self.memo: dict[Hashable, object] = {}
+        # The demand mix placement scores fragmentation against (:mod:`.mix`): the cycle's observation, or,
+        # when none was given, the running jobs' alone (worked out at the first question).
+        self.mix: DemandMix | None = None
+        # Caches owned by placement (keyed by job shape), valid for this index's lifetime (:mod:`..speedups`).
+        memo = current_memo()
+        self.failed: dict[Hashable, int] = memo.table()  # shape → ``freed`` when it found nothing
+        self.found: dict[Hashable, tuple[int, object, Slots]] = memo.table()  # shape → (``version``, policy, placement)
+        self.answers: dict[Hashable, object] = memo.table()  # (question, …) → answer: see options.recall
         for gpu in self.gpus:
             self.refresh(gpu)
         self.idle = IdleClasses(state, self.node_names)  # for re-partitioning (see idle.py)

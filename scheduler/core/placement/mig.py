@@ -102,10 +102,10 @@ def best_of(
         if partly_used_only and signature[0]:
             continue
         key = ("mig-delta", option.model, signature, profile)
-        cached = index.memo.get(key)
+        cached = index.answers.get(key)
         if cached is None:
             cached = take_delta(mix, option.model, signature, profile)
-            index.memo[key] = cached
+            index.answers[key] = cached
         delta, left = cached  # type: ignore[misc]
         host = job.cpu_milli or job.memory_mib  # without host needs every GPU's node can take it
         for ordinal in ordinals:

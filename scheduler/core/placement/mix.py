@@ -22,6 +22,7 @@ from scheduler.core.isolation import Evaluating
 from scheduler.core.placement.index import CapacityIndex
 from scheduler.core.placement.options import options_for, placement_shape
 from scheduler.core.policy import Policy
+from scheduler.core.speedups.memo import current_memo
 from scheduler.core.state import FULL_GPU_MILLI, Job
 
 
@@ -32,8 +33,9 @@ class DemandMix:
         self.mig: dict[str, dict[str, int]] = {}
         self.share_sizes: dict[str, dict[int, int]] = {}
         self._mig_totals: dict[str, int] = {}
-        self._bigger: dict[str, tuple[list[int], list[int]]] = {}
-        self._share_deltas: dict[tuple[str, int], dict[int, int]] = {}
+        memo = current_memo()
+        self._bigger: dict[str, tuple[list[int], list[int]]] = memo.table()
+        self._share_deltas: dict[tuple[str, int], dict[int, int]] = memo.table()
 
     def add_mig(self, model: str, profile: str, count: int = 1) -> None:
         by_profile = self.mig.setdefault(model, {})
@@ -115,9 +117,7 @@ def observe(state: ClusterState, index: CapacityIndex, pending: Iterable[Job], p
 
 
 def mix_of(index: CapacityIndex, policy: Policy) -> DemandMix:
-    """The mix the cycle observed (``index.memo["mix"]``), or the running jobs' alone when none was set."""
-    mix = index.memo.get("mix")
-    if mix is None:
-        mix = observe(index.state, index, (), policy)
-        index.memo["mix"] = mix
-    return mix  # type: ignore[return-value]
+    """The mix the cycle observed (``index.mix``), or the running jobs' alone when none was set."""
+    if index.mix is None:
+        index.mix = observe(index.state, index, (), policy)
+    return index.mix

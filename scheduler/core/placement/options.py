@@ -58,11 +58,11 @@ def placement_shape(job: Job) -> Hashable:
 
 
 def model_ranks(index: CapacityIndex) -> dict[str, int]:
-    cached = index.memo.get("model_ranks")
+    cached = index.answers.get("model_ranks")
     if cached is None:
         models = sorted({node.gpu_model for node in index.state.nodes.values()}, key=_model_key)
         cached = {model: rank for rank, model in enumerate(models)}
-        index.memo["model_ranks"] = cached
+        index.answers["model_ranks"] = cached
     return cached  # type: ignore[return-value]
 
 
@@ -97,9 +97,9 @@ def options_for(index: CapacityIndex, job: Job, policy: Policy) -> tuple[Option,
 
 
 def recall(index: CapacityIndex, key: Hashable, policy: Policy) -> object | None:
-    """What :func:`keep` kept under ``key`` for ``policy`` in the index's memo, or None. The policy is compared
+    """What :func:`keep` kept under ``key`` for ``policy`` in the index's answers, or None. The policy is compared
     by identity first: a frozen dataclass's equality runs Python code, and a cycle has one policy."""
-    cached = index.memo.get(key)
+    cached = index.answers.get(key)
     if cached is None:
         return None
     held, value = cached  # type: ignore[misc]
@@ -107,4 +107,4 @@ def recall(index: CapacityIndex, key: Hashable, policy: Policy) -> object | None
 
 
 def keep(index: CapacityIndex, key: Hashable, policy: Policy, value: object) -> None:
-    index.memo[key] = (policy, value)
+    index.answers[key] = (policy, value)

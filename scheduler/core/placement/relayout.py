@@ -47,6 +47,7 @@ from scheduler.core.plan import Evict, Reconfigure
 from scheduler.core.policy import Policy
 from scheduler.core.repartition import nodes_per_cycle, plan_repartition
 from scheduler.core.rightsize import resolve
+from scheduler.core.speedups.memo import current_memo
 from scheduler.core.state import Job, Preemption
 from scheduler.core.vocabulary import Priority
 
@@ -78,10 +79,11 @@ class Relayout:
         self.evictions: list[Evict] = []
         self._production = [job for job in pending if job.priority == Priority.PRODUCTION]
         self._claimed: set[Key] = set()
-        self._offer_lists: dict[Hashable, tuple[int, list[int], list[tuple[Key, float]]]] = {}  # see _offered
-        self._unit_scans: dict[Hashable, tuple[int, int | None]] = {}  # see _units
+        memo = current_memo()
+        self._offer_lists: dict[Hashable, tuple[int, list[int], list[tuple[Key, float]]]] = memo.table()  # see _offered
+        self._unit_scans: dict[Hashable, tuple[int, int | None]] = memo.table()  # see _units
         # could_change_for's answers per job shape: (freed token, answer, the node whose MIG change answered yes)
-        self._could: dict[Hashable, tuple[int, bool, tuple[str, ...]]] = {}
+        self._could: dict[Hashable, tuple[int, bool, tuple[str, ...]]] = memo.table()
         self._budget = nodes_per_cycle(state, now)  # nodes changed per cycle outside production (repartition rule 5)
         self.bound_nodes: set[str] = set()  # nodes that took a bind this cycle: no layout change there
         # Changes for production and could_change_for's question skip the hysteresis: production must not wait,

@@ -9,7 +9,7 @@ Three families, the ones the benchmarks and the suite run:
 - ``scenario``: every cycle's plan of each file of ``tests/scheduler/scenarios/``.
 
 A plan is hashed through its ``repr`` (frozen dataclasses of tuples, floats printed exactly), preceded by the
-cycle's time. ``--plain`` plans with the engine's speed-ups off (:class:`scheduler.core.Policy`'s ``fast``),
+cycle's time. ``--plain`` plans with the engine's speed-ups off (``plan_cycle(..., speedups=False)``),
 which must give the same digests.
 
     python -m scheduler.sim.bench.digest [--full] [--plain] [--only scale|mixed|scenario]
@@ -58,15 +58,9 @@ class Hasher:
 
 def engine(plain: bool) -> Planner:
     def plan(snapshot: Snapshot, policy: Policy, now: float) -> Plan:
-        return plan_cycle(snapshot, _plain(policy) if plain else policy, now)
+        return plan_cycle(snapshot, policy, now, speedups=not plain)
 
     return plan
-
-
-def _plain(policy: Policy) -> Policy:
-    from dataclasses import replace
-
-    return replace(policy, fast=False) if hasattr(policy, "fast") else policy
 
 
 def scale(plain: bool, full: bool) -> Iterator[tuple[str, str, int]]:

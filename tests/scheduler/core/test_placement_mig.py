@@ -47,7 +47,7 @@ def test_take_delta_prefers_partly_used_gpus() -> None:
 
 def _place(state: ClusterState, the_job: Job, pending: list[Job]) -> tuple[tuple[Slot, ...], ...] | None:
     index, _ = index_of(state)
-    index.memo["mix"] = observe(state, index, pending, POLICY)
+    index.mix = observe(state, index, pending, POLICY)
     return find_slots(state, the_job, POLICY)
 
 
