@@ -20,9 +20,8 @@ from scheduler.core.fairshare import FairShare
 from scheduler.core.limits import Admission, placement_units
 from scheduler.core.placement import find_slots, index_of
 from scheduler.core.placement.grains import possible_units
-from scheduler.core.placement.index import Slots
 from scheduler.core.policy import Policy
-from scheduler.core.state import Job
+from scheduler.core.state import Job, Slots
 
 
 @dataclass(frozen=True, slots=True)

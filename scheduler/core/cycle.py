@@ -21,9 +21,10 @@ Steps:
 4. Otherwise plan MIG layout changes for the MIG (and whole-GPU) demand left unplaced by capacity whose
    quota would admit it (:func:`repartition.plan_repartition`); jobs an instance under way will serve wait
    for it instead. A changed node takes nothing new for the rest of the cycle, and a node that took a bind
-   this cycle is not changed in it (a node is bound to or reconfigured in one plan, never both, facts §3.1);
-   at most one node changes per
-   cycle (the repartition rule), and each instance a change offers is promised to one waiting job.
+   this cycle is not changed in it (a node is bound to or reconfigured in one plan, never both:
+   ``docs/gpu-facts.md``); outside production at most :func:`repartition.nodes_per_cycle` nodes change
+   per cycle (one per :data:`repartition.NODES_PER_CHANGE` ready MIG-capable nodes, at least one and at most
+   :data:`repartition.MAX_NODES_PER_CYCLE`), and each instance a change offers is promised to one waiting job.
 5. Explain every job still pending (:mod:`explain`): 1-based global and team positions in the order the
    cycle took them, a reason and an ETA.
 
@@ -85,9 +86,9 @@ from scheduler.core.isolation import Evaluating, JobFailed
 from scheduler.core.limits import placement_units
 from scheduler.core.placement import IndexedClusterState
 from scheduler.core.placement.fallback import fallback_slots, whole_gpu_slots
-from scheduler.core.placement.index import CapacityIndex, Slots
+from scheduler.core.placement.index import CapacityIndex
 from scheduler.core.placement.mix import observe
-from scheduler.core.placement.options import options_for, placement_shape
+from scheduler.core.placement.options import options_for
 from scheduler.core.placement.relayout import Relayout
 from scheduler.core.placement.tiers import allowed_tiers
 from scheduler.core.plan import Bind, Evict, Plan, Reject, Waiting
@@ -95,8 +96,9 @@ from scheduler.core.policy import Policy
 from scheduler.core.preemption import find_victims
 from scheduler.core.reservation import Reservations, expected_runtime
 from scheduler.core.rightsize import resolve, unplaceable_reason
+from scheduler.core.shape import Shape, placement_shape
 from scheduler.core.speedups.memo import Memo, current_memo
-from scheduler.core.state import FULL_GPU_MILLI, Job, Node, Snapshot
+from scheduler.core.state import FULL_GPU_MILLI, Job, Node, Slots, Snapshot
 from scheduler.core.trial import TrialPlacement
 from scheduler.core.victims import Victims, ground
 from scheduler.core.vocabulary import Priority
@@ -426,7 +428,7 @@ class _Run:
         self.relayout.bound(slots)  # a node bound to this cycle is not reconfigured in it
 
     def _preempt_key(self, job: Job, preemptible_only: bool) -> Hashable:
-        return (placement_shape(job), job.team, job.priority, job.preemptible, preemptible_only)
+        return (Shape.of(job).preemption, job.team, preemptible_only)
 
     def _preempt_fails(self, job: Job, preemptible_only: bool = False) -> bool:
         """Is a preemption for ``job`` known to fail: one for its shape failed and nothing was freed since?"""

@@ -74,6 +74,7 @@ from scheduler.core.limits import (
 )
 from scheduler.core.policy import Policy
 from scheduler.core.rightsize import resolve
+from scheduler.core.shape import Shape
 from scheduler.core.speedups.memo import current_memo
 from scheduler.core.state import Job, Team
 from scheduler.core.vocabulary import Priority
@@ -456,7 +457,7 @@ class FairShare:
     def need_units(self, job: Job) -> int:
         """The fewest units ``job`` (every replica) could hold on some GPU model of the cluster; at least 1, so
         a job of unknown size counts as more than nothing."""
-        key = (job.request, job.kind, job.gpu_model, job.replicas)
+        key = Shape.of(job).size
         need = self._need.get(key)
         if need is None:
             per_replica = [

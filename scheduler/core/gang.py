@@ -20,9 +20,7 @@ from scheduler.core.placement.tiers import tier_rank
 from scheduler.core.plan import Bind
 from scheduler.core.policy import Policy
 from scheduler.core.rightsize import resolve
-from scheduler.core.state import FULL_GPU_MILLI, Job, Node, Slot
-
-Slots = tuple[tuple[Slot, ...], ...]
+from scheduler.core.state import FULL_GPU_MILLI, Job, Node, Slots
 
 
 class GangError(ValueError):

@@ -56,13 +56,12 @@ from scheduler.core.limits import placement_units
 from scheduler.core.placement.firstfit import FirstFit
 from scheduler.core.plan import Evict
 from scheduler.core.policy import Policy
-from scheduler.core.state import Job, Preemption, Slot
+from scheduler.core.state import Job, Preemption, Slots
 from scheduler.core.victims import PRIORITY, PRODUCTION, RECLAIM, Candidate, Victims, by_key, reclaims_own
 from scheduler.core.vocabulary import Priority
 
 __all__ = ["PRIORITY", "PRODUCTION", "RECLAIM", "Candidate", "Shortcuts", "candidates", "find_victims"]
 
-Slots = tuple[tuple[Slot, ...], ...]
 TryPlace = Callable[[], Slots | None]
 Keeps = Callable[[Job, Slots, Slots], bool]
 

@@ -57,9 +57,9 @@ from scheduler.core.placement.tiers import allowed_tiers
 from scheduler.core.plan import Reconfigure
 from scheduler.core.policy import Policy
 from scheduler.core.rightsize import resolve
+from scheduler.core.shape import Shape
 from scheduler.core.speedups.memo import current_memo, memoized
 from scheduler.core.state import Job, MigLayout
-from scheduler.core.vocabulary import Priority
 
 WHOLE_KEY = "whole"
 NODES_PER_CHANGE = 8  # one node may change per cycle for every 8 MIG-capable ready nodes (rule 5)
@@ -197,7 +197,7 @@ def _by_shape(jobs: Iterable[Job]) -> list[tuple[Job, int]]:
     replicas: dict[tuple[object, ...], int] = {}
     first: dict[tuple[object, ...], Job] = {}
     for job in jobs:
-        shape = (job.request, job.kind, job.gpu_model, job.tier, job.priority == Priority.PRODUCTION)
+        shape = Shape.of(job).demand
         replicas[shape] = replicas.get(shape, 0) + job.replicas
         first.setdefault(shape, job)
     return [(first[shape], count) for shape, count in replicas.items()]

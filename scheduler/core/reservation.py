@@ -46,11 +46,10 @@ from scheduler.core.fairshare import PRIORITY_INDEX
 from scheduler.core.placement.index import CapacityIndex
 from scheduler.core.placement.options import Option
 from scheduler.core.policy import Policy
-from scheduler.core.state import Job, Request, Slot, Team
+from scheduler.core.state import Job, Request, Slot, Slots, Team
 from scheduler.core.vocabulary import Priority
 
 GpuKey = tuple[str, int]
-Slots = tuple[tuple[Slot, ...], ...]
 
 # The placeholder's team: a name no team can have (teams are Kubernetes namespaces), so no quota counts it.
 HOLDER_TEAM = "\x00reservation"

@@ -50,13 +50,13 @@ from scheduler.core.limits import placement_units
 from scheduler.core.placement import IndexedClusterState, find_slots, index_of
 from scheduler.core.placement.firstfit import FirstFit, first_fit
 from scheduler.core.placement.grains import possible_units
-from scheduler.core.placement.index import CapacityIndex, Slots
+from scheduler.core.placement.index import CapacityIndex
 from scheduler.core.placement.unseen import Unseen, unseen_by
 from scheduler.core.policy import Policy
 from scheduler.core.preemption import NO_SHORTCUTS, Candidate, Shortcuts
 from scheduler.core.quotafit import QuotaFit
 from scheduler.core.speedups.memo import current_memo
-from scheduler.core.state import Job
+from scheduler.core.state import Job, Slots
 
 
 class TrialPlacement:

@@ -32,25 +32,24 @@ from scheduler.core.demand import DemandKind
 from scheduler.core.fairshare import PRIORITY_INDEX, FairShare
 from scheduler.core.policy import Policy
 from scheduler.core.rightsize import resolve
+from scheduler.core.shape import Shape
 from scheduler.core.speedups.memo import current_memo
-from scheduler.core.state import Job, Slot
-from scheduler.core.vocabulary import Priority
-
-Slots = tuple[tuple[Slot, ...], ...]
+from scheduler.core.state import Job, Slots
+from scheduler.core.vocabulary import EvictionReason, Priority
 
 _Facts = tuple[Job, int, bool, float, float, "Slots", tuple[tuple[str, bool], ...]]
 _PRODUCTION_RANK = PRIORITY_INDEX[Priority.PRODUCTION]
 
-PRIORITY = "priority"
-RECLAIM = "reclaim"
-PRODUCTION = "production"
+PRIORITY = EvictionReason.PRIORITY
+RECLAIM = EvictionReason.RECLAIM
+PRODUCTION = EvictionReason.PRODUCTION
 
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
     job: Job
     slots: Slots
-    reason: str
+    reason: EvictionReason
     key: tuple[int, int, int, float, float, str]
 
 
@@ -83,7 +82,7 @@ class Victims:
         if not (production or same_team or (allow_reclaim and fairness.over_guarantee(team))):
             return []
         running = fairness.running_jobs(team)
-        helps: Hashable = job.gpu_model if same_team else (job.request, job.kind, job.gpu_model, _host_needs(job))
+        helps: Hashable = job.gpu_model if same_team else Shape.of(job).helps
         context = (team, job.priority, production, same_team, allow_reclaim, helps, job.preemptible)
         cached = self._lists.get(context)
         if cached is not None and (cached[0] is running or cached[0] == running):
@@ -97,9 +96,7 @@ class Victims:
         state, policy, now = self.state, self.policy, self.now
         same_team = team == job.team
         kinds: dict[str, DemandKind | None] | None = None if same_team else {}
-        helps_key: Hashable = (
-            ("own team", job.gpu_model) if same_team else (job.request, job.kind, job.gpu_model, _host_needs(job))
-        )
+        helps_key: Hashable = ("own team", job.gpu_model) if same_team else Shape.of(job).helps
         # could_help, spot by spot, remembered per job facts and then per spot (a spot's node and grain are
         # fixed): one lookup of the facts per scan, so that the loop hashes spots only, never a Request.
         spot_helps = self._spot_helps.setdefault(helps_key, {})
@@ -174,7 +171,9 @@ class Victims:
 by_key = attrgetter("key")  # sort candidates in victim-preference order
 
 
-def ground(job: Job, victim: Job, borrowed: bool, allow_reclaim: bool, fresh: bool, policy: Policy) -> str | None:
+def ground(
+    job: Job, victim: Job, borrowed: bool, allow_reclaim: bool, fresh: bool, policy: Policy
+) -> EvictionReason | None:
     """The first ground of :mod:`preemption` on which ``job`` may evict running ``victim`` — ``borrowed``: the
     victim sits on borrowed capacity; ``allow_reclaim``: the job's team may reclaim from other teams; ``fresh``:
     the victim is within its minimum runtime — or None. The one statement of the grounds: the candidate scan
@@ -198,10 +197,6 @@ def reclaims_own(job: Job, policy: Policy) -> bool:
     """Does ``job`` take back its own team's borrowed preemptible work (:mod:`preemption`'s same-team
     ``"reclaim"`` ground)? Non-preemptible work other than production, under fair share."""
     return policy.fairness and not job.preemptible and job.priority != Priority.PRODUCTION
-
-
-def _host_needs(job: Job) -> tuple[bool, bool]:
-    return (bool(job.cpu_milli), bool(job.memory_mib))
 
 
 def could_help(

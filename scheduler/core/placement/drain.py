@@ -32,10 +32,10 @@ from scheduler.core.plan import Evict, Reconfigure
 from scheduler.core.policy import Policy
 from scheduler.core.repartition import plan_repartition
 from scheduler.core.state import Job, Preemption
-from scheduler.core.vocabulary import Priority
+from scheduler.core.vocabulary import EvictionReason, Priority
 
 MAX_TRIES = 4
-REASON = "repartition"
+REASON = EvictionReason.RECONFIGURE
 
 
 def drain_for(

@@ -25,15 +25,16 @@ from dataclasses import replace
 from scheduler.core.capacity import ClusterState
 from scheduler.core.demand import DemandKind
 from scheduler.core.placement.grains import Outcome, grain
-from scheduler.core.placement.index import CapacityIndex, IndexedClusterState, Slots
+from scheduler.core.placement.index import CapacityIndex, IndexedClusterState
 from scheduler.core.placement.mig import best_instance
 from scheduler.core.placement.mix import mix_of
-from scheduler.core.placement.options import Option, options_for, placement_shape
+from scheduler.core.placement.options import Option, options_for
 from scheduler.core.placement.shares import best_share
 from scheduler.core.placement.topology import place_gang
 from scheduler.core.placement.whole import best_whole
 from scheduler.core.policy import Policy
-from scheduler.core.state import Job, Slot
+from scheduler.core.shape import placement_shape
+from scheduler.core.state import Job, Slot, Slots
 
 _REPLICA_SEPARATOR = "\x1f"  # tentative replicas are placed as "<job id>\x1f<n>", never a real id
 

@@ -28,10 +28,10 @@ from scheduler.core.capacity import UNITS_PER_GPU, ClusterState, Gpu, gpu_class_
 from scheduler.core.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.demand import Demand, DemandKind
 from scheduler.core.placement.grains import Outcome, grain
-from scheduler.core.placement.index import CapacityIndex, Group, Slots
+from scheduler.core.placement.index import CapacityIndex, Group
 from scheduler.core.placement.options import options_for
 from scheduler.core.policy import Policy
-from scheduler.core.state import FULL_GPU_MILLI, Job, Slot
+from scheduler.core.state import FULL_GPU_MILLI, Job, Slot, Slots
 
 
 @dataclass(frozen=True, slots=True)

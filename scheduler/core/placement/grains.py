@@ -13,8 +13,9 @@ from scheduler.core.capacity import UNITS_PER_GPU, gpu_class_of
 from scheduler.core.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.demand import DemandKind
 from scheduler.core.placement.index import CapacityIndex
-from scheduler.core.placement.options import Option, keep, options_for, placement_shape, recall
+from scheduler.core.placement.options import Option, keep, options_for, recall
 from scheduler.core.policy import Policy
+from scheduler.core.shape import placement_shape
 from scheduler.core.state import FULL_GPU_MILLI, Job
 
 Outcome = tuple[str, int]  # (GPU class, units)

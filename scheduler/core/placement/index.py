@@ -32,14 +32,13 @@ from typing import TYPE_CHECKING
 from scheduler.core.capacity import ClusterState, Gpu, Statement
 from scheduler.core.placement.idle import IdleClasses
 from scheduler.core.speedups.memo import current_memo
-from scheduler.core.state import FULL_GPU_MILLI, Job, Slot, Snapshot
+from scheduler.core.state import FULL_GPU_MILLI, Job, Slots, Snapshot
 
 if TYPE_CHECKING:
     from scheduler.core.placement.mix import DemandMix
 
 Group = tuple[str, str, str]  # (gpu_model, capacity tier, interconnect)
 MigSignature = tuple[bool, tuple[str, ...]]  # (GPU idle, free instance profiles sorted)
-Slots = tuple[tuple[Slot, ...], ...]
 
 
 def discard_sorted(values: list[int], value: int) -> None:

@@ -20,8 +20,9 @@ from scheduler.core.capacity import ClusterState
 from scheduler.core.demand import DemandKind
 from scheduler.core.isolation import Evaluating
 from scheduler.core.placement.index import CapacityIndex
-from scheduler.core.placement.options import options_for, placement_shape
+from scheduler.core.placement.options import options_for
 from scheduler.core.policy import Policy
+from scheduler.core.shape import placement_shape
 from scheduler.core.speedups.memo import current_memo
 from scheduler.core.state import FULL_GPU_MILLI, Job
 

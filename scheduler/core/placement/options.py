@@ -17,8 +17,8 @@ from scheduler.core.placement.index import CapacityIndex, Group
 from scheduler.core.placement.tiers import tier_rank
 from scheduler.core.policy import Policy
 from scheduler.core.rightsize import resolve
-from scheduler.core.state import Job, Request
-from scheduler.core.vocabulary import Priority
+from scheduler.core.shape import Shape
+from scheduler.core.state import Job
 
 # Smaller grains first when a request could be served several ways (a memory request: a MIG slice on an
 # A100, whole GPUs on a GPU without MIG): the right-sized grain wastes least.
@@ -37,26 +37,6 @@ class Option:
         return self.group[0]
 
 
-def request_key(request: Request) -> Hashable:
-    """A request as a plain tuple: hashed and compared in C, where a dataclass's hash and equality run Python
-    code on every lookup of a cache keyed by it."""
-    return (request.gpus, request.mig_profile, request.memory_gib, request.model, request.gpu_milli)
-
-
-def placement_shape(job: Job) -> Hashable:
-    """Everything :func:`find_slots` depends on in a job, but not its identity."""
-    return (
-        request_key(job.request),
-        job.kind,
-        job.gpu_model,
-        job.tier,
-        job.priority == Priority.PRODUCTION,
-        job.replicas,
-        job.cpu_milli,
-        job.memory_mib,
-    )
-
-
 def model_ranks(index: CapacityIndex) -> dict[str, int]:
     cached = index.answers.get("model_ranks")
     if cached is None:
@@ -73,7 +53,7 @@ def _model_key(model: str) -> tuple[int, str]:
 
 def options_for(index: CapacityIndex, job: Job, policy: Policy) -> tuple[Option, ...]:
     """The job's options on the index's ready nodes, sorted by (tier rank, kind, model rank, group)."""
-    key = ("options", request_key(job.request), job.kind, job.gpu_model, job.tier, job.priority == Priority.PRODUCTION)
+    key = ("options", Shape.of(job).demand)
     cached = recall(index, key, policy)
     if cached is not None:
         return cached  # type: ignore[return-value]

@@ -40,15 +40,16 @@ from scheduler.core.explain import CAPACITY, HELD, NOT_READY, RECONFIGURING, Blo
 from scheduler.core.fairshare import FairShare
 from scheduler.core.isolation import Evaluating
 from scheduler.core.placement.drain import drain_for
-from scheduler.core.placement.index import IndexedClusterState, Slots
-from scheduler.core.placement.options import Option, options_for, placement_shape
+from scheduler.core.placement.index import IndexedClusterState
+from scheduler.core.placement.options import Option, options_for
 from scheduler.core.placement.tiers import tier_rank
 from scheduler.core.plan import Evict, Reconfigure
 from scheduler.core.policy import Policy
 from scheduler.core.repartition import nodes_per_cycle, plan_repartition
 from scheduler.core.rightsize import resolve
+from scheduler.core.shape import placement_shape
 from scheduler.core.speedups.memo import current_memo
-from scheduler.core.state import Job, Preemption
+from scheduler.core.state import Job, Preemption, Slots
 from scheduler.core.vocabulary import Priority
 
 Key = tuple[str, int, int]  # (node, GPU, instance start; -1 = the whole GPU, MIG off)

@@ -42,9 +42,8 @@ from scheduler.core.placement.index import CapacityIndex, Group
 from scheduler.core.placement.options import Option
 from scheduler.core.placement.spans import class_pools
 from scheduler.core.placement.whole import best_node, choose_gpus
-from scheduler.core.state import Job, Slot
+from scheduler.core.state import Job, Slot, Slots
 
-Slots = tuple[tuple[Slot, ...], ...]
 Picks = list[tuple[int, int]]  # (node ordinal, replicas on it)
 
 

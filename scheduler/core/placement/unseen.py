@@ -30,10 +30,10 @@ from collections.abc import Callable
 
 from scheduler.core.capacity import ClusterState
 from scheduler.core.demand import DemandKind
-from scheduler.core.placement.index import CapacityIndex, Group, Slots
+from scheduler.core.placement.index import CapacityIndex, Group
 from scheduler.core.placement.options import options_for
 from scheduler.core.policy import Policy
-from scheduler.core.state import Job
+from scheduler.core.state import Job, Slots
 
 Unseen = Callable[[str, Slots], bool]
 _ANY_PROFILE = ""  # a MIG demand that may also take larger instances reads every instance of the GPU

@@ -13,7 +13,7 @@ from scheduler.core.placement.firstfit import NEVER, FirstFit, first_fit
 from scheduler.core.policy import Policy
 from scheduler.core.preemption import NO_SHORTCUTS, Shortcuts, find_victims
 from scheduler.core.quotafit import QuotaFit
-from scheduler.core.state import Job, Node, Request, Running, Slot, Snapshot, Team
+from scheduler.core.state import Job, Node, Request, Running, Slot, Slots, Snapshot, Team
 from scheduler.core.trial import TrialPlacement
 from scheduler.core.victims import Candidate
 from scheduler.core.vocabulary import JobKind, Priority
@@ -22,7 +22,6 @@ A100 = "A100-SXM4-80GB"
 POLICY = Policy(min_runtime_s=0.0)
 NOW = 10_000.0
 BALANCED = (("1g.10gb", 0), ("1g.10gb", 1), ("2g.20gb", 2), ("3g.40gb", 4))
-Slots = tuple[tuple[Slot, ...], ...]
 
 
 def whole(node: str, *gpus: int) -> Slots:

@@ -17,12 +17,11 @@ from scheduler.core.limits import placement_units
 from scheduler.core.plan import Evict
 from scheduler.core.policy import Policy
 from scheduler.core.preemption import candidates, find_victims
-from scheduler.core.state import Job, Node, Preemption, Request, Running, Slot, Snapshot, Team
+from scheduler.core.state import Job, Node, Preemption, Request, Running, Slot, Slots, Snapshot, Team
 from scheduler.core.vocabulary import Priority
 
 A100 = "A100-SXM4-80GB"
 H100 = "H100-SXM5-80GB"
-Slots = tuple[tuple[Slot, ...], ...]
 POLICY = Policy(min_runtime_s=300.0, ping_pong_window_s=1800.0)
 NOW = 10_000.0
 
