@@ -11,20 +11,20 @@ Steps:
 3. Take the rest in fair order (:meth:`FairShare.iter_pending`, re-keyed live as jobs bind; production
    first, so production inference never waits behind anything). For each job: :func:`find_slots` on free
    capacity; if found, :meth:`FairShare.admit` with the units those slots hold; bind when admitted — and when
-   the quota refuses that placement, a one-replica job takes the best one whose grain it admits instead
+   the quota refuses that placement, a one-replica job takes the best one whose holding it admits instead
    (:func:`choose.choose`).
    Otherwise try :func:`preemption.find_victims` (its rules decide who may be evicted) with a ``try_place``
    that only accepts admissible placements; on success the victims are evicted and the job bound, both in
-   one Statement. Production MIG demand that still finds no instance gets its layout change right away —
+   one Statement. Production MIG demand that still finds no instance gets its reconfiguration right away —
    before lower work can take the GPUs it needs: it waits for an instance a change under way will offer,
    else a change on an idle GPU, else a GPU drained of lower work (:mod:`placement.drain`).
-4. Otherwise plan MIG layout changes for the MIG (and whole-GPU) demand left unplaced by capacity whose
-   quota would admit it (:func:`repartition.plan_repartition`); jobs an instance under way will serve wait
+4. Otherwise plan MIG reconfigurations for the MIG (and whole-GPU) demand left unplaced by capacity whose
+   quota would admit it (:func:`reconfiguration.plan_reconfiguration`); jobs an instance under way will serve wait
    for it instead. A changed node takes nothing new for the rest of the cycle, and a node that took a bind
    this cycle is not changed in it (a node is bound to or reconfigured in one plan, never both:
-   ``docs/gpu-facts.md``); outside production at most :func:`repartition.nodes_per_cycle` nodes change
-   per cycle (one per :data:`repartition.NODES_PER_CHANGE` ready MIG-capable nodes, at least one and at most
-   :data:`repartition.MAX_NODES_PER_CYCLE`), and each instance a change offers is promised to one waiting job.
+   ``docs/gpu-facts.md``); outside production at most :func:`reconfiguration.nodes_per_cycle` nodes change
+   per cycle (one per :data:`reconfiguration.NODES_PER_CHANGE` ready MIG-capable nodes, at least one and at most
+   :data:`reconfiguration.MAX_NODES_PER_CYCLE`), and each instance a change offers is promised to one waiting job.
 5. Explain every job still pending (:mod:`explain`): 1-based global and team positions in the order the
    cycle took them, a reason and an ETA.
 
@@ -43,10 +43,10 @@ Speed: a failed placement is remembered per job shape until capacity is freed (s
 for a job that was itself recently evicted, whose ping-pong protection depends on its identity. Binding
 only takes capacity and adds usage, and the eviction candidates are snapshot-running jobs (whose borrowed
 status depends only on which of them are still placed), so a preemption that failed keeps failing until
-something is freed (an eviction, a layout change, a committed Statement). A search itself runs its trial
-placements through :class:`~scheduler.core.trial.TrialPlacement`, whose exact shortcuts skip trials whose
-answer is known, and reads candidates from one :class:`~scheduler.core.victims.Victims` per cycle (rebuilt
-after a layout change closes a node). Every such cache and shortcut goes through the cycle's memo
+something is freed (an eviction, a reconfiguration, a committed Statement). A search itself runs its trial
+placements through :class:`~scheduler.core.speedups.trial.TrialPlacement`, whose exact shortcuts skip trials whose
+answer is known, and reads candidates from one :class:`~scheduler.core.speedups.victims.Victims` per cycle (rebuilt
+after a reconfiguration closes a node). Every such cache and shortcut goes through the cycle's memo
 (:mod:`scheduler.core.speedups`); ``plan_cycle(..., speedups=False)`` switches all of them off.
 
 A caller that plans many cycles in a process holding a large heap may pause the cyclic garbage collector
@@ -80,27 +80,28 @@ from scheduler.core.explain import (
     reason_text,
     standing_text,
 )
-from scheduler.core.fairshare import FairShare, job_class
-from scheduler.core.gang import NodeKind, bind, cluster_capacity, node_kinds
 from scheduler.core.isolation import Evaluating, JobFailed
-from scheduler.core.limits import placement_units
 from scheduler.core.placement import IndexedClusterState
 from scheduler.core.placement.fallback import fallback_slots, whole_gpu_slots
 from scheduler.core.placement.index import CapacityIndex
 from scheduler.core.placement.mix import observe
 from scheduler.core.placement.options import options_for
-from scheduler.core.placement.relayout import Relayout
-from scheduler.core.placement.tiers import allowed_tiers
+from scheduler.core.placement.reconfigurations import Reconfigurations
 from scheduler.core.plan import Bind, Evict, Plan, Reject, Waiting
 from scheduler.core.policy import Policy
 from scheduler.core.preemption import find_victims
 from scheduler.core.reservation import Reservations, expected_runtime
 from scheduler.core.rightsize import resolve, unplaceable_reason
+from scheduler.core.rules.eviction import ground
+from scheduler.core.rules.fairshare import FairShare, job_class
+from scheduler.core.rules.gang import NodeKind, bind, cluster_capacity, node_kinds
+from scheduler.core.rules.limits import placement_units
+from scheduler.core.rules.tiers import allowed_tiers
 from scheduler.core.shape import Shape, placement_shape
 from scheduler.core.speedups.memo import Memo, current_memo
+from scheduler.core.speedups.trial import TrialPlacement
+from scheduler.core.speedups.victims import Victims
 from scheduler.core.state import FULL_GPU_MILLI, Job, Node, Slots, Snapshot
-from scheduler.core.trial import TrialPlacement
-from scheduler.core.victims import Victims, ground
 from scheduler.core.vocabulary import Priority
 
 log = logging.getLogger(__name__)
@@ -159,9 +160,9 @@ def _plan(snapshot: Snapshot, policy: Policy, now: float) -> Plan:
     run = _Run(state, fairness, policy, now, snapshot, pending)
     for job in fairness.iter_pending(pending, now):
         run.schedule(job)
-    reconfigurations = run.relayout.after_placement(run.order)
+    reconfigurations = run.reconfigurations.after_placement(run.order)
     return Plan(
-        evictions=tuple(run.evictions + run.relayout.evictions),
+        evictions=tuple(run.evictions + run.reconfigurations.evictions),
         reconfigurations=tuple(reconfigurations),
         binds=tuple(run.binds),
         rejections=tuple(rejections),
@@ -283,11 +284,11 @@ class _Run:
         self.evictions: list[Evict] = []
         self.order: list[Job] = []
         self.blockers: dict[str, Blocker] = {}
-        self.relayout = Relayout(state, fairness, policy, now, self.preemptions, self.blockers, pending)
-        self.reservations = Reservations(state, self.index, policy, now, self._frees_at, self.relayout.bound)
+        self.reconfigurations = Reconfigurations(state, fairness, policy, now, self.preemptions, self.blockers, pending)
+        self.reservations = Reservations(state, self.index, policy, now, self._frees_at, self.reconfigurations.bound)
         self._preempt_failed: dict[Hashable, int] = current_memo().table()
-        self._victims = Victims(state, fairness, policy, now)  # valid until a layout change closes a node
-        self._victims_at = 0  # len(self.relayout.changes) when it was built
+        self._victims = Victims(state, fairness, policy, now)  # valid until a reconfiguration closes a node
+        self._victims_at = 0  # len(self.reconfigurations.changes) when it was built
         self._blocked_production: dict[str, Job] = {}  # production jobs still blocked, in the order taken
         self._retrying = False
         self._pending_teams: set[str] = set()
@@ -304,7 +305,7 @@ class _Run:
             self._turn(job)
 
     def _turn(self, job: Job) -> None:
-        evicted, drained = len(self.evictions), len(self.relayout.evictions)
+        evicted, drained = len(self.evictions), len(self.reconfigurations.evictions)
         self.blockers.pop(job.id, None)
         options = options_for(self.index, job, self.policy)
         if not options:
@@ -319,7 +320,7 @@ class _Run:
         blocker = self.blockers.get(job.id)  # None: bound
         if job.priority == Priority.PRODUCTION and blocker is not None and blocker.kind != RECONFIGURING:
             self._blocked_production[job.id] = job
-        evictions = self.evictions[evicted:] + self.relayout.evictions[drained:]  # this turn's
+        evictions = self.evictions[evicted:] + self.reconfigurations.evictions[drained:]  # this turn's
         if evictions:
             self._retry_production({self.state.jobs[e.job].team for e in evictions})
 
@@ -340,21 +341,25 @@ class _Run:
                     return
                 admission = verdict  # the quota, not capacity, is what keeps it waiting
         production = job.priority == Priority.PRODUCTION and admission is None
-        if production and self._fallback(job):  # idle capacity before an eviction or a layout change
+        if production and self._fallback(job):  # idle capacity before an eviction or a reconfiguration
             return
-        # Production must start now: preemptible work yields before the job waits minutes for a layout change.
+        # Production must start now: preemptible work yields before the job waits minutes for a reconfiguration.
         if production and not self._preempt_fails(job, True) and self._preempt(job, True):
             return
-        if production and self.relayout.for_production(job):  # an idle GPU's change before evicting firm work
+        if production and self.reconfigurations.for_production(job):  # an idle GPU's change before evicting firm work
             return
         lower = job.priority != Priority.PRODUCTION and admission is None
-        # Other work evicts as the last resort: not while a layout change could serve it. A preemption known to
+        # Other work evicts as the last resort: not while a reconfiguration could serve it. A preemption known to
         # fail needs no such question (could_change_for only answers; it changes nothing).
-        if not self._preempt_fails(job) and not (lower and self.relayout.could_change_for(job)) and self._preempt(job):
+        if (
+            not self._preempt_fails(job)
+            and not (lower and self.reconfigurations.could_change_for(job))
+            and self._preempt(job)
+        ):
             return
-        if production and self.relayout.for_production(job, drain=True):
+        if production and self.reconfigurations.for_production(job, drain=True):
             return
-        if production and self.relayout.hold_for(job):  # rather than let lower work start there (module doc)
+        if production and self.reconfigurations.hold_for(job):  # rather than let lower work start there (module doc)
             return
         if admission is not None:
             self.blockers[job.id] = Blocker(QUOTA, admission.reason)
@@ -425,7 +430,7 @@ class _Run:
 
     def _bind(self, job: Job, slots: Slots) -> None:
         self.binds.append(bind(self.state, job, slots))
-        self.relayout.bound(slots)  # a node bound to this cycle is not reconfigured in it
+        self.reconfigurations.bound(slots)  # a node bound to this cycle is not reconfigured in it
 
     def _preempt_key(self, job: Job, preemptible_only: bool) -> Hashable:
         return (Shape.of(job).preemption, job.team, preemptible_only)
@@ -442,9 +447,9 @@ class _Run:
         remember = job.id not in self.recent_victims
         statement = self.state.begin()
         trial = TrialPlacement(self.state, self.index, self.fairness, job, self.policy)
-        if len(self.relayout.changes) != self._victims_at:  # a node closed: candidates may change
+        if len(self.reconfigurations.changes) != self._victims_at:  # a node closed: candidates may change
             self._victims = Victims(self.state, self.fairness, self.policy, self.now)
-            self._victims_at = len(self.relayout.changes)
+            self._victims_at = len(self.reconfigurations.changes)
         found = find_victims(
             self.state,
             job,

@@ -6,7 +6,7 @@ differ elsewhere share it:
 
 - :attr:`Shape.placement` — what :func:`~scheduler.core.placement.find_slots` reads (request, kind, model
   constraint, tier, production or not, replicas, host needs);
-- :attr:`Shape.demand` — what right-sizing and tier routing read (a job's options, a layout change's demand);
+- :attr:`Shape.demand` — what right-sizing and tier routing read (a job's options, a reconfiguration's demand);
 - :attr:`Shape.size` — what the fewest units a job could hold depend on (fair share's order);
 - :attr:`Shape.helps` — what decides whether evicting a job frees capacity another job could use;
 - :attr:`Shape.preemption` — what a preemption search reads besides the team.

@@ -1,5 +1,5 @@
 """Placement: where a job's replicas go on free capacity (issue 3, capabilities 3, 6 and 7), and the MIG
-layout changes placement needs.
+reconfigurations placement needs.
 
 - :mod:`.tiers` — tier routing; :mod:`.options` — the (node group, demand) options of a job;
 - :mod:`.whole` — whole-GPU replicas, best fit; :mod:`.topology` — whole-GPU gangs, topology-aware, on the
@@ -8,12 +8,12 @@ layout changes placement needs.
   against the observed mix of :mod:`.mix`);
 - :mod:`.index` — the per-cycle capacity index and the :class:`IndexedClusterState` the cycle uses;
 - :mod:`.find` — :func:`find_slots`, the entry point;
-- :mod:`.relayout` and :mod:`.drain` — the cycle's MIG layout changes (imported by the cycle, not here:
-  they build on :mod:`scheduler.core.repartition`, which itself uses :mod:`.tiers`).
+- :mod:`.reconfigurations` and :mod:`.drain` — the cycle's MIG reconfigurations (imported by the cycle, not here:
+  they build on :mod:`scheduler.core.rules.reconfiguration`, which itself uses :mod:`.tiers`).
 """
 
 from scheduler.core.placement.find import find_slots, index_of
 from scheduler.core.placement.index import CapacityIndex, IndexedClusterState
-from scheduler.core.placement.tiers import allowed_tiers
+from scheduler.core.rules.tiers import allowed_tiers
 
 __all__ = ["CapacityIndex", "IndexedClusterState", "allowed_tiers", "find_slots", "index_of"]

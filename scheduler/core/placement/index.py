@@ -30,7 +30,7 @@ from collections.abc import Hashable
 from typing import TYPE_CHECKING
 
 from scheduler.core.capacity import ClusterState, Gpu, Statement
-from scheduler.core.placement.idle import IdleClasses
+from scheduler.core.speedups.idle import IdleClasses
 from scheduler.core.speedups.memo import current_memo
 from scheduler.core.state import FULL_GPU_MILLI, Job, Slots, Snapshot
 
@@ -138,7 +138,7 @@ class CapacityIndex:
         memo = current_memo()
         self.failed: dict[Hashable, int] = memo.table()  # shape → ``freed`` when it found nothing
         self.found: dict[Hashable, tuple[int, object, Slots]] = memo.table()  # shape → (``version``, policy, placement)
-        self.answers: dict[Hashable, object] = memo.table()  # (question, …) → answer: see options.recall
+        self.answers: dict[Hashable, object] = memo.table()  # (question, …) → answer: see options.stored_answer
         for gpu in self.gpus:
             self.refresh(gpu)
         self.idle = IdleClasses(state, self.node_names)  # for re-partitioning (see idle.py)
@@ -172,7 +172,7 @@ class CapacityIndex:
         self._touch(job, slots)
         self._resources(job, slots, -1)
 
-    def relayout(self, gpu: Gpu) -> None:
+    def reconfigured(self, gpu: Gpu) -> None:
         self.freed = self.version = next(self._tokens)
         self._dirty.add(gpu.ordinal)
 
@@ -352,11 +352,11 @@ class IndexedClusterState(ClusterState):
         target.layout = layout
         index = self.index
         assert index is not None
-        index.relayout(target)
+        index.reconfigured(target)
 
         def undo() -> None:
             target.layout = old
-            index.relayout(target)
+            index.reconfigured(target)
 
         self._record(undo)
 

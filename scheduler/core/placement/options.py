@@ -14,14 +14,14 @@ from dataclasses import dataclass
 from scheduler.core.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.demand import Demand, DemandKind
 from scheduler.core.placement.index import CapacityIndex, Group
-from scheduler.core.placement.tiers import tier_rank
 from scheduler.core.policy import Policy
 from scheduler.core.rightsize import resolve
+from scheduler.core.rules.tiers import tier_rank
 from scheduler.core.shape import Shape
 from scheduler.core.state import Job
 
-# Smaller grains first when a request could be served several ways (a memory request: a MIG slice on an
-# A100, whole GPUs on a GPU without MIG): the right-sized grain wastes least.
+# Smaller holdings first when a request could be served several ways (a memory request: a MIG slice on an
+# A100, whole GPUs on a GPU without MIG): the right-sized holding wastes least.
 KIND_RANK: dict[str, int] = {DemandKind.MIG: 0, DemandKind.SHARE: 1, DemandKind.WHOLE: 2}
 
 
@@ -54,7 +54,7 @@ def _model_key(model: str) -> tuple[int, str]:
 def options_for(index: CapacityIndex, job: Job, policy: Policy) -> tuple[Option, ...]:
     """The job's options on the index's ready nodes, sorted by (tier rank, kind, model rank, group)."""
     key = ("options", Shape.of(job).demand)
-    cached = recall(index, key, policy)
+    cached = stored_answer(index, key, policy)
     if cached is not None:
         return cached  # type: ignore[return-value]
     ranks = tier_rank(job)
@@ -72,13 +72,14 @@ def options_for(index: CapacityIndex, job: Job, policy: Policy) -> tuple[Option,
             found.append(Option(ranks[tier], models[model], group, demand))
     found.sort(key=lambda o: (o.tier_rank, KIND_RANK[o.demand.kind], o.model_rank, o.group))
     options = tuple(found)
-    keep(index, key, policy, options)
+    store_answer(index, key, policy, options)
     return options
 
 
-def recall(index: CapacityIndex, key: Hashable, policy: Policy) -> object | None:
-    """What :func:`keep` kept under ``key`` for ``policy`` in the index's answers, or None. The policy is compared
-    by identity first: a frozen dataclass's equality runs Python code, and a cycle has one policy."""
+def stored_answer(index: CapacityIndex, key: Hashable, policy: Policy) -> object | None:
+    """What :func:`store_answer` stored under ``key`` for ``policy`` in the index's answers, or None. The
+    policy is compared by identity first: a frozen dataclass's equality runs Python code, and a cycle has one
+    policy."""
     cached = index.answers.get(key)
     if cached is None:
         return None
@@ -86,5 +87,5 @@ def recall(index: CapacityIndex, key: Hashable, policy: Policy) -> object | None
     return value if held is policy or held == policy else None
 
 
-def keep(index: CapacityIndex, key: Hashable, policy: Policy, value: object) -> None:
+def store_answer(index: CapacityIndex, key: Hashable, policy: Policy, value: object) -> None:
     index.answers[key] = (policy, value)

@@ -20,9 +20,9 @@ demand (:mod:`.find` sends only those to :mod:`.topology`):
    model only, so it never spans; a class pin allows that class's models.
 
 MIG and share demand is placed replica by replica (:func:`.find.replica_by_replica`) and is not concerned.
-Quota needs nothing new: a placement's units are counted per class (:func:`scheduler.core.limits.
+Quota needs nothing new: a placement's units are counted per class (:func:`scheduler.core.rules.limits.
 placement_units`), and a gang spanning models of one class holds units of that class only.
-:func:`scheduler.core.gang.cluster_capacity` counts the nodes of one pool together for the same reason.
+:func:`scheduler.core.rules.gang.cluster_capacity` counts the nodes of one pool together for the same reason.
 """
 
 from __future__ import annotations

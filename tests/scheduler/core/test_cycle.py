@@ -478,7 +478,7 @@ def test_the_cycle_leaves_the_garbage_collector_as_it_found_it() -> None:
         gc.enable()
 
 
-# -- production holds a bound node (placement/relayout.py, hold_for) -------------------------------------------
+# -- production holds a bound node (placement/reconfigurations.py, hold_for) -------------------------------------------
 
 
 def _held_world(second_gpu_busy: bool = False) -> Plan:

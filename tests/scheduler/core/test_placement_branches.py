@@ -1,4 +1,4 @@
-"""Placement corners: ties among equal nodes, leaves and hosts; nodes short of CPU skipped in every grain."""
+"""Placement corners: ties among equal nodes, leaves and hosts; nodes short of CPU skipped in every holding."""
 
 from __future__ import annotations
 

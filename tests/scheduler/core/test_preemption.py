@@ -12,11 +12,11 @@ from dataclasses import replace
 import pytest
 
 from scheduler.core.capacity import ClusterState, model_matches
-from scheduler.core.fairshare import FairShare
-from scheduler.core.limits import placement_units
 from scheduler.core.plan import Evict
 from scheduler.core.policy import Policy
 from scheduler.core.preemption import candidates, find_victims
+from scheduler.core.rules.fairshare import FairShare
+from scheduler.core.rules.limits import placement_units
 from scheduler.core.state import Job, Node, Preemption, Request, Running, Slot, Slots, Snapshot, Team
 from scheduler.core.vocabulary import Priority
 
@@ -469,7 +469,7 @@ def test_many_candidates_need_few_placement_calls() -> None:
     assert calls <= 8 + 3 + 3  # doubling + bisection + pruning, not one call per candidate
 
 
-# -- candidates by grain ------------------------------------------------------------------------------------
+# -- candidates by holding ------------------------------------------------------------------------------------
 
 MIXED = node("n1", gpus=2, mig=((("3g.40gb", 0), ("4g.40gb", 4)), ()))
 MIG_VICTIM = run(

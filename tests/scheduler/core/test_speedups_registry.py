@@ -1,8 +1,9 @@
 """Every cache of the engine goes through the cycle's memo (:mod:`scheduler.core.speedups`), so that
 ``speedups=False`` switches it off and the equivalence test (``test_speedups``) covers it. A new cache made
-any other way fails here: a ``functools`` cache outside the speed-ups package, or a new empty dict or set
-kept on an object or a module, which must either come from ``Memo.table()`` or be declared below as working
-state (what the rules read and write, not a remembered answer)."""
+any other way fails here: a ``functools`` cache (``lru_cache``, ``cache``, ``cached_property``) outside the
+speed-ups package, or a new empty dict or set kept on an object or a module, which must either come from
+``Memo.table()`` or be declared below as working state (what the rules read and write, not a remembered
+answer)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,6 @@ import scheduler.core
 CORE = Path(scheduler.core.__file__).parent
 SPEEDUPS = CORE / "speedups"
 FUNCTOOLS_CACHES = {"lru_cache", "cache", "cached_property"}
-
-# Lazy attributes of a fast path's own object, built on first use by the shortcuts that the switch turns off.
-LAZY = {("trial.py", "_unseen"), ("trial.py", "_outcomes")}
 
 # Empty containers that hold the cycle's working state, not remembered answers: (module, attribute).
 WORKING_STATE = {
@@ -32,9 +30,6 @@ WORKING_STATE = {
     ("cycle.py", "_blocked_production"),
     ("cycle.py", "_pending_teams"),
     ("explain.py", "_pools"),  # each pool's profile, lowered by the jobs given a start on it
-    ("placement/idle.py", "_classes"),
-    ("placement/idle.py", "_key_of"),
-    ("placement/idle.py", "_touched"),
     ("placement/index.py", "group_of"),
     ("placement/index.py", "node_leaf"),
     ("placement/index.py", "node_spine"),
@@ -46,8 +41,8 @@ WORKING_STATE = {
     ("placement/mix.py", "mig"),
     ("placement/mix.py", "share_sizes"),
     ("placement/mix.py", "_mig_totals"),
-    ("placement/relayout.py", "_claimed"),
-    ("placement/relayout.py", "bound_nodes"),
+    ("placement/reconfigurations.py", "_claimed"),
+    ("placement/reconfigurations.py", "bound_nodes"),
     ("reservation.py", "_taken"),
 }
 
@@ -116,24 +111,8 @@ def _kept_containers(tree: ast.Module) -> list[tuple[int, str]]:
 
 
 def test_no_functools_cache_outside_the_speedups() -> None:
-    found = [
-        f"{module}:{line} {name}"
-        for module, tree in _modules()
-        for line, name in _functools_caches(tree)
-        if not (name == "cached_property" and any(module == m for m, _ in LAZY))
-    ]
+    found = [f"{module}:{line} {name}" for module, tree in _modules() for line, name in _functools_caches(tree)]
     assert not found, f"cache through scheduler.core.speedups.memoized (or Memo.table()) instead: {found}"
-
-
-def test_cached_properties_are_only_the_declared_lazy_ones() -> None:
-    found = set()
-    for module, tree in _modules():
-        for node in ast.walk(tree):
-            if isinstance(node, ast.FunctionDef):
-                for decorator in node.decorator_list:
-                    if isinstance(decorator, ast.Name) and decorator.id == "cached_property":
-                        found.add((module, node.name))
-    assert found == LAZY
 
 
 def test_every_kept_container_is_a_memo_table_or_declared_working_state() -> None:

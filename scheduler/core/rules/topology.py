@@ -155,7 +155,7 @@ def _summed(hists: Sequence[Sequence[int]]) -> Sequence[int]:
     return total
 
 
-def _take(index: CapacityIndex, members: Iterable[int], groups: dict[Group, int], takes: dict[int, int]) -> Picks:
+def _members_of(index: CapacityIndex, members: Iterable[int], groups: dict[Group, int], takes: dict[int, int]) -> Picks:
     """The first nodes in ``members`` order that match the histogram choice ``takes``."""
     wanted = dict(takes)
     picked: list[int] = []
@@ -231,7 +231,7 @@ def _leaf_stage(
     if best is None:
         return None
     (_, tier, waste), leaf, takes = best
-    picks = _fill(index, _take(index, index.leaf_members[leaf], groups, takes), gpus, replicas)  # type: ignore[index]
+    picks = _fill(index, _members_of(index, index.leaf_members[leaf], groups, takes), gpus, replicas)  # type: ignore[index]
     return _span_score(index, picks, tier, waste, "/".join(leaf)), picks  # type: ignore[arg-type]
 
 
@@ -244,7 +244,7 @@ def _spine_stage(
         return None
     (_, tier, waste), spine, takes = best
     members = _by_roomiest_leaf(index, spine, groups, gpus)  # type: ignore[arg-type]
-    picks = _fill(index, _take(index, members, groups, takes), gpus, replicas)
+    picks = _fill(index, _members_of(index, members, groups, takes), gpus, replicas)
     return _span_score(index, picks, tier, waste, spine), picks  # type: ignore[arg-type]
 
 

@@ -10,7 +10,7 @@ that holder holds counts as free.
 
 What ``find_slots(job)`` reads (see :mod:`.find`, :mod:`.whole`, :mod:`.topology`, :mod:`.mig`,
 :mod:`.shares`): only the index entries of the ready nodes in the job's option groups (:mod:`.options`), and
-of those only the grain its demand there asks for:
+of those only the holding its demand there asks for:
 
 - a whole-GPU demand reads the node's free whole GPUs (any non-MIG slot of the group changes them);
 - a share demand reads the free milli of time-sliced GPUs (a non-MIG slot on a node with ``sharing``);

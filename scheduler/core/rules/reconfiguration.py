@@ -1,6 +1,6 @@
 """MIG repartitioning: new layouts for idle GPUs when pending MIG demand does not match the current ones.
 
-:func:`plan_repartition` is pure: it reads the :class:`ClusterState` and returns :class:`Reconfigure`
+:func:`plan_reconfiguration` is pure: it reads the :class:`ClusterState` and returns :class:`Reconfigure`
 operations; the cycle applies them (``state.set_layout``) and records them in the plan. The rules:
 
 1. **Which demand.** ``pending_mig`` holds the MIG demands that placement could not serve this cycle (so
@@ -16,7 +16,7 @@ operations; the cycle applies them (``state.set_layout``) and records them in th
    cycle_s`` cycles (a pending job has been unmet every cycle since it arrived). Younger demand does not
    trigger a change, but when a change happens it shapes the layout (rule 4).
 3. **Which GPUs.** Only GPUs with no instance in use are changed (a geometry change destroys every instance
-   on the GPU, facts §0.2; we never evict for a layout change), on catalog MIG-capable models, on nodes
+   on the GPU, facts §0.2; we never evict for a reconfiguration), on catalog MIG-capable models, on nodes
    that are schedulable, not already reconfiguring and not in ``exclude`` (the cycle passes the nodes that
    took a bind this cycle: the MIG Manager pauses a node's device plugin while it works, facts §3.1, so a
    node is either bound to or reconfigured in one plan, never both). MIG-off idle GPUs are converted only
@@ -52,12 +52,12 @@ from scheduler.core.capacity import ClusterState, Gpu
 from scheduler.core.catalog import COMPUTE_SLICES, GPU_MODEL_BY_NAME, validate_layout
 from scheduler.core.demand import Demand, DemandKind
 from scheduler.core.layouts import maximal_layouts
-from scheduler.core.placement.idle import IdleKey, idle_key, idle_order
-from scheduler.core.placement.tiers import allowed_tiers
 from scheduler.core.plan import Reconfigure
 from scheduler.core.policy import Policy
 from scheduler.core.rightsize import resolve
+from scheduler.core.rules.tiers import allowed_tiers
 from scheduler.core.shape import Shape
+from scheduler.core.speedups.idle import IdleKey, idle_key, idle_order
 from scheduler.core.speedups.memo import current_memo, memoized
 from scheduler.core.state import Job, MigLayout
 
@@ -89,7 +89,7 @@ class _Need:
         return any(name.endswith("+me") for name, _ in self.aged + self.young)
 
 
-def plan_repartition(
+def plan_reconfiguration(
     state: ClusterState,
     pending_mig: Pending,
     policy: Policy,
@@ -98,7 +98,7 @@ def plan_repartition(
     pending_whole: Pending = (),
     exclude: Collection[str] = (),
 ) -> list[Reconfigure]:
-    """The layout changes of this cycle: on at most one node, only idle GPUs, never an illegal layout.
+    """The reconfigurations of this cycle: on at most one node, only idle GPUs, never an illegal layout.
 
     Does not mutate ``state``. Returns the operations sorted by GPU index (module docstring for the rules).
     """
@@ -111,7 +111,7 @@ def plan_repartition(
     shapes = (_by_shape(aged_mig), _by_shape(young_mig), _by_shape(aged_whole))
     needs: dict[tuple[str, str], _Need] = {}
     best: tuple[tuple[int, int, int, str], IdleKey] | None = None
-    # Nodes of one idle class differ only by name (placement.idle): the first one not excluded stands for it.
+    # Nodes of one idle class differ only by name (speedups.idle): the first one not excluded stands for it.
     names, classes = _idle_classes(state, now)
     for key, ordinals in classes.items():
         model, tier, layouts = key
@@ -140,7 +140,7 @@ def plan_repartition(
 
 
 def _idle_classes(state: ClusterState, now: float) -> tuple[list[str], dict[IdleKey, list[int]]]:
-    """The idle classes (:mod:`scheduler.core.placement.idle`) of the nodes a layout change may use at ``now``
+    """The idle classes (:mod:`scheduler.core.speedups.idle`) of the nodes a reconfiguration may use at ``now``
     (rule 3), each a list of ordinals into the returned node names, in name order: kept by the cycle's
     capacity index when the state has one for ``now`` (and the speed-ups are on), else found by a scan."""
     index = getattr(state, "index", None)
