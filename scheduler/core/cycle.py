@@ -516,7 +516,7 @@ class _Run:
             runtime_s = expected_runtime(job, self.fairness.teams.get(job.team), self.policy)
             start_at = blocker.ready_at if blocker.kind == RESERVED else None
             eta = estimator.capacity_eta(models, units, runtime_s, start_at)
-        # A job blocked by its quota gets no time: the reason says what would unblock it (issue 14, item 6).
+        # A job blocked by its quota gets no time: the reason says what would unblock it.
         if blocker.kind in (RECONFIGURING, HELD) and blocker.ready_at is not None:
             eta = max(0.0, blocker.ready_at - self.now)
         team_positions[job.team] = team_positions.get(job.team, 0) + 1

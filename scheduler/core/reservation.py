@@ -1,7 +1,7 @@
 """Reservations and backfill: a job at the head of the order that cannot start gets the GPUs the running
 work frees first, and lower work fills the holes only if it does not delay it (Slurm's backfill scheduler).
 
-Rules (issue 14, item 4):
+Rules (``docs/scheduling-rules.md`` §5a):
 
 1. **Who gets one.** A pending job whose turn found no capacity (its quota admits it: a job blocked by its
    quota waits for the quota, not for GPUs), that asks for whole GPUs and states no host CPU or memory, among

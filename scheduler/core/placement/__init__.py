@@ -1,4 +1,4 @@
-"""Placement: where a job's replicas go on free capacity (issue 3, capabilities 3, 6 and 7), and the MIG
+"""Placement: where a job's replicas go on free capacity, and the MIG
 reconfigurations placement needs.
 
 - :mod:`.tiers` — tier routing; :mod:`.options` — the (node group, demand) options of a job;

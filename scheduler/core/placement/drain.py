@@ -1,9 +1,9 @@
 """Draining a GPU for production MIG demand that needs a layout no free instance or idle GPU offers.
 
-Re-partitioning changes only idle GPUs (a reconfiguration destroys every instance on the GPU, facts §0.2),
+Reconfiguration changes only idle GPUs (it destroys every instance on the GPU, ``docs/gpu-facts.md`` §0.2),
 and preemption only frees instances that exist. So production inference whose profile exists nowhere free
-and cannot be cut from an idle GPU would wait forever behind lower work (issue 3, §8: "GPUs whose occupants
-can move at acceptable cost; drain first"). For production, lower-priority work is an acceptable cost:
+and that no idle GPU can be reconfigured for would wait forever behind lower work; GPUs whose occupants can
+move at acceptable cost are drained first. For production, lower-priority work is an acceptable cost:
 
 1. Candidates: GPUs of ready nodes the job may use (model, tier), not in ``exclude`` (nodes that took a bind
    this cycle: a node is bound to or reconfigured in one plan, never both), in use, whose every occupant is running

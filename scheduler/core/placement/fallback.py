@@ -1,16 +1,16 @@
 """Production inference never waits for a reconfiguration while idle capacity could hold it now.
 
-Production inference must start within one cycle (issue 3, §8), and a MIG reconfiguration takes
-``policy.mig_reconfigure_s`` (minutes, facts §3.1). So when :func:`~scheduler.core.placement.find.find_slots`
-finds no instance of a production job's right-sized profile, the cycle asks :func:`fallback_slots` before it
-plans a reconfiguration or evicts anyone. The rules:
+Production inference must start within one cycle, and a MIG reconfiguration takes ``policy.mig_reconfigure_s``
+(minutes, ``docs/gpu-facts.md`` §3.1). So when :func:`~scheduler.core.placement.find.find_slots` finds no
+instance of a production job's right-sized profile, the cycle asks :func:`fallback_slots` before it plans a
+reconfiguration or evicts anyone. The rules:
 
 1. **Who.** Production jobs with a MIG option only (their other options, whole GPUs or shares, were searched
    by ``find_slots`` already).
 2. **What.** Per replica, on the groups of the job's MIG options: a *larger* free MIG instance — one with at
    least the compute slices and the memory of the right-sized profile, ``+me`` only when the profile is
    ``+me`` — on any GPU, idle or partly used (unlike ``find_slots``' larger-instance rule, which leaves idle
-   GPUs to re-partitioning: production does not wait for it); or a whole idle GPU with MIG off (the whole GPU
+   GPUs to reconfiguration: production does not wait for it); or a whole idle GPU with MIG off (the whole GPU
    holds every profile of its model).
 3. **How much larger.** At most twice the compute slices of the right-sized profile (extra ≤ own): the job
    is counted at what it holds, so a 1g service on a whole GPU would spend seven times its share of its
@@ -22,7 +22,7 @@ plans a reconfiguration or evicts anyone. The rules:
 4. **Which.** The least oversized first: (tier rank, extra compute slices, extra memory, model rank, GPU
    order); a whole GPU counts as 7 compute slices and the model's whole memory. The job is then counted at
    what it holds (:func:`~scheduler.core.rules.fairshare.placement_units` of the slots), and its quota must admit
-   that. Later repartitioning may move the capacity back once the job is gone.
+   that. Later reconfiguration may move the capacity back once the job is gone.
 5. Replicas are placed one after the other inside a Statement (the next replica sees the previous one's
    slot) and rolled back: the state is left unchanged, as ``find_slots`` leaves it.
 

@@ -141,7 +141,7 @@ class CapacityIndex:
         self.answers: dict[Hashable, object] = memo.table()  # (question, …) → answer: see options.stored_answer
         for gpu in self.gpus:
             self.refresh(gpu)
-        self.idle = IdleClasses(state, self.node_names)  # for re-partitioning (see idle.py)
+        self.idle = IdleClasses(state, self.node_names)  # for reconfiguration (see idle.py)
         for name in self.group_of:
             self.idle.touch(name)
         for job_id, slots in sorted(state.placed.items()):

@@ -25,8 +25,9 @@ the job is told it waits for the change (blocker ``reconfiguring`` with its ``re
 changes for work its quota would not admit.
 
 A node is either bound to or reconfigured in one plan, never both (the MIG Manager pauses the node's device
-plugin while it works, facts §3.1): a changed node is retired from the index, and a node that took a bind this
-cycle (:meth:`Reconfigurations.bound`, called by the cycle for every bind) is excluded from every change and drain.
+plugin while it works, ``docs/gpu-facts.md`` §3.1): a changed node is retired from the index, and a node that
+took a bind this cycle (:meth:`Reconfigurations.bound`, called by the cycle for every bind) is excluded from
+every change and drain.
 """
 
 from __future__ import annotations
@@ -137,7 +138,7 @@ class Reconfigurations:
         return True
 
     def could_change_for(self, job: Job) -> bool:
-        """Could a reconfiguration of an idle GPU serve ``job`` (its quota admitting it)? MIG demand: a re-cut
+        """Could a reconfiguration of an idle GPU serve ``job`` (its quota admitting it)? MIG demand: a reconfiguration
         offering its profile; whole-GPU demand: idle MIG GPUs turned off, as many as it needs, on one node.
         The cycle asks before it preempts for non-production work: eviction is the last resort, so such a job
         waits for the change (:meth:`after_placement`, with the hysteresis and the node budget) instead."""
@@ -232,7 +233,7 @@ class Reconfigurations:
         if not drain:
             changes = plan_reconfiguration(self.state, [(job, mig.demand), *others], policy, self.now, exclude=exclude)
             if others and not self._offers(job, changes):
-                # Repartition changed a node for the others' sake only: ask again for this job alone.
+                # Reconfiguration changed a node for the others' sake only: ask again for this job alone.
                 changes = plan_reconfiguration(self.state, [(job, mig.demand)], policy, self.now, exclude=exclude)
             if not self._offers(job, changes):
                 return False

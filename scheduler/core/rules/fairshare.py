@@ -1,6 +1,6 @@
 """Fair share: team quotas, admission, the order of pending work, and which running work is borrowed.
 
-Rules (issue 3, capability 4), all in integer units of 1/7000 GPU (:data:`UNITS_PER_GPU`; a whole GPU is
+Rules (``docs/scheduling-rules.md``), all in integer units of 1/7000 GPU (:data:`UNITS_PER_GPU`; a whole GPU is
 7000, a MIG slice ``compute × 1000``, a milli share ``milli × 7``); quotas are written in GPU-equivalents and
 converted with ``round(gpus × 7000)``:
 
@@ -254,7 +254,7 @@ class FairShare:
         return _FIRM_ABOVE if job.priority != Priority.PRODUCTION else _PRODUCTION_ABOVE
 
     def _refusal(self, team: str, over: Excess, limit_name: str, *, firm: bool = False) -> Admission:
-        """A refusal whose reason says what blocks the job and what would unblock it (issue 14, item 6)."""
+        """A refusal whose reason says what blocks the job and what would unblock it."""
 
         def reason() -> str:
             where, after, limit = over

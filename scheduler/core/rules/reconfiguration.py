@@ -1,4 +1,4 @@
-"""MIG repartitioning: new layouts for idle GPUs when pending MIG demand does not match the current ones.
+"""MIG reconfiguration: new layouts for idle GPUs when pending MIG demand does not match the current ones.
 
 :func:`plan_reconfiguration` is pure: it reads the :class:`ClusterState` and returns :class:`Reconfigure`
 operations; the cycle applies them (``state.set_layout``) and records them in the plan. The rules:
@@ -16,9 +16,9 @@ operations; the cycle applies them (``state.set_layout``) and records them in th
    cycle_s`` cycles (a pending job has been unmet every cycle since it arrived). Younger demand does not
    trigger a change, but when a change happens it shapes the layout (rule 4).
 3. **Which GPUs.** Only GPUs with no instance in use are changed (a geometry change destroys every instance
-   on the GPU, facts §0.2; we never evict for a reconfiguration), on catalog MIG-capable models, on nodes
+   on the GPU, docs/gpu-facts.md §0.2; we never evict for a reconfiguration), on catalog MIG-capable models, on nodes
    that are schedulable, not already reconfiguring and not in ``exclude`` (the cycle passes the nodes that
-   took a bind this cycle: the MIG Manager pauses a node's device plugin while it works, facts §3.1, so a
+   took a bind this cycle: the MIG Manager pauses a node's device plugin while it works, docs/gpu-facts.md §3.1, so a
    node is either bound to or reconfigured in one plan, never both). MIG-off idle GPUs are converted only
    when no aged whole-GPU demand could use them, and nodes needing fewer conversions are preferred, so MIG
    demand must dominate before whole GPUs are given up. (Measured on B2: letting MIG demand convert idle GPUs
@@ -32,7 +32,7 @@ operations; the cycle applies them (``state.set_layout``) and records them in th
    strictly more aged demand than its current one, and what it serves is taken off the demand before the
    next GPU is considered.
 5. **One node per call.** The GPU Operator applies a configuration per node and pauses that node's GPU
-   clients while it works (facts §3.1), so one call changes one node: the node whose changes serve the most
+   clients while it works (docs/gpu-facts.md §3.1), so one call changes one node: the node whose changes serve the most
    aged demand, then the fewest MIG-off conversions, the fewest GPUs changed, and the node name. The cycle
    may call again for the demand still unserved, up to :func:`nodes_per_cycle` nodes a cycle (one per
    :data:`NODES_PER_CHANGE` MIG-capable ready nodes, at least 1, at most :data:`MAX_NODES_PER_CYCLE`): a

@@ -115,7 +115,7 @@ class _Node:
         need = demand.memory_mib
         if need is None:
             return set()  # an explicit profile takes only itself
-        # A larger instance that holds the memory, on a GPU in use (an idle one is left for re-partitioning).
+        # A larger instance that holds the memory, on a GPU in use (an idle one is left for reconfiguration).
         return {
             (self.gpu_class, profiles[name].compute_slices * FULL_GPU_MILLI)
             for gpu in gpus

@@ -70,7 +70,7 @@ def _prod(job_id: str = "p", **kw: object) -> Job:
 
 
 def test_production_takes_the_least_oversized_free_instance_even_on_an_idle_gpu() -> None:
-    # GPU 0 is idle with two 3g.40gb: a re-cut would take 300 s, its free 3g.40gb holds a 2g.20gb at once and
+    # GPU 0 is idle with two 3g.40gb: a reconfiguration would take 300 s, its free 3g.40gb holds a 2g.20gb at once and
     # is less oversized than the idle MIG-off GPU 1.
     state = state_of([node("m", A100, 2, mig=["all-3g.40gb", ""])])
     assert fallback_slots(state, _prod(mig="2g.20gb"), POLICY) == ((Slot("m", 0, "3g.40gb", 0),),)

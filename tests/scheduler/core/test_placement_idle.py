@@ -1,5 +1,5 @@
 """Idle classes (placement/idle.py): kept by the capacity index as the cycle places, evicts and re-lays out,
-always equal to a fresh scan, and giving re-partitioning the same answer as a scan of every node."""
+always equal to a fresh scan, and giving reconfiguration the same answer as a scan of every node."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Repartition: aged whole-GPU demand keeps an idle MIG-off GPU whole only where its tier may use it."""
+"""Reconfiguration: aged whole-GPU demand keeps an idle MIG-off GPU whole only where its tier may use it."""
 
 from __future__ import annotations
 

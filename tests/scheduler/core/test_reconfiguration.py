@@ -1,4 +1,4 @@
-"""MIG repartitioning: which idle GPUs get which new layout, when, and what is never touched."""
+"""MIG reconfiguration: which idle GPUs get which new layout, when, and what is never touched."""
 
 from __future__ import annotations
 
