@@ -87,10 +87,10 @@ class Statement:
 
     def __init__(self, state: ClusterState) -> None:
         self._state = state
-        self._undo: list[Callable[[], None]] = []
+        self._undo: list[Callable[[], object]] = []
         self.open = True
 
-    def record(self, undo: Callable[[], None]) -> None:
+    def record(self, undo: Callable[[], object]) -> None:
         self._undo.append(undo)
 
     def commit(self) -> None:
@@ -149,7 +149,7 @@ class ClusterState:
         self._statements.append(statement)
         return statement
 
-    def _record(self, undo: Callable[[], None]) -> None:
+    def _record(self, undo: Callable[[], object]) -> None:
         if self._statements:
             self._statements[-1].record(undo)
 

@@ -185,13 +185,14 @@ def _search(
 
     try:
         everyone: Slots | None = None  # try_place() with the whole pool removed, once asked
-        probe = shortcuts.fails_for_less is not None and len(pool) <= FAIL_FAST_POOL
+        fails_for_less = shortcuts.fails_for_less
+        probe = fails_for_less is not None and len(pool) <= FAIL_FAST_POOL
         if probe:
             # Fail fast: when nothing fits even with every candidate gone, and that is known to hold for every
             # shorter prefix too, no prefix succeeds and the search below would return None.
             remove_to(len(pool))
             everyone = try_place()
-            if everyone is None and shortcuts.fails_for_less():
+            if everyone is None and fails_for_less is not None and fails_for_less():
                 return None
         # Doubling: find a prefix length that succeeds, then bisect between the last failure and it.
         failed, length, slots = 0, 1, None

@@ -93,7 +93,7 @@ class FragScorer:
         cpu_left = cpu_free - cpu
         idle_node = int(all(free == FULL_GPU_MILLI for free in gpu_free))
         if gpus == 1 and milli < FULL_GPU_MILLI:
-            candidates = [(index,) for index, free in enumerate(gpu_free) if free >= milli]
+            candidates: list[tuple[int, ...]] = [(index,) for index, free in enumerate(gpu_free) if free >= milli]
         else:
             candidates = [tuple([index for index, free in enumerate(gpu_free) if free == FULL_GPU_MILLI][:gpus])]
         best: tuple[Cost, tuple[int, ...]] | None = None

@@ -9,6 +9,8 @@ placing anything.
 
 from __future__ import annotations
 
+from typing import cast
+
 from scheduler.core.capacity import UNITS_PER_GPU, gpu_class_of
 from scheduler.core.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.demand import DemandKind
@@ -40,7 +42,7 @@ def possible_units(index: CapacityIndex, job: Job, policy: Policy) -> tuple[Hold
     key = ("possible_units", placement_shape(job))
     cached = stored_answer(index, key, policy)
     if cached is not None:
-        return cached  # type: ignore[return-value]
+        return cast(tuple[Holding, ...], cached)
     found: set[Holding] = set()
     for option in options_for(index, job, policy):
         if option.demand.kind == DemandKind.MIG and option.demand.memory_mib is not None:

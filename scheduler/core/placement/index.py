@@ -138,7 +138,9 @@ class CapacityIndex:
         memo = current_memo()
         self.failed: dict[Hashable, int] = memo.table()  # shape → ``freed`` when it found nothing
         self.found: dict[Hashable, tuple[int, object, Slots]] = memo.table()  # shape → (``version``, policy, placement)
-        self.answers: dict[Hashable, object] = memo.table()  # (question, …) → answer: see options.stored_answer
+        # (question, …) → (policy, answer): see options.stored_answer; (model, signature, profile) → take_delta.
+        self.answers: dict[Hashable, tuple[object, object]] = memo.table()
+        self.mig_deltas: dict[Hashable, tuple[int, int]] = memo.table()
         for gpu in self.gpus:
             self.refresh(gpu)
         self.idle = IdleClasses(state, self.node_names)  # for reconfiguration (see idle.py)
@@ -320,12 +322,13 @@ class _NestingStatement(Statement):
 
     def __init__(self, state: IndexedClusterState, saved: tuple[int, int]) -> None:
         super().__init__(state)
+        assert state.index is not None
+        self._index = state.index
         self._saved = saved
 
     def rollback(self) -> None:
         super().rollback()
-        index = self._state.index  # type: ignore[attr-defined]
-        index.restore(self._saved)
+        self._index.restore(self._saved)
 
 
 class IndexedClusterState(ClusterState):

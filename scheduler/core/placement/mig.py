@@ -101,12 +101,12 @@ def best_of(
     for signature, ordinals in index.mig.get((option.group, profile), {}).items():
         if partly_used_only and signature[0]:
             continue
-        key = ("mig-delta", option.model, signature, profile)
-        cached = index.answers.get(key)
+        key = (option.model, signature, profile)
+        cached = index.mig_deltas.get(key)
         if cached is None:
             cached = take_delta(mix, option.model, signature, profile)
-            index.answers[key] = cached
-        delta, left = cached  # type: ignore[misc]
+            index.mig_deltas[key] = cached
+        delta, left = cached
         host = job.cpu_milli or job.memory_mib  # without host needs every GPU's node can take it
         for ordinal in ordinals:
             if host and index.resource_cap(index.gpus[ordinal].node.name, job) < 1:

@@ -14,7 +14,7 @@ Counts stay integers so equal scores compare equal (no float noise in tie-breaks
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Hashable, Iterable
+from collections.abc import Iterable
 
 from scheduler.core.capacity import ClusterState
 from scheduler.core.demand import DemandKind
@@ -85,16 +85,16 @@ def observe(state: ClusterState, index: CapacityIndex, pending: Iterable[Job], p
         for replica in slots:
             gpu = state.gpus[(replica[0].node, replica[0].gpu)]
             model = gpu.node.gpu_model
-            first = replica[0]
-            if first.mig_profile is not None:
-                mix.add_mig(model, first.mig_profile)
+            head = replica[0]
+            if head.mig_profile is not None:
+                mix.add_mig(model, head.mig_profile)
             elif len(replica) == 1:
-                mix.add_share(model, first.milli)
+                mix.add_share(model, head.milli)
             else:
                 mix.add_share(model, FULL_GPU_MILLI)
     # Pending jobs of one shape resolve alike: resolve one of each and count the replicas of all of them.
-    first: dict[Hashable, Job] = {}
-    replicas: dict[Hashable, int] = {}
+    first: dict[tuple[object, ...], Job] = {}
+    replicas: dict[tuple[object, ...], int] = {}
     for job in pending:
         shape = placement_shape(job)
         first.setdefault(shape, job)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass
+from typing import cast
 
 from scheduler.core.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.demand import Demand, DemandKind
@@ -38,12 +39,12 @@ class Option:
 
 
 def model_ranks(index: CapacityIndex) -> dict[str, int]:
-    cached = index.answers.get("model_ranks")
+    cached = stored_answer(index, "model_ranks", None)
     if cached is None:
         models = sorted({node.gpu_model for node in index.state.nodes.values()}, key=_model_key)
         cached = {model: rank for rank, model in enumerate(models)}
-        index.answers["model_ranks"] = cached
-    return cached  # type: ignore[return-value]
+        store_answer(index, "model_ranks", None, cached)
+    return cast(dict[str, int], cached)
 
 
 def _model_key(model: str) -> tuple[int, str]:
@@ -56,7 +57,7 @@ def options_for(index: CapacityIndex, job: Job, policy: Policy) -> tuple[Option,
     key = ("options", Shape.of(job).demand)
     cached = stored_answer(index, key, policy)
     if cached is not None:
-        return cached  # type: ignore[return-value]
+        return cast(tuple[Option, ...], cached)
     ranks = tier_rank(job)
     models = model_ranks(index)
     demands: dict[str, Demand | None] = {}
@@ -76,16 +77,16 @@ def options_for(index: CapacityIndex, job: Job, policy: Policy) -> tuple[Option,
     return options
 
 
-def stored_answer(index: CapacityIndex, key: Hashable, policy: Policy) -> object | None:
+def stored_answer(index: CapacityIndex, key: Hashable, policy: Policy | None) -> object | None:
     """What :func:`store_answer` stored under ``key`` for ``policy`` in the index's answers, or None. The
     policy is compared by identity first: a frozen dataclass's equality runs Python code, and a cycle has one
     policy."""
     cached = index.answers.get(key)
     if cached is None:
         return None
-    held, value = cached  # type: ignore[misc]
+    held, value = cached
     return value if held is policy or held == policy else None
 
 
-def store_answer(index: CapacityIndex, key: Hashable, policy: Policy, value: object) -> None:
+def store_answer(index: CapacityIndex, key: Hashable, policy: Policy | None, value: object) -> None:
     index.answers[key] = (policy, value)

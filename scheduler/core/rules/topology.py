@@ -37,6 +37,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
 
 from scheduler.core.placement.index import CapacityIndex, Group
 from scheduler.core.placement.options import Option
@@ -47,6 +48,13 @@ from scheduler.core.state import Job, Slot, Slots
 Picks = list[tuple[int, int]]  # (node ordinal, replicas on it)
 
 
+ScopeKey = TypeVar("ScopeKey", str, tuple[str, str])  # a spine's name, or a leaf's (spine, leaf)
+
+
+def _at_rank(rank: int) -> Callable[[Option], bool]:
+    return lambda option: option.tier_rank == rank
+
+
 def place_gang(index: CapacityIndex, job: Job, options: Sequence[Option]) -> Slots | None:
     """Slots for every replica of a whole-GPU gang over ``options`` (all whole demands), or None."""
     by_model: dict[str, list[Option]] = {}
@@ -55,7 +63,7 @@ def place_gang(index: CapacityIndex, job: Job, options: Sequence[Option]) -> Slo
     singles = [opts for opts in by_model.values() if _replicas_held(index, opts) >= job.replicas]
     classes = [pool for pool in class_pools(options) if _replicas_held(index, pool) >= job.replicas]
     ranks = sorted({o.tier_rank for pools in (singles, classes) for opts in pools for o in opts})
-    stages: list[Callable[[Option], bool]] = [lambda o, r=r: o.tier_rank == r for r in ranks]
+    stages: list[Callable[[Option], bool]] = [_at_rank(rank) for rank in ranks]
     if len(ranks) > 1:
         stages.append(lambda o: True)
     for stage in stages:
@@ -184,16 +192,12 @@ def _fill(index: CapacityIndex, picks: Picks, gpus: int, replicas: int) -> Picks
     return sorted(filled)
 
 
-def _roomy(
-    free_by_group: dict[Group, dict[str, int]] | dict[Group, dict[tuple[str, str], int]],
-    groups: dict[Group, int],
-    needed: int,
-) -> list:
+def _roomy(free_by_group: dict[Group, dict[ScopeKey, int]], groups: dict[Group, int], needed: int) -> list[ScopeKey]:
     """Keys (leaves or spines) whose free GPUs over ``groups`` reach ``needed``, sorted."""
     if len(groups) == 1:
         (group,) = groups
         return sorted(key for key, free in free_by_group[group].items() if free >= needed)
-    total: dict = {}
+    total: dict[ScopeKey, int] = {}
     for group in groups:
         for key, free in free_by_group[group].items():
             total[key] = total.get(key, 0) + free
@@ -201,11 +205,16 @@ def _roomy(
 
 
 def _best_scope(
-    index: CapacityIndex, hists: dict[Group, dict], groups: dict[Group, int], keys: list, gpus: int, replicas: int
-) -> tuple[tuple[int, int, int], object, dict[int, int]] | None:
+    index: CapacityIndex,
+    hists: dict[Group, dict[ScopeKey, list[int]]],
+    groups: dict[Group, int],
+    keys: list[ScopeKey],
+    gpus: int,
+    replicas: int,
+) -> tuple[tuple[int, int, int], ScopeKey, dict[int, int]] | None:
     """Among ``keys`` (leaves or spines), the one holding the gang on fewest nodes, then lowest worst tier,
     then least waste, then key; with its histogram choice."""
-    best: tuple[tuple[int, int, int], object, dict[int, int]] | None = None
+    best: tuple[tuple[int, int, int], ScopeKey, dict[int, int]] | None = None
     # No choice can beat (fewest nodes any node size allows, best tier, no waste): stop at the first that
     # reaches it (keys are sorted, so it is also the tie-break winner).
     widest = (index.hist_width - 1) // gpus
@@ -231,8 +240,8 @@ def _leaf_stage(
     if best is None:
         return None
     (_, tier, waste), leaf, takes = best
-    picks = _fill(index, _members_of(index, index.leaf_members[leaf], groups, takes), gpus, replicas)  # type: ignore[index]
-    return _span_score(index, picks, tier, waste, "/".join(leaf)), picks  # type: ignore[arg-type]
+    picks = _fill(index, _members_of(index, index.leaf_members[leaf], groups, takes), gpus, replicas)
+    return _span_score(index, picks, tier, waste, "/".join(leaf)), picks
 
 
 def _spine_stage(
@@ -243,9 +252,9 @@ def _spine_stage(
     if best is None:
         return None
     (_, tier, waste), spine, takes = best
-    members = _by_roomiest_leaf(index, spine, groups, gpus)  # type: ignore[arg-type]
+    members = _by_roomiest_leaf(index, spine, groups, gpus)
     picks = _fill(index, _members_of(index, members, groups, takes), gpus, replicas)
-    return _span_score(index, picks, tier, waste, spine), picks  # type: ignore[arg-type]
+    return _span_score(index, picks, tier, waste, spine), picks
 
 
 def _by_roomiest_leaf(index: CapacityIndex, spine: str, groups: dict[Group, int], gpus: int) -> Iterable[int]:

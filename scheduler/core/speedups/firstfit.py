@@ -88,7 +88,7 @@ class _Node:
                 gpu = self.gpus[slot.gpu]
                 was_free = self._whole_free(gpu)
                 if slot.mig_profile is not None:
-                    gpu.instances.discard(slot.mig_start)  # type: ignore[arg-type]
+                    gpu.instances.discard(slot.mig_start)
                 elif slot.milli >= FULL_GPU_MILLI:
                     gpu.whole = False
                 else:
@@ -223,13 +223,13 @@ def room_added(
             if counts and _whole_free_after(state, name, gpus) >= demand.gpus:
                 return True
             continue
-        for number, slots in gpus.items():
+        for number, victim_slots in gpus.items():
             gpu = state.gpus[(name, number)]
             if demand.kind == DemandKind.SHARE:
-                if counts and _share_fits_after(gpu, slots, demand.milli):
+                if counts and _share_fits_after(gpu, victim_slots, demand.milli):
                     return True
                 continue
-            after = set(gpu.instances).difference(slot.mig_start for slot in slots)
+            after = set(gpu.instances).difference(slot.mig_start for slot in victim_slots)
             profile = demand.mig_profile or ""
             if counts and any(n == profile and start not in after for n, start in gpu.layout):
                 return True

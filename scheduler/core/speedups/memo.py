@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from functools import lru_cache, wraps
-from typing import Any, ParamSpec, TypeVar
+from typing import Any, ParamSpec, TypeVar, cast
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -76,7 +76,7 @@ def memoized(maxsize: int | None) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """An ``lru_cache`` of ``maxsize`` for a pure function, bypassed while the current memo is disabled."""
 
     def wrap(function: Callable[P, R]) -> Callable[P, R]:
-        cached = lru_cache(maxsize=maxsize)(function)
+        cached = cast(Callable[P, R], lru_cache(maxsize=maxsize)(function))
 
         @wraps(function)
         def call(*args: P.args, **kwargs: P.kwargs) -> R:
