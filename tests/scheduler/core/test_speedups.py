@@ -9,7 +9,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from scheduler.core import Policy, Snapshot, plan_cycle
-from scheduler.core.speedups import Memo, current_memo
+from scheduler.core.speedups import Memo, current_memo, memoized
 from scheduler.sim.bench.synthetic import NOW, ClusterShape, synthetic_snapshot
 from tests.scheduler.properties.builders import NOW as SMALL_NOW
 from tests.scheduler.properties.test_cycle_properties import reclaim_worlds, snapshots
@@ -54,3 +54,17 @@ def test_the_switch_holds_only_inside_the_cycle() -> None:
     with Memo(enabled=False).current():
         assert not current_memo().enabled
     assert current_memo().enabled
+
+
+def test_a_memoized_function_is_asked_afresh_while_the_memo_is_disabled() -> None:
+    calls: list[int] = []
+
+    @memoized(maxsize=8)
+    def double(value: int) -> int:
+        calls.append(value)
+        return 2 * value
+
+    assert double(2) == double(2) == 4 and calls == [2]  # remembered
+    with Memo(enabled=False).current():
+        assert double(2) == double(2) == 4
+    assert calls == [2, 2, 2]  # asked afresh each time
