@@ -75,12 +75,12 @@ from scheduler.core.rules.limits import (
     of_class,
 )
 from scheduler.core.shape import Shape
+from scheduler.core.speedups.fill import FillResume
 from scheduler.core.speedups.memo import current_memo
 from scheduler.core.state import Job, Team
 from scheduler.core.vocabulary import Priority
 
 PRIORITY_INDEX: dict[str, int] = {p.value: i for i, p in enumerate(Priority)}  # production 0 … low 3
-_FILL_STRIDE = 32  # how often a fill saves its state (see FairShare._fill)
 _MIN_WEIGHT = 1e-9  # a weight ≤ 0 is read as "served last", never as a division by zero
 
 JobKey = tuple[int, int, float, str]
@@ -151,11 +151,7 @@ class FairShare:
         self._borrowed_sets: dict[str, tuple[tuple[str, ...], frozenset[str]]] = memo.table()  # see is_borrowed
         self._slot_nodes: dict[str, tuple[tuple[str, bool], ...]] = memo.table()
         self._fill_cache: dict[str, tuple[int, tuple[tuple[str, int], ...]]] = memo.table()
-        # Per team, its last fill: (running tuple, the fill's state before every _FILL_STRIDE-th job as (held,
-        # units per class, borrowed so far), the borrowed jobs) — where the next fill resumes.
-        self._fill_trace: dict[
-            str, tuple[tuple[str, ...], list[tuple[int, tuple[tuple[str, int], ...], int]], list[str]]
-        ] = memo.table()
+        self._resume = FillResume()  # where the next fill of a team resumes (speedups.fill)
         self._watchers: list[set[str]] = []
 
     # -- quotas ------------------------------------------------------------------------------------------
@@ -358,26 +354,13 @@ class FairShare:
 
     def _fill(self, team: str, running: tuple[str, ...]) -> tuple[str, ...]:
         """First-fit of ``running`` into the guarantee (:func:`~scheduler.core.rules.limits.fill_fits`), with the
-        overall total kept as a running sum.
-
-        The fill is a left-to-right scan, so it resumes from a saved point of the team's previous fill up to
-        which both tuples agree (an eviction changes the tuple from its victim on; the prefix before stays)."""
+        overall total kept as a running sum; it resumes where the team's previous fill agrees
+        (:mod:`scheduler.core.speedups.fill`)."""
         limits = self.guarantee(team)
-        previous = self._fill_trace.get(team)
-        start = 0
-        if previous is not None:
-            agree = _common_prefix(previous[0], running)
-            start = min(agree // _FILL_STRIDE, len(previous[1]) - 1)
-            held, filled_items, count = previous[1][start]
-            checkpoints = previous[1][: start + 1]
-            borrowed = previous[2][:count]
-            filled = dict(filled_items)
-        else:
-            held, filled, borrowed = 0, {}, []
-            checkpoints = [(0, (), 0)]
-        resume = start * _FILL_STRIDE
+        resume, held, filled, borrowed, checkpoints = self._resume.start(team, running)
+        saves_at = self._resume.saves_at
         for position in range(resume, len(running)):
-            if position % _FILL_STRIDE == 0 and position != resume:
+            if saves_at(position, resume):
                 checkpoints.append((held, tuple(filled.items()), len(borrowed)))
             job_id = running[position]
             total, by_class = self._fill_units(job_id)
@@ -387,7 +370,7 @@ class FairShare:
                     filled[gpu_class] = filled.get(gpu_class, 0) + amount
             else:
                 borrowed.append(job_id)
-        self._fill_trace[team] = (running, checkpoints, borrowed)
+        self._resume.save(team, running, checkpoints, borrowed)
         return tuple(borrowed)
 
     def _fill_units(self, job_id: str) -> tuple[int, tuple[tuple[str, int], ...]]:
@@ -542,15 +525,3 @@ class FairShare:
     def order(self, pending: Sequence[Job], now: float) -> list[Job]:
         """The order :meth:`iter_pending` yields when nothing is placed in between (for explanations)."""
         return list(self.iter_pending(pending, now))
-
-
-def _common_prefix(a: tuple[str, ...], b: tuple[str, ...]) -> int:
-    """Length of the longest common prefix of ``a`` and ``b`` (binary search on slice equality, which runs in C)."""
-    low, high = 0, min(len(a), len(b))
-    while low < high:
-        middle = (low + high + 1) // 2
-        if a[:middle] == b[:middle]:
-            low = middle
-        else:
-            high = middle - 1
-    return low
