@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from scheduler.core.catalog import COMPUTE_SLICES, GPU_MODEL_BY_NAME, GpuModelSpec
+from scheduler.core.speedups.memo import current_memo
 from scheduler.core.state import FULL_GPU_MILLI, Job, MigLayout, Node, Running, Slot, Snapshot
 
 
@@ -86,10 +87,10 @@ class Statement:
 
     def __init__(self, state: ClusterState) -> None:
         self._state = state
-        self._undo: list[Callable[[], None]] = []
+        self._undo: list[Callable[[], object]] = []
         self.open = True
 
-    def record(self, undo: Callable[[], None]) -> None:
+    def record(self, undo: Callable[[], object]) -> None:
         self._undo.append(undo)
 
     def commit(self) -> None:
@@ -136,7 +137,7 @@ class ClusterState:
         # removed and put back, so that "which of a team's running jobs are still placed" costs no scan.
         self.running_gone: dict[str, set[str]] = defaultdict(set)
         self._statements: list[Statement] = []
-        self._ops: dict[str, tuple[tuple[tuple[Slot, ...], ...], tuple[_SlotOp, ...]]] = {}  # see slot_ops
+        self._ops: dict[str, tuple[tuple[tuple[Slot, ...], ...], tuple[_SlotOp, ...]]] = current_memo().table()
         for running in snapshot.running:
             self.running[running.job.id] = running
             self._occupy(running.job, running.slots)
@@ -148,7 +149,7 @@ class ClusterState:
         self._statements.append(statement)
         return statement
 
-    def _record(self, undo: Callable[[], None]) -> None:
+    def _record(self, undo: Callable[[], object]) -> None:
         if self._statements:
             self._statements[-1].record(undo)
 

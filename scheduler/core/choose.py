@@ -1,14 +1,14 @@
 """Where a job goes this turn, quota included: the best placement, or else the best its team's quota takes.
 
-``find_slots`` ranks placements by capacity alone (tier, grain, fragmentation). When the team's quota refuses
+``find_slots`` ranks placements by capacity alone (tier, holding, fragmentation). When the team's quota refuses
 the one it ranks first — say the job would take a whole GPU where its guarantee has room only for a
-``1g.10gb`` instance — a job of one replica gets the best placement among those whose grain the quota admits
-(:mod:`scheduler.core.placement.grains`), as Kueue's flavor assignment moves on to the next flavor with quota
+``1g.10gb`` instance — a job of one replica gets the best placement among those whose holding the quota admits
+(:mod:`scheduler.core.placement.holdings`), as Kueue's flavor assignment moves on to the next flavor with quota
 left instead of stopping at the first that has capacity. A gang keeps the first answer: its replicas' units add
-up, so no single grain decides its admission.
+up, so no single holding decides its admission.
 
 The cycle's turn (:meth:`scheduler.core.cycle._Run._place`) and the preemption search's trial
-(:mod:`scheduler.core.trial`) both choose this way, so a search finds the placement the turn would take.
+(:mod:`scheduler.core.speedups.trial`) both choose this way, so a search finds the placement the turn would take.
 """
 
 from __future__ import annotations
@@ -16,13 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scheduler.core.capacity import ClusterState
-from scheduler.core.fairshare import FairShare
-from scheduler.core.limits import Admission, placement_units
 from scheduler.core.placement import find_slots, index_of
-from scheduler.core.placement.grains import possible_units
-from scheduler.core.placement.index import Slots
+from scheduler.core.placement.holdings import possible_units
 from scheduler.core.policy import Policy
-from scheduler.core.state import Job
+from scheduler.core.rules.fairshare import FairShare
+from scheduler.core.rules.limits import Admission, placement_units
+from scheduler.core.state import Job, Slots
 
 
 @dataclass(frozen=True, slots=True)

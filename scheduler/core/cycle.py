@@ -1,29 +1,30 @@
 """One scheduling cycle: ``plan_cycle(snapshot, policy, now) -> Plan``, pure and deterministic.
 
+The rules it applies live in :mod:`scheduler.core.rules` (one module per rule); the caches and shortcuts that
+make it fast live in :mod:`scheduler.core.speedups`, behind one switch (``speedups``).
+
 Steps:
 
 1. Build an :class:`IndexedClusterState` from the snapshot and a :class:`FairShare` on it.
-2. Reject what can never run, with a reason: a job outside the bounds every edge enforces
-   (:func:`bounds.job_problems`; nothing else of it is evaluated then), a request no GPU model of the
-   cluster can serve (:func:`rightsize.unplaceable_reason`: memory, MIG profile, a ``gpu_model``
-   constraint matching no node), then a gang larger than the whole cluster could hold on the nodes its tier
-   and model allow (:func:`gang.cluster_capacity`).
+2. Reject what can never run, with a reason (:mod:`screening`: outside the bounds every edge enforces, a
+   request no GPU model of the cluster can serve, a gang larger than the whole cluster could hold).
 3. Take the rest in fair order (:meth:`FairShare.iter_pending`, re-keyed live as jobs bind; production
    first, so production inference never waits behind anything). For each job: :func:`find_slots` on free
    capacity; if found, :meth:`FairShare.admit` with the units those slots hold; bind when admitted — and when
-   the quota refuses that placement, a one-replica job takes the best one whose grain it admits instead
+   the quota refuses that placement, a one-replica job takes the best one whose holding it admits instead
    (:func:`choose.choose`).
    Otherwise try :func:`preemption.find_victims` (its rules decide who may be evicted) with a ``try_place``
    that only accepts admissible placements; on success the victims are evicted and the job bound, both in
-   one Statement. Production MIG demand that still finds no instance gets its layout change right away —
+   one Statement. Production MIG demand that still finds no instance gets its reconfiguration right away —
    before lower work can take the GPUs it needs: it waits for an instance a change under way will offer,
    else a change on an idle GPU, else a GPU drained of lower work (:mod:`placement.drain`).
-4. Otherwise plan MIG layout changes for the MIG (and whole-GPU) demand left unplaced by capacity whose
-   quota would admit it (:func:`repartition.plan_repartition`); jobs an instance under way will serve wait
+4. Otherwise plan MIG reconfigurations for the MIG (and whole-GPU) demand left unplaced by capacity whose
+   quota would admit it (:func:`reconfiguration.plan_reconfiguration`); jobs an instance under way will serve wait
    for it instead. A changed node takes nothing new for the rest of the cycle, and a node that took a bind
-   this cycle is not changed in it (a node is bound to or reconfigured in one plan, never both, facts §3.1);
-   at most one node changes per
-   cycle (the repartition rule), and each instance a change offers is promised to one waiting job.
+   this cycle is not changed in it (a node is bound to or reconfigured in one plan, never both:
+   ``docs/gpu-facts.md``); outside production at most :func:`reconfiguration.nodes_per_cycle` nodes change
+   per cycle (one per :data:`reconfiguration.NODES_PER_CHANGE` ready MIG-capable nodes, at least one and at most
+   :data:`reconfiguration.MAX_NODES_PER_CYCLE`), and each instance a change offers is promised to one waiting job.
 5. Explain every job still pending (:mod:`explain`): 1-based global and team positions in the order the
    cycle took them, a reason and an ETA.
 
@@ -42,28 +43,28 @@ Speed: a failed placement is remembered per job shape until capacity is freed (s
 for a job that was itself recently evicted, whose ping-pong protection depends on its identity. Binding
 only takes capacity and adds usage, and the eviction candidates are snapshot-running jobs (whose borrowed
 status depends only on which of them are still placed), so a preemption that failed keeps failing until
-something is freed (an eviction, a layout change, a committed Statement). A search itself runs its trial
-placements through :class:`~scheduler.core.trial.TrialPlacement`, whose exact shortcuts skip trials whose
-answer is known, and reads candidates from one :class:`~scheduler.core.victims.Victims` per cycle (rebuilt
-after a layout change closes a node). The cyclic garbage collector is off while a cycle plans (and back as it
-was after): the cycle allocates hundreds of thousands of short-lived tuples that reference counting frees, and
-each collector pass also walks the caller's whole heap — measured at ~15 % of a 1,000-node cycle in a process
-holding a large snapshot. The few cycles it creates (a Statement and its undo closures) go with the next
-collection.
+something is freed (an eviction, a reconfiguration, a committed Statement). A search itself runs its trial
+placements through :class:`~scheduler.core.speedups.trial.TrialPlacement`, whose exact shortcuts skip trials whose
+answer is known, and reads candidates from one :class:`~scheduler.core.speedups.victims.Victims` per cycle (rebuilt
+after a reconfiguration closes a node). Every such cache and shortcut goes through the cycle's memo
+(:mod:`scheduler.core.speedups`); ``plan_cycle(..., speedups=False)`` switches all of them off.
+
+A caller that plans many cycles in a process holding a large heap may pause the cyclic garbage collector
+around each one (the simulator does, :mod:`scheduler.sim.gcpause`): a cycle allocates hundreds of thousands
+of short-lived tuples that reference counting frees, and each collector pass walks the whole heap. The core
+leaves the process-wide collector alone.
 """
 
 from __future__ import annotations
 
-import gc
 import logging
 from collections.abc import Hashable, Sequence
 from dataclasses import replace
 
-from scheduler.core.bounds import job_problems
 from scheduler.core.capacity import UNITS_PER_GPU
 from scheduler.core.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.choose import choose
-from scheduler.core.demand import Demand, DemandKind
+from scheduler.core.demand import Demand
 from scheduler.core.explain import (
     CAPACITY,
     HELD,
@@ -78,41 +79,42 @@ from scheduler.core.explain import (
     reason_text,
     standing_text,
 )
-from scheduler.core.fairshare import FairShare, job_class
-from scheduler.core.gang import NodeKind, bind, cluster_capacity, node_kinds
 from scheduler.core.isolation import Evaluating, JobFailed
-from scheduler.core.limits import placement_units
 from scheduler.core.placement import IndexedClusterState
 from scheduler.core.placement.fallback import fallback_slots, whole_gpu_slots
-from scheduler.core.placement.index import CapacityIndex, Slots
+from scheduler.core.placement.index import CapacityIndex
 from scheduler.core.placement.mix import observe
-from scheduler.core.placement.options import options_for, placement_shape
-from scheduler.core.placement.relayout import Relayout
-from scheduler.core.placement.tiers import allowed_tiers
+from scheduler.core.placement.options import options_for
+from scheduler.core.placement.reconfigurations import Reconfigurations
 from scheduler.core.plan import Bind, Evict, Plan, Reject, Waiting
 from scheduler.core.policy import Policy
 from scheduler.core.preemption import find_victims
 from scheduler.core.reservation import Reservations, expected_runtime
-from scheduler.core.rightsize import resolve, unplaceable_reason
-from scheduler.core.state import FULL_GPU_MILLI, Job, Node, Snapshot
-from scheduler.core.trial import TrialPlacement
-from scheduler.core.victims import Victims, ground
+from scheduler.core.rightsize import resolve
+from scheduler.core.rules.eviction import ground
+from scheduler.core.rules.fairshare import FairShare, job_class
+from scheduler.core.rules.gang import bind
+from scheduler.core.rules.limits import placement_units
+from scheduler.core.screening import rejection_reason, screen
+from scheduler.core.shape import Shape, placement_shape
+from scheduler.core.speedups.memo import Memo, current_memo
+from scheduler.core.speedups.trial import TrialPlacement
+from scheduler.core.speedups.victims import Victims
+from scheduler.core.state import FULL_GPU_MILLI, Job, Slots, Snapshot
 from scheduler.core.vocabulary import Priority
+
+__all__ = ["plan_cycle", "rejection_reason"]  # rejection_reason: the question a submit asks (screening)
 
 log = logging.getLogger(__name__)
 
 _BOUND = Blocker("")  # what a job bound in its turn has instead of a blocker
 
 
-def plan_cycle(snapshot: Snapshot, policy: Policy, now: float) -> Plan:
-    """The plan of one cycle for ``snapshot`` at ``now`` (module doc)."""
-    collecting = gc.isenabled()
-    gc.disable()  # module doc, "Speed": the cycle's garbage is freed by reference counting
-    try:
+def plan_cycle(snapshot: Snapshot, policy: Policy, now: float, *, speedups: bool = True) -> Plan:
+    """The plan of one cycle for ``snapshot`` at ``now`` (module doc). ``speedups=False`` plans by the plain
+    rules, every cache and shortcut off (:mod:`scheduler.core.speedups`): the same plan, found slower."""
+    with Memo(speedups).current():
         return _plan_isolated(snapshot, policy, now)
-    finally:
-        if collecting:
-            gc.enable()
 
 
 def _plan_isolated(snapshot: Snapshot, policy: Policy, now: float) -> Plan:
@@ -153,15 +155,15 @@ def _plan_isolated(snapshot: Snapshot, policy: Policy, now: float) -> Plan:
 def _plan(snapshot: Snapshot, policy: Policy, now: float) -> Plan:
     state = IndexedClusterState(snapshot, now)
     fairness = FairShare(sorted(snapshot.teams, key=lambda team: team.name), state, policy)
-    pending, rejections = _screen(snapshot, state, policy)
+    pending, rejections = screen(snapshot, state, policy)
     index = _index(state)
-    index.memo["mix"] = observe(state, index, pending, policy)
+    index.mix = observe(state, index, pending, policy)
     run = _Run(state, fairness, policy, now, snapshot, pending)
     for job in fairness.iter_pending(pending, now):
         run.schedule(job)
-    reconfigurations = run.relayout.after_placement(run.order)
+    reconfigurations = run.reconfigurations.after_placement(run.order)
     return Plan(
-        evictions=tuple(run.evictions + run.relayout.evictions),
+        evictions=tuple(run.evictions + run.reconfigurations.evictions),
         reconfigurations=tuple(reconfigurations),
         binds=tuple(run.binds),
         rejections=tuple(rejections),
@@ -172,91 +174,6 @@ def _plan(snapshot: Snapshot, policy: Policy, now: float) -> Plan:
 def _index(state: IndexedClusterState) -> CapacityIndex:
     assert state.index is not None
     return state.index
-
-
-def _screen(snapshot: Snapshot, state: IndexedClusterState, policy: Policy) -> tuple[list[Job], list[Reject]]:
-    """Pending jobs that could ever run (deduplicated, sorted by id) and the rejections of the others."""
-    models = sorted({node.gpu_model for node in snapshot.nodes})
-    kinds = node_kinds(snapshot.nodes)
-    seen: set[str] = set(state.placed)
-    keep: list[Job] = []
-    rejections: list[Reject] = []
-    reasons: dict[Hashable, str | None] = {}
-    by_id: dict[str, list[Job]] = {}
-    for job in snapshot.pending:
-        by_id.setdefault(job.id, []).append(job)
-    for job_id in sorted(by_id):
-        copies = by_id[job_id]
-        job = copies[0] if len(copies) == 1 else min(copies, key=lambda j: (j.submitted_at, j.rank, repr(j)))
-        if job.id in seen:
-            continue
-        seen.add(job.id)
-        problems = job_problems(job)
-        if problems:  # outside the bounds every edge enforces: judge nothing more (scheduler.core.bounds)
-            rejections.append(Reject(job=job.id, reason=_invalid(problems)))
-            continue
-        shape = placement_shape(job)
-        if shape not in reasons:
-            try:
-                reasons[shape] = never_runs_reason(job, kinds, models, policy)
-            except Exception as error:  # isolation: this shape's judgement failed, the others' did not
-                failure = JobFailed(job.id, error)
-                log.error("job %s: %s; rejected", job.id, failure.reason, exc_info=error)
-                reasons[shape] = failure.reason
-        reason = reasons[shape]
-        if reason is None:
-            keep.append(job)
-        else:
-            rejections.append(Reject(job=job.id, reason=reason))
-    return keep, rejections
-
-
-def rejection_reason(job: Job, nodes: Sequence[Node], policy: Policy) -> str | None:
-    """The reason a cycle on a cluster of ``nodes`` would reject ``job`` (step 2), or None when it would take
-    it. What a submit asks before it writes anything, so a job that could never run is refused with the
-    engine's own words."""
-    problems = job_problems(job)
-    if problems:
-        return _invalid(problems)
-    return never_runs_reason(job, node_kinds(nodes), sorted({node.gpu_model for node in nodes}), policy)
-
-
-def _invalid(problems: Sequence[tuple[str, str]]) -> str:
-    return "invalid request: " + "; ".join(f"{key} {why}" for key, why in problems)
-
-
-def never_runs_reason(
-    job: Job, kinds: Sequence[tuple[NodeKind, int]], models: Sequence[str], policy: Policy
-) -> str | None:
-    """Why ``job`` can never run on a cluster of these node kinds and GPU models, or None (module doc, step 2).
-    The reason depends only on the job's shape, never on its id."""
-    reason = unplaceable_reason(job, models, policy)
-    if reason is not None:
-        return reason
-    capacity = cluster_capacity(kinds, job, policy)
-    if capacity >= job.replicas:
-        return None
-    tiers = {str(t) for t in allowed_tiers(job)}
-    usable = [k for k, _ in kinds if k.tier in tiers and resolve(job, k.gpu_model, policy) is not None]
-    if not usable:
-        names = " or ".join(str(t) for t in allowed_tiers(job))
-        return f"may run only on {names} capacity, and the cluster has no such node with GPUs it can use"
-    demand = resolve(job, usable[0].gpu_model, policy)
-    assert demand is not None
-    per_replica = need_text(Job(id=job.id, team=job.team, request=job.request, gpu_model=job.gpu_model), demand, [])
-    if capacity == 0:
-        if demand.kind == DemandKind.SHARE and not any(k.sharing for k in usable):
-            return f"asks for {per_replica}, but no node in the cluster time-slices its GPUs"
-        if job.cpu_milli or job.memory_mib:
-            return (
-                f"needs {job.cpu_milli} milli-CPU and {job.memory_mib} MiB of host memory per replica; "
-                "no node that has its GPUs has that much"
-            )
-        return f"no node in the cluster can hold one replica ({per_replica})"
-    return (
-        f"needs {job.replicas} replicas of {per_replica} at once; the cluster can hold at most {capacity} "
-        "on the nodes it may use"
-    )
 
 
 class _Run:
@@ -283,11 +200,11 @@ class _Run:
         self.evictions: list[Evict] = []
         self.order: list[Job] = []
         self.blockers: dict[str, Blocker] = {}
-        self.relayout = Relayout(state, fairness, policy, now, self.preemptions, self.blockers, pending)
-        self.reservations = Reservations(state, self.index, policy, now, self._frees_at, self.relayout.bound)
-        self._preempt_failed: dict[Hashable, int] = {}
-        self._victims = Victims(state, fairness, policy, now)  # valid until a layout change closes a node
-        self._victims_at = 0  # len(self.relayout.changes) when it was built
+        self.reconfigurations = Reconfigurations(state, fairness, policy, now, self.preemptions, self.blockers, pending)
+        self.reservations = Reservations(state, self.index, policy, now, self._frees_at, self.reconfigurations.bound)
+        self._preempt_failed: dict[Hashable, int] = current_memo().table()
+        self._victims = Victims(state, fairness, policy, now)  # valid until a reconfiguration closes a node
+        self._victims_at = 0  # len(self.reconfigurations.changes) when it was built
         self._blocked_production: dict[str, Job] = {}  # production jobs still blocked, in the order taken
         self._retrying = False
         self._pending_teams: set[str] = set()
@@ -304,7 +221,7 @@ class _Run:
             self._turn(job)
 
     def _turn(self, job: Job) -> None:
-        evicted, drained = len(self.evictions), len(self.relayout.evictions)
+        evicted, drained = len(self.evictions), len(self.reconfigurations.evictions)
         self.blockers.pop(job.id, None)
         options = options_for(self.index, job, self.policy)
         if not options:
@@ -319,7 +236,7 @@ class _Run:
         blocker = self.blockers.get(job.id)  # None: bound
         if job.priority == Priority.PRODUCTION and blocker is not None and blocker.kind != RECONFIGURING:
             self._blocked_production[job.id] = job
-        evictions = self.evictions[evicted:] + self.relayout.evictions[drained:]  # this turn's
+        evictions = self.evictions[evicted:] + self.reconfigurations.evictions[drained:]  # this turn's
         if evictions:
             self._retry_production({self.state.jobs[e.job].team for e in evictions})
 
@@ -340,21 +257,25 @@ class _Run:
                     return
                 admission = verdict  # the quota, not capacity, is what keeps it waiting
         production = job.priority == Priority.PRODUCTION and admission is None
-        if production and self._fallback(job):  # idle capacity before an eviction or a layout change
+        if production and self._fallback(job):  # idle capacity before an eviction or a reconfiguration
             return
-        # Production must start now: preemptible work yields before the job waits minutes for a layout change.
+        # Production must start now: preemptible work yields before the job waits minutes for a reconfiguration.
         if production and not self._preempt_fails(job, True) and self._preempt(job, True):
             return
-        if production and self.relayout.for_production(job):  # an idle GPU's change before evicting firm work
+        if production and self.reconfigurations.for_production(job):  # an idle GPU's change before evicting firm work
             return
         lower = job.priority != Priority.PRODUCTION and admission is None
-        # Other work evicts as the last resort: not while a layout change could serve it. A preemption known to
+        # Other work evicts as the last resort: not while a reconfiguration could serve it. A preemption known to
         # fail needs no such question (could_change_for only answers; it changes nothing).
-        if not self._preempt_fails(job) and not (lower and self.relayout.could_change_for(job)) and self._preempt(job):
+        if (
+            not self._preempt_fails(job)
+            and not (lower and self.reconfigurations.could_change_for(job))
+            and self._preempt(job)
+        ):
             return
-        if production and self.relayout.for_production(job, drain=True):
+        if production and self.reconfigurations.for_production(job, drain=True):
             return
-        if production and self.relayout.hold_for(job):  # rather than let lower work start there (module doc)
+        if production and self.reconfigurations.hold_for(job):  # rather than let lower work start there (module doc)
             return
         if admission is not None:
             self.blockers[job.id] = Blocker(QUOTA, admission.reason)
@@ -425,10 +346,10 @@ class _Run:
 
     def _bind(self, job: Job, slots: Slots) -> None:
         self.binds.append(bind(self.state, job, slots))
-        self.relayout.bound(slots)  # a node bound to this cycle is not reconfigured in it
+        self.reconfigurations.bound(slots)  # a node bound to this cycle is not reconfigured in it
 
     def _preempt_key(self, job: Job, preemptible_only: bool) -> Hashable:
-        return (placement_shape(job), job.team, job.priority, job.preemptible, preemptible_only)
+        return (Shape.of(job).preemption, job.team, preemptible_only)
 
     def _preempt_fails(self, job: Job, preemptible_only: bool = False) -> bool:
         """Is a preemption for ``job`` known to fail: one for its shape failed and nothing was freed since?"""
@@ -442,9 +363,9 @@ class _Run:
         remember = job.id not in self.recent_victims
         statement = self.state.begin()
         trial = TrialPlacement(self.state, self.index, self.fairness, job, self.policy)
-        if len(self.relayout.changes) != self._victims_at:  # a node closed: candidates may change
+        if len(self.reconfigurations.changes) != self._victims_at:  # a node closed: candidates may change
             self._victims = Victims(self.state, self.fairness, self.policy, self.now)
-            self._victims_at = len(self.relayout.changes)
+            self._victims_at = len(self.reconfigurations.changes)
         found = find_victims(
             self.state,
             job,
@@ -511,7 +432,7 @@ class _Run:
             runtime_s = expected_runtime(job, self.fairness.teams.get(job.team), self.policy)
             start_at = blocker.ready_at if blocker.kind == RESERVED else None
             eta = estimator.capacity_eta(models, units, runtime_s, start_at)
-        # A job blocked by its quota gets no time: the reason says what would unblock it (issue 14, item 6).
+        # A job blocked by its quota gets no time: the reason says what would unblock it.
         if blocker.kind in (RECONFIGURING, HELD) and blocker.ready_at is not None:
             eta = max(0.0, blocker.ready_at - self.now)
         team_positions[job.team] = team_positions.get(job.team, 0) + 1

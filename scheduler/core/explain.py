@@ -17,7 +17,7 @@ policy's default), in units of 1/7000 GPU:
   claims them at its reservation's start). Only the first :data:`PROFILE_DEPTH` jobs of a pool get a time;
 - blocked by its team's quota: no time — whether the team's work ends, or is evicted, or the limit is
   raised is not a matter of expected ends; the reason says what would unblock it (fair share's refusal);
-- waiting for a MIG layout change (under way, or held for next cycle): when the change is expected to finish;
+- waiting for a MIG reconfiguration (under way, or held for next cycle): when the change is expected to finish;
 - None when it cannot be told: even all of the pool's work ending would not make room, or the job is deeper
   in its pool's queue than the depth.
 
@@ -33,12 +33,13 @@ from dataclasses import dataclass
 from scheduler.core.capacity import UNITS_PER_GPU, ClusterState, gpu_class_of, slot_units
 from scheduler.core.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.demand import Demand, DemandKind
+from scheduler.core.speedups.memo import current_memo
 from scheduler.core.state import FULL_GPU_MILLI, Job
 
 CAPACITY = "capacity"
 QUOTA = "quota"
 RECONFIGURING = "reconfiguring"
-HELD = "held"  # production waits for a node held for its layout change next cycle (placement/relayout.py)
+HELD = "held"  # production waits for a node held for its reconfiguration next cycle (placement/reconfigurations.py)
 NOT_READY = "not-ready"
 # A pool answers this many jobs in queue order; those behind get no time (the profile grows with each job, and
 # a start hours behind hundreds of others is no estimate a person can use).
@@ -49,7 +50,7 @@ RESERVED = "reserved"  # GPUs are reserved for it from the running work's expect
 @dataclass(frozen=True, slots=True)
 class Blocker:
     """What stopped a job this cycle: ``kind`` is one of the constants above; ``detail`` is the admission's
-    reason (quota) or the node being reconfigured; ``ready_at`` when a layout change ends."""
+    reason (quota) or the node being reconfigured; ``ready_at`` when a reconfiguration ends."""
 
     kind: str
     detail: str = ""
@@ -155,8 +156,6 @@ class _Profile:
     """One pool's free units over time, from now on: a step function (``frees[i]`` units free from
     ``times[i]`` to the next breakpoint, the last for ever), lowered by each job given a start on it."""
 
-    remember_floors = True  # the speed-up of :meth:`start`; off only in the test that proves it changes nothing
-
     def __init__(self, now: float, free: int, releases: Iterable[tuple[float, int]]) -> None:
         times, frees = [now], [free]
         for at, units in sorted(releases):
@@ -168,7 +167,7 @@ class _Profile:
         self.times, self.frees = times, frees
         self.peak = frees[-1]  # what is free once all of it has ended: every claim ends, so it stays
         self.claims = 0
-        self._floor: dict[int, float] = {}  # units → the first time any start for that many could come
+        self._floor: dict[int, float] = current_memo().table()  # units → the first time a start could come
 
     def start(self, units: int, duration_s: float, at: float | None = None) -> float | None:
         """The earliest time ``units`` are free for ``duration_s`` — or ``at``, a start already decided (a
@@ -179,11 +178,11 @@ class _Profile:
         self.claims += 1
         times, frees = self.times, self.frees
         if at is not None:
-            self._take(self._breakpoint(max(at, times[0])), at + duration_s, units)
+            self._hold(self._breakpoint(max(at, times[0])), at + duration_s, units)
             return at
         # Speed, never a different answer: claims only lower the profile, so where ``units`` were first free at
         # an earlier question they are first free now at the earliest; the scan starts there.
-        floor = self._floor.get(units, times[0]) if self.remember_floors else times[0]
+        floor = self._floor.get(units, times[0])
         i = bisect_left(times, floor)
         while frees[i] < units:
             i += 1
@@ -199,7 +198,7 @@ class _Profile:
             if j < len(times) and times[j] < end:  # too little free at times[j]: start after it
                 i = j + 1
                 continue
-            self._take(i, end, units)
+            self._hold(i, end, units)
             return times[i]
 
     def _breakpoint(self, at: float) -> int:
@@ -211,7 +210,7 @@ class _Profile:
             frees.insert(index, frees[index - 1])
         return index
 
-    def _take(self, first: int, end: float, units: int) -> None:
+    def _hold(self, first: int, end: float, units: int) -> None:
         last = self._breakpoint(end)
         frees = self.frees
         for k in range(first, last):

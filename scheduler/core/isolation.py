@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 from types import TracebackType
+from typing import Literal
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +54,7 @@ class Evaluating:
 
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
-    ) -> bool:
+    ) -> Literal[False]:
         if error is None or isinstance(error, JobFailed) or not isinstance(error, Exception):
             return False  # nothing raised, already attributed, or KeyboardInterrupt/SystemExit: let it go
         raise JobFailed(self.job_id, error) from error

@@ -1,7 +1,7 @@
 """MIG layouts: enumerate, name, place, parse and fit, on the placement table of :mod:`scheduler.core.catalog`.
 
 A layout is a :data:`~scheduler.core.state.MigLayout`: ``(profile, start memory slice)`` pairs sorted by
-start. Everything here is computed from the catalog's placement table (facts §1.2), never from summing the
+start. Everything here is computed from the catalog's placement table (docs/gpu-facts.md §1.2), never from summing the
 "g" in names, and cached per model: the tables are tiny and the answers never change.
 """
 
@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from functools import lru_cache
 
 from scheduler.core.catalog import (
     COMPUTE_SLICES,
@@ -20,12 +19,13 @@ from scheduler.core.catalog import (
     LayoutError,
     ProfileSpec,
 )
+from scheduler.core.speedups.memo import memoized
 from scheduler.core.state import MigLayout
 
 # A placement candidate: the profile, its start, and the memory slices it covers as a bit mask.
 _Candidate = tuple[ProfileSpec, int, int]
 
-_BALANCED_KEYS = ("3g", "2g", "1g", "1g")  # facts §2.2: all-balanced = 2×1g + 1×2g + 1×3g on 7-slice GPUs
+_BALANCED_KEYS = ("3g", "2g", "1g", "1g")  # docs/gpu-facts.md §2.2: all-balanced = 2×1g + 1×2g + 1×3g on 7-slice GPUs
 _LAYOUT_ITEM = re.compile(r"^\s*([0-9]+g\.[0-9]+gb(?:\+me)?)\s*@\s*([0-9]+)\s*$")
 
 
@@ -51,7 +51,7 @@ def _candidates(spec: GpuModelSpec, names: Iterable[str]) -> tuple[_Candidate, .
 
 
 def _fits(candidate: _Candidate, used: int, counts: Counter[str]) -> bool:
-    # The +me profile's max_count of 1 is the "one set of media engines per GPU" rule (facts §1.2).
+    # The +me profile's max_count of 1 is the "one set of media engines per GPU" rule (docs/gpu-facts.md §1.2).
     profile, _, mask = candidate
     return not used & mask and counts[profile.name] < profile.max_count
 
@@ -77,7 +77,7 @@ def maximal_layouts(model: str, with_me: bool = False, profiles: Sequence[str] |
     return _maximal(spec.name, _profile_names(spec, with_me, profiles))
 
 
-@lru_cache(maxsize=256)
+@memoized(maxsize=256)
 def _maximal(model: str, names: tuple[str, ...]) -> tuple[MigLayout, ...]:
     spec = GPU_MODEL_BY_NAME[model]
     candidates = _candidates(spec, dict.fromkeys(names))
@@ -142,7 +142,7 @@ def addable(model: str, layout: MigLayout, profiles: Sequence[str] | None = None
 def place_profiles(model: str, profiles: Sequence[str]) -> MigLayout | None:
     """Legal starts for the multiset ``profiles`` on one GPU of ``model``, or None if they cannot coexist.
 
-    Instances are placed largest first (the creation order the driver needs, facts §1.3) by a complete
+    Instances are placed largest first (the creation order the driver needs, docs/gpu-facts.md §1.3) by a complete
     search. Among the placements that exist, the one leaving the most room is chosen: the largest profile
     that could still be added, then the number of instances that could still be added, then the
     lexicographically smallest layout. So ``["3g.40gb"]`` lands at 4 (keeping 0–3 for a 4g), not at 0,
@@ -153,7 +153,7 @@ def place_profiles(model: str, profiles: Sequence[str]) -> MigLayout | None:
     return _place(spec.name, tuple(sorted(profiles)))
 
 
-@lru_cache(maxsize=4096)
+@memoized(maxsize=4096)
 def _place(model: str, profiles: tuple[str, ...]) -> MigLayout | None:
     spec = GPU_MODEL_BY_NAME[model]
     table = spec.profiles()
@@ -189,7 +189,7 @@ def _place(model: str, profiles: tuple[str, ...]) -> MigLayout | None:
 
 
 def named_layout(model: str, name: str) -> MigLayout:
-    """The layout a GPU Operator config name gives on ``model`` (facts §2.2).
+    """The layout a GPU Operator config name gives on ``model`` (docs/gpu-facts.md §2.2).
 
     ``all-disabled`` → ``()`` (MIG off: the whole GPU). ``all-balanced`` → 2×1g + 1×2g + 1×3g.
     ``all-<profile>`` (``+`` written ``.``: ``all-1g.10gb.me``) → the profile's maximum count; note that on
@@ -259,7 +259,7 @@ def fit(model: str, memory_mib: int, with_me: bool = False) -> str | None:
     return _fit(spec.name, memory_mib, with_me)
 
 
-@lru_cache(maxsize=16384)
+@memoized(maxsize=16384)
 def _fit(model: str, memory_mib: int, with_me: bool) -> str | None:
     holding = [
         p

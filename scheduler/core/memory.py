@@ -36,8 +36,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from functools import lru_cache
 
+from scheduler.core.speedups.memo import memoized
 from scheduler.core.state import ModelProfile
 from scheduler.core.vocabulary import Dtype, ModelMode
 
@@ -162,7 +162,7 @@ def estimate_training(params_b: float, context: int, batch: int, margin: float) 
     )
 
 
-@lru_cache(maxsize=4096)
+@memoized(maxsize=4096)
 def estimate(model: ModelProfile, margin: float) -> MemoryEstimate:
     """The estimate for ``model`` in its own mode (inference or training) with ``margin`` added."""
     if ModelMode(model.mode) == ModelMode.TRAINING:

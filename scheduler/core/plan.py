@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scheduler.core.state import MigLayout, Slot
+from scheduler.core.vocabulary import EvictionReason
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,7 +21,7 @@ class Evict:
     """Stop ``job`` and requeue it (work since its last checkpoint is lost)."""
 
     job: str
-    reason: str  # "reclaim" | "priority" | "production" | "repartition" | "node-lost"
+    reason: EvictionReason
     by: str | None = None  # the job this eviction makes room for
 
 

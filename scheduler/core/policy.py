@@ -9,10 +9,11 @@ from typing import Any
 @dataclass(frozen=True, slots=True)
 class Policy:
     cycle_s: float = 10.0
-    mig_reconfigure_s: float = 300.0  # node drain + MIG Manager + device-plugin restart (facts §3.1: minutes)
+    # Node drain + MIG Manager + device-plugin restart: minutes (docs/gpu-facts.md §3.1).
+    mig_reconfigure_s: float = 300.0
     min_runtime_s: float = 300.0  # freshly started preemptible work is safe from preemption this long
     ping_pong_window_s: float = 1800.0  # a victim may not preempt its preemptor back within this window
-    repartition_hysteresis_cycles: int = 3  # MIG demand must persist this many cycles before a layout change
+    repartition_hysteresis_cycles: int = 3  # MIG demand must persist this many cycles before a reconfiguration
     memory_safety_margin: float = 0.10  # added to every memory estimate before right-sizing
     fairness: bool = True  # False: plain priority/FIFO order (baselines)
     mig: bool = True  # False: MIG layouts are left alone and MIG requests cannot be served (baselines)

@@ -1,34 +1,10 @@
 """Reclaim and preemption: which running jobs a pending job may evict, and the minimal set that makes room.
 
-Rules (issue 3, capability 5). A pending job J of team T may evict a running job V of team U when none of
-the protections applies and one of the grounds does:
-
-Protections (V is never a candidate):
-- V has ``production`` priority: production is never preempted.
-- No ping-pong: V evicted J within ``policy.ping_pong_window_s`` (a :class:`Preemption` with victim J, by V,
-  ``now - at < window``), so a victim cannot immediately preempt its preemptor back.
-- Minimum runtime: V started less than ``policy.min_runtime_s`` ago — except when J is ``production``,
-  which must run now (min-runtime exists to stop churn among ordinary work; production arrivals are rare).
-- V was bound in this cycle (it is not running yet), or holds no slot on a schedulable GPU that J's
-  ``gpu_model`` constraint accepts (evicting it could not help).
-
-Grounds (the first that applies names the :class:`Evict` reason):
-- ``"priority"``: U = T, V is preemptible and of lower priority than J. Priority preemption stays within a team.
-- ``"reclaim"``, from the team itself: U = T, J is not preemptible (and not production), V is preemptible and
-  borrowed, at any priority. Admission counts only T's non-preemptible work against the guarantee, so J is
-  within it; the team's own borrowed work yields the capacity instead of blocking J (as KAI's proportion
-  plugin reclaims for a queue within its deserved share). Off when ``policy.fairness`` is off.
-- ``"reclaim"``, from another team: U ≠ T, V is preemptible and borrowed (:meth:`FairShare.borrowed_jobs`),
-  and T is under its guarantee for J's class (:meth:`FairShare.under_guarantee`). After placement J must
-  still be within T's guarantee (:meth:`FairShare.within_guarantee` on the slots found): a team reclaims up
-  to its guarantee, never beyond. Only borrowed jobs are taken, so U keeps every job that fits in its own
-  guarantee. Off when ``policy.fairness`` is off.
-- ``"production"``: J is ``production`` and V has lower priority, in any team. Preemptible victims are tried
-  before non-preemptible ones (sort key below), so non-preemptible work goes only when nothing else frees
-  enough room.
+The rules — protections, grounds and the order victims are preferred in — are :mod:`scheduler.core.rules.eviction`'s;
+this module finds, among the candidates they allow, the fewest that make room.
 
 ``preemptible_only`` restricts the candidates to preemptible jobs: production asks so first, before a MIG
-layout change, and takes non-preemptible work only after (:mod:`scheduler.core.cycle`, step 3).
+reconfiguration, and takes non-preemptible work only after (:mod:`scheduler.core.cycle`, step 3).
 
 Choice: candidates are ordered by (non-preemptible last, borrowed first, lower priority first, least work lost
 since the last checkpoint — ``(now - max(started_at, last_checkpoint_at)) × GPU-equivalents`` — first, most
@@ -41,7 +17,7 @@ makes ``try_place()`` fail. If removing every candidate does not make room, noth
 Speed, never a different choice: the caller may pass :class:`Shortcuts`, exact answers about ``try_place()``
 that let the search skip a trial — a pruning put-back proven to leave a placement, or (for a pool of at most
 :data:`FAIL_FAST_POOL` candidates, tried whole first) a search proven hopeless because nothing fits with
-every candidate gone and less room cannot help — and the cycle's :class:`~scheduler.core.victims.Victims`,
+every candidate gone and less room cannot help — and the cycle's :class:`~scheduler.core.speedups.victims.Victims`,
 which remembers each team's candidates while the team's running jobs stay put.
 """
 
@@ -51,18 +27,17 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from scheduler.core.capacity import ClusterState
-from scheduler.core.fairshare import FairShare, job_class
-from scheduler.core.limits import placement_units
-from scheduler.core.placement.firstfit import FirstFit
 from scheduler.core.plan import Evict
 from scheduler.core.policy import Policy
-from scheduler.core.state import Job, Preemption, Slot
-from scheduler.core.victims import PRIORITY, PRODUCTION, RECLAIM, Candidate, Victims, by_key, reclaims_own
-from scheduler.core.vocabulary import Priority
+from scheduler.core.rules.eviction import Candidate, as_production, by_key, reclaims_own, within_guarantee_after
+from scheduler.core.rules.fairshare import FairShare, job_class
+from scheduler.core.speedups.firstfit import FirstFit
+from scheduler.core.speedups.victims import Victims
+from scheduler.core.state import Job, Preemption, Slots
+from scheduler.core.vocabulary import EvictionReason, Priority
 
-__all__ = ["PRIORITY", "PRODUCTION", "RECLAIM", "Candidate", "Shortcuts", "candidates", "find_victims"]
+__all__ = ["Candidate", "Shortcuts", "candidates", "find_victims"]
 
-Slots = tuple[tuple[Slot, ...], ...]
 TryPlace = Callable[[], Slots | None]
 Keeps = Callable[[Job, Slots, Slots], bool]
 
@@ -75,7 +50,7 @@ FAIL_FAST_POOL = 32
 @dataclass(frozen=True, slots=True)
 class Shortcuts:
     """Exact answers about ``try_place()`` that its owner can give without placing anything; the search then
-    skips the trial (:mod:`scheduler.core.trial` gives the cycle's). Either may be None: no shortcut.
+    skips the trial (:mod:`scheduler.core.speedups.trial` gives the cycle's). Either may be None: no shortcut.
 
     - ``keeps(victim, victim_slots, slots)`` is asked right after a victim is put back, when ``try_place()``
       accepted a placement in the state just before and ``slots`` is a placement it returned earlier in this
@@ -86,7 +61,7 @@ class Shortcuts:
       ``try_place()`` fails after removing every prefix of the pool shorter than ``length`` (0: every prefix),
       and, when it succeeds after removing just the ``victims`` named, that it succeeds after removing the
       prefix of ``length`` and that the pruning below keeps only victims named there and finds the same
-      placements with or without the others removed (:mod:`scheduler.core.placement.firstfit` says when that
+      placements with or without the others removed (:mod:`scheduler.core.speedups.firstfit` says when that
       holds). None: no promise.
     """
 
@@ -121,7 +96,7 @@ def find_victims(
     come in victim-preference order, each with its reason and ``by=job.id``; the victims' teams have been
     reported to :meth:`FairShare.changed` (report them again if the caller rolls the evictions back). On
     None the state is unchanged. ``shortcuts`` only spare trials and ``victim_cache`` (the cycle's
-    :class:`~scheduler.core.victims.Victims`) only spares scans: the answer is the same without them.
+    :class:`~scheduler.core.speedups.victims.Victims`) only spares scans: the answer is the same without them.
     """
     allow_reclaim = policy.fairness and fairness.under_guarantee(job.team, job_class(job))
 
@@ -130,13 +105,13 @@ def find_victims(
         return _search(state, try_place, pool, shortcuts)
 
     found = search(allow_reclaim)
-    if found is not None and allow_reclaim and any(c.reason == RECLAIM for c in found[0]):
+    if found is not None and allow_reclaim and any(c.reason == EvictionReason.RECLAIM for c in found[0]):
         victims, slots = found
-        if not _within_guarantee_after(state, job, fairness, victims, slots):
+        if not within_guarantee_after(state, job, fairness, victims, slots):
             # The team would end above its guarantee: this is not a reclaim. Production may still take the
             # same victims on its own ground; anyone else searches again without reclaim.
             if job.priority == Priority.PRODUCTION:
-                found = ([_as_production(c) for c in victims], slots)
+                found = ([as_production(c) for c in victims], slots)
             else:
                 found = search(False)
     if found is None:
@@ -161,7 +136,7 @@ def candidates(
     preemptible_only: bool = False,
 ) -> list[Candidate]:
     """Every running job ``job`` may evict (module rules), in victim-preference order. ``victim_cache`` is the
-    cycle's memory of team candidates (:mod:`scheduler.core.victims`); without one a fresh one is used."""
+    cycle's memory of team candidates (:mod:`scheduler.core.speedups.victims`); without one a fresh one is used."""
     production = job.priority == Priority.PRODUCTION
     own = fairness.lower_preemptible(job.team, job.priority) or (
         reclaims_own(job, policy) and fairness.over_guarantee(job.team)
@@ -210,13 +185,14 @@ def _search(
 
     try:
         everyone: Slots | None = None  # try_place() with the whole pool removed, once asked
-        probe = shortcuts.fails_for_less is not None and len(pool) <= FAIL_FAST_POOL
+        fails_for_less = shortcuts.fails_for_less
+        probe = fails_for_less is not None and len(pool) <= FAIL_FAST_POOL
         if probe:
             # Fail fast: when nothing fits even with every candidate gone, and that is known to hold for every
             # shorter prefix too, no prefix succeeds and the search below would return None.
             remove_to(len(pool))
             everyone = try_place()
-            if everyone is None and shortcuts.fails_for_less():
+            if everyone is None and fails_for_less is not None and fails_for_less():
                 return None
         # Doubling: find a prefix length that succeeds, then bisect between the last failure and it.
         failed, length, slots = 0, 1, None
@@ -282,22 +258,3 @@ def _prune(
         slots = attempt
     kept.reverse()
     return kept, slots
-
-
-def _within_guarantee_after(
-    state: ClusterState, job: Job, fairness: FairShare, victims: list[Candidate], slots: Slots
-) -> bool:
-    """Would ``job``'s team be within its guarantee once the victims are gone and ``job`` holds ``slots``?"""
-    statement = state.begin()
-    try:
-        for victim in victims:
-            state.remove(victim.job.id)
-        return fairness.within_guarantee(job.team, placement_units(state, slots))
-    finally:
-        statement.rollback()
-
-
-def _as_production(candidate: Candidate) -> Candidate:
-    if candidate.reason != RECLAIM:
-        return candidate
-    return Candidate(candidate.job, candidate.slots, PRODUCTION, candidate.key)

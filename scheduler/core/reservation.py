@@ -1,7 +1,7 @@
 """Reservations and backfill: a job at the head of the order that cannot start gets the GPUs the running
 work frees first, and lower work fills the holes only if it does not delay it (Slurm's backfill scheduler).
 
-Rules (issue 14, item 4):
+Rules (``docs/scheduling-rules.md`` §5a):
 
 1. **Who gets one.** A pending job whose turn found no capacity (its quota admits it: a job blocked by its
    quota waits for the quota, not for GPUs), that asks for whole GPUs and states no host CPU or memory, among
@@ -19,7 +19,7 @@ Rules (issue 14, item 4):
    taken (ties: the job's option order). A job for which ``T`` would be now failed for some other reason
    than busy GPUs and gets no reservation.
 3. **Hold.** The reserved GPUs that are idle now are *held* for the job: a placeholder occupies them for the
-   rest of the cycle (it counts against no team), so no later job binds there and no MIG layout change
+   rest of the cycle (it counts against no team), so no later job binds there and no MIG reconfiguration
    touches their nodes — except by backfill.
 4. **Backfill.** A later job may take held GPUs when it is production (production must always run), when
    it is expected to end by ``T`` (now + its estimate ≤ ``T``), or when it is preemptible work of the
@@ -42,15 +42,14 @@ from dataclasses import dataclass
 
 from scheduler.core.capacity import ClusterState
 from scheduler.core.demand import DemandKind
-from scheduler.core.fairshare import PRIORITY_INDEX
 from scheduler.core.placement.index import CapacityIndex
 from scheduler.core.placement.options import Option
 from scheduler.core.policy import Policy
-from scheduler.core.state import Job, Request, Slot, Team
+from scheduler.core.rules.fairshare import PRIORITY_INDEX
+from scheduler.core.state import Job, Request, Slot, Slots, Team
 from scheduler.core.vocabulary import Priority
 
 GpuKey = tuple[str, int]
-Slots = tuple[tuple[Slot, ...], ...]
 
 # The placeholder's team: a name no team can have (teams are Kubernetes namespaces), so no quota counts it.
 HOLDER_TEAM = "\x00reservation"
@@ -98,7 +97,7 @@ class Reservations:
     """The cycle's reservations, in the order they were made, and their holds in ``state``.
 
     ``frees_at(job, holder)`` is when placed job ``holder`` frees its GPUs for ``job`` (rule 2); ``bound(slots)``
-    tells the cycle's layout changes that a node took work (held GPUs keep their nodes unchanged, rule 3)."""
+    tells the cycle's reconfigurations that a node took work (held GPUs keep their nodes unchanged, rule 3)."""
 
     def __init__(
         self,

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from functools import lru_cache
 
 from scheduler.core.capacity import model_matches
 from scheduler.core.catalog import GPU_MODEL_BY_NAME
@@ -30,6 +29,7 @@ from scheduler.core.demand import Demand
 from scheduler.core.layouts import fit
 from scheduler.core.memory import estimate
 from scheduler.core.policy import Policy
+from scheduler.core.speedups.memo import memoized
 from scheduler.core.state import FULL_GPU_MILLI, Job, Request
 from scheduler.core.vocabulary import JobKind, ModelMode
 
@@ -53,7 +53,7 @@ def memory_need_mib(request: Request, policy: Policy) -> int | None:
     return None
 
 
-@lru_cache(maxsize=65536)
+@memoized(maxsize=65536)
 def _resolve(request: Request, kind: JobKind, constraint: str | None, gpu_model: str, policy: Policy) -> Demand | None:
     if not model_matches(gpu_model, constraint):
         return None

@@ -109,10 +109,13 @@ class Slot:
     milli: int = FULL_GPU_MILLI
 
 
+Slots = tuple[tuple[Slot, ...], ...]  # per replica, the slots it holds (a job's whole placement)
+
+
 @dataclass(frozen=True, slots=True)
 class Running:
     job: Job
-    slots: tuple[tuple[Slot, ...], ...]  # per replica
+    slots: Slots
     started_at: float
     last_checkpoint_at: float | None = None
 

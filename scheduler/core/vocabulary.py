@@ -9,6 +9,26 @@ from __future__ import annotations
 from enum import StrEnum
 
 
+class EvictionReason(StrEnum):
+    """Why a running job was stopped and requeued (``Evict.reason``, the requeue event's reason).
+
+    The engine writes the first four; the loop and the simulator write the others when they find a job's
+    node or process gone, or a bind refused. A member prints as its value, so a plan's ``repr`` reads the same
+    as the wire format it is stored in (and plan digests do not depend on the type)."""
+
+    RECLAIM = "reclaim"  # a team takes back its guarantee from another team's borrowed work
+    PRIORITY = "priority"  # higher-priority work of the same team
+    PRODUCTION = "production"  # production inference, which preempts lower work in any team
+    RECONFIGURE = "repartition"  # drained for a MIG reconfiguration (the stored value predates the name)
+    NODE_LOST = "node-lost"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    BIND_REFUSED = "bind-refused"
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
 class JobKind(StrEnum):
     TRAINING = "training"
     INFERENCE = "inference"

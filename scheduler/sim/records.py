@@ -22,10 +22,9 @@ from dataclasses import dataclass, field
 
 from scheduler.core.capacity import UNITS_PER_GPU, ClusterState, Gpu, slot_units
 from scheduler.core.catalog import COMPUTE_SLICES, GPU_MODEL_BY_NAME
-from scheduler.core.state import Job, Node, Running, Slot
+from scheduler.core.state import Job, Node, Running, Slots
 from scheduler.core.vocabulary import JobState
 
-Slots = tuple[tuple[Slot, ...], ...]
 EPSILON_S = 1e-9  # float slack when comparing work done with a duration
 
 

@@ -43,6 +43,7 @@ from scheduler.core.plan import Plan, Reconfigure
 from scheduler.core.state import Node, Preemption, Snapshot, Team
 from scheduler.core.vocabulary import JobState
 from scheduler.sim import events as ev
+from scheduler.sim.gcpause import gc_paused
 from scheduler.sim.planners import Planner, microcosm
 from scheduler.sim.records import (
     EPSILON_S,
@@ -375,7 +376,8 @@ class _Replay:
     def _cycle(self) -> bool:
         """Plan and apply one cycle; True when the plan changed anything."""
         snapshot = self.snapshot()
-        plan = self.planner(snapshot, self.policy, self.now)
+        with gc_paused():  # the cycle's garbage is freed by reference counting (scheduler.sim.gcpause)
+            plan = self.planner(snapshot, self.policy, self.now)
         state = ClusterState(snapshot)
         self._apply_plan(plan, state)
         if self.cycles is not None:

@@ -18,9 +18,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.core.state import FULL_GPU_MILLI, MigLayout, Team
+from scheduler.core.state import FULL_GPU_MILLI, MigLayout, Slots, Team
 from scheduler.core.vocabulary import JobState
-from scheduler.sim.records import JobRecord, NodeRecord, RunLog, Slots
+from scheduler.sim.records import JobRecord, NodeRecord, RunLog
 
 Json = dict[str, Any]
 

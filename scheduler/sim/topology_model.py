@@ -52,10 +52,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from scheduler.core.catalog import GPU_MODEL_BY_NAME
-from scheduler.core.state import Job, Node, Slot
+from scheduler.core.state import Job, Node, Slots
 from scheduler.core.vocabulary import Interconnect, JobKind
 
-Slots = tuple[tuple[Slot, ...], ...]
 Speed = Callable[[Job, Slots, Mapping[str, Node]], float]
 """The replay's hook: a running job's progress rate (work seconds per second) on its slots."""
 

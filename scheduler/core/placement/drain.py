@@ -1,9 +1,9 @@
 """Draining a GPU for production MIG demand that needs a layout no free instance or idle GPU offers.
 
-Re-partitioning changes only idle GPUs (a layout change destroys every instance on the GPU, facts §0.2),
+Reconfiguration changes only idle GPUs (it destroys every instance on the GPU, ``docs/gpu-facts.md`` §0.2),
 and preemption only frees instances that exist. So production inference whose profile exists nowhere free
-and cannot be cut from an idle GPU would wait forever behind lower work (issue 3, §8: "GPUs whose occupants
-can move at acceptable cost; drain first"). For production, lower-priority work is an acceptable cost:
+and that no idle GPU can be reconfigured for would wait forever behind lower work; GPUs whose occupants can
+move at acceptable cost are drained first. For production, lower-priority work is an acceptable cost:
 
 1. Candidates: GPUs of ready nodes the job may use (model, tier), not in ``exclude`` (nodes that took a bind
    this cycle: a node is bound to or reconfigured in one plan, never both), in use, whose every occupant is running
@@ -12,7 +12,7 @@ can move at acceptable cost; drain first"). For production, lower-priority work 
 2. Cheapest first: fewest occupants, then fewest GPU-equivalents they hold (a gang spanning other GPUs
    costs all of it), then GPU order.
 3. For each candidate (at most :data:`MAX_TRIES`), inside a Statement: evict the occupants, ask
-   :func:`~scheduler.core.repartition.plan_repartition` for this job's demand alone, and keep the result
+   :func:`~scheduler.core.rules.reconfiguration.plan_reconfiguration` for this job's demand alone, and keep the result
    only if it re-cuts that very GPU to a layout with the job's profile; otherwise roll back.
 
 The evictions carry the reason ``"repartition"`` and ``by`` = the production job; the job itself binds once
@@ -25,17 +25,17 @@ from collections.abc import Collection, Sequence
 
 from scheduler.core.capacity import ClusterState
 from scheduler.core.demand import Demand, DemandKind
-from scheduler.core.fairshare import PRIORITY_INDEX
 from scheduler.core.placement.index import CapacityIndex
 from scheduler.core.placement.options import Option
 from scheduler.core.plan import Evict, Reconfigure
 from scheduler.core.policy import Policy
-from scheduler.core.repartition import plan_repartition
+from scheduler.core.rules.fairshare import PRIORITY_INDEX
+from scheduler.core.rules.reconfiguration import plan_reconfiguration
 from scheduler.core.state import Job, Preemption
-from scheduler.core.vocabulary import Priority
+from scheduler.core.vocabulary import EvictionReason, Priority
 
 MAX_TRIES = 4
-REASON = "repartition"
+REASON = EvictionReason.RECONFIGURE
 
 
 def drain_for(
@@ -49,7 +49,7 @@ def drain_for(
     also: Sequence[tuple[Job, Demand]] = (),
     exclude: Collection[str] = (),
 ) -> tuple[list[Evict], list[Reconfigure]] | None:
-    """Evictions and layout changes that make room for production ``job`` (module rules), or None. ``also``:
+    """Evictions and reconfigurations that make room for production ``job`` (module rules), or None. ``also``:
     other demand the new layout should serve where it can (it never decides which GPU is drained).
 
     On success the victims are removed from ``state`` (in the caller's open Statement, if any); the layout
@@ -77,7 +77,7 @@ def drain_for(
         statement = state.begin()
         for holder in holders:
             state.remove(holder)
-        changes = plan_repartition(state, [(job, option.demand), *also], policy, now, exclude=exclude)
+        changes = plan_reconfiguration(state, [(job, option.demand), *also], policy, now, exclude=exclude)
         profile = option.demand.mig_profile
         if any(c.node == gpu.node.name and c.gpu == gpu.index and any(n == profile for n, _ in c.new) for c in changes):
             statement.commit()

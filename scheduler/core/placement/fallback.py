@@ -1,16 +1,16 @@
-"""Production inference never waits for a layout change while idle capacity could hold it now.
+"""Production inference never waits for a reconfiguration while idle capacity could hold it now.
 
-Production inference must start within one cycle (issue 3, §8), and a MIG layout change takes
-``policy.mig_reconfigure_s`` (minutes, facts §3.1). So when :func:`~scheduler.core.placement.find.find_slots`
-finds no instance of a production job's right-sized profile, the cycle asks :func:`fallback_slots` before it
-plans a layout change or evicts anyone. The rules:
+Production inference must start within one cycle, and a MIG reconfiguration takes ``policy.mig_reconfigure_s``
+(minutes, ``docs/gpu-facts.md`` §3.1). So when :func:`~scheduler.core.placement.find.find_slots` finds no
+instance of a production job's right-sized profile, the cycle asks :func:`fallback_slots` before it plans a
+reconfiguration or evicts anyone. The rules:
 
 1. **Who.** Production jobs with a MIG option only (their other options, whole GPUs or shares, were searched
    by ``find_slots`` already).
 2. **What.** Per replica, on the groups of the job's MIG options: a *larger* free MIG instance — one with at
    least the compute slices and the memory of the right-sized profile, ``+me`` only when the profile is
    ``+me`` — on any GPU, idle or partly used (unlike ``find_slots``' larger-instance rule, which leaves idle
-   GPUs to re-partitioning: production does not wait for it); or a whole idle GPU with MIG off (the whole GPU
+   GPUs to reconfiguration: production does not wait for it); or a whole idle GPU with MIG off (the whole GPU
    holds every profile of its model).
 3. **How much larger.** At most twice the compute slices of the right-sized profile (extra ≤ own): the job
    is counted at what it holds, so a 1g service on a whole GPU would spend seven times its share of its
@@ -21,14 +21,14 @@ plans a layout change or evicts anyone. The rules:
    team stays within its guarantee, lowered utilization and raised evictions without fewer SLO misses.
 4. **Which.** The least oversized first: (tier rank, extra compute slices, extra memory, model rank, GPU
    order); a whole GPU counts as 7 compute slices and the model's whole memory. The job is then counted at
-   what it holds (:func:`~scheduler.core.fairshare.placement_units` of the slots), and its quota must admit
-   that. Later repartitioning may move the capacity back once the job is gone.
+   what it holds (:func:`~scheduler.core.rules.fairshare.placement_units` of the slots), and its quota must admit
+   that. Later reconfiguration may move the capacity back once the job is gone.
 5. Replicas are placed one after the other inside a Statement (the next replica sees the previous one's
    slot) and rolled back: the state is left unchanged, as ``find_slots`` leaves it.
 
 :func:`whole_gpu_slots` is the one case of rule 2 that is no fallback but the same capacity, for work of any
 priority: a MIG demand for the profile that takes every compute slice of the GPU (``7g.80gb``, ``7g.40gb``)
-holds the whole GPU either way, so an idle GPU with MIG off serves it now — instead of a layout change to a
+holds the whole GPU either way, so an idle GPU with MIG off serves it now — instead of a reconfiguration to a
 single instance (300 s), and another back when whole-GPU work wants the GPU (the flip-flop ``bench causes``
 measured).
 """
@@ -38,13 +38,13 @@ from __future__ import annotations
 from scheduler.core.catalog import COMPUTE_SLICES, GPU_MODEL_BY_NAME
 from scheduler.core.demand import Demand, DemandKind
 from scheduler.core.placement.find import replica_by_replica
-from scheduler.core.placement.index import CapacityIndex, IndexedClusterState, Slots
+from scheduler.core.placement.index import CapacityIndex, IndexedClusterState
 from scheduler.core.placement.mig import best_of
 from scheduler.core.placement.mix import mix_of
 from scheduler.core.placement.options import Option, options_for
 from scheduler.core.placement.whole import best_whole
 from scheduler.core.policy import Policy
-from scheduler.core.state import Job, Slot
+from scheduler.core.state import Job, Slot, Slots
 from scheduler.core.vocabulary import Priority
 
 Score = tuple[int, ...]

@@ -9,7 +9,7 @@ Statement (so the next replica sees the previous one's slot) and rolling back at
 
 Which slots (the rules live in the modules): whole-GPU gangs — every replica whole GPUs, more than one
 replica — go through :mod:`.topology`; otherwise each replica takes the best of :mod:`.whole` (best fit),
-:mod:`.mig` and :mod:`.shares` (fragmentation-aware), compared by (tier rank, grain, …).
+:mod:`.mig` and :mod:`.shares` (fragmentation-aware), compared by (tier rank, holding, …).
 
 Speed: on an :class:`IndexedClusterState` the live index is used, a failure is remembered per job shape
 until capacity is next freed (only freeing can make a failed shape fit) and a placement until anything
@@ -24,16 +24,17 @@ from dataclasses import replace
 
 from scheduler.core.capacity import ClusterState
 from scheduler.core.demand import DemandKind
-from scheduler.core.placement.grains import Outcome, grain
-from scheduler.core.placement.index import CapacityIndex, IndexedClusterState, Slots
+from scheduler.core.placement.holdings import Holding, holding
+from scheduler.core.placement.index import CapacityIndex, IndexedClusterState
 from scheduler.core.placement.mig import best_instance
 from scheduler.core.placement.mix import mix_of
-from scheduler.core.placement.options import Option, options_for, placement_shape
+from scheduler.core.placement.options import Option, options_for
 from scheduler.core.placement.shares import best_share
-from scheduler.core.placement.topology import place_gang
 from scheduler.core.placement.whole import best_whole
 from scheduler.core.policy import Policy
-from scheduler.core.state import Job, Slot
+from scheduler.core.rules.topology import place_gang
+from scheduler.core.shape import placement_shape
+from scheduler.core.state import Job, Slot, Slots
 
 _REPLICA_SEPARATOR = "\x1f"  # tentative replicas are placed as "<job id>\x1f<n>", never a real id
 
@@ -52,11 +53,11 @@ def find_slots(
     job: Job,
     policy: Policy,
     now: float | None = None,
-    allowed: frozenset[Outcome] | None = None,
+    allowed: frozenset[Holding] | None = None,
 ) -> Slots | None:
     """Slots for all ``job.replicas`` replicas, or None (module contract). ``now`` matters only for a plain
     ClusterState (an IndexedClusterState knows its cycle's time). ``allowed`` (a job of one replica only)
-    narrows the search to the placements of those grains (:mod:`.grains`): the best placement the team's
+    narrows the search to the placements of those holdings (:mod:`.holdings`): the best placement the team's
     quota takes."""
     if job.replicas < 1:
         return None
@@ -65,8 +66,8 @@ def find_slots(
     shape: Hashable = placement_shape(job)
     larger: Callable[[Option, str], bool] | None = None  # any larger instance a sized demand may take
     if allowed is not None:
-        assert job.replicas == 1, "only one replica's placement has a grain"
-        options = tuple(option for option in options if grain(option) in allowed)
+        assert job.replicas == 1, "only one replica's placement has a holding"
+        options = tuple(option for option in options if holding(option) in allowed)
         shape = (shape, allowed)
         larger = _within(allowed)
     if index.failed.get(shape) == index.freed:
@@ -82,8 +83,8 @@ def find_slots(
     return found
 
 
-def _within(allowed: frozenset[Outcome]) -> Callable[[Option, str], bool]:
-    return lambda option, profile: grain(option, profile) in allowed
+def _within(allowed: frozenset[Holding]) -> Callable[[Option, str], bool]:
+    return lambda option, profile: holding(option, profile) in allowed
 
 
 def _search(
@@ -111,9 +112,9 @@ def replica_by_replica(
     live: bool = True,
 ) -> Slots | None:
     """Slots for every replica of ``job``, each from ``pick()`` on the capacity the replicas before it left, or
-    None if one finds none. Each replica is placed tentatively as a stand-in (``"<id>\x1f<n>"``, never a real
+    None if one finds none. Each replica is placed tentatively as a one-replica copy (``"<id>\x1f<n>"``, never a real
     id) inside a Statement, always rolled back: the state is left as found. ``live`` False: ``index`` is not
-    the state's own and is told of each stand-in here."""
+    the state's own and is told of each one-replica copy here."""
     statement = state.begin()
     placed: list[str] = []
     try:
@@ -123,11 +124,11 @@ def replica_by_replica(
             found = pick()
             if found is None:
                 return None
-            stand_in = replace(job, id=f"{job.id}{_REPLICA_SEPARATOR}{number}", replicas=1)
-            state.place(stand_in, (found,))
-            placed.append(stand_in.id)
+            replica_job = replace(job, id=f"{job.id}{_REPLICA_SEPARATOR}{number}", replicas=1)
+            state.place(replica_job, (found,))
+            placed.append(replica_job.id)
             if not live:
-                index.occupied(stand_in, (found,))
+                index.occupied(replica_job, (found,))
             replicas.append(found)
         return tuple(replicas)
     finally:
@@ -144,7 +145,7 @@ def best_replica(
     policy: Policy,
     larger: Callable[[Option, str], bool] | None = None,
 ) -> tuple[Slot, ...] | None:
-    """The best slots for one replica over every option, whatever its grain; ``larger(option, profile)``, when
+    """The best slots for one replica over every option, whatever its holding; ``larger(option, profile)``, when
     given, says which larger MIG instances a demand sized from memory may take (by default any)."""
     by_kind: dict[str, list[Option]] = {}
     for option in options:

@@ -35,7 +35,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+
+from scheduler.core.speedups.memo import memoized
 
 FULL_GPU_MILLI = 1000
 CLASSES = 100  # FGD's score range: the gradient is cut into this many logistic classes
@@ -65,7 +66,7 @@ class FragScorer:
 
     def __init__(self, shapes: Sequence[TaskShape]) -> None:
         self.shapes = tuple(shape for shape in shapes if shape.gpus > 0)
-        self.fragmentation = lru_cache(maxsize=1 << 20)(self._fragmentation)
+        self.fragmentation = memoized(maxsize=1 << 20)(self._fragmentation)
 
     def _fragmentation(self, model: str, cpu_free: int, gpu_free: tuple[int, ...]) -> float:
         """Expected stranded GPU milli of a node in this state (module rules); ``gpu_free`` sorted."""
@@ -92,7 +93,7 @@ class FragScorer:
         cpu_left = cpu_free - cpu
         idle_node = int(all(free == FULL_GPU_MILLI for free in gpu_free))
         if gpus == 1 and milli < FULL_GPU_MILLI:
-            candidates = [(index,) for index, free in enumerate(gpu_free) if free >= milli]
+            candidates: list[tuple[int, ...]] = [(index,) for index, free in enumerate(gpu_free) if free >= milli]
         else:
             candidates = [tuple([index for index, free in enumerate(gpu_free) if free == FULL_GPU_MILLI][:gpus])]
         best: tuple[Cost, tuple[int, ...]] | None = None

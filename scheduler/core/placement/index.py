@@ -27,14 +27,18 @@ from __future__ import annotations
 import itertools
 from bisect import bisect_left, insort
 from collections.abc import Hashable
+from typing import TYPE_CHECKING
 
 from scheduler.core.capacity import ClusterState, Gpu, Statement
-from scheduler.core.placement.idle import IdleClasses
-from scheduler.core.state import FULL_GPU_MILLI, Job, Slot, Snapshot
+from scheduler.core.speedups.idle import IdleClasses
+from scheduler.core.speedups.memo import current_memo
+from scheduler.core.state import FULL_GPU_MILLI, Job, Slots, Snapshot
+
+if TYPE_CHECKING:
+    from scheduler.core.placement.mix import DemandMix
 
 Group = tuple[str, str, str]  # (gpu_model, capacity tier, interconnect)
 MigSignature = tuple[bool, tuple[str, ...]]  # (GPU idle, free instance profiles sorted)
-Slots = tuple[tuple[Slot, ...], ...]
 
 
 def discard_sorted(values: list[int], value: int) -> None:
@@ -126,14 +130,20 @@ class CapacityIndex:
         self._tokens = itertools.count(1)
         self.freed = 0
         self.version = 0
-        # Caches owned by placement (keyed by job shape), valid for this index's lifetime.
         self._dirty: set[int] = set()  # GPU ordinals changed since the last flush
-        self.failed: dict[Hashable, int] = {}  # shape → ``freed`` when it found nothing
-        self.found: dict[Hashable, tuple[int, object, Slots]] = {}  # shape → (``version``, policy, placement)
-        self.memo: dict[Hashable, object] = {}
+        # The demand mix placement scores fragmentation against (:mod:`.mix`): the cycle's observation, or,
+        # when none was given, the running jobs' alone (worked out at the first question).
+        self.mix: DemandMix | None = None
+        # Caches owned by placement (keyed by job shape), valid for this index's lifetime (:mod:`..speedups`).
+        memo = current_memo()
+        self.failed: dict[Hashable, int] = memo.table()  # shape → ``freed`` when it found nothing
+        self.found: dict[Hashable, tuple[int, object, Slots]] = memo.table()  # shape → (``version``, policy, placement)
+        # (question, …) → (policy, answer): see options.stored_answer; (model, signature, profile) → take_delta.
+        self.answers: dict[Hashable, tuple[object, object]] = memo.table()
+        self.mig_deltas: dict[Hashable, tuple[int, int]] = memo.table()
         for gpu in self.gpus:
             self.refresh(gpu)
-        self.idle = IdleClasses(state, self.node_names)  # for re-partitioning (see idle.py)
+        self.idle = IdleClasses(state, self.node_names)  # for reconfiguration (see idle.py)
         for name in self.group_of:
             self.idle.touch(name)
         for job_id, slots in sorted(state.placed.items()):
@@ -164,7 +174,7 @@ class CapacityIndex:
         self._touch(job, slots)
         self._resources(job, slots, -1)
 
-    def relayout(self, gpu: Gpu) -> None:
+    def reconfigured(self, gpu: Gpu) -> None:
         self.freed = self.version = next(self._tokens)
         self._dirty.add(gpu.ordinal)
 
@@ -312,12 +322,13 @@ class _NestingStatement(Statement):
 
     def __init__(self, state: IndexedClusterState, saved: tuple[int, int]) -> None:
         super().__init__(state)
+        assert state.index is not None
+        self._index = state.index
         self._saved = saved
 
     def rollback(self) -> None:
         super().rollback()
-        index = self._state.index  # type: ignore[attr-defined]
-        index.restore(self._saved)
+        self._index.restore(self._saved)
 
 
 class IndexedClusterState(ClusterState):
@@ -344,11 +355,11 @@ class IndexedClusterState(ClusterState):
         target.layout = layout
         index = self.index
         assert index is not None
-        index.relayout(target)
+        index.reconfigured(target)
 
         def undo() -> None:
             target.layout = old
-            index.relayout(target)
+            index.reconfigured(target)
 
         self._record(undo)
 

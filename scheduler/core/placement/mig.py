@@ -1,6 +1,6 @@
 """MIG work, one replica: pick a free instance of the profile, fragmentation-aware.
 
-The layouts are fixed within a cycle (repartitioning is planned separately), so a replica of profile ``p``
+The layouts are fixed within a cycle (reconfiguration is planned separately), so a replica of profile ``p``
 can only take a free ``p`` instance; the question is *which* GPU's. In the spirit of FGD (Weng et al.,
 ATC'23: place where the expected fragmentation of the cluster grows least, the expectation taken over the
 observed workload — written from the paper's description), a GPU's fragmentation is
@@ -23,7 +23,7 @@ start. Score = (tier rank, kind, extra compute, extra memory, Δ, free slices le
 
 A demand right-sized from memory (``memory_gib`` or ``model``) whose profile has no free instance anywhere
 may take a *larger* free instance that holds the memory — but only on a GPU already partly in use, whose
-layout cannot change without evicting its occupants; an idle GPU is left for re-partitioning, which can
+layout cannot change without evicting its occupants; an idle GPU is left for reconfiguration, which can
 cut the right size. Fewest extra compute slices first, then least extra memory. An explicit ``mig_profile``
 gets exactly that profile.
 """
@@ -101,12 +101,12 @@ def best_of(
     for signature, ordinals in index.mig.get((option.group, profile), {}).items():
         if partly_used_only and signature[0]:
             continue
-        key = ("mig-delta", option.model, signature, profile)
-        cached = index.memo.get(key)
+        key = (option.model, signature, profile)
+        cached = index.mig_deltas.get(key)
         if cached is None:
             cached = take_delta(mix, option.model, signature, profile)
-            index.memo[key] = cached
-        delta, left = cached  # type: ignore[misc]
+            index.mig_deltas[key] = cached
+        delta, left = cached
         host = job.cpu_milli or job.memory_mib  # without host needs every GPU's node can take it
         for ordinal in ordinals:
             if host and index.resource_cap(index.gpus[ordinal].node.name, job) < 1:
@@ -127,7 +127,7 @@ def _larger(
     allowed: Callable[[Option, str], bool] | None = None,
 ) -> tuple[Score, str] | None:
     """A larger free instance for a memory-sized demand when no instance of its own profile is free: one
-    that holds the memory, on a GPU already partly in use (an idle GPU is left for re-partitioning, which
+    that holds the memory, on a GPU already partly in use (an idle GPU is left for reconfiguration, which
     can cut the right size), the fewest extra compute slices and then the least extra memory first."""
     best: tuple[Score, str] | None = None
     for option in options:

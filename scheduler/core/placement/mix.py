@@ -14,14 +14,16 @@ Counts stay integers so equal scores compare equal (no float noise in tie-breaks
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Hashable, Iterable
+from collections.abc import Iterable
 
 from scheduler.core.capacity import ClusterState
 from scheduler.core.demand import DemandKind
 from scheduler.core.isolation import Evaluating
 from scheduler.core.placement.index import CapacityIndex
-from scheduler.core.placement.options import options_for, placement_shape
+from scheduler.core.placement.options import options_for
 from scheduler.core.policy import Policy
+from scheduler.core.shape import placement_shape
+from scheduler.core.speedups.memo import current_memo
 from scheduler.core.state import FULL_GPU_MILLI, Job
 
 
@@ -32,8 +34,9 @@ class DemandMix:
         self.mig: dict[str, dict[str, int]] = {}
         self.share_sizes: dict[str, dict[int, int]] = {}
         self._mig_totals: dict[str, int] = {}
-        self._bigger: dict[str, tuple[list[int], list[int]]] = {}
-        self._share_deltas: dict[tuple[str, int], dict[int, int]] = {}
+        memo = current_memo()
+        self._bigger: dict[str, tuple[list[int], list[int]]] = memo.table()
+        self._share_deltas: dict[tuple[str, int], dict[int, int]] = memo.table()
 
     def add_mig(self, model: str, profile: str, count: int = 1) -> None:
         by_profile = self.mig.setdefault(model, {})
@@ -82,16 +85,16 @@ def observe(state: ClusterState, index: CapacityIndex, pending: Iterable[Job], p
         for replica in slots:
             gpu = state.gpus[(replica[0].node, replica[0].gpu)]
             model = gpu.node.gpu_model
-            first = replica[0]
-            if first.mig_profile is not None:
-                mix.add_mig(model, first.mig_profile)
+            head = replica[0]
+            if head.mig_profile is not None:
+                mix.add_mig(model, head.mig_profile)
             elif len(replica) == 1:
-                mix.add_share(model, first.milli)
+                mix.add_share(model, head.milli)
             else:
                 mix.add_share(model, FULL_GPU_MILLI)
     # Pending jobs of one shape resolve alike: resolve one of each and count the replicas of all of them.
-    first: dict[Hashable, Job] = {}
-    replicas: dict[Hashable, int] = {}
+    first: dict[tuple[object, ...], Job] = {}
+    replicas: dict[tuple[object, ...], int] = {}
     for job in pending:
         shape = placement_shape(job)
         first.setdefault(shape, job)
@@ -115,9 +118,7 @@ def observe(state: ClusterState, index: CapacityIndex, pending: Iterable[Job], p
 
 
 def mix_of(index: CapacityIndex, policy: Policy) -> DemandMix:
-    """The mix the cycle observed (``index.memo["mix"]``), or the running jobs' alone when none was set."""
-    mix = index.memo.get("mix")
-    if mix is None:
-        mix = observe(index.state, index, (), policy)
-        index.memo["mix"] = mix
-    return mix  # type: ignore[return-value]
+    """The mix the cycle observed (``index.mix``), or the running jobs' alone when none was set."""
+    if index.mix is None:
+        index.mix = observe(index.state, index, (), policy)
+    return index.mix

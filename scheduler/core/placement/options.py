@@ -10,18 +10,19 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 from dataclasses import dataclass
+from typing import cast
 
 from scheduler.core.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.demand import Demand, DemandKind
 from scheduler.core.placement.index import CapacityIndex, Group
-from scheduler.core.placement.tiers import tier_rank
 from scheduler.core.policy import Policy
 from scheduler.core.rightsize import resolve
-from scheduler.core.state import Job, Request
-from scheduler.core.vocabulary import Priority
+from scheduler.core.rules.tiers import tier_rank
+from scheduler.core.shape import Shape
+from scheduler.core.state import Job
 
-# Smaller grains first when a request could be served several ways (a memory request: a MIG slice on an
-# A100, whole GPUs on a GPU without MIG): the right-sized grain wastes least.
+# Smaller holdings first when a request could be served several ways (a memory request: a MIG slice on an
+# A100, whole GPUs on a GPU without MIG): the right-sized holding wastes least.
 KIND_RANK: dict[str, int] = {DemandKind.MIG: 0, DemandKind.SHARE: 1, DemandKind.WHOLE: 2}
 
 
@@ -37,33 +38,13 @@ class Option:
         return self.group[0]
 
 
-def request_key(request: Request) -> Hashable:
-    """A request as a plain tuple: hashed and compared in C, where a dataclass's hash and equality run Python
-    code on every lookup of a cache keyed by it."""
-    return (request.gpus, request.mig_profile, request.memory_gib, request.model, request.gpu_milli)
-
-
-def placement_shape(job: Job) -> Hashable:
-    """Everything :func:`find_slots` depends on in a job, but not its identity."""
-    return (
-        request_key(job.request),
-        job.kind,
-        job.gpu_model,
-        job.tier,
-        job.priority == Priority.PRODUCTION,
-        job.replicas,
-        job.cpu_milli,
-        job.memory_mib,
-    )
-
-
 def model_ranks(index: CapacityIndex) -> dict[str, int]:
-    cached = index.memo.get("model_ranks")
+    cached = stored_answer(index, "model_ranks", None)
     if cached is None:
         models = sorted({node.gpu_model for node in index.state.nodes.values()}, key=_model_key)
         cached = {model: rank for rank, model in enumerate(models)}
-        index.memo["model_ranks"] = cached
-    return cached  # type: ignore[return-value]
+        store_answer(index, "model_ranks", None, cached)
+    return cast(dict[str, int], cached)
 
 
 def _model_key(model: str) -> tuple[int, str]:
@@ -73,10 +54,10 @@ def _model_key(model: str) -> tuple[int, str]:
 
 def options_for(index: CapacityIndex, job: Job, policy: Policy) -> tuple[Option, ...]:
     """The job's options on the index's ready nodes, sorted by (tier rank, kind, model rank, group)."""
-    key = ("options", request_key(job.request), job.kind, job.gpu_model, job.tier, job.priority == Priority.PRODUCTION)
-    cached = recall(index, key, policy)
+    key = ("options", Shape.of(job).demand)
+    cached = stored_answer(index, key, policy)
     if cached is not None:
-        return cached  # type: ignore[return-value]
+        return cast(tuple[Option, ...], cached)
     ranks = tier_rank(job)
     models = model_ranks(index)
     demands: dict[str, Demand | None] = {}
@@ -92,19 +73,20 @@ def options_for(index: CapacityIndex, job: Job, policy: Policy) -> tuple[Option,
             found.append(Option(ranks[tier], models[model], group, demand))
     found.sort(key=lambda o: (o.tier_rank, KIND_RANK[o.demand.kind], o.model_rank, o.group))
     options = tuple(found)
-    keep(index, key, policy, options)
+    store_answer(index, key, policy, options)
     return options
 
 
-def recall(index: CapacityIndex, key: Hashable, policy: Policy) -> object | None:
-    """What :func:`keep` kept under ``key`` for ``policy`` in the index's memo, or None. The policy is compared
-    by identity first: a frozen dataclass's equality runs Python code, and a cycle has one policy."""
-    cached = index.memo.get(key)
+def stored_answer(index: CapacityIndex, key: Hashable, policy: Policy | None) -> object | None:
+    """What :func:`store_answer` stored under ``key`` for ``policy`` in the index's answers, or None. The
+    policy is compared by identity first: a frozen dataclass's equality runs Python code, and a cycle has one
+    policy."""
+    cached = index.answers.get(key)
     if cached is None:
         return None
-    held, value = cached  # type: ignore[misc]
+    held, value = cached
     return value if held is policy or held == policy else None
 
 
-def keep(index: CapacityIndex, key: Hashable, policy: Policy, value: object) -> None:
-    index.memo[key] = (policy, value)
+def store_answer(index: CapacityIndex, key: Hashable, policy: Policy | None, value: object) -> None:
+    index.answers[key] = (policy, value)

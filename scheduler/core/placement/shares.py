@@ -68,6 +68,6 @@ def best_share(
                 break
     if best is None:
         return None
-    score, milli = best
-    gpu = index.gpus[score[-1]]
-    return score, (Slot(gpu.node.name, gpu.index, milli=milli),)
+    best_score, milli = best
+    gpu = index.gpus[best_score[-1]]
+    return best_score, (Slot(gpu.node.name, gpu.index, milli=milli),)

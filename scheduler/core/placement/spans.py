@@ -1,4 +1,4 @@
-"""Which GPU models one whole-GPU gang may span (issue 14, item 5).
+"""Which GPU models one whole-GPU gang may span.
 
 The replicas of a gang run each data-parallel step together, so they must be alike: the same whole GPUs per
 replica, each holding the same share of the model. Rules, for a gang whose every option is a whole-GPU
@@ -15,14 +15,14 @@ demand (:mod:`.find` sends only those to :mod:`.topology`):
    on the 80 GB: they do not). A ``gpus`` request states no memory: it already accepts any model it may run
    on alone, the smallest included, so its models mix whenever the class matches.
 3. Never across classes: a gang steps at the pace of its slowest GPU, and classes differ several-fold in
-   speed and in NVLink generation (facts §5.1), so the faster GPUs would mostly wait; models of one class
+   speed and in NVLink generation (docs/gpu-facts.md §5.1), so the faster GPUs would mostly wait; models of one class
    differ in memory and form, not in generation. A job pinned to a model (``gpu_model``) has options on that
    model only, so it never spans; a class pin allows that class's models.
 
 MIG and share demand is placed replica by replica (:func:`.find.replica_by_replica`) and is not concerned.
-Quota needs nothing new: a placement's units are counted per class (:func:`scheduler.core.limits.
+Quota needs nothing new: a placement's units are counted per class (:func:`scheduler.core.rules.limits.
 placement_units`), and a gang spanning models of one class holds units of that class only.
-:func:`scheduler.core.gang.cluster_capacity` counts the nodes of one pool together for the same reason.
+:func:`scheduler.core.rules.gang.cluster_capacity` counts the nodes of one pool together for the same reason.
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ from collections.abc import Sequence
 
 from scheduler.core.plan import Plan
 from scheduler.core.policy import Policy
-from scheduler.core.state import Job, Node, Snapshot
-from scheduler.sim.baselines.common import Free, Need, Slots, place_each, plan_fifo
+from scheduler.core.state import Job, Node, Slots, Snapshot
+from scheduler.sim.baselines.common import Free, Need, place_each, plan_fifo
 
 NAME = "binpack"
 

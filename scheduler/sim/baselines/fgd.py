@@ -26,8 +26,8 @@ from functools import lru_cache
 
 from scheduler.core.plan import Plan
 from scheduler.core.policy import Policy
-from scheduler.core.state import FULL_GPU_MILLI, Job, Node, Slot, Snapshot
-from scheduler.sim.baselines.common import Free, Need, Slots, may_use, plan_fifo, replica_need
+from scheduler.core.state import FULL_GPU_MILLI, Job, Node, Slot, Slots, Snapshot
+from scheduler.sim.baselines.common import Free, Need, may_use, plan_fifo, replica_need
 
 NAME = "fgd"
 Shapes = tuple[tuple[int, int, float], ...]  # (whole GPUs, share milli, popularity)

@@ -32,9 +32,9 @@ from dataclasses import dataclass, field
 
 from scheduler.core.plan import Plan
 from scheduler.core.policy import Policy
-from scheduler.core.state import Job, Node, Running, Slot, Snapshot
+from scheduler.core.state import Job, Node, Running, Slot, Slots, Snapshot
 from scheduler.core.vocabulary import Priority
-from scheduler.sim.baselines.common import ChooseNode, Free, Need, Rescue, Slots, place_each, plan_fifo
+from scheduler.sim.baselines.common import ChooseNode, Free, Need, Rescue, place_each, plan_fifo
 
 RULES = "priority order, preempts lower priority like kube-scheduler"  # the waiting reason's words
 _RANK = {Priority.LOW: 0, Priority.NORMAL: 1, Priority.HIGH: 2, Priority.PRODUCTION: 3}

@@ -11,7 +11,7 @@ Three families, the ones the benchmarks and the suite run:
 A plan is hashed through :func:`canonical` (dataclasses by class name and fields, enums by value, floats
 printed exactly), preceded by the cycle's time: a refactor that turns a string into a ``StrEnum`` of the same
 value, or renames a field's type, leaves the digest alone; a changed decision does not.
-``--plain`` plans with the engine's speed-ups off (:class:`scheduler.core.Policy`'s ``fast``),
+``--plain`` plans with the engine's speed-ups off (``plan_cycle(..., speedups=False)``),
 which must give the same digests.
 
     python -m scheduler.sim.bench.digest [--full] [--plain] [--only scale|mixed|scenario]
@@ -26,7 +26,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import fields, is_dataclass
 from enum import Enum
 from pathlib import Path
-from typing import Any
 
 from scheduler.core import Plan, Policy, Snapshot, plan_cycle
 from scheduler.sim.bench.mixed_matrix import Setup, workload_of
@@ -75,16 +74,9 @@ class Hasher:
 
 def engine(plain: bool) -> Planner:
     def plan(snapshot: Snapshot, policy: Policy, now: float) -> Plan:
-        return plan_cycle(snapshot, _plain(policy) if plain else policy, now)
+        return plan_cycle(snapshot, policy, now, speedups=not plain)
 
     return plan
-
-
-def _plain(policy: Policy) -> Policy:
-    from dataclasses import replace
-
-    switch: dict[str, Any] = {"fast": False} if hasattr(policy, "fast") else {}
-    return replace(policy, **switch) if switch else policy
 
 
 def scale(plain: bool, full: bool) -> Iterator[tuple[str, str, int]]:

@@ -41,11 +41,11 @@ from dataclasses import dataclass
 
 from scheduler.core.capacity import ClusterState, Gpu
 from scheduler.core.demand import Demand, DemandKind
-from scheduler.core.fairshare import PRIORITY_INDEX
-from scheduler.core.placement.tiers import allowed_tiers
 from scheduler.core.plan import Plan
 from scheduler.core.policy import Policy
 from scheduler.core.rightsize import memory_need_mib, resolve
+from scheduler.core.rules.fairshare import PRIORITY_INDEX
+from scheduler.core.rules.tiers import allowed_tiers
 from scheduler.core.state import FULL_GPU_MILLI, Job, Snapshot
 
 ROOM_INSTANCE = "room-instance"

@@ -1,4 +1,4 @@
-"""ClusterState questions and guards: free instances, holders, slot units, free slots, layout changes."""
+"""ClusterState questions and guards: free instances, holders, slot units, free slots, reconfigurations."""
 
 from __future__ import annotations
 

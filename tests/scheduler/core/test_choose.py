@@ -8,10 +8,10 @@ import pytest
 
 from scheduler.core import plan_cycle
 from scheduler.core.choose import Choice, choose
-from scheduler.core.fairshare import FairShare
 from scheduler.core.placement import IndexedClusterState, find_slots
+from scheduler.core.rules.fairshare import FairShare
+from scheduler.core.speedups.trial import TrialPlacement
 from scheduler.core.state import Job, Node, Request, Running, Slot, Snapshot, Team
-from scheduler.core.trial import TrialPlacement
 from scheduler.core.vocabulary import JobKind, Priority
 from tests.scheduler.core.test_firstfit import A100, A100_40, NOW, POLICY, mig_running
 
@@ -76,8 +76,8 @@ def test_the_cycle_binds_the_admitted_placement() -> None:
 
 
 def test_a_search_keeps_the_placement_it_found_while_it_is_free_and_admitted() -> None:
-    """trial.py, keeps rule 3: with a mix of admitted and refused grains, a victim put back elsewhere needs no
-    trial while the placement found is still free and its grain still admitted at the team's usage."""
+    """trial.py, keeps rule 3: with a mix of admitted and refused holdings, a victim put back elsewhere needs no
+    trial while the placement found is still free and its holding still admitted at the team's usage."""
     world = snapshot(5)
     state = IndexedClusterState(world, NOW)
     fairness = FairShare(world.teams, state, POLICY)

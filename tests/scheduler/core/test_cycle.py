@@ -1,4 +1,4 @@
-"""plan_cycle (issue 3): rejections, fair order, admission, preemption, repartition and explanations wired
+"""plan_cycle (issue 3): rejections, fair order, admission, preemption, reconfiguration and explanations wired
 into one pure, deterministic cycle."""
 
 from __future__ import annotations
@@ -249,7 +249,7 @@ def test_no_drain_when_a_layout_change_on_an_idle_gpu_serves_production() -> Non
 
 
 def test_a_drain_that_repartition_will_not_follow_is_rolled_back() -> None:
-    # The job is too young for the hysteresis: repartition plans nothing, so nothing is evicted.
+    # The job is too young for the hysteresis: reconfiguration plans nothing, so nothing is evicted.
     low = running(job("low", "lab", mig="1g.10gb", priority=Priority.LOW), ((Slot("m", 0, "1g.10gb", 0),),))
     prod = job("p", "svc", mig="7g.80gb", priority=Priority.PRODUCTION, kind=JobKind.INFERENCE, submitted_at=NOW - 1)
     teams = [team("svc", guaranteed=1), team("lab", guaranteed=1)]
@@ -330,7 +330,7 @@ def test_a_production_gang_gets_as_many_changes_as_its_replicas_need() -> None:
 
 
 def test_a_change_for_other_production_demand_is_not_mistaken_for_ones_own() -> None:
-    # Asked with both demands, repartition would re-cut an 80 GB GPU for the 3g gang; the 1g.5gb job (40 GB
+    # Asked with both demands, repartition would reconfigured an 80 GB GPU for the 3g gang; the 1g.5gb job (40 GB
     # parts only) asks again for itself alone and gets the 40 GB GPU.
     # No fallback: the 80 GB GPUs offer only 1g.10gb instances, and p0's quota admits a 1g.5gb but not the
     # whole idle 40 GB GPU.
@@ -352,7 +352,7 @@ def test_production_blocked_by_its_quota_gets_another_turn_when_evictions_lower_
     teams = [team("a", guaranteed=8), team("c", guaranteed=1), team("x", guaranteed=8)]
     nodes = [node("n0", A100), node("n1", A100, 1)]
     plan = _plan(nodes, [slice_job, big, job("l", "a", gpus=1, submitted_at=2)], teams=teams, running_jobs=[over, prod])
-    # p4 comes first but team c is over its quota; p2 then evicts r4 (team c), and p4 at once gets n1 re-cut,
+    # p4 comes first but team c is over its quota; p2 then evicts r4 (team c), and p4 at once gets n1 reconfigured,
     # before "l" could take n1.
     assert plan.evictions == (Evict("r4", "production", "p2"),)
     assert [c.node for c in plan.reconfigurations] == ["n1"]
@@ -478,7 +478,7 @@ def test_the_cycle_leaves_the_garbage_collector_as_it_found_it() -> None:
         gc.enable()
 
 
-# -- production holds a bound node (placement/relayout.py, hold_for) -------------------------------------------
+# -- production holds a bound node (placement/reconfigurations.py, hold_for) -------------------------------------------
 
 
 def _held_world(second_gpu_busy: bool = False) -> Plan:

@@ -1,5 +1,5 @@
 """Engine behaviour under a dynamic workload: a node is either reconfigured or bound to in one plan, idle
-capacity serves waiting MIG inference, proactive repartition, preemption as the last resort."""
+capacity serves waiting MIG inference, proactive reconfiguration, preemption as the last resort."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from scheduler.core.placement.fallback import fallback_slots
 from scheduler.core.placement.options import options_for
 from scheduler.core.plan import Plan
 from scheduler.core.policy import Policy
-from scheduler.core.repartition import MAX_NODES_PER_CYCLE, nodes_per_cycle
+from scheduler.core.rules.reconfiguration import MAX_NODES_PER_CYCLE, nodes_per_cycle
 from scheduler.core.state import Job, Node, Slot
 from scheduler.core.vocabulary import JobKind, Priority
 from tests.scheduler.properties.builders import A100, NOW, job, node, running, snapshot, state_of, team
@@ -70,7 +70,7 @@ def _prod(job_id: str = "p", **kw: object) -> Job:
 
 
 def test_production_takes_the_least_oversized_free_instance_even_on_an_idle_gpu() -> None:
-    # GPU 0 is idle with two 3g.40gb: a re-cut would take 300 s, its free 3g.40gb holds a 2g.20gb at once and
+    # GPU 0 is idle with two 3g.40gb: a reconfiguration would take 300 s, its free 3g.40gb holds a 2g.20gb at once and
     # is less oversized than the idle MIG-off GPU 1.
     state = state_of([node("m", A100, 2, mig=["all-3g.40gb", ""])])
     assert fallback_slots(state, _prod(mig="2g.20gb"), POLICY) == ((Slot("m", 0, "3g.40gb", 0),),)
@@ -93,7 +93,7 @@ def test_production_takes_a_whole_idle_gpu_when_no_larger_instance_is_free() -> 
 
 
 def test_production_fallback_is_counted_at_what_it_holds_and_needs_the_quota() -> None:
-    # A 4g.40gb fits a 0.6-GPU burst limit, a whole GPU does not: the job gets a layout change instead.
+    # A 4g.40gb fits a 0.6-GPU burst limit, a whole GPU does not: the job gets a reconfiguration instead.
     nodes = [node("m", A100, 1)]
     prod = _prod(team="s", mig="4g.40gb")
     plan = plan_cycle(snapshot(nodes, [prod], [team("s", guaranteed=0.6, burst=0.6)]), POLICY, NOW)
@@ -104,7 +104,7 @@ def test_production_fallback_is_counted_at_what_it_holds_and_needs_the_quota() -
     assert [(b.job, b.slots) for b in plan.binds] == [("p", ((Slot("m", 0),),))] and not plan.reconfigurations
 
 
-# -- several nodes per cycle (repartition rule 5) -------------------------------------------------------------
+# -- several nodes per cycle (reconfiguration rule 5) -------------------------------------------------------------
 
 
 def test_one_node_may_change_per_cycle_for_every_eight_mig_capable_ready_nodes() -> None:

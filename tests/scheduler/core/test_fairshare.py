@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 from scheduler.core.capacity import UNITS_PER_GPU
-from scheduler.core.fairshare import FairShare, job_class
-from scheduler.core.limits import (
+from scheduler.core.policy import Policy
+from scheduler.core.rules.fairshare import FairShare, job_class
+from scheduler.core.rules.limits import (
     ANY,
     Admission,
     Limits,
@@ -16,7 +17,6 @@ from scheduler.core.limits import (
     guarantee_limits,
     placement_units,
 )
-from scheduler.core.policy import Policy
 from scheduler.core.state import Job, Node, Running, Slot, Team
 from scheduler.core.vocabulary import Priority
 from tests.scheduler.core.test_preemption import A100, H100, job, node, on, ones, run, team, world
@@ -498,8 +498,8 @@ def test_running_jobs_drop_removed_jobs_in_fill_order_and_feed_the_borrowed_fill
 def test_running_spots_are_the_distinct_nodes_and_grains_of_a_running_job() -> None:
     two_nodes = run(job("x", "t", gpus=2), (on("a1", 0)[0], on("a1", 1)[0], on("h1", 0)[0]))
     _, fs = world(NODES, [team("t", {"any": 8})], [two_nodes])
-    assert fs.running_spots("x") == (("a1", False), ("h1", False))
-    assert fs.running_spots("x") is fs.running_spots("x")  # cached
+    assert fs.running_slot_nodes("x") == (("a1", False), ("h1", False))
+    assert fs.running_slot_nodes("x") is fs.running_slot_nodes("x")  # cached
 
 
 @pytest.mark.parametrize(

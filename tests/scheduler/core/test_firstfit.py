@@ -7,22 +7,21 @@ from dataclasses import replace
 
 import pytest
 
-from scheduler.core.fairshare import FairShare
 from scheduler.core.placement import IndexedClusterState
-from scheduler.core.placement.firstfit import NEVER, FirstFit, first_fit
 from scheduler.core.policy import Policy
 from scheduler.core.preemption import NO_SHORTCUTS, Shortcuts, find_victims
-from scheduler.core.quotafit import QuotaFit
-from scheduler.core.state import Job, Node, Request, Running, Slot, Snapshot, Team
-from scheduler.core.trial import TrialPlacement
-from scheduler.core.victims import Candidate
+from scheduler.core.rules.eviction import Candidate
+from scheduler.core.rules.fairshare import FairShare
+from scheduler.core.speedups.firstfit import NEVER, FirstFit, first_fit
+from scheduler.core.speedups.quotafit import QuotaFit
+from scheduler.core.speedups.trial import TrialPlacement
+from scheduler.core.state import Job, Node, Request, Running, Slot, Slots, Snapshot, Team
 from scheduler.core.vocabulary import JobKind, Priority
 
 A100 = "A100-SXM4-80GB"
 POLICY = Policy(min_runtime_s=0.0)
 NOW = 10_000.0
 BALANCED = (("1g.10gb", 0), ("1g.10gb", 1), ("2g.20gb", 2), ("3g.40gb", 4))
-Slots = tuple[tuple[Slot, ...], ...]
 
 
 def whole(node: str, *gpus: int) -> Slots:
@@ -49,7 +48,7 @@ def world(nodes: list[Node], jobs: list[Running], guarantee: float = 16.0) -> tu
 def fit(state: IndexedClusterState, job: Job, pool: list[tuple[str, Slots]], admitted: bool = True) -> FirstFit | None:
     assert state.index is not None
     state.index.flush()
-    return first_fit(state, state.index, job, POLICY, pool, lambda outcomes: admitted)
+    return first_fit(state, state.index, job, POLICY, pool, lambda holdings: admitted)
 
 
 def pool_of(state: IndexedClusterState, *ids: str) -> list[tuple[str, Slots]]:
@@ -178,12 +177,12 @@ def test_the_quota_replay_gives_up_where_a_usage_admits_some_placements_only() -
     state, fairness = world(nodes, [], guarantee=1.0)  # 7,000 units
     pending = Job(id="p", team="a", request=Request(mig_profile="1g.10gb"), kind=JobKind.INFERENCE)
     replay = QuotaFit(state, state.index, fairness, pending, POLICY)  # type: ignore[arg-type]
-    outcomes = {("A100", 1000), ("A100", 3000)}
+    holdings = {("A100", 1000), ("A100", 3000)}
     # Everything gone: 4,000 held, both fit under 7,000. Putting back the last victim (1,000) leaves 5,000:
     # a 1g (6,000) fits, a 3g (8,000) does not — the search could go either way.
-    assert replay._pruned_alike(outcomes, {"A100": 4000}, [(0, {"A100": 2000}), (3, {"A100": 1000})]) is None
+    assert replay._pruned_alike(holdings, {"A100": 4000}, [(0, {"A100": 2000}), (3, {"A100": 1000})]) is None
     # With victims of 3,000 each: back to 7,000 admits neither, so each is kept.
-    kept = replay._pruned_alike(outcomes, {"A100": 1000}, [(0, {"A100": 3000}), (2, {"A100": 3000})])
+    kept = replay._pruned_alike(holdings, {"A100": 1000}, [(0, {"A100": 3000}), (2, {"A100": 3000})])
     assert kept == FirstFit(3, (0, 2))
 
 

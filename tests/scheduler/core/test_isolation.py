@@ -63,8 +63,8 @@ def _poison(monkeypatch: pytest.MonkeyPatch, target: str, name: str, bad: set[st
         ("scheduler.core.cycle", "choose", BINDS),  # its turn in fair order
         ("scheduler.core.cycle", "need_text", WAITS),  # its explanation
         ("scheduler.core.placement.mix", "options_for", BINDS),  # the demand mix, before any turn
-        ("scheduler.core.placement.relayout", "options_for", WAITS),  # the layout-change pass
-        ("scheduler.core.cycle", "never_runs_reason", BINDS),  # the screen: rejected without a second pass
+        ("scheduler.core.placement.reconfigurations", "options_for", WAITS),  # the layout-change pass
+        ("scheduler.core.screening", "never_runs_reason", BINDS),  # the screen: rejected without a second pass
     ],
 )
 def test_a_job_that_raises_is_rejected_alone_and_the_rest_is_planned_as_without_it(

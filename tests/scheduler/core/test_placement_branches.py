@@ -1,4 +1,4 @@
-"""Placement corners: ties among equal nodes, leaves and hosts; nodes short of CPU skipped in every grain."""
+"""Placement corners: ties among equal nodes, leaves and hosts; nodes short of CPU skipped in every holding."""
 
 from __future__ import annotations
 
@@ -6,12 +6,11 @@ import pytest
 
 from scheduler.core.placement import find_slots
 from scheduler.core.policy import Policy
-from scheduler.core.state import Job, Node, Running, Slot
+from scheduler.core.state import Job, Node, Running, Slot, Slots
 from scheduler.core.vocabulary import Interconnect, JobKind
 from tests.scheduler.properties.builders import A100, H100, job, node, running, state_of, whole
 
 POLICY = Policy()
-Slots = tuple[tuple[Slot, ...], ...]
 
 
 def _busy(node_name: str, *gpus: int) -> Running:

@@ -1,5 +1,5 @@
 """Idle classes (placement/idle.py): kept by the capacity index as the cycle places, evicts and re-lays out,
-always equal to a fresh scan, and giving re-partitioning the same answer as a scan of every node."""
+always equal to a fresh scan, and giving reconfiguration the same answer as a scan of every node."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from collections import defaultdict
 from scheduler.core.capacity import ClusterState
 from scheduler.core.demand import Demand
 from scheduler.core.placement import IndexedClusterState
-from scheduler.core.placement.idle import IdleKey, idle_key
 from scheduler.core.policy import Policy
-from scheduler.core.repartition import plan_repartition
+from scheduler.core.rules.reconfiguration import plan_reconfiguration
+from scheduler.core.speedups.idle import IdleKey, idle_key
 from scheduler.core.state import Job, Request
 from scheduler.core.vocabulary import JobKind
 from scheduler.sim.bench.synthetic import NOW, ClusterShape, synthetic_snapshot
@@ -64,10 +64,10 @@ def test_repartition_answers_the_same_from_the_classes_and_from_a_scan() -> None
         demand = [(job, Demand.mig(profile))]
         whole = [(Job(id="w", team="team00", request=Request(gpus=2)), Demand.whole(2))]
         for exclude in ((), ("n00000", "n00001")):
-            changes = plan_repartition(indexed, demand, policy, NOW, exclude=exclude)
-            assert changes == plan_repartition(plain, demand, policy, NOW, exclude=exclude)
+            changes = plan_reconfiguration(indexed, demand, policy, NOW, exclude=exclude)
+            assert changes == plan_reconfiguration(plain, demand, policy, NOW, exclude=exclude)
             changed += bool(changes)
-            assert plan_repartition(indexed, [], policy, NOW, pending_whole=whole, exclude=exclude) == (
-                plan_repartition(plain, [], policy, NOW, pending_whole=whole, exclude=exclude)
+            assert plan_reconfiguration(indexed, [], policy, NOW, pending_whole=whole, exclude=exclude) == (
+                plan_reconfiguration(plain, [], policy, NOW, pending_whole=whole, exclude=exclude)
             )
     assert changed >= 4, "most demands must find a change, or the comparison proves little"

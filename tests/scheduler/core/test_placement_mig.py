@@ -26,7 +26,7 @@ def _mix(**profiles: int) -> DemandMix:
 @pytest.mark.parametrize(
     ("mix", "idle", "free", "expected"),
     [
-        ({}, True, ("1g.10gb", "3g.40gb"), 0),  # an idle GPU can be re-cut: not fragmented
+        ({}, True, ("1g.10gb", "3g.40gb"), 0),  # an idle GPU can be reconfigured: not fragmented
         ({}, False, ("1g.10gb", "3g.40gb"), 4),  # empty mix: every free slice weighs 1
         ({"1g_10gb": 3}, False, ("1g.10gb",), 1),  # 1 × (3 + 1 − 3)
         ({"1g_10gb": 3}, False, ("3g.40gb",), 12),  # 3 × (3 + 1 − 0)
@@ -47,7 +47,7 @@ def test_take_delta_prefers_partly_used_gpus() -> None:
 
 def _place(state: ClusterState, the_job: Job, pending: list[Job]) -> tuple[tuple[Slot, ...], ...] | None:
     index, _ = index_of(state)
-    index.memo["mix"] = observe(state, index, pending, POLICY)
+    index.mix = observe(state, index, pending, POLICY)
     return find_slots(state, the_job, POLICY)
 
 

@@ -38,7 +38,7 @@ def test_fragmentation(sizes: dict[int, int], free: int, expected: int) -> None:
 
 def _place(state: ClusterState, the_job: Job, pending: list[Job]) -> tuple[tuple[Slot, ...], ...] | None:
     index, _ = index_of(state)
-    index.memo["mix"] = observe(state, index, pending, POLICY)
+    index.mix = observe(state, index, pending, POLICY)
     return find_slots(state, the_job, POLICY)
 
 

@@ -7,11 +7,11 @@ import pytest
 from scheduler.core import plan_cycle, rejection_reason
 from scheduler.core.capacity import UNITS_PER_GPU
 from scheduler.core.demand import Demand
-from scheduler.core.limits import placement_units
 from scheduler.core.placement import find_slots, index_of
 from scheduler.core.placement.options import options_for
 from scheduler.core.placement.spans import class_pools, span_key
 from scheduler.core.policy import Policy
+from scheduler.core.rules.limits import placement_units
 from scheduler.core.state import Job, Node, Running
 from scheduler.core.vocabulary import CapacityTier, JobTier
 from tests.scheduler.properties.builders import (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.core.placement.tiers import allowed_tiers, tier_rank
+from scheduler.core.rules.tiers import allowed_tiers, tier_rank
 from scheduler.core.vocabulary import CapacityTier, JobKind, JobTier, Priority
 from tests.scheduler.properties.builders import job
 

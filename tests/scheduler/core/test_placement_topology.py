@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from scheduler.core.placement import find_slots
-from scheduler.core.placement.topology import _from_hist
 from scheduler.core.policy import Policy
+from scheduler.core.rules.topology import _from_hist
 from scheduler.core.state import Running
 from scheduler.core.vocabulary import CapacityTier, Interconnect
 from tests.scheduler.properties.builders import A100, H100, job, node, running, state_of, whole

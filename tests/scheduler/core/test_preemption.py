@@ -12,17 +12,16 @@ from dataclasses import replace
 import pytest
 
 from scheduler.core.capacity import ClusterState, model_matches
-from scheduler.core.fairshare import FairShare
-from scheduler.core.limits import placement_units
 from scheduler.core.plan import Evict
 from scheduler.core.policy import Policy
 from scheduler.core.preemption import candidates, find_victims
-from scheduler.core.state import Job, Node, Preemption, Request, Running, Slot, Snapshot, Team
+from scheduler.core.rules.fairshare import FairShare
+from scheduler.core.rules.limits import placement_units
+from scheduler.core.state import Job, Node, Preemption, Request, Running, Slot, Slots, Snapshot, Team
 from scheduler.core.vocabulary import Priority
 
 A100 = "A100-SXM4-80GB"
 H100 = "H100-SXM5-80GB"
-Slots = tuple[tuple[Slot, ...], ...]
 POLICY = Policy(min_runtime_s=300.0, ping_pong_window_s=1800.0)
 NOW = 10_000.0
 
@@ -470,7 +469,7 @@ def test_many_candidates_need_few_placement_calls() -> None:
     assert calls <= 8 + 3 + 3  # doubling + bisection + pruning, not one call per candidate
 
 
-# -- candidates by grain ------------------------------------------------------------------------------------
+# -- candidates by holding ------------------------------------------------------------------------------------
 
 MIXED = node("n1", gpus=2, mig=((("3g.40gb", 0), ("4g.40gb", 4)), ()))
 MIG_VICTIM = run(

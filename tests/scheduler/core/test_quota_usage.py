@@ -1,12 +1,12 @@
 """Preemption for a job whose quota, not capacity, is what stops it (quotafit.QuotaFit._by_usage), and the
-guard that the victims' nodes cannot make room for it (placement.firstfit.room_added)."""
+guard that the victims' nodes cannot make room for it (speedups.firstfit.room_added)."""
 
 from __future__ import annotations
 
-from scheduler.core.fairshare import FairShare
 from scheduler.core.placement import IndexedClusterState
-from scheduler.core.placement.firstfit import FirstFit, room_added
-from scheduler.core.quotafit import QuotaFit
+from scheduler.core.rules.fairshare import FairShare
+from scheduler.core.speedups.firstfit import FirstFit, room_added
+from scheduler.core.speedups.quotafit import QuotaFit
 from scheduler.core.state import Job, Node, Request, Running, Slot, Snapshot, Team
 from scheduler.core.vocabulary import JobKind, Priority
 from tests.scheduler.core.test_firstfit import (
@@ -88,7 +88,7 @@ def test_no_answer_when_the_usage_never_gets_low_enough() -> None:
 
 
 def test_no_answer_when_a_victims_node_could_make_room() -> None:
-    # Team b's 1g.20gb on a reserved 80 GB GPU: evicting it frees the job's own grain, which the quota admits.
+    # Team b's 1g.20gb on a reserved 80 GB GPU: evicting it frees the job's own holding, which the quota admits.
     r1 = Node("r1", A100, 1, tier="reserved", mig=((("1g.20gb", 0), ("3g.40gb", 4)),))
     held = (mig_running("b-twenty", "b", "r1", "1g.20gb", 0), mig_running("b-forty", "b", "r1", "3g.40gb", 4))
     state, fairness = quota_world(nodes=(r1,), jobs=held)
@@ -101,16 +101,16 @@ def test_no_answer_when_a_victims_node_could_make_room() -> None:
 # -- can the victims' nodes make room? -------------------------------------------------------------------------
 
 
-Outcome = tuple[str, int]
-Outcomes = set[Outcome]
+Holding = tuple[str, int]
+Holdings = set[Holding]
 
 
 def added(
     state: IndexedClusterState,
     job: Job,
     ids: tuple[str, ...],
-    allowed: Outcomes,
-    offered: frozenset[Outcome] = frozenset(),
+    allowed: Holdings,
+    offered: frozenset[Holding] = frozenset(),
 ) -> bool:
     assert state.index is not None
     state.index.flush()
@@ -126,7 +126,7 @@ def test_whole_gpus_and_shares_freed_by_the_victims() -> None:
     one = ("A100", 7000)
     assert added(state, wants(1), ("v1",), {one})
     assert not added(state, wants(1), ("v1",), {one}, offered=frozenset({one}))  # a whole GPU is on offer already
-    assert not added(state, wants(1), ("v1",), {("A100", 1000)})  # not a grain the quota admits
+    assert not added(state, wants(1), ("v1",), {("A100", 1000)})  # not a holding the quota admits
     assert not added(state, wants(2), ("v1",), {("A100", 14000)})  # one GPU of the two is not enough
     half = Job(id="p", team="a", request=Request(gpu_milli=500))
     assert added(state, half, ("sv",), {("A100", 3500)})
@@ -146,7 +146,7 @@ def test_larger_instances_free_before_or_after_the_removals() -> None:
     state, _ = quota_world(nodes=(m1,), jobs=(*held, big))
     three = ("A100", 3000)
     assert added(state, sized, ("big",), {three})  # evicting it frees a 3g.40gb, which the sized job may take
-    assert not added(state, sized, ("big",), {("A100", 1000)})  # ... of a grain the quota refuses
+    assert not added(state, sized, ("big",), {("A100", 1000)})  # ... of a holding the quota refuses
     explicit = Job(id="p", team="a", request=Request(mig_profile="1g.10gb"), kind=JobKind.INFERENCE)
     assert not added(state, explicit, ("big",), {three})  # an explicit profile takes no larger instance
     state, _ = quota_world(nodes=(m1,), jobs=tuple(held))

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from scheduler.core.fairshare import FairShare
 from scheduler.core.placement import IndexedClusterState
-from scheduler.core.placement.grains import possible_units
-from scheduler.core.placement.unseen import unseen_by
+from scheduler.core.placement.holdings import possible_units
 from scheduler.core.policy import Policy
+from scheduler.core.rules.fairshare import FairShare
+from scheduler.core.speedups.trial import TrialPlacement
+from scheduler.core.speedups.unseen import unseen_by
 from scheduler.core.state import Job, Node, Request, Running, Slot, Snapshot, Team
-from scheduler.core.trial import TrialPlacement
 from scheduler.core.vocabulary import Priority
 
 A100 = "A100-SXM4-80GB"
@@ -110,7 +110,7 @@ def test_keeps_promises_only_what_a_trial_confirms() -> None:
     assert slots == whole("n1", 6)
     b0 = state.running["b0"].job
     # Another team's victim on a node the job reads, away from the slots: the slots stay free and every
-    # outcome (one A100 GPU) is admitted.
+    # holding (one A100 GPU) is admitted.
     state.remove("b0")
     state.place(b0, whole("n2", 0))
     assert trial.keeps(b0, whole("n2", 0), slots) and trial() is not None
@@ -128,7 +128,7 @@ def test_keeps_promises_only_what_a_trial_confirms() -> None:
     for i, job in enumerate(extra):
         state.place(job, whole("n2", 6 + i))
     assert not trial.keeps(extra[-1], whole("n2", 7), slots)
-    assert trial() is None and trial.fails_for_less()  # every outcome refused: no fewer evictions help
+    assert trial() is None and trial.fails_for_less()  # every holding refused: no fewer evictions help
 
 
 def test_fails_for_less_knows_when_nothing_fits() -> None:

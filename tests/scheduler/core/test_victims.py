@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import random
 
-from scheduler.core.fairshare import FairShare
 from scheduler.core.placement.mix import DemandMix
 from scheduler.core.preemption import candidates
-from scheduler.core.victims import Victims
+from scheduler.core.rules.fairshare import FairShare
+from scheduler.core.speedups.victims import Victims
 from scheduler.core.vocabulary import Priority
 from tests.scheduler.core.test_preemption import NOW, POLICY, job, node, on, ones, run, team, world
 

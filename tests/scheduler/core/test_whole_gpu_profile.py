@@ -1,5 +1,5 @@
 """A MIG demand for the profile that takes every compute slice holds the whole GPU either way: an idle MIG-off
-GPU serves it now, at any priority, instead of a layout change (placement.fallback.whole_gpu_slots)."""
+GPU serves it now, at any priority, instead of a reconfiguration (placement.fallback.whole_gpu_slots)."""
 
 from __future__ import annotations
 

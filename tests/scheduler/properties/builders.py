@@ -6,13 +6,12 @@ from collections.abc import Sequence
 
 from scheduler.core.layouts import named_layout
 from scheduler.core.placement import IndexedClusterState
-from scheduler.core.state import Job, Node, Request, Running, Slot, Snapshot, Team
+from scheduler.core.state import Job, Node, Request, Running, Slot, Slots, Snapshot, Team
 from scheduler.core.vocabulary import CapacityTier, Interconnect, JobKind, JobTier, Priority
 
 A100 = "A100-SXM4-80GB"
 A100_40 = "A100-SXM4-40GB"
 H100 = "H100-SXM5-80GB"
-Slots = tuple[tuple[Slot, ...], ...]
 NOW = 10_000.0
 
 

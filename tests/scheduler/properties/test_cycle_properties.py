@@ -29,10 +29,10 @@ from scheduler.core.capacity import UNITS_PER_GPU, ClusterState, gpu_class_of, s
 from scheduler.core.catalog import GPU_MODEL_BY_NAME, validate_layout
 from scheduler.core.demand import DemandKind
 from scheduler.core.layouts import named_layout, named_layouts
-from scheduler.core.limits import burst_limits, guarantee_limits
 from scheduler.core.placement import find_slots
-from scheduler.core.placement.tiers import allowed_tiers
 from scheduler.core.rightsize import resolve
+from scheduler.core.rules.limits import burst_limits, guarantee_limits
+from scheduler.core.rules.tiers import allowed_tiers
 from scheduler.core.state import Request
 from scheduler.core.vocabulary import CapacityTier, Interconnect, JobKind, JobTier, Priority
 from tests.scheduler.properties.apply import apply_plan
@@ -348,8 +348,8 @@ def test_a_plan_applied_twice_changes_nothing(snapshot: Snapshot) -> None:
     assert not bound & {bind.job for bind in again.binds}
     # Work bound by the first plan is fresh in the second cycle: the minimum runtime protects it from every
     # ground but production's, which must run now (preemption rules). The case Hypothesis found first — a
-    # production job whose only layout change was on a node the first plan bound, draining the lower work that
-    # took the idle GPU meanwhile — now holds that node (relayout.hold_for, scenario 47); production may still
+    # production job whose only reconfiguration was on a node the first plan bound, draining the lower work that
+    # took the idle GPU meanwhile — now holds that node (Reconfigurations.hold_for, scenario 47); production may still
     # evict fresh work on its own ground.
     priority = {job.id: job.priority for job in after.pending}
     for evict in again.evictions:
@@ -365,7 +365,7 @@ def test_a_plan_applied_twice_changes_nothing(snapshot: Snapshot) -> None:
 def test_no_eviction_is_undone_by_the_next_cycle(snapshot: Snapshot) -> None:
     """Issue 14, item 2: nothing one plan evicts to make room within the quotas (priority, reclaim) is bound
     again by the next plan, with no change in demand in between (no job ends or arrives) — such an eviction was
-    not needed, and undoing it is churn. Production's victims and drains for a layout change are held to the
+    not needed, and undoing it is churn. Production's victims and drains for a reconfiguration are held to the
     letter: never bound again on the GPUs they were evicted from. Production may evict work that can run on
     other free capacity production itself cannot use (a larger idle GPU than its cap allows), and a drain
     empties one GPU for a new layout: then the victim moves, which is no undo."""

@@ -16,12 +16,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scheduler.core.capacity import ClusterState, gpu_class_of
-from scheduler.core.fairshare import FairShare, job_key
-from scheduler.core.limits import placement_units
 from scheduler.core.policy import Policy
-from scheduler.core.preemption import PRIORITY, PRODUCTION, RECLAIM, find_victims
+from scheduler.core.preemption import find_victims
+from scheduler.core.rules.fairshare import FairShare, job_key
+from scheduler.core.rules.limits import placement_units
 from scheduler.core.state import Job, Node, Preemption, Running, Snapshot, Team
-from scheduler.core.vocabulary import Priority
+from scheduler.core.vocabulary import EvictionReason, Priority
 from tests.scheduler.core.test_preemption import A100, H100, admitted, first_fit, job, team
 
 POLICY = Policy(min_runtime_s=300.0, ping_pong_window_s=1800.0)
@@ -203,15 +203,17 @@ def test_victims_make_the_placement_possible_and_are_minimal(world: World, data:
         assert eviction.job not in state.placed and eviction.by == "pending"
         assert victim.job.priority != Priority.PRODUCTION
         assert eviction.job not in history  # no ping-pong
-        if eviction.reason == PRIORITY:
+        if eviction.reason == EvictionReason.PRIORITY:
             assert victim.job.team == pending.team and victim.job.preemptible
             assert rank[victim.job.priority] > rank[pending.priority]
-        elif eviction.reason == RECLAIM:
-            assert victim.job.team != pending.team and victim.job.preemptible
+        elif eviction.reason == EvictionReason.RECLAIM:
+            assert victim.job.preemptible
             assert eviction.job in borrowed_before[victim.job.team]  # never below the victim's guarantee
+            if victim.job.team == pending.team:  # the team's own borrowed work yields to its firm work
+                assert not pending.preemptible and pending.priority != Priority.PRODUCTION
         else:
-            assert eviction.reason == PRODUCTION and pending.priority == Priority.PRODUCTION
-        if eviction.reason != PRODUCTION:
+            assert eviction.reason == EvictionReason.PRODUCTION and pending.priority == Priority.PRODUCTION
+        if eviction.reason != EvictionReason.PRODUCTION:
             assert NOW - victim.started_at >= POLICY.min_runtime_s
         # Minimal: putting this one victim back makes the placement fail.
         statement = state.begin()

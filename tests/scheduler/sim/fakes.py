@@ -9,8 +9,6 @@ from scheduler.core.plan import Bind, Plan, Reject, Waiting
 from scheduler.core.policy import Policy
 from scheduler.core.state import Job, Slot, Snapshot
 
-Slots = tuple[tuple[Slot, ...], ...]
-
 
 def _replica(state: ClusterState, job: Job) -> tuple[Slot, ...] | None:
     request = job.request

@@ -1,6 +1,6 @@
-"""MIG repartitioning: new layouts for idle GPUs when pending MIG demand does not match the current ones.
+"""MIG reconfiguration: new layouts for idle GPUs when pending MIG demand does not match the current ones.
 
-:func:`plan_repartition` is pure: it reads the :class:`ClusterState` and returns :class:`Reconfigure`
+:func:`plan_reconfiguration` is pure: it reads the :class:`ClusterState` and returns :class:`Reconfigure`
 operations; the cycle applies them (``state.set_layout``) and records them in the plan. The rules:
 
 1. **Which demand.** ``pending_mig`` holds the MIG demands that placement could not serve this cycle (so
@@ -16,9 +16,9 @@ operations; the cycle applies them (``state.set_layout``) and records them in th
    cycle_s`` cycles (a pending job has been unmet every cycle since it arrived). Younger demand does not
    trigger a change, but when a change happens it shapes the layout (rule 4).
 3. **Which GPUs.** Only GPUs with no instance in use are changed (a geometry change destroys every instance
-   on the GPU, facts §0.2; we never evict for a layout change), on catalog MIG-capable models, on nodes
+   on the GPU, docs/gpu-facts.md §0.2; we never evict for a reconfiguration), on catalog MIG-capable models, on nodes
    that are schedulable, not already reconfiguring and not in ``exclude`` (the cycle passes the nodes that
-   took a bind this cycle: the MIG Manager pauses a node's device plugin while it works, facts §3.1, so a
+   took a bind this cycle: the MIG Manager pauses a node's device plugin while it works, docs/gpu-facts.md §3.1, so a
    node is either bound to or reconfigured in one plan, never both). MIG-off idle GPUs are converted only
    when no aged whole-GPU demand could use them, and nodes needing fewer conversions are preferred, so MIG
    demand must dominate before whole GPUs are given up. (Measured on B2: letting MIG demand convert idle GPUs
@@ -32,7 +32,7 @@ operations; the cycle applies them (``state.set_layout``) and records them in th
    strictly more aged demand than its current one, and what it serves is taken off the demand before the
    next GPU is considered.
 5. **One node per call.** The GPU Operator applies a configuration per node and pauses that node's GPU
-   clients while it works (facts §3.1), so one call changes one node: the node whose changes serve the most
+   clients while it works (docs/gpu-facts.md §3.1), so one call changes one node: the node whose changes serve the most
    aged demand, then the fewest MIG-off conversions, the fewest GPUs changed, and the node name. The cycle
    may call again for the demand still unserved, up to :func:`nodes_per_cycle` nodes a cycle (one per
    :data:`NODES_PER_CHANGE` MIG-capable ready nodes, at least 1, at most :data:`MAX_NODES_PER_CYCLE`): a
@@ -47,19 +47,19 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 from scheduler.core.capacity import ClusterState, Gpu
 from scheduler.core.catalog import COMPUTE_SLICES, GPU_MODEL_BY_NAME, validate_layout
 from scheduler.core.demand import Demand, DemandKind
 from scheduler.core.layouts import maximal_layouts
-from scheduler.core.placement.idle import IdleKey, idle_key, idle_order
-from scheduler.core.placement.tiers import allowed_tiers
 from scheduler.core.plan import Reconfigure
 from scheduler.core.policy import Policy
 from scheduler.core.rightsize import resolve
+from scheduler.core.rules.tiers import allowed_tiers
+from scheduler.core.shape import Shape
+from scheduler.core.speedups.idle import IdleKey, idle_key, idle_order
+from scheduler.core.speedups.memo import current_memo, memoized
 from scheduler.core.state import Job, MigLayout
-from scheduler.core.vocabulary import Priority
 
 WHOLE_KEY = "whole"
 NODES_PER_CHANGE = 8  # one node may change per cycle for every 8 MIG-capable ready nodes (rule 5)
@@ -89,7 +89,7 @@ class _Need:
         return any(name.endswith("+me") for name, _ in self.aged + self.young)
 
 
-def plan_repartition(
+def plan_reconfiguration(
     state: ClusterState,
     pending_mig: Pending,
     policy: Policy,
@@ -98,7 +98,7 @@ def plan_repartition(
     pending_whole: Pending = (),
     exclude: Collection[str] = (),
 ) -> list[Reconfigure]:
-    """The layout changes of this cycle: on at most one node, only idle GPUs, never an illegal layout.
+    """The reconfigurations of this cycle: on at most one node, only idle GPUs, never an illegal layout.
 
     Does not mutate ``state``. Returns the operations sorted by GPU index (module docstring for the rules).
     """
@@ -111,7 +111,7 @@ def plan_repartition(
     shapes = (_by_shape(aged_mig), _by_shape(young_mig), _by_shape(aged_whole))
     needs: dict[tuple[str, str], _Need] = {}
     best: tuple[tuple[int, int, int, str], IdleKey] | None = None
-    # Nodes of one idle class differ only by name (placement.idle): the first one not excluded stands for it.
+    # Nodes of one idle class differ only by name (speedups.idle): the first one not excluded stands for it.
     names, classes = _idle_classes(state, now)
     for key, ordinals in classes.items():
         model, tier, layouts = key
@@ -140,11 +140,11 @@ def plan_repartition(
 
 
 def _idle_classes(state: ClusterState, now: float) -> tuple[list[str], dict[IdleKey, list[int]]]:
-    """The idle classes (:mod:`scheduler.core.placement.idle`) of the nodes a layout change may use at ``now``
+    """The idle classes (:mod:`scheduler.core.speedups.idle`) of the nodes a reconfiguration may use at ``now``
     (rule 3), each a list of ordinals into the returned node names, in name order: kept by the cycle's
-    capacity index when the state has one for ``now``, else found by a scan."""
+    capacity index when the state has one for ``now`` (and the speed-ups are on), else found by a scan."""
     index = getattr(state, "index", None)
-    if index is not None and index.now == now:
+    if index is not None and index.now == now and current_memo().enabled:
         index.flush()
         return index.node_names, index.idle.classes
     return _scanned_classes(state, now)
@@ -197,7 +197,7 @@ def _by_shape(jobs: Iterable[Job]) -> list[tuple[Job, int]]:
     replicas: dict[tuple[object, ...], int] = {}
     first: dict[tuple[object, ...], Job] = {}
     for job in jobs:
-        shape = (job.request, job.kind, job.gpu_model, job.tier, job.priority == Priority.PRODUCTION)
+        shape = Shape.of(job).demand
         replicas[shape] = replicas.get(shape, 0) + job.replicas
         first.setdefault(shape, job)
     return [(first[shape], count) for shape, count in replicas.items()]
@@ -263,7 +263,7 @@ def _serves(candidate: _Candidate, wanted: tuple[tuple[str, int, int], ...]) -> 
     return served
 
 
-@lru_cache(maxsize=64)
+@memoized(maxsize=64)
 def _candidates(model: str, with_me: bool) -> tuple[_Candidate, ...]:
     profiles = GPU_MODEL_BY_NAME[model].profiles()
     found = []
@@ -284,7 +284,7 @@ def _counts(model: str, layout: MigLayout) -> tuple[tuple[str, int, int], ...]:
     return tuple((name, n, profiles[name].compute_slices) for name, n in Counter(n for n, _ in layout).items())
 
 
-@lru_cache(maxsize=4096)
+@memoized(maxsize=4096)
 def _plan_node(
     model: str, layouts: tuple[MigLayout, ...], need: _Need
 ) -> tuple[int, tuple[tuple[int, MigLayout], ...]]:
@@ -326,7 +326,7 @@ def _frozen(counts: Counter[str]) -> tuple[tuple[str, int], ...]:
     return tuple(sorted((name, n) for name, n in counts.items() if n > 0))
 
 
-@lru_cache(maxsize=16384)
+@memoized(maxsize=16384)
 def _best_layout(
     model: str, with_me: bool, current: MigLayout, aged: tuple[tuple[str, int], ...], young: tuple[tuple[str, int], ...]
 ) -> tuple[tuple[int, ...], MigLayout]:

@@ -1,21 +1,21 @@
-"""MIG layout changes within a cycle: when, for whom, and who is told to wait for them.
+"""MIG reconfigurations within a cycle: when, for whom, and who is told to wait for them.
 
 The cycle asks at two moments:
 
-- :meth:`Relayout.for_production` — a production job with MIG demand found no instance, larger instance
+- :meth:`Reconfigurations.for_production` — a production job with MIG demand found no instance, larger instance
   or whole idle GPU (:mod:`.fallback`). It must not wait behind lower work, so its changes are made *now*,
   before lower work takes the GPUs it needs (an idle GPU's change without the hysteresis): it first claims
   free instances that changes already under way will offer (the snapshot shows a reconfiguring node's new
   layout), then, node by node until its replicas are covered, gets a change on an idle GPU
-  (:func:`~scheduler.core.repartition.plan_repartition`). Only when that fails and preemption found no
+  (:func:`~scheduler.core.rules.reconfiguration.plan_reconfiguration`). Only when that fails and preemption found no
   victims either (the cycle asks again with ``drain=True``) is a GPU drained of lower work (:mod:`.drain`):
   nothing is evicted while an idle GPU could be changed instead.
-- :meth:`Relayout.after_placement` — the MIG (and whole-GPU) demand left unplaced by capacity (or for want
+- :meth:`Reconfigurations.after_placement` — the MIG (and whole-GPU) demand left unplaced by capacity (or for want
   of a ready node): a job whose replicas changes under way will cover waits for them; the rest, if its
-  quota would admit it, asks :func:`plan_repartition` for one node.
+  quota would admit it, asks :func:`plan_reconfiguration` for one node.
 
-Rules: outside production, at most :func:`~scheduler.core.repartition.nodes_per_cycle` nodes change per
-cycle (repartition rule 5: one call per node, each for the demand the previous ones left unserved), less
+Rules: outside production, at most :func:`~scheduler.core.rules.reconfiguration.nodes_per_cycle` nodes change per
+cycle (reconfiguration rule 5: one call per node, each for the demand the previous ones left unserved), less
 the nodes production changed this cycle; production is exempt — it must not wait — and the layout it asks for is cut for
 all of the cycle's production MIG demand where that lands on a node serving it, so one change serves as
 many as fit. A changed node takes nothing new for the rest of the cycle (:meth:`CapacityIndex.retire`; it
@@ -25,8 +25,9 @@ the job is told it waits for the change (blocker ``reconfiguring`` with its ``re
 changes for work its quota would not admit.
 
 A node is either bound to or reconfigured in one plan, never both (the MIG Manager pauses the node's device
-plugin while it works, facts §3.1): a changed node is retired from the index, and a node that took a bind this
-cycle (:meth:`Relayout.bound`, called by the cycle for every bind) is excluded from every change and drain.
+plugin while it works, ``docs/gpu-facts.md`` §3.1): a changed node is retired from the index, and a node that
+took a bind this cycle (:meth:`Reconfigurations.bound`, called by the cycle for every bind) is excluded from
+every change and drain.
 """
 
 from __future__ import annotations
@@ -37,24 +38,26 @@ from dataclasses import replace
 from scheduler.core.capacity import gpu_class_of
 from scheduler.core.demand import Demand, DemandKind
 from scheduler.core.explain import CAPACITY, HELD, NOT_READY, RECONFIGURING, Blocker, demand_units
-from scheduler.core.fairshare import FairShare
 from scheduler.core.isolation import Evaluating
 from scheduler.core.placement.drain import drain_for
-from scheduler.core.placement.index import IndexedClusterState, Slots
-from scheduler.core.placement.options import Option, options_for, placement_shape
-from scheduler.core.placement.tiers import tier_rank
+from scheduler.core.placement.index import IndexedClusterState
+from scheduler.core.placement.options import Option, options_for
 from scheduler.core.plan import Evict, Reconfigure
 from scheduler.core.policy import Policy
-from scheduler.core.repartition import nodes_per_cycle, plan_repartition
 from scheduler.core.rightsize import resolve
-from scheduler.core.state import Job, Preemption
+from scheduler.core.rules.fairshare import FairShare
+from scheduler.core.rules.reconfiguration import nodes_per_cycle, plan_reconfiguration
+from scheduler.core.rules.tiers import tier_rank
+from scheduler.core.shape import placement_shape
+from scheduler.core.speedups.memo import current_memo
+from scheduler.core.state import Job, Preemption, Slots
 from scheduler.core.vocabulary import Priority
 
 Key = tuple[str, int, int]  # (node, GPU, instance start; -1 = the whole GPU, MIG off)
 
 
-class Relayout:
-    """Layout changes of one cycle on ``state``; ``blockers`` (job id → Blocker) is the cycle's, updated here."""
+class Reconfigurations:
+    """Reconfigurations of one cycle on ``state``; ``blockers`` (job id → Blocker) is the cycle's, updated here."""
 
     def __init__(
         self,
@@ -78,23 +81,26 @@ class Relayout:
         self.evictions: list[Evict] = []
         self._production = [job for job in pending if job.priority == Priority.PRODUCTION]
         self._claimed: set[Key] = set()
-        self._offer_lists: dict[Hashable, tuple[int, list[int], list[tuple[Key, float]]]] = {}  # see _offered
-        self._unit_scans: dict[Hashable, tuple[int, int | None]] = {}  # see _units
+        memo = current_memo()
+        self._offer_lists: dict[Hashable, tuple[int, list[int], list[tuple[Key, float]]]] = memo.table()  # see _offered
+        self._unit_scans: dict[Hashable, tuple[int, int | None]] = memo.table()  # see _units
         # could_change_for's answers per job shape: (freed token, answer, the node whose MIG change answered yes)
-        self._could: dict[Hashable, tuple[int, bool, tuple[str, ...]]] = {}
-        self._budget = nodes_per_cycle(state, now)  # nodes changed per cycle outside production (repartition rule 5)
-        self.bound_nodes: set[str] = set()  # nodes that took a bind this cycle: no layout change there
+        self._could: dict[Hashable, tuple[int, bool, tuple[str, ...]]] = memo.table()
+        self._budget = nodes_per_cycle(
+            state, now
+        )  # nodes changed per cycle outside production (reconfiguration rule 5)
+        self.bound_nodes: set[str] = set()  # nodes that took a bind this cycle: no reconfiguration there
         # Changes for production and could_change_for's question skip the hysteresis: production must not wait,
         # and the question is whether a change could serve the job at all.
         self._eager = replace(policy, repartition_hysteresis_cycles=0)
-        self._changing = [  # nodes whose layout change is under way (the snapshot shows the new layout)
+        self._changing = [  # nodes whose reconfiguration is under way (the snapshot shows the new layout)
             (name, node.reconfiguring_until)
             for name, node in sorted(state.nodes.items())
             if node.schedulable and node.reconfiguring_until is not None and node.reconfiguring_until > now
         ]
 
     def bound(self, slots: Slots) -> None:
-        """The cycle bound a job to ``slots``: their nodes take no layout change this cycle."""
+        """The cycle bound a job to ``slots``: their nodes take no reconfiguration this cycle."""
         self.bound_nodes.update(slot.node for replica in slots for slot in replica)
 
     # -- the two moments ---------------------------------------------------------------------------------
@@ -104,12 +110,12 @@ class Relayout:
         ``drain`` False: instances changes under way offer, then changes of idle GPUs only; True: changes of
         GPUs drained of lower work only (the cycle asks after preemption failed: eviction is the last resort)."""
         wanted = job.replicas
-        got = 0 if drain else self._take(job, wanted, partial=True)
+        got = 0 if drain else self._claim(job, wanted, partial=True)
         mig = self._mig_option(job)
         while got < wanted and mig is not None:
             if not self._change_for(job, mig, drain):
                 break
-            got += self._take(job, wanted - got, partial=True)
+            got += self._claim(job, wanted - got, partial=True)
         return got > 0
 
     def hold_for(self, job: Job) -> bool:
@@ -121,7 +127,7 @@ class Relayout:
         if mig is None or not self.bound_nodes:
             return False
         policy = self._eager
-        changes = plan_repartition(self.state, [(job, mig.demand)], policy, self.now)
+        changes = plan_reconfiguration(self.state, [(job, mig.demand)], policy, self.now)
         offering = [c for c in changes if c.node in self.bound_nodes and self._offers(job, [c])]
         if not offering:
             return False
@@ -132,7 +138,7 @@ class Relayout:
         return True
 
     def could_change_for(self, job: Job) -> bool:
-        """Could a layout change of an idle GPU serve ``job`` (its quota admitting it)? MIG demand: a re-cut
+        """Could a reconfiguration of an idle GPU serve ``job`` (its quota admitting it)? MIG demand: a reconfiguration
         offering its profile; whole-GPU demand: idle MIG GPUs turned off, as many as it needs, on one node.
         The cycle asks before it preempts for non-production work: eviction is the last resort, so such a job
         waits for the change (:meth:`after_placement`, with the hysteresis and the node budget) instead."""
@@ -141,30 +147,34 @@ class Relayout:
         option = mig or next((o for o in options if o.demand.kind == DemandKind.WHOLE), None)
         if option is None or not self._would_admit(job, option):
             return False
-        if self._take(job, self._units(job), partial=False, claim=False):
+        if self._claim(job, self._units(job), partial=False, claim=False):
             return True  # a change under way offers it what it needs: after_placement promises it
         shape = placement_shape(job)
         known = self._could.get(shape)
-        if known is not None and self._still(*known):
+        if known is not None and self._answer_holds(*known):
             return known[1]
         policy = self._eager
         if option is mig:
-            changes = plan_repartition(self.state, [(job, option.demand)], policy, self.now, exclude=self.bound_nodes)
+            changes = plan_reconfiguration(
+                self.state, [(job, option.demand)], policy, self.now, exclude=self.bound_nodes
+            )
             answer = self._offers(job, changes)
         else:
             whole = [(job, option.demand)]
-            changes = plan_repartition(self.state, [], policy, self.now, pending_whole=whole, exclude=self.bound_nodes)
+            changes = plan_reconfiguration(
+                self.state, [], policy, self.now, pending_whole=whole, exclude=self.bound_nodes
+            )
             answer = sum(1 for c in changes if not c.new) >= option.demand.gpus * job.replicas
         if not answer:
-            witnesses: tuple[str, ...] = ()
+            deciding_nodes: tuple[str, ...] = ()
         elif option is mig:
-            witnesses = (changes[0].node,)
+            deciding_nodes = (changes[0].node,)
         else:
-            witnesses = tuple(sorted({change.node for change in changes if not change.new}))
-        self._could[shape] = (self.index.freed, answer, witnesses)
+            deciding_nodes = tuple(sorted({change.node for change in changes if not change.new}))
+        self._could[shape] = (self.index.freed, answer, deciding_nodes)
         return answer
 
-    def _still(self, freed: int, answer: bool, witnesses: tuple[str, ...]) -> bool:
+    def _answer_holds(self, freed: int, answer: bool, deciding_nodes: tuple[str, ...]) -> bool:
         """Does a could_change_for answer still hold? A False answer holds while no capacity was freed: binds,
         changes and the nodes they exclude only take idle GPUs away, so a change that was impossible stays
         so. A True answer holds while every node whose change answered took no bind and no change
@@ -172,14 +182,14 @@ class Relayout:
         True answer cannot be kept merely because nothing was freed."""
         if not answer:
             return freed == self.index.freed
-        for node in witnesses:
+        for node in deciding_nodes:
             until = self.state.nodes[node].reconfiguring_until
             if node in self.bound_nodes or (until is not None and until > self.now):
                 return False
         return True
 
     def after_placement(self, order: Sequence[Job]) -> list[Reconfigure]:
-        """The cycle's layout changes, after every job of ``order`` was tried (module doc)."""
+        """The cycle's reconfigurations, after every job of ``order`` was tried (module doc)."""
         pending_mig: list[tuple[Job, Demand]] = []
         pending_whole: list[tuple[Job, Demand]] = []
         for job in order:
@@ -187,7 +197,7 @@ class Relayout:
             if blocker is None or blocker.kind not in (CAPACITY, NOT_READY):
                 continue
             with Evaluating(job.id):  # isolation: a job whose wants cannot be worked out fails alone
-                if self._take(job, self._units(job), partial=False):
+                if self._claim(job, self._units(job), partial=False):
                     continue
                 options = options_for(self.index, job, self.policy)
                 mig = next((o for o in options if o.demand.kind == DemandKind.MIG), None)
@@ -200,15 +210,15 @@ class Relayout:
         # Nodes production changed this cycle count against the budget (they were ready when it was taken).
         budget = self._budget - len({change.node for change in self.changes})
         while budget > 0 and (pending_mig or pending_whole):
-            changes = plan_repartition(
+            changes = plan_reconfiguration(
                 self.state, pending_mig, self.policy, self.now, pending_whole=pending_whole, exclude=self.bound_nodes
             )
             if not changes:
                 break
             self._apply(changes)
             budget -= 1
-            pending_mig = [(j, d) for j, d in pending_mig if not self._take(j, self._units(j), partial=False)]
-            pending_whole = [(j, d) for j, d in pending_whole if not self._take(j, self._units(j), partial=False)]
+            pending_mig = [(j, d) for j, d in pending_mig if not self._claim(j, self._units(j), partial=False)]
+            pending_whole = [(j, d) for j, d in pending_whole if not self._claim(j, self._units(j), partial=False)]
         return self.changes
 
     # -- changing ----------------------------------------------------------------------------------------
@@ -221,10 +231,10 @@ class Relayout:
         exclude = self.bound_nodes
         policy = self._eager
         if not drain:
-            changes = plan_repartition(self.state, [(job, mig.demand), *others], policy, self.now, exclude=exclude)
+            changes = plan_reconfiguration(self.state, [(job, mig.demand), *others], policy, self.now, exclude=exclude)
             if others and not self._offers(job, changes):
-                # Repartition changed a node for the others' sake only: ask again for this job alone.
-                changes = plan_repartition(self.state, [(job, mig.demand)], policy, self.now, exclude=exclude)
+                # Reconfiguration changed a node for the others' sake only: ask again for this job alone.
+                changes = plan_reconfiguration(self.state, [(job, mig.demand)], policy, self.now, exclude=exclude)
             if not self._offers(job, changes):
                 return False
         else:
@@ -311,7 +321,7 @@ class Relayout:
             scanned[0] = len(self._changing)
         return offered
 
-    def _take(self, job: Job, wanted: int, partial: bool, claim: bool = True) -> int:
+    def _claim(self, job: Job, wanted: int, partial: bool, claim: bool = True) -> int:
         """Promise the job up to ``wanted`` free instances (or idle MIG-off GPUs) on changing nodes — all or
         none unless ``partial`` — and tell it it waits for them; return how many were promised. ``claim``
         False: only count them, promising nothing."""

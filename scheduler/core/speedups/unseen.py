@@ -10,7 +10,7 @@ that holder holds counts as free.
 
 What ``find_slots(job)`` reads (see :mod:`.find`, :mod:`.whole`, :mod:`.topology`, :mod:`.mig`,
 :mod:`.shares`): only the index entries of the ready nodes in the job's option groups (:mod:`.options`), and
-of those only the grain its demand there asks for:
+of those only the holding its demand there asks for:
 
 - a whole-GPU demand reads the node's free whole GPUs (any non-MIG slot of the group changes them);
 - a share demand reads the free milli of time-sliced GPUs (a non-MIG slot on a node with ``sharing``);
@@ -30,10 +30,10 @@ from collections.abc import Callable
 
 from scheduler.core.capacity import ClusterState
 from scheduler.core.demand import DemandKind
-from scheduler.core.placement.index import CapacityIndex, Group, Slots
+from scheduler.core.placement.index import CapacityIndex, Group
 from scheduler.core.placement.options import options_for
 from scheduler.core.policy import Policy
-from scheduler.core.state import Job
+from scheduler.core.state import Job, Slots
 
 Unseen = Callable[[str, Slots], bool]
 _ANY_PROFILE = ""  # a MIG demand that may also take larger instances reads every instance of the GPU

@@ -8,7 +8,7 @@ of its profile — or, sized from memory, a larger one on a GPU in use when its 
 a share of a time-sliced GPU), and each node's free slots change only with the victims on it.
 :func:`first_fit` replays the pool's removals on small copies of the nodes they touch and reports the first
 position at which one node can take the job. Admission is the other half: removing victims only lowers the
-team's usage, so when every placement that node could give (its GPU class, the units of each grain that fits
+team's usage, so when every placement that node could give (its GPU class, the units of each holding that fits
 there) is admitted at the usage *before* any removal, it is admitted in every state the search passes
 through, and the trial succeeds exactly where the node fits; otherwise :func:`first_fit` gives no answer.
 
@@ -27,11 +27,11 @@ from dataclasses import dataclass
 from scheduler.core.capacity import UNITS_PER_GPU, ClusterState, Gpu, gpu_class_of
 from scheduler.core.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.demand import Demand, DemandKind
-from scheduler.core.placement.grains import Outcome, grain
-from scheduler.core.placement.index import CapacityIndex, Group, Slots
+from scheduler.core.placement.holdings import Holding, holding
+from scheduler.core.placement.index import CapacityIndex, Group
 from scheduler.core.placement.options import options_for
 from scheduler.core.policy import Policy
-from scheduler.core.state import FULL_GPU_MILLI, Job, Slot
+from scheduler.core.state import FULL_GPU_MILLI, Job, Slot, Slots
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +88,7 @@ class _Node:
                 gpu = self.gpus[slot.gpu]
                 was_free = self._whole_free(gpu)
                 if slot.mig_profile is not None:
-                    gpu.instances.discard(slot.mig_start)  # type: ignore[arg-type]
+                    gpu.instances.discard(slot.mig_start)
                 elif slot.milli >= FULL_GPU_MILLI:
                     gpu.whole = False
                 else:
@@ -99,7 +99,7 @@ class _Node:
 
     def fits(self, indices: Sequence[int] | None = None) -> set[tuple[str, int]]:
         """What one replica could hold on this node now, as (GPU class, units) — empty when it does not fit.
-        Only GPUs ``indices`` are looked at for the grains decided per GPU (the others did not change)."""
+        Only GPUs ``indices`` are looked at for the holdings decided per GPU (the others did not change)."""
         demand = self.demand
         if demand.kind == DemandKind.WHOLE:
             return {(self.gpu_class, demand.gpus * UNITS_PER_GPU)} if self.whole_free >= demand.gpus else set()
@@ -115,7 +115,7 @@ class _Node:
         need = demand.memory_mib
         if need is None:
             return set()  # an explicit profile takes only itself
-        # A larger instance that holds the memory, on a GPU in use (an idle one is left for re-partitioning).
+        # A larger instance that holds the memory, on a GPU in use (an idle one is left for reconfiguration).
         return {
             (self.gpu_class, profiles[name].compute_slices * FULL_GPU_MILLI)
             for gpu in gpus
@@ -140,8 +140,8 @@ def first_fit(
 ) -> FirstFit | None:
     """Replay the removal of ``pool`` — (job id, slots) of each candidate, in preference order — on the nodes
     it touches, and report where ``job`` first fits (module doc); the caller has checked that it fits nowhere
-    before any removal (``find_slots`` returned None). ``admitted(outcomes)`` says whether the
-    team's quota admits every (GPU class, units) of ``outcomes`` now. None when the answer would need more
+    before any removal (``find_slots`` returned None). ``admitted(holdings)`` says whether the
+    team's quota admits every (GPU class, units) of ``holdings`` now. None when the answer would need more
     than a node model: the job fits somewhere before any removal, two nodes fit at the same position, what the
     first node could give is not all admitted, or a victim on that node also holds another node. ``index``
     must be current (flushed). ``demands`` (group → the job's demand there) narrows the question to some of
@@ -162,14 +162,14 @@ def first_fit(
                 node = nodes[name] = _Node(state, name, demand)
                 if node.fits():
                     return None  # the model sees a fit the index does not: no answer
-            outcomes = node.fits(node.remove(slots, name))
-            if outcomes:
-                fitting.append((name, outcomes))
+            holdings = node.fits(node.remove(slots, name))
+            if holdings:
+                fitting.append((name, holdings))
         if len(fitting) > 1:
             return None
         if fitting:
-            name, outcomes = fitting[0]
-            return _on_node(pool, position + 1, name) if admitted(outcomes) else None
+            name, holdings = fitting[0]
+            return _on_node(pool, position + 1, name) if admitted(holdings) else None
     return NEVER
 
 
@@ -194,16 +194,16 @@ def room_added(
     job: Job,
     policy: Policy,
     pool: Sequence[tuple[str, Slots]],
-    allowed: Collection[Outcome],
-    offered: Collection[Outcome],
+    allowed: Collection[Holding],
+    offered: Collection[Holding],
 ) -> bool:
     """Could removing some of ``pool``'s victims — any of them, in any combination — change whether ``job``
-    (one replica, no host needs) finds a placement of an ``allowed`` outcome? ``offered``: the outcomes some
-    option offers a slot of its own grain for now; such a slot stays free whatever the search removes or puts
+    (one replica, no host needs) finds a placement of an ``allowed`` holding? ``offered``: the holdings some
+    option offers a slot of its own holding for now; such a slot stays free whatever the search removes or puts
     back, so more of them change nothing. Only the GPUs the victims hold can change, so False (nothing can)
-    when, on every such GPU in the job's option groups, with all of them removed, no own grain outside
+    when, on every such GPU in the job's option groups, with all of them removed, no own holding outside
     ``offered`` fits (whole GPUs: counted with the node's GPUs free now) and no larger MIG instance of an
-    allowed grain is free — nor was one before (a larger instance is taken only on a GPU in use, so even
+    allowed holding is free — nor was one before (a larger instance is taken only on a GPU in use, so even
     freeing its neighbours can take one away)."""
     freed: dict[str, dict[int, list[Slot]]] = {}  # node → GPU → the victims' slots there
     for _, slots in pool:
@@ -216,20 +216,20 @@ def room_added(
         option = by_group.get(group) if group is not None else None
         if option is None:
             continue  # a node the job may not use now
-        own = grain(option)
+        own = holding(option)
         counts = own in allowed and own not in offered
         demand = option.demand
         if demand.kind == DemandKind.WHOLE:
             if counts and _whole_free_after(state, name, gpus) >= demand.gpus:
                 return True
             continue
-        for number, slots in gpus.items():
+        for number, victim_slots in gpus.items():
             gpu = state.gpus[(name, number)]
             if demand.kind == DemandKind.SHARE:
-                if counts and _share_fits_after(gpu, slots, demand.milli):
+                if counts and _share_fits_after(gpu, victim_slots, demand.milli):
                     return True
                 continue
-            after = set(gpu.instances).difference(slot.mig_start for slot in slots)
+            after = set(gpu.instances).difference(slot.mig_start for slot in victim_slots)
             profile = demand.mig_profile or ""
             if counts and any(n == profile and start not in after for n, start in gpu.layout):
                 return True
@@ -257,9 +257,9 @@ def _held_after(gpu: Gpu, slots: Sequence[Slot]) -> tuple[bool, int]:
     return whole, sum(gpu.shares.values()) - sum(slot.milli for slot in slots if slot.milli < FULL_GPU_MILLI)
 
 
-def _larger_free(gpu: Gpu, demand: Demand, allowed: Collection[Outcome], held: Collection[int]) -> bool:
+def _larger_free(gpu: Gpu, demand: Demand, allowed: Collection[Holding], held: Collection[int]) -> bool:
     """With the instances at ``held`` starts in use, is a larger MIG instance that a demand sized from memory
-    could take, of an ``allowed`` grain, free on ``gpu`` (in use or not)?"""
+    could take, of an ``allowed`` holding, free on ``gpu`` (in use or not)?"""
     need = demand.memory_mib
     if need is None or gpu.spec is None:
         return False  # an explicit profile takes only itself (and a GPU with a layout has a spec)

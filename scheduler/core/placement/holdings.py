@@ -1,26 +1,29 @@
 """What one replica of a job would hold on an option, as admission counts it: (GPU class, units).
 
-Admission (:meth:`scheduler.core.fairshare.FairShare.admit`) reads a placement as units per GPU class. One
-replica holds its option's *grain* — its whole GPUs, its share of a time-sliced GPU, or one MIG instance (of
+Admission (:meth:`scheduler.core.rules.fairshare.FairShare.admit`) reads a placement as units per GPU class. One
+replica holds its option's *holding* — its whole GPUs, its share of a time-sliced GPU, or one MIG instance (of
 the option's own profile, or of a larger one that a demand sized from memory may take). These are the only
-outcomes a one-replica placement can have, so questions about admission can be asked of them without
+holdings a one-replica placement can have, so questions about admission can be asked of them without
 placing anything.
 """
 
 from __future__ import annotations
 
+from typing import cast
+
 from scheduler.core.capacity import UNITS_PER_GPU, gpu_class_of
 from scheduler.core.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.demand import DemandKind
 from scheduler.core.placement.index import CapacityIndex
-from scheduler.core.placement.options import Option, keep, options_for, placement_shape, recall
+from scheduler.core.placement.options import Option, options_for, store_answer, stored_answer
 from scheduler.core.policy import Policy
+from scheduler.core.shape import placement_shape
 from scheduler.core.state import FULL_GPU_MILLI, Job
 
-Outcome = tuple[str, int]  # (GPU class, units)
+Holding = tuple[str, int]  # (GPU class, units)
 
 
-def grain(option: Option, profile: str | None = None) -> Outcome:
+def holding(option: Option, profile: str | None = None) -> Holding:
     """(GPU class, units) of one replica on ``option``: its whole GPUs, its share, or a MIG instance of
     ``profile`` (by default the option's own)."""
     demand = option.demand
@@ -33,19 +36,19 @@ def grain(option: Option, profile: str | None = None) -> Outcome:
     return (gpu_class, GPU_MODEL_BY_NAME[option.model].profiles()[name].compute_slices * FULL_GPU_MILLI)
 
 
-def possible_units(index: CapacityIndex, job: Job, policy: Policy) -> tuple[Outcome, ...]:
+def possible_units(index: CapacityIndex, job: Job, policy: Policy) -> tuple[Holding, ...]:
     """Every (GPU class, units) one replica of ``job`` could hold on its options: what admission may be asked
     (a MIG demand sized from memory may also take any larger instance). Cached per job shape in the index."""
     key = ("possible_units", placement_shape(job))
-    cached = recall(index, key, policy)
+    cached = stored_answer(index, key, policy)
     if cached is not None:
-        return cached  # type: ignore[return-value]
-    found: set[Outcome] = set()
+        return cast(tuple[Holding, ...], cached)
+    found: set[Holding] = set()
     for option in options_for(index, job, policy):
         if option.demand.kind == DemandKind.MIG and option.demand.memory_mib is not None:
-            found.update(grain(option, name) for name in GPU_MODEL_BY_NAME[option.model].profiles())
+            found.update(holding(option, name) for name in GPU_MODEL_BY_NAME[option.model].profiles())
         else:
-            found.add(grain(option))
-    outcomes = tuple(sorted(found))
-    keep(index, key, policy, outcomes)
-    return outcomes
+            found.add(holding(option))
+    holdings = tuple(sorted(found))
+    store_answer(index, key, policy, holdings)
+    return holdings

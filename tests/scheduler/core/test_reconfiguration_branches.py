@@ -1,4 +1,4 @@
-"""Repartition: aged whole-GPU demand keeps an idle MIG-off GPU whole only where its tier may use it."""
+"""Reconfiguration: aged whole-GPU demand keeps an idle MIG-off GPU whole only where its tier may use it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from scheduler.core.capacity import ClusterState
 from scheduler.core.demand import Demand
 from scheduler.core.policy import Policy
-from scheduler.core.repartition import plan_repartition
+from scheduler.core.rules.reconfiguration import plan_reconfiguration
 from scheduler.core.state import Job, Node, Request, Snapshot
 from scheduler.core.vocabulary import CapacityTier, JobKind, JobTier, Priority
 
@@ -33,7 +33,7 @@ def test_whole_demand_keeps_a_gpu_whole_only_on_nodes_of_its_tiers(
 ) -> None:
     state = ClusterState(Snapshot(nodes=(Node("a", "A100-SXM4-80GB", 1, tier=node_tier),), teams=()))
     whole_job = Job("w", "t", Request(gpus=1), tier=whole_tier, priority=priority, submitted_at=AGED)
-    changes = plan_repartition(
+    changes = plan_reconfiguration(
         state, [(MIG_JOB, Demand.mig("1g.10gb"))], Policy(), NOW, pending_whole=[(whole_job, Demand.whole(1))]
     )
     if converted:

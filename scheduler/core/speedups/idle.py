@@ -1,6 +1,6 @@
-"""Ready nodes grouped by what a MIG layout change could do on them, kept current as the cycle goes.
+"""Ready nodes grouped by what a MIG reconfiguration could do on them, kept current as the cycle goes.
 
-Re-partitioning (:mod:`scheduler.core.repartition`) judges a node only by its GPU model, its capacity tier
+Reconfiguration (:mod:`scheduler.core.rules.reconfiguration`) judges a node only by its GPU model, its capacity tier
 and the layouts of its idle GPUs in the order it considers them (MIG-on first, then by index): two nodes
 alike in those three differ in its eyes only by name, and it prefers the first name. So instead of walking
 every node for every question (5,000 nodes × hundreds of questions a cycle), it walks these *idle classes*
@@ -9,7 +9,7 @@ and asks, per class, for the first node by name that the question does not exclu
 :class:`IdleClasses` holds the classes of the ready nodes (schedulable, not reconfiguring) of MIG-capable
 models that have at least one idle GPU, each class a sorted list of node ordinals (name order). The
 :class:`~scheduler.core.placement.index.CapacityIndex` owns one and tells it which nodes changed when it
-re-files their GPUs (:meth:`IdleClasses.touch`), and which nodes left (a layout change under way).
+re-files their GPUs (:meth:`IdleClasses.touch`), and which nodes left (a reconfiguration under way).
 :func:`idle_key` is the one definition of a node's class, used by the scan that serves a state without an
 index too.
 """
@@ -27,7 +27,7 @@ IdleKey = tuple[str, str, tuple[MigLayout, ...]]  # (GPU model, capacity tier, l
 
 
 def idle_order(gpus: Iterable[Gpu]) -> list[Gpu]:
-    """A node's idle GPUs in the order re-partitioning considers them: MIG-on first (re-cutting them gives
+    """A node's idle GPUs in the order reconfiguration considers them: MIG-on first (reconfiguring them gives
     up nothing), then by index."""
     return sorted((gpu for gpu in gpus if gpu.idle), key=lambda gpu: (not gpu.layout, gpu.index))
 
@@ -57,7 +57,7 @@ class IdleClasses:
     @property
     def classes(self) -> dict[IdleKey, list[int]]:
         """Idle class → sorted ordinals of its nodes, current. Nodes are re-filed here, lazily: a preemption
-        search touches the same nodes many times between two re-partitioning questions."""
+        search touches the same nodes many times between two reconfiguration questions."""
         for name in sorted(self._touched):
             self._move(name, idle_key(self.state, name))
         self._touched.clear()

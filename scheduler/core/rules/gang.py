@@ -16,13 +16,11 @@ from scheduler.core.capacity import ClusterState
 from scheduler.core.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.demand import DemandKind
 from scheduler.core.placement.spans import span_key
-from scheduler.core.placement.tiers import tier_rank
 from scheduler.core.plan import Bind
 from scheduler.core.policy import Policy
 from scheduler.core.rightsize import resolve
-from scheduler.core.state import FULL_GPU_MILLI, Job, Node, Slot
-
-Slots = tuple[tuple[Slot, ...], ...]
+from scheduler.core.rules.tiers import tier_rank
+from scheduler.core.state import FULL_GPU_MILLI, Job, Node, Slots
 
 
 class GangError(ValueError):

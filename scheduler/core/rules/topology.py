@@ -4,7 +4,7 @@ Pools: each GPU model's options alone; then, only when no single model holds the
 (below), the pools of several models of one class that :mod:`.spans` allows (one class, one right-sized
 demand). Among pools of a kind the best score wins, then the smaller model rank of the pool's first option.
 
-Stages within a pool, the first that fits wins (facts §5.1: keep a job inside one node, then one rail/leaf
+Stages within a pool, the first that fits wins (docs/gpu-facts.md §5.1: keep a job inside one node, then one rail/leaf
 group, then one spine block):
 
 1. one node — NVSwitch (penalty 0) before PCIe or split NVLink pairs (penalty 1), then best fit (fewest
@@ -37,15 +37,22 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Callable, Iterable, Sequence
+from typing import TypeVar
 
 from scheduler.core.placement.index import CapacityIndex, Group
 from scheduler.core.placement.options import Option
 from scheduler.core.placement.spans import class_pools
 from scheduler.core.placement.whole import best_node, choose_gpus
-from scheduler.core.state import Job, Slot
+from scheduler.core.state import Job, Slot, Slots
 
-Slots = tuple[tuple[Slot, ...], ...]
 Picks = list[tuple[int, int]]  # (node ordinal, replicas on it)
+
+
+ScopeKey = TypeVar("ScopeKey", str, tuple[str, str])  # a spine's name, or a leaf's (spine, leaf)
+
+
+def _at_rank(rank: int) -> Callable[[Option], bool]:
+    return lambda option: option.tier_rank == rank
 
 
 def place_gang(index: CapacityIndex, job: Job, options: Sequence[Option]) -> Slots | None:
@@ -56,7 +63,7 @@ def place_gang(index: CapacityIndex, job: Job, options: Sequence[Option]) -> Slo
     singles = [opts for opts in by_model.values() if _replicas_held(index, opts) >= job.replicas]
     classes = [pool for pool in class_pools(options) if _replicas_held(index, pool) >= job.replicas]
     ranks = sorted({o.tier_rank for pools in (singles, classes) for opts in pools for o in opts})
-    stages: list[Callable[[Option], bool]] = [lambda o, r=r: o.tier_rank == r for r in ranks]
+    stages: list[Callable[[Option], bool]] = [_at_rank(rank) for rank in ranks]
     if len(ranks) > 1:
         stages.append(lambda o: True)
     for stage in stages:
@@ -156,7 +163,7 @@ def _summed(hists: Sequence[Sequence[int]]) -> Sequence[int]:
     return total
 
 
-def _take(index: CapacityIndex, members: Iterable[int], groups: dict[Group, int], takes: dict[int, int]) -> Picks:
+def _members_of(index: CapacityIndex, members: Iterable[int], groups: dict[Group, int], takes: dict[int, int]) -> Picks:
     """The first nodes in ``members`` order that match the histogram choice ``takes``."""
     wanted = dict(takes)
     picked: list[int] = []
@@ -185,16 +192,12 @@ def _fill(index: CapacityIndex, picks: Picks, gpus: int, replicas: int) -> Picks
     return sorted(filled)
 
 
-def _roomy(
-    free_by_group: dict[Group, dict[str, int]] | dict[Group, dict[tuple[str, str], int]],
-    groups: dict[Group, int],
-    needed: int,
-) -> list:
+def _roomy(free_by_group: dict[Group, dict[ScopeKey, int]], groups: dict[Group, int], needed: int) -> list[ScopeKey]:
     """Keys (leaves or spines) whose free GPUs over ``groups`` reach ``needed``, sorted."""
     if len(groups) == 1:
         (group,) = groups
         return sorted(key for key, free in free_by_group[group].items() if free >= needed)
-    total: dict = {}
+    total: dict[ScopeKey, int] = {}
     for group in groups:
         for key, free in free_by_group[group].items():
             total[key] = total.get(key, 0) + free
@@ -202,11 +205,16 @@ def _roomy(
 
 
 def _best_scope(
-    index: CapacityIndex, hists: dict[Group, dict], groups: dict[Group, int], keys: list, gpus: int, replicas: int
-) -> tuple[tuple[int, int, int], object, dict[int, int]] | None:
+    index: CapacityIndex,
+    hists: dict[Group, dict[ScopeKey, list[int]]],
+    groups: dict[Group, int],
+    keys: list[ScopeKey],
+    gpus: int,
+    replicas: int,
+) -> tuple[tuple[int, int, int], ScopeKey, dict[int, int]] | None:
     """Among ``keys`` (leaves or spines), the one holding the gang on fewest nodes, then lowest worst tier,
     then least waste, then key; with its histogram choice."""
-    best: tuple[tuple[int, int, int], object, dict[int, int]] | None = None
+    best: tuple[tuple[int, int, int], ScopeKey, dict[int, int]] | None = None
     # No choice can beat (fewest nodes any node size allows, best tier, no waste): stop at the first that
     # reaches it (keys are sorted, so it is also the tie-break winner).
     widest = (index.hist_width - 1) // gpus
@@ -232,8 +240,8 @@ def _leaf_stage(
     if best is None:
         return None
     (_, tier, waste), leaf, takes = best
-    picks = _fill(index, _take(index, index.leaf_members[leaf], groups, takes), gpus, replicas)  # type: ignore[index]
-    return _span_score(index, picks, tier, waste, "/".join(leaf)), picks  # type: ignore[arg-type]
+    picks = _fill(index, _members_of(index, index.leaf_members[leaf], groups, takes), gpus, replicas)
+    return _span_score(index, picks, tier, waste, "/".join(leaf)), picks
 
 
 def _spine_stage(
@@ -244,9 +252,9 @@ def _spine_stage(
     if best is None:
         return None
     (_, tier, waste), spine, takes = best
-    members = _by_roomiest_leaf(index, spine, groups, gpus)  # type: ignore[arg-type]
-    picks = _fill(index, _take(index, members, groups, takes), gpus, replicas)
-    return _span_score(index, picks, tier, waste, spine), picks  # type: ignore[arg-type]
+    members = _by_roomiest_leaf(index, spine, groups, gpus)
+    picks = _fill(index, _members_of(index, members, groups, takes), gpus, replicas)
+    return _span_score(index, picks, tier, waste, spine), picks
 
 
 def _by_roomiest_leaf(index: CapacityIndex, spine: str, groups: dict[Group, int], gpus: int) -> Iterable[int]:

@@ -1,4 +1,4 @@
-"""MIG repartitioning: which idle GPUs get which new layout, when, and what is never touched."""
+"""MIG reconfiguration: which idle GPUs get which new layout, when, and what is never touched."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from scheduler.core.demand import Demand
 from scheduler.core.layouts import named_layout
 from scheduler.core.plan import Reconfigure
 from scheduler.core.policy import Policy
-from scheduler.core.repartition import WHOLE_KEY, demand_key, plan_repartition
+from scheduler.core.rules.reconfiguration import WHOLE_KEY, demand_key, plan_reconfiguration
 from scheduler.core.state import Job, MigLayout, Node, Request, Running, Slot, Snapshot
 from scheduler.core.vocabulary import CapacityTier, JobKind, Priority
 
@@ -67,7 +67,7 @@ def _plan(
     policy: Policy = POLICY,
     age: Mapping[str, int] | None = None,
 ) -> list[Reconfigure]:
-    ops = plan_repartition(state, mig, policy, NOW, demand_age=age, pending_whole=whole)
+    ops = plan_reconfiguration(state, mig, policy, NOW, demand_age=age, pending_whole=whole)
     for op in ops:
         model = state.nodes[op.node].gpu_model
         assert list(op.new) == validate_layout(model, op.new)

@@ -1,6 +1,6 @@
 """Tier routing: which capacity tiers a job may use, in the order it prefers them.
 
-Rules (issue 3, capability 7), decided by the job's ``tier`` and ``priority``:
+Rules (``docs/scheduling-rules.md``), decided by the job's ``tier`` and ``priority``:
 
 - ``reserved-only``: reserved nodes only.
 - ``production`` priority never runs on spot (a spot reclaim would take production down), whatever its tier.

@@ -3,7 +3,7 @@
 A preemption search (:func:`scheduler.core.preemption.find_victims`) asks ``try_place()`` after every change
 of its tentative victim set. :class:`TrialPlacement` is the cycle's ``try_place``: what the job's turn would
 take on free capacity (:func:`~scheduler.core.choose.choose`: the best placement :func:`find_slots` gives if
-:meth:`FairShare.admit` admits the units it holds, else the best among those whose grain it admits).
+:meth:`FairShare.admit` admits the units it holds, else the best among those whose holding it admits).
 
 Its :meth:`TrialPlacement.keeps` answers the question the search's pruning pass asks right after putting a
 victim back — would ``try_place()`` still accept a placement? — without placing anything, when it can prove
@@ -11,7 +11,7 @@ the answer is yes. It says True only when one of these holds:
 
 1. The victim belongs to another team (so the job's team usage, all that admission reads besides the
    slots, is unchanged) and its slots are unseen by the job's placement
-   (:mod:`scheduler.core.placement.unseen`): ``find_slots`` answers both of ``choose``'s questions exactly as
+   (:mod:`scheduler.core.speedups.unseen`): ``find_slots`` answers both of ``choose``'s questions exactly as
    before the put-back, and that answer was accepted.
 2. The job is one replica that states no CPU or host memory; either the victim's slots are unseen or
    ``slots`` (a placement ``find_slots`` gave for the job earlier in the search) is still free; and every
@@ -22,21 +22,21 @@ the answer is yes. It says True only when one of these holds:
    finds one, and whichever it finds is admitted.
 
 3. The job is one replica that states no CPU or host memory, ``slots`` is still free and the quota admits it
-   at the team's usage now. ``choose`` finds a placement whenever a slot of a grain the quota admits is free —
+   at the team's usage now. ``choose`` finds a placement whenever a slot of a holding the quota admits is free —
    an instance of the job's own profile, or a larger instance on a GPU in use (putting victims back never
    makes a GPU idle) — so it finds one, and what it finds is admitted.
 
-Anything else (a gang or a job with host needs whose victim is seen or of its own team, an outcome admission
+Anything else (a gang or a job with host needs whose victim is seen or of its own team, an holding admission
 could refuse) gets False, and the search runs the trial.
 
 4. :meth:`TrialPlacement.first_fit`, for the same one-replica jobs, when ``find_slots`` finds nothing now:
    where the job first fits as the pool is removed is a question about single nodes once what it could hold
-   on the first node that fits is admitted at the team's usage now (:mod:`scheduler.core.placement.firstfit`):
+   on the first node that fits is admitted at the team's usage now (:mod:`scheduler.core.speedups.firstfit`):
    the search removes only that node's victims, checks with a real trial and prunes them, instead of
    removing and putting back a prefix of the whole pool.
-5. ... and when the job fits now but its quota refuses it: :mod:`scheduler.core.quotafit` replays the team's
+5. ... and when the job fits now but its quota refuses it: :mod:`scheduler.core.speedups.quotafit` replays the team's
    usage (where the quota admits only the cheaper placements, where one first fits; where the victims' nodes
-   cannot offer an admitted grain, the usage alone).
+   cannot offer an admitted holding, the usage alone).
 """
 
 from __future__ import annotations
@@ -45,17 +45,18 @@ from collections.abc import Sequence
 from functools import cached_property
 
 from scheduler.core.choose import choose
-from scheduler.core.fairshare import FairShare
-from scheduler.core.limits import placement_units
 from scheduler.core.placement import IndexedClusterState, find_slots, index_of
-from scheduler.core.placement.firstfit import FirstFit, first_fit
-from scheduler.core.placement.grains import possible_units
-from scheduler.core.placement.index import CapacityIndex, Slots
-from scheduler.core.placement.unseen import Unseen, unseen_by
+from scheduler.core.placement.holdings import possible_units
+from scheduler.core.placement.index import CapacityIndex
 from scheduler.core.policy import Policy
-from scheduler.core.preemption import Candidate, Shortcuts
-from scheduler.core.quotafit import QuotaFit
-from scheduler.core.state import Job
+from scheduler.core.preemption import NO_SHORTCUTS, Candidate, Shortcuts
+from scheduler.core.rules.fairshare import FairShare
+from scheduler.core.rules.limits import placement_units
+from scheduler.core.speedups.firstfit import FirstFit, first_fit
+from scheduler.core.speedups.memo import current_memo
+from scheduler.core.speedups.quotafit import QuotaFit
+from scheduler.core.speedups.unseen import Unseen, unseen_by
+from scheduler.core.state import Job, Slots
 
 
 class TrialPlacement:
@@ -87,7 +88,10 @@ class TrialPlacement:
         return choice.slots
 
     def shortcuts(self) -> Shortcuts:
-        """The shortcuts a preemption search may take with this trial (module doc)."""
+        """The shortcuts a preemption search may take with this trial (module doc); none when the cycle's
+        speed-ups are off."""
+        if not current_memo().enabled:
+            return NO_SHORTCUTS
         if not self._simple:
             return Shortcuts(keeps=self.keeps)
         return Shortcuts(keeps=self.keeps, fails_for_less=self.fails_for_less, first_fit=self.first_fit)
@@ -101,8 +105,8 @@ class TrialPlacement:
             return first_fit(self.state, index, self.job, self.policy, slots, self._all_admitted)
         return QuotaFit(self.state, index, self.fairness, self.job, self.policy).first_fit(pool)
 
-    def _all_admitted(self, outcomes: set[tuple[str, int]]) -> bool:
-        return len(self.fairness.admitted(self.job, tuple(sorted(outcomes)))) == len(outcomes)
+    def _all_admitted(self, holdings: set[tuple[str, int]]) -> bool:
+        return len(self.fairness.admitted(self.job, tuple(sorted(holdings)))) == len(holdings)
 
     def keeps(self, victim: Job, victim_slots: Slots, slots: Slots) -> bool:
         """``victim`` has just been put back on ``victim_slots``; ``trial()`` accepted a placement in the state
@@ -127,6 +131,6 @@ class TrialPlacement:
         return self._found is None or self._admission()[1]
 
     def _admission(self) -> tuple[bool, bool]:
-        """(every possible outcome admitted, none admitted) at the job's team usage now."""
+        """(every possible holding admitted, none admitted) at the job's team usage now."""
         allowed = self.fairness.admitted(self.job, self._outcomes)
         return len(allowed) == len(self._outcomes), not allowed

@@ -1,0 +1,6 @@
+"""The engine's speed-ups, apart from its rules: the per-cycle :class:`~.memo.Memo` every cache and shortcut
+goes through, and one switch (``plan_cycle(..., speedups=False)``) that turns all of them off at once."""
+
+from scheduler.core.speedups.memo import Memo, current_memo, memoized
+
+__all__ = ["Memo", "current_memo", "memoized"]

@@ -1,0 +1,89 @@
+"""One memo per cycle: every cache and every shortcut of the engine goes through it.
+
+A cycle plans under a :class:`Memo` (see :func:`scheduler.core.cycle.plan_cycle`'s ``speedups``). Enabled,
+the caches remember and the shortcuts skip work whose answer is known; disabled, every cache forgets at once
+and every shortcut is off, so each question is answered afresh by the plain rules. Plans are the same either
+way — ``tests/scheduler/core/test_speedups.py`` compares them, and
+``tests/scheduler/core/test_speedups_registry.py`` fails when a cache is made outside this module.
+
+- Per-cycle caches are tables from :meth:`Memo.table`, made when their owner is built.
+- Shortcuts ask :attr:`Memo.enabled`.
+- Pure functions cached for the whole process are wrapped in :func:`memoized`, which calls the function
+  itself while the current memo is disabled.
+
+The current memo is a context variable set by the cycle (:meth:`Memo.current`); outside a cycle (a test
+building one engine object alone) it is an enabled memo.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from functools import lru_cache, wraps
+from typing import Any, ParamSpec, TypeVar, cast
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class _Forgetful(dict[Any, Any]):
+    """A table that never answers from memory: whatever is stored, a lookup finds nothing, so the caller works
+    the answer out again. Reading back with ``table[key]`` what the caller has just stored still works."""
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return default
+
+    def __contains__(self, key: object) -> bool:
+        return False
+
+    def setdefault(self, key: Any, default: Any = None) -> Any:
+        self[key] = default
+        return default
+
+
+class Memo:
+    """The speed-ups of one cycle: on (``enabled``) or all off."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+
+    def table(self) -> dict[Any, Any]:
+        """A new cache table for one owner (a dict, or one that forgets everything when disabled)."""
+        return {} if self.enabled else _Forgetful()
+
+    @contextmanager
+    def current(self) -> Iterator[Memo]:
+        """Make this the memo engine objects built inside the ``with`` block use."""
+        token = _CURRENT.set(self)
+        try:
+            yield self
+        finally:
+            _CURRENT.reset(token)
+
+
+_CURRENT: ContextVar[Memo | None] = ContextVar("scheduler.core.memo", default=None)
+_OUTSIDE = Memo()  # what objects built outside a cycle use
+
+
+def current_memo() -> Memo:
+    """The memo of the cycle being planned (an enabled one outside a cycle)."""
+    memo = _CURRENT.get()
+    return _OUTSIDE if memo is None else memo
+
+
+def memoized(maxsize: int | None) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """An ``lru_cache`` of ``maxsize`` for a pure function, bypassed while the current memo is disabled."""
+
+    def wrap(function: Callable[P, R]) -> Callable[P, R]:
+        cached = cast(Callable[P, R], lru_cache(maxsize=maxsize)(function))
+
+        @wraps(function)
+        def call(*args: P.args, **kwargs: P.kwargs) -> R:
+            if current_memo().enabled:
+                return cached(*args, **kwargs)
+            return function(*args, **kwargs)
+
+        return call
+
+    return wrap

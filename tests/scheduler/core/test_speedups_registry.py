@@ -1,0 +1,145 @@
+"""Every cache of the engine goes through the cycle's memo (:mod:`scheduler.core.speedups`), so that
+``speedups=False`` switches it off and the equivalence test (``test_speedups``) covers it. A new cache made
+any other way fails here: a ``functools`` cache (``lru_cache``, ``cache``, ``cached_property``) outside the
+speed-ups package, or a new empty dict or set kept on an object or a module, which must either come from
+``Memo.table()`` or be declared below as working state (what the rules read and write, not a remembered
+answer)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import scheduler.core
+
+CORE = Path(scheduler.core.__file__).parent
+SPEEDUPS = CORE / "speedups"
+FUNCTOOLS_CACHES = {"lru_cache", "cache", "cached_property"}
+
+# Empty containers that hold the cycle's working state, not remembered answers: (module, attribute).
+WORKING_STATE = {
+    ("capacity.py", "gpus"),
+    ("capacity.py", "_node_gpus"),
+    ("capacity.py", "running"),
+    ("capacity.py", "placed"),
+    ("capacity.py", "jobs"),
+    ("capacity.py", "usage"),
+    ("capacity.py", "firm_usage"),
+    ("capacity.py", "running_gone"),
+    ("cycle.py", "blockers"),
+    ("cycle.py", "_blocked_production"),
+    ("cycle.py", "_pending_teams"),
+    ("explain.py", "_pools"),  # each pool's profile, lowered by the jobs given a start on it
+    ("placement/index.py", "group_of"),
+    ("placement/index.py", "node_leaf"),
+    ("placement/index.py", "node_spine"),
+    ("placement/index.py", "leaf_members"),
+    ("placement/index.py", "spine_leaves"),
+    ("placement/index.py", "spine_loose"),
+    ("placement/index.py", "mig"),
+    ("placement/index.py", "_dirty"),
+    ("placement/mix.py", "mig"),
+    ("placement/mix.py", "share_sizes"),
+    ("placement/mix.py", "_mig_totals"),
+    ("placement/reconfigurations.py", "_claimed"),
+    ("placement/reconfigurations.py", "bound_nodes"),
+    ("reservation.py", "_taken"),
+}
+
+# Process-wide tables read only while the current memo is enabled (each module checks current_memo()).
+PROCESS_TABLES = {("catalog.py", "_PROFILES_BY_NAME")}
+
+
+def _modules() -> list[tuple[str, ast.Module]]:
+    return [
+        (path.relative_to(CORE).as_posix(), ast.parse(path.read_text()))
+        for path in sorted(CORE.rglob("*.py"))
+        if SPEEDUPS not in path.parents
+    ]
+
+
+def _is_empty_container(value: ast.expr | None) -> bool:
+    if isinstance(value, ast.Dict):
+        return not value.keys
+    if isinstance(value, ast.Set):
+        return False  # a set literal always has members
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name):
+        if value.func.id == "defaultdict":
+            return len(value.args) <= 1  # the factory only
+        return value.func.id in ("dict", "set", "OrderedDict") and not value.args and not value.keywords
+    return False
+
+
+def _functools_caches(tree: ast.Module) -> list[tuple[int, str]]:
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "functools":
+            found += [(node.lineno, alias.name) for alias in node.names if alias.name in FUNCTOOLS_CACHES]
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr in FUNCTOOLS_CACHES
+            and isinstance(node.value, ast.Name)
+            and node.value.id == "functools"
+        ):
+            found.append((node.lineno, node.attr))
+    return found
+
+
+def _kept_containers(tree: ast.Module) -> list[tuple[int, str]]:
+    """Empty containers assigned to ``self.<name>`` anywhere, or to a name at module level."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign):
+            targets, value = [node.target], node.value
+        else:
+            continue
+        if not _is_empty_container(value):
+            continue
+        for target in targets:
+            if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name) and target.value.id == "self":
+                found.append((node.lineno, target.attr))
+    for statement in tree.body:
+        targets = statement.targets if isinstance(statement, ast.Assign) else []
+        if isinstance(statement, ast.AnnAssign):
+            targets = [statement.target]
+        value = statement.value if isinstance(statement, ast.Assign | ast.AnnAssign) else None
+        if _is_empty_container(value):
+            found += [(statement.lineno, t.id) for t in targets if isinstance(t, ast.Name)]
+    return found
+
+
+def test_no_functools_cache_outside_the_speedups() -> None:
+    found = [f"{module}:{line} {name}" for module, tree in _modules() for line, name in _functools_caches(tree)]
+    assert not found, f"cache through scheduler.core.speedups.memoized (or Memo.table()) instead: {found}"
+
+
+def test_every_kept_container_is_a_memo_table_or_declared_working_state() -> None:
+    found = {(module, name) for module, tree in _modules() for _, name in _kept_containers(tree)}
+    unknown = sorted(found - WORKING_STATE - PROCESS_TABLES)
+    assert not unknown, f"a cache must come from current_memo().table(); working state is declared here: {unknown}"
+    assert not (WORKING_STATE | PROCESS_TABLES) - found, "declared containers that no longer exist"
+
+
+def test_process_tables_are_read_only_while_the_memo_is_enabled() -> None:
+    for module, _ in PROCESS_TABLES:
+        assert "if not current_memo().enabled:" in (CORE / module).read_text(), module
+
+
+def test_the_scan_finds_what_it_looks_for() -> None:
+    source = """
+from functools import lru_cache
+import functools
+CACHE = {}
+class A:
+    def __init__(self):
+        self.answers = {}
+        self.seen: set[str] = set()
+        self.table = current_memo().table()
+    @functools.cache
+    def f(self): ...
+"""
+    tree = ast.parse(source)
+    assert [name for _, name in _functools_caches(tree)] == ["lru_cache", "cache"]
+    assert sorted(name for _, name in _kept_containers(tree)) == ["CACHE", "answers", "seen"]
