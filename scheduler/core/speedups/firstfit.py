@@ -88,6 +88,7 @@ class _Node:
                 gpu = self.gpus[slot.gpu]
                 was_free = self._whole_free(gpu)
                 if slot.mig_profile is not None:
+                    assert slot.mig_start is not None  # a MIG slot always names its instance's start
                     gpu.instances.discard(slot.mig_start)
                 elif slot.milli >= FULL_GPU_MILLI:
                     gpu.whole = False

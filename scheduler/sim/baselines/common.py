@@ -34,7 +34,7 @@ from scheduler.core.plan import Bind, Evict, Plan, Reject, Waiting
 from scheduler.core.policy import Policy
 from scheduler.core.rightsize import memory_need_mib
 from scheduler.core.state import FULL_GPU_MILLI, Job, Node, Slot, Slots, Snapshot
-from scheduler.core.vocabulary import CapacityTier, JobTier
+from scheduler.core.vocabulary import CapacityTier, EvictionReason, JobTier
 
 
 @dataclass(frozen=True, slots=True)
@@ -270,7 +270,7 @@ def plan_fifo(
                 slots, victims = rescued
         if slots is not None:
             free.commit()
-            evictions.extend(Evict(job=victim, reason="priority", by=job.id) for victim in victims)
+            evictions.extend(Evict(job=victim, reason=EvictionReason.PRIORITY, by=job.id) for victim in victims)
             binds.append(Bind(job.id, slots))
             continue
         free.rollback()
