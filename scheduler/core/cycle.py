@@ -50,7 +50,7 @@ after a reconfiguration closes a node). Every such cache and shortcut goes throu
 (:mod:`scheduler.core.speedups`); ``plan_cycle(..., speedups=False)`` switches all of them off.
 
 A caller that plans many cycles in a process holding a large heap may pause the cyclic garbage collector
-around each one (the simulator does, :mod:`scheduler.sim.gcpause`): a cycle allocates hundreds of thousands
+around each one (the loop and the simulator do, :mod:`scheduler.gcpause`): a cycle allocates hundreds of thousands
 of short-lived tuples that reference counting frees, and each collector pass walks the whole heap. The core
 leaves the process-wide collector alone.
 """

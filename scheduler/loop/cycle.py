@@ -24,6 +24,7 @@ from scheduler.core import Reject, plan_cycle
 from scheduler.core.vocabulary import JobState
 from scheduler.gateways import gateway_get
 from scheduler.gateways.protocol import ClusterGateway
+from scheduler.gcpause import gc_paused
 from scheduler.loop.apply import ApplyResult, Retry, apply_ops
 from scheduler.loop.policy import policy_current
 from scheduler.loop.reconcile import reconcile
@@ -93,7 +94,8 @@ def cycle_run(
     built = build(observation, policy, now)
     report.pending, report.running = len(built.snapshot.pending), len(built.snapshot.running)
     plan_started = time.perf_counter()
-    plan = plan_cycle(built.snapshot, policy, now)
+    with gc_paused():  # a worker plans every few seconds: its garbage is freed by reference counting
+        plan = plan_cycle(built.snapshot, policy, now)
     if built.unreadable:  # rows the snapshot could not read are rejected like jobs the engine refuses
         unreadable = tuple(Reject(job=job_id, reason=reason) for job_id, reason in sorted(built.unreadable.items()))
         plan = replace(plan, rejections=plan.rejections + unreadable)

@@ -42,8 +42,8 @@ from scheduler.core.catalog import LayoutError, validate_layout
 from scheduler.core.plan import Plan, Reconfigure
 from scheduler.core.state import Node, Preemption, Snapshot, Team
 from scheduler.core.vocabulary import JobState
+from scheduler.gcpause import gc_paused
 from scheduler.sim import events as ev
-from scheduler.sim.gcpause import gc_paused
 from scheduler.sim.planners import Planner, microcosm
 from scheduler.sim.records import (
     EPSILON_S,
@@ -376,7 +376,7 @@ class _Replay:
     def _cycle(self) -> bool:
         """Plan and apply one cycle; True when the plan changed anything."""
         snapshot = self.snapshot()
-        with gc_paused():  # the cycle's garbage is freed by reference counting (scheduler.sim.gcpause)
+        with gc_paused():  # the cycle's garbage is freed by reference counting (scheduler.gcpause)
             plan = self.planner(snapshot, self.policy, self.now)
         state = ClusterState(snapshot)
         self._apply_plan(plan, state)

@@ -282,3 +282,22 @@ def test_policy_from_settings_rejects_unknown_keys(settings):
         policy_current()
     settings.SCHEDULER = {k: v for k, v in settings.SCHEDULER.items() if k != "cycle_secs"}
     assert replace(policy_current(), cycle_s=10.0).cycle_s == 10.0
+
+
+def test_the_cycle_plans_with_the_cyclic_collector_paused_and_restores_it(team, clock, monkeypatch):
+    """The engine leaves the collector alone; the loop pauses it around plan_cycle (scheduler.gcpause)."""
+    import gc
+
+    import scheduler.loop.cycle as loop_cycle
+
+    seen = []
+
+    def planning(*args, **kwargs):
+        seen.append(gc.isenabled())
+        return plan_cycle(*args, **kwargs)
+
+    monkeypatch.setattr(loop_cycle, "plan_cycle", planning)
+    _submit(team, clock, gpus=1, duration_s=600)
+    assert gc.isenabled()
+    cycle_run(gateway=fleet(clock), retry=NO_WAIT)
+    assert seen == [False] and gc.isenabled()

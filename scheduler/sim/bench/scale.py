@@ -7,7 +7,7 @@ Protocol (issue 3 §12, spec/benchmarks.md B5):
 2. Run :func:`scheduler.core.plan_cycle` on it ``repeat`` times, each after a full garbage collection, timing
    each run with ``clock`` (``time.perf_counter``); report the median and the maximum. The benchmark leaves
    the garbage collector as a worker has it: the cyclic collector is off while a cycle plans
-   (:func:`scheduler.sim.gcpause.gc_paused`), in the loop as here. The first run starts with the engine's pure
+   (:func:`scheduler.gcpause.gc_paused`), in the loop as here. The first run starts with the engine's pure
    caches (layouts, re-partitioning choices) cold, as a worker's first cycle does.
 3. Run it once more under ``tracemalloc`` for the peak of memory the cycle allocates on top of the snapshot
    (tracemalloc slows allocation down, so that run is not timed), and read the process's maximum resident set
@@ -32,8 +32,8 @@ from typing import Any
 
 from scheduler.core import Plan, Policy, Snapshot, plan_cycle
 from scheduler.core.capacity import UNITS_PER_GPU, ClusterState, slot_units
+from scheduler.gcpause import gc_paused
 from scheduler.sim.bench.synthetic import NOW, ClusterShape, synthetic_snapshot
-from scheduler.sim.gcpause import gc_paused
 
 MIB = 1024 * 1024
 

@@ -6,7 +6,7 @@ import gc
 
 import pytest
 
-from scheduler.sim.gcpause import gc_paused
+from scheduler.gcpause import gc_paused
 
 
 def test_the_collector_is_off_inside_and_back_on_after() -> None:
