@@ -1,7 +1,8 @@
 """Which capacity a team held within its guarantee and which it borrowed, at one instant (pure).
 
-The rule is the scheduler's own (``scheduler.core.fairshare`` rule 4), applied to what the team held at the
-start of each ledger interval, so finance and the preemption logic never disagree about what was borrowed:
+The rule is the scheduler's own (fair-share rule 4, :func:`scheduler.core.borrowed_in_fill`), applied to what
+the team held at the start of each ledger interval, so finance and the preemption logic never disagree about
+what was borrowed:
 
 1. Take every allocation of the team live at the instant ``t`` (``started_at ≤ t < ended_at``, or still
    open), grouped by job; a job's size is the sum of its allocations in 1/7000 GPU, per GPU class.
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
-from scheduler.core import PRIORITY_INDEX, Team, fill_fits, guarantee_limits
+from scheduler.core import Team, borrowed_in_fill, fill_order, guarantee_limits
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,25 +50,10 @@ def borrowed_jobs(*, at: datetime, holdings: Iterable[Holding], guaranteed: Mapp
     for holding in holdings:
         if not holding.live_at(at):
             continue
-        key = (
-            int(holding.preemptible),
-            PRIORITY_INDEX.get(holding.priority, len(PRIORITY_INDEX)),
-            holding.job_started_at,
-            holding.job_id,
-        )
-        entry = jobs.setdefault(holding.job_id, (key, {}))
-        by_class = entry[1]
+        key = fill_order(holding.preemptible, holding.priority, holding.job_started_at, holding.job_id)
+        by_class = jobs.setdefault(holding.job_id, (key, {}))[1]
         by_class[holding.gpu_class] = by_class.get(holding.gpu_class, 0) + holding.units
-    limits = guarantee_limits(Team(name="team", guaranteed=tuple((c, float(g)) for c, g in guaranteed.items())))
-    held = 0
-    filled: dict[str, int] = {}
-    borrowed: set[int] = set()
-    for job_id, (_key, by_class) in sorted(jobs.items(), key=lambda item: item[1][0]):
-        total = sum(by_class.values())
-        if fill_fits(limits, held, filled, total, by_class.items()):
-            held += total
-            for gpu_class, amount in by_class.items():
-                filled[gpu_class] = filled.get(gpu_class, 0) + amount
-        else:
-            borrowed.add(job_id)
-    return borrowed
+    team = Team(name="team", guaranteed=tuple((c, float(g)) for c, g in guaranteed.items()))
+    ordered = sorted(jobs.items(), key=lambda item: item[1][0])  # by fill_order
+    fill = ((job_id, sum(by_class.values()), by_class.items()) for job_id, (_key, by_class) in ordered)
+    return set(borrowed_in_fill(guarantee_limits(team), fill))

@@ -9,11 +9,8 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
+from scheduler.core.units import UNITS_PER_GPU  # the engine's units: a MIG slice and a milli share are exact
 from scheduler.core.vocabulary import CapacityTier, choices_of
-
-# A whole GPU in ledger units: the scheduler core's 1/7000 GPU (scheduler.core.capacity.UNITS_PER_GPU), so a
-# MIG slice is exactly ``compute slices × 1000`` and a milli share ``milli × 7`` — no fraction is rounded.
-UNITS_PER_GPU = 7000
 
 
 class PriceSource(models.TextChoices):

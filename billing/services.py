@@ -32,11 +32,12 @@ from django.db.models import Exists, F, Max, OuterRef, Q
 from billing.errors import BillingError, LedgerConflict, LedgerInputError
 from billing.guarantee import Holding, borrowed_jobs
 from billing.intervals import accrued_gpu_hours, boundaries, close_horizon, money
-from billing.models import UNITS_PER_GPU, GpuPrice, LedgerEntry, LostWork, PriceSource
+from billing.models import GpuPrice, LedgerEntry, LostWork, PriceSource
 from billing.prices import PriceBook, default_prices
 from jobs.models import Allocation, JobEvent
 from scheduler.core.catalog import profile_spec
-from scheduler.core.vocabulary import EventType
+from scheduler.core.units import UNITS_PER_GPU, UNITS_PER_SLICE
+from scheduler.core.vocabulary import EventType, EvictionReason
 from scheduler.models import GpuModel
 from teams.models import Quota
 
@@ -50,7 +51,15 @@ LIVE_SETTLE_S = 300
 # reasons (scheduler.core.plan.Evict.reason) plus the generic words a gateway may record. An allocation whose
 # job has a ``preempted`` event at the allocation's end counts too, whatever its end_reason says.
 PREEMPTION_END_REASONS = frozenset(
-    {"preempted", "reclaim", "priority", "production", "repartition", "node-lost", "spot-interrupted"}
+    {
+        EvictionReason.RECLAIM,
+        EvictionReason.PRIORITY,
+        EvictionReason.PRODUCTION,
+        EvictionReason.RECONFIGURE,
+        EvictionReason.NODE_LOST,
+        "preempted",
+        "spot-interrupted",
+    }
 )
 
 
@@ -88,7 +97,7 @@ def allocation_units(allocation: Allocation) -> int:
             f"allocation {allocation.pk}: {allocation.mig_profile!r} is not a MIG profile of {model}; "
             "fix the allocation's mig_profile (scheduler.core.catalog lists the profiles)"
         )
-    return spec.compute_slices * (UNITS_PER_GPU // 7)
+    return spec.compute_slices * UNITS_PER_SLICE
 
 
 def price_book_load() -> PriceBook:

@@ -20,7 +20,7 @@ from billing.models import ReservedCommitment
 from billing.periods import add_months, month_start
 from billing.services import CloseSummary, ledger_close_due, price_catalog_seed
 from jobs.models import Allocation, Job, JobEvent
-from scheduler.core.vocabulary import CapacityTier, EventType, JobKind, JobState
+from scheduler.core.vocabulary import CapacityTier, EventType, EvictionReason, JobKind, JobState
 from scheduler.models import Gpu, GpuModel, Node
 from teams.models import Project, Team
 
@@ -184,7 +184,7 @@ def _job_create(
             job=job,
             type=EventType.PREEMPTED if preempted else EventType.COMPLETED,
             at=ended,
-            details={"reason": "node-lost"} if preempted else {},
+            details={"reason": EvictionReason.NODE_LOST.value} if preempted else {},
         )
     )
     allocations = [
@@ -199,7 +199,7 @@ def _job_create(
             price_per_gpu_hour=slot.node.price_per_gpu_hour,
             started_at=started,
             ended_at=ended,
-            end_reason="node-lost" if preempted else "completed",
+            end_reason=EvictionReason.NODE_LOST.value if preempted else "completed",
         )
         for slot in chosen
     ]

@@ -17,8 +17,9 @@ from django.utils import timezone
 
 from jobs.models import Allocation, Job, JobEvent
 from jobs.selectors import Usage, gpu_equivalents, usage_of
-from scheduler.core import ANY, UNITS_PER_GPU, burst_limits, guarantee_limits
+from scheduler.core import ANY, burst_limits, guarantee_limits
 from scheduler.core import Team as CoreTeam
+from scheduler.core.units import UNITS_PER_GPU
 from scheduler.core.vocabulary import JobState, Priority
 from scheduler.models import UtilizationSample
 from teams.models import Quota, Team
@@ -33,7 +34,7 @@ class QuotaUse:
     """One GPU class of a team (``any``: all classes together) now, in GPU-equivalents.
 
     The guarantee and burst limit are the scheduler's reading of the team's quota rows (fair-share rule 1 in
-    ``scheduler.core.fairshare``): the ``any`` row's guarantee is the ``any`` quota or, without one, the sum
+    ``scheduler.core.rules.fairshare``): the ``any`` row's guarantee is the ``any`` quota or, without one, the sum
     of the class quotas; a class without a quota row is bounded by the ``any`` figures alone (None here) or,
     when the team's quotas are per class only, guaranteed nothing. Burst None: no burst limit.
 

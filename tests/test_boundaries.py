@@ -18,7 +18,12 @@ PURE = ("scheduler/core", "scheduler/sim", "scheduler/specs")
 FRAMEWORK = {"django", "rest_framework", "celery", "redis", "kubernetes"}
 FORBIDDEN_IN_PURE = FRAMEWORK | {"portal", *APPS} - {"scheduler"}
 # The engine's public names: the package itself (its __all__) and the two tables every layer shares.
-ENGINE_PUBLIC_MODULES = {"scheduler.core", "scheduler.core.vocabulary", "scheduler.core.catalog"}
+ENGINE_PUBLIC_MODULES = {
+    "scheduler.core",
+    "scheduler.core.vocabulary",
+    "scheduler.core.catalog",
+    "scheduler.core.units",
+}
 # Where the simulator may be used besides itself: the benchmarks' room (it runs the simulator's benchmarks
 # beside the portal's) and the scenario command (it replays scenario files). The apps use the engine instead.
 SIMULATOR_USERS = ("benchmarks", "scheduler/management/commands/scenario.py")

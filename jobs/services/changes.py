@@ -16,8 +16,7 @@ from django.utils import timezone
 from jobs.access import check_cancel, check_manage, check_priority
 from jobs.errors import JobNotFound, JobSpecInvalid, JobStateError
 from jobs.models import Allocation, Job, JobEvent
-from scheduler.core import PRIORITY_INDEX
-from scheduler.core.vocabulary import EventType, JobState, Priority
+from scheduler.core.vocabulary import PRIORITY_INDEX, EventType, JobState, Priority
 from scheduler.specs.fields import describe
 from teams.models import Team
 
@@ -26,7 +25,7 @@ _LIVE = (JobState.PENDING, JobState.RUNNING)
 
 
 def team_order_key(job: Job) -> tuple[int, int, datetime, int]:
-    """The scheduler's order within a team (``scheduler.core.fairshare``): priority, rank, submit time, id."""
+    """The scheduler's order within a team (``scheduler.core.rules.fairshare``): priority, rank, submit time, id."""
     return (PRIORITY_INDEX[job.priority], job.rank, job.submitted_at, job.pk)
 
 

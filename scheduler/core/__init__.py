@@ -11,21 +11,17 @@ guarantee check read, and the size of a GPU in capacity units. ``scheduler.core.
 
 from scheduler.core import bounds
 from scheduler.core.bounds import text_problem
-from scheduler.core.capacity import UNITS_PER_GPU
 from scheduler.core.cycle import plan_cycle, rejection_reason
 from scheduler.core.demand import DemandKind
-from scheduler.core.fairshare import PRIORITY_INDEX
-from scheduler.core.limits import ANY, burst_limits, fill_fits, guarantee_limits
 from scheduler.core.memory import estimate
 from scheduler.core.plan import Bind, Evict, Plan, Reconfigure, Reject, Waiting
 from scheduler.core.policy import Policy
 from scheduler.core.rightsize import memory_need_mib, resolve, unplaceable_reason
+from scheduler.core.rules.limits import ANY, borrowed_in_fill, burst_limits, fill_order, guarantee_limits
 from scheduler.core.state import Job, ModelProfile, Node, Preemption, Request, Running, Slot, Snapshot, Team
 
 __all__ = [
     "ANY",
-    "PRIORITY_INDEX",
-    "UNITS_PER_GPU",
     "Bind",
     "DemandKind",
     "Evict",
@@ -43,10 +39,11 @@ __all__ = [
     "Snapshot",
     "Team",
     "Waiting",
+    "borrowed_in_fill",
     "bounds",
     "burst_limits",
     "estimate",
-    "fill_fits",
+    "fill_order",
     "guarantee_limits",
     "memory_need_mib",
     "plan_cycle",

@@ -12,9 +12,10 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from scheduler.core.catalog import COMPUTE_SLICES, GPU_MODEL_BY_NAME, GpuModelSpec
+from scheduler.core.catalog import GPU_MODEL_BY_NAME, GpuModelSpec
 from scheduler.core.speedups.memo import current_memo
-from scheduler.core.state import FULL_GPU_MILLI, Job, MigLayout, Node, Running, Slot, Snapshot
+from scheduler.core.state import Job, MigLayout, Node, Running, Slot, Snapshot
+from scheduler.core.units import FULL_GPU_MILLI, UNITS_PER_MILLI, UNITS_PER_SLICE
 
 
 def gpu_class_of(gpu_model: str) -> str:
@@ -68,18 +69,14 @@ class Gpu:
 
 _SlotOp = tuple[Gpu, int | None, int, str, int]  # (GPU, MIG start or None, milli, GPU class, units)
 
-# Usage is counted in integer units of 1/7000 GPU: a MIG slice (n/7) and a milli share (m/1000) are both
-# exact in it, so adding and removing thousands of slots in a cycle never drifts.
-UNITS_PER_GPU = COMPUTE_SLICES * FULL_GPU_MILLI
-
 
 def slot_units(slot: Slot, spec: GpuModelSpec | None) -> int:
     """How much of a GPU a slot counts as, in 1/7000 GPU: whole 7000, MIG compute slices × 1000, share milli × 7."""
     if slot.mig_profile is not None:
         if spec is None:
             raise ValueError(f"MIG profile {slot.mig_profile} on a GPU outside the catalog")
-        return spec.profiles()[slot.mig_profile].compute_slices * FULL_GPU_MILLI
-    return min(slot.milli, FULL_GPU_MILLI) * COMPUTE_SLICES
+        return spec.profiles()[slot.mig_profile].compute_slices * UNITS_PER_SLICE
+    return min(slot.milli, FULL_GPU_MILLI) * UNITS_PER_MILLI
 
 
 class Statement:

@@ -61,7 +61,6 @@ import logging
 from collections.abc import Hashable, Sequence
 from dataclasses import replace
 
-from scheduler.core.capacity import UNITS_PER_GPU
 from scheduler.core.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.choose import choose
 from scheduler.core.demand import Demand
@@ -100,7 +99,8 @@ from scheduler.core.shape import Shape, placement_shape
 from scheduler.core.speedups.memo import Memo, current_memo
 from scheduler.core.speedups.trial import TrialPlacement
 from scheduler.core.speedups.victims import Victims
-from scheduler.core.state import FULL_GPU_MILLI, Job, Slots, Snapshot
+from scheduler.core.state import Job, Slots, Snapshot
+from scheduler.core.units import FULL_GPU_MILLI, UNITS_PER_GPU
 from scheduler.core.vocabulary import Priority
 
 __all__ = ["plan_cycle", "rejection_reason"]  # rejection_reason: the question a submit asks (screening)

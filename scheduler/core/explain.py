@@ -30,11 +30,12 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from scheduler.core.capacity import UNITS_PER_GPU, ClusterState, gpu_class_of, slot_units
+from scheduler.core.capacity import ClusterState, gpu_class_of, slot_units
 from scheduler.core.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.demand import Demand, DemandKind
 from scheduler.core.speedups.memo import current_memo
-from scheduler.core.state import FULL_GPU_MILLI, Job
+from scheduler.core.state import Job
+from scheduler.core.units import FULL_GPU_MILLI, UNITS_PER_GPU
 
 CAPACITY = "capacity"
 QUOTA = "quota"

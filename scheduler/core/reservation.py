@@ -45,9 +45,8 @@ from scheduler.core.demand import DemandKind
 from scheduler.core.placement.index import CapacityIndex
 from scheduler.core.placement.options import Option
 from scheduler.core.policy import Policy
-from scheduler.core.rules.fairshare import PRIORITY_INDEX
 from scheduler.core.state import Job, Request, Slot, Slots, Team
-from scheduler.core.vocabulary import Priority
+from scheduler.core.vocabulary import PRIORITY_INDEX, Priority
 
 GpuKey = tuple[str, int]
 

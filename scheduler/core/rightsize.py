@@ -30,7 +30,8 @@ from scheduler.core.layouts import fit
 from scheduler.core.memory import estimate
 from scheduler.core.policy import Policy
 from scheduler.core.speedups.memo import memoized
-from scheduler.core.state import FULL_GPU_MILLI, Job, Request
+from scheduler.core.state import Job, Request
+from scheduler.core.units import FULL_GPU_MILLI
 from scheduler.core.vocabulary import JobKind, ModelMode
 
 MAX_GPUS_PER_REPLICA = 8  # one HGX/DGX server: a replica's GPUs share one NVSwitch domain

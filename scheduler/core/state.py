@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from scheduler.core.units import FULL_GPU_MILLI
 from scheduler.core.vocabulary import (
     CapacityTier,
     Dtype,
@@ -21,8 +22,6 @@ from scheduler.core.vocabulary import (
 
 MigLayout = tuple[tuple[str, int], ...]
 """A GPU's MIG instances as ``(profile, start memory slice)`` pairs; empty: MIG off, the whole GPU."""
-
-FULL_GPU_MILLI = 1000
 
 
 @dataclass(frozen=True, slots=True)

@@ -44,6 +44,10 @@ class Priority(StrEnum):
     LOW = "low"
 
 
+PRIORITY_INDEX: dict[str, int] = {p.value: i for i, p in enumerate(Priority)}
+"""The one priority order, as a rank per value: production 0 … low 3 (a lower rank is served first)."""
+
+
 class JobTier(StrEnum):
     """Which capacity tiers a job accepts."""
 

@@ -38,7 +38,7 @@ from django.db.models import Max
 
 from jobs.models import Allocation, Job, JobEvent
 from jobs.services import job_finish, job_requeue
-from scheduler.core.vocabulary import EventType, JobState
+from scheduler.core.vocabulary import EventType, EvictionReason, JobState
 from scheduler.gateways.protocol import Observation, ReplicaPhase
 from scheduler.loop.apply import BindOp, EvictOp, Op, bind_request
 
@@ -163,8 +163,8 @@ def _running_job(
         if observed is not None:
             gone = [r for r in observed.replicas if r.phase == ReplicaPhase.GONE]
             message = message or (gone[0].message if gone else "")
-            repairs.ops.append(EvictOp(job=job_id, namespace=observed.namespace, reason="node-lost"))
-        job_requeue(job=job, reason="node-lost", by=None, at=at, message=message)
+            repairs.ops.append(EvictOp(job=job_id, namespace=observed.namespace, reason=EvictionReason.NODE_LOST))
+        job_requeue(job=job, reason=EvictionReason.NODE_LOST, by=None, at=at, message=message)
         repairs.lost.append(job_id)
         return
     if observed is None or len(observed.replicas) < job.replicas:

@@ -180,7 +180,7 @@ def _reason(exc: Exception) -> str:
 def parse_team(errors: Errors, path: str, value: Any) -> Team | None:
     """A team object: overall and per-class guarantees and burst limits in GPU-equivalents, and a weight.
 
-    Written as ``scheduler.core.fairshare`` reads a :class:`Team`: ``guaranteed_gpus`` / ``burst_gpus`` become
+    Written as ``scheduler.core.rules.fairshare`` reads a :class:`Team`: ``guaranteed_gpus`` / ``burst_gpus`` become
     the ``"any"`` entries, the ``guaranteed`` / ``burst`` maps the per-class entries. Without
     ``guaranteed_gpus`` the overall guarantee is the sum of the class entries (and a class left out is not
     guaranteed); without ``burst_gpus`` there is no overall burst limit (borrowing idle capacity is bounded

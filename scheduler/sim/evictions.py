@@ -19,18 +19,23 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from scheduler.core.state import Node
-from scheduler.core.vocabulary import CapacityTier
+from scheduler.core.vocabulary import CapacityTier, EvictionReason
 from scheduler.sim.records import RunLog
 
 CAUSES = ("priority", "reclaim", "reconfiguration", "spot", "node-lost")
-_BY_REASON = {"priority": "priority", "production": "priority", "reclaim": "reclaim", "repartition": "reconfiguration"}
+_BY_REASON: dict[str, str] = {
+    EvictionReason.PRIORITY: "priority",
+    EvictionReason.PRODUCTION: "priority",
+    EvictionReason.RECLAIM: "reclaim",
+    EvictionReason.RECONFIGURE: "reconfiguration",
+}
 WINDOW_HOURS = 8.0  # the B2 eviction target is per 8 h window (docs/benchmarks/mixed.md)
 
 
 def cause(run: RunLog, nodes: Mapping[str, Node]) -> str:
     """The cause of an evicted run (module table)."""
     reason = run.reason or "unknown"
-    if reason == "node-lost":
+    if reason == EvictionReason.NODE_LOST:
         first = run.slots[0][0].node if run.slots and run.slots[0] else None
         node = nodes.get(first) if first is not None else None
         return "spot" if node is not None and node.tier == CapacityTier.SPOT else "node-lost"

@@ -38,12 +38,13 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from scheduler.core.capacity import UNITS_PER_GPU, slot_units
+from scheduler.core.capacity import slot_units
 from scheduler.core.catalog import COMPUTE_SLICES, GPU_MODEL_BY_NAME
 from scheduler.core.layouts import fit
 from scheduler.core.policy import Policy
 from scheduler.core.rightsize import memory_need_mib
-from scheduler.core.state import FULL_GPU_MILLI, Job, Node
+from scheduler.core.state import Job, Node
+from scheduler.core.units import FULL_GPU_MILLI, UNITS_PER_GPU
 from scheduler.core.vocabulary import JobKind, ModelMode, Priority
 from scheduler.sim.records import CycleLog, RunLog
 from scheduler.sim.report import ReplayResult

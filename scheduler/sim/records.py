@@ -20,9 +20,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from scheduler.core.capacity import UNITS_PER_GPU, ClusterState, Gpu, slot_units
+from scheduler.core.capacity import ClusterState, Gpu, slot_units
 from scheduler.core.catalog import COMPUTE_SLICES, GPU_MODEL_BY_NAME
 from scheduler.core.state import Job, Node, Running, Slots
+from scheduler.core.units import UNITS_PER_GPU
 from scheduler.core.vocabulary import JobState
 
 EPSILON_S = 1e-9  # float slack when comparing work done with a duration

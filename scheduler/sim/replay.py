@@ -41,7 +41,7 @@ from scheduler.core.capacity import ClusterState
 from scheduler.core.catalog import LayoutError, validate_layout
 from scheduler.core.plan import Plan, Reconfigure
 from scheduler.core.state import Node, Preemption, Snapshot, Team
-from scheduler.core.vocabulary import JobState
+from scheduler.core.vocabulary import EvictionReason, JobState
 from scheduler.gcpause import gc_paused
 from scheduler.sim import events as ev
 from scheduler.sim.planners import Planner, microcosm
@@ -275,7 +275,7 @@ class _Replay:
     def _node_gone(self, node: NodeRecord) -> None:
         name = node.node.name
         for record in [r for r in self.running.values() if any(s.node == name for rep in r.slots for s in rep)]:
-            self._evict(record, reason="node-lost", by=None)
+            self._evict(record, reason=EvictionReason.NODE_LOST, by=None)
         node.state = "gone"
         node.gone_at = self.now
         node.reconfiguring.clear()

@@ -18,7 +18,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.core.state import FULL_GPU_MILLI, MigLayout, Slots, Team
+from scheduler.core.state import MigLayout, Slots, Team
+from scheduler.core.units import FULL_GPU_MILLI
 from scheduler.core.vocabulary import JobState
 from scheduler.sim.records import JobRecord, NodeRecord, RunLog
 
@@ -104,7 +105,7 @@ def node_view(record: NodeRecord, now: float) -> Json:
 
 
 def overall_guarantee(team: Team) -> float:
-    """The ``"any"`` entry, else the sum of the class entries (as ``scheduler.core.fairshare`` reads it)."""
+    """The ``"any"`` entry, else the sum of the class entries (as ``scheduler.core.rules.fairshare`` reads it)."""
     overall = team.guaranteed_for("any")
     return overall if overall is not None else sum(amount for _, amount in team.guaranteed)
 

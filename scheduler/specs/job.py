@@ -21,7 +21,8 @@ from scheduler.core.bounds import (
     out_of_bounds,
     text_problem,
 )
-from scheduler.core.state import FULL_GPU_MILLI, Job, ModelProfile, Request
+from scheduler.core.state import Job, ModelProfile, Request
+from scheduler.core.units import FULL_GPU_MILLI
 from scheduler.core.vocabulary import Dtype, JobKind, JobTier, ModelMode, Priority
 from scheduler.specs.fields import (
     Errors,

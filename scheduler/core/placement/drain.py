@@ -29,10 +29,9 @@ from scheduler.core.placement.index import CapacityIndex
 from scheduler.core.placement.options import Option
 from scheduler.core.plan import Evict, Reconfigure
 from scheduler.core.policy import Policy
-from scheduler.core.rules.fairshare import PRIORITY_INDEX
 from scheduler.core.rules.reconfiguration import plan_reconfiguration
 from scheduler.core.state import Job, Preemption
-from scheduler.core.vocabulary import EvictionReason, Priority
+from scheduler.core.vocabulary import PRIORITY_INDEX, EvictionReason, Priority
 
 MAX_TRIES = 4
 REASON = EvictionReason.RECONFIGURE

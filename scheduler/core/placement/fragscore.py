@@ -37,8 +37,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from scheduler.core.speedups.memo import memoized
+from scheduler.core.units import FULL_GPU_MILLI
 
-FULL_GPU_MILLI = 1000
 CLASSES = 100  # FGD's score range: the gradient is cut into this many logistic classes
 
 Cost = tuple[int, int]

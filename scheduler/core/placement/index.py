@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING
 from scheduler.core.capacity import ClusterState, Gpu, Statement
 from scheduler.core.speedups.idle import IdleClasses
 from scheduler.core.speedups.memo import current_memo
-from scheduler.core.state import FULL_GPU_MILLI, Job, Slots, Snapshot
+from scheduler.core.state import Job, Slots, Snapshot
+from scheduler.core.units import FULL_GPU_MILLI
 
 if TYPE_CHECKING:
     from scheduler.core.placement.mix import DemandMix

@@ -24,7 +24,8 @@ from scheduler.core.placement.options import options_for
 from scheduler.core.policy import Policy
 from scheduler.core.shape import placement_shape
 from scheduler.core.speedups.memo import current_memo
-from scheduler.core.state import FULL_GPU_MILLI, Job
+from scheduler.core.state import Job
+from scheduler.core.units import FULL_GPU_MILLI
 
 
 class DemandMix:

@@ -24,7 +24,8 @@ from collections.abc import Sequence
 from scheduler.core.placement.index import CapacityIndex
 from scheduler.core.placement.mix import DemandMix
 from scheduler.core.placement.options import KIND_RANK, Option
-from scheduler.core.state import FULL_GPU_MILLI, Job, Slot
+from scheduler.core.state import Job, Slot
+from scheduler.core.units import FULL_GPU_MILLI
 
 Score = tuple[int, ...]
 SCAN_LIMIT = 64

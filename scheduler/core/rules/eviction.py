@@ -47,10 +47,10 @@ from scheduler.core.capacity import ClusterState, model_matches
 from scheduler.core.demand import DemandKind
 from scheduler.core.policy import Policy
 from scheduler.core.rightsize import resolve
-from scheduler.core.rules.fairshare import PRIORITY_INDEX, FairShare
+from scheduler.core.rules.fairshare import FairShare
 from scheduler.core.rules.limits import placement_units
 from scheduler.core.state import Job, Slots
-from scheduler.core.vocabulary import EvictionReason, Priority
+from scheduler.core.vocabulary import PRIORITY_INDEX, EvictionReason, Priority
 
 _PRODUCTION_RANK = PRIORITY_INDEX[Priority.PRODUCTION]
 

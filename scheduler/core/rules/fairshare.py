@@ -58,7 +58,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterator, Mapping, Sequence
 
-from scheduler.core.capacity import UNITS_PER_GPU, ClusterState, gpu_class_of
+from scheduler.core.capacity import ClusterState, gpu_class_of
 from scheduler.core.explain import demand_units
 from scheduler.core.policy import Policy
 from scheduler.core.rightsize import resolve
@@ -66,11 +66,11 @@ from scheduler.core.rules.limits import (
     ANY,
     Admission,
     Excess,
+    GuaranteeFill,
     Limits,
     burst_limits,
     exceeds,
-    fill_fits,
-    gpus_text,
+    fill_order,
     guarantee_limits,
     of_class,
 )
@@ -78,9 +78,9 @@ from scheduler.core.shape import Shape
 from scheduler.core.speedups.fill import FillResume
 from scheduler.core.speedups.memo import current_memo
 from scheduler.core.state import Job, Team
-from scheduler.core.vocabulary import Priority
+from scheduler.core.units import UNITS_PER_GPU, gpus_text
+from scheduler.core.vocabulary import PRIORITY_INDEX, Priority
 
-PRIORITY_INDEX: dict[str, int] = {p.value: i for i, p in enumerate(Priority)}  # production 0 … low 3
 _MIN_WEIGHT = 1e-9  # a weight ≤ 0 is read as "served last", never as a division by zero
 
 JobKey = tuple[int, int, float, str]
@@ -131,7 +131,7 @@ class FairShare:
         by_team: dict[str, list[tuple[tuple[int, int, float, str], str]]] = {}
         for job_id, running in state.running.items():
             job = running.job
-            key = (int(job.preemptible), PRIORITY_INDEX[job.priority], running.started_at, job_id)
+            key = fill_order(job.preemptible, job.priority, running.started_at, job_id)
             by_team.setdefault(job.team, []).append((key, job_id))
         self._running_by_team: dict[str, tuple[str, ...]] = {
             team: tuple(job_id for _, job_id in sorted(entries)) for team, entries in sorted(by_team.items())
@@ -353,22 +353,17 @@ class FairShare:
         return job_id in cached[1]
 
     def _fill(self, team: str, running: tuple[str, ...]) -> tuple[str, ...]:
-        """First-fit of ``running`` into the guarantee (:func:`~scheduler.core.rules.limits.fill_fits`), with the
-        overall total kept as a running sum; it resumes where the team's previous fill agrees
+        """The borrowed jobs of ``running`` (in fill order) by the guarantee fill
+        (:class:`~scheduler.core.rules.limits.GuaranteeFill`); it resumes where the team's previous fill agrees
         (:mod:`scheduler.core.speedups.fill`)."""
-        limits = self.guarantee(team)
         resume, held, filled, borrowed, checkpoints = self._resume.start(team, running)
+        fill = GuaranteeFill(self.guarantee(team), held, filled)
         saves_at = self._resume.saves_at
         for position in range(resume, len(running)):
             if saves_at(position, resume):
-                checkpoints.append((held, tuple(filled.items()), len(borrowed)))
+                checkpoints.append((fill.held, tuple(fill.filled.items()), len(borrowed)))
             job_id = running[position]
-            total, by_class = self._fill_units(job_id)
-            if fill_fits(limits, held, filled, total, by_class):
-                held += total
-                for gpu_class, amount in by_class:
-                    filled[gpu_class] = filled.get(gpu_class, 0) + amount
-            else:
+            if not fill.offer(*self._fill_units(job_id)):
                 borrowed.append(job_id)
         self._resume.save(team, running, checkpoints, borrowed)
         return tuple(borrowed)

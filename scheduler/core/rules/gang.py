@@ -20,7 +20,8 @@ from scheduler.core.plan import Bind
 from scheduler.core.policy import Policy
 from scheduler.core.rightsize import resolve
 from scheduler.core.rules.tiers import tier_rank
-from scheduler.core.state import FULL_GPU_MILLI, Job, Node, Slots
+from scheduler.core.state import Job, Node, Slots
+from scheduler.core.units import FULL_GPU_MILLI
 
 
 class GangError(ValueError):

@@ -2,16 +2,22 @@
 
 The rules are :mod:`scheduler.core.rules.fairshare`'s (rules 1 and 2); this module holds the pure values and
 functions they are written with, so that a reader of a limit or an admission message needs nothing else.
-All figures are integer units of 1/7000 GPU (:data:`~scheduler.core.capacity.UNITS_PER_GPU`).
+All figures are integer units of 1/7000 GPU (:mod:`scheduler.core.units`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
-from scheduler.core.capacity import UNITS_PER_GPU, ClusterState, gpu_class_of, slot_units
+from scheduler.core.capacity import ClusterState, gpu_class_of, slot_units
 from scheduler.core.state import Slot, Team
+from scheduler.core.units import to_units
+from scheduler.core.vocabulary import PRIORITY_INDEX
+
+Start = TypeVar("Start")
+JobId = TypeVar("JobId")
 
 ANY = "any"
 Excess = tuple[str, int, int]  # (class or "any", units after, limit)
@@ -60,15 +66,6 @@ class Limits:
         return self.by_class.get(gpu_class, self.other_classes)
 
 
-def to_units(gpus: float) -> int:
-    return round(gpus * UNITS_PER_GPU)
-
-
-def gpus_text(units: int) -> str:
-    """GPU-equivalents for a person: ``4``, ``2.43``."""
-    return f"{round(units / UNITS_PER_GPU, 2):g}"
-
-
 def placement_units(state: ClusterState, slots: tuple[tuple[Slot, ...], ...]) -> dict[str, int]:
     """Units per GPU class that ``slots`` (one tuple per replica) would hold: the ``units_by_class`` of admit."""
     totals: dict[str, int] = {}
@@ -112,6 +109,45 @@ def fill_fits(
         if limit is not None and filled.get(gpu_class, 0) + amount > limit:
             return False
     return True
+
+
+def fill_order(preemptible: bool, priority: str, started_at: Start, job_id: JobId) -> tuple[int, int, Start, JobId]:
+    """The order in which a team's running jobs fill its guarantee (fair-share rule 4): non-preemptible work
+    first, then priority, then the earlier start, then id. A priority outside the vocabulary (a row written
+    by hand) goes last."""
+    return (int(preemptible), PRIORITY_INDEX.get(priority, len(PRIORITY_INDEX)), started_at, job_id)
+
+
+class GuaranteeFill:
+    """Fair-share rule 4: a team's running jobs, taken in :func:`fill_order`, fill its guarantee first-fit; a job
+    that no longer fits — overall or in a class it uses — is borrowed. The scheduler fills with the jobs running
+    now, billing with the jobs live at a ledger instant, so the two never disagree about what was borrowed.
+
+    ``held`` and ``filled`` (units overall and per class) start where a resumed fill left off."""
+
+    __slots__ = ("filled", "held", "limits")
+
+    def __init__(self, limits: Limits, held: int = 0, filled: dict[str, int] | None = None) -> None:
+        self.limits = limits
+        self.held = held
+        self.filled: dict[str, int] = {} if filled is None else filled
+
+    def offer(self, total: int, by_class: Collection[tuple[str, int]]) -> bool:
+        """Count a job of ``total`` units (``by_class``: its units per class) in the guarantee if it still fits;
+        False: it does not, and the job is borrowed."""
+        if not fill_fits(self.limits, self.held, self.filled, total, by_class):
+            return False
+        self.held += total
+        for gpu_class, amount in by_class:
+            self.filled[gpu_class] = self.filled.get(gpu_class, 0) + amount
+        return True
+
+
+def borrowed_in_fill(limits: Limits, jobs: Iterable[tuple[JobId, int, Collection[tuple[str, int]]]]) -> list[JobId]:
+    """The jobs a whole :class:`GuaranteeFill` finds borrowed; ``jobs``: (id, units, units per class) in
+    :func:`fill_order`."""
+    fill = GuaranteeFill(limits)
+    return [job_id for job_id, total, by_class in jobs if not fill.offer(total, by_class)]
 
 
 def exceeds(limits: Limits, usage: Mapping[str, int], units_by_class: Mapping[str, int]) -> Excess | None:

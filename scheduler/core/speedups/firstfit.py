@@ -24,14 +24,15 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from scheduler.core.capacity import UNITS_PER_GPU, ClusterState, Gpu, gpu_class_of
+from scheduler.core.capacity import ClusterState, Gpu, gpu_class_of
 from scheduler.core.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.demand import Demand, DemandKind
 from scheduler.core.placement.holdings import Holding, holding
 from scheduler.core.placement.index import CapacityIndex, Group
 from scheduler.core.placement.options import options_for
 from scheduler.core.policy import Policy
-from scheduler.core.state import FULL_GPU_MILLI, Job, Slot, Slots
+from scheduler.core.state import Job, Slot, Slots
+from scheduler.core.units import FULL_GPU_MILLI, UNITS_PER_GPU
 
 
 @dataclass(frozen=True, slots=True)

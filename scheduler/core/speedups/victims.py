@@ -25,15 +25,16 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 
-from scheduler.core.capacity import UNITS_PER_GPU, ClusterState
+from scheduler.core.capacity import ClusterState
 from scheduler.core.demand import DemandKind
 from scheduler.core.policy import Policy
 from scheduler.core.rules.eviction import Candidate, by_key, could_help, ground, reclaims_own
-from scheduler.core.rules.fairshare import PRIORITY_INDEX, FairShare
+from scheduler.core.rules.fairshare import FairShare
 from scheduler.core.shape import Shape
 from scheduler.core.speedups.memo import current_memo
 from scheduler.core.state import Job, Slots
-from scheduler.core.vocabulary import Priority
+from scheduler.core.units import UNITS_PER_GPU
+from scheduler.core.vocabulary import PRIORITY_INDEX, Priority
 
 _Facts = tuple[Job, int, bool, float, float, "Slots", tuple[tuple[str, bool], ...]]
 

@@ -33,7 +33,8 @@ from scheduler.core.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.plan import Bind, Evict, Plan, Reject, Waiting
 from scheduler.core.policy import Policy
 from scheduler.core.rightsize import memory_need_mib
-from scheduler.core.state import FULL_GPU_MILLI, Job, Node, Slot, Slots, Snapshot
+from scheduler.core.state import Job, Node, Slot, Slots, Snapshot
+from scheduler.core.units import FULL_GPU_MILLI
 from scheduler.core.vocabulary import CapacityTier, EvictionReason, JobTier
 
 

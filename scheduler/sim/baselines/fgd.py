@@ -26,7 +26,8 @@ from functools import lru_cache
 
 from scheduler.core.plan import Plan
 from scheduler.core.policy import Policy
-from scheduler.core.state import FULL_GPU_MILLI, Job, Node, Slot, Slots, Snapshot
+from scheduler.core.state import Job, Node, Slot, Slots, Snapshot
+from scheduler.core.units import FULL_GPU_MILLI
 from scheduler.sim.baselines.common import Free, Need, may_use, plan_fifo, replica_need
 
 NAME = "fgd"

@@ -13,9 +13,10 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from scheduler.core.capacity import UNITS_PER_GPU, slot_units
+from scheduler.core.capacity import slot_units
 from scheduler.core.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.state import Job, Node
+from scheduler.core.units import UNITS_PER_GPU
 from scheduler.sim.prices import RESERVED_DISCOUNT
 from scheduler.sim.report import ReplayResult
 

@@ -60,21 +60,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from scheduler.core.capacity import UNITS_PER_GPU, gpu_class_of
+from scheduler.core.capacity import gpu_class_of
 from scheduler.core.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.layouts import named_layout
-from scheduler.core.state import (
-    FULL_GPU_MILLI,
-    Job,
-    MigLayout,
-    ModelProfile,
-    Node,
-    Request,
-    Running,
-    Slot,
-    Snapshot,
-    Team,
-)
+from scheduler.core.state import Job, MigLayout, ModelProfile, Node, Request, Running, Slot, Snapshot, Team
+from scheduler.core.units import FULL_GPU_MILLI, UNITS_PER_GPU
 from scheduler.core.vocabulary import CapacityTier, Dtype, Interconnect, JobKind, JobTier, Priority
 
 T = TypeVar("T")

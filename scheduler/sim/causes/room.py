@@ -44,9 +44,10 @@ from scheduler.core.demand import Demand, DemandKind
 from scheduler.core.plan import Plan
 from scheduler.core.policy import Policy
 from scheduler.core.rightsize import memory_need_mib, resolve
-from scheduler.core.rules.fairshare import PRIORITY_INDEX
 from scheduler.core.rules.tiers import allowed_tiers
-from scheduler.core.state import FULL_GPU_MILLI, Job, Snapshot
+from scheduler.core.state import Job, Snapshot
+from scheduler.core.units import FULL_GPU_MILLI
+from scheduler.core.vocabulary import PRIORITY_INDEX
 
 ROOM_INSTANCE = "room-instance"
 ROOM_IDLE_GPU = "room-idle-gpu"

@@ -4,20 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.core.capacity import UNITS_PER_GPU
 from scheduler.core.policy import Policy
 from scheduler.core.rules.fairshare import FairShare, job_class
-from scheduler.core.rules.limits import (
-    ANY,
-    Admission,
-    Limits,
-    burst_limits,
-    exceeds,
-    gpus_text,
-    guarantee_limits,
-    placement_units,
-)
+from scheduler.core.rules.limits import ANY, Admission, Limits, burst_limits, exceeds, guarantee_limits, placement_units
 from scheduler.core.state import Job, Node, Running, Slot, Team
+from scheduler.core.units import UNITS_PER_GPU, gpus_text
 from scheduler.core.vocabulary import Priority
 from tests.scheduler.core.test_preemption import A100, H100, job, node, on, ones, run, team, world
 

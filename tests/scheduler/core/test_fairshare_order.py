@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.core.capacity import UNITS_PER_GPU
 from scheduler.core.state import Job, ModelProfile, Request
+from scheduler.core.units import UNITS_PER_GPU
 from scheduler.core.vocabulary import JobKind
 from tests.scheduler.core.test_preemption import H100, job, node, on, run, team, world
 

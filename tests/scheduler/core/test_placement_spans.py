@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from scheduler.core import plan_cycle, rejection_reason
-from scheduler.core.capacity import UNITS_PER_GPU
 from scheduler.core.demand import Demand
 from scheduler.core.placement import find_slots, index_of
 from scheduler.core.placement.options import options_for
@@ -13,6 +12,7 @@ from scheduler.core.placement.spans import class_pools, span_key
 from scheduler.core.policy import Policy
 from scheduler.core.rules.limits import placement_units
 from scheduler.core.state import Job, Node, Running
+from scheduler.core.units import UNITS_PER_GPU
 from scheduler.core.vocabulary import CapacityTier, JobTier
 from tests.scheduler.properties.builders import (
     A100,

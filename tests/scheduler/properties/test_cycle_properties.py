@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scheduler.core import Job, Node, Plan, Policy, Running, Snapshot, Team, plan_cycle
-from scheduler.core.capacity import UNITS_PER_GPU, ClusterState, gpu_class_of, slot_units
+from scheduler.core.capacity import ClusterState, gpu_class_of, slot_units
 from scheduler.core.catalog import GPU_MODEL_BY_NAME, validate_layout
 from scheduler.core.demand import DemandKind
 from scheduler.core.layouts import named_layout, named_layouts
@@ -34,6 +34,7 @@ from scheduler.core.rightsize import resolve
 from scheduler.core.rules.limits import burst_limits, guarantee_limits
 from scheduler.core.rules.tiers import allowed_tiers
 from scheduler.core.state import Request
+from scheduler.core.units import UNITS_PER_GPU
 from scheduler.core.vocabulary import CapacityTier, Interconnect, JobKind, JobTier, Priority
 from tests.scheduler.properties.apply import apply_plan
 from tests.scheduler.properties.builders import NOW

@@ -19,7 +19,8 @@ from scheduler.core.capacity import ClusterState
 from scheduler.core.catalog import GPU_MODEL_BY_NAME, validate_layout
 from scheduler.core.layouts import named_layout
 from scheduler.core.plan import Bind, Plan, Reject, Waiting
-from scheduler.core.state import FULL_GPU_MILLI, Slot, Snapshot
+from scheduler.core.state import Slot, Snapshot
+from scheduler.core.units import FULL_GPU_MILLI
 from scheduler.core.vocabulary import JobKind
 from scheduler.sim.bench import ClusterShape, scale, synthetic_snapshot
 from scheduler.sim.bench.scale import ScaleResult, busy_fraction, measure, plan_problem, target_s

@@ -8,9 +8,10 @@ from collections import defaultdict
 
 import pytest
 
-from scheduler.core.capacity import UNITS_PER_GPU, slot_units
+from scheduler.core.capacity import slot_units
 from scheduler.core.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.state import Node
+from scheduler.core.units import UNITS_PER_GPU
 from scheduler.core.vocabulary import CapacityTier, Interconnect
 from scheduler.sim import parse_scenario, replay
 from scheduler.sim.bench.mixed_run import Repairs, guarded
