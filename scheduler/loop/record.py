@@ -19,7 +19,7 @@ from jobs.models import Job
 from jobs.services import job_bind_record, job_finish, job_requeue
 from scheduler.core import Plan
 from scheduler.core.state import MigLayout
-from scheduler.core.vocabulary import JobState
+from scheduler.core.vocabulary import EventType, JobState
 from scheduler.errors import FencingError
 from scheduler.gateways.protocol import MigConfigState, Observation
 from scheduler.loop.apply import BindOp, EvictOp, MigOp, Op, bind_request
@@ -122,7 +122,7 @@ def _binds(plan: Plan, jobs: Mapping[str, Job], at: datetime, ops: list[Op]) -> 
         job = jobs.get(bind.job)
         if job is None or job.state != JobState.PENDING:
             continue
-        resumed = job.events.filter(type="requeued").exists()
+        resumed = job.events.filter(type=EventType.REQUEUED).exists()
         job_bind_record(job=job, slots=bind.slots, nodes=nodes, at=at)
         allocations = list(job.allocations.filter(ended_at__isnull=True).select_related("node"))
         ops.append(BindOp(request=bind_request(job, allocations, resume=resumed), team=job.team.slug))

@@ -24,7 +24,7 @@ from scheduler.core.capacity import ClusterState, Gpu, slot_units
 from scheduler.core.catalog import COMPUTE_SLICES, GPU_MODEL_BY_NAME
 from scheduler.core.state import Job, Node, Running, Slots
 from scheduler.core.units import UNITS_PER_GPU
-from scheduler.core.vocabulary import JobState
+from scheduler.core.vocabulary import JobState, NodeState
 
 EPSILON_S = 1e-9  # float slack when comparing work done with a duration
 
@@ -99,16 +99,16 @@ class RunLog:
 @dataclass(slots=True)
 class NodeRecord:
     node: Node
-    state: str = "ready"  # ready | draining (spot notice) | gone
+    state: NodeState = NodeState.READY  # draining: a spot notice came; gone: the node left
     gone_at: float | None = None
     reconfiguring: dict[int, float] = field(default_factory=dict)  # GPU → when its new layout is ready
 
     @property
     def present(self) -> bool:
-        return self.state != "gone"
+        return self.state != NodeState.GONE
 
     def status(self, now: float) -> str:
-        if self.state == "ready" and any(ready_at > now for ready_at in self.reconfiguring.values()):
+        if self.state == NodeState.READY and any(ready_at > now for ready_at in self.reconfiguring.values()):
             return "reconfiguring"
         return self.state
 
@@ -229,7 +229,7 @@ def sample(now: float, nodes: Mapping[str, NodeRecord], state: ClusterState, pen
     """The :class:`CycleSample` of ``state`` (the cluster with the cycle's plan applied) at ``now``."""
     free = []
     for name, node in nodes.items():
-        if not node.present or node.status(now) != "ready":
+        if not node.present or node.status(now) != NodeState.READY:
             continue  # a draining or reconfiguring node takes no new work: nothing on it could be used now
         free.append((name, tuple(free_share(gpu) for gpu in state.node_gpus(name))))
     return CycleSample(now, tuple(free), tuple(pending))

@@ -41,7 +41,7 @@ from scheduler.core.capacity import ClusterState
 from scheduler.core.catalog import LayoutError, validate_layout
 from scheduler.core.plan import Plan, Reconfigure
 from scheduler.core.state import Node, Preemption, Snapshot, Team
-from scheduler.core.vocabulary import EvictionReason, JobState
+from scheduler.core.vocabulary import EventType, EvictionReason, JobState, NodeState
 from scheduler.gcpause import gc_paused
 from scheduler.sim import events as ev
 from scheduler.sim.planners import Planner, microcosm
@@ -210,7 +210,7 @@ class _Replay:
             if node.present and node.reconfiguring.get(gpu) == self.now:
                 del node.reconfiguring[gpu]
                 self.last_change = self.now
-                self._record("reconfigured", node=subject, gpu=gpu, old=layout_json(old), new=layout_json(new))
+                self._record(EventType.RECONFIGURED, node=subject, gpu=gpu, old=layout_json(old), new=layout_json(new))
         else:
             node = self.nodes[subject]
             if node.present and node.gone_at == self.now:
@@ -267,16 +267,16 @@ class _Replay:
         if notice_s <= 0:
             self._node_gone(node)
             return
-        node.state = "draining"
+        node.state = NodeState.DRAINING
         node.gone_at = self.now + notice_s
-        self._record("draining", node=node.node.name, reason="interrupt", gone_at=num(node.gone_at))
+        self._record(EventType.DRAINING, node=node.node.name, reason="interrupt", gone_at=num(node.gone_at))
         self._timer(node.gone_at, _GONE, node.node.name, None)
 
     def _node_gone(self, node: NodeRecord) -> None:
         name = node.node.name
         for record in [r for r in self.running.values() if any(s.node == name for rep in r.slots for s in rep)]:
             self._evict(record, reason=EvictionReason.NODE_LOST, by=None)
-        node.state = "gone"
+        node.state = NodeState.GONE
         node.gone_at = self.now
         node.reconfiguring.clear()
         self.ledger.capacity_gpus -= node.node.gpu_count
@@ -293,7 +293,7 @@ class _Replay:
         record.gpu_equivalents, record.price_per_hour = gpu_equivalents(slots, self.nodes)
         record.rate = 1.0 if self.speed is None else self._rate(record, slots)
         self.running[record.job.id] = self.pending.pop(record.job.id)
-        self._record("bound", job=record.job.id, placements=placements(slots))
+        self._record(EventType.BOUND, job=record.job.id, placements=placements(slots))
         self._arm(record)
 
     def _rate(self, record: JobRecord, slots: Slots) -> float:
@@ -316,7 +316,7 @@ class _Replay:
     def _checkpoint(self, record: JobRecord) -> None:
         record.saved_s = record.work_done(self.now)
         record.checkpoint_at = self.now
-        self._record("checkpointed", job=record.job.id, work_done_s=num(record.saved_s))
+        self._record(EventType.CHECKPOINTED, job=record.job.id, work_done_s=num(record.saved_s))
         self._arm(record)
 
     def _end_run(self, record: JobRecord, state: JobState) -> None:
@@ -347,8 +347,8 @@ class _Replay:
         record.preemptions += 1
         cause = f"preempted by {by} ({reason})" if by else f"evicted ({reason})"
         record.reason = f"{cause}; waits for the next scheduling cycle"
-        self._record("preempted", job=record.job.id, by=by, reason=reason)
-        self._record("requeued", job=record.job.id)
+        self._record(EventType.PREEMPTED, job=record.job.id, by=by, reason=reason)
+        self._record(EventType.REQUEUED, job=record.job.id)
         if by is not None:
             self.preemptions.append(Preemption(victim=record.job.id, by=by, at=self.now))
 
@@ -362,7 +362,9 @@ class _Replay:
             if not record.present:
                 continue
             busy_until = max((t for t in record.reconfiguring.values() if t > self.now), default=None)
-            nodes.append(replace(record.node, schedulable=record.state == "ready", reconfiguring_until=busy_until))
+            nodes.append(
+                replace(record.node, schedulable=record.state == NodeState.READY, reconfiguring_until=busy_until)
+            )
         pending = [r.job for r in sorted(self.pending.values(), key=lambda r: r.order)]
         running = [r.running() for r in sorted(self.running.values(), key=lambda r: r.order)]
         return Snapshot(
@@ -427,7 +429,7 @@ class _Replay:
             record.state = JobState.REJECTED
             record.reason = reject.reason
             record.queue_position = record.eta_at = None
-            self._record("rejected", job=reject.job, reason=reject.reason)
+            self._record(EventType.REJECTED, job=reject.job, reason=reject.reason)
         for waiting in plan.waiting:
             record = self.pending.get(waiting.job)
             if record is not None:
@@ -438,7 +440,7 @@ class _Replay:
         node = self.nodes.get(name)
         if node is None or not node.present:
             raise self._violation(f"{what}: no such node in the cluster")
-        if node.state != "ready":
+        if node.state != NodeState.READY:
             raise self._violation(f"{what}: the node takes no new work ({node.state})")
         if any(t > self.now for t in node.reconfiguring.values()):
             raise self._violation(f"{what}: the node is being reconfigured")
@@ -463,10 +465,18 @@ class _Replay:
         if change.ready_at > self.now:
             node.reconfiguring[change.gpu] = change.ready_at
             self._record(
-                "draining", node=change.node, gpu=change.gpu, reason="reconfigure", ready_at=num(change.ready_at)
+                EventType.DRAINING,
+                node=change.node,
+                gpu=change.gpu,
+                reason="reconfigure",
+                ready_at=num(change.ready_at),
             )
             self._timer(change.ready_at, _READY, change.node, (change.gpu, current, tuple(change.new)))
         else:
             self._record(
-                "reconfigured", node=change.node, gpu=change.gpu, old=layout_json(current), new=layout_json(change.new)
+                EventType.RECONFIGURED,
+                node=change.node,
+                gpu=change.gpu,
+                old=layout_json(current),
+                new=layout_json(change.new),
             )

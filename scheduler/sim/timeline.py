@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from scheduler.core.vocabulary import EventType
 from scheduler.sim.report import Json
 
 
@@ -54,20 +55,20 @@ def _layout(layout: list[list[Any]]) -> str:
 
 def _event(event: Json) -> str:
     kind = event["type"]
-    if kind == "bound":
+    if kind == EventType.BOUND:
         return f"bound {event['job']} on {_where(event['placements'])}"
-    if kind == "preempted":
+    if kind == EventType.PREEMPTED:
         by = f" by {event['by']}" if event.get("by") else ""
         return f"preempted {event['job']}{by} ({event['reason']})"
-    if kind == "reconfigured":
+    if kind == EventType.RECONFIGURED:
         return f"reconfigured {event['node']} GPU {event['gpu']}: {_layout(event['old'])} → {_layout(event['new'])}"
-    if kind == "draining":
+    if kind == EventType.DRAINING:
         if event.get("reason") == "reconfigure":
             return f"draining {event['node']} GPU {event['gpu']} for a MIG change, ready at t={event['ready_at']}"
         return f"draining {event['node']} (spot notice), gone at t={event['gone_at']}"
-    if kind == "rejected":
+    if kind == EventType.REJECTED:
         return f"rejected {event['job']}: {event['reason']}"
-    if kind == "checkpointed":
+    if kind == EventType.CHECKPOINTED:
         return f"checkpointed {event['job']} ({event['work_done_s']} s of work saved)"
     return f"{kind} {event['job']}"
 
