@@ -1,8 +1,8 @@
 """Production inference never waits for a reconfiguration while idle capacity could hold it now.
 
-Production inference must start within one cycle, and a MIG reconfiguration takes ``policy.mig_reconfigure_s``
-(minutes, ``docs/gpu-facts.md`` §3.1). So when :func:`~scheduler.core.placement.find.find_slots` finds no
-instance of a production job's right-sized profile, the cycle asks :func:`fallback_slots` before it plans a
+Production inference must start within one cycle, and a MIG reconfiguration takes ``policy.mig_reconfigure_s`` (minutes:
+``docs/gpu-facts.md``, MIG Manager reconfiguration flow). So when :func:`~scheduler.core.placement.find.find_slots`
+finds no instance of a production job's right-sized profile, the cycle asks :func:`fallback_slots` before it plans a
 reconfiguration or evicts anyone. The rules:
 
 1. **Who.** Production jobs with a MIG option only (their other options, whole GPUs or shares, were searched

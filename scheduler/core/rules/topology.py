@@ -4,8 +4,8 @@ Pools: each GPU model's options alone; then, only when no single model holds the
 (below), the pools of several models of one class that :mod:`.spans` allows (one class, one right-sized
 demand). Among pools of a kind the best score wins, then the smaller model rank of the pool's first option.
 
-Stages within a pool, the first that fits wins (docs/gpu-facts.md §5.1: keep a job inside one node, then one rail/leaf
-group, then one spine block):
+Stages within a pool, the first that fits wins (keep a job inside one node, then one rail/leaf group, then one
+spine block: ``docs/gpu-facts.md``, Interconnect figures):
 
 1. one node — NVSwitch (penalty 0) before PCIe or split NVLink pairs (penalty 1), then best fit (fewest
    free GPUs), then name (:func:`whole.best_node`);
