@@ -1,4 +1,4 @@
-"""The price catalog's defaults (from ``docs/gpu-facts.md``, with their dates) and the price in force at an instant.
+"""The price catalog's defaults (dated, from ``docs/gpu-facts.md``) and the price in force at an instant.
 
 Defaults: AWS us-east-1 list prices per GPU-hour (instance price ÷ 8, as ``docs/gpu-facts.md``, Prices, prints
 them). They match the demo fleet's node prices (``demo/seed.py``).

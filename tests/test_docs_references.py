@@ -132,8 +132,8 @@ def test_the_rules_catch_what_they_should_and_nothing_else() -> None:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="the restructuring's final pass rewrites the citations left outside docs/ and the benchmarks; "
-    "remove this mark then",
+    reason="one citation is left, in billing/services.py (price_catalog_seed's docstring: 'the facts sheet's "
+    "default prices'); remove this mark with it",
 )
 def test_no_file_cites_what_is_outside_the_repository() -> None:
     offenders = [

@@ -1,4 +1,4 @@
-"""``manage.py prices seed``: add the missing default GPU prices of ``docs/gpu-facts.md``, with their dates."""
+"""``manage.py prices seed``: add the missing default GPU prices (dated) of ``docs/gpu-facts.md``."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """B5 ``scale``: how long one scheduling cycle of the real engine takes on a large synthetic cluster.
 
-Protocol (issue 3 §12, spec/benchmarks.md B5):
+Protocol (spec/benchmarks.md B5; the targets are in ``docs/benchmarks/scale.md``):
 
 1. Build the snapshot of a :class:`ClusterShape` (:mod:`scheduler.sim.bench.synthetic`); its build time is
    reported separately and is never part of the cycle's time.

@@ -1,4 +1,4 @@
-"""plan_cycle (issue 3): rejections, fair order, admission, preemption, reconfiguration and explanations wired
+"""plan_cycle: rejections, fair order, admission, preemption, reconfiguration and explanations wired
 into one pure, deterministic cycle."""
 
 from __future__ import annotations
