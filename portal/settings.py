@@ -28,7 +28,7 @@ from portal.env import (
 
 # The shapes of the two settings that are dicts, so that code reading them gets typed values.
 class KubernetesSettings(TypedDict):
-    """``KUBERNETES``: what the Kubernetes gateway is built from (``scheduler/kube.py``)."""
+    """``KUBERNETES``: what the Kubernetes gateway is built from (``scheduler/gateways/kube/gateway.py``)."""
 
     topology_labels: list[str]
     gpu_operator_namespace: str
@@ -49,7 +49,7 @@ class SchedulerSettings(TypedDict):
     simulated_replace_after_s: float
     simulated_mig_reconfigure_s: float
     lock_backend: str
-    lock_name: NotRequired[str]  # the Redis lock's key; absent: scheduler.locks.CYCLE_LOCK
+    lock_name: NotRequired[str]  # the Redis lock's key; absent: scheduler.loop.locks.CYCLE_LOCK
     lock_ttl_s: int
     evict_grace_s: float
     apply_attempts: int
