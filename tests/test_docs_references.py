@@ -33,11 +33,13 @@ A newcomer has the repository and nothing else, so a citation must point inside 
      ``billing.services.ledger_close_due``) resolves: the longest importable prefix is a module and the rest
      are attributes reached from it (a dataclass field counts), or the name is a Django model label
      (``billing.LedgerEntry``) or a Celery task's name (``@shared_task(name="scheduler.cycle_run")``);
+   - a relative name in a role of a ``.py`` file (``:mod:`.spans```, ``:func:`~.find.find_slots```) resolves
+     the same way in the file's package or in the file's module itself;
    - a file name ending ``.py``, bare or with folders (``speedups/trial.py``, ``scheduler/loop/cycle.py``),
      is the end of some file's path in the repository.
 
    A name preceded by a word character, ``.``, ``/`` or ``-`` is part of something longer and not checked;
-   relative names (``.spans``) and folders are not checked either. A module moved or renamed breaks here.
+   neither are folders. A module moved or renamed breaks here.
 """
 
 from __future__ import annotations
@@ -72,6 +74,7 @@ _FACTS_ANCHOR = re.compile(r"gpu-facts\.md#([\w-]+)")
 
 PACKAGES = ("scheduler", "jobs", "billing", "teams", "portal", "demo", "benchmarks")
 _DOTTED = re.compile(r"(?<![\w./-])(?:" + "|".join(PACKAGES) + r")(?:\.(?!(?:py|md|json|html)\b)[A-Za-z_]\w*)+")
+_RELATIVE_ROLE = re.compile(r":[a-z]+:`~?(\.[A-Za-z_][\w.]*)")
 _PY_FILE = re.compile(r"(?<![\w./-])(?:[\w-]+/)*[\w-]+\.py\b")
 _TASK_NAME = re.compile(r"shared_task\(\s*name=\"([\w.]+)\"")
 
@@ -250,13 +253,22 @@ def resolves(name: str, task_names: set[str]) -> bool:
     return False
 
 
-def unknown_code_names(chunks: list[tuple[int, str]], file_paths: list[str], task_names: set[str]) -> list[str]:
-    """``line: name`` for every dotted name or ``.py`` file in ``chunks`` that names nothing (module doc, 5)."""
+def unknown_code_names(
+    chunks: list[tuple[int, str]], file_paths: list[str], task_names: set[str], module: str | None = None
+) -> list[str]:
+    """``line: name`` for every dotted name, relative name in a role of ``module`` (a ``.py`` file's dotted name)
+    or ``.py`` file in ``chunks`` that names nothing (module doc, 5)."""
+    base = module.removesuffix(".__init__") if module else ""  # a package's __init__ is the package
+    package = base if module and module.endswith(".__init__") else base.rpartition(".")[0]
     bad = []
     for first_line, chunk in chunks:
         for match in _DOTTED.finditer(chunk):
             if not resolves(match.group(), task_names):
                 bad.append(f"{first_line + chunk.count(chr(10), 0, match.start())}: {match.group()}")
+        for match in _RELATIVE_ROLE.finditer(chunk) if module else ():
+            name = match.group(1).rstrip(".")
+            if not any(resolves(prefix + name, set()) for prefix in (package, base)):
+                bad.append(f"{first_line + chunk.count(chr(10), 0, match.start())}: {name}")
         for match in _PY_FILE.finditer(chunk):
             name = match.group()
             if not any(path == name or path.endswith("/" + name) for path in file_paths):
@@ -273,7 +285,7 @@ def test_the_code_name_rule_catches_what_it_should_and_nothing_else() -> None:
         "# but scheduler.locks is not, nor placement/relayout.py\n"
     )
     files = ["scheduler/core/rules/reconfiguration.py", "scheduler/loop/locks.py", "demo/billing.py", "demo/x/demo.py"]
-    bad = unknown_code_names(prose(Path("x.py"), source), files, {"billing.ledger_close"})
+    bad = unknown_code_names(prose(Path("x.py"), source), files, {"billing.ledger_close"}, "scheduler.core.x")
     assert sorted(bad) == sorted(
         [
             "2: scheduler.core.repartition",
@@ -284,6 +296,19 @@ def test_the_code_name_rule_catches_what_it_should_and_nothing_else() -> None:
         ]
     )
     assert unknown_code_names([(1, "`scheduler.core.policy.Policy.mig_reconfigure_s`")], files, set()) == []
+    roles = [(1, ":mod:`.placement.spans`, :func:`~.find.find_slots`, :mod:`.spans`, :func:`.find_slots`")]
+    assert unknown_code_names(roles, files, set(), "scheduler.core.placement.spans") == ["1: .placement.spans"]
+    assert unknown_code_names(roles, files, set(), "scheduler.core.placement.__init__") == ["1: .placement.spans"]
+    assert unknown_code_names(roles, files, set(), "scheduler.core.catalog") == [
+        "1: .find.find_slots",
+        "1: .spans",
+        "1: .find_slots",
+    ]
+
+
+def _module(path: Path) -> str | None:
+    """The dotted name of a ``.py`` file of the repository; None for any other file."""
+    return _relative(path).removesuffix(".py").replace("/", ".") if path.suffix == ".py" else None
 
 
 def test_every_named_module_and_python_file_exists() -> None:
@@ -293,6 +318,6 @@ def test_every_named_module_and_python_file_exists() -> None:
     bad = [
         f"{_relative(path)}:{found}"
         for path, text in sources.items()
-        for found in unknown_code_names(prose(path, text), every_file, task_names)
+        for found in unknown_code_names(prose(path, text), every_file, task_names, _module(path))
     ]
     assert bad == [], "name a module, attribute or file that exists:\n" + "\n".join(bad)

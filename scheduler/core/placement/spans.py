@@ -2,10 +2,10 @@
 
 The replicas of a gang run each data-parallel step together, so they must be alike: the same whole GPUs per
 replica, each holding the same share of the model. Rules, for a gang whose every option is a whole-GPU
-demand (:mod:`.find` sends only those to :mod:`.topology`):
+demand (:mod:`.find` sends only those to :mod:`~scheduler.core.rules.topology`):
 
-1. **One model** is always allowed, and preferred: in each tier stage :mod:`.topology` searches every
-   single-model pool first, with the score it always had, and spans models only when none holds the gang.
+1. **One model** is always allowed, and preferred: in each tier stage :mod:`~scheduler.core.rules.topology` searches
+   every single-model pool first, with the score it always had, and spans models only when none holds the gang.
 2. **Several models** only of one GPU class (:func:`scheduler.core.capacity.gpu_class_of`: the catalog's
    class — A100-40GB with A100-80GB, H100 SXM with PCIe and NVL — and, for a model outside the catalog, the
    model alone), and only models on which the job's right-sized demand (:func:`scheduler.core.rightsize.

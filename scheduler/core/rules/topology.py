@@ -1,8 +1,8 @@
 """Whole-GPU gangs (several replicas): on one GPU model, else on models of one class, placed topology-aware.
 
-Pools: each GPU model's options alone; then, only when no single model holds the gang in a tier stage
-(below), the pools of several models of one class that :mod:`.spans` allows (one class, one right-sized
-demand). Among pools of a kind the best score wins, then the smaller model rank of the pool's first option.
+Pools: each GPU model's options alone; then, only when no single model holds the gang in a tier stage (below), the pools
+of several models of one class that :mod:`~scheduler.core.placement.spans` allows (one class, one right-sized demand).
+Among pools of a kind the best score wins, then the smaller model rank of the pool's first option.
 
 Stages within a pool, the first that fits wins (keep a job inside one node, then one rail/leaf group, then one
 spine block: ``docs/gpu-facts.md``, Interconnect figures):
