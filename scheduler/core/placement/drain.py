@@ -13,7 +13,7 @@ move at acceptable cost are drained first. For production, lower-priority work i
    costs all of it), then GPU order.
 3. For each candidate (at most :data:`MAX_TRIES`), inside a Statement: evict the occupants, ask
    :func:`~scheduler.core.rules.reconfiguration.plan_reconfiguration` for this job's demand alone, and keep the result
-   only if it re-cuts that very GPU to a layout with the job's profile; otherwise roll back.
+   only if it reconfigures that very GPU to a layout with the job's profile; otherwise roll back.
 
 The evictions carry the reason ``"repartition"`` and ``by`` = the production job; the job itself binds once
 the change is done (the node is reconfiguring until then).
