@@ -8,7 +8,7 @@ Stages within a pool, the first that fits wins (keep a job inside one node, then
 spine block: ``docs/gpu-facts.md``, Interconnect figures):
 
 1. one node — NVSwitch (penalty 0) before PCIe or split NVLink pairs (penalty 1), then best fit (fewest
-   free GPUs), then name (:func:`whole.best_node`);
+   free GPUs), then name (:func:`~scheduler.core.placement.whole.best_node`);
 2. nodes under one leaf switch;
 3. nodes under one spine;
 4. across spines.
