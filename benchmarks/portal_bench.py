@@ -5,7 +5,7 @@ It seeds, inside one transaction that is rolled back at the end (the database is
 ``--pending`` pending jobs in the measured lead's team (plus a fifth as many in another team, which the
 scoping must skip). Then it times each page and API call through Django's test client — the whole request:
 middleware, auth, view, queries, template — ``--repeat`` times after two warm-up calls, and counts its SQL
-queries. Targets (issue 6): the queue page and queue API ≤ 300 ms, the dashboard ≤ 500 ms.
+queries. Targets (``docs/benchmarks/portal.md``): the queue page and queue API ≤ 300 ms, the dashboard ≤ 500 ms.
 
 Same interface as the modules of ``scheduler.sim.bench.registry`` (``NAME``, ``HELP``, ``add_arguments``,
 ``run``), so ``manage.py bench`` can list it; it lives here, not in the simulator, because it needs the database.

@@ -24,7 +24,8 @@ which ``s_h ≤ d_h`` could run on spot (checkpointed, preemptible training), wi
 - **break-even months** = ``capex ÷ (cloud / month − own opex / month)``; none when the cloud is cheaper
   than running the server at all;
 - own cost per used GPU-hour = ``(opex + capex / amortization months) ÷ (g × hours × u)``.
-Not included (as in the facts sheet, §7.4): staff, spares and failures, financing, resale value.
+Not included (as in ``docs/gpu-facts.md``, Ownership inputs and break-even): staff, spares and failures, financing,
+resale value.
 """
 
 from __future__ import annotations
@@ -171,9 +172,10 @@ def advise_mix(
 
 @dataclass(frozen=True)
 class BreakevenInputs:
-    """One server and the cloud it is compared with. Defaults: gpu-facts §7.4 (DGX/HGX H100 against AWS p5
-    on-demand now, §7.1) — $300K, 10.2 kW max / 7.5 kW average, PUE 1.3, $0.08/kWh, $184.06/kW-month
-    (CBRE H2 2024, published 2025-02-26), ≈$2,500/month support ⚠, 36 months, 730 h/month, $55.04/h."""
+    """One server and the cloud it is compared with. Defaults: ``docs/gpu-facts.md``, Ownership inputs and break-even
+    (DGX/HGX H100 against AWS p5 on-demand now, from its Prices) — $300K, 10.2 kW max / 7.5 kW average, PUE 1.3,
+    $0.08/kWh, $184.06/kW-month (CBRE H2 2024, published 2025-02-26), ≈$2,500/month support ⚠, 36 months, 730 h/month,
+    $55.04/h."""
 
     capex_usd: float = 300_000.0
     gpus: int = 8

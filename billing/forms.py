@@ -84,7 +84,7 @@ class AdvisorForm(forms.Form):
 
 
 class BreakevenForm(forms.Form):
-    """One server against the cloud; defaults are the facts sheet's (billing.advisor.BreakevenInputs)."""
+    """One server against the cloud; defaults are ``docs/gpu-facts.md``'s (billing.advisor.BreakevenInputs)."""
 
     capex_usd = forms.FloatField(min_value=1, label="Server price (USD)")
     gpus = forms.IntegerField(min_value=1, max_value=64, label="GPUs per server")

@@ -1,14 +1,14 @@
-"""The price catalog's defaults (from the facts sheet, with their dates) and the price in force at an instant.
+"""The price catalog's defaults (dated, from ``docs/gpu-facts.md``) and the price in force at an instant.
 
-Defaults: ``shared/facts/gpu-facts.md`` §7.1, AWS us-east-1 list prices per GPU-hour (instance price ÷ 8,
-as the facts sheet prints them). They match the demo fleet's node prices (``demo/seed.py``).
+Defaults: AWS us-east-1 list prices per GPU-hour (instance price ÷ 8, as ``docs/gpu-facts.md``, Prices, prints
+them). They match the demo fleet's node prices (``demo/seed.py``).
 
 - **Before the cuts**, AWS Pricing API dated 2025-03-14: p4d $4.10, p4de $5.12 ⚠, p5 $12.29, p5en $84.80/8.
 - **Now**: the "On-demand now" column (skypilot catalog, undated, after AWS's June 2025 cut of "up to 45%";
   the announcement itself was not retrieved ⚠), so these take effect on 2025-06-01, the month of the cut.
 - **Spot**: the "Spot now" column is a range by availability zone; we take its midpoint (the low end would
   flatter spot), effective with the "now" prices.
-- **Reserved**: per-family commitment rates were not retrieved; §7.1 gives the planning assumption
+- **Reserved**: per-family commitment rates were not retrieved; the Prices section gives the planning assumption
   "1-yr ≈ 30–40% off the current on-demand rate": we take 35% off, effective with the "now" prices.
 - A100-PCIE-40GB has no AWS instance; p4d (8×A100 40GB SXM4) is the nearest listed A100 40GB, as in the demo.
 """
@@ -68,10 +68,10 @@ _AWS: tuple[tuple[str, str, Decimal, Decimal, Decimal, Decimal], ...] = (
 
 
 def default_prices() -> tuple[DefaultPrice, ...]:
-    """Every default catalog row (facts §7.1), with its source and date."""
+    """Every default catalog row (``docs/gpu-facts.md``, Prices), with its source and date."""
     rows: list[DefaultPrice] = []
     for model, instance, before, now, spot_low, spot_high in _AWS:
-        facts = f"gpu-facts §7.1 AWS us-east-1 {instance}"
+        facts = f"docs/gpu-facts.md Prices, AWS us-east-1 {instance}"
         rows += [
             DefaultPrice(
                 model,
@@ -99,7 +99,7 @@ def default_prices() -> tuple[DefaultPrice, ...]:
                 CapacityTier.RESERVED,
                 _q(now * (1 - RESERVED_DISCOUNT)),
                 AFTER_CUTS,
-                f"{facts}, on-demand now − 35% (§7.1 commitments ⚠: 1-yr ≈ 30–40% off)",
+                f"{facts}, on-demand now − 35% (commitments ⚠: 1-yr ≈ 30–40% off)",
             ),
         ]
     return tuple(rows)

@@ -26,7 +26,7 @@ from teams.models import Project, Team
 
 HISTORY_PREFIX = "history-"
 _SEED = 2026
-_HOURS_PER_MONTH = Decimal(730)  # the facts sheet's month (§7.4)
+_HOURS_PER_MONTH = Decimal(730)  # docs/gpu-facts.md's month (Ownership inputs and break-even)
 # Reserved commitments for the demo fleet's reserved nodes, priced at the catalog's reserved rate × 730 h.
 # A100-PCIE-40GB is committed for 12 GPUs while only 8 are registered: one 4-GPU server was returned early,
 # so finance sees an unused-commitment line.

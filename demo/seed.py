@@ -56,7 +56,7 @@ _TEAMS: tuple[tuple[str, str, int, tuple[tuple[str, int, int], ...], tuple[tuple
     ),
 )
 
-# --- Prices, USD per GPU-hour: shared/facts/gpu-facts.md §7.1, AWS us-east-1 (instance price ÷ 8). ---
+# --- Prices, USD per GPU-hour: docs/gpu-facts.md, Prices: AWS us-east-1 (instance price ÷ 8). ---
 # On-demand: the "On-demand now" column. A100-PCIE-40GB has no AWS instance of its own; p4d (8×A100 40GB
 # SXM4) is the nearest listed A100 40GB, so the PCIe servers borrow its rate.
 _ON_DEMAND_PRICE: dict[str, Decimal] = {
@@ -94,7 +94,8 @@ _SHAPES: dict[str, tuple[str, int, str]] = {
     "h100-sxm80": ("H100-SXM5-80GB", 8, Interconnect.NVSWITCH),  # HGX H100, as p5
     "a100-pcie40": ("A100-PCIE-40GB", 4, Interconnect.NVLINK_PAIRS),  # 4 PCIe cards, two NVLink bridges
 }
-# What GPU Feature Discovery would report for each model (facts §3.3; product strings as GFD prints them).
+# What GPU Feature Discovery would report for each model (docs/gpu-facts.md, GPU Feature Discovery labels;
+# product strings as GFD prints them).
 _GFD: dict[str, dict[str, str]] = {
     "A100-SXM4-80GB": {"product": "NVIDIA-A100-SXM4-80GB", "family": "ampere", "major": "8", "minor": "0"},
     "H100-SXM5-80GB": {"product": "NVIDIA-H100-80GB-HBM3", "family": "hopper", "major": "9", "minor": "0"},
@@ -105,16 +106,16 @@ _GFD: dict[str, dict[str, str]] = {
 _LEAF_ZONES = {"leaf-1": "us-east-1a", "leaf-2": "us-east-1b"}
 _SPINE = "spine-1"
 _REGION = "us-east-1"
-# Our own topology label prefix: AWS's network-node-layer values are opaque IDs, and facts §5.2 says
-# on-prem fleets carry custom leaf/spine labels; these mirror Node.leaf_switch and Node.spine.
+# Our own topology label prefix: AWS's network-node-layer values are opaque IDs, and on-prem fleets carry custom
+# leaf/spine labels (docs/gpu-facts.md, How Kubernetes exposes topology); these mirror Node.leaf_switch and Node.spine.
 _TOPOLOGY_PREFIX = "network.microcosm.dev"
 
 # MIG layouts, each accepted by scheduler.core.catalog.validate_layout (node_register re-checks them).
-# all-balanced is the GPU Operator's 2 × 1g + 1 × 2g + 1 × 3g (facts §2.2).
+# all-balanced is the GPU Operator's 2 × 1g + 1 × 2g + 1 × 3g (docs/gpu-facts.md, GPU Operator default configs).
 _BALANCED_80GB = [["1g.10gb", 0], ["1g.10gb", 1], ["2g.20gb", 2], ["3g.40gb", 4]]
 _BALANCED_40GB = [["1g.5gb", 0], ["1g.5gb", 1], ["2g.10gb", 2], ["3g.20gb", 4]]
-# A custom mig-parted config (facts §2.2 "Custom configs"): all-balanced on GPUs 0-1, MIG off on the rest,
-# so an on-demand box serves small inference on slices and still trains on six whole GPUs.
+# A custom mig-parted config ("Custom configs" in docs/gpu-facts.md, GPU Operator default configs): all-balanced on GPUs
+# 0-1, MIG off on the rest, so an on-demand box serves small inference on slices and still trains on six whole GPUs.
 _PARTIAL_MIG_CONFIG = "balanced-gpu0-1"
 
 
@@ -211,7 +212,7 @@ def demo_seed() -> DemoSeedResult:
         gpu_models_sync()
         for plan in _FLEET:
             _node_seed(plan)
-    # Billing (issue 7): the price catalog, reserved commitments and a closed ledger of past work.
+    # Billing: the price catalog, reserved commitments and a closed ledger of past work.
     billing_demo_seed(now=timezone.now())
     return DemoSeedResult(
         teams=Team.objects.count(),
@@ -252,7 +253,8 @@ def _node_seed(plan: _NodePlan) -> Node:
 
 
 def _node_labels(plan: _NodePlan, *, model: str, gpu_count: int) -> dict[str, str]:
-    """The labels the kubelet, Karpenter and the GPU Operator would put on this node (facts §3.3, §5.2, §6)."""
+    """The labels the kubelet, Karpenter and the GPU Operator would put on this node (``docs/gpu-facts.md``, GPU
+    Feature Discovery labels, How Kubernetes exposes topology, Spot and preemption signals)."""
     gfd = _GFD[model]
     spec = GPU_MODEL_BY_NAME[model]
     labels = {

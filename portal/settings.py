@@ -28,7 +28,7 @@ from portal.env import (
 
 # The shapes of the two settings that are dicts, so that code reading them gets typed values.
 class KubernetesSettings(TypedDict):
-    """``KUBERNETES``: what the Kubernetes gateway is built from (``scheduler/kube.py``)."""
+    """``KUBERNETES``: what the Kubernetes gateway is built from (``scheduler/gateways/kube/gateway.py``)."""
 
     topology_labels: list[str]
     gpu_operator_namespace: str
@@ -49,7 +49,7 @@ class SchedulerSettings(TypedDict):
     simulated_replace_after_s: float
     simulated_mig_reconfigure_s: float
     lock_backend: str
-    lock_name: NotRequired[str]  # the Redis lock's key; absent: scheduler.locks.CYCLE_LOCK
+    lock_name: NotRequired[str]  # the Redis lock's key; absent: scheduler.loop.locks.CYCLE_LOCK
     lock_ttl_s: int
     evict_grace_s: float
     apply_attempts: int
@@ -91,8 +91,9 @@ CLUSTER_BACKEND = env_choice("CLUSTER_BACKEND", ("simulated", "kubernetes"), def
 
 # --- The Kubernetes backend (scheduler/gateways/kube/, docs/deploy.md) -----------------------------------------
 # Topology label keys from the top of the network to the bottom: of those a node carries, the lowest is its
-# leaf and the one above its spine (facts §5.2). MIG changes go through the GPU Operator's MIG Manager with
-# a mig-parted ConfigMap of ours in its namespace and a watchdog (facts §3.1: ~15 min, doubled on reboot).
+# leaf and the one above its spine (docs/gpu-facts.md, How Kubernetes exposes topology). MIG changes go through
+# the GPU Operator's MIG Manager with a mig-parted ConfigMap of ours in its namespace and a watchdog (~15 min,
+# doubled on reboot: docs/gpu-facts.md, MIG Manager reconfiguration flow).
 KUBERNETES: KubernetesSettings = {
     "topology_labels": env_list(
         "KUBE_TOPOLOGY_LABELS",
@@ -135,8 +136,9 @@ SCHEDULER: SchedulerSettings = {
     "reservation_depth": env_int("SCHEDULER_RESERVATION_DEPTH", default=4, minimum=0, maximum=1000),
     "default_runtime_s": env_float("SCHEDULER_DEFAULT_RUNTIME_S", default=3600.0, minimum=1.0, maximum=31_536_000.0),
     "simulated_speed": env_float("SIMULATED_SPEED", default=60.0, minimum=0.001, maximum=1e6),
-    # The simulated fleet (durations in virtual seconds): spot reclaims per spot node and virtual hour, their
-    # notice (AWS: 2 min, facts §6), when a replacement joins, and how long a MIG change takes.
+    # The simulated fleet (durations in virtual seconds): spot reclaims per spot node and virtual hour, their notice
+    # (AWS: 2 min, docs/gpu-facts.md, Spot and preemption signals), when a replacement joins, and how long a MIG change
+    # takes.
     "simulated_interruptions_per_node_hour": env_float(
         "SIMULATED_SPOT_INTERRUPTIONS_PER_HOUR", default=0.2, minimum=0.0, maximum=3600.0
     ),
@@ -300,7 +302,7 @@ STORAGES = {
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-# --- Portal pages and the REST API (issue 6): DRF, drf-spectacular, django-filter, time zones ----------------
+# --- Portal pages and the REST API: DRF, drf-spectacular, django-filter, time zones --------------------------
 # Kept in one block so the Celery settings beside it can change independently.
 INSTALLED_APPS += [
     "rest_framework.authtoken",

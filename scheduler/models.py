@@ -101,7 +101,7 @@ class Gpu(models.Model):
             raise ValidationError({"mig_layout": str(exc)}) from None
 
 
-# --- The scheduling loop's own state (issue 5) ------------------------------------------------------------
+# --- The scheduling loop's own state ----------------------------------------------------------------------
 
 
 class SchedulerFence(models.Model):

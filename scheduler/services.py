@@ -202,7 +202,7 @@ def _check_shrink(node: Node, gpu_count: int) -> None:
         )
 
 
-# --- The cluster as the gateway reports it (issue 5) ------------------------------------------------------
+# --- The cluster as the gateway reports it ----------------------------------------------------------------
 
 
 @dataclass
@@ -280,8 +280,8 @@ def interruptions_handle(*, observation: Observation, at: datetime) -> list[dict
     """Record a ``draining`` event (once per notice) for every job running on a node under an interruption
     notice, and close those nodes to new work (``cluster_sync`` states). Returns what was recorded.
 
-    The jobs keep running until the node goes (design rule, facts §6: the notice means "stop new work",
-    checkpoints are on a timer); the cycle then requeues them as ``node-lost``.
+    The jobs keep running until the node goes (design rule; the notice means "stop new work" and checkpoints are on a
+    timer: ``docs/gpu-facts.md``, Spot and preemption signals); the cycle then requeues them as ``node-lost``.
     """
     recorded: list[dict[str, object]] = []
     noticed = {obs.name: obs.interruption for obs in observation.nodes if obs.interruption is not None}
@@ -307,7 +307,8 @@ def interruptions_handle(*, observation: Observation, at: datetime) -> list[dict
 
 def mig_watch(*, observation: Observation, stuck_after_s: float) -> dict[str, list[str]]:
     """MIG changes in flight, and those pending longer than ``stuck_after_s`` (the GPU Operator's known wedge,
-    facts §3.1: the Kubernetes gateway recovers them; here they are reported and logged)."""
+    ``docs/gpu-facts.md``, MIG Manager reconfiguration flow: the Kubernetes gateway recovers them; here they are
+    reported and logged)."""
     pending, stuck = [], []
     for obs in observation.nodes:
         status = obs.mig_status

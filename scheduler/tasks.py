@@ -30,7 +30,8 @@ from scheduler.services import cluster_maintain, cluster_sync, interruptions_han
 
 log = logging.getLogger(__name__)
 
-# MIG changes pending longer than this are reported as stuck (facts §3.1: minutes is normal, forever is not).
+# MIG changes pending longer than this are reported as stuck (minutes is normal, forever is not:
+# docs/gpu-facts.md, MIG Manager reconfiguration flow).
 MIG_STUCK_AFTER_S = 900.0
 
 

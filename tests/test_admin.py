@@ -192,7 +192,7 @@ _BUILDERS: dict[type[Model], Callable[[], Model]] = {
     ReservedCommitment: _build_commitment,
     User: lambda: MembershipFactory().user,
     Group: lambda: Group.objects.create(name=f"group-{next(_counter)}"),
-    # API tokens (issue 6): platform admins revoke them in the admin.
+    # API tokens: platform admins revoke them in the admin.
     TokenProxy: lambda: TokenProxy.objects.get(key=Token.objects.create(user=UserFactory()).key),
     # Sign-in lockout (django-axes, docs/security.md): a platform admin unlocks by deleting the attempt.
     AccessAttempt: lambda: AccessAttempt.objects.create(

@@ -1,6 +1,6 @@
 """The bounds of a job request: the range every number of a job must be in, and the size of every string.
 
-One table, read by every way in: the job-spec reader (:func:`scheduler.sim.job_spec.parse_job`, behind the
+One table, read by every way in: the job-spec reader (:func:`scheduler.specs.job.parse_job`, behind the
 portal form, the API, ``manage.py jobs submit``, scenarios and the right-sizing suggestion) refuses a spec
 outside it with the key and the bound, and the engine (:func:`scheduler.core.cycle.plan_cycle`) rejects a
 job outside it that reached a snapshot some other way, so no number can make a cycle overflow, loop or

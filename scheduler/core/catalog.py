@@ -1,8 +1,8 @@
-"""GPU models and their MIG geometry, from ``docs/gpu-facts.md`` §1.
+"""GPU models and their MIG geometry, from ``docs/gpu-facts.md``, MIG geometry and placements.
 
 A MIG-capable GPU has 8 memory slices and 7 SM (compute) slices. A GPU instance takes an aligned run of
 memory slices from a fixed placement table; the table's rows are the same on every A100/H100/H200 part,
-only the names (the memory in each profile's name) differ by memory size. Issue 3 extends this module with
+only the names (the memory in each profile's name) differ by memory size. This module also holds the
 real per-profile memory (:class:`ProfileSpec`); layout enumeration lives in :mod:`scheduler.core.layouts`.
 """
 
@@ -41,7 +41,7 @@ ROWS: tuple[ProfileRow, ...] = (
 )
 _ROW_BY_KEY = {row.key: row for row in ROWS}
 
-# Profile names by memory size, in ROWS order (docs/gpu-facts.md §1.2).
+# Profile names by memory size, in ROWS order (docs/gpu-facts.md, MIG geometry and placements).
 _FAMILY_NAMES: dict[str, tuple[str, ...]] = {
     "40gb": ("1g.5gb", "1g.5gb+me", "1g.10gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"),
     "80gb": ("1g.10gb", "1g.10gb+me", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb"),
@@ -114,7 +114,7 @@ def _profiles_of(spec: GpuModelSpec) -> Mapping[str, ProfileSpec]:
     )
 
 
-# Real instance memory in MiB that ``docs/gpu-facts.md`` (§1.2) marks [V], by row key.
+# Real instance memory in MiB that ``docs/gpu-facts.md`` (MIG geometry and placements) marks [V], by row key.
 _A100_40GB_MIB = {"1g": 4864, "2g": 9856, "3g": 19968, "4g": 19968, "7g": 40192}
 _H100_80GB_MIB = {"1g": 9984, "2g": 20096, "3g": 40320}  # GFD nvidia.com/mig-*.memory
 _H100_94GB_MIB = {"1g": 11008}  # NVIDIA/dcgm-exporter#397
@@ -206,7 +206,8 @@ def validate_layout(model: str, layout: Sequence[Sequence[object]]) -> list[tupl
     if not profiles:
         raise LayoutError(f"{model} is not MIG-capable; leave its layout empty")
     used = [False] * MEMORY_SLICES
-    # The +me profile's max_count of 1 is also the rule "one set of media engines per GPU" (docs/gpu-facts.md §1.2).
+    # The +me profile's max_count of 1 is also the rule "one set of media engines per GPU" (docs/gpu-facts.md,
+    # MIG geometry and placements).
     counts: dict[str, int] = {}
     for name, start in sorted(pairs, key=lambda pair: pair[1]):
         row = profiles.get(name)

@@ -18,13 +18,13 @@ Steps:
    one Statement. Production MIG demand that still finds no instance gets its reconfiguration right away —
    before lower work can take the GPUs it needs: it waits for an instance a change under way will offer,
    else a change on an idle GPU, else a GPU drained of lower work (:mod:`placement.drain`).
-4. Otherwise plan MIG reconfigurations for the MIG (and whole-GPU) demand left unplaced by capacity whose
-   quota would admit it (:func:`reconfiguration.plan_reconfiguration`); jobs an instance under way will serve wait
-   for it instead. A changed node takes nothing new for the rest of the cycle, and a node that took a bind
-   this cycle is not changed in it (a node is bound to or reconfigured in one plan, never both:
-   ``docs/gpu-facts.md``); outside production at most :func:`reconfiguration.nodes_per_cycle` nodes change
-   per cycle (one per :data:`reconfiguration.NODES_PER_CHANGE` ready MIG-capable nodes, at least one and at most
-   :data:`reconfiguration.MAX_NODES_PER_CYCLE`), and each instance a change offers is promised to one waiting job.
+4. Otherwise plan MIG reconfigurations for the MIG (and whole-GPU) demand left unplaced by capacity whose quota would
+   admit it (:func:`rules.reconfiguration.plan_reconfiguration`); jobs an instance under way will serve wait for it
+   instead. A changed node takes nothing new for the rest of the cycle, and a node that took a bind this cycle is not
+   changed in it (a node is bound to or reconfigured in one plan, never both: ``docs/gpu-facts.md``, MIG Manager
+   reconfiguration flow); outside production at most :func:`rules.reconfiguration.nodes_per_cycle` nodes change per
+   cycle (one per :data:`rules.reconfiguration.NODES_PER_CHANGE` ready MIG-capable nodes, at least one and at most
+   :data:`rules.reconfiguration.MAX_NODES_PER_CYCLE`), and each instance a change offers is promised to one waiting job.
 5. Explain every job still pending (:mod:`explain`): 1-based global and team positions in the order the
    cycle took them, a reason and an ETA.
 

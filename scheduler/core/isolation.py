@@ -1,7 +1,7 @@
 """One job's failure stays its own: an exception raised while the engine evaluates a job rejects that job,
 not the cycle.
 
-The engine's steps that work job by job (its turn in fair order, the demand mix, the layout-change pass, the
+The engine's steps that work job by job (its turn in fair order, the demand mix, the reconfiguration pass, the
 explanations) run each job inside :class:`Evaluating`, which turns any exception into :class:`JobFailed`
 naming the job. :func:`scheduler.core.cycle.plan_cycle` then plans the cycle again without that job and adds
 its rejection ("internal error evaluating this job: …"), logged with the traceback — so the other jobs get

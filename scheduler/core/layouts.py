@@ -1,8 +1,8 @@
 """MIG layouts: enumerate, name, place, parse and fit, on the placement table of :mod:`scheduler.core.catalog`.
 
-A layout is a :data:`~scheduler.core.state.MigLayout`: ``(profile, start memory slice)`` pairs sorted by
-start. Everything here is computed from the catalog's placement table (docs/gpu-facts.md §1.2), never from summing the
-"g" in names, and cached per model: the tables are tiny and the answers never change.
+A layout is a :data:`~scheduler.core.state.MigLayout`: ``(profile, start memory slice)`` pairs sorted by start.
+Everything here is computed from the catalog's placement table (``docs/gpu-facts.md``, MIG geometry and placements),
+never from summing the "g" in names, and cached per model: the tables are tiny and the answers never change.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from scheduler.core.state import MigLayout
 # A placement candidate: the profile, its start, and the memory slices it covers as a bit mask.
 _Candidate = tuple[ProfileSpec, int, int]
 
-_BALANCED_KEYS = ("3g", "2g", "1g", "1g")  # docs/gpu-facts.md §2.2: all-balanced = 2×1g + 1×2g + 1×3g on 7-slice GPUs
+# all-balanced = 2×1g + 1×2g + 1×3g on 7-slice GPUs (docs/gpu-facts.md, GPU Operator default configs).
+_BALANCED_KEYS = ("3g", "2g", "1g", "1g")
 _LAYOUT_ITEM = re.compile(r"^\s*([0-9]+g\.[0-9]+gb(?:\+me)?)\s*@\s*([0-9]+)\s*$")
 
 
@@ -51,7 +52,8 @@ def _candidates(spec: GpuModelSpec, names: Iterable[str]) -> tuple[_Candidate, .
 
 
 def _fits(candidate: _Candidate, used: int, counts: Counter[str]) -> bool:
-    # The +me profile's max_count of 1 is the "one set of media engines per GPU" rule (docs/gpu-facts.md §1.2).
+    # The +me profile's max_count of 1 is the "one set of media engines per GPU" rule (docs/gpu-facts.md, MIG
+    # geometry and placements).
     profile, _, mask = candidate
     return not used & mask and counts[profile.name] < profile.max_count
 
@@ -142,11 +144,11 @@ def addable(model: str, layout: MigLayout, profiles: Sequence[str] | None = None
 def place_profiles(model: str, profiles: Sequence[str]) -> MigLayout | None:
     """Legal starts for the multiset ``profiles`` on one GPU of ``model``, or None if they cannot coexist.
 
-    Instances are placed largest first (the creation order the driver needs, docs/gpu-facts.md §1.3) by a complete
-    search. Among the placements that exist, the one leaving the most room is chosen: the largest profile
-    that could still be added, then the number of instances that could still be added, then the
-    lexicographically smallest layout. So ``["3g.40gb"]`` lands at 4 (keeping 0–3 for a 4g), not at 0,
-    where it would strand SM slice 3. Raises :class:`LayoutError` for an unknown model or profile.
+    Instances are placed largest first (the creation order the driver needs, ``docs/gpu-facts.md``, Why some
+    combinations are impossible) by a complete search. Among the placements that exist, the one leaving the most room is
+    chosen: the largest profile that could still be added, then the number of instances that could still be added, then
+    the lexicographically smallest layout. So ``["3g.40gb"]`` lands at 4 (keeping 0–3 for a 4g), not at 0, where it
+    would strand SM slice 3. Raises :class:`LayoutError` for an unknown model or profile.
     """
     spec = mig_spec(model)
     _profile_names(spec, True, profiles)
@@ -189,7 +191,8 @@ def _place(model: str, profiles: tuple[str, ...]) -> MigLayout | None:
 
 
 def named_layout(model: str, name: str) -> MigLayout:
-    """The layout a GPU Operator config name gives on ``model`` (docs/gpu-facts.md §2.2).
+    """The layout a GPU Operator config name gives on ``model`` (``docs/gpu-facts.md``, GPU Operator default
+    configs).
 
     ``all-disabled`` → ``()`` (MIG off: the whole GPU). ``all-balanced`` → 2×1g + 1×2g + 1×3g.
     ``all-<profile>`` (``+`` written ``.``: ``all-1g.10gb.me``) → the profile's maximum count; note that on
@@ -221,7 +224,7 @@ def named_layouts(model: str) -> tuple[str, ...]:
 
 def _checked_place(spec: GpuModelSpec, profiles: list[str]) -> MigLayout:
     layout = _place(spec.name, tuple(sorted(profiles)))
-    if layout is None:  # pragma: no cover - the facts sheet's named configs all fit; kept as a guard
+    if layout is None:  # pragma: no cover - the GPU Operator's named configs all fit; kept as a guard
         raise LayoutError(f"{', '.join(profiles)} do not fit on one {spec.name}")
     return layout
 

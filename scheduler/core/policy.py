@@ -9,7 +9,7 @@ from typing import Any
 @dataclass(frozen=True, slots=True)
 class Policy:
     cycle_s: float = 10.0
-    # Node drain + MIG Manager + device-plugin restart: minutes (docs/gpu-facts.md §3.1).
+    # Node drain + MIG Manager + device-plugin restart: minutes (docs/gpu-facts.md, MIG Manager reconfiguration flow).
     mig_reconfigure_s: float = 300.0
     min_runtime_s: float = 300.0  # freshly started preemptible work is safe from preemption this long
     ping_pong_window_s: float = 1800.0  # a victim may not preempt its preemptor back within this window

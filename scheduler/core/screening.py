@@ -4,7 +4,7 @@ A job is rejected, with a reason, when it is outside the bounds every edge enfor
 nothing else of it is judged then), when no GPU model of the cluster can serve its request
 (:func:`rightsize.unplaceable_reason`: memory, MIG profile, a ``gpu_model`` constraint matching no node), or when
 its gang is larger than the whole cluster could hold on the nodes its tier and model allow
-(:func:`gang.cluster_capacity`). A submit asks the same question before it writes anything
+(:func:`rules.gang.cluster_capacity`). A submit asks the same question before it writes anything
 (:func:`rejection_reason`), so a job that could never run is refused with the engine's own words.
 """
 

@@ -13,8 +13,9 @@ decides the details):
   ``nvidia.com/gpu: <n>`` (whole GPUs) or ``nvidia.com/mig-<profile>: 1`` (mixed strategy);
 - :attr:`NodeObservation.mig` comes from the node's MIG labels, :class:`MigStatus` from
   ``nvidia.com/mig.config`` / ``nvidia.com/mig.config.state``; :meth:`ClusterGateway.node_mig_apply` writes a
-  mig-parted config and sets ``nvidia.com/mig.config`` (facts §2–3);
-- :class:`Interruption` comes from spot taints and labels (facts §6).
+  mig-parted config and sets ``nvidia.com/mig.config`` (``docs/gpu-facts.md``, mig-parted config format,
+  MIG Manager reconfiguration flow);
+- :class:`Interruption` comes from spot taints and labels (``docs/gpu-facts.md``, Spot and preemption signals).
 
 Identifiers: a job is named by its database id as a string (``"42"``), a node by its Kubernetes node name,
 a GPU by its index on the node, a MIG instance by its profile and start memory slice. Times are epoch
@@ -52,7 +53,8 @@ class ReplicaPhase(StrEnum):
 
 
 class MigConfigState(StrEnum):
-    """The GPU Operator's ``nvidia.com/mig.config.state`` values (facts §3.1)."""
+    """The GPU Operator's ``nvidia.com/mig.config.state`` values (``docs/gpu-facts.md``, MIG Manager reconfiguration
+    flow)."""
 
     SUCCESS = "success"
     PENDING = "pending"

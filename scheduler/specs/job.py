@@ -212,13 +212,13 @@ def _check_env(errors: Errors, path: str, value: Any) -> None:
 
 
 def _read_bounded_int(errors: Errors, where: str, key: str, value: Any) -> int | None:
-    """An integer at ``where`` inside the bound of ``key`` (a key path of :data:`bounds.BOUNDS`)."""
+    """An integer at ``where`` inside the bound of ``key`` (a key path of :data:`~scheduler.core.bounds.BOUNDS`)."""
     number = read_int(errors, where, value, minimum=None)
     return number if number is not None and _inside(errors, where, key, number) else None
 
 
 def _read_bounded_number(errors: Errors, where: str, key: str, value: Any) -> float | None:
-    """A number at ``where`` inside the bound of ``key`` (a key path of :data:`bounds.BOUNDS`)."""
+    """A number at ``where`` inside the bound of ``key`` (a key path of :data:`~scheduler.core.bounds.BOUNDS`)."""
     number = read_number(errors, where, value, minimum=None)
     return number if number is not None and _inside(errors, where, key, number) else None
 

@@ -29,7 +29,8 @@ ELIGIBLE = [0, 0, 0, 0, 0, 0, 0, 2, 2, 2]
 
 
 def test_breakeven_matches_the_facts_sheet_worked_example():
-    """gpu-facts §7.4, by hand, for an 8×H100 server against AWS p5 on-demand ($55.04/h):
+    """``docs/gpu-facts.md``, Ownership inputs and break-even, by hand, for an 8×H100 server against AWS p5 on-demand
+    ($55.04/h):
 
     colo   = 10.2 kW × $184.06          = $1,877.412 / month
     energy = 7.5 kW × 730 h × 1.3 × $0.08 = $569.40 / month
@@ -38,7 +39,7 @@ def test_breakeven_matches_the_facts_sheet_worked_example():
     break-even = 300,000 / (40,179.20 − 4,946.812) = 300,000 / 35,232.388 = 8.5149 months
     at 70 %: 300,000 / (28,125.44 − 4,946.812) = 12.9430;  at 50 %: 300,000 / (20,089.60 − 4,946.812) = 19.8114
     own cost per GPU-hour at 100 %: (4,946.812 + 300,000 / 36) / (8 × 730) = 13,280.145 / 5,840 = $2.2740
-    (the facts sheet's table: 8.5, 12.9, 19.8 months and ≈ $2.27 per GPU-hour).
+    (that section's table: 8.5, 12.9, 19.8 months and ≈ $2.27 per GPU-hour).
     """
     result = breakeven(BreakevenInputs())
     assert result.colo_usd_per_month == pytest.approx(1877.412)

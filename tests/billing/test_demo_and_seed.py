@@ -25,7 +25,7 @@ def test_the_price_seed_is_idempotent_and_dated():
     assert created == len(default_prices()) == GpuPrice.objects.count()
     assert price_catalog_seed() == 0
     assert set(GpuPrice.objects.values_list("effective_from", flat=True)) == {BEFORE_CUTS, AFTER_CUTS}
-    assert all(row.source.startswith("gpu-facts §7.1") for row in GpuPrice.objects.all())
+    assert all(row.source.startswith("docs/gpu-facts.md Prices, AWS us-east-1 ") for row in GpuPrice.objects.all())
     p5 = GpuPrice.objects.get(gpu_model__name="H100-SXM5-80GB", tier="on-demand", effective_from=AFTER_CUTS)
     assert p5.price_per_gpu_hour == Decimal("6.8800")  # $55.04 / 8
 

@@ -153,7 +153,8 @@ def test_fleet_has_legal_mig_layouts_on_each_mig_model(seeded):
 
 
 def test_prices_follow_the_facts_sheet():
-    # facts §7.1, AWS us-east-1: on-demand "now"; spot midpoint of the AZ range; reserved 35% off on-demand.
+    # docs/gpu-facts.md, Prices (AWS us-east-1): on-demand "now"; spot midpoint of the AZ range; reserved 35% off
+    # on-demand.
     assert str(price_per_gpu_hour(gpu_model="H100-SXM5-80GB", tier="on-demand")) == "6.8800"
     assert str(price_per_gpu_hour(gpu_model="H100-SXM5-80GB", tier="spot")) == "2.7100"
     assert str(price_per_gpu_hour(gpu_model="H100-SXM5-80GB", tier="reserved")) == "4.4720"

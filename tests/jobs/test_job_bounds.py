@@ -1,4 +1,4 @@
-"""The poison job of issue 13, and its kin, sent through every way in: the API, the CLI, a scenario and the
+"""The poison job of RELIABILITY.md, and its kin, sent through every way in: the API, the CLI, a scenario and the
 right-sizing question refuse it with the key and the bound, and nothing reaches a cycle. Plus the caps on
 pending jobs per team and per user."""
 

@@ -1,4 +1,4 @@
-"""One job cannot stop scheduling (issue 13): rows written past the submit service — a poison model profile, a
+"""One job cannot stop scheduling (RELIABILITY.md): rows written past the submit service — a poison model profile, a
 NaN duration, a model that is not even readable — are rejected by the next cycle with a reason, and the other
 teams' jobs are placed in that same cycle."""
 

@@ -100,7 +100,8 @@ def test_a_spot_taint_closes_the_node_and_its_reclaim_requeues_the_job_onto_othe
     assert pod["spec"]["nodeName"] == "p5-spot-1"
     cluster.set_pod_phase(team.namespace, pod["metadata"]["name"], "Running")
 
-    # The interruption notice: AWS Node Termination Handler taints the node (facts §6).
+    # The interruption notice: AWS Node Termination Handler taints the node (docs/gpu-facts.md, Spot and preemption
+    # signals).
     noticed_at = time.time()
     taint = {"key": "aws-node-termination-handler/spot-itn", "value": "true", "effect": "NoSchedule"}
     cluster.patch_node("p5-spot-1", {"spec": {"taints": [{**taint, "timeAdded": iso(noticed_at)}]}})

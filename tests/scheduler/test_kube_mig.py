@@ -1,4 +1,5 @@
-"""MIG reconfiguration through the GPU Operator's MIG Manager, against kmock's emulator (facts §2–3.1).
+"""MIG reconfiguration through the GPU Operator's MIG Manager, against kmock's emulator (``docs/gpu-facts.md``,
+MIG Manager reconfiguration flow).
 
 The tests play MIG Manager's part by editing the node's labels the way it does: ``mig.config.state``
 ``pending`` → ``success``, GFD's ``mig-<profile>.count`` labels, and the ``gpu.deploy.*`` labels it pauses.

@@ -1,4 +1,4 @@
-"""``manage.py mig``: profiles, layouts, validate, fit — JSON shapes from issue 3, exit codes, no database."""
+"""``manage.py mig``: profiles, layouts, validate, fit — JSON shapes, exit codes, no database."""
 
 from __future__ import annotations
 

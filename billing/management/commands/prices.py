@@ -1,4 +1,4 @@
-"""``manage.py prices seed``: add the facts sheet's default GPU prices (with their dates) that are missing."""
+"""``manage.py prices seed``: add the missing default GPU prices (dated) of ``docs/gpu-facts.md``."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from billing.services import price_catalog_seed
 
 
 class Command(BaseCommand):
-    help = "Price catalog: `seed` adds the default prices of gpu-facts §7.1 that are missing (never changes a row)."
+    help = "Price catalog: `seed` adds the default prices of docs/gpu-facts.md that are missing (never changes a row)."
 
     def add_arguments(self, parser: CommandParser) -> None:
         actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")

@@ -2,7 +2,8 @@
 
 ``advise`` reads the ledger's hourly demand for a GPU model (or a JSON/CSV series given with ``--series``)
 and prints the reserved baseline, the spot share, the on-demand peak and the cost against all on-demand.
-``breakeven`` prints colocation break-even months for one server (defaults: gpu-facts §7.4), at the given
+``breakeven`` prints colocation break-even months for one server (defaults: ``docs/gpu-facts.md``, Ownership
+inputs and break-even), at the given
 utilization or over a range of them. Formulas: billing/advisor.py.
 """
 

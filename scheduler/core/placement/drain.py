@@ -1,8 +1,8 @@
 """Draining a GPU for production MIG demand that needs a layout no free instance or idle GPU offers.
 
-Reconfiguration changes only idle GPUs (it destroys every instance on the GPU, ``docs/gpu-facts.md`` §0.2),
-and preemption only frees instances that exist. So production inference whose profile exists nowhere free
-and that no idle GPU can be reconfigured for would wait forever behind lower work; GPUs whose occupants can
+Reconfiguration changes only idle GPUs (it destroys every instance on the GPU: ``docs/gpu-facts.md``, MIG Manager
+reconfiguration flow), and preemption only frees instances that exist. So production inference whose profile exists
+nowhere free and that no idle GPU can be reconfigured for would wait forever behind lower work; GPUs whose occupants can
 move at acceptable cost are drained first. For production, lower-priority work is an acceptable cost:
 
 1. Candidates: GPUs of ready nodes the job may use (model, tier), not in ``exclude`` (nodes that took a bind
@@ -13,7 +13,7 @@ move at acceptable cost are drained first. For production, lower-priority work i
    costs all of it), then GPU order.
 3. For each candidate (at most :data:`MAX_TRIES`), inside a Statement: evict the occupants, ask
    :func:`~scheduler.core.rules.reconfiguration.plan_reconfiguration` for this job's demand alone, and keep the result
-   only if it re-cuts that very GPU to a layout with the job's profile; otherwise roll back.
+   only if it reconfigures that very GPU to a layout with the job's profile; otherwise roll back.
 
 The evictions carry the reason ``"repartition"`` and ``by`` = the production job; the job itself binds once
 the change is done (the node is reconfiguring until then).

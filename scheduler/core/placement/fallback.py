@@ -1,8 +1,8 @@
 """Production inference never waits for a reconfiguration while idle capacity could hold it now.
 
-Production inference must start within one cycle, and a MIG reconfiguration takes ``policy.mig_reconfigure_s``
-(minutes, ``docs/gpu-facts.md`` §3.1). So when :func:`~scheduler.core.placement.find.find_slots` finds no
-instance of a production job's right-sized profile, the cycle asks :func:`fallback_slots` before it plans a
+Production inference must start within one cycle, and a MIG reconfiguration takes ``policy.mig_reconfigure_s`` (minutes:
+``docs/gpu-facts.md``, MIG Manager reconfiguration flow). So when :func:`~scheduler.core.placement.find.find_slots`
+finds no instance of a production job's right-sized profile, the cycle asks :func:`fallback_slots` before it plans a
 reconfiguration or evicts anyone. The rules:
 
 1. **Who.** Production jobs with a MIG option only (their other options, whole GPUs or shares, were searched
@@ -21,7 +21,7 @@ reconfiguration or evicts anyone. The rules:
    team stays within its guarantee, lowered utilization and raised evictions without fewer SLO misses.
 4. **Which.** The least oversized first: (tier rank, extra compute slices, extra memory, model rank, GPU
    order); a whole GPU counts as 7 compute slices and the model's whole memory. The job is then counted at
-   what it holds (:func:`~scheduler.core.rules.fairshare.placement_units` of the slots), and its quota must admit
+   what it holds (:func:`~scheduler.core.rules.limits.placement_units` of the slots), and its quota must admit
    that. Later reconfiguration may move the capacity back once the job is gone.
 5. Replicas are placed one after the other inside a Statement (the next replica sees the previous one's
    slot) and rolled back: the state is left unchanged, as ``find_slots`` leaves it.

@@ -1,14 +1,14 @@
 """``find_slots``: a placement for every replica of a job on free capacity, or None (a gang binds whole).
 
-Contract: ``find_slots(state, job, policy)`` returns one tuple of :class:`Slot` per replica, all free in
-``state`` now, honouring the ``gpu_model`` constraint, tier routing (:mod:`.tiers`), node readiness
-(schedulable, no MIG change in flight at ``now``), CPU and host memory where nodes state them, and the
-right-sized demand of :func:`scheduler.core.rightsize.resolve` on each model. It never leaves the state
-changed: multi-replica MIG and share gangs are searched by tentatively placing each replica inside a
-Statement (so the next replica sees the previous one's slot) and rolling back at the end.
+Contract: ``find_slots(state, job, policy)`` returns one tuple of :class:`Slot` per replica, all free in ``state`` now,
+honouring the ``gpu_model`` constraint, tier routing (:mod:`~scheduler.core.rules.tiers`), node readiness (schedulable,
+no MIG change in flight at ``now``), CPU and host memory where nodes state them, and the right-sized demand of
+:func:`scheduler.core.rightsize.resolve` on each model. It never leaves the state changed: multi-replica MIG and share
+gangs are searched by tentatively placing each replica inside a Statement (so the next replica sees the previous one's
+slot) and rolling back at the end.
 
-Which slots (the rules live in the modules): whole-GPU gangs — every replica whole GPUs, more than one
-replica — go through :mod:`.topology`; otherwise each replica takes the best of :mod:`.whole` (best fit),
+Which slots (the rules live in the modules): whole-GPU gangs — every replica whole GPUs, more than one replica — go
+through :mod:`~scheduler.core.rules.topology`; otherwise each replica takes the best of :mod:`.whole` (best fit),
 :mod:`.mig` and :mod:`.shares` (fragmentation-aware), compared by (tier rank, holding, …).
 
 Speed: on an :class:`IndexedClusterState` the live index is used, a failure is remembered per job shape

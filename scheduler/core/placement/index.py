@@ -1,4 +1,4 @@
-"""Per-cycle indexes of free capacity, kept current as the cycle places, evicts and re-lays out.
+"""Per-cycle indexes of free capacity, kept current as the cycle places, evicts and reconfigures.
 
 Placement must not scan every GPU for every job (1,000 nodes × 8 GPUs × 10,000 pending jobs). The
 :class:`CapacityIndex` keeps, for the nodes that can take new work now (schedulable, not reconfiguring):

@@ -12,7 +12,7 @@ with ``c`` the instance's compute slices, ``n(q)`` the replicas of profile ``q``
 that GPU model and ``N`` all of them: a free slice counts as fragmented in proportion to the share of the
 workload that could *not* use it (the "+1" is one phantom request of another profile, so free slices are
 never quite free of risk and an empty mix still prefers packing). An idle GPU is not fragmented: it can be
-re-partitioned to anything. We take the candidate with the smallest increase
+reconfigured to any layout. We take the candidate with the smallest increase
 
     Δ = frag(GPU after) − frag(GPU before),
 

@@ -24,10 +24,10 @@ idle GPU) on a changing node is promised to one waiting job, one per replica (wh
 the job is told it waits for the change (blocker ``reconfiguring`` with its ``ready_at``). No layout
 changes for work its quota would not admit.
 
-A node is either bound to or reconfigured in one plan, never both (the MIG Manager pauses the node's device
-plugin while it works, ``docs/gpu-facts.md`` §3.1): a changed node is retired from the index, and a node that
-took a bind this cycle (:meth:`Reconfigurations.bound`, called by the cycle for every bind) is excluded from
-every change and drain.
+A node is either bound to or reconfigured in one plan, never both (the MIG Manager pauses the node's device plugin while
+it works: ``docs/gpu-facts.md``, MIG Manager reconfiguration flow): a changed node is retired from the index, and a node
+that took a bind this cycle (:meth:`Reconfigurations.bound`, called by the cycle for every bind) is excluded from every
+change and drain.
 """
 
 from __future__ import annotations

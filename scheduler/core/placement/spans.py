@@ -2,10 +2,10 @@
 
 The replicas of a gang run each data-parallel step together, so they must be alike: the same whole GPUs per
 replica, each holding the same share of the model. Rules, for a gang whose every option is a whole-GPU
-demand (:mod:`.find` sends only those to :mod:`.topology`):
+demand (:mod:`.find` sends only those to :mod:`~scheduler.core.rules.topology`):
 
-1. **One model** is always allowed, and preferred: in each tier stage :mod:`.topology` searches every
-   single-model pool first, with the score it always had, and spans models only when none holds the gang.
+1. **One model** is always allowed, and preferred: in each tier stage :mod:`~scheduler.core.rules.topology` searches
+   every single-model pool first, with the score it always had, and spans models only when none holds the gang.
 2. **Several models** only of one GPU class (:func:`scheduler.core.capacity.gpu_class_of`: the catalog's
    class — A100-40GB with A100-80GB, H100 SXM with PCIe and NVL — and, for a model outside the catalog, the
    model alone), and only models on which the job's right-sized demand (:func:`scheduler.core.rightsize.
@@ -14,10 +14,10 @@ demand (:mod:`.find` sends only those to :mod:`.topology`):
    takes one GPU on a 40 GB and on an 80 GB A100: they mix; a 60 GiB replica takes two on the 40 GB and one
    on the 80 GB: they do not). A ``gpus`` request states no memory: it already accepts any model it may run
    on alone, the smallest included, so its models mix whenever the class matches.
-3. Never across classes: a gang steps at the pace of its slowest GPU, and classes differ several-fold in
-   speed and in NVLink generation (docs/gpu-facts.md §5.1), so the faster GPUs would mostly wait; models of one class
-   differ in memory and form, not in generation. A job pinned to a model (``gpu_model``) has options on that
-   model only, so it never spans; a class pin allows that class's models.
+3. Never across classes: a gang steps at the pace of its slowest GPU, and classes differ several-fold in speed and in
+   NVLink generation (``docs/gpu-facts.md``, Interconnect figures), so the faster GPUs would mostly wait; models of one
+   class differ in memory and form, not in generation. A job pinned to a model (``gpu_model``) has options on that model
+   only, so it never spans; a class pin allows that class's models.
 
 MIG and share demand is placed replica by replica (:func:`.find.replica_by_replica`) and is not concerned.
 Quota needs nothing new: a placement's units are counted per class (:func:`scheduler.core.rules.limits.

@@ -72,7 +72,7 @@ def ground(
     """The first ground (module doc) on which ``job`` may evict running ``victim`` — ``borrowed``: the
     victim sits on borrowed capacity; ``allow_reclaim``: the job's team may reclaim from other teams; ``fresh``:
     the victim is within its minimum runtime — or None. The one statement of the grounds: the candidate scan
-    and the reservations' expected-free times (:mod:`reservation`) both ask it."""
+    and the reservations' expected-free times (:mod:`~scheduler.core.reservation`) both ask it."""
     rank = PRIORITY_INDEX[victim.priority]
     if rank == _PRODUCTION_RANK:
         return None

@@ -15,15 +15,15 @@ operations; the cycle applies them (``state.set_layout``) and records them in th
    kept by the caller; without it the age is derived from the job's wait, ``(now − submitted_at) //
    cycle_s`` cycles (a pending job has been unmet every cycle since it arrived). Younger demand does not
    trigger a change, but when a change happens it shapes the layout (rule 4).
-3. **Which GPUs.** Only GPUs with no instance in use are changed (a geometry change destroys every instance
-   on the GPU, docs/gpu-facts.md §0.2; we never evict for a reconfiguration), on catalog MIG-capable models, on nodes
-   that are schedulable, not already reconfiguring and not in ``exclude`` (the cycle passes the nodes that
-   took a bind this cycle: the MIG Manager pauses a node's device plugin while it works, docs/gpu-facts.md §3.1, so a
-   node is either bound to or reconfigured in one plan, never both). MIG-off idle GPUs are converted only
-   when no aged whole-GPU demand could use them, and nodes needing fewer conversions are preferred, so MIG
-   demand must dominate before whole GPUs are given up. (Measured on B2: letting MIG demand convert idle GPUs
-   that waiting whole-GPU gangs could not use yet raised utilization by ~3 points but doubled evictions —
-   the gangs then preempted — so whole-GPU demand keeps its idle GPUs.)
+3. **Which GPUs.** Only GPUs with no instance in use are changed (a geometry change destroys every instance on the
+   GPU: ``docs/gpu-facts.md``, MIG Manager reconfiguration flow; we never evict for a reconfiguration), on catalog
+   MIG-capable models, on nodes that are schedulable, not already reconfiguring and not in ``exclude`` (the cycle
+   passes the nodes that took a bind this cycle: the MIG Manager pauses a node's device plugin while it works, same
+   section, so a node is either bound to or reconfigured in one plan, never both). MIG-off idle GPUs are converted
+   only when no aged whole-GPU demand could use them, and nodes needing fewer conversions are preferred, so MIG
+   demand must dominate before whole GPUs are given up. (Measured on B2: letting MIG demand convert idle GPUs that
+   waiting whole-GPU gangs could not use yet raised utilization by ~3 points but doubled evictions — the gangs then
+   preempted — so whole-GPU demand keeps its idle GPUs.)
 4. **Which layout.** GPU by GPU (MIG-on idle GPUs first, then by index), the candidate is every maximal
    layout of the model (:func:`scheduler.core.layouts.maximal_layouts`, ``+me`` ones only when some demand
    asks for ``+me``), plus "MIG off" when aged whole demand waits. Value, compared in order: aged demand
@@ -31,13 +31,13 @@ operations; the cycle applies them (``state.set_layout``) and records them in th
    layout, compute slices used, then the enumeration order. A GPU changes only when its new layout serves
    strictly more aged demand than its current one, and what it serves is taken off the demand before the
    next GPU is considered.
-5. **One node per call.** The GPU Operator applies a configuration per node and pauses that node's GPU
-   clients while it works (docs/gpu-facts.md §3.1), so one call changes one node: the node whose changes serve the most
-   aged demand, then the fewest MIG-off conversions, the fewest GPUs changed, and the node name. The cycle
-   may call again for the demand still unserved, up to :func:`nodes_per_cycle` nodes a cycle (one per
-   :data:`NODES_PER_CHANGE` MIG-capable ready nodes, at least 1, at most :data:`MAX_NODES_PER_CYCLE`): a
-   fleet of 100+ nodes follows a demand shift in a few cycles, while the churn a wrong guess can cause stays
-   bounded (with the hysteresis of rule 2) and most of the fleet keeps serving.
+5. **One node per call.** The GPU Operator applies a configuration per node and pauses that node's GPU clients while
+   it works (``docs/gpu-facts.md``, MIG Manager reconfiguration flow), so one call changes one node: the node whose
+   changes serve the most aged demand, then the fewest MIG-off conversions, the fewest GPUs changed, and the node
+   name. The cycle may call again for the demand still unserved, up to :func:`nodes_per_cycle` nodes a cycle (one
+   per :data:`NODES_PER_CHANGE` MIG-capable ready nodes, at least 1, at most :data:`MAX_NODES_PER_CYCLE`): a fleet
+   of 100+ nodes follows a demand shift in a few cycles, while the churn a wrong guess can cause stays bounded (with
+   the hysteresis of rule 2) and most of the fleet keeps serving.
 6. Every new layout is checked with :func:`scheduler.core.catalog.validate_layout`; ``ready_at`` is
    ``now + policy.mig_reconfigure_s``.
 """

@@ -1,14 +1,14 @@
 """Whole-GPU gangs (several replicas): on one GPU model, else on models of one class, placed topology-aware.
 
-Pools: each GPU model's options alone; then, only when no single model holds the gang in a tier stage
-(below), the pools of several models of one class that :mod:`.spans` allows (one class, one right-sized
-demand). Among pools of a kind the best score wins, then the smaller model rank of the pool's first option.
+Pools: each GPU model's options alone; then, only when no single model holds the gang in a tier stage (below), the pools
+of several models of one class that :mod:`~scheduler.core.placement.spans` allows (one class, one right-sized demand).
+Among pools of a kind the best score wins, then the smaller model rank of the pool's first option.
 
-Stages within a pool, the first that fits wins (docs/gpu-facts.md §5.1: keep a job inside one node, then one rail/leaf
-group, then one spine block):
+Stages within a pool, the first that fits wins (keep a job inside one node, then one rail/leaf group, then one
+spine block: ``docs/gpu-facts.md``, Interconnect figures):
 
 1. one node — NVSwitch (penalty 0) before PCIe or split NVLink pairs (penalty 1), then best fit (fewest
-   free GPUs), then name (:func:`whole.best_node`);
+   free GPUs), then name (:func:`~scheduler.core.placement.whole.best_node`);
 2. nodes under one leaf switch;
 3. nodes under one spine;
 4. across spines.

@@ -8,15 +8,16 @@ reads on an :class:`IndexedClusterState` — so its answer after the change is t
 The slots' own holder is named, so that the question can be asked before or after the change alike: what
 that holder holds counts as free.
 
-What ``find_slots(job)`` reads (see :mod:`.find`, :mod:`.whole`, :mod:`.topology`, :mod:`.mig`,
-:mod:`.shares`): only the index entries of the ready nodes in the job's option groups (:mod:`.options`), and
-of those only the holding its demand there asks for:
+What ``find_slots(job)`` reads (see :mod:`~scheduler.core.placement.find`, :mod:`~scheduler.core.placement.whole`,
+:mod:`~scheduler.core.rules.topology`, :mod:`~scheduler.core.placement.mig`, :mod:`~scheduler.core.placement.shares`):
+only the index entries of the ready nodes in the job's option groups (:mod:`~scheduler.core.placement.options`), and of
+those only the holding its demand there asks for:
 
 - a whole-GPU demand reads the node's free whole GPUs (any non-MIG slot of the group changes them);
 - a share demand reads the free milli of time-sliced GPUs (a non-MIG slot on a node with ``sharing``);
-- a MIG demand for profile ``p`` reads the GPUs with a free ``p`` instance, and their signatures (a MIG slot
-  on a GPU that has a free ``p`` instance with the slot itself free); a demand right-sized from memory may
-  also fall back to larger instances (:func:`.mig.best_instance`), so any MIG slot of the group counts;
+- a MIG demand for profile ``p`` reads the GPUs with a free ``p`` instance, and their signatures (a MIG slot on a GPU
+  that has a free ``p`` instance with the slot itself free); a demand right-sized from memory may also fall back to
+  larger instances (:func:`~scheduler.core.placement.mig.best_instance`), so any MIG slot of the group counts;
 - a job that states CPU or host memory also reads what each node of its groups that limits them has left
   (any slot there counts).
 

@@ -1,11 +1,11 @@
-"""Eviction candidates team by team, remembered for the cycle: the fast half of :func:`preemption.candidates`.
+"""Eviction candidates team by team, kept for the cycle: the fast half of :func:`~scheduler.core.preemption.candidates`.
 
 The rules (protections, grounds, preference order) are :mod:`scheduler.core.rules.eviction`'s; this module
 applies them to one team's running jobs and keeps the answer. A team's candidates for a pending job depend
 only on:
 
-- which of the team's snapshot-running jobs are still placed (:meth:`FairShare.running_jobs`): that also
-  fixes which of them are borrowed (:meth:`FairShare.borrowed`, rule 4 of :mod:`fairshare`) and which are
+- which of the team's snapshot-running jobs are still placed (:meth:`FairShare.running_jobs`): that also fixes which of
+  them are borrowed (:meth:`FairShare.borrowed`, rule 4 of :mod:`~scheduler.core.rules.fairshare`) and which are
   preemptible of lower priority (:meth:`FairShare.lower_preemptible`);
 - the pending job's team (same or another), priority, whether it is production, whether reclaim is allowed,
   and what decides whether a victim's slots could help it (:func:`could_help`): its ``gpu_model``
@@ -14,11 +14,11 @@ only on:
 - facts that stay put within a cycle: a running job's slots, priority, start and checkpoint times, ``now``
   and the policy, and which nodes are ready.
 
-So :class:`Victims` keeps each team's list per (team, those job facts) together with the running-jobs tuple
-it was computed for, and hands it out again while that tuple is unchanged (evictions change it; their undo
-restores it). Ping-pong protection depends on the job's identity and is applied by the caller, after.
-Readiness is the one cycle fact that can move: a MIG change closes its node (:mod:`placement.reconfigurations`), so
-the cycle builds a new :class:`Victims` after one. A list handed out must not be modified.
+So :class:`Victims` keeps each team's list per (team, those job facts) together with the running-jobs tuple it was
+computed for, and hands it out again while that tuple is unchanged (evictions change it; their undo restores it).
+Ping-pong protection depends on the job's identity and is applied by the caller, after. Readiness is the one cycle fact
+that can move: a MIG change closes its node (:mod:`~scheduler.core.placement.reconfigurations`), so the cycle builds a
+new :class:`Victims` after one. A list handed out must not be modified.
 """
 
 from __future__ import annotations

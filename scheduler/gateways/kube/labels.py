@@ -1,8 +1,9 @@
 """What a Kubernetes node's labels, taints and conditions say, as plain data (no ``kubernetes`` import).
 
 Everything here is a pure function of strings, so :mod:`scheduler.gateways.kube.client` stays the only module that
-talks to the API server and these rules can be tested without one. Sources: GPU Feature Discovery and the GPU
-Operator (facts §3.3), topology labels (facts §5.2), capacity types and spot taints (facts §6).
+talks to the API server and these rules can be tested without one. Sources (``docs/gpu-facts.md``): GPU Feature
+Discovery and the GPU Operator (GPU Feature Discovery labels), topology labels (How Kubernetes exposes topology),
+capacity types and spot taints (Spot and preemption signals).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from scheduler.core.state import MigLayout
 from scheduler.core.vocabulary import CapacityTier, Interconnect
 from scheduler.gateways.protocol import Interruption
 
-# GPU Feature Discovery / GPU Operator (facts §3.3).
+# GPU Feature Discovery / GPU Operator (docs/gpu-facts.md, GPU Feature Discovery labels).
 GPU_PRODUCT = "nvidia.com/gpu.product"
 GPU_COUNT = "nvidia.com/gpu.count"
 GPU_MEMORY = "nvidia.com/gpu.memory"
@@ -34,7 +35,7 @@ _MIG_COUNT = re.compile(r"^nvidia\.com/mig-(\d+g\.\d+gb(?:\.me)?)\.count$")
 # Our own bookkeeping on the node (annotations: never used for selection, so they are free-form JSON).
 MIG_LAYOUTS_ANNOTATION = "microcosm.io/mig-layouts"  # the per-GPU layouts last applied successfully
 
-# Capacity type labels, first match wins (facts §6).
+# Zone and topology labels (docs/gpu-facts.md, How Kubernetes exposes topology).
 ZONE_LABEL = "topology.kubernetes.io/zone"
 DEFAULT_TOPOLOGY_LABELS: tuple[str, ...] = (
     # Ordered from the top of the fabric to the bottom; a node carries one provider's subset.
@@ -54,7 +55,8 @@ TOLERATED_TAINTS: tuple[tuple[str, str | None], ...] = (
     ("cloud.google.com/gke-spot", "true"),
 )
 
-# Interruption signals (facts §6): taint key → (source name, seconds of notice, None: unknown).
+# Interruption signals (docs/gpu-facts.md, Spot and preemption signals): taint key → (source name, seconds of
+# notice, None: unknown).
 INTERRUPTION_TAINTS: Mapping[str, tuple[str, float | None]] = {
     "aws-node-termination-handler/spot-itn": ("spot-itn", 120.0),  # AWS gives 2 minutes
     "aws-node-termination-handler/scheduled-maintenance": ("scheduled-maintenance", None),
@@ -111,7 +113,8 @@ def interconnect_of(model: str) -> str:
 
 
 def capacity_tier(labels: Mapping[str, str]) -> str:
-    """``spot``, ``reserved`` or ``on-demand`` from the provider's capacity label (facts §6)."""
+    """``spot``, ``reserved`` or ``on-demand`` from the provider's capacity label, first match wins
+    (``docs/gpu-facts.md``, Spot and preemption signals)."""
     karpenter = labels.get("karpenter.sh/capacity-type", "").lower()
     if karpenter in ("spot", "reserved", "on-demand"):
         return karpenter
@@ -153,7 +156,8 @@ def schedulable(*, cordoned: bool, ready: bool, taints: Sequence[Taint]) -> bool
 
 
 def interruption_of(taints: Sequence[Taint], now: float) -> Interruption | None:
-    """The earliest interruption notice among ``taints`` (facts §6), or None."""
+    """The earliest interruption notice among ``taints`` (``docs/gpu-facts.md``, Spot and preemption
+    signals), or None."""
     notices = []
     for taint in taints:
         known = INTERRUPTION_TAINTS.get(taint.key)

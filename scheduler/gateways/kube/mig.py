@@ -1,7 +1,8 @@
 """The MIG reconfiguration flow on Kubernetes, as pure decisions (no ``kubernetes`` import).
 
 The GPU Operator's MIG Manager reconfigures a node when its ``nvidia.com/mig.config`` label changes value,
-using a mig-parted config from a ConfigMap (facts §2–3.1). It does not evict user pods, so Microcosm drives
+using a mig-parted config from a ConfigMap (``docs/gpu-facts.md``, mig-parted config format, GPU Operator
+default configs, MIG Manager reconfiguration flow). It does not evict user pods, so Microcosm drives
 the flow and keeps its progress on the node itself, in annotations, so any worker can pick it up:
 
 ``draining``
@@ -13,7 +14,8 @@ the flow and keeps its progress on the node itself, in annotations, so any worke
     state label still reads the *previous* run's ``success`` for a moment after the relabel.
 ``failed``
     MIG Manager failed, the drain or the change timed out, or the known wedge (state stuck in ``pending``
-    with the operator's clients paused, facts §3.1) survived its recoveries. The node stays cordoned.
+    with the operator's clients paused: ``docs/gpu-facts.md``, MIG Manager reconfiguration
+    flow) survived its recoveries. The node stays cordoned.
 
 This module decides; :mod:`scheduler.gateways.kube.mig_flow` carries the decisions out against the API.
 """
@@ -42,7 +44,8 @@ from scheduler.gateways.kube.labels import (
 )
 from scheduler.gateways.protocol import MigConfigState, MigStatus
 
-CONFIG_KEY = "config.yaml"  # the key ClusterPolicy spec.migManager.config expects (facts §2.2)
+# The key ClusterPolicy spec.migManager.config expects (docs/gpu-facts.md, GPU Operator default configs).
+CONFIG_KEY = "config.yaml"
 CONFIG_PREFIX = "microcosm-"
 # Always offered, so nodes labelled with the operator's everyday names keep working when ClusterPolicy
 # points MIG Manager at our ConfigMap instead of its default one.
@@ -60,7 +63,9 @@ REASON = "microcosm.io/mig-reason"  # why the flow failed, for operators
 CORDONED_BY_US = "microcosm.io/cordoned-for-mig"  # present: we cordoned it, so we uncordon it
 FLOW_ANNOTATIONS = (PHASE, DESIRED, DESIRED_CONFIG, SINCE, RECOVERIES, REASON)
 
-MAX_RECOVERIES = 2  # wedge recoveries (facts §3.1 remedy) before the change is declared failed
+# Wedge recoveries (the remedy in docs/gpu-facts.md, MIG Manager reconfiguration flow) before the change is
+# declared failed.
+MAX_RECOVERIES = 2
 
 
 class Phase(StrEnum):
@@ -104,7 +109,8 @@ def same_counts_per_gpu(a: Sequence[MigLayout], b: Sequence[MigLayout]) -> bool:
 
 
 def config_entries(layouts: Sequence[MigLayout]) -> list[dict[str, object]]:
-    """mig-parted entries (facts §2.1) for per-GPU layouts: GPUs with equal counts share one entry."""
+    """mig-parted entries (``docs/gpu-facts.md``, mig-parted config format) for per-GPU layouts: GPUs with equal
+    counts share one entry."""
     groups: dict[str, tuple[list[int], dict[str, int]]] = {}
     for index, layout in enumerate(layouts):
         counts = dict(sorted(Counter(profile for profile, _start in layout).items()))
@@ -183,8 +189,8 @@ def live(flow: Flow, labels: Mapping[str, str]) -> bool:
 
 
 def next_step(flow: Flow, labels: Mapping[str, str], *, gpu_pods_left: int, now: float, timeout_s: float) -> Step:
-    """Decide the next step of a node's flow (module doc). Rebooting doubles the time allowed (facts §3.1:
-    a reboot adds a whole boot; plan 15 min without, 30 with)."""
+    """Decide the next step of a node's flow (module doc). Rebooting doubles the time allowed (a reboot
+    adds a whole boot; plan 15 min without, 30 with: ``docs/gpu-facts.md``, MIG Manager reconfiguration flow)."""
     elapsed = now - flow.since
     state = labels.get(MIG_CONFIG_STATE, "")
     if flow.phase == Phase.FAILED:

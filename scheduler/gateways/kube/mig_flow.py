@@ -167,7 +167,7 @@ class MigFlow:
         )
         if labels.get(MIG_CONFIG) == flow.config and labels.get(MIG_CONFIG_STATE) != "success":
             # The label already has this value (a retry after a failure): only a value change or a restart
-            # makes MIG Manager act (facts §3.1), so restart it.
+            # makes MIG Manager act (docs/gpu-facts.md, MIG Manager reconfiguration flow), so restart it.
             self._restart_mig_manager(node, flow)
 
     def watch(self) -> tuple[MigEvent, ...]:
@@ -235,9 +235,9 @@ class MigFlow:
         return ""
 
     def _restart_mig_manager(self, node: str, flow: Flow, *, recovering: bool = False) -> str:
-        """The known wedge's remedy (facts §3.1): restore the operator's deploy labels, then restart the
-        node's MIG Manager, which re-applies the current label value on start-up; with no MIG Manager pod
-        to restart, flip the label to another value and back."""
+        """The known wedge's remedy (``docs/gpu-facts.md``, MIG Manager reconfiguration flow): restore the operator's
+        deploy labels, then restart the node's MIG Manager, which re-applies the current label value on start-up; with
+        no MIG Manager pod to restart, flip the label to another value and back."""
         raw = self.api.node_read(node)
         paused = paused_deploy_labels(labels_of(raw))
         annotations = {SINCE: repr(self.clock())}

@@ -4,7 +4,8 @@ status means for the scheduler, and which GPU resources a pod holds.
 A job's replica is one pod in its team's namespace, named ``mc-<job>-<replica>``, created with
 ``schedulerName: microcosm`` so no other scheduler touches it, and bound with the ``pods/binding``
 subresource. Its GPUs are ``nvidia.com/gpu: <n>`` or, under the GPU Operator's mixed strategy,
-``nvidia.com/mig-<profile>: 1`` with ``+`` written ``.`` (facts §3.2).
+``nvidia.com/mig-<profile>: 1`` with ``+`` written ``.`` (``docs/gpu-facts.md``, MIG strategies and
+resource names).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""GPU activity from Prometheus, as scraped from NVIDIA's DCGM exporter (facts §4).
+"""GPU activity from Prometheus, as scraped from NVIDIA's DCGM exporter (``docs/gpu-facts.md``, DCGM metrics).
 
 Under MIG, ``DCGM_FI_DEV_GPU_UTIL`` is not reported, so activity is ``DCGM_FI_PROF_GR_ENGINE_ACTIVE``
 (0–1), one series per GPU or, on a MIG GPU, per instance: ``UUID`` names the *parent* GPU, so a MIG

@@ -44,9 +44,11 @@ class FleetSettings:
 
     speed: float = 60.0  # virtual seconds per real second
     interruptions_per_node_hour: float = 0.2  # per spot node per virtual hour (Poisson rate)
-    notice_s: float = 120.0  # spot notice before the node goes (AWS gives 2 minutes, facts §6)
+    # Spot notice before the node goes (AWS gives 2 minutes: docs/gpu-facts.md, Spot and preemption signals)
+    notice_s: float = 120.0
     replace_after_s: float = 900.0  # a reclaimed spot node's replacement joins this long after it went
-    mig_reconfigure_s: float = 300.0  # drain + MIG Manager + device-plugin restart (facts §3.1: minutes)
+    # Drain + MIG Manager + device-plugin restart: minutes (docs/gpu-facts.md, MIG Manager reconfiguration flow)
+    mig_reconfigure_s: float = 300.0
     seed: int | None = None  # fixes the interruption draws (tests); None: fresh randomness
 
     @classmethod

@@ -22,7 +22,7 @@ billing :mod:`scheduler.sim.bench.metering`):
 6. **Run B, microcosm tiered**: same pool, those tiers and prices. Checkpointed preemptible training is
    ``spot-ok`` (the engine routes it spot first, then reserved, then on-demand); everything else is ``any``
    (reserved first, then on-demand; production never on spot — the engine's tier rule,
-   ``scheduler/core/placement/tiers.py``): production inference runs on reserved capacity first and on
+   ``scheduler/core/rules/tiers.py``): production inference runs on reserved capacity first and on
    on-demand when reserved is full. Spot servers are interrupted as a Poisson process at
    ``interruptions_per_node_day`` during the arrival window, with AWS's 2-minute notice (``docs/gpu-facts.md``,
    Spot and preemption signals); the interrupted server is replaced by a fresh spot server ``replace_s``

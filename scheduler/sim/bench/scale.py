@@ -1,6 +1,6 @@
 """B5 ``scale``: how long one scheduling cycle of the real engine takes on a large synthetic cluster.
 
-Protocol (issue 3 §12, spec/benchmarks.md B5):
+Protocol (spec/benchmarks.md B5; the targets are in ``docs/benchmarks/scale.md``):
 
 1. Build the snapshot of a :class:`ClusterShape` (:mod:`scheduler.sim.bench.synthetic`); its build time is
    reported separately and is never part of the cycle's time.
@@ -8,12 +8,12 @@ Protocol (issue 3 §12, spec/benchmarks.md B5):
    each run with ``clock`` (``time.perf_counter``); report the median and the maximum. The benchmark leaves
    the garbage collector as a worker has it: the cyclic collector is off while a cycle plans
    (:func:`scheduler.gcpause.gc_paused`), in the loop as here. The first run starts with the engine's pure
-   caches (layouts, re-partitioning choices) cold, as a worker's first cycle does.
+   caches (layouts, reconfiguration choices) cold, as a worker's first cycle does.
 3. Run it once more under ``tracemalloc`` for the peak of memory the cycle allocates on top of the snapshot
    (tracemalloc slows allocation down, so that run is not timed), and read the process's maximum resident set
    (``getrusage``: a high-water mark of the whole process, snapshot and earlier sizes included).
 4. Check the plan: every repeat gave the same plan (the engine is deterministic), and the plan applies to the
-   snapshot — evictions, then layout changes on idle GPUs, then binds on free slots — without a conflict.
+   snapshot — evictions, then MIG reconfigurations of idle GPUs, then binds on free slots — without a conflict.
 
 Decisions per second = (binds + evictions + rejections + reconfigurations + waiting) / median wall time:
 every pending job gets exactly one answer, and an eviction is a decision of its own.
@@ -194,7 +194,7 @@ def busy_fraction(snapshot: Snapshot) -> float:
 
 
 def plan_problem(snapshot: Snapshot, plan: Plan) -> str | None:
-    """None if ``plan`` applies to ``snapshot`` in order (evictions, layout changes, binds) with no conflict,
+    """None if ``plan`` applies to ``snapshot`` in order (evictions, reconfigurations, binds) with no conflict,
     every pending job is answered exactly once and no job is both bound and waiting; else what went wrong."""
     state = ClusterState(snapshot)
     try:

@@ -15,7 +15,7 @@ plan (its evictions, MIG reconfigurations and binds applied) tell a rule from a 
     - ``room-instance``: free MIG instances alone hold every replica (no MIG reconfiguration needed);
     - ``room-idle-gpu``: idle GPUs are needed (used whole, or after a MIG reconfiguration);
     - ``room-forbidden-tier``: enough places only with nodes of tiers the job may not use
-      (:func:`scheduler.core.placement.tiers.allowed_tiers`: production never runs on spot).
+      (:func:`scheduler.core.rules.tiers.allowed_tiers`: production never runs on spot).
 
 (b) **Lower-priority work.** Is work of a lower priority class placed (running, or bound by this cycle) on a
     ready node the job may use (its tiers, a model that can serve it)? For production the engine may evict
@@ -168,7 +168,7 @@ def _count(
     as_is: bool = False,
 ) -> tuple[int, int, int]:
     """(places on the nodes of the job's tiers, how many of them are free MIG instances, places on nodes of any
-    tier). A gang of whole GPUs stays on one GPU model (placement's rule, :mod:`scheduler.core.gang`): its
+    tier). A gang of whole GPUs stays on one GPU model (placement's rule, :mod:`scheduler.core.rules.topology`): its
     places are those of its best model; other replicas may spread. ``as_is``: only places usable without a
     MIG reconfiguration (module doc, (b))."""
     allowed: dict[str, int] = {}

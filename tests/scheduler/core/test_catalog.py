@@ -1,4 +1,5 @@
-"""MIG layout validation against the placement table of the facts sheet (§1.2–1.4)."""
+"""MIG layout validation against the placement table of ``docs/gpu-facts.md``, MIG geometry and placements (and
+its next sections, Why some combinations are impossible and Valid full-GPU layouts)."""
 
 from __future__ import annotations
 
@@ -87,10 +88,10 @@ def test_a_mig_slice_counts_its_compute_slices_over_seven() -> None:
     assert compute_fraction(A100_80, "7g.80gb") == 1.0
 
 
-# -- real memory per profile (issue 3) ---------------------------------------------------------------------
+# -- real memory per profile -------------------------------------------------------------------------------
 
 _MEMORY_MIB = {
-    # [V] facts §1.2, and [D] siblings: 1g+me = 1g, two-slice 1g = 2g, 4g = 3g.
+    # [V] in docs/gpu-facts.md, MIG geometry and placements, and [D] siblings: 1g+me = 1g, two-slice 1g = 2g, 4g = 3g.
     "A100-SXM4-40GB": [4864, 4864, 9856, 9856, 19968, 19968, 40192],
     "A100-PCIE-40GB": [4864, 4864, 9856, 9856, 19968, 19968, 40192],
     # [D] k memory slices × 1g; the A100-80GB 1g from the A100 class ratio 4864/5120 × 10240 = 9728.

@@ -1,4 +1,4 @@
-"""plan_cycle (issue 3): rejections, fair order, admission, preemption, reconfiguration and explanations wired
+"""plan_cycle: rejections, fair order, admission, preemption, reconfiguration and explanations wired
 into one pure, deterministic cycle."""
 
 from __future__ import annotations
@@ -258,7 +258,7 @@ def test_a_drain_that_repartition_will_not_follow_is_rolled_back() -> None:
 
 
 def test_production_gets_its_layout_change_before_lower_work_takes_the_idle_gpu() -> None:
-    # The idle GPU offers no 3g.40gb nor anything larger (no fallback): production re-cuts it at once.
+    # The idle GPU offers no 3g.40gb nor anything larger (no fallback): production reconfigures it at once.
     prod = job("p", mig="3g.40gb", priority=Priority.PRODUCTION, kind=JobKind.INFERENCE, preemptible=False)
     low = job("low", mig="1g.10gb", kind=JobKind.INFERENCE, priority=Priority.LOW)
     plan = _plan([node("w", A100, 1, mig="all-1g.10gb")], [prod, low])
@@ -330,8 +330,8 @@ def test_a_production_gang_gets_as_many_changes_as_its_replicas_need() -> None:
 
 
 def test_a_change_for_other_production_demand_is_not_mistaken_for_ones_own() -> None:
-    # Asked with both demands, repartition would reconfigured an 80 GB GPU for the 3g gang; the 1g.5gb job (40 GB
-    # parts only) asks again for itself alone and gets the 40 GB GPU.
+    # Asked with both demands, the reconfiguration rule would reconfigure an 80 GB GPU for the 3g gang; the 1g.5gb job
+    # (40 GB parts only) asks again for itself alone and gets the 40 GB GPU.
     # No fallback: the 80 GB GPUs offer only 1g.10gb instances, and p0's quota admits a 1g.5gb but not the
     # whole idle 40 GB GPU.
     small = job("p0", "s", mig="1g.5gb", priority=Priority.PRODUCTION, kind=JobKind.INFERENCE, preemptible=False)

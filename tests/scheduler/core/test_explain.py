@@ -1,4 +1,4 @@
-"""Explanations (issue 3, capability 9): a reason a person understands and an ETA for every pending job."""
+"""Explanations (docs/scheduling-rules.md, 7): a reason a person understands and an ETA for every pending job."""
 
 from __future__ import annotations
 

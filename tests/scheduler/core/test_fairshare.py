@@ -1,4 +1,4 @@
-"""Fair share (issue 3, capability 4): quotas, admission, the order of pending work, borrowed jobs."""
+"""Fair share (docs/scheduling-rules.md, 2 and 3): quotas, admission, the order of pending work, borrowed jobs."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Fair share, rule 3 (issue 14): a team whose next job fits within its guarantee is served before any borrower,
-and what lies above the guarantees is split by weight (the borrowed share)."""
+"""Fair share, the order of pending work (docs/scheduling-rules.md, 3): a team whose next job fits within its guarantee
+is served before any borrower, and what lies above the guarantees is split by weight (the borrowed share)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Where a one-replica job first fits as a preemption pool is removed (placement/firstfit.py), the quota replay
+"""Where a one-replica job first fits as a preemption pool is removed (speedups/firstfit.py), the quota replay
 of trial.py, and the search's fall-back when a node model's answer does not hold (preemption.py)."""
 
 from __future__ import annotations

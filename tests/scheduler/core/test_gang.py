@@ -1,4 +1,4 @@
-"""Gangs (issue 3, capability 6): binding is all-or-nothing; a gang larger than the cluster is known early."""
+"""Gangs: binding is all-or-nothing; a gang larger than the cluster is known early."""
 
 from __future__ import annotations
 

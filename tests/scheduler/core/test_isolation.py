@@ -63,7 +63,7 @@ def _poison(monkeypatch: pytest.MonkeyPatch, target: str, name: str, bad: set[st
         ("scheduler.core.cycle", "choose", BINDS),  # its turn in fair order
         ("scheduler.core.cycle", "need_text", WAITS),  # its explanation
         ("scheduler.core.placement.mix", "options_for", BINDS),  # the demand mix, before any turn
-        ("scheduler.core.placement.reconfigurations", "options_for", WAITS),  # the layout-change pass
+        ("scheduler.core.placement.reconfigurations", "options_for", WAITS),  # the reconfiguration pass
         ("scheduler.core.screening", "never_runs_reason", BINDS),  # the screen: rejected without a second pass
     ],
 )

@@ -1,4 +1,5 @@
-"""MIG layouts against the facts sheet: §1.4 (maximal layouts), §2.2 (GPU Operator config names)."""
+"""MIG layouts against ``docs/gpu-facts.md``, Valid full-GPU layouts (the maximal layouts) and GPU Operator default
+configs (the config names)."""
 
 from __future__ import annotations
 
@@ -82,7 +83,8 @@ def test_base_layouts_match_the_facts_sheet(model: str) -> None:
 def test_counting_the_two_slice_1g_gives_17_full_compute_multisets(model: str) -> None:
     full = {_by_key(model, lay) for lay in maximal_layouts(model) if is_full_compute(model, lay)}
     assert len(full) == 17
-    # e.g. 1g (2 slices) at 6 takes the last memory slice instead of 1g at 6 (facts §1.4).
+    # e.g. 1g (2 slices) at 6 takes the last memory slice instead of 1g at 6 (docs/gpu-facts.md, Valid
+    # full-GPU layouts).
     assert _multiset(("4g", 1), ("2g", 1), ("1g-2m", 1)) in full
 
 
@@ -137,7 +139,7 @@ def test_a_gpu_model_without_mig_is_refused(monkeypatch: pytest.MonkeyPatch) -> 
     assert fit("T4-TEST", 1024) is None
 
 
-# -- GPU Operator config names (facts §2.2) -----------------------------------------------------------------
+# -- GPU Operator config names ------------------------------------------------------------------------------
 
 
 def _counts(layout: tuple[tuple[str, int], ...]) -> dict[str, int]:

@@ -1,4 +1,4 @@
-"""Draining a GPU for production MIG demand (issue 3, §8: occupants that can move at acceptable cost)."""
+"""Draining a GPU for production MIG demand: GPUs whose occupants can move at acceptable cost are drained first."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""find_slots's contract (issue 3, capability 6): all replicas or none, the state left as found, failures
+"""find_slots's contract: all replicas or none, the state left as found, failures
 remembered only while they stay true; and the live index it relies on stays exact."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Idle classes (placement/idle.py): kept by the capacity index as the cycle places, evicts and re-lays out,
+"""Idle classes (speedups/idle.py): kept by the capacity index as the cycle places, evicts and reconfigures,
 always equal to a fresh scan, and giving reconfiguration the same answer as a scan of every node."""
 
 from __future__ import annotations

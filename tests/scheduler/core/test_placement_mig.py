@@ -1,4 +1,4 @@
-"""MIG replicas (issue 3, capability 7): a free instance of the profile, chosen fragmentation-aware."""
+"""MIG replicas: a free instance of the profile, chosen fragmentation-aware."""
 
 from __future__ import annotations
 

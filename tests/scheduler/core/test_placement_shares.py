@@ -1,4 +1,4 @@
-"""Fractional GPUs without MIG (issue 3, capability 3): milli-GPU shares, packed FGD-style."""
+"""Fractional GPUs without MIG: milli-GPU shares, packed FGD-style."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A whole-GPU gang may span the GPU models of one class (issue 14, item 5; rules in placement/spans.py)."""
+"""A whole-GPU gang may span the GPU models of one class (rules in scheduler/core/placement/spans.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tier routing (issue 3, capability 7): which capacity tiers a job may use, most preferred first."""
+"""Tier routing: which capacity tiers a job may use, most preferred first."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Whole-GPU gangs (issue 3, capabilities 6 and 7): one node, then one leaf, then one spine, then across."""
+"""Whole-GPU gangs: one node, then one leaf, then one spine, then across."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Whole-GPU replicas (issue 3, capability 7): best fit keeps whole nodes free; pairs, tiers, readiness."""
+"""Whole-GPU replicas: best fit keeps whole nodes free; pairs, tiers, readiness."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Reclaim and preemption (issue 3, capability 5): who may evict whom, and the minimal victim set.
+"""Reclaim and preemption (docs/scheduling-rules.md, 5): who may evict whom, and the minimal victim set.
 
 The builders and the whole-GPU first-fit placer at the top are shared with test_fairshare.py and the
 fair-share properties.

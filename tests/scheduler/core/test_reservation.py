@@ -1,5 +1,5 @@
-"""Reservations and backfill (issue 14, item 4): who gets a reservation, where and when, what may backfill it,
-and the run-time estimates behind it."""
+"""Reservations and backfill (docs/scheduling-rules.md, 5a): who gets a reservation, where and when, what may backfill
+it, and the run-time estimates behind it."""
 
 from __future__ import annotations
 

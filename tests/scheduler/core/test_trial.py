@@ -1,4 +1,4 @@
-"""The cycle's trial placement and its exact shortcuts (scheduler/core/trial.py, placement/unseen.py)."""
+"""The cycle's trial placement and its exact shortcuts (scheduler/core/speedups/trial.py, speedups/unseen.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Hypothesis invariants of plan_cycle (issue 3, capability 11) on random small clusters and workloads:
+"""Hypothesis invariants of plan_cycle on random small clusters and workloads:
 
 - no GPU, MIG instance or share is double-booked once the plan is applied, and capacity is never exceeded
   (≤ 1000 milli per GPU, shares only on time-sliced GPUs without MIG, MIG slots only on instances that exist);
@@ -319,7 +319,7 @@ def test_a_plan_never_double_books_and_keeps_layouts_legal(snapshot: Snapshot) -
     decided = [b.job for b in plan.binds] + [r.job for r in plan.rejections] + [w.job for w in plan.waiting]
     assert sorted(decided) == sorted({job.id for job in snapshot.pending})
     assert [w.position for w in plan.waiting] == list(range(1, len(plan.waiting) + 1))
-    # Honest start times (issue 14, item 6): never in the past, and none for a job its quota blocks.
+    # Honest start times: never in the past, and none for a job its quota blocks.
     assert all(w.eta_s is None or w.eta_s >= 0 for w in plan.waiting)
     assert all(w.eta_s is None for w in plan.waiting if w.blocker == "quota")
 
@@ -364,7 +364,7 @@ def test_a_plan_applied_twice_changes_nothing(snapshot: Snapshot) -> None:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(snapshots())
 def test_no_eviction_is_undone_by_the_next_cycle(snapshot: Snapshot) -> None:
-    """Issue 14, item 2: nothing one plan evicts to make room within the quotas (priority, reclaim) is bound
+    """Nothing one plan evicts to make room within the quotas (priority, reclaim) is bound
     again by the next plan, with no change in demand in between (no job ends or arrives) — such an eviction was
     not needed, and undoing it is churn. Production's victims and drains for a reconfiguration are held to the
     letter: never bound again on the GPUs they were evicted from. Production may evict work that can run on

@@ -1,4 +1,4 @@
-"""Fair-share and preemption invariants (issue 3, capabilities 4–5) over generated clusters.
+"""Fair-share and preemption invariants (docs/scheduling-rules.md, 2, 3 and 5) over generated clusters.
 
 - The order is a total, deterministic order that does not depend on the order jobs are listed in.
 - A team under its guarantee is never ordered after a team over it.

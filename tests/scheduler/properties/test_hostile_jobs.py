@@ -1,4 +1,4 @@
-"""Hostile jobs straight in a snapshot (issue 13): huge, NaN, infinite, zero and negative numbers, the kind no
+"""Hostile jobs straight in a snapshot (RELIABILITY.md): huge, NaN, infinite, zero and negative numbers, the kind no
 edge lets through but a hand-written row or a bug could. Each is rejected with a reason, and every other job's
 plan is exactly what it would have been without them."""
 

@@ -1,4 +1,4 @@
-"""``bench scale`` (issue 3 §12) on tiny sizes: the synthetic cluster is deterministic and valid, the
+"""``bench scale`` on tiny sizes: the synthetic cluster is deterministic and valid, the
 measurement reports every figure, and the command's JSON and table have their shape. No timing assertions:
 benchmarks are never timed tests (DESIGN.md §4)."""
 

@@ -215,7 +215,7 @@ def test_the_room_is_read_after_the_plan_binds_evicts_and_changes_layouts() -> N
     assert both == Room(None, LOWER_TOO_SMALL, lower_preemptible=True, lower_bound_now=True)
     # the plan evicts low: its GPU is idle after the plan
     assert room(snapshot, p, Plan(evictions=(Evict("low", "production"),))).room == ROOM_IDLE_GPU
-    # a layout change under way closes the node: nothing there is room, nothing there is lower work
+    # a MIG reconfiguration under way closes the node: nothing there is room, nothing there is lower work
     change = Reconfigure("a", 1, (), SPLIT, ready_at=400.0)
     assert room(snapshot, p, Plan(reconfigurations=(change,))) == Room(None, None)
 
