@@ -343,7 +343,7 @@ def ledger_close_due(*, now: datetime, settle_s: int = LIVE_SETTLE_S) -> CloseSu
 
 
 def price_catalog_seed() -> int:
-    """Add the facts sheet's default prices (billing.prices) that are missing; never change an existing row.
+    """Add the default prices of docs/gpu-facts.md (billing.prices) that are missing; never change an existing row.
 
     Idempotent. GPU models come from the scheduler's catalog (``gpu_models_sync``); returns rows created.
     """

@@ -53,8 +53,6 @@ import tokenize
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 SKIPPED_DIRS = {".venv", "node_modules", "__pycache__"}
 SUFFIXES = {".py", ".html", ".md"}
@@ -156,11 +154,6 @@ def test_the_rules_catch_what_they_should_and_nothing_else() -> None:
     assert unknown_facts_headings("[x](gpu-facts.md#spot-signals)", headings) == ["#spot-signals"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="one citation is left, in billing/services.py (price_catalog_seed's docstring: 'the facts sheet's "
-    "default prices'); remove this mark with it",
-)
 def test_no_file_cites_what_is_outside_the_repository() -> None:
     offenders = [
         f"{_relative(path)}:{number}: {line}"
