@@ -212,8 +212,9 @@ class FairShare:
     def admit(self, job: Job, units_by_class: Mapping[str, int], usage: Mapping[str, int] | None = None) -> Admission:
         """May ``job`` hold ``units_by_class`` (units per GPU class, from
         :func:`~scheduler.core.rules.limits.placement_units`)? Rule 2. ``usage`` (units per class) asks at a
-        usage of the team other than its usage now (the team's non-preemptible usage is read as it is now). A cycle asks this tens of thousands of times: the yes
-        answers are shared, a refusal's reason is written when read."""
+        usage of the team other than its usage now (the team's non-preemptible usage is read as it is now). A
+        cycle asks this tens of thousands of times: the yes answers are shared, a refusal's reason is written
+        when read."""
         if not self.policy.fairness:
             return _FAIRNESS_OFF
         team = job.team
