@@ -7,6 +7,8 @@ else gets 403, and a team they are not part of is a 404.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
@@ -145,7 +147,8 @@ def advisor(request: HttpRequest) -> HttpResponse:
             gpu_models=models,
         )
         breakeven_form = BreakevenForm(BreakevenForm.initial_values())
-    context: dict[str, object] = {"advisor_form": advisor_form, "breakeven_form": breakeven_form, "figures": {}}
+    figures: dict[str, object] = {}
+    context: dict[str, object] = {"advisor_form": advisor_form, "breakeven_form": breakeven_form, "figures": figures}
     status = 200
     if advisor_form.is_valid():
         data_ok = advisor_form.cleaned_data
@@ -153,11 +156,16 @@ def advisor(request: HttpRequest) -> HttpResponse:
             prices = None
             overrides = (data_ok["reserved_price"], data_ok["on_demand_price"], data_ok["spot_price"])
             if any(value is not None for value in overrides):
-                base = catalog_prices(gpu_model=data_ok["gpu_model"], at=now) if None in overrides else None
-                prices = TierPrices(
-                    reserved=float(overrides[0]) if overrides[0] is not None else base.reserved,  # type: ignore[union-attr]
-                    on_demand=float(overrides[1]) if overrides[1] is not None else base.on_demand,  # type: ignore[union-attr]
-                    spot=float(overrides[2]) if overrides[2] is not None else base.spot,  # type: ignore[union-attr]
+                stated = {
+                    tier: float(value)
+                    for tier, value in zip(("reserved", "on_demand", "spot"), overrides, strict=True)
+                    if value is not None
+                }
+                # The catalog fills the prices left empty, and is read only when one is.
+                prices = (
+                    TierPrices(**stated)
+                    if len(stated) == len(overrides)
+                    else replace(catalog_prices(gpu_model=data_ok["gpu_model"], at=now), **stated)
                 )
             result = procurement_advise(
                 gpu_model=data_ok["gpu_model"],
@@ -173,13 +181,13 @@ def advisor(request: HttpRequest) -> HttpResponse:
             status = 400 if data is not None else 200
         else:
             context["mix"] = result
-            context["figures"]["fig-tier-mix"] = charts.tier_mix(result.advice, start=result.series.start)  # type: ignore[index]
+            figures["fig-tier-mix"] = charts.tier_mix(result.advice, start=result.series.start)
     elif data is not None:
         status = 400
     if breakeven_form.is_valid():
         inputs = breakeven_form.inputs()
         context["breakeven"] = breakeven(inputs)
-        context["figures"]["fig-breakeven"] = charts.breakeven_over_utilization(breakeven_curve(inputs))  # type: ignore[index]
+        figures["fig-breakeven"] = charts.breakeven_over_utilization(breakeven_curve(inputs))
     elif data is not None:
         status = 400
     return render(request, "billing/advisor.html", context, status=status)

@@ -8,6 +8,7 @@ the database (``gpus``, ``mig_profile``, ``memory_gib``, ``model``, ``replicas``
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -176,12 +177,12 @@ class JobEvent(models.Model):
     def __str__(self) -> str:
         return f"{self.type} of job {self.job_id} at {self.at:%Y-%m-%d %H:%M:%S}"
 
-    def save(self, *args: object, **kwargs: object) -> None:
+    def save(self, *args: Any, **kwargs: Any) -> None:
         # An audit row that can be rewritten is no audit: refuse updates at the lowest layer so no service,
         # admin action or shell session can change history by accident.
         if self.pk is not None and not self._state.adding:
             raise PermissionError("Job events are append-only; record a new event instead.")
-        super().save(*args, **kwargs)  # type: ignore[arg-type]
+        super().save(*args, **kwargs)
 
 
 class Allocation(models.Model):

@@ -21,6 +21,7 @@ from rest_framework.permissions import AllowAny, BasePermission, IsAuthenticated
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.views import APIView
 
 from jobs.selectors import job_list_for_user
 from jobs.team_usage import quota_use_for_user
@@ -111,14 +112,14 @@ def _schema_permissions() -> list[BasePermission]:
     return [AllowAny()] if settings.API_SCHEMA_PUBLIC else [IsAuthenticated()]
 
 
-class _JsonErrors:
+class _JsonErrors(APIView):
     """Errors (401, 403, 429) as JSON like the rest of the API, not in the page's own format (the schema's
     default renderer is YAML, the docs' an HTML template)."""
 
     def handle_exception(self, exc: Exception) -> Response:
-        response = super().handle_exception(exc)  # type: ignore[misc]
-        self.request.accepted_renderer = JSONRenderer()  # type: ignore[attr-defined]
-        self.request.accepted_media_type = JSONRenderer.media_type  # type: ignore[attr-defined]
+        response = super().handle_exception(exc)
+        self.request.accepted_renderer = JSONRenderer()
+        self.request.accepted_media_type = JSONRenderer.media_type
         return response
 
 

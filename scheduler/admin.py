@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, TypedDict
+
 from django.contrib import admin, messages
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest
@@ -9,6 +11,13 @@ from django.utils import timezone
 
 from scheduler.core.vocabulary import NodeState
 from scheduler.models import Gpu, GpuModel, Node
+
+if TYPE_CHECKING:  # the stubs' helper package, not a runtime dependency
+    from django_stubs_ext import WithAnnotations
+
+
+class _NodeCount(TypedDict):
+    node_count: int
 
 
 @admin.register(GpuModel)
@@ -23,8 +32,8 @@ class GpuModelAdmin(admin.ModelAdmin):
         return super().get_queryset(request).annotate(node_count=Count("nodes"))
 
     @admin.display(description="nodes", ordering="node_count")
-    def node_count(self, obj: GpuModel) -> int:
-        return obj.node_count  # type: ignore[attr-defined]
+    def node_count(self, obj: WithAnnotations[GpuModel, _NodeCount]) -> int:
+        return obj.node_count
 
 
 class GpuInline(admin.TabularInline):

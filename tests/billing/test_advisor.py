@@ -10,6 +10,7 @@ from django.core.management import CommandError, call_command
 from django.urls import reverse
 from django.utils import timezone
 
+from billing import views as billing_views
 from billing.advisor import (
     AdvisorInputError,
     BreakevenInputs,
@@ -274,3 +275,32 @@ def test_the_advisor_says_when_the_ledger_has_no_demand(client, october, finance
     )
     assert response.status_code == 400
     assert "the ledger has no A100-SXM4-80GB usage" in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_the_advisor_takes_stated_prices_and_the_catalog_s_for_the_empty_ones(
+    client, october, finance_user, monkeypatch
+):
+    monkeypatch.setattr(timezone, "now", lambda: NOW)
+    used: list[TierPrices | None] = []
+    advise = billing_views.procurement_advise
+
+    def spy(**kwargs):
+        used.append(kwargs["prices"])
+        return advise(**kwargs)
+
+    monkeypatch.setattr(billing_views, "procurement_advise", spy)
+    client.force_login(finance_user)
+    params = {**BreakevenForm.initial_values(), "gpu_model": "A100-SXM4-80GB", "history_days": 60}
+    params["purchase_unit_gpus"] = 1
+    assert client.get(reverse("billing:advisor"), {**params, "spot_price": "0.5"}).status_code == 200
+    assert client.get(reverse("billing:advisor"), params).status_code == 200
+    # All three stated: the catalog is not read (a model without catalog prices still gets advice).
+    monkeypatch.setattr(billing_views, "catalog_prices", lambda **_: pytest.fail("the catalog was read"))
+    stated = {"reserved_price": "1", "on_demand_price": "3", "spot_price": "0.25"}
+    assert client.get(reverse("billing:advisor"), {**params, **stated}).status_code == 200
+    assert used == [
+        TierPrices(reserved=2.0, on_demand=2.5, spot=0.5),  # the catalog's reserved and on-demand
+        None,  # nothing stated: procurement_advise reads the catalog itself
+        TierPrices(reserved=1.0, on_demand=3.0, spot=0.25),
+    ]

@@ -134,3 +134,8 @@ def test_scheduler_run_loops_and_stops(loop, tmp_path):
     assert len(first["decisions"]["binds"]) == 1 and second["decisions"]["binds"] == []
     assert SimulatedPod.objects.count() == 1
     assert "stopped after 1 cycle(s)" in _run("scheduler", "run", "--cycles", "1", "--interval-s", "0")
+
+
+def test_cluster_sync_names_the_gpus_that_carry_mig_layouts(loop):
+    mig = [line for line in _run("cluster", "sync").splitlines() if "MIG on GPUs" in line]
+    assert len(mig) == 1 and mig[0].startswith("  mig-od-1:") and mig[0].endswith(", MIG on GPUs 0)")

@@ -34,7 +34,8 @@ class Command(BaseCommand):
         gpus = sum(int(str(node["gpus"])) for node in report.nodes)
         self.stdout.write(f"{gateway.name}: {len(report.nodes)} nodes, {gpus} GPUs")
         for node in report.nodes:
-            mig = f", MIG on GPUs {', '.join(node['mig'])}" if node["mig"] else ""  # type: ignore[arg-type]
+            layouts = node["mig"]  # GPU index → MIG layout
+            mig = f", MIG on GPUs {', '.join(layouts)}" if isinstance(layouts, dict) and layouts else ""
             self.stdout.write(
                 f"  {node['name']}: {node['gpus']} × {node['gpu_model']} ({node['tier']}, {node['state']}{mig})"
             )

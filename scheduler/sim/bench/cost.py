@@ -258,7 +258,7 @@ def measure(
     metered = metered_cost(held, nodes)
     figures = window_metrics(result, workload.jobs, nodes, scenario.policy, window)
     present_gpu_h = capacity_gpu_s(result.capacity, window) / 3600.0
-    useful = float(figures["effective_utilization"]) * present_gpu_h  # type: ignore[arg-type]
+    useful = float(_figure(figures, "effective_utilization")) * present_gpu_h
     misses, services, waits = _production_slo(result, workload.jobs, window, scenario.policy.cycle_s)
     p95 = percentile(waits, 95) if waits else None
     run = TierRun(
@@ -270,16 +270,24 @@ def measure(
         metered_cost=metered,
         metered_node_hours=metered_node_hours(held, nodes),
         useful_gpu_hours=useful,
-        lost_gpu_hours=float(figures["lost_gpu_hours"]),  # type: ignore[arg-type]
-        effective_utilization=float(figures["effective_utilization"]),  # type: ignore[arg-type]
+        lost_gpu_hours=float(_figure(figures, "lost_gpu_hours")),
+        effective_utilization=float(_figure(figures, "effective_utilization")),
         slo_misses=misses,
         production_services=services,
         production_wait_p95_s=None if p95 is None else round(p95, 3),
-        completed=int(figures["completed"]),  # type: ignore[call-overload]
+        completed=int(_figure(figures, "completed")),
         plan_repairs=len(repairs.dropped_binds),
         wall_s=time.perf_counter() - started,
     )
     return run, result
+
+
+def _figure(figures: Mapping[str, object], name: str) -> float:
+    """One number of :func:`window_metrics`' figures (beside them it holds per-class summaries)."""
+    value = figures[name]
+    if not isinstance(value, int | float):
+        raise TypeError(f"window figure {name!r} is not a number: {value!r}")
+    return value
 
 
 def _production_slo(

@@ -58,7 +58,7 @@ import math
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TypedDict, TypeVar
 
 from scheduler.core.capacity import gpu_class_of
 from scheduler.core.catalog import GPU_MODEL_BY_NAME
@@ -313,6 +313,20 @@ def _units(node: Node, request: Request) -> int:
 # -- pending backlog -------------------------------------------------------------------------------------
 
 
+class _JobFields(TypedDict, total=False):
+    """The :class:`Job` fields a pending job's category draws (the rest are drawn per job)."""
+
+    request: Request
+    kind: JobKind
+    priority: Priority
+    replicas: int
+    gpu_model: str | None
+    tier: JobTier
+    preemptible: bool
+    checkpoint_interval_s: float | None
+    duration_s: float | None
+
+
 def _pending(shape: ClusterShape, teams: Sequence[Team], rng: random.Random) -> list[Job]:
     activity = [1.0 / (i + 1) for i in range(len(teams))]
     jobs = []
@@ -337,13 +351,13 @@ def _pending(shape: ClusterShape, teams: Sequence[Team], rng: random.Random) -> 
                 team=team,
                 rank=rng.randint(0, 20),
                 submitted_at=NOW - rng.uniform(0.0, 2 * DAY_S),
-                **fields,  # type: ignore[arg-type]
+                **fields,
             )
         )
     return jobs
 
 
-def _training(rng: random.Random) -> dict[str, object]:
+def _training(rng: random.Random) -> _JobFields:
     gpus = _pick(rng, ((1, 0.3), (2, 0.25), (4, 0.2), (8, 0.25)))
     replicas = rng.randint(2, 4) if gpus >= 4 and rng.random() < 0.25 else 1
     tier = _pick(rng, ((JobTier.ANY, 0.55), (JobTier.SPOT_OK, 0.35), (JobTier.RESERVED_ONLY, 0.10)))
@@ -361,7 +375,7 @@ def _training(rng: random.Random) -> dict[str, object]:
     }
 
 
-def _inference(rng: random.Random) -> dict[str, object]:
+def _inference(rng: random.Random) -> _JobFields:
     way = rng.random()
     gpu_model = None
     if way < 0.5:
@@ -384,7 +398,7 @@ def _inference(rng: random.Random) -> dict[str, object]:
     }
 
 
-def _share(rng: random.Random) -> dict[str, object]:
+def _share(rng: random.Random) -> _JobFields:
     return {
         "request": Request(gpu_milli=rng.choice(PENDING_SHARE_MILLI)),
         "kind": JobKind.INFERENCE if rng.random() < 0.5 else JobKind.BATCH,
@@ -393,7 +407,7 @@ def _share(rng: random.Random) -> dict[str, object]:
     }
 
 
-def _batch(rng: random.Random) -> dict[str, object]:
+def _batch(rng: random.Random) -> _JobFields:
     preemptible = rng.random() < 0.8
     return {
         "request": Request(gpus=1 if rng.random() < 0.7 else 2),
@@ -405,7 +419,7 @@ def _batch(rng: random.Random) -> dict[str, object]:
     }
 
 
-def _impossible(rng: random.Random) -> dict[str, object]:
+def _impossible(rng: random.Random) -> _JobFields:
     if rng.random() < 0.5:
         return {"request": Request(gpus=1), "kind": JobKind.TRAINING, "gpu_model": "H200"}
     return {"request": Request(mig_profile="1g.18gb"), "kind": JobKind.INFERENCE}

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
 from typing import Protocol
 
 from scheduler.core.placement.fragscore import FragScorer, TaskShape
@@ -218,7 +219,7 @@ class MicrocosmPolicy:
 
 def make_policy(name: str, shapes: tuple[Shape, ...], rng: random.Random) -> Policy:
     """The policy called ``name`` (one of :data:`POLICY_NAMES`)."""
-    simple: dict[str, type[_BestFitGpu]] = {
+    simple: dict[str, Callable[[], Policy]] = {
         "dotprod": DotProdPolicy,
         "gpu-clustering": GpuClusteringPolicy,
         "gpu-packing": GpuPackingPolicy,
@@ -227,7 +228,7 @@ def make_policy(name: str, shapes: tuple[Shape, ...], rng: random.Random) -> Pol
     if name == "random":
         return RandomPolicy(rng)
     if name in simple:
-        return simple[name]()  # type: ignore[return-value]
+        return simple[name]()
     if name == "fgd":
         return FgdPolicy(shapes)
     if name == "microcosm":

@@ -126,13 +126,13 @@ def choose(groups: _Groups, policy: Policy, pod: TracePod, rng: random.Random) -
                 return members[pick]
             pick -= len(members)
     if policy.normalize:
-        raw = [int(value) for _, value in feasible]  # type: ignore[call-overload]
+        raw = [int(value) for _, value in feasible]  # type: ignore[call-overload]  # normalizing policies score ints
         low, high = min(raw), max(raw)
         span = high - low
         feasible = [
             (key, (score - low) * 100 // span if span else 0) for (key, _), score in zip(feasible, raw, strict=True)
         ]
-    best = max(value for _, value in feasible)  # type: ignore[type-var]
+    best = max(value for _, value in feasible)  # type: ignore[type-var]  # one policy's scores compare with each other
     return min(groups.members[key][0] for key, value in feasible if value == best)
 
 

@@ -143,14 +143,21 @@ def load_openb_pods(path: str | Path) -> tuple[TracePod, ...]:
         num_gpu = _num_gpu(problems, line, row["num_gpu"])
         gpu_milli = _gpu_milli(problems, line, row["gpu_milli"], num_gpu)
         extra: _PodDetails = _pod_details(problems, line, row, num_gpu) if "qos" in row else {}
-        if problems.total == before:
+        # A value is None only where a problem was recorded, so its None check narrows the type, never skips a row.
+        if (
+            problems.total == before
+            and cpu is not None
+            and memory is not None
+            and num_gpu is not None
+            and gpu_milli is not None
+        ):
             pods.append(
                 TracePod(
                     name=name,
-                    cpu_milli=cpu,  # type: ignore[arg-type]  # not None: no problem was recorded
-                    memory_mib=memory,  # type: ignore[arg-type]
-                    num_gpu=num_gpu,  # type: ignore[arg-type]
-                    gpu_milli=gpu_milli,  # type: ignore[arg-type]
+                    cpu_milli=cpu,
+                    memory_mib=memory,
+                    num_gpu=num_gpu,
+                    gpu_milli=gpu_milli,
                     **extra,
                 )
             )
