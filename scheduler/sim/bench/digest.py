@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import fields, is_dataclass
 from enum import Enum
 from pathlib import Path
@@ -98,8 +98,9 @@ def mixed(plain: bool) -> Iterator[tuple[str, str, int]]:
         yield f"mixed/{mix}-s42", hasher.hexdigest(), hasher.cycles
 
 
-def scenarios(plain: bool) -> Iterator[tuple[str, str, int]]:
-    for path in sorted(SCENARIOS.glob("*.json")):
+def scenarios(plain: bool, paths: Sequence[Path] | None = None) -> Iterator[tuple[str, str, int]]:
+    """Each scenario file's digest; ``paths``: these files instead of the whole suite."""
+    for path in sorted(SCENARIOS.glob("*.json")) if paths is None else paths:
         hasher = Hasher(engine(plain))
         replay(load_scenario(path), hasher)
         yield f"scenario/{path.stem}", hasher.hexdigest(), hasher.cycles
