@@ -25,7 +25,7 @@ from scheduler.core.vocabulary import CapacityTier, JobKind
 from teams.models import Membership, Team
 from teams.roles import AnyUser, is_finance, is_platform_admin
 
-_MONEY = DecimalField(max_digits=20, decimal_places=6)
+_MONEY: DecimalField[Decimal, Decimal] = DecimalField(max_digits=20, decimal_places=6)
 
 
 @dataclass(frozen=True)
