@@ -132,7 +132,8 @@ class Reconfigurations:
         if not offering:
             return False
         name = offering[0].node
-        self.index.retire(name)  # a held node leaves the idle classes too: no later question proposes it again
+        self.state.held.add(name)  # no later question this cycle proposes it again (the rule)
+        self.index.retire(name)  # nor binds there; it leaves the index's idle classes too
         ready_at = self.now + self.policy.cycle_s + self.policy.mig_reconfigure_s
         self.blockers[job.id] = Blocker(HELD, f"node {name}", ready_at)
         return True

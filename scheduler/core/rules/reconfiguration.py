@@ -17,7 +17,8 @@ operations; the cycle applies them (``state.set_layout``) and records them in th
    trigger a change, but when a change happens it shapes the layout (rule 4).
 3. **Which GPUs.** Only GPUs with no instance in use are changed (a geometry change destroys every instance on the
    GPU: ``docs/gpu-facts.md``, MIG Manager reconfiguration flow; we never evict for a reconfiguration), on catalog
-   MIG-capable models, on nodes that are schedulable, not already reconfiguring and not in ``exclude`` (the cycle
+   MIG-capable models, on nodes that are schedulable, not already reconfiguring, not held for production's change
+   next cycle (``ClusterState.held``) and not in ``exclude`` (the cycle
    passes the nodes that took a bind this cycle: the MIG Manager pauses a node's device plugin while it works, same
    section, so a node is either bound to or reconfigured in one plan, never both). MIG-off idle GPUs are converted
    only when no aged whole-GPU demand could use them, and nodes needing fewer conversions are preferred, so MIG
@@ -156,7 +157,8 @@ def _scanned_classes(state: ClusterState, now: float) -> tuple[list[str], dict[I
     classes: dict[IdleKey, list[int]] = {}
     for ordinal, name in enumerate(names):
         node = state.nodes[name]
-        if node.schedulable and (node.reconfiguring_until is None or node.reconfiguring_until <= now):
+        ready = node.reconfiguring_until is None or node.reconfiguring_until <= now
+        if node.schedulable and ready and name not in state.held:
             key = idle_key(state, name)
             if key is not None:
                 classes.setdefault(key, []).append(ordinal)

@@ -26,6 +26,7 @@ WORKING_STATE = {
     ("capacity.py", "usage"),
     ("capacity.py", "firm_usage"),
     ("capacity.py", "running_gone"),
+    ("capacity.py", "held"),
     ("cycle.py", "blockers"),
     ("cycle.py", "_blocked_production"),
     ("cycle.py", "_pending_teams"),
