@@ -14,7 +14,10 @@ value, or renames a field's type, leaves the digest alone; a changed decision do
 ``--plain`` plans with the engine's speed-ups off (``plan_cycle(..., speedups=False)``),
 which must give the same digests.
 
-    python -m scheduler.sim.bench.digest [--full] [--plain] [--only scale|mixed|scenario]
+``--compare`` plans every cycle both ways (on the fast trajectory) and exits 1 at the first cycle whose plans
+differ, naming its time.
+
+    python -m scheduler.sim.bench.digest [--full] [--plain | --compare] [--only scale|mixed|scenario]
 """
 
 from __future__ import annotations
@@ -72,36 +75,48 @@ class Hasher:
         return self.sha.hexdigest()
 
 
-def engine(plain: bool) -> Planner:
+class PlansDiffer(Exception):
+    """``--compare``: the engine planned a cycle differently with its speed-ups off."""
+
+
+def engine(plain: bool, compare: bool = False) -> Planner:
+    """The engine as a planner: speed-ups on, or off (``plain``), or (``compare``) both, failing at the first
+    cycle whose plans differ and going on with the fast plan."""
+
     def plan(snapshot: Snapshot, policy: Policy, now: float) -> Plan:
-        return plan_cycle(snapshot, policy, now, speedups=not plain)
+        planned = plan_cycle(snapshot, policy, now, speedups=not plain)
+        if compare and canonical(planned) != canonical(plan_cycle(snapshot, policy, now, speedups=False)):
+            raise PlansDiffer(f"the plans with and without the speed-ups differ at t={now!r}")
+        return planned
 
     return plan
 
 
-def scale(plain: bool, full: bool) -> Iterator[tuple[str, str, int]]:
+def scale(plain: bool, full: bool, compare: bool = False) -> Iterator[tuple[str, str, int]]:
     for shape in FULL_SCALE_SHAPES if full else SCALE_SHAPES:
-        hasher = Hasher(engine(plain))
+        hasher = Hasher(engine(plain, compare))
         hasher(synthetic_snapshot(shape), Policy(), NOW)
         yield f"scale/{shape.nodes}x{shape.gpus_per_node}-{shape.pending}-s{shape.seed}", hasher.hexdigest(), 1
 
 
-def mixed(plain: bool) -> Iterator[tuple[str, str, int]]:
+def mixed(plain: bool, compare: bool = False) -> Iterator[tuple[str, str, int]]:
     from scheduler.sim.bench.mixed_cli import load_runtimes
 
     _, runtimes = load_runtimes(None)
     setup = Setup(cluster="mixed-64", load=1.2, hours=8.0, warmup_s=7200.0, runtimes=runtimes)
     for mix in MIXES:
         workload = workload_of(setup, mix, 42)
-        hasher = Hasher(engine(plain))
+        hasher = Hasher(engine(plain, compare))
         replay(workload.scenario, hasher, speed=topology_speed(workload.cluster.fabric))
         yield f"mixed/{mix}-s42", hasher.hexdigest(), hasher.cycles
 
 
-def scenarios(plain: bool, paths: Sequence[Path] | None = None) -> Iterator[tuple[str, str, int]]:
+def scenarios(
+    plain: bool, paths: Sequence[Path] | None = None, compare: bool = False
+) -> Iterator[tuple[str, str, int]]:
     """Each scenario file's digest; ``paths``: these files instead of the whole suite."""
     for path in sorted(SCENARIOS.glob("*.json")) if paths is None else paths:
-        hasher = Hasher(engine(plain))
+        hasher = Hasher(engine(plain, compare))
         replay(load_scenario(path), hasher)
         yield f"scenario/{path.stem}", hasher.hexdigest(), hasher.cycles
 
@@ -111,16 +126,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--full", action="store_true", help="also the 5,000-node scale cluster")
     parser.add_argument("--plain", action="store_true", help="plan with the speed-ups off")
     parser.add_argument("--only", choices=("scale", "mixed", "scenario"))
+    parser.add_argument(
+        "--compare", action="store_true", help="plan every cycle both ways too; stop at the first difference"
+    )
     options = parser.parse_args(argv)
     families: dict[str, Callable[[], Iterator[tuple[str, str, int]]]] = {
-        "scale": lambda: scale(options.plain, options.full),
-        "mixed": lambda: mixed(options.plain),
-        "scenario": lambda: scenarios(options.plain),
+        "scale": lambda: scale(options.plain, options.full, options.compare),
+        "mixed": lambda: mixed(options.plain, options.compare),
+        "scenario": lambda: scenarios(options.plain, compare=options.compare),
     }
-    for name, family in families.items():
-        if options.only in (None, name):
-            for label, digest, cycles in family():
-                print(f"{digest}  {label} ({cycles} plans)", flush=True)
+    try:
+        for name, family in families.items():
+            if options.only in (None, name):
+                for label, digest, cycles in family():
+                    print(f"{digest}  {label} ({cycles} plans)", flush=True)
+    except PlansDiffer as differ:
+        print(differ, file=sys.stderr)
+        return 1
     return 0
 
 

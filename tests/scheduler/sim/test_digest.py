@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from scheduler.core import Evict, Plan
+import pytest
+
+from scheduler.core import Evict, Plan, Reject
 from scheduler.core.vocabulary import EvictionReason
 from scheduler.sim.bench import digest
 
@@ -22,3 +24,24 @@ def test_the_scenario_family_hashes_every_plan_and_the_speedups_change_none() ->
     assert [label for label, _, _ in fast] == [f"scenario/{path.stem}" for path in first]
     assert all(cycles > 0 for _, _, cycles in fast)
     assert fast == plain
+
+
+def test_compare_fails_at_the_first_cycle_whose_plans_differ(monkeypatch) -> None:
+    first = sorted(digest.SCENARIOS.glob("*.json"))[:1]
+    assert list(digest.scenarios(plain=False, paths=first, compare=True))  # equal plans: it runs through
+
+    def unequal(snapshot, policy, now, *, speedups=True):
+        return Plan(waiting=()) if speedups else Plan(rejections=(Reject(job="x", reason="differs"),))
+
+    monkeypatch.setattr(digest, "plan_cycle", unequal)
+    with pytest.raises(digest.PlansDiffer, match="differ at t="):
+        list(digest.scenarios(plain=False, paths=first, compare=True))
+
+
+def test_the_command_exits_1_naming_the_cycle(monkeypatch, capsys) -> None:
+    def unequal(snapshot, policy, now, *, speedups=True):
+        return Plan() if speedups else Plan(rejections=(Reject(job="x", reason="differs"),))
+
+    monkeypatch.setattr(digest, "plan_cycle", unequal)
+    assert digest.main(["--only", "scenario", "--compare"]) == 1
+    assert "differ at t=" in capsys.readouterr().err
