@@ -113,9 +113,8 @@ def fill_fits(
 
 def fill_order(preemptible: bool, priority: str, started_at: Start, job_id: JobId) -> tuple[int, int, Start, JobId]:
     """The order in which a team's running jobs fill its guarantee (fair-share rule 4): non-preemptible work
-    first, then priority, then the earlier start, then id. A priority outside the vocabulary (a row written
-    by hand) goes last."""
-    return (int(preemptible), PRIORITY_INDEX.get(priority, len(PRIORITY_INDEX)), started_at, job_id)
+    first, then priority, then the earlier start, then id."""
+    return (int(preemptible), PRIORITY_INDEX[priority], started_at, job_id)
 
 
 class GuaranteeFill:

@@ -27,10 +27,6 @@ def test_fill_order_puts_non_preemptible_work_then_priority_then_start_first() -
     ]
 
 
-def test_an_unknown_priority_fills_last() -> None:
-    assert fill_order(False, "urgent", 0.0, "a") > fill_order(False, Priority.LOW, 0.0, "b")
-
-
 def test_jobs_that_no_longer_fit_are_borrowed_and_later_smaller_ones_still_fill() -> None:
     limits = guarantee_limits(Team(name="t", guaranteed=(("any", 3.0),)))
     jobs = [("a", 2 * GPU, (("A100", 2 * GPU),)), ("b", 2 * GPU, (("A100", 2 * GPU),)), ("c", GPU, (("H100", GPU),))]
