@@ -49,3 +49,12 @@ class JobPermissionDenied(JobsError):
 
 class JobStateError(JobsError):
     """The job's state does not allow the change (e.g. cancelling a completed job)."""
+
+
+class CheckpointInvalid(JobsError):
+    """A checkpoint report that cannot be true; ``errors`` maps each field to what is wrong with it. Nothing was
+    written."""
+
+    def __init__(self, errors: dict[str, list[str]]) -> None:
+        self.errors = {name: list(messages) for name, messages in errors.items()}
+        super().__init__("; ".join(f"{name}: {' '.join(messages)}" for name, messages in self.errors.items()))

@@ -47,6 +47,7 @@ class ReplicaPhase(StrEnum):
     PENDING = "pending"  # created, not bound to a node yet
     BOUND = "bound"  # bound to a node, not running yet (image pull, device plugin allocation)
     RUNNING = "running"
+    STOPPING = "stopping"  # asked to stop (SIGTERM sent), still within its grace period: it may checkpoint now
     SUCCEEDED = "succeeded"  # its work is done
     FAILED = "failed"  # exited with an error; ``message`` says why
     GONE = "gone"  # lost with its node (node deleted, interrupted) or deleted behind the scheduler's back
@@ -141,6 +142,10 @@ class JobObservation:
     namespace: str
     replicas: tuple[ReplicaObservation, ...]
     last_checkpoint_at: float | None = None  # when the job last saved a checkpoint, if the backend knows
+    # Where that checkpoint stands, when the backend knows it (the job directory's manifest, the simulated fleet);
+    # a job's own reports reach the database through the API instead (jobs.services.checkpoint_record).
+    last_checkpoint_step: int | None = None
+    last_checkpoint_path: str = ""
 
     def phases(self) -> frozenset[ReplicaPhase]:
         return frozenset(replica.phase for replica in self.replicas)
@@ -174,6 +179,10 @@ class BindRequest:
     checkpoint_interval_s: float | None = None
     checkpoint_dir: str = ""  # CHECKPOINT_DIR for the pods
     resume_from: str = ""  # RESUME_FROM: the checkpoint a requeued job restarts from ("" on a first start)
+    # The job's report credential (jobs.credentials): the backend hands it to the pods (a Kubernetes Secret
+    # mounted into them) and removes it when the job's pods are removed for good. "": the job does not report.
+    credential: str = ""
+    checkpoint_claim: str = ""  # the team's checkpoint volume claim ("": the backend's default name)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,1 @@
+"""Checkpointing for jobs that run under Microcosm (docs/checkpointing.md). Standard library only."""
