@@ -6,6 +6,7 @@ Every setting that varies between deployments is read here, once, through the ty
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from pathlib import Path
 from typing import NotRequired, TypedDict
@@ -35,6 +36,10 @@ class KubernetesSettings(TypedDict):
     mig_config_map: str
     mig_config_timeout_s: int
     default_image: str
+    checkpoint_storage_class: str
+    checkpoint_size: str
+    report_url: str
+    checkpoint_root: str
 
 
 class SchedulerSettings(TypedDict):
@@ -110,6 +115,15 @@ KUBERNETES: KubernetesSettings = {
     "mig_config_map": env_str("MIG_CONFIG_MAP", default="microcosm-mig-config"),
     "mig_config_timeout_s": env_int("MIG_CONFIG_TIMEOUT_S", default=900, minimum=60, maximum=86400),
     "default_image": env_str("KUBE_DEFAULT_IMAGE", default=""),
+    # Each team namespace's checkpoint volume (docs/deploy.md, Checkpoint storage): a ReadWriteMany claim of this
+    # storage class ("": the cluster's default class) and size, unless the team names a claim of its own.
+    "checkpoint_storage_class": env_str("KUBE_CHECKPOINT_STORAGE_CLASS", default=""),
+    "checkpoint_size": env_str("KUBE_CHECKPOINT_SIZE", default="100Gi"),
+    # The portal's URL as the jobs' pods reach it, for their checkpoint reports; "": the pods are not told.
+    "report_url": env_str("KUBE_REPORT_URL", default=""),
+    # Where this process sees the teams' checkpoint volumes as <root>/<namespace>/job-<id>/, to read the jobs'
+    # manifests when their reports do not arrive; "": not mounted here.
+    "checkpoint_root": env_str("KUBE_CHECKPOINT_ROOT", default=""),
 }
 for _name, _value in (
     ("GPU_OPERATOR_NAMESPACE", KUBERNETES["gpu_operator_namespace"]),
@@ -122,6 +136,30 @@ for _name, _value in (
         or (_value.startswith("-") or _value.endswith("-"))
     ):
         raise EnvError(f"{_name}={_value!r} is not a Kubernetes name: use lowercase letters, digits and '-'.")
+_storage_class = KUBERNETES["checkpoint_storage_class"]
+if _storage_class and (
+    len(_storage_class) > 253 or not re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", _storage_class)
+):
+    raise EnvError(
+        f"KUBE_CHECKPOINT_STORAGE_CLASS={_storage_class!r} is not a storage class name: use lowercase letters, digits, "
+        "'-' and '.' (kubectl get storageclass lists them), or leave it empty for the cluster's default class."
+    )
+if not re.fullmatch(r"[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?", KUBERNETES["checkpoint_size"]) or not any(
+    digit in "123456789" for digit in KUBERNETES["checkpoint_size"]
+):
+    raise EnvError(
+        f"KUBE_CHECKPOINT_SIZE={KUBERNETES['checkpoint_size']!r} is not a storage size: give a Kubernetes quantity "
+        "above zero such as 100Gi or 2Ti."
+    )
+if KUBERNETES["report_url"] and not KUBERNETES["report_url"].startswith(("http://", "https://")):
+    raise EnvError(
+        f"KUBE_REPORT_URL={KUBERNETES['report_url']!r} must start with http:// or https:// "
+        "(http://microcosm-web.microcosm.svc)."
+    )
+if KUBERNETES["checkpoint_root"] and not KUBERNETES["checkpoint_root"].startswith("/"):
+    raise EnvError(
+        f"KUBE_CHECKPOINT_ROOT={KUBERNETES['checkpoint_root']!r} must be an absolute path (/mnt/checkpoints), or empty."
+    )
 # DCGM exporter metrics for the utilization graphs; empty: no metrics source (the graphs stay empty).
 PROMETHEUS_URL = env_str("PROMETHEUS_URL", default="")
 if PROMETHEUS_URL and not PROMETHEUS_URL.startswith(("http://", "https://")):

@@ -38,7 +38,7 @@ class QuotaInline(admin.TabularInline):
 
 @admin.register(Team)
 class TeamAdmin(admin.ModelAdmin):
-    list_display = ("name", "slug", "namespace", "weight", "created_at")
+    list_display = ("name", "slug", "namespace", "weight", "checkpoint_claim", "created_at")
     search_fields = ("name", "slug", "namespace")
     ordering = ("name",)
     prepopulated_fields = {"slug": ("name",)}

@@ -12,6 +12,7 @@ from django.db.models import Q
 from teams.validators import (
     QUOTA_GPU_CLASSES,
     validate_chargeback_code,
+    validate_claim_name,
     validate_namespace,
     validate_quota_gpu_class,
     validate_slug,
@@ -31,6 +32,16 @@ class Team(models.Model):
         default=1,
         validators=[MinValueValidator(1)],
         help_text="Share of idle capacity above guarantees, relative to other teams.",
+    )
+    checkpoint_claim = models.CharField(
+        max_length=253,
+        blank=True,
+        default="",
+        validators=[validate_claim_name],
+        help_text=(
+            "An existing PersistentVolumeClaim in the team's namespace that holds its jobs' checkpoints (mounted "
+            "at /checkpoints); empty: Microcosm creates microcosm-checkpoints."
+        ),
     )
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -6,7 +6,8 @@ Validation never stops at the first problem: a platform engineer fixing a file i
 in one run, each message carrying its path in the file (``teams[1].quotas[0].burst: must be ≥ guaranteed (4)``).
 
 A key that is absent means "not managed by this file" and an empty list means "none": ``finance``,
-``platform_admins`` and a team's ``quotas``/``projects``/``members`` are ``None`` in the spec when absent, so
+``platform_admins`` and a team's ``quotas``/``projects``/``members``/``checkpoint_claim`` are ``None`` in the spec
+when absent, so
 ``--prune`` with a file that omits ``platform_admins`` cannot strip every admin by accident.
 """
 
@@ -24,19 +25,25 @@ from teams.errors import OrgValidationError
 from teams.models import Membership, Team
 from teams.orgload import kind_of as _kind
 from teams.orgload import load_org_file
-from teams.validators import QUOTA_GPU_CLASSES, validate_chargeback_code, validate_namespace, validate_slug
+from teams.validators import (
+    QUOTA_GPU_CLASSES,
+    validate_chargeback_code,
+    validate_claim_name,
+    validate_namespace,
+    validate_slug,
+)
 
 __all__ = ["MemberSpec", "OrgSpec", "ProjectSpec", "QuotaSpec", "TeamSpec", "load_org_file", "validate_org"]
 
 TOP_KEYS = ("teams", "finance", "platform_admins")
-TEAM_KEYS = ("name", "slug", "namespace", "weight", "quotas", "projects", "members")
+TEAM_KEYS = ("name", "slug", "namespace", "weight", "checkpoint_claim", "quotas", "projects", "members")
 QUOTA_KEYS = ("gpu_class", "guaranteed", "burst")
 PROJECT_KEYS = ("code", "name")
 MEMBER_KEYS = ("username", "role")
 ROLES = tuple(Membership.Role.values)
 
 # Limits mirror the model fields so a valid file never fails on a column constraint halfway through.
-_TEAM_NAME_MAX, _SLUG_MAX, _CODE_MAX, _USERNAME_MAX = 100, 50, 64, 150
+_TEAM_NAME_MAX, _SLUG_MAX, _CODE_MAX, _USERNAME_MAX, _CLAIM_MAX = 100, 50, 64, 150, 253
 _WEIGHT_MAX = 2_147_483_647  # PositiveIntegerField on PostgreSQL
 _QUOTA_PLACES, _QUOTA_MAX = 3, Decimal(10) ** 6  # DecimalField(max_digits=9, decimal_places=3)
 
@@ -62,12 +69,13 @@ class MemberSpec:
 
 @dataclass(frozen=True)
 class TeamSpec:
-    """One team; ``None`` for quotas/projects/members means the file does not manage them."""
+    """One team; ``None`` for quotas/projects/members/checkpoint_claim means the file does not manage them."""
 
     name: str
     slug: str
     namespace: str
     weight: int = 1
+    checkpoint_claim: str | None = None  # "": Microcosm's own claim; a name: the team's existing claim
     quotas: tuple[QuotaSpec, ...] | None = None
     projects: tuple[ProjectSpec, ...] | None = None
     members: tuple[MemberSpec, ...] | None = None
@@ -269,12 +277,21 @@ def _team(errors: _Errors, path: str, obj: dict[str, Any]) -> tuple[TeamSpec | N
     slug = _field(errors, path, obj, "slug", max_length=_SLUG_MAX, validator=validate_slug)
     namespace = _field(errors, path, obj, "namespace", max_length=63, validator=validate_namespace)
     weight = _weight(errors, f"{path}.weight", obj["weight"]) if "weight" in obj else 1
+    claim = _claim(errors, f"{path}.checkpoint_claim", obj["checkpoint_claim"]) if "checkpoint_claim" in obj else None
     # Absent stays None (not managed by the file); present is validated even if the team is otherwise broken.
     parts = {key: parse(errors, f"{path}.{key}", obj[key]) if key in obj else None for key, parse in _PARTS}
     identity = {key: value for key, value in (("name", name), ("slug", slug), ("namespace", namespace)) if value}
     if name is None or slug is None or namespace is None or weight is None:
         return None, identity
-    return TeamSpec(name=name, slug=slug, namespace=namespace, weight=weight, **parts), identity
+    return TeamSpec(name=name, slug=slug, namespace=namespace, weight=weight, checkpoint_claim=claim, **parts), identity
+
+
+def _claim(errors: _Errors, path: str, value: object) -> str | None:
+    """The team's checkpoint claim: "" (Microcosm creates its own) or an existing claim's name; None after
+    recording why ``value`` is neither."""
+    if value == "":
+        return ""
+    return _string(errors, path, value, max_length=_CLAIM_MAX, validator=validate_claim_name)
 
 
 _PARTS: tuple[tuple[str, Callable[[_Errors, str, object], tuple[Any, ...]]], ...] = (

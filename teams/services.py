@@ -189,7 +189,9 @@ def _teams_apply(run: _Run, teams: tuple[TeamSpec, ...]) -> None:
     current = {t.slug: t for t in Team.objects.all()}
     for spec in teams:
         team = current.pop(spec.slug, None)
-        wanted = {"name": spec.name, "namespace": spec.namespace, "weight": spec.weight}
+        wanted: dict[str, Any] = {"name": spec.name, "namespace": spec.namespace, "weight": spec.weight}
+        if spec.checkpoint_claim is not None:  # None: the file leaves the claim as it is
+            wanted["checkpoint_claim"] = spec.checkpoint_claim
         if team is None:
             team = Team.objects.create(slug=spec.slug, **wanted)
             run.record("team", CREATED, spec.slug)

@@ -9,6 +9,7 @@ from django.core.exceptions import ValidationError
 from scheduler.core.catalog import GPU_CLASSES
 
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _SLUG = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
 _CHARGEBACK_CODE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -22,6 +23,17 @@ def validate_namespace(value: str) -> None:
             "%(value)r is not a valid Kubernetes namespace: use at most 63 lowercase letters, digits and "
             "'-', starting and ending with a letter or digit (e.g. team-nlp).",
             code="invalid_namespace",
+            params={"value": value},
+        )
+
+
+def validate_claim_name(value: str) -> None:
+    """A PersistentVolumeClaim name: a DNS-1123 subdomain of at most 253 characters ("" is allowed: none)."""
+    if value and (len(value) > 253 or not _DNS1123_SUBDOMAIN.match(value)):
+        raise ValidationError(
+            "%(value)r is not a valid volume claim name: use at most 253 lowercase letters, digits, '-' and '.', "
+            "starting and ending with a letter or digit (kubectl get pvc -n <namespace> lists them).",
+            code="invalid_claim_name",
             params={"value": value},
         )
 

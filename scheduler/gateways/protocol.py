@@ -40,6 +40,18 @@ from typing import Protocol, runtime_checkable
 from scheduler.core.state import MigLayout
 from scheduler.errors import GatewayConflict
 
+# Where a checkpointed job's pods find its team's checkpoint volume, and the job's own directory on it: the
+# loop names CHECKPOINT_DIR with it, a backend mounts the volume there and reads the job's manifest under it.
+CHECKPOINT_MOUNT = "/checkpoints"
+# Evictions after which a job never runs again: its pods are removed for good, and with them its report
+# credential. Every other reason (preemption, spot reclaim, node lost, repartition) requeues the job.
+FINAL_EVICTIONS = frozenset({"completed", "failed", "cancelled", "unknown-job"})
+
+
+def job_checkpoint_dir(job: str) -> str:
+    """``CHECKPOINT_DIR`` of job ``job`` (its id as a string) as its pods see it: ``/checkpoints/job-<id>``."""
+    return f"{CHECKPOINT_MOUNT}/job-{job}"
+
 
 class ReplicaPhase(StrEnum):
     """Where one replica (one pod) of a job stands, as the cluster sees it."""
@@ -211,8 +223,10 @@ class ClusterGateway(Protocol):
         """
         ...
 
-    def namespace_ensure(self, *, namespace: str, team: str) -> None:
-        """Make the team's namespace exist (labelled with the team slug). Existing: no change.
+    def namespace_ensure(self, *, namespace: str, team: str, checkpoint_claim: str = "") -> None:
+        """Make the team's namespace exist (labelled with the team slug), with its checkpoint volume where the
+        backend keeps one: ``checkpoint_claim`` names a volume claim the team brings itself ("": the backend
+        creates its own, :attr:`BindRequest.checkpoint_claim`). Existing: no change.
 
         Raises ``GatewayRetryable`` on transient failures.
         """
@@ -236,8 +250,9 @@ class ClusterGateway(Protocol):
 
         ``reason`` is recorded on the cluster side (event/annotation) for operators: ``priority``,
         ``reclaim``, ``repartition``, ``node-lost``, ``cancelled``, ``completed`` (clean-up of finished pods),
-        ``failed``. Idempotent: a job with no replicas left is a no-op. Raises ``GatewayRetryable`` on
-        transient failures.
+        ``failed``, ``unknown-job``. The reasons after which the job does not come back (:data:`FINAL_EVICTIONS`)
+        also remove what the backend keeps for the job's runs (its report credential). Idempotent: a job with no
+        replicas left is a no-op. Raises ``GatewayRetryable`` on transient failures.
         """
         ...
 

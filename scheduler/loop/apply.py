@@ -10,14 +10,17 @@ the database and the cluster disagree and repairs it. A bind the cluster refuses
 from __future__ import annotations
 
 import logging
+import posixpath
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from jobs.credentials import job_token
 from jobs.models import Allocation, Job
+from jobs.services import checkpoint_latest
 from scheduler.core.state import MigLayout
 from scheduler.errors import GatewayConflict, GatewayError, GatewayRetryable
-from scheduler.gateways.protocol import BindRequest, ClusterGateway, Device, ReplicaPlacement
+from scheduler.gateways.protocol import BindRequest, ClusterGateway, Device, ReplicaPlacement, job_checkpoint_dir
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +93,9 @@ def _call(gateway: ClusterGateway, op: Op, grace_s: float) -> tuple[str, Callabl
         return f"mig {op.node}", lambda: gateway.node_mig_apply(node=op.node, layouts=op.layouts)
 
     def bind() -> None:
-        gateway.namespace_ensure(namespace=op.request.namespace, team=op.team)
+        gateway.namespace_ensure(
+            namespace=op.request.namespace, team=op.team, checkpoint_claim=op.request.checkpoint_claim
+        )
         gateway.job_bind(request=op.request)
 
     return f"bind {op.request.job}", bind
@@ -111,7 +116,12 @@ def _with_retries(call: Callable[[], None], retry: Retry, label: str) -> None:
 
 
 def bind_request(job: Job, allocations: Sequence[Allocation], *, resume: bool) -> BindRequest:
-    """The gateway's view of a recorded bind: the job and its live allocations, grouped by replica."""
+    """The gateway's view of a recorded bind: the job and its live allocations, grouped by replica.
+
+    A checkpointed job (one with an interval) keeps its checkpoints in ``/checkpoints/job-<id>`` on its team's
+    checkpoint volume (``Team.checkpoint_claim``, "": the backend's own) and reports them with its credential
+    (:mod:`jobs.credentials`). ``resume`` (the job was requeued) sets ``RESUME_FROM``: :func:`resume_point`.
+    """
     by_replica: dict[int, list[Allocation]] = {}
     for allocation in sorted(allocations, key=lambda a: (a.replica, a.gpu_index, a.mig_start or 0)):
         by_replica.setdefault(allocation.replica, []).append(allocation)
@@ -125,7 +135,8 @@ def bind_request(job: Job, allocations: Sequence[Allocation], *, resume: bool) -
         )
         for replica, rows in sorted(by_replica.items())
     )
-    checkpoint_dir = f"/checkpoints/{job.team.slug}/job-{job.pk}" if job.checkpoint_interval_s else ""
+    checkpointed = bool(job.checkpoint_interval_s)
+    checkpoint_dir = job_checkpoint_dir(str(job.pk)) if checkpointed else ""
     return BindRequest(
         job=str(job.pk),
         namespace=job.team.namespace,
@@ -138,5 +149,19 @@ def bind_request(job: Job, allocations: Sequence[Allocation], *, resume: bool) -
         duration_s=float(job.duration_s) if job.duration_s else None,
         checkpoint_interval_s=float(job.checkpoint_interval_s) if job.checkpoint_interval_s else None,
         checkpoint_dir=checkpoint_dir,
-        resume_from=checkpoint_dir if resume and checkpoint_dir else "",
+        resume_from=resume_point(job, checkpoint_dir) if resume and checkpointed else "",
+        credential=job_token(job.pk) if checkpointed else "",
+        checkpoint_claim=job.team.checkpoint_claim,
     )
+
+
+def resume_point(job: Job, checkpoint_dir: str) -> str:
+    """Where a requeued job resumes: its newest recorded checkpoint when that lies in ``checkpoint_dir``, else
+    the directory itself (the job-side library then takes the newest complete checkpoint it finds there).
+
+    A recorded path is the job's own word; one outside its directory (another job's, ``..`` tricks) or unknown
+    (a checkpoint seen only by time) is not trusted to point the resume."""
+    latest = checkpoint_latest(job)
+    path = str((latest.details or {}).get("path") or "") if latest is not None else ""
+    normal = posixpath.normpath(path) if path.startswith("/") else ""
+    return normal if normal.startswith(checkpoint_dir + "/") else checkpoint_dir

@@ -59,6 +59,11 @@ def test_short_secret_key_is_refused() -> None:
         ("SCHEDULER_CYCLE_S", "0", "SCHEDULER_CYCLE_S=0 is below the minimum 1"),
         ("ALLOWED_HOSTS", "a,,b", "has an empty item"),
         ("CSRF_TRUSTED_ORIGINS", "microcosm.example.com", "must start with http:// or https://"),
+        ("KUBE_CHECKPOINT_STORAGE_CLASS", "EFS_SC", "KUBE_CHECKPOINT_STORAGE_CLASS='EFS_SC' is not a storage class"),
+        ("KUBE_CHECKPOINT_SIZE", "lots", "KUBE_CHECKPOINT_SIZE='lots' is not a storage size"),
+        ("KUBE_CHECKPOINT_SIZE", "0Gi", "KUBE_CHECKPOINT_SIZE='0Gi' is not a storage size"),
+        ("KUBE_REPORT_URL", "microcosm.example.com", "KUBE_REPORT_URL='microcosm.example.com' must start with http"),
+        ("KUBE_CHECKPOINT_ROOT", "mnt/checkpoints", "KUBE_CHECKPOINT_ROOT='mnt/checkpoints' must be an absolute path"),
     ],
 )
 def test_junk_settings_stop_start_up_with_a_clear_message(variable: str, junk: str, message: str) -> None:

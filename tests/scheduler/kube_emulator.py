@@ -9,6 +9,10 @@ loop in a background thread and the tests talk to it over real HTTP. What the em
   namespace after the ``namespaces`` segment), served from a dict before kmock parses the request;
 - fault injection: the next N requests matching a method and path answer with a status (and headers, e.g.
   ``Retry-After``) or stall longer than the client's timeout.
+
+Everything else (nodes, pods, ConfigMaps, PersistentVolumeClaims, Secrets) is kmock's generic stateful store:
+create, read, merge-patch, delete. A delete of an object with finalizers only sets its ``deletionTimestamp``,
+which is how :meth:`Cluster.terminate_pod` keeps a pod in its termination grace.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from kubernetes import client
 
 _NAMESPACE_PATH = re.compile(r"^/api/v1/namespaces(?:/([^/]+))?/?$")
 PODS = "v1/pods"
+CLAIMS = "v1/persistentvolumeclaims"
+SECRETS = "v1/secrets"
 
 
 @dataclass
@@ -51,7 +57,13 @@ class GatewayEmulator(kmock.KubernetesEmulator):
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
-        for resource, namespaced in ((PODS, True), ("v1/nodes", False), ("v1/configmaps", True)):
+        for resource, namespaced in (
+            (PODS, True),
+            ("v1/nodes", False),
+            ("v1/configmaps", True),
+            (CLAIMS, True),
+            (SECRETS, True),
+        ):
             self.resources[resource] = kmock.ResourceInfo(namespaced=namespaced)
         self["post", kmock.subresource("binding")] << self._bind
         self["post", kmock.subresource("eviction")] << self._evict
@@ -210,6 +222,44 @@ class Cluster:
             name, namespace, {"status": {"phase": phase, **status}}, _content_type="application/merge-patch+json"
         )
 
+    def terminate_pod(self, namespace: str, name: str) -> None:
+        """A delete with a grace period, as a drain or ``kubectl delete`` sends it: the pod gets its
+        ``deletionTimestamp`` and stays while the kubelet stops it (here: until :meth:`release_pod`)."""
+        self.core.patch_namespaced_pod(
+            name, namespace, {"metadata": {"finalizers": [KUBELET_FINALIZER]}}, _content_type=MERGE_PATCH
+        )
+        self.core.delete_namespaced_pod(name, namespace)
+
+    def release_pod(self, namespace: str, name: str) -> None:
+        """The kubelet is done with a terminating pod: it goes."""
+        self.core.patch_namespaced_pod(name, namespace, {"metadata": {"finalizers": []}}, _content_type=MERGE_PATCH)
+
+    def claims(self, namespace: str) -> list[dict[str, Any]]:
+        found = self.core.list_namespaced_persistent_volume_claim(namespace)
+        return [self.api_client.sanitize_for_serialization(c) for c in found.items]
+
+    def add_claim(self, namespace: str, name: str) -> None:
+        """A claim a team made itself."""
+        self.core.create_namespaced_persistent_volume_claim(
+            namespace,
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": {"name": name, "namespace": namespace},
+                "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "1Ti"}}},
+            },
+        )
+
+    def secrets(self, namespace: str) -> dict[str, dict[str, Any]]:
+        found = self.core.list_namespaced_secret(namespace)
+        return {s.metadata.name: self.api_client.sanitize_for_serialization(s) for s in found.items}
+
+    def add_secret(self, namespace: str, name: str, *, labels: dict[str, str], data: dict[str, str]) -> None:
+        self.core.create_namespaced_secret(
+            namespace,
+            {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "labels": labels}, "data": data},
+        )
+
     def add_pod(self, namespace: str, name: str, *, node: str, resources: dict[str, str], labels: dict | None = None):
         """Another owner's pod (not Microcosm's), already running on ``node``."""
         self.core.create_namespaced_pod(
@@ -225,6 +275,10 @@ class Cluster:
                 "status": {"phase": "Running"},
             },
         )
+
+
+MERGE_PATCH = "application/merge-patch+json"
+KUBELET_FINALIZER = "tests.microcosm.io/kubelet"  # holds a terminating pod in the emulator
 
 
 def iso(seconds: float) -> str:

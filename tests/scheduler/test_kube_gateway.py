@@ -56,8 +56,8 @@ def _bind_request(job: str = "42", *placements: ReplicaPlacement, image: str = "
         command=("python", "train.py"),
         env={"EPOCHS": "3"},
         checkpoint_interval_s=600,
-        checkpoint_dir="s3://ckpt/42",
-        resume_from="s3://ckpt/42/step-100",
+        checkpoint_dir=f"/checkpoints/job-{job}",
+        resume_from=f"/checkpoints/job-{job}/step-000000100.ckpt",
     )
 
 
@@ -235,9 +235,9 @@ def test_a_gang_is_created_and_bound_pod_by_pod_with_resources_labels_and_env(cl
     assert container["resources"]["limits"] == {"nvidia.com/gpu": "2"}
     assert container["image"] == "ghcr.io/acme/train:1" and container["command"] == ["python", "train.py"]
     env = {e["name"]: e["value"] for e in container["env"]}
-    assert env["CHECKPOINT_DIR"] == "s3://ckpt/42"
+    assert env["CHECKPOINT_DIR"] == "/checkpoints/job-42"
     assert env["CHECKPOINT_INTERVAL_S"] == "600"
-    assert env["RESUME_FROM"] == "s3://ckpt/42/step-100"
+    assert env["RESUME_FROM"] == "/checkpoints/job-42/step-000000100.ckpt"
     assert env["EPOCHS"] == "3" and env["MICROCOSM_REPLICA"] == "1" and env["MICROCOSM_REPLICAS"] == "3"
     assert json.loads(pod["metadata"]["annotations"]["microcosm.io/devices"]) == [[2, None, None], [3, None, None]]
 

@@ -22,9 +22,10 @@ from scheduler.gateways.kube.labels import (
 )
 from scheduler.gateways.kube.mig import Flow, Phase, Step, config_document, config_name, next_step
 from scheduler.gateways.kube.mig_flow import MigFlow
-from scheduler.gateways.kube.pods import gpu_requests, mig_resource, pod_manifest
+from scheduler.gateways.kube.pods import gpu_requests, mig_resource, pod_manifest, replica_of
 from scheduler.gateways.kube.prometheus import PrometheusClient, samples_from
-from scheduler.gateways.protocol import BindRequest, Device, ReplicaPlacement
+from scheduler.gateways.kube.volumes import secret_token
+from scheduler.gateways.protocol import BindRequest, Device, ReplicaPhase, ReplicaPlacement
 from tests.scheduler.kube_emulator import cluster_fixture
 
 cluster = pytest.fixture(cluster_fixture)
@@ -147,6 +148,37 @@ def test_pods_request_mixed_strategy_names_and_count_init_containers() -> None:
     assert "microcosm.io/team" not in pod["metadata"]["labels"]
     pod["spec"]["initContainers"] = [{"resources": {"limits": {"nvidia.com/gpu": "3"}}}]
     assert gpu_requests(pod) == {"nvidia.com/gpu": 3, "nvidia.com/mig-1g.10gb.me": 1}
+
+
+def _pod(node: str | None, phase: str, *, deleting: bool) -> dict:
+    meta = {
+        "labels": {"microcosm.io/replica": "0"},
+        **({"deletionTimestamp": "2027-01-15T08:00:00Z"} if deleting else {}),
+    }
+    return {"metadata": meta, "spec": {"nodeName": node} if node else {}, "status": {"phase": phase}}
+
+
+@pytest.mark.parametrize(
+    ("node", "phase", "seen"),
+    [
+        ("gpu-a", "Running", ReplicaPhase.STOPPING),  # SIGTERM sent, inside its grace: it may be checkpointing
+        ("gpu-a", "Pending", ReplicaPhase.STOPPING),  # bound, its container still starting: the kubelet stops it
+        ("gpu-a", "Unknown", ReplicaPhase.STOPPING),
+        ("gpu-a", "Succeeded", ReplicaPhase.GONE),  # stopped: exit 0 after SIGTERM is not the work done
+        ("gpu-a", "Failed", ReplicaPhase.GONE),  # nor is a non-zero exit a failure of the work
+        (None, "Pending", ReplicaPhase.GONE),  # never bound: nothing runs that could save anything
+        ("gone-node", "Running", ReplicaPhase.GONE),  # its node is gone: so is the process
+    ],
+)
+def test_a_pod_being_deleted_is_stopping_while_its_process_may_still_save(node, phase, seen) -> None:
+    assert replica_of(_pod(node, phase, deleting=True), {"gpu-a"}).phase == seen
+
+
+def test_a_damaged_report_secret_holds_no_token() -> None:
+    assert secret_token({"data": {"token": "bWNqLjEuYWJj"}}) == "mcj.1.abc"
+    assert secret_token({"data": {"token": "not base64!"}}) is None
+    assert secret_token({"data": {"token": "//79"}}) is None  # bytes that are not text
+    assert secret_token({"data": {}}) is None and secret_token({}) is None
 
 
 # -- Prometheus ------------------------------------------------------------------------------------------------

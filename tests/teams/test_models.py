@@ -27,6 +27,20 @@ def test_valid_namespaces_pass(namespace: str) -> None:
     Team(name="NLP", slug="nlp", namespace=namespace).full_clean()
 
 
+@pytest.mark.parametrize("claim", ["Scratch", "-scratch", "scratch-", "scratch_ckpt", "a/b", "x" * 254, "a..b"])
+def test_checkpoint_claim_must_be_a_kubernetes_name(claim: str) -> None:
+    team = Team(name="NLP", slug="nlp", namespace="team-nlp", checkpoint_claim=claim)
+    with pytest.raises(ValidationError) as caught:
+        team.full_clean()
+    assert "is not a valid volume claim name" in str(caught.value.message_dict["checkpoint_claim"])
+
+
+@pytest.mark.parametrize("claim", ["", "scratch", "nlp-ckpt.v2", "x" * 253])
+def test_valid_checkpoint_claims_pass_and_empty_means_microcosm_s_own(claim: str) -> None:
+    Team(name="NLP", slug="nlp", namespace="team-nlp", checkpoint_claim=claim).full_clean()
+    assert Team.objects.create(name="CV", slug="cv", namespace="team-cv").checkpoint_claim == ""
+
+
 @pytest.mark.parametrize("slug", ["NLP", "nlp--x", "nlp_x", "-nlp", ""])
 def test_slug_is_validated(slug: str) -> None:
     with pytest.raises(ValidationError) as caught:

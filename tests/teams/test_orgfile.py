@@ -112,6 +112,22 @@ def test_absent_keys_are_unmanaged_and_empty_lists_are_none() -> None:
 
 @pytest.mark.django_db
 @pytest.mark.parametrize(
+    ("value", "accepted"),
+    [("nlp-scratch", "nlp-scratch"), ("ckpt.v2", "ckpt.v2"), ("", ""), ("Scratch", None), ("a_b", None), (3, None)],
+)
+def test_checkpoint_claim_is_optional_and_a_kubernetes_name(value: object, accepted: str | None) -> None:
+    assert validate_org({"teams": [team()]}).teams[0].checkpoint_claim is None  # absent: not managed
+    data = {"teams": [team(checkpoint_claim=value)]}
+    if accepted is None:
+        (error,) = errors_of(data)
+        assert error.startswith("teams[0].checkpoint_claim: ")
+        assert "must be a string" in error or "is not a valid volume claim name" in error
+    else:
+        assert validate_org(data).teams[0].checkpoint_claim == accepted
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
     ("weight", "accepted"),
     [(1, 1), (2.0, 2), (Decimal("3"), 3), (0, None), (-1, None), (1.5, None), ("2", None), (True, None), (None, None)],
 )

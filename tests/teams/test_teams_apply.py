@@ -168,6 +168,23 @@ def test_changing_values_updates_them(tmp_path: Path) -> None:
     assert out.strip().endswith("0 created, 4 updated, 0 deleted.")
 
 
+def test_the_checkpoint_claim_is_set_cleared_and_left_alone_when_absent(tmp_path: Path) -> None:
+    run("apply", str(DATA / "org.json"))
+    org = base_org()
+    org["teams"][0]["checkpoint_claim"] = "nlp-scratch"
+
+    out, _ = run("apply", write(tmp_path, org))
+
+    assert Team.objects.get(slug="nlp").checkpoint_claim == "nlp-scratch"
+    assert "team updated: nlp (checkpoint_claim:  → nlp-scratch)" in out
+    del org["teams"][0]["checkpoint_claim"]  # absent: the file does not manage it
+    assert run("apply", write(tmp_path, org))[0].startswith("No changes")
+    assert Team.objects.get(slug="nlp").checkpoint_claim == "nlp-scratch"
+    org["teams"][0]["checkpoint_claim"] = ""  # back to Microcosm's own claim
+    run("apply", write(tmp_path, org))
+    assert Team.objects.get(slug="nlp").checkpoint_claim == ""
+
+
 def shrunk_org() -> dict[str, Any]:
     """The base org without vision, nlp's chat project, H100 quota and bob, and with no org roles."""
     org = base_org()
@@ -429,8 +446,8 @@ def test_every_error_is_reported_in_one_run() -> None:
             "teams[0].quotas[0].burst: must be ≥ guaranteed (16)",
             "teams[0].quotas[1].gpu_class: unknown GPU class 'V100'; use one of any, A100, H100, H200",
             "teams[0].members[0].role: must be one of lead, member, got 'owner'",
-            "teams[1].colour: unknown key 'colour'; allowed keys: name, slug, namespace, weight, quotas, projects, "
-            "members",
+            "teams[1].colour: unknown key 'colour'; allowed keys: name, slug, namespace, weight, checkpoint_claim, "
+            "quotas, projects, members",
             "teams[1].slug: required",
             "teams[1].namespace: duplicate namespace 'team-nlp' (also teams[0])",
             "finance: must be a list, got string",

@@ -1,7 +1,8 @@
 """The Kubernetes API as the gateway uses it: the only module that imports ``kubernetes`` (DESIGN.md §2).
 
 :class:`KubeClient` makes each call the gateway and the MIG flow need (list, read, patch, create, bind,
-delete, evict, write the mig-parted ConfigMap) and turns the API server's failures into the gateway's errors:
+delete, evict, write the mig-parted ConfigMap, the teams' checkpoint claims and the jobs' report Secrets) and
+turns the API server's failures into the gateway's errors:
 
 - HTTP 429 (honouring ``Retry-After``), 5xx, timeouts and connection failures are retried with exponential
   backoff, then raised as :class:`~scheduler.errors.GatewayRetryable`;
@@ -284,6 +285,55 @@ class KubeClient:
         except ApiNotFound:
             raise GatewayConflict(f"namespace {namespace} does not exist; ensure the team's namespace first") from None
         return labels_of(found).get(TEAM_LABEL, "")
+
+    # -- checkpoint claims and report Secrets (scheduler.gateways.kube.checkpoint_storage) -------------------
+
+    def claim_read(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The PersistentVolumeClaim ``namespace/name``, or None when there is none."""
+        read = self.core.read_namespaced_persistent_volume_claim
+        return self._read_or_none(f"read PersistentVolumeClaim {namespace}/{name}", read, name, namespace)
+
+    def claim_create(self, manifest: Mapping[str, Any]) -> None:
+        """Create a claim; one created meanwhile by another worker is what we wanted."""
+        body = client.V1PersistentVolumeClaim.from_dict(dict(manifest))
+        self._create(manifest, "PersistentVolumeClaim", self.core.create_namespaced_persistent_volume_claim, body)
+
+    def secret_read(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The Secret ``namespace/name``, or None when there is none."""
+        return self._read_or_none(f"read Secret {namespace}/{name}", self.core.read_namespaced_secret, name, namespace)
+
+    def secret_create(self, manifest: Mapping[str, Any]) -> bool:
+        """Create a Secret; False when one of that name exists already (the caller reads it and decides)."""
+        body = client.V1Secret.from_dict(dict(manifest))
+        return self._create(manifest, "Secret", self.core.create_namespaced_secret, body)
+
+    def secret_delete(self, namespace: str, name: str) -> None:
+        try:
+            self.call(f"delete Secret {namespace}/{name}", self.core.delete_namespaced_secret, name, namespace)
+        except ApiNotFound:
+            pass  # already gone: deleted is deleted
+        except ApiConflict as exc:
+            raise GatewayRetryable(str(exc)) from None
+
+    def _read_or_none(self, what: str, method: Callable[..., Any], *args: Any) -> dict[str, Any] | None:
+        try:
+            found: dict[str, Any] = self.call(what, method, *args)
+        except ApiNotFound:
+            return None
+        except ApiConflict as exc:
+            raise GatewayRetryable(str(exc)) from None
+        return found
+
+    def _create(self, manifest: Mapping[str, Any], kind: str, method: Callable[..., Any], body: Any) -> bool:
+        """Create a namespaced object; False when its name is taken (409), a conflict when its namespace is gone."""
+        namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
+        try:
+            self.call(f"create {kind} {namespace}/{name}", method, namespace, body)
+        except ApiConflict:
+            return False
+        except ApiNotFound:
+            raise GatewayConflict(f"namespace {namespace} does not exist; ensure the team's namespace first") from None
+        return True
 
     # -- the mig-parted ConfigMap ----------------------------------------------------------------------------
 

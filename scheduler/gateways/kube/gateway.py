@@ -7,7 +7,9 @@ nodes and Microcosm's pods, creates one pod per replica with ``schedulerName: mi
 What labels, taints, nodes and pod states mean lives in the pure modules :mod:`scheduler.gateways.kube.labels`,
 :mod:`scheduler.gateways.kube.nodes` and :mod:`scheduler.gateways.kube.pods`; every API call, its retries and
 what its failures mean are :class:`~scheduler.gateways.kube.client.KubeClient`'s, the only module that imports
-``kubernetes``. This module decides what to call and checks a binding before it touches anything.
+``kubernetes``. This module decides what to call and checks a binding before it touches anything. The teams'
+checkpoint claims, the jobs' report Secrets and the manifest fallback are the
+:class:`~scheduler.gateways.kube.checkpoint_storage.CheckpointStorage` it holds.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any
 
 from scheduler.core.state import MigLayout
 from scheduler.errors import GatewayConflict, GatewayError, GatewayRetryable
+from scheduler.gateways.kube.checkpoint_storage import CheckpointStorage
 from scheduler.gateways.kube.client import ApiClient, KubeClient
 from scheduler.gateways.kube.labels import DEFAULT_TOPOLOGY_LABELS
 from scheduler.gateways.kube.mig_flow import MigEvent, MigFlow
@@ -48,6 +51,7 @@ from scheduler.gateways.kube.pods import (
 )
 from scheduler.gateways.kube.prometheus import PrometheusClient
 from scheduler.gateways.protocol import (
+    FINAL_EVICTIONS,
     BindRequest,
     MaintenanceEvent,
     NodeObservation,
@@ -78,6 +82,10 @@ class KubeGateway:
         eviction_grace_s: int = 30,
         default_image: str = "",
         prometheus_url: str = "",
+        checkpoint_storage_class: str = "",
+        checkpoint_size: str = "100Gi",
+        report_url: str = "",
+        checkpoint_root: str = "",
         request_timeout_s: float = 30.0,
         attempts: int = 4,
         backoff_s: float = 0.5,
@@ -100,6 +108,10 @@ class KubeGateway:
         self.eviction_grace_s = eviction_grace_s
         self.default_image = default_image
         self.prometheus = PrometheusClient(prometheus_url) if prometheus_url else None
+        self.report_url = report_url
+        self.checkpoints = CheckpointStorage(
+            self.client, storage_class=checkpoint_storage_class, size=checkpoint_size, root=checkpoint_root
+        )
         self.clock = clock
         self.mig = MigFlow(self.client, clock=clock, timeout_s=mig_config_timeout_s, eviction_grace_s=eviction_grace_s)
         self._utilization_at: float | None = None
@@ -112,7 +124,8 @@ class KubeGateway:
         pods = self.client.pods_ours()
         nodes = tuple(n for n in (self._node(raw, now) for raw in raw_nodes) if n is not None)
         live = {name_of(raw) for raw in raw_nodes}
-        return Observation(observed_at=now, nodes=nodes, jobs=jobs_of(pods, live))
+        jobs = {job: self.checkpoints.observed(observed) for job, observed in jobs_of(pods, live).items()}
+        return Observation(observed_at=now, nodes=nodes, jobs=jobs)
 
     def _node(self, raw: Mapping[str, Any], now: float) -> NodeObservation | None:
         return node_observation(
@@ -121,8 +134,9 @@ class KubeGateway:
 
     # -- namespaces and binding ------------------------------------------------------------------------------
 
-    def namespace_ensure(self, *, namespace: str, team: str) -> None:
+    def namespace_ensure(self, *, namespace: str, team: str, checkpoint_claim: str = "") -> None:
         self.client.namespace_ensure(namespace, team)
+        self.checkpoints.claim_ensure(namespace=namespace, team=team, checkpoint_claim=checkpoint_claim)
 
     def job_bind(self, *, request: BindRequest) -> None:
         placements = sorted(request.placements, key=lambda p: p.replica)
@@ -161,11 +175,21 @@ class KubeGateway:
             return
         self._check_placements(request, todo)
         team = self.client.namespace_team(request.namespace)
+        self.checkpoints.claim_check(request)
+        if request.credential:
+            self.checkpoints.credential_ensure(request, team=team)  # before the pods that mount it
         try:
             for placement in todo:
                 name = pod_name(request.job, placement.replica)
                 if placement.replica not in existing:
-                    manifest = pod_manifest(request, placement, team=team, image=image, grace_s=self.eviction_grace_s)
+                    manifest = pod_manifest(
+                        request,
+                        placement,
+                        team=team,
+                        image=image,
+                        grace_s=self.eviction_grace_s,
+                        report_url=self.report_url,
+                    )
                     self.client.pod_create(request.namespace, request.job, placement.replica, manifest)
                 self.client.pod_bind(request.namespace, name, placement.node)
         except GatewayError as exc:
@@ -236,6 +260,8 @@ class KubeGateway:
             # Recording the reason on the cluster would need pods/patch or events/create, which the
             # least-privilege role does not grant (docs/deploy.md): the log carries it.
             logger.info("job %s: deleted pod %s/%s (%s, grace %ss)", job, namespace, name_of(pod), reason, grace_s)
+        if reason in FINAL_EVICTIONS:
+            self.checkpoints.credential_remove(job=job, namespace=namespace)
 
     # -- MIG (the flow itself: scheduler.gateways.kube.mig_flow) -------------------------------------------
 
@@ -278,4 +304,8 @@ def gateway_from_settings() -> KubeGateway:
         eviction_grace_s=math.ceil(settings.SCHEDULER["evict_grace_s"]),
         default_image=kube["default_image"],
         prometheus_url=settings.PROMETHEUS_URL,
+        checkpoint_storage_class=kube["checkpoint_storage_class"],
+        checkpoint_size=kube["checkpoint_size"],
+        report_url=kube["report_url"],
+        checkpoint_root=kube["checkpoint_root"],
     )

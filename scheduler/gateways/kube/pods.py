@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from scheduler.gateways.kube.labels import TOLERATED_TAINTS
+from scheduler.gateways.kube.volumes import CHECKPOINT_CLAIM, REPORT_MOUNT, TOKEN_KEY, pod_volumes
 from scheduler.gateways.protocol import BindRequest, Device, ReplicaObservation, ReplicaPhase, ReplicaPlacement
 
 SCHEDULER_NAME = "microcosm"
@@ -75,9 +76,14 @@ def pod_manifest(
     team: str,
     image: str,
     grace_s: int,
+    report_url: str = "",
 ) -> dict[str, Any]:
     """The pod for one replica, as the API's JSON (camelCase). Not bound: ``nodeName`` is left out, the
-    binding subresource sets it, so a half-created gang is visibly unbound and cleaned up."""
+    binding subresource sets it, so a half-created gang is visibly unbound and cleaned up.
+
+    A checkpointed job (``checkpoint_dir`` set) mounts its team's checkpoint claim at ``/checkpoints``; a job
+    with a ``credential`` mounts its report Secret (:mod:`scheduler.gateways.kube.volumes`), which the caller
+    creates before the pod, and is told where to report (``report_url``, "": not told)."""
     replicas = len(request.placements)
     env = {
         **request.env,
@@ -88,6 +94,12 @@ def pod_manifest(
         "MICROCOSM_REPLICA": str(placement.replica),
         "MICROCOSM_REPLICAS": str(replicas),
     }
+    if request.credential:
+        env["MICROCOSM_TOKEN_FILE"] = f"{REPORT_MOUNT}/{TOKEN_KEY}"
+        if report_url:
+            env["MICROCOSM_URL"] = report_url
+    claim = (request.checkpoint_claim or CHECKPOINT_CLAIM) if request.checkpoint_dir else ""
+    volumes, mounts = pod_volumes(request.job, claim=claim, credential=bool(request.credential))
     resources = {name: str(count) for name, count in device_resources(placement.devices).items()}
     labels = {
         MANAGED_BY: SCHEDULER_NAME,
@@ -106,6 +118,21 @@ def pod_manifest(
     }
     if request.command:
         container["command"] = list(request.command)
+    if mounts:
+        container["volumeMounts"] = mounts
+    spec: dict[str, Any] = {
+        "schedulerName": SCHEDULER_NAME,
+        # The scheduler decides what happens after a failure (requeue from a checkpoint, or fail).
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": grace_s,
+        "containers": [container],
+        "tolerations": [
+            {"key": key, "operator": "Exists"} if value is None else {"key": key, "operator": "Equal", "value": value}
+            for key, value in TOLERATED_TAINTS
+        ],
+    }
+    if volumes:
+        spec["volumes"] = volumes
     return {
         "apiVersion": "v1",
         "kind": "Pod",
@@ -115,19 +142,7 @@ def pod_manifest(
             "labels": labels,
             "annotations": {DEVICES_ANNOTATION: format_devices(placement.devices), JOB_NAME_ANNOTATION: request.name},
         },
-        "spec": {
-            "schedulerName": SCHEDULER_NAME,
-            # The scheduler decides what happens after a failure (requeue from a checkpoint, or fail).
-            "restartPolicy": "Never",
-            "terminationGracePeriodSeconds": grace_s,
-            "containers": [container],
-            "tolerations": [
-                {"key": key, "operator": "Exists"}
-                if value is None
-                else {"key": key, "operator": "Equal", "value": value}
-                for key, value in TOLERATED_TAINTS
-            ],
-        },
+        "spec": spec,
     }
 
 
@@ -156,9 +171,15 @@ def replica_of(pod: Mapping[str, Any], live_nodes: set[str]) -> ReplicaObservati
 
     if node is not None and node not in live_nodes:
         return seen(ReplicaPhase.GONE, f"node {node} is gone")
-    if terminating(pod):
-        return seen(ReplicaPhase.GONE, "the pod is being deleted")
     phase = status.get("phase", "Pending")
+    if terminating(pod):
+        # Asked to stop (an eviction, a drain on a spot notice, a delete): while its process runs it has had
+        # SIGTERM and may be saving a checkpoint within its grace. Once it has stopped, or if it never had a
+        # node, nothing is left to wait for. Either way its exit code says nothing about the work: stopped, not
+        # succeeded or failed.
+        if node is not None and phase not in ("Succeeded", "Failed"):
+            return seen(ReplicaPhase.STOPPING, "asked to stop; within its termination grace")
+        return seen(ReplicaPhase.GONE, "the pod is being deleted")
     reason, message = status.get("reason", ""), status.get("message", "")
     if phase == "Succeeded":
         return seen(ReplicaPhase.SUCCEEDED)

@@ -244,7 +244,7 @@ class SimulatedFleet:
 
     # -- apply -----------------------------------------------------------------------------------------------
 
-    def namespace_ensure(self, *, namespace: str, team: str) -> None:
+    def namespace_ensure(self, *, namespace: str, team: str, checkpoint_claim: str = "") -> None:
         """Namespaces cost nothing on the simulated fleet: pods carry theirs. Always succeeds."""
 
     def job_bind(self, *, request: BindRequest) -> None:
