@@ -50,6 +50,8 @@ LIVE_SETTLE_S = 300
 # Allocation.end_reason values that mean the work was taken away, not finished: the scheduler core's eviction
 # reasons (scheduler.core.plan.Evict.reason) plus the generic words a gateway may record. An allocation whose
 # job has a ``preempted`` event at the allocation's end counts too, whatever its end_reason says.
+# EvictionReason.APP_FAILURE is left out on purpose: a job's own crash or OOM kill, restarted within its restart
+# budget (jobs.services.restarts), is work the job lost, not work the scheduler took away (docs/billing.md).
 PREEMPTION_END_REASONS = frozenset(
     {
         EvictionReason.RECLAIM,

@@ -134,6 +134,15 @@ class SubmitForm(RequestForm):
         required=False,
         help_text="How often the job saves progress; needed to run on spot capacity safely.",
     )
+    restart_limit = forms.IntegerField(
+        label="Restarts after a failure",
+        min_value=0,
+        max_value=bounds.MAX_RESTART_LIMIT,
+        initial=bounds.DEFAULT_RESTART_LIMIT,
+        required=False,
+        help_text="How often a crash or out-of-memory kill restarts the job before it fails; node losses and spot "
+        "reclaims never count.",
+    )
     tier = forms.ChoiceField(
         label="Capacity tier",
         choices=[
@@ -173,6 +182,7 @@ class SubmitForm(RequestForm):
         "priority",
         "preemptible",
         "checkpoint_interval_s",
+        "restart_limit",
         "tier",
         "duration_h",
     ]
@@ -229,6 +239,8 @@ class SubmitForm(RequestForm):
             spec["command"] = data["command"]
         if data.get("checkpoint_interval_s"):
             spec["checkpoint_interval_s"] = data["checkpoint_interval_s"]
+        if data.get("restart_limit") is not None:  # 0 is a choice: fail at the first application failure
+            spec["restart_limit"] = data["restart_limit"]
         if data.get("duration_h"):
             spec["duration_s"] = max(1, round(float(data["duration_h"]) * 3600))
         return spec

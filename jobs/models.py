@@ -16,6 +16,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
+from scheduler.core import bounds
 from scheduler.core.vocabulary import (
     TERMINAL_JOB_STATES,
     CapacityTier,
@@ -75,6 +76,18 @@ class Job(models.Model):
     duration_s = models.PositiveIntegerField(
         null=True, blank=True, validators=[MinValueValidator(1)], help_text="Expected run time at full speed."
     )
+    # The restart budget (jobs.services.restarts): application failures restart the job while restarts <
+    # restart_limit, then fail it; infrastructure losses (node lost, spot reclaim, preemption) never count.
+    restart_limit = models.PositiveSmallIntegerField(
+        default=bounds.DEFAULT_RESTART_LIMIT,
+        validators=[MaxValueValidator(bounds.MAX_RESTART_LIMIT)],
+        help_text="Restarts allowed after application failures (a non-zero exit, an OOM kill), as a Kubernetes "
+        "Job's backoffLimit.",
+    )
+    restarts = models.PositiveSmallIntegerField(default=0, help_text="Application failures restarted so far.")
+    last_exit_reason = models.TextField(
+        blank=True, help_text="The last application failure, in the cluster's words (e.g. exited with code 137)."
+    )
 
     state = models.CharField(max_length=16, choices=choices_of(JobState), default=JobState.PENDING)
     state_reason = models.TextField(blank=True, help_text="Why pending, rejected or failed.")
@@ -109,6 +122,16 @@ class Job(models.Model):
             ),
             models.CheckConstraint(
                 condition=Q(duration_s__isnull=True) | Q(duration_s__gte=1), name="job_duration_positive"
+            ),
+            models.CheckConstraint(
+                condition=Q(restart_limit__gte=0) & Q(restart_limit__lte=bounds.MAX_RESTART_LIMIT),
+                name="job_restart_limit_range",
+                violation_error_message=f"A restart limit is from 0 to {bounds.MAX_RESTART_LIMIT} restarts.",
+            ),
+            # A restart is counted only while the budget lasts, so the count never passes the limit.
+            models.CheckConstraint(
+                condition=Q(restarts__gte=0) & Q(restarts__lte=models.F("restart_limit")),
+                name="job_restarts_within_limit",
             ),
             models.CheckConstraint(condition=Q(kind__in=[v.value for v in JobKind]), name="job_kind_valid"),
             models.CheckConstraint(condition=Q(priority__in=[v.value for v in Priority]), name="job_priority_valid"),

@@ -18,7 +18,7 @@ from django.utils import timezone
 from jobs.errors import JobNotFound
 from jobs.models import Allocation, Job, JobEvent
 from scheduler.core.catalog import GPU_MODEL_BY_NAME, compute_fraction
-from scheduler.core.vocabulary import JobState
+from scheduler.core.vocabulary import EventType, JobState
 from teams.models import Team
 from teams.roles import AnyUser, is_platform_admin
 
@@ -83,6 +83,46 @@ def jobs_for_user_by_ids(*, user: AnyUser, job_ids: Iterable[int], team: Team | 
 def job_events(*, job: Job) -> QuerySet[JobEvent]:
     """The job's timeline, oldest first, with the actor of each entry."""
     return JobEvent.objects.filter(job=job).select_related("actor").order_by("at", "id")
+
+
+@dataclass(frozen=True)
+class CheckpointRow:
+    """One recorded checkpoint of a job, as its ``checkpointed`` event holds it. A checkpoint the cluster
+    reported by time alone (no step, size or path) has None and empty values there."""
+
+    step: int | None
+    saved_at: datetime
+    size_bytes: int | None
+    duration_s: float | None
+    path: str
+    replica: int | None
+    source: str  # job (its own report), manifest (read by the gateway), simulated; "" unknown
+
+
+def checkpoint_row(event: JobEvent) -> CheckpointRow:
+    """The checkpoint a ``checkpointed`` event records (details written by ``jobs.services.checkpoint_record``)."""
+    details = event.details if isinstance(event.details, dict) else {}
+
+    def whole(key: str) -> int | None:
+        value = details.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+    duration = details.get("duration_s")
+    return CheckpointRow(
+        step=whole("step"),
+        saved_at=event.at,
+        size_bytes=whole("size_bytes"),
+        duration_s=float(duration) if isinstance(duration, int | float) and not isinstance(duration, bool) else None,
+        path=str(details.get("path") or ""),
+        replica=whole("replica"),
+        source=str(details.get("source") or ""),
+    )
+
+
+def job_checkpoints(*, job: Job) -> list[CheckpointRow]:
+    """The job's recorded checkpoints, oldest first (the job must already be one the reader may see)."""
+    events = JobEvent.objects.filter(job=job, type=EventType.CHECKPOINTED).order_by("at", "id")
+    return [checkpoint_row(event) for event in events]
 
 
 def job_allocations(*, job: Job) -> QuerySet[Allocation]:

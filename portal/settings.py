@@ -438,7 +438,12 @@ REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"] = [
 REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"] = {
     "user": env_rate("API_THROTTLE_USER", default="600/min"),
     "anon": env_rate("API_THROTTLE_ANON", default="60/min"),
+    # Checkpoint reports per job (portal.throttles.JobReportThrottle): a gang's replicas may each report the same
+    # step at once, and a sane interval is minutes, so 120 a minute is far above any honest job.
+    "job_report": env_rate("API_THROTTLE_JOB_REPORT", default="120/min"),
 }
+# The checkpoint report (jobs/api/checkpoints.py) is throttled per job, not per user: a job's credential is no user.
+JOB_REPORT_THROTTLE_CLASSES = ["portal.throttles.JobReportThrottle"]
 REST_FRAMEWORK["NUM_PROXIES"] = TRUSTED_PROXY_COUNT  # the anonymous throttle's address, as the lockout's
 # The browsable API is a developer's aid: its forms and the HTML around every response are one more surface
 # (and one more page to keep CSP-clean) that production does not need.

@@ -1,5 +1,6 @@
-"""API throttles that fail open: DRF's per-user and per-address rates, counted in the cache (Redis in
-production), except that a cache which cannot be reached lets the request through instead of answering 500.
+"""API throttles that fail open: DRF's per-user and per-address rates and the per-job rate of checkpoint
+reports, counted in the cache (Redis in production), except that a cache which cannot be reached lets the
+request through instead of answering 500.
 
 A throttle protects the service; an outage of its counter must not become an outage of the API. The first
 failure of an outage is logged (one line), then nothing until the cache answers again.
@@ -40,3 +41,17 @@ class UserThrottle(UserRateThrottle):
 class AnonThrottle(AnonRateThrottle):
     def allow_request(self, request: Any, view: Any) -> bool:
         return _allow(self, request, view, AnonRateThrottle)
+
+
+class JobReportThrottle(SimpleRateThrottle):
+    """Checkpoint reports per job (the ``job_report`` rate), whatever its replicas or addresses: the caller is
+    a job credential's principal (``jobs.api.authentication.JobPrincipal``), which has a job id and no user."""
+
+    scope = "job_report"
+
+    def get_cache_key(self, request: Any, view: Any) -> str | None:
+        job_id = getattr(request.user, "job_id", None)
+        return None if job_id is None else self.cache_format % {"scope": self.scope, "ident": f"job-{job_id}"}
+
+    def allow_request(self, request: Any, view: Any) -> bool:
+        return _allow(self, request, view, SimpleRateThrottle)

@@ -2,6 +2,7 @@
 the jobs services' typed errors with the same message the pages show.
 
 - :class:`~jobs.errors.JobSpecInvalid` → 400, one entry per spec key (``{"model.params_b": ["must be …"]}``);
+  :class:`~jobs.errors.CheckpointInvalid` → 400, one entry per report field (``{"saved_at": ["…"]}``);
 - :class:`~jobs.errors.JobPermissionDenied` → 403; ``JobNotFound``/``TeamNotFound`` → 404;
 - :class:`~jobs.errors.JobStateError` → 409 (the job has already ended); :class:`~jobs.errors.PendingLimitReached`
   → 409 (the team or the user is at its cap of pending jobs);
@@ -21,6 +22,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from jobs.errors import (
+    CheckpointInvalid,
     JobNotFound,
     JobPermissionDenied,
     JobSpecInvalid,
@@ -40,6 +42,8 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
         return Response({"detail": detail}, status=status.HTTP_400_BAD_REQUEST)
     if isinstance(exc, JobSpecInvalid):
         return Response(errors_by_key(exc.errors, "spec"), status=status.HTTP_400_BAD_REQUEST)
+    if isinstance(exc, CheckpointInvalid):
+        return Response(exc.errors, status=status.HTTP_400_BAD_REQUEST)
     if isinstance(exc, JobPermissionDenied):
         return Response({"detail": str(exc)}, status=status.HTTP_403_FORBIDDEN)
     if isinstance(exc, JobNotFound | TeamNotFound):

@@ -3,7 +3,9 @@
 drf-spectacular documents the success response a view declares and nothing else, yet every operation can
 answer errors: the request guard's 400 and 413 (``portal.request_guard``), DRF's authentication (401/403),
 lookups, pagination and ``?format=`` (404), content negotiation (406), parsing (400/413/415), throttles (429)
-and the services' conflicts (409). :func:`add_error_responses` adds each status an operation can answer, with
+and the services' conflicts (409). An operation secured by a job's report credential (``jobCredential``,
+:mod:`jobs.api.authentication`) says what its 401 and 403 mean for a job rather than for a person.
+:func:`add_error_responses` adds each status an operation can answer, with
 the error JSON of ``jobs.api.errors``: ``{"detail": "…"}``, or for a 400 one entry per field
 (``{"team": ["…"], "model.params_b": ["…"]}``; a nested serializer's entries nest).
 """
@@ -16,6 +18,7 @@ from typing import Any
 from rest_framework.permissions import AllowAny
 
 ERROR = "Error"
+JOB_CREDENTIAL = "jobCredential"  # the security scheme of jobs.api.authentication.JobCredentialScheme
 _PARAMETER = re.compile(r"\{[^}]*\}")
 FIELD_ERRORS = "FieldErrors"
 
@@ -77,7 +80,10 @@ def _errors_for(method: str, path: str, operation: dict[str, Any], view: Any) ->
         "413": _json(detail, "Request body larger than the portal accepts (DATA_UPLOAD_MAX_MEMORY_SIZE)"),
     }
     permissions = view.get_permissions() if view is not None else []
-    if any(not isinstance(permission, AllowAny) for permission in permissions):
+    if {JOB_CREDENTIAL: []} in operation.get("security", []):
+        errors["401"] = _json(detail, "No job credential, an invalid one, or a revoked one (the job has ended)")
+        errors["403"] = _json(detail, "A job credential of another job: a credential reports for its own job only")
+    elif any(not isinstance(permission, AllowAny) for permission in permissions):
         errors["401"] = _json(detail, "No or invalid credentials (a token or a session)")
         errors["403"] = _json(detail, "Signed in, but your role does not allow this")
     if "requestBody" in operation:

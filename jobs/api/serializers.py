@@ -3,6 +3,7 @@ rule and their messages come back as field errors (see ``jobs.api.errors``)."""
 
 from __future__ import annotations
 
+from datetime import UTC
 from typing import Any
 
 from rest_framework import serializers
@@ -52,6 +53,9 @@ class JobSerializer(serializers.ModelSerializer):
             "checkpoint_interval_s",
             "tier",
             "duration_s",
+            "restart_limit",
+            "restarts",
+            "last_exit_reason",
             "state",
             "state_reason",
             "waiting_reason",
@@ -179,6 +183,13 @@ class JobSubmitSerializer(RequestSerializer):
     checkpoint_interval_s = serializers.IntegerField(min_value=1, max_value=bounds.MAX_SECONDS, required=False)
     tier = serializers.ChoiceField(choices=choices_of(JobTier), default=JobTier.ANY.value)
     duration_s = serializers.IntegerField(min_value=1, max_value=bounds.MAX_SECONDS, required=False)
+    restart_limit = serializers.IntegerField(
+        min_value=0,
+        max_value=bounds.MAX_RESTART_LIMIT,
+        default=bounds.DEFAULT_RESTART_LIMIT,
+        help_text="Restarts after application failures (a non-zero exit, an OOM kill) before the job fails, as a "
+        "Kubernetes Job's backoffLimit; node losses, spot reclaims and preemptions never count",
+    )
 
 
 class PrioritySerializer(serializers.Serializer):
@@ -209,6 +220,61 @@ class ReorderSerializer(JobIdsSerializer):
 
 class BulkCancelSerializer(JobIdsSerializer):
     reason = serializers.CharField(max_length=500, required=False, allow_blank=True)
+
+
+# --- checkpoints ---------------------------------------------------------------------------------------------
+
+# The largest integer every JSON reader holds exactly (2**53 - 1, a JavaScript number's): a step or a size
+# beyond it would not come back as it was sent.
+MAX_JSON_INT = 2**53 - 1
+
+
+class CheckpointSerializer(serializers.Serializer):
+    """One recorded checkpoint (``jobs.selectors.CheckpointRow``)."""
+
+    step = serializers.IntegerField(allow_null=True, help_text="null: the cluster reported a time only")
+    saved_at = serializers.DateTimeField()
+    size_bytes = serializers.IntegerField(allow_null=True)
+    duration_s = serializers.FloatField(allow_null=True, help_text="How long the save took: the checkpoint cost")
+    path = serializers.CharField(help_text="The checkpoint's file as the job's pods see it (RESUME_FROM)")
+    replica = serializers.IntegerField(allow_null=True)
+    source = serializers.CharField(  # type: ignore[assignment]  # a declared field, not Field.source
+        help_text="job (its own report), manifest (read by the gateway), simulated; empty: not known"
+    )
+
+
+class CheckpointReportSerializer(serializers.Serializer):
+    """A job's report of one complete checkpoint. Shapes and ranges only: ``jobs.services.checkpoint_record``
+    judges the rest (a time in the future or before the job was submitted) with the same field errors."""
+
+    step = serializers.IntegerField(min_value=0, max_value=MAX_JSON_INT, help_text="Training steps done")
+    saved_at = serializers.DateTimeField(
+        default_timezone=UTC, help_text="When the checkpoint was complete (ISO 8601; without an offset: UTC)"
+    )
+    size_bytes = serializers.IntegerField(min_value=0, max_value=MAX_JSON_INT, default=0)
+    duration_s = serializers.FloatField(
+        min_value=0, max_value=bounds.MAX_SECONDS, default=0.0, help_text="How long the save took"
+    )
+    path = serializers.CharField(
+        max_length=1000,
+        allow_blank=True,
+        default="",
+        trim_whitespace=False,
+        help_text="The checkpoint's file as the job's pods see it",
+    )
+    replica = serializers.IntegerField(
+        min_value=0, max_value=bounds.MAX_REPLICAS - 1, default=0, help_text="The reporting replica (0-based)"
+    )
+
+    def validate_replica(self, value: int) -> int:
+        job = self.context.get("job")
+        if job is not None and value >= job.replicas:
+            last = job.replicas - 1
+            raise serializers.ValidationError(
+                f"job {job.pk} has {job.replicas} replica{'s' if job.replicas != 1 else ''}, numbered 0 to {last}: "
+                "send the reporting replica's index (its MICROCOSM_REPLICA)"
+            )
+        return value
 
 
 # --- teams, dashboard, cluster, right-sizing -----------------------------------------------------------------

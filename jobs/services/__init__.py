@@ -4,7 +4,8 @@
 - :mod:`jobs.services.changes`: ``job_cancel``, ``job_set_priority``, ``job_set_rank`` and, for many jobs of
   a team at once, ``job_list_reorder`` and ``job_cancel_bulk`` (each one transaction);
 - :mod:`jobs.services.loop`: the transitions the scheduling loop records (bind, requeue, finish);
-- :mod:`jobs.services.checkpoints`: ``checkpoint_record``, the checkpoints a job reports.
+- :mod:`jobs.services.checkpoints`: ``checkpoint_record``, the checkpoints a job reports;
+- :mod:`jobs.services.restarts`: ``job_fail_or_restart``, the restart budget an application failure spends.
 
 Permissions (``actor``) are enforced here, by the rules of :mod:`jobs.access`: a member submits at ``normal``
 or ``low`` priority and cancels the jobs they submitted; a team's lead manages every job of the team; a
@@ -23,15 +24,18 @@ from jobs.services.changes import (
 )
 from jobs.services.checkpoints import CheckpointReport, checkpoint_latest, checkpoint_record
 from jobs.services.loop import job_bind_record, job_finish, job_requeue
+from jobs.services.restarts import RestartOutcome, job_fail_or_restart
 from jobs.services.submit import job_submit
 
 __all__ = [
     "CheckpointReport",
+    "RestartOutcome",
     "checkpoint_latest",
     "checkpoint_record",
     "job_bind_record",
     "job_cancel",
     "job_cancel_bulk",
+    "job_fail_or_restart",
     "job_finish",
     "job_list_reorder",
     "job_requeue",

@@ -28,7 +28,7 @@ from jobs.access import check_member, check_submit
 from jobs.errors import JobSpecInvalid, PendingLimitReached, TeamNotFound
 from jobs.models import Job, JobEvent
 from scheduler.core import Job as CoreJob
-from scheduler.core import rejection_reason
+from scheduler.core import bounds, rejection_reason
 from scheduler.core.vocabulary import EventType, JobState
 from scheduler.loop.policy import policy_current
 from scheduler.loop.snapshot import inventory_nodes
@@ -141,6 +141,8 @@ def _fields_from_spec(spec: Mapping[str, Any], team: Team, source: str) -> dict[
         "checkpoint_interval_s": int(parsed.checkpoint_interval_s) if parsed.checkpoint_interval_s else None,
         "tier": str(parsed.tier),
         "duration_s": int(parsed.duration_s) if parsed.duration_s else None,
+        # Checked by parse_job (an integer, or a float with no fraction, in range); the engine has no use for it.
+        "restart_limit": int(data.get("restart_limit", bounds.DEFAULT_RESTART_LIMIT)),
     }
     return fields
 

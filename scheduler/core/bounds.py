@@ -17,6 +17,9 @@ Why these figures:
 - ``gpus`` ≤ 64 per replica and ``replicas`` ≤ 512: a gang of 32,768 GPUs is the largest the inventory can
   describe.
 - ``duration_s`` and ``checkpoint_interval_s`` ≤ one year; ``rank`` within a 32-bit signed integer.
+- ``restart_limit`` (restarts after application failures, like a Kubernetes Job's ``backoffLimit``) 0–100,
+  default 3: a job that fails a hundred times on its own is broken, and each restart holds GPUs others wait
+  for. The engine never reads it (only the loop does, when a replica fails), so it is no field of a core job.
 - Strings (name, image, project, command, env) have the sizes of :data:`TEXT_LIMITS` and hold no NUL and no
   lone surrogate (PostgreSQL stores neither, and no process can receive them).
 """
@@ -39,6 +42,8 @@ MAX_GPUS = 64
 MAX_REPLICAS = 512
 MAX_SECONDS = 365 * 24 * 3600
 MAX_RANK = 2_147_483_647
+MAX_RESTART_LIMIT = 100
+DEFAULT_RESTART_LIMIT = 3  # a Kubernetes Job's backoffLimit is 6; three retries tell a bug from bad luck sooner
 
 MAX_NAME_CHARS = 200
 MAX_IMAGE_CHARS = 500
@@ -81,6 +86,7 @@ BOUNDS: dict[str, Bound] = {
     "duration_s": Bound(0, MAX_SECONDS, low_open=True),
     "checkpoint_interval_s": Bound(0, MAX_SECONDS, low_open=True),
     "rank": Bound(-MAX_RANK, MAX_RANK),
+    "restart_limit": Bound(0, MAX_RESTART_LIMIT),
     # A spec asks for a share of one GPU (1-999, spec/scenario.md); traces also state whole GPUs in milli-GPU.
     "gpu_milli": Bound(1, MAX_GPUS * 1000),
 }

@@ -13,8 +13,10 @@ class EvictionReason(StrEnum):
     """Why a running job was stopped and requeued (``Evict.reason``, the requeue event's reason).
 
     The engine writes the first four; the loop and the simulator write the others when they find a job's
-    node or process gone, or a bind refused. A member prints as its value, so a plan's ``repr`` reads the same
-    as the wire format it is stored in (and plan digests do not depend on the type)."""
+    node or process gone, or a bind refused. ``APP_FAILURE`` is the job's own doing (a non-zero exit, an
+    OOM kill): a restart within the job's restart budget, never a preemption (docs/billing.md, Lost work).
+    A member prints as its value, so a plan's ``repr`` reads the same as the wire format it is stored in (and
+    plan digests do not depend on the type)."""
 
     RECLAIM = "reclaim"  # a team takes back its guarantee from another team's borrowed work
     PRIORITY = "priority"  # higher-priority work of the same team
@@ -24,6 +26,7 @@ class EvictionReason(StrEnum):
     COMPLETED = "completed"
     FAILED = "failed"
     BIND_REFUSED = "bind-refused"
+    APP_FAILURE = "app-failure"
 
     def __repr__(self) -> str:
         return repr(self.value)

@@ -10,7 +10,9 @@ database says / cluster shows             repair
 running / reports a checkpoint later than record a ``checkpointed`` event at the checkpoint's time
 the last one recorded                     (first, so a loss recorded below starts from it)
 running / every replica succeeded         record ``completed``; clean up its pods
-running / a replica failed                record ``failed`` with the pod's message; clean up
+running / a replica failed                an application failure: restart the whole job while its
+                                          restart budget lasts, else record ``failed`` with the
+                                          pod's message (jobs.services.restarts); clean up
 running / a replica gone, or a node       requeue (``node-lost``): its work since the last
 of its allocations no longer reported     checkpoint is lost; clean up what is left
 running / no pods, or fewer than its      the bind was recorded but never (fully) applied:
@@ -37,7 +39,7 @@ from django.db import transaction
 from django.db.models import Max
 
 from jobs.models import Allocation, Job, JobEvent
-from jobs.services import job_finish, job_requeue
+from jobs.services import job_fail_or_restart, job_finish, job_requeue
 from scheduler.core.vocabulary import EventType, EvictionReason, JobState
 from scheduler.gateways.protocol import Observation, ReplicaPhase
 from scheduler.loop.apply import BindOp, EvictOp, Op, bind_request
@@ -52,6 +54,7 @@ class Repairs:
     rebound: list[str] = field(default_factory=list)
     cleaned: list[str] = field(default_factory=list)
     checkpointed: list[str] = field(default_factory=list)
+    restarted: list[str] = field(default_factory=list)  # application failures within the restart budget
 
     def as_json(self) -> dict[str, list[str]]:
         return {
@@ -61,6 +64,7 @@ class Repairs:
             "lost": self.lost,
             "rebound": self.rebound,
             "cleaned": self.cleaned,
+            "restarted": self.restarted,
         }
 
 
@@ -152,11 +156,14 @@ def _running_job(
         repairs.ops.append(EvictOp(job=job_id, namespace=observed.namespace, reason="completed"))
         return
     if ReplicaPhase.FAILED in phases:
+        # An application failure (a non-zero exit, an OOM kill): the restart budget decides between a restart
+        # of the whole job and failing it. Either way its pods go; a restart binds new ones from the queue.
         assert observed is not None
         message = next((r.message for r in observed.replicas if r.phase == ReplicaPhase.FAILED and r.message), "")
-        job_finish(job=job, state=JobState.FAILED, at=at, reason=message or "a replica failed")
-        repairs.failed.append(job_id)
-        repairs.ops.append(EvictOp(job=job_id, namespace=observed.namespace, reason="failed"))
+        outcome = job_fail_or_restart(job=job, exit_reason=message, at=at)
+        (repairs.restarted if outcome.restarted else repairs.failed).append(job_id)
+        reason = EvictionReason.APP_FAILURE if outcome.restarted else EvictionReason.FAILED
+        repairs.ops.append(EvictOp(job=job_id, namespace=observed.namespace, reason=reason))
         return
     if ReplicaPhase.GONE in phases or lost_nodes or not allocations:
         message = f"node {', '.join(lost_nodes)} is gone" if lost_nodes else ""

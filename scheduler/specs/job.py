@@ -1,8 +1,10 @@
 """A job object of a scenario's ``submit`` event (spec/scenario.md, "Job keys") → core :class:`Job`.
 
 Extension: ``gpu_milli`` (1–999) asks for a share of one time-sliced GPU, as in the Alibaba openb trace; such
-a job runs only on nodes with ``"sharing": true``. ``name``, ``image``, ``command``, ``env`` are accepted and
-ignored so one job spec serves a scenario, ``manage.py jobs submit`` and the API.
+a job runs only on nodes with ``"sharing": true``. ``name``, ``image``, ``command``, ``env`` and
+``restart_limit`` are checked and otherwise ignored so one job spec serves a scenario, ``manage.py jobs submit``
+and the API: the engine plans no process and no application failure (``restart_limit`` is the loop's, read by
+the portal's submit from the spec it has checked here).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from scheduler.core.bounds import (
     MAX_ENV_KEYS,
     MAX_NAME_CHARS,
     MAX_PROJECT_CHARS,
+    MAX_RESTART_LIMIT,
     TEXT_LIMITS,
     out_of_bounds,
     text_problem,
@@ -54,6 +57,7 @@ JOB_KEYS = (
     "tier",
     "duration_s",
     "rank",
+    "restart_limit",
     *IGNORED_KEYS,
 )
 MODEL_KEYS = ("params_b", "dtype", "context", "batch", "mode")
@@ -91,6 +95,8 @@ def parse_job(errors: Errors, path: str, value: Any, submitted_at: float) -> Job
         options["rank"] = _read_bounded_int(errors, join(path, "rank"), "rank", data["rank"])
     if "project" in data:
         options["project"] = read_str(errors, join(path, "project"), data["project"], max_chars=MAX_PROJECT_CHARS)
+    if "restart_limit" in data:
+        _check_restart_limit(errors, join(path, "restart_limit"), data["restart_limit"])
     _check_ignored(errors, path, data)
     if len(errors.messages) > before or job_id is None or team is None or request is None:
         return None
@@ -163,6 +169,18 @@ def _read_model_profile(errors: Errors, path: str, value: Any) -> ModelProfile |
     if len(errors.messages) > before or params_b is None:
         return None
     return ModelProfile(params_b=params_b, **options)
+
+
+def _check_restart_limit(errors: Errors, path: str, value: Any) -> None:
+    """How many times an application failure (a non-zero exit, an OOM kill) may restart the job before it
+    fails, as a Kubernetes Job's ``backoffLimit``; infrastructure losses never count against it."""
+    number = read_int(errors, path, value, minimum=None)
+    if number is not None and out_of_bounds("restart_limit", number) is not None:
+        errors.add(
+            path,
+            f"must be a whole number of restarts from 0 to {MAX_RESTART_LIMIT} (0: the first application failure "
+            f"fails the job), got {describe(number)}",
+        )
 
 
 def _check_ignored(errors: Errors, path: str, data: dict[str, Any]) -> None:

@@ -9,6 +9,10 @@ team's jobs exist too, so ids and slugs that are not theirs answer 404.
 
 Bounded for ``make test``: :data:`EXAMPLES` generated cases per operation plus schemathesis' coverage cases,
 then a short stateful run over the links it infers (list → detail by id). The figures are in RELIABILITY.md.
+
+The checkpoint report (``POST /api/v1/jobs/{id}/checkpoints/``) takes a job's credential, not a person's: the
+lead's token gets its documented 401 there, and a second run sends the running job's own credential to its own
+id, so the report's 201, 200 and 400 answers are checked against the schema too.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from django.utils import timezone
 from drf_spectacular.generators import SchemaGenerator
 from rest_framework.authtoken.models import Token
 
+from jobs.credentials import job_token
 from jobs.models import JobEvent
 from tests.factories import JobFactory, MembershipFactory, ProjectFactory, QuotaFactory, TeamFactory, UserFactory
 from tests.portal.fleet import fleet, pending_queue, running_job
@@ -127,6 +132,25 @@ def test_every_operation_answers_as_documented(
     cache.clear()
     case_log.append(case.operation.label)
     case.call_and_validate(base_url=live_server.url, headers=_auth(world))
+
+
+REPORT = schema.include(path="/api/v1/jobs/{id}/checkpoints/", method="POST")
+
+
+@REPORT.parametrize()
+@hypothesis.settings(deadline=None, suppress_health_check=list(hypothesis.HealthCheck))
+def test_the_checkpoint_report_answers_as_documented_for_its_own_job(
+    case: schemathesis.Case, live_server: Any, world: dict[str, Any], case_log: list[str]
+) -> None:
+    cache.clear()
+    case_log.append(case.operation.label)
+    job = world["running"]
+    case.path_parameters = {"id": job.pk}  # the credential reports for this job only: any other id is a 403
+    # A generated time is almost never between the job's submit and now, so every second case reports "now"
+    # (whatever else it holds): the answers a good report gets, 201 and 200, are checked as well as the 400s.
+    if len(case_log) % 2 and isinstance(case.body, dict) and "saved_at" in case.body:
+        case.body = {**case.body, "saved_at": timezone.now().isoformat()}
+    case.call_and_validate(base_url=live_server.url, headers={"Authorization": f"Bearer {job_token(job.pk)}"})
 
 
 def test_the_served_schema_is_the_one_tested(live_server: Any, world: dict[str, Any]) -> None:

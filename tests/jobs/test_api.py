@@ -49,6 +49,7 @@ def every_endpoint(team, job):
     return [
         ("get", f"/api/v1/jobs/{job.pk}/", None),
         ("get", f"/api/v1/jobs/{job.pk}/events/", None),
+        ("get", f"/api/v1/jobs/{job.pk}/checkpoints/", None),
         ("post", f"/api/v1/jobs/{job.pk}/cancel/", {}),
         ("post", f"/api/v1/jobs/{job.pk}/priority/", {"priority": "high"}),
         ("post", f"/api/v1/jobs/{job.pk}/rank/", {"rank": 3}),

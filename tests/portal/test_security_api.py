@@ -53,7 +53,11 @@ def _assert_throttled(response) -> None:
 def test_throttles_are_on_in_the_tests_with_the_production_rates() -> None:
     assert list(api_settings.DEFAULT_THROTTLE_CLASSES) == [AnonThrottle, UserThrottle]
     assert issubclass(AnonThrottle, AnonRateThrottle) and issubclass(UserThrottle, UserRateThrottle)
-    assert settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"] == {"user": "600/min", "anon": "60/min"}
+    assert settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"] == {
+        "user": "600/min",
+        "anon": "60/min",
+        "job_report": "120/min",
+    }
     assert settings.CACHES["default"]["BACKEND"] == "django.core.cache.backends.locmem.LocMemCache"
 
 
@@ -190,7 +194,7 @@ def test_production_keeps_the_schema_and_docs_behind_sign_in(production: dict[st
 
 
 def test_production_limits_and_their_shared_cache(production: dict[str, object]) -> None:
-    assert production["rates"] == {"user": "600/min", "anon": "60/min"}
+    assert production["rates"] == {"user": "600/min", "anon": "60/min", "job_report": "120/min"}
     assert production["throttles"] == ["portal.throttles.AnonThrottle", "portal.throttles.UserThrottle"]
     # Every web replica counts in the same Redis (REDIS_URL), so N replicas do not allow N times the rate.
     assert production["cache"] == "django.core.cache.backends.redis.RedisCache"
@@ -203,6 +207,7 @@ def test_production_limits_and_their_shared_cache(production: dict[str, object])
     [
         ("API_THROTTLE_USER", "600/mango", "API_THROTTLE_USER='600/mango' is not a rate"),
         ("API_THROTTLE_ANON", "lots", "API_THROTTLE_ANON='lots' is not a rate"),
+        ("API_THROTTLE_JOB_REPORT", "often", "API_THROTTLE_JOB_REPORT='often' is not a rate"),
         ("LOGIN_FAILURE_LIMIT", "0", "LOGIN_FAILURE_LIMIT=0 is below the minimum 1"),
         ("API_SCHEMA_PUBLIC", "maybe", "API_SCHEMA_PUBLIC='maybe' is not a boolean"),
     ],
