@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 MANIFEST = "manifest.json"
 FORMAT = 1
 SUFFIX = ".ckpt"
+TEMPORARY_SUFFIX = ".tmp"
+_NAME = re.compile(r"step-(\d{9,})" + re.escape(SUFFIX))
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +43,18 @@ class Entry:
 def file_name(step: int) -> str:
     """The file of the checkpoint at ``step``: sortable by name."""
     return f"step-{step:09d}{SUFFIX}"
+
+
+def temporary_name(step: int) -> str:
+    """Where the checkpoint at ``step`` is written before its rename: hidden, so no listing mistakes it."""
+    return f".{file_name(step)}{TEMPORARY_SUFFIX}"
+
+
+def step_of(name: str) -> int | None:
+    """The step a complete checkpoint's file name carries (``step-000001200.ckpt`` → 1200); None for any other
+    name, a temporary file's included."""
+    match = _NAME.fullmatch(name)
+    return int(match.group(1)) if match else None
 
 
 def read(directory: str | os.PathLike[str]) -> list[Entry]:
