@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 import random
 from collections.abc import Callable, Iterable, Mapping
@@ -12,6 +13,10 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from jobs.errors import CheckpointInvalid, JobStateError
+from jobs.models import Job
+from jobs.services.checkpoints import CheckpointReport, checkpoint_record
+from microcosm_checkpoint.manifest import file_name
 from scheduler.core.catalog import LayoutError, compute_fraction, validate_layout
 from scheduler.core.state import MigLayout
 from scheduler.core.vocabulary import CapacityTier, JobKind, NodeState
@@ -33,9 +38,18 @@ from scheduler.gateways.protocol import (
 )
 from scheduler.models import Gpu, Node, SimulatedNodeState, SimulatedPod, SimulatedProgress
 
+log = logging.getLogger(__name__)
+
 # How hard each kind of work drives the GPUs it holds, for the utilization graphs: training saturates,
 # inference idles between requests. Made-up but stable figures: the simulated fleet has no real load.
 _ACTIVITY = {JobKind.TRAINING: 0.92, JobKind.BATCH: 0.8, JobKind.INFERENCE: 0.45}
+
+
+@dataclass(frozen=True, slots=True)
+class _Checkpoint:
+    at: datetime
+    step: int
+    path: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +63,9 @@ class FleetSettings:
     replace_after_s: float = 900.0  # a reclaimed spot node's replacement joins this long after it went
     # Drain + MIG Manager + device-plugin restart: minutes (docs/gpu-facts.md, MIG Manager reconfiguration flow)
     mig_reconfigure_s: float = 300.0
+    # How long a checkpointed job takes to save on SIGTERM: a save fits in an eviction's grace, or is not made.
+    # Half a minute writes a few tens of GB to a shared volume; a notice's grace (scheduler.loop.notice) is longer.
+    checkpoint_cost_s: float = 30.0
     seed: int | None = None  # fixes the interruption draws (tests); None: fresh randomness
 
     @classmethod
@@ -80,9 +97,12 @@ class SimulatedFleet:
     def _virtual(self, real: timedelta) -> float:
         return max(real.total_seconds(), 0.0) * self.settings.speed
 
+    def _work_end(self, pod: SimulatedPod, now: datetime, gone_at: datetime | None) -> datetime:
+        """When the pod stopped working: now, or when its node went, or when it was asked to stop."""
+        return min(t for t in (now, gone_at, pod.stop_requested_at) if t is not None)
+
     def _work_done(self, pod: SimulatedPod, now: datetime, gone_at: datetime | None) -> float:
-        end = min(now, gone_at) if gone_at is not None else now
-        return pod.work_start_s + self._virtual(end - pod.bound_at)
+        return pod.work_start_s + self._virtual(self._work_end(pod, now, gone_at) - pod.bound_at)
 
     # -- what happens by itself ------------------------------------------------------------------------------
 
@@ -93,6 +113,7 @@ class SimulatedFleet:
         now = now or self.clock()
         live = []
         with transaction.atomic():
+            SimulatedPod.objects.filter(exits_at__lte=now).delete()  # stopped pods whose process has exited
             states = {s.node_id: s for s in SimulatedNodeState.objects.select_for_update()}
             for node in Node.objects.order_by("name"):
                 state = states.get(node.pk) or SimulatedNodeState(node=node)
@@ -206,21 +227,27 @@ class SimulatedFleet:
         by_job: dict[int, list[SimulatedPod]] = {}
         for pod in SimulatedPod.objects.select_related("node").order_by("job_id", "replica"):
             by_job.setdefault(pod.job_id, []).append(pod)
+        progress = {p.job_id: p for p in SimulatedProgress.objects.filter(job_id__in=list(by_job))}
         result = {}
         for job_id, pods in by_job.items():
             replicas = tuple(self._replica(pod, now, gone.get(pod.node_id)) for pod in pods)
             first = pods[0]
+            checkpoint = self._last_checkpoint(first, now, gone.get(first.node_id), progress.get(job_id))
             result[str(job_id)] = JobObservation(
                 job=str(job_id),
                 namespace=first.namespace,
                 replicas=replicas,
-                last_checkpoint_at=self._last_checkpoint(first, now, gone.get(first.node_id)),
+                last_checkpoint_at=checkpoint.at.timestamp() if checkpoint else None,
+                last_checkpoint_step=checkpoint.step if checkpoint else None,
+                last_checkpoint_path=checkpoint.path if checkpoint else "",
             )
         return result
 
     def _replica(self, pod: SimulatedPod, now: datetime, gone_at: datetime | None) -> ReplicaObservation:
         if gone_at is not None:
             phase, message = ReplicaPhase.GONE, f"node {pod.node.name} was reclaimed"
+        elif pod.stop_requested_at is not None:
+            phase, message = ReplicaPhase.STOPPING, "asked to stop: saving a checkpoint within its grace"
         elif pod.duration_s is not None and self._work_done(pod, now, None) >= pod.duration_s:
             phase, message = ReplicaPhase.SUCCEEDED, ""
         else:
@@ -229,18 +256,41 @@ class SimulatedFleet:
             replica=pod.replica, phase=phase, node=pod.node.name, devices=_devices(pod.devices), message=message
         )
 
-    def _last_checkpoint(self, pod: SimulatedPod, now: datetime, gone_at: datetime | None) -> float | None:
-        """When the job (its first replica) last saved; a pod on a node that went saved nothing after that."""
+    def _last_checkpoint(
+        self, pod: SimulatedPod, now: datetime, gone_at: datetime | None, progress: SimulatedProgress | None
+    ) -> _Checkpoint | None:
+        """The job's (its first replica's) newest checkpoint of this run: its last periodic save, or the save it
+        made on SIGTERM (``progress``, when it is from this run). A pod saves nothing after its node went or after
+        it was asked to stop. Its step is the whole virtual seconds of work it holds (module doc of
+        :mod:`scheduler.gateways.simulated`)."""
         interval = pod.checkpoint_interval_s
         if not interval:
             return None
-        done = self._virtual((min(now, gone_at) if gone_at is not None else now) - pod.bound_at)
+        latest = None
+        done = self._virtual(self._work_end(pod, now, gone_at) - pod.bound_at)
         if pod.duration_s is not None:
             done = min(done, max(pod.duration_s - pod.work_start_s, 0.0))
         saves = math.floor(done / interval)
-        if saves < 1:
+        if saves >= 1:
+            latest = self._checkpoint(
+                pod, pod.bound_at + self._real(saves * interval), pod.work_start_s + saves * interval
+            )
+        on_sigterm = self._saved_this_run(pod, progress)
+        if on_sigterm is not None and (latest is None or on_sigterm.at > latest.at):
+            latest = on_sigterm
+        return latest
+
+    def _saved_this_run(self, pod: SimulatedPod, progress: SimulatedProgress | None) -> _Checkpoint | None:
+        """The save the pod's run made on SIGTERM, if any: saved progress stamped since the pod was bound."""
+        if progress is None or progress.checkpointed_at is None or progress.checkpointed_at < pod.bound_at:
             return None
-        return (pod.bound_at + self._real(saves * interval)).timestamp()
+        return self._checkpoint(pod, progress.checkpointed_at, progress.saved_work_s)
+
+    @staticmethod
+    def _checkpoint(pod: SimulatedPod, at: datetime, work_s: float) -> _Checkpoint:
+        step = int(work_s + 1e-6)  # whole virtual seconds of work, robust to the float sum's last bit
+        path = f"{pod.checkpoint_dir}/{file_name(step)}" if pod.checkpoint_dir else ""
+        return _Checkpoint(at=at, step=step, path=path)
 
     # -- apply -----------------------------------------------------------------------------------------------
 
@@ -258,6 +308,9 @@ class SimulatedFleet:
             extra = sorted(set(existing) - set(wanted))
             if extra:
                 raise GatewayConflict(f"job {request.job} has replicas {extra} the request does not name")
+            # The job's previous run, still stopping, is over: its processes make way for the new ones.
+            stopping = [replica for replica, pod in existing.items() if pod.stop_requested_at is not None]
+            SimulatedPod.objects.filter(pk__in=[existing.pop(replica).pk for replica in stopping]).delete()
             progress = SimulatedProgress.objects.filter(job_id=int(request.job)).first()
             work_start = progress.saved_work_s if progress else 0.0
             for placement in sorted(request.placements, key=lambda p: p.replica):
@@ -282,6 +335,7 @@ class SimulatedFleet:
                     work_start_s=work_start,
                     duration_s=request.duration_s,
                     checkpoint_interval_s=request.checkpoint_interval_s,
+                    checkpoint_dir=request.checkpoint_dir,
                 )
 
     def _open_node(self, name: str, now: datetime) -> Node:
@@ -307,16 +361,74 @@ class SimulatedFleet:
             device_check(where, device, layouts[device.gpu], held)
 
     def job_evict(self, *, job: str, namespace: str, grace_s: float, reason: str) -> None:
+        """Stop the job's pods. On a node under a spot notice, with a grace, they get SIGTERM and stay
+        ``stopping`` while a checkpointed job saves (:meth:`_stop`); otherwise they go at once, keeping the work up
+        to their last periodic checkpoint. Pods already stopping are left to finish."""
         now = self.clock()
         with transaction.atomic():
             pods = list(SimulatedPod.objects.select_for_update().filter(job_id=int(job)).order_by("replica"))
-            if not pods:
+            if not pods or all(pod.stop_requested_at is not None for pod in pods):
                 return
             if reason in ("completed", "cancelled", "failed"):
                 SimulatedProgress.objects.filter(job_id=int(job)).delete()
             else:
+                deadline = self._notice_deadline(pods, now)
+                if grace_s > 0 and deadline is not None:
+                    self._stop(pods, now, grace_s=grace_s, deadline=deadline)
+                    return
                 self._save_progress(pods[0], now)
             SimulatedPod.objects.filter(pk__in=[p.pk for p in pods]).delete()
+
+    def _notice_deadline(self, pods: Iterable[SimulatedPod], now: datetime) -> datetime | None:
+        """When the first of the pods' nodes under a notice goes (None: no pod is on such a node)."""
+        states = SimulatedNodeState.objects.filter(
+            node_id__in={pod.node_id for pod in pods}, notice_at__isnull=False, gone_at__gt=now
+        )
+        return min((state.gone_at for state in states if state.gone_at is not None), default=None)
+
+    def _stop(self, pods: list[SimulatedPod], now: datetime, *, grace_s: float, deadline: datetime) -> None:
+        """SIGTERM on a notice: a checkpointed job saves its work as of now if the save (``checkpoint_cost_s``)
+        ends within the grace and before the node goes, records it as the job's own report would be
+        (``jobs.services.checkpoint_record``, source ``simulated``), and exits once saved; one that cannot save
+        keeps its last periodic checkpoint and is killed at the end of its grace; one without checkpoints exits
+        at once."""
+        first = pods[0]
+        grace = timedelta(seconds=grace_s)
+        cost = self._real(self.settings.checkpoint_cost_s)
+        if not first.checkpoint_interval_s:
+            exits_at = now
+        elif cost <= grace and now + cost <= deadline:
+            work = self._work_done(first, now, None)
+            if first.duration_s is not None:
+                work = min(work, first.duration_s)
+            SimulatedProgress.objects.update_or_create(
+                job_id=first.job_id, defaults={"saved_work_s": work, "checkpointed_at": now}
+            )
+            self._report(first, now, work)
+            exits_at = now + cost
+        else:
+            self._save_progress(first, now)
+            exits_at = now + grace
+        SimulatedPod.objects.filter(pk__in=[pod.pk for pod in pods]).update(stop_requested_at=now, exits_at=exits_at)
+
+    def _report(self, pod: SimulatedPod, now: datetime, work_s: float) -> None:
+        """The simulated job reports its save as a real one does through its credential."""
+        checkpoint = self._checkpoint(pod, now, work_s)
+        report = CheckpointReport(
+            step=checkpoint.step,
+            saved_at=now,
+            duration_s=self.settings.checkpoint_cost_s,
+            path=checkpoint.path,
+            replica=pod.replica,
+            source="simulated",
+        )
+        job = Job.objects.filter(pk=pod.job_id).first()
+        if job is None:
+            return
+        try:
+            checkpoint_record(job=job, report=report, now=now)
+        except (CheckpointInvalid, JobStateError) as error:  # an ended job, a clock before its submission
+            log.warning("job %s: its simulated checkpoint is not recorded: %s", pod.job_id, error)
 
     def _save_progress(self, pod: SimulatedPod, now: datetime) -> None:
         """What an evicted job keeps: its work up to its last checkpoint (none without checkpoints)."""

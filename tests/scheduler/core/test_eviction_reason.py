@@ -21,6 +21,7 @@ def test_values_are_the_stored_strings() -> None:
         "completed",
         "failed",
         "bind-refused",
+        "spot-reclaim",
     }
 
 
