@@ -14,10 +14,10 @@ from scheduler.gateways import gateway_get, gateway_override
 from scheduler.gateways.protocol import MaintenanceEvent, MigConfigState, MigStatus, NodeObservation, Observation
 from scheduler.gateways.simulated import SimulatedFleet
 from scheduler.loop.cycle import cycle_run
+from scheduler.loop.notice import notices_unhandled
 from scheduler.loop.policy import policy_current
 from scheduler.loop.snapshot import build
 from scheduler.models import Node, SimulatedNodeState, UtilizationSample
-from scheduler.loop.notice import notices_unhandled
 from scheduler.services import cluster_maintain, cluster_sync, mig_watch, utilization_record
 from scheduler.tasks import interruptions_handle_task, mig_watch_task, utilization_sample_task
 from tests.scheduler.loop_helpers import Clock, fleet, fleet_seed, team_seed

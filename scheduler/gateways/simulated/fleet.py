@@ -159,6 +159,25 @@ class SimulatedFleet:
             state.back_at = state.gone_at + self._real(self.settings.replace_after_s)
         return True
 
+    def notice_give(self, *, node: str, notice_s: float | None = None) -> datetime:
+        """The simulated cloud reclaims ``node`` now, as its random draws would: a notice of ``notice_s`` virtual
+        seconds (default: the fleet's ``notice_s``), then the node goes, and a replacement joins
+        ``replace_after_s`` later. Returns when the node goes. For demos and tests that need a reclaim at a
+        chosen moment; raises :class:`~scheduler.errors.GatewayConflict` for a node not in the fleet or one under
+        a notice already."""
+        now = self.clock()
+        self.advance(now)
+        with transaction.atomic():
+            row = self._open_or_cordoned(node, now)
+            state, _ = SimulatedNodeState.objects.select_for_update().get_or_create(node=row)
+            if state.notice_at is not None:
+                raise GatewayConflict(f"node {node} is under a notice already (since {state.notice_at:%H:%M:%S})")
+            state.notice_at = now
+            state.gone_at = now + self._real(self.settings.notice_s if notice_s is None else notice_s)
+            state.back_at = state.gone_at + self._real(self.settings.replace_after_s)
+            state.save()
+            return state.gone_at
+
     def _mig_progress(self, node: Node, state: SimulatedNodeState, now: datetime) -> bool:
         if state.mig_desired is None or state.mig_ready_at is None or state.mig_ready_at > now:
             return False
