@@ -32,8 +32,8 @@ def event_text(event: JobEvent) -> str:
     if kind in (EventType.PRIORITY_CHANGED, EventType.RANK_CHANGED):
         return f"{_words(kind)}: {details.get('old')} → {details.get('new')}"
     text = _words(kind)
-    reason = details.get("reason") or details.get("message")
-    return f"{text}: {reason}" if reason else text
+    why = details.get("reason") or details.get("message")
+    return f"{text}: {why}" if why else text
 
 
 def _bound(details: Mapping[str, Any]) -> str:
