@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import math
 import random
 from collections.abc import Callable, Iterable, Mapping
@@ -13,10 +12,6 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from jobs.errors import CheckpointInvalid, JobStateError
-from jobs.models import Job
-from jobs.services.checkpoints import CheckpointReport, checkpoint_record
-from microcosm_checkpoint.manifest import file_name
 from scheduler.core.catalog import LayoutError, compute_fraction, validate_layout
 from scheduler.core.state import MigLayout
 from scheduler.core.vocabulary import CapacityTier, JobKind, NodeState
@@ -36,20 +31,12 @@ from scheduler.gateways.protocol import (
     UtilizationReading,
     device_check,
 )
+from scheduler.gateways.simulated.checkpoints import SimulatedCheckpoint, checkpoint_of, checkpoint_report
 from scheduler.models import Gpu, Node, SimulatedNodeState, SimulatedPod, SimulatedProgress
-
-log = logging.getLogger(__name__)
 
 # How hard each kind of work drives the GPUs it holds, for the utilization graphs: training saturates,
 # inference idles between requests. Made-up but stable figures: the simulated fleet has no real load.
 _ACTIVITY = {JobKind.TRAINING: 0.92, JobKind.BATCH: 0.8, JobKind.INFERENCE: 0.45}
-
-
-@dataclass(frozen=True, slots=True)
-class _Checkpoint:
-    at: datetime
-    step: int
-    path: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -277,7 +264,7 @@ class SimulatedFleet:
 
     def _last_checkpoint(
         self, pod: SimulatedPod, now: datetime, gone_at: datetime | None, progress: SimulatedProgress | None
-    ) -> _Checkpoint | None:
+    ) -> SimulatedCheckpoint | None:
         """The job's (its first replica's) newest checkpoint of this run: its last periodic save, or the save it
         made on SIGTERM (``progress``, when it is from this run). A pod saves nothing after its node went or after
         it was asked to stop. Its step is the whole virtual seconds of work it holds (module doc of
@@ -291,7 +278,7 @@ class SimulatedFleet:
             done = min(done, max(pod.duration_s - pod.work_start_s, 0.0))
         saves = math.floor(done / interval)
         if saves >= 1:
-            latest = self._checkpoint(
+            latest = checkpoint_of(
                 pod, pod.bound_at + self._real(saves * interval), pod.work_start_s + saves * interval
             )
         on_sigterm = self._saved_this_run(pod, progress)
@@ -299,17 +286,11 @@ class SimulatedFleet:
             latest = on_sigterm
         return latest
 
-    def _saved_this_run(self, pod: SimulatedPod, progress: SimulatedProgress | None) -> _Checkpoint | None:
+    def _saved_this_run(self, pod: SimulatedPod, progress: SimulatedProgress | None) -> SimulatedCheckpoint | None:
         """The save the pod's run made on SIGTERM, if any: saved progress stamped since the pod was bound."""
         if progress is None or progress.checkpointed_at is None or progress.checkpointed_at < pod.bound_at:
             return None
-        return self._checkpoint(pod, progress.checkpointed_at, progress.saved_work_s)
-
-    @staticmethod
-    def _checkpoint(pod: SimulatedPod, at: datetime, work_s: float) -> _Checkpoint:
-        step = int(work_s + 1e-6)  # whole virtual seconds of work, robust to the float sum's last bit
-        path = f"{pod.checkpoint_dir}/{file_name(step)}" if pod.checkpoint_dir else ""
-        return _Checkpoint(at=at, step=step, path=path)
+        return checkpoint_of(pod, progress.checkpointed_at, progress.saved_work_s)
 
     # -- apply -----------------------------------------------------------------------------------------------
 
@@ -423,31 +404,12 @@ class SimulatedFleet:
             SimulatedProgress.objects.update_or_create(
                 job_id=first.job_id, defaults={"saved_work_s": work, "checkpointed_at": now}
             )
-            self._report(first, now, work)
+            checkpoint_report(first, checkpoint_of(first, now, work), cost_s=self.settings.checkpoint_cost_s, now=now)
             exits_at = now + cost
         else:
             self._save_progress(first, now)
             exits_at = now + grace
         SimulatedPod.objects.filter(pk__in=[pod.pk for pod in pods]).update(stop_requested_at=now, exits_at=exits_at)
-
-    def _report(self, pod: SimulatedPod, now: datetime, work_s: float) -> None:
-        """The simulated job reports its save as a real one does through its credential."""
-        checkpoint = self._checkpoint(pod, now, work_s)
-        report = CheckpointReport(
-            step=checkpoint.step,
-            saved_at=now,
-            duration_s=self.settings.checkpoint_cost_s,
-            path=checkpoint.path,
-            replica=pod.replica,
-            source="simulated",
-        )
-        job = Job.objects.filter(pk=pod.job_id).first()
-        if job is None:
-            return
-        try:
-            checkpoint_record(job=job, report=report, now=now)
-        except (CheckpointInvalid, JobStateError) as error:  # an ended job, a clock before its submission
-            log.warning("job %s: its simulated checkpoint is not recorded: %s", pod.job_id, error)
 
     def _save_progress(self, pod: SimulatedPod, now: datetime) -> None:
         """What an evicted job keeps: its work up to its last checkpoint (none without checkpoints)."""
