@@ -59,6 +59,7 @@ PREEMPTION_END_REASONS = frozenset(
         EvictionReason.PRODUCTION,
         EvictionReason.RECONFIGURE,
         EvictionReason.NODE_LOST,
+        EvictionReason.SPOT_RECLAIM,
         "preempted",
         "spot-interrupted",
     }

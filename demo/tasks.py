@@ -1,5 +1,6 @@
-"""Celery tasks of the demo: its job feed (scheduled by ``portal/demo_settings.py`` only). A database outage is
-logged once and returned as ``{"outage": ...}``, not raised (:func:`scheduler.loop.outage.outage_guarded`).
+"""Celery tasks of the demo: its job feed and its early spot reclaim (scheduled by ``portal/demo_settings.py``
+only). An outage is logged once and returned as ``{"outage": ...}``, not raised
+(:func:`scheduler.loop.outage.outage_guarded`).
 
 The task keeps the name it had when the demo lived in the portal, ``portal.demo_feed``: beat schedules name
 tasks by that string, and a schedule written before the move must still find it."""
@@ -11,7 +12,11 @@ from typing import Any
 from celery import shared_task
 
 from demo.feed import demo_feed
-from scheduler.loop.outage import DATABASE, outage_guarded
+from demo.reclaim import demo_spot_reclaim
+from scheduler.gateways import gateway_get
+from scheduler.gateways.simulated import SimulatedFleet
+from scheduler.loop.outage import CLUSTER, DATABASE, outage_guarded
+from scheduler.tasks import cycle_run_task
 
 
 @shared_task(name="portal.demo_feed")
@@ -19,3 +24,17 @@ from scheduler.loop.outage import DATABASE, outage_guarded
 def demo_feed_task() -> dict[str, Any]:
     job = demo_feed()
     return {"submitted": job.pk if job is not None else None}
+
+
+@shared_task(name="demo.spot_reclaim")
+@outage_guarded(uses=(DATABASE, CLUSTER))
+def demo_spot_reclaim_task() -> dict[str, Any]:
+    """One step of the demo's spot reclaim (:mod:`demo.reclaim`); after a notice, a cycle at once (the loop
+    handles the notice, as it does when the interruption task finds one)."""
+    gateway = gateway_get()
+    if not isinstance(gateway, SimulatedFleet):
+        return {"skipped": "the demo's reclaim runs on the simulated fleet only"}
+    done = demo_spot_reclaim(gateway=gateway)
+    if "noticed" in done:
+        done["cycle"] = cycle_run_task()
+    return done

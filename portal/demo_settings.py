@@ -1,23 +1,38 @@
 """Settings of ``make demo`` (``manage.py demo run`` starts every process with ``--settings`` naming this).
 
 The production settings with the embedded choices that need no server: Celery on kombu's filesystem
-transport under ``var/celery/``, the file lock for single flight, the simulated fleet, and the demo job feed.
+transport under ``var/celery/``, the file lock for single flight, the simulated fleet, the demo job feed and the
+demo's early spot reclaim (``demo.reclaim``).
 DEBUG must be on in the environment (``make demo`` sets it): the demo signs in with known passwords.
 """
 
 from __future__ import annotations
 
+from portal.env import env_float
 from portal.settings import *  # noqa: F403
 from portal.settings import CELERY_BEAT_SCHEDULE, SCHEDULER, VAR_DIR, filesystem_broker_options
 
 CLUSTER_BACKEND = "simulated"
-SCHEDULER = {**SCHEDULER, "lock_backend": "file"}
+# Spot notices last 10 virtual minutes here, not AWS's 2: at the demo's 60× a 2-minute notice passes in 2 real
+# seconds, less than the interruption task's 5 s period, and the node would go before the loop saw it. 10 real
+# seconds keep the loop's view of a notice as it is on a real cluster: seen, drained, saved, then the node goes.
+SCHEDULER = {
+    **SCHEDULER,
+    "lock_backend": "file",
+    "simulated_notice_s": env_float("SIMULATED_SPOT_NOTICE_S", default=600.0, minimum=0.0, maximum=86400.0),
+}
 
 CELERY_BROKER_URL = "filesystem://"
 CELERY_BROKER_TRANSPORT_OPTIONS = filesystem_broker_options(VAR_DIR)  # every folder under var/celery/
 
 DEMO_FEED_S = 15.0  # a new demo job every 15 s while fewer than demo.feed.FEED_MAX_PENDING wait
+DEMO_RECLAIM_S = 20.0  # demo.reclaim: until one checkpointed job has been through a spot reclaim
 CELERY_BEAT_SCHEDULE = {
     **CELERY_BEAT_SCHEDULE,
     "demo-feed": {"task": "portal.demo_feed", "schedule": DEMO_FEED_S, "options": {"expires": DEMO_FEED_S}},
+    "demo-spot-reclaim": {
+        "task": "demo.spot_reclaim",
+        "schedule": DEMO_RECLAIM_S,
+        "options": {"expires": DEMO_RECLAIM_S},
+    },
 }

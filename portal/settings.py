@@ -53,6 +53,7 @@ class SchedulerSettings(TypedDict):
     simulated_notice_s: float
     simulated_replace_after_s: float
     simulated_mig_reconfigure_s: float
+    simulated_checkpoint_cost_s: float
     lock_backend: str
     lock_name: NotRequired[str]  # the Redis lock's key; absent: scheduler.loop.locks.CYCLE_LOCK
     lock_ttl_s: int
@@ -183,6 +184,8 @@ SCHEDULER: SchedulerSettings = {
     "simulated_notice_s": env_float("SIMULATED_SPOT_NOTICE_S", default=120.0, minimum=0.0, maximum=86400.0),
     "simulated_replace_after_s": env_float("SIMULATED_SPOT_REPLACE_S", default=900.0, minimum=0.0, maximum=1e7),
     "simulated_mig_reconfigure_s": env_float("SIMULATED_MIG_RECONFIGURE_S", default=300.0, minimum=0.0, maximum=1e5),
+    # How long a simulated checkpointed job takes to save when a spot notice's eviction asks it to (virtual seconds).
+    "simulated_checkpoint_cost_s": env_float("SIMULATED_CHECKPOINT_COST_S", default=30.0, minimum=0.0, maximum=1e5),
     # The loop: the single-flight lock (redis: REDIS_URL; file: a lock file under var/, one machine only),
     # how long a lock outlives a crashed holder, the grace an evicted pod gets, apply retries.
     "lock_backend": env_choice("SCHEDULER_LOCK", ("redis", "file"), default="redis"),

@@ -161,6 +161,11 @@ class SimulatedPod(models.Model):
     work_start_s = models.FloatField(default=0.0, help_text="Virtual seconds of work done before this run.")
     duration_s = models.FloatField(null=True, blank=True, help_text="Total work; None runs until stopped.")
     checkpoint_interval_s = models.FloatField(null=True, blank=True)
+    checkpoint_dir = models.CharField(max_length=255, blank=True, help_text="CHECKPOINT_DIR of the job's pods.")
+    stop_requested_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the pod got SIGTERM (an eviction with a grace): it works no more."
+    )
+    exits_at = models.DateTimeField(null=True, blank=True, help_text="When a stopping pod's process exits.")
 
     class Meta:
         ordering = ["job_id", "replica"]

@@ -10,16 +10,16 @@ import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from django.db import transaction
 from django.db.models import Max
 
-from jobs.models import Allocation, JobEvent
+from jobs.models import Allocation
 from scheduler.core.catalog import GPU_MODEL_BY_NAME, GPU_MODELS, LayoutError, validate_layout
-from scheduler.core.vocabulary import CapacityTier, EventType, Interconnect, NodeState
+from scheduler.core.vocabulary import CapacityTier, Interconnect, NodeState
 from scheduler.errors import InventoryError
 from scheduler.gateways.protocol import (
     ClusterGateway,
@@ -274,35 +274,6 @@ def cluster_sync(*, observation: Observation) -> SyncReport:
             Node.objects.filter(pk=row.pk).update(state=NodeState.GONE)
             report.gone.append(name)
     return report
-
-
-def interruptions_handle(*, observation: Observation, at: datetime) -> list[dict[str, object]]:
-    """Record a ``draining`` event (once per notice) for every job running on a node under an interruption
-    notice, and close those nodes to new work (``cluster_sync`` states). Returns what was recorded.
-
-    The jobs keep running until the node goes (design rule; the notice means "stop new work" and checkpoints are on a
-    timer: ``docs/gpu-facts.md``, Spot and preemption signals); the cycle then requeues them as ``node-lost``.
-    """
-    recorded: list[dict[str, object]] = []
-    noticed = {obs.name: obs.interruption for obs in observation.nodes if obs.interruption is not None}
-    with transaction.atomic():
-        for name, notice in sorted(noticed.items()):
-            assert notice is not None
-            Node.objects.filter(name=name).exclude(state=NodeState.DRAINING).update(state=NodeState.DRAINING)
-            since = datetime.fromtimestamp(notice.noticed_at, tz=UTC)
-            job_ids = sorted(
-                set(Allocation.objects.filter(node__name=name, ended_at__isnull=True).values_list("job_id", flat=True))
-            )
-            for job_id in job_ids:
-                if JobEvent.objects.filter(job_id=job_id, type=EventType.DRAINING, at__gte=since).exists():
-                    continue
-                deadline = (
-                    datetime.fromtimestamp(notice.deadline_at, tz=UTC).isoformat() if notice.deadline_at else None
-                )
-                details = {"node": name, "source": notice.source, "deadline": deadline}
-                JobEvent.objects.create(job_id=job_id, type=EventType.DRAINING, at=max(at, since), details=details)
-                recorded.append({"job": str(job_id), **details})
-    return recorded
 
 
 def mig_watch(*, observation: Observation, stuck_after_s: float) -> dict[str, list[str]]:

@@ -1,9 +1,9 @@
 """Celery tasks of the scheduling loop: thin (DESIGN.md §3) — take ids or nothing, call one service, own retries.
 
 The beat schedule (``settings.CELERY_BEAT_SCHEDULE``) runs the cycle every ``SCHEDULER_CYCLE_S``, a cluster
-sync every minute, the MIG watch (the gateway's maintenance step, then a report) every 15 s, interruption
-handling every 5 s and a utilization sample every 30 s. Each task returns a small JSON-able summary (useful
-in logs and tests; results are not stored).
+sync every minute, the MIG watch (the gateway's maintenance step, then a report) every 15 s, a look for spot
+notices every 5 s (a cycle at once when one is not drained yet) and a utilization sample every 30 s. Each task
+returns a small JSON-able summary (useful in logs and tests; results are not stored).
 
 No task raises on an outage of Redis, the database or the cluster (:func:`scheduler.loop.outage.outage_guarded`):
 it logs one line when the outage starts and one when it ends (per worker process) and returns
@@ -25,8 +25,9 @@ from scheduler.errors import FencingError
 from scheduler.gateways import gateway_get
 from scheduler.loop.cycle import cycle_run
 from scheduler.loop.locks import single_flight
+from scheduler.loop.notice import notices_unhandled
 from scheduler.loop.outage import CLUSTER, DATABASE, REDIS, outage_guarded
-from scheduler.services import cluster_maintain, cluster_sync, interruptions_handle, utilization_record
+from scheduler.services import cluster_maintain, cluster_sync, utilization_record
 
 log = logging.getLogger(__name__)
 
@@ -67,8 +68,13 @@ def mig_watch_task() -> dict[str, Any]:
 @shared_task(name="scheduler.interruptions_handle")
 @outage_guarded(uses=(DATABASE, CLUSTER))
 def interruptions_handle_task() -> dict[str, Any]:
-    recorded = interruptions_handle(observation=gateway_get().observe(), at=timezone.now())
-    return {"draining": recorded}
+    """Spot notices are handled by the cycle (:mod:`scheduler.loop.notice`); a notice can be shorter than the
+    cycle's period, so when one holds jobs the loop has not drained yet, this runs a cycle now (under the same
+    single-flight lock: a cycle already running handles it instead)."""
+    unhandled = notices_unhandled(observation=gateway_get().observe())
+    if not unhandled:
+        return {"draining": []}
+    return {"draining": unhandled, "cycle": cycle_run_task()}
 
 
 @shared_task(name="scheduler.utilization_sample")

@@ -7,6 +7,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 from jobs.models import Allocation, Job, JobEvent
+from jobs.services.checkpoints import checkpoint_latest
 from scheduler.core import Slot
 from scheduler.core.vocabulary import EventType, JobState
 from scheduler.models import Node
@@ -15,8 +16,12 @@ from scheduler.models import Node
 def job_bind_record(*, job: Job, slots: Sequence[Sequence[Slot]], nodes: Mapping[str, Node], at: datetime) -> None:
     """Record that ``job`` (pending) now holds ``slots`` (one tuple per replica): allocations, state, event.
 
-    The allocation constraints make a double booking fail the caller's transaction (nothing bound twice).
+    The ``bound`` event names the placements and the nodes; for a job that was requeued it also says that the run
+    resumes (``resumed``) and from which checkpoint step (``resumed_from_step``: the newest checkpoint's, None
+    without one), which the job page's timeline reads. The allocation constraints make a double booking fail
+    the caller's transaction (nothing bound twice).
     """
+    resumed = job.events.filter(type=EventType.REQUEUED).exists()
     for replica, replica_slots in enumerate(slots):
         for slot in replica_slots:
             node = nodes[slot.node]
@@ -40,7 +45,15 @@ def job_bind_record(*, job: Job, slots: Sequence[Sequence[Slot]], nodes: Mapping
         [{"node": s.node, "gpu": s.gpu, "mig_profile": s.mig_profile, "mig_start": s.mig_start} for s in replica]
         for replica in slots
     ]
-    JobEvent.objects.create(job=job, type=EventType.BOUND, at=at, details={"placements": placements})
+    details: dict[str, object] = {
+        "placements": placements,
+        "nodes": list(dict.fromkeys(s.node for r in slots for s in r)),
+    }
+    if resumed:
+        latest = checkpoint_latest(job)
+        step = latest.details.get("step") if latest is not None and isinstance(latest.details, dict) else None
+        details.update(resumed=True, resumed_from_step=step if isinstance(step, int) else None)
+    JobEvent.objects.create(job=job, type=EventType.BOUND, at=at, details=details)
 
 
 def job_requeue(*, job: Job, reason: str, by: str | None, at: datetime, message: str = "") -> None:

@@ -35,6 +35,7 @@ IRRELEVANT: dict[str, str] = {
     "rank": "queue order only",
     "submitted_at": "queue order and ageing only, read live",
     "project": "billing only",
+    "resumes": "queue order only, read live",
 }
 
 

@@ -13,10 +13,10 @@ class EvictionReason(StrEnum):
     """Why a running job was stopped and requeued (``Evict.reason``, the requeue event's reason).
 
     The engine writes the first four; the loop and the simulator write the others when they find a job's
-    node or process gone, or a bind refused. ``APP_FAILURE`` is the job's own doing (a non-zero exit, an
-    OOM kill): a restart within the job's restart budget, never a preemption (docs/billing.md, Lost work).
-    A member prints as its value, so a plan's ``repr`` reads the same as the wire format it is stored in (and
-    plan digests do not depend on the type)."""
+    node or process gone, a node under a spot notice, or a bind refused. ``APP_FAILURE`` is the job's own doing
+    (a non-zero exit, an OOM kill): a restart within the job's restart budget, never a preemption
+    (docs/billing.md, Lost work). A member prints as its value, so a plan's ``repr`` reads the same as the wire
+    format it is stored in (and plan digests do not depend on the type)."""
 
     RECLAIM = "reclaim"  # a team takes back its guarantee from another team's borrowed work
     PRIORITY = "priority"  # higher-priority work of the same team
@@ -27,9 +27,15 @@ class EvictionReason(StrEnum):
     FAILED = "failed"
     BIND_REFUSED = "bind-refused"
     APP_FAILURE = "app-failure"
+    SPOT_RECLAIM = "spot-reclaim"  # drained on a spot notice: asked to checkpoint and stop before the node goes
 
     def __repr__(self) -> str:
         return repr(self.value)
+
+
+# Requeues that lose work to the infrastructure, not to another job: such a job resumes at the head of its
+# priority within its team (docs/scheduling-rules.md, §3), since the work it waits to resume was already granted.
+INFRASTRUCTURE_LOSSES = frozenset({EvictionReason.SPOT_RECLAIM, EvictionReason.NODE_LOST})
 
 
 class JobKind(StrEnum):

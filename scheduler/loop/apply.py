@@ -30,6 +30,7 @@ class EvictOp:
     job: str
     namespace: str
     reason: str
+    grace_s: float | None = None  # None: the loop's usual grace; a spot notice's eviction fits inside the notice
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,8 +87,9 @@ def apply_ops(gateway: ClusterGateway, ops: Iterable[Op], *, grace_s: float, ret
 
 def _call(gateway: ClusterGateway, op: Op, grace_s: float) -> tuple[str, Callable[[], None]]:
     if isinstance(op, EvictOp):
+        grace = op.grace_s if op.grace_s is not None else grace_s
         return f"evict {op.job} ({op.reason})", lambda: gateway.job_evict(
-            job=op.job, namespace=op.namespace, grace_s=grace_s, reason=op.reason
+            job=op.job, namespace=op.namespace, grace_s=grace, reason=op.reason
         )
     if isinstance(op, MigOp):
         return f"mig {op.node}", lambda: gateway.node_mig_apply(node=op.node, layouts=op.layouts)

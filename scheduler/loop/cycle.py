@@ -81,9 +81,13 @@ def cycle_run(
     at = datetime.fromtimestamp(observation.observed_at, tz=UTC)
     report = CycleReport(at=at.isoformat(), nodes=len(observation.nodes))
 
+    loop = settings.SCHEDULER
+    grace_s = float(loop.get("evict_grace_s", 30.0))
     with transaction.atomic():
         fence_check(fence_token)
-        repairs = reconcile(observation, at=at)
+        # The simulated fleet reports its simulated jobs' checkpoints; a cluster, its job directories' manifests.
+        source = "simulated" if gateway.name == "simulated" else "manifest"
+        repairs = reconcile(observation, at=at, checkpoint_source=source, evict_grace_s=grace_s)
     report.repairs = repairs.as_json()
 
     policy = policy_current()
@@ -104,13 +108,10 @@ def cycle_run(
     recorded = record_plan(plan, observation, at=at, fence_token=fence_token)
     report.decisions = recorded.decisions
 
-    loop = settings.SCHEDULER
     retry = retry or Retry(
         attempts=int(loop.get("apply_attempts", 3)), backoff_s=float(loop.get("apply_backoff_s", 0.2))
     )
-    result = apply_ops(
-        gateway, [*repairs.ops, *recorded.ops], grace_s=float(loop.get("evict_grace_s", 30.0)), retry=retry
-    )
+    result = apply_ops(gateway, [*repairs.ops, *recorded.ops], grace_s=grace_s, retry=retry)
     report.applied, report.failed = result.applied, result.failed
     report.requeued_after_refusal = _requeue_refused(result, at)
     report.total_ms = (time.perf_counter() - started) * 1000

@@ -9,7 +9,13 @@ database says / cluster shows             repair
 ========================================  ======================================================
 running / reports a checkpoint later than record a ``checkpointed`` event at the checkpoint's time
 the last one recorded                     (first, so a loss recorded below starts from it)
+running / one of its nodes under a spot   record ``draining`` once for the run (:mod:`scheduler.loop.notice`)
+notice                                    and evict it (``spot-reclaim``) with a grace inside the notice
 running / every replica succeeded         record ``completed``; clean up its pods
+running, drained / a replica still runs   evict it again (the eviction was not applied)
+running, drained / replicas stopping      wait: the job may be checkpointing within its grace
+running, drained / no replica left, or    requeue whole (``spot-reclaim``); clean up what is left
+the notice's deadline + grace has passed
 running / a replica failed                an application failure: restart the whole job while its
                                           restart budget lasts, else record ``failed`` with the
                                           pod's message (jobs.services.restarts); clean up
@@ -18,13 +24,18 @@ of its allocations no longer reported     checkpoint is lost; clean up what is l
 running / no pods, or fewer than its      the bind was recorded but never (fully) applied:
 replicas, its nodes all present           apply it again (idempotent)
 pending, ended, or unknown / pods         an eviction, cancel or clean-up was recorded but not
-                                          applied: evict the pods
+                                          applied: evict the pods (not those already stopping)
 ========================================  ======================================================
 
+"Drained" is a ``draining`` event since the job's last bind: that is what tells a drained job whose pods are gone
+(requeue it) from a bind recorded but not applied (apply it again).
+
 The ``checkpointed`` events feed the ledger's lost-work rule (docs/billing.md: the work lost to a preemption is
-counted from the job's last checkpoint). They are recorded only when the cluster reports a checkpoint strictly
-later than the job's last recorded one and no later than the observation, so re-running a cycle on the same
-view records nothing twice.
+counted from the job's last checkpoint) and the resume point of the job's next run. They are recorded only when
+the cluster reports a checkpoint strictly later than the job's last recorded one and no later than the
+observation, so re-running a cycle on the same view records nothing twice; one with a step goes through
+:func:`jobs.services.checkpoint_record` (idempotent per step, so a checkpoint the job also reported itself is
+kept once), one without (a backend that knows only the time) is an event without a step.
 
 Nothing here binds twice: a re-applied bind uses the job's own live allocations, which the database's
 constraints keep exclusive.
@@ -32,17 +43,25 @@ constraints keep exclusive.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from django.db import transaction
 from django.db.models import Max
 
+from jobs.errors import CheckpointInvalid, JobStateError
 from jobs.models import Allocation, Job, JobEvent
-from jobs.services import job_fail_or_restart, job_finish, job_requeue
+from jobs.services import CheckpointReport, checkpoint_record, job_fail_or_restart, job_finish, job_requeue
 from scheduler.core.vocabulary import EventType, EvictionReason, JobState
-from scheduler.gateways.protocol import Observation, ReplicaPhase
+from scheduler.gateways.protocol import JobObservation, Observation, ReplicaPhase
 from scheduler.loop.apply import BindOp, EvictOp, Op, bind_request
+from scheduler.loop.notice import Drain, drains_current, drains_record, notice_grace_s
+
+log = logging.getLogger(__name__)
+
+# Replicas not yet asked to stop: a drained job with one of these has not received its eviction.
+_UNSTOPPED = frozenset({ReplicaPhase.PENDING, ReplicaPhase.BOUND, ReplicaPhase.RUNNING})
 
 
 @dataclass
@@ -55,6 +74,9 @@ class Repairs:
     cleaned: list[str] = field(default_factory=list)
     checkpointed: list[str] = field(default_factory=list)
     restarted: list[str] = field(default_factory=list)  # application failures within the restart budget
+    drained: list[str] = field(default_factory=list)  # asked to stop on a spot notice this cycle
+    stopping: list[str] = field(default_factory=list)  # drained, pods within their grace: waited for
+    reclaimed: list[str] = field(default_factory=list)  # drained and requeued (spot-reclaim)
 
     def as_json(self) -> dict[str, list[str]]:
         return {
@@ -65,16 +87,34 @@ class Repairs:
             "rebound": self.rebound,
             "cleaned": self.cleaned,
             "restarted": self.restarted,
+            "drained": self.drained,
+            "stopping": self.stopping,
+            "reclaimed": self.reclaimed,
         }
 
 
-def reconcile(observation: Observation, *, at: datetime) -> Repairs:
+@dataclass(frozen=True, slots=True)
+class _Context:
+    """What every job's repair reads: the observation, the nodes present, the cycle's instant, the usual grace."""
+
+    observation: Observation
+    present: frozenset[str]
+    at: datetime
+    evict_grace_s: float
+
+
+def reconcile(
+    observation: Observation, *, at: datetime, checkpoint_source: str = "manifest", evict_grace_s: float = 30.0
+) -> Repairs:
     """Record what the cluster did since the last cycle and list the operations that bring it in line.
 
-    One transaction; the returned ``ops`` are applied by the caller after it commits.
+    One transaction; the returned ``ops`` are applied by the caller after it commits. ``checkpoint_source`` names
+    where the observation's checkpoints come from (``manifest``: the job directory's manifest on a cluster;
+    ``simulated``: the simulated fleet); ``evict_grace_s`` is the loop's usual eviction grace, which a spot
+    notice's eviction may shorten (:func:`scheduler.loop.notice.notice_grace_s`).
     """
     repairs = Repairs()
-    present = {node.name for node in observation.nodes}
+    context = _Context(observation, frozenset(node.name for node in observation.nodes), at, evict_grace_s)
     with transaction.atomic():
         running = {
             str(job.pk): job
@@ -85,13 +125,17 @@ def reconcile(observation: Observation, *, at: datetime) -> Repairs:
             "node"
         ):
             allocations.setdefault(allocation.job_id, []).append(allocation)
-        _checkpoints_record(running, observation, at, repairs)
+        _checkpoints_record(running, observation, at, repairs, checkpoint_source)
+        drains_record(observation=observation, at=at, evict_grace_s=evict_grace_s)
+        drains = drains_current(job.pk for job in running.values())
         for _job_id, job in sorted(running.items(), key=lambda item: int(item[0])):
-            _running_job(job, allocations.get(job.pk, []), observation, present, repairs, at)
+            _running_job(job, allocations.get(job.pk, []), drains.get(job.pk), context, repairs)
         others = [job_id for job_id in observation.jobs if job_id not in running]
         states = dict(Job.objects.filter(pk__in=[int(j) for j in others if j.isdigit()]).values_list("pk", "state"))
         for job_id in sorted(others):
             observed = observation.jobs[job_id]
+            if observed.replicas and observed.phases() <= {ReplicaPhase.STOPPING}:
+                continue  # already asked to stop: they leave by themselves within their grace
             state = states.get(int(job_id)) if job_id.isdigit() else None
             reason = (
                 "completed"
@@ -111,16 +155,18 @@ def reconcile(observation: Observation, *, at: datetime) -> Repairs:
     return repairs
 
 
-def _checkpoints_record(running: dict[str, Job], observation: Observation, at: datetime, repairs: Repairs) -> None:
+def _checkpoints_record(
+    running: dict[str, Job], observation: Observation, at: datetime, repairs: Repairs, source: str
+) -> None:
     """A ``checkpointed`` event for every running job whose reported checkpoint advanced (module doc)."""
-    reported: dict[int, datetime] = {}
+    reported: dict[int, tuple[datetime, JobObservation]] = {}
     for job_id, job in running.items():
         observed = observation.jobs.get(job_id)
         if observed is None or observed.last_checkpoint_at is None:
             continue
         checkpoint_at = datetime.fromtimestamp(observed.last_checkpoint_at, tz=UTC)
         if checkpoint_at <= at:  # a checkpoint "from the future" is a clock problem, not a checkpoint
-            reported[job.pk] = checkpoint_at
+            reported[job.pk] = (checkpoint_at, observed)
     if not reported:
         return
     recorded = dict(
@@ -130,21 +176,38 @@ def _checkpoints_record(running: dict[str, Job], observation: Observation, at: d
         .values_list("job_id", "last")
     )
     new = []
-    for job_pk, checkpoint_at in sorted(reported.items()):
+    for job_pk, (checkpoint_at, observed) in sorted(reported.items()):
         last = recorded.get(job_pk)
-        if last is None or checkpoint_at > last:
+        if last is not None and checkpoint_at <= last:
+            continue
+        if observed.last_checkpoint_step is None:
             new.append(JobEvent(job_id=job_pk, type=EventType.CHECKPOINTED, at=checkpoint_at, details={}))
-            repairs.checkpointed.append(str(job_pk))
+        else:
+            report = CheckpointReport(
+                step=observed.last_checkpoint_step,
+                saved_at=checkpoint_at,
+                path=observed.last_checkpoint_path,
+                source=source,
+            )
+            try:
+                _event, created = checkpoint_record(job=running[str(job_pk)], report=report, now=at)
+            except (CheckpointInvalid, JobStateError) as error:  # the cluster's word against the job's row
+                log.warning("job %s: the checkpoint the cluster reports is not recorded: %s", job_pk, error)
+                continue
+            if not created:
+                continue
+        repairs.checkpointed.append(str(job_pk))
     JobEvent.objects.bulk_create(new)
 
 
 def _running_job(
-    job: Job, allocations: list[Allocation], observation: Observation, present: set[str], repairs: Repairs, at: datetime
+    job: Job, allocations: list[Allocation], drain: Drain | None, context: _Context, repairs: Repairs
 ) -> None:
     job_id = str(job.pk)
-    observed = observation.jobs.get(job_id)
+    at = context.at
+    observed = context.observation.jobs.get(job_id)
     phases = observed.phases() if observed is not None else frozenset()
-    lost_nodes = sorted({a.node.name for a in allocations} - present)
+    lost_nodes = sorted({a.node.name for a in allocations} - context.present)
     if (
         observed is not None
         and phases
@@ -154,6 +217,10 @@ def _running_job(
         job_finish(job=job, state=JobState.COMPLETED, at=at)
         repairs.completed.append(job_id)
         repairs.ops.append(EvictOp(job=job_id, namespace=observed.namespace, reason="completed"))
+        return
+    if drain is not None:
+        # Before the failure branch: a replica that exits with an error on its SIGTERM was stopped by the notice.
+        _drained_job(job, drain, observed, context, repairs)
         return
     if ReplicaPhase.FAILED in phases:
         # An application failure (a non-zero exit, an OOM kill): the restart budget decides between a restart
@@ -179,3 +246,27 @@ def _running_job(
         resumed = job.events.filter(type=EventType.REQUEUED).exists()
         repairs.ops.append(BindOp(request=bind_request(job, allocations, resume=resumed), team=job.team.slug))
         repairs.rebound.append(job_id)
+
+
+def _drained_job(job: Job, drain: Drain, observed: JobObservation | None, context: _Context, repairs: Repairs) -> None:
+    """A job asked to stop by a spot notice (:mod:`scheduler.loop.notice`): evict it until its replicas stop,
+    wait while they stop, then requeue it whole."""
+    job_id = str(job.pk)
+    now = context.at.timestamp()
+    phases = observed.phases() if observed is not None else frozenset()
+    waiting = now < drain.give_up_at
+    if observed is not None and waiting and phases & _UNSTOPPED:
+        grace = notice_grace_s(deadline_at=drain.deadline_at, now=now, evict_grace_s=context.evict_grace_s)
+        repairs.ops.append(
+            EvictOp(job=job_id, namespace=observed.namespace, reason=EvictionReason.SPOT_RECLAIM, grace_s=grace)
+        )
+        repairs.drained.append(job_id)
+        return
+    if waiting and ReplicaPhase.STOPPING in phases:
+        repairs.stopping.append(job_id)
+        return
+    if observed is not None:  # replicas lost with the node, or past their grace: clean up what is left
+        repairs.ops.append(EvictOp(job=job_id, namespace=observed.namespace, reason=EvictionReason.SPOT_RECLAIM))
+    message = f"spot notice on node {drain.node}" + (f" ({drain.source})" if drain.source else "")
+    job_requeue(job=job, reason=EvictionReason.SPOT_RECLAIM, by=None, at=context.at, message=message)
+    repairs.reclaimed.append(job_id)

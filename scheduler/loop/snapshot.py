@@ -3,7 +3,8 @@
 
 Who knows what: the cluster (the observation) knows the nodes as they are now — present or gone, their MIG
 layouts and changes in flight, cordons and interruption notices; the database knows the work — pending jobs,
-what each running job holds (live :class:`~jobs.models.Allocation` rows), quotas and past preemptions. An
+what each running job holds (live :class:`~jobs.models.Allocation` rows), quotas, past preemptions and
+which pending jobs resume after an infrastructure loss (:func:`resuming_jobs`). An
 admin's cordon in the inventory also closes a node. Ids: a job is its primary key as a string, a team its
 slug. Times are epoch seconds; job durations and checkpoint intervals (virtual seconds of work) are divided
 by the observation's ``clock_speed`` so the engine's ETAs come out in real seconds. A team's typical run time
@@ -26,6 +27,7 @@ from jobs.models import Allocation, Job, JobEvent
 from scheduler.core import Job as CoreJob
 from scheduler.core import ModelProfile, Node, Policy, Preemption, Request, Running, Slot, Snapshot, Team
 from scheduler.core.vocabulary import (
+    INFRASTRUCTURE_LOSSES,
     CapacityTier,
     Dtype,
     EventType,
@@ -73,11 +75,12 @@ def build(observation: Observation, policy: Policy, now: float) -> SnapshotBuild
     }
     pending_jobs: list[CoreJob] = []
     unreadable: dict[str, str] = {}
+    resuming = resuming_jobs([job.pk for job in jobs.values() if job.state == JobState.PENDING])
     for job_id, job in jobs.items():
         if job.state != JobState.PENDING:
             continue
         try:
-            pending_jobs.append(_job(job, speed))
+            pending_jobs.append(_job(job, speed, resumes=job.pk in resuming))
         except (ValueError, TypeError, KeyError, ArithmeticError) as error:
             log.error("job %s: its row cannot be read as a job (%r); rejected", job_id, error)
             unreadable[job_id] = f"invalid request: the stored job cannot be read ({type(error).__name__}: {error})"
@@ -199,7 +202,22 @@ def core_job(job: Job, speed: float = 1.0) -> CoreJob:
     return _job(job, speed)
 
 
-def _job(job: Job, speed: float) -> CoreJob:
+def resuming_jobs(job_ids: Iterable[int]) -> set[int]:
+    """The jobs among ``job_ids`` whose latest requeue lost their run to the infrastructure (a spot reclaim, a
+    lost node: :data:`~scheduler.core.vocabulary.INFRASTRUCTURE_LOSSES`): the engine puts them first within
+    their priority (``Job.resumes``). The reason is the latest ``preempted`` event's, which every requeue
+    records."""
+    latest: dict[int, str] = {}
+    events = JobEvent.objects.filter(job_id__in=list(job_ids), type=EventType.PREEMPTED).order_by(
+        "job_id", "-at", "-id"
+    )
+    for job_id, details in events.values_list("job_id", "details"):
+        if job_id not in latest:
+            latest[job_id] = str((details or {}).get("reason", ""))
+    return {job_id for job_id, reason in latest.items() if reason in INFRASTRUCTURE_LOSSES}
+
+
+def _job(job: Job, speed: float, *, resumes: bool = False) -> CoreJob:
     return CoreJob(
         id=str(job.pk),
         team=job.team.slug,
@@ -215,6 +233,7 @@ def _job(job: Job, speed: float) -> CoreJob:
         rank=job.rank,
         submitted_at=job.submitted_at.timestamp(),
         project=job.project.code if job.project is not None else None,
+        resumes=resumes,
     )
 
 

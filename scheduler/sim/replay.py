@@ -16,7 +16,8 @@ busy GPU, binding on a node that takes no new work) stops the replay with :class
 Interruption (``interrupt``): from the notice on, the node takes no new work (``schedulable`` false in the
 snapshot) while its running jobs keep working; when the notice ends the node is gone, its jobs are evicted
 with reason ``node-lost`` (work since the last checkpoint is lost, no checkpoint is taken on notice) and
-requeued. ``remove_node`` is the same with no notice. ``finish`` ends a job now as completed, running or
+requeued at the head of their priority (``Job.resumes``, as the loop marks a job requeued by an infrastructure
+loss). ``remove_node`` is the same with no notice. ``finish`` ends a job now as completed, running or
 not; ``cancel``, ``finish``, ``checkpoint`` and ``set_priority`` on a job that has already ended change
 nothing, and ``checkpoint`` on a pending job has nothing to save. MIG reconfiguration: the snapshot shows the new layout
 at once, with ``reconfiguring_until`` set, so nothing new binds on that node until the layout is ready.
@@ -41,7 +42,7 @@ from scheduler.core.capacity import ClusterState
 from scheduler.core.catalog import LayoutError, validate_layout
 from scheduler.core.plan import Plan, Reconfigure
 from scheduler.core.state import Node, Preemption, Snapshot, Team
-from scheduler.core.vocabulary import EventType, EvictionReason, JobState, NodeState
+from scheduler.core.vocabulary import INFRASTRUCTURE_LOSSES, EventType, EvictionReason, JobState, NodeState
 from scheduler.gcpause import gc_paused
 from scheduler.sim import events as ev
 from scheduler.sim.planners import Planner, microcosm
@@ -338,6 +339,9 @@ class _Replay:
         self._record(state.value, job=record.job.id)
 
     def _evict(self, record: JobRecord, *, reason: str, by: str | None) -> None:
+        resumes = reason in INFRASTRUCTURE_LOSSES  # as the loop's snapshot marks it (state.Job.resumes)
+        if record.job.resumes != resumes:
+            record.job = replace(record.job, resumes=resumes)
         self.ledger.close_run(record, self.now, lost=True)
         self._log_run(record, self.now, "evicted", lost_s=self.now - record.anchor, reason=reason)
         self.pending[record.job.id] = self.running.pop(record.job.id)

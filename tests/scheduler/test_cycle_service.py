@@ -172,14 +172,15 @@ def test_jobs_on_a_reclaimed_spot_node_are_requeued_and_placed_again(team, clock
     state.back_at = state.gone_at + timedelta(seconds=100)
     state.save()
     report = cycle_run(gateway=gateway, retry=NO_WAIT)
-    assert report.decisions["binds"] == []  # the node takes no new work, the job keeps running for now
+    # The node takes no new work; the job is drained (without checkpoints it has nothing to save and stops).
+    assert report.decisions["binds"] == [] and report.repairs["drained"] == [str(job.pk)]
     clock.advance(3)
     report = cycle_run(gateway=gateway, retry=NO_WAIT)
     job.refresh_from_db()
-    assert report.repairs["lost"] == [str(job.pk)]
+    assert report.repairs["reclaimed"] == [str(job.pk)] and report.repairs["lost"] == []
     # Requeued, not rejected: the reclaimed node is still known capacity, closed until it returns.
     assert job.state == "pending" and "no node that could run it is ready" in job.state_reason
-    assert job.events.filter(type="preempted").get().details == {"reason": "node-lost", "by": None}
+    assert job.events.filter(type="preempted").get().details == {"reason": "spot-reclaim", "by": None}
     assert job.events.filter(type="requeued").exists()
     assert not Allocation.objects.filter(job=job, ended_at__isnull=True).exists()
     clock.advance(100)  # the replacement joins

@@ -1,6 +1,6 @@
 """A whole scheduling cycle (scheduler.loop.cycle.cycle_run) driving the Kubernetes gateway against the emulator:
 GPU-Operator-labelled nodes → a submitted gang ends up bound pod by pod with the right resource names; a spot
-taint → interruption → requeue onto other capacity."""
+taint → drain and eviction within the notice → requeue onto other capacity, resumed."""
 
 from __future__ import annotations
 
@@ -76,10 +76,13 @@ def test_a_submitted_gang_is_bound_pod_by_pod_then_requeued_when_its_node_goes(c
     assert Job.objects.get(pk=job.pk).state == "pending"
 
 
-def test_a_spot_taint_closes_the_node_and_its_reclaim_requeues_the_job_onto_other_capacity(cluster) -> None:
-    """Spot notice (aws-node-termination-handler's taint) → no new work there, the running job is marked
-    draining and keeps running → the node goes → the job is requeued (node-lost), its pods cleaned up, and it
-    resumes from its checkpoint directory on the on-demand node."""
+def test_a_spot_taint_drains_the_node_and_its_job_resumes_on_other_capacity(cluster, settings, tmp_path) -> None:
+    """Spot notice (aws-node-termination-handler's taint) → no new work there; the interruption task runs a cycle
+    that marks the job draining and deletes its pod with a grace inside the notice (SIGTERM: checkpoint now) →
+    once the pod is gone the job is requeued whole (spot-reclaim) → it binds on the on-demand node ahead of newer
+    work of its team and resumes from its checkpoint directory."""
+    settings.SCHEDULER = {**settings.SCHEDULER, "lock_backend": "file"}  # the task's cycle takes the lock
+    settings.SCHEDULER_LOCK_FILE = tmp_path / "scheduler.lock"
     cluster.add_node("p5-spot-1", {**H100, "karpenter.sh/capacity-type": "spot"}, allocatable={"nvidia.com/gpu": "8"})
     gateway = KubeGateway(cluster.new_api_client(), sleep=lambda _s: None)
     gpu_models_sync()
@@ -109,51 +112,44 @@ def test_a_spot_taint_closes_the_node_and_its_reclaim_requeues_the_job_onto_othe
     assert node.interruption is not None and node.interruption.source == "spot-itn" and not node.schedulable
     assert node.interruption.deadline_at == pytest.approx(noticed_at + 120, abs=1)
     with gateway_override(gateway):
-        (draining,) = interruptions_handle_task.run()["draining"]
-    assert draining["job"] == str(job.pk) and draining["source"] == "spot-itn"
+        result = interruptions_handle_task.run()
+    assert [d["job"] for d in result["draining"]] == [str(job.pk)]
+    assert result["cycle"]["repairs"]["drained"] == [str(job.pk)]
+    assert f"evict {job.pk} (spot-reclaim)" in result["cycle"]["applied"]
+    assert f"mc-{job.pk}-0" not in {p["metadata"]["name"] for p in cluster.pods(team.namespace)}
+    draining = job.events.get(type="draining")
+    # 2 minutes of notice leave room for the loop's whole 30 s grace.
+    assert draining.details["node"] == "p5-spot-1" and draining.details["grace_s"] == 30.0
     assert Node.objects.get(name="p5-spot-1").state == "draining"
+    job.refresh_from_db()
+    assert job.state == "running"  # until its pods are gone: a checkpoint it reports meanwhile counts for this run
 
-    # Replacement capacity joins; new work avoids the tainted node, the running job stays where it is.
+    # Replacement capacity joins, and newer work of the team with it; the drained job's pod is gone.
     cluster.add_node(
         "p5-od-1", {**H100, "karpenter.sh/capacity-type": "on-demand"}, allocatable={"nvidia.com/gpu": "8"}
     )
     cluster_sync(observation=gateway.observe())
-    other = job_submit(team=team, spec={**spec, "gpus": 4}, actor=None, now=clock.now)
-    report = cycle_run(gateway=gateway, retry=NO_WAIT)
-    assert report.applied == [f"bind {other.pk}"] and report.repairs["lost"] == []
-    assert {p["metadata"]["name"]: p["spec"]["nodeName"] for p in cluster.pods(team.namespace)} == {
-        f"mc-{job.pk}-0": "p5-spot-1",
-        f"mc-{other.pk}-0": "p5-od-1",
-    }
-    job.refresh_from_db()
-    assert job.state == "running"
-
-    # The reclaim: the node goes. The job is requeued, its pod cleaned up; it waits for 8 free GPUs.
-    cluster.delete_node("p5-spot-1")
+    other = job_submit(team=team, spec=spec, actor=None, now=clock.now)
     report = cycle_run(gateway=gateway, retry=NO_WAIT)
 
-    assert report.repairs["lost"] == [str(job.pk)]
-    assert f"evict {job.pk} (node-lost)" in report.applied
-    assert f"mc-{job.pk}-0" not in {p["metadata"]["name"] for p in cluster.pods(team.namespace)}
+    assert report.repairs["reclaimed"] == [str(job.pk)] and report.repairs["lost"] == []
+    assert report.applied == [f"bind {job.pk}"]  # at the head of its priority: ahead of the newer job
     job.refresh_from_db()
-    assert job.state == "pending" and job.state_reason.startswith("waiting for 8 H100 GPUs")
-    assert job.events.get(type="requeued").details == {"message": "node p5-spot-1 is gone"}
+    assert job.state == "running" and Job.objects.get(pk=other.pk).state == "pending"
     assert list(job.events.values_list("type", flat=True)) == [
         "submitted",
         "bound",
         "draining",
         "preempted",
         "requeued",
+        "bound",
     ]
-    assert set(job.allocations.values_list("end_reason", flat=True)) == {"node-lost"}  # all 8 GPUs ended
-
-    # The other job finishes; the requeued one binds on the on-demand node and resumes from its checkpoints.
-    cluster.set_pod_phase(team.namespace, f"mc-{other.pk}-0", "Succeeded")
-    cycle_run(gateway=gateway, retry=NO_WAIT)
-    cycle_run(gateway=gateway, retry=NO_WAIT)
-    job.refresh_from_db()
-    assert job.state == "running"
+    assert job.events.get(type="preempted").details == {"reason": "spot-reclaim", "by": None}
+    assert set(job.allocations.exclude(ended_at=None).values_list("end_reason", flat=True)) == {"spot-reclaim"}
     (pod,) = [p for p in cluster.pods(team.namespace) if p["metadata"]["name"] == f"mc-{job.pk}-0"]
     env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
-    assert pod["spec"]["nodeName"] == "p5-od-1"
-    assert env["RESUME_FROM"] == env["CHECKPOINT_DIR"] != ""
+    assert pod["spec"]["nodeName"] == "p5-od-1" and env["CHECKPOINT_DIR"] != ""
+    # No checkpoint was reported: the run resumes, from no step (RESUME_FROM is the bind request's business).
+    bound = job.events.filter(type="bound").order_by("id").last()
+    assert bound.details["resumed"] is True and bound.details["resumed_from_step"] is None
+    assert bound.details["nodes"] == ["p5-od-1"]

@@ -14,10 +14,11 @@ from scheduler.gateways import gateway_get, gateway_override
 from scheduler.gateways.protocol import MaintenanceEvent, MigConfigState, MigStatus, NodeObservation, Observation
 from scheduler.gateways.simulated import SimulatedFleet
 from scheduler.loop.cycle import cycle_run
+from scheduler.loop.notice import notices_unhandled
 from scheduler.loop.policy import policy_current
 from scheduler.loop.snapshot import build
 from scheduler.models import Node, SimulatedNodeState, UtilizationSample
-from scheduler.services import cluster_maintain, cluster_sync, interruptions_handle, mig_watch, utilization_record
+from scheduler.services import cluster_maintain, cluster_sync, mig_watch, utilization_record
 from scheduler.tasks import interruptions_handle_task, mig_watch_task, utilization_sample_task
 from tests.scheduler.loop_helpers import Clock, fleet, fleet_seed, team_seed
 
@@ -74,16 +75,23 @@ def test_cluster_sync_keeps_an_admins_cordon(team, clock):
     assert {n.name: n.schedulable for n in built.snapshot.nodes}["a100-res-1"] is False
 
 
-def test_interruption_handling_records_draining_once_per_notice(team, clock):
+def test_the_interruption_task_runs_a_cycle_when_a_notice_is_not_drained_yet(team, clock, settings, tmp_path):
+    settings.SCHEDULER = {**settings.SCHEDULER, "lock_backend": "file"}
+    settings.SCHEDULER_LOCK_FILE = tmp_path / "scheduler.lock"
     gateway = fleet(clock)
     job = job_submit(
         team=team, spec={"gpus": 2, "tier": "spot-ok", "gpu_model": "A100-PCIE-40GB", "duration_s": 60_000}, actor=None
     )
     cycle_run(gateway=gateway)
     _notice("pcie-spot-1", clock)
-    first = interruptions_handle(observation=gateway.observe(), at=clock.now)
-    again = interruptions_handle(observation=gateway.observe(), at=clock.now)
-    assert [r["job"] for r in first] == [str(job.pk)] and again == []
+    unhandled = notices_unhandled(observation=gateway.observe())
+    assert unhandled == [{"job": str(job.pk), "node": "pcie-spot-1", "source": "simulated-spot"}]
+    assert not JobEvent.objects.filter(job=job, type="draining").exists()  # looking records nothing
+
+    with gateway_override(gateway):
+        result = interruptions_handle_task.run()
+        assert result["draining"] == unhandled and result["cycle"]["repairs"]["drained"] == [str(job.pk)]
+        assert interruptions_handle_task.run() == {"draining": []}  # drained: nothing left to hurry
     event = JobEvent.objects.get(job=job, type="draining")
     assert event.details["node"] == "pcie-spot-1" and event.details["source"] == "simulated-spot"
     assert Node.objects.get(name="pcie-spot-1").state == "draining"

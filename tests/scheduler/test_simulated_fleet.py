@@ -1,10 +1,15 @@
 """The simulated fleet as a ClusterGateway: observe, bind (gangs all-or-nothing, idempotent), evict with
-checkpoint progress, virtual-time completion, spot interruptions, MIG reconfiguration delay, utilization."""
+checkpoint progress, virtual-time completion, spot interruptions, MIG reconfiguration delay, utilization, and the
+checkpoint protocol (periodic saves with a step, a save on SIGTERM under a notice)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import timedelta
+
 import pytest
 
+from jobs.models import JobEvent
 from scheduler.errors import GatewayConflict
 from scheduler.gateways.protocol import (
     BindRequest,
@@ -216,3 +221,109 @@ def test_utilization_counts_what_runs(team, clock):
     assert 0.4 <= readings["a100-res-1"].busy_ratio <= 0.5  # training ≈ 0.92 of 4 of 8 GPUs
     assert readings["mig-od-1"].allocated_gpus == pytest.approx(3 / 7)
     assert readings["pcie-spot-1"].allocated_gpus == 0.0 and readings["pcie-spot-1"].busy_ratio == 0.0
+
+
+# -- the checkpoint protocol: periodic saves with a step, SIGTERM on a notice ------------------------------
+
+
+def _checkpointed(team, clock, gateway, *, node="pcie-spot-1", gpus=(0,), duration_s=100_000.0, interval_s=600.0):
+    job = JobFactory(team=team, gpus=len(gpus))
+    request = replace(
+        _request(job, [_whole(0, node, *gpus)], duration_s=duration_s, checkpoint_s=interval_s),
+        checkpoint_dir=f"/checkpoints/nlp/job-{job.pk}",
+    )
+    gateway.job_bind(request=request)
+    return job, request
+
+
+def test_a_periodic_checkpoint_is_observed_with_its_step_and_path(team, clock):
+    gateway = fleet(clock)
+    job, _ = _checkpointed(team, clock, gateway)
+    clock.advance(25)  # 1500 virtual seconds: saves at 600 and 1200
+    observed = gateway.observe().jobs[str(job.pk)]
+    assert observed.last_checkpoint_at == pytest.approx(clock.now.timestamp() - 5)
+    assert observed.last_checkpoint_step == 1200  # whole virtual seconds of work saved
+    assert observed.last_checkpoint_path == f"/checkpoints/nlp/job-{job.pk}/step-000001200.ckpt"
+
+
+def test_an_eviction_under_notice_saves_on_sigterm_reports_it_and_stops_once_saved(team, clock):
+    gateway = fleet(clock, checkpoint_cost_s=60.0)  # a save takes 1 real second at 60×
+    job, request = _checkpointed(team, clock, gateway)
+    clock.advance(25)  # 1500 virtual seconds of work, the last periodic save at 1200
+    gone_at = gateway.notice_give(node="pcie-spot-1")
+    assert gone_at == clock.now + timedelta(seconds=2)  # 120 virtual seconds of notice
+    evicted_at = clock.now
+    gateway.job_evict(job=str(job.pk), namespace="team-nlp", grace_s=1.5, reason="spot-reclaim")
+
+    observed = gateway.observe().jobs[str(job.pk)]
+    assert observed.phases() == {ReplicaPhase.STOPPING}
+    assert observed.last_checkpoint_step == 1500 and observed.last_checkpoint_at == evicted_at.timestamp()
+    event = JobEvent.objects.get(job=job, type="checkpointed")  # reported as the job itself would
+    assert event.at == evicted_at
+    assert event.details == {
+        "step": 1500,
+        "size_bytes": 0,
+        "duration_s": 60.0,
+        "path": f"/checkpoints/nlp/job-{job.pk}/step-000001500.ckpt",
+        "replica": 0,
+        "source": "simulated",
+    }
+    assert SimulatedProgress.objects.get(job=job).saved_work_s == 1500.0
+    gateway.job_evict(job=str(job.pk), namespace="team-nlp", grace_s=1.5, reason="spot-reclaim")  # no second save
+    assert JobEvent.objects.filter(job=job, type="checkpointed").count() == 1
+
+    clock.advance(0.5)
+    assert gateway.observe().jobs[str(job.pk)].phases() == {ReplicaPhase.STOPPING}  # still saving
+    clock.advance(0.5)
+    assert str(job.pk) not in gateway.observe().jobs  # saved and exited, before the node goes
+    placement = _whole(0, "a100-res-1", 0)
+    gateway.job_bind(request=replace(request, placements=(placement,)))
+    assert SimulatedPod.objects.get(job=job).work_start_s == 1500.0  # the next run starts from the save
+
+
+@pytest.mark.parametrize(
+    ("grace_s", "gone_in_s", "why"),
+    [(0.5, 2.0, "the save does not fit in the grace"), (5.0, 0.5, "the node goes before the save ends")],
+)
+def test_a_save_that_cannot_finish_keeps_the_last_periodic_checkpoint(team, clock, grace_s, gone_in_s, why):
+    gateway = fleet(clock, checkpoint_cost_s=60.0)
+    job, _ = _checkpointed(team, clock, gateway)
+    clock.advance(25)
+    gateway.notice_give(node="pcie-spot-1", notice_s=gone_in_s * 60)
+    gateway.job_evict(job=str(job.pk), namespace="team-nlp", grace_s=grace_s, reason="spot-reclaim")
+    assert not JobEvent.objects.filter(job=job, type="checkpointed").exists(), why
+    assert SimulatedProgress.objects.get(job=job).saved_work_s == 1200.0
+    assert gateway.observe().jobs[str(job.pk)].phases() == {ReplicaPhase.STOPPING}  # killed at the grace's end
+    clock.advance(grace_s)
+    assert str(job.pk) not in gateway.observe().jobs
+
+
+def test_without_a_notice_or_a_grace_an_eviction_stops_the_pods_at_once(team, clock):
+    gateway = fleet(clock)
+    job, _ = _checkpointed(team, clock, gateway)
+    clock.advance(25)
+    gateway.job_evict(job=str(job.pk), namespace="team-nlp", grace_s=30, reason="priority")  # no notice
+    assert str(job.pk) not in gateway.observe().jobs
+    other, _ = _checkpointed(team, clock, gateway, gpus=(1,))
+    gateway.notice_give(node="pcie-spot-1")
+    gateway.job_evict(job=str(other.pk), namespace="team-nlp", grace_s=0, reason="spot-reclaim")  # no grace
+    assert str(other.pk) not in gateway.observe().jobs
+    assert not JobEvent.objects.filter(type="checkpointed").exists()
+
+
+def test_a_job_without_checkpoints_stops_at_once_on_a_notice(team, clock):
+    gateway = fleet(clock)
+    job = JobFactory(team=team, gpus=1)
+    gateway.job_bind(request=_request(job, [_whole(0, "pcie-spot-1", 0)], duration_s=10_000.0))
+    gateway.notice_give(node="pcie-spot-1")
+    gateway.job_evict(job=str(job.pk), namespace="team-nlp", grace_s=30, reason="spot-reclaim")
+    assert str(job.pk) not in gateway.observe().jobs
+
+
+def test_a_notice_is_given_once_and_only_on_a_node_of_the_fleet(team, clock):
+    gateway = fleet(clock)
+    gateway.notice_give(node="pcie-spot-1")
+    with pytest.raises(GatewayConflict, match="under a notice already"):
+        gateway.notice_give(node="pcie-spot-1")
+    with pytest.raises(GatewayConflict, match="not in the fleet"):
+        gateway.notice_give(node="no-such-node")

@@ -83,8 +83,8 @@ from scheduler.core.vocabulary import PRIORITY_INDEX, Priority
 
 _MIN_WEIGHT = 1e-9  # a weight ≤ 0 is read as "served last", never as a division by zero
 
-JobKey = tuple[int, int, float, str]
-TeamKey = tuple[int, float, int, int, float, str, str]
+JobKey = tuple[int, int, int, float, str]
+TeamKey = tuple[int, float, int, int, int, float, str, str]
 
 _FAIRNESS_OFF = Admission(True, False, "fair share is off")
 _WITHIN = Admission(True, False, "within the team's guarantee")
@@ -96,8 +96,9 @@ Holding = tuple[str, int]  # (GPU class, units) one replica would hold: what adm
 
 
 def job_key(job: Job) -> JobKey:
-    """Order within a team: priority, the lead's rank, submit time, id."""
-    return (PRIORITY_INDEX[job.priority], job.rank, job.submitted_at, job.id)
+    """Order within a team: priority, then a job resuming after an infrastructure loss (``Job.resumes``), then
+    the lead's rank, submit time, id."""
+    return (PRIORITY_INDEX[job.priority], 0 if job.resumes else 1, job.rank, job.submitted_at, job.id)
 
 
 def job_class(job: Job) -> str:
@@ -475,7 +476,9 @@ class FairShare:
         """
         del now  # no aging yet: waiting time enters only through the submit-time tie-break
         if not self.policy.fairness:
-            yield from sorted(pending, key=lambda j: (PRIORITY_INDEX[j.priority], j.submitted_at, j.id))
+            yield from sorted(
+                pending, key=lambda j: (PRIORITY_INDEX[j.priority], 0 if j.resumes else 1, j.submitted_at, j.id)
+            )
             return
         queues: dict[str, list[tuple[JobKey, Job]]] = {}
         for job in pending:

@@ -7,6 +7,16 @@ virtual time (minus what a checkpoint saved before a requeue). Spot nodes receiv
 configurable rate, vanish when the notice runs out and come back (as a replacement node) later; a MIG change
 takes ``mig_reconfigure_s`` virtual seconds. All of that happens lazily, when the fleet is next observed, so
 the simulation needs no process of its own and any number of workers see one consistent fleet.
+
+Checkpoints follow the protocol of a real job (docs/checkpointing.md): a checkpointed job saves every
+``checkpoint_interval_s`` of work, and the observation reports its newest save with a step and a path
+(``<CHECKPOINT_DIR>/step-NNNNNNNNN.ckpt``). A simulated job's step is the whole virtual seconds of work its
+checkpoint holds, counted from the job's first start, so steps only grow across requeues. Evicted with a grace
+while its node is under a spot notice, its pods turn ``stopping``: a checkpointed job saves its work as of the
+SIGTERM if ``checkpoint_cost_s`` fits in the grace and before the node goes, reports that save through
+``jobs.services.checkpoint_record`` (source ``simulated``) as a job does through its credential, and exits once
+saved; its next run starts from that work. Any other eviction stops the pods at once, keeping the work up to the
+last periodic save.
 """
 
 from scheduler.gateways.simulated.fleet import FleetSettings, SimulatedFleet

@@ -31,6 +31,7 @@ from scheduler.gateways.protocol import (
     UtilizationReading,
     device_check,
 )
+from scheduler.gateways.simulated.checkpoints import SimulatedCheckpoint, checkpoint_of, checkpoint_report
 from scheduler.models import Gpu, Node, SimulatedNodeState, SimulatedPod, SimulatedProgress
 
 # How hard each kind of work drives the GPUs it holds, for the utilization graphs: training saturates,
@@ -49,6 +50,9 @@ class FleetSettings:
     replace_after_s: float = 900.0  # a reclaimed spot node's replacement joins this long after it went
     # Drain + MIG Manager + device-plugin restart: minutes (docs/gpu-facts.md, MIG Manager reconfiguration flow)
     mig_reconfigure_s: float = 300.0
+    # How long a checkpointed job takes to save on SIGTERM: a save fits in an eviction's grace, or is not made.
+    # Half a minute writes a few tens of GB to a shared volume; a notice's grace (scheduler.loop.notice) is longer.
+    checkpoint_cost_s: float = 30.0
     seed: int | None = None  # fixes the interruption draws (tests); None: fresh randomness
 
     @classmethod
@@ -80,9 +84,12 @@ class SimulatedFleet:
     def _virtual(self, real: timedelta) -> float:
         return max(real.total_seconds(), 0.0) * self.settings.speed
 
+    def _work_end(self, pod: SimulatedPod, now: datetime, gone_at: datetime | None) -> datetime:
+        """When the pod stopped working: now, or when its node went, or when it was asked to stop."""
+        return min(t for t in (now, gone_at, pod.stop_requested_at) if t is not None)
+
     def _work_done(self, pod: SimulatedPod, now: datetime, gone_at: datetime | None) -> float:
-        end = min(now, gone_at) if gone_at is not None else now
-        return pod.work_start_s + self._virtual(end - pod.bound_at)
+        return pod.work_start_s + self._virtual(self._work_end(pod, now, gone_at) - pod.bound_at)
 
     # -- what happens by itself ------------------------------------------------------------------------------
 
@@ -93,6 +100,7 @@ class SimulatedFleet:
         now = now or self.clock()
         live = []
         with transaction.atomic():
+            SimulatedPod.objects.filter(exits_at__lte=now).delete()  # stopped pods whose process has exited
             states = {s.node_id: s for s in SimulatedNodeState.objects.select_for_update()}
             for node in Node.objects.order_by("name"):
                 state = states.get(node.pk) or SimulatedNodeState(node=node)
@@ -137,6 +145,25 @@ class SimulatedFleet:
             state.gone_at = now + self._real(self.settings.notice_s)
             state.back_at = state.gone_at + self._real(self.settings.replace_after_s)
         return True
+
+    def notice_give(self, *, node: str, notice_s: float | None = None) -> datetime:
+        """The simulated cloud reclaims ``node`` now, as its random draws would: a notice of ``notice_s`` virtual
+        seconds (default: the fleet's ``notice_s``), then the node goes, and a replacement joins
+        ``replace_after_s`` later. Returns when the node goes. For demos and tests that need a reclaim at a
+        chosen moment; raises :class:`~scheduler.errors.GatewayConflict` for a node not in the fleet or one under
+        a notice already."""
+        now = self.clock()
+        self.advance(now)
+        with transaction.atomic():
+            row = self._open_or_cordoned(node, now)
+            state, _ = SimulatedNodeState.objects.select_for_update().get_or_create(node=row)
+            if state.notice_at is not None:
+                raise GatewayConflict(f"node {node} is under a notice already (since {state.notice_at:%H:%M:%S})")
+            state.notice_at = now
+            state.gone_at = now + self._real(self.settings.notice_s if notice_s is None else notice_s)
+            state.back_at = state.gone_at + self._real(self.settings.replace_after_s)
+            state.save()
+            return state.gone_at
 
     def _mig_progress(self, node: Node, state: SimulatedNodeState, now: datetime) -> bool:
         if state.mig_desired is None or state.mig_ready_at is None or state.mig_ready_at > now:
@@ -206,21 +233,27 @@ class SimulatedFleet:
         by_job: dict[int, list[SimulatedPod]] = {}
         for pod in SimulatedPod.objects.select_related("node").order_by("job_id", "replica"):
             by_job.setdefault(pod.job_id, []).append(pod)
+        progress = {p.job_id: p for p in SimulatedProgress.objects.filter(job_id__in=list(by_job))}
         result = {}
         for job_id, pods in by_job.items():
             replicas = tuple(self._replica(pod, now, gone.get(pod.node_id)) for pod in pods)
             first = pods[0]
+            checkpoint = self._last_checkpoint(first, now, gone.get(first.node_id), progress.get(job_id))
             result[str(job_id)] = JobObservation(
                 job=str(job_id),
                 namespace=first.namespace,
                 replicas=replicas,
-                last_checkpoint_at=self._last_checkpoint(first, now, gone.get(first.node_id)),
+                last_checkpoint_at=checkpoint.at.timestamp() if checkpoint else None,
+                last_checkpoint_step=checkpoint.step if checkpoint else None,
+                last_checkpoint_path=checkpoint.path if checkpoint else "",
             )
         return result
 
     def _replica(self, pod: SimulatedPod, now: datetime, gone_at: datetime | None) -> ReplicaObservation:
         if gone_at is not None:
             phase, message = ReplicaPhase.GONE, f"node {pod.node.name} was reclaimed"
+        elif pod.stop_requested_at is not None:
+            phase, message = ReplicaPhase.STOPPING, "asked to stop: saving a checkpoint within its grace"
         elif pod.duration_s is not None and self._work_done(pod, now, None) >= pod.duration_s:
             phase, message = ReplicaPhase.SUCCEEDED, ""
         else:
@@ -229,18 +262,35 @@ class SimulatedFleet:
             replica=pod.replica, phase=phase, node=pod.node.name, devices=_devices(pod.devices), message=message
         )
 
-    def _last_checkpoint(self, pod: SimulatedPod, now: datetime, gone_at: datetime | None) -> float | None:
-        """When the job (its first replica) last saved; a pod on a node that went saved nothing after that."""
+    def _last_checkpoint(
+        self, pod: SimulatedPod, now: datetime, gone_at: datetime | None, progress: SimulatedProgress | None
+    ) -> SimulatedCheckpoint | None:
+        """The job's (its first replica's) newest checkpoint of this run: its last periodic save, or the save it
+        made on SIGTERM (``progress``, when it is from this run). A pod saves nothing after its node went or after
+        it was asked to stop. Its step is the whole virtual seconds of work it holds (module doc of
+        :mod:`scheduler.gateways.simulated`)."""
         interval = pod.checkpoint_interval_s
         if not interval:
             return None
-        done = self._virtual((min(now, gone_at) if gone_at is not None else now) - pod.bound_at)
+        latest = None
+        done = self._virtual(self._work_end(pod, now, gone_at) - pod.bound_at)
         if pod.duration_s is not None:
             done = min(done, max(pod.duration_s - pod.work_start_s, 0.0))
         saves = math.floor(done / interval)
-        if saves < 1:
+        if saves >= 1:
+            latest = checkpoint_of(
+                pod, pod.bound_at + self._real(saves * interval), pod.work_start_s + saves * interval
+            )
+        on_sigterm = self._saved_this_run(pod, progress)
+        if on_sigterm is not None and (latest is None or on_sigterm.at > latest.at):
+            latest = on_sigterm
+        return latest
+
+    def _saved_this_run(self, pod: SimulatedPod, progress: SimulatedProgress | None) -> SimulatedCheckpoint | None:
+        """The save the pod's run made on SIGTERM, if any: saved progress stamped since the pod was bound."""
+        if progress is None or progress.checkpointed_at is None or progress.checkpointed_at < pod.bound_at:
             return None
-        return (pod.bound_at + self._real(saves * interval)).timestamp()
+        return checkpoint_of(pod, progress.checkpointed_at, progress.saved_work_s)
 
     # -- apply -----------------------------------------------------------------------------------------------
 
@@ -258,6 +308,9 @@ class SimulatedFleet:
             extra = sorted(set(existing) - set(wanted))
             if extra:
                 raise GatewayConflict(f"job {request.job} has replicas {extra} the request does not name")
+            # The job's previous run, still stopping, is over: its processes make way for the new ones.
+            stopping = [replica for replica, pod in existing.items() if pod.stop_requested_at is not None]
+            SimulatedPod.objects.filter(pk__in=[existing.pop(replica).pk for replica in stopping]).delete()
             progress = SimulatedProgress.objects.filter(job_id=int(request.job)).first()
             work_start = progress.saved_work_s if progress else 0.0
             for placement in sorted(request.placements, key=lambda p: p.replica):
@@ -282,6 +335,7 @@ class SimulatedFleet:
                     work_start_s=work_start,
                     duration_s=request.duration_s,
                     checkpoint_interval_s=request.checkpoint_interval_s,
+                    checkpoint_dir=request.checkpoint_dir,
                 )
 
     def _open_node(self, name: str, now: datetime) -> Node:
@@ -307,16 +361,55 @@ class SimulatedFleet:
             device_check(where, device, layouts[device.gpu], held)
 
     def job_evict(self, *, job: str, namespace: str, grace_s: float, reason: str) -> None:
+        """Stop the job's pods. On a node under a spot notice, with a grace, they get SIGTERM and stay
+        ``stopping`` while a checkpointed job saves (:meth:`_stop`); otherwise they go at once, keeping the work up
+        to their last periodic checkpoint. Pods already stopping are left to finish."""
         now = self.clock()
         with transaction.atomic():
             pods = list(SimulatedPod.objects.select_for_update().filter(job_id=int(job)).order_by("replica"))
-            if not pods:
+            if not pods or all(pod.stop_requested_at is not None for pod in pods):
                 return
             if reason in ("completed", "cancelled", "failed"):
                 SimulatedProgress.objects.filter(job_id=int(job)).delete()
             else:
+                deadline = self._notice_deadline(pods, now)
+                if grace_s > 0 and deadline is not None:
+                    self._stop(pods, now, grace_s=grace_s, deadline=deadline)
+                    return
                 self._save_progress(pods[0], now)
             SimulatedPod.objects.filter(pk__in=[p.pk for p in pods]).delete()
+
+    def _notice_deadline(self, pods: Iterable[SimulatedPod], now: datetime) -> datetime | None:
+        """When the first of the pods' nodes under a notice goes (None: no pod is on such a node)."""
+        states = SimulatedNodeState.objects.filter(
+            node_id__in={pod.node_id for pod in pods}, notice_at__isnull=False, gone_at__gt=now
+        )
+        return min((state.gone_at for state in states if state.gone_at is not None), default=None)
+
+    def _stop(self, pods: list[SimulatedPod], now: datetime, *, grace_s: float, deadline: datetime) -> None:
+        """SIGTERM on a notice: a checkpointed job saves its work as of now if the save (``checkpoint_cost_s``)
+        ends within the grace and before the node goes, records it as the job's own report would be
+        (``jobs.services.checkpoint_record``, source ``simulated``), and exits once saved; one that cannot save
+        keeps its last periodic checkpoint and is killed at the end of its grace; one without checkpoints exits
+        at once."""
+        first = pods[0]
+        grace = timedelta(seconds=grace_s)
+        cost = self._real(self.settings.checkpoint_cost_s)
+        if not first.checkpoint_interval_s:
+            exits_at = now
+        elif cost <= grace and now + cost <= deadline:
+            work = self._work_done(first, now, None)
+            if first.duration_s is not None:
+                work = min(work, first.duration_s)
+            SimulatedProgress.objects.update_or_create(
+                job_id=first.job_id, defaults={"saved_work_s": work, "checkpointed_at": now}
+            )
+            checkpoint_report(first, checkpoint_of(first, now, work), cost_s=self.settings.checkpoint_cost_s, now=now)
+            exits_at = now + cost
+        else:
+            self._save_progress(first, now)
+            exits_at = now + grace
+        SimulatedPod.objects.filter(pk__in=[pod.pk for pod in pods]).update(stop_requested_at=now, exits_at=exits_at)
 
     def _save_progress(self, pod: SimulatedPod, now: datetime) -> None:
         """What an evicted job keeps: its work up to its last checkpoint (none without checkpoints)."""

@@ -1,6 +1,6 @@
 """``manage.py scheduler run [--json] [--cycles N]``: the scheduling loop in the foreground, without Celery
-beat — a cycle every ``SCHEDULER_CYCLE_S`` under the single-flight lock (so it can run beside workers), plus
-interruption handling every cycle and a cluster sync, MIG watch and utilization sample every few cycles.
+beat — a cycle every ``SCHEDULER_CYCLE_S`` under the single-flight lock (so it can run beside workers; each cycle
+handles spot notices itself), plus a cluster sync, MIG watch and utilization sample every few cycles.
 Ctrl-C (or SIGTERM) stops it cleanly after the current step.
 
 It outlives its services: when Redis, the database or the cluster is unreachable it logs one line, waits a
@@ -27,7 +27,7 @@ from scheduler.loop.cycle import cycle_run
 from scheduler.loop.locks import single_flight
 from scheduler.loop.outage import OUTAGE_ERRORS, Outages, connections_refresh, outage_note
 from scheduler.management.commands.schedule import report_text
-from scheduler.services import cluster_maintain, cluster_sync, interruptions_handle, utilization_record
+from scheduler.services import cluster_maintain, cluster_sync, utilization_record
 from scheduler.tasks import MIG_STUCK_AFTER_S
 
 _HOUSEKEEPING_EVERY = 6  # cycles between cluster sync / MIG watch / utilization sample
@@ -87,7 +87,6 @@ class Command(BaseCommand):
                     cluster_sync(observation=observation)
                     cluster_maintain(gateway=gateway, stuck_after_s=MIG_STUCK_AFTER_S)
                     utilization_record(readings=gateway.utilization(), at=timezone.now())
-                interruptions_handle(observation=gateway.observe(), at=timezone.now())
                 report = cycle_run(gateway=gateway, fence_token=token)
             except (GatewayConflict, FencingError) as exc:  # not an outage: the next period tries afresh
                 self._emit({"error": str(exc)}, f"cycle failed, retrying next period: {exc}", as_json)

@@ -22,6 +22,7 @@ def test_values_are_the_stored_strings() -> None:
         "failed",
         "bind-refused",
         "app-failure",
+        "spot-reclaim",
     }
 
 

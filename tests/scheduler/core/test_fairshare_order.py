@@ -3,11 +3,15 @@ is served before any borrower, and what lies above the guarantees is split by we
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from scheduler.core.state import Job, ModelProfile, Request
+from scheduler.core import plan_cycle
+from scheduler.core.policy import Policy
+from scheduler.core.state import Job, ModelProfile, Request, Snapshot
 from scheduler.core.units import UNITS_PER_GPU
-from scheduler.core.vocabulary import JobKind
+from scheduler.core.vocabulary import JobKind, Priority
 from tests.scheduler.core.test_preemption import H100, job, node, on, run, team, world
 
 G = UNITS_PER_GPU
@@ -61,3 +65,35 @@ def test_a_cluster_without_gpus_has_no_borrowed_share() -> None:
     assert fair.total_capacity == 0
     fair.state.usage["t"]["A100"] = G  # as if it held one: no capacity to measure it against
     assert fair.borrowed_share("t") == 0.0
+
+
+# -- within a team: a job resuming after an infrastructure loss --------------------------------------------
+
+
+def test_a_resuming_job_goes_first_within_its_priority_ahead_of_rank_and_submit_time() -> None:
+    _, fair = world(NODES, [team("t", {"any": 4})])
+    pending = [
+        job("ranked", "t", rank=-5, submitted_at=1),
+        job("early", "t", submitted_at=0),
+        job("resumes", "t", submitted_at=9, rank=3, resumes=True),
+        job("high", "t", priority=Priority.HIGH, submitted_at=10),
+        job("low-resumes", "t", priority=Priority.LOW, resumes=True),
+    ]
+    assert [j.id for j in fair.order(pending, 0.0)] == ["high", "resumes", "ranked", "early", "low-resumes"]
+
+
+def test_without_fairness_a_resuming_job_still_goes_first_within_its_priority() -> None:
+    _, fair = world(NODES, [team("t"), team("u")], policy=Policy(fairness=False))
+    pending = [job("early", "u", submitted_at=0), job("resumes", "t", submitted_at=5, resumes=True)]
+    assert [j.id for j in fair.order(pending, 0.0)] == ["resumes", "early"]
+
+
+def test_the_engine_binds_the_resuming_job_when_only_one_fits() -> None:
+    one_gpu = Snapshot(
+        nodes=(node("a1", gpus=1),),
+        teams=(team("t", {"any": 1}),),
+        pending=(job("first", "t", submitted_at=0), job("lost-its-node", "t", submitted_at=50, resumes=True)),
+    )
+    assert [bind.job for bind in plan_cycle(one_gpu, Policy(), 100.0).binds] == ["lost-its-node"]
+    plain = replace(one_gpu, pending=tuple(replace(j, resumes=False) for j in one_gpu.pending))
+    assert [bind.job for bind in plan_cycle(plain, Policy(), 100.0).binds] == ["first"]

@@ -239,6 +239,21 @@ def test_interrupt_drains_then_loses_the_node() -> None:
     assert result.metrics["lost_gpu_hours"] == round(2 * 0 / 3600, 6)  # checkpointed at 25 and 50
 
 
+@pytest.mark.parametrize("loss", [{"remove_node": "b"}, {"interrupt": {"node": "b", "notice_s": 10}}])
+def test_a_job_requeued_by_a_lost_node_resumes_ahead_of_its_teams_ranked_work(loss: dict[str, Any]) -> None:
+    """As the loop's snapshot marks it (Job.resumes): the engine binds the requeued job first within its priority,
+    though the lead ranked the rival first."""
+    events = [
+        job("lost", gpus=2, tier="spot-ok", duration_s=1000),
+        job("filler", gpus=2, duration_s=100),
+        job("rival", t=10, gpus=2, rank=-5, duration_s=1000),
+        {"t": 40, **loss},
+    ]
+    result = replay(scenario(events, until=120, teams=[{"name": "t", "guaranteed_gpus": 4}]))
+    assert sorted((e["t"], e["job"]) for e in events_of(result, "bound")) == [(0, "filler"), (0, "lost"), (100, "lost")]
+    assert result.final["jobs"]["rival"]["state"] == "pending"
+
+
 def test_interrupt_without_notice_and_remove_node_evict_at_once() -> None:
     events = [
         job("j1", gpus=2, duration_s=100),

@@ -1,0 +1,60 @@
+"""One line per job event for the job page's timeline, in the portal's words.
+
+A spot reclaim reads as its story: "Checkpointed (step 1200)" → "Draining: spot notice on node X" → "Preempted
+(spot reclaim)" → "Requeued" → "Resumed from step 1200 on node Y". The words come from the events' details
+(``jobs.services.checkpoint_record``, ``scheduler.loop.notice``, ``jobs.services.loop``), never from guesses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from jobs.models import JobEvent
+from scheduler.core.vocabulary import EventType
+
+
+def event_text(event: JobEvent) -> str:
+    """What ``event`` says, in one short sentence without a final stop."""
+    details: Mapping[str, Any] = event.details if isinstance(event.details, dict) else {}
+    kind = str(event.type)
+    if kind == EventType.CHECKPOINTED:
+        step = details.get("step")
+        return f"Checkpointed (step {step})" if isinstance(step, int) else "Checkpointed"
+    if kind == EventType.DRAINING:
+        return f"Draining: spot notice on node {details.get('node') or 'unknown'}"
+    if kind == EventType.PREEMPTED:
+        reason = _reason(details.get("reason"))
+        by = details.get("by")
+        return f"Preempted by job {by} ({reason})" if by else f"Preempted ({reason})"
+    if kind == EventType.BOUND:
+        return _bound(details)
+    if kind in (EventType.PRIORITY_CHANGED, EventType.RANK_CHANGED):
+        return f"{_words(kind)}: {details.get('old')} → {details.get('new')}"
+    text = _words(kind)
+    why = details.get("reason") or details.get("message")
+    if details.get("exit_reason"):  # a restart after an application failure (jobs.services.restarts)
+        return f"{text}: {why} — {details['exit_reason']} ({details.get('message', '')})"
+    return f"{text}: {why}" if why else text
+
+
+def _bound(details: Mapping[str, Any]) -> str:
+    nodes = details.get("nodes")
+    if not isinstance(nodes, list) or not nodes:  # recorded before bound events named their nodes
+        nodes = list(dict.fromkeys(s.get("node") for replica in details.get("placements") or [] for s in replica))
+    where = f" on node {', '.join(str(n) for n in nodes)}" if nodes else ""
+    if not details.get("resumed"):
+        return f"Bound{where}"
+    step = details.get("resumed_from_step")
+    if isinstance(step, int):
+        return f"Resumed from step {step}{where}"
+    return f"Restarted from the beginning{where} (no checkpoint to resume from)"
+
+
+def _reason(value: object) -> str:
+    return str(value or "unknown").replace("-", " ").replace("_", " ")
+
+
+def _words(value: str) -> str:
+    text = value.replace("_", " ")
+    return text[:1].upper() + text[1:]

@@ -1,0 +1,55 @@
+"""The job page's timeline lines (jobs.timeline): a spot reclaim reads as checkpointed (step N) → preempted
+(spot reclaim) → resumed from step N on node X, and every other event keeps its words."""
+
+from __future__ import annotations
+
+import pytest
+from django.urls import reverse
+
+from jobs.models import JobEvent
+from jobs.timeline import event_text
+from tests.factories import JobFactory
+
+
+def _event(type_: str, **details: object) -> JobEvent:
+    return JobEvent(type=type_, details=details)
+
+
+@pytest.mark.parametrize(
+    ("event", "text"),
+    [
+        (_event("checkpointed", step=1200, path="/c/step-000001200.ckpt"), "Checkpointed (step 1200)"),
+        (_event("checkpointed"), "Checkpointed"),  # a backend that knew only the time
+        (_event("draining", node="spot-1", source="spot-itn"), "Draining: spot notice on node spot-1"),
+        (_event("preempted", reason="spot-reclaim", by=None), "Preempted (spot reclaim)"),
+        (_event("preempted", reason="priority", by="42"), "Preempted by job 42 (priority)"),
+        (_event("requeued", message="spot notice on node spot-1"), "Requeued: spot notice on node spot-1"),
+        (_event("bound", nodes=["a100-1", "a100-2"]), "Bound on node a100-1, a100-2"),
+        (
+            _event("bound", nodes=["a100-1"], resumed=True, resumed_from_step=1200),
+            "Resumed from step 1200 on node a100-1",
+        ),
+        (
+            _event("bound", nodes=["a100-1"], resumed=True, resumed_from_step=None),
+            "Restarted from the beginning on node a100-1 (no checkpoint to resume from)",
+        ),
+        (_event("bound", placements=[[{"node": "old-1", "gpu": 0}]]), "Bound on node old-1"),  # before nodes
+        (_event("priority_changed", old="normal", new="high"), "Priority changed: normal → high"),
+        (_event("failed", reason="OOMKilled"), "Failed: OOMKilled"),
+        (_event("submitted"), "Submitted"),
+    ],
+)
+def test_each_event_reads_as_one_line(event: JobEvent, text: str) -> None:
+    assert event_text(event) == text
+
+
+@pytest.mark.django_db
+def test_the_job_page_shows_the_lines_to_its_team_only(client, team, member, outsider) -> None:
+    job = JobFactory(team=team, name="pretrain", state="pending")
+    JobEvent.objects.create(job=job, type="checkpointed", at=job.submitted_at, details={"step": 7})
+    JobEvent.objects.create(job=job, type="preempted", at=job.submitted_at, details={"reason": "spot-reclaim"})
+    client.force_login(member)
+    body = client.get(reverse("jobs:detail", args=[job.pk])).content.decode()
+    assert "Checkpointed (step 7)" in body and "Preempted (spot reclaim)" in body
+    client.force_login(outsider)
+    assert client.get(reverse("jobs:detail", args=[job.pk])).status_code == 404
