@@ -281,6 +281,19 @@ MERGE_PATCH = "application/merge-patch+json"
 KUBELET_FINALIZER = "tests.microcosm.io/kubelet"  # holds a terminating pod in the emulator
 
 
+# An 8-GPU H100 node as the GPU Operator labels it, MIG off, under one AWS leaf switch (cycle-level tests).
+H100_ONE_LEAF = {
+    "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+    "nvidia.com/gpu.count": "8",
+    "nvidia.com/gpu.memory": "81559",
+    "nvidia.com/mig.capable": "true",
+    "nvidia.com/mig.config": "all-disabled",
+    "nvidia.com/mig.config.state": "success",
+    "topology.k8s.aws/network-node-layer-2": "nn-spine",
+    "topology.k8s.aws/network-node-layer-3": "nn-leaf",
+}
+
+
 def iso(seconds: float) -> str:
     return datetime.datetime.fromtimestamp(seconds, tz=datetime.UTC).isoformat().replace("+00:00", "Z")
 

@@ -17,22 +17,13 @@ from scheduler.loop.cycle import cycle_run
 from scheduler.models import Node
 from scheduler.services import cluster_sync, gpu_models_sync
 from scheduler.tasks import interruptions_handle_task
+from tests.scheduler.kube_emulator import H100_ONE_LEAF as H100
 from tests.scheduler.kube_emulator import cluster_fixture, iso
 from tests.scheduler.loop_helpers import Clock, team_seed
 
 pytestmark = pytest.mark.django_db
 cluster = pytest.fixture(cluster_fixture)
 NO_WAIT = Retry(attempts=3, backoff_s=0.0, sleep=lambda _s: None)
-H100 = {
-    "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
-    "nvidia.com/gpu.count": "8",
-    "nvidia.com/gpu.memory": "81559",
-    "nvidia.com/mig.capable": "true",
-    "nvidia.com/mig.config": "all-disabled",
-    "nvidia.com/mig.config.state": "success",
-    "topology.k8s.aws/network-node-layer-2": "nn-spine",
-    "topology.k8s.aws/network-node-layer-3": "nn-leaf",
-}
 
 
 def test_a_submitted_gang_is_bound_pod_by_pod_then_requeued_when_its_node_goes(cluster) -> None:
