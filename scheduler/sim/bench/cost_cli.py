@@ -8,8 +8,9 @@ tiers (and, when asked, the tiers with spot stressed) — protocol and billing r
 spread (min–max) over the seeds and the claims are judged on the medians (the SLO targets on every seed). Beside
 them, per spot rate, the goodput of checkpointed training with the workload's fixed checkpoint intervals and with
 the proposed ones, each checkpoint costing ``--checkpoint-cost-s`` (:mod:`scheduler.sim.bench.goodput`).
-The (mix, seed) cases share ``--jobs`` worker processes (default 2). The defaults (2 mixes × 5 seeds × 3
-replays of 5 h on a 128-GPU pool) took 172 s on 2 cores (2026-12-01).
+The (mix, seed) cases share ``--jobs`` worker processes (default 2). The defaults (2 mixes × 5 seeds × 5
+replays of 5 h on a 128-GPU pool: N, A, B and the goodput pair) took 428 s on 2 cores shared with other work
+(load average 2.5; 2026-12-03).
 """
 
 from __future__ import annotations
