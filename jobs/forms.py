@@ -9,7 +9,7 @@ from typing import Any, cast
 from django import forms
 
 from jobs.access import priorities_allowed
-from scheduler.core import bounds
+from scheduler.core import ModelProfile, bounds
 from scheduler.core.catalog import GPU_CLASSES, GPU_MODELS
 from scheduler.core.vocabulary import Dtype, JobKind, JobTier, ModelMode, Priority
 from teams.models import Team
@@ -252,6 +252,40 @@ class SubmitForm(RequestForm):
             target = field if field in self.fields else None
             for reason in reasons:
                 self.add_error(target, reason if target else f"{key}: {reason}")
+
+
+class IntervalForm(forms.Form):
+    """The submit form's fields the proposed checkpoint interval depends on (``jobs/checkpoint_intervals.py``):
+    where the job will run, how many servers it spans, and the model whose training state a checkpoint holds.
+    Priority is any of them here: the proposal is a preview, the submit itself checks the role."""
+
+    tier = forms.ChoiceField(choices=[(t.value, t.value) for t in JobTier], initial=JobTier.ANY)
+    priority = forms.ChoiceField(choices=[(p.value, p.value) for p in Priority], initial=Priority.NORMAL)
+    replicas = forms.IntegerField(min_value=1, max_value=bounds.MAX_REPLICAS, initial=1)
+    request_by = forms.ChoiceField(choices=REQUEST_BY, initial="model")
+    gpus = forms.IntegerField(min_value=1, max_value=bounds.MAX_GPUS, required=False)
+    params_b = forms.FloatField(min_value=0.001, max_value=bounds.MAX_PARAMS_B, required=False, initial=7)
+    dtype = forms.ChoiceField(choices=[(d.value, d.value) for d in Dtype], initial=Dtype.BF16, required=False)
+    mode = forms.ChoiceField(
+        choices=[(m.value, m.value) for m in ModelMode], initial=ModelMode.INFERENCE, required=False
+    )
+
+    def proposal_inputs(self) -> dict[str, Any]:
+        """Keyword arguments of ``checkpoint_interval_proposal_for_spec`` from the cleaned data: whole GPUs only
+        when requested by GPUs, a model only when requested by model."""
+        data = self.cleaned_data
+        by = data["request_by"]
+        model = None
+        if by == "model" and data.get("params_b"):
+            dtype, mode = Dtype(data.get("dtype") or Dtype.BF16), ModelMode(data.get("mode") or ModelMode.INFERENCE)
+            model = ModelProfile(params_b=data["params_b"], dtype=dtype, mode=mode)
+        return {
+            "tier": data["tier"],
+            "priority": data["priority"],
+            "replicas": data["replicas"],
+            "gpus_per_replica": data.get("gpus") if by == "gpus" else None,
+            "model": model,
+        }
 
 
 class PriorityForm(forms.Form):

@@ -12,6 +12,7 @@ urlpatterns = [
     path("teams/<slug:slug>/manage/", views.manage, name="manage"),
     path("jobs/submit/", views.submit, name="submit"),
     path("jobs/suggest/", views.suggest_partial, name="suggest"),
+    path("jobs/checkpoint-interval/", views.checkpoint_interval_partial, name="checkpoint_interval"),
     path("jobs/<int:job_id>/", views.detail, name="detail"),
     path("jobs/<int:job_id>/cancel/", views.cancel, name="cancel"),
     path("jobs/<int:job_id>/priority/", views.set_priority, name="priority"),

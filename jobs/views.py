@@ -21,8 +21,13 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from jobs import access
 from jobs.api.filters import QueueFilter
+from jobs.checkpoint_intervals import (
+    IntervalProposal,
+    checkpoint_interval_proposal,
+    checkpoint_interval_proposal_for_spec,
+)
 from jobs.errors import JobNotFound, JobPermissionDenied, JobsError, JobSpecInvalid, JobStateError
-from jobs.forms import CancelForm, PriorityForm, RequestForm, SubmitForm
+from jobs.forms import CancelForm, IntervalForm, PriorityForm, RequestForm, SubmitForm
 from jobs.models import Job
 from jobs.rightsizing import errors_by_key, suggest
 from jobs.selectors import (
@@ -36,7 +41,7 @@ from jobs.selectors import (
 )
 from jobs.services import job_cancel, job_cancel_bulk, job_list_reorder, job_set_priority, job_submit, team_order_key
 from jobs.team_usage import DEFAULT_WINDOW, WINDOWS_S, team_dashboard, team_utilization_series
-from scheduler.core.vocabulary import EventType, JobState
+from scheduler.core.vocabulary import EventType, JobKind, JobState
 from teams.http import SignedInRequest
 from teams.models import Team
 from teams.roles import is_platform_admin
@@ -138,7 +143,10 @@ def submit(request: SignedInRequest) -> HttpResponse:
         else:
             messages.success(request, f"Submitted {job.name}: it waits for the next scheduling cycle.")
             return redirect("jobs:detail", job_id=job.pk)
-    return render(request, "jobs/submit.html", {"form": form, "suggestion": _suggestion(request.POST or None)})
+    data = request.POST or None
+    return render(
+        request, "jobs/submit.html", {"form": form, "suggestion": _suggestion(data), "proposal": _proposal(data)}
+    )
 
 
 def _initial(request: HttpRequest, teams: list[Team]) -> dict[str, Any]:
@@ -153,6 +161,22 @@ def _suggestion(data: Any) -> Any:
         data = {name: field.initial for name, field in RequestForm.base_fields.items() if field.initial is not None}
     form = RequestForm(data)
     return suggest(form.request_spec()) if form.is_valid() else None
+
+
+def _proposal(data: Any) -> IntervalProposal | None:
+    """The checkpoint interval proposed for posted fields (or the form's initial ones); None while they do not
+    describe a job yet."""
+    if data is None:
+        data = {name: field.initial for name, field in IntervalForm.base_fields.items() if field.initial is not None}
+    form = IntervalForm(data)
+    return checkpoint_interval_proposal_for_spec(**form.proposal_inputs()) if form.is_valid() else None
+
+
+@login_required
+@require_POST
+def checkpoint_interval_partial(request: SignedInRequest) -> HttpResponse:
+    """htmx: the checkpoint interval proposed for the submit form's fields as typed so far."""
+    return render(request, "jobs/partials/checkpoint_proposal.html", {"proposal": _proposal(request.POST)})
 
 
 @login_required
@@ -203,9 +227,18 @@ def detail(request: SignedInRequest, job_id: int) -> HttpResponse:
         "priority_form": PriorityForm(initial={"priority": job.priority}, allowed=access.priorities_allowed(role)),
         "cancel_form": CancelForm(),
         "spec_json": _submitted_spec(events),
+        # The status poll (htmx) redraws only the status: no proposal to compute for it.
+        "proposal": None if request.htmx else _job_proposal(job),
     }
     template = "jobs/partials/job_status.html" if request.htmx else "jobs/detail.html"
     return render(request, template, context)
+
+
+def _job_proposal(job: Job) -> IntervalProposal | None:
+    """The checkpoint interval proposed for ``job``; None for a service that does not checkpoint."""
+    if job.kind == JobKind.INFERENCE and not job.checkpoint_interval_s:
+        return None
+    return checkpoint_interval_proposal(job=job)
 
 
 def _submitted_spec(events: list[Any]) -> str:

@@ -25,6 +25,7 @@ from portal.env import (
     env_redis_url,
     env_str,
 )
+from scheduler.core import checkpointing
 
 
 # The shapes of the two settings that are dicts, so that code reading them gets typed values.
@@ -60,6 +61,16 @@ class SchedulerSettings(TypedDict):
     evict_grace_s: float
     apply_attempts: int
     apply_backoff_s: float
+
+
+class CheckpointSettings(TypedDict):
+    """``CHECKPOINTS``: what the checkpoint interval Microcosm proposes is computed from
+    (``jobs/checkpoint_intervals.py``; the rule in ``scheduler/core/checkpointing.py``)."""
+
+    interruptions_per_node_day: dict[str, float]  # capacity tier → interruptions per server and day
+    default_cost_s: float
+    write_gib_per_s: float
+    max_interval_s: float
 
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -248,6 +259,43 @@ CELERY_BEAT_SCHEDULE: dict[str, dict[str, object]] = {
 BILLING = {
     "idle_cost": env_choice("BILLING_IDLE_COST", ("own-line", "shared"), default="own-line"),
     "mode": env_choice("BILLING_MODE", ("chargeback", "showback"), default="chargeback"),
+}
+
+# The checkpoint interval proposed to a job that sets none: Young's √(2 × cost × MTBF) from each tier's interruption
+# rate per server-day (docs/gpu-facts.md, Spot and preemption signals: spot at the Spot Advisor's "> 20 % a month"
+# bucket; on-demand and reserved at the hardware failure rate of Meta's Llama 3 run), the job's measured checkpoint
+# cost or, before its first checkpoint, the model's training state at the write bandwidth (else a default; both
+# assumptions), and a cap for tiers that are hardly ever interrupted.
+CHECKPOINTS: CheckpointSettings = {
+    "interruptions_per_node_day": {
+        "spot": env_float(
+            "CHECKPOINT_SPOT_INTERRUPTIONS_PER_DAY",
+            default=checkpointing.SPOT_INTERRUPTIONS_PER_NODE_DAY,
+            minimum=0.0,
+            maximum=1000.0,
+        ),
+        "on-demand": env_float(
+            "CHECKPOINT_ON_DEMAND_INTERRUPTIONS_PER_DAY",
+            default=checkpointing.HARDWARE_INTERRUPTIONS_PER_NODE_DAY,
+            minimum=0.0,
+            maximum=1000.0,
+        ),
+        "reserved": env_float(
+            "CHECKPOINT_RESERVED_INTERRUPTIONS_PER_DAY",
+            default=checkpointing.HARDWARE_INTERRUPTIONS_PER_NODE_DAY,
+            minimum=0.0,
+            maximum=1000.0,
+        ),
+    },
+    "default_cost_s": env_float(
+        "CHECKPOINT_DEFAULT_COST_S", default=checkpointing.DEFAULT_COST_S, minimum=0.1, maximum=86_400.0
+    ),
+    "write_gib_per_s": env_float(
+        "CHECKPOINT_WRITE_GIB_PER_S", default=checkpointing.DEFAULT_WRITE_GIB_PER_S, minimum=0.001, maximum=10_000.0
+    ),
+    "max_interval_s": env_float(
+        "CHECKPOINT_MAX_INTERVAL_S", default=checkpointing.DEFAULT_MAX_INTERVAL_S, minimum=60.0, maximum=604_800.0
+    ),
 }
 
 # Pending jobs one team, and one user, may have at once (jobs.services.job_submit refuses the next with 409):

@@ -5,12 +5,14 @@ The public API — what the rest of Microcosm may import from ``scheduler.core``
 writing (:func:`rejection_reason`), and the frozen values they take and give; and the rules the apps show or
 re-apply outside a cycle: the table of job-request ranges (``bounds``, :func:`text_problem`), right-sizing and
 the memory estimate the submit form previews, the quota limits and priority order the team pages and billing's
-guarantee check read, and the size of a GPU in capacity units. ``scheduler.core.vocabulary`` and
+guarantee check read, and the size of a GPU in capacity units; and the checkpoint interval the submit and job pages
+propose (:func:`checkpoint_interval`, with its inputs in ``checkpointing``). ``scheduler.core.vocabulary`` and
 ``scheduler.core.catalog`` are public modules of their own.
 """
 
-from scheduler.core import bounds
+from scheduler.core import bounds, checkpointing
 from scheduler.core.bounds import text_problem
+from scheduler.core.checkpointing import CheckpointInterval, checkpoint_interval
 from scheduler.core.cycle import plan_cycle, rejection_reason
 from scheduler.core.demand import DemandKind
 from scheduler.core.memory import estimate
@@ -23,6 +25,7 @@ from scheduler.core.state import Job, ModelProfile, Node, Preemption, Request, R
 __all__ = [
     "ANY",
     "Bind",
+    "CheckpointInterval",
     "DemandKind",
     "Evict",
     "Job",
@@ -42,6 +45,8 @@ __all__ = [
     "borrowed_in_fill",
     "bounds",
     "burst_limits",
+    "checkpoint_interval",
+    "checkpointing",
     "estimate",
     "fill_order",
     "guarantee_limits",

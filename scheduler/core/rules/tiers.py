@@ -27,8 +27,14 @@ _BY_JOB_TIER: dict[str, tuple[CapacityTier, ...]] = {
 
 def allowed_tiers(job: Job) -> tuple[CapacityTier, ...]:
     """The tiers ``job`` may run on, most preferred first (module rules); never empty."""
-    tiers = _BY_JOB_TIER[JobTier(job.tier)]
-    if job.priority == Priority.PRODUCTION:
+    return tiers_for(job.tier, job.priority)
+
+
+def tiers_for(tier: str, priority: str) -> tuple[CapacityTier, ...]:
+    """:func:`allowed_tiers` of a job with this ``tier`` and ``priority`` (for a job not built yet, such as a
+    submit form's); raises ValueError for a tier that is not a :class:`JobTier`."""
+    tiers = _BY_JOB_TIER[JobTier(tier)]
+    if priority == Priority.PRODUCTION:
         tiers = tuple(t for t in tiers if t != CapacityTier.SPOT)
     return tiers
 

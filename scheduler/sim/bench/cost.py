@@ -37,6 +37,9 @@ billing :mod:`scheduler.sim.bench.metering`):
    GPU-hours; production SLO misses = production services submitted in the window that started more than one
    scheduling cycle after submission, or never. The two savings: **tiering alone** = 1 − cost(B) / cost(A);
    **what a user gets** = 1 − cost(B) / cost(N).
+9. **Goodput**, a measure beside the protocol (:mod:`scheduler.sim.bench.goodput`): run B again twice per spot
+   rate, every checkpoint now costing GPU time, once with the workload's fixed checkpoint intervals and once with
+   the intervals Microcosm proposes (Young's √(2 × cost × MTBF)); lost GPU-hours per interruption and goodput.
 
 Deterministic for a seed; no Django.
 """
@@ -51,6 +54,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from scheduler.core.checkpointing import DEFAULT_COST_S, DEFAULT_MAX_INTERVAL_S, SPOT_INTERRUPTIONS_PER_NODE_DAY
 from scheduler.core.state import Job, Node
 from scheduler.core.vocabulary import CapacityTier, JobKind, JobTier, Priority
 from scheduler.sim.bench.cost_sizing import demand_by_model, reserved_baseline
@@ -70,7 +74,7 @@ from scheduler.sim.workload.mixed import Workload
 AWS_NOTICE_S = 120.0  # AWS's 2-minute spot interruption notice (docs/gpu-facts.md, Spot and preemption signals)
 # Run C: a few interruptions in a few hours on eight spot servers, so the recovery path is really exercised.
 STRESS_INTERRUPTIONS_PER_NODE_DAY = 0.0  # run C is off unless asked for (e.g. 4: a few per run)
-FACTS_INTERRUPTIONS_PER_NODE_DAY = round(0.20 / 30, 4)  # the Spot Advisor's "> 20 % a month" bucket
+FACTS_INTERRUPTIONS_PER_NODE_DAY = SPOT_INTERRUPTIONS_PER_NODE_DAY  # the Spot Advisor's "> 20 % a month" bucket
 
 
 @dataclass(frozen=True)
@@ -81,11 +85,18 @@ class CostConfig:
     replace_s: float = 600.0
     planner: str = "microcosm"
     baseline: str = "naive"  # run N: stock Kubernetes
+    # The goodput comparison beside the protocol (scheduler/sim/bench/goodput.py): what each checkpoint costs, and
+    # the cap on the proposed interval (the portal's defaults, scheduler/core/checkpointing.py).
+    checkpoint_cost_s: float = DEFAULT_COST_S
+    max_checkpoint_interval_s: float = DEFAULT_MAX_INTERVAL_S
 
     def __post_init__(self) -> None:
         problems = []
         if self.pool_factor < 1:
             problems.append(f"pool_factor must be at least 1, got {self.pool_factor!r}")
+        for name in ("checkpoint_cost_s", "max_checkpoint_interval_s"):
+            if not (getattr(self, name) > 0 and math.isfinite(getattr(self, name))):
+                problems.append(f"{name} must be a positive number of seconds, got {getattr(self, name)!r}")
         for name in ("interruptions_per_node_day", "stress_interruptions_per_node_day", "replace_s"):
             if getattr(self, name) < 0:
                 problems.append(f"{name} must not be negative, got {getattr(self, name)!r}")

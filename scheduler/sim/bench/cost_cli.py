@@ -1,13 +1,16 @@
 """``bench cost [--mix balanced|serving|both] [--seeds 42-46] [--load L] [--hours H] [--warmup-hours W]
-[--pool-factor K] [--interruptions-per-node-day R] [--stress-interruptions-per-node-day R] [--jobs N]
-[--trace PATH] [--json]`` (spec B4).
+[--pool-factor K] [--interruptions-per-node-day R] [--stress-interruptions-per-node-day R] [--checkpoint-cost-s C]
+[--jobs N] [--trace PATH] [--json]`` (spec B4).
 
 The B2 workload bought three ways — stock Kubernetes (``naive``) on-demand, Microcosm on-demand, Microcosm's
 tiers (and, when asked, the tiers with spot stressed) — protocol and billing rules in
 :mod:`scheduler.sim.bench.cost`, for both mixes and every seed; each figure is reported as its median and
-spread (min–max) over the seeds and the claims are judged on the medians (the SLO targets on every seed).
-The (mix, seed) cases share ``--jobs`` worker processes (default 2). The defaults (2 mixes × 5 seeds × 3
-replays of 5 h on a 128-GPU pool) took 172 s on 2 cores (2026-12-01).
+spread (min–max) over the seeds and the claims are judged on the medians (the SLO targets on every seed). Beside
+them, per spot rate, the goodput of checkpointed training with the workload's fixed checkpoint intervals and with
+the proposed ones, each checkpoint costing ``--checkpoint-cost-s`` (:mod:`scheduler.sim.bench.goodput`).
+The (mix, seed) cases share ``--jobs`` worker processes (default 2). The defaults (2 mixes × 5 seeds × 5
+replays of 5 h on a 128-GPU pool: N, A, B and the goodput pair) took 428 s on 2 cores shared with other work
+(load average 2.5; 2026-12-03).
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from scheduler.core.checkpointing import DEFAULT_COST_S
+from scheduler.sim.bench import goodput
 from scheduler.sim.bench.cost import (
     FACTS_INTERRUPTIONS_PER_NODE_DAY,
     RUN_NAIVE,
@@ -33,6 +38,7 @@ from scheduler.sim.bench.cost import (
     TierRun,
     run_cost,
 )
+from scheduler.sim.bench.goodput import GoodputRun, run_goodput
 from scheduler.sim.bench.machine import RunRecord, started_line, with_flags
 from scheduler.sim.bench.mixed_cli import load_runtimes, mix_list, non_negative_float, positive_float
 from scheduler.sim.bench.registry import BenchUsageError, Claim, Outcome, positive
@@ -77,13 +83,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=STRESS_INTERRUPTIONS_PER_NODE_DAY,
         help="Spot interruptions per server-day of an extra run C, the tiers with spot stressed (default 0: no run C).",
     )
+    parser.add_argument(
+        "--checkpoint-cost-s",
+        type=positive_float,
+        default=DEFAULT_COST_S,
+        help=f"GPU seconds each checkpoint costs in the goodput comparison (default {DEFAULT_COST_S:g}).",
+    )
     parser.add_argument("--jobs", type=positive, default=DEFAULT_JOBS, help="Worker processes (default 2).")
     parser.add_argument("--trace", type=Path, help="Philly run times (default ../shared/traces/philly/...).")
 
 
-def _case(case: tuple[str, int, WorkloadConfig, CostConfig, tuple[float, ...]]) -> CostResult:
+Case = tuple[CostResult, list[GoodputRun]]
+
+
+def _case(case: tuple[str, int, WorkloadConfig, CostConfig, tuple[float, ...]]) -> Case:
     _, _, config, cost, runtimes = case
-    return run_cost(generate(cluster_named("mixed-64"), config, runtimes), cost)
+    workload = generate(cluster_named("mixed-64"), config, runtimes)
+    result = run_cost(workload, cost)
+    return result, run_goodput(workload, cost, result.reserved_servers)
 
 
 def run(options: dict[str, Any]) -> Outcome:
@@ -106,6 +123,7 @@ def run(options: dict[str, Any]) -> Outcome:
             stress_interruptions_per_node_day=_or(
                 options.get("stress_interruptions_per_node_day"), STRESS_INTERRUPTIONS_PER_NODE_DAY
             ),
+            checkpoint_cost_s=options.get("checkpoint_cost_s") or DEFAULT_COST_S,
         )
     except ValueError as error:
         raise BenchUsageError(str(error)) from None
@@ -118,6 +136,7 @@ def run(options: dict[str, Any]) -> Outcome:
     )
     if cost.stress_interruptions_per_node_day > 0:
         command += f" --stress-interruptions-per-node-day {cost.stress_interruptions_per_node_day:g}"
+    command += f" --checkpoint-cost-s {cost.checkpoint_cost_s:g}"
     record = RunRecord(NAME, with_flags(command, options, "json"))
     cases = [(mix, seed, configs[mix, seed], cost, runtimes) for mix in mixes for seed in seeds]
     results = dict(zip([(m, s) for m, s, *_ in cases], _run_all(cases, int(options.get("jobs") or 1)), strict=True))
@@ -130,12 +149,14 @@ def run(options: dict[str, Any]) -> Outcome:
         "trace": str(trace),
         "pool_gpus": cluster.gpus * cost.pool_factor,
         "window_s": list(window),
+        "checkpoint_cost_s": cost.checkpoint_cost_s,
         "mixes": {},
     }
     claims: list[Claim] = []
     for mix in mixes:
-        by_seed = {seed: results[mix, seed] for seed in seeds}
+        by_seed = {seed: results[mix, seed][0] for seed in seeds}
         payload["mixes"][mix] = _mix_payload(by_seed, configs, mix)
+        payload["mixes"][mix]["goodput"] = goodput.payload({seed: results[mix, seed][1] for seed in seeds})
         claims += _claims(mix, by_seed)
     payload["claims"] = [{"claim": c.claim, "measured": c.measured, "reproduced": c.reproduced} for c in claims]
     return Outcome(
@@ -147,7 +168,7 @@ def run(options: dict[str, Any]) -> Outcome:
     )
 
 
-def _run_all(cases: Sequence[Any], workers: int) -> list[CostResult]:
+def _run_all(cases: Sequence[Any], workers: int) -> list[Case]:
     """Every case's result in order; ``workers`` > 1 runs them in that many processes, as ``bench mixed``."""
     if workers <= 1 or len(cases) <= 1:
         return [_case(case) for case in cases]
@@ -303,6 +324,7 @@ def _table(payload: dict[str, Any]) -> str:
         savings = entry["savings"]
         lines.append(f"savings, tiering alone ({RUN_ON_DEMAND} → {RUN_TIERED}): {_pct(savings['tiering_alone'])}")
         lines.append(f"savings, what a user gets ({RUN_NAIVE} → {RUN_TIERED}): {_pct(savings['for_user'])}")
+        lines += goodput.table(entry["goodput"], payload["checkpoint_cost_s"])
     return "\n".join(head + lines)
 
 

@@ -12,6 +12,7 @@ import scheduler.core as core
 PUBLIC = [
     "ANY",
     "Bind",
+    "CheckpointInterval",
     "DemandKind",
     "Evict",
     "Job",
@@ -31,6 +32,8 @@ PUBLIC = [
     "borrowed_in_fill",
     "bounds",
     "burst_limits",
+    "checkpoint_interval",
+    "checkpointing",
     "estimate",
     "fill_order",
     "guarantee_limits",
@@ -63,3 +66,11 @@ def test_rejection_reason_signature() -> None:
 def test_plan_cycle_signature() -> None:
     signature = "(snapshot: 'Snapshot', policy: 'Policy', now: 'float', *, speedups: 'bool' = True) -> 'Plan'"
     assert str(inspect.signature(core.plan_cycle)) == signature
+
+
+def test_checkpoint_interval_signature() -> None:
+    signature = (
+        "(*, cost_s: 'float', interruptions_per_node_day: 'float', nodes: 'int', max_interval_s: 'float') "
+        "-> 'CheckpointInterval'"
+    )
+    assert str(inspect.signature(core.checkpoint_interval)) == signature
