@@ -13,6 +13,7 @@ from scheduler.core.units import FULL_GPU_MILLI
 from scheduler.core.vocabulary import (
     CapacityTier,
     Dtype,
+    Fabric,
     Interconnect,
     JobKind,
     JobTier,
@@ -43,6 +44,8 @@ class Node:
     reconfiguring_until: float | None = None  # a MIG change is in flight: nothing new binds here before then
     cpu_milli: int | None = None  # only traces that constrain CPU and host memory set these
     memory_mib: int | None = None
+    fabric: Fabric = Fabric.TCP  # the network a gang spanning this node and others talks over
+    placement_group: str = ""  # the cloud placement group (or cluster network block) the node belongs to
 
     def layout(self, gpu: int) -> MigLayout:
         return self.mig[gpu] if gpu < len(self.mig) else ()

@@ -91,6 +91,18 @@ class Interconnect(StrEnum):
     PCIE = "pcie"
 
 
+class Fabric(StrEnum):
+    """The network a node offers to a multi-node job's collectives beyond its primary interface
+    (docs/gpu-facts.md, Running a multi-node training job on Kubernetes). A gang spanning nodes talks over one
+    fabric; without one, NCCL falls back to TCP on the primary interface."""
+
+    TCP = "tcp"  # no fabric: the primary interface only
+    EFA = "efa"  # AWS Elastic Fabric Adapter (extended resource vpc.amazonaws.com/efa)
+    TCPX = "gpudirect-tcpx"  # GCP A3 High: GPUDirect-TCPX over 4 extra NICs
+    TCPXO = "gpudirect-tcpxo"  # GCP A3 Mega: GPUDirect-TCPXO over 8 extra NICs
+    INFINIBAND = "infiniband"  # InfiniBand or RoCE through an RDMA device plugin (on-prem, Azure ND)
+
+
 class NodeState(StrEnum):
     READY = "ready"
     CORDONED = "cordoned"

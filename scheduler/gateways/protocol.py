@@ -135,6 +135,12 @@ class NodeObservation:
     mig_status: MigStatus = field(default_factory=MigStatus)
     price_per_gpu_hour: float | None = None  # None: the cluster does not know; the inventory's price holds
     labels: Mapping[str, str] = field(default_factory=dict)
+    # The fabric the node offers multi-node jobs (a scheduler.core.vocabulary.Fabric value), how many fabric
+    # devices it advertises (EFA interfaces, RDMA devices, extra NICs; 0 when none or unknown), and the placement
+    # group it belongs to ("" unknown).
+    fabric: str = "tcp"
+    fabric_devices: int = 0
+    placement_group: str = ""
 
 
 @dataclass(frozen=True, slots=True)
