@@ -286,4 +286,4 @@ def test_lead_of_two_teams_sees_both_in_the_overview(client, lead, team) -> None
     client.force_login(lead)
     response = client.get(reverse("home"))
     assert response.status_code == 200 and other.name in response.content.decode()
-    UserFactory(username="unused")  # noqa: the overview lists memberships only
+    UserFactory(username="unused")  # not a member of anything: the overview lists memberships only
