@@ -348,12 +348,20 @@ def gateway_from_settings() -> KubeGateway:
         checkpoint_size=kube["checkpoint_size"],
         report_url=kube["report_url"],
         checkpoint_root=kube["checkpoint_root"],
-        fabric=FabricSettings(
-            rdma_resource=kube["rdma_resource"],
-            placement_group_label=kube["placement_group_label"],
-            nccl_ib_hca=kube["nccl_ib_hca"],
-            tcpx_daemon_image=kube["tcpx_daemon_image"],
-            tcpxo_daemon_image=kube["tcpxo_daemon_image"],
-            gke_networks=tuple(kube["gke_networks"]),
-        ),
+        fabric=fabric_settings_from_settings(),
+    )
+
+
+def fabric_settings_from_settings() -> FabricSettings:
+    """What ``settings.KUBERNETES`` says about the cluster's fabrics (docs/deploy.md, Fabrics)."""
+    from django.conf import settings
+
+    kube = settings.KUBERNETES
+    return FabricSettings(
+        rdma_resource=kube["rdma_resource"],
+        placement_group_label=kube["placement_group_label"],
+        nccl_ib_hca=kube["nccl_ib_hca"],
+        tcpx_daemon_image=kube["tcpx_daemon_image"],
+        tcpxo_daemon_image=kube["tcpxo_daemon_image"],
+        gke_networks=tuple(kube["gke_networks"]),
     )
