@@ -198,6 +198,8 @@ def test_gke_a3_replicas_get_the_nics_and_the_receive_datapath_sidecar(fabric, n
     assert {"name": libraries["name"], "mountPath": "/usr/local/nvidia/lib64"} in sidecar["volumeMounts"]
     assert {e["name"]: e["value"] for e in main["env"]}["LD_LIBRARY_PATH"] == "/usr/local/nvidia/lib64"
     assert main["resources"]["limits"] == {"nvidia.com/gpu": "8"}  # the NICs come by annotation, not resource
+    expected = ["IPC_LOCK"] if fabric == Fabric.TCPX else []
+    assert main.get("securityContext", {}).get("capabilities", {}).get("add", []) == expected
 
 
 @pytest.mark.parametrize(

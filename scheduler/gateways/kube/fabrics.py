@@ -240,6 +240,7 @@ def _gpudirect(request: BindRequest, fabric: Fabric, node: NodeObservation, sett
     return ReplicaFabric(
         fabric,
         env=tuple(env),
+        capabilities=("IPC_LOCK",) if tcpx else (),  # as Google's TCPX manifest gives the job's container
         annotations=annotations,
         sidecars=(daemon,),
         volumes=tuple(host),
