@@ -41,6 +41,13 @@ class KubernetesSettings(TypedDict):
     checkpoint_size: str
     report_url: str
     checkpoint_root: str
+    # Fabrics (scheduler/gateways/kube/fabrics.py, docs/deploy.md, Fabrics)
+    rdma_resource: str
+    placement_group_label: str
+    nccl_ib_hca: str
+    tcpx_daemon_image: str
+    tcpxo_daemon_image: str
+    gke_networks: list[str]
 
 
 class SchedulerSettings(TypedDict):
@@ -136,6 +143,16 @@ KUBERNETES: KubernetesSettings = {
     # Where this process sees the teams' checkpoint volumes as <root>/<namespace>/job-<id>/, to read the jobs'
     # manifests when their reports do not arrive; "": not mounted here.
     "checkpoint_root": env_str("KUBE_CHECKPOINT_ROOT", default=""),
+    # Fabrics for multi-node jobs (docs/deploy.md, Fabrics). EFA and GKE's A3 machine types are read without a
+    # setting; InfiniBand/RoCE needs the RDMA resource the Network Operator's config names ("": none read). No
+    # cloud labels a node's placement group in a standard way, so the label is the administrator's to name.
+    "rdma_resource": env_str("KUBE_RDMA_RESOURCE", default=""),
+    "placement_group_label": env_str("KUBE_PLACEMENT_GROUP_LABEL", default=""),
+    "nccl_ib_hca": env_str("KUBE_NCCL_IB_HCA", default=""),
+    # GKE A3's receive-datapath daemons: their images are versioned with GKE's NCCL plugin, never guessed here.
+    "tcpx_daemon_image": env_str("KUBE_TCPX_DAEMON_IMAGE", default=""),
+    "tcpxo_daemon_image": env_str("KUBE_TCPXO_DAEMON_IMAGE", default=""),
+    "gke_networks": env_list("KUBE_GKE_NETWORKS", default=[f"vpc{n}" for n in range(1, 9)]),
 }
 for _name, _value in (
     ("GPU_OPERATOR_NAMESPACE", KUBERNETES["gpu_operator_namespace"]),
@@ -172,6 +189,48 @@ if KUBERNETES["checkpoint_root"] and not KUBERNETES["checkpoint_root"].startswit
     raise EnvError(
         f"KUBE_CHECKPOINT_ROOT={KUBERNETES['checkpoint_root']!r} must be an absolute path (/mnt/checkpoints), or empty."
     )
+_LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
+_DNS_SUBDOMAIN = r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?"
+_rdma = KUBERNETES["rdma_resource"]
+if _rdma and (
+    not re.fullmatch(rf"{_DNS_SUBDOMAIN}/{_LABEL_NAME}", _rdma)
+    or _rdma.split("/")[0].endswith("kubernetes.io")
+    or _rdma in ("nvidia.com/gpu", "vpc.amazonaws.com/efa")
+):
+    raise EnvError(
+        f"KUBE_RDMA_RESOURCE={_rdma!r} is not an RDMA extended resource name: give the <domain>/<name> the "
+        "Network Operator's RDMA device plugin advertises (kubectl describe node lists it, e.g. "
+        "rdma/rdma_shared_device_a), or leave it empty."
+    )
+_group_label = KUBERNETES["placement_group_label"]
+if _group_label and not re.fullmatch(rf"({_DNS_SUBDOMAIN}/)?{_LABEL_NAME}", _group_label):
+    raise EnvError(
+        f"KUBE_PLACEMENT_GROUP_LABEL={_group_label!r} is not a node label key: give [prefix/]name such as "
+        "eks.amazonaws.com/nodegroup, or leave it empty."
+    )
+if KUBERNETES["nccl_ib_hca"] and not re.fullmatch(r"[\^=]{0,2}[A-Za-z0-9_.:,-]+", KUBERNETES["nccl_ib_hca"]):
+    raise EnvError(
+        f"KUBE_NCCL_IB_HCA={KUBERNETES['nccl_ib_hca']!r} is not an NCCL_IB_HCA value: list HCAs as NCCL reads them "
+        "(mlx5_0,mlx5_1 or =mlx5_0:1 or ^mlx5_2), without blanks."
+    )
+for _name, _image in (
+    ("KUBE_TCPX_DAEMON_IMAGE", KUBERNETES["tcpx_daemon_image"]),
+    ("KUBE_TCPXO_DAEMON_IMAGE", KUBERNETES["tcpxo_daemon_image"]),
+):
+    if _image and (not re.fullmatch(r"[a-z0-9][A-Za-z0-9._/:@-]*", _image) or "://" in _image):
+        raise EnvError(
+            f"{_name}={_image!r} is not a container image reference: give registry/repository:tag (no scheme, "
+            "no blanks) as Google's GPUDirect guide for your GKE version names it, or leave it empty."
+        )
+_networks = KUBERNETES["gke_networks"]
+for _network in _networks:
+    if len(_network) > 63 or not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", _network) or _network == "default":
+        raise EnvError(
+            f"KUBE_GKE_NETWORKS item {_network!r} is not a GKE network name for an extra NIC: use the lowercase names "
+            "of your Network objects (kubectl get networks), in NIC order; 'default' is eth0's and is not listed."
+        )
+if len(set(_networks)) != len(_networks):
+    raise EnvError(f"KUBE_GKE_NETWORKS={','.join(_networks)!r} names a network twice: each NIC needs its own.")
 # DCGM exporter metrics for the utilization graphs; empty: no metrics source (the graphs stay empty).
 PROMETHEUS_URL = env_str("PROMETHEUS_URL", default="")
 if PROMETHEUS_URL and not PROMETHEUS_URL.startswith(("http://", "https://")):

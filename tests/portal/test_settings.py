@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from scheduler.gateways.kube.fabrics import FabricSettings
+
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCTION_ENV = {
     "DEBUG": "0",
@@ -64,6 +66,15 @@ def test_short_secret_key_is_refused() -> None:
         ("KUBE_CHECKPOINT_SIZE", "0Gi", "KUBE_CHECKPOINT_SIZE='0Gi' is not a storage size"),
         ("KUBE_REPORT_URL", "microcosm.example.com", "KUBE_REPORT_URL='microcosm.example.com' must start with http"),
         ("KUBE_CHECKPOINT_ROOT", "mnt/checkpoints", "KUBE_CHECKPOINT_ROOT='mnt/checkpoints' must be an absolute path"),
+        ("KUBE_RDMA_RESOURCE", "rdma", "KUBE_RDMA_RESOURCE='rdma' is not an RDMA extended resource name"),
+        ("KUBE_RDMA_RESOURCE", "vpc.amazonaws.com/efa", "is not an RDMA extended resource name"),
+        ("KUBE_PLACEMENT_GROUP_LABEL", "placement group", "KUBE_PLACEMENT_GROUP_LABEL='placement group' is not a node"),
+        ("KUBE_NCCL_IB_HCA", "mlx5_0, mlx5_1", "KUBE_NCCL_IB_HCA='mlx5_0, mlx5_1' is not an NCCL_IB_HCA value"),
+        ("KUBE_TCPX_DAEMON_IMAGE", "https://registry/x:1", "KUBE_TCPX_DAEMON_IMAGE='https://registry/x:1' is not a"),
+        ("KUBE_TCPXO_DAEMON_IMAGE", "an image", "KUBE_TCPXO_DAEMON_IMAGE='an image' is not a container image"),
+        ("KUBE_GKE_NETWORKS", "vpc1,VPC2", "KUBE_GKE_NETWORKS item 'VPC2' is not a GKE network name"),
+        ("KUBE_GKE_NETWORKS", "default,vpc1", "KUBE_GKE_NETWORKS item 'default' is not a GKE network name"),
+        ("KUBE_GKE_NETWORKS", "vpc1,vpc1", "names a network twice"),
     ],
 )
 def test_junk_settings_stop_start_up_with_a_clear_message(variable: str, junk: str, message: str) -> None:
@@ -95,3 +106,32 @@ def test_the_test_settings_health_check_connections_too() -> None:
     from django.conf import settings
 
     assert settings.DATABASES["default"]["CONN_HEALTH_CHECKS"] is True
+
+
+def test_the_fabric_settings_reach_the_kubernetes_gateway() -> None:
+    env = {
+        **PRODUCTION_ENV,
+        "KUBE_RDMA_RESOURCE": "rdma/rdma_shared_device_a",
+        "KUBE_PLACEMENT_GROUP_LABEL": "eks.amazonaws.com/nodegroup",
+        "KUBE_NCCL_IB_HCA": "=mlx5_0:1,mlx5_1:1",
+        "KUBE_TCPX_DAEMON_IMAGE": "registry.example/tcpx-rxdm:2",
+        "KUBE_TCPXO_DAEMON_IMAGE": "registry.example/tcpxo-rxdm@sha256:0123",
+        "KUBE_GKE_NETWORKS": "gpu-a,gpu-b,gpu-c,gpu-d",
+    }
+    script = "from scheduler.gateways.kube.gateway import fabric_settings_from_settings as f; print(f())"
+    result = _manage("shell", "-c", script, env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == (
+        "FabricSettings(rdma_resource='rdma/rdma_shared_device_a', "
+        "placement_group_label='eks.amazonaws.com/nodegroup', nccl_ib_hca='=mlx5_0:1,mlx5_1:1', "
+        "tcpx_daemon_image='registry.example/tcpx-rxdm:2', "
+        "tcpxo_daemon_image='registry.example/tcpxo-rxdm@sha256:0123', "
+        "gke_networks=('gpu-a', 'gpu-b', 'gpu-c', 'gpu-d'))"
+    )
+
+
+def test_without_fabric_settings_only_efa_and_gke_machine_types_are_read() -> None:
+    script = "from scheduler.gateways.kube.gateway import fabric_settings_from_settings as f; print(f())"
+    result = _manage("shell", "-c", script, env=PRODUCTION_ENV)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == repr(FabricSettings())

@@ -24,6 +24,16 @@ from scheduler.core.state import MigLayout
 from scheduler.errors import GatewayConflict, GatewayError, GatewayRetryable
 from scheduler.gateways.kube.checkpoint_storage import CheckpointStorage
 from scheduler.gateways.kube.client import ApiClient, KubeClient
+from scheduler.gateways.kube.fabrics import (
+    EFA_RESOURCE,
+    NO_FABRIC_SETTINGS,
+    FabricSettings,
+    ReplicaFabric,
+    fabric_requests,
+    gang_fabric,
+    multi_node,
+    replica_fabric,
+)
 from scheduler.gateways.kube.labels import DEFAULT_TOPOLOGY_LABELS
 from scheduler.gateways.kube.mig_flow import MigEvent, MigFlow
 from scheduler.gateways.kube.nodes import (
@@ -86,6 +96,7 @@ class KubeGateway:
         checkpoint_size: str = "100Gi",
         report_url: str = "",
         checkpoint_root: str = "",
+        fabric: FabricSettings = NO_FABRIC_SETTINGS,
         request_timeout_s: float = 30.0,
         attempts: int = 4,
         backoff_s: float = 0.5,
@@ -109,6 +120,7 @@ class KubeGateway:
         self.default_image = default_image
         self.prometheus = PrometheusClient(prometheus_url) if prometheus_url else None
         self.report_url = report_url
+        self.fabric = fabric
         self.checkpoints = CheckpointStorage(
             self.client, storage_class=checkpoint_storage_class, size=checkpoint_size, root=checkpoint_root
         )
@@ -129,7 +141,11 @@ class KubeGateway:
 
     def _node(self, raw: Mapping[str, Any], now: float) -> NodeObservation | None:
         return node_observation(
-            raw, now=now, topology_labels=self.topology_labels, mig_config_timeout_s=self.mig_config_timeout_s
+            raw,
+            now=now,
+            topology_labels=self.topology_labels,
+            mig_config_timeout_s=self.mig_config_timeout_s,
+            fabric_settings=self.fabric,
         )
 
     # -- namespaces and binding ------------------------------------------------------------------------------
@@ -173,7 +189,8 @@ class KubeGateway:
                 todo.append(placement)  # created by a call that stopped before binding it
         if not todo:
             return
-        self._check_placements(request, todo)
+        fabrics = self._fabrics(request)
+        self._check_placements(request, todo, fabrics)
         team = self.client.namespace_team(request.namespace)
         self.checkpoints.claim_check(request)
         if request.credential:
@@ -189,6 +206,7 @@ class KubeGateway:
                         image=image,
                         grace_s=self.eviction_grace_s,
                         report_url=self.report_url,
+                        fabric=fabrics.get(placement.replica),
                     )
                     self.client.pod_create(request.namespace, request.job, placement.replica, manifest)
                 self.client.pod_bind(request.namespace, name, placement.node)
@@ -196,9 +214,26 @@ class KubeGateway:
             self._undo(request, exc)
             raise
 
-    def _check_placements(self, request: BindRequest, todo: Sequence[Any]) -> None:
+    def _fabrics(self, request: BindRequest) -> dict[int, ReplicaFabric | None]:
+        """What each replica of a multi-node job needs for its node's fabric (:mod:`.fabrics`); {} for a
+        single-node job. GatewayConflict when the gang's nodes offer different fabrics or a setting is missing."""
+        if not multi_node(request):
+            return {}
+        now = self.clock()
+        nodes: dict[str, NodeObservation] = {}
+        for name in sorted({p.node for p in request.placements}):
+            node = self._node(self.client.node_read(name), now)
+            if node is None:
+                return {}  # not a GPU node Microcosm knows: _check_placements refuses it
+            nodes[name] = node
+        gang_fabric(request, nodes)
+        return {p.replica: replica_fabric(request, p, nodes[p.node], self.fabric) for p in request.placements}
+
+    def _check_placements(
+        self, request: BindRequest, todo: Sequence[Any], fabrics: Mapping[int, ReplicaFabric | None]
+    ) -> None:
         """Refuse (GatewayConflict) before touching anything: a node gone or closed, a device that does not
-        exist or is held by another job's pod, or more GPU resources than the node has left."""
+        exist or is held by another job's pod, or more GPU or fabric resources than the node has left."""
         now = self.clock()
         ours = [p for p in self.client.pods_ours() if labels_of(p).get(JOB_LABEL) != request.job]
         wanted: set[tuple[str, int, int | None]] = set()
@@ -219,7 +254,11 @@ class KubeGateway:
             for placement in (p for p in todo if p.node == node_name):
                 for device in placement.devices:
                     check_device(node, device, held, wanted)
-                for resource, count in device_resources(placement.devices).items():
+                fabric = fabrics.get(placement.replica)
+                for resource, count in {
+                    **device_resources(placement.devices),
+                    **(fabric.resources if fabric is not None else {}),
+                }.items():
                     needed[resource] = needed.get(resource, 0) + count
             self._check_allocatable(node_name, raw, needed, request.job)
 
@@ -231,7 +270,8 @@ class KubeGateway:
         for pod in self.client.pods_on(node):
             if terminating(pod) or finished(pod) or labels_of(pod).get(JOB_LABEL) == job:
                 continue
-            for resource, count in gpu_requests(pod).items():
+            fabric_names = {EFA_RESOURCE, self.fabric.rdma_resource} - {""}
+            for resource, count in {**gpu_requests(pod), **fabric_requests(pod, fabric_names)}.items():
                 used[resource] = used.get(resource, 0) + count
         for resource, count in needed.items():
             offered = int_or_none(allocatable.get(resource)) or 0
@@ -308,4 +348,20 @@ def gateway_from_settings() -> KubeGateway:
         checkpoint_size=kube["checkpoint_size"],
         report_url=kube["report_url"],
         checkpoint_root=kube["checkpoint_root"],
+        fabric=fabric_settings_from_settings(),
+    )
+
+
+def fabric_settings_from_settings() -> FabricSettings:
+    """What ``settings.KUBERNETES`` says about the cluster's fabrics (docs/deploy.md, Fabrics)."""
+    from django.conf import settings
+
+    kube = settings.KUBERNETES
+    return FabricSettings(
+        rdma_resource=kube["rdma_resource"],
+        placement_group_label=kube["placement_group_label"],
+        nccl_ib_hca=kube["nccl_ib_hca"],
+        tcpx_daemon_image=kube["tcpx_daemon_image"],
+        tcpxo_daemon_image=kube["tcpxo_daemon_image"],
+        gke_networks=tuple(kube["gke_networks"]),
     )

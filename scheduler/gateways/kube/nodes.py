@@ -17,6 +17,7 @@ from typing import Any
 
 from scheduler.core.catalog import GPU_MODEL_BY_NAME, compute_fraction
 from scheduler.errors import GatewayConflict
+from scheduler.gateways.kube.fabrics import NO_FABRIC_SETTINGS, FabricSettings, node_fabric
 from scheduler.gateways.kube.labels import (
     GPU_COUNT,
     GPU_MEMORY,
@@ -55,9 +56,15 @@ class ApiConflict(Exception):
 
 
 def node_observation(
-    raw: Mapping[str, Any], *, now: float, topology_labels: Sequence[str], mig_config_timeout_s: float
+    raw: Mapping[str, Any],
+    *,
+    now: float,
+    topology_labels: Sequence[str],
+    mig_config_timeout_s: float,
+    fabric_settings: FabricSettings = NO_FABRIC_SETTINGS,
 ) -> NodeObservation | None:
-    """A GPU node as the scheduler sees it; None for nodes without GPUs or with a GPU the catalog lacks."""
+    """A GPU node as the scheduler sees it; None for nodes without GPUs or with a GPU the catalog lacks. Its
+    fabric and placement group: :func:`scheduler.gateways.kube.fabrics.node_fabric`."""
     labels, annotations = labels_of(raw), annotations_of(raw)
     product = labels.get(GPU_PRODUCT, "")
     count = int_or_none(labels.get(GPU_COUNT)) or int_or_none(
@@ -79,6 +86,7 @@ def node_observation(
     # called nvidia.com/gpu, which cannot express a placement; Microcosm needs the mixed strategy.
     single = "-MIG-" in product.upper()
     zone, spine, leaf = topology(labels, topology_labels)
+    fabric = node_fabric(raw, fabric_settings)
     return NodeObservation(
         name=name_of(raw),
         gpu_model=model,
@@ -97,6 +105,9 @@ def node_observation(
         interruption=interruption,
         mig_status=mig,
         labels=dict(labels),
+        fabric=str(fabric.fabric),
+        fabric_devices=fabric.devices,
+        placement_group=fabric.placement_group,
     )
 
 

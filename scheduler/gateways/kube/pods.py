@@ -15,6 +15,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from scheduler.gateways.kube.fabrics import ReplicaFabric, fabric_apply
 from scheduler.gateways.kube.labels import TOLERATED_TAINTS
 from scheduler.gateways.kube.volumes import CHECKPOINT_CLAIM, REPORT_MOUNT, TOKEN_KEY, pod_volumes
 from scheduler.gateways.protocol import BindRequest, Device, ReplicaObservation, ReplicaPhase, ReplicaPlacement
@@ -77,13 +78,15 @@ def pod_manifest(
     image: str,
     grace_s: int,
     report_url: str = "",
+    fabric: ReplicaFabric | None = None,
 ) -> dict[str, Any]:
     """The pod for one replica, as the API's JSON (camelCase). Not bound: ``nodeName`` is left out, the
     binding subresource sets it, so a half-created gang is visibly unbound and cleaned up.
 
     A checkpointed job (``checkpoint_dir`` set) mounts its team's checkpoint claim at ``/checkpoints``; a job
     with a ``credential`` mounts its report Secret (:mod:`scheduler.gateways.kube.volumes`), which the caller
-    creates before the pod, and is told where to report (``report_url``, "": not told)."""
+    creates before the pod, and is told where to report (``report_url``, "": not told). A multi-node job's
+    replica gets what its node's ``fabric`` needs (:mod:`scheduler.gateways.kube.fabrics`; None: nothing)."""
     replicas = len(request.placements)
     env = {
         **request.env,
@@ -133,7 +136,7 @@ def pod_manifest(
     }
     if volumes:
         spec["volumes"] = volumes
-    return {
+    pod: dict[str, Any] = {
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
@@ -144,6 +147,7 @@ def pod_manifest(
         },
         "spec": spec,
     }
+    return fabric_apply(pod, fabric)
 
 
 def terminating(pod: Mapping[str, Any]) -> bool:
