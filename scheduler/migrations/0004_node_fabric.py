@@ -6,33 +6,56 @@ import scheduler.core.vocabulary
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('scheduler', '0003_simulated_pod_stopping'),
+        ("scheduler", "0003_simulated_pod_stopping"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='node',
-            name='fabric',
-            field=models.CharField(choices=[('tcp', 'tcp'), ('efa', 'efa'), ('gpudirect-tcpx', 'gpudirect-tcpx'), ('gpudirect-tcpxo', 'gpudirect-tcpxo'), ('infiniband', 'infiniband')], default=scheduler.core.vocabulary.Fabric['TCP'], help_text='The network a gang spanning this node and others talks over (tcp: no fabric).', max_length=24),
+            model_name="node",
+            name="fabric",
+            field=models.CharField(
+                choices=[
+                    ("tcp", "tcp"),
+                    ("efa", "efa"),
+                    ("gpudirect-tcpx", "gpudirect-tcpx"),
+                    ("gpudirect-tcpxo", "gpudirect-tcpxo"),
+                    ("infiniband", "infiniband"),
+                ],
+                default=scheduler.core.vocabulary.Fabric["TCP"],
+                help_text="The network a gang spanning this node and others talks over (tcp: no fabric).",
+                max_length=24,
+            ),
         ),
         migrations.AddField(
-            model_name='node',
-            name='fabric_devices',
-            field=models.PositiveSmallIntegerField(default=0, help_text='Fabric devices (EFA interfaces, RDMA NICs, GPU NICs) the node offers; 0 without one.'),
+            model_name="node",
+            name="fabric_devices",
+            field=models.PositiveSmallIntegerField(
+                default=0,
+                help_text="Fabric devices (EFA interfaces, RDMA NICs, GPU NICs) the node offers; 0 without one.",
+            ),
         ),
         migrations.AddField(
-            model_name='node',
-            name='placement_group',
-            field=models.CharField(blank=True, help_text='The cloud placement group (or cluster network block) of the node.', max_length=253),
+            model_name="node",
+            name="placement_group",
+            field=models.CharField(
+                blank=True,
+                help_text="The cloud placement group (or cluster network block) of the node.",
+                max_length=253,
+            ),
         ),
         migrations.AddConstraint(
-            model_name='node',
-            constraint=models.CheckConstraint(condition=models.Q(('fabric__in', ['tcp', 'efa', 'gpudirect-tcpx', 'gpudirect-tcpxo', 'infiniband'])), name='node_fabric_valid'),
+            model_name="node",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("fabric__in", ["tcp", "efa", "gpudirect-tcpx", "gpudirect-tcpxo", "infiniband"])),
+                name="node_fabric_valid",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='node',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('fabric', 'tcp'), _negated=True), ('fabric_devices', 0), _connector='OR'), name='node_tcp_without_fabric_devices'),
+            model_name="node",
+            constraint=models.CheckConstraint(
+                condition=models.Q(models.Q(("fabric", "tcp"), _negated=True), ("fabric_devices", 0), _connector="OR"),
+                name="node_tcp_without_fabric_devices",
+            ),
         ),
     ]

@@ -3,6 +3,7 @@ utilization samples, gateway selection, and the snapshot built from rows + obser
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 
 import pytest
@@ -81,8 +82,9 @@ def test_cluster_sync_records_the_observed_fabric_and_the_snapshot_passes_it_to_
         placement_group="pg-a",
     )
     bad = NodeObservation(
-        name="h100-bad-1", gpu_model="H100-SXM5-80GB", gpu_count=8, interconnect="nvswitch", tier="spot", fabric_devices=2
+        name="h100-bad-1", gpu_model="H100-SXM5-80GB", gpu_count=8, interconnect="nvswitch", tier="spot"
     )
+    bad = dataclasses.replace(bad, fabric_devices=2)
     observation = Observation(observed_at=observed.observed_at, nodes=(*observed.nodes, efa, bad), jobs={})
     report = cluster_sync(observation=observation)
     row = Node.objects.get(name="h100-efa-1")
