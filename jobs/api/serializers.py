@@ -118,10 +118,12 @@ class UsageSerializer(serializers.Serializer):
 
 
 class NetworkSerializer(serializers.Serializer):
-    fabric = serializers.CharField(help_text='The nodes\' fabric ("efa", "infiniband", …); "tcp": none')
+    fabric = serializers.CharField(help_text='The nodes\' fabric ("efa", "infiniband", …); "tcp": none; "mixed"')
     devices_per_node = serializers.IntegerField(help_text="Fabric devices each node offers (0 without a fabric)")
     nodes = serializers.IntegerField(help_text="Nodes the placement spans")
-    label = serializers.CharField(help_text='"EFA × 32 per node", "TCP only — no fabric on these nodes"')
+    label = serializers.CharField(  # type: ignore[assignment]  # a declared field, not Field.label
+        help_text='"EFA × 32 per node", "TCP only — no fabric on these nodes"'
+    )
 
 
 class JobDetailSerializer(JobSerializer):
