@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from demo.billing import billing_demo_seed
 from scheduler.core.catalog import GPU_MODEL_BY_NAME
-from scheduler.core.vocabulary import CapacityTier, Interconnect
+from scheduler.core.vocabulary import CapacityTier, Fabric, Interconnect
 from scheduler.models import Gpu, Node
 from scheduler.services import gpu_models_sync, node_register
 from teams.models import Team
@@ -119,6 +119,13 @@ _BALANCED_40GB = [["1g.5gb", 0], ["1g.5gb", 1], ["2g.10gb", 2], ["3g.20gb", 4]]
 _PARTIAL_MIG_CONFIG = "balanced-gpu0-1"
 
 
+# EFA interfaces per instance (docs/gpu-facts.md, Running a multi-node training job on Kubernetes: p5.48xlarge 32,
+# p4d 4 — p4de assumed alike). The reserved SXM boxes sit in one cluster placement group with EFA, as a training
+# pool is bought; on-demand and spot boxes come from wherever capacity is and talk TCP only.
+_EFA_DEVICES = {"a100-sxm80": 4, "h100-sxm80": 32}
+_PLACEMENT_GROUP = "pg-training-1"
+
+
 @dataclass(frozen=True)
 class _NodePlan:
     shape: str  # key of _SHAPES
@@ -127,6 +134,11 @@ class _NodePlan:
     leaf: str
     mig_layouts: dict[int, list[list[Any]]] = field(default_factory=dict)
     mig_config: str = "all-disabled"  # the nvidia.com/mig.config value that would produce mig_layouts
+
+    @property
+    def efa_devices(self) -> int:
+        """EFA interfaces of a reserved SXM box; 0 (TCP only) for every other node."""
+        return _EFA_DEVICES.get(self.shape, 0) if self.tier == CapacityTier.RESERVED else 0
 
     @property
     def name(self) -> str:
@@ -249,6 +261,9 @@ def _node_seed(plan: _NodePlan) -> Node:
         zone=_LEAF_ZONES[plan.leaf],
         labels=_node_labels(plan, model=model, gpu_count=gpu_count),
         mig_layouts=plan.mig_layouts,
+        fabric=Fabric.EFA if plan.efa_devices else Fabric.TCP,
+        fabric_devices=plan.efa_devices,
+        placement_group=_PLACEMENT_GROUP if plan.efa_devices else "",
     )
 
 

@@ -29,6 +29,7 @@ from jobs.checkpoint_intervals import (
 from jobs.errors import JobNotFound, JobPermissionDenied, JobsError, JobSpecInvalid, JobStateError
 from jobs.forms import CancelForm, IntervalForm, PriorityForm, RequestForm, SubmitForm
 from jobs.models import Job
+from jobs.network import fabric_warning, job_network
 from jobs.rightsizing import errors_by_key, suggest
 from jobs.selectors import (
     NO_POSITION_YET,
@@ -144,9 +145,14 @@ def submit(request: SignedInRequest) -> HttpResponse:
             messages.success(request, f"Submitted {job.name}: it waits for the next scheduling cycle.")
             return redirect("jobs:detail", job_id=job.pk)
     data = request.POST or None
-    return render(
-        request, "jobs/submit.html", {"form": form, "suggestion": _suggestion(data), "proposal": _proposal(data)}
-    )
+    suggestion = _suggestion(data)
+    context = {
+        "form": form,
+        "suggestion": suggestion,
+        "fabric_warning": fabric_warning(suggestion),
+        "proposal": _proposal(data),
+    }
+    return render(request, "jobs/submit.html", context)
 
 
 def _initial(request: HttpRequest, teams: list[Team]) -> dict[str, Any]:
@@ -185,7 +191,8 @@ def suggest_partial(request: SignedInRequest) -> HttpResponse:
     """htmx: the right-sizing suggestion for the request fields of the submit form as typed so far."""
     form = RequestForm(request.POST)
     suggestion = suggest(form.request_spec()) if form.is_valid() else None
-    return render(request, "jobs/partials/suggestion.html", {"suggestion": suggestion, "request_form": form})
+    context = {"suggestion": suggestion, "request_form": form, "fabric_warning": fabric_warning(suggestion)}
+    return render(request, "jobs/partials/suggestion.html", context)
 
 
 @login_required
@@ -229,6 +236,7 @@ def detail(request: SignedInRequest, job_id: int) -> HttpResponse:
         "spec_json": _submitted_spec(events),
         # The status poll (htmx) redraws only the status: no proposal to compute for it.
         "proposal": None if request.htmx else _job_proposal(job),
+        "network": None if request.htmx else job_network(job=job),
     }
     template = "jobs/partials/job_status.html" if request.htmx else "jobs/detail.html"
     return render(request, template, context)

@@ -54,10 +54,13 @@ class NodeAdmin(admin.ModelAdmin):
         "tier",
         "price_per_gpu_hour",
         "zone",
+        "fabric",
+        "fabric_devices",
+        "placement_group",
         "state",
     )
-    list_filter = ("tier", "state", "interconnect", "gpu_model", "leaf_switch")
-    search_fields = ("name", "leaf_switch", "spine", "zone")
+    list_filter = ("tier", "state", "interconnect", "fabric", "gpu_model", "leaf_switch", "placement_group")
+    search_fields = ("name", "leaf_switch", "spine", "zone", "placement_group")
     ordering = ("name",)
     list_select_related = ("gpu_model",)
     readonly_fields = ("created_at", "updated_at")

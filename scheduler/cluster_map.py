@@ -16,6 +16,7 @@ from typing import Any
 from jobs.models import Allocation
 from scheduler.core.catalog import COMPUTE_SLICES, GPU_MODEL_BY_NAME, MEMORY_SLICES, GpuModelSpec
 from scheduler.core.vocabulary import NodeState
+from scheduler.fabric_labels import fabric_label
 from scheduler.models import Node
 
 # Colour-blind-safe palette (Okabe–Ito and Tol), assigned to teams in slug order.
@@ -61,6 +62,8 @@ class NodeRow:
     price_per_gpu_hour: float
     gpus: list[GpuCell]
     free_gpus: float  # GPU-equivalents nobody holds (0 when the node does not take work)
+    fabric: str = "TCP only"  # the network a gang spanning this node talks over: "EFA × 32", "TCP only"
+    placement_group: str = ""
 
 
 @dataclass(frozen=True)
@@ -132,6 +135,8 @@ def cluster_map(*, visible_team_ids: set[int] | None) -> ClusterMap:
                 price_per_gpu_hour=float(node.price_per_gpu_hour),
                 gpus=cells,
                 free_gpus=round(free, 2),
+                fabric=fabric_label(node.fabric, node.fabric_devices),
+                placement_group=node.placement_group,
             )
         )
     result.free = [

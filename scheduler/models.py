@@ -10,7 +10,7 @@ from django.db import models
 from django.db.models import Q
 
 from scheduler.core.catalog import GPU_CLASSES, LayoutError, validate_layout
-from scheduler.core.vocabulary import CapacityTier, Interconnect, NodeState, choices_of
+from scheduler.core.vocabulary import CapacityTier, Fabric, Interconnect, NodeState, choices_of
 
 
 class GpuModel(models.Model):
@@ -43,6 +43,18 @@ class Node(models.Model):
         max_digits=10, decimal_places=4, validators=[MinValueValidator(Decimal(0))]
     )
     zone = models.CharField(max_length=100, blank=True)
+    fabric = models.CharField(
+        max_length=24,
+        choices=choices_of(Fabric),
+        default=Fabric.TCP,
+        help_text="The network a gang spanning this node and others talks over (tcp: no fabric).",
+    )
+    fabric_devices = models.PositiveSmallIntegerField(
+        default=0, help_text="Fabric devices (EFA interfaces, RDMA NICs, GPU NICs) the node offers; 0 without one."
+    )
+    placement_group = models.CharField(
+        max_length=253, blank=True, help_text="The cloud placement group (or cluster network block) of the node."
+    )
     state = models.CharField(max_length=16, choices=choices_of(NodeState), default=NodeState.READY)
     labels = models.JSONField(default=dict, blank=True, help_text="Kubernetes node labels as observed.")
     created_at = models.DateTimeField(auto_now_add=True)
@@ -58,6 +70,11 @@ class Node(models.Model):
             ),
             models.CheckConstraint(condition=Q(tier__in=[v.value for v in CapacityTier]), name="node_tier_valid"),
             models.CheckConstraint(condition=Q(state__in=[v.value for v in NodeState]), name="node_state_valid"),
+            models.CheckConstraint(condition=Q(fabric__in=[v.value for v in Fabric]), name="node_fabric_valid"),
+            # TCP is the absence of a fabric, so it has no fabric devices to request.
+            models.CheckConstraint(
+                condition=~Q(fabric=Fabric.TCP.value) | Q(fabric_devices=0), name="node_tcp_without_fabric_devices"
+            ),
         ]
 
     def __str__(self) -> str:

@@ -19,7 +19,7 @@ from django.db.models import Max
 
 from jobs.models import Allocation
 from scheduler.core.catalog import GPU_MODEL_BY_NAME, GPU_MODELS, LayoutError, validate_layout
-from scheduler.core.vocabulary import CapacityTier, Interconnect, NodeState
+from scheduler.core.vocabulary import CapacityTier, Fabric, Interconnect, NodeState
 from scheduler.errors import InventoryError
 from scheduler.gateways.protocol import (
     ClusterGateway,
@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 # Kubernetes node names are DNS-1123 subdomains: the inventory must be able to name the real node.
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _MAX_GPUS_PER_NODE = 16  # Node.gpu_count's range; a 16-GPU HGX is the largest box we know of
+_MAX_FABRIC_DEVICES = 32767  # Node.fabric_devices is a PositiveSmallIntegerField
 _MAX_PRICE = Decimal("999999.9999")  # Node.price_per_gpu_hour is DECIMAL(10, 4)
 
 MigLayouts = Mapping[int, Sequence[Sequence[object]]]
@@ -73,6 +74,9 @@ def node_register(
     zone: str = "",
     labels: Mapping[str, str] | None = None,
     mig_layouts: MigLayouts | None = None,
+    fabric: str = Fabric.TCP.value,
+    fabric_devices: int = 0,
+    placement_group: str = "",
 ) -> Node:
     """Create or update node ``name`` with exactly ``gpu_count`` GPUs (indices 0..n-1); return the node.
 
@@ -81,8 +85,8 @@ def node_register(
     above a shrunk count are removed. The node's ``state`` is left as it is: that belongs to the gateway.
 
     Raises :class:`InventoryError` (and writes nothing) for an unknown model, tier or interconnect, a count
-    out of range, a negative price, non-string labels, an impossible MIG layout, or a shrink that would drop
-    a GPU a live allocation holds.
+    out of range, a negative price, non-string labels, an impossible MIG layout, an unknown fabric, fabric
+    devices on a node without a fabric, or a shrink that would drop a GPU a live allocation holds.
     """
     spec = GPU_MODEL_BY_NAME.get(gpu_model)
     if spec is None:
@@ -90,10 +94,12 @@ def node_register(
     _check_name(name)
     _check_choice("tier", tier, CapacityTier)
     _check_choice("interconnect", interconnect, Interconnect)
+    _check_choice("fabric", fabric, Fabric)
+    _check_fabric_devices(Fabric(fabric), fabric_devices)
     if isinstance(gpu_count, bool) or not isinstance(gpu_count, int) or not 1 <= gpu_count <= _MAX_GPUS_PER_NODE:
         raise InventoryError(f"gpu_count must be a whole number from 1 to {_MAX_GPUS_PER_NODE}, not {gpu_count!r}")
     # Plain strings, so the returned Node holds exactly what a fresh read of the row would.
-    tier, interconnect = CapacityTier(tier).value, Interconnect(interconnect).value
+    tier, interconnect, fabric = CapacityTier(tier).value, Interconnect(interconnect).value, Fabric(fabric).value
     price = _price(price_per_gpu_hour)
     node_labels = _labels(labels)
     layouts = _layouts(gpu_model, gpu_count, mig_layouts or {})
@@ -117,6 +123,9 @@ def node_register(
             "price_per_gpu_hour": price,
             "zone": zone,
             "labels": node_labels,
+            "fabric": fabric,
+            "fabric_devices": fabric_devices,
+            "placement_group": placement_group,
         }
         if node is None:
             node = Node.objects.create(name=name, **values)
@@ -146,7 +155,7 @@ def _check_name(name: str) -> None:
         )
 
 
-def _check_choice(field: str, value: str, enum: type[CapacityTier] | type[Interconnect]) -> None:
+def _check_choice(field: str, value: str, enum: type[CapacityTier] | type[Interconnect] | type[Fabric]) -> None:
     allowed = [member.value for member in enum]
     if value not in allowed:
         raise InventoryError(f"unknown {field} {value!r}; use one of: {', '.join(allowed)}")
@@ -217,6 +226,15 @@ class SyncReport:
         return {"nodes": self.nodes, "gone": self.gone, "skipped": self.skipped}
 
 
+def _check_fabric_devices(fabric: Fabric, devices: int) -> None:
+    if isinstance(devices, bool) or not isinstance(devices, int) or not 0 <= devices <= _MAX_FABRIC_DEVICES:
+        raise InventoryError(f"fabric_devices must be a whole number from 0 to {_MAX_FABRIC_DEVICES}, not {devices!r}")
+    if fabric == Fabric.TCP and devices:
+        raise InventoryError(
+            f"a node without a fabric (tcp) has no fabric devices, got {devices}: name its fabric or report 0"
+        )
+
+
 def cluster_sync(*, observation: Observation) -> SyncReport:
     """Make the inventory match ``observation``: every observed node registered with its shape and current
     MIG layouts (``node_register``), its state ``draining`` under an interruption notice and ``ready``
@@ -246,6 +264,9 @@ def cluster_sync(*, observation: Observation) -> SyncReport:
                 zone=obs.zone,
                 labels=dict(obs.labels),
                 mig_layouts={i: [list(pair) for pair in layout] for i, layout in enumerate(obs.mig) if layout},
+                fabric=obs.fabric,
+                fabric_devices=obs.fabric_devices,
+                placement_group=obs.placement_group,
             )
         except InventoryError as exc:
             report.skipped.append(f"{obs.name}: {exc}")

@@ -6,9 +6,11 @@ from __future__ import annotations
 from datetime import UTC
 from typing import Any
 
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from jobs.models import Allocation, Job, JobEvent
+from jobs.network import job_network
 from jobs.selectors import NO_POSITION_YET
 from scheduler.core import bounds
 from scheduler.core.vocabulary import CapacityTier, Dtype, JobKind, JobTier, ModelMode, Priority, choices_of
@@ -115,14 +117,31 @@ class UsageSerializer(serializers.Serializer):
     cost = serializers.DecimalField(max_digits=14, decimal_places=2, help_text="At each allocation's price")
 
 
+class NetworkSerializer(serializers.Serializer):
+    fabric = serializers.CharField(help_text='The nodes\' fabric ("efa", "infiniband", …); "tcp": none; "mixed"')
+    devices_per_node = serializers.IntegerField(help_text="Fabric devices each node offers (0 without a fabric)")
+    nodes = serializers.IntegerField(help_text="Nodes the placement spans")
+    label = serializers.CharField(  # type: ignore[assignment]  # a declared field, not Field.label
+        help_text='"EFA × 32 per node", "TCP only — no fabric on these nodes"'
+    )
+
+
 class JobDetailSerializer(JobSerializer):
     events = JobEventSerializer(many=True, read_only=True)
     allocations = AllocationSerializer(many=True, read_only=True)
     usage = UsageSerializer(read_only=True)
+    network = serializers.SerializerMethodField(
+        help_text="The network between the nodes of a placement that spans more than one; null otherwise"
+    )
 
     class Meta(JobSerializer.Meta):
-        fields = [*JobSerializer.Meta.fields, "env", "events", "allocations", "usage"]
+        fields = [*JobSerializer.Meta.fields, "env", "events", "allocations", "usage", "network"]
         read_only_fields = fields
+
+    @extend_schema_field(NetworkSerializer(allow_null=True))
+    def get_network(self, job: Job) -> dict[str, Any] | None:
+        network = job_network(job=job)
+        return None if network is None else NetworkSerializer(network).data
 
 
 # --- writes --------------------------------------------------------------------------------------------------

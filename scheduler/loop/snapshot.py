@@ -31,6 +31,7 @@ from scheduler.core.vocabulary import (
     CapacityTier,
     Dtype,
     EventType,
+    Fabric,
     Interconnect,
     JobKind,
     JobState,
@@ -123,7 +124,14 @@ def _node(obs: NodeObservation, row: NodeRow | None, now: float) -> Node:
         schedulable=obs.schedulable and obs.interruption is None and not cordoned,
         mig=tuple(tuple(layout) for layout in mig),
         reconfiguring_until=reconfiguring_until,
+        fabric=_fabric(obs.fabric),
+        placement_group=obs.placement_group,
     )
+
+
+def _fabric(observed: str) -> Fabric:
+    """The observed fabric; one this engine does not know is no fabric a gang can count on (TCP)."""
+    return Fabric(observed) if observed in {f.value for f in Fabric} else Fabric.TCP
 
 
 def _absent(row: NodeRow) -> Node:
@@ -142,6 +150,8 @@ def _absent(row: NodeRow) -> Node:
         price_per_gpu_hour=float(row.price_per_gpu_hour),
         zone=row.zone,
         schedulable=False,
+        fabric=_fabric(row.fabric),
+        placement_group=row.placement_group,
         mig=tuple(layouts.get(i, ()) for i in range(row.gpu_count)),
     )
 

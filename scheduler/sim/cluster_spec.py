@@ -5,7 +5,10 @@ profiles the engine places (``["3g.40gb", "2g.20gb"]``), or explicit ``[profile,
 name for ``mig`` applies to every GPU. A GPU the file does not mention has MIG off (a whole GPU).
 
 Extension (documented in the spec's spirit): ``"sharing": true`` on a node marks its MIG-off GPUs as
-time-sliced, so milli-GPU requests (a job's ``gpu_milli``) may share them.
+time-sliced, so milli-GPU requests (a job's ``gpu_milli``) may share them. ``"fabric"`` (``tcp`` — none, the
+default —, ``efa``, ``gpudirect-tcpx``, ``gpudirect-tcpxo``, ``infiniband``) and ``"placement_group"`` state the
+network a gang spanning the node talks over and the cloud placement group it belongs to: the engine's fabric
+rule reads them, and the topology model charges TCP speed to a multi-node run on nodes without one.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from typing import Any
 
 from scheduler.core import catalog
 from scheduler.core.state import MigLayout, Node, Team
-from scheduler.core.vocabulary import CapacityTier, Interconnect
+from scheduler.core.vocabulary import CapacityTier, Fabric, Interconnect
 from scheduler.specs.fields import (
     Errors,
     check_keys,
@@ -42,6 +45,8 @@ NODE_KEYS = (
     "price_per_gpu_hour",
     "mig",
     "sharing",
+    "fabric",
+    "placement_group",
 )
 TEAM_KEYS = ("name", "guaranteed_gpus", "burst_gpus", "weight", "guaranteed", "burst")
 # MIG on with no instance leaves nothing to schedule, and an empty layout means "MIG off" to the engine.
@@ -66,9 +71,10 @@ def parse_node(errors: Errors, path: str, value: Any) -> Node | None:
     gpus = read_int(errors, join(path, "gpus"), data["gpus"], minimum=1, maximum=64) if "gpus" in data else None
     interconnect = _optional_choice(errors, path, data, "interconnect", Interconnect, Interconnect.NVSWITCH)
     tier = _optional_choice(errors, path, data, "tier", CapacityTier, CapacityTier.ON_DEMAND)
+    fabric = _optional_choice(errors, path, data, "fabric", Fabric, Fabric.TCP)  # none stated: none
     topology = {
         key: read_str(errors, join(path, key), data[key], allow_empty=True) or "" if key in data else ""
-        for key in ("leaf", "spine", "zone")
+        for key in ("leaf", "spine", "zone", "placement_group")
     }
     price = 0.0
     if "price_per_gpu_hour" in data:
@@ -93,6 +99,8 @@ def parse_node(errors: Errors, path: str, value: Any) -> Node | None:
         price_per_gpu_hour=price,
         mig=mig,
         sharing=sharing,
+        fabric=fabric,
+        placement_group=topology["placement_group"],
     )
 
 

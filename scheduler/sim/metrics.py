@@ -25,6 +25,8 @@ A window ``[start, end)`` excludes the warm-up. Definitions:
   Σ GPUs × rate × time (the rate is the topology model's speed of the run's placement), minus the work lost
   to evictions; a job on a slow placement contributes less than its GPU-hours. ``distributed_speed``: the
   GPU-time-weighted mean speed of the multi-GPU training runs (1 = every one on an ideal placement).
+  ``without_fabric``: the multi-node training runs on nodes without a common fabric, their GPU-hours and mean
+  speed (:mod:`scheduler.sim.fabric_runs`).
 - ``evictions_by_cause`` (:mod:`scheduler.sim.evictions`) and ``evictions_per_8h``: the evictions split by
   why they happened, and their count scaled to an 8-hour window.
 
@@ -137,6 +139,7 @@ def window_metrics(
     # The metric modules below build on this one's definitions (replica_need, percentile): imported here.
     from scheduler.sim.eta_error import eta_error_summary, eta_errors
     from scheduler.sim.evictions import evictions_by_cause, per_window
+    from scheduler.sim.fabric_runs import without_fabric
     from scheduler.sim.idle_pending import idle_while_pending
 
     jobs = list(jobs)
@@ -196,6 +199,7 @@ def window_metrics(
         "evictions_per_8h": per_window(evictions, window),
         "evictions_by_cause": evictions_by_cause(result.runs, nodes, window),
         "rejected": len(rejected),
+        "without_fabric": without_fabric(result.runs, nodes, window),
     }
     if cycles is not None:
         figures["idle_while_pending"] = idle_while_pending(cycles.samples, nodes, policy, result.capacity, window)

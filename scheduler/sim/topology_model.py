@@ -34,6 +34,16 @@ Link bandwidths, one direction, per GPU (``docs/gpu-facts.md``, Interconnect fig
   200 Gb/s NIC per pair.
 - across the spine: the leaf figure ÷ the fabric's ``oversubscription`` (NVIDIA's reference
   architecture is non-blocking, 1).
+- those network figures are a node's **fabric** (InfiniBand, EFA, GPUDirect: the node's ``fabric``). Nodes
+  without one (``fabric`` ``tcp``), or a placement whose nodes offer different fabrics (they cannot talk
+  over either), all-reduce over TCP on the primary interface: 4 GB/s for the whole link, whatever the leaf
+  (``docs/gpu-facts.md``, Running a multi-node training job on Kubernetes: "about 4 GB/s against about 340 GB/s
+  with TCPXO on a3-megagpu-8g", read in NVIDIA's AI Cluster Runtime docs, not marked ⚠; the fabric figures
+  above come from the DGX rows of Interconnect figures, which are marked ⚠). The ideal placement always has
+  the fabric figure: a job's ``duration_s`` is its work on a well-connected placement, so a multi-node job on
+  TCP shows as slow, not as ideal. The simulator's fleets state their fabric
+  (:mod:`scheduler.sim.workload.clusters`: InfiniBand, what the figures above always assumed; a scenario
+  node's ``fabric`` key), and a node that states none has none.
 
 Peak dense BF16 FLOP rates are **not** in ``docs/gpu-facts.md``: A100 312 TFLOP/s and H100 SXM 989 TFLOP/s
 are NVIDIA's datasheet figures (⚠ external); with MFU 0.4 and T = 16,384 tokens (batch 8 × 2,048 context)
@@ -53,6 +63,7 @@ from dataclasses import dataclass
 
 from scheduler.core.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.state import Job, Node, Slots
+from scheduler.core.vocabulary import Fabric as NodeFabric
 from scheduler.core.vocabulary import Interconnect, JobKind
 
 Speed = Callable[[Job, Slots, Mapping[str, Node]], float]
@@ -64,6 +75,7 @@ NVLINK_PAIR_GBPS = 300.0
 PCIE_GBPS = {"A100": 32.0, "H100": 64.0, "H200": 64.0}
 NIC_PER_GPU_GBPS = {"A100": 25.0, "H100": 50.0, "H200": 50.0}
 PCIE_SERVER_NIC_PER_GPU_GBPS = 12.5  # assumption: one HDR 200 Gb/s NIC per NVLink pair
+TCP_GBPS = 4.0  # NCCL over TCP on the primary interface, nodes without a (common) fabric
 PEAK_BF16_TFLOPS = {"A100": 312.0, "H100": 989.0, "H200": 989.0}  # datasheets, not in docs/gpu-facts.md
 DEFAULT_CLASS = "A100"  # GPUs outside the catalog are costed as A100s
 
@@ -140,8 +152,16 @@ def slowest_link_gbps(placement: Mapping[str, tuple[int, ...]], nodes: Mapping[s
         leaves = {node.leaf or f"<unlabelled {node.name}>" for node in used}
         if len(leaves) > 1:
             network /= fabric.oversubscription
+        if not on_one_fabric(used):
+            network = min(network, TCP_GBPS)
         slowest = min(slowest, network)
     return slowest
+
+
+def on_one_fabric(used: Sequence[Node]) -> bool:
+    """Do these nodes share a real fabric (not TCP, the same one on every node)?"""
+    fabrics = {node.fabric for node in used}
+    return len(fabrics) == 1 and NodeFabric.TCP not in fabrics
 
 
 def ideal_link_gbps(gpus: int, node: Node) -> float:

@@ -227,3 +227,17 @@ def test_nlp_lead_signs_in_and_sees_the_team(client, seeded):
     assert home.status_code == 200 and home.redirect_chain == [("/teams/nlp/", 302)]
     assert "Language Models" in home.content.decode()
     assert "Computer Vision" not in home.content.decode()  # a lead sees their own team, not the others
+
+
+def test_the_reserved_training_boxes_have_efa_in_one_placement_group(seeded):
+    efa = Node.objects.filter(fabric="efa")
+    assert sorted(efa.values_list("name", flat=True)) == [
+        "a100-sxm80-res-01",
+        "a100-sxm80-res-02",
+        "h100-sxm80-res-01",
+        "h100-sxm80-res-02",
+    ]
+    assert {n.fabric_devices for n in efa if n.gpu_model.name.startswith("H100")} == {32}
+    assert set(efa.values_list("placement_group", flat=True)) == {"pg-training-1"}
+    others = Node.objects.exclude(fabric="efa")
+    assert set(others.values_list("fabric", "fabric_devices", "placement_group")) == {("tcp", 0, "")}

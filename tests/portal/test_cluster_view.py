@@ -66,3 +66,15 @@ def test_cluster_page_draws_the_map(client, held, outsider) -> None:
 def test_empty_fleet_says_what_to_do(client, lead) -> None:
     client.force_login(lead)
     assert "No nodes are registered yet" in client.get(reverse("cluster")).content.decode()
+
+
+def test_each_node_shows_its_fabric(client, held, lead) -> None:
+    node, _, _ = held
+    assert cluster_map(visible_team_ids=set()).nodes[0].fabric == "TCP only"
+    node.fabric, node.fabric_devices, node.placement_group = "efa", 32, "pg-train"
+    node.save()
+    row = cluster_map(visible_team_ids=set()).nodes[0]
+    assert (row.fabric, row.placement_group) == ("EFA × 32", "pg-train")
+    client.force_login(lead)
+    body = client.get(reverse("cluster")).content.decode()
+    assert "EFA × 32" in body and "group pg-train" in body

@@ -147,6 +147,9 @@ def test_node_register_accepts_a_gpu_model_missing_from_the_table():
             "GPU 0: 3g.40gb@0 overlaps another instance at memory slice 0",
         ),
         ({"mig_layouts": {0: [["1g.5gb", 0]]}}, "GPU 0: '1g.5gb' is not a MIG profile of H100-SXM5-80GB"),
+        ({"fabric": "myrinet"}, "unknown fabric 'myrinet'; use one of: tcp, efa"),
+        ({"fabric": "efa", "fabric_devices": -1}, "fabric_devices must be a whole number from 0"),
+        ({"fabric": "tcp", "fabric_devices": 4}, "a node without a fabric (tcp) has no fabric devices, got 4"),
     ],
 )
 def test_node_register_rejects_bad_input_and_writes_nothing(overrides, message):
@@ -164,3 +167,22 @@ def test_a_rejected_update_leaves_the_existing_node_as_it_was():
     with pytest.raises(InventoryError, match=r"not MIG-capable|not a MIG profile"):
         _node(gpu_count=4, mig_layouts={2: [["1g.5gb", 0]]})
     assert _snapshot() == before
+
+
+def test_node_register_records_the_fabric_and_placement_group():
+    node = _node(fabric="efa", fabric_devices=32, placement_group="pg-train-1")
+    node.refresh_from_db()
+    assert (node.fabric, node.fabric_devices, node.placement_group) == ("efa", 32, "pg-train-1")
+    node = _node()  # a re-registration without a fabric states that the node has none
+    node.refresh_from_db()
+    assert (node.fabric, node.fabric_devices, node.placement_group) == ("tcp", 0, "")
+
+
+def test_the_database_refuses_fabric_devices_on_a_node_without_a_fabric():
+    from django.db import IntegrityError, transaction
+
+    node = _node()
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Node.objects.filter(pk=node.pk).update(fabric_devices=2)
+    with pytest.raises(IntegrityError), transaction.atomic():
+        Node.objects.filter(pk=node.pk).update(fabric="token-ring")

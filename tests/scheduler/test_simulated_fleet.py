@@ -64,6 +64,19 @@ def test_it_is_a_cluster_gateway_and_reports_the_inventory(team, clock):
     assert observation.clock_speed == 60.0 and observation.jobs == {}
 
 
+def test_it_reports_the_inventorys_fabric_so_a_sync_keeps_it(team, clock):
+    from scheduler.models import Node
+    from scheduler.services import cluster_sync
+
+    Node.objects.filter(name="a100-res-1").update(fabric="efa", fabric_devices=4, placement_group="pg-1")
+    gateway = fleet(clock)
+    observed = {node.name: node for node in gateway.observe().nodes}["a100-res-1"]
+    assert (observed.fabric, observed.fabric_devices, observed.placement_group) == ("efa", 4, "pg-1")
+    cluster_sync(observation=gateway.observe())
+    row = Node.objects.get(name="a100-res-1")
+    assert (row.fabric, row.fabric_devices, row.placement_group) == ("efa", 4, "pg-1")
+
+
 def test_a_job_runs_for_its_duration_in_virtual_time(team, clock):
     gateway = fleet(clock)
     job = JobFactory(team=team, gpus=2)

@@ -79,6 +79,11 @@ class CapacityIndex:
                 self.group_of[name] = group
                 groups.setdefault(group, []).append(name)
         self.groups: dict[Group, list[str]] = dict(sorted(groups.items()))
+        # Per group, the (fabric, placement group) pairs its nodes offer: one pair means a gang there cannot mix
+        # fabrics or placement groups, and the topology rule alone decides (see rules/fabric.py).
+        self.fabric_keys: dict[Group, frozenset[tuple[str, str]]] = {
+            group: self._fabric_keys(names) for group, names in self.groups.items()
+        }
         # Topology: a node's leaf is (spine, leaf); nodes without a leaf label belong to no shared leaf, and
         # to no shared spine unless they name one (see topology.py).
         self.node_leaf: dict[str, tuple[str, str] | None] = {}
@@ -149,6 +154,10 @@ class CapacityIndex:
             self.idle.touch(name)
         for job_id, slots in sorted(state.placed.items()):
             self._resources(state.jobs[job_id], slots, +1)
+
+    def _fabric_keys(self, names: list[str]) -> frozenset[tuple[str, str]]:
+        nodes = self.state.nodes
+        return frozenset((str(nodes[name].fabric), nodes[name].placement_group) for name in names)
 
     # -- questions ---------------------------------------------------------------------------------------
 
@@ -245,6 +254,7 @@ class CapacityIndex:
             self._file(gpu, group, False, (), None)
         del self.group_of[name]
         self.groups[group].remove(name)
+        self.fabric_keys[group] = self._fabric_keys(self.groups[group])
         self.idle.remove(name)
         self.version = next(self._tokens)
 

@@ -19,6 +19,10 @@ gang, the choice is by (nodes, worst tier rank, free GPUs left on the nodes used
 nodes of the leaves with most room are taken first, so few leaves are spanned. A gang's score is therefore
 (nodes, leaves, spines) spanned, lexicographic, by construction of the stages.
 
+Fabrics: a gang that spans nodes never mixes fabrics and prefers a real fabric over TCP, then one placement
+group after one leaf (:mod:`.fabric`, which decides whenever the candidate nodes differ in fabric or placement
+group; where they do not, the stages above decide alone).
+
 A node without a ``leaf`` label shares a leaf with no one (unknown topology is assumed far) and a spine
 only if it names one; leaves without a ``spine`` label share one unnamed spine.
 
@@ -43,6 +47,7 @@ from scheduler.core.placement.index import CapacityIndex, Group
 from scheduler.core.placement.options import Option
 from scheduler.core.placement.spans import class_pools
 from scheduler.core.placement.whole import best_node, choose_gpus
+from scheduler.core.rules import fabric
 from scheduler.core.state import Job, Slot, Slots
 
 Picks = list[tuple[int, int]]  # (node ordinal, replicas on it)
@@ -87,9 +92,12 @@ def _best_pool(
         found = _best_layout(index, job, chosen)
         if found is not None:
             score, picks = found
+            # A real fabric (or one node) before TCP across pools too (.fabric rule 2); in a fleet of one
+            # fabric every multi-node layout ranks alike and one node already wins on score, so nothing changes.
+            ranked = (fabric.rank_of(index, [o for o, _ in picks]), *score)
             rank = chosen[0].model_rank
-            if best is None or (score, rank) < (best[0], best[1]):
-                best = (score, rank, picks, chosen[0].demand.gpus)
+            if best is None or (ranked, rank) < (best[0], best[1]):
+                best = (ranked, rank, picks, chosen[0].demand.gpus)
     return best
 
 
@@ -107,6 +115,8 @@ def _best_layout(index: CapacityIndex, job: Job, options: Sequence[Option]) -> t
     if single is not None:
         score, ordinal, _ = single
         return (1, 1, 1, score[0], score[2], score[3] - gpus * replicas, f"{ordinal:012d}"), [(ordinal, replicas)]
+    if fabric.mixed(index, options):
+        return _by_fabric(index, job, options, gpus, replicas)
     if _resource_limited(index, job, options):
         return _by_hosts(index, job, options, gpus, replicas)
     groups = {o.group: o.tier_rank for o in options}
@@ -316,14 +326,40 @@ def _resource_limited(index: CapacityIndex, job: Job, options: Sequence[Option])
     )
 
 
-def _by_hosts(
+def _by_fabric(
     index: CapacityIndex, job: Job, options: Sequence[Option], gpus: int, replicas: int
 ) -> tuple[tuple[object, ...], Picks] | None:
+    """A gang over nodes of mixed fabrics or placement groups (:mod:`.fabric`): the nodes of one fabric only,
+    a real fabric before TCP; within one, node by node, one leaf, then one placement group, then one spine."""
+    best: tuple[tuple[object, ...], Picks] | None = None
+    best_rank = 0
+    for rank, _, members in fabric.fabric_sets(index, options):
+        if best is not None and rank > best_rank:
+            break
+        found = _by_hosts(index, job, options, gpus, replicas, within=members, placement_groups=True)
+        if found is not None and (best is None or found[0] < best[0]):
+            best, best_rank = found, rank
+    return best
+
+
+def _by_hosts(
+    index: CapacityIndex,
+    job: Job,
+    options: Sequence[Option],
+    gpus: int,
+    replicas: int,
+    *,
+    within: frozenset[int] | None = None,
+    placement_groups: bool = False,
+) -> tuple[tuple[object, ...], Picks] | None:
     """Fewest nodes by their real capacity (GPUs, CPU, memory): largest first, last swapped for best fit;
-    nodes of one leaf are preferred, then of one spine."""
+    nodes of one leaf are preferred, then (with ``placement_groups``) of one placement group, then of one
+    spine. ``within``: only these nodes (ordinals)."""
     caps: dict[int, int] = {}
     for option in options:
         for name in index.groups[option.group]:
+            if within is not None and index.node_ordinal[name] not in within:
+                continue
             cap = min(len(index.free[name]) // gpus, index.resource_cap(name, job))
             if cap > 0:
                 caps[index.node_ordinal[name]] = cap
@@ -332,6 +368,8 @@ def _by_hosts(
         lambda o: index.node_spine[index.node_names[o]] or "\x00" + index.node_names[o],
         lambda o: "",
     ]
+    if placement_groups:
+        scopes.insert(1, lambda o: fabric.placement_group_of(index, o))
     for scope in scopes:
         by_scope: dict[str, list[int]] = {}
         for ordinal in sorted(caps):

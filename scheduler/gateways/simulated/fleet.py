@@ -227,6 +227,10 @@ class SimulatedFleet:
             mig_status=mig_status,
             price_per_gpu_hour=float(node.price_per_gpu_hour),
             labels=dict(node.labels),
+            # The simulated cluster has the fabric the inventory says: a sync keeps it instead of erasing it.
+            fabric=node.fabric,
+            fabric_devices=node.fabric_devices,
+            placement_group=node.placement_group,
         )
 
     def _jobs(self, now: datetime, gone: Mapping[int, datetime]) -> dict[str, JobObservation]:

@@ -1,13 +1,16 @@
 """``bench topology [--gpus 64,128,256,512] [--seed N] [--load L] [--hours H] [--warmup-hours W]
-[--oversubscription X] [--policies ...] [--trace PATH] [--strict] [--json]`` (spec/benchmarks.md B3).
+[--oversubscription X] [--tcp-leaves K] [--policies ...] [--trace PATH] [--strict] [--json]`` (spec/benchmarks.md
+B3).
 
 Distributed training only (jobs of 2–64 GPUs, Philly run times; :mod:`scheduler.sim.workload.mixed` with
 ``inference_share`` 0) on ``topology-N`` clusters of H100 NVSwitch servers, 4 per leaf, one spine
 (:mod:`scheduler.sim.workload.clusters`). Every policy replays the same workload per size; a run's speed
 follows :mod:`scheduler.sim.topology_model`. Reported per size and policy: ``training_throughput`` (GPU-hours
 of training at ideal speed per hour), the mean speed of the distributed runs, the allocation ratio; and
-microcosm ÷ k8s-default. Cycles are 30 s here (placement quality is measured, not queueing delay) so the four
-sizes run in a few minutes.
+microcosm ÷ k8s-default; and the multi-node runs on nodes without a fabric (``without_fabric``: runs, GPU-hours,
+mean speed — none on B3's all-InfiniBand clusters; ``--tcp-leaves K`` takes the fabric off the servers of the
+last K leaves, to see what a policy that ignores fabrics pays). Cycles are 30 s here (placement quality is
+measured, not queueing delay) so the four sizes run in a few minutes.
 """
 
 from __future__ import annotations
@@ -56,6 +59,16 @@ def gpu_sizes(text: str) -> list[int]:
     return sizes
 
 
+def non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is negative; give 0 or more leaves")
+    return value
+
+
 def oversubscription(text: str) -> float:
     value = positive_float(text)
     if value < 1:
@@ -78,6 +91,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=oversubscription,
         default=MIXED_OVERSUBSCRIPTION,
         help="Spine oversubscription, ≥ 1 (default 2; 1 = non-blocking).",
+    )
+    parser.add_argument(
+        "--tcp-leaves",
+        type=non_negative_int,
+        default=0,
+        help="Leaves whose servers have no fabric, TCP only (default 0: all InfiniBand, B3's protocol).",
     )
     parser.add_argument(
         "--policies", type=policy_list, default=list(POLICY_ORDER), help="Comma-separated (default: all five)."
@@ -105,16 +124,22 @@ def run(options: dict[str, Any]) -> Outcome:
         raise BenchUsageError(str(error)) from None
     sizes = list(dict.fromkeys(options.get("gpus") or DEFAULT_SIZES))
     ratio = options.get("oversubscription") or MIXED_OVERSUBSCRIPTION
+    tcp_leaves = int(options.get("tcp_leaves") or 0)
+    try:
+        clusters_def = [topology_cluster(gpus, ratio, tcp_leaves) for gpus in sizes]
+    except ValueError as error:
+        raise BenchUsageError(str(error)) from None
     trace, runtimes = load_runtimes(options.get("trace"))
     command = (
         f"python manage.py bench topology --gpus {','.join(str(s) for s in sizes)} --seed {config.seed} "
         f"--load {config.load:g} --hours {config.hours:g} --warmup-hours {config.warmup_s / 3600:g} "
-        f"--oversubscription {ratio:g} --policies {','.join(policies)}"
+        f"--oversubscription {ratio:g}{f' --tcp-leaves {tcp_leaves}' if tcp_leaves else ''} "
+        f"--policies {','.join(policies)}"
     )
     record = RunRecord(NAME, with_flags(command, options, "strict", "json"))
     per_size: list[tuple[int, str, list[PolicyResult]]] = []
-    for gpus in sizes:
-        workload = generate(topology_cluster(gpus, ratio), config, runtimes)
+    for gpus, cluster in zip(sizes, clusters_def, strict=True):
+        workload = generate(cluster, config, runtimes)
         results = [run_policy(workload, name, strict=bool(options.get("strict"))) for name in policies]
         per_size.append((gpus, describe(workload), results))
     head = record.head()
@@ -131,6 +156,7 @@ def run(options: dict[str, Any]) -> Outcome:
         "seed": config.seed,
         "load": config.load,
         "oversubscription": ratio,
+        "tcp_leaves": tcp_leaves,
         "cycle_s": CYCLE_S,
         "window_s": list(config.window),
         "trace": str(trace),
@@ -154,6 +180,7 @@ def _policy_json(result: PolicyResult) -> dict[str, Any]:
         "completed",
         "evictions",
         "lost_gpu_hours",
+        "without_fabric",
         "plan_repairs",
         "wall_s",
     )
@@ -203,7 +230,7 @@ def _table(
     width = max(len(p) for p in policies) + 2
     lines = [
         f"{'GPUs':>5}  {'policy':<{width}}{'throughput GPU-h/h':>20}{'dist. speed':>13}{'allocated':>11}"
-        f"{'completed':>11}{'evictions':>11}{'repairs':>9}{'wall':>7}"
+        f"{'completed':>11}{'evictions':>11}{'no-fabric runs (speed)':>24}{'repairs':>9}{'wall':>7}"
     ]
     for gpus, description, results in per_size:
         for result in results:
@@ -214,17 +241,25 @@ def _table(
             speed = "-" if m["distributed_speed"] is None else f"{m['distributed_speed']:.3f}"
             lines.append(
                 f"{gpus:>5}  {result.name:<{width}}{m['training_throughput']:>20.2f}{speed:>13}"
-                f"{m['allocation_ratio']:>11.1%}{m['completed']:>11}{m['evictions']:>11}{result.plan_repairs:>9}"
-                f"{result.wall_s:>6.0f}s"
+                f"{m['allocation_ratio']:>11.1%}{m['completed']:>11}{m['evictions']:>11}"
+                f"{_no_fabric(m.get('without_fabric')):>24}{result.plan_repairs:>9}{result.wall_s:>6.0f}s"
             )
         ratio = _ratio(results)
         lines.append(f"{'':>5}  microcosm ÷ k8s-default: {'-' if ratio is None else f'{ratio:.2f}×'}   ({description})")
     notes = [
         "",
         "throughput: GPU-hours of training at ideal speed per hour of the window (topology model: step = compute + "
-        "ring all-reduce over the slowest link), lost work taken out; dist. speed: mean speed of multi-GPU runs.",
+        "ring all-reduce over the slowest link), lost work taken out; dist. speed: mean speed of multi-GPU runs; "
+        "no-fabric runs: multi-node runs on nodes without a common fabric (TCP, about 4 GB/s) and their mean speed.",
     ]
     return "\n".join(head + lines + notes)
+
+
+def _no_fabric(figures: Any) -> str:
+    if not isinstance(figures, dict) or not figures.get("runs"):
+        return "0"
+    speed = figures.get("speed")
+    return f"{figures['runs']} ({'-' if speed is None else f'{speed:.3f}'})"
 
 
 def _figure(per_size: Sequence[tuple[int, str, list[PolicyResult]]]) -> go.Figure:

@@ -15,10 +15,12 @@ p5.48xlarge $6.88, A100-80GB p4de $3.43; reserved = on-demand × 0.65 (the plann
 30–40 % off for one year: 35 %); spot A100-40GB = the middle of p4d's $0.31–1.02 range. MIG is off on every GPU
 at the start (Kubernetes as shipped), so every policy starts from the same cluster. The spine is
 **2:1 oversubscribed** (an assumption: NVIDIA's reference architecture is non-blocking; enterprise
-fabrics often are not); it matters only to the topology model.
+fabrics often are not); it matters only to the topology model. Every server is on InfiniBand (one NIC per GPU,
+what the topology model's network figures are), so the engine's fabric rule has nothing to choose between.
 
 ``topology-N`` (B3): N/8 servers of 8 × H100-SXM5-80GB (NVSwitch, as a DGX H100), 4 per leaf switch (32 GPUs a
-leaf), every leaf under one spine, all on-demand at $6.88; the spine's oversubscription is an argument.
+leaf), every leaf under one spine, all on-demand at $6.88, on InfiniBand; the spine's oversubscription is an
+argument, and so is a number of leaves whose servers have no fabric (TCP only; 0 in B3's protocol).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 
 from scheduler.core.state import Node
 from scheduler.core.vocabulary import CapacityTier, Interconnect
+from scheduler.core.vocabulary import Fabric as NodeFabric
 from scheduler.sim.topology_model import Fabric
 
 H100_ON_DEMAND = 6.88
@@ -58,7 +61,15 @@ def mixed_64() -> ClusterDef:
 
     def sxm(name: str, model: str, leaf: str, tier: CapacityTier, price: float) -> Node:
         return Node(
-            name, model, 8, Interconnect.NVSWITCH, leaf=leaf, spine="spine-1", tier=tier, price_per_gpu_hour=price
+            name,
+            model,
+            8,
+            Interconnect.NVSWITCH,
+            leaf=leaf,
+            spine="spine-1",
+            tier=tier,
+            price_per_gpu_hour=price,
+            fabric=NodeFabric.INFINIBAND,
         )
 
     nodes = [
@@ -79,6 +90,7 @@ def mixed_64() -> ClusterDef:
             spine="spine-1",
             tier=CapacityTier.SPOT,
             price_per_gpu_hour=A100_40_SPOT,
+            fabric=NodeFabric.INFINIBAND,
         )
         for i in range(1, 5)
     ]
@@ -91,10 +103,16 @@ def mixed_64() -> ClusterDef:
     )
 
 
-def topology_cluster(gpus: int, oversubscription: float = MIXED_OVERSUBSCRIPTION) -> ClusterDef:
-    """``topology-N``: ``gpus`` (a multiple of 8) H100 GPUs in DGX-like servers, 4 servers per leaf."""
+def topology_cluster(gpus: int, oversubscription: float = MIXED_OVERSUBSCRIPTION, tcp_leaves: int = 0) -> ClusterDef:
+    """``topology-N``: ``gpus`` (a multiple of 8) H100 GPUs in DGX-like servers, 4 servers per leaf, on
+    InfiniBand (one NIC per GPU, as the topology model's figures assume) — but the servers of the last
+    ``tcp_leaves`` leaves have no fabric (TCP only), to measure what the fabric is worth (B3 ``--tcp-leaves``)."""
     if gpus < 8 or gpus % 8:
         raise ValueError(f"a topology cluster has whole 8-GPU servers: {gpus} is not a positive multiple of 8")
+    servers = gpus // 8
+    leaves = -(-servers // NODES_PER_LEAF)
+    if not 0 <= tcp_leaves <= leaves:
+        raise ValueError(f"tcp_leaves must be from 0 to the cluster's {leaves} leaves, not {tcp_leaves}")
     nodes = tuple(
         Node(
             f"dgx-{i:03d}",
@@ -105,15 +123,17 @@ def topology_cluster(gpus: int, oversubscription: float = MIXED_OVERSUBSCRIPTION
             spine="spine-1",
             tier=CapacityTier.ON_DEMAND,
             price_per_gpu_hour=H100_ON_DEMAND,
+            fabric=NodeFabric.TCP if i // NODES_PER_LEAF >= leaves - tcp_leaves else NodeFabric.INFINIBAND,
         )
-        for i in range(gpus // 8)
+        for i in range(servers)
     )
+    without = f"; {tcp_leaves} leaves without a fabric (TCP)" if tcp_leaves else ""
     return ClusterDef(
         f"topology-{gpus}",
         nodes,
         Fabric(oversubscription=oversubscription),
-        f"{gpus} H100-SXM5-80GB in {gpus // 8} NVSwitch servers, {NODES_PER_LEAF} per leaf, 1 spine "
-        f"({oversubscription:g}:1)",
+        f"{gpus} H100-SXM5-80GB in {servers} NVSwitch servers, {NODES_PER_LEAF} per leaf, 1 spine "
+        f"({oversubscription:g}:1){without}",
     )
 
 

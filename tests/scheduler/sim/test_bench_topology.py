@@ -70,3 +70,21 @@ def test_bad_arguments_are_refused(args: list[str]) -> None:
 def test_unknown_policy_names_the_known_ones(trace: Path) -> None:
     with pytest.raises(BenchUsageError, match="unknown policies bestfit"):
         topology_cli.run({"gpus": [16], "policies": ["bestfit"], "trace": trace})
+
+
+def test_without_fabric_is_reported_and_tcp_leaves_take_the_fabric_off(trace: Path) -> None:
+    args = ("--gpus", "32", "--hours", "0.5", "--warmup-hours", "0.25", "--seed", "5", "--trace", str(trace))
+    plain = json.loads(bench(*args, "--policies", "k8s-default", "--json"))
+    assert plain["tcp_leaves"] == 0 and "--tcp-leaves" not in plain["command"]
+    assert plain["clusters"]["32"]["policies"]["k8s-default"]["without_fabric"]["runs"] == 0  # all InfiniBand
+    payload = json.loads(bench(*args, "--policies", "k8s-default", "--tcp-leaves", "1", "--json"))
+    assert payload["tcp_leaves"] == 1 and "--tcp-leaves 1" in payload["command"]
+    figures = payload["clusters"]["32"]["policies"]["k8s-default"]["without_fabric"]
+    assert set(figures) == {"runs", "gpu_hours", "speed"}
+    table = bench(*args, "--policies", "k8s-default", "--tcp-leaves", "1")
+    assert "no-fabric runs (speed)" in table
+
+
+def test_tcp_leaves_beyond_the_cluster_are_refused(trace: Path) -> None:
+    with pytest.raises((BenchUsageError, CommandError), match="tcp_leaves must be from 0"):
+        bench("--gpus", "32", "--tcp-leaves", "5", "--trace", str(trace))

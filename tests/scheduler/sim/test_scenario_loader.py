@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from scheduler.core.state import ModelProfile, Node, Request, Team
-from scheduler.core.vocabulary import CapacityTier, Dtype, Interconnect, JobKind, JobTier, ModelMode, Priority
+from scheduler.core.vocabulary import CapacityTier, Dtype, Fabric, Interconnect, JobKind, JobTier, ModelMode, Priority
 from scheduler.sim import ScenarioError, load_scenario, parse_scenario
 from scheduler.sim import scenario as sc
 
@@ -130,6 +130,13 @@ INVALID: list[tuple[str, Callable[[dict[str, Any]], None], str, str]] = [
         "≥ 0",
     ),
     ("node sharing not bool", _set("cluster/nodes/0/sharing", "yes"), "cluster.nodes[0].sharing", "true or false"),
+    ("node bad fabric", _set("cluster/nodes/0/fabric", "myrinet"), "cluster.nodes[0].fabric", "one of tcp, efa"),
+    (
+        "node placement group not text",
+        _set("cluster/nodes/0/placement_group", 7),
+        "cluster.nodes[0].placement_group",
+        "",
+    ),
     ("duplicate node", _set("cluster/nodes/1/name", "dgx-1"), "cluster.nodes[1].name", "duplicate node name"),
     ("node not an object", _set("cluster/nodes/1", "pcie-1"), "cluster.nodes[1]", "must be an object"),
     # MIG layouts
@@ -428,6 +435,14 @@ def _drop_until_and_duration(doc: dict[str, Any]) -> None:
 
 def test_the_base_document_is_valid() -> None:
     parse_scenario(base(), source=SOURCE)
+
+
+def test_a_node_states_its_fabric_and_placement_group_and_has_none_unless_it_does() -> None:
+    doc = base()
+    doc["cluster"]["nodes"][0].update({"fabric": "efa", "placement_group": "pg-1"})
+    first, second = parse_scenario(doc, source=SOURCE).nodes[:2]
+    assert (first.fabric, first.placement_group) == (Fabric.EFA, "pg-1")
+    assert (second.fabric, second.placement_group) == (Fabric.TCP, "")
 
 
 def test_every_problem_is_reported_in_one_error() -> None:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 
 from scheduler.core.state import Job, Node, Request, Slot
+from scheduler.core.vocabulary import Fabric as NodeFabric
 from scheduler.core.vocabulary import Interconnect, JobKind
 from scheduler.sim.topology_model import (
+    TCP_GBPS,
     Fabric,
     StepProfile,
     allreduce_s,
@@ -16,16 +18,18 @@ from scheduler.sim.topology_model import (
     topology_speed,
 )
 
+IB = NodeFabric.INFINIBAND
 A100_COMPUTE_S = 6 * 1e9 * 16_384 / (312e12 * 0.4)  # 0.787692… s per step for 1 B parameters
 H100_COMPUTE_S = 6 * 1e9 * 16_384 / (989e12 * 0.4)
 
 
-def sxm(name: str, leaf: str = "leaf-1", model: str = "A100-SXM4-80GB") -> Node:
-    return Node(name, model, 8, Interconnect.NVSWITCH, leaf=leaf, spine="spine-1")
+def sxm(name: str, leaf: str = "leaf-1", model: str = "A100-SXM4-80GB", fabric: NodeFabric = IB) -> Node:
+    """A DGX-like server; on InfiniBand, the network the model's NIC figures are for, unless told otherwise."""
+    return Node(name, model, 8, Interconnect.NVSWITCH, leaf=leaf, spine="spine-1", fabric=fabric)
 
 
 def pcie(name: str) -> Node:
-    return Node(name, "A100-PCIE-40GB", 4, Interconnect.NVLINK_PAIRS, leaf="leaf-2", spine="spine-1")
+    return Node(name, "A100-PCIE-40GB", 4, Interconnect.NVLINK_PAIRS, leaf="leaf-2", spine="spine-1", fabric=IB)
 
 
 def slots(*placements: tuple[str, list[int]]) -> tuple[tuple[Slot, ...], ...]:
@@ -122,7 +126,7 @@ def test_the_same_gang_on_one_model_is_measured_against_that_model() -> None:
 
 
 def test_unlabelled_nodes_are_assumed_far_apart() -> None:
-    cluster = nodes(Node("x", "H100-SXM5-80GB", 8), Node("y", "H100-SXM5-80GB", 8))
+    cluster = nodes(Node("x", "H100-SXM5-80GB", 8, fabric=IB), Node("y", "H100-SXM5-80GB", 8, fabric=IB))
     assert slowest_link_gbps({"x": (0,), "y": (0,)}, cluster, Fabric(oversubscription=4)) == 50.0 / 4
 
 
@@ -141,3 +145,23 @@ def test_bad_parameters_are_refused() -> None:
         Fabric(oversubscription=0.5)
     with pytest.raises(ValueError, match="mfu"):
         StepProfile(mfu=0)
+
+
+def test_a_multi_node_job_without_a_fabric_is_charged_tcp_speed() -> None:
+    eight = slots(("a", [0, 1, 2, 3]), ("b", [0, 1, 2, 3]))
+    ideal = A100_COMPUTE_S + 2 * 7 / 8 * 2e9 / 300e9  # the ideal keeps its NVSwitch node
+    on_tcp = A100_COMPUTE_S + 2 * 7 / 8 * 2e9 / (TCP_GBPS * 1e9)
+    tcp = nodes(sxm("a", fabric=NodeFabric.TCP), sxm("b", fabric=NodeFabric.TCP))
+    assert slowest_link_gbps({"a": (0,), "b": (0,)}, tcp, Fabric()) == TCP_GBPS
+    assert placement_speed(eight, tcp) == pytest.approx(ideal / on_tcp)
+    assert placement_speed(eight, tcp) < placement_speed(eight, nodes(sxm("a"), sxm("b")))
+    # Two fabrics cannot talk to each other: TCP too; one TCP node drags the whole gang to TCP.
+    for other in (NodeFabric.EFA, NodeFabric.TCP):
+        assert slowest_link_gbps({"a": (0,), "b": (0,)}, nodes(sxm("a"), sxm("b", fabric=other)), Fabric()) == TCP_GBPS
+    # One node needs no network: its fabric does not matter.
+    assert placement_speed(slots(("a", [0, 1, 2, 3])), tcp) == 1.0
+
+
+def test_tcp_is_the_slowest_link_across_the_spine_too() -> None:
+    far = nodes(sxm("a", "leaf-1", fabric=NodeFabric.TCP), sxm("b", "leaf-2", fabric=NodeFabric.TCP))
+    assert slowest_link_gbps({"a": (0,), "b": (0,)}, far, Fabric(oversubscription=4)) == TCP_GBPS
