@@ -41,6 +41,8 @@ class KubernetesSettings(TypedDict):
     checkpoint_size: str
     report_url: str
     checkpoint_root: str
+    rendezvous_port: int
+    shm_fraction: float
 
 
 class SchedulerSettings(TypedDict):
@@ -136,7 +138,16 @@ KUBERNETES: KubernetesSettings = {
     # Where this process sees the teams' checkpoint volumes as <root>/<namespace>/job-<id>/, to read the jobs'
     # manifests when their reports do not arrive; "": not mounted here.
     "checkpoint_root": env_str("KUBE_CHECKPOINT_ROOT", default=""),
+    # A multi-replica job's MASTER_PORT (docs/distributed-training.md): torch.distributed's own default.
+    "rendezvous_port": env_int("KUBE_RENDEZVOUS_PORT", default=29500, minimum=1, maximum=65535),
+    # Each GPU pod's /dev/shm: this share of its node's memory per GPU, times the GPUs the pod holds.
+    "shm_fraction": env_float("KUBE_SHM_FRACTION", default=0.5, minimum=0.0, maximum=1.0),
 }
+if KUBERNETES["shm_fraction"] <= 0:
+    raise EnvError(
+        f"KUBE_SHM_FRACTION={KUBERNETES['shm_fraction']} must be above 0 and at most 1: the share of a node's memory "
+        "per GPU that a pod's /dev/shm may use (0.5 is the default)."
+    )
 for _name, _value in (
     ("GPU_OPERATOR_NAMESPACE", KUBERNETES["gpu_operator_namespace"]),
     ("MIG_CONFIG_MAP", KUBERNETES["mig_config_map"]),

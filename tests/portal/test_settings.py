@@ -64,6 +64,10 @@ def test_short_secret_key_is_refused() -> None:
         ("KUBE_CHECKPOINT_SIZE", "0Gi", "KUBE_CHECKPOINT_SIZE='0Gi' is not a storage size"),
         ("KUBE_REPORT_URL", "microcosm.example.com", "KUBE_REPORT_URL='microcosm.example.com' must start with http"),
         ("KUBE_CHECKPOINT_ROOT", "mnt/checkpoints", "KUBE_CHECKPOINT_ROOT='mnt/checkpoints' must be an absolute path"),
+        ("KUBE_SHM_FRACTION", "0", "KUBE_SHM_FRACTION=0.0 must be above 0 and at most 1"),
+        ("KUBE_SHM_FRACTION", "1.5", "KUBE_SHM_FRACTION=1.5 is above the maximum 1.0"),
+        ("KUBE_SHM_FRACTION", "half", "KUBE_SHM_FRACTION='half' is not a number"),
+        ("KUBE_RENDEZVOUS_PORT", "70000", "KUBE_RENDEZVOUS_PORT=70000 is above the maximum 65535"),
     ],
 )
 def test_junk_settings_stop_start_up_with_a_clear_message(variable: str, junk: str, message: str) -> None:
