@@ -47,6 +47,10 @@ def _pods(cluster) -> dict[str, dict]:
     return {p["metadata"]["name"]: p for p in cluster.pods(NAMESPACE)}
 
 
+def _rendezvous(pod) -> tuple[str, str, dict[str, str]]:
+    return pod["spec"]["hostname"], pod["spec"]["subdomain"], _env(pod)
+
+
 def _shm(pod) -> dict:
     (volume,) = [v for v in pod["spec"]["volumes"] if v["name"] == "dshm"]
     assert {"name": "dshm", "mountPath": "/dev/shm"} in pod["spec"]["containers"][0]["volumeMounts"]
