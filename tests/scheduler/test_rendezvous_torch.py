@@ -1,0 +1,153 @@
+"""The proof that a gang's pods can rendezvous: the Kubernetes gateway binds a gang on the API emulator (official
+client over HTTP), and one real process per replica runs docs/examples/distributed_allreduce.py with exactly the
+environment the gateway wrote into that replica's pod manifest (CPU, the ``gloo`` backend, ``env://``). Every rank
+must see the all-reduce sum 1 + … + n: for 2 and 4 replicas, and again after the gang is requeued and bound on
+other nodes.
+
+Cluster DNS is the only part of Kubernetes played here: the names the headless Service publishes
+(``<hostname>.<subdomain>.<namespace>.svc`` of every pod) resolve to loopback through nss_wrapper
+(``LD_PRELOAD=libnss_wrapper.so``, Debian package ``libnss-wrapper``, which .ci/run installs), with an IPv4 and an
+IPv6 loopback address as a dual-stack cluster's DNS answers both. ``MASTER_ADDR`` stays the DNS name the gateway
+wrote, so a wrong name, port, rank or world size fails here.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from scheduler.gateways.kube.gateway import KubeGateway
+from scheduler.gateways.protocol import BindRequest, Device, ReplicaPlacement
+from tests.scheduler.kube_emulator import H100_ONE_LEAF, cluster_fixture
+
+pytest.importorskip("torch")
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "docs" / "examples" / "distributed_allreduce.py"
+NAMESPACE = "team-nlp"
+TIMEOUT_S = 60
+NSS_WRAPPER = "libnss_wrapper.so"
+
+cluster = pytest.fixture(cluster_fixture)
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+def gateway(cluster) -> KubeGateway:
+    for name in ("gpu-a", "gpu-b"):
+        cluster.add_node(name, H100_ONE_LEAF, allocatable={"nvidia.com/gpu": "8"})
+    gateway = KubeGateway(
+        cluster.new_api_client(),
+        sleep=lambda _s: None,
+        request_timeout_s=2.0,
+        default_image="ghcr.io/acme/train:1",
+        rendezvous_port=_free_port(),  # a test choice of KUBE_RENDEZVOUS_PORT: two runs may share the machine
+    )
+    gateway.namespace_ensure(namespace=NAMESPACE, team="nlp")
+    return gateway
+
+
+def _gang(replicas: int, nodes: tuple[str, ...]) -> BindRequest:
+    """``replicas`` × 2 GPUs, replica r on ``nodes[r % len(nodes)]``."""
+    placements = tuple(
+        ReplicaPlacement(r, nodes[r % len(nodes)], (Device(2 * (r // len(nodes))), Device(2 * (r // len(nodes)) + 1)))
+        for r in range(replicas)
+    )
+    return BindRequest(job="42", namespace=NAMESPACE, name="allreduce", placements=placements)
+
+
+def _published_names(pods: list[dict[str, Any]]) -> list[str]:
+    """The DNS names the job's headless Service gives its pods, as cluster DNS builds them from each pod."""
+    return [f"{pod['spec']['hostname']}.{pod['spec']['subdomain']}.{pod['metadata']['namespace']}.svc" for pod in pods]
+
+
+def _run_gang(pods: list[dict[str, Any]], directory: Path) -> dict[int, str]:
+    """One process per pod with exactly its manifest's environment; what each printed, by replica."""
+    try:
+        ctypes.CDLL(NSS_WRAPPER)
+    except OSError:
+        pytest.fail(f"{NSS_WRAPPER} is missing: apt-get install libnss-wrapper (.ci/run installs it)")
+    hosts = directory / "hosts"
+    hosts.write_text("".join(f"127.0.0.1 {name}\n::1 {name}\n" for name in _published_names(pods)), encoding="utf-8")
+    machine = {k: os.environ[k] for k in ("PATH", "HOME", "LANG") if k in os.environ}
+    processes = {}
+    for pod in pods:
+        (container,) = pod["spec"]["containers"]
+        env = {e["name"]: e.get("value", "") for e in container.get("env", [])}
+        processes[int(pod["metadata"]["labels"]["microcosm.io/replica"])] = subprocess.Popen(
+            [sys.executable, str(EXAMPLE)],
+            env={
+                **machine,
+                **env,
+                "LD_PRELOAD": NSS_WRAPPER,
+                "NSS_WRAPPER_HOSTS": str(hosts),
+                "OMP_NUM_THREADS": "1",
+            },
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+    outputs = {}
+    deadline = time.monotonic() + TIMEOUT_S
+    try:
+        for replica, process in processes.items():
+            output, _ = process.communicate(timeout=max(deadline - time.monotonic(), 1))
+            assert process.returncode == 0, f"replica {replica} exited {process.returncode}:\n{output}"
+            outputs[replica] = output
+    finally:
+        for process in processes.values():
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    return outputs
+
+
+def _assert_group_formed(outputs: dict[int, str], replicas: int) -> None:
+    total = replicas * (replicas + 1) // 2
+    for replica, output in outputs.items():
+        assert f"rank {replica} of {replicas}: all-reduce sum {total}\n" in output, output
+    assert sorted(outputs) == list(range(replicas))
+
+
+@pytest.mark.parametrize("replicas", [2, 4])
+def test_the_env_the_gateway_writes_forms_a_torch_distributed_group(cluster, gateway, tmp_path, replicas) -> None:
+    gateway.job_bind(request=_gang(replicas, ("gpu-a", "gpu-b")))
+    pods = cluster.pods(NAMESPACE)
+    assert len(pods) == replicas
+    # Every replica dials replica 0 by a name the Service publishes, not by an address.
+    addresses = {e["value"] for pod in pods for e in pod["spec"]["containers"][0]["env"] if e["name"] == "MASTER_ADDR"}
+    assert addresses == {_published_names(pods)[0]} and not addresses & {"127.0.0.1", "::1", "localhost"}
+
+    _assert_group_formed(_run_gang(pods, tmp_path), replicas)
+
+
+def test_a_requeued_gang_bound_again_forms_a_new_group_with_the_same_rendezvous(cluster, gateway, tmp_path) -> None:
+    gateway.job_bind(request=_gang(2, ("gpu-a",)))
+    first = cluster.pods(NAMESPACE)
+    _assert_group_formed(_run_gang(first, tmp_path), 2)
+
+    gateway.job_evict(job="42", namespace=NAMESPACE, grace_s=0, reason="spot-reclaim")
+    assert cluster.pods(NAMESPACE) == []
+    gateway.job_bind(request=_gang(2, ("gpu-b",)))
+    again = cluster.pods(NAMESPACE)
+
+    assert {p["spec"]["nodeName"] for p in again} == {"gpu-b"}
+
+    def rendezvous(pods: list[dict[str, Any]]) -> dict[str, Any]:
+        return {p["metadata"]["name"]: (p["spec"]["hostname"], p["spec"]["containers"][0]["env"]) for p in pods}
+
+    assert rendezvous(again) == rendezvous(first)
+    _assert_group_formed(_run_gang(again, tmp_path), 2)
