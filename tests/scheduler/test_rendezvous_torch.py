@@ -151,3 +151,10 @@ def test_a_requeued_gang_bound_again_forms_a_new_group_with_the_same_rendezvous(
 
     assert rendezvous(again) == rendezvous(first)
     _assert_group_formed(_run_gang(again, tmp_path), 2)
+
+
+def test_the_documentation_shows_the_program_the_tests_run() -> None:
+    document = (ROOT / "docs" / "distributed-training.md").read_text(encoding="utf-8")
+    assert f"```python\n{EXAMPLE.read_text(encoding='utf-8')}```\n" in document, (
+        "copy docs/examples/distributed_allreduce.py into docs/distributed-training.md"
+    )
