@@ -2,7 +2,7 @@
 client over HTTP), and one real process per replica runs docs/examples/distributed_allreduce.py with exactly the
 environment the gateway wrote into that replica's pod manifest (CPU, the ``gloo`` backend, ``env://``). Every rank
 must see the all-reduce sum 1 + … + n: for 2 and 4 replicas, and again after the gang is requeued and bound on
-other nodes.
+other nodes; and the documented ``torchrun`` command, one agent per pod, forms one group of every GPU's process.
 
 Cluster DNS is the only part of Kubernetes played here: the names the headless Service publishes
 (``<hostname>.<subdomain>.<namespace>.svc`` of every pod) resolve to loopback through nss_wrapper
@@ -14,7 +14,9 @@ wrote, so a wrong name, port, rank or world size fails here.
 from __future__ import annotations
 
 import ctypes
+import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -74,21 +76,24 @@ def _published_names(pods: list[dict[str, Any]]) -> list[str]:
     return [f"{pod['spec']['hostname']}.{pod['spec']['subdomain']}.{pod['metadata']['namespace']}.svc" for pod in pods]
 
 
-def _run_gang(pods: list[dict[str, Any]], directory: Path) -> dict[int, str]:
-    """One process per pod with exactly its manifest's environment; what each printed, by replica."""
+def _run_gang(pods: list[dict[str, Any]], directory: Path, command: list[str] | None = None) -> dict[int, str]:
+    """One process per pod (``command``, default: the example program) with exactly its manifest's environment;
+    what each printed, by replica."""
     try:
         ctypes.CDLL(NSS_WRAPPER)
     except OSError:
         pytest.fail(f"{NSS_WRAPPER} is missing: apt-get install libnss-wrapper (.ci/run installs it)")
     hosts = directory / "hosts"
     hosts.write_text("".join(f"127.0.0.1 {name}\n::1 {name}\n" for name in _published_names(pods)), encoding="utf-8")
-    machine = {k: os.environ[k] for k in ("PATH", "HOME", "LANG") if k in os.environ}
+    machine = {k: os.environ[k] for k in ("HOME", "LANG") if k in os.environ}
+    # This interpreter's scripts (torchrun) first, as an image's PATH would have them.
+    machine["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
     processes = {}
     for pod in pods:
         (container,) = pod["spec"]["containers"]
         env = {e["name"]: e.get("value", "") for e in container.get("env", [])}
         processes[int(pod["metadata"]["labels"]["microcosm.io/replica"])] = subprocess.Popen(
-            [sys.executable, str(EXAMPLE)],
+            command or [sys.executable, str(EXAMPLE)],
             env={
                 **machine,
                 **env,
@@ -115,14 +120,17 @@ def _run_gang(pods: list[dict[str, Any]], directory: Path) -> dict[int, str]:
     return outputs
 
 
-def _assert_group_formed(outputs: dict[int, str], replicas: int) -> None:
-    total = replicas * (replicas + 1) // 2
-    for replica, output in outputs.items():
-        assert f"rank {replica} of {replicas}: all-reduce sum {total}\n" in output, output
+def _assert_group_formed(outputs: dict[int, str], replicas: int, per_pod: int = 1) -> None:
+    """Every process of every pod saw the sum 1 + … + world size; ranks run pod by pod (torchrun's static order)."""
+    world = replicas * per_pod
+    total = world * (world + 1) // 2
     assert sorted(outputs) == list(range(replicas))
+    for replica, output in outputs.items():
+        for rank in range(replica * per_pod, (replica + 1) * per_pod):
+            assert f"rank {rank} of {world}: all-reduce sum {total}\n" in output, output
 
 
-@pytest.mark.parametrize("replicas", [2, 4])
+@pytest.mark.parametrize("replicas", [4])  # 2 replicas: the requeue test below, twice
 def test_the_env_the_gateway_writes_forms_a_torch_distributed_group(cluster, gateway, tmp_path, replicas) -> None:
     gateway.job_bind(request=_gang(replicas, ("gpu-a", "gpu-b")))
     pods = cluster.pods(NAMESPACE)
@@ -158,3 +166,15 @@ def test_the_documentation_shows_the_program_the_tests_run() -> None:
     assert f"```python\n{EXAMPLE.read_text(encoding='utf-8')}```\n" in document, (
         "copy docs/examples/distributed_allreduce.py into docs/distributed-training.md"
     )
+
+
+def test_the_documented_torchrun_command_forms_one_group_of_every_gpu_process(cluster, gateway, tmp_path) -> None:
+    """The ``torchrun`` command of docs/distributed-training.md, as a job's command, on a 2-replica × 2-GPU gang:
+    one agent per pod, NPROC_PER_NODE processes each, 4 ranks in all."""
+    document = (ROOT / "docs" / "distributed-training.md").read_text(encoding="utf-8")
+    (block,) = re.findall(r"```json\n(\[\"sh\", \"-c\", \"exec torchrun .*\])\n```", document)
+    command = [part.replace("/app/distributed_allreduce.py", str(EXAMPLE)) for part in json.loads(block)]
+    gateway.job_bind(request=_gang(2, ("gpu-a", "gpu-b")))
+    pods = cluster.pods(NAMESPACE)
+
+    _assert_group_formed(_run_gang(pods, tmp_path, command), 2, per_pod=2)
