@@ -397,6 +397,7 @@ def test_a_cycle_binds_a_checkpointed_job_with_its_credential_and_revokes_it_whe
     assert [c["metadata"]["name"] for c in cluster.claims(team.namespace)] == ["microcosm-checkpoints"]
     token = _token(cluster.secrets(team.namespace)[f"mc-{job.pk}-report"])
     assert token == job_token(job.pk) and job_for_token(token) == job
+    assert set(cluster.services(team.namespace)) == {f"mc-{job.pk}"}  # the gang's rendezvous
     for pod in cluster.pods(team.namespace):
         assert _env(pod)["CHECKPOINT_DIR"] == f"/checkpoints/job-{job.pk}"
         assert {v["name"] for v in pod["spec"]["volumes"]} == {"checkpoints", "report-credential", "dshm"}
@@ -408,4 +409,5 @@ def test_a_cycle_binds_a_checkpointed_job_with_its_credential_and_revokes_it_whe
     job.refresh_from_db()
     assert job.state == "completed"
     assert cluster.secrets(team.namespace) == {} and cluster.pods(team.namespace) == []
+    assert cluster.services(team.namespace) == {}  # gone with the job
     assert job_for_token(token) is None  # refused by the API too
