@@ -9,6 +9,7 @@ import pytest
 from scheduler.core.catalog import MEMORY_SLICES, profile_spec
 from scheduler.errors import GatewayConflict
 from scheduler.gateways.kube.gateway import KubeGateway
+from scheduler.gateways.kube.pods import pod_manifest
 from scheduler.gateways.kube.shared_memory import gpu_equivalents, quantity_bytes, shm_size_limit
 from scheduler.gateways.protocol import FINAL_EVICTIONS, BindRequest, Device, ReplicaPlacement
 from tests.scheduler.kube_emulator import H100_ONE_LEAF, cluster_fixture
@@ -209,3 +210,19 @@ def test_a_mig_instance_counts_its_memory_slices_and_unknowns_leave_the_size_ope
 )
 def test_memory_quantities_are_read_as_kubernetes_writes_them(text: str, expected: int) -> None:
     assert quantity_bytes(text) == expected
+
+
+def test_a_mig_instance_is_one_process_and_the_jobs_own_env_cannot_move_the_rendezvous() -> None:
+    placements = (
+        ReplicaPlacement(0, "gpu-a", (Device(0, "3g.40gb", 0), Device(0, "3g.40gb", 4))),
+        ReplicaPlacement(1, "gpu-b", (Device(2),)),
+    )
+    request = BindRequest(
+        job="7", namespace="team-cv", name="n", placements=placements, env={"MASTER_ADDR": "10.0.0.9", "RANK": "5"}
+    )
+
+    env = {p.replica: _env(pod_manifest(request, p, team="", image="i", grace_s=5)) for p in placements}
+
+    assert (env[0]["NPROC_PER_NODE"], env[1]["NPROC_PER_NODE"]) == ("2", "1")
+    assert {e["MASTER_ADDR"] for e in env.values()} == {"mc-7-0.mc-7.team-cv.svc"}
+    assert (env[0]["RANK"], env[1]["RANK"]) == ("0", "1")
