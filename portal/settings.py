@@ -48,6 +48,8 @@ class KubernetesSettings(TypedDict):
     tcpx_daemon_image: str
     tcpxo_daemon_image: str
     gke_networks: list[str]
+    rendezvous_port: int
+    shm_fraction: float
 
 
 class SchedulerSettings(TypedDict):
@@ -153,7 +155,16 @@ KUBERNETES: KubernetesSettings = {
     "tcpx_daemon_image": env_str("KUBE_TCPX_DAEMON_IMAGE", default=""),
     "tcpxo_daemon_image": env_str("KUBE_TCPXO_DAEMON_IMAGE", default=""),
     "gke_networks": env_list("KUBE_GKE_NETWORKS", default=[f"vpc{n}" for n in range(1, 9)]),
+    # A multi-replica job's MASTER_PORT (docs/distributed-training.md): torch.distributed's own default.
+    "rendezvous_port": env_int("KUBE_RENDEZVOUS_PORT", default=29500, minimum=1, maximum=65535),
+    # Each GPU pod's /dev/shm: this share of its node's memory per GPU, times the GPUs the pod holds.
+    "shm_fraction": env_float("KUBE_SHM_FRACTION", default=0.5, minimum=0.0, maximum=1.0),
 }
+if KUBERNETES["shm_fraction"] <= 0:
+    raise EnvError(
+        f"KUBE_SHM_FRACTION={KUBERNETES['shm_fraction']} must be above 0 and at most 1: the share of a node's memory "
+        "per GPU that a pod's /dev/shm may use (0.5 is the default)."
+    )
 for _name, _value in (
     ("GPU_OPERATOR_NAMESPACE", KUBERNETES["gpu_operator_namespace"]),
     ("MIG_CONFIG_MAP", KUBERNETES["mig_config_map"]),

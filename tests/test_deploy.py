@@ -120,6 +120,7 @@ def test_rbac_grants_exactly_the_least_privilege_set() -> None:
         ("", "namespaces", ("create", "get")),
         ("", "persistentvolumeclaims", ("create", "get")),
         ("", "secrets", ("create", "delete", "get")),
+        ("", "services", ("create", "delete", "get")),
     }
     (role,) = _by_kind("Role").values()
     assert role["metadata"]["namespace"] == _settings_default("GPU_OPERATOR_NAMESPACE")

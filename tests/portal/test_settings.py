@@ -75,6 +75,10 @@ def test_short_secret_key_is_refused() -> None:
         ("KUBE_GKE_NETWORKS", "vpc1,VPC2", "KUBE_GKE_NETWORKS item 'VPC2' is not a GKE network name"),
         ("KUBE_GKE_NETWORKS", "default,vpc1", "KUBE_GKE_NETWORKS item 'default' is not a GKE network name"),
         ("KUBE_GKE_NETWORKS", "vpc1,vpc1", "names a network twice"),
+        ("KUBE_SHM_FRACTION", "0", "KUBE_SHM_FRACTION=0.0 must be above 0 and at most 1"),
+        ("KUBE_SHM_FRACTION", "1.5", "KUBE_SHM_FRACTION=1.5 is above the maximum 1.0"),
+        ("KUBE_SHM_FRACTION", "half", "KUBE_SHM_FRACTION='half' is not a number"),
+        ("KUBE_RENDEZVOUS_PORT", "70000", "KUBE_RENDEZVOUS_PORT=70000 is above the maximum 65535"),
     ],
 )
 def test_junk_settings_stop_start_up_with_a_clear_message(variable: str, junk: str, message: str) -> None:

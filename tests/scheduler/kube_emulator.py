@@ -10,7 +10,7 @@ loop in a background thread and the tests talk to it over real HTTP. What the em
 - fault injection: the next N requests matching a method and path answer with a status (and headers, e.g.
   ``Retry-After``) or stall longer than the client's timeout.
 
-Everything else (nodes, pods, ConfigMaps, PersistentVolumeClaims, Secrets) is kmock's generic stateful store:
+Everything else (nodes, pods, ConfigMaps, PersistentVolumeClaims, Secrets, Services) is kmock's generic stateful store:
 create, read, merge-patch, delete. A delete of an object with finalizers only sets its ``deletionTimestamp``,
 which is how :meth:`Cluster.terminate_pod` keeps a pod in its termination grace.
 """
@@ -35,6 +35,7 @@ _NAMESPACE_PATH = re.compile(r"^/api/v1/namespaces(?:/([^/]+))?/?$")
 PODS = "v1/pods"
 CLAIMS = "v1/persistentvolumeclaims"
 SECRETS = "v1/secrets"
+SERVICES = "v1/services"
 
 
 @dataclass
@@ -63,6 +64,7 @@ class GatewayEmulator(kmock.KubernetesEmulator):
             ("v1/configmaps", True),
             (CLAIMS, True),
             (SECRETS, True),
+            (SERVICES, True),
         ):
             self.resources[resource] = kmock.ResourceInfo(namespaced=namespaced)
         self["post", kmock.subresource("binding")] << self._bind
@@ -187,6 +189,7 @@ class Cluster:
         ready: bool = True,
         allocatable: dict[str, str] | None = None,
         unschedulable: bool = False,
+        capacity: dict[str, str] | None = None,
     ) -> None:
         self.core.create_node(
             {
@@ -197,6 +200,7 @@ class Cluster:
                 "status": {
                     "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
                     **({"allocatable": allocatable} if allocatable is not None else {}),
+                    **({"capacity": capacity} if capacity is not None else {}),
                 },
             }
         )
@@ -259,6 +263,10 @@ class Cluster:
             namespace,
             {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name, "labels": labels}, "data": data},
         )
+
+    def services(self, namespace: str) -> dict[str, dict[str, Any]]:
+        found = self.core.list_namespaced_service(namespace)
+        return {s.metadata.name: self.api_client.sanitize_for_serialization(s) for s in found.items}
 
     def add_pod(self, namespace: str, name: str, *, node: str, resources: dict[str, str], labels: dict | None = None):
         """Another owner's pod (not Microcosm's), already running on ``node``."""

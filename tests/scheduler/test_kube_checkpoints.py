@@ -147,10 +147,12 @@ def test_a_checkpointed_job_mounts_the_claim_and_its_report_credential(cluster, 
         assert pod["spec"]["volumes"] == [
             {"name": "checkpoints", "persistentVolumeClaim": {"claimName": "microcosm-checkpoints"}},
             {"name": "report-credential", "secret": {"secretName": "mc-42-report"}},
+            {"name": "dshm", "emptyDir": {"medium": "Memory"}},  # every GPU pod's /dev/shm
         ]
         assert pod["spec"]["containers"][0]["volumeMounts"] == [
             {"name": "checkpoints", "mountPath": "/checkpoints"},
             {"name": "report-credential", "mountPath": "/var/run/secrets/microcosm", "readOnly": True},
+            {"name": "dshm", "mountPath": "/dev/shm"},
         ]
         env = _env(pod)
         assert env["CHECKPOINT_DIR"] == "/checkpoints/job-42"
@@ -168,7 +170,9 @@ def test_a_job_that_does_not_checkpoint_mounts_nothing_and_gets_no_credential(cl
     gateway.job_bind(request=_request(checkpointed=False))
 
     for pod in cluster.pods(NAMESPACE):
-        assert "volumes" not in pod["spec"] and "volumeMounts" not in pod["spec"]["containers"][0]
+        # Only the /dev/shm every GPU pod has.
+        assert [v["name"] for v in pod["spec"]["volumes"]] == ["dshm"]
+        assert [m["mountPath"] for m in pod["spec"]["containers"][0]["volumeMounts"]] == ["/dev/shm"]
         env = _env(pod)
         assert "MICROCOSM_TOKEN_FILE" not in env and "MICROCOSM_URL" not in env and env["CHECKPOINT_DIR"] == ""
     assert cluster.secrets(NAMESPACE) == {}
@@ -393,9 +397,10 @@ def test_a_cycle_binds_a_checkpointed_job_with_its_credential_and_revokes_it_whe
     assert [c["metadata"]["name"] for c in cluster.claims(team.namespace)] == ["microcosm-checkpoints"]
     token = _token(cluster.secrets(team.namespace)[f"mc-{job.pk}-report"])
     assert token == job_token(job.pk) and job_for_token(token) == job
+    assert set(cluster.services(team.namespace)) == {f"mc-{job.pk}"}  # the gang's rendezvous
     for pod in cluster.pods(team.namespace):
         assert _env(pod)["CHECKPOINT_DIR"] == f"/checkpoints/job-{job.pk}"
-        assert {v["name"] for v in pod["spec"]["volumes"]} == {"checkpoints", "report-credential"}
+        assert {v["name"] for v in pod["spec"]["volumes"]} == {"checkpoints", "report-credential", "dshm"}
 
     for replica in (0, 1):
         cluster.set_pod_phase(team.namespace, f"mc-{job.pk}-{replica}", "Succeeded")
@@ -404,4 +409,5 @@ def test_a_cycle_binds_a_checkpointed_job_with_its_credential_and_revokes_it_whe
     job.refresh_from_db()
     assert job.state == "completed"
     assert cluster.secrets(team.namespace) == {} and cluster.pods(team.namespace) == []
+    assert cluster.services(team.namespace) == {}  # gone with the job
     assert job_for_token(token) is None  # refused by the API too

@@ -61,6 +61,11 @@ def _env(pod: dict[str, Any]) -> dict[str, str]:
     return {e["name"]: e.get("value", "") for e in pod["spec"]["containers"][0]["env"]}
 
 
+def _rendezvous(pod: dict[str, Any]) -> tuple[str, str, dict[str, str]]:
+    names = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "NNODES", "NODE_RANK", "NPROC_PER_NODE")
+    return pod["spec"]["hostname"], pod["spec"]["subdomain"], {name: _env(pod)[name] for name in names}
+
+
 def _kubelet_holds(cluster: Cluster, namespace: str, name: str) -> None:
     """The kubelet's part: a deleted pod stays (terminating) until its process has stopped."""
     cluster.core.patch_namespaced_pod(
@@ -84,6 +89,8 @@ def test_a_spot_reclaim_of_a_checkpointed_gang_resumes_it_elsewhere_and_bills_th
     # The gang starts on the spot node, both replicas there.
     assert cycle_run(gateway=gateway, retry=NO_WAIT).applied == [f"bind {job.pk}"]
     names = [f"mc-{job.pk}-0", f"mc-{job.pk}-1"]
+    rendezvous = {p["metadata"]["name"]: _rendezvous(p) for p in cluster.pods(team.namespace)}
+    assert rendezvous[names[1]][2]["MASTER_ADDR"] == f"mc-{job.pk}-0.mc-{job.pk}.{team.namespace}.svc"
     for name in names:
         cluster.set_pod_phase(team.namespace, name, "Running")
         _kubelet_holds(cluster, team.namespace, name)
@@ -153,6 +160,9 @@ def test_a_spot_reclaim_of_a_checkpointed_gang_resumes_it_elsewhere_and_bills_th
         assert volumes["checkpoints"]["persistentVolumeClaim"]["claimName"] == "microcosm-checkpoints"
         mounts = {m["mountPath"] for m in pod["spec"]["containers"][0]["volumeMounts"]}
         assert "/checkpoints" in mounts
+    # The same rendezvous again, through the Service that stayed (docs/distributed-training.md).
+    assert {name: _rendezvous(pod) for name, pod in pods.items()} == rendezvous
+    assert set(cluster.services(team.namespace)) == {f"mc-{job.pk}"}
     resumed = job.events.filter(type="bound").order_by("id").last()
     assert resumed.details["resumed_from_step"] == 1260 and resumed.details["nodes"] == ["p5-od-1"]
 

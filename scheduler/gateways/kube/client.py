@@ -1,8 +1,8 @@
 """The Kubernetes API as the gateway uses it: the only module that imports ``kubernetes`` (DESIGN.md §2).
 
 :class:`KubeClient` makes each call the gateway and the MIG flow need (list, read, patch, create, bind,
-delete, evict, write the mig-parted ConfigMap, the teams' checkpoint claims and the jobs' report Secrets) and
-turns the API server's failures into the gateway's errors:
+delete, evict, write the mig-parted ConfigMap, the teams' checkpoint claims, the jobs' report Secrets and their
+headless Services) and turns the API server's failures into the gateway's errors:
 
 - HTTP 429 (honouring ``Retry-After``), 5xx, timeouts and connection failures are retried with exponential
   backoff, then raised as :class:`~scheduler.errors.GatewayRetryable`;
@@ -310,6 +310,26 @@ class KubeClient:
     def secret_delete(self, namespace: str, name: str) -> None:
         try:
             self.call(f"delete Secret {namespace}/{name}", self.core.delete_namespaced_secret, name, namespace)
+        except ApiNotFound:
+            pass  # already gone: deleted is deleted
+        except ApiConflict as exc:
+            raise GatewayRetryable(str(exc)) from None
+
+    # -- the jobs' headless Services (scheduler.gateways.kube.rendezvous) -----------------------------------
+
+    def service_read(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The Service ``namespace/name``, or None when there is none."""
+        read = self.core.read_namespaced_service
+        return self._read_or_none(f"read Service {namespace}/{name}", read, name, namespace)
+
+    def service_create(self, manifest: Mapping[str, Any]) -> bool:
+        """Create a Service; False when one of that name exists already (the caller reads it and decides)."""
+        body = client.V1Service.from_dict(dict(manifest))
+        return self._create(manifest, "Service", self.core.create_namespaced_service, body)
+
+    def service_delete(self, namespace: str, name: str) -> None:
+        try:
+            self.call(f"delete Service {namespace}/{name}", self.core.delete_namespaced_service, name, namespace)
         except ApiNotFound:
             pass  # already gone: deleted is deleted
         except ApiConflict as exc:

@@ -9,7 +9,10 @@ What labels, taints, nodes and pod states mean lives in the pure modules :mod:`s
 what its failures mean are :class:`~scheduler.gateways.kube.client.KubeClient`'s, the only module that imports
 ``kubernetes``. This module decides what to call and checks a binding before it touches anything. The teams'
 checkpoint claims, the jobs' report Secrets and the manifest fallback are the
-:class:`~scheduler.gateways.kube.checkpoint_storage.CheckpointStorage` it holds.
+:class:`~scheduler.gateways.kube.checkpoint_storage.CheckpointStorage` it holds. A multi-replica job's headless
+Service (:mod:`scheduler.gateways.kube.rendezvous`) is created before its pods and deleted with them when the job
+ends, like its report Secret; every pod's ``/dev/shm`` is sized from its node here
+(:mod:`scheduler.gateways.kube.shared_memory`).
 """
 
 from __future__ import annotations
@@ -49,7 +52,10 @@ from scheduler.gateways.kube.nodes import (
 from scheduler.gateways.kube.pods import (
     DEVICES_ANNOTATION,
     JOB_LABEL,
+    MANAGED_BY,
     REPLICA_LABEL,
+    SCHEDULER_NAME,
+    TEAM_LABEL,
     device_resources,
     finished,
     gpu_requests,
@@ -60,9 +66,12 @@ from scheduler.gateways.kube.pods import (
     terminating,
 )
 from scheduler.gateways.kube.prometheus import PrometheusClient
+from scheduler.gateways.kube.rendezvous import DEFAULT_PORT, needs_rendezvous, service_manifest, service_name
+from scheduler.gateways.kube.shared_memory import DEFAULT_FRACTION, shm_size_limit
 from scheduler.gateways.protocol import (
     FINAL_EVICTIONS,
     BindRequest,
+    Device,
     MaintenanceEvent,
     NodeObservation,
     Observation,
@@ -97,6 +106,8 @@ class KubeGateway:
         report_url: str = "",
         checkpoint_root: str = "",
         fabric: FabricSettings = NO_FABRIC_SETTINGS,
+        rendezvous_port: int = DEFAULT_PORT,
+        shm_fraction: float = DEFAULT_FRACTION,
         request_timeout_s: float = 30.0,
         attempts: int = 4,
         backoff_s: float = 0.5,
@@ -124,6 +135,8 @@ class KubeGateway:
         self.checkpoints = CheckpointStorage(
             self.client, storage_class=checkpoint_storage_class, size=checkpoint_size, root=checkpoint_root
         )
+        self.rendezvous_port = rendezvous_port
+        self.shm_fraction = shm_fraction
         self.clock = clock
         self.mig = MigFlow(self.client, clock=clock, timeout_s=mig_config_timeout_s, eviction_grace_s=eviction_grace_s)
         self._utilization_at: float | None = None
@@ -190,11 +203,13 @@ class KubeGateway:
         if not todo:
             return
         fabrics = self._fabrics(request)
-        self._check_placements(request, todo, fabrics)
+        nodes = self._check_placements(request, todo, fabrics)
         team = self.client.namespace_team(request.namespace)
         self.checkpoints.claim_check(request)
         if request.credential:
             self.checkpoints.credential_ensure(request, team=team)  # before the pods that mount it
+        if needs_rendezvous(request):
+            self._service_ensure(request, team=team)  # before the pods that resolve each other through it
         try:
             for placement in todo:
                 name = pod_name(request.job, placement.replica)
@@ -207,6 +222,8 @@ class KubeGateway:
                         grace_s=self.eviction_grace_s,
                         report_url=self.report_url,
                         fabric=fabrics.get(placement.replica),
+                        rendezvous_port=self.rendezvous_port,
+                        shm_size_limit=self._shm_size_limit(nodes[placement.node], placement.devices),
                     )
                     self.client.pod_create(request.namespace, request.job, placement.replica, manifest)
                 self.client.pod_bind(request.namespace, name, placement.node)
@@ -231,12 +248,14 @@ class KubeGateway:
 
     def _check_placements(
         self, request: BindRequest, todo: Sequence[Any], fabrics: Mapping[int, ReplicaFabric | None]
-    ) -> None:
+    ) -> dict[str, tuple[Mapping[str, Any], NodeObservation]]:
         """Refuse (GatewayConflict) before touching anything: a node gone or closed, a device that does not
-        exist or is held by another job's pod, or more GPU or fabric resources than the node has left."""
+        exist or is held by another job's pod, or more GPU or fabric resources than the node has left. Returns
+        the nodes read, raw and observed, by name."""
         now = self.clock()
         ours = [p for p in self.client.pods_ours() if labels_of(p).get(JOB_LABEL) != request.job]
         wanted: set[tuple[str, int, int | None]] = set()
+        read: dict[str, tuple[Mapping[str, Any], NodeObservation]] = {}
         for node_name in sorted({p.node for p in todo}):
             raw = self.client.node_read(node_name)
             node = self._node(raw, now)
@@ -244,6 +263,7 @@ class KubeGateway:
                 raise GatewayConflict(
                     f"node {node_name} takes no new work (cordoned, not ready, tainted, interrupted or changing MIG)"
                 )
+            read[node_name] = (raw, node)
             held: set[tuple[int, int | None]] = set()
             for pod in ours:
                 if node_of(pod) == node_name and not finished(pod):
@@ -261,6 +281,49 @@ class KubeGateway:
                 }.items():
                     needed[resource] = needed.get(resource, 0) + count
             self._check_allocatable(node_name, raw, needed, request.job)
+        return read
+
+    def _shm_size_limit(self, node: tuple[Mapping[str, Any], NodeObservation], devices: Sequence[Device]) -> str | None:
+        """``/dev/shm``'s size for ``devices`` on ``node``: a share of the memory its capacity reports per GPU."""
+        raw, observed = node
+        return shm_size_limit(
+            node_memory=((raw.get("status") or {}).get("capacity") or {}).get("memory"),
+            gpu_count=observed.gpu_count,
+            model=observed.gpu_model,
+            devices=devices,
+            fraction=self.shm_fraction,
+        )
+
+    # -- the job's headless Service (scheduler.gateways.kube.rendezvous) -----------------------------------
+
+    def _service_ensure(self, request: BindRequest, *, team: str) -> None:
+        """The job's headless Service (idempotent). One of that name that is not this job's is a conflict."""
+        labels = {MANAGED_BY: SCHEDULER_NAME, JOB_LABEL: request.job, **({TEAM_LABEL: team} if team else {})}
+        selector = {MANAGED_BY: SCHEDULER_NAME, JOB_LABEL: request.job}
+        manifest = service_manifest(request, selector=selector, labels=labels, port=self.rendezvous_port)
+        if self.client.service_create(manifest):
+            return
+        name = service_name(request.job)
+        found = self.client.service_read(request.namespace, name)
+        if found is None:
+            raise GatewayRetryable(f"Service {request.namespace}/{name} vanished while being created")
+        if not _ours(found, request.job):
+            raise GatewayConflict(
+                f"Service {request.namespace}/{name} exists and is not job {request.job}'s rendezvous: "
+                "rename or delete it"
+            )
+
+    def _service_remove(self, *, job: str, namespace: str) -> None:
+        """Delete the job's Service once it never runs again; one that is not ours is left alone."""
+        name = service_name(job)
+        found = self.client.service_read(namespace, name)
+        if found is None:
+            return
+        if not _ours(found, job):
+            logger.warning("job %s: Service %s/%s is not Microcosm's; left alone", job, namespace, name)
+            return
+        self.client.service_delete(namespace, name)
+        logger.info("job %s: deleted its rendezvous Service %s/%s", job, namespace, name)
 
     def _check_allocatable(self, node: str, raw: Mapping[str, Any], needed: Mapping[str, int], job: str) -> None:
         allocatable = (raw.get("status") or {}).get("allocatable")
@@ -302,6 +365,8 @@ class KubeGateway:
             logger.info("job %s: deleted pod %s/%s (%s, grace %ss)", job, namespace, name_of(pod), reason, grace_s)
         if reason in FINAL_EVICTIONS:
             self.checkpoints.credential_remove(job=job, namespace=namespace)
+            # Kept on every other reason: the job comes back under the same names.
+            self._service_remove(job=job, namespace=namespace)
 
     # -- MIG (the flow itself: scheduler.gateways.kube.mig_flow) -------------------------------------------
 
@@ -349,6 +414,8 @@ def gateway_from_settings() -> KubeGateway:
         report_url=kube["report_url"],
         checkpoint_root=kube["checkpoint_root"],
         fabric=fabric_settings_from_settings(),
+        rendezvous_port=kube["rendezvous_port"],
+        shm_fraction=kube["shm_fraction"],
     )
 
 
@@ -365,3 +432,8 @@ def fabric_settings_from_settings() -> FabricSettings:
         tcpxo_daemon_image=kube["tcpxo_daemon_image"],
         gke_networks=tuple(kube["gke_networks"]),
     )
+
+
+def _ours(obj: Mapping[str, Any], job: str) -> bool:
+    labels = labels_of(obj)
+    return labels.get(MANAGED_BY) == SCHEDULER_NAME and labels.get(JOB_LABEL) == job

@@ -17,6 +17,8 @@ from typing import Any
 
 from scheduler.gateways.kube.fabrics import ReplicaFabric, fabric_apply
 from scheduler.gateways.kube.labels import TOLERATED_TAINTS
+from scheduler.gateways.kube.rendezvous import DEFAULT_PORT, pod_rendezvous
+from scheduler.gateways.kube.shared_memory import shm_volume
 from scheduler.gateways.kube.volumes import CHECKPOINT_CLAIM, REPORT_MOUNT, TOKEN_KEY, pod_volumes
 from scheduler.gateways.protocol import BindRequest, Device, ReplicaObservation, ReplicaPhase, ReplicaPlacement
 
@@ -79,6 +81,8 @@ def pod_manifest(
     grace_s: int,
     report_url: str = "",
     fabric: ReplicaFabric | None = None,
+    rendezvous_port: int = DEFAULT_PORT,
+    shm_size_limit: str | None = None,
 ) -> dict[str, Any]:
     """The pod for one replica, as the API's JSON (camelCase). Not bound: ``nodeName`` is left out, the
     binding subresource sets it, so a half-created gang is visibly unbound and cleaned up.
@@ -86,7 +90,12 @@ def pod_manifest(
     A checkpointed job (``checkpoint_dir`` set) mounts its team's checkpoint claim at ``/checkpoints``; a job
     with a ``credential`` mounts its report Secret (:mod:`scheduler.gateways.kube.volumes`), which the caller
     creates before the pod, and is told where to report (``report_url``, "": not told). A multi-node job's
-    replica gets what its node's ``fabric`` needs (:mod:`scheduler.gateways.kube.fabrics`; None: nothing)."""
+    replica gets what its node's ``fabric`` needs (:mod:`scheduler.gateways.kube.fabrics`; None: nothing).
+
+    Every pod mounts a memory-backed ``/dev/shm`` of ``shm_size_limit`` (None: no limit;
+    :mod:`scheduler.gateways.kube.shared_memory`); a replica of a multi-replica job also gets its rendezvous
+    (:mod:`scheduler.gateways.kube.rendezvous`), whose headless Service the caller creates."""
+    rendezvous = pod_rendezvous(request, placement, port=rendezvous_port)
     replicas = len(request.placements)
     env = {
         **request.env,
@@ -96,6 +105,7 @@ def pod_manifest(
         "MICROCOSM_JOB": request.job,
         "MICROCOSM_REPLICA": str(placement.replica),
         "MICROCOSM_REPLICAS": str(replicas),
+        **rendezvous.env,
     }
     if request.credential:
         env["MICROCOSM_TOKEN_FILE"] = f"{REPORT_MOUNT}/{TOKEN_KEY}"
@@ -103,6 +113,8 @@ def pod_manifest(
             env["MICROCOSM_URL"] = report_url
     claim = (request.checkpoint_claim or CHECKPOINT_CLAIM) if request.checkpoint_dir else ""
     volumes, mounts = pod_volumes(request.job, claim=claim, credential=bool(request.credential))
+    shm, shm_mount = shm_volume(shm_size_limit)
+    volumes, mounts = [*volumes, shm], [*mounts, shm_mount]
     resources = {name: str(count) for name, count in device_resources(placement.devices).items()}
     labels = {
         MANAGED_BY: SCHEDULER_NAME,
@@ -125,6 +137,7 @@ def pod_manifest(
         container["volumeMounts"] = mounts
     spec: dict[str, Any] = {
         "schedulerName": SCHEDULER_NAME,
+        **rendezvous.spec,
         # The scheduler decides what happens after a failure (requeue from a checkpoint, or fail).
         "restartPolicy": "Never",
         "terminationGracePeriodSeconds": grace_s,
