@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from jobs import views
+from jobs import job_list, views
 
 app_name = "jobs"
 
@@ -10,6 +10,7 @@ urlpatterns = [
     path("dashboard/", views.dashboard_home, name="dashboard_home"),
     path("teams/<slug:slug>/", views.dashboard, name="dashboard"),
     path("teams/<slug:slug>/manage/", views.manage, name="manage"),
+    path("jobs/", job_list.job_list, name="list"),
     path("jobs/submit/", views.submit, name="submit"),
     path("jobs/suggest/", views.suggest_partial, name="suggest"),
     path("jobs/checkpoint-interval/", views.checkpoint_interval_partial, name="checkpoint_interval"),
