@@ -102,6 +102,12 @@ def test_url_is_named_and_linked_from_the_navigation(client, member, jobs) -> No
     assert f'<a href="{URL}"' in body
 
 
+def test_the_overview_links_its_recent_jobs_to_the_list(client, platform_admin, jobs) -> None:
+    client.force_login(platform_admin)
+    body = client.get(reverse("home")).content.decode()
+    assert f'<small><a href="{URL}">every job of your teams</a></small>' in body
+
+
 def test_every_state_of_the_teams_jobs_newest_first_each_linking_to_its_page(client, member, jobs) -> None:
     client.force_login(member)
     response = client.get(URL)
