@@ -79,6 +79,23 @@ class JobSerializer(serializers.ModelSerializer):
         return job.state_reason or None
 
 
+class ReplicaLogSerializer(serializers.Serializer):
+    """One replica's log as ``GET /api/v1/jobs/{id}/logs/`` gives it (``jobs.logs``)."""
+
+    job = serializers.IntegerField()
+    replica = serializers.IntegerField()
+    tail = serializers.IntegerField(help_text="The lines asked for; the text may hold fewer.")
+    # The metaclass takes declared fields off the class, so this shadows no Field.source at run time; the stubs
+    # cannot know that.
+    source = serializers.ChoiceField(  # type: ignore[assignment]
+        choices=["kubernetes", "simulated"],
+        help_text="kubernetes: the job container's output; simulated: the replica's lifecycle lines only.",
+    )
+    truncated = serializers.BooleanField(help_text="The size limit cut the text short.")
+    note = serializers.CharField(help_text='Why the log is empty, in the cluster\'s words ("" otherwise).')
+    text = serializers.CharField()
+
+
 class JobEventSerializer(serializers.ModelSerializer):
     actor = serializers.CharField(
         source="actor.username", read_only=True, default=None, allow_null=True, help_text="null: scheduler"
