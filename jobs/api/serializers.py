@@ -14,6 +14,7 @@ from jobs.network import job_network
 from jobs.selectors import NO_POSITION_YET
 from scheduler.core import bounds
 from scheduler.core.vocabulary import CapacityTier, Dtype, JobKind, JobTier, ModelMode, Priority, choices_of
+from scheduler.gateways.protocol import LogSource
 
 # Named for the OpenAPI schema (settings.SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"]): two fields are "tier".
 JOB_TIER_CHOICES = choices_of(JobTier)
@@ -88,12 +89,12 @@ class ReplicaLogSerializer(serializers.Serializer):
     # The metaclass takes declared fields off the class, so this shadows no Field.source at run time; the stubs
     # cannot know that.
     source = serializers.ChoiceField(  # type: ignore[assignment]
-        choices=["kubernetes", "simulated"],
+        choices=[source.value for source in LogSource],
         help_text="kubernetes: the job container's output; simulated: the replica's lifecycle lines only.",
     )
     truncated = serializers.BooleanField(help_text="The size limit cut the text short.")
-    note = serializers.CharField(help_text='Why the log is empty, in the cluster\'s words ("" otherwise).')
-    text = serializers.CharField()
+    note = serializers.CharField(allow_blank=True, help_text="Why the log is empty, in the cluster's words.")
+    text = serializers.CharField(allow_blank=True)
 
 
 class JobEventSerializer(serializers.ModelSerializer):

@@ -10,8 +10,8 @@ from typing import Any
 
 from django.db.models import QuerySet
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import mixins, status, viewsets
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.generics import ListAPIView
@@ -171,7 +171,13 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
                 "tail", OpenApiTypes.INT, description=f"Last lines, 1 to {MAX_TAIL_LINES}; default {PAGE_TAIL_LINES}."
             ),
         ],
-        responses={200: ReplicaLogSerializer},
+        responses={
+            200: ReplicaLogSerializer,
+            503: OpenApiResponse(
+                inline_serializer("LogUnavailable", {"detail": serializers.CharField()}),
+                description="The cluster cannot give the log right now (unreachable, overloaded): try again shortly",
+            ),
+        },
     )
     @action(detail=True, methods=["get"], filterset_class=None, pagination_class=None)
     def logs(self, request: Request, pk: str | None = None) -> Response:
