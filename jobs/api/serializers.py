@@ -86,9 +86,7 @@ class ReplicaLogSerializer(serializers.Serializer):
     job = serializers.IntegerField()
     replica = serializers.IntegerField()
     tail = serializers.IntegerField(help_text="The lines asked for; the text may hold fewer.")
-    # The metaclass takes declared fields off the class, so this shadows no Field.source at run time; the stubs
-    # cannot know that.
-    source = serializers.ChoiceField(  # type: ignore[assignment]
+    source = serializers.ChoiceField(  # type: ignore[assignment]  # a declared field, not Field.source
         choices=[source.value for source in LogSource],
         help_text="kubernetes: the job container's output; simulated: the replica's lifecycle lines only.",
     )
