@@ -58,3 +58,12 @@ class CheckpointInvalid(JobsError):
     def __init__(self, errors: dict[str, list[str]]) -> None:
         self.errors = {name: list(messages) for name, messages in errors.items()}
         super().__init__("; ".join(f"{name}: {' '.join(messages)}" for name, messages in self.errors.items()))
+
+
+class LogRequestInvalid(JobsError):
+    """A request for a job's log with a replica or a line count it cannot have; ``errors`` maps each parameter
+    to what is wrong with it and what to ask for instead."""
+
+    def __init__(self, errors: dict[str, list[str]]) -> None:
+        self.errors = {name: list(messages) for name, messages in errors.items()}
+        super().__init__("; ".join(f"{name}: {' '.join(messages)}" for name, messages in self.errors.items()))

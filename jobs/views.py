@@ -26,8 +26,23 @@ from jobs.checkpoint_intervals import (
     checkpoint_interval_proposal,
     checkpoint_interval_proposal_for_spec,
 )
-from jobs.errors import JobNotFound, JobPermissionDenied, JobsError, JobSpecInvalid, JobStateError
+from jobs.errors import (
+    JobNotFound,
+    JobPermissionDenied,
+    JobsError,
+    JobSpecInvalid,
+    JobStateError,
+    LogRequestInvalid,
+)
 from jobs.forms import CancelForm, IntervalForm, PriorityForm, RequestForm, SubmitForm
+from jobs.logs import (
+    DOWNLOAD_LIMIT_BYTES,
+    MAX_TAIL_LINES,
+    download_name,
+    job_log_panel,
+    job_log_read,
+    log_params,
+)
 from jobs.models import Job
 from jobs.network import fabric_warning, job_network
 from jobs.rightsizing import errors_by_key, suggest
@@ -43,6 +58,7 @@ from jobs.selectors import (
 from jobs.services import job_cancel, job_cancel_bulk, job_list_reorder, job_set_priority, job_submit, team_order_key
 from jobs.team_usage import DEFAULT_WINDOW, WINDOWS_S, team_dashboard, team_utilization_series
 from scheduler.core.vocabulary import EventType, JobKind, JobState
+from scheduler.errors import GatewayError
 from teams.http import SignedInRequest
 from teams.models import Team
 from teams.roles import is_platform_admin
@@ -237,9 +253,55 @@ def detail(request: SignedInRequest, job_id: int) -> HttpResponse:
         # The status poll (htmx) redraws only the status: no proposal to compute for it.
         "proposal": None if request.htmx else _job_proposal(job),
         "network": None if request.htmx else job_network(job=job),
+        # The status poll redraws only the status; the log has a poll of its own (job_logs).
+        "log_panel": None if request.htmx else _log_panel(request, job),
     }
     template = "jobs/partials/job_status.html" if request.htmx else "jobs/detail.html"
     return render(request, template, context)
+
+
+def _log_panel(request: HttpRequest, job: Job) -> Any:
+    """Replica ``?replica=`` of the page's URL (a bookmark, or the replica form without htmx); replica 0 when
+    the parameter is not one the job has: the page itself is never refused for it."""
+    try:
+        replica, _tail = log_params({"replica": request.GET.get("replica", "")}, job=job)
+    except LogRequestInvalid:
+        replica = 0
+    return job_log_panel(job=job, replica=replica)
+
+
+@login_required
+@require_GET
+def job_logs(request: SignedInRequest, job_id: int) -> HttpResponse:
+    """htmx: one replica's log panel (``?replica=``), polled while the job may still run."""
+    job, _role = _job_for(request, job_id)
+    try:
+        replica, _tail = log_params({"replica": request.GET.get("replica", "")}, job=job)
+    except LogRequestInvalid as exc:
+        return HttpResponse(str(exc), status=400, content_type="text/plain; charset=utf-8")
+    context = {"job": job, "log_panel": job_log_panel(job=job, replica=replica)}
+    return render(request, "jobs/partials/job_logs.html", context)
+
+
+@login_required
+@require_GET
+def job_logs_download(request: SignedInRequest, job_id: int) -> HttpResponse:
+    """One replica's log as a text file: the last ``?tail=`` lines (up to the longest tail a read gives), at
+    most ``DOWNLOAD_LIMIT_BYTES``."""
+    job, _role = _job_for(request, job_id)
+    query = {"replica": request.GET.get("replica", ""), "tail": request.GET.get("tail", "")}
+    try:
+        replica, tail = log_params(query, job=job, default_tail=MAX_TAIL_LINES)
+    except LogRequestInvalid as exc:
+        return HttpResponse(str(exc), status=400, content_type="text/plain; charset=utf-8")
+    try:
+        log = job_log_read(job=job, replica=replica, tail_lines=tail, limit_bytes=DOWNLOAD_LIMIT_BYTES)
+    except GatewayError as exc:
+        message = f"The log of replica {replica} cannot be read right now ({exc}); try again in a minute.\n"
+        return HttpResponse(message, status=503, content_type="text/plain; charset=utf-8")
+    response = HttpResponse(log.text, content_type="text/plain; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{download_name(job, replica)}"'
+    return response
 
 
 def _job_proposal(job: Job) -> IntervalProposal | None:

@@ -89,8 +89,8 @@ def test_the_workloads_run_the_projects_commands_with_the_settings() -> None:
 
 def test_only_the_worker_holds_the_scheduler_identity() -> None:
     accounts = {name: _pod_spec(doc).get("serviceAccountName") for name, doc in _by_kind("Deployment").items()}
-    assert accounts == {"microcosm-web": None, "microcosm-worker": "microcosm", "microcosm-beat": None}
-    assert set(_by_kind("ServiceAccount")) == {"microcosm"}
+    assert accounts == {"microcosm-web": "microcosm-web", "microcosm-worker": "microcosm", "microcosm-beat": None}
+    assert set(_by_kind("ServiceAccount")) == {"microcosm", "microcosm-web"}
 
 
 def test_the_service_reaches_the_web_pods() -> None:
@@ -111,7 +111,7 @@ def _rules(doc: dict[str, Any]) -> set[tuple[str, str, tuple[str, ...]]]:
 
 
 def test_rbac_grants_exactly_the_least_privilege_set() -> None:
-    (cluster_role,) = _by_kind("ClusterRole").values()
+    cluster_role = _by_kind("ClusterRole")["microcosm-scheduler"]
     assert _rules(cluster_role) == {
         ("", "nodes", ("get", "list", "patch", "watch")),
         ("", "pods", ("create", "delete", "get", "list", "watch")),
@@ -125,10 +125,19 @@ def test_rbac_grants_exactly_the_least_privilege_set() -> None:
     (role,) = _by_kind("Role").values()
     assert role["metadata"]["namespace"] == _settings_default("GPU_OPERATOR_NAMESPACE")
     assert _rules(role) == {("", "configmaps", ("create", "get", "patch"))}
-    for binding in [*_by_kind("ClusterRoleBinding").values(), *_by_kind("RoleBinding").values()]:
+    for binding in [_by_kind("ClusterRoleBinding")["microcosm-scheduler"], *_by_kind("RoleBinding").values()]:
         assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "microcosm", "namespace": "microcosm"}]
-    assert {b["roleRef"]["name"] for b in _by_kind("ClusterRoleBinding").values()} == {cluster_role["metadata"]["name"]}
+    assert _by_kind("ClusterRoleBinding")["microcosm-scheduler"]["roleRef"]["name"] == cluster_role["metadata"]["name"]
     assert {b["roleRef"]["name"] for b in _by_kind("RoleBinding").values()} == {role["metadata"]["name"]}
+
+
+def test_the_web_identity_reads_pod_logs_and_nothing_else() -> None:
+    assert set(_by_kind("ClusterRole")) == {"microcosm-scheduler", "microcosm-log-reader"}
+    assert _rules(_by_kind("ClusterRole")["microcosm-log-reader"]) == {("", "pods/log", ("get",))}
+    binding = _by_kind("ClusterRoleBinding")["microcosm-log-reader"]
+    assert binding["roleRef"]["name"] == "microcosm-log-reader"
+    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "microcosm-web", "namespace": "microcosm"}]
+    assert set(_by_kind("ClusterRoleBinding")) == {"microcosm-scheduler", "microcosm-log-reader"}
 
 
 def _settings_readers() -> dict[str, Any]:

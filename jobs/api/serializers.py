@@ -14,6 +14,7 @@ from jobs.network import job_network
 from jobs.selectors import NO_POSITION_YET
 from scheduler.core import bounds
 from scheduler.core.vocabulary import CapacityTier, Dtype, JobKind, JobTier, ModelMode, Priority, choices_of
+from scheduler.gateways.protocol import LogSource
 
 # Named for the OpenAPI schema (settings.SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"]): two fields are "tier".
 JOB_TIER_CHOICES = choices_of(JobTier)
@@ -77,6 +78,21 @@ class JobSerializer(serializers.ModelSerializer):
         if job.queue_position is None:
             return NO_POSITION_YET
         return job.state_reason or None
+
+
+class ReplicaLogSerializer(serializers.Serializer):
+    """One replica's log as ``GET /api/v1/jobs/{id}/logs/`` gives it (``jobs.logs``)."""
+
+    job = serializers.IntegerField()
+    replica = serializers.IntegerField()
+    tail = serializers.IntegerField(help_text="The lines asked for; the text may hold fewer.")
+    source = serializers.ChoiceField(  # type: ignore[assignment]  # a declared field, not Field.source
+        choices=[source.value for source in LogSource],
+        help_text="kubernetes: the job container's output; simulated: the replica's lifecycle lines only.",
+    )
+    truncated = serializers.BooleanField(help_text="The size limit cut the text short.")
+    note = serializers.CharField(allow_blank=True, help_text="Why the log is empty, in the cluster's words.")
+    text = serializers.CharField(allow_blank=True)
 
 
 class JobEventSerializer(serializers.ModelSerializer):

@@ -10,8 +10,8 @@ from typing import Any
 
 from django.db.models import QuerySet
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import mixins, status, viewsets
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, inline_serializer
+from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.generics import ListAPIView
@@ -35,12 +35,14 @@ from jobs.api.serializers import (
     PrioritySerializer,
     RankSerializer,
     ReorderSerializer,
+    ReplicaLogSerializer,
     RequestSerializer,
     SuggestionSerializer,
     TeamSerializer,
 )
 from jobs.api.specs import json_parsers, spec_body
-from jobs.errors import JobNotFound
+from jobs.errors import JobNotFound, LogRequestInvalid
+from jobs.logs import DOWNLOAD_LIMIT_BYTES, MAX_TAIL_LINES, PAGE_TAIL_LINES, job_log_read, log_params
 from jobs.models import Job
 from jobs.rightsizing import RIGHTSIZE_KEYS, suggest
 from jobs.selectors import (
@@ -63,6 +65,7 @@ from jobs.services import (
 from jobs.team_usage import DEFAULT_WINDOW, WINDOWS_S, team_dashboard, team_utilization_series
 from scheduler.cluster_map import cluster_map
 from scheduler.core.vocabulary import Priority
+from scheduler.errors import GatewayError
 from teams.http import SignedInApiRequest
 from teams.models import Team
 from teams.roles import is_platform_admin
@@ -160,6 +163,45 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     def events(self, request: Request, pk: str | None = None) -> Response:
         job = self.get_object()
         return Response(JobEventSerializer(job_events(job=job), many=True).data)
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("replica", OpenApiTypes.INT, description="The replica (0 to replicas - 1); default 0."),
+            OpenApiParameter(
+                "tail", OpenApiTypes.INT, description=f"Last lines, 1 to {MAX_TAIL_LINES}; default {PAGE_TAIL_LINES}."
+            ),
+        ],
+        responses={
+            200: ReplicaLogSerializer,
+            503: OpenApiResponse(
+                inline_serializer("LogUnavailable", {"detail": serializers.CharField()}),
+                description="The cluster cannot give the log right now (unreachable, overloaded): try again shortly",
+            ),
+        },
+    )
+    @action(detail=True, methods=["get"], filterset_class=None, pagination_class=None)
+    def logs(self, request: Request, pk: str | None = None) -> Response:
+        """The last lines of one replica's log (the job page's, same scoping: another team's job is a 404)."""
+        job = self.get_object()
+        try:
+            replica, tail = log_params(request.query_params, job=job)
+        except LogRequestInvalid as exc:
+            raise ValidationError(exc.errors) from None
+        try:
+            log = job_log_read(job=job, replica=replica, tail_lines=tail, limit_bytes=DOWNLOAD_LIMIT_BYTES)
+        except GatewayError as exc:
+            detail = f"the cluster cannot give the log right now ({exc}); try again in a minute"
+            return Response({"detail": detail}, status=status.HTTP_503_SERVICE_UNAVAILABLE)
+        body = {
+            "job": job.pk,
+            "replica": replica,
+            "tail": tail,
+            "source": str(log.source),
+            "truncated": log.truncated,
+            "note": log.note,
+            "text": log.text,
+        }
+        return Response(ReplicaLogSerializer(body).data)
 
     @extend_schema(request=BulkCancelSerializer, responses={200: JobSerializer(many=True)})
     @action(detail=False, methods=["post"], url_path="bulk-cancel", filterset_class=None, pagination_class=None)

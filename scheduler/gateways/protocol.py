@@ -214,6 +214,32 @@ class UtilizationReading:
     busy_ratio: float  # 0–1: engine activity (DCGM_FI_PROF_GR_ENGINE_ACTIVE) averaged over the capacity
 
 
+# The most a log read returns, whatever the caller asks: a page, an API answer and a download stay bounded.
+LOG_LIMIT_BYTES = 2 * 1024 * 1024
+
+
+class LogSource(StrEnum):
+    """Where a replica's log comes from: the container's own output, or the simulated fleet's lifecycle."""
+
+    KUBERNETES = "kubernetes"  # the pod log API: what the job's container wrote to stdout and stderr
+    SIMULATED = "simulated"  # the simulated fleet's lifecycle of the replica; it runs no container, so no output
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaLog:
+    """The last lines of one replica's log, as :meth:`ClusterGateway.job_logs` read them.
+
+    ``text`` is empty when the replica has no log (never started, or its pod is gone); ``note`` then says why in
+    the cluster's words. ``truncated``: the byte limit cut the text short (the lines asked for were longer).
+    """
+
+    replica: int
+    text: str
+    source: LogSource
+    truncated: bool = False
+    note: str = ""
+
+
 @runtime_checkable
 class ClusterGateway(Protocol):
     """The cluster seen by the scheduling loop. Every apply method is idempotent: calling it again with the
@@ -273,6 +299,18 @@ class ClusterGateway(Protocol):
 
         Raises ``GatewayConflict`` when the node is gone or a layout is not valid for its GPU model;
         ``GatewayRetryable`` on transient failures.
+        """
+        ...
+
+    def job_logs(
+        self, *, job: str, namespace: str, replica: int, tail_lines: int, limit_bytes: int = LOG_LIMIT_BYTES
+    ) -> ReplicaLog:
+        """The last ``tail_lines`` lines of replica ``replica`` of ``job``, at most ``limit_bytes`` bytes of them.
+
+        Read-only. A replica whose pod is gone, or that has not started, is not an error: its log is empty and
+        ``note`` says why (a pod's log goes with it). Never invents output: on the simulated fleet the lines are
+        the replica's lifecycle as the fleet and the job's record hold it (bound, checkpoints, asked to stop,
+        stopped). Raises ``GatewayRetryable`` on transient failures.
         """
         ...
 

@@ -5,6 +5,9 @@ loop in a background thread and the tests talk to it over real HTTP. What the em
 
 - the ``pods/binding`` subresource (sets ``spec.nodeName``; 409 when the pod already has a node, 404 when
   there is no such pod) and ``pods/eviction`` (deletes the pod), registered as kmock reactions;
+- the ``pods/log`` subresource, answering the text :meth:`Cluster.seed_log` gave a pod, with ``tailLines`` and
+  ``limitBytes`` applied as the API server does (the last lines, then the first bytes of those); 404 without
+  the pod, 400 for a pod without a node and no log (its container has not started);
 - the ``namespaces`` resource, whose URLs kmock's path parser cannot read (``/api/v1/namespaces`` has no
   namespace after the ``namespaces`` segment), served from a dict before kmock parses the request;
 - fault injection: the next N requests matching a method and path answer with a status (and headers, e.g.
@@ -32,6 +35,7 @@ import kmock
 from kubernetes import client
 
 _NAMESPACE_PATH = re.compile(r"^/api/v1/namespaces(?:/([^/]+))?/?$")
+_POD_LOG_PATH = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/log/?$")
 PODS = "v1/pods"
 CLAIMS = "v1/persistentvolumeclaims"
 SECRETS = "v1/secrets"
@@ -55,6 +59,7 @@ class GatewayEmulator(kmock.KubernetesEmulator):
     faults: list[Fault] = attrs.field(factory=list)
     namespaces: dict[str, dict[str, Any]] = attrs.field(factory=dict)
     log: list[tuple[str, str, str]] = attrs.field(factory=list)  # (method, path, query) of every request
+    pod_logs: dict[tuple[str, str], str] = attrs.field(factory=dict)  # (namespace, pod) -> what it wrote
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -80,6 +85,9 @@ class GatewayEmulator(kmock.KubernetesEmulator):
                 body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": fault.status}
                 body["message"] = f"injected {fault.status}"
                 return aiohttp.web.json_response(body, status=fault.status, headers=fault.headers)
+        match = _POD_LOG_PATH.match(raw.path)
+        if match and raw.method == "GET":
+            return self._pod_log(raw, match.group(1), match.group(2))
         match = _NAMESPACE_PATH.match(raw.path)
         if match:
             return await self._namespace(raw, match.group(1))
@@ -103,6 +111,29 @@ class GatewayEmulator(kmock.KubernetesEmulator):
         if raw.method == "GET" and name in self.namespaces:
             return aiohttp.web.json_response(self.namespaces[name])
         return status(404, f'namespaces "{name}" not found')
+
+    def _pod_log(self, raw: aiohttp.web.BaseRequest, namespace: str, name: str) -> aiohttp.web.StreamResponse:
+        def status(code: int, message: str) -> aiohttp.web.Response:
+            body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code, "message": message}
+            return aiohttp.web.json_response(body, status=code)
+
+        key = (kmock.resource(PODS), namespace, name)
+        if key not in self.objects or self.objects[key].deleted:
+            return status(404, f'pods "{name}" not found')
+        text = self.pod_logs.get((namespace, name))
+        if text is None:
+            if not self.objects[key].get("spec", {}).get("nodeName"):
+                return status(400, f"pod {name} does not have a host assigned")
+            text = ""
+        tail = raw.query.get("tailLines")
+        if tail is not None:
+            lines = text.splitlines(keepends=True)
+            text = "".join(lines[-int(tail) :]) if int(tail) > 0 else ""
+        body = text.encode()
+        limit = raw.query.get("limitBytes")
+        if limit is not None:
+            body = body[: int(limit)]
+        return aiohttp.web.Response(body=body, content_type="text/plain")
 
     async def _bind(self, request: kmock.Request) -> dict[str, Any]:
         key = (kmock.resource(PODS), request.namespace, request.name)
@@ -237,6 +268,11 @@ class Cluster:
     def release_pod(self, namespace: str, name: str) -> None:
         """The kubelet is done with a terminating pod: it goes."""
         self.core.patch_namespaced_pod(name, namespace, {"metadata": {"finalizers": []}}, _content_type=MERGE_PATCH)
+
+    def seed_log(self, namespace: str, name: str, text: str) -> None:
+        """What pod ``namespace/name``'s container has written so far (its log, as the kubelet keeps it)."""
+        assert self.handler is not None
+        self.handler.pod_logs[(namespace, name)] = text
 
     def claims(self, namespace: str) -> list[dict[str, Any]]:
         found = self.core.list_namespaced_persistent_volume_claim(namespace)

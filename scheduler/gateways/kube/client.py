@@ -86,13 +86,24 @@ class KubeClient:
 
     # -- calling the API -------------------------------------------------------------------------------------
 
-    def call(self, what: str, method: Callable[..., Any], *args: Any, attempts: int | None = None, **kw: Any) -> Any:
-        """Call one API method; retry what is transient (module doc); return the raw JSON for reads."""
+    def call(
+        self,
+        what: str,
+        method: Callable[..., Any],
+        *args: Any,
+        attempts: int | None = None,
+        text: bool = False,
+        **kw: Any,
+    ) -> Any:
+        """Call one API method; retry what is transient (module doc); return the raw JSON for reads (with ``text``:
+        the body as text, for the APIs that answer plain text such as a pod's log)."""
         tries = attempts or self.attempts
         for attempt in range(1, tries + 1):
             try:
                 response = method(*args, _request_timeout=self.request_timeout_s, _preload_content=False, **kw)
                 body = response.data
+                if text:
+                    return (body or b"").decode("utf-8", errors="replace")
                 return json.loads(body) if body else {}
             except ApiException as exc:
                 detail = _api_message(exc)
@@ -263,6 +274,30 @@ class KubeClient:
             pass
         except GatewayRetryable as exc:
             logger.info("pod %s/%s is not evicted yet: %s", namespace, name, exc)
+
+    def pod_log(self, namespace: str, name: str, *, container: str, tail_lines: int, limit_bytes: int) -> str | None:
+        """The last ``tail_lines`` lines of a container's log, cut at ``limit_bytes`` bytes by the API server.
+
+        None when the pod is gone (404). A 400 means the container has no log to give yet (waiting to start, not
+        bound to a node): :class:`GatewayConflict` with the server's words, which the caller shows. Two attempts
+        only: a reader waits on this, and the next refresh tries again."""
+        try:
+            found: str = self.call(
+                f"read the log of pod {namespace}/{name}",
+                self.core.read_namespaced_pod_log,
+                name,
+                namespace,
+                container=container,
+                tail_lines=tail_lines,
+                limit_bytes=limit_bytes,
+                attempts=min(self.attempts, 2),
+                text=True,
+            )
+        except ApiNotFound:
+            return None
+        except ApiConflict as exc:
+            raise GatewayRetryable(str(exc)) from None
+        return found
 
     # -- namespaces ------------------------------------------------------------------------------------------
 

@@ -29,6 +29,7 @@ from scheduler.gateways.kube.checkpoint_storage import CheckpointStorage
 from scheduler.gateways.kube.client import ApiClient, KubeClient
 from scheduler.gateways.kube.fabrics import (
     EFA_RESOURCE,
+    MAIN_CONTAINER,
     NO_FABRIC_SETTINGS,
     FabricSettings,
     ReplicaFabric,
@@ -70,11 +71,14 @@ from scheduler.gateways.kube.rendezvous import DEFAULT_PORT, needs_rendezvous, s
 from scheduler.gateways.kube.shared_memory import DEFAULT_FRACTION, shm_size_limit
 from scheduler.gateways.protocol import (
     FINAL_EVICTIONS,
+    LOG_LIMIT_BYTES,
     BindRequest,
     Device,
+    LogSource,
     MaintenanceEvent,
     NodeObservation,
     Observation,
+    ReplicaLog,
     UtilizationReading,
 )
 
@@ -367,6 +371,27 @@ class KubeGateway:
             self.checkpoints.credential_remove(job=job, namespace=namespace)
             # Kept on every other reason: the job comes back under the same names.
             self._service_remove(job=job, namespace=namespace)
+
+    # -- logs ------------------------------------------------------------------------------------------------
+
+    def job_logs(
+        self, *, job: str, namespace: str, replica: int, tail_lines: int, limit_bytes: int = LOG_LIMIT_BYTES
+    ) -> ReplicaLog:
+        """The job container's log of the replica's pod (the fabric daemon beside it has its own, not shown)."""
+        name = pod_name(job, replica)
+        limit = max(1, min(limit_bytes, LOG_LIMIT_BYTES))
+        try:
+            text = self.client.pod_log(
+                namespace, name, container=MAIN_CONTAINER, tail_lines=max(tail_lines, 1), limit_bytes=limit
+            )
+        except GatewayConflict as exc:  # 400: the container has nothing to give yet
+            return ReplicaLog(replica=replica, text="", source=LogSource.KUBERNETES, note=str(exc))
+        if text is None:
+            note = f"pod {namespace}/{name} is gone: its log went with it"
+            return ReplicaLog(replica=replica, text="", source=LogSource.KUBERNETES, note=note)
+        # The API server stops at the limit, mid-line perhaps: that many bytes means there was more.
+        truncated = len(text.encode("utf-8")) >= limit
+        return ReplicaLog(replica=replica, text=text, source=LogSource.KUBERNETES, truncated=truncated)
 
     # -- MIG (the flow itself: scheduler.gateways.kube.mig_flow) -------------------------------------------
 

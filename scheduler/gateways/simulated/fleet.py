@@ -17,21 +17,25 @@ from scheduler.core.state import MigLayout
 from scheduler.core.vocabulary import CapacityTier, JobKind, NodeState
 from scheduler.errors import GatewayConflict
 from scheduler.gateways.protocol import (
+    LOG_LIMIT_BYTES,
     BindRequest,
     Device,
     Interruption,
     JobObservation,
+    LogSource,
     MaintenanceEvent,
     MigConfigState,
     MigStatus,
     NodeObservation,
     Observation,
+    ReplicaLog,
     ReplicaObservation,
     ReplicaPhase,
     UtilizationReading,
     device_check,
 )
 from scheduler.gateways.simulated.checkpoints import SimulatedCheckpoint, checkpoint_of, checkpoint_report
+from scheduler.gateways.simulated.lifecycle import replica_lifecycle
 from scheduler.models import Gpu, Node, SimulatedNodeState, SimulatedPod, SimulatedProgress
 
 # How hard each kind of work drives the GPUs it holds, for the utilization graphs: training saturates,
@@ -470,6 +474,28 @@ class SimulatedFleet:
         if node is None or (state is not None and state.gone_at is not None and state.gone_at <= now):
             raise GatewayConflict(f"node {name} is not in the fleet")
         return node
+
+    # -- logs ------------------------------------------------------------------------------------------------
+
+    def job_logs(
+        self, *, job: str, namespace: str, replica: int, tail_lines: int, limit_bytes: int = LOG_LIMIT_BYTES
+    ) -> ReplicaLog:
+        """The replica's lifecycle lines (:mod:`scheduler.gateways.simulated.lifecycle`): this fleet runs no
+        container, so it has no output of its own to give. A job id that is no number names no job here."""
+        try:
+            job_id = int(job)
+        except ValueError:
+            job_id = None
+        lines = replica_lifecycle(job_id=job_id, replica=replica) if job_id is not None else []
+        kept = [line.render() for line in lines[-max(tail_lines, 1) :]]
+        text = "".join(f"{line}\n" for line in kept)
+        limit = max(1, min(limit_bytes, LOG_LIMIT_BYTES))
+        encoded = text.encode("utf-8")
+        truncated = len(encoded) > limit
+        if truncated:  # as the API server does: the first bytes of the tail, perhaps mid-line
+            text = encoded[:limit].decode("utf-8", errors="ignore")
+        note = "" if lines else f"replica {replica} of job {job} has not been bound to a node yet"
+        return ReplicaLog(replica=replica, text=text, source=LogSource.SIMULATED, truncated=truncated, note=note)
 
     # -- utilization -----------------------------------------------------------------------------------------
 
