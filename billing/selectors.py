@@ -50,6 +50,14 @@ def billing_scope_for_user(*, user: AnyUser) -> Scope | None:
     return Scope(all_teams=False, team_ids=team_ids) if team_ids else None
 
 
+def scope_label(scope: Scope) -> str:
+    """How a file names its scope: ``all-teams``, one team's slug, or a lead's team slugs joined by ``+``."""
+    if scope.all_teams:
+        return "all-teams"
+    slugs = sorted(Team.objects.filter(pk__in=scope.team_ids).values_list("slug", flat=True))
+    return "+".join(slugs) or "no-teams"
+
+
 def billing_team_for_user(*, user: AnyUser, slug: str) -> tuple[Team | None, bool]:
     """``(team, allowed)``: the team when the user may know it exists (a member, finance, admin), else None.
 

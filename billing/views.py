@@ -30,6 +30,7 @@ from billing.selectors import (
     chargeback_report,
     ledger_gpu_models,
     ledger_months,
+    scope_label,
 )
 from teams.models import Team
 
@@ -111,13 +112,13 @@ def download(request: HttpRequest) -> HttpResponse:
         mode=form.cleaned_data.get("mode") or None,
         team_id=team.pk if team else None,
     )
-    return report_file(report, detail=kind == "jobs", fmt=fmt, team_slug=team.slug if team else None)
+    return report_file(report, detail=kind == "jobs", fmt=fmt, scope_label=scope_label(scope))
 
 
-def report_file(report: Report, *, detail: bool, fmt: str, team_slug: str | None = None) -> HttpResponse:
-    """The report as a CSV or XLSX attachment named after its period (shared with the API)."""
+def report_file(report: Report, *, detail: bool, fmt: str, scope_label: str) -> HttpResponse:
+    """The report as a CSV or XLSX attachment named after its scope and period (shared with the API)."""
     records, columns = (job_records(report), JOB_COLUMNS) if detail else (summary_records(report), SUMMARY_COLUMNS)
-    name = file_name(report, detail=detail, extension=fmt, team_slug=team_slug)
+    name = file_name(report, detail=detail, extension=fmt, scope_label=scope_label)
     if fmt == "xlsx":
         body: bytes | str = to_xlsx(records, columns, title=("jobs " if detail else "") + report.period.label)
         response = HttpResponse(body, content_type=_XLSX)
