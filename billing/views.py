@@ -17,7 +17,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from billing import charts
-from billing.advisor import AdvisorInputError, TierPrices, breakeven, breakeven_curve
+from billing.advisor import AdvisorInputError, TierPrices, breakeven, breakeven_curve, reserved_use_sentence
 from billing.exports import JOB_COLUMNS, SUMMARY_COLUMNS, file_name, job_records, summary_records, to_csv, to_xlsx
 from billing.forms import AdvisorForm, BreakevenForm, ReportForm
 from billing.procurement import catalog_prices, procurement_advise
@@ -182,6 +182,7 @@ def advisor(request: HttpRequest) -> HttpResponse:
             status = 400 if data is not None else 200
         else:
             context["mix"] = result
+            context["reserved_use"] = reserved_use_sentence(result.advice)
             figures["fig-tier-mix"] = charts.tier_mix(result.advice, start=result.series.start)
     elif data is not None:
         status = 400
