@@ -1,10 +1,12 @@
 """The chargeback as files: CSV and XLSX, a summary (team / project / GPU model / tier) and a per-job detail.
 
-Money is in USD with six decimals (the ledger's precision) in the CSV, so the files add up to the page's totals
-to the micro-dollar. The XLSX holds the same numbers but displays money with 2 decimals and unit prices with 4
-(the cell keeps its full value, so a spreadsheet's sums stay exact). The summary's last rows are ``total``
-(what the rows add up to) and, for finance, ``cluster-cost`` (what the cluster cost in the period): the two
-are equal when the report reconciles.
+Usage rows of hours the ledger has not closed yet carry ``provisional = yes`` (billing.provisional): the
+files hold the same figures as the page at the same instant. Money is in USD with six decimals (the
+ledger's precision) in the CSV, so the files add up to the page's totals to the micro-dollar. The XLSX holds
+the same numbers but displays money with 2 decimals and unit prices with 4 (the cell keeps its full value,
+so a spreadsheet's sums stay exact). The summary's last rows are ``total`` (what the rows add up to) and,
+for finance, ``cluster-cost`` (what the cluster cost in the period): the two are equal when the report
+reconciles.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ SUMMARY_COLUMNS = (
     "usage_cost_usd",
     "idle_share_usd",
     "total_usd",
+    "provisional",
 )
 JOB_COLUMNS = (
     "period",
@@ -51,6 +54,7 @@ JOB_COLUMNS = (
     "usage_cost_usd",
     "idle_share_usd",
     "total_usd",
+    "provisional",
 )
 MONEY_FORMAT = "#,##0.00"
 UNIT_PRICE_FORMAT = "#,##0.0000"
@@ -83,6 +87,7 @@ def summary_records(report: Report) -> list[Record]:
                 "usage_cost_usd": row.cost,
                 "idle_share_usd": row.idle_share,
                 "total_usd": row.total,
+                "provisional": _flag(row.provisional),
             }
         )
     if report.scope_all:
@@ -123,7 +128,8 @@ def job_records(report: Report) -> list[Record]:
     records: list[Record] = []
     total = ZERO
     for line in sorted(
-        report.job_lines, key=lambda j: (j.team_slug, j.project_code, j.job_id or 0, j.gpu_model, j.tier)
+        report.job_lines,
+        key=lambda j: (j.team_slug, j.project_code, j.job_id or 0, j.gpu_model, j.tier, j.provisional),
     ):
         records.append(
             {
@@ -142,11 +148,18 @@ def job_records(report: Report) -> list[Record]:
                 "usage_cost_usd": line.cost,
                 "idle_share_usd": line.idle_share,
                 "total_usd": line.total,
+                "provisional": _flag(line.provisional),
             }
         )
         total += line.total
     records.append({**dict.fromkeys(JOB_COLUMNS, ""), **base, "team": "total", "total_usd": total})
     return records
+
+
+def _flag(provisional: bool) -> str:
+    """``yes`` on the hours the ledger has not closed yet (billing.provisional): they will be billed, and may
+    still grow while their hour is open."""
+    return "yes" if provisional else "no"
 
 
 def _text(value: object) -> str:
