@@ -127,6 +127,8 @@ class ChargebackAPIView(APIView):
                 "scope": "all-teams" if report.scope_all else "own-teams",
                 "rows": [{key: _json(value) for key, value in record.items()} for record in records],
                 "lines_total": _json(report.lines_total),
+                # Included in the totals: hours the ledger has not closed yet (rows with provisional = yes).
+                "provisional_total": _json(report.provisional_total),
                 "cluster_cost": _json(report.cluster_cost) if report.scope_all else None,
                 "reconciled": report.reconciled if report.scope_all else None,
             }

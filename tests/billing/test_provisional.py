@@ -116,6 +116,9 @@ def test_page_dashboard_and_csv_agree_to_the_cent_at_the_same_instant(client, fl
     assert Decimal(total["total_usd"]) == report.lines_total == report.cluster_cost
     usage = [row for row in rows if row["line"] == "usage"]
     assert sum(Decimal(r["total_usd"]) for r in usage if r["team"] == "nlp") == team_total["nlp"]
+    body = client.get(reverse("billing:api-chargeback"), {"month": "2026-11"}).json()
+    assert Decimal(body["provisional_total"]) == report.provisional_total > 0
+    assert Decimal(body["lines_total"]) == report.lines_total
 
 
 def test_provisional_rows_become_ledger_entries_with_the_same_totals(fleet):
