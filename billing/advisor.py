@@ -10,7 +10,10 @@ which ``s_h ≤ d_h`` could run on spot (checkpointed, preemptible training), wi
   time, i.e. for the demand level exceeded in at least that share of hours (the newsvendor critical ratio).
 - **Above the baseline**, each hour's excess ``e_h = max(0, d_h − R)`` goes to spot as far as it is
   spot-eligible, ``spot_h = min(e_h, s_h)`` (reserved capacity, already paid, takes the other work first),
-  and the rest to on-demand, ``od_h = e_h − spot_h``; the on-demand peak is ``max od_h``.
+  and the rest to on-demand, ``od_h = e_h − spot_h``; the on-demand peak is ``max od_h``. Spot is advised
+  only while a useful spot GPU-hour, counting the work redone, is cheaper than on-demand
+  (``p_s ÷ (1 − ℓ) < p_o``) and at most ``MAX_SPOT_LOST_FRACTION`` (half) of spot work is lost; otherwise
+  nothing goes to spot and the advice says why (:func:`spot_declined_reason`).
 - **Costs**: reserved ``R × H × p_r`` (paid whether used or not); spot ``Σ spot_h × (1 + ℓ) × p_s`` where
   ``ℓ`` is the share of spot work lost to interruptions and redone (from the ledger's lost work); on-demand
   ``Σ od_h × p_o``. Compared with all on-demand, ``Σ d_h × p_o``.
@@ -50,6 +53,14 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (rank - low)
 
 
+# Ten times the dearest GPU-hour of the price catalog: anything above is a typo (a whole server's price per hour).
+MAX_PRICE_PER_GPU_HOUR = 100.0
+# Above this share of spot work lost, spot is never advised (docs/billing.md, Procurement advisor): half the
+# work redone means the interruptions, not the price, decide the outcome, and the history is too thin a guide.
+MAX_SPOT_LOST_FRACTION = 0.5
+MAX_PURCHASE_UNIT_GPUS = 64
+
+
 @dataclass(frozen=True)
 class TierPrices:
     reserved: float
@@ -58,8 +69,11 @@ class TierPrices:
 
     def check(self) -> None:
         for name, value in (("reserved", self.reserved), ("on-demand", self.on_demand), ("spot", self.spot)):
-            if not math.isfinite(value) or value < 0:
-                raise AdvisorInputError(f"the {name} price must be a number ≥ 0 USD per GPU-hour, got {value}")
+            if not math.isfinite(value) or not 0 <= value <= MAX_PRICE_PER_GPU_HOUR:
+                raise AdvisorInputError(
+                    f"the {name} price must be a number from 0 to {MAX_PRICE_PER_GPU_HOUR:g} USD per GPU-hour, "
+                    f"got {value:g}: give the price of one GPU for one hour"
+                )
         if self.on_demand <= 0:
             raise AdvisorInputError("the on-demand price must be above 0: every other tier is compared with it")
 
@@ -93,6 +107,7 @@ class MixAdvice:
     hourly_reserved: tuple[float, ...]
     hourly_spot: tuple[float, ...]
     hourly_on_demand: tuple[float, ...]
+    spot_declined: str = ""  # why nothing goes to spot (spot_declined_reason); "" when spot is advised
 
     def as_dict(self, *, hourly: bool = False) -> dict[str, object]:
         data = asdict(self)
@@ -113,8 +128,11 @@ def advise_mix(
 ) -> MixAdvice:
     """The reserved / spot / on-demand mix for ``demand_gpus`` and its cost against all on-demand."""
     prices.check()
-    if purchase_unit_gpus < 1:
-        raise AdvisorInputError(f"the purchase unit must be at least 1 GPU, got {purchase_unit_gpus}")
+    if not 1 <= purchase_unit_gpus <= MAX_PURCHASE_UNIT_GPUS:
+        raise AdvisorInputError(
+            f"the purchase unit must be 1 to {MAX_PURCHASE_UNIT_GPUS} GPUs, got {purchase_unit_gpus}: "
+            "give the GPUs of one reserved instance (8 for a p5)"
+        )
     if not 0 <= spot_lost_fraction < 1:
         raise AdvisorInputError(f"the share of spot work lost must be in [0, 1), got {spot_lost_fraction}")
     demand = [float(d) for d in demand_gpus]
@@ -125,6 +143,9 @@ def advise_mix(
         raise AdvisorInputError(
             f"the spot-eligible series has {len(eligible)} hours but demand has {len(demand)}: give both per hour"
         )
+    declined = spot_declined_reason(prices, spot_lost_fraction)
+    if declined:
+        eligible = [0.0] * len(demand)
     q = critical_percentile(prices) if percentile_q is None else float(percentile_q)
     level = percentile(demand, q)
     baseline = math.ceil(level / purchase_unit_gpus - 1e-9) * purchase_unit_gpus if level > 0 else 0
@@ -167,7 +188,36 @@ def advise_mix(
         hourly_reserved=tuple(reserved_h),
         hourly_spot=tuple(spot_h),
         hourly_on_demand=tuple(od_h),
+        spot_declined=declined,
     )
+
+
+def reserved_use_sentence(advice: MixAdvice) -> str:
+    """How busy the reserved baseline is, as a whole sentence, also when nothing is reserved."""
+    if advice.reserved_utilization is None:
+        return "nothing is reserved: demand at this percentile is 0 GPUs, so no reserved GPU would be busy enough"
+    return f"reserved GPUs are busy {advice.reserved_utilization:.0%} of the time"
+
+
+def spot_declined_reason(prices: TierPrices, lost_fraction: float) -> str:
+    """Why no work is advised onto spot ("" when spot is advised).
+
+    Spot is advised only while a useful GPU-hour on it, counting the work redone, costs less than on demand:
+    ``p_s ÷ (1 − ℓ) < p_o``; and never when more than ``MAX_SPOT_LOST_FRACTION`` of spot work was lost, however
+    cheap spot is, because then the interruptions rather than the price decide what the work costs.
+    """
+    if lost_fraction > MAX_SPOT_LOST_FRACTION:
+        return (
+            f"{lost_fraction:.0%} of spot work was lost, above the {MAX_SPOT_LOST_FRACTION:.0%} at which spot is "
+            "advised at all: make the spot-eligible jobs checkpoint more often first"
+        )
+    useful = prices.spot / (1 - lost_fraction)
+    if useful >= prices.on_demand:
+        return (
+            f"with {lost_fraction:.0%} of spot work redone a useful spot GPU-hour costs ${useful:.4f}, "
+            f"not less than on-demand's ${prices.on_demand:.4f}"
+        )
+    return ""
 
 
 @dataclass(frozen=True)
@@ -192,33 +242,56 @@ class BreakevenInputs:
     utilization: float = 1.0
 
     def check(self) -> None:
-        positive = {
-            "capex_usd": self.capex_usd,
-            "gpus": self.gpus,
-            "power_max_kw": self.power_max_kw,
-            "hours_per_month": self.hours_per_month,
-            "amortization_months": self.amortization_months,
-            "cloud_usd_per_hour": self.cloud_usd_per_hour,
-        }
-        for name, value in positive.items():
-            if not math.isfinite(value) or value <= 0:
-                raise AdvisorInputError(f"{name} must be above 0, got {value}")
-        for name, value in (
-            ("power_avg_kw", self.power_avg_kw),
-            ("energy_usd_per_kwh", self.energy_usd_per_kwh),
-            ("colo_usd_per_kw_month", self.colo_usd_per_kw_month),
-            ("support_usd_per_month", self.support_usd_per_month),
-        ):
-            if not math.isfinite(value) or value < 0:
-                raise AdvisorInputError(f"{name} must be 0 or more, got {value}")
+        for name, bound in BREAKEVEN_RANGES.items():
+            value = getattr(self, name)
+            if not math.isfinite(value) or not bound.low <= value <= bound.high or (bound.open_low and value == 0):
+                raise AdvisorInputError(bound.message(name, value))
         if self.power_avg_kw > self.power_max_kw:
             raise AdvisorInputError(
                 f"average power {self.power_avg_kw} kW is above the maximum {self.power_max_kw} kW: swap them"
             )
-        if not 1 <= self.pue <= 5:
-            raise AdvisorInputError(f"PUE must be between 1 and 5 (1.3 is typical), got {self.pue}")
-        if not 0 < self.utilization <= 1:
-            raise AdvisorInputError(f"utilization must be above 0 and at most 1 (100 %), got {self.utilization}")
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The range an input must be in, and the hint of what a sensible value is (the form and the CLI share it).
+
+    The ranges are wide enough for any real server and cloud (ten times today's largest), and narrow enough
+    that a typo (1e308 for a server price) is refused instead of producing a break-even of 1e303 months.
+    """
+
+    low: float
+    high: float
+    unit: str
+    hint: str
+    open_low: bool = False  # the low end itself is refused (above 0, not 0 or more)
+
+    def message(self, name: str, value: float) -> str:
+        above = f"above {number_text(self.low)}" if self.open_low else f"at least {number_text(self.low)}"
+        return f"{name} must be {above} and at most {number_text(self.high)} {self.unit}, got {value:g}: {self.hint}"
+
+
+def number_text(value: float) -> str:
+    """``10,000,000`` rather than ``1e+07``, ``0.01`` as it is: how a range reads in a message."""
+    return f"{value:,.0f}" if value == int(value) else f"{value:g}"
+
+
+BREAKEVEN_RANGES: dict[str, Bound] = {
+    "capex_usd": Bound(1_000, 10_000_000, "USD", "the purchase price of one server (an 8×H100 is about 300,000)"),
+    "gpus": Bound(1, 64, "GPUs", "the GPUs in one server (8 for an HGX board)"),
+    "power_max_kw": Bound(0.1, 200, "kW", "one server's maximum draw (10.2 kW for an 8×H100)"),
+    "power_avg_kw": Bound(0, 200, "kW", "one server's average draw (7.5 kW for an 8×H100)"),
+    "pue": Bound(1, 5, "", "power usage effectiveness; 1.3 is typical"),
+    "energy_usd_per_kwh": Bound(0, 5, "USD/kWh", "the energy price (0.08 is typical)"),
+    "colo_usd_per_kw_month": Bound(0, 5_000, "USD per kW-month", "the colocation rate (about 184)"),
+    "support_usd_per_month": Bound(0, 1_000_000, "USD/month", "support and operations for one server"),
+    "amortization_months": Bound(1, 120, "months", "months over which the server is written off (36 is typical)"),
+    "hours_per_month": Bound(1, 744, "hours", "hours in a month (730 on average)"),
+    "cloud_usd_per_hour": Bound(
+        0, 10_000, "USD/hour", "the cloud's price for the same GPUs (55.04 for AWS p5)", open_low=True
+    ),
+    "utilization": Bound(0, 1, "(100 %)", "utilization is the share of hours the GPUs are busy", open_low=True),
+}
 
 
 @dataclass(frozen=True)

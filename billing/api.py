@@ -25,7 +25,7 @@ from rest_framework.views import APIView
 
 from billing.exports import job_records, summary_records
 from billing.forms import ReportForm
-from billing.selectors import Scope, billing_scope_for_user, billing_team_for_user, chargeback_report
+from billing.selectors import Scope, billing_scope_for_user, billing_team_for_user, chargeback_report, scope_label
 from billing.views import report_file
 
 
@@ -113,7 +113,7 @@ class ChargebackAPIView(APIView):
             team_id=team.pk if team else None,
         )
         if request.accepted_renderer.format == "csv":
-            return report_file(report, detail=detail == "jobs", fmt="csv", team_slug=team.slug if team else None)
+            return report_file(report, detail=detail == "jobs", fmt="csv", scope_label=scope_label(scope))
         records = job_records(report) if detail == "jobs" else summary_records(report)
         return Response(
             {
@@ -127,6 +127,8 @@ class ChargebackAPIView(APIView):
                 "scope": "all-teams" if report.scope_all else "own-teams",
                 "rows": [{key: _json(value) for key, value in record.items()} for record in records],
                 "lines_total": _json(report.lines_total),
+                # Included in the totals: hours the ledger has not closed yet (rows with provisional = yes).
+                "provisional_total": _json(report.provisional_total),
                 "cluster_cost": _json(report.cluster_cost) if report.scope_all else None,
                 "reconciled": report.reconciled if report.scope_all else None,
             }

@@ -29,6 +29,32 @@ def _layout(title: str, **extra: Any) -> dict[str, Any]:
     }
 
 
+def with_no_data_state(figure: Figure, *, message: str) -> Figure:
+    """``figure`` unchanged when a trace has a point to draw; otherwise no traces, hidden axes and ``message``
+    in the middle, so an empty period reads as "nothing yet" rather than as bare axes."""
+    if any(any(y not in (None, 0, 0.0) for y in trace.get("y", ())) for trace in figure["data"]):
+        return figure
+    hidden = {"visible": False}
+    layout = {
+        **figure["layout"],
+        "xaxis": hidden,
+        "yaxis": hidden,
+        "annotations": [
+            {
+                "text": message,
+                "xref": "paper",
+                "yref": "paper",
+                "x": 0.5,
+                "y": 0.5,
+                "showarrow": False,
+                "font": {"size": 14, "color": "#667085"},
+            }
+        ],
+    }
+    layout.pop("yaxis2", None)
+    return {"data": [], "layout": layout, "empty": message}
+
+
 def _f(value: Decimal | float) -> float:
     return round(float(value), 2)
 
@@ -61,7 +87,7 @@ def cost_per_team_over_months(history: Sequence[MonthFigures], *, finance: bool)
     layout = _layout(
         "Cost per team by month (USD)", barmode="stack", yaxis={"title": "USD"}, xaxis={"type": "category"}
     )
-    return {"data": data, "layout": layout}
+    return with_no_data_state({"data": data, "layout": layout}, message="No costs in these months yet")
 
 
 def gpu_hours_by_tier(report: Report) -> Figure:
@@ -89,13 +115,14 @@ def gpu_hours_by_tier(report: Report) -> Figure:
                 "marker": {"color": "#d0d5dd"},
             }
         )
-    return {"data": data, "layout": _layout("GPU-hours by tier", barmode="stack", yaxis={"title": "GPU-hours"})}
+    figure = {"data": data, "layout": _layout("GPU-hours by tier", barmode="stack", yaxis={"title": "GPU-hours"})}
+    return with_no_data_state(figure, message="No GPU-hours in this period yet")
 
 
 def guaranteed_vs_borrowed(report: Report) -> Figure:
     teams = report.teams()
     names = [team.slug for team in teams]
-    return {
+    figure = {
         "data": [
             {
                 "type": "bar",
@@ -114,6 +141,7 @@ def guaranteed_vs_borrowed(report: Report) -> Figure:
         ],
         "layout": _layout("Guaranteed vs borrowed GPU-hours", barmode="stack", yaxis={"title": "GPU-hours"}),
     }
+    return with_no_data_state(figure, message="No GPU-hours in this period yet")
 
 
 def tier_mix(advice: MixAdvice, *, start: datetime) -> Figure:
@@ -135,7 +163,8 @@ def tier_mix(advice: MixAdvice, *, start: datetime) -> Figure:
         }
         for name, values in series
     ]
-    return {"data": data, "layout": _layout("Hourly demand served by each tier (GPUs)", yaxis={"title": "GPUs"})}
+    figure = {"data": data, "layout": _layout("Hourly demand served by each tier (GPUs)", yaxis={"title": "GPUs"})}
+    return with_no_data_state(figure, message="No demand in this history")
 
 
 def _months_cap(curve: Sequence[Breakeven]) -> float:

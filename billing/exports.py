@@ -1,8 +1,12 @@
 """The chargeback as files: CSV and XLSX, a summary (team / project / GPU model / tier) and a per-job detail.
 
-Money is in USD with six decimals (the ledger's precision), so the files add up to the page's totals to the
-micro-dollar. The summary's last rows are ``total`` (what the rows add up to) and, for finance, ``cluster-cost``
-(what the cluster cost in the period): the two are equal when the report reconciles.
+Usage rows of hours the ledger has not closed yet carry ``provisional = yes`` (billing.provisional): the
+files hold the same figures as the page at the same instant. Money is in USD with six decimals (the
+ledger's precision) in the CSV, so the files add up to the page's totals to the micro-dollar. The XLSX holds
+the same numbers but displays money with 2 decimals and unit prices with 4 (the cell keeps its full value,
+so a spreadsheet's sums stay exact). The summary's last rows are ``total`` (what the rows add up to) and,
+for finance, ``cluster-cost`` (what the cluster cost in the period): the two are equal when the report
+reconciles.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from collections.abc import Sequence
 from decimal import Decimal
 
 from openpyxl import Workbook
+from openpyxl.utils import get_column_letter
 
 from billing.report import ZERO, Report
 
@@ -31,6 +36,7 @@ SUMMARY_COLUMNS = (
     "usage_cost_usd",
     "idle_share_usd",
     "total_usd",
+    "provisional",
 )
 JOB_COLUMNS = (
     "period",
@@ -44,10 +50,16 @@ JOB_COLUMNS = (
     "gpu_hours",
     "guaranteed_gpu_hours",
     "borrowed_gpu_hours",
+    "usd_per_gpu_hour",
     "usage_cost_usd",
     "idle_share_usd",
     "total_usd",
+    "provisional",
 )
+MONEY_FORMAT = "#,##0.00"
+UNIT_PRICE_FORMAT = "#,##0.0000"
+HOURS_FORMAT = "#,##0.000000"
+_MAX_WIDTH = 40  # characters: a long job name wraps the column no wider than this
 Record = dict[str, object]
 
 
@@ -75,6 +87,7 @@ def summary_records(report: Report) -> list[Record]:
                 "usage_cost_usd": row.cost,
                 "idle_share_usd": row.idle_share,
                 "total_usd": row.total,
+                "provisional": _flag(row.provisional),
             }
         )
     if report.scope_all:
@@ -115,7 +128,8 @@ def job_records(report: Report) -> list[Record]:
     records: list[Record] = []
     total = ZERO
     for line in sorted(
-        report.job_lines, key=lambda j: (j.team_slug, j.project_code, j.job_id or 0, j.gpu_model, j.tier)
+        report.job_lines,
+        key=lambda j: (j.team_slug, j.project_code, j.job_id or 0, j.gpu_model, j.tier, j.provisional),
     ):
         records.append(
             {
@@ -129,14 +143,23 @@ def job_records(report: Report) -> list[Record]:
                 "gpu_hours": line.gpu_hours,
                 "guaranteed_gpu_hours": line.guaranteed_gpu_hours,
                 "borrowed_gpu_hours": line.borrowed_gpu_hours,
+                # The rate the job's hours were charged at on average (prices change at midnight UTC).
+                "usd_per_gpu_hour": (line.cost / line.gpu_hours).quantize(Decimal("0.0001")) if line.gpu_hours else "",
                 "usage_cost_usd": line.cost,
                 "idle_share_usd": line.idle_share,
                 "total_usd": line.total,
+                "provisional": _flag(line.provisional),
             }
         )
         total += line.total
     records.append({**dict.fromkeys(JOB_COLUMNS, ""), **base, "team": "total", "total_usd": total})
     return records
+
+
+def _flag(provisional: bool) -> str:
+    """``yes`` on the hours the ledger has not closed yet (billing.provisional): they will be billed, and may
+    still grow while their hour is open."""
+    return "yes" if provisional else "no"
 
 
 def _text(value: object) -> str:
@@ -155,7 +178,8 @@ def to_csv(records: Sequence[Record], columns: Sequence[str]) -> str:
 
 
 def to_xlsx(records: Sequence[Record], columns: Sequence[str], *, title: str) -> bytes:
-    """One sheet named ``title``; money and hours as numbers (rounded to 6 decimals), a frozen header."""
+    """One sheet named ``title``: a frozen header row with an autofilter, columns as wide as their content,
+    money shown with 2 decimals, unit prices with 4, GPU-hours with 6 (the cells hold the full value)."""
     workbook = Workbook()
     sheet = workbook.worksheets[0]  # the one a new workbook starts with (its active sheet)
     sheet.title = title[:31]
@@ -163,13 +187,38 @@ def to_xlsx(records: Sequence[Record], columns: Sequence[str], *, title: str) ->
     for record in records:
         sheet.append([_cell(record.get(column, "")) for column in columns])
     sheet.freeze_panes = "A2"
+    sheet.auto_filter.ref = f"A1:{get_column_letter(len(columns))}{len(records) + 1}"
     for index, column in enumerate(columns, start=1):
-        if column.endswith(("_usd", "_hours")):
-            for (cell,) in sheet.iter_rows(min_row=2, min_col=index, max_col=index):
-                cell.number_format = "#,##0.000000"
+        number_format = column_number_format(column)
+        width = len(column)
+        for (cell,) in sheet.iter_rows(min_row=2, min_col=index, max_col=index):
+            if number_format is not None and isinstance(cell.value, float):
+                cell.number_format = number_format
+            width = max(width, len(_shown(cell.value, column)))
+        # Two characters for the autofilter's button beside the header.
+        sheet.column_dimensions[get_column_letter(index)].width = min(width + 3, _MAX_WIDTH)
     buffer = io.BytesIO()
     workbook.save(buffer)
     return buffer.getvalue()
+
+
+def column_number_format(column: str) -> str | None:
+    """The XLSX display format of a column, by its name's unit; None for text columns."""
+    if column.startswith("usd_per_"):
+        return UNIT_PRICE_FORMAT
+    if column.endswith("_usd"):
+        return MONEY_FORMAT
+    if column.endswith("_hours"):
+        return HOURS_FORMAT
+    return None
+
+
+def _shown(value: object, column: str) -> str:
+    """How wide a number looks in its display format (for the column width)."""
+    if not isinstance(value, float):
+        return str(value or "")
+    places = {MONEY_FORMAT: 2, UNIT_PRICE_FORMAT: 4}.get(column_number_format(column) or "", 6)
+    return f"{value:,.{places}f}"
 
 
 def _cell(value: object) -> object:
@@ -178,11 +227,10 @@ def _cell(value: object) -> object:
     return value
 
 
-def file_name(report: Report, *, detail: bool, extension: str, team_slug: str | None = None) -> str:
-    """``chargeback-2026-11.csv``, ``showback-jobs-2026-11.xlsx``, ``chargeback-nlp-2026-11.csv`` for one team."""
-    parts = [report.mode]
-    if team_slug:
-        parts.append(team_slug)
+def file_name(report: Report, *, detail: bool, extension: str, scope_label: str) -> str:
+    """``chargeback-all-teams-2026-11.csv`` (finance), ``showback-nlp-jobs-2026-11.xlsx`` (one team's): the
+    scope is in the name, so a lead's export and finance's full one never overwrite each other."""
+    parts = [report.mode, scope_label]
     if detail:
         parts.append("jobs")
     parts.append(report.period.label)

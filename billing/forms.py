@@ -8,7 +8,13 @@ from typing import Any, cast
 from django import forms
 from django.utils import timezone
 
-from billing.advisor import BreakevenInputs
+from billing.advisor import (
+    BREAKEVEN_RANGES,
+    MAX_PRICE_PER_GPU_HOUR,
+    MAX_PURCHASE_UNIT_GPUS,
+    BreakevenInputs,
+    number_text,
+)
 from billing.errors import PeriodInvalid
 from billing.periods import parse_month, period_for
 
@@ -37,43 +43,79 @@ class ReportForm(forms.Form):
         return month
 
 
-class AdvisorForm(forms.Form):
-    """Which demand to advise on and, optionally, prices and a percentile overriding the catalog's."""
+def _range_messages(label: str, low: float, high: float, unit: str, hint: str) -> dict[str, str]:
+    text = f"{label} must be from {number_text(low)} to {number_text(high)} {unit}".rstrip() + f": {hint}."
+    # Django fills these with %-formatting: a literal % (as in "100 %") must be doubled.
+    text, invalid = text.replace("%", "%%"), f"{label} must be a number: {hint}.".replace("%", "%%")
+    return {"min_value": text, "max_value": text, "invalid": invalid}
 
-    gpu_model = forms.ChoiceField(choices=(), label="GPU model")
+
+_PRICE_HINT = "the price of one GPU for one hour; leave it empty for the catalog's"
+
+
+def _price_field(label: str, *, low: float, help_text: str = "") -> forms.DecimalField:
+    return forms.DecimalField(
+        required=False,
+        min_value=low,
+        max_value=MAX_PRICE_PER_GPU_HOUR,
+        max_digits=10,
+        decimal_places=4,
+        label=label,
+        help_text=help_text,
+        error_messages={
+            **_range_messages(label, low, MAX_PRICE_PER_GPU_HOUR, "", _PRICE_HINT),
+            "max_digits": f"{label}: at most 4 decimals and {MAX_PRICE_PER_GPU_HOUR:g} USD: {_PRICE_HINT}.",
+            "max_decimal_places": f"{label}: at most 4 decimals: {_PRICE_HINT}.",
+            "max_whole_digits": f"{label}: at most {MAX_PRICE_PER_GPU_HOUR:g} USD: {_PRICE_HINT}.",
+        },
+    )
+
+
+class AdvisorForm(forms.Form):
+    """Which demand to advise on and, optionally, prices and a percentile overriding the catalog's; every input
+    has a range and a message saying it (the CLI checks the same ranges in billing.advisor)."""
+
+    gpu_model = forms.ChoiceField(
+        choices=(),
+        label="GPU model",
+        error_messages={"invalid_choice": "%(value)s has no usage in the ledger: pick one of the listed models."},
+    )
     history_days = forms.IntegerField(
         min_value=1,
         max_value=366,
         initial=30,
         label="History (days)",
         help_text="Days of ledger demand, ending at the last closed hour.",
+        error_messages=_range_messages("History", 1, 366, "days", "how many days of the ledger to learn from"),
     )
     percentile = forms.FloatField(
-        required=False, min_value=0, max_value=100, help_text="Empty: 100 × (1 − reserved / on-demand price)."
-    )
-    purchase_unit_gpus = forms.IntegerField(
-        min_value=1, max_value=64, initial=8, help_text="GPUs per reserved instance."
-    )
-    reserved_price = forms.DecimalField(
-        required=False, min_value=0, max_digits=10, decimal_places=4, label="Reserved price (USD/GPU-hour)"
-    )
-    on_demand_price = forms.DecimalField(
-        required=False, min_value=0.0001, max_digits=10, decimal_places=4, label="On-demand price (USD/GPU-hour)"
-    )
-    spot_price = forms.DecimalField(
         required=False,
         min_value=0,
-        max_digits=10,
-        decimal_places=4,
-        label="Spot price (USD/GPU-hour)",
-        help_text="Empty prices: the catalog's in force now.",
+        max_value=100,
+        help_text="Empty: 100 × (1 − reserved / on-demand price).",
+        error_messages=_range_messages("Percentile", 0, 100, "", "the demand level to reserve, e.g. 50 for the median"),
     )
+    purchase_unit_gpus = forms.IntegerField(
+        min_value=1,
+        max_value=MAX_PURCHASE_UNIT_GPUS,
+        initial=8,
+        help_text="GPUs per reserved instance.",
+        error_messages=_range_messages(
+            "Purchase unit", 1, MAX_PURCHASE_UNIT_GPUS, "GPUs", "the GPUs of one reserved instance (8 for a p5)"
+        ),
+    )
+    reserved_price = _price_field("Reserved price (USD/GPU-hour)", low=0)
+    on_demand_price = _price_field("On-demand price (USD/GPU-hour)", low=0.0001)
+    spot_price = _price_field("Spot price (USD/GPU-hour)", low=0, help_text="Empty prices: the catalog's in force now.")
     spot_lost_fraction = forms.FloatField(
         required=False,
         min_value=0,
         max_value=0.95,
         label="Share of spot work lost",
-        help_text="Empty: lost work / spot GPU-hours from the ledger.",
+        help_text="0 to 0.95. Empty: lost work / spot GPU-hours from the ledger. Above 0.5 no spot is advised.",
+        error_messages=_range_messages(
+            "Share of spot work lost", 0, 0.95, "", "the share of spot work redone after interruptions, e.g. 0.1"
+        ),
     )
 
     def __init__(self, *args: Any, gpu_models: list[str], **kwargs: Any) -> None:
@@ -83,21 +125,44 @@ class AdvisorForm(forms.Form):
             self.fields["gpu_model"].initial = gpu_models[0]
 
 
-class BreakevenForm(forms.Form):
-    """One server against the cloud; defaults are ``docs/gpu-facts.md``'s (billing.advisor.BreakevenInputs)."""
+def _bounded(name: str, label: str, *, integer: bool = False, **kwargs: Any) -> forms.Field:
+    """A field with the range of ``BREAKEVEN_RANGES[name]`` (the CLI checks the same) and a message saying it."""
+    bound = BREAKEVEN_RANGES[name]
+    low = bound.low if not bound.open_low else 0.01
+    messages = _range_messages(label, low, bound.high, bound.unit, bound.hint)
+    if integer:
+        return forms.IntegerField(
+            min_value=int(bound.low), max_value=int(bound.high), label=label, error_messages=messages, **kwargs
+        )
+    return forms.FloatField(min_value=low, max_value=bound.high, label=label, error_messages=messages, **kwargs)
 
-    capex_usd = forms.FloatField(min_value=1, label="Server price (USD)")
-    gpus = forms.IntegerField(min_value=1, max_value=64, label="GPUs per server")
-    power_max_kw = forms.FloatField(min_value=0.1, label="Power, maximum (kW)", help_text="Colocation bills this.")
-    power_avg_kw = forms.FloatField(min_value=0, label="Power, average (kW)")
-    pue = forms.FloatField(min_value=1, max_value=5, label="PUE")
-    energy_usd_per_kwh = forms.FloatField(min_value=0, label="Energy (USD/kWh)")
-    colo_usd_per_kw_month = forms.FloatField(min_value=0, label="Colocation (USD per kW-month)")
-    support_usd_per_month = forms.FloatField(min_value=0, label="Support and operations (USD/month)")
-    amortization_months = forms.IntegerField(min_value=1, max_value=120, label="Amortization (months)")
-    cloud_usd_per_hour = forms.FloatField(min_value=0.01, label="Cloud price for the same GPUs (USD/hour)")
+
+class BreakevenForm(forms.Form):
+    """One server against the cloud; defaults are ``docs/gpu-facts.md``'s (billing.advisor.BreakevenInputs).
+
+    Every input has a range (billing.advisor.BREAKEVEN_RANGES, shared with ``manage.py procurement``): a
+    server price of 1e308 is refused with the range, not turned into a break-even of 1e303 months.
+    """
+
+    capex_usd = _bounded("capex_usd", "Server price (USD)")
+    gpus = _bounded("gpus", "GPUs per server", integer=True)
+    power_max_kw = _bounded("power_max_kw", "Power, maximum (kW)", help_text="Colocation bills this.")
+    power_avg_kw = _bounded("power_avg_kw", "Power, average (kW)")
+    pue = _bounded("pue", "PUE")
+    energy_usd_per_kwh = _bounded("energy_usd_per_kwh", "Energy (USD/kWh)")
+    colo_usd_per_kw_month = _bounded("colo_usd_per_kw_month", "Colocation (USD per kW-month)")
+    support_usd_per_month = _bounded("support_usd_per_month", "Support and operations (USD/month)")
+    amortization_months = _bounded("amortization_months", "Amortization (months)", integer=True)
+    cloud_usd_per_hour = _bounded("cloud_usd_per_hour", "Cloud price for the same GPUs (USD/hour)")
     cloud_committed = forms.BooleanField(required=False, label="Cloud is a commitment (paid whether used or not)")
-    utilization_pct = forms.FloatField(min_value=1, max_value=100, label="Utilization (%)")
+    utilization_pct = forms.FloatField(
+        min_value=1,
+        max_value=100,
+        label="Utilization (%)",
+        error_messages=_range_messages(
+            "Utilization", 1, 100, "%", "the share of hours the GPUs are busy, in percent (70 for 70 %)"
+        ),
+    )
 
     @classmethod
     def initial_values(cls) -> dict[str, object]:

@@ -1,4 +1,8 @@
-"""Report periods: a calendar month in UTC, cut at the last whole hour for the month still running."""
+"""Report periods: a calendar month in UTC, cut at ``now`` for the month still running.
+
+The ledger is closed hour by hour; the hours since its last close are reported as provisional
+(billing.provisional), so a running month's figures run to the instant they are read.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +12,13 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 from billing.errors import PeriodInvalid
-from billing.intervals import floor_hour
 
 _MONTH = re.compile(r"^(\d{4})-(\d{2})$")
 
 
 @dataclass(frozen=True)
 class Period:
-    """``[start, as_of)``: the month from its first hour to its end, or to the last whole hour before now."""
+    """``[start, as_of)``: the month from its first hour to its end, or to now for the month still running."""
 
     month: date  # the first day
     start: datetime
@@ -67,11 +70,11 @@ def parse_month(text: str) -> date:
 def period_for(month: date, *, now: datetime) -> Period:
     """The period of ``month`` as of ``now``; a month that has not started yet is :class:`PeriodInvalid`."""
     start = month_start(month)
-    last_closed = floor_hour(now.astimezone(UTC))
+    now = now.astimezone(UTC)
     # Refuse a future month before working out its end: the end of 9999-12 is in year 10000, which no date holds.
-    if last_closed <= start:
+    if now <= start:
         raise PeriodInvalid(
             f"month {month:%Y-%m} has no closed hour yet: pick {now.astimezone(UTC):%Y-%m} or an earlier month"
         )
     end = month_start(add_months(month, 1))
-    return Period(month=month, start=start, end=end, as_of=min(end, last_closed))
+    return Period(month=month, start=start, end=end, as_of=min(end, now))

@@ -11,6 +11,8 @@ from billing.selectors import DemandSeries, demand_series
 from billing.services import price_book_load
 from scheduler.core.vocabulary import CapacityTier
 
+MAX_HISTORY_DAYS = 366
+
 
 @dataclass(frozen=True)
 class ProcurementAdvice:
@@ -50,6 +52,11 @@ def procurement_advise(
     spot_lost_fraction: float | None = None,
 ) -> ProcurementAdvice:
     """Advise on ``gpu_model`` from the ledger's last ``history_days`` days of closed hours."""
+    if not 1 <= history_days <= MAX_HISTORY_DAYS:
+        raise AdvisorInputError(
+            f"the history must be 1 to {MAX_HISTORY_DAYS} days, got {history_days}: how many days of the ledger "
+            "to learn from (30 is the default)"
+        )
     end = floor_hour(now)
     start = end - timedelta(days=history_days)
     series = demand_series(gpu_model=gpu_model, start=start, end=end)

@@ -63,6 +63,7 @@ class JobLine:
     borrowed_gpu_hours: Decimal
     cost: Decimal
     idle_share: Decimal = ZERO
+    provisional: bool = False  # hours the ledger has not closed yet (billing.provisional)
 
     @property
     def guaranteed_gpu_hours(self) -> Decimal:
@@ -104,6 +105,7 @@ class SummaryRow(Totals):
     project_code: str = ""
     gpu_model: str = ""
     tier: str = ""
+    provisional: bool = False
 
 
 @dataclass
@@ -189,6 +191,15 @@ class Report:
         return sum((line.cost for line in self.job_lines), ZERO)
 
     @property
+    def provisional_total(self) -> Decimal:
+        """Usage of the hours not closed yet (included in the usage and every total)."""
+        return sum((line.cost for line in self.job_lines if line.provisional), ZERO)
+
+    @property
+    def provisional_gpu_hours(self) -> Decimal:
+        return sum((line.gpu_hours for line in self.job_lines if line.provisional), ZERO)
+
+    @property
     def idle_total(self) -> Decimal:
         return sum((line.idle_cost for line in self.capacity), ZERO)
 
@@ -230,9 +241,9 @@ class Report:
 
     def rows(self) -> list[SummaryRow]:
         """One row per team / project / GPU model / tier, sorted."""
-        rows: dict[tuple[str, str, str, str], SummaryRow] = {}
+        rows: dict[tuple[str, str, str, str, bool], SummaryRow] = {}
         for line in self.job_lines:
-            key = (line.team_slug, line.project_code, line.gpu_model, line.tier)
+            key = (line.team_slug, line.project_code, line.gpu_model, line.tier, line.provisional)
             row = rows.get(key)
             if row is None:
                 row = rows[key] = SummaryRow(
@@ -241,6 +252,7 @@ class Report:
                     project_code=line.project_code,
                     gpu_model=line.gpu_model,
                     tier=line.tier,
+                    provisional=line.provisional,
                 )
             row.add(line)
         return [rows[key] for key in sorted(rows)]
@@ -264,7 +276,7 @@ class Report:
             team.lost_gpu_hours, team.lost_cost = self.lost_by_team.get(team.team_id, (ZERO, ZERO))
             team.projects.sort(key=lambda p: (-p.total, p.code))
             for project in team.projects:
-                project.jobs.sort(key=lambda j: (-j.total, j.job_name, j.gpu_model, j.tier))
+                project.jobs.sort(key=lambda j: (-j.total, j.job_name, j.gpu_model, j.tier, j.provisional))
         return sorted(teams.values(), key=lambda t: (-t.total, t.slug))
 
     def by_tier(self) -> dict[str, Totals]:

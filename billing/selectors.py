@@ -8,7 +8,7 @@ anyone else sees no billing figures (the views answer 403, and 404 for a team th
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
@@ -18,7 +18,8 @@ from django.db.models.functions import TruncHour, TruncMonth
 from billing.capacity import capacity_lines, commitment_lines, node_lives
 from billing.errors import PeriodInvalid
 from billing.models import LedgerEntry, LostWork
-from billing.periods import Period, add_months, period_for
+from billing.periods import Period, add_months, month_start, period_for
+from billing.provisional import provisional_entries
 from billing.report import ZERO, JobLine, Report, attach_usage, share_idle
 from billing.services import price_book_load
 from scheduler.core.vocabulary import CapacityTier, JobKind
@@ -48,6 +49,14 @@ def billing_scope_for_user(*, user: AnyUser) -> Scope | None:
     led = Membership.objects.filter(user_id=user.pk, role=Membership.Role.LEAD).values_list("team_id", flat=True)
     team_ids = frozenset(led)
     return Scope(all_teams=False, team_ids=team_ids) if team_ids else None
+
+
+def scope_label(scope: Scope) -> str:
+    """How a file names its scope: ``all-teams``, one team's slug, or a lead's team slugs joined by ``+``."""
+    if scope.all_teams:
+        return "all-teams"
+    slugs = sorted(Team.objects.filter(pk__in=scope.team_ids).values_list("slug", flat=True))
+    return "+".join(slugs) or "no-teams"
 
 
 def billing_team_for_user(*, user: AnyUser, slug: str) -> tuple[Team | None, bool]:
@@ -81,7 +90,7 @@ def chargeback_report(
     """
     config = billing_settings()
     period = period_for(month, now=now)
-    report = _cluster_report(period=period, mode=mode or config["mode"], idle_mode=config["idle_cost"])
+    report = _cluster_report(period=period, mode=mode or config["mode"], idle_mode=config["idle_cost"], now=now)
     if scope.all_teams and team_id is None:
         return report
     visible = [line for line in report.job_lines if scope.allows(line.team_id) and team_id in (None, line.team_id)]
@@ -100,11 +109,73 @@ def chargeback_report(
     )
 
 
+@dataclass(frozen=True)
+class TeamMonthCost:
+    """What one team's lines of the running month's chargeback add up to, as the finance page shows them."""
+
+    month_start: datetime  # 00:00 UTC on the 1st: billing months are UTC months
+    gpu_hours: Decimal
+    cost: Decimal  # usage + any idle share: the team's total on the finance page (6 decimals)
+    provisional_cost: Decimal  # of which the hours the ledger has not closed yet
+
+
+def team_month_cost(*, team_id: int, now: datetime) -> TeamMonthCost:
+    """The team's figure for the dashboard: the same report as the finance page and its downloads (closed
+    hours plus provisional ones up to ``now``), so all three agree to the cent. The caller checked the user
+    may see the team's figures."""
+    month = now.astimezone(UTC).date().replace(day=1)
+    try:
+        period_for(month, now=now)
+    except PeriodInvalid:  # the very first instant of the month: nothing has been held yet
+        return TeamMonthCost(month_start=month_start(month), gpu_hours=ZERO, cost=ZERO, provisional_cost=ZERO)
+    report = chargeback_report(
+        scope=Scope(all_teams=False, team_ids=frozenset({team_id})), month=month, now=now, team_id=team_id
+    )
+    lines = [line for line in report.job_lines if line.team_id == team_id]
+    return TeamMonthCost(
+        month_start=report.period.start,
+        gpu_hours=sum((line.gpu_hours for line in lines), ZERO),
+        cost=sum((line.total for line in lines), ZERO),
+        provisional_cost=sum((line.cost for line in lines if line.provisional), ZERO),
+    )
+
+
 def _period_entries(period: Period):
     return LedgerEntry.objects.filter(interval_start__gte=period.start, interval_start__lt=period.as_of)
 
 
-def _cluster_report(*, period: Period, mode: str, idle_mode: str) -> Report:
+def _provisional_lines(*, period: Period, now: datetime) -> list[JobLine]:
+    """The hours not closed yet in ``period`` up to ``now`` (billing.provisional), one line per job, model, tier."""
+    lines: dict[tuple[int, int | None, str, str], JobLine] = {}
+    for entry in provisional_entries(now=now, since=period.start):
+        if entry.interval_start >= period.as_of:
+            continue
+        job = entry.job
+        assert job is not None  # built from an allocation, which always has its job
+        key = (entry.team_id, entry.job_id, entry.gpu_model, entry.tier)
+        line = lines.get(key)
+        if line is None:
+            line = lines[key] = JobLine(
+                team_id=entry.team_id,
+                team_slug=job.team.slug,
+                team_name=job.team.name,
+                project_code=job.project.code if job.project else "",
+                job_id=entry.job_id,
+                job_name=job.name,
+                gpu_model=entry.gpu_model,
+                tier=entry.tier,
+                gpu_hours=ZERO,
+                borrowed_gpu_hours=ZERO,
+                cost=ZERO,
+                provisional=True,
+            )
+        line.gpu_hours += entry.gpu_hours
+        line.borrowed_gpu_hours += entry.gpu_hours if entry.borrowed else ZERO
+        line.cost += entry.cost
+    return sorted(lines.values(), key=lambda j: (j.team_slug, j.project_code, j.job_id or 0, j.gpu_model, j.tier))
+
+
+def _cluster_report(*, period: Period, mode: str, idle_mode: str, now: datetime) -> Report:
     entries = _period_entries(period)
     grouped = (
         entries.values(
@@ -133,6 +204,7 @@ def _cluster_report(*, period: Period, mode: str, idle_mode: str) -> Report:
         )
         for row in grouped
     ]
+    lines += _provisional_lines(period=period, now=now)
     prices = price_book_load()
     capacity = capacity_lines(period=period, lives=node_lives(), prices=prices)
     reserved = {model: line for (model, tier), line in capacity.items() if tier == CapacityTier.RESERVED}

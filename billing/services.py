@@ -142,19 +142,45 @@ def _close_locked(*, allocation_id: int, until: datetime, prices: PriceBook, tea
             "check the scheduling cycle that ended it"
         )
     horizon = close_horizon(started_at=allocation.started_at, ended_at=allocation.ended_at, until=until)
-    ends = (
-        list(boundaries(started_at=allocation.started_at, closed_until=closed_until, until=horizon)) if horizon else []
+    entries = ledger_entries_build(
+        allocation=allocation, closed_until=closed_until, until=horizon, prices=prices, teams=teams
     )
-    if not ends:
+    if not entries:
         return CloseResult(allocation_id=allocation_id)
+    total = sum((entry.gpu_hours for entry in entries), Decimal(0))
+    units = entries[0].gpu_units
+    ends = [entry.interval_end for entry in entries]
+    LedgerEntry.objects.bulk_create(entries)
+    lost = False
+    if allocation.ended_at is not None and ends[-1] == allocation.ended_at:
+        lost = _lost_work_record(allocation, units=units, price=entries[-1].price_per_gpu_hour)
+    return CloseResult(allocation_id=allocation_id, entries=len(entries), gpu_hours=total, lost_work=lost)
+
+
+def ledger_entries_build(
+    *,
+    allocation: Allocation,
+    closed_until: datetime | None,
+    until: datetime | None,
+    prices: PriceBook,
+    teams: TeamHoldings | None,
+) -> list[LedgerEntry]:
+    """The entries of ``allocation`` from its watermark ``closed_until`` to ``until``, built but not saved.
+
+    The one place the ledger's rules are applied (size, exact GPU-hours, price in force, cost rounding, within
+    guarantee or borrowed): the closer saves what this returns, and the provisional figures of the hours not
+    closed yet (billing.provisional) are the same entries up to now, never saved. ``until`` None or not after
+    the watermark: nothing.
+    """
+    ends = list(boundaries(started_at=allocation.started_at, closed_until=closed_until, until=until)) if until else []
+    if not ends:
+        return []
     units = allocation_units(allocation)
     job = allocation.job
     model = allocation.node.gpu_model
     starts = [closed_until or allocation.started_at, *ends[:-1]]
     teams = teams or TeamHoldings(since=starts[0], until=ends[-1])
-    borrowed_at = {start: teams.borrowed(team_id=job.team_id, job_id=job.pk, at=start) for start in starts}
     entries = []
-    total = Decimal(0)
     accrued = accrued_gpu_hours(
         started_at=allocation.started_at, at=starts[0], units=units, units_per_gpu=UNITS_PER_GPU
     )
@@ -181,15 +207,10 @@ def _close_locked(*, allocation_id: int, until: datetime, prices: PriceBook, tea
                 price_per_gpu_hour=price,
                 price_source=source,
                 cost=money(gpu_hours, price),
-                borrowed=borrowed_at[start],
+                borrowed=teams.borrowed(team_id=job.team_id, job_id=job.pk, at=start),
             )
         )
-        total += gpu_hours
-    LedgerEntry.objects.bulk_create(entries)
-    lost = False
-    if allocation.ended_at is not None and ends[-1] == allocation.ended_at:
-        lost = _lost_work_record(allocation, units=units, price=entries[-1].price_per_gpu_hour)
-    return CloseResult(allocation_id=allocation_id, entries=len(entries), gpu_hours=total, lost_work=lost)
+    return entries
 
 
 def _closed_until(allocation_id: int) -> datetime | None:

@@ -17,7 +17,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from billing import charts
-from billing.advisor import AdvisorInputError, TierPrices, breakeven, breakeven_curve
+from billing.advisor import AdvisorInputError, TierPrices, breakeven, breakeven_curve, reserved_use_sentence
 from billing.exports import JOB_COLUMNS, SUMMARY_COLUMNS, file_name, job_records, summary_records, to_csv, to_xlsx
 from billing.forms import AdvisorForm, BreakevenForm, ReportForm
 from billing.procurement import catalog_prices, procurement_advise
@@ -30,6 +30,7 @@ from billing.selectors import (
     chargeback_report,
     ledger_gpu_models,
     ledger_months,
+    scope_label,
 )
 from teams.models import Team
 
@@ -111,13 +112,13 @@ def download(request: HttpRequest) -> HttpResponse:
         mode=form.cleaned_data.get("mode") or None,
         team_id=team.pk if team else None,
     )
-    return report_file(report, detail=kind == "jobs", fmt=fmt, team_slug=team.slug if team else None)
+    return report_file(report, detail=kind == "jobs", fmt=fmt, scope_label=scope_label(scope))
 
 
-def report_file(report: Report, *, detail: bool, fmt: str, team_slug: str | None = None) -> HttpResponse:
-    """The report as a CSV or XLSX attachment named after its period (shared with the API)."""
+def report_file(report: Report, *, detail: bool, fmt: str, scope_label: str) -> HttpResponse:
+    """The report as a CSV or XLSX attachment named after its scope and period (shared with the API)."""
     records, columns = (job_records(report), JOB_COLUMNS) if detail else (summary_records(report), SUMMARY_COLUMNS)
-    name = file_name(report, detail=detail, extension=fmt, team_slug=team_slug)
+    name = file_name(report, detail=detail, extension=fmt, scope_label=scope_label)
     if fmt == "xlsx":
         body: bytes | str = to_xlsx(records, columns, title=("jobs " if detail else "") + report.period.label)
         response = HttpResponse(body, content_type=_XLSX)
@@ -181,6 +182,7 @@ def advisor(request: HttpRequest) -> HttpResponse:
             status = 400 if data is not None else 200
         else:
             context["mix"] = result
+            context["reserved_use"] = reserved_use_sentence(result.advice)
             figures["fig-tier-mix"] = charts.tier_mix(result.advice, start=result.series.start)
     elif data is not None:
         status = 400

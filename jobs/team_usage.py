@@ -11,12 +11,14 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from decimal import Decimal
 
 from django.db.models import Case, Count, F, IntegerField, Q, Sum, Value, When
 from django.utils import timezone
 
+from billing.selectors import team_month_cost
 from jobs.models import Allocation, Job, JobEvent
-from jobs.selectors import Usage, gpu_equivalents, usage_of
+from jobs.selectors import Usage, gpu_equivalents
 from scheduler.core import ANY, burst_limits, guarantee_limits
 from scheduler.core import Team as CoreTeam
 from scheduler.core.units import UNITS_PER_GPU
@@ -75,7 +77,8 @@ class TeamDashboard:
     running_jobs: int
     pending_jobs: int
     month_start: datetime
-    month: Usage
+    month: Usage  # the team's lines of the finance page's running month (billing.selectors.team_month_cost)
+    month_provisional_cost: Decimal = Decimal(0)  # of which hours the ledger has not closed yet
     recent_events: list[JobEvent] = field(default_factory=list)
     recent_jobs: list[Job] = field(default_factory=list)
 
@@ -195,12 +198,6 @@ def quota_use_row(
     )
 
 
-def month_start_of(now: datetime) -> datetime:
-    """Midnight of the first day of ``now``'s month, in the active (the reader's) time zone."""
-    local = timezone.localtime(now)
-    return local.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
-
-
 def team_dashboard(*, team: Team, now: datetime | None = None, events: int = 12, jobs: int = 10) -> TeamDashboard:
     """Everything on the team dashboard but the graph (see :func:`team_utilization_series`)."""
     now = now or timezone.now()
@@ -208,12 +205,9 @@ def team_dashboard(*, team: Team, now: datetime | None = None, events: int = 12,
         running=Count("id", filter=Q(state=JobState.RUNNING)),
         pending=Count("id", filter=Q(state=JobState.PENDING)),
     )
-    since = month_start_of(now)
-    rows = (
-        Allocation.objects.filter(job__team=team, started_at__lt=now)
-        .filter(Q(ended_at__isnull=True) | Q(ended_at__gt=since))
-        .values_list("node__gpu_model__name", "mig_profile", "price_per_gpu_hour", "started_at", "ended_at")
-    )
+    # The billing page's figure (UTC month, catalog prices, closed plus provisional hours), not a second
+    # computation that could disagree with it: the page, its downloads and this dashboard agree to the cent.
+    month = team_month_cost(team_id=team.pk, now=now)
     recent = list(
         JobEvent.objects.filter(job__team=team).select_related("job", "actor").order_by("-at", "-id")[:events]
     )
@@ -222,8 +216,9 @@ def team_dashboard(*, team: Team, now: datetime | None = None, events: int = 12,
         quotas=team_quota_use(team=team),
         running_jobs=counts["running"],
         pending_jobs=counts["pending"],
-        month_start=since,
-        month=usage_of(rows, now=now, since=since),
+        month_start=month.month_start,
+        month=Usage(gpu_hours=float(month.gpu_hours), cost=month.cost),
+        month_provisional_cost=month.provisional_cost,
         recent_events=recent,
         recent_jobs=list(
             Job.objects.filter(team=team).select_related("submitted_by").order_by("-submitted_at", "-id")[:jobs]

@@ -115,6 +115,8 @@ def test_percentiles_and_the_critical_ratio():
         ({"percentile_q": 120}, "outside 0–100"),
         ({"spot_lost_fraction": 1.0}, "share of spot work lost"),
         ({"purchase_unit_gpus": 0}, "purchase unit"),
+        ({"purchase_unit_gpus": 65}, "purchase unit must be 1 to 64 GPUs"),
+        ({"prices": TierPrices(reserved=1e308, on_demand=1, spot=1)}, "reserved price must be a number from 0 to 100"),
     ],
 )
 def test_bad_advisor_input_says_what_is_wrong(kwargs, message):
@@ -126,11 +128,16 @@ def test_bad_advisor_input_says_what_is_wrong(kwargs, message):
 @pytest.mark.parametrize(
     ("change", "message"),
     [
-        ({"pue": 0.8}, "PUE must be between 1 and 5"),
+        ({"pue": 0.8}, "pue must be at least 1 and at most 5"),
         ({"utilization": 1.5}, "utilization must be above 0"),
-        ({"capex_usd": 0}, "capex_usd must be above 0"),
+        ({"utilization": 0.0}, "utilization must be above 0"),
+        ({"capex_usd": 0}, "capex_usd must be at least 1,000"),
+        ({"capex_usd": 1e308}, "capex_usd must be at least 1,000 and at most 10,000,000 USD, got 1e"),
+        ({"capex_usd": float("inf")}, "capex_usd must be"),
+        ({"amortization_months": 0}, "amortization_months must be at least 1"),
+        ({"cloud_usd_per_hour": 0.0}, "cloud_usd_per_hour must be above 0"),
         ({"power_avg_kw": 11.0}, "above the maximum"),
-        ({"energy_usd_per_kwh": -0.1}, "energy_usd_per_kwh must be 0 or more"),
+        ({"energy_usd_per_kwh": -0.1}, "energy_usd_per_kwh must be at least 0"),
     ],
 )
 def test_bad_breakeven_input_says_what_is_wrong(change, message):
@@ -148,8 +155,14 @@ def test_breakeven_command_prints_json(capsys):
 
 
 def test_breakeven_command_refuses_bad_input():
-    with pytest.raises(CommandError, match="PUE must be between 1 and 5"):
+    with pytest.raises(CommandError, match="pue must be at least 1 and at most 5"):
         call_command("procurement", "breakeven", "--pue", "0.5")
+    with pytest.raises(CommandError, match=r"capex_usd must be .* at most 10,000,000 USD, got 1e\+308: the purchase"):
+        call_command("procurement", "breakeven", "--capex-usd", "1e308")
+    with pytest.raises(CommandError, match="amortization_months must be at least 1"):
+        call_command("procurement", "breakeven", "--amortization-months", "0")
+    with pytest.raises(CommandError, match="utilization must be above 0"):
+        call_command("procurement", "breakeven", "--utilization", "0")
 
 
 def test_advise_command_reads_a_series_file(tmp_path, capsys):
@@ -304,3 +317,86 @@ def test_the_advisor_takes_stated_prices_and_the_catalog_s_for_the_empty_ones(
         None,  # nothing stated: procurement_advise reads the catalog itself
         TierPrices(reserved=1.0, on_demand=3.0, spot=0.25),
     ]
+
+
+# -- spot at an absurd lost-work share, and the sentences ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("lost", [0.51, 0.8, 0.95])
+def test_no_spot_is_advised_when_more_than_half_the_spot_work_is_lost(lost):
+    # Spot is very cheap here (a useful hour still beats on-demand up to 97 % lost): the share alone declines it.
+    cheap = TierPrices(reserved=0.65, on_demand=1.0, spot=0.03)
+    advice = advise_mix(demand_gpus=DEMAND, spot_eligible_gpus=ELIGIBLE, prices=cheap, spot_lost_fraction=lost)
+    assert advice.spot_gpu_hours == 0 and advice.spot_cost == 0 and advice.spot_share == 0
+    assert advice.spot_declined.startswith(f"{lost:.0%} of spot work was lost, above the 50% at which spot")
+    assert advice.on_demand_gpu_hours == pytest.approx(15)  # the excess over 4 reserved GPUs, all on demand
+
+
+def test_spot_is_declined_when_a_useful_spot_hour_costs_more_than_on_demand():
+    # 0.3 / (1 − 0.4) = $0.50 < $1: advised; 0.6 / (1 − 0.4) = $1.00, not less than $1: declined.
+    advised = advise_mix(demand_gpus=DEMAND, spot_eligible_gpus=ELIGIBLE, prices=PRICES, spot_lost_fraction=0.4)
+    assert advised.spot_gpu_hours == 6 and advised.spot_declined == ""
+    dear = replace(PRICES, spot=0.6)
+    declined = advise_mix(demand_gpus=DEMAND, spot_eligible_gpus=ELIGIBLE, prices=dear, spot_lost_fraction=0.4)
+    assert declined.spot_gpu_hours == 0
+    assert declined.spot_declined == (
+        "with 40% of spot work redone a useful spot GPU-hour costs $1.0000, not less than on-demand's $1.0000"
+    )
+
+
+def test_the_advise_command_says_why_no_spot_and_completes_the_reserved_sentence(tmp_path, capsys):
+    series = tmp_path / "demand.json"
+    series.write_text(json.dumps({"demand_gpus": [0, 0, 0, 5], "spot_eligible_gpus": [0, 0, 0, 5]}))
+    prices = ["--reserved-price", "0.65", "--on-demand-price", "1", "--spot-price", "0.3"]
+    call_command(
+        "procurement", "advise", "--series", str(series), *prices, "--spot-lost", "0.95", "--purchase-unit", "1"
+    )
+    out = capsys.readouterr().out
+    assert "nothing is reserved: demand at this percentile is 0 GPUs" in out
+    assert "none advised, 95% of spot work was lost" in out
+    assert "busy 0%" not in out
+    with pytest.raises(CommandError, match="history must be 1 to 366 days, got 0"):
+        call_command("procurement", "advise", "--gpu-model", "A100-SXM4-80GB", "--days", "0")
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("capex_usd", "1e308", "Server price (USD) must be from 1,000 to 10,000,000 USD"),
+        ("capex_usd", "nan", "Server price (USD) must be"),
+        ("utilization_pct", "0", "Utilization must be from 1 to 100 %"),
+        ("utilization_pct", "150", "Utilization must be from 1 to 100 %"),
+        ("amortization_months", "0", "Amortization (months) must be from 1 to 120 months"),
+        ("cloud_usd_per_hour", "0", "Cloud price for the same GPUs (USD/hour) must be from 0.01"),
+    ],
+)
+def test_the_breakeven_form_refuses_out_of_range_inputs_with_the_range(field, value, message):
+    form = BreakevenForm({**BreakevenForm.initial_values(), field: value})
+    assert not form.is_valid()
+    assert any(error.startswith(message) for error in form.errors[field]), form.errors[field]
+
+
+@pytest.mark.django_db
+def test_the_advisor_page_completes_the_reserved_sentence_and_declines_spot(client, october, finance_user, monkeypatch):
+    monkeypatch.setattr(timezone, "now", lambda: NOW)
+    client.force_login(finance_user)
+    params = {
+        "gpu_model": "A100-SXM4-80GB",
+        "history_days": "60",
+        "purchase_unit_gpus": "8",
+        "percentile": "0",
+        "spot_lost_fraction": "0.95",
+        **{k: str(v) for k, v in BreakevenForm.initial_values().items()},
+    }
+    response = client.get(reverse("billing:advisor"), params)
+    page = response.content.decode()
+    assert response.status_code == 200, page[:2000]
+    assert "is used — of the time" not in page and " — of the time" not in page
+    assert 'data-testid="reserved-use">Nothing is reserved: demand at this percentile is 0 GPUs' in page
+    assert 'data-testid="spot-declined">No spot advised: 95% of spot work was lost' in page
+    response = client.get(reverse("billing:advisor"), {**params, "capex_usd": "1e308", "reserved_price": "1e9"})
+    page = response.content.decode()
+    assert response.status_code == 400
+    assert "Server price (USD) must be from 1,000 to 10,000,000 USD" in page
+    assert 'id="reserved_price-errors"' in page

@@ -9,6 +9,7 @@ from decimal import Decimal
 
 import pytest
 from openpyxl import load_workbook
+from openpyxl.utils import get_column_letter
 
 from billing.exports import JOB_COLUMNS, SUMMARY_COLUMNS, file_name, job_records, summary_records, to_csv, to_xlsx
 from billing.selectors import Scope, chargeback_report
@@ -78,6 +79,34 @@ def test_job_detail_files_list_every_job_and_add_up(report):
     ]
 
 
-def test_file_names_carry_the_period(report):
-    assert file_name(report, detail=False, extension="csv") == "chargeback-2026-10.csv"
-    assert file_name(report, detail=True, extension="xlsx", team_slug="nlp") == "chargeback-nlp-jobs-2026-10.xlsx"
+def test_file_names_carry_the_scope_and_the_period(report):
+    name = file_name(report, detail=False, extension="csv", scope_label="all-teams")
+    assert name == "chargeback-all-teams-2026-10.csv"
+    assert file_name(report, detail=True, extension="xlsx", scope_label="nlp") == "chargeback-nlp-jobs-2026-10.xlsx"
+
+
+@pytest.mark.parametrize("detail", [False, True])
+def test_xlsx_shows_money_at_2_decimals_unit_prices_at_4_with_widths_a_frozen_header_and_a_filter(report, detail):
+    records, columns = (job_records(report), JOB_COLUMNS) if detail else (summary_records(report), SUMMARY_COLUMNS)
+    sheet = load_workbook(io.BytesIO(to_xlsx(records, columns, title="t"))).active
+    header = [cell.value for cell in sheet[1]]
+    assert header == list(columns)
+    assert sheet.freeze_panes == "A2"
+    assert sheet.auto_filter.ref == f"A1:{get_column_letter(len(columns))}{len(records) + 1}"
+    formats: dict[str, set[str]] = {}
+    for index, column in enumerate(columns, start=1):
+        cells = [row[0] for row in sheet.iter_rows(min_row=2, min_col=index, max_col=index)]
+        formats[column] = {cell.number_format for cell in cells if isinstance(cell.value, (int, float))}
+        width = sheet.column_dimensions[get_column_letter(index)].width
+        longest = max(len(str(cell.value)) for cell in [sheet.cell(1, index), *cells] if cell.value is not None)
+        assert min(longest, 37) < width <= 40, column
+    assert formats["total_usd"] == formats["usage_cost_usd"] == {"#,##0.00"}
+    assert formats["gpu_hours"] == {"#,##0.000000"}
+    if detail:
+        assert formats["usd_per_gpu_hour"] == {"#,##0.0000"}
+        # The average rate of each job: nlp's reserved A100 at $2, speech's spot H100 at $2.50.
+        rates = [row[columns.index("usd_per_gpu_hour")] for row in sheet.iter_rows(min_row=2, values_only=True)]
+        assert rates[:2] == [2.0, 2.5]
+    # The cells keep the ledger's full precision; only the display is rounded.
+    totals = [row[columns.index("total_usd")] for row in sheet.iter_rows(min_row=2, values_only=True)]
+    assert any(value != round(value, 2) for value in totals if isinstance(value, (int, float))) or detail

@@ -87,13 +87,13 @@ def test_a_leads_idle_share_does_not_depend_on_who_looks(october):
     assert own.lines_total == everyone["nlp"]
 
 
-def test_a_month_in_progress_stops_at_the_last_whole_hour(october):
+def test_a_month_in_progress_runs_to_now(october):
     report = chargeback_report(scope=ALL, month=date(2026, 11, 1), now=NOW)
-    assert report.period.as_of.hour == 12 and not report.period.complete
+    assert report.period.as_of == NOW and not report.period.complete
     assert report.reconciled and report.usage_total == 0
-    # 28 days 12 hours of the spot node: 8 × 684 h × $2.50.
+    # 28 days 12.5 hours of the spot node: 8 × 684.5 h × $2.50 (the open half hour included).
     spot = {(c.gpu_model, c.tier): c for c in report.capacity}[("H100-SXM5-80GB", "spot")]
-    assert spot.paid_cost == Decimal("13680.000000")
+    assert spot.paid_cost == Decimal(8) * Decimal("684.5") * Decimal("2.5")
 
 
 @pytest.mark.parametrize("text", ["2026-13", "26-10", "october", "", "2026-1"])

@@ -114,11 +114,11 @@ def test_csv_and_xlsx_downloads_match_the_page(client, october, finance_user):
     client.force_login(finance_user)
     url = reverse("billing:download")
     response = client.get(url, {"month": "2026-10", "file": "summary", "format": "csv"})
-    assert response["Content-Disposition"] == 'attachment; filename="chargeback-2026-10.csv"'
+    assert response["Content-Disposition"] == 'attachment; filename="chargeback-all-teams-2026-10.csv"'
     rows = list(csv.DictReader(io.StringIO(response.content.decode())))
     assert Decimal(rows[-2]["total_usd"]) == Decimal(rows[-1]["total_usd"]) == Decimal("24880.000000")
     response = client.get(url, {"month": "2026-10", "file": "jobs", "format": "xlsx"})
-    assert response["Content-Disposition"] == 'attachment; filename="chargeback-jobs-2026-10.xlsx"'
+    assert response["Content-Disposition"] == 'attachment; filename="chargeback-all-teams-jobs-2026-10.xlsx"'
     sheet = load_workbook(io.BytesIO(response.content)).active
     assert [row[5] for row in sheet.iter_rows(min_row=2, values_only=True)][:2] == ["pretrain-7b", "detect-train"]
 
@@ -139,7 +139,7 @@ def test_the_api_gives_json_and_csv_with_token_or_session(client, october, finan
         url, {"month": "2026-10", "format": "csv", "detail": "jobs"}, HTTP_AUTHORIZATION=f"Token {token.key}"
     )
     assert response.status_code == 200 and response["Content-Type"].startswith("text/csv")
-    assert response["Content-Disposition"] == 'attachment; filename="chargeback-jobs-2026-10.csv"'
+    assert response["Content-Disposition"] == 'attachment; filename="chargeback-all-teams-jobs-2026-10.csv"'
     assert "pretrain-7b" in response.content.decode()
     assert client.get(url, {"month": "2026-10"}, HTTP_AUTHORIZATION="Token wrong").status_code == 401
 
@@ -173,6 +173,26 @@ def test_a_bad_download_request_says_what_is_offered(client, october, finance_us
     assert response.status_code == 400
     assert "use format=csv or format=xlsx" in response.content.decode()
     assert "use file=summary or file=jobs" in response.content.decode()
+
+
+def test_a_leads_export_and_finances_full_one_have_different_names(client, october, finance_user, lead):
+    names = set()
+    for user, params in (
+        (finance_user, {}),
+        (lead, {}),
+        (lead, {"team": "nlp"}),
+    ):
+        client.force_login(user)
+        response = client.get(reverse("billing:download"), {"month": "2026-10", "format": "xlsx", **params})
+        assert response.status_code == 200
+        names.add(response["Content-Disposition"])
+    assert names == {
+        'attachment; filename="chargeback-all-teams-2026-10.xlsx"',
+        'attachment; filename="chargeback-nlp-2026-10.xlsx"',
+    }
+    MembershipFactory(user=lead, team=october["speech"], role="lead")
+    response = client.get(reverse("billing:download"), {"month": "2026-10"})
+    assert response["Content-Disposition"] == 'attachment; filename="chargeback-nlp+speech-2026-10.csv"'
 
 
 def test_a_lead_of_two_teams_sees_both(client, october, lead):

@@ -25,6 +25,7 @@ from billing.advisor import (
     advise_mix,
     breakeven,
     breakeven_curve,
+    reserved_use_sentence,
 )
 from billing.procurement import catalog_prices, procurement_advise
 from billing.selectors import ledger_gpu_models
@@ -147,9 +148,9 @@ class Command(BaseCommand):
             f"{model}: {a.hours} hours, {a.demand_gpu_hours:,.1f} GPU-hours of demand",
             f"prices per GPU-hour: reserved ${prices.reserved:.4f}, on-demand ${prices.on_demand:.4f}, "
             f"spot ${prices.spot:.4f}; spot work redone {lost:.1%}",
-            f"reserve      {a.baseline_gpus:g} GPUs (P{a.percentile:.0f} of hourly demand), "
-            f"busy {a.reserved_utilization or 0:.0%} of the time",
-            f"spot         {a.spot_gpu_hours:,.1f} GPU-hours ({a.spot_share or 0:.0%} of demand)",
+            f"reserve      {a.baseline_gpus:g} GPUs (P{a.percentile:.0f} of hourly demand), {reserved_use_sentence(a)}",
+            f"spot         {a.spot_gpu_hours:,.1f} GPU-hours ({a.spot_share or 0:.0%} of demand)"
+            + (f": none advised, {a.spot_declined}" if a.spot_declined else ""),
             f"on-demand    {a.on_demand_gpu_hours:,.1f} GPU-hours, peak {a.on_demand_peak_gpus:.1f} GPUs",
             f"cost         ${a.mix_cost:,.2f} (reserved ${a.reserved_cost:,.2f} + spot ${a.spot_cost:,.2f} "
             f"+ on-demand ${a.on_demand_cost:,.2f})",
