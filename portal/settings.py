@@ -473,7 +473,7 @@ INSTALLED_APPS += [
 MIDDLEWARE += ["portal.middleware.BrowserTimezoneMiddleware"]
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "portal.api_tokens.LastUsedTokenAuthentication",  # DRF's, recording each token's last use
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],

@@ -21,6 +21,7 @@ urlpatterns = [
     path("accounts/password/done/", auth_views.PasswordChangeDoneView.as_view(), name="password_change_done"),
     path("admin/", admin.site.urls),
     path("accounts/token/", views.api_token, name="api_token"),
+    path("accounts/token/revoke/", views.api_token_revoke_view, name="api_token_revoke"),
     path("cluster/", scheduler_views.cluster, name="cluster"),
     path("", include("jobs.urls")),
     path("", include("billing.urls")),
