@@ -14,6 +14,7 @@ from django.contrib.auth.views import redirect_to_login
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.templatetags.static import static
 from django.utils.cache import add_never_cache_headers
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from drf_spectacular.utils import extend_schema
@@ -29,6 +30,7 @@ from jobs.selectors import job_list_for_user
 from jobs.team_usage import quota_use_for_user
 from portal.api_tokens import api_token_create, api_token_last_used, api_token_prefix, api_token_revoke
 from teams.http import SignedInRequest
+from teams.roles import is_finance
 from teams.selectors import team_overview_for_user
 
 logger = logging.getLogger(__name__)
@@ -37,8 +39,11 @@ logger = logging.getLogger(__name__)
 @login_required
 @require_GET
 def home(request: SignedInRequest) -> HttpResponse:
-    """A member of exactly one team lands on its dashboard; everyone else sees their teams side by side."""
+    """A member of exactly one team lands on its dashboard; finance without a team on the billing reports;
+    everyone else sees their teams side by side."""
     teams = team_overview_for_user(user=request.user)
+    if not teams and is_finance(request.user):
+        return redirect("billing:reports")  # finance's work is the cost reports, not a team's jobs
     if len(teams) == 1 and teams[0].role != "admin":
         return redirect("jobs:dashboard", slug=teams[0].team.slug)
     use = quota_use_for_user(user=request.user)
@@ -86,6 +91,12 @@ def _token_context(token: Token | None, *, new_key: str | None) -> dict[str, obj
         "prefix": api_token_prefix(token) if token is not None else "",
         "last_used_at": api_token_last_used(token) if token is not None else None,
     }
+
+
+@require_GET
+def favicon(request: HttpRequest) -> HttpResponse:
+    """``/favicon.ico``, which browsers and bots ask for whatever the page links: the static icon."""
+    return redirect(static("favicon.svg"), permanent=True)
 
 
 @require_GET
