@@ -15,7 +15,6 @@ from django.http import HttpResponse
 from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework.authentication import SessionAuthentication, TokenAuthentication
 from rest_framework.exceptions import NotFound, PermissionDenied
 from rest_framework.permissions import BasePermission, IsAuthenticated
 from rest_framework.renderers import BaseRenderer, JSONRenderer
@@ -52,8 +51,8 @@ def _json(value: object) -> object:
 
 
 class ChargebackAPIView(APIView):
-    # Token first: a wrong token then answers 401 with a WWW-Authenticate header, as API clients expect.
-    authentication_classes = [TokenAuthentication, SessionAuthentication]
+    # The API's own authentication (settings: token first, so a wrong token answers 401 with a WWW-Authenticate
+    # header, as API clients expect).
     permission_classes = [IsAuthenticated, CanReadChargeback]
     renderer_classes = [JSONRenderer, CSVRenderer]
 

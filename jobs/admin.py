@@ -1,16 +1,40 @@
 """Admin for jobs and their audit: events and allocations are written by services and the scheduler only.
 
 Jobs are not added here: ``jobs.services.job_submit`` is the one way in, because it records the ``submitted``
-event and checks the request; a job added by hand would have no history.
+event and checks the request; a job added by hand would have no history. Changes go through the same services
+as the portal's (priority, rank, cancel, requeue), so each leaves a job event with the admin as its actor.
 """
 
 from __future__ import annotations
 
-from django.contrib import admin
+from typing import Any
+
+from django.contrib import admin, messages
+from django.contrib.auth.models import User
 from django.db.models import Model, QuerySet
+from django.forms import ModelForm
 from django.http import HttpRequest
 
+from jobs.errors import JobsError
 from jobs.models import Allocation, Job, JobEvent
+from jobs.services import job_cancel_bulk, job_requeue_bulk, job_set_priority, job_set_rank
+from scheduler.core.vocabulary import JobState
+
+# What was asked for: once a job runs, its allocations were sized from these, so they stay as they were.
+REQUEST_FIELDS = (
+    "team",
+    "kind",
+    "gpus",
+    "mig_profile",
+    "memory_gib",
+    "model",
+    "replicas",
+    "gpu_model",
+    "image",
+    "command",
+)
+# Changed through the services (an event each), and only while the job is live.
+SERVICE_FIELDS = ("priority", "rank")
 
 
 class ViewOnlyMixin:
@@ -93,9 +117,58 @@ class JobAdmin(admin.ModelAdmin):
         ("State (set by the scheduler)", {"fields": readonly_fields}),
     )
     inlines = (JobEventInline, AllocationInline)
+    actions = ("cancel_jobs", "requeue_jobs")
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Job | None = None) -> tuple[str, ...]:
+        fields = tuple(self.readonly_fields)
+        if obj is None or obj.state == JobState.PENDING:
+            return fields
+        # Running: the devices were chosen for this request. Ended: the job is history (and the services refuse
+        # to change the priority or rank of an ended job).
+        extra = REQUEST_FIELDS if obj.state == JobState.RUNNING else (*REQUEST_FIELDS, *SERVICE_FIELDS)
+        return fields + extra
+
+    def save_model(self, request: HttpRequest, obj: Job, form: ModelForm[Job], change: bool) -> None:
+        if not change:
+            super().save_model(request, obj, form, change)
+            return
+        wanted = {field: getattr(obj, field) for field in SERVICE_FIELDS if field in form.changed_data}
+        plain = [field for field in form.changed_data if field not in SERVICE_FIELDS]
+        if plain:
+            # Only what the form changed: the loop may have moved the job's state since the page was loaded.
+            obj.save(update_fields=plain)
+        try:
+            if "priority" in wanted:
+                job_set_priority(job=obj, priority=wanted["priority"], actor=_user(request))
+            if "rank" in wanted:
+                job_set_rank(job=obj, rank=wanted["rank"], actor=_user(request))
+        except JobsError as error:
+            self.message_user(request, f"{obj}: {error}", messages.ERROR)
+
+    @admin.action(description="Cancel selected jobs", permissions=["change"])
+    def cancel_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        try:
+            jobs = job_cancel_bulk(jobs=list(queryset), actor=_user(request), reason=f"cancelled by {request.user}")
+        except JobsError as error:
+            self.message_user(request, f"Nothing cancelled: {error}", messages.ERROR)
+            return
+        self.message_user(request, f"Cancelled {len(jobs)} job(s); the next cycle stops their pods.", messages.SUCCESS)
+
+    @admin.action(description="Requeue selected running jobs", permissions=["change"])
+    def requeue_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        try:
+            jobs = job_requeue_bulk(jobs=list(queryset), actor=_user(request))
+        except JobsError as error:
+            self.message_user(request, f"Nothing requeued: {error}", messages.ERROR)
+            return
+        self.message_user(
+            request,
+            f"Requeued {len(jobs)} job(s): the next cycle stops their pods and they wait to be placed again.",
+            messages.SUCCESS,
+        )
 
     @admin.display(description="request")
     def request_summary(self, obj: Job) -> str:
@@ -123,3 +196,8 @@ class AllocationAdmin(ViewOnlyMixin, admin.ModelAdmin):
     date_hierarchy = "started_at"
     list_select_related = ("job__team", "node")
     raw_id_fields = ("job", "node")
+
+
+def _user(request: HttpRequest) -> User:
+    user: Any = request.user  # the admin site lets in only signed-in staff
+    return user

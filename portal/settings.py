@@ -473,7 +473,7 @@ INSTALLED_APPS += [
 MIDDLEWARE += ["portal.middleware.BrowserTimezoneMiddleware"]
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "rest_framework.authentication.TokenAuthentication",
+        "portal.api_tokens.LastUsedTokenAuthentication",  # DRF's, recording each token's last use
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -621,5 +621,10 @@ LOGGING = {
     },
     # django-axes logs failures and lockouts as warnings, and at INFO several lines for every sign-in (those
     # are rows in the admin's access log anyway).
-    "loggers": {"axes": {"level": "WARNING"}},
+    "filters": {"forbidden_on_one_line": {"()": "portal.log_filters.ForbiddenOnOneLine"}},
+    "loggers": {
+        "axes": {"level": "WARNING"},
+        # A 403 is one line (path and reason), not a traceback: see portal.log_filters.
+        "django.request": {"filters": ["forbidden_on_one_line"]},
+    },
 }

@@ -7,13 +7,16 @@ import logging
 from typing import Any
 
 from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.views import redirect_to_login
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
-from django.views.decorators.http import require_GET, require_http_methods
+from django.templatetags.static import static
+from django.utils.cache import add_never_cache_headers
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from drf_spectacular.utils import extend_schema
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 from rest_framework.authtoken.models import Token
@@ -25,7 +28,9 @@ from rest_framework.views import APIView
 
 from jobs.selectors import job_list_for_user
 from jobs.team_usage import quota_use_for_user
+from portal.api_tokens import api_token_create, api_token_last_used, api_token_prefix, api_token_revoke
 from teams.http import SignedInRequest
+from teams.roles import is_finance
 from teams.selectors import team_overview_for_user
 
 logger = logging.getLogger(__name__)
@@ -34,8 +39,11 @@ logger = logging.getLogger(__name__)
 @login_required
 @require_GET
 def home(request: SignedInRequest) -> HttpResponse:
-    """A member of exactly one team lands on its dashboard; everyone else sees their teams side by side."""
+    """A member of exactly one team lands on its dashboard; finance without a team on the billing reports;
+    everyone else sees their teams side by side."""
     teams = team_overview_for_user(user=request.user)
+    if not teams and is_finance(request.user):
+        return redirect("billing:reports")  # finance's work is the cost reports, not a team's jobs
     if len(teams) == 1 and teams[0].role != "admin":
         return redirect("jobs:dashboard", slug=teams[0].team.slug)
     use = quota_use_for_user(user=request.user)
@@ -54,13 +62,41 @@ def home(request: SignedInRequest) -> HttpResponse:
 @login_required
 @require_http_methods(["GET", "POST"])
 def api_token(request: SignedInRequest) -> HttpResponse:
-    """Show the user's API token; POST makes a new one (the old one stops working at once)."""
+    """The user's API token: its prefix, when it was made and last used. POST makes a new one (the old one stops
+    working at once), whose key this one answer shows; no later page shows it again."""
     if request.method == "POST":
-        Token.objects.filter(user=request.user).delete()
-        Token.objects.create(user=request.user)
-        return redirect("api_token")
+        made = api_token_create(user=request.user)
+        response = render(request, "portal/api_token.html", _token_context(made, new_key=made.key))
+        add_never_cache_headers(response)  # the key must not sit in a cache or come back with the back button
+        return response
     token = Token.objects.filter(user=request.user).first()
-    return render(request, "portal/api_token.html", {"token": token})
+    return render(request, "portal/api_token.html", _token_context(token, new_key=None))
+
+
+@login_required
+@require_POST
+def api_token_revoke_view(request: SignedInRequest) -> HttpResponse:
+    """Revoke the signed-in user's own token; there is no way to name anyone else's."""
+    if api_token_revoke(user=request.user):
+        messages.success(request, "Token revoked: requests with it are refused from now on.")
+    else:
+        messages.info(request, "You had no token to revoke.")
+    return redirect("api_token")
+
+
+def _token_context(token: Token | None, *, new_key: str | None) -> dict[str, object]:
+    return {
+        "token": token,
+        "new_key": new_key,
+        "prefix": api_token_prefix(token) if token is not None else "",
+        "last_used_at": api_token_last_used(token) if token is not None else None,
+    }
+
+
+@require_GET
+def favicon(request: HttpRequest) -> HttpResponse:
+    """``/favicon.ico``, which browsers and bots ask for whatever the page links: the static icon."""
+    return redirect(static("favicon.svg"), permanent=True)
 
 
 @require_GET

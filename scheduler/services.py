@@ -17,7 +17,6 @@ from typing import Any
 from django.db import transaction
 from django.db.models import Max
 
-from jobs.models import Allocation
 from scheduler.core.catalog import GPU_MODEL_BY_NAME, GPU_MODELS, LayoutError, validate_layout
 from scheduler.core.vocabulary import CapacityTier, Fabric, Interconnect, NodeState
 from scheduler.errors import InventoryError
@@ -28,13 +27,13 @@ from scheduler.gateways.protocol import (
     Observation,
     UtilizationReading,
 )
+from scheduler.gpu_count import MAX_GPUS_PER_NODE, check_shrink
 from scheduler.models import Gpu, GpuModel, Node, UtilizationSample
 
 log = logging.getLogger(__name__)
 
 # Kubernetes node names are DNS-1123 subdomains: the inventory must be able to name the real node.
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_MAX_GPUS_PER_NODE = 16  # Node.gpu_count's range; a 16-GPU HGX is the largest box we know of
 _MAX_FABRIC_DEVICES = 32767  # Node.fabric_devices is a PositiveSmallIntegerField
 _MAX_PRICE = Decimal("999999.9999")  # Node.price_per_gpu_hour is DECIMAL(10, 4)
 
@@ -96,8 +95,8 @@ def node_register(
     _check_choice("interconnect", interconnect, Interconnect)
     _check_choice("fabric", fabric, Fabric)
     _check_fabric_devices(Fabric(fabric), fabric_devices)
-    if isinstance(gpu_count, bool) or not isinstance(gpu_count, int) or not 1 <= gpu_count <= _MAX_GPUS_PER_NODE:
-        raise InventoryError(f"gpu_count must be a whole number from 1 to {_MAX_GPUS_PER_NODE}, not {gpu_count!r}")
+    if isinstance(gpu_count, bool) or not isinstance(gpu_count, int) or not 1 <= gpu_count <= MAX_GPUS_PER_NODE:
+        raise InventoryError(f"gpu_count must be a whole number from 1 to {MAX_GPUS_PER_NODE}, not {gpu_count!r}")
     # Plain strings, so the returned Node holds exactly what a fresh read of the row would.
     tier, interconnect, fabric = CapacityTier(tier).value, Interconnect(interconnect).value, Fabric(fabric).value
     price = _price(price_per_gpu_hour)
@@ -112,7 +111,7 @@ def node_register(
         # Lock the node row so two registrations of the same node cannot interleave their GPU edits.
         node = Node.objects.select_for_update().filter(name=name).first()
         if node is not None:
-            _check_shrink(node, gpu_count)
+            check_shrink(node, gpu_count)
         values = {
             "gpu_model": model_row,
             "gpu_count": gpu_count,
@@ -195,20 +194,6 @@ def _layouts(model: str, gpu_count: int, mig_layouts: MigLayouts) -> list[list[l
         # JSON has no tuples: store lists so a re-read compares equal and a re-register is a no-op.
         result[index] = [[profile, start] for profile, start in normalised]
     return result
-
-
-def _check_shrink(node: Node, gpu_count: int) -> None:
-    held = (
-        Allocation.objects.filter(node=node, gpu_index__gte=gpu_count, ended_at__isnull=True)
-        .order_by("gpu_index")
-        .values_list("gpu_index", flat=True)
-        .first()
-    )
-    if held is not None:
-        raise InventoryError(
-            f"{node.name} cannot shrink to {gpu_count} GPUs: GPU {held} is held by a running allocation; "
-            "drain the node first"
-        )
 
 
 # --- The cluster as the gateway reports it ----------------------------------------------------------------

@@ -2,7 +2,7 @@
 
 - :mod:`jobs.services.submit`: ``job_submit`` validates a spec whole and creates a pending job;
 - :mod:`jobs.services.changes`: ``job_cancel``, ``job_set_priority``, ``job_set_rank`` and, for many jobs of
-  a team at once, ``job_list_reorder`` and ``job_cancel_bulk`` (each one transaction);
+  a team at once, ``job_list_reorder``, ``job_cancel_bulk`` and ``job_requeue_bulk`` (each one transaction);
 - :mod:`jobs.services.loop`: the transitions the scheduling loop records (bind, requeue, finish);
 - :mod:`jobs.services.checkpoints`: ``checkpoint_record``, the checkpoints a job reports;
 - :mod:`jobs.services.restarts`: ``job_fail_or_restart``, the restart budget an application failure spends.
@@ -18,6 +18,7 @@ from jobs.services.changes import (
     job_cancel,
     job_cancel_bulk,
     job_list_reorder,
+    job_requeue_bulk,
     job_set_priority,
     job_set_rank,
     team_order_key,
@@ -39,6 +40,7 @@ __all__ = [
     "job_finish",
     "job_list_reorder",
     "job_requeue",
+    "job_requeue_bulk",
     "job_set_priority",
     "job_set_rank",
     "job_submit",

@@ -1,4 +1,4 @@
-"""Changes people make to live jobs: cancel, priority, rank, and the same for many jobs of a team at once.
+"""Changes people make to live jobs: cancel, priority, rank, requeue, and the same for many jobs at once.
 
 Each service checks the actor's role (:mod:`jobs.access`) on the rows it locks, writes in one transaction,
 and records one :class:`JobEvent` with the actor per job it changes; a refusal or an error writes nothing.
@@ -16,7 +16,8 @@ from django.utils import timezone
 from jobs.access import check_cancel, check_manage, check_priority
 from jobs.errors import JobNotFound, JobSpecInvalid, JobStateError
 from jobs.models import Allocation, Job, JobEvent
-from scheduler.core.vocabulary import PRIORITY_INDEX, EventType, JobState, Priority
+from jobs.services.loop import job_requeue
+from scheduler.core.vocabulary import PRIORITY_INDEX, EventType, EvictionReason, JobState, Priority
 from scheduler.specs.fields import describe
 from teams.models import Team
 
@@ -91,6 +92,35 @@ def job_cancel_bulk(
             JobEvent.objects.create(
                 job=row, type=EventType.CANCELLED, at=at, actor=actor, details={"reason": reason} if reason else {}
             )
+    return rows
+
+
+def job_requeue_bulk(*, jobs: Sequence[Job], actor: User | None, now: datetime | None = None) -> list[Job]:
+    """Stop every one of ``jobs`` (each running) so that it waits again, in one transaction: all or none.
+
+    Each goes through the loop's :func:`jobs.services.loop.job_requeue` with the reason ``admin`` and ``actor``
+    on its events; its allocations close now and the next cycle's reconcile evicts its pods (the pods of a
+    pending job). Only the team's lead and platform admins requeue. Raises :class:`JobPermissionDenied`,
+    :class:`JobStateError` naming every job that is not running, :class:`JobNotFound` for a deleted job.
+    """
+    ids = list(dict.fromkeys(job.pk for job in jobs))
+    at = now or timezone.now()
+    with transaction.atomic():
+        locked = {
+            j.pk: j for j in Job.objects.select_for_update().select_related("team").filter(pk__in=ids).order_by("pk")
+        }
+        missing = [i for i in ids if i not in locked]
+        if missing:
+            raise JobNotFound(f"job {', '.join(map(str, missing))} no longer exists: reload the page")
+        rows = [locked[i] for i in ids]
+        for row in rows:
+            check_manage(actor=actor, team=row.team, what="requeue a job")
+        idle = [j for j in rows if j.state != JobState.RUNNING]
+        if idle:
+            what = ", ".join(f"job {j.pk} is {j.state}" for j in idle)
+            raise JobStateError(f"{what}; only running jobs can be requeued: leave the others out of the selection")
+        for row in rows:
+            job_requeue(job=row, reason=EvictionReason.ADMIN.value, by=None, at=at, actor=actor)
     return rows
 
 

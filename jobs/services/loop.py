@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 
+from django.contrib.auth.models import User
+
 from jobs.models import Allocation, Job, JobEvent
 from jobs.services.checkpoints import checkpoint_latest
 from scheduler.core import Slot
@@ -56,15 +58,28 @@ def job_bind_record(*, job: Job, slots: Sequence[Sequence[Slot]], nodes: Mapping
     JobEvent.objects.create(job=job, type=EventType.BOUND, at=at, details=details)
 
 
-def job_requeue(*, job: Job, reason: str, by: str | None, at: datetime, message: str = "") -> None:
-    """A running job loses its devices (preempted, node lost, bind refused) and waits again."""
+def job_requeue(
+    *, job: Job, reason: str, by: str | None, at: datetime, message: str = "", actor: User | None = None
+) -> None:
+    """A running job loses its devices (preempted, node lost, bind refused, an admin's requeue) and waits again.
+
+    ``actor``: the person who asked for it (an admin), recorded on both events; None for the scheduler. The pods
+    still run until the next cycle's reconcile evicts the pods of a pending job.
+    """
     Allocation.objects.filter(job=job, ended_at__isnull=True).update(ended_at=at, end_reason=reason[:32])
-    cause = f"preempted by job {by} ({reason})" if by else f"evicted ({reason})"
+    if by:
+        cause = f"preempted by job {by} ({reason})"
+    elif actor is not None:
+        cause = f"requeued by {actor} ({reason})"
+    else:
+        cause = f"evicted ({reason})"
     job.state = JobState.PENDING
     job.state_reason = f"{cause}{': ' + message if message else ''}; waits for the next scheduling cycle"
     job.save(update_fields=["state", "state_reason"])
-    JobEvent.objects.create(job=job, type=EventType.PREEMPTED, at=at, details={"reason": reason, "by": by})
-    JobEvent.objects.create(job=job, type=EventType.REQUEUED, at=at, details={"message": message} if message else {})
+    JobEvent.objects.create(job=job, type=EventType.PREEMPTED, at=at, actor=actor, details={"reason": reason, "by": by})
+    JobEvent.objects.create(
+        job=job, type=EventType.REQUEUED, at=at, actor=actor, details={"message": message} if message else {}
+    )
 
 
 def job_finish(*, job: Job, state: JobState, at: datetime, reason: str = "") -> None:

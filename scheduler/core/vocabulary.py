@@ -13,7 +13,8 @@ class EvictionReason(StrEnum):
     """Why a running job was stopped and requeued (``Evict.reason``, the requeue event's reason).
 
     The engine writes the first four; the loop and the simulator write the others when they find a job's
-    node or process gone, a node under a spot notice, or a bind refused. ``APP_FAILURE`` is the job's own doing
+    node or process gone, a node under a spot notice, or a bind refused; ``ADMIN`` is a platform admin's
+    requeue. ``APP_FAILURE`` is the job's own doing
     (a non-zero exit, an OOM kill): a restart within the job's restart budget, never a preemption
     (docs/billing.md, Lost work). A member prints as its value, so a plan's ``repr`` reads the same as the wire
     format it is stored in (and plan digests do not depend on the type)."""
@@ -28,6 +29,7 @@ class EvictionReason(StrEnum):
     BIND_REFUSED = "bind-refused"
     APP_FAILURE = "app-failure"
     SPOT_RECLAIM = "spot-reclaim"  # drained on a spot notice: asked to checkpoint and stop before the node goes
+    ADMIN = "admin"  # a platform admin stopped it from the admin pages so that it waits again
 
     def __repr__(self) -> str:
         return repr(self.value)

@@ -123,7 +123,7 @@ def test_the_api_takes_no_password(client: Client, lead) -> None:
     """No API authentication reads a password (tokens and sessions only; a token is made on a page that needs
     a signed-in session), so the API is no oracle that would get round the lockout."""
     names = {cls.__name__ for cls in api_settings.DEFAULT_AUTHENTICATION_CLASSES}
-    assert names == {"TokenAuthentication", "SessionAuthentication"}
+    assert names == {"LastUsedTokenAuthentication", "SessionAuthentication"}
     basic = "Basic " + base64.b64encode(f"{lead.username}:{RIGHT}".encode()).decode()
     response = client.get("/api/v1/queue/", HTTP_AUTHORIZATION=basic)
     assert response.status_code == 401
