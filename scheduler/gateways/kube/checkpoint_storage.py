@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Mapping
-from typing import Any
 
 from scheduler.errors import GatewayConflict, GatewayRetryable
 from scheduler.gateways.kube.client import KubeClient
-from scheduler.gateways.kube.nodes import labels_of
+from scheduler.gateways.kube.job_objects import job_object_existing, job_object_remove
 from scheduler.gateways.kube.pods import JOB_LABEL, MANAGED_BY, SCHEDULER_NAME, TEAM_LABEL
 from scheduler.gateways.kube.volumes import (
     CHECKPOINT_CLAIM,
@@ -79,14 +77,14 @@ class CheckpointStorage:
         name = report_secret_name(request.job)
         if self.client.secret_create(manifest):
             return
-        found = self.client.secret_read(request.namespace, name)
-        if found is None:
-            raise GatewayRetryable(f"Secret {request.namespace}/{name} vanished while being created")
-        if not _ours(found, request.job):
-            raise GatewayConflict(
-                f"Secret {request.namespace}/{name} exists and is not job {request.job}'s report credential: "
-                "rename or delete it"
-            )
+        found = job_object_existing(
+            kind="Secret",
+            purpose="report credential",
+            namespace=request.namespace,
+            name=name,
+            job=request.job,
+            read=self.client.secret_read,
+        )
         if secret_token(found) != request.credential:
             # Written under an earlier SECRET_KEY (tokens derive from it): replace it. The role grants no update
             # verb (docs/deploy.md, RBAC), so delete and create again.
@@ -97,15 +95,15 @@ class CheckpointStorage:
     def credential_remove(self, *, job: str, namespace: str) -> None:
         """Take the job's credential off the cluster: the job never runs again. (The API refuses its token as
         soon as the job has ended; this removes the copy its pods could still read.)"""
-        name = report_secret_name(job)
-        found = self.client.secret_read(namespace, name)
-        if found is None:
-            return
-        if not _ours(found, job):
-            logger.warning("job %s: Secret %s/%s is not Microcosm's; left alone", job, namespace, name)
-            return
-        self.client.secret_delete(namespace, name)
-        logger.info("job %s: deleted its report credential %s/%s", job, namespace, name)
+        job_object_remove(
+            kind="Secret",
+            purpose="report credential",
+            namespace=namespace,
+            name=report_secret_name(job),
+            job=job,
+            read=self.client.secret_read,
+            delete=self.client.secret_delete,
+        )
 
     # -- the manifest fallback -------------------------------------------------------------------------------
 
@@ -119,8 +117,3 @@ class CheckpointStorage:
         return dataclasses.replace(
             job, last_checkpoint_at=found.saved_at, last_checkpoint_step=found.step, last_checkpoint_path=found.path
         )
-
-
-def _ours(secret: Mapping[str, Any], job: str) -> bool:
-    labels = labels_of(secret)
-    return labels.get(MANAGED_BY) == SCHEDULER_NAME and labels.get(JOB_LABEL) == job

@@ -38,6 +38,7 @@ from scheduler.gateways.kube.fabrics import (
     multi_node,
     replica_fabric,
 )
+from scheduler.gateways.kube.job_objects import job_object_existing, job_object_remove
 from scheduler.gateways.kube.labels import DEFAULT_TOPOLOGY_LABELS
 from scheduler.gateways.kube.mig_flow import MigEvent, MigFlow
 from scheduler.gateways.kube.nodes import (
@@ -307,27 +308,26 @@ class KubeGateway:
         manifest = service_manifest(request, selector=selector, labels=labels, port=self.rendezvous_port)
         if self.client.service_create(manifest):
             return
-        name = service_name(request.job)
-        found = self.client.service_read(request.namespace, name)
-        if found is None:
-            raise GatewayRetryable(f"Service {request.namespace}/{name} vanished while being created")
-        if not _ours(found, request.job):
-            raise GatewayConflict(
-                f"Service {request.namespace}/{name} exists and is not job {request.job}'s rendezvous: "
-                "rename or delete it"
-            )
+        job_object_existing(
+            kind="Service",
+            purpose="rendezvous",
+            namespace=request.namespace,
+            name=service_name(request.job),
+            job=request.job,
+            read=self.client.service_read,
+        )
 
     def _service_remove(self, *, job: str, namespace: str) -> None:
         """Delete the job's Service once it never runs again; one that is not ours is left alone."""
-        name = service_name(job)
-        found = self.client.service_read(namespace, name)
-        if found is None:
-            return
-        if not _ours(found, job):
-            logger.warning("job %s: Service %s/%s is not Microcosm's; left alone", job, namespace, name)
-            return
-        self.client.service_delete(namespace, name)
-        logger.info("job %s: deleted its rendezvous Service %s/%s", job, namespace, name)
+        job_object_remove(
+            kind="Service",
+            purpose="rendezvous Service",
+            namespace=namespace,
+            name=service_name(job),
+            job=job,
+            read=self.client.service_read,
+            delete=self.client.service_delete,
+        )
 
     def _check_allocatable(self, node: str, raw: Mapping[str, Any], needed: Mapping[str, int], job: str) -> None:
         allocatable = (raw.get("status") or {}).get("allocatable")
@@ -457,8 +457,3 @@ def fabric_settings_from_settings() -> FabricSettings:
         tcpxo_daemon_image=kube["tcpxo_daemon_image"],
         gke_networks=tuple(kube["gke_networks"]),
     )
-
-
-def _ours(obj: Mapping[str, Any], job: str) -> bool:
-    labels = labels_of(obj)
-    return labels.get(MANAGED_BY) == SCHEDULER_NAME and labels.get(JOB_LABEL) == job
