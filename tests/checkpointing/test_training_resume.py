@@ -13,11 +13,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+import numpy as np  # a dev dependency: a missing one is a broken setup, not a skip
 import pytest
+import torch
 
 from microcosm_checkpoint import manifest
-
-np = pytest.importorskip("numpy")
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "docs" / "examples"
@@ -148,7 +148,6 @@ def test_a_run_killed_in_the_middle_of_a_save_resumes_from_the_previous_checkpoi
 
 
 def test_a_pytorch_run_stopped_by_sigterm_resumes_exactly_from_its_newest_checkpoint_file(tmp_path: Path) -> None:
-    torch = pytest.importorskip("torch")
     script = TORCH
     straight = start(script, tmp_path / "straight", tmp_path / "straight.pt")
     directory = tmp_path / "job"
