@@ -18,7 +18,7 @@ from django.utils import timezone
 from jobs.errors import JobNotFound
 from jobs.models import Allocation, Job, JobEvent
 from scheduler.core.catalog import GPU_MODEL_BY_NAME, compute_fraction
-from scheduler.core.vocabulary import EventType, JobState
+from scheduler.core.vocabulary import INFRASTRUCTURE_LOSSES, EventType, JobState
 from teams.models import Team
 from teams.roles import AnyUser, is_platform_admin
 
@@ -185,3 +185,18 @@ def job_list_for_operator(*, team: str | None = None, states: list[str] | None =
     if states:
         jobs = jobs.filter(state__in=states)
     return jobs.order_by("-submitted_at", "-id")
+
+
+def resuming_jobs(job_ids: Iterable[int]) -> set[int]:
+    """The jobs among ``job_ids`` whose latest requeue lost their run to the infrastructure (a spot reclaim, a
+    lost node: :data:`~scheduler.core.vocabulary.INFRASTRUCTURE_LOSSES`): the engine puts them first within
+    their priority (``Job.resumes``), and the lead's manage page orders them the same (``team_order_key``).
+    The reason is the latest ``preempted`` event's, which every requeue records."""
+    latest: dict[int, str] = {}
+    events = JobEvent.objects.filter(job_id__in=list(job_ids), type=EventType.PREEMPTED).order_by(
+        "job_id", "-at", "-id"
+    )
+    for job_id, details in events.values_list("job_id", "details"):
+        if job_id not in latest:
+            latest[job_id] = str((details or {}).get("reason", ""))
+    return {job_id for job_id, reason in latest.items() if reason in INFRASTRUCTURE_LOSSES}

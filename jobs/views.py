@@ -54,6 +54,7 @@ from jobs.selectors import (
     job_list_queue,
     job_usage,
     jobs_for_user_by_ids,
+    resuming_jobs,
 )
 from jobs.services import job_cancel, job_cancel_bulk, job_list_reorder, job_set_priority, job_submit, team_order_key
 from jobs.team_usage import DEFAULT_WINDOW, WINDOWS_S, team_dashboard, team_utilization_series
@@ -377,7 +378,9 @@ def manage(request: SignedInRequest, slug: str) -> HttpResponse:
     team, role = _team_for(request, slug)
     if not access.can_manage(role):
         return render(request, "jobs/forbidden.html", {"team": team, "what": "manage the team's queue"}, status=403)
-    pending = sorted(job_list_queue(user=request.user, team=team), key=team_order_key)
+    queued = list(job_list_queue(user=request.user, team=team))
+    resuming = resuming_jobs(job.pk for job in queued)
+    pending = sorted(queued, key=lambda job: team_order_key(job, resuming))
     if request.method == "POST":
         _manage_post(request, team, role, pending)
         return redirect("jobs:manage", slug=team.slug)

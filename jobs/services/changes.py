@@ -6,7 +6,7 @@ and records one :class:`JobEvent` with the actor per job it changes; a refusal o
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime
 
 from django.contrib.auth.models import User
@@ -25,9 +25,10 @@ _MAX_RANK = 2_147_483_647  # IntegerField
 _LIVE = (JobState.PENDING, JobState.RUNNING)
 
 
-def team_order_key(job: Job) -> tuple[int, int, datetime, int]:
-    """The scheduler's order within a team (``scheduler.core.rules.fairshare``): priority, rank, submit time, id."""
-    return (PRIORITY_INDEX[job.priority], job.rank, job.submitted_at, job.pk)
+def team_order_key(job: Job, resuming: Collection[int] = frozenset()) -> tuple[int, int, int, datetime, int]:
+    """The scheduler's order within a team (``scheduler.core.rules.fairshare``): priority, then a job resuming
+    after an infrastructure loss (``resuming``: :func:`jobs.selectors.resuming_jobs`), rank, submit time, id."""
+    return (PRIORITY_INDEX[job.priority], 0 if job.pk in resuming else 1, job.rank, job.submitted_at, job.pk)
 
 
 def job_cancel(*, job: Job, actor: User | None, reason: str = "", now: datetime | None = None) -> Job:

@@ -4,7 +4,7 @@
 Who knows what: the cluster (the observation) knows the nodes as they are now — present or gone, their MIG
 layouts and changes in flight, cordons and interruption notices; the database knows the work — pending jobs,
 what each running job holds (live :class:`~jobs.models.Allocation` rows), quotas, past preemptions and
-which pending jobs resume after an infrastructure loss (:func:`resuming_jobs`). An
+which pending jobs resume after an infrastructure loss (:func:`jobs.selectors.resuming_jobs`). An
 admin's cordon in the inventory also closes a node. Ids: a job is its primary key as a string, a team its
 slug. Times are epoch seconds; job durations and checkpoint intervals (virtual seconds of work) are divided
 by the observation's ``clock_speed`` so the engine's ETAs come out in real seconds. A team's typical run time
@@ -24,10 +24,10 @@ from django.db.models import F, Window
 from django.db.models.functions import RowNumber
 
 from jobs.models import Allocation, Job, JobEvent
+from jobs.selectors import resuming_jobs
 from scheduler.core import Job as CoreJob
 from scheduler.core import ModelProfile, Node, Policy, Preemption, Request, Running, Slot, Snapshot, Team
 from scheduler.core.vocabulary import (
-    INFRASTRUCTURE_LOSSES,
     CapacityTier,
     Dtype,
     EventType,
@@ -210,21 +210,6 @@ def typical_runtimes_s() -> dict[int, float]:
 def core_job(job: Job, speed: float = 1.0) -> CoreJob:
     """A database job as the engine's :class:`~scheduler.core.Job`."""
     return _job(job, speed)
-
-
-def resuming_jobs(job_ids: Iterable[int]) -> set[int]:
-    """The jobs among ``job_ids`` whose latest requeue lost their run to the infrastructure (a spot reclaim, a
-    lost node: :data:`~scheduler.core.vocabulary.INFRASTRUCTURE_LOSSES`): the engine puts them first within
-    their priority (``Job.resumes``). The reason is the latest ``preempted`` event's, which every requeue
-    records."""
-    latest: dict[int, str] = {}
-    events = JobEvent.objects.filter(job_id__in=list(job_ids), type=EventType.PREEMPTED).order_by(
-        "job_id", "-at", "-id"
-    )
-    for job_id, details in events.values_list("job_id", "details"):
-        if job_id not in latest:
-            latest[job_id] = str((details or {}).get("reason", ""))
-    return {job_id for job_id, reason in latest.items() if reason in INFRASTRUCTURE_LOSSES}
 
 
 def _job(job: Job, speed: float, *, resumes: bool = False) -> CoreJob:

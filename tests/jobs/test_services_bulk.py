@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from jobs.errors import JobNotFound, JobSpecInvalid, JobStateError
 from jobs.models import Allocation, Job, JobEvent
+from jobs.selectors import resuming_jobs
 from jobs.services import job_cancel_bulk, job_list_reorder, team_order_key
 from tests.factories import AllocationFactory, JobFactory
 
@@ -150,3 +151,15 @@ def test_bulk_cancel_of_a_deleted_job_says_so(team, lead) -> None:
         job_cancel_bulk(jobs=[live, gone], actor=lead)
     live.refresh_from_db()
     assert live.state == "pending"
+
+
+def test_team_order_puts_a_job_resuming_after_an_infrastructure_loss_first_within_its_priority(team, pending) -> None:
+    """The manage page's order is the engine's (scheduler.core.rules.fairshare.job_key): priority, then resuming."""
+    a, b, c, urgent = pending
+    JobEvent.objects.create(job=c, type="preempted", at=timezone.now(), details={"reason": "spot-reclaim"})
+    JobEvent.objects.create(job=b, type="preempted", at=timezone.now(), details={"reason": "priority"})
+    resuming = resuming_jobs(j.pk for j in (a, b, c, urgent))
+    assert resuming == {c.pk}  # a preemption by priority is the scheduler's decision, not a loss to resume from
+    ordered = sorted([a, b, c, urgent], key=lambda job: team_order_key(job, resuming))
+    assert [j.name for j in ordered] == ["u", "c", "a", "b"]
+    assert [j.name for j in sorted([a, b, c, urgent], key=team_order_key)] == ["u", "a", "b", "c"]

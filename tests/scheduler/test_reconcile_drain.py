@@ -9,6 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from jobs.models import Job, JobEvent
+from jobs.selectors import resuming_jobs
 from jobs.services import job_submit
 from scheduler.gateways.protocol import (
     Interruption,
@@ -21,7 +22,6 @@ from scheduler.loop.apply import BindOp, EvictOp
 from scheduler.loop.cycle import cycle_run
 from scheduler.loop.notice import MIN_GRACE_S, NOTICE_MARGIN_S, notice_grace_s
 from scheduler.loop.reconcile import reconcile
-from scheduler.loop.snapshot import resuming_jobs
 from tests.scheduler.loop_helpers import Clock, fleet, fleet_seed, team_seed
 
 pytestmark = pytest.mark.django_db
