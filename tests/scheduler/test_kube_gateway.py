@@ -308,6 +308,7 @@ def test_a_partial_failure_removes_every_replica_already_bound(cluster, gateway)
         gateway.job_bind(request=_gang())
 
     assert cluster.pods("team-nlp") == []
+    assert cluster.services("team-nlp") == {}  # the gang's rendezvous Service goes with its pods
     assert len(cluster.requests("POST", "/binding$")) == 3  # replicas 0 and 1 were bound, then undone
     deletes = cluster.requests("DELETE", r"/pods/mc-42-")
     assert sorted(p for _m, p in deletes) == [f"/api/v1/namespaces/team-nlp/pods/mc-42-{r}" for r in range(3)]

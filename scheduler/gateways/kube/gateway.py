@@ -348,11 +348,15 @@ class KubeGateway:
                 )
 
     def _undo(self, request: BindRequest, cause: Exception) -> None:
-        """A gang never runs partly: delete every pod of the job, then let ``cause`` propagate."""
+        """A gang never runs partly: delete every pod of the job, and its Service and report Secret (the next bind
+        creates them again; left behind, a job cancelled before it had pods again would keep them), then let
+        ``cause`` propagate."""
         logger.warning("job %s: binding failed (%s); removing its pods", request.job, cause)
         try:
             for pod in self.client.pods_ours(request.namespace, request.job):
                 self.client.pod_delete(pod, grace_s=0)
+            self._service_remove(job=request.job, namespace=request.namespace)
+            self.checkpoints.credential_remove(job=request.job, namespace=request.namespace)
         except GatewayError as exc:  # the next cycle's reconcile finds and removes what is left
             logger.error("job %s: could not remove its pods after a failed bind: %s", request.job, exc)
 
