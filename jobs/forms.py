@@ -9,9 +9,10 @@ from typing import Any, cast
 from django import forms
 
 from jobs.access import priorities_allowed
+from jobs.rightsizing import fleet_gpu_models
 from scheduler.core import ModelProfile, bounds
-from scheduler.core.catalog import GPU_CLASSES, GPU_MODELS
-from scheduler.core.vocabulary import Dtype, JobKind, JobTier, ModelMode, Priority
+from scheduler.core.catalog import GPU_MODEL_BY_NAME, GpuModelSpec
+from scheduler.core.vocabulary import DEFAULT_JOB_KIND, Dtype, JobKind, JobTier, ModelMode, Priority
 from teams.models import Team
 
 REQUEST_BY = (
@@ -35,20 +36,28 @@ SPEC_KEY_TO_FIELD = {
 
 
 def _mig_profile_choices() -> list[tuple[str, str]]:
+    """The MIG profiles of the fleet's GPU models, smallest model first (none when no GPU of it has MIG)."""
     names: list[str] = []
-    for spec in GPU_MODELS:
+    for spec in _fleet_specs():
         names += [p for p in spec.profiles() if p not in names]
     return [("", "—")] + [(n, n) for n in names]
 
 
 def _gpu_model_choices() -> list[tuple[str, str]]:
-    return [("", "Any GPU")] + [(c, f"any {c}") for c in GPU_CLASSES] + [(spec.name, spec.name) for spec in GPU_MODELS]
+    """The fleet's GPU classes and models: a constraint naming anything else could never be met."""
+    models = fleet_gpu_models()
+    classes = sorted({GPU_MODEL_BY_NAME[m].gpu_class if m in GPU_MODEL_BY_NAME else m for m in models})
+    return [("", "Any GPU")] + [(c, f"any {c}") for c in classes] + [(m, m) for m in models]
+
+
+def _fleet_specs() -> list[GpuModelSpec]:
+    return [GPU_MODEL_BY_NAME[m] for m in fleet_gpu_models() if m in GPU_MODEL_BY_NAME]
 
 
 class RequestForm(forms.Form):
     """What one replica asks for, stated one way; shared by the submit form and its live suggestion."""
 
-    kind = forms.ChoiceField(choices=[(k.value, k.value.title()) for k in JobKind], initial=JobKind.INFERENCE)
+    kind = forms.ChoiceField(choices=[(k.value, k.value.title()) for k in JobKind], initial=DEFAULT_JOB_KIND)
     request_by = forms.ChoiceField(label="Request by", choices=REQUEST_BY, initial="model", widget=forms.RadioSelect)
     gpus = forms.IntegerField(label="GPUs per replica", min_value=1, max_value=bounds.MAX_GPUS, required=False)
     mig_profile = forms.ChoiceField(label="MIG profile", choices=_mig_profile_choices, required=False)
@@ -109,6 +118,29 @@ class RequestForm(forms.Form):
             }
         if data.get("gpu_model"):
             spec["gpu_model"] = data["gpu_model"]
+        return spec
+
+
+class SuggestionForm(RequestForm):
+    """The submit form's fields the answer to "what will this get" reads: the request, and the team, priority,
+    tier and preemptibility that decide where and when the engine starts it. Priority is any of them here: the
+    answer is a preview, the submit itself checks the role."""
+
+    team = forms.ModelChoiceField(queryset=Team.objects.none(), required=False)
+    priority = forms.ChoiceField(choices=[(p.value, p.value) for p in Priority], initial=Priority.NORMAL)
+    tier = forms.ChoiceField(choices=[(t.value, t.value) for t in JobTier], initial=JobTier.ANY)
+    preemptible = forms.BooleanField(required=False)
+
+    def __init__(self, *args: Any, teams: list[Team], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        cast("forms.ModelChoiceField[Team]", self.fields["team"]).queryset = Team.objects.filter(
+            pk__in=[t.pk for t in teams]
+        )
+
+    def answer_spec(self) -> dict[str, Any]:
+        data = self.cleaned_data
+        spec = self.request_spec()
+        spec.update({"priority": data["priority"], "tier": data["tier"], "preemptible": bool(data.get("preemptible"))})
         return spec
 
 

@@ -34,7 +34,7 @@ from jobs.errors import (
     JobStateError,
     LogRequestInvalid,
 )
-from jobs.forms import CancelForm, IntervalForm, PriorityForm, RequestForm, SubmitForm
+from jobs.forms import CancelForm, IntervalForm, PriorityForm, SubmitForm, SuggestionForm
 from jobs.logs import (
     DOWNLOAD_LIMIT_BYTES,
     MAX_TAIL_LINES,
@@ -45,7 +45,7 @@ from jobs.logs import (
 )
 from jobs.models import Job
 from jobs.network import fabric_warning, job_network
-from jobs.rightsizing import errors_by_key, suggest
+from jobs.rightsizing import Suggestion, errors_by_key, suggest
 from jobs.selectors import (
     NO_POSITION_YET,
     job_allocations,
@@ -162,7 +162,7 @@ def submit(request: SignedInRequest) -> HttpResponse:
             messages.success(request, f"Submitted {job.name}: it waits for the next scheduling cycle.")
             return redirect("jobs:detail", job_id=job.pk)
     data = request.POST or None
-    suggestion = _suggestion(data)
+    suggestion = _suggestion(_suggestion_form(data, teams, initial_team=form["team"].value()))
     context = {
         "form": form,
         "suggestion": suggestion,
@@ -178,12 +178,20 @@ def _initial(request: HttpRequest, teams: list[Team]) -> dict[str, Any]:
     return {"team": chosen.pk}
 
 
-def _suggestion(data: Any) -> Any:
-    """The suggestion for posted request fields, or for the form's initial ones on a fresh page."""
+def _suggestion_form(data: Any, teams: list[Team], initial_team: Any = None) -> SuggestionForm:
+    """The answer's fields as posted, or the form's initial ones on a fresh page (team ``initial_team``)."""
     if data is None:
-        data = {name: field.initial for name, field in RequestForm.base_fields.items() if field.initial is not None}
-    form = RequestForm(data)
-    return suggest(form.request_spec()) if form.is_valid() else None
+        data = {name: f.initial for name, f in SuggestionForm.base_fields.items() if f.initial is not None}
+        data["team"] = initial_team
+    return SuggestionForm(data, teams=teams)
+
+
+def _suggestion(form: SuggestionForm) -> Suggestion | None:
+    """What the job of ``form`` would get (jobs.rightsizing), or None while the fields do not describe one."""
+    if not form.is_valid():
+        return None
+    team = form.cleaned_data.get("team")
+    return suggest(form.answer_spec(), team=team.slug if team is not None else None)
 
 
 def _proposal(data: Any) -> IntervalProposal | None:
@@ -206,8 +214,9 @@ def checkpoint_interval_partial(request: SignedInRequest) -> HttpResponse:
 @require_POST
 def suggest_partial(request: SignedInRequest) -> HttpResponse:
     """htmx: the right-sizing suggestion for the request fields of the submit form as typed so far."""
-    form = RequestForm(request.POST)
-    suggestion = suggest(form.request_spec()) if form.is_valid() else None
+    teams, _ = _submit_context(request)
+    form = SuggestionForm(request.POST, teams=teams)
+    suggestion = _suggestion(form)
     context = {"suggestion": suggestion, "request_form": form, "fabric_warning": fabric_warning(suggestion)}
     return render(request, "jobs/partials/suggestion.html", context)
 

@@ -12,8 +12,17 @@ from rest_framework import serializers
 from jobs.models import Allocation, Job, JobEvent
 from jobs.network import job_network
 from jobs.selectors import NO_POSITION_YET
-from scheduler.core import bounds
-from scheduler.core.vocabulary import CapacityTier, Dtype, JobKind, JobTier, ModelMode, Priority, choices_of
+from scheduler.core import PreviewOutcome, bounds
+from scheduler.core.vocabulary import (
+    DEFAULT_JOB_KIND,
+    CapacityTier,
+    Dtype,
+    JobKind,
+    JobTier,
+    ModelMode,
+    Priority,
+    choices_of,
+)
 from scheduler.gateways.protocol import LogSource
 
 # Named for the OpenAPI schema (settings.SPECTACULAR_SETTINGS["ENUM_NAME_OVERRIDES"]): two fields are "tier".
@@ -183,7 +192,7 @@ class ModelProfileSerializer(serializers.Serializer):
 class RequestSerializer(serializers.Serializer):
     """The request of one replica, stated exactly one way, as in spec/scenario.md."""
 
-    kind = serializers.ChoiceField(choices=choices_of(JobKind), default=JobKind.TRAINING.value)
+    kind = serializers.ChoiceField(choices=choices_of(JobKind), default=DEFAULT_JOB_KIND.value)
     gpus = serializers.IntegerField(min_value=1, max_value=bounds.MAX_GPUS, required=False)
     mig_profile = serializers.CharField(max_length=32, required=False)
     memory_gib = serializers.FloatField(
@@ -359,18 +368,55 @@ class ClassSeriesSerializer(serializers.Serializer):
     used_gpus = serializers.ListField(child=serializers.FloatField(allow_null=True))
 
 
+class RightsizeSerializer(RequestSerializer):
+    """A right-sizing question: the request, and what decides where and when the engine starts the job."""
+
+    team = serializers.CharField(
+        max_length=bounds.MAX_NAME_CHARS,
+        required=False,
+        help_text="Team slug: the answer says what the engine does now for this team's job. Default: your team "
+        "when you are in exactly one; otherwise the answer has no 'now'",
+    )
+    priority = serializers.ChoiceField(choices=choices_of(Priority), default=Priority.NORMAL.value)
+    tier = serializers.ChoiceField(choices=choices_of(JobTier), default=JobTier.ANY.value)
+    preemptible = serializers.BooleanField(required=False)
+
+
 class OptionSerializer(serializers.Serializer):
     gpu_model = serializers.CharField()
     gpu_class = serializers.CharField()
+    tier = serializers.CharField(help_text="Capacity tier: reserved, on-demand or spot")
     mig_profile = serializers.CharField(allow_null=True)
     gpus = serializers.IntegerField()
     gpu_equivalents = serializers.FloatField()
+    price_per_gpu_hour = serializers.DecimalField(
+        max_digits=12, decimal_places=4, allow_null=True, help_text="The price catalog's, now"
+    )
     label = serializers.CharField()  # type: ignore[assignment]  # a declared field, not Field.label
 
 
+class NowSerializer(serializers.Serializer):
+    outcome = serializers.ChoiceField(
+        choices=[(o.value, o.value) for o in PreviewOutcome],
+        help_text="starts: the next cycle binds it; after-mig-change: once a MIG layout change is done; waits; "
+        "never: it could never run on this cluster (a submit is refused)",
+    )
+    option = OptionSerializer(allow_null=True, help_text="What each replica gets, when it starts")
+    nodes = serializers.ListField(child=serializers.CharField(), help_text="Where, one node per replica")
+    cost_per_hour = serializers.DecimalField(
+        max_digits=14, decimal_places=2, allow_null=True, help_text="The whole job at catalog prices"
+    )
+    after_s = serializers.FloatField(help_text="Seconds until it starts")
+    evictions = serializers.IntegerField(help_text="Running jobs the scheduler stops to make room")
+    reason = serializers.CharField(help_text="Why it waits or never runs")
+    eta_s = serializers.FloatField(allow_null=True, help_text="When it waits: the start estimate, seconds from now")
+
+
 class SuggestionSerializer(serializers.Serializer):
-    options = OptionSerializer(many=True)
-    best = OptionSerializer(allow_null=True)
+    options = OptionSerializer(many=True, help_text="Where the job could run, in the order the scheduler tries")
+    best = OptionSerializer(allow_null=True, help_text="Where it starts now, else the scheduler's first choice")
+    cost_per_hour = serializers.DecimalField(max_digits=14, decimal_places=2, allow_null=True)
+    now = NowSerializer(allow_null=True, help_text="What the scheduler does if the job is submitted now")
     memory_gib = serializers.FloatField(allow_null=True)
     memory_breakdown = serializers.CharField()
     reason = serializers.CharField()

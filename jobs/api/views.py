@@ -36,7 +36,7 @@ from jobs.api.serializers import (
     RankSerializer,
     ReorderSerializer,
     ReplicaLogSerializer,
-    RequestSerializer,
+    RightsizeSerializer,
     SuggestionSerializer,
     TeamSerializer,
 )
@@ -305,20 +305,36 @@ class ClusterView(APIView):
         return Response(ClusterSerializer(cluster_map(visible_team_ids=visible)).data)
 
 
+def _rightsize_team(request: Request, slug: object) -> str | None:
+    """The team a right-sizing question is asked for: the named one (among the user's, else 404), or the
+    user's only team, or None."""
+    if slug is None:
+        teams = list(team_list_for_user(user=request.user).values_list("slug", flat=True)[:2])
+        return teams[0] if len(teams) == 1 else None
+    if not isinstance(slug, str):
+        raise ValidationError({"team": [f"must be a team slug (a string), got {type(slug).__name__}"]})
+    team, _ = team_for(request, slug)
+    return team.slug
+
+
 class RightsizeView(APIView):
     def get_parsers(self) -> list[Any]:
         return json_parsers(super().get_parsers())
 
-    @extend_schema(request=RequestSerializer, responses={200: SuggestionSerializer})
+    @extend_schema(request=RightsizeSerializer, responses={200: SuggestionSerializer})
     def post(self, request: Request) -> Response:
-        """What one replica would get on each GPU model of the fleet: MIG profile or GPU count, and the
-        memory estimate behind it. Nothing is submitted. The body is the request keys of a job spec, read by
-        the same reader as a submit."""
+        """What the scheduler would do with this job now: the MIG profile or GPUs each replica gets, on which
+        GPU model, tier and nodes, at what cost per hour — or why it waits, or why it could never run (a submit
+        of it is refused) — and every GPU model and tier it could use, in the order the scheduler tries them,
+        with the memory estimate behind a memory or model request. The same answer as the submit page's.
+        Nothing is submitted. The body is the request keys of a job spec (read by the same reader as a submit)
+        and optionally the team."""
         spec = spec_body(request)
-        unknown = sorted(set(spec) - set(RIGHTSIZE_KEYS))
+        unknown = sorted(set(spec) - {*RIGHTSIZE_KEYS, "team"})
         if unknown:
-            raise ValidationError({key: [f"unknown key; allowed here: {', '.join(RIGHTSIZE_KEYS)}"] for key in unknown})
-        result = suggest(spec)
+            allowed = ", ".join((*RIGHTSIZE_KEYS, "team"))
+            raise ValidationError({key: [f"unknown key; allowed here: {allowed}"] for key in unknown})
+        result = suggest(spec, team=_rightsize_team(request, spec.pop("team", None)))
         if result.errors:
             raise ValidationError(result.errors)
         return Response(SuggestionSerializer(result).data)

@@ -3,11 +3,12 @@
 The public API — what the rest of Microcosm may import from ``scheduler.core`` — is pinned by
 ``tests/scheduler/core/test_public_api.py``: the cycle's entry point, the question a submit asks it before
 writing (:func:`rejection_reason`), and the frozen values they take and give; and the rules the apps show or
-re-apply outside a cycle: the table of job-request ranges (``bounds``, :func:`text_problem`), right-sizing and
-the memory estimate the submit form previews, the quota limits and priority order the team pages and billing's
-guarantee check read, and the size of a GPU in capacity units; and the checkpoint interval the submit and job pages
-propose (:func:`checkpoint_interval`, with its inputs in ``checkpointing``). ``scheduler.core.vocabulary`` and
-``scheduler.core.catalog`` are public modules of their own.
+re-apply outside a cycle: the table of job-request ranges (``bounds``, :func:`text_problem`), right-sizing, the
+order in which the engine tries a fleet's GPU models and tiers (:func:`offers`), what it would do with a job
+submitted now (:func:`preview`) and the memory estimate the submit form shows, the quota limits and priority order
+the team pages and billing's guarantee check read, and the size of a GPU in capacity units; and the checkpoint
+interval the submit and job pages propose (:func:`checkpoint_interval`, with its inputs in ``checkpointing``).
+``scheduler.core.vocabulary`` and ``scheduler.core.catalog`` are public modules of their own.
 """
 
 from scheduler.core import bounds, checkpointing
@@ -16,8 +17,10 @@ from scheduler.core.checkpointing import CheckpointInterval, checkpoint_interval
 from scheduler.core.cycle import plan_cycle, rejection_reason
 from scheduler.core.demand import DemandKind
 from scheduler.core.memory import estimate
+from scheduler.core.offers import Offer, offers
 from scheduler.core.plan import Bind, Evict, Plan, Reconfigure, Reject, Waiting
 from scheduler.core.policy import Policy
+from scheduler.core.preview import Preview, PreviewOutcome, preview
 from scheduler.core.rightsize import memory_need_mib, resolve, unplaceable_reason
 from scheduler.core.rules.limits import ANY, borrowed_in_fill, burst_limits, fill_order, guarantee_limits
 from scheduler.core.state import Job, ModelProfile, Node, Preemption, Request, Running, Slot, Snapshot, Team
@@ -31,9 +34,12 @@ __all__ = [
     "Job",
     "ModelProfile",
     "Node",
+    "Offer",
     "Plan",
     "Policy",
     "Preemption",
+    "Preview",
+    "PreviewOutcome",
     "Reconfigure",
     "Reject",
     "Request",
@@ -51,7 +57,9 @@ __all__ = [
     "fill_order",
     "guarantee_limits",
     "memory_need_mib",
+    "offers",
     "plan_cycle",
+    "preview",
     "rejection_reason",
     "resolve",
     "text_problem",

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from scheduler.core.units import FULL_GPU_MILLI
 from scheduler.core.vocabulary import (
+    DEFAULT_JOB_KIND,
     CapacityTier,
     Dtype,
     Fabric,
@@ -85,7 +86,7 @@ class Job:
     id: str
     team: str
     request: Request
-    kind: JobKind = JobKind.TRAINING
+    kind: JobKind = DEFAULT_JOB_KIND
     priority: Priority = Priority.NORMAL
     replicas: int = 1
     gpu_model: str | None = None  # a catalog model or a class ("H100"); None: any

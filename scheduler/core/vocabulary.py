@@ -46,6 +46,11 @@ class JobKind(StrEnum):
     BATCH = "batch"
 
 
+# A job spec without ``kind`` is training (spec/scenario.md): the engine, the spec reader, the submit form and
+# the API read this one default, so the same request is sized the same everywhere.
+DEFAULT_JOB_KIND = JobKind.TRAINING
+
+
 class Priority(StrEnum):
     """Highest first: production inference must always run."""
 

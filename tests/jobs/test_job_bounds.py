@@ -99,6 +99,7 @@ def test_a_scenario_refuses_the_poison_before_it_runs() -> None:
 
 
 def test_right_sizing_refuses_the_poison_and_unknown_keys(lead) -> None:
+    fleet_seed()
     client = api(lead)
     poison = client.post("/api/v1/rightsize/", {"kind": "inference", "memory_gib": 1.7e308}, format="json")
     assert poison.status_code == 400 and "at most 1,128" in poison.json()["memory_gib"][0]

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from jobs import access
 from jobs.errors import JobNotFound
-from jobs.rightsizing import errors_by_key, suggest
+from jobs.rightsizing import errors_by_key
 from jobs.selectors import job_get_for_user, job_list_queue, usage_of
 from jobs.team_usage import team_dashboard, team_quota_use, team_utilization_series
 from scheduler.models import UtilizationSample
@@ -101,33 +101,6 @@ def test_utilization_series_credits_node_activity_to_held_capacity(team) -> None
     assert series.used_gpus[-1] == pytest.approx((1 + 3 / 7) * 0.5, abs=1e-3)
     with pytest.raises(ValueError, match="window must be one of"):
         team_utilization_series(team=team, window="1y")
-
-
-def test_suggestion_right_sizes_like_the_engine() -> None:
-    models = ["A100-SXM4-80GB", "A100-PCIE-40GB", "H100-SXM5-80GB"]
-    small = suggest({"kind": "inference", "model": {"params_b": 7, "dtype": "bf16"}}, gpu_models=models)
-    # 17.8 GiB: a 1g.20gb slice (1/7 of an 80 GB GPU) beats the 40 GB card's 3g.20gb (3/7).
-    assert small.best.label == "MIG 1g.20gb" and small.best.gpu_model == "A100-SXM4-80GB"
-    assert any(o.gpu_model == "A100-PCIE-40GB" and o.mig_profile == "3g.20gb" for o in small.options)
-    assert "weights 13.0 GiB" in small.memory_breakdown
-    training = suggest({"kind": "training", "memory_gib": 100}, gpu_models=models)
-    assert {o.label for o in training.options} == {"2 whole GPUs", "3 whole GPUs"}
-    impossible = suggest({"kind": "inference", "memory_gib": 1000}, gpu_models=models)  # 13 × 80 GB > 8 per replica
-    assert impossible.best is None and "largest GPU" in impossible.reason
-    beyond = suggest({"kind": "inference", "memory_gib": 5000}, gpu_models=models)  # beyond any GPU × 8: a spec error
-    assert beyond.best is None and "at most 1,128" in beyond.errors["memory_gib"][0]
-    broken = suggest({"kind": "inference", "gpus": 0}, gpu_models=models)
-    assert "gpus" in broken.errors
-
-
-def test_suggestion_reads_the_policy_as_the_loop_does(settings) -> None:
-    """One reader of settings.SCHEDULER: a key the loop would refuse is refused here too, not dropped."""
-    models = ["A100-SXM4-80GB"]
-    settings.SCHEDULER = {**settings.SCHEDULER, "simulated_speed": 2.0}  # the fleet's own keys are fine
-    assert suggest({"kind": "inference", "memory_gib": 10}, gpu_models=models).best is not None
-    settings.SCHEDULER = {**settings.SCHEDULER, "cycle_secs": 5}
-    with pytest.raises(ValueError, match="cycle_secs"):
-        suggest({"kind": "inference", "memory_gib": 10}, gpu_models=models)
 
 
 def test_errors_by_key_splits_source_key_and_reason() -> None:

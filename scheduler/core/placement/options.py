@@ -41,13 +41,14 @@ class Option:
 def model_ranks(index: CapacityIndex) -> dict[str, int]:
     cached = stored_answer(index, "model_ranks", None)
     if cached is None:
-        models = sorted({node.gpu_model for node in index.state.nodes.values()}, key=_model_key)
+        models = sorted({node.gpu_model for node in index.state.nodes.values()}, key=model_order)
         cached = {model: rank for rank, model in enumerate(models)}
         store_answer(index, "model_ranks", None, cached)
     return cast(dict[str, int], cached)
 
 
-def _model_key(model: str) -> tuple[int, str]:
+def model_order(model: str) -> tuple[int, str]:
+    """The sort key of GPU models in placement's preference: smaller memory first, then by name."""
     spec = GPU_MODEL_BY_NAME.get(model)
     return (spec.memory_mib if spec else 0, model)
 

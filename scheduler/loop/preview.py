@@ -1,0 +1,53 @@
+"""The engine's answer for a job not submitted yet, on the cluster as it is now: the submit page's suggestion
+and the ``rightsize`` API ask it (``jobs.rightsizing``).
+
+The snapshot is the one a cycle would build (:func:`scheduler.loop.snapshot.build`: pending and running work,
+quotas, recent preemptions) over the inventory as the last cycle recorded it
+(:func:`~scheduler.loop.snapshot.inventory_observation`), so no gateway is called: the web process asks it on
+every keystroke, and on Kubernetes it has no right to list nodes. The engine then plans with the job added
+(:func:`scheduler.core.preview`), and lists where the job could go at all in the order it tries them
+(:func:`scheduler.core.offers`).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+
+from django.conf import settings
+
+from scheduler.core import Job, Node, Offer, Preview, offers, preview
+from scheduler.loop.policy import policy_current
+from scheduler.loop.snapshot import build, inventory_observation
+
+
+@dataclass(frozen=True, slots=True)
+class FleetAnswer:
+    preview: Preview
+    offers: tuple[Offer, ...]  # most preferred first
+    nodes: dict[str, Node]  # the snapshot's nodes by name: where the preview's slots are
+
+
+def clock_speed() -> float:
+    """Virtual seconds of job work per real second: the simulated fleet's speed, 1 on a real cluster."""
+    return float(settings.SCHEDULER["simulated_speed"]) if settings.CLUSTER_BACKEND == "simulated" else 1.0
+
+
+def fleet_answer(job: Job, *, now: float | None = None) -> FleetAnswer:
+    """What the engine does with ``job`` (durations in virtual seconds, as a job spec states them) if it is
+    submitted at ``now`` (default: the current time)."""
+    at = time.time() if now is None else now
+    speed = clock_speed()
+    policy = policy_current()
+    snapshot = build(inventory_observation(at, speed), policy, at).snapshot
+    # The snapshot's jobs have their durations in real seconds (build divides by the speed); so must this one.
+    job = replace(
+        job,
+        duration_s=job.duration_s / speed if job.duration_s else None,
+        checkpoint_interval_s=job.checkpoint_interval_s / speed if job.checkpoint_interval_s else None,
+    )
+    return FleetAnswer(
+        preview=preview(snapshot, job, policy, at),
+        offers=offers(job, snapshot.nodes, policy),
+        nodes={node.name: node for node in snapshot.nodes},
+    )
