@@ -235,3 +235,17 @@ def api(user: User) -> APIClient:
     client = APIClient()
     client.force_authenticate(user)
     return client
+
+
+def test_the_form_refuses_a_job_that_could_never_run_and_keeps_what_was_typed(client) -> None:
+    demo_seed()
+    team = Team.objects.get(slug="nlp")
+    client.force_login(team.memberships.get(role="lead").user)
+    fields = {"team": team.pk, "name": "too-wide", "kind": "training", "request_by": "gpus", "gpus": 64}
+    fields |= {"replicas": 1, "priority": "normal", "tier": "any", "params_b": 7, "dtype": "bf16"}
+    fields |= {"context": 4096, "batch": 1, "mode": "inference", "restart_limit": 3}
+    page = client.post("/jobs/submit/", fields)
+    text = page.content.decode()
+    assert page.status_code == 200 and "could never run on this cluster" in text
+    assert "no node in the cluster can hold one replica" in text and 'value="too-wide"' in text
+    assert not Job.objects.filter(name="too-wide").exists()
