@@ -26,7 +26,7 @@ from scheduler.gateways import gateway_get
 from scheduler.gateways.protocol import ClusterGateway
 from scheduler.gcpause import gc_paused
 from scheduler.loop.apply import ApplyResult, Retry, apply_ops
-from scheduler.loop.policy import policy_current
+from scheduler.loop.policy import policy_at_speed
 from scheduler.loop.reconcile import reconcile
 from scheduler.loop.record import fence_check, record_plan
 from scheduler.loop.snapshot import build
@@ -90,10 +90,7 @@ def cycle_run(
         repairs = reconcile(observation, at=at, checkpoint_source=source, evict_grace_s=grace_s)
     report.repairs = repairs.as_json()
 
-    policy = policy_current()
-    speed = observation.clock_speed if observation.clock_speed > 0 else 1.0
-    # The engine's MIG delay estimate is virtual time on the simulated fleet, like job durations.
-    policy = replace(policy, mig_reconfigure_s=policy.mig_reconfigure_s / speed)
+    policy = policy_at_speed(observation.clock_speed)
     now = at.timestamp()
     built = build(observation, policy, now)
     report.pending, report.running = len(built.snapshot.pending), len(built.snapshot.running)

@@ -7,7 +7,7 @@ A key that neither the engine nor the loop knows is an error, not a silent defau
 
 from __future__ import annotations
 
-from dataclasses import fields
+from dataclasses import fields, replace
 
 from django.conf import settings
 
@@ -25,3 +25,11 @@ def policy_current() -> Policy:
     if unknown:
         raise ValueError(f"unknown SCHEDULER settings: {', '.join(unknown)}")
     return Policy.from_mapping({k: v for k, v in values.items() if k in POLICY_KEYS})
+
+
+def policy_at_speed(clock_speed: float) -> Policy:
+    """:func:`policy_current` for a cluster whose jobs run ``clock_speed`` virtual seconds per real second: the
+    engine's MIG delay estimate is virtual time on the simulated fleet, like job durations, so it is divided too."""
+    policy = policy_current()
+    speed = clock_speed if clock_speed > 0 else 1.0
+    return replace(policy, mig_reconfigure_s=policy.mig_reconfigure_s / speed)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 from django.conf import settings
 
 from scheduler.core import Job, Node, Offer, Preview, offers, preview
-from scheduler.loop.policy import policy_current
+from scheduler.loop.policy import policy_at_speed
 from scheduler.loop.snapshot import build, inventory_observation
 
 
@@ -38,7 +38,7 @@ def fleet_answer(job: Job, *, now: float | None = None) -> FleetAnswer:
     submitted at ``now`` (default: the current time)."""
     at = time.time() if now is None else now
     speed = clock_speed()
-    policy = policy_current()
+    policy = policy_at_speed(speed)
     snapshot = build(inventory_observation(at, speed), policy, at).snapshot
     # The snapshot's jobs have their durations in real seconds (build divides by the speed); so must this one.
     job = replace(

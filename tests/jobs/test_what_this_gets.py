@@ -89,6 +89,10 @@ def test_the_answer_is_what_the_scheduler_allocates(gpu_model: str, params_b: in
         return
     job = job_submit(team=team, spec={**spec, "name": "sized"}, actor=None, now=clock.now)
     _check(answer, _bound(job, gateway, clock), replicas=1)
+    if answer.now is not None and answer.now.outcome == "after-mig-change":
+        # Three cycles of hysteresis (30 s), a change of 300 virtual seconds (5 real seconds at 60×), and the
+        # bind at the first 10-second cycle after it.
+        assert answer.now.after_s == pytest.approx(40.0)
 
 
 def test_the_answer_holds_as_the_fleet_fills() -> None:
