@@ -27,7 +27,7 @@ from typing import Any
 
 from billing.prices import PriceBook
 from billing.services import price_book_load
-from scheduler.core import DemandKind, Offer, PreviewOutcome, Slot, estimate, memory_need_mib
+from scheduler.core import DemandKind, Offer, Preview, PreviewOutcome, Slot, estimate, memory_need_mib
 from scheduler.core import Node as CoreNode
 from scheduler.core.catalog import GPU_MODEL_BY_NAME, compute_fraction
 from scheduler.core.units import FULL_GPU_MILLI
@@ -163,7 +163,7 @@ def suggest(spec: Mapping[str, Any], *, team: str | None = None, now: float | No
     )
 
 
-def _now(preview: Any, prices: _Prices) -> Now:
+def _now(preview: Preview, prices: _Prices) -> Now:
     if not preview.slots:
         return Now(outcome=str(preview.outcome), reason=preview.reason, eta_s=preview.eta_s)
     replica = preview.slots[0]
