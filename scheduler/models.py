@@ -11,6 +11,7 @@ from django.db.models import Q
 
 from scheduler.core.catalog import GPU_CLASSES, LayoutError, validate_layout
 from scheduler.core.vocabulary import CapacityTier, Fabric, Interconnect, NodeState, choices_of
+from scheduler.gateways.protocol import Interruption, MigStatus, NodeObservation
 
 
 class GpuModel(models.Model):
@@ -79,6 +80,32 @@ class Node(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def observation(
+        self, *, schedulable: bool, interruption: Interruption | None = None, mig_status: MigStatus | None = None
+    ) -> NodeObservation:
+        """This row as a cluster reports the node (the GPUs prefetched): its layouts, labels, price and fabric as
+        recorded; whether it takes new work, a notice and a MIG change in flight are the caller's to say."""
+        layouts = {gpu.index: tuple((str(p), int(s)) for p, s in gpu.mig_layout) for gpu in self.gpus.all()}
+        return NodeObservation(
+            name=self.name,
+            gpu_model=self.gpu_model.name,
+            gpu_count=self.gpu_count,
+            interconnect=self.interconnect,
+            tier=self.tier,
+            leaf=self.leaf_switch,
+            spine=self.spine,
+            zone=self.zone,
+            mig=tuple(layouts.get(index, ()) for index in range(self.gpu_count)),
+            schedulable=schedulable,
+            interruption=interruption,
+            mig_status=mig_status or MigStatus(),
+            price_per_gpu_hour=float(self.price_per_gpu_hour),
+            labels=dict(self.labels),
+            fabric=self.fabric,
+            fabric_devices=self.fabric_devices,
+            placement_group=self.placement_group,
+        )
 
     def clean(self) -> None:
         if not isinstance(self.labels, dict) or not all(

@@ -170,28 +170,7 @@ def inventory_observation(now: float, clock_speed: float) -> Observation:
     and an interruption notice shows as a draining node. Only ready nodes take new work; a gone node is left out
     (:func:`build` counts it as capacity that exists)."""
     rows = NodeRow.objects.exclude(state=NodeState.GONE).select_related("gpu_model").prefetch_related("gpus")
-    nodes = []
-    for row in rows.order_by("name"):
-        layouts = {gpu.index: tuple((str(p), int(s)) for p, s in gpu.mig_layout) for gpu in row.gpus.all()}
-        nodes.append(
-            NodeObservation(
-                name=row.name,
-                gpu_model=row.gpu_model.name,
-                gpu_count=row.gpu_count,
-                interconnect=row.interconnect,
-                tier=row.tier,
-                leaf=row.leaf_switch,
-                spine=row.spine,
-                zone=row.zone,
-                mig=tuple(layouts.get(i, ()) for i in range(row.gpu_count)),
-                schedulable=row.state == NodeState.READY,
-                price_per_gpu_hour=float(row.price_per_gpu_hour),
-                labels=dict(row.labels),
-                fabric=row.fabric,
-                fabric_devices=row.fabric_devices,
-                placement_group=row.placement_group,
-            )
-        )
+    nodes = [row.observation(schedulable=row.state == NodeState.READY) for row in rows.order_by("name")]
     return Observation(observed_at=now, nodes=tuple(nodes), jobs={}, clock_speed=clock_speed)
 
 

@@ -199,7 +199,6 @@ class SimulatedFleet:
         )
 
     def _node(self, node: Node, state: SimulatedNodeState | None, now: datetime) -> NodeObservation:
-        layouts = {gpu.index: _layout(gpu.mig_layout) for gpu in node.gpus.all()}
         interruption = None
         mig_status = MigStatus()
         if state is not None and state.notice_at is not None:
@@ -215,27 +214,10 @@ class SimulatedFleet:
                 since=state.mig_since.timestamp() if state.mig_since else None,
                 ready_at=state.mig_ready_at.timestamp(),
             )
-        return NodeObservation(
-            name=node.name,
-            gpu_model=node.gpu_model.name,
-            gpu_count=node.gpu_count,
-            interconnect=node.interconnect,
-            tier=node.tier,
-            leaf=node.leaf_switch,
-            spine=node.spine,
-            zone=node.zone,
-            mig=tuple(layouts.get(index, ()) for index in range(node.gpu_count)),
-            # An admin's cordon is the cluster's cordon here; the gateway's own node states are derived.
-            schedulable=interruption is None and node.state != NodeState.CORDONED,
-            interruption=interruption,
-            mig_status=mig_status,
-            price_per_gpu_hour=float(node.price_per_gpu_hour),
-            labels=dict(node.labels),
-            # The simulated cluster has the fabric the inventory says: a sync keeps it instead of erasing it.
-            fabric=node.fabric,
-            fabric_devices=node.fabric_devices,
-            placement_group=node.placement_group,
-        )
+        # An admin's cordon is the cluster's cordon here; the gateway's own node states are derived. The simulated
+        # cluster has the fabric the inventory says: a sync keeps it instead of erasing it.
+        schedulable = interruption is None and node.state != NodeState.CORDONED
+        return node.observation(schedulable=schedulable, interruption=interruption, mig_status=mig_status)
 
     def _jobs(self, now: datetime, gone: Mapping[int, datetime]) -> dict[str, JobObservation]:
         by_job: dict[int, list[SimulatedPod]] = {}
