@@ -30,7 +30,8 @@ def long_job(team: Team, node: Node, *, runs: int, name: str = "long-pretrain", 
     step = 0
     for run in range(runs):
         start = first + timedelta(hours=run, minutes=1)
-        events.append(JobEvent(job=job, type="bound", at=start, details={"nodes": [node.name], "resumed": run > 0}))
+        resumed = {"resumed": True, "resumed_from_step": step} if run else {}
+        events.append(JobEvent(job=job, type="bound", at=start, details={"nodes": [node.name], **resumed}))
         for c in range(CHECKPOINTS_PER_RUN):
             step += 100
             at = start + timedelta(minutes=10 * (c + 1))
