@@ -35,6 +35,7 @@ from jobs.errors import (
     LogRequestInvalid,
 )
 from jobs.forms import CancelForm, IntervalForm, PriorityForm, SubmitForm, SuggestionForm
+from jobs.job_page import job_history
 from jobs.logs import (
     DOWNLOAD_LIMIT_BYTES,
     MAX_TAIL_LINES,
@@ -250,9 +251,8 @@ def detail(request: SignedInRequest, job_id: int) -> HttpResponse:
     context = {
         "job": job,
         "role": role,
-        "events": events,
-        "checkpoints": [e for e in events if e.type == EventType.CHECKPOINTED],
-        "allocations": list(job_allocations(job=job)),
+        # The status poll (htmx) redraws only the status: the lists of the page stay as they are.
+        "history": None if request.htmx else job_history(events=events, allocations=list(job_allocations(job=job))),
         "usage": job_usage(job=job),
         "no_position": NO_POSITION_YET,
         "can_cancel": live and access.can_cancel(user=request.user, job=job, role=role),

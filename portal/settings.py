@@ -426,6 +426,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "portal.context_processors.navigation",
+                "portal.context_processors.simulated_clock",
             ],
         },
     },

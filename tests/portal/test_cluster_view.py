@@ -56,7 +56,7 @@ def test_unpartitioned_memory_and_closed_nodes(held) -> None:
 def test_cluster_page_draws_the_map(client, held, outsider) -> None:
     client.force_login(outsider)
     body = client.get(reverse("cluster")).content.decode()
-    assert "a100-res-01" in body and "grid-column: 5 / span 4" in body
+    assert "a100-res-01" in body and "grid-row: 5 / span 4" in body
     assert "secret-detector" in body and "llama-pretrain" not in body  # own job named, the other team's not
     assert "every 15s" in body
     partial = client.get(reverse("cluster"), headers={"HX-Request": "true"})
