@@ -18,6 +18,7 @@ import pytest
 from billing.advisor import BREAKEVEN_RANGES, number_text
 from billing.models import GpuPrice
 from billing.services import ledger_close_due
+from scheduler.models import Node
 from tests.browser.conftest import save_screenshot, sign_in
 from tests.factories import MembershipFactory, TeamFactory, UserFactory
 from tests.portal.fleet import fleet, running_job
@@ -42,6 +43,8 @@ def month_so_far(server_now, finance_user):
     vision = TeamFactory(name="Computer Vision", slug="vision", namespace="team-vision")
     MembershipFactory(team=nlp, role="lead", user=UserFactory(username="nlp-lead"))
     node = fleet()
+    # Registered before any of the work below ran, so the month's capacity covers it.
+    Node.objects.filter(pk=node.pk).update(created_at=server_now - timedelta(days=2))
     for tier, price in (("reserved", "2.1000"), ("on-demand", "3.4000"), ("spot", "1.2000")):
         GpuPrice.objects.create(
             gpu_model=node.gpu_model, tier=tier, price_per_gpu_hour=Decimal(price), effective_from=date(2026, 1, 1)
@@ -77,6 +80,7 @@ def test_finance_lands_on_billing_and_the_csv_agrees_to_the_cent(live_server, jo
     assert "provisional" in page.inner_text("[data-testid=provisional-note]")
     assert _dollars(page.inner_text("[data-testid=provisional-total]")) > 0
     assert "add up to the cluster's cost" in page.inner_text("[data-testid=reconciliation]")
+    assert page.locator("main .messages .error").count() == 0  # no inconsistency between ledger and fleet
     page_total = _dollars(page.inner_text("[data-testid=lines-total]"))
     cluster_cost = _dollars(page.inner_text("[data-testid=cluster-cost]"))
     team_totals = {
@@ -84,6 +88,7 @@ def test_finance_lands_on_billing_and_the_csv_agrees_to_the_cent(live_server, jo
         for slug in ("nlp", "vision")
     }
     assert all(total > 0 for total in team_totals.values())
+    assert cluster_cost > sum(team_totals.values())  # the node's idle GPUs are paid for too
     page.wait_for_selector("[data-chart] .main-svg")
     save_screenshot(page, "journey-finance-billing")
 
