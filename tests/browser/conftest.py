@@ -5,9 +5,11 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
+from django.utils import timezone
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
@@ -66,6 +68,24 @@ def page(browser) -> Iterator[object]:
     context.close()
 
 
+@pytest.fixture(scope="module")
+def journey_context(browser) -> Iterator[object]:
+    """One laptop-sized browser context for a whole test module: starting chromium's context once keeps the
+    persona journeys fast."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, timezone_id=BROWSER_TIMEZONE)
+    yield context
+    context.close()
+
+
+@pytest.fixture
+def journey_page(journey_context) -> Iterator[object]:
+    """A fresh tab of the module's context with no cookie left by the previous test (each test signs in)."""
+    journey_context.clear_cookies()
+    page = journey_context.new_page()
+    yield page
+    page.close()
+
+
 @pytest.fixture
 def phone_page(browser) -> Iterator[object]:
     """A phone-sized, touch, high-density viewport (an iPhone 13's CSS pixels)."""
@@ -79,6 +99,17 @@ def phone_page(browser) -> Iterator[object]:
     page = context.new_page()
     yield page
     context.close()
+
+
+@pytest.fixture
+def server_now(monkeypatch: pytest.MonkeyPatch) -> datetime:
+    """Stop the server's clock (``django.utils.timezone.now``) at one instant for the test.
+
+    A running allocation's cost grows every second, so a page, the dashboard and a download read moments apart
+    differ by a fraction of a cent; compared at one instant they must agree to the cent."""
+    frozen = timezone.now().replace(microsecond=0)
+    monkeypatch.setattr(timezone, "now", lambda: frozen)
+    return frozen
 
 
 def sign_in(page, base_url: str, username: str, password: str = "pw-for-tests") -> None:
