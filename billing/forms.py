@@ -44,6 +44,8 @@ class ReportForm(forms.Form):
 
 
 def _range_messages(label: str, low: float, high: float, unit: str, hint: str) -> dict[str, str]:
+    if label.endswith(f"({unit})"):  # "Server price (USD)" names its unit already
+        unit = ""
     text = f"{label} must be from {number_text(low)} to {number_text(high)} {unit}".rstrip() + f": {hint}."
     # Django fills these with %-formatting: a literal % (as in "100 %") must be doubled.
     text, invalid = text.replace("%", "%%"), f"{label} must be a number: {hint}.".replace("%", "%%")

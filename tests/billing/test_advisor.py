@@ -363,11 +363,11 @@ def test_the_advise_command_says_why_no_spot_and_completes_the_reserved_sentence
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [
-        ("capex_usd", "1e308", "Server price (USD) must be from 1,000 to 10,000,000 USD"),
+        ("capex_usd", "1e308", "Server price (USD) must be from 1,000 to 10,000,000: the purchase price"),
         ("capex_usd", "nan", "Server price (USD) must be"),
         ("utilization_pct", "0", "Utilization must be from 1 to 100 %"),
         ("utilization_pct", "150", "Utilization must be from 1 to 100 %"),
-        ("amortization_months", "0", "Amortization (months) must be from 1 to 120 months"),
+        ("amortization_months", "0", "Amortization (months) must be from 1 to 120: months"),
         ("cloud_usd_per_hour", "0", "Cloud price for the same GPUs (USD/hour) must be from 0.01"),
     ],
 )
@@ -398,5 +398,5 @@ def test_the_advisor_page_completes_the_reserved_sentence_and_declines_spot(clie
     response = client.get(reverse("billing:advisor"), {**params, "capex_usd": "1e308", "reserved_price": "1e9"})
     page = response.content.decode()
     assert response.status_code == 400
-    assert "Server price (USD) must be from 1,000 to 10,000,000 USD" in page
+    assert "Server price (USD) must be from 1,000 to 10,000,000: the purchase price" in page
     assert 'id="reserved_price-errors"' in page
