@@ -25,6 +25,7 @@ from portal.env import (
     env_redis_url,
     env_str,
 )
+from portal.log_formats import formatters as log_formatters
 from scheduler.core import checkpointing
 
 
@@ -611,10 +612,15 @@ CSRF_COOKIE_SECURE = not DEBUG
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 
+# Log lines: JSON objects (one per line, with job/team/node/cycle fields where they apply) for a log pipeline,
+# or plain readable lines for a terminal; plain by default with DEBUG on, so the demo reads as text
+# (portal/log_formats.py, docs/deploy.md, Logs).
+LOG_FORMAT = env_choice("LOG_FORMAT", ("json", "plain"), default="plain" if DEBUG else "json")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": log_formatters(),
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
     "root": {
         "handlers": ["console"],
         "level": env_choice("LOG_LEVEL", ("DEBUG", "INFO", "WARNING", "ERROR"), default="INFO"),
