@@ -394,6 +394,8 @@ INSTALLED_APPS = [
     "billing",
     "demo",
     "benchmarks",
+    "auditlog",  # before audit: audit's admin replaces auditlog's
+    "audit",
 ]
 
 MIDDLEWARE = [
@@ -404,6 +406,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "audit.middleware.AuditMiddleware",  # the signed-in user is the actor of the changes a request makes
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -412,6 +415,9 @@ if not DEBUG:
     # WhiteNoise serves the collected, hashed assets in production; with DEBUG on, runserver serves them from
     # the source folders and there is nothing collected yet.
     MIDDLEWARE.insert(1, "whitenoise.middleware.WhiteNoiseMiddleware")
+
+# The audit trail (audit/, docs/audit.md): a changed team, user or GPU model reads as its name, not its id.
+AUDITLOG_USE_FK_STRING_REPRESENTATION = True
 
 ROOT_URLCONF = "portal.urls"
 WSGI_APPLICATION = "portal.wsgi.application"
