@@ -58,7 +58,7 @@ def decisions_of(decisions: Mapping[str, Any]) -> list[Decision]:
     for bind in binds:
         nodes = sorted({slot["node"] for replica in bind["placements"] for slot in replica})
         job = str(bind["job"])
-        found.append(Decision("bind", job, teams.get(job), ",".join(nodes) or None, "placed"))
+        found.append(Decision("bind", job, teams.get(job), ",".join(nodes) or None, _size(bind["placements"])))
     for evict in evictions:
         job = str(evict["job"])
         by = f" for job {evict['by']}" if evict.get("by") else ""
@@ -69,6 +69,15 @@ def decisions_of(decisions: Mapping[str, Any]) -> list[Decision]:
         job = str(reject["job"])
         found.append(Decision("rejection", job, teams.get(job), None, str(reject["reason"])))
     return found
+
+
+def _size(placements: Sequence[Sequence[Mapping[str, Any]]]) -> str:
+    """``4 GPUs``, ``2 × 3g.40gb``: what a bind holds."""
+    slots = [slot for replica in placements for slot in replica]
+    profiles = sorted({str(slot["mig_profile"]) for slot in slots if slot.get("mig_profile")})
+    if profiles:
+        return f"{len(slots)} × {'/'.join(profiles)}"
+    return _plural(len(slots), "GPU")
 
 
 def _line(decision: Decision) -> str:

@@ -93,5 +93,5 @@ def test_the_same_lines_read_as_plain_text(plain_lines):
     assert "INFO scheduler.loop.cycle: cycle 7: 2 binds, 0 evictions, 0 reconfigurations, 0 rejections, 1 waiting" in (
         text
     )
-    assert f"job {placed[0]} (nlp) on " in text
+    assert f"job {placed[0]} (nlp) on a100-res-1: 4 GPUs" in text
     assert not any(line.startswith("{") for line in text.splitlines())
