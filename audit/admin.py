@@ -12,7 +12,8 @@ from django.contrib import admin
 from django.contrib.admin.options import IncorrectLookupParameters
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponseBadRequest, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.urls import URLPattern, path
 from django.utils import timezone
 
@@ -79,7 +80,7 @@ class AuditEntryAdmin(LogEntryAdmin):
         export = path("export.csv", self.admin_site.admin_view(self.export_view), name="auditlog_logentry_export")
         return [export, *super().get_urls()]
 
-    def export_view(self, request: HttpRequest) -> HttpResponse:
+    def export_view(self, request: HttpRequest) -> HttpResponseBase:
         """The list's rows (its filters, search and date drill-down from the query string) as CSV."""
         if not self.has_view_permission(request):
             raise PermissionDenied

@@ -7,8 +7,11 @@ changes are job events already.
 
 from __future__ import annotations
 
+from typing import cast
+
 from auditlog.registry import auditlog
 from django.contrib.auth import get_user_model
+from django.db.models.base import ModelBase
 
 # model label → the fields whose changes are recorded
 AUDITED_FIELDS: dict[str, tuple[str, ...]] = {
@@ -39,10 +42,11 @@ def audited_register() -> None:
     that reload apps may call it again)."""
     from django.apps import apps
 
+    # auditlog annotates a model class by its metaclass, ModelBase.
     for label, fields in AUDITED_FIELDS.items():
-        model = apps.get_model(label)
+        model = cast(ModelBase, apps.get_model(label))
         if not auditlog.contains(model):
             auditlog.register(model, include_fields=list(fields))
-    user = get_user_model()
+    user = cast(ModelBase, get_user_model())
     if not auditlog.contains(user):
         auditlog.register(user, include_fields=list(USER_FIELDS), m2m_fields=USER_M2M_FIELDS)

@@ -77,16 +77,19 @@ def audit_rows(entries: Iterable[LogEntry]) -> Iterator[AuditRow]:
     for entry in entries:
         model = entry.content_type.model_class()
         label = model._meta.label if model is not None else f"{entry.content_type.app_label}.{entry.content_type.model}"
-        base = {
-            "at": entry.timestamp,
-            "actor": actor_of(entry),
-            "via": via_of(entry),
-            "model": label,
-            "object_id": entry.object_pk,
-            "object": entry.object_repr,
-            "action": ACTIONS.get(entry.action, str(entry.action)),
-            "address": entry.remote_addr or "",
-        }
-        changes = field_changes(entry) or [("", "", "")]
-        for field, before, after in changes:
-            yield AuditRow(field=field, before=before, after=after, **base)
+        actor, via = actor_of(entry), via_of(entry)
+        action = ACTIONS.get(entry.action, str(entry.action))
+        for field, before, after in field_changes(entry) or [("", "", "")]:
+            yield AuditRow(
+                at=entry.timestamp,
+                actor=actor,
+                via=via,
+                model=label,
+                object_id=entry.object_pk,
+                object=entry.object_repr,
+                action=action,
+                field=field,
+                before=before,
+                after=after,
+                address=entry.remote_addr or "",
+            )
