@@ -25,6 +25,7 @@ from portal.env import (
     env_redis_url,
     env_str,
 )
+from portal.log_formats import formatters as log_formatters
 from scheduler.core import checkpointing
 
 
@@ -393,6 +394,8 @@ INSTALLED_APPS = [
     "billing",
     "demo",
     "benchmarks",
+    "auditlog",  # before audit: audit's admin replaces auditlog's
+    "audit",
 ]
 
 MIDDLEWARE = [
@@ -403,6 +406,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "audit.middleware.AuditMiddleware",  # the signed-in user is the actor of the changes a request makes
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -411,6 +415,9 @@ if not DEBUG:
     # WhiteNoise serves the collected, hashed assets in production; with DEBUG on, runserver serves them from
     # the source folders and there is nothing collected yet.
     MIDDLEWARE.insert(1, "whitenoise.middleware.WhiteNoiseMiddleware")
+
+# The audit trail (audit/, docs/audit.md): a changed team, user or GPU model reads as its name, not its id.
+AUDITLOG_USE_FK_STRING_REPRESENTATION = True
 
 ROOT_URLCONF = "portal.urls"
 WSGI_APPLICATION = "portal.wsgi.application"
@@ -612,10 +619,15 @@ CSRF_COOKIE_SECURE = not DEBUG
 SECURE_CONTENT_TYPE_NOSNIFF = True
 X_FRAME_OPTIONS = "DENY"
 
+# Log lines: JSON objects (one per line, with job/team/node/cycle fields where they apply) for a log pipeline,
+# or plain readable lines for a terminal; plain by default with DEBUG on, so the demo reads as text
+# (portal/log_formats.py, docs/deploy.md, Logs).
+LOG_FORMAT = env_choice("LOG_FORMAT", ("json", "plain"), default="plain" if DEBUG else "json")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": log_formatters(),
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
     "root": {
         "handlers": ["console"],
         "level": env_choice("LOG_LEVEL", ("DEBUG", "INFO", "WARNING", "ERROR"), default="INFO"),

@@ -48,7 +48,7 @@ def cycle_run_task() -> dict[str, Any]:
         try:
             return {**cycle_run(fence_token=token).as_json(), "worker": worker, "fence_token": token}
         except FencingError as exc:
-            log.warning("cycle abandoned: %s", exc)
+            log.warning("cycle %d abandoned: %s", token, exc, extra={"cycle": token})
             return {"abandoned": str(exc), "worker": worker}
 
 

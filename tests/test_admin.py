@@ -14,6 +14,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from auditlog.models import LogEntry
 from axes.models import AccessAttempt, AccessFailureLog, AccessLog
 from django.contrib import admin
 from django.contrib.auth import get_user_model
@@ -70,7 +71,8 @@ DOMAIN_MODELS: set[type[Model]] = {
     ReservedCommitment,
 }
 # Rows that only services and the scheduler write; the admin shows them and nothing more.
-VIEW_ONLY_MODELS: set[type[Model]] = {JobEvent, Allocation, LedgerEntry, LostWork}
+# The audit trail (audit/) is read-only too: its rows are written by the changes they record.
+VIEW_ONLY_MODELS: set[type[Model]] = {JobEvent, Allocation, LedgerEntry, LostWork, LogEntry}
 
 REGISTERED: list[type[Model]] = sorted(admin.site._registry, key=lambda m: m._meta.label)
 MODEL_IDS = [m._meta.label for m in REGISTERED]
@@ -191,6 +193,7 @@ _BUILDERS: dict[type[Model], Callable[[], Model]] = {
     GpuPrice: _build_gpu_price,
     ReservedCommitment: _build_commitment,
     User: lambda: MembershipFactory().user,
+    LogEntry: lambda: LogEntry.objects.get_for_object(QuotaFactory()).latest("timestamp"),
     Group: lambda: Group.objects.create(name=f"group-{next(_counter)}"),
     # API tokens: platform admins revoke them in the admin.
     TokenProxy: lambda: TokenProxy.objects.get(key=Token.objects.create(user=UserFactory()).key),

@@ -9,7 +9,6 @@ they are applied, and the next cycle's reconciliation repairs whatever was recor
 
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -26,12 +25,11 @@ from scheduler.gateways import gateway_get
 from scheduler.gateways.protocol import ClusterGateway
 from scheduler.gcpause import gc_paused
 from scheduler.loop.apply import ApplyResult, Retry, apply_ops
+from scheduler.loop.cycle_log import cycle_log
 from scheduler.loop.policy import policy_at_speed
 from scheduler.loop.reconcile import reconcile
 from scheduler.loop.record import fence_check, record_plan
 from scheduler.loop.snapshot import build
-
-log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -112,15 +110,12 @@ def cycle_run(
     report.applied, report.failed = result.applied, result.failed
     report.requeued_after_refusal = _requeue_refused(result, at)
     report.total_ms = (time.perf_counter() - started) * 1000
-    log.info(
-        "cycle: %d binds, %d evictions, %d reconfigurations, %d rejections, %d repairs, %d failed, %.0f ms",
-        len(report.decisions.get("binds", [])),
-        len(report.decisions.get("evictions", [])),
-        len(report.decisions.get("reconfigurations", [])),
-        len(report.decisions.get("rejections", [])),
-        sum(len(v) for v in report.repairs.values()),
-        len(report.failed),
-        report.total_ms,
+    cycle_log(
+        cycle=fence_token,
+        decisions=report.decisions,
+        repairs=sum(len(v) for v in report.repairs.values()),
+        failed=len(report.failed),
+        duration_ms=report.total_ms,
     )
     return report
 

@@ -1,9 +1,11 @@
-"""``manage.py teams apply FILE [--prune] [--dry-run] [--json]``: keep teams, quotas and members in git.
+"""``manage.py teams apply FILE [--prune] [--dry-run] [--json] [--actor USERNAME]``: keep teams, quotas and
+members in git.
 
 A thin edge: parse arguments, load and validate the file (``teams.orgfile``), call ``teams.services.org_apply``
 and render its result. Every error goes to stderr, one per line, prefixed with the file path, and the command
 exits non-zero. Reading is ``scheduler.specs.files``' (through ``teams.orgload``), so an unreadable or
 hostile file (not UTF-8, binary, nested too deep, a YAML alias bomb or ``!!python`` tag) is one line too.
+Every change it writes is in the audit trail, naming ``--actor`` (docs/audit.md).
 """
 
 from __future__ import annotations
@@ -12,10 +14,12 @@ import json
 from argparse import ArgumentParser
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import DataError
 
+from audit.context import acting
 from teams.errors import OrgApplyError, OrgFileError, OrgValidationError
 from teams.orgfile import load_org_file, validate_org
 from teams.services import ACTIONS, KINDS, OrgApplyResult, org_apply
@@ -36,12 +40,28 @@ class Command(BaseCommand):
         apply.add_argument("--prune", action="store_true", help="Also delete what the file no longer lists.")
         apply.add_argument("--dry-run", action="store_true", help="Show what would change; write nothing.")
         apply.add_argument("--json", action="store_true", help="Print the result as JSON.")
+        apply.add_argument(
+            "--actor",
+            metavar="USERNAME",
+            default="",
+            help="The person the audit trail names for these changes (default: none, recorded as 'teams apply').",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["subcommand"] == "apply":
-            self._apply(
-                path=options["file"], prune=options["prune"], dry_run=options["dry_run"], as_json=options["json"]
-            )
+            actor = self._actor(options["actor"])
+            with acting(actor=actor, via="teams apply"):
+                self._apply(
+                    path=options["file"], prune=options["prune"], dry_run=options["dry_run"], as_json=options["json"]
+                )
+
+    def _actor(self, username: str) -> User | None:
+        if not username:
+            return None
+        actor = User.objects.filter(username=username).first()
+        if actor is None:
+            raise CommandError(f"--actor {username!r}: no such user; give the username of an existing account.")
+        return actor
 
     def _fail(self, path: str, errors: list[str], summary: str) -> CommandError:
         for error in errors:
