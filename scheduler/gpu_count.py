@@ -8,7 +8,6 @@ count alone, after showing :func:`gpu_count_change_summary` and asking for confi
 from __future__ import annotations
 
 from django.db import transaction
-from django.utils import timezone
 
 from jobs.models import Allocation
 from scheduler.errors import InventoryError
@@ -55,7 +54,8 @@ def node_set_gpu_count(*, node: Node, gpu_count: int) -> Node:
         locked = Node.objects.select_for_update().get(pk=node.pk)
         check_shrink(locked, gpu_count)
         if locked.gpu_count != gpu_count:
-            Node.objects.filter(pk=node.pk).update(gpu_count=gpu_count, updated_at=timezone.now())
+            locked.gpu_count = gpu_count
+            locked.save(update_fields=["gpu_count", "updated_at"])  # a save, not update(): the audit trail sees it
         locked.gpus.filter(index__gte=gpu_count).delete()
         present = set(locked.gpus.values_list("index", flat=True))
         Gpu.objects.bulk_create(Gpu(node=locked, index=i, mig_layout=[]) for i in range(gpu_count) if i not in present)

@@ -85,6 +85,14 @@ def test_a_node_price_change(staff_client: Client) -> None:
     assert changes(entry) == {"price_per_gpu_hour": ("2.0000", "2.5000")}
 
 
+def test_a_node_gpu_count_change_confirmed_in_the_admin(staff_client: Client) -> None:
+    node = NodeFactory(gpu_count=4)
+    _save(staff_client, _url(Node, "change", node.pk), gpu_count="8", confirm_gpu_count="on")
+    entry = last_entry(node)
+    assert who(entry) == ("dave", "admin")
+    assert changes(entry)["gpu_count"] == ("4", "8")
+
+
 def test_a_commitment_change(staff_client: Client) -> None:
     commitment = ReservedCommitment.objects.create(
         name="h100-2026",
