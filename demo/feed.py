@@ -5,9 +5,9 @@ the opening (:mod:`demo.opening`: the wave that fills the fleet in the first min
 afterwards each call submits one job of the *stream*, a random template of a demo team, unless enough jobs
 already wait. Everything goes through ``job_submit`` like any other submission.
 
-The stream keeps demand above capacity: at the demo's 60× a template's hours of work are real minutes, so one
-job every 15 s, about 25 GPUs on average for an hour and a half of virtual time each, asks for more GPU-time than
-the fleet's 80 GPUs give; the teams' burst limits and ``FEED_MAX_PENDING`` keep the queue readable.
+The stream keeps demand above capacity: at the demo's 60× a template's hours of work are real minutes, and most
+templates ask for 4 to 16 whole H100 or A100 GPUs, so a job every 15 s asks for more H100 and 8-GPU A100 time than
+the fleet has; the teams' burst limits and ``FEED_MAX_PENDING`` keep the queue readable.
 """
 
 from __future__ import annotations

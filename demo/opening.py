@@ -6,16 +6,16 @@ call once a cycle has bound the opening. Sized against the seeded fleet and quot
 cycles then show every kind of wait the engine has:
 
 - **H100** (30 whole GPUs, 22 of them off spot): demand above capacity. Language Models runs a fine-tune within
-  its guarantee and a pretraining gang that borrows above it; Computer Vision borrows a reserved box; Speech
-  trains on the on-demand server's whole GPUs. A second fine-tune of Language Models waits for its *guarantee*
-  (work that is not preemptible stays within it), and a second vision job waits for the team's *burst limit*:
-  both are held by quota, with the reason and no start time.
-- **A100** (42 whole GPUs): three 8-GPU gangs fill the three 8-GPU A100 boxes, so Speech's 8-GPU pretraining,
-  which its quota admits, waits with a *reservation*: the box whose work is expected to end first, and a start
-  time.
-- **Production arrival**: Language Models' chat service (a 70B model, two H100s) arrives when no H100 off spot
-  is idle. Production never waits: it evicts lower work at once, borrowed work first (``docs/scheduling-rules.md``,
-  eviction).
+  its guarantee and pretraining that borrows above it; Computer Vision and Speech take what is left, and the
+  8-GPU job that finds no whole box free waits with a *reservation*: the box whose work is expected to end
+  first, and a start time.
+- **A100** (42 whole GPUs): three 8-GPU gangs and a 16-GPU one for three 8-GPU A100 boxes, so an 8-GPU job
+  the quota admits waits with a reservation too. Language Models' second evaluation waits for its *guarantee*
+  (work that is not preemptible stays within it) and Speech's large training for its *burst limit*: both are
+  held by quota, with the reason and no start time, while A100s stand idle.
+- **Production arrival**: Language Models' chat service (a 70B model on four H100s) arrives once a cycle has
+  bound the opening, when no H100 off spot has four GPUs idle. Production never waits: it evicts lower work at
+  once, borrowed work first (``docs/scheduling-rules.md``, eviction).
 
 Durations are virtual seconds (the simulated fleet runs ``SIMULATED_SPEED``× faster, 60× in the demo: an hour
 of work is a real minute), long enough that the contention lasts for minutes, while the feed's stream
