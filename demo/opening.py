@@ -49,7 +49,7 @@ class DemoJob:
 
 
 OPENING: tuple[DemoJob, ...] = (
-    # H100
+    # H100: a fine-tune within the guarantee, borrowing pretraining, and more 8-GPU work than whole boxes.
     DemoJob(
         "nlp",
         {
@@ -129,7 +129,7 @@ OPENING: tuple[DemoJob, ...] = (
             "duration_s": 3 * _HOUR,
         },
     ),
-    # A100
+    # A100: 8-GPU gangs for three 8-GPU boxes; a second evaluation that is not preemptible, held by the guarantee.
     DemoJob(
         "vision",
         {
