@@ -22,8 +22,7 @@ from scheduler.tasks import cycle_run_task
 @shared_task(name="portal.demo_feed")
 @outage_guarded(uses=(DATABASE,))
 def demo_feed_task() -> dict[str, Any]:
-    job = demo_feed()
-    return {"submitted": job.pk if job is not None else None}
+    return {"submitted": [job.pk for job in demo_feed()]}
 
 
 @shared_task(name="demo.spot_reclaim")

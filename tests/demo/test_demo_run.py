@@ -9,9 +9,11 @@ from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.utils import timezone
 
 from demo.feed import demo_feed
 from demo.management.commands.demo import DemoSupervisor
+from demo.opening import ARRIVAL, OPENING
 from demo.seed import _TEAMS as DEMO_TEAMS
 from jobs.models import Job
 from tests.factories import ProjectFactory, TeamFactory
@@ -39,24 +41,40 @@ class FakeSupervisor(DemoSupervisor):
         return self._commands
 
 
-@pytest.mark.django_db
-def test_the_feed_submits_valid_demo_jobs_until_the_queue_is_full():
-    # The demo's teams and projects (demo_seed makes them too, with users and a fleet the feed does not need).
+def _demo_teams() -> None:
+    """The demo's teams and projects (demo_seed makes them too, with users and a fleet the feed does not need)."""
     for slug, _name, _weight, _quotas, projects in DEMO_TEAMS:
         team = TeamFactory(slug=slug, namespace=f"team-{slug}")
         for code, _title in projects:
             ProjectFactory(team=team, code=code)
+
+
+@pytest.mark.django_db
+def test_the_feed_opens_with_a_wave_then_streams_valid_demo_jobs_until_the_queue_is_full():
+    _demo_teams()
     rng = random.Random(5)
-    jobs = [demo_feed(rng=rng, max_pending=12) for _ in range(15)]
-    submitted = [job for job in jobs if job is not None]
-    assert len(submitted) == 12 and Job.objects.filter(state="pending").count() == 12
-    assert {job.team.slug for job in submitted} <= {"nlp", "vision", "speech"}
-    assert all(job.project is not None and job.duration_s for job in submitted)
+    opening = demo_feed(rng=rng, max_pending=30)
+    assert [job.name for job in opening] == [job.name for job in OPENING]
+    # Nothing has started, so the production arrival waits; the stream runs until 30 jobs wait.
+    streamed = [job for _ in range(25) for job in demo_feed(rng=rng, max_pending=30)]
+    assert len(streamed) == 30 - len(OPENING) and Job.objects.filter(state="pending").count() == 30
+    assert {job.team.slug for job in streamed} <= {"nlp", "vision", "speech"}
+    assert all(job.project is not None and job.duration_s for job in opening + streamed)
+    assert not Job.objects.filter(name=ARRIVAL.name).exists()
+
+
+@pytest.mark.django_db
+def test_the_feed_opens_again_once_the_demo_is_idle():
+    _demo_teams()
+    first = demo_feed(rng=random.Random(1))
+    Job.objects.filter(pk__in=[job.pk for job in first]).update(state="cancelled", finished_at=timezone.now())
+    again = demo_feed(rng=random.Random(1))
+    assert [job.name for job in again] == [job.name for job in OPENING]
 
 
 @pytest.mark.django_db
 def test_the_feed_waits_for_the_demo_teams():
-    assert demo_feed(rng=random.Random(1)) is None
+    assert demo_feed(rng=random.Random(1)) == []
 
 
 def test_the_supervisor_stops_every_child_when_the_time_is_up(settings):
