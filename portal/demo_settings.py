@@ -25,7 +25,9 @@ SCHEDULER = {
 CELERY_BROKER_URL = "filesystem://"
 CELERY_BROKER_TRANSPORT_OPTIONS = filesystem_broker_options(VAR_DIR)  # every folder under var/celery/
 
-DEMO_FEED_S = 15.0  # demo.feed: the opening wave on the first call (demo/opening.py), then a job every 15 s while fewer than FEED_MAX_PENDING wait
+# demo.feed: the opening wave on its first call (demo/opening.py), then a job every 15 s while fewer than
+# demo.feed.FEED_MAX_PENDING wait.
+DEMO_FEED_S = 15.0
 DEMO_RECLAIM_S = 20.0  # demo.reclaim: until one checkpointed job has been through a spot reclaim
 CELERY_BEAT_SCHEDULE = {
     **CELERY_BEAT_SCHEDULE,
