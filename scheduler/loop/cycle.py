@@ -5,6 +5,9 @@ apply.
 (:mod:`scheduler.loop.locks`) and pass its fencing token, as :func:`scheduler.tasks.cycle_run_task` and the
 ``schedule`` / ``scheduler run`` commands do. Every step is safe to interrupt: decisions are recorded before
 they are applied, and the next cycle's reconciliation repairs whatever was recorded but not applied.
+
+A cycle that runs through ends by adding its phases' durations, its decisions and what it saw of MIG changes and
+interruption notices to the loop's totals (:mod:`scheduler.loop.stats`), which ``/metrics`` reads.
 """
 
 from __future__ import annotations
