@@ -243,6 +243,9 @@ class CycleStats(models.Model):
         default=dict, blank=True, help_text="Interruption notices the last cycle saw: {node: noticed_at}."
     )
     spot_interruptions = models.BigIntegerField(default=0, help_text="Interruption notices seen, each once.")
+    eta_errors = models.JSONField(
+        default=dict, blank=True, help_text="Start-estimate errors of the jobs that waited, as a phase's histogram."
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
@@ -257,3 +260,18 @@ class CycleStats(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name}: {self.cycles} cycles"
+
+
+class EtaHistory(models.Model):
+    """The start times the loop has shown a pending job, as they changed: ``[[at, eta or None], ...]`` (Unix times).
+
+    Kept while the job waits for its first start, so that once it starts the error of the estimate it was shown a
+    quarter into its wait can be measured (:mod:`scheduler.loop.stats`, the B2 benchmark's ``eta_error``); then
+    deleted. Only pending jobs have a row, so the table stays the size of the queue.
+    """
+
+    job = models.OneToOneField("jobs.Job", on_delete=models.CASCADE, related_name="eta_history")
+    changes = models.JSONField(default=list)
+
+    def __str__(self) -> str:
+        return f"start estimates of job {self.job_id}"

@@ -1,5 +1,5 @@
 """The scheduling loop's metrics: its phases' durations, its decisions, preemptions, MIG changes, spot notices,
-and when it last ran through.
+the error of its start estimates, and when it last ran through.
 
 Totals the loop keeps itself come from its ``CycleStats`` row (:mod:`scheduler.loop.stats`); preemptions are the
 ``preempted`` job events, which are never deleted, counted by their reason.
@@ -17,7 +17,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from jobs.models import JobEvent
 from portal.metrics.histogram import histogram_buckets
 from scheduler.core.vocabulary import EventType, EvictionReason
-from scheduler.loop.stats import DECISION_KINDS, MIG_OUTCOMES, PHASE_BUCKETS_S, PHASES
+from scheduler.loop.stats import DECISION_KINDS, ETA_ERROR_BUCKETS, MIG_OUTCOMES, PHASE_BUCKETS_S, PHASES
 from scheduler.models import CycleStats
 
 # A reason outside the vocabulary (a row written by hand) is counted under this one, so labels stay bounded.
@@ -33,6 +33,24 @@ def loop_metrics(now: datetime, stats: CycleStats | None) -> Iterator[Metric]:
     )
     spot.add_metric([], float(stats.spot_interruptions if stats else 0))
     yield spot
+    yield _eta_errors(stats)
+
+
+def _eta_errors(stats: CycleStats | None) -> Metric:
+    family = HistogramMetricFamily(
+        "microcosm_eta_error_ratio",
+        "Error of the start estimate a job was shown a quarter into its wait: |estimate - start| / wait.",
+    )
+    histogram = (stats.eta_errors if stats else {}) or {}
+    cumulative = histogram.get("buckets") or [0] * len(ETA_ERROR_BUCKETS)
+    if len(cumulative) != len(ETA_ERROR_BUCKETS):
+        cumulative = [0] * len(ETA_ERROR_BUCKETS)
+    family.add_metric(
+        [],
+        histogram_buckets(ETA_ERROR_BUCKETS, cumulative, int(histogram.get("count", 0))),
+        float(histogram.get("sum", 0.0)),
+    )
+    return family
 
 
 def _cycles(stats: CycleStats | None) -> Iterator[Metric]:

@@ -8,7 +8,11 @@ single-flight anyway) what ``/metrics`` cannot read from other rows:
 - MIG changes in flight as observed, and those seen to end (``success``, or ``failed`` when the GPU Operator
   reports it): a change that starts and ends between two observations is not seen;
 - interruption notices, each counted once (a node's notice is the same notice while its time is unchanged);
-- the end of the last cycle that ran through (the loop-stalled alert's clock).
+- the end of the last cycle that ran through (the loop-stalled alert's clock);
+- the error of the start estimates, as the B2 benchmark's ``eta_error`` (:mod:`scheduler.sim.eta_error`): every
+  pending job's estimates are kept as they change (:class:`~scheduler.models.EtaHistory`); when a job that waited
+  longer than a cycle first starts, the estimate it was shown a quarter into its wait W gives
+  |estimate − start| / W (0: exact, 1: off by its whole wait). A job shown no estimate then is left out.
 
 Cycles that fail on the way (the cluster unreachable, a newer cycle's fence) add nothing: their absence is what
 the last-success time shows.
@@ -20,10 +24,14 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
+from django.db.models import Count, Min, Q
 
+from jobs.models import Job
+from scheduler.core.vocabulary import EventType, JobState
 from scheduler.gateways.protocol import MigConfigState, Observation
-from scheduler.models import CycleStats
+from scheduler.models import CycleStats, EtaHistory
 
 STATS_NAME = "cycle"
 PHASES = ("observe", "reconcile", "plan", "record", "apply")
@@ -37,6 +45,7 @@ DECISION_KINDS = {
     "rejections": "rejection",
 }
 MIG_OUTCOMES = ("success", "failed")
+ETA_ERROR_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0)
 
 
 def histogram_add(histogram: Mapping[str, Any], value: float, bounds: Sequence[float]) -> dict[str, Any]:
@@ -74,6 +83,8 @@ def cycle_stats_record(
         stats.mig_in_flight, stats.mig_outcomes = _mig(observation, stats.mig_in_flight, stats.mig_outcomes)
         stats.notices, seen = _notices(observation, stats.notices)
         stats.spot_interruptions += seen
+        for error in _eta_errors(at.timestamp(), float(settings.SCHEDULER["cycle_s"])):
+            stats.eta_errors = histogram_add(stats.eta_errors, error, ETA_ERROR_BUCKETS)
         stats.save()
     return stats
 
@@ -99,3 +110,52 @@ def _mig(
 def _notices(observation: Observation, before: Mapping[str, Any]) -> tuple[dict[str, float], int]:
     current = {node.name: node.interruption.noticed_at for node in observation.nodes if node.interruption is not None}
     return current, sum(1 for name, noticed_at in current.items() if before.get(name) != noticed_at)
+
+
+def _eta_errors(now: float, cycle_s: float) -> list[float]:
+    """Keep every pending job's estimates as they change; return the errors of the jobs that first started since
+    (module doc) and forget their estimates."""
+    pending = dict(Job.objects.filter(state=JobState.PENDING).values_list("pk", "eta_at"))
+    histories = {history.job_id: history for history in EtaHistory.objects.select_for_update()}
+    changed, created = [], []
+    for job_id, eta_at in pending.items():
+        eta = eta_at.timestamp() if eta_at is not None else None
+        history = histories.get(job_id)
+        if history is None:
+            created.append(EtaHistory(job_id=job_id, changes=[[now, eta]]))
+        elif not history.changes or history.changes[-1][1] != eta:
+            history.changes.append([now, eta])
+            changed.append(history)
+    EtaHistory.objects.bulk_create(created)
+    EtaHistory.objects.bulk_update(changed, ["changes"])
+    gone = [job_id for job_id in histories if job_id not in pending]
+    if not gone:
+        return []
+    starts = (
+        Job.objects.filter(pk__in=gone)
+        .annotate(
+            binds=Count("events", filter=Q(events__type=EventType.BOUND)),
+            first_start=Min("events__at", filter=Q(events__type=EventType.BOUND)),
+        )
+        .filter(binds=1)  # its first start: a job that ran before waited again after a requeue
+        .values_list("pk", "submitted_at", "first_start")
+    )
+    errors = []
+    for job_id, submitted_at, first_start in starts:
+        start, wait = first_start.timestamp(), (first_start - submitted_at).total_seconds()
+        if wait <= cycle_s:
+            continue
+        predicted = _shown_at(histories[job_id].changes, submitted_at.timestamp() + wait / 4)
+        if predicted is not None:
+            errors.append(abs(predicted - start) / wait)
+    EtaHistory.objects.filter(job_id__in=gone).delete()
+    return errors
+
+
+def _shown_at(changes: Sequence[Sequence[float | None]], t: float) -> float | None:
+    """The estimate in effect at ``t``: the last change at or before it (None: none shown yet, or none given)."""
+    shown = None
+    for at, eta in changes:
+        if at is not None and at <= t:
+            shown = eta
+    return shown

@@ -47,6 +47,7 @@ EXPORTED = {
     "microcosm_spot_interruptions",
     "microcosm_lost_gpu_hours",
     "microcosm_ledger_lag_seconds",
+    "microcosm_eta_error_ratio",
 }
 TOKEN = "t" * 40
 

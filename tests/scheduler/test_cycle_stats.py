@@ -1,5 +1,5 @@
 """The loop's running totals (scheduler.loop.stats): phase histograms, decisions, MIG changes seen to end,
-interruption notices counted once."""
+interruption notices counted once, the error of the start estimate a job was shown."""
 
 from __future__ import annotations
 
@@ -7,9 +7,12 @@ from datetime import UTC, datetime
 
 import pytest
 
+from jobs.services import job_submit
 from scheduler.gateways.protocol import Interruption, MigConfigState, MigStatus, NodeObservation, Observation
+from scheduler.loop.cycle import cycle_run
 from scheduler.loop.stats import PHASE_BUCKETS_S, PHASES, cycle_stats_record, histogram_add
-from scheduler.models import CycleStats
+from scheduler.models import CycleStats, EtaHistory
+from tests.scheduler.loop_helpers import Clock, fleet, fleet_seed, team_seed
 
 pytestmark = pytest.mark.django_db
 
@@ -69,3 +72,30 @@ def test_an_interruption_notice_is_counted_once():
     stats = _cycle(120.0, _node("spot-1"), _node("spot-2", notice_at=108.0))
     stats = _cycle(130.0, _node("spot-1", notice_at=125.0))  # a new notice for a replacement node of the same name
     assert stats.spot_interruptions == 3 and stats.notices == {"spot-1": 125.0}
+
+
+def test_the_start_estimate_shown_a_quarter_into_the_wait_is_measured_when_the_job_starts():
+    fleet_seed()
+    team = team_seed()
+    clock = Clock()
+    gateway = fleet(clock)
+    spec = {"kind": "training", "gpus": 8, "tier": "reserved-only", "duration_s": 1200}  # 20 s at 60×
+    job_submit(team=team, spec=spec, actor=None, now=clock.now)
+    waiting = job_submit(team=team, spec=spec, actor=None, now=clock.now)
+    shown = []
+    for step in (0, 5, 5):
+        clock.advance(step)
+        cycle_run(gateway=gateway)
+        waiting.refresh_from_db()
+        shown.append((clock.now, waiting.eta_at))
+    assert waiting.state == "pending" and EtaHistory.objects.filter(job=waiting).exists()
+    clock.advance(11)  # the first job completes: the waiting one starts
+    stats = cycle_run(gateway=gateway) and CycleStats.objects.get()
+    waiting.refresh_from_db()
+    assert waiting.state == "running" and not EtaHistory.objects.exists()
+    wait = (waiting.started_at - waiting.submitted_at).total_seconds()
+    quarter = waiting.submitted_at.timestamp() + wait / 4
+    predicted = [eta for at, eta in shown if at.timestamp() <= quarter][-1]
+    expected = abs(predicted.timestamp() - waiting.started_at.timestamp()) / wait
+    assert stats.eta_errors["count"] == 1
+    assert stats.eta_errors["sum"] == pytest.approx(expected, abs=0.01)
