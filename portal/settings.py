@@ -605,6 +605,16 @@ CONTENT_SECURITY_POLICY = {
         "frame-ancestors": [NONE],
     },
 }
+# /metrics (portal/metrics, docs/metrics.md): with METRICS_TOKEN set, a scrape must send it as a bearer token;
+# unset, the endpoint is open to whoever reaches the portal. Prometheus scrapes inside the cluster over plain
+# HTTP, so the HTTPS redirect spares this one path (the token then crosses the cluster network unencrypted).
+METRICS_TOKEN = env_str("METRICS_TOKEN", default="")
+if METRICS_TOKEN and len(METRICS_TOKEN) < 32:
+    raise EnvError(
+        "METRICS_TOKEN must be at least 32 characters, or unset to leave /metrics open; generate one with "
+        "python -c 'import secrets; print(secrets.token_urlsafe(32))'."
+    )
+SECURE_REDIRECT_EXEMPT = [r"^metrics$"]
 # --- end of hardening -----------------------------------------------------------------------------------------
 
 # Production hardening: on whenever DEBUG is off, so `manage.py check --deploy` is clean. TLS is assumed

@@ -1,11 +1,12 @@
-"""Root URLs: sign-in pages, the home page, the admin and a health probe; the team lead's pages, the cluster
-view, and the REST API with its OpenAPI schema and interactive docs."""
+"""Root URLs: sign-in pages, the home page, the admin, a health probe and the Prometheus metrics; the team lead's
+pages, the cluster view, and the REST API with its OpenAPI schema and interactive docs."""
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from portal import views
+from portal.metrics import views as metrics_views
 from scheduler import views as scheduler_views
 
 admin.site.site_header = "Microcosm administration"
@@ -15,6 +16,7 @@ admin.site.index_title = "Platform"
 urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
+    path("metrics", metrics_views.metrics, name="metrics"),
     path("favicon.ico", views.favicon, name="favicon"),
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),

@@ -244,3 +244,61 @@ class SimulatedProgress(models.Model):
 
     def __str__(self) -> str:
         return f"job {self.job_id}: {self.saved_work_s:g} s saved"
+
+
+class CycleStats(models.Model):
+    """The scheduling loop's running totals since it was installed (one row per loop, like :class:`SchedulerFence`).
+
+    Each cycle adds to them (:mod:`scheduler.loop.stats`) and ``/metrics`` reads them at scrape time
+    (:mod:`portal.metrics`): the cycle runs in a Celery worker and the endpoint in a web pod, so the database is
+    the one place both see. Totals only ever grow, so Prometheus reads them as counters; the row stays the same
+    size however long the loop runs.
+    """
+
+    name = models.CharField(max_length=64, unique=True)
+    cycles = models.BigIntegerField(default=0, help_text="Cycles that ran to the end.")
+    last_success_at = models.DateTimeField(null=True, blank=True, help_text="When the last such cycle ended.")
+    phases = models.JSONField(
+        default=dict, blank=True, help_text='Per phase: {"count": n, "sum": seconds, "buckets": [cumulative counts]}.'
+    )
+    decisions = models.JSONField(default=dict, blank=True, help_text="Decisions recorded, per kind.")
+    mig_in_flight = models.JSONField(
+        default=dict, blank=True, help_text='MIG changes the last cycle saw in flight: {node: {"state", "since"}}.'
+    )
+    mig_outcomes = models.JSONField(default=dict, blank=True, help_text="MIG changes seen to end, per outcome.")
+    notices = models.JSONField(
+        default=dict, blank=True, help_text="Interruption notices the last cycle saw: {node: noticed_at}."
+    )
+    spot_interruptions = models.BigIntegerField(default=0, help_text="Interruption notices seen, each once.")
+    eta_errors = models.JSONField(
+        default=dict, blank=True, help_text="Start-estimate errors of the jobs that waited, as a phase's histogram."
+    )
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        verbose_name = "cycle statistics"
+        verbose_name_plural = "cycle statistics"
+        constraints = [
+            models.CheckConstraint(condition=Q(cycles__gte=0), name="cyclestats_cycles_non_negative"),
+            models.CheckConstraint(
+                condition=Q(spot_interruptions__gte=0), name="cyclestats_spot_interruptions_non_negative"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name}: {self.cycles} cycles"
+
+
+class EtaHistory(models.Model):
+    """The start times the loop has shown a pending job, as they changed: ``[[at, eta or None], ...]`` (Unix times).
+
+    Kept while the job waits for its first start, so that once it starts the error of the estimate it was shown a
+    quarter into its wait can be measured (:mod:`scheduler.loop.stats`, the B2 benchmark's ``eta_error``); then
+    deleted. Only pending jobs have a row, so the table stays the size of the queue.
+    """
+
+    job = models.OneToOneField("jobs.Job", on_delete=models.CASCADE, related_name="eta_history")
+    changes = models.JSONField(default=list)
+
+    def __str__(self) -> str:
+        return f"start estimates of job {self.job_id}"

@@ -5,6 +5,9 @@ apply.
 (:mod:`scheduler.loop.locks`) and pass its fencing token, as :func:`scheduler.tasks.cycle_run_task` and the
 ``schedule`` / ``scheduler run`` commands do. Every step is safe to interrupt: decisions are recorded before
 they are applied, and the next cycle's reconciliation repairs whatever was recorded but not applied.
+
+A cycle that runs through ends by adding its phases' durations, its decisions and what it saw of MIG changes and
+interruption notices to the loop's totals (:mod:`scheduler.loop.stats`), which ``/metrics`` reads.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from scheduler.loop.policy import policy_at_speed
 from scheduler.loop.reconcile import reconcile
 from scheduler.loop.record import fence_check, record_plan
 from scheduler.loop.snapshot import build
+from scheduler.loop.stats import cycle_stats_record
 
 
 @dataclass
@@ -73,21 +77,26 @@ def cycle_run(
     and :class:`~scheduler.errors.FencingError` when a newer cycle has recorded since this one took its lock.
     """
     started = time.perf_counter()
+    phases_s: dict[str, float] = {}
     gateway = gateway or gateway_get()
     observation = gateway.observe()
+    phases_s["observe"] = time.perf_counter() - started
     # The cluster's clock is the cycle's clock: decisions are stamped with the instant they were based on.
     at = datetime.fromtimestamp(observation.observed_at, tz=UTC)
     report = CycleReport(at=at.isoformat(), nodes=len(observation.nodes))
 
     loop = settings.SCHEDULER
     grace_s = float(loop.get("evict_grace_s", 30.0))
+    phase_started = time.perf_counter()
     with transaction.atomic():
         fence_check(fence_token)
         # The simulated fleet reports its simulated jobs' checkpoints; a cluster, its job directories' manifests.
         source = "simulated" if gateway.name == "simulated" else "manifest"
         repairs = reconcile(observation, at=at, checkpoint_source=source, evict_grace_s=grace_s)
     report.repairs = repairs.as_json()
+    phases_s["reconcile"] = time.perf_counter() - phase_started
 
+    phase_started = time.perf_counter()
     policy = policy_at_speed(observation.clock_speed)
     now = at.timestamp()
     built = build(observation, policy, now)
@@ -99,17 +108,24 @@ def cycle_run(
         unreadable = tuple(Reject(job=job_id, reason=reason) for job_id, reason in sorted(built.unreadable.items()))
         plan = replace(plan, rejections=plan.rejections + unreadable)
     report.plan_ms = (time.perf_counter() - plan_started) * 1000
+    phases_s["plan"] = time.perf_counter() - phase_started  # the snapshot built from the rows, then the plan
 
+    phase_started = time.perf_counter()
     recorded = record_plan(plan, observation, at=at, fence_token=fence_token)
     report.decisions = recorded.decisions
+    phases_s["record"] = time.perf_counter() - phase_started
 
+    phase_started = time.perf_counter()
     retry = retry or Retry(
         attempts=int(loop.get("apply_attempts", 3)), backoff_s=float(loop.get("apply_backoff_s", 0.2))
     )
     result = apply_ops(gateway, [*repairs.ops, *recorded.ops], grace_s=grace_s, retry=retry)
     report.applied, report.failed = result.applied, result.failed
     report.requeued_after_refusal = _requeue_refused(result, at)
+    phases_s["apply"] = time.perf_counter() - phase_started
     report.total_ms = (time.perf_counter() - started) * 1000
+    ended = datetime.fromtimestamp(observation.observed_at + report.total_ms / 1000, tz=UTC)
+    cycle_stats_record(observation=observation, phases_s=phases_s, decisions=report.decisions, at=ended)
     cycle_log(
         cycle=fence_token,
         decisions=report.decisions,
