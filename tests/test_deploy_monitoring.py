@@ -4,7 +4,10 @@ that /metrics exports; the alert rules are complete; the monitoring kustomizatio
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -100,3 +103,26 @@ def test_the_monitoring_kustomization_lists_its_files_and_the_default_one_does_n
     assert sorted(listed) == sorted(p.name for p in MONITORING.glob("*.yaml") if p.name != "kustomization.yaml")
     default = yaml.safe_load((ROOT / "deploy" / "kustomization.yaml").read_text())["resources"]
     assert not set(listed) & set(default)
+
+
+PROMTOOL = shutil.which("promtool")
+
+
+@pytest.mark.skipif(
+    PROMTOOL is None and not os.environ.get("CI"), reason="promtool (Debian's prometheus) is installed by .ci/run"
+)
+def test_promtool_accepts_the_alert_rules_and_every_dashboard_query(tmp_path: Path) -> None:
+    """Prometheus's own checker parses every alert's PromQL, and every dashboard query written as a recording
+    rule, so a query Prometheus would refuse fails here, not on the operator's dashboard."""
+    assert PROMTOOL is not None, "CI installs Debian's prometheus package for promtool"
+    doc = yaml.safe_load((MONITORING / "prometheus-rules.yaml").read_text())
+    alerts = tmp_path / "alerts.yaml"
+    alerts.write_text(yaml.safe_dump(doc["spec"]))
+    panels = json.loads(DASHBOARD.read_text())["panels"]
+    exprs = [target["expr"] for panel in panels for target in panel["targets"]]
+    # Grafana's interval variables are not PromQL: a fixed range stands in for them.
+    recorded = [{"record": f"dashboard:query_{i}", "expr": re.sub(r"\$__\w+", "5m", e)} for i, e in enumerate(exprs)]
+    queries = tmp_path / "queries.yaml"
+    queries.write_text(yaml.safe_dump({"groups": [{"name": "dashboard", "rules": recorded}]}))
+    checked = subprocess.run([PROMTOOL, "check", "rules", str(alerts), str(queries)], capture_output=True, text=True)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
