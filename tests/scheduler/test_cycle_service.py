@@ -18,7 +18,6 @@ from scheduler.loop.policy import policy_current
 from scheduler.loop.record import record_plan
 from scheduler.loop.snapshot import build
 from scheduler.models import SchedulerFence, SimulatedPod
-from teams.models import Quota
 from tests.scheduler.loop_helpers import Clock, fleet, fleet_seed, team_seed
 
 pytestmark = pytest.mark.django_db
@@ -89,7 +88,6 @@ def test_a_job_is_placed_then_completes(team, clock):
 
 
 def test_pending_jobs_get_a_queue_position_and_a_reason(team, clock):
-    Quota.objects.filter(team=team).update(guaranteed_gpus=24, burst_gpus=24)  # GPUs, not the quota, hold them back
     gateway = fleet(clock)
     first = _submit(team, clock, gpus=8, tier="reserved-only", duration_s=600)  # one reserved 8-GPU box
     second = _submit(team, clock, gpus=8, tier="reserved-only", duration_s=600)
@@ -100,18 +98,6 @@ def test_pending_jobs_get_a_queue_position_and_a_reason(team, clock):
     assert (second.queue_position, second.team_queue_position) == (1, 1)
     assert (third.queue_position, third.team_queue_position) == (2, 2)
     assert "waiting for 8 A100 GPUs" in second.state_reason and second.eta_at is not None and second.eta_at > clock.now
-
-
-def test_a_job_its_guarantee_holds_back_says_so_and_gets_no_start_time(team, clock):
-    """The team's guarantee is 8 GPUs of firm work: a second firm 8-GPU job waits for the quota, and says how to
-    unblock it, with no start time (it starts only when the team's own work ends, whenever that is)."""
-    gateway = fleet(clock)
-    _submit(team, clock, gpus=8, tier="reserved-only", duration_s=600)
-    second = _submit(team, clock, gpus=8, tier="reserved-only", duration_s=600)
-    cycle_run(gateway=gateway, retry=NO_WAIT)
-    second.refresh_from_db()
-    assert "within quota" in second.state_reason and "submit it as preemptible" in second.state_reason
-    assert second.eta_at is None and second.queue_position == 1
 
 
 def test_a_crash_between_record_and_apply_is_repaired_by_the_next_cycle(team, clock):
