@@ -61,7 +61,6 @@ import logging
 from collections.abc import Hashable, Sequence
 from dataclasses import replace
 
-from scheduler.core.capacity import gpu_class_of
 from scheduler.core.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.choose import choose
 from scheduler.core.demand import Demand
@@ -84,7 +83,7 @@ from scheduler.core.placement import IndexedClusterState
 from scheduler.core.placement.fallback import fallback_slots, whole_gpu_slots
 from scheduler.core.placement.index import CapacityIndex
 from scheduler.core.placement.mix import observe
-from scheduler.core.placement.options import Option, options_for
+from scheduler.core.placement.options import options_for
 from scheduler.core.placement.reconfigurations import Reconfigurations
 from scheduler.core.plan import Bind, Evict, Plan, Reject, Waiting
 from scheduler.core.policy import Policy
@@ -94,7 +93,7 @@ from scheduler.core.rightsize import resolve
 from scheduler.core.rules.eviction import ground
 from scheduler.core.rules.fairshare import FairShare, job_class
 from scheduler.core.rules.gang import bind
-from scheduler.core.rules.limits import Admission, placement_units
+from scheduler.core.rules.limits import placement_units
 from scheduler.core.screening import rejection_reason, screen
 from scheduler.core.shape import Shape, placement_shape
 from scheduler.core.speedups.memo import Memo, current_memo
@@ -229,10 +228,7 @@ class _Run:
             self.blockers[job.id] = Blocker(NOT_READY)
         else:
             self._place(job)
-            refusal = self._quota_refusal(job, options) if self.blockers.get(job.id, _BOUND).kind == CAPACITY else None
-            if refusal is not None:
-                self.blockers[job.id] = Blocker(QUOTA, refusal.reason)
-            elif self.blockers.get(job.id, _BOUND).kind == CAPACITY:
+            if self.blockers.get(job.id, _BOUND).kind == CAPACITY:
                 reservation = self.reservations.reserve(job, options)
                 if reservation is not None:
                     nodes = ", ".join(dict.fromkeys(node for node, _ in reservation.gpus))
@@ -285,22 +281,6 @@ class _Run:
             self.blockers[job.id] = Blocker(QUOTA, admission.reason)
         else:
             self.blockers[job.id] = Blocker(CAPACITY)
-
-    def _quota_refusal(self, job: Job, options: Sequence[Option]) -> Admission | None:
-        """Why the quota refuses ``job`` on every option it has, at its team's usage now; None when it admits one.
-
-        A job no free capacity takes was never put to its quota (placement asks it of slots it found), yet one
-        the quota refuses everywhere waits for its quota, not for GPUs: it gets the quota's reason and no
-        reservation (:mod:`reservation`, rule 1) — a start time from GPUs freeing would never come true, and the
-        GPUs held for it would stand idle."""
-        refusal = None
-        for option in options:
-            units = {gpu_class_of(option.model): demand_units(option.demand, option.model) * job.replicas}
-            verdict = self.fairness.admit(job, units)
-            if verdict.ok:
-                return None
-            refusal = refusal or verdict
-        return refusal
 
     def _retry_production(self, teams: set[str]) -> None:
         """Evictions lowered the usage of ``teams``: their production jobs blocked earlier in the cycle (by

@@ -81,22 +81,6 @@ def test_a_gang_gets_the_gpus_freed_first_and_its_eta_is_the_reservation_start()
     assert "reserved on a: expected to start in about 5 min" in waiting.reason
 
 
-def test_a_job_its_quota_refuses_waits_for_the_quota_with_no_reservation_and_no_time() -> None:
-    """No free GPU is no reason to skip the quota: a firm job above its team's guarantee would wait past every
-    GPU freeing, so it gets the quota's reason and holds nothing that other work could use (rule 1)."""
-    nodes = [node("a", H100), node("b", H100)]
-    busy = _busy(300, range(6), "a") + _busy(900, range(8), "b")  # GPUs 6 and 7 of a are idle
-    over = job("over", "t", gpus=8, preemptible=False, submitted_at=1)
-    small = job("small", "u", gpus=1, duration_s=10_000, preemptible=False, submitted_at=2)
-    plan = _plan(nodes, [over, small], busy, teams=[team("t", guaranteed=4), team("u", guaranteed=64)])
-    waiting = {w.job: w for w in plan.waiting}
-    assert waiting["over"].blocker == "quota" and waiting["over"].eta_s is None
-    assert "within quota" in waiting["over"].reason and "reserved" not in waiting["over"].reason
-    assert [b.job for b in plan.binds] == ["small"]  # an idle GPU no reservation holds
-    within = _plan(nodes, [over, small], busy)  # the same job within its guarantee reserves GPU 6 and 7 of a
-    assert {w.job: w.blocker for w in within.waiting}["over"] == "reserved" and not within.binds
-
-
 def test_held_gpus_take_only_work_that_ends_before_the_reservation_starts() -> None:
     nodes = [node("a", H100)]
     busy = _busy(300)  # GPUs 6 and 7 of a are idle
