@@ -105,7 +105,8 @@ def cycle_run(
         plan = replace(plan, rejections=plan.rejections + unreadable)
     report.plan_ms = (time.perf_counter() - plan_started) * 1000
 
-    recorded = record_plan(plan, observation, at=at, fence_token=fence_token)
+    ordered = {job.id: (job.priority.value, job.rank) for job in built.snapshot.pending}
+    recorded = record_plan(plan, observation, at=at, fence_token=fence_token, ordered=ordered)
     report.decisions = recorded.decisions
 
     retry = retry or Retry(
