@@ -9,6 +9,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from jobs.errors import JobPermissionDenied
 from jobs.models import Job
 from jobs.services import job_set_priority, job_set_rank
 from scheduler.core import Plan, Waiting
@@ -104,3 +105,19 @@ def test_a_plan_ordered_before_the_change_leaves_the_fresh_positions(lead, team)
     fresh = {str(a.pk): ("normal", 0), str(b.pk): ("high", 0)}  # a plan that saw the change writes its own
     record_plan(stale, observation, at=timezone.now(), fence_token=None, ordered=fresh)
     assert _positions() == {"a": (1, 1), "b": (2, 2)}
+
+
+def test_only_a_lead_or_a_platform_admin_moves_the_queue(
+    client, lead, member, finance_user, outsider, platform_admin, team
+) -> None:
+    fleet()
+    _, b = _as_a_cycle_left_them(team, lead, ["a", "b"])
+    url = reverse("jobs:manage", args=[team.slug])
+    for user, status in ((member, 403), (finance_user, 404), (outsider, 404)):
+        client.force_login(user)
+        assert client.post(url, {"action": f"up:{b.pk}"}).status_code == status
+        with pytest.raises(JobPermissionDenied):
+            job_set_priority(job=b, priority="high", actor=user)
+    assert _positions() == {"a": (1, 1), "b": (2, 2)}  # nothing moved, nothing written
+    job_set_priority(job=b, priority="high", actor=platform_admin)
+    assert _positions() == {"b": (1, 1), "a": (2, 2)}
