@@ -387,9 +387,7 @@ def manage(request: SignedInRequest, slug: str) -> HttpResponse:
     team, role = _team_for(request, slug)
     if not access.can_manage(role):
         return render(request, "jobs/forbidden.html", {"team": team, "what": "manage the team's queue"}, status=403)
-    queued = list(job_list_queue(user=request.user, team=team))
-    resuming = resuming_jobs(job.pk for job in queued)
-    pending = sorted(queued, key=lambda job: team_order_key(job, resuming))
+    pending = _team_order(request, team)
     if request.method == "POST":
         _manage_post(request, team, role, pending)
         return redirect("jobs:manage", slug=team.slug)
@@ -419,8 +417,8 @@ def _manage_post(request: SignedInRequest, team: Team, role: str, pending: list[
             j = i - 1 if direction == "up" else i + 1
             if 0 <= j < len(order):
                 order[i], order[j] = order[j], order[i]
-            changed = job_list_reorder(team=team, order=order, actor=request.user)
-            messages.success(request, f"Order saved ({len(changed)} rank change{'s' if len(changed) != 1 else ''}).")
+            job_list_reorder(team=team, order=order, actor=request.user)
+            messages.success(request, _moved_message(request, team, pending, moved[0]))
         elif action == "priority":
             priority = request.POST.get("priority", "")
             if priority not in access.priorities_allowed(role):
@@ -437,6 +435,31 @@ def _manage_post(request: SignedInRequest, team: Team, role: str, pending: list[
             messages.error(request, "Choose an action: move a job, set a priority, or cancel the selected jobs.")
     except (JobsError, JobStateError) as exc:
         messages.error(request, str(exc))
+
+
+def _moved_message(request: SignedInRequest, team: Team, before: list[Job], job_id: int) -> str:
+    """What a move did, told as the team's order now has it: one job moved, whatever ranks were rewritten."""
+    after = _team_order(request, team)
+    job = next(j for j in before if j.pk == job_id)
+    old = [j.pk for j in before].index(job_id) + 1
+    new = next((i for i, j in enumerate(after, start=1) if j.pk == job_id), None)
+    if new is None:
+        return f"{job.name} is no longer pending in this team."
+    if new == old:
+        return (
+            f"{job.name} stays #{new} in the team's order: priority comes first, and within it a job resuming "
+            "after a lost node; change its priority to move it past those jobs."
+        )
+    row = after[new - 1]
+    cluster = f", #{row.queue_position} in the cluster queue" if row.queue_position else ""
+    return f"Moved {job.name} {'up' if new < old else 'down'} to #{new} in the team's order{cluster}."
+
+
+def _team_order(request: SignedInRequest, team: Team) -> list[Job]:
+    """The team's pending jobs in the order the engine takes them within the team."""
+    queued = list(job_list_queue(user=request.user, team=team))
+    resuming = resuming_jobs(job.pk for job in queued)
+    return sorted(queued, key=lambda job: team_order_key(job, resuming))
 
 
 def _ids(values: list[str]) -> list[int]:

@@ -6,18 +6,20 @@ from __future__ import annotations
 from datetime import UTC
 from typing import Any
 
+from django.utils import timezone
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from jobs.models import Allocation, Job, JobEvent
 from jobs.network import job_network
-from jobs.selectors import NO_POSITION_YET
+from jobs.waiting import EtaDisplay, EtaStatus, eta_display, waiting_reason
 from scheduler.core import PreviewOutcome, bounds
 from scheduler.core.vocabulary import (
     DEFAULT_JOB_KIND,
     CapacityTier,
     Dtype,
     JobKind,
+    JobState,
     JobTier,
     ModelMode,
     Priority,
@@ -38,7 +40,21 @@ class JobSerializer(serializers.ModelSerializer):
     # null: submitted by the scheduler or a command without a user (allow_null puts "nullable" in the schema)
     submitted_by = serializers.CharField(source="submitted_by.username", read_only=True, default=None, allow_null=True)
     request = serializers.CharField(source="request_display", read_only=True, help_text="e.g. 2 × 4 GPUs")
-    waiting_reason = serializers.SerializerMethodField(help_text="Why a pending job waits, in words.")
+    waiting_reason = serializers.SerializerMethodField(
+        help_text="Why a pending job waits, in the scheduler's words; for a job its quota holds, what would unblock "
+        "it. null for a job that is not pending."
+    )
+    eta_at = serializers.SerializerMethodField(
+        help_text="When the scheduler expects a pending job to start: a reservation's start or its replay of the "
+        "queue. null when it gives no time (eta_status none) and once that time has passed (eta_status due): a "
+        "start time in the past is never given."
+    )
+    eta_status = serializers.SerializerMethodField(
+        help_text="What eta_at is for a pending job: estimated (eta_at is ahead); due (the estimate has passed "
+        "and the job has not started: the next scheduling cycle decides); none (no estimate: a job its quota "
+        "holds, one deep in the queue, or one no cycle has seen yet — waiting_reason says why). null for a job "
+        "that is not pending."
+    )
     url = serializers.HyperlinkedIdentityField(view_name="api:job-detail", lookup_url_kwarg="pk")
 
     class Meta:
@@ -74,6 +90,7 @@ class JobSerializer(serializers.ModelSerializer):
             "queue_position",
             "team_queue_position",
             "eta_at",
+            "eta_status",
             "submitted_by",
             "submitted_at",
             "started_at",
@@ -81,12 +98,25 @@ class JobSerializer(serializers.ModelSerializer):
         ]
         read_only_fields = fields
 
+    @extend_schema_field(serializers.CharField(allow_null=True))
     def get_waiting_reason(self, job: Job) -> str | None:
-        if job.state != "pending":
+        return waiting_reason(job)
+
+    def _eta(self, job: Job) -> EtaDisplay | None:
+        if job.state != JobState.PENDING:
             return None
-        if job.queue_position is None:
-            return NO_POSITION_YET
-        return job.state_reason or None
+        now = self.context.setdefault("now", timezone.now())  # one instant for every job of a page
+        return eta_display(job.eta_at, now)
+
+    @extend_schema_field(serializers.DateTimeField(allow_null=True))
+    def get_eta_at(self, job: Job) -> str | None:
+        eta = self._eta(job)
+        return serializers.DateTimeField().to_representation(eta.at) if eta is not None and eta.at else None
+
+    @extend_schema_field(serializers.ChoiceField(choices=[status.value for status in EtaStatus], allow_null=True))
+    def get_eta_status(self, job: Job) -> str | None:
+        eta = self._eta(job)
+        return eta.status.value if eta is not None else None
 
 
 class ReplicaLogSerializer(serializers.Serializer):

@@ -1,7 +1,9 @@
 """Changes people make to live jobs: cancel, priority, rank, requeue, and the same for many jobs at once.
 
 Each service checks the actor's role (:mod:`jobs.access`) on the rows it locks, writes in one transaction,
-and records one :class:`JobEvent` with the actor per job it changes; a refusal or an error writes nothing.
+and records one :class:`JobEvent` with the actor per job it changes; a refusal or an error writes nothing. A
+change to the queue's order (priority, rank, reorder) writes the pending jobs' positions again in the same
+transaction (:mod:`jobs.services.positions`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from jobs.access import check_cancel, check_manage, check_priority
 from jobs.errors import JobNotFound, JobSpecInvalid, JobStateError
 from jobs.models import Allocation, Job, JobEvent
 from jobs.services.loop import job_requeue
+from jobs.services.positions import positions_lock, positions_refresh
 from scheduler.core.vocabulary import PRIORITY_INDEX, EventType, EvictionReason, JobState, Priority
 from scheduler.specs.fields import describe
 from teams.models import Team
@@ -138,8 +141,7 @@ def job_set_priority(*, job: Job, priority: str, actor: User | None, now: dateti
     if priority not in allowed:
         raise JobSpecInvalid([f"priority: must be one of {', '.join(allowed)}; got {describe(priority)}"])
     check_priority(actor=actor, team=team, role=role, priority=priority)
-    with transaction.atomic():
-        return _change(job_id=job.pk, field="priority", value=priority, actor=actor, at=now or timezone.now())
+    return _change_order(job_id=job.pk, field="priority", value=priority, actor=actor, at=now or timezone.now())
 
 
 def job_set_rank(*, job: Job, rank: int, actor: User | None, now: datetime | None = None) -> Job:
@@ -153,8 +155,7 @@ def job_set_rank(*, job: Job, rank: int, actor: User | None, now: datetime | Non
         raise JobSpecInvalid(
             [f"rank: must be a whole number between -{_MAX_RANK} and {_MAX_RANK}, got {describe(rank)}"]
         )
-    with transaction.atomic():
-        return _change(job_id=job.pk, field="rank", value=rank, actor=actor, at=now or timezone.now())
+    return _change_order(job_id=job.pk, field="rank", value=rank, actor=actor, at=now or timezone.now())
 
 
 def job_list_reorder(*, team: Team, order: Sequence[int], actor: User | None, now: datetime | None = None) -> list[Job]:
@@ -169,6 +170,7 @@ def job_list_reorder(*, team: Team, order: Sequence[int], actor: User | None, no
     check_manage(actor=actor, team=team, what="reorder the team's jobs")
     at = now or timezone.now()
     with transaction.atomic():
+        positions_lock()
         pending = {
             j.pk: j for j in Job.objects.select_for_update().filter(team=team, state=JobState.PENDING).order_by("pk")
         }
@@ -181,6 +183,8 @@ def job_list_reorder(*, team: Team, order: Sequence[int], actor: User | None, no
             position_in_group[job.priority] = rank + 1
             if job.rank != rank:
                 changed.append(_change(job_id=job_id, field="rank", value=rank, actor=actor, at=at, locked=job))
+        if changed:
+            positions_refresh(now=at.timestamp())
     return changed
 
 
@@ -206,6 +210,19 @@ def _check_permutation(team: Team, order: Sequence[int], pending: dict[int, Job]
         )
     if errors:
         raise JobSpecInvalid(errors)
+
+
+def _change_order(*, job_id: int, field: str, value: object, actor: User | None, at: datetime) -> Job:
+    """:func:`_change` of a field the queue is ordered by, in its own transaction, with the pending jobs'
+    positions written again when it changed a pending job (:mod:`jobs.services.positions`)."""
+    with transaction.atomic():
+        positions_lock()
+        row = Job.objects.select_for_update().get(pk=job_id)
+        old = getattr(row, field)
+        _change(job_id=job_id, field=field, value=value, actor=actor, at=at, locked=row)
+        if row.state == JobState.PENDING and old != value:
+            positions_refresh(now=at.timestamp())
+        return row
 
 
 def _change(

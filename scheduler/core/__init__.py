@@ -6,9 +6,11 @@ writing (:func:`rejection_reason`), and the frozen values they take and give; an
 re-apply outside a cycle: the table of job-request ranges (``bounds``, :func:`text_problem`), right-sizing, the
 order in which the engine tries a fleet's GPU models and tiers (:func:`offers`), what it would do with a job
 submitted now (:func:`preview`) and the memory estimate the submit form shows, the quota limits and priority order
-the team pages and billing's guarantee check read, and the size of a GPU in capacity units; and the checkpoint
-interval the submit and job pages propose (:func:`checkpoint_interval`, with its inputs in ``checkpointing``).
-``scheduler.core.vocabulary`` and ``scheduler.core.catalog`` are public modules of their own.
+the team pages and billing's guarantee check read, and the size of a GPU in capacity units; the checkpoint
+interval the submit and job pages propose (:func:`checkpoint_interval`, with its inputs in ``checkpointing``); and
+the queue's order between cycles (:func:`queue_order`) with a waiting reason told again for a new position
+(:func:`reposition`), which a lead's reorder writes at once. ``scheduler.core.vocabulary`` and
+``scheduler.core.catalog`` are public modules of their own.
 """
 
 from scheduler.core import bounds, checkpointing
@@ -16,11 +18,13 @@ from scheduler.core.bounds import text_problem
 from scheduler.core.checkpointing import CheckpointInterval, checkpoint_interval
 from scheduler.core.cycle import plan_cycle, rejection_reason
 from scheduler.core.demand import DemandKind
+from scheduler.core.explain import reposition
 from scheduler.core.memory import estimate
 from scheduler.core.offers import Offer, offers
 from scheduler.core.plan import Bind, Evict, Plan, Reconfigure, Reject, Waiting
 from scheduler.core.policy import Policy
 from scheduler.core.preview import Preview, PreviewOutcome, preview
+from scheduler.core.queue import QueuePlace, queue_order
 from scheduler.core.rightsize import memory_need_mib, resolve, unplaceable_reason
 from scheduler.core.rules.limits import ANY, borrowed_in_fill, burst_limits, fill_order, guarantee_limits
 from scheduler.core.state import Job, ModelProfile, Node, Preemption, Request, Running, Slot, Snapshot, Team
@@ -40,6 +44,7 @@ __all__ = [
     "Preemption",
     "Preview",
     "PreviewOutcome",
+    "QueuePlace",
     "Reconfigure",
     "Reject",
     "Request",
@@ -60,7 +65,9 @@ __all__ = [
     "offers",
     "plan_cycle",
     "preview",
+    "queue_order",
     "rejection_reason",
+    "reposition",
     "resolve",
     "text_problem",
     "unplaceable_reason",

@@ -116,6 +116,15 @@ def ahead_text(ahead: int) -> str:
     return "next in line" if ahead == 0 else f"{_plural(ahead, 'job')} ahead"
 
 
+def reposition(reason: str, ahead: int) -> str:
+    """``reason`` (as :func:`reason_text` writes it) for a job that now has ``ahead`` jobs ahead of it: its last
+    part told again; a text of another form is returned unchanged."""
+    head, separator, tail = reason.rpartition("; ")
+    if separator and (tail == ahead_text(0) or tail.endswith(" ahead")):
+        return f"{head}; {ahead_text(ahead)}"
+    return reason
+
+
 def standing_text(guarantee_units: int, held_units: int, under: bool) -> str:
     """The team's standing against its guarantee, as the reason's middle part."""
     if guarantee_units <= 0:

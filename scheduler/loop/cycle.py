@@ -111,7 +111,8 @@ def cycle_run(
     phases_s["plan"] = time.perf_counter() - phase_started  # the snapshot built from the rows, then the plan
 
     phase_started = time.perf_counter()
-    recorded = record_plan(plan, observation, at=at, fence_token=fence_token)
+    ordered = {job.id: (job.priority.value, job.rank) for job in built.snapshot.pending}
+    recorded = record_plan(plan, observation, at=at, fence_token=fence_token, ordered=ordered)
     report.decisions = recorded.decisions
     phases_s["record"] = time.perf_counter() - phase_started
 

@@ -2,12 +2,16 @@
 
 Allocations, job states, job events and every pending job's queue position, ETA and reason are written
 together, or not at all. Operations on jobs whose state changed since the snapshot (cancelled meanwhile) are
-skipped. With a fencing token, the transaction first checks that no newer cycle has recorded (else
+skipped. Positions, ETAs and reasons are written only when every waiting job still has the priority and rank
+the plan ordered it by (``ordered``): a lead who reordered or re-prioritised meanwhile has had fresh positions
+written at once (:mod:`jobs.services.positions`), which a plan of the order before would make stale again; the
+next cycle writes them. With a fencing token, the transaction first checks that no newer cycle has recorded (else
 :class:`~scheduler.errors.FencingError` and nothing is written), then raises the fence to its token.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -26,6 +30,8 @@ from scheduler.loop.apply import BindOp, EvictOp, MigOp, Op, bind_request
 from scheduler.models import Node, SchedulerFence
 
 FENCE_NAME = "cycle"
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -52,8 +58,17 @@ def fence_floor() -> int:
     return SchedulerFence.objects.filter(name=FENCE_NAME).values_list("token", flat=True).first() or 0
 
 
-def record_plan(plan: Plan, observation: Observation, *, at: datetime, fence_token: int | None) -> Recorded:
-    """Write ``plan``'s decisions at ``at``; return the operations to apply and a summary of the decisions."""
+def record_plan(
+    plan: Plan,
+    observation: Observation,
+    *,
+    at: datetime,
+    fence_token: int | None,
+    ordered: Mapping[str, tuple[str, int]] | None = None,
+) -> Recorded:
+    """Write ``plan``'s decisions at ``at``; return the operations to apply and a summary of the decisions.
+    ``ordered``: the (priority, rank) of each pending job as the plan's snapshot read them (module doc); None
+    writes the waiting jobs' positions whatever their rows hold now."""
     ids = (
         {int(e.job) for e in plan.evictions}
         | {int(b.job) for b in plan.binds}
@@ -70,7 +85,7 @@ def record_plan(plan: Plan, observation: Observation, *, at: datetime, fence_tok
         result.decisions["reconfigurations"] = _reconfigurations(plan, observation, result.ops)
         result.decisions["binds"] = _binds(plan, jobs, at, result.ops)
         result.decisions["rejections"] = _rejections(plan, jobs, at)
-        result.decisions["waiting"] = _waiting(plan, jobs, at)
+        result.decisions["waiting"] = _waiting(plan, jobs, at, ordered)
     return result
 
 
@@ -149,7 +164,21 @@ def _rejections(plan: Plan, jobs: Mapping[str, Job], at: datetime) -> list[dict[
     return done
 
 
-def _waiting(plan: Plan, jobs: Mapping[str, Job], at: datetime) -> int:
+def _reordered(plan: Plan, jobs: Mapping[str, Job], ordered: Mapping[str, tuple[str, int]] | None) -> bool:
+    """Has a waiting job's priority or rank changed since the snapshot the plan ordered?"""
+    if ordered is None:
+        return False
+    for waiting in plan.waiting:
+        job, seen = jobs.get(waiting.job), ordered.get(waiting.job)
+        if job is not None and seen is not None and (job.priority, job.rank) != seen:
+            return True
+    return False
+
+
+def _waiting(plan: Plan, jobs: Mapping[str, Job], at: datetime, ordered: Mapping[str, tuple[str, int]] | None) -> int:
+    if _reordered(plan, jobs, ordered):
+        log.info("cycle: the queue was reordered since the snapshot; its positions stay until the next cycle")
+        return len([w for w in plan.waiting if w.job in jobs])
     changed = []
     for waiting in plan.waiting:
         job = jobs.get(waiting.job)

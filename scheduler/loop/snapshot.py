@@ -174,6 +174,25 @@ def inventory_observation(now: float, clock_speed: float) -> Observation:
     return Observation(observed_at=now, nodes=tuple(nodes), jobs={}, clock_speed=clock_speed)
 
 
+def queue_snapshot(pending: Iterable[Job]) -> Snapshot:
+    """What :func:`scheduler.core.queue_order` needs between cycles, from the database alone: the inventory's
+    nodes (closed, as :func:`inventory_nodes`), the teams, the running work as its live allocations hold it, and
+    ``pending`` (rows that cannot be read as an engine job are left out: the next cycle rejects them). Job
+    durations stay in the rows' seconds: the order does not depend on them."""
+    running = Job.objects.filter(state=JobState.RUNNING).select_related("team", "project")
+    jobs: list[CoreJob] = []
+    rows = list(pending)
+    resuming = resuming_jobs([job.pk for job in rows])
+    for job in rows:
+        try:
+            jobs.append(_job(job, 1.0, resumes=job.pk in resuming))
+        except (ValueError, TypeError, KeyError, ArithmeticError):
+            continue
+    return Snapshot(
+        nodes=inventory_nodes(), teams=teams_current(), running=_running(running, None, 1.0), pending=tuple(jobs)
+    )
+
+
 def teams_current() -> tuple[Team, ...]:
     """Every team with its quotas and its typical run time, as the engine's :class:`~scheduler.core.Team`
     (named by slug)."""
@@ -262,7 +281,7 @@ def _request(job: Job) -> Request:
     )
 
 
-def _running(jobs: Iterable[Job], observation: Observation, speed: float) -> tuple[Running, ...]:
+def _running(jobs: Iterable[Job], observation: Observation | None, speed: float) -> tuple[Running, ...]:
     by_id = {job.pk: job for job in jobs}
     slots: dict[int, dict[int, list[Slot]]] = defaultdict(lambda: defaultdict(list))
     allocations = (
@@ -282,7 +301,7 @@ def _running(jobs: Iterable[Job], observation: Observation, speed: float) -> tup
     result = []
     for job_id in sorted(slots):
         job = by_id[job_id]
-        observed = observation.jobs.get(str(job_id))
+        observed = observation.jobs.get(str(job_id)) if observation is not None else None
         result.append(
             Running(
                 job=_job(job, speed),

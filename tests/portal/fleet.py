@@ -82,7 +82,7 @@ def pending_queue(team: Team, count: int, *, submitted_by=None, start_position: 
                 state_reason="waits for 1 free A100 GPU; 3 jobs of higher priority are ahead",
                 queue_position=start_position + i,
                 team_queue_position=i + 1,
-                eta_at=now + timedelta(minutes=i),
+                eta_at=now + timedelta(minutes=i + 1),  # ahead: an estimate that has passed is not shown
             )
             for i in range(count)
         ],
