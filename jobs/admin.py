@@ -18,6 +18,7 @@ from django.http import HttpRequest
 from jobs.errors import JobsError
 from jobs.models import Allocation, Job, JobEvent
 from jobs.services import job_cancel_bulk, job_requeue_bulk, job_set_priority, job_set_rank
+from jobs.services.positions import positions_lock
 from scheduler.core.vocabulary import JobState
 
 # What was asked for: once a job runs, its allocations were sized from these, so they stay as they were.
@@ -137,6 +138,10 @@ class JobAdmin(admin.ModelAdmin):
             return
         wanted = {field: getattr(obj, field) for field in SERVICE_FIELDS if field in form.changed_data}
         plain = [field for field in form.changed_data if field not in SERVICE_FIELDS]
+        if wanted:
+            # The admin saves inside one transaction: the loop's fence before this job's row, in the order the
+            # loop's record step and the services take them, so the two never wait on each other.
+            positions_lock()
         if plain:
             # Only what the form changed: the loop may have moved the job's state since the page was loaded.
             obj.save(update_fields=plain)
