@@ -6,15 +6,12 @@ rest, which is ``reconfiguring`` while the loop last saw a MIG change in flight 
 the node is cordoned or draining, and ``idle`` otherwise.
 
 ``microcosm_gpu_effective_utilization_ratio`` is the B2 benchmark's ``effective_utilization``
-(spec/benchmarks.md, ``scheduler/sim/metrics.py``) at this instant: what the running work needs over the GPUs
-present. A training job needs its GPUs; a memory or model request the compute slices of the smallest MIG
-profile of its GPU model that holds its memory (whole GPUs when none does, or when it trains); a MIG request
-its profile's slices. A job never needs more than it holds.
+(spec/benchmarks.md) at this instant: what the running work needs over the GPUs present, with the benchmarks'
+own definition of a job's true need (:func:`scheduler.core.replica_need`). A job never needs more than it holds.
 """
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from collections.abc import Iterator
 from datetime import datetime, timedelta
@@ -24,10 +21,8 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from jobs.models import Allocation, Job
 from jobs.selectors import gpu_equivalents
 from jobs.team_usage import team_quota_use
-from scheduler.core import Job as CoreJob
-from scheduler.core import Policy, memory_need_mib
-from scheduler.core.catalog import COMPUTE_SLICES, GPU_MODEL_BY_NAME
-from scheduler.core.vocabulary import JobKind, ModelMode, NodeState
+from scheduler.core import replica_need
+from scheduler.core.vocabulary import NodeState
 from scheduler.loop.policy import policy_current
 from scheduler.loop.snapshot import core_job
 from scheduler.models import CycleStats, Node, UtilizationSample
@@ -79,29 +74,6 @@ def _gpus(nodes: list[Node], held: dict[int, float], reconfiguring: set[str]) ->
     for (gpu_model, tier, state), gpus in sorted(totals.items()):
         family.add_metric([gpu_model, tier, state], round(gpus, 6))
     return family
-
-
-def replica_need(job: CoreJob, gpu_model: str, policy: Policy) -> float:
-    """What one replica of ``job`` needs on a GPU of ``gpu_model``, in GPUs (module doc)."""
-    request = job.request
-    spec = GPU_MODEL_BY_NAME.get(gpu_model)
-    if request.gpus is not None:
-        return float(request.gpus)
-    if request.mig_profile is not None:
-        profile = spec.profiles().get(request.mig_profile) if spec else None
-        return profile.compute_slices / COMPUTE_SLICES if profile else 1.0
-    need_mib = memory_need_mib(request, policy)
-    if spec is None or need_mib is None:
-        return 1.0
-    training = job.kind == JobKind.TRAINING or (
-        request.model is not None and ModelMode(request.model.mode) == ModelMode.TRAINING
-    )
-    if not training and spec.mig_capable:
-        holding = [p for p in spec.profile_specs() if p.memory_mib >= need_mib and not p.media_engines]
-        if holding:
-            smallest = min(holding, key=lambda p: (p.compute_slices, p.memory_mib, p.memory_slices, p.name))
-            return smallest.compute_slices / COMPUTE_SLICES
-    return float(max(1, math.ceil(need_mib / spec.memory_mib)))
 
 
 def _effective_utilization(capacity: int, present: set[int]) -> Metric:

@@ -9,7 +9,8 @@ submitted now (:func:`preview`) and the memory estimate the submit form shows, t
 the team pages and billing's guarantee check read, and the size of a GPU in capacity units; the checkpoint
 interval the submit and job pages propose (:func:`checkpoint_interval`, with its inputs in ``checkpointing``); and
 the queue's order between cycles (:func:`queue_order`) with a waiting reason told again for a new position
-(:func:`reposition`), which a lead's reorder writes at once. ``scheduler.core.vocabulary`` and
+(:func:`reposition`), which a lead's reorder writes at once; and a job's true need (:func:`replica_need`), which
+the live utilization gauge shares with the benchmarks. ``scheduler.core.vocabulary`` and
 ``scheduler.core.catalog`` are public modules of their own.
 """
 
@@ -20,6 +21,7 @@ from scheduler.core.cycle import plan_cycle, rejection_reason
 from scheduler.core.demand import DemandKind
 from scheduler.core.explain import reposition
 from scheduler.core.memory import estimate
+from scheduler.core.need import replica_need
 from scheduler.core.offers import Offer, offers
 from scheduler.core.plan import Bind, Evict, Plan, Reconfigure, Reject, Waiting
 from scheduler.core.policy import Policy
@@ -67,6 +69,7 @@ __all__ = [
     "preview",
     "queue_order",
     "rejection_reason",
+    "replica_need",
     "reposition",
     "resolve",
     "text_problem",

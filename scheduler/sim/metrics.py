@@ -3,10 +3,8 @@
 A window ``[start, end)`` excludes the warm-up. Definitions:
 
 - **true need** of a running job (what it would hold on a perfectly right-sized cluster), per replica on the
-  GPU model it runs on: a training job its GPUs; an inference or batch service asking for memory or a model
-  the compute slices of the smallest MIG profile of that model holding its memory, as a fraction of 7 (no
-  profile holds it: ``ceil(memory / GPU memory)`` whole GPUs); a MIG profile its compute slices / 7; a share
-  its milli / 1000. A 10 GiB service on a whole 80 GB GPU needs 1/7 of it.
+  GPU model it runs on: :func:`scheduler.core.need.replica_need` (the live ``/metrics`` gauge reads the same).
+  A 10 GiB service on a whole 80 GB GPU needs 1/7 of it.
 - ``effective_utilization``: ∫ Σ true need of the running jobs dt / ∫ GPUs present dt over the window, with
   the need-seconds of work later thrown away taken out: an evicted training or batch run loses its work since
   the last checkpoint. An inference service's served time is never lost (it served requests while it ran),
@@ -41,43 +39,17 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from scheduler.core.capacity import slot_units
-from scheduler.core.catalog import COMPUTE_SLICES, GPU_MODEL_BY_NAME
-from scheduler.core.layouts import fit
+from scheduler.core.catalog import GPU_MODEL_BY_NAME
+from scheduler.core.need import replica_need
 from scheduler.core.policy import Policy
-from scheduler.core.rightsize import memory_need_mib
 from scheduler.core.state import Job, Node
 from scheduler.core.units import FULL_GPU_MILLI, UNITS_PER_GPU
-from scheduler.core.vocabulary import JobKind, ModelMode, Priority
+from scheduler.core.vocabulary import JobKind, Priority
 from scheduler.sim.records import CycleLog, RunLog
 from scheduler.sim.report import ReplayResult
 
 PERCENTILES = (50, 95)
 SERIES_BUCKET_S = 600.0
-
-
-def replica_need(job: Job, gpu_model: str, policy: Policy) -> float:
-    """True need of one replica of ``job`` on a GPU of ``gpu_model``, in GPUs (module docstring)."""
-    request = job.request
-    spec = GPU_MODEL_BY_NAME.get(gpu_model)
-    if request.gpus is not None:
-        return float(request.gpus)
-    if request.gpu_milli is not None:
-        milli = request.gpu_milli
-        return milli / FULL_GPU_MILLI if milli < FULL_GPU_MILLI else float(math.ceil(milli / FULL_GPU_MILLI))
-    if request.mig_profile is not None:
-        profile = spec.profiles().get(request.mig_profile) if spec else None
-        return profile.compute_slices / COMPUTE_SLICES if profile else 1.0
-    need_mib = memory_need_mib(request, policy)
-    if spec is None or need_mib is None:
-        return 1.0
-    training = job.kind == JobKind.TRAINING or (
-        request.model is not None and ModelMode(request.model.mode) == ModelMode.TRAINING
-    )
-    if not training:
-        name = fit(gpu_model, need_mib)
-        if name is not None:
-            return spec.profiles()[name].compute_slices / COMPUTE_SLICES
-    return float(max(1, math.ceil(need_mib / spec.memory_mib)))
 
 
 def job_need(job: Job, gpu_model: str, policy: Policy) -> float:

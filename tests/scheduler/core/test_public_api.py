@@ -47,6 +47,7 @@ PUBLIC = [
     "preview",
     "queue_order",
     "rejection_reason",
+    "replica_need",
     "reposition",
     "resolve",
     "text_problem",
