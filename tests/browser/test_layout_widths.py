@@ -90,6 +90,9 @@ def sized_page(request, browser) -> Iterator[tuple[str, object]]:
     context.close()
 
 
+LINE_PX = 24  # one line of body text
+
+
 def _open(page, url: str) -> None:
     page.goto(url)
     page.wait_for_load_state("networkidle")
@@ -138,8 +141,9 @@ def test_a_long_jobs_page_is_as_short_as_a_short_ones(live_server, sized_page, o
         assert job.events.count() > TIMELINE_SHOWN
         _open(page, f"{live_server.url}/jobs/{job.pk}/")
         heights[name] = page.evaluate(PAGE_HEIGHT)
-    # Six times the history, the same page: only the latest entries are open.
-    assert abs(heights["longer"] - heights["long"]) <= 2, heights
+    # Six times the history, the same page: only the latest entries are open. Two lines of slack: figures with
+    # more digits (GPU-hours, cost, "Show all 302 events") may wrap once more at 390 px.
+    assert abs(heights["longer"] - heights["long"]) <= 2 * LINE_PX, heights
     # Unfolding the history shows it all.
     page.click("[data-testid=timeline-earlier] > summary")
     assert page.evaluate(PAGE_HEIGHT) > heights["longer"]
