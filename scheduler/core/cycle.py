@@ -61,6 +61,7 @@ import logging
 from collections.abc import Hashable, Sequence
 from dataclasses import replace
 
+from scheduler.core.capacity import gpu_class_of
 from scheduler.core.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.choose import choose
 from scheduler.core.demand import Demand
@@ -83,7 +84,7 @@ from scheduler.core.placement import IndexedClusterState
 from scheduler.core.placement.fallback import fallback_slots, whole_gpu_slots
 from scheduler.core.placement.index import CapacityIndex
 from scheduler.core.placement.mix import observe
-from scheduler.core.placement.options import options_for
+from scheduler.core.placement.options import Option, options_for
 from scheduler.core.placement.reconfigurations import Reconfigurations
 from scheduler.core.plan import Bind, Evict, Plan, Reject, Waiting
 from scheduler.core.policy import Policy
@@ -93,7 +94,7 @@ from scheduler.core.rightsize import resolve
 from scheduler.core.rules.eviction import ground
 from scheduler.core.rules.fairshare import FairShare, job_class
 from scheduler.core.rules.gang import bind
-from scheduler.core.rules.limits import placement_units
+from scheduler.core.rules.limits import Admission, placement_units
 from scheduler.core.screening import rejection_reason, screen
 from scheduler.core.shape import Shape, placement_shape
 from scheduler.core.speedups.memo import Memo, current_memo
@@ -229,7 +230,18 @@ class _Run:
         else:
             self._place(job)
             if self.blockers.get(job.id, _BOUND).kind == CAPACITY:
-                reservation = self.reservations.reserve(job, options)
+                refusal = self._quota_refusal(job, options)
+                refused_at: list[float] = []  # the start a reservation would have had, when the quota refuses it
+
+                def admits_at(at: float) -> bool:
+                    admitted = self._admits_at(job, options, at)
+                    if not admitted:
+                        refused_at.append(at)
+                    return admitted
+
+                reservation = self.reservations.reserve(job, options, None if refusal is None else admits_at)
+                if refusal is not None and refused_at:  # GPUs would free, but not its quota: no start time
+                    self.blockers[job.id] = Blocker(QUOTA, refusal.reason)
                 if reservation is not None:
                     nodes = ", ".join(dict.fromkeys(node for node, _ in reservation.gpus))
                     self.blockers[job.id] = Blocker(RESERVED, nodes, reservation.start_at)
@@ -281,6 +293,37 @@ class _Run:
             self.blockers[job.id] = Blocker(QUOTA, admission.reason)
         else:
             self.blockers[job.id] = Blocker(CAPACITY)
+
+    def _quota_refusal(self, job: Job, options: Sequence[Option]) -> Admission | None:
+        """Why the quota refuses ``job`` on every option, at its team's usage now; None when it admits one. A job
+        no free capacity takes was never put to its quota (placement asks it of slots it found)."""
+        refusal = None
+        for option in options:
+            verdict = self.fairness.admit(job, self._option_units(job, option))
+            if verdict.ok:
+                return None
+            refusal = refusal or verdict
+        return refusal
+
+    def _admits_at(self, job: Job, options: Sequence[Option], at: float) -> bool:
+        """Does the quota admit ``job`` at ``at``, once the work of its team expected to end by then has ended
+        (:mod:`reservation`, rule 1)? Its own work ending is what frees both its GPUs and its quota."""
+        usage = dict(self.state.usage.get(job.team, {}))
+        firm = dict(self.state.firm_usage.get(job.team, {}))
+        for job_id, slots in self.state.placed.items():
+            placed = self.state.jobs.get(job_id)
+            if placed is None or placed.team != job.team or self._expected_end(job_id) > at:
+                continue
+            for gpu_class, units in placement_units(self.state, slots).items():
+                usage[gpu_class] = usage.get(gpu_class, 0) - units
+                if not placed.preemptible:
+                    firm[gpu_class] = firm.get(gpu_class, 0) - units
+        units = (self._option_units(job, option) for option in options)
+        return any(self.fairness.admit(job, u, usage=usage, firm_usage=firm).ok for u in units)
+
+    @staticmethod
+    def _option_units(job: Job, option: Option) -> dict[str, int]:
+        return {gpu_class_of(option.model): demand_units(option.demand, option.model) * job.replicas}
 
     def _retry_production(self, teams: set[str]) -> None:
         """Evictions lowered the usage of ``teams``: their production jobs blocked earlier in the cycle (by

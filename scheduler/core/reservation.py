@@ -3,10 +3,11 @@ work frees first, and lower work fills the holes only if it does not delay it (S
 
 Rules (``docs/scheduling-rules.md`` §5a):
 
-1. **Who gets one.** A pending job whose turn found no capacity (its quota admits it: a job blocked by its
-   quota waits for the quota, not for GPUs), that asks for whole GPUs and states no host CPU or memory, among
-   the first ``policy.reservation_depth`` such jobs in the cycle's order (0: no reservations, plain greedy
-   order as before).
+1. **Who gets one.** A pending job whose turn found no capacity and whose quota admits it — now, or at the
+   reservation's start, once the team's own work expected to end by then has freed its share (a job whose quota
+   would still refuse it then waits for the quota, not for GPUs: no reservation, no start time) — that asks
+   for whole GPUs and states no host CPU or memory, among the first ``policy.reservation_depth`` such jobs in
+   the cycle's order (0: no reservations, plain greedy order as before).
 2. **Where and when.** For each GPU model the job may use now (its placement options), every GPU without a
    MIG layout on a ready node of an allowed tier and group is *expected free* at: now when it is idle; else
    the latest time the work on it frees it for this job — its expected end (rule 5), or, for work the job may
@@ -120,9 +121,11 @@ class Reservations:
         """Every GPU held now, by any reservation."""
         return frozenset(key for reservation in self.made for key in reservation.held)
 
-    def reserve(self, job: Job, options: tuple[Option, ...]) -> Reservation | None:
-        """Rules 1–3 for ``job`` (the caller has found it blocked by capacity, its quota admitting it): the
-        reservation made and held, or None."""
+    def reserve(
+        self, job: Job, options: tuple[Option, ...], admits_at: Callable[[float], bool] | None = None
+    ) -> Reservation | None:
+        """Rules 1–3 for ``job`` (the caller has found it blocked by capacity): the reservation made and held, or
+        None. ``admits_at(T)``, when given, is whether the job's quota admits it at the start found (rule 1)."""
         if len(self.made) >= self.policy.reservation_depth or not reservable(job, options):
             return None
         if any(reservation.job.id == job.id for reservation in self.made):
@@ -138,7 +141,7 @@ class Reservations:
             found = self._earliest(job, sorted(set(names)), per_replica)
             if found is not None and (best is None or found[0] < best[0]):
                 best = (found[0], rank, found[1])
-        if best is None or best[0] <= self.now:
+        if best is None or best[0] <= self.now or (admits_at is not None and not admits_at(best[0])):
             return None
         start_at, _, gpus = best
         held = tuple(key for key in gpus if self.state.gpus[key].idle)

@@ -210,10 +210,16 @@ class FairShare:
 
     # -- admission ---------------------------------------------------------------------------------------
 
-    def admit(self, job: Job, units_by_class: Mapping[str, int], usage: Mapping[str, int] | None = None) -> Admission:
+    def admit(
+        self,
+        job: Job,
+        units_by_class: Mapping[str, int],
+        usage: Mapping[str, int] | None = None,
+        firm_usage: Mapping[str, int] | None = None,
+    ) -> Admission:
         """May ``job`` hold ``units_by_class`` (units per GPU class, from
         :func:`~scheduler.core.rules.limits.placement_units`)? Rule 2. ``usage`` (units per class) asks at a
-        usage of the team other than its usage now (the team's non-preemptible usage is read as it is now). A
+        usage of the team other than its usage now, and ``firm_usage`` its non-preemptible usage (default: now). A
         cycle asks this tens of thousands of times: the yes answers are shared, a refusal's reason is written
         when read."""
         if not self.policy.fairness:
@@ -222,7 +228,7 @@ class FairShare:
         if usage is None:
             usage = self.state.usage.get(team, {})
         if not job.preemptible:
-            return self._admit_firm(job, units_by_class, usage)
+            return self._admit_firm(job, units_by_class, usage, firm_usage)
         over = exceeds(self.guarantee(team), usage, units_by_class)
         if over is None:
             return _WITHIN
@@ -235,13 +241,20 @@ class FairShare:
             answer = self._borrowing[team] = Admission(True, True, reason)
         return answer
 
-    def _admit_firm(self, job: Job, units_by_class: Mapping[str, int], usage: Mapping[str, int]) -> Admission:
+    def _admit_firm(
+        self,
+        job: Job,
+        units_by_class: Mapping[str, int],
+        usage: Mapping[str, int],
+        firm_usage: Mapping[str, int] | None = None,
+    ) -> Admission:
         """Rule 2 for non-preemptible work: the team's non-preemptible units against the guarantee (its
         borrowed preemptible work yields instead of blocking), all its units against the burst limit;
         production against the burst limit alone."""
         team = job.team
         if job.priority != Priority.PRODUCTION:
-            over = exceeds(self.guarantee(team), self.state.firm_usage.get(team, {}), units_by_class)
+            firm = self.state.firm_usage.get(team, {}) if firm_usage is None else firm_usage
+            over = exceeds(self.guarantee(team), firm, units_by_class)
             if over is not None:
                 return self._refusal(team, over, "guarantee", firm=True)
         over_burst = exceeds(self.burst(team), usage, units_by_class)

@@ -81,6 +81,38 @@ def test_a_gang_gets_the_gpus_freed_first_and_its_eta_is_the_reservation_start()
     assert "reserved on a: expected to start in about 5 min" in waiting.reason
 
 
+def test_a_job_its_quota_refuses_even_at_the_start_waits_for_the_quota_with_no_time() -> None:
+    """The GPUs that free first are another team's: the firm job above its guarantee would still be refused then,
+    so it gets the quota's reason, no reservation and no start time, and holds nothing others could use."""
+    nodes = [node("a", H100)]
+    own = [  # team t's firm work fills its guarantee of 2 and runs long
+        running(job(f"t{gpu}", "t", gpus=1, duration_s=100_000, preemptible=False), (whole("a", gpu),), NOW - 10)
+        for gpu in range(2)
+    ]
+    busy = own + _busy(300, range(2, 6))  # team u's work ends in 5 minutes; GPUs 6 and 7 idle
+    over = job("over", "t", gpus=8, preemptible=False, submitted_at=1)
+    small = job("small", "u", gpus=1, duration_s=10_000, preemptible=False, submitted_at=2)
+    plan = _plan(nodes, [over, small], busy, teams=[team("t", guaranteed=2), team("u", guaranteed=64)])
+    waiting = {w.job: w for w in plan.waiting}
+    assert waiting["over"].blocker == "quota" and waiting["over"].eta_s is None
+    assert "within quota" in waiting["over"].reason and "reserved" not in waiting["over"].reason
+    assert [b.job for b in plan.binds] == ["small"]  # an idle GPU no reservation holds
+
+
+def test_a_job_its_own_work_holds_back_reserves_for_when_that_work_ends() -> None:
+    """The team's own work is what ends first: then its quota admits the job too, so it keeps its reservation
+    and the start time is true (a gang must not starve behind its own team's small jobs)."""
+    nodes = [node("a", H100)]
+    own = [
+        running(job(f"t{gpu}", "t", gpus=1, duration_s=1300, preemptible=False), (whole("a", gpu),), NOW - 1000)
+        for gpu in range(6)
+    ]
+    big = job("big", "t", gpus=8, preemptible=False, submitted_at=1)
+    plan = _plan(nodes, [big], own, teams=[team("t", guaranteed=8)])
+    (waiting,) = plan.waiting
+    assert waiting.blocker == "reserved" and waiting.eta_s == 300
+
+
 def test_held_gpus_take_only_work_that_ends_before_the_reservation_starts() -> None:
     nodes = [node("a", H100)]
     busy = _busy(300)  # GPUs 6 and 7 of a are idle
