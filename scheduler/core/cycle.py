@@ -318,8 +318,8 @@ class _Run:
                 usage[gpu_class] = usage.get(gpu_class, 0) - units
                 if not placed.preemptible:
                     firm[gpu_class] = firm.get(gpu_class, 0) - units
-        units = (self._option_units(job, option) for option in options)
-        return any(self.fairness.admit(job, u, usage=usage, firm_usage=firm).ok for u in units)
+        holdings = (self._option_units(job, option) for option in options)
+        return any(self.fairness.admit(job, held, usage=usage, firm_usage=firm).ok for held in holdings)
 
     @staticmethod
     def _option_units(job: Job, option: Option) -> dict[str, int]:
