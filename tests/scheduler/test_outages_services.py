@@ -70,6 +70,7 @@ class LoopProcess:
             "SCHEDULER_LOCK": "redis",
             "SIMULATED_SPOT_INTERRUPTIONS_PER_HOUR": "0",
             "LOG_LEVEL": "WARNING",  # the outage lines, not every cycle's summary
+            "LOG_FORMAT": "json",  # the production shape; ``log`` reads each record's message
             "PGAPPNAME": app_name,  # libpq names the loop's connections, so the test kills only those
             "PYTHONUNBUFFERED": "1",
         }
@@ -98,7 +99,10 @@ class LoopProcess:
         return [json.loads(line) for line in list(self.out) if line.startswith("{")]
 
     def log(self, needle: str) -> list[str]:
-        return [line for line in list(self.err) if needle in line]
+        """The messages of the log records containing ``needle`` (a line that is not a record, such as a
+        traceback's, counts as its own text)."""
+        messages = [json.loads(line)["message"] if line.startswith("{") else line for line in list(self.err)]
+        return [message for message in messages if needle in message]
 
     def wait_for(self, what: str, condition: Callable[[], object], timeout_s: float = WAIT_S) -> None:
         deadline = time.monotonic() + timeout_s
