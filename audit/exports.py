@@ -7,11 +7,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import astuple, fields
 
 from audit.selectors import AuditRow
+from portal.spreadsheet_cells import csv_cell
 
 COLUMNS = tuple(f.name for f in fields(AuditRow))
-# A spreadsheet runs a cell that starts with one of these as a formula; names, notes and sources are typed
-# by people, so such a value is written with a leading apostrophe (OWASP, CSV injection).
-_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
 
 
 class _Line:
@@ -22,18 +20,7 @@ class _Line:
 
 
 def _cell(value: object) -> str:
-    text = value.isoformat() if hasattr(value, "isoformat") else str(value)
-    if text.startswith(_FORMULA_STARTS) and not _is_number(text):
-        return "'" + text
-    return text
-
-
-def _is_number(text: str) -> bool:
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
+    return csv_cell(value.isoformat() if hasattr(value, "isoformat") else str(value))
 
 
 def audit_csv(rows: Iterable[AuditRow]) -> Iterator[str]:

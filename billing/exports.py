@@ -20,6 +20,7 @@ from openpyxl import Workbook
 from openpyxl.utils import get_column_letter
 
 from billing.report import ZERO, Report
+from portal.spreadsheet_cells import csv_cell, keep_as_text
 
 SUMMARY_COLUMNS = (
     "period",
@@ -165,7 +166,7 @@ def _flag(provisional: bool) -> str:
 def _text(value: object) -> str:
     if isinstance(value, Decimal):
         return f"{value:.6f}"
-    return str(value)
+    return csv_cell(str(value))
 
 
 def to_csv(records: Sequence[Record], columns: Sequence[str]) -> str:
@@ -192,6 +193,7 @@ def to_xlsx(records: Sequence[Record], columns: Sequence[str], *, title: str) ->
         number_format = column_number_format(column)
         width = len(column)
         for (cell,) in sheet.iter_rows(min_row=2, min_col=index, max_col=index):
+            keep_as_text(cell)
             if number_format is not None and isinstance(cell.value, float):
                 cell.number_format = number_format
             width = max(width, len(_shown(cell.value, column)))

@@ -13,6 +13,7 @@ from openpyxl.utils import get_column_letter
 
 from billing.exports import JOB_COLUMNS, SUMMARY_COLUMNS, file_name, job_records, summary_records, to_csv, to_xlsx
 from billing.selectors import Scope, chargeback_report
+from jobs.models import Job
 from tests.billing.conftest import NOW
 
 OCTOBER = date(2026, 10, 1)
@@ -110,3 +111,16 @@ def test_xlsx_shows_money_at_2_decimals_unit_prices_at_4_with_widths_a_frozen_he
     # The cells keep the ledger's full precision; only the display is rounded.
     totals = [row[columns.index("total_usd")] for row in sheet.iter_rows(min_row=2, values_only=True)]
     assert any(value != round(value, 2) for value in totals if isinstance(value, (int, float))) or detail
+
+
+def test_a_formula_in_a_job_name_is_written_as_text_in_both_files(report):
+    """Job names are typed by people: a download opened in a spreadsheet must not run one."""
+    formula = '=HYPERLINK("http://evil.example","open")'
+    Job.objects.filter(name="pretrain-7b").update(name=formula)
+    again = chargeback_report(scope=Scope(all_teams=True), month=OCTOBER, now=NOW)
+    rows = _csv_rows(to_csv(job_records(again), JOB_COLUMNS))
+    assert [r["job"] for r in rows if r["team"] == "nlp"] == ["'" + formula]
+    assert rows[-1]["total_usd"] == "65.500000"  # numbers stay numbers
+    sheet = load_workbook(io.BytesIO(to_xlsx(job_records(again), JOB_COLUMNS, title="t"))).active
+    (cell,) = [c for row in sheet.iter_rows(min_row=2) for c in row if c.value == formula]
+    assert cell.data_type == "s"
