@@ -6,6 +6,8 @@ It seeds, inside one transaction that is rolled back at the end (the database is
 scoping must skip). Then it times each page and API call through Django's test client — the whole request:
 middleware, auth, view, queries, template — ``--repeat`` times after two warm-up calls, and counts its SQL
 queries. Targets (``docs/benchmarks/portal.md``): the queue page and queue API ≤ 300 ms, the dashboard ≤ 500 ms.
+The submit page's preview (which plans a cycle with the whole queue, ``scheduler.core.preview``) and a
+Prometheus scrape of ``/metrics`` are timed too, without a target: the figures say what they cost at this size.
 
 Same interface as the modules of ``scheduler.sim.bench.registry`` (``NAME``, ``HELP``, ``add_arguments``,
 ``run``), so ``manage.py bench`` can list it; it lives here, not in the simulator, because it needs the database.
@@ -229,33 +231,44 @@ def _measure(lead: Any, team: Team, repeat: int, pending: int) -> list[Timing]:
     deep = max(1, pending // 100)  # the middle of the queue, 50 jobs a page
     client = Client()
     client.force_login(lead)
-    urls = [
-        ("queue page", "/queue/", {}, QUEUE_TARGET_MS),
-        ("queue page, htmx refresh", "/queue/", {"HX-Request": "true"}, QUEUE_TARGET_MS),
-        (f"queue page {deep} (deep)", f"/queue/?page={deep}", {}, QUEUE_TARGET_MS),
-        ("queue API", "/api/v1/queue/", {}, QUEUE_TARGET_MS),
-        (f"queue API page {deep} (deep)", f"/api/v1/queue/?page={deep}", {}, QUEUE_TARGET_MS),
-        ("queue API filtered (priority=low)", "/api/v1/queue/?priority=low", {}, QUEUE_TARGET_MS),
-        ("dashboard page", f"/teams/{team.slug}/", {}, DASHBOARD_TARGET_MS),
-        ("dashboard API", f"/api/v1/teams/{team.slug}/dashboard/", {}, DASHBOARD_TARGET_MS),
-        ("utilization API (6 h)", f"/api/v1/teams/{team.slug}/utilization/", {}, DASHBOARD_TARGET_MS),
-        ("cluster page", "/cluster/", {}, None),
+    preview = "/api/v1/rightsize/"
+    scrape = {"Authorization": f"Bearer {settings.METRICS_TOKEN}"} if settings.METRICS_TOKEN else {}
+    urls: list[tuple[str, str, dict[str, str], float | None, dict[str, Any] | None]] = [
+        ("queue page", "/queue/", {}, QUEUE_TARGET_MS, None),
+        ("queue page, htmx refresh", "/queue/", {"HX-Request": "true"}, QUEUE_TARGET_MS, None),
+        (f"queue page {deep} (deep)", f"/queue/?page={deep}", {}, QUEUE_TARGET_MS, None),
+        ("queue API", "/api/v1/queue/", {}, QUEUE_TARGET_MS, None),
+        (f"queue API page {deep} (deep)", f"/api/v1/queue/?page={deep}", {}, QUEUE_TARGET_MS, None),
+        ("queue API filtered (priority=low)", "/api/v1/queue/?priority=low", {}, QUEUE_TARGET_MS, None),
+        ("dashboard page", f"/teams/{team.slug}/", {}, DASHBOARD_TARGET_MS, None),
+        ("dashboard API", f"/api/v1/teams/{team.slug}/dashboard/", {}, DASHBOARD_TARGET_MS, None),
+        ("utilization API (6 h)", f"/api/v1/teams/{team.slug}/utilization/", {}, DASHBOARD_TARGET_MS, None),
+        ("cluster page", "/cluster/", {}, None, None),
+        ("submit preview API, 1-GPU training", preview, {}, None, {"kind": "training", "gpus": 1, "team": team.slug}),
+        (
+            "submit preview API, 18 GiB inference",
+            preview,
+            {},
+            None,
+            {"kind": "inference", "memory_gib": 18, "team": team.slug},
+        ),
+        ("metrics scrape", "/metrics", scrape, None, None),
     ]
     hosts = [*settings.ALLOWED_HOSTS, "testserver"]
     results = []
     with override_settings(ALLOWED_HOSTS=hosts):
-        for label, url, headers, target in urls:
+        for label, url, headers, target, body in urls:
             secure = not settings.DEBUG  # production settings redirect plain HTTP
             for _ in range(2):
-                _get(client, url, headers, secure)
+                _call(client, url, headers, secure, body)
             # Counted with a wrapper: the request_started signal empties connection.queries mid-request.
             counter = _QueryCounter()
             with connection.execute_wrapper(counter):
-                _get(client, url, headers, secure)
+                _call(client, url, headers, secure, body)
             samples, cpu = [], []
             for _ in range(repeat):
                 start, start_cpu = time.perf_counter(), time.process_time()
-                _get(client, url, headers, secure)
+                _call(client, url, headers, secure, body)
                 samples.append((time.perf_counter() - start) * 1000)
                 cpu.append((time.process_time() - start_cpu) * 1000)
             samples.sort()
@@ -283,10 +296,15 @@ class _QueryCounter:
         return execute(sql, params, many, context)
 
 
-def _get(client: Client, url: str, headers: dict[str, str], secure: bool) -> None:
-    response = client.get(url, headers=headers, secure=secure)
+def _call(client: Client, url: str, headers: dict[str, str], secure: bool, body: dict[str, Any] | None) -> None:
+    """GET ``url``, or POST ``body`` to it as JSON when there is one."""
+    if body is None:
+        method, response = "GET", client.get(url, headers=headers, secure=secure)
+    else:
+        method = "POST"
+        response = client.post(url, body, content_type="application/json", headers=headers, secure=secure)
     if response.status_code != 200:
-        raise RuntimeError(f"GET {url} answered {response.status_code}: the benchmark measures working pages only")
+        raise RuntimeError(f"{method} {url} answered {response.status_code}: the benchmark measures working pages only")
 
 
 def _outcome(timings: list[Timing], pending: int, repeat: int) -> Outcome:

@@ -162,7 +162,7 @@ def test_every_setting_in_the_manifests_is_read_by_portal_settings() -> None:
     secret_keys = set(_by_kind("Secret")["microcosm-secrets"]["stringData"])
     assert settings_keys - readers.keys() == set()
     assert secret_keys - readers.keys() == set()
-    assert secret_keys == {"SECRET_KEY", "DATABASE_URL", "REDIS_URL"}
+    assert secret_keys == {"SECRET_KEY", "DATABASE_URL", "REDIS_URL", "METRICS_TOKEN"}
     assert not settings_keys & secret_keys
     assert _by_kind("ConfigMap")["microcosm-settings"]["data"]["CLUSTER_BACKEND"] == "kubernetes"
 

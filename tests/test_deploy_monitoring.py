@@ -95,7 +95,13 @@ def test_the_service_monitor_scrapes_the_web_service_once_with_the_token():
     assert endpoint["path"] == "/metrics"
     assert endpoint["authorization"]["credentials"] == {"name": "microcosm-secrets", "key": "METRICS_TOKEN"}
     address = next(r for r in endpoint["relabelings"] if r.get("targetLabel") == "__address__")
-    assert address["replacement"] == f"{service['metadata']['name']}.{service['metadata']['namespace']}.svc:80"
+    host = f"{service['metadata']['name']}.{service['metadata']['namespace']}.svc"
+    assert address["replacement"] == f"{host}:80"
+    # As shipped, a scrape is answered: its Host is allowed and the Secret has the token it sends.
+    settings_map = yaml.safe_load((ROOT / "deploy" / "settings.yaml").read_text())
+    assert host in settings_map["data"]["ALLOWED_HOSTS"].split(",")
+    secret = yaml.safe_load((ROOT / "deploy" / "secret.yaml").read_text())
+    assert len(secret["stringData"]["METRICS_TOKEN"]) >= 32
 
 
 def test_the_monitoring_kustomization_lists_its_files_and_the_default_one_does_not():

@@ -21,7 +21,8 @@ def test_bench_portal_prints_figures_and_rolls_back() -> None:
     payload = json.loads(out.getvalue())
     assert payload["command"] == "python manage.py bench portal --pending 40 --repeat 1"
     labels = {t["label"]: t for t in payload["timings"]}
-    assert {"queue page", "queue API", "dashboard page", "cluster page"} <= set(labels)
+    assert {"queue page", "queue API", "dashboard page", "cluster page", "metrics scrape"} <= set(labels)
+    assert {"submit preview API, 1-GPU training", "submit preview API, 18 GiB inference"} <= set(labels)
     assert all(t["median_ms"] > 0 and t["queries"] > 0 for t in payload["timings"])
     assert [c["claim"][:10] for c in payload["claims"]] == ["queue page", "dashboard "]
     assert not Job.objects.exists() and not Team.objects.exists() and not Node.objects.exists()
