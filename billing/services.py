@@ -22,6 +22,7 @@ is detected (:class:`LedgerConflict`), logged and counted, never papered over.
 from __future__ import annotations
 
 import logging
+from bisect import bisect_right
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -91,13 +92,18 @@ def allocation_units(allocation: Allocation) -> int:
     Allocations carry no fractional-share field yet; when one is added (a milli share), its size is
     ``milli × 7`` and nothing else in the ledger changes.
     """
-    if not allocation.mig_profile:
+    return _units(
+        allocation.pk, allocation.node.gpu_model.name if allocation.mig_profile else "", allocation.mig_profile
+    )
+
+
+def _units(allocation_id: int, gpu_model: str, mig_profile: str) -> int:
+    if not mig_profile:
         return UNITS_PER_GPU
-    model = allocation.node.gpu_model.name
-    spec = profile_spec(model, allocation.mig_profile)
+    spec = profile_spec(gpu_model, mig_profile)
     if spec is None:
         raise LedgerInputError(
-            f"allocation {allocation.pk}: {allocation.mig_profile!r} is not a MIG profile of {model}; "
+            f"allocation {allocation_id}: {mig_profile!r} is not a MIG profile of {gpu_model}; "
             "fix the allocation's mig_profile (scheduler.core.catalog lists the profiles)"
         )
     return spec.compute_slices * UNITS_PER_SLICE
@@ -233,36 +239,53 @@ class TeamHoldings:
     def __init__(self, *, since: datetime, until: datetime) -> None:
         self.since = since
         self.until = until
-        self._holdings: dict[int, list[Holding]] | None = None
+        self._holdings: dict[int, list[Holding]] | None = None  # by team, sorted by start
+        self._starts: dict[int, list[datetime]] = {}  # the same holdings' starts, to bisect
         self._quotas: dict[int, dict[str, Decimal]] = {}
         self._borrowed: dict[tuple[int, datetime], set[int]] = {}
 
     def _load(self) -> dict[int, list[Holding]]:
         if self._holdings is None:
+            # Read as tuples, not models: a month's provisional figures build thousands of these per page.
             rows = (
                 Allocation.objects.filter(started_at__lt=self.until)
                 .filter(Q(ended_at__isnull=True) | Q(ended_at__gt=self.since))
-                .select_related("job", "node__gpu_model")
+                .values_list(
+                    "pk",
+                    "job_id",
+                    "job__team_id",
+                    "job__preemptible",
+                    "job__priority",
+                    "job__started_at",
+                    "node__gpu_model__gpu_class",
+                    "node__gpu_model__name",
+                    "mig_profile",
+                    "started_at",
+                    "ended_at",
+                )
             )
             holdings: dict[int, list[Holding]] = {}
-            for row in rows:
+            for pk, job_id, team_id, preemptible, priority, job_started, gpu_class, model, profile, start, end in rows:
                 try:
-                    units = allocation_units(row)
+                    units = _units(pk, model, profile)
                 except LedgerInputError:
                     continue  # cannot be sized: its own close reports it; it holds nothing here
-                holdings.setdefault(row.job.team_id, []).append(
+                holdings.setdefault(team_id, []).append(
                     Holding(
-                        allocation_id=row.pk,
-                        job_id=row.job_id,
-                        preemptible=row.job.preemptible,
-                        priority=row.job.priority,
-                        job_started_at=row.job.started_at or row.started_at,
-                        gpu_class=row.node.gpu_model.gpu_class,
+                        allocation_id=pk,
+                        job_id=job_id,
+                        preemptible=preemptible,
+                        priority=priority,
+                        job_started_at=job_started or start,
+                        gpu_class=gpu_class,
                         units=units,
-                        started_at=row.started_at,
-                        ended_at=row.ended_at,
+                        started_at=start,
+                        ended_at=end,
                     )
                 )
+            for held in holdings.values():
+                held.sort(key=lambda holding: holding.started_at)
+            self._starts = {team_id: [holding.started_at for holding in held] for team_id, held in holdings.items()}
             for team_id, gpu_class, guaranteed in Quota.objects.values_list("team_id", "gpu_class", "guaranteed_gpus"):
                 self._quotas.setdefault(team_id, {})[gpu_class] = guaranteed
             self._holdings = holdings
@@ -275,7 +298,8 @@ class TeamHoldings:
         key = (team_id, at)
         if key not in self._borrowed:
             holdings = self._load().get(team_id, [])
-            self._borrowed[key] = borrowed_jobs(at=at, holdings=holdings, guaranteed=self._quotas.get(team_id, {}))
+            started = holdings[: bisect_right(self._starts.get(team_id, []), at)]  # sorted by start in _load
+            self._borrowed[key] = borrowed_jobs(at=at, holdings=started, guaranteed=self._quotas.get(team_id, {}))
         return job_id in self._borrowed[key]
 
 
