@@ -45,8 +45,11 @@ def _waits() -> Metric:
         labels=["team", "priority"],
     )
     first_start = JobEvent.objects.filter(job=OuterRef("pk"), type=EventType.BOUND).order_by("at").values("at")[:1]
+    # Only jobs that ever started (bind sets started_at and never clears it): the first start is a subquery per
+    # job and per bucket, which a large queue of jobs that never ran would otherwise pay for at every scrape.
     started = (
-        Job.objects.annotate(first_start=Subquery(first_start))
+        Job.objects.filter(started_at__isnull=False)
+        .annotate(first_start=Subquery(first_start))
         .filter(first_start__isnull=False)
         .annotate(wait=ExpressionWrapper(F("first_start") - F("submitted_at"), output_field=DurationField()))
     )

@@ -106,6 +106,33 @@ def test_kept_database_connections_are_health_checked() -> None:
     assert result.stdout.strip().splitlines()[-1] == "60 True"
 
 
+def test_postgresql_connections_do_not_jit_compile() -> None:
+    # The portal's queries are short: compiling them cost more than running them (portal/settings.py).
+    env = {**PRODUCTION_ENV, "DATABASE_URL": "postgres://microcosm@db.example.com:5432/microcosm"}
+    probe = "from django.conf import settings; print(settings.DATABASES['default']['OPTIONS']['options'])"
+    result = _manage("shell", "-c", probe, env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "-c jit=off"
+    sqlite = _manage(
+        "shell",
+        "-c",
+        "from django.conf import settings; print(settings.DATABASES['default'].get('OPTIONS'))",
+        env=PRODUCTION_ENV,
+    )
+    assert sqlite.stdout.strip().splitlines()[-1] in ("None", "{}"), sqlite.stderr
+
+
+@pytest.mark.django_db
+def test_the_test_database_connection_has_jit_off() -> None:
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("JIT is PostgreSQL's: run with DATABASE_URL=postgres://...")
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW jit")
+        assert cursor.fetchone() == ("off",)
+
+
 def test_the_test_settings_health_check_connections_too() -> None:
     from django.conf import settings
 
