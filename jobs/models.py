@@ -192,7 +192,12 @@ class JobEvent(models.Model):
 
     class Meta:
         ordering = ["at", "id"]
-        indexes = [models.Index(fields=["job", "at"], name="jobevent_job_at")]
+        indexes = [
+            models.Index(fields=["job", "at"], name="jobevent_job_at"),
+            # Every cycle reads the recent preemptions and every scrape counts them: by type and time, not by a
+            # scan of the whole history.
+            models.Index(fields=["type", "at"], name="jobevent_type_at"),
+        ]
         constraints = [
             models.CheckConstraint(condition=Q(type__in=[v.value for v in EventType]), name="jobevent_type_valid")
         ]
