@@ -39,7 +39,18 @@ from scheduler.specs.fields import Errors
 from scheduler.specs.job import parse_job
 
 # The keys of a right-sizing question: what one replica asks for, where it may run, and what decides its turn.
-RIGHTSIZE_KEYS = ("kind", "gpus", "mig_profile", "memory_gib", "model", "replicas", "gpu_model", "priority", "tier")
+RIGHTSIZE_KEYS = (
+    "kind",
+    "gpus",
+    "mig_profile",
+    "memory_gib",
+    "model",
+    "replicas",
+    "gpu_model",
+    "priority",
+    "tier",
+    "preemptible",
+)
 _CENTS = Decimal("0.01")
 _FOUR_PLACES = Decimal("0.0001")
 

@@ -235,6 +235,18 @@ def test_the_api_answers_for_the_users_team_only() -> None:
     assert typed.status_code == 400 and "team" in typed.json()
 
 
+def test_the_api_asks_for_a_preemptible_job_too() -> None:
+    """Above the team's A100 guarantee, work that is not preemptible waits for it and preemptible work borrows:
+    the API is asked either way, as the submit page is."""
+    demo_seed()
+    lead = Team.objects.get(slug="nlp").memberships.get(role="lead").user
+    spec = {"gpus": 8, "gpu_model": "A100-SXM4-80GB", "team": "nlp"}  # nlp's A100 guarantee is 4
+    firm = api(lead).post("/api/v1/rightsize/", spec, format="json").json()["now"]
+    assert firm["outcome"] == "waits" and "above its guarantee of 4" in firm["reason"]
+    borrowing = api(lead).post("/api/v1/rightsize/", {**spec, "preemptible": True}, format="json")
+    assert borrowing.status_code == 200 and borrowing.json()["now"]["outcome"] == "starts"
+
+
 def api(user: User) -> APIClient:
     client = APIClient()
     client.force_authenticate(user)
