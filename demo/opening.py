@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.db import transaction
+
 from jobs.models import Job
 from jobs.services import job_submit
 from scheduler.core.vocabulary import JobState
@@ -241,9 +243,12 @@ def opening_step(*, now: datetime) -> list[Job] | None:
 
 
 def _submit(jobs: tuple[DemoJob, ...], now: datetime) -> list[Job]:
+    """All of ``jobs`` or none: a refused one would leave the rest of the opening half-submitted, and the next
+    step, seeing live work, would never submit the remainder."""
     teams = {team.slug: team for team in Team.objects.filter(slug__in={job.team for job in jobs})}
-    return [
-        job_submit(team=teams[job.team], spec=dict(job.spec), actor=None, source="demo opening", now=now)
-        for job in jobs
-        if job.team in teams
-    ]
+    with transaction.atomic():
+        return [
+            job_submit(team=teams[job.team], spec=dict(job.spec), actor=None, source="demo opening", now=now)
+            for job in jobs
+            if job.team in teams
+        ]

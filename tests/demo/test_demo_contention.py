@@ -101,3 +101,30 @@ def test_the_opening_is_submitted_once_and_the_stream_follows(first_minute):
     assert Job.objects.filter(name=ARRIVAL.name).count() == 1
     streamed = Job.objects.exclude(name__in=[*names, ARRIVAL.name]).exclude(name__startswith="history-")
     assert streamed.exists()  # the feed's later calls submit the stream
+
+
+def test_an_opening_job_refused_leaves_no_part_of_the_opening(monkeypatch):
+    """All of the opening or none: with part of it submitted, the next step would see live work and never
+    submit the rest."""
+    from django.utils import timezone
+
+    from demo import opening
+    from jobs.errors import PendingLimitReached
+
+    demo_seed()
+    submit = opening.job_submit
+    calls = []
+
+    def refuse_the_fifth(**kwargs):
+        calls.append(kwargs["spec"]["name"])
+        if len(calls) == 5:
+            raise PendingLimitReached("the team has too many pending jobs")
+        return submit(**kwargs)
+
+    monkeypatch.setattr(opening, "job_submit", refuse_the_fifth)
+    now = timezone.now()
+    with pytest.raises(PendingLimitReached):
+        opening.opening_step(now=now)
+    assert not Job.objects.filter(name__in=[job.name for job in OPENING]).exists()
+    monkeypatch.setattr(opening, "job_submit", submit)
+    assert len(opening.opening_step(now=now) or []) == len(OPENING)  # the next step submits all of it
