@@ -230,18 +230,20 @@ class _Run:
         else:
             self._place(job)
             if self.blockers.get(job.id, _BOUND).kind == CAPACITY:
-                refusal = self._quota_refusal(job, options)
-                refused_at: list[float] = []  # the start a reservation would have had, when the quota refuses it
+                refusals = self._quota_refusals(job, options)
+                refused: list[str] = []  # the models a reservation was found on but the quota refused there
 
-                def admits_at(at: float) -> bool:
-                    admitted = self._admits_at(job, options, at)
-                    if not admitted:
-                        refused_at.append(at)
-                    return admitted
+                def admits_at(at: float, model: str) -> bool:
+                    if model not in refusals:
+                        return True  # admitted now: the quota needs no look ahead there
+                    if self._admits_at(job, [o for o in options if o.model == model], at):
+                        return True
+                    refused.append(model)
+                    return False
 
-                reservation = self.reservations.reserve(job, options, None if refusal is None else admits_at)
-                if refusal is not None and refused_at:  # GPUs would free, but not its quota: no start time
-                    self.blockers[job.id] = Blocker(QUOTA, refusal.reason)
+                reservation = self.reservations.reserve(job, options, admits_at if refusals else None)
+                if refused:  # GPUs would free, but not its quota: no start time
+                    self.blockers[job.id] = Blocker(QUOTA, refusals[refused[0]].reason)
                 if reservation is not None:
                     nodes = ", ".join(dict.fromkeys(node for node, _ in reservation.gpus))
                     self.blockers[job.id] = Blocker(RESERVED, nodes, reservation.start_at)
@@ -294,20 +296,20 @@ class _Run:
         else:
             self.blockers[job.id] = Blocker(CAPACITY)
 
-    def _quota_refusal(self, job: Job, options: Sequence[Option]) -> Admission | None:
-        """Why the quota refuses ``job`` on every option, at its team's usage now; None when it admits one. A job
-        no free capacity takes was never put to its quota (placement asks it of slots it found)."""
-        refusal = None
+    def _quota_refusals(self, job: Job, options: Sequence[Option]) -> dict[str, Admission]:
+        """Why the quota refuses ``job`` on each GPU model it refuses, at its team's usage now (quotas are per
+        GPU class, so a job may be admitted on one model and refused on another); empty when it admits every
+        option. A job no free capacity takes was never put to its quota (placement asks it of slots it found)."""
+        refusals: dict[str, Admission] = {}
         for option in options:
             verdict = self.fairness.admit(job, self._option_units(job, option))
-            if verdict.ok:
-                return None
-            refusal = refusal or verdict
-        return refusal
+            if not verdict.ok:
+                refusals.setdefault(option.model, verdict)
+        return refusals
 
     def _admits_at(self, job: Job, options: Sequence[Option], at: float) -> bool:
-        """Does the quota admit ``job`` at ``at``, once the work of its team expected to end by then has ended
-        (:mod:`reservation`, rule 1)? Its own work ending is what frees both its GPUs and its quota."""
+        """Does the quota admit ``job`` on one of ``options`` at ``at``, once the work of its team expected to end
+        by then has ended (:mod:`reservation`, rule 1)? Its own work ending is what frees its GPUs and its quota."""
         usage = dict(self.state.usage.get(job.team, {}))
         firm = dict(self.state.firm_usage.get(job.team, {}))
         for job_id, slots in self.state.placed.items():

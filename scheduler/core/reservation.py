@@ -16,9 +16,9 @@ Rules (``docs/scheduling-rules.md`` §5a):
    of an earlier reservation of the cycle are not counted. A replica needs its GPUs on one node, so a node
    can host ``k`` replicas from the time its ``k × gpus``-th earliest GPU is free; the reservation's start
    ``T`` is the time the job's last replica can be hosted, and its GPUs those of the nodes that host
-   replicas earliest (ties: the node that hosts more, then by name). The model with the earliest ``T`` is
-   taken (ties: the job's option order). A job for which ``T`` would be now failed for some other reason
-   than busy GPUs and gets no reservation.
+   replicas earliest (ties: the node that hosts more, then by name). The model with the earliest ``T`` that
+   the job's quota admits (rule 1, per GPU class) is taken (ties: the job's option order). A job for which
+   the earliest ``T`` would be now failed for some other reason than busy GPUs and gets no reservation.
 3. **Hold.** The reserved GPUs that are idle now are *held* for the job: a placeholder occupies them for the
    rest of the cycle (it counts against no team), so no later job binds there and no MIG reconfiguration
    touches their nodes — except by backfill.
@@ -122,28 +122,33 @@ class Reservations:
         return frozenset(key for reservation in self.made for key in reservation.held)
 
     def reserve(
-        self, job: Job, options: tuple[Option, ...], admits_at: Callable[[float], bool] | None = None
+        self, job: Job, options: tuple[Option, ...], admits_at: Callable[[float, str], bool] | None = None
     ) -> Reservation | None:
         """Rules 1–3 for ``job`` (the caller has found it blocked by capacity): the reservation made and held, or
-        None. ``admits_at(T)``, when given, is whether the job's quota admits it at the start found (rule 1)."""
+        None. ``admits_at(T, model)``, when given, is whether the job's quota admits it on GPU model ``model`` at
+        the start ``T`` found there (rule 1): a model it refuses is passed over for the next earliest."""
         if len(self.made) >= self.policy.reservation_depth or not reservable(job, options):
             return None
         if any(reservation.job.id == job.id for reservation in self.made):
             return None  # a production job's second turn in the cycle (its retry) keeps the one it has
-        best: tuple[float, int, tuple[GpuKey, ...]] | None = None
         by_model: dict[str, tuple[int, list[str]]] = {}
         for option in options:
             if option.demand.kind != DemandKind.WHOLE:
                 continue
             _, names = by_model.setdefault(option.model, (option.demand.gpus, []))
             names.extend(self.index.groups.get(option.group, ()))
-        for rank, (per_replica, names) in enumerate(by_model.values()):
-            found = self._earliest(job, sorted(set(names)), per_replica)
-            if found is not None and (best is None or found[0] < best[0]):
-                best = (found[0], rank, found[1])
-        if best is None or best[0] <= self.now or (admits_at is not None and not admits_at(best[0])):
+        found: list[tuple[float, int, str, tuple[GpuKey, ...]]] = []  # (T, the job's option rank, model, GPUs)
+        for rank, (model, (per_replica, names)) in enumerate(by_model.items()):
+            earliest = self._earliest(job, sorted(set(names)), per_replica)
+            if earliest is not None:
+                found.append((earliest[0], rank, model, earliest[1]))
+        found.sort(key=lambda candidate: candidate[:2])
+        if not found or found[0][0] <= self.now:
             return None
-        start_at, _, gpus = best
+        chosen = next((c for c in found if admits_at is None or admits_at(c[0], c[2])), None)
+        if chosen is None:
+            return None
+        start_at, _, _, gpus = chosen
         held = tuple(key for key in gpus if self.state.gpus[key].idle)
         holder = Job(id=f"{HOLDER_TEAM}:{job.id}", team=HOLDER_TEAM, request=Request(gpus=1), replicas=len(held))
         reservation = Reservation(job, start_at, gpus, held, holder)

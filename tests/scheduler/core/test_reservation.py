@@ -14,7 +14,7 @@ from scheduler.core.placement.options import Option, options_for
 from scheduler.core.reservation import Reservation, Reservations, expected_runtime, may_backfill
 from scheduler.core.state import Job, Node, Running, Team
 from scheduler.core.vocabulary import Priority
-from tests.scheduler.properties.builders import H100, NOW, job, node, running, snapshot, team, whole
+from tests.scheduler.properties.builders import A100, H100, NOW, job, node, running, snapshot, team, whole
 
 POLICY = Policy()
 
@@ -97,6 +97,39 @@ def test_a_job_its_quota_refuses_even_at_the_start_waits_for_the_quota_with_no_t
     assert waiting["over"].blocker == "quota" and waiting["over"].eta_s is None
     assert "within quota" in waiting["over"].reason and "reserved" not in waiting["over"].reason
     assert [b.job for b in plan.binds] == ["small"]  # an idle GPU no reservation holds
+
+
+def test_a_reservation_is_made_on_a_gpu_class_the_quota_admits() -> None:
+    """Quotas are per GPU class: the H100s free first, but the team's H100 guarantee is 0, so the job reserves
+    the A100s its quota admits, later, and the idle H100s stay free for others."""
+    nodes = [node("a", H100), node("b", A100)]
+    busy = [  # team u's: six H100s for 5 more minutes (two idle), every A100 for about 27 h
+        running(job(f"a{gpu}", "u", gpus=1, duration_s=1300, preemptible=False), (whole("a", gpu),), NOW - 1000)
+        for gpu in range(6)
+    ] + [
+        running(job(f"b{gpu}", "u", gpus=1, duration_s=100_000, preemptible=False), (whole("b", gpu),), NOW - 1000)
+        for gpu in range(8)
+    ]
+    over = job("over", "t", gpus=8, preemptible=False, submitted_at=1)
+    small = job("small", "u", gpus=1, duration_s=10_000, preemptible=False, submitted_at=2)
+    teams = [team("t", H100=0.0, A100=8.0), team("u", guaranteed=64)]
+    plan = _plan(nodes, [over, small], busy, teams=teams)
+    waiting = {w.job: w for w in plan.waiting}
+    assert waiting["over"].blocker == "reserved" and "reserved on b" in waiting["over"].reason
+    assert waiting["over"].eta_s == 99_000  # when the A100 work ends, not the H100 work's 5 minutes
+    assert [(b.job, b.slots[0][0].node) for b in plan.binds] == [("small", "a")]
+
+
+def test_a_job_its_quota_refuses_on_every_class_at_the_start_waits_for_the_quota() -> None:
+    nodes = [node("a", H100), node("b", A100)]
+    busy = [
+        running(job(f"a{gpu}", "u", gpus=1, duration_s=1300, preemptible=False), (whole("a", gpu),), NOW - 1000)
+        for gpu in range(6)
+    ]
+    over = job("over", "t", gpus=8, preemptible=False, submitted_at=1)
+    plan = _plan(nodes[:1], [over], busy, teams=[team("t", H100=0.0, A100=8.0), team("u", guaranteed=64)])
+    (waiting,) = plan.waiting
+    assert waiting.blocker == "quota" and waiting.eta_s is None and "class H100" in waiting.reason
 
 
 def test_a_job_its_own_work_holds_back_reserves_for_when_that_work_ends() -> None:
