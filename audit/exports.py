@@ -7,7 +7,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import astuple, fields
 
 from audit.selectors import AuditRow
-from portal.spreadsheet_cells import csv_cell
+from billing.spreadsheet_cells import csv_cell
 
 COLUMNS = tuple(f.name for f in fields(AuditRow))
 

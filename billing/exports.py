@@ -20,7 +20,7 @@ from openpyxl import Workbook
 from openpyxl.utils import get_column_letter
 
 from billing.report import ZERO, Report
-from portal.spreadsheet_cells import csv_cell, keep_as_text
+from billing.spreadsheet_cells import csv_cell, keep_as_text
 
 SUMMARY_COLUMNS = (
     "period",

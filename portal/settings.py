@@ -411,7 +411,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "audit.middleware.AuditMiddleware",  # the signed-in user is the actor of the changes a request makes
+    "portal.audit_middleware.AuditMiddleware",  # the signed-in user is the actor of the changes a request makes
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",

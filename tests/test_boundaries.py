@@ -12,7 +12,7 @@ from pathlib import Path
 import scheduler.core
 
 ROOT = Path(__file__).resolve().parents[1]
-APPS = ("teams", "jobs", "billing", "demo", "benchmarks", "scheduler")  # the Django apps; portal composes them
+APPS = ("teams", "jobs", "billing", "audit", "demo", "benchmarks", "scheduler")  # the Django apps; portal composes them
 SOURCE_DIRS = ("portal", *APPS)
 PURE = ("scheduler/core", "scheduler/sim", "scheduler/specs")
 FRAMEWORK = {"django", "rest_framework", "celery", "redis", "kubernetes"}

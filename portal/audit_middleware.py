@@ -1,4 +1,5 @@
-"""django-auditlog's middleware, with the caller's address read as the sign-in lockout reads it."""
+"""django-auditlog's middleware (the audit app records, the portal composes), with the caller's address read as
+the sign-in lockout reads it."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from openpyxl import Workbook
 
-from portal.spreadsheet_cells import csv_cell, keep_as_text
+from billing.spreadsheet_cells import csv_cell, keep_as_text
 
 
 @pytest.mark.parametrize(
