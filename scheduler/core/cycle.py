@@ -230,20 +230,20 @@ class _Run:
         else:
             self._place(job)
             if self.blockers.get(job.id, _BOUND).kind == CAPACITY:
-                refusals = self._quota_refusals(job, options)
-                refused: list[str] = []  # the models a reservation was found on but the quota refused there
+                refusals: list[Admission] = []  # on the models a reservation was found on, the quota refused
 
                 def admits_at(at: float, model: str) -> bool:
-                    if model not in refusals:
-                        return True  # admitted now: the quota needs no look ahead there
-                    if self._admits_at(job, [o for o in options if o.model == model], at):
-                        return True
-                    refused.append(model)
+                    # Asked only of the models a reservation is found on, so most turns never ask the quota.
+                    on_model = [o for o in options if o.model == model]
+                    refusal = self._quota_refusal(job, on_model)
+                    if refusal is None or self._admits_at(job, on_model, at):
+                        return True  # admitted now (no look ahead needed), or once its own work has ended
+                    refusals.append(refusal)
                     return False
 
-                reservation = self.reservations.reserve(job, options, admits_at if refusals else None)
-                if refused:  # GPUs would free, but not its quota: no start time
-                    self.blockers[job.id] = Blocker(QUOTA, refusals[refused[0]].reason)
+                reservation = self.reservations.reserve(job, options, admits_at)
+                if refusals:  # GPUs would free, but not its quota: no start time
+                    self.blockers[job.id] = Blocker(QUOTA, refusals[0].reason)
                 if reservation is not None:
                     nodes = ", ".join(dict.fromkeys(node for node, _ in reservation.gpus))
                     self.blockers[job.id] = Blocker(RESERVED, nodes, reservation.start_at)
@@ -296,16 +296,17 @@ class _Run:
         else:
             self.blockers[job.id] = Blocker(CAPACITY)
 
-    def _quota_refusals(self, job: Job, options: Sequence[Option]) -> dict[str, Admission]:
-        """Why the quota refuses ``job`` on each GPU model it refuses, at its team's usage now (quotas are per
-        GPU class, so a job may be admitted on one model and refused on another); empty when it admits every
-        option. A job no free capacity takes was never put to its quota (placement asks it of slots it found)."""
-        refusals: dict[str, Admission] = {}
+    def _quota_refusal(self, job: Job, options: Sequence[Option]) -> Admission | None:
+        """Why the quota refuses ``job`` on every one of ``options`` (one GPU model's: quotas are per GPU class),
+        at its team's usage now; None when it admits one. A job no free capacity takes was never put to its quota
+        (placement asks it of slots it found)."""
+        refusal = None
         for option in options:
             verdict = self.fairness.admit(job, self._option_units(job, option))
-            if not verdict.ok:
-                refusals.setdefault(option.model, verdict)
-        return refusals
+            if verdict.ok:
+                return None
+            refusal = refusal or verdict
+        return refusal
 
     def _admits_at(self, job: Job, options: Sequence[Option], at: float) -> bool:
         """Does the quota admit ``job`` on one of ``options`` at ``at``, once the work of its team expected to end
