@@ -24,6 +24,7 @@ from django.forms.formsets import DELETION_FIELD_NAME
 from django.forms.models import BaseInlineFormSet
 from django.http import HttpRequest
 from django.utils.html import format_html_join
+from django.utils.safestring import mark_safe
 
 from jobs.models import Allocation
 from scheduler.core.catalog import LayoutError
@@ -236,10 +237,21 @@ class NodeForm(_NodeFormBase):
 
 @admin.register(Node)
 class NodeAdmin(admin.ModelAdmin):
-    # What an admin scans for, narrow enough for 1,400 px: the topology (interconnect, leaf, spine, fabric,
-    # placement group) is in the filters and on the node's page.
-    list_display = ("name", "state", "gpu_model", "tier", "gpu_use", "mig_layouts", "price_per_gpu_hour", "zone")
-    list_filter = ("tier", "state", "interconnect", "fabric", "gpu_model", "leaf_switch", "spine", "placement_group")
+    # What an admin scans for, narrow enough for 1,400 px beside the admin's sidebar and filters: the zone and the
+    # topology (interconnect, leaf, spine, fabric, placement group) are in the filters, they and the price on the
+    # node's page.
+    list_display = ("name", "state", "gpu_model", "tier", "gpu_use", "mig_layouts")
+    list_filter = (
+        "tier",
+        "state",
+        "interconnect",
+        "fabric",
+        "gpu_model",
+        "zone",
+        "leaf_switch",
+        "spine",
+        "placement_group",
+    )
     search_fields = ("name", "leaf_switch", "spine", "zone", "placement_group")
     ordering = ("name",)
     list_select_related = ("gpu_model",)
@@ -272,7 +284,13 @@ class NodeAdmin(admin.ModelAdmin):
     @admin.display(description="MIG layouts")
     def mig_layouts(self, obj: Node) -> str:
         layouts = {gpu.index: gpu.mig_layout for gpu in obj.gpus.all()}
-        return format_html_join("", "<div>{}</div>", ((line,) for line in node_layouts_text(layouts, obj.gpu_count)))
+        lines = node_layouts_text(layouts, obj.gpu_count)
+        # A line may break after each instance (<wbr>), so a node of eight different layouts stays narrow.
+        return format_html_join(
+            "",
+            "<div>{}</div>",
+            ((format_html_join(mark_safe(",<wbr>"), "{}", ((p,) for p in line.split(","))),) for line in lines),
+        )
 
     def get_fields(self, request: HttpRequest, obj: Node | None = None) -> list[Any]:
         fields: list[Any] = [f for f in super().get_fields(request, obj) if f != "confirm_gpu_count"]
