@@ -182,7 +182,7 @@ def test_node_list_shows_state_gpus_free_used_and_layouts(staff_client: Client) 
     assertContains(response, '<td class="field-gpu_use">6 / 2 of 8</td>', html=True)
     assertContains(
         response,
-        '<td class="field-mig_layouts"><div>GPU 0–3: 3g.40gb@0,3g.40gb@4</div><div>GPU 4–7: MIG off</div></td>',
+        '<td class="field-mig_layouts"><div>GPU 0–3: 3g.40gb@0,<wbr>3g.40gb@4</div><div>GPU 4–7: MIG off</div></td>',
         html=True,
     )
 
