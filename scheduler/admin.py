@@ -79,7 +79,7 @@ class GpuModelAdmin(admin.ModelAdmin):
         return obj.node_count
 
 
-class MigLayoutField(forms.CharField):
+class MigLayoutField(forms.Field):
     """A GPU's MIG layout as NVIDIA writes it, ``3g.40gb@0,3g.40gb@4``; empty is MIG off (stored ``[]``).
 
     JSON pairs (``[["3g.40gb", 0]]``, what this field showed before and ``cluster sync --json`` prints) are read
@@ -108,7 +108,7 @@ class MigLayoutField(forms.CharField):
     def to_python(self, value: Any) -> list[list[object]]:
         if isinstance(value, list):
             return value
-        text = str(super().to_python(value))
+        text = "" if value in self.empty_values else str(value).strip()
         if not text:
             return []
         if text.startswith("["):
