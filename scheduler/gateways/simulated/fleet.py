@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from scheduler.core.catalog import LayoutError, compute_fraction, validate_layout
 from scheduler.core.state import MigLayout
-from scheduler.core.vocabulary import CapacityTier, JobKind, NodeState
+from scheduler.core.vocabulary import CapacityTier, JobKind
 from scheduler.errors import GatewayConflict
 from scheduler.gateways.protocol import (
     LOG_LIMIT_BYTES,
@@ -214,9 +214,10 @@ class SimulatedFleet:
                 since=state.mig_since.timestamp() if state.mig_since else None,
                 ready_at=state.mig_ready_at.timestamp(),
             )
-        # An admin's cordon is the cluster's cordon here; the gateway's own node states are derived. The simulated
-        # cluster has the fabric the inventory says: a sync keeps it instead of erasing it.
-        schedulable = interruption is None and node.state != NodeState.CORDONED
+        # An admin's cordon or drain is the cluster's cordon here (``kubectl drain`` cordons first); the gateway's
+        # own node states are derived. The simulated cluster has the fabric the inventory says: a sync keeps it
+        # instead of erasing it.
+        schedulable = interruption is None and not node.held_closed
         return node.observation(schedulable=schedulable, interruption=interruption, mig_status=mig_status)
 
     def _jobs(self, now: datetime, gone: Mapping[int, datetime]) -> dict[str, JobObservation]:
@@ -333,8 +334,8 @@ class SimulatedFleet:
         state = SimulatedNodeState.objects.filter(node__name=name).first()
         if node is None or (state is not None and state.gone_at is not None and state.gone_at <= now):
             raise GatewayConflict(f"node {name} is not in the fleet")
-        if node.state == NodeState.CORDONED or (state is not None and state.notice_at is not None):
-            raise GatewayConflict(f"node {name} takes no new work (cordoned or under an interruption notice)")
+        if node.held_closed or (state is not None and state.notice_at is not None):
+            raise GatewayConflict(f"node {name} takes no new work (cordoned, draining or under an interruption notice)")
         if state is not None and state.mig_ready_at is not None:
             raise GatewayConflict(f"node {name} is changing its MIG layout until {state.mig_ready_at:%H:%M:%S}")
         return node
