@@ -112,7 +112,8 @@ def _admin_set(node: Node, state: NodeState, actor: User | None, reason: str, at
         row = Node.objects.select_for_update().get(pk=node.pk)
         if row.state == state and (state == NodeState.READY or row.state_source == NodeStateSource.ADMIN):
             return False  # nothing to lift, or already held so by an admin: the first reason stands
-        _save(row, change, at or timezone.now())
+        with acting(actor=actor, via="admin"):
+            _save(row, change, at or timezone.now())
     node.refresh_from_db()
     return True
 

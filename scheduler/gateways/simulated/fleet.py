@@ -352,9 +352,9 @@ class SimulatedFleet:
             device_check(where, device, layouts[device.gpu], held)
 
     def job_evict(self, *, job: str, namespace: str, grace_s: float, reason: str) -> None:
-        """Stop the job's pods. On a node under a spot notice, with a grace, they get SIGTERM and stay
-        ``stopping`` while a checkpointed job saves (:meth:`_stop`); otherwise they go at once, keeping the work up
-        to their last periodic checkpoint. Pods already stopping are left to finish."""
+        """Stop the job's pods. On a node under a spot notice or drained by an admin, with a grace, they get SIGTERM
+        and stay ``stopping`` while a checkpointed job saves (:meth:`_stop`); otherwise they go at once, keeping the
+        work up to their last periodic checkpoint. Pods already stopping are left to finish."""
         now = self.clock()
         with transaction.atomic():
             pods = list(SimulatedPod.objects.select_for_update().filter(job_id=int(job)).order_by("replica"))
@@ -371,11 +371,15 @@ class SimulatedFleet:
             SimulatedPod.objects.filter(pk__in=[p.pk for p in pods]).delete()
 
     def _notice_deadline(self, pods: Iterable[SimulatedPod], now: datetime) -> datetime | None:
-        """When the first of the pods' nodes under a notice goes (None: no pod is on such a node)."""
-        states = SimulatedNodeState.objects.filter(
-            node_id__in={pod.node_id for pod in pods}, notice_at__isnull=False, gone_at__gt=now
-        )
-        return min((state.gone_at for state in states if state.gone_at is not None), default=None)
+        """When the first of the pods' nodes under a notice goes (None: no pod is on such a node). A node an admin
+        drains does not go: its pods may use all of their grace (``datetime.max``), as the kubelet gives a pod
+        deleted by ``kubectl drain`` its SIGTERM and then its whole termination grace period."""
+        node_ids = {pod.node_id for pod in pods}
+        states = SimulatedNodeState.objects.filter(node_id__in=node_ids, notice_at__isnull=False, gone_at__gt=now)
+        deadline = min((state.gone_at for state in states if state.gone_at is not None), default=None)
+        if deadline is None and any(node.held_closed for node in Node.objects.filter(pk__in=node_ids)):
+            return datetime.max.replace(tzinfo=now.tzinfo)
+        return deadline
 
     def _stop(self, pods: list[SimulatedPod], now: datetime, *, grace_s: float, deadline: datetime) -> None:
         """SIGTERM on a notice: a checkpointed job saves its work as of now if the save (``checkpoint_cost_s``)
