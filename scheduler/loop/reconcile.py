@@ -26,6 +26,8 @@ running / no pods, or fewer than its      the bind was recorded but never (fully
 replicas, its nodes all present           apply it again (idempotent)
 pending, ended, or unknown / pods         an eviction, cancel or clean-up was recorded but not
                                           applied: evict the pods (not those already stopping)
+a node an admin holds / open; a node no   cordon it; lift Microcosm's cordon
+admin holds / Microcosm's cordon on it    (:mod:`scheduler.loop.cordons`)
 ========================================  ======================================================
 
 "Drained" is a ``draining`` event since the job's last bind: that is what tells a drained job whose pods are gone
@@ -57,6 +59,7 @@ from jobs.services import CheckpointReport, checkpoint_record, job_fail_or_resta
 from scheduler.core.vocabulary import EventType, EvictionReason, JobState
 from scheduler.gateways.protocol import JobObservation, Observation, ReplicaPhase
 from scheduler.loop.apply import BindOp, EvictOp, Op, bind_request
+from scheduler.loop.cordons import cordons_wanted
 from scheduler.loop.notice import Drain, drains_current, drains_record, notice_grace_s
 
 log = logging.getLogger(__name__)
@@ -128,6 +131,7 @@ def reconcile(
             allocations.setdefault(allocation.job_id, []).append(allocation)
         _checkpoints_record(running, observation, at, repairs, checkpoint_source)
         drains_record(observation=observation, at=at, evict_grace_s=evict_grace_s)
+        repairs.ops.extend(cordons_wanted(observation))
         drains = drains_current(job.pk for job in running.values())
         for _job_id, job in sorted(running.items(), key=lambda item: int(item[0])):
             _running_job(job, allocations.get(job.pk, []), drains.get(job.pk), context, repairs)

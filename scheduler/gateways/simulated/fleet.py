@@ -423,6 +423,9 @@ class SimulatedFleet:
             defaults={"saved_work_s": total, "checkpointed_at": pod.bound_at + self._real(saved_run)},
         )
 
+    def node_cordon(self, *, node: str, cordoned: bool) -> None:
+        """A no-op: an admin's cordon or drain in the inventory is this cluster's cordon (:meth:`_node`)."""
+
     def node_mig_apply(self, *, node: str, layouts: tuple[MigLayout, ...]) -> None:
         now = self.clock()
         self.advance(now)
