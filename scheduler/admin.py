@@ -93,11 +93,12 @@ class NodeForm(_NodeFormBase):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        if "state" in self.fields:
+        state = self.fields.get("state")
+        if isinstance(state, forms.ChoiceField):
             current = self.instance.state if self.instance.pk is not None else NodeState.READY
             extra = [] if current in dict(_ADMIN_STATES) else [(current, f"{current} (set by the cluster)")]
-            self.fields["state"].choices = [*extra, *_ADMIN_STATES]
-            self.fields["state"].help_text = (
+            state.choices = [*extra, *_ADMIN_STATES]
+            state.help_text = (
                 "ready: takes new work. cordoned: takes no new work, running jobs stay. draining: takes no new "
                 "work, and its jobs checkpoint, stop and are requeued at the head of their priority. A cordon or "
                 "drain holds until an admin marks the node ready (docs/node-states.md)."
