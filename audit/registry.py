@@ -30,7 +30,7 @@ AUDITED_FIELDS: dict[str, tuple[str, ...]] = {
         "note",
     ),
     # The node's state is its cordon / drain; its price and tier are what its hours are billed at.
-    "scheduler.Node": ("state", "price_per_gpu_hour", "tier", "gpu_count"),
+    "scheduler.Node": ("state", "state_source", "state_reason", "price_per_gpu_hour", "tier", "gpu_count"),
 }
 # A user's org-wide roles are their groups (teams.roles); platform admins also get is_staff and is_superuser.
 USER_FIELDS = ("username", "is_active", "is_staff", "is_superuser")

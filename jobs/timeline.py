@@ -12,6 +12,7 @@ from typing import Any
 
 from jobs.models import JobEvent
 from scheduler.core.vocabulary import EventType
+from scheduler.loop.notice import ADMIN_DRAIN
 
 
 def event_text(event: JobEvent) -> str:
@@ -22,7 +23,10 @@ def event_text(event: JobEvent) -> str:
         step = details.get("step")
         return f"Checkpointed (step {step})" if isinstance(step, int) else "Checkpointed"
     if kind == EventType.DRAINING:
-        return f"Draining: spot notice on node {details.get('node') or 'unknown'}"
+        node = details.get("node") or "unknown"
+        if details.get("source") == ADMIN_DRAIN:
+            return f"Draining: node {node} drained by an admin"
+        return f"Draining: spot notice on node {node}"
     if kind == EventType.PREEMPTED:
         reason = _reason(details.get("reason"))
         by = details.get("by")

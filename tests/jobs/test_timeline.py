@@ -21,6 +21,8 @@ def _event(type_: str, **details: object) -> JobEvent:
         (_event("checkpointed", step=1200, path="/c/step-000001200.ckpt"), "Checkpointed (step 1200)"),
         (_event("checkpointed"), "Checkpointed"),  # a backend that knew only the time
         (_event("draining", node="spot-1", source="spot-itn"), "Draining: spot notice on node spot-1"),
+        (_event("draining", node="gpu-7", source="admin-drain"), "Draining: node gpu-7 drained by an admin"),
+        (_event("preempted", reason="node-drain", by=None), "Preempted (node drain)"),
         (_event("preempted", reason="spot-reclaim", by=None), "Preempted (spot reclaim)"),
         (_event("preempted", reason="priority", by="42"), "Preempted by job 42 (priority)"),
         (_event("requeued", message="spot notice on node spot-1"), "Requeued: spot notice on node spot-1"),
