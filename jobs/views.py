@@ -57,7 +57,7 @@ from jobs.selectors import (
     jobs_for_user_by_ids,
     resuming_jobs,
 )
-from jobs.services import job_cancel, job_cancel_bulk, job_list_reorder, job_set_priority, job_submit, team_order_key
+from jobs.services import job_cancel, job_cancel_bulk, job_move, job_set_priority, job_submit, team_order_key
 from jobs.team_usage import DEFAULT_WINDOW, WINDOWS_S, team_dashboard, team_utilization_series
 from scheduler.core.vocabulary import EventType, JobKind, JobState
 from scheduler.errors import GatewayError
@@ -409,16 +409,12 @@ def _manage_post(request: SignedInRequest, team: Team, role: str, pending: list[
     try:
         if action.startswith(("up:", "down:")):
             direction, _, raw = action.partition(":")
-            order = [j.pk for j in pending]
             moved = _ids([raw])
-            if not moved or moved[0] not in order:
+            job = next((j for j in pending if moved and j.pk == moved[0]), None)
+            if job is None:
                 raise JobSpecInvalid(["that job is no longer pending in this team"])
-            i = order.index(moved[0])
-            j = i - 1 if direction == "up" else i + 1
-            if 0 <= j < len(order):
-                order[i], order[j] = order[j], order[i]
-            job_list_reorder(team=team, order=order, actor=request.user)
-            messages.success(request, _moved_message(request, team, pending, moved[0]))
+            job_move(job=job, up=direction == "up", actor=request.user)
+            messages.success(request, _moved_message(request, team, pending, job.pk))
         elif action == "priority":
             priority = request.POST.get("priority", "")
             if priority not in access.priorities_allowed(role):
