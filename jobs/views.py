@@ -35,7 +35,7 @@ from jobs.errors import (
     LogRequestInvalid,
 )
 from jobs.forms import CancelForm, IntervalForm, PriorityForm, SubmitForm, SuggestionForm
-from jobs.job_page import job_history
+from jobs.job_page import job_history, preemption_count
 from jobs.logs import (
     DOWNLOAD_LIMIT_BYTES,
     MAX_TAIL_LINES,
@@ -46,6 +46,7 @@ from jobs.logs import (
 )
 from jobs.models import Job
 from jobs.network import fabric_warning, job_network
+from jobs.preemptions import preemptors_for_user
 from jobs.rightsizing import Suggestion, errors_by_key, suggest
 from jobs.selectors import (
     NO_POSITION_YET,
@@ -248,11 +249,16 @@ def detail(request: SignedInRequest, job_id: int) -> HttpResponse:
     job, role = _job_for(request, job_id)
     events = list(job_events(job=job))
     live = job.state in (JobState.PENDING, JobState.RUNNING)
+    # The preempting jobs as this viewer may name them: team and kind always, a link only to a job they may see.
+    preemptors = preemptors_for_user(user=request.user, events=events)
+    history = None
+    if not request.htmx:  # the status poll (htmx) redraws only the status: the lists of the page stay as they are
+        history = job_history(events=events, allocations=list(job_allocations(job=job)), preemptors=preemptors)
     context = {
         "job": job,
         "role": role,
-        # The status poll (htmx) redraws only the status: the lists of the page stay as they are.
-        "history": None if request.htmx else job_history(events=events, allocations=list(job_allocations(job=job))),
+        "history": history,
+        "preemptions": preemption_count(events, preemptors),
         "usage": job_usage(job=job),
         "no_position": NO_POSITION_YET,
         "can_cancel": live and access.can_cancel(user=request.user, job=job, role=role),
