@@ -82,8 +82,8 @@ def preemptors_for_user(*, user: AnyUser, events: Iterable[JobEvent]) -> dict[in
     }
     seen = {job.pk: job.name for job in jobs_for_user_by_ids(user=user, job_ids=ids)}
     result = {}
-    for event_id, (job, details) in named.items():
-        stored = (details.get("by_team_name"), details.get("by_kind"), details.get("by_priority"))
+    for event_id, (job, given) in named.items():
+        stored = (given.get("by_team_name"), given.get("by_kind"), given.get("by_priority"))
         if all(stored):
             team, kind, priority = (str(v) for v in stored)
         elif job in rows:

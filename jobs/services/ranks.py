@@ -31,6 +31,7 @@ from datetime import datetime
 from itertools import pairwise
 
 MAX_RANK = 2_147_483_647  # IntegerField; scheduler.core.bounds.MAX_RANK
+_UNBOUNDED = 4 * MAX_RANK  # no neighbour on that side: beyond any rank (a result beyond the column is refused)
 
 
 @dataclass(frozen=True)
@@ -78,16 +79,15 @@ def move(entries: Sequence[Entry], pk: int, *, up: bool) -> dict[int, int]:
         lo, hi = _room(moved, ahead, behind, ranks)
     if lo <= hi:
         ranks[moved.pk] = min(max(moved.rank, lo), hi)  # the nearest to its rank now: the smallest change
-    if lo > hi or not in_order(order, ranks) or min(ranks.values()) < -MAX_RANK:
+    if lo > hi or not in_order(order, ranks) or max(abs(r) for r in ranks.values()) > MAX_RANK:
         ranks = {e.pk: r for e, r in zip(order, dense(len(order)), strict=True)}  # the ranks ran out: write all
     return {e.pk: ranks[e.pk] for e in order if ranks[e.pk] != e.rank}
 
 
-def _room(moved: Entry, ahead: Entry | None, behind: Entry | None, ranks: Mapping[int, int]) -> tuple[float, float]:
+def _room(moved: Entry, ahead: Entry | None, behind: Entry | None, ranks: Mapping[int, int]) -> tuple[int, int]:
     """The whole ranks (lo … hi) that put ``moved`` after ``ahead`` and before ``behind``, never above 0 unless
     the job ahead of it is already ranked behind later work (then it must be too)."""
-    lo: float = float("-inf")
-    hi: float = float("inf")
+    lo, hi = -_UNBOUNDED, _UNBOUNDED
     if ahead is not None:
         lo = ranks[ahead.pk] if ahead.submitted_at < moved.submitted_at else ranks[ahead.pk] + 1
     if behind is not None:
