@@ -61,6 +61,7 @@ PREEMPTION_END_REASONS = frozenset(
         EvictionReason.RECONFIGURE,
         EvictionReason.NODE_LOST,
         EvictionReason.SPOT_RECLAIM,
+        EvictionReason.NODE_DRAIN,
         "preempted",
         "spot-interrupted",
     }

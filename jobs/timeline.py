@@ -11,7 +11,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from jobs.models import JobEvent
+from jobs.preemptions import preempted_words
 from scheduler.core.vocabulary import EventType
+from scheduler.loop.notice import ADMIN_DRAIN
 
 
 def event_text(event: JobEvent) -> str:
@@ -22,11 +24,12 @@ def event_text(event: JobEvent) -> str:
         step = details.get("step")
         return f"Checkpointed (step {step})" if isinstance(step, int) else "Checkpointed"
     if kind == EventType.DRAINING:
-        return f"Draining: spot notice on node {details.get('node') or 'unknown'}"
+        node = details.get("node") or "unknown"
+        if details.get("source") == ADMIN_DRAIN:
+            return f"Draining: node {node} drained by an admin"
+        return f"Draining: spot notice on node {node}"
     if kind == EventType.PREEMPTED:
-        reason = _reason(details.get("reason"))
-        by = details.get("by")
-        return f"Preempted by job {by} ({reason})" if by else f"Preempted ({reason})"
+        return preempted_text(details)
     if kind == EventType.BOUND:
         return _bound(details)
     if kind in (EventType.PRIORITY_CHANGED, EventType.RANK_CHANGED):
@@ -36,6 +39,16 @@ def event_text(event: JobEvent) -> str:
     if details.get("exit_reason"):  # a restart after an application failure (jobs.services.restarts)
         return f"{text}: {why} — {details['exit_reason']} ({details.get('message', '')})"
     return f"{text}: {why}" if why else text
+
+
+def preempted_text(details: Mapping[str, Any], words: str | None = None) -> str:
+    """ "Preempted by a production inference job of team Vision (production)": the preempting job's team and
+    kind (``words``, else the event's own details: :mod:`jobs.preemptions`), never its id, which the victim's
+    viewers may not open; "another job" for an old event that stored the id alone."""
+    reason = _reason(details.get("reason"))
+    if not details.get("by"):
+        return f"Preempted ({reason})"
+    return f"Preempted by {words or preempted_words(details) or 'another job'} ({reason})"
 
 
 def _bound(details: Mapping[str, Any]) -> str:

@@ -35,7 +35,7 @@ from jobs.errors import (
     LogRequestInvalid,
 )
 from jobs.forms import CancelForm, IntervalForm, PriorityForm, SubmitForm, SuggestionForm
-from jobs.job_page import job_history
+from jobs.job_page import job_history, preemption_count
 from jobs.logs import (
     DOWNLOAD_LIMIT_BYTES,
     MAX_TAIL_LINES,
@@ -46,6 +46,7 @@ from jobs.logs import (
 )
 from jobs.models import Job
 from jobs.network import fabric_warning, job_network
+from jobs.preemptions import preemptors_for_user
 from jobs.rightsizing import Suggestion, errors_by_key, suggest
 from jobs.selectors import (
     NO_POSITION_YET,
@@ -57,7 +58,7 @@ from jobs.selectors import (
     jobs_for_user_by_ids,
     resuming_jobs,
 )
-from jobs.services import job_cancel, job_cancel_bulk, job_list_reorder, job_set_priority, job_submit, team_order_key
+from jobs.services import job_cancel, job_cancel_bulk, job_move, job_set_priority, job_submit, team_order_key
 from jobs.team_usage import DEFAULT_WINDOW, WINDOWS_S, team_dashboard, team_utilization_series
 from scheduler.core.vocabulary import EventType, JobKind, JobState
 from scheduler.errors import GatewayError
@@ -248,11 +249,16 @@ def detail(request: SignedInRequest, job_id: int) -> HttpResponse:
     job, role = _job_for(request, job_id)
     events = list(job_events(job=job))
     live = job.state in (JobState.PENDING, JobState.RUNNING)
+    # The preempting jobs as this viewer may name them: team and kind always, a link only to a job they may see.
+    preemptors = preemptors_for_user(user=request.user, events=events)
+    history = None
+    if not request.htmx:  # the status poll (htmx) redraws only the status: the lists of the page stay as they are
+        history = job_history(events=events, allocations=list(job_allocations(job=job)), preemptors=preemptors)
     context = {
         "job": job,
         "role": role,
-        # The status poll (htmx) redraws only the status: the lists of the page stay as they are.
-        "history": None if request.htmx else job_history(events=events, allocations=list(job_allocations(job=job))),
+        "history": history,
+        "preemptions": preemption_count(events, preemptors),
         "usage": job_usage(job=job),
         "no_position": NO_POSITION_YET,
         "can_cancel": live and access.can_cancel(user=request.user, job=job, role=role),
@@ -409,16 +415,12 @@ def _manage_post(request: SignedInRequest, team: Team, role: str, pending: list[
     try:
         if action.startswith(("up:", "down:")):
             direction, _, raw = action.partition(":")
-            order = [j.pk for j in pending]
             moved = _ids([raw])
-            if not moved or moved[0] not in order:
+            job = next((j for j in pending if moved and j.pk == moved[0]), None)
+            if job is None:
                 raise JobSpecInvalid(["that job is no longer pending in this team"])
-            i = order.index(moved[0])
-            j = i - 1 if direction == "up" else i + 1
-            if 0 <= j < len(order):
-                order[i], order[j] = order[j], order[i]
-            job_list_reorder(team=team, order=order, actor=request.user)
-            messages.success(request, _moved_message(request, team, pending, moved[0]))
+            job_move(job=job, up=direction == "up", actor=request.user)
+            messages.success(request, _moved_message(request, team, pending, job.pk))
         elif action == "priority":
             priority = request.POST.get("priority", "")
             if priority not in access.priorities_allowed(role):

@@ -1,4 +1,4 @@
-"""Admin for the fleet inventory: GPU models, nodes (with cordon / ready actions) and their GPUs.
+"""Admin for the fleet inventory: GPU models, nodes (with cordon / drain / ready actions) and their GPUs.
 
 A node's GPU count is changed through :func:`scheduler.gpu_count.node_set_gpu_count`, so the GPU rows follow the
 count; the form first says which GPUs the change creates or removes and takes it only with a ticked confirmation,
@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Count, IntegerField, OuterRef, Prefetch, QuerySet, Subquery
@@ -41,6 +42,7 @@ from scheduler.mig_layouts import (
     stored_layout,
 )
 from scheduler.models import Gpu, GpuModel, Node
+from scheduler.node_states import node_cordon, node_drain, node_mark_ready
 
 if TYPE_CHECKING:  # the stubs' helper package, not a runtime dependency
     from django_stubs_ext import WithAnnotations
@@ -210,16 +212,43 @@ class GpuInline(admin.TabularInline):
     extra = 0
 
 
+# The states an admin sets; ``gone`` is the cluster sync's to say (scheduler.node_states).
+_ADMIN_STATES = [(s.value, s.value) for s in (NodeState.READY, NodeState.CORDONED, NodeState.DRAINING)]
+
+
 class NodeForm(_NodeFormBase):
+    state_note = forms.CharField(
+        required=False,
+        max_length=150,
+        label="Reason",
+        help_text="Why you cordon or drain the node (kept with its state and in the audit trail).",
+    )
     confirm_gpu_count = forms.BooleanField(
         required=False,
         label="Confirm the GPU count change",
         help_text="Changing the GPU count creates or removes GPU rows; the form says which before it applies.",
     )
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        state = self.fields.get("state")
+        if isinstance(state, forms.ChoiceField):
+            current = self.instance.state if self.instance.pk is not None else NodeState.READY
+            extra = [] if current in dict(_ADMIN_STATES) else [(current, f"{current} (set by the cluster)")]
+            state.choices = [*extra, *_ADMIN_STATES]
+            state.help_text = (
+                "ready: takes new work. cordoned: takes no new work, running jobs stay. draining: takes no new "
+                "work, and its jobs checkpoint, stop and are requeued at the head of their priority. A cordon or "
+                "drain holds until an admin marks the node ready (docs/node-states.md)."
+            )
+
     def clean(self) -> dict[str, Any]:
         super().clean()
         data = self.cleaned_data
+        state = data.get("state")
+        changed = state is not None and self.instance.pk is not None and state != self.instance.state
+        if changed and state not in dict(_ADMIN_STATES):
+            self.add_error("state", f"{state} is set by the cluster sync; choose ready, cordoned or draining.")
         new = data.get("gpu_count")
         old = self.instance.gpu_count if self.instance.pk is not None else None
         if old is None or new is None or new == old:
@@ -255,9 +284,9 @@ class NodeAdmin(admin.ModelAdmin):
     search_fields = ("name", "leaf_switch", "spine", "zone", "placement_group")
     ordering = ("name",)
     list_select_related = ("gpu_model",)
-    readonly_fields = ("created_at", "updated_at")
+    readonly_fields = ("state_source", "state_reason", "state_changed_at", "created_at", "updated_at")
     inlines = (GpuInline,)
-    actions = ("cordon_nodes", "mark_nodes_ready")
+    actions = ("cordon_nodes", "drain_nodes", "mark_nodes_ready")
     form = NodeForm
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Node]:
@@ -293,10 +322,14 @@ class NodeAdmin(admin.ModelAdmin):
         )
 
     def get_fields(self, request: HttpRequest, obj: Node | None = None) -> list[Any]:
-        fields: list[Any] = [f for f in super().get_fields(request, obj) if f != "confirm_gpu_count"]
+        own = ("confirm_gpu_count", "state_note")
+        fields: list[Any] = [f for f in super().get_fields(request, obj) if f not in own]
         if obj is None:
-            return fields
-        # The confirmation sits right below the count it confirms.
+            return [f for f in fields if f not in ("state_source", "state_reason", "state_changed_at")]
+        # The reason sits right below the state it explains, the confirmation below the count it confirms.
+        fields.remove("state")
+        at = fields.index("state_source")
+        fields = [*fields[:at], "state", "state_note", *fields[at:]]
         at = fields.index("gpu_count") + 1
         return [*fields[:at], "confirm_gpu_count", *fields[at:]]
 
@@ -305,7 +338,15 @@ class NodeAdmin(admin.ModelAdmin):
         recount = not change or "gpu_count" in form.changed_data
         if change and recount:
             obj.gpu_count = form.initial["gpu_count"]  # the service changes the count and the GPU rows together
+        wanted_state = NodeState(obj.state)
+        restate = change and "state" in form.changed_data
+        if restate:
+            obj.state = form.initial["state"]  # a state change goes through scheduler.node_states, audited
         super().save_model(request, obj, form, change)
+        if restate:
+            note = form.cleaned_data.get("state_note", "")
+            _node_set_state(obj, wanted_state, request, note)
+            self.message_user(request, _STATE_DONE[wanted_state].format(count=1), messages.SUCCESS)
         if not recount:
             return
         try:
@@ -332,26 +373,43 @@ class NodeAdmin(admin.ModelAdmin):
         # new node would be stored unchecked; they are added once the node exists.
         return self.inlines if obj is not None else ()
 
-    # Node by node, not queryset.update(): each save is an audit row naming the admin (audit/, docs/audit.md).
+    # Node by node through scheduler.node_states, not queryset.update(): each change is an audit row naming the
+    # admin (audit/, docs/audit.md).
     @admin.action(description="Cordon selected nodes", permissions=["change"])
     def cordon_nodes(self, request: HttpRequest, queryset: QuerySet[Node]) -> None:
-        count = _nodes_set_state(queryset, NodeState.CORDONED)
-        self.message_user(request, f"Cordoned {count} node(s): nothing new is placed on them.", messages.SUCCESS)
+        self._set_states(request, queryset, NodeState.CORDONED)
+
+    @admin.action(description="Drain selected nodes (jobs checkpoint and are requeued)", permissions=["change"])
+    def drain_nodes(self, request: HttpRequest, queryset: QuerySet[Node]) -> None:
+        self._set_states(request, queryset, NodeState.DRAINING)
 
     @admin.action(description="Mark ready", permissions=["change"])
     def mark_nodes_ready(self, request: HttpRequest, queryset: QuerySet[Node]) -> None:
-        count = _nodes_set_state(queryset, NodeState.READY)
-        self.message_user(request, f"Marked {count} node(s) ready for placement.", messages.SUCCESS)
+        self._set_states(request, queryset, NodeState.READY)
+
+    def _set_states(self, request: HttpRequest, queryset: QuerySet[Node], state: NodeState) -> None:
+        with transaction.atomic():
+            changed = sum(_node_set_state(node, state, request, "") for node in queryset.order_by("name"))
+        self.message_user(request, _STATE_DONE[state].format(count=changed), messages.SUCCESS)
 
 
-def _nodes_set_state(queryset: QuerySet[Node], state: NodeState) -> int:
-    with transaction.atomic():
-        nodes = list(queryset.select_for_update())
-        for node in nodes:
-            if node.state != state:
-                node.state = state
-                node.save(update_fields=["state", "updated_at"])
-    return len(nodes)
+_STATE_DONE = {
+    NodeState.CORDONED: "Cordoned {count} node(s): nothing new is placed on them; running jobs stay.",
+    NodeState.DRAINING: (
+        "Draining {count} node(s): nothing new is placed on them, and the next scheduling cycle asks their jobs to "
+        "checkpoint and stop, then requeues them. They stay drained until you mark them ready."
+    ),
+    NodeState.READY: "Marked {count} node(s) ready for placement.",
+}
+
+
+def _node_set_state(node: Node, state: NodeState, request: HttpRequest, note: str) -> bool:
+    actor = request.user if isinstance(request.user, User) else None
+    if state == NodeState.DRAINING:
+        return node_drain(node=node, actor=actor, reason=note)
+    if state == NodeState.CORDONED:
+        return node_cordon(node=node, actor=actor, reason=note)
+    return node_mark_ready(node=node, actor=actor)
 
 
 @admin.register(Gpu)

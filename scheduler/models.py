@@ -10,7 +10,7 @@ from django.db import models
 from django.db.models import Q
 
 from scheduler.core.catalog import GPU_CLASSES, LayoutError, validate_layout
-from scheduler.core.vocabulary import CapacityTier, Fabric, Interconnect, NodeState, choices_of
+from scheduler.core.vocabulary import CapacityTier, Fabric, Interconnect, NodeState, NodeStateSource, choices_of
 from scheduler.gateways.protocol import Interruption, MigStatus, NodeObservation
 
 
@@ -30,6 +30,12 @@ class GpuModel(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+def admin_holds(*, state: str, source: str) -> bool:
+    """An admin's cordon or drain: it holds until an admin marks the node ready. Only an admin cordons; a drain is
+    an admin's unless a notice set it (a notice's drain ends with the notice)."""
+    return state == NodeState.CORDONED or (state == NodeState.DRAINING and source == NodeStateSource.ADMIN)
 
 
 class Node(models.Model):
@@ -57,6 +63,11 @@ class Node(models.Model):
         max_length=253, blank=True, help_text="The cloud placement group (or cluster network block) of the node."
     )
     state = models.CharField(max_length=16, choices=choices_of(NodeState), default=NodeState.READY)
+    # Who set the state and why (Slurm's Reason=): an admin's cordon or drain holds until an admin lifts it; the
+    # cluster sync changes only states it or a notice set (scheduler.node_states, docs/node-states.md).
+    state_source = models.CharField(max_length=16, choices=choices_of(NodeStateSource), default=NodeStateSource.CLUSTER)
+    state_reason = models.CharField(max_length=200, blank=True, help_text="Why the node is in its state.")
+    state_changed_at = models.DateTimeField(null=True, blank=True)
     labels = models.JSONField(default=dict, blank=True, help_text="Kubernetes node labels as observed.")
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
@@ -71,6 +82,9 @@ class Node(models.Model):
             ),
             models.CheckConstraint(condition=Q(tier__in=[v.value for v in CapacityTier]), name="node_tier_valid"),
             models.CheckConstraint(condition=Q(state__in=[v.value for v in NodeState]), name="node_state_valid"),
+            models.CheckConstraint(
+                condition=Q(state_source__in=[v.value for v in NodeStateSource]), name="node_state_source_valid"
+            ),
             models.CheckConstraint(condition=Q(fabric__in=[v.value for v in Fabric]), name="node_fabric_valid"),
             # TCP is the absence of a fabric, so it has no fabric devices to request.
             models.CheckConstraint(
@@ -80,6 +94,11 @@ class Node(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def held_closed(self) -> bool:
+        """Closed to new work by an admin, whatever the cluster says (:func:`admin_holds`)."""
+        return admin_holds(state=self.state, source=self.state_source)
 
     def observation(
         self, *, schedulable: bool, interruption: Interruption | None = None, mig_status: MigStatus | None = None

@@ -10,7 +10,7 @@ import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -29,6 +29,7 @@ from scheduler.gateways.protocol import (
 )
 from scheduler.gpu_count import MAX_GPUS_PER_NODE, check_shrink
 from scheduler.models import Gpu, GpuModel, Node, UtilizationSample
+from scheduler.node_states import node_state_observe
 
 log = logging.getLogger(__name__)
 
@@ -222,12 +223,14 @@ def _check_fabric_devices(fabric: Fabric, devices: int) -> None:
 
 def cluster_sync(*, observation: Observation) -> SyncReport:
     """Make the inventory match ``observation``: every observed node registered with its shape and current
-    MIG layouts (``node_register``), its state ``draining`` under an interruption notice and ``ready``
-    otherwise (an admin's ``cordoned`` is kept), and nodes the cluster no longer reports marked ``gone``.
+    MIG layouts (``node_register``), and its state changed as :func:`scheduler.node_states.observed_change`
+    says (draining under an interruption notice, gone when no longer reported; an admin's cordon or drain
+    holds), each change saved and audited.
 
     A node the inventory cannot hold (an unknown GPU model) is skipped and reported, never guessed at.
     """
     report = SyncReport()
+    at = datetime.fromtimestamp(observation.observed_at, tz=UTC)
     seen: set[str] = set()
     existing = {node.name: node for node in Node.objects.all()}
     for obs in observation.nodes:
@@ -257,27 +260,22 @@ def cluster_sync(*, observation: Observation) -> SyncReport:
             report.skipped.append(f"{obs.name}: {exc}")
             continue
         seen.add(node.name)
-        wanted = node.state
-        if obs.interruption is not None:
-            wanted = NodeState.DRAINING
-        elif node.state in (NodeState.GONE, NodeState.DRAINING):
-            wanted = NodeState.READY
-        if wanted != node.state:
-            Node.objects.filter(pk=node.pk).update(state=wanted)
+        notice = obs.interruption.source if obs.interruption is not None else None
+        node_state_observe(node=node, reported=True, notice=notice, at=at)
         report.nodes.append(
             {
                 "name": node.name,
                 "gpu_model": obs.gpu_model,
                 "gpus": obs.gpu_count,
                 "tier": obs.tier,
-                "state": str(wanted),
+                "state": str(node.state),
                 "mig": {str(i): [list(p) for p in layout] for i, layout in enumerate(obs.mig) if layout},
                 "mig_state": str(obs.mig_status.state),
             }
         )
+    observed = {o.name for o in observation.nodes}
     for name, row in sorted(existing.items()):
-        if name not in seen and row.state != NodeState.GONE and name not in {o.name for o in observation.nodes}:
-            Node.objects.filter(pk=row.pk).update(state=NodeState.GONE)
+        if name not in observed and node_state_observe(node=row, reported=False, notice=None, at=at) == NodeState.GONE:
             report.gone.append(name)
     return report
 

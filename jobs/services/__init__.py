@@ -1,8 +1,9 @@
 """Writes to jobs. Every change records a :class:`~jobs.models.JobEvent` with its actor (None: the system).
 
 - :mod:`jobs.services.submit`: ``job_submit`` validates a spec whole and creates a pending job;
-- :mod:`jobs.services.changes`: ``job_cancel``, ``job_set_priority``, ``job_set_rank`` and, for many jobs of
-  a team at once, ``job_list_reorder``, ``job_cancel_bulk`` and ``job_requeue_bulk`` (each one transaction);
+- :mod:`jobs.services.changes`: ``job_cancel``, ``job_set_priority``, ``job_set_rank``, ``job_move`` (one
+  place up or down, by the rank rule of :mod:`jobs.services.ranks`) and, for many jobs of a team at once,
+  ``job_list_reorder``, ``job_cancel_bulk`` and ``job_requeue_bulk`` (each one transaction);
 - :mod:`jobs.services.loop`: the transitions the scheduling loop records (bind, requeue, finish);
 - :mod:`jobs.services.checkpoints`: ``checkpoint_record``, the checkpoints a job reports;
 - :mod:`jobs.services.restarts`: ``job_fail_or_restart``, the restart budget an application failure spends.
@@ -18,6 +19,7 @@ from jobs.services.changes import (
     job_cancel,
     job_cancel_bulk,
     job_list_reorder,
+    job_move,
     job_requeue_bulk,
     job_set_priority,
     job_set_rank,
@@ -39,6 +41,7 @@ __all__ = [
     "job_fail_or_restart",
     "job_finish",
     "job_list_reorder",
+    "job_move",
     "job_requeue",
     "job_requeue_bulk",
     "job_set_priority",

@@ -18,20 +18,24 @@ from django.utils import timezone
 from jobs.access import check_cancel, check_manage, check_priority
 from jobs.errors import JobNotFound, JobSpecInvalid, JobStateError
 from jobs.models import Allocation, Job, JobEvent
+from jobs.selectors import resuming_jobs
+from jobs.services import ranks as ranks_rule
 from jobs.services.loop import job_requeue
 from jobs.services.positions import positions_lock, positions_refresh
 from scheduler.core.vocabulary import PRIORITY_INDEX, EventType, EvictionReason, JobState, Priority
 from scheduler.specs.fields import describe
 from teams.models import Team
 
-_MAX_RANK = 2_147_483_647  # IntegerField
+_MAX_RANK = ranks_rule.MAX_RANK
 _LIVE = (JobState.PENDING, JobState.RUNNING)
 
 
-def team_order_key(job: Job, resuming: Collection[int] = frozenset()) -> tuple[int, int, int, datetime, int]:
-    """The scheduler's order within a team (``scheduler.core.rules.fairshare``): priority, then a job resuming
-    after an infrastructure loss (``resuming``: :func:`jobs.selectors.resuming_jobs`), rank, submit time, id."""
-    return (PRIORITY_INDEX[job.priority], 0 if job.pk in resuming else 1, job.rank, job.submitted_at, job.pk)
+def team_order_key(job: Job, resuming: Collection[int] = frozenset()) -> tuple[int, int, int, datetime, str]:
+    """The scheduler's order within a team (``scheduler.core.rules.fairshare.job_key``): priority, then a job
+    resuming after an infrastructure loss (``resuming``: :func:`jobs.selectors.resuming_jobs`), rank, submit
+    time, id. The id compares as the engine's does, as a string (``scheduler.loop.snapshot``: ``str(job.pk)``),
+    so that two jobs submitted in the same microsecond sort alike on the manage page and in the positions."""
+    return (PRIORITY_INDEX[job.priority], 0 if job.pk in resuming else 1, job.rank, job.submitted_at, str(job.pk))
 
 
 def job_cancel(*, job: Job, actor: User | None, reason: str = "", now: datetime | None = None) -> Job:
@@ -145,7 +149,9 @@ def job_set_priority(*, job: Job, priority: str, actor: User | None, now: dateti
 
 
 def job_set_rank(*, job: Job, rank: int, actor: User | None, now: datetime | None = None) -> Job:
-    """Change a live job's rank, its order within the team and priority (lower runs first).
+    """Change a live job's rank, its order within the team and priority (lower runs first; equal ranks run in
+    submit order). Jobs are submitted at rank 0 and the portal's moves never write a positive rank
+    (:mod:`jobs.services.ranks`), so a rank above 0 is the one way to put a job behind work submitted later.
 
     Only the team's lead and platform admins order the team's jobs. Raises :class:`JobPermissionDenied`,
     :class:`JobSpecInvalid` for a rank that is not a whole number, :class:`JobStateError` for an ended job.
@@ -160,8 +166,11 @@ def job_set_rank(*, job: Job, rank: int, actor: User | None, now: datetime | Non
 
 def job_list_reorder(*, team: Team, order: Sequence[int], actor: User | None, now: datetime | None = None) -> list[Job]:
     """Give the pending jobs of ``team`` ranks so that, within each priority, they run in ``order`` (job ids,
-    each pending job of the team exactly once). Priority still comes first: reordering changes no priority.
+    each pending job of the team exactly once). Priority still comes first, and within it a job resuming after
+    an infrastructure loss: reordering changes neither.
 
+    The jobs of a priority whose order already holds keep their ranks; the others get −(n−1) … 0 in the order
+    given, so a job submitted later (rank 0) still queues behind all of them (:mod:`jobs.services.ranks`).
     Only the team's lead and platform admins reorder. In one transaction, over the team's pending jobs as
     locked now; only ranks that change are written, each with a ``rank_changed`` event. Returns the changed
     jobs. Raises :class:`JobPermissionDenied`, or :class:`JobSpecInvalid` when ``order`` is not a permutation
@@ -175,17 +184,56 @@ def job_list_reorder(*, team: Team, order: Sequence[int], actor: User | None, no
             j.pk: j for j in Job.objects.select_for_update().filter(team=team, state=JobState.PENDING).order_by("pk")
         }
         _check_permutation(team, order, pending)
-        changed = []
-        position_in_group: dict[str, int] = {}
-        for job_id in order:
-            job = pending[job_id]
-            rank = position_in_group.get(job.priority, 0)
-            position_in_group[job.priority] = rank + 1
-            if job.rank != rank:
-                changed.append(_change(job_id=job_id, field="rank", value=rank, actor=actor, at=at, locked=job))
+        ranks: dict[int, int] = {}
+        for priority in dict.fromkeys(pending[job_id].priority for job_id in order):
+            group = [job_id for job_id in order if pending[job_id].priority == priority]
+            ranks.update(ranks_rule.reorder([_entry(pending[job_id]) for job_id in group], group))
+        changed = [
+            _change(job_id=job_id, field="rank", value=ranks[job_id], actor=actor, at=at, locked=pending[job_id])
+            for job_id in order
+            if job_id in ranks
+        ]
         if changed:
             positions_refresh(now=at.timestamp())
     return changed
+
+
+def job_move(*, job: Job, up: bool, actor: User | None, now: datetime | None = None) -> list[Job]:
+    """Move a pending job one place up (or down) in its team's order: past the next job of its class (same
+    priority, resuming or not), changing no other job's place (:mod:`jobs.services.ranks`). A job submitted
+    later still queues behind both. Returns the jobs whose rank changed, each with a ``rank_changed`` event:
+    none when no job of its class is there to pass (a job of higher priority, or resuming, stays ahead).
+
+    Only the team's lead and platform admins move jobs. Raises :class:`JobPermissionDenied`, and
+    :class:`JobStateError` when the job is no longer pending.
+    """
+    check_manage(actor=actor, team=job.team, what="reorder the team's jobs")
+    at = now or timezone.now()
+    with transaction.atomic():
+        positions_lock()
+        pending = list(Job.objects.select_for_update().filter(team_id=job.team_id, state=JobState.PENDING))
+        row = next((j for j in pending if j.pk == job.pk), None)
+        if row is None:
+            raise JobStateError(f"job {job.pk} is no longer pending in team {job.team.slug}: reload the queue")
+        resuming = resuming_jobs(j.pk for j in pending)
+
+        def kind(j: Job) -> tuple[int, int]:
+            return team_order_key(j, resuming)[:2]
+
+        same = sorted((j for j in pending if kind(j) == kind(row)), key=lambda j: team_order_key(j, resuming))
+        ranks = ranks_rule.move([_entry(j) for j in same], row.pk, up=up)
+        by_pk = {j.pk: j for j in same}
+        changed = [
+            _change(job_id=pk, field="rank", value=rank, actor=actor, at=at, locked=by_pk[pk])
+            for pk, rank in ranks.items()
+        ]
+        if changed:
+            positions_refresh(now=at.timestamp())
+    return changed
+
+
+def _entry(job: Job) -> ranks_rule.Entry:
+    return ranks_rule.Entry(pk=job.pk, rank=job.rank, submitted_at=job.submitted_at)
 
 
 def _check_permutation(team: Team, order: Sequence[int], pending: dict[int, Job]) -> None:

@@ -13,8 +13,8 @@ class EvictionReason(StrEnum):
     """Why a running job was stopped and requeued (``Evict.reason``, the requeue event's reason).
 
     The engine writes the first four; the loop and the simulator write the others when they find a job's
-    node or process gone, a node under a spot notice, or a bind refused; ``ADMIN`` is a platform admin's
-    requeue. ``APP_FAILURE`` is the job's own doing
+    node or process gone, a node under a spot notice or drained by an admin, or a bind refused; ``ADMIN`` is a
+    platform admin's requeue. ``APP_FAILURE`` is the job's own doing
     (a non-zero exit, an OOM kill): a restart within the job's restart budget, never a preemption
     (docs/billing.md, Lost work). A member prints as its value, so a plan's ``repr`` reads the same as the wire
     format it is stored in (and plan digests do not depend on the type)."""
@@ -29,6 +29,7 @@ class EvictionReason(StrEnum):
     BIND_REFUSED = "bind-refused"
     APP_FAILURE = "app-failure"
     SPOT_RECLAIM = "spot-reclaim"  # drained on a spot notice: asked to checkpoint and stop before the node goes
+    NODE_DRAIN = "node-drain"  # drained by a platform admin: asked to checkpoint and stop, then requeued whole
     ADMIN = "admin"  # a platform admin stopped it from the admin pages so that it waits again
 
     def __repr__(self) -> str:
@@ -37,7 +38,7 @@ class EvictionReason(StrEnum):
 
 # Requeues that lose work to the infrastructure, not to another job: such a job resumes at the head of its
 # priority within its team (docs/scheduling-rules.md, §3), since the work it waits to resume was already granted.
-INFRASTRUCTURE_LOSSES = frozenset({EvictionReason.SPOT_RECLAIM, EvictionReason.NODE_LOST})
+INFRASTRUCTURE_LOSSES = frozenset({EvictionReason.SPOT_RECLAIM, EvictionReason.NODE_DRAIN, EvictionReason.NODE_LOST})
 
 
 class JobKind(StrEnum):
@@ -115,6 +116,14 @@ class NodeState(StrEnum):
     CORDONED = "cordoned"
     DRAINING = "draining"
     GONE = "gone"
+
+
+class NodeStateSource(StrEnum):
+    """Who set a node's state (docs/node-states.md): what decides whether the cluster sync may change it."""
+
+    ADMIN = "admin"  # a platform admin: a cordon or drain stays until an admin marks the node ready
+    NOTICE = "notice"  # an interruption notice (a spot reclaim): lifted when the notice is withdrawn
+    CLUSTER = "cluster"  # the cluster sync: a node reported again is ready, one no longer reported is gone
 
 
 class Dtype(StrEnum):

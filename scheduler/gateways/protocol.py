@@ -141,6 +141,9 @@ class NodeObservation:
     fabric: str = "tcp"
     fabric_devices: int = 0
     placement_group: str = ""
+    # The node carries the cordon Microcosm set for an admin's cordon or drain (ClusterGateway.node_cordon): the
+    # loop lifts it once the admin marks the node ready. A cordon somebody else set is never Microcosm's to lift.
+    cordoned_by_admin: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,6 +302,17 @@ class ClusterGateway(Protocol):
 
         Raises ``GatewayConflict`` when the node is gone or a layout is not valid for its GPU model;
         ``GatewayRetryable`` on transient failures.
+        """
+        ...
+
+    def node_cordon(self, *, node: str, cordoned: bool) -> None:
+        """Carry an admin's cordon or drain (docs/node-states.md) to the cluster, as ``kubectl cordon`` and
+        ``kubectl uncordon`` do, so that nothing else is placed there either.
+
+        ``cordoned=True`` closes a node that is open, marked as Microcosm's cordon; a node already closed by
+        somebody else is left as it is (and not marked). ``cordoned=False`` lifts only Microcosm's own cordon.
+        Idempotent. A backend whose cordon *is* the inventory's state makes this a no-op. Raises
+        ``GatewayConflict`` when the node is gone, ``GatewayRetryable`` on transient failures.
         """
         ...
 

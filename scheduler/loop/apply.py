@@ -1,7 +1,8 @@
 """Applying recorded decisions through the gateway (DESIGN.md §1, step 4): one operation at a time, each
 idempotent, retried with exponential backoff on :class:`~scheduler.errors.GatewayRetryable`.
 
-Order: evictions (they free the devices), MIG changes (on GPUs the evictions emptied), binds. A failure is
+Order: cordons (an admin's cordon or drain carried to the cluster), evictions (they free the devices), MIG changes
+(on GPUs the evictions emptied), binds. A failure is
 never fatal to the rest: what could not be applied is left for the next cycle's reconciliation, which sees
 the database and the cluster disagree and repairs it. A bind the cluster refuses
 (:class:`~scheduler.errors.GatewayConflict`) is returned to the caller, which requeues the job.
@@ -40,12 +41,18 @@ class MigOp:
 
 
 @dataclass(frozen=True, slots=True)
+class CordonOp:
+    node: str
+    cordoned: bool  # True: carry an admin's cordon or drain to the cluster; False: lift Microcosm's cordon
+
+
+@dataclass(frozen=True, slots=True)
 class BindOp:
     request: BindRequest
     team: str  # slug, for namespace_ensure
 
 
-Op = EvictOp | MigOp | BindOp
+Op = EvictOp | MigOp | CordonOp | BindOp
 
 
 @dataclass
@@ -65,7 +72,7 @@ class Retry:
 def apply_ops(gateway: ClusterGateway, ops: Iterable[Op], *, grace_s: float, retry: Retry | None = None) -> ApplyResult:
     """Apply ``ops`` (evictions, then MIG changes, then binds, whatever order they come in)."""
     retry = retry or Retry()
-    ordered = sorted(ops, key=lambda op: 0 if isinstance(op, EvictOp) else 1 if isinstance(op, MigOp) else 2)
+    ordered = sorted(ops, key=_order)
     result = ApplyResult()
     for op in ordered:
         label, call = _call(gateway, op, grace_s)
@@ -85,6 +92,11 @@ def apply_ops(gateway: ClusterGateway, ops: Iterable[Op], *, grace_s: float, ret
     return result
 
 
+def _order(op: Op) -> int:
+    # A cordon first: nothing else should land on a node whose jobs are about to be asked to leave.
+    return 0 if isinstance(op, CordonOp) else 1 if isinstance(op, EvictOp) else 2 if isinstance(op, MigOp) else 3
+
+
 def _call(gateway: ClusterGateway, op: Op, grace_s: float) -> tuple[str, Callable[[], None]]:
     if isinstance(op, EvictOp):
         grace = op.grace_s if op.grace_s is not None else grace_s
@@ -93,6 +105,9 @@ def _call(gateway: ClusterGateway, op: Op, grace_s: float) -> tuple[str, Callabl
         )
     if isinstance(op, MigOp):
         return f"mig {op.node}", lambda: gateway.node_mig_apply(node=op.node, layouts=op.layouts)
+    if isinstance(op, CordonOp):
+        label = f"{'cordon' if op.cordoned else 'uncordon'} {op.node}"
+        return label, lambda: gateway.node_cordon(node=op.node, cordoned=op.cordoned)
 
     def bind() -> None:
         gateway.namespace_ensure(

@@ -1,4 +1,10 @@
-"""Spot notices in the scheduling loop: drain the node, let its jobs checkpoint, requeue them whole.
+"""Spot notices and admins' drains in the scheduling loop: drain the node, let its jobs checkpoint, requeue them
+whole.
+
+An admin's drain (:func:`scheduler.node_states.node_drain`, ``kubectl drain``'s and Slurm's DRAIN) goes through
+the same steps as a notice without a deadline, source ``admin-drain``: its jobs get the loop's usual eviction grace
+(as ``kubectl drain`` gives each pod its own termination grace period) and are requeued with reason
+``node-drain``, at the head of their priority like a spot reclaim's.
 
 A node whose observation carries an :class:`~scheduler.gateways.protocol.Interruption` is going away
 (``docs/gpu-facts.md``, Spot and preemption signals). The cycle's reconciliation (:mod:`scheduler.loop.reconcile`)
@@ -29,10 +35,12 @@ from datetime import UTC, datetime
 from django.db.models import Max
 
 from jobs.models import Allocation, JobEvent
-from scheduler.core.vocabulary import EventType, JobState, NodeState
+from scheduler.core.vocabulary import EventType, JobState, NodeState, NodeStateSource
 from scheduler.gateways.protocol import Interruption, Observation
 from scheduler.models import Node
+from scheduler.node_states import node_state_observe
 
+ADMIN_DRAIN = "admin-drain"  # the source an admin's drain is recorded under, beside a notice's (aws, gke, ...)
 NOTICE_MARGIN_S = 5.0  # kept back from the notice: the pod's deletion and the node's own shutdown take a moment
 MIN_GRACE_S = 3.0  # a job always gets a few seconds to save, even when the notice is nearly over
 
@@ -46,6 +54,11 @@ class Drain:
     drained_at: float  # epoch seconds
     deadline_at: float | None  # when the node is expected to go; None: the notice did not say
     grace_s: float  # the grace the job was given
+
+    @property
+    def by_admin(self) -> bool:
+        """An admin's drain (:func:`scheduler.node_states.node_drain`), not a notice that the node goes away."""
+        return self.source == ADMIN_DRAIN
 
     @property
     def give_up_at(self) -> float:
@@ -62,7 +75,19 @@ def notice_grace_s(*, deadline_at: float | None, now: float, evict_grace_s: floa
 
 
 def _noticed(observation: Observation) -> dict[str, Interruption]:
-    return {node.name: node.interruption for node in observation.nodes if node.interruption is not None}
+    """The nodes to drain: those under an interruption notice, and those an admin drains (as a notice without a
+    deadline, from when the admin drained the node; a notice on the same node wins, since it has one)."""
+    noticed = {node.name: node.interruption for node in observation.nodes if node.interruption is not None}
+    drained = Node.objects.filter(state=NodeState.DRAINING, state_source=NodeStateSource.ADMIN).exclude(
+        name__in=list(noticed)
+    )
+    for name, since in drained.values_list("name", "state_changed_at"):
+        noticed[name] = Interruption(
+            noticed_at=since.timestamp() if since is not None else observation.observed_at,
+            deadline_at=None,
+            source=ADMIN_DRAIN,
+        )
+    return noticed
 
 
 def _holders(nodes: Collection[str]) -> dict[int, str]:
@@ -98,7 +123,8 @@ def drains_record(*, observation: Observation, at: datetime, evict_grace_s: floa
     noticed = _noticed(observation)
     if not noticed:
         return []
-    Node.objects.filter(name__in=list(noticed)).exclude(state=NodeState.DRAINING).update(state=NodeState.DRAINING)
+    for node in Node.objects.filter(name__in=list(noticed)).exclude(state=NodeState.DRAINING):
+        node_state_observe(node=node, reported=True, notice=noticed[node.name].source, at=at)
     holders = _holders(noticed)
     drained = drains_current(holders)
     recorded: list[dict[str, object]] = []

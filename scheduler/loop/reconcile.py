@@ -10,12 +10,13 @@ database says / cluster shows             repair
 running / reports a checkpoint later than record a ``checkpointed`` event at the checkpoint's time
 the last one recorded                     (first, so a loss recorded below starts from it)
 running / one of its nodes under a spot   record ``draining`` once for the run (:mod:`scheduler.loop.notice`)
-notice                                    and evict it (``spot-reclaim``) with a grace inside the notice
+notice, or drained by an admin            and evict it (``spot-reclaim``; ``node-drain``) with a grace inside
+                                          the notice
 running / every replica succeeded         record ``completed``; clean up its pods
 running, drained / a replica still runs   evict it again (the eviction was not applied)
 running, drained / replicas stopping      wait: the job may be checkpointing within its grace
-running, drained / no replica left, or    requeue whole (``spot-reclaim``); clean up what is left
-the notice's deadline + grace has passed
+running, drained / no replica left, or    requeue whole (``spot-reclaim``; ``node-drain``); clean
+the notice's deadline + grace has passed  up what is left
 running / a replica failed                an application failure: restart the whole job while its
                                           restart budget lasts, else record ``failed`` with the
                                           pod's message (jobs.services.restarts); clean up
@@ -25,6 +26,8 @@ running / no pods, or fewer than its      the bind was recorded but never (fully
 replicas, its nodes all present           apply it again (idempotent)
 pending, ended, or unknown / pods         an eviction, cancel or clean-up was recorded but not
                                           applied: evict the pods (not those already stopping)
+a node an admin holds / open; a node no   cordon it; lift Microcosm's cordon
+admin holds / Microcosm's cordon on it    (:mod:`scheduler.loop.cordons`)
 ========================================  ======================================================
 
 "Drained" is a ``draining`` event since the job's last bind: that is what tells a drained job whose pods are gone
@@ -56,6 +59,7 @@ from jobs.services import CheckpointReport, checkpoint_record, job_fail_or_resta
 from scheduler.core.vocabulary import EventType, EvictionReason, JobState
 from scheduler.gateways.protocol import JobObservation, Observation, ReplicaPhase
 from scheduler.loop.apply import BindOp, EvictOp, Op, bind_request
+from scheduler.loop.cordons import cordons_wanted
 from scheduler.loop.notice import Drain, drains_current, drains_record, notice_grace_s
 
 log = logging.getLogger(__name__)
@@ -127,6 +131,7 @@ def reconcile(
             allocations.setdefault(allocation.job_id, []).append(allocation)
         _checkpoints_record(running, observation, at, repairs, checkpoint_source)
         drains_record(observation=observation, at=at, evict_grace_s=evict_grace_s)
+        repairs.ops.extend(cordons_wanted(observation))
         drains = drains_current(job.pk for job in running.values())
         for _job_id, job in sorted(running.items(), key=lambda item: int(item[0])):
             _running_job(job, allocations.get(job.pk, []), drains.get(job.pk), context, repairs)
@@ -255,18 +260,20 @@ def _drained_job(job: Job, drain: Drain, observed: JobObservation | None, contex
     now = context.at.timestamp()
     phases = observed.phases() if observed is not None else frozenset()
     waiting = now < drain.give_up_at
+    reason = EvictionReason.NODE_DRAIN if drain.by_admin else EvictionReason.SPOT_RECLAIM
     if observed is not None and waiting and phases & _UNSTOPPED:
         grace = notice_grace_s(deadline_at=drain.deadline_at, now=now, evict_grace_s=context.evict_grace_s)
-        repairs.ops.append(
-            EvictOp(job=job_id, namespace=observed.namespace, reason=EvictionReason.SPOT_RECLAIM, grace_s=grace)
-        )
+        repairs.ops.append(EvictOp(job=job_id, namespace=observed.namespace, reason=reason, grace_s=grace))
         repairs.drained.append(job_id)
         return
     if waiting and ReplicaPhase.STOPPING in phases:
         repairs.stopping.append(job_id)
         return
     if observed is not None:  # replicas lost with the node, or past their grace: clean up what is left
-        repairs.ops.append(EvictOp(job=job_id, namespace=observed.namespace, reason=EvictionReason.SPOT_RECLAIM))
-    message = f"spot notice on node {drain.node}" + (f" ({drain.source})" if drain.source else "")
-    job_requeue(job=job, reason=EvictionReason.SPOT_RECLAIM, by=None, at=context.at, message=message)
+        repairs.ops.append(EvictOp(job=job_id, namespace=observed.namespace, reason=reason))
+    if drain.by_admin:
+        message = f"node {drain.node} drained by an admin"
+    else:
+        message = f"spot notice on node {drain.node}" + (f" ({drain.source})" if drain.source else "")
+    job_requeue(job=job, reason=reason, by=None, at=context.at, message=message)
     repairs.reclaimed.append(job_id)

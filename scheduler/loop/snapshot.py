@@ -107,7 +107,8 @@ def _node(obs: NodeObservation, row: NodeRow | None, now: float) -> Node:
         if status.desired is not None:
             mig = status.desired
         reconfiguring_until = status.ready_at if status.ready_at and status.ready_at > now else now + 1.0
-    cordoned = row is not None and row.state == NodeState.CORDONED
+    # An admin's cordon or drain closes the node whatever the cluster says (a notice closes it below).
+    closed = row is not None and row.held_closed
     price = obs.price_per_gpu_hour
     if price is None:
         price = float(row.price_per_gpu_hour) if row is not None else 0.0
@@ -121,7 +122,7 @@ def _node(obs: NodeObservation, row: NodeRow | None, now: float) -> Node:
         tier=CapacityTier(obs.tier),
         price_per_gpu_hour=price,
         zone=obs.zone,
-        schedulable=obs.schedulable and obs.interruption is None and not cordoned,
+        schedulable=obs.schedulable and obs.interruption is None and not closed,
         mig=tuple(tuple(layout) for layout in mig),
         reconfiguring_until=reconfiguring_until,
         fabric=_fabric(obs.fabric),

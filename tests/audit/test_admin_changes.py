@@ -145,10 +145,17 @@ def test_cordon_and_drain(staff_client: Client) -> None:
     response = staff_client.post(_url(Node, "changelist"), {"action": "cordon_nodes", "_selected_action": [node.pk]})
     assert response.status_code == 302
     cordoned = last_entry(node)
-    assert who(cordoned) == ("dave", "admin") and changes(cordoned) == {"state": ("ready", "cordoned")}
+    assert who(cordoned) == ("dave", "admin")
+    assert changes(cordoned) == {
+        "state": ("ready", "cordoned"),
+        "state_source": ("cluster", "admin"),
+        "state_reason": ("", "by dave"),
+    }
 
-    _save(staff_client, _url(Node, "change", node.pk), state="draining")
-    assert changes(last_entry(node)) == {"state": ("cordoned", "draining")}
+    _save(staff_client, _url(Node, "change", node.pk), state="draining", state_note="PSU swap")
+    drained = last_entry(node)
+    assert who(drained) == ("dave", "admin")
+    assert changes(drained) == {"state": ("cordoned", "draining"), "state_reason": ("by dave", "by dave: PSU swap")}
 
 
 def test_a_team_setting_change(staff_client: Client, team: Team) -> None:

@@ -69,23 +69,31 @@ def _page(client, job: Job) -> tuple[str, Element]:
     return body, parse_html(body)
 
 
-def test_a_long_jobs_timeline_shows_its_latest_events_and_folds_the_earlier_ones(client, member, long) -> None:
+def test_a_long_jobs_timeline_shows_its_latest_state_changes_and_folds_the_earlier_ones(client, member, long) -> None:
+    """The open entries are the latest TIMELINE_SHOWN state changes; each run of checkpoints is one line among
+    them (jobs.job_page), so checkpoints never push a state change out of sight."""
     client.force_login(member)
     body, root = _page(client, long)
-    events = [event_text(e) for e in job_events(job=long)]
-    assert len(events) > 5 * TIMELINE_SHOWN
+    events = list(job_events(job=long))
+    changes = [event_text(e) for e in events if e.type != "checkpointed"]
+    assert len(changes) > 5 * TIMELINE_SHOWN
 
     shown = _items(_by_testid(root, "timeline"), "li")
-    assert len(shown) == TIMELINE_SHOWN
-    assert [_text(li.children[0]) for li in shown] == events[-TIMELINE_SHOWN:]
+    opened = [li for li in shown if ("class", "checkpoints") not in li.attributes]
+    assert [_text(li.children[0]) for li in opened] == changes[-TIMELINE_SHOWN:]
+    folded_runs = [li for li in shown if ("class", "checkpoints") in li.attributes]
+    assert folded_runs and all(
+        _text(li).startswith(f"{CHECKPOINTS_PER_RUN} checkpoints, last at") for li in folded_runs
+    )
     earlier = _by_testid(root, "timeline-earlier")
     assert _is_closed_details(earlier)
-    assert len(_items(earlier, "li")) == len(events) - TIMELINE_SHOWN
-    assert f"Show all {len(events)} events ({len(events) - TIMELINE_SHOWN} earlier)" in _text(earlier)
-    # Nothing is lost by folding: every event is on the page, oldest first.
+    total = len(_items(earlier, "li")) + len(shown)
+    assert total == len(changes) + RUNS  # one line per state change, one per run of checkpoints
+    assert f"Show all {total} entries ({total - len(shown)} earlier)" in _text(earlier)
+    # Nothing is lost by folding: every state change is on the page, oldest first.
     positions = []
     start = 0
-    for text in events:
+    for text in changes:
         start = body.index(text, start)
         positions.append(start)
     assert positions == sorted(positions)

@@ -28,13 +28,15 @@ def test_reorder_writes_only_changed_ranks_within_priorities(team, lead, pending
     a, b, c, urgent = pending
     at = timezone.now() - timedelta(minutes=5)
     changed = job_list_reorder(team=team, order=[urgent.pk, c.pk, a.pk, b.pk], actor=lead, now=at)
-    assert sorted(j.name for j in changed) == ["a", "b"]  # c keeps rank 0, urgent is alone in its priority
+    # The ranks end at 0 (b keeps it; urgent is alone in its priority): a job submitted later, at rank 0, queues
+    # behind them all. (The reorder used to write 0, 1, 2, and every later job then ran before a and b.)
+    assert sorted(j.name for j in changed) == ["a", "c"]
     jobs = list(Job.objects.filter(team=team))
     assert [j.name for j in sorted(jobs, key=team_order_key)] == ["u", "c", "a", "b"]
     events = list(JobEvent.objects.order_by("job__name").values_list("job__name", "type", "actor", "at", "details"))
     assert events == [
-        ("a", "rank_changed", lead.pk, at, {"old": 0, "new": 1}),
-        ("b", "rank_changed", lead.pk, at, {"old": 0, "new": 2}),
+        ("a", "rank_changed", lead.pk, at, {"old": 0, "new": -1}),
+        ("c", "rank_changed", lead.pk, at, {"old": 0, "new": -2}),
     ]
     assert job_list_reorder(team=team, order=[urgent.pk, c.pk, a.pk, b.pk], actor=lead) == []  # same order: no-op
     assert JobEvent.objects.count() == 2
@@ -45,7 +47,7 @@ def test_reorder_ignores_running_jobs_and_other_teams(team, lead, pending, outsi
     JobFactory(team=team, state="running", submitted_at=timezone.now() - timedelta(hours=1), started_at=timezone.now())
     JobFactory(team=outsider.memberships.get().team, state="pending")
     changed = job_list_reorder(team=team, order=[c.pk, b.pk, a.pk, urgent.pk], actor=lead)
-    assert {j.name for j in changed} == {"b", "a"}  # c keeps rank 0
+    assert {j.name for j in changed} == {"c", "b"}  # a, last, keeps rank 0 (ranks -2, -1, 0: see above)
 
 
 @pytest.mark.parametrize(

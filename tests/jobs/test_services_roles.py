@@ -257,9 +257,11 @@ def queue(team, member, lead):
 def test_managers_reorder(request, team, queue, who):
     actor = persona(request, who)
     changed = job_list_reorder(team=team, order=[j.pk for j in reversed(queue)], actor=actor)
-    assert {j.name for j in changed} == {"mine-2", "mine-1"}  # "leads" keeps rank 0
+    # Ranks -2, -1, 0 in the order given (never above 0, so later work still queues behind): "mine-1", last,
+    # keeps its rank 0.
+    assert {j.name for j in changed} == {"leads", "mine-2"}
     ranks = dict(Job.objects.values_list("name", "rank"))
-    assert ranks == {"leads": 0, "mine-2": 1, "mine-1": 2}
+    assert ranks == {"leads": -2, "mine-2": -1, "mine-1": 0}
     assert set(JobEvent.objects.values_list("type", "actor")) == {("rank_changed", actor.pk if actor else None)}
 
 

@@ -21,8 +21,23 @@ def _event(type_: str, **details: object) -> JobEvent:
         (_event("checkpointed", step=1200, path="/c/step-000001200.ckpt"), "Checkpointed (step 1200)"),
         (_event("checkpointed"), "Checkpointed"),  # a backend that knew only the time
         (_event("draining", node="spot-1", source="spot-itn"), "Draining: spot notice on node spot-1"),
+        (_event("draining", node="gpu-7", source="admin-drain"), "Draining: node gpu-7 drained by an admin"),
+        (_event("preempted", reason="node-drain", by=None), "Preempted (node drain)"),
         (_event("preempted", reason="spot-reclaim", by=None), "Preempted (spot reclaim)"),
-        (_event("preempted", reason="priority", by="42"), "Preempted by job 42 (priority)"),
+        # The preempting job's team and kind, never its id: the victim's viewers may not open that job. An old
+        # event stored the id alone (the job page looks the job up then: jobs.preemptions).
+        (_event("preempted", reason="priority", by="42"), "Preempted by another job (priority)"),
+        (
+            _event(
+                "preempted",
+                reason="production",
+                by="42",
+                by_team_name="Vision",
+                by_kind="inference",
+                by_priority="production",
+            ),
+            "Preempted by a production inference job of team Vision (production)",
+        ),
         (_event("requeued", message="spot notice on node spot-1"), "Requeued: spot notice on node spot-1"),
         (_event("bound", nodes=["a100-1", "a100-2"]), "Bound on node a100-1, a100-2"),
         (

@@ -252,7 +252,15 @@ def test_priority_preemption_is_recorded_then_applied(team, clock):
         job = Job.objects.get(pk=int(job_id))
         assert job.state == "pending" and not SimulatedPod.objects.filter(job=job).exists()
         event = JobEvent.objects.filter(job=job, type="preempted").get()
-        assert event.details == {"reason": "priority", "by": str(urgent.pk)}
+        # With the preempting job's team, kind and priority: the words the victim's page shows (jobs.preemptions).
+        assert event.details == {
+            "reason": "priority",
+            "by": str(urgent.pk),
+            "by_team": team.slug,
+            "by_team_name": team.name,
+            "by_kind": urgent.kind,
+            "by_priority": "high",
+        }
 
 
 def test_a_planned_mig_change_reaches_the_fleet(team, clock):

@@ -40,6 +40,7 @@ from scheduler.gateways.kube.fabrics import (
 )
 from scheduler.gateways.kube.job_objects import job_object_existing, job_object_remove
 from scheduler.gateways.kube.labels import DEFAULT_TOPOLOGY_LABELS
+from scheduler.gateways.kube.mig import CORDONED_BY_ADMIN, CORDONED_BY_US, FLOW_ANNOTATIONS
 from scheduler.gateways.kube.mig_flow import MigEvent, MigFlow
 from scheduler.gateways.kube.nodes import (
     annotations_of,
@@ -396,6 +397,32 @@ class KubeGateway:
         # The API server stops at the limit, mid-line perhaps: that many bytes means there was more.
         truncated = len(text.encode("utf-8")) >= limit
         return ReplicaLog(replica=replica, text=text, source=LogSource.KUBERNETES, truncated=truncated)
+
+    # -- an admin's cordon -----------------------------------------------------------------------------------
+
+    def node_cordon(self, *, node: str, cordoned: bool) -> None:
+        """``kubectl cordon`` / ``uncordon`` (kubectl's drain.RunCordonOrUncordon: a patch of
+        ``spec.unschedulable``), with Microcosm's mark so that only its own cordon is ever lifted. A MIG
+        reconfiguration still running when the admin's cordon ends takes the cordon over (``CORDONED_BY_US``):
+        the flow uncordons the node when the new layout is live."""
+        raw = self.client.node_read(node)
+        annotations = annotations_of(raw)
+        closed = bool((raw.get("spec") or {}).get("unschedulable"))
+        ours = CORDONED_BY_ADMIN in annotations
+        if cordoned:
+            if not closed:
+                self.client.node_patch(
+                    node, {"spec": {"unschedulable": True}, "metadata": {"annotations": {CORDONED_BY_ADMIN: "true"}}}
+                )
+            return
+        if not ours:
+            return
+        if any(key in annotations for key in FLOW_ANNOTATIONS):
+            self.client.node_patch(node, {"metadata": {"annotations": {CORDONED_BY_ADMIN: None, CORDONED_BY_US: "true"}}})
+            return
+        self.client.node_patch(
+            node, {"spec": {"unschedulable": False}, "metadata": {"annotations": {CORDONED_BY_ADMIN: None}}}
+        )
 
     # -- MIG (the flow itself: scheduler.gateways.kube.mig_flow) -------------------------------------------
 

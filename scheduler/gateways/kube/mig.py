@@ -61,6 +61,9 @@ SINCE = "microcosm.io/mig-since"  # epoch seconds the current phase (or recovery
 RECOVERIES = "microcosm.io/mig-recoveries"
 REASON = "microcosm.io/mig-reason"  # why the flow failed, for operators
 CORDONED_BY_US = "microcosm.io/cordoned-for-mig"  # present: we cordoned it, so we uncordon it
+# Present: Microcosm cordoned the node for an admin's cordon or drain (scheduler.node_states), and lifts it when the
+# admin marks the node ready (KubeGateway.node_cordon).
+CORDONED_BY_ADMIN = "microcosm.io/cordoned-by-admin"
 FLOW_ANNOTATIONS = (PHASE, DESIRED, DESIRED_CONFIG, SINCE, RECOVERIES, REASON)
 
 # Wedge recoveries (the remedy in docs/gpu-facts.md, MIG Manager reconfiguration flow) before the change is

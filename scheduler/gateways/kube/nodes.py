@@ -31,7 +31,7 @@ from scheduler.gateways.kube.labels import (
     schedulable,
     topology,
 )
-from scheduler.gateways.kube.mig import flow_of, mig_status
+from scheduler.gateways.kube.mig import CORDONED_BY_ADMIN, flow_of, mig_status
 from scheduler.gateways.kube.pods import JOB_LABEL, replica_of
 from scheduler.gateways.kube.prometheus import GpuSample
 from scheduler.gateways.protocol import (
@@ -108,6 +108,7 @@ def node_observation(
         fabric=str(fabric.fabric),
         fabric_devices=fabric.devices,
         placement_group=fabric.placement_group,
+        cordoned_by_admin=CORDONED_BY_ADMIN in annotations,
     )
 
 

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from scheduler.core.catalog import LayoutError, compute_fraction, validate_layout
 from scheduler.core.state import MigLayout
-from scheduler.core.vocabulary import CapacityTier, JobKind, NodeState
+from scheduler.core.vocabulary import CapacityTier, JobKind
 from scheduler.errors import GatewayConflict
 from scheduler.gateways.protocol import (
     LOG_LIMIT_BYTES,
@@ -214,9 +214,10 @@ class SimulatedFleet:
                 since=state.mig_since.timestamp() if state.mig_since else None,
                 ready_at=state.mig_ready_at.timestamp(),
             )
-        # An admin's cordon is the cluster's cordon here; the gateway's own node states are derived. The simulated
-        # cluster has the fabric the inventory says: a sync keeps it instead of erasing it.
-        schedulable = interruption is None and node.state != NodeState.CORDONED
+        # An admin's cordon or drain is the cluster's cordon here (``kubectl drain`` cordons first); the gateway's
+        # own node states are derived. The simulated cluster has the fabric the inventory says: a sync keeps it
+        # instead of erasing it.
+        schedulable = interruption is None and not node.held_closed
         return node.observation(schedulable=schedulable, interruption=interruption, mig_status=mig_status)
 
     def _jobs(self, now: datetime, gone: Mapping[int, datetime]) -> dict[str, JobObservation]:
@@ -333,8 +334,8 @@ class SimulatedFleet:
         state = SimulatedNodeState.objects.filter(node__name=name).first()
         if node is None or (state is not None and state.gone_at is not None and state.gone_at <= now):
             raise GatewayConflict(f"node {name} is not in the fleet")
-        if node.state == NodeState.CORDONED or (state is not None and state.notice_at is not None):
-            raise GatewayConflict(f"node {name} takes no new work (cordoned or under an interruption notice)")
+        if node.held_closed or (state is not None and state.notice_at is not None):
+            raise GatewayConflict(f"node {name} takes no new work (cordoned, draining or under an interruption notice)")
         if state is not None and state.mig_ready_at is not None:
             raise GatewayConflict(f"node {name} is changing its MIG layout until {state.mig_ready_at:%H:%M:%S}")
         return node
@@ -351,9 +352,9 @@ class SimulatedFleet:
             device_check(where, device, layouts[device.gpu], held)
 
     def job_evict(self, *, job: str, namespace: str, grace_s: float, reason: str) -> None:
-        """Stop the job's pods. On a node under a spot notice, with a grace, they get SIGTERM and stay
-        ``stopping`` while a checkpointed job saves (:meth:`_stop`); otherwise they go at once, keeping the work up
-        to their last periodic checkpoint. Pods already stopping are left to finish."""
+        """Stop the job's pods. On a node under a spot notice or drained by an admin, with a grace, they get SIGTERM
+        and stay ``stopping`` while a checkpointed job saves (:meth:`_stop`); otherwise they go at once, keeping the
+        work up to their last periodic checkpoint. Pods already stopping are left to finish."""
         now = self.clock()
         with transaction.atomic():
             pods = list(SimulatedPod.objects.select_for_update().filter(job_id=int(job)).order_by("replica"))
@@ -370,11 +371,15 @@ class SimulatedFleet:
             SimulatedPod.objects.filter(pk__in=[p.pk for p in pods]).delete()
 
     def _notice_deadline(self, pods: Iterable[SimulatedPod], now: datetime) -> datetime | None:
-        """When the first of the pods' nodes under a notice goes (None: no pod is on such a node)."""
-        states = SimulatedNodeState.objects.filter(
-            node_id__in={pod.node_id for pod in pods}, notice_at__isnull=False, gone_at__gt=now
-        )
-        return min((state.gone_at for state in states if state.gone_at is not None), default=None)
+        """When the first of the pods' nodes under a notice goes (None: no pod is on such a node). A node an admin
+        drains does not go: its pods may use all of their grace (``datetime.max``), as the kubelet gives a pod
+        deleted by ``kubectl drain`` its SIGTERM and then its whole termination grace period."""
+        node_ids = {pod.node_id for pod in pods}
+        states = SimulatedNodeState.objects.filter(node_id__in=node_ids, notice_at__isnull=False, gone_at__gt=now)
+        deadline = min((state.gone_at for state in states if state.gone_at is not None), default=None)
+        if deadline is None and any(node.held_closed for node in Node.objects.filter(pk__in=node_ids)):
+            return datetime.max.replace(tzinfo=now.tzinfo)
+        return deadline
 
     def _stop(self, pods: list[SimulatedPod], now: datetime, *, grace_s: float, deadline: datetime) -> None:
         """SIGTERM on a notice: a checkpointed job saves its work as of now if the save (``checkpoint_cost_s``)
@@ -417,6 +422,9 @@ class SimulatedFleet:
             job_id=pod.job_id,
             defaults={"saved_work_s": total, "checkpointed_at": pod.bound_at + self._real(saved_run)},
         )
+
+    def node_cordon(self, *, node: str, cordoned: bool) -> None:
+        """A no-op: an admin's cordon or drain in the inventory is this cluster's cordon (:meth:`_node`)."""
 
     def node_mig_apply(self, *, node: str, layouts: tuple[MigLayout, ...]) -> None:
         now = self.clock()
