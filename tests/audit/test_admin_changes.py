@@ -13,11 +13,19 @@ from django.contrib.auth.models import AbstractBaseUser, Group, User
 from django.test import Client
 
 from billing.models import GpuPrice, ReservedCommitment
-from scheduler.models import Node
+from scheduler.models import Gpu, Node
 from teams.models import Membership, Quota, Team
 from teams.roles import FINANCE
 from tests.audit.helpers import changes, entries_for, last_entry, who
-from tests.factories import GpuModelFactory, JobFactory, MembershipFactory, NodeFactory, QuotaFactory, UserFactory
+from tests.factories import (
+    GpuFactory,
+    GpuModelFactory,
+    JobFactory,
+    MembershipFactory,
+    NodeFactory,
+    QuotaFactory,
+    UserFactory,
+)
 from tests.test_admin import _form_data, _form_errors, _url
 
 pytestmark = pytest.mark.django_db
@@ -175,3 +183,19 @@ def test_a_write_outside_a_request_names_the_system(team: Team) -> None:
     membership.role = "lead"
     membership.save()
     assert who(last_entry(membership)) == ("system", "")
+
+
+def test_a_gpu_mig_layout_change_on_the_gpu_page_and_the_node_page(staff_client: Client) -> None:
+    node = NodeFactory()
+    gpus = [GpuFactory(node=node, index=i, mig_layout=[["3g.40gb", 0], ["3g.40gb", 4]]) for i in range(2)]
+    _save(staff_client, _url(Gpu, "change", gpus[0].pk), mig_layout="7g.80gb@0")
+    entry = last_entry(gpus[0])
+    assert who(entry) == ("dave", "admin")
+    assert changes(entry) == {
+        "mig_layout": ('[["3g.40gb", 0], ["3g.40gb", 4]]', '[["7g.80gb", 0]]'),
+    }
+
+    _save(staff_client, _url(Node, "change", node.pk), **{"gpus-1-mig_layout": ""})
+    entry = last_entry(gpus[1])
+    assert who(entry) == ("dave", "admin")
+    assert changes(entry) == {"mig_layout": ('[["3g.40gb", 0], ["3g.40gb", 4]]', "[]")}
