@@ -418,7 +418,9 @@ class KubeGateway:
         if not ours:
             return
         if any(key in annotations for key in FLOW_ANNOTATIONS):
-            self.client.node_patch(node, {"metadata": {"annotations": {CORDONED_BY_ADMIN: None, CORDONED_BY_US: "true"}}})
+            self.client.node_patch(
+                node, {"metadata": {"annotations": {CORDONED_BY_ADMIN: None, CORDONED_BY_US: "true"}}}
+            )
             return
         self.client.node_patch(
             node, {"spec": {"unschedulable": False}, "metadata": {"annotations": {CORDONED_BY_ADMIN: None}}}
