@@ -14,7 +14,7 @@ import os
 
 import django
 
-PASSWORD = "load-test-password-1"  # noqa: S105 (a throwaway database)
+PASSWORD = "load-test-password-1"  # a throwaway database's
 TOKEN_USERS = 4
 JOBS = 40
 

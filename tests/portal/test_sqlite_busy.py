@@ -101,7 +101,8 @@ def test_a_sqlite_file_runs_in_wal_with_a_busy_timeout_and_immediate_transaction
     )
     assert done.returncode == 0, done.stderr
     # synchronous 1 is NORMAL (https://sqlite.org/pragma.html#pragma_synchronous).
-    assert done.stdout.strip().splitlines()[-1].split() == ["wal", str(int(django_settings.SQLITE_TIMEOUT_S * 1000)), "1", "IMMEDIATE"]
+    timeout_ms = str(int(django_settings.SQLITE_TIMEOUT_S * 1000))
+    assert done.stdout.strip().splitlines()[-1].split() == ["wal", timeout_ms, "1", "IMMEDIATE"]
 
 
 @pytest.mark.django_db
