@@ -13,9 +13,9 @@ SQLite's primary result code ``SQLITE_ERROR``, https://sqlite.org/rescode.html).
 
 :class:`DatabaseBusyMiddleware` sees what views raise (``process_exception``), DRF's included: DRF's exception
 handler (``jobs.api.errors``, then DRF's own) answers only API exceptions and re-raises the rest
-(``rest_framework/views.py``, ``APIView.handle_exception``), so a busy database in token authentication or an
+(``rest_framework.views``, ``APIView.handle_exception``), so a busy database in token authentication or an
 API view reaches it too. What a middleware further in raises never reaches ``process_exception`` (Django turns
-it into a response where it is raised, ``django/core/handlers/exception.py``): :func:`note_busy` listens to
+it into a response where it is raised, ``django.core.handlers.exception``): :func:`note_busy` listens to
 ``got_request_exception`` for those, and the middleware, placed outside them, swaps that 500 for the 503.
 """
 

@@ -120,7 +120,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     _options["options"] = f"-c jit=off {_options.get('options', '')}".strip()
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The embedded default: the web, the loop's worker and beat write one file at once (RELIABILITY.md, SQLite
-    # under its own load). Option names as Django 5.2 reads them (django/db/backends/sqlite3/base.py,
+    # under its own load). Option names as Django 5.2 reads them (django.db.backends.sqlite3.base,
     # get_connection_params and _start_transaction_under_autocommit):
     # - WAL: readers never wait for the writer, nor the writer for them (https://sqlite.org/wal.html); the mode
     #   is kept in the file. An in-memory database (the tests') answers "memory" and stays as it is.
@@ -131,7 +131,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     #   (portal/busy.py). A cycle's record step holds the lock for well under a second.
     # - IMMEDIATE: an atomic block takes the write lock when it begins, where the busy handler waits for it. A
     #   DEFERRED one that read first and then writes cannot wait (SQLite answers SQLITE_BUSY at once rather
-    #   than deadlock: https://sqlite.org/lang_transaction.html), which is the 500 issue 26 reproduced.
+    #   than deadlock: https://sqlite.org/lang_transaction.html), the "database is locked" 500s the portal answered.
     _options = DATABASES["default"].setdefault("OPTIONS", {})
     _options.setdefault("init_command", "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")
     _options.setdefault("timeout", SQLITE_TIMEOUT_S)

@@ -1,5 +1,5 @@
 """The embedded SQLite's settings, the 503 "busy, try again" contract, and a token's last use that never fails a
-read (issue 26). The whole of it under real load: tests/portal/test_sqlite_under_load.py."""
+read. The whole of it under real load: tests/portal/test_sqlite_under_load.py."""
 
 from __future__ import annotations
 
@@ -36,7 +36,7 @@ _RAISED: dict[str, BaseException] = {}
 
 
 def _sqlite_error(tmp_path: Path, *, locked: bool) -> OperationalError:
-    """A real SQLite error wrapped as Django wraps it (django/db/utils.py, DatabaseErrorWrapper.__exit__): a
+    """A real SQLite error wrapped as Django wraps it (django.db.utils, DatabaseErrorWrapper.__exit__): a
     lock held by another connection past a zero timeout, or a query of a table that does not exist."""
     holder = sqlite3.connect(tmp_path / "other.sqlite3", isolation_level=None)
     holder.execute("CREATE TABLE IF NOT EXISTS t (x)")

@@ -1,4 +1,4 @@
-"""The embedded default under its own load answers no 5xx (issue 26: "database is locked" 500s with ``make demo``).
+"""The embedded default under its own load answers no 5xx ("database is locked" was a 500).
 
 Everything runs as ``make demo`` runs it, on one SQLite **file**: the real scheduling loop in a process of its
 own (``manage.py scheduler run``, the loop the demo's Celery worker runs from beat, here every 0.2 s instead of
