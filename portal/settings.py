@@ -107,6 +107,8 @@ for _origin in CSRF_TRUSTED_ORIGINS:
     if not _origin.startswith(("http://", "https://")):
         raise EnvError(f"CSRF_TRUSTED_ORIGINS item {_origin!r} must start with http:// or https://.")
 
+# How long a statement on the embedded SQLite waits for another process's write before giving up (below).
+SQLITE_TIMEOUT_S = 15.0
 DATABASES = {"default": env_database("DATABASE_URL", default=f"sqlite:///{VAR_DIR / 'microcosm.sqlite3'}")}
 # Connections are kept for 60 s (env_database); a kept connection that PostgreSQL dropped meanwhile (restart,
 # failover, idle timeout) is then noticed and replaced at the start of a request instead of failing it.
@@ -116,6 +118,24 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # compiling is the cost: a /metrics scrape took 1,070 ms, 1,063 of them JIT (EXPLAIN ANALYZE, bench portal).
     _options = DATABASES["default"].setdefault("OPTIONS", {})
     _options["options"] = f"-c jit=off {_options.get('options', '')}".strip()
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # The embedded default: the web, the loop's worker and beat write one file at once (RELIABILITY.md, SQLite
+    # under its own load). Option names as Django 5.2 reads them (django.db.backends.sqlite3.base,
+    # get_connection_params and _start_transaction_under_autocommit):
+    # - WAL: readers never wait for the writer, nor the writer for them (https://sqlite.org/wal.html); the mode
+    #   is kept in the file. An in-memory database (the tests') answers "memory" and stays as it is.
+    #   synchronous=NORMAL is WAL's recommended pairing: durable across a crash of the process, and a commit
+    #   no longer waits on an fsync.
+    # - timeout: seconds a statement waits for another connection's write lock (sqlite3.connect's busy
+    #   handler; Python's default is 5) before "database is locked"; the portal then answers 503
+    #   (portal/busy.py). A cycle's record step holds the lock for well under a second.
+    # - IMMEDIATE: an atomic block takes the write lock when it begins, where the busy handler waits for it. A
+    #   DEFERRED one that read first and then writes cannot wait (SQLite answers SQLITE_BUSY at once rather
+    #   than deadlock: https://sqlite.org/lang_transaction.html), the "database is locked" 500s the portal answered.
+    _options = DATABASES["default"].setdefault("OPTIONS", {})
+    _options.setdefault("init_command", "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;")
+    _options.setdefault("timeout", SQLITE_TIMEOUT_S)
+    _options.setdefault("transaction_mode", "IMMEDIATE")
 REDIS_URL = env_redis_url("REDIS_URL", default="redis://127.0.0.1:6379/0")
 
 # Which cluster the scheduling loop drives: the embedded simulated fleet, or a real Kubernetes cluster.
@@ -405,6 +425,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # A busy or unreachable database answers 503 "busy, try again", not a 500. Outside every middleware that
+    # queries (sessions, auth, audit, axes), so that what those raise is answered the same (portal/busy.py).
+    "portal.busy.DatabaseBusyMiddleware",
     # Refuses NUL bytes, undecodable query text and oversized bodies before sessions, auth or CSRF read them.
     "portal.request_guard.RequestGuardMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
