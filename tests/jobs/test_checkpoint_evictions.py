@@ -6,6 +6,7 @@ the 4 h cap."""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from django.urls import reverse
@@ -17,6 +18,7 @@ from jobs.checkpoint_intervals import (
     checkpoint_interval_proposal_for_spec,
     observed_evictions,
 )
+from jobs.models import Job
 from scheduler.core import checkpoint_interval
 from tests.factories import AllocationFactory, JobFactory, NodeFactory, TeamFactory
 
@@ -110,7 +112,8 @@ def test_without_history_the_tiers_rate_stands_and_says_so(team) -> None:
 
 
 def test_a_running_jobs_proposal_uses_its_teams_rate_on_its_tier(team, history) -> None:
-    job = JobFactory(team=team, preemptible=True, gpus=1, tier="spot-ok")
+    made: Any = JobFactory(team=team, preemptible=True, gpus=1, tier="spot-ok")
+    job = Job.objects.get(pk=made.pk)
     AllocationFactory(job=job, node=history, gpu_index=7, tier="spot", started_at=timezone.now())
     proposal = checkpoint_interval_proposal(job=job)
     assert proposal.placed and proposal.evictions is not None and proposal.evictions.evictions == 3

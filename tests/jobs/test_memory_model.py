@@ -88,7 +88,8 @@ def test_the_submit_form_sizes_a_training_job_for_training(client, lead, team) -
     assert "= 56.6 GiB" in serving and "inference memory model" in serving
     response = client.post(reverse("jobs:submit"), {**FORM, "team": team.pk, "kind": "training"})
     assert response.status_code == 302
-    assert Job.objects.get(name="llama-13b-finetune").model["mode"] == "training"
+    model = Job.objects.get(name="llama-13b-finetune").model
+    assert model is not None and model["mode"] == "training"
 
 
 def test_the_submit_form_refuses_a_contradicting_mode_next_to_the_field(client, lead, team) -> None:
