@@ -8,6 +8,13 @@ gathers its inputs from the database and ``settings.CHECKPOINTS``:
   likely run — the first tier its routing prefers (``spot-ok``: spot) — on the fewest servers of the fleet's
   largest size its replicas pack into (an 8-GPU server when the inventory is empty); a request below one GPU
   counts as one GPU.
+- **How often the scheduler evicts work like it.** The observed eviction rate of the team's preemptible work on
+  the job's tier(s) over the last :data:`EVICTION_WINDOW_S` (7 days): the scheduler's evictions — reclaim,
+  priority, production, MIG reconfiguration; one per job and instant, however many allocations it closed —
+  per job-hour that work held a placement there (each job's allocation time, overlaps counted once), as
+  evictions per job-day. It adds to the tier's interruptions (spot reclaims and node losses stay in the tier's
+  rate, so nothing counts twice). Without history — the team ran no preemptible work on that tier in the
+  window, or no team is given — the tier's rate alone stands, as before.
 - **What a checkpoint costs.** The median ``duration_s`` of the job's latest reported checkpoints
   (``jobs.services.checkpoint_record``; a duration of 0 means "not reported" and is skipped); before the first,
   the model's training state written at ``write_gib_per_s`` when the job states a model; else
@@ -20,20 +27,52 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Max
+from django.db.models import Max, Q
+from django.utils import timezone
 
 from jobs.models import Allocation, Job, JobEvent
 from scheduler.core import CheckpointInterval, ModelProfile, checkpoint_interval, checkpointing
-from scheduler.core.vocabulary import Dtype, EventType, ModelMode, NodeState
+from scheduler.core.vocabulary import Dtype, EventType, EvictionReason, ModelMode, NodeState
 from scheduler.models import Node
+from teams.models import Team
 
 DEFAULT_GPUS_PER_NODE = 8  # an HGX/DGX server, for an empty inventory
 MEASURED_LAST = 20  # the latest checkpoints whose median is the measured cost
+# The source window of the observed eviction rate: a week holds a team's weekday and weekend load, and is short
+# enough that a quota or priority change shows within days.
+EVICTION_WINDOW_S = 7 * 86_400
+# The scheduler's own evictions (scheduler.core.plan.Evict.reason): what the tiers' rates leave out. Spot
+# reclaims and node losses are the tier's interruptions, already in its rate; an admin's requeue and the job's
+# own failure are neither.
+SCHEDULER_EVICTIONS = frozenset(
+    {EvictionReason.RECLAIM, EvictionReason.PRIORITY, EvictionReason.PRODUCTION, EvictionReason.RECONFIGURE}
+)
+
+
+@dataclass(frozen=True)
+class ObservedEvictions:
+    """The scheduler's evictions of a team's preemptible work on some tiers over a window, and the job-hours that
+    work ran there."""
+
+    evictions: int
+    job_hours: float
+    window_s: int
+    tiers: tuple[str, ...]
+
+    @property
+    def per_job_day(self) -> float:
+        return self.evictions / self.job_hours * 24
+
+    @property
+    def window_days(self) -> float:
+        return self.window_s / 86_400
 
 
 class CostSource(StrEnum):
@@ -56,6 +95,7 @@ class IntervalProposal:
     placed: bool  # tiers and servers from the job's live placement; else where it will most likely run
     interruptions_per_node_day: float  # the mean over its servers
     own_interval_s: int | None = None  # the job's own interval, for comparison
+    evictions: ObservedEvictions | None = None  # the observed rate folded in; None: no history, the tier's alone
 
     @property
     def interval_s(self) -> float:
@@ -83,6 +123,22 @@ class IntervalProposal:
     def tier_label(self) -> str:
         return " + ".join(self.tiers)
 
+    @property
+    def eviction_text(self) -> str:
+        """Which eviction rate the MTBF used and from which window, in words."""
+        days = f"{EVICTION_WINDOW_S / 86_400:g} days"
+        observed = self.evictions
+        if observed is None:
+            return (
+                f"No history of the team's preemptible work on {self.tier_label} in the last {days}: the tier's "
+                "interruption rate alone."
+            )
+        return (
+            f"It includes the team's observed evictions on {' + '.join(observed.tiers)}: {observed.evictions} in "
+            f"{observed.job_hours:.1f} job-hours of its preemptible work over the last {days} "
+            f"({observed.per_job_day:.2f} a job-day)."
+        )
+
 
 def checkpoint_interval_proposal(*, job: Job) -> IntervalProposal:
     """The interval proposed for ``job`` (module docstring), with its own interval beside it."""
@@ -103,10 +159,16 @@ def checkpoint_interval_proposal(*, job: Job) -> IntervalProposal:
         cost, source = statistics.median(durations), CostSource.MEASURED
     else:
         cost, source = _estimated_cost(_model_profile(job.model))
+    evictions = observed_evictions(team=job.team, tiers=tiers, now=timezone.now())
     return IntervalProposal(
         interval=checkpoint_interval(
-            cost_s=cost, interruptions_per_node_day=rate, nodes=nodes, max_interval_s=config["max_interval_s"]
+            cost_s=cost,
+            interruptions_per_node_day=rate,
+            nodes=nodes,
+            max_interval_s=config["max_interval_s"],
+            evictions_per_job_day=evictions.per_job_day if evictions is not None else 0.0,
         ),
+        evictions=evictions,
         cost_source=source,
         measured_checkpoints=len(durations),
         tiers=tiers,
@@ -118,20 +180,32 @@ def checkpoint_interval_proposal(*, job: Job) -> IntervalProposal:
 
 
 def checkpoint_interval_proposal_for_spec(
-    *, tier: str, priority: str, replicas: int, gpus_per_replica: int | None, model: ModelProfile | None
+    *,
+    tier: str,
+    priority: str,
+    replicas: int,
+    gpus_per_replica: int | None,
+    model: ModelProfile | None,
+    team: Team | None = None,
 ) -> IntervalProposal:
     """The interval proposed for a job not submitted yet, from the submit form's fields (``gpus_per_replica``
-    None: a request below one GPU or stated by memory or model, counted as one GPU). Raises ValueError for a
-    tier that is not a job tier."""
+    None: a request below one GPU or stated by memory or model, counted as one GPU) for ``team`` (one the caller
+    has scoped to the user; None: no observed evictions). Raises ValueError for a tier that is not a job tier."""
     config = settings.CHECKPOINTS
     planned = checkpointing.likely_tier(tier, priority).value
     nodes = _servers(replicas, gpus_per_replica or 1)
     rate = config["interruptions_per_node_day"].get(planned, 0.0)
     cost, source = _estimated_cost(model)
+    evictions = observed_evictions(team=team, tiers=(planned,), now=timezone.now()) if team is not None else None
     return IntervalProposal(
         interval=checkpoint_interval(
-            cost_s=cost, interruptions_per_node_day=rate, nodes=nodes, max_interval_s=config["max_interval_s"]
+            cost_s=cost,
+            interruptions_per_node_day=rate,
+            nodes=nodes,
+            max_interval_s=config["max_interval_s"],
+            evictions_per_job_day=evictions.per_job_day if evictions is not None else 0.0,
         ),
+        evictions=evictions,
         cost_source=source,
         measured_checkpoints=0,
         tiers=(planned,),
@@ -139,6 +213,38 @@ def checkpoint_interval_proposal_for_spec(
         placed=False,
         interruptions_per_node_day=rate,
     )
+
+
+def observed_evictions(*, team: Team, tiers: Iterable[str], now: datetime) -> ObservedEvictions | None:
+    """The scheduler's evictions of ``team``'s preemptible work on ``tiers`` in the window before ``now``, and
+    the job-hours it ran there (module docstring); None when it ran no time there (no history)."""
+    tiers = tuple(sorted(set(tiers)))
+    since = now - timedelta(seconds=EVICTION_WINDOW_S)
+    rows = Allocation.objects.filter(job__team=team, job__preemptible=True, tier__in=tiers, started_at__lt=now).filter(
+        Q(ended_at__isnull=True) | Q(ended_at__gt=since)
+    )
+    spans: dict[int, list[tuple[datetime, datetime]]] = {}
+    evicted: set[tuple[int, datetime]] = set()  # one eviction closes every allocation of the job at one instant
+    for job_id, started, ended, reason in rows.values_list("job_id", "started_at", "ended_at", "end_reason"):
+        spans.setdefault(job_id, []).append((max(started, since), min(ended or now, now)))
+        if ended is not None and ended <= now and reason in SCHEDULER_EVICTIONS:
+            evicted.add((job_id, ended))
+    seconds = sum(_covered_s(job_spans) for job_spans in spans.values())
+    if seconds <= 0:
+        return None
+    return ObservedEvictions(len(evicted), seconds / 3600, EVICTION_WINDOW_S, tiers)
+
+
+def _covered_s(spans: list[tuple[datetime, datetime]]) -> float:
+    """Seconds covered by the union of ``spans`` (a job's replicas and GPUs overlap in time)."""
+    total, reach = 0.0, None
+    for start, end in sorted(spans):
+        if reach is not None and start < reach:
+            start = reach
+        if end > start:
+            total += (end - start).total_seconds()
+            reach = end if reach is None else max(reach, end)
+    return total
 
 
 def _servers(replicas: int, gpus_per_replica: int) -> int:

@@ -10,7 +10,7 @@ from django import forms
 
 from jobs.access import priorities_allowed
 from jobs.rightsizing import fleet_gpu_models
-from scheduler.core import ModelProfile, bounds
+from scheduler.core import ModelProfile, bounds, memory_model_for
 from scheduler.core.catalog import GPU_MODEL_BY_NAME, GpuModelSpec
 from scheduler.core.vocabulary import DEFAULT_JOB_KIND, Dtype, JobKind, JobTier, ModelMode, Priority
 from teams.models import Team
@@ -21,6 +21,7 @@ REQUEST_BY = (
     ("mig_profile", "MIG profile"),
     ("gpus", "Whole GPUs"),
 )
+MODE_CHOICES = [("", "as the kind")] + [(m.value, m.value) for m in ModelMode]
 # Spec key path → the form field that shows its error.
 SPEC_KEY_TO_FIELD = {
     "model.params_b": "params_b",
@@ -75,8 +76,14 @@ class RequestForm(forms.Form):
     dtype = forms.ChoiceField(label="Data type", choices=[(d.value, d.value) for d in Dtype], initial=Dtype.BF16)
     context = forms.IntegerField(label="Context (tokens)", min_value=1, max_value=bounds.MAX_CONTEXT, initial=4096)
     batch = forms.IntegerField(label="Batch (sequences)", min_value=1, max_value=bounds.MAX_BATCH, initial=1)
+    # Blank follows the kind (training jobs are sized for training); a mode that contradicts the kind is refused
+    # by the spec reader next to this field, so a training job is never sized for serving by a stale choice.
     mode = forms.ChoiceField(
-        label="Model mode", choices=[(m.value, m.value) for m in ModelMode], initial=ModelMode.INFERENCE
+        label="Memory model",
+        choices=MODE_CHOICES,
+        initial="",
+        required=False,
+        help_text="As the kind: training sizes weights + gradients + optimizer states; inference weights + KV cache.",
     )
     gpu_model = forms.ChoiceField(label="GPU model", choices=_gpu_model_choices, required=False)
     replicas = forms.IntegerField(
@@ -114,8 +121,9 @@ class RequestForm(forms.Form):
                 "dtype": data["dtype"],
                 "context": data["context"],
                 "batch": data["batch"],
-                "mode": data["mode"],
             }
+            if data.get("mode"):  # blank: the memory model of the kind (the spec reader fills it in)
+                spec["model"]["mode"] = data["mode"]
         if data.get("gpu_model"):
             spec["gpu_model"] = data["gpu_model"]
         return spec
@@ -298,9 +306,8 @@ class IntervalForm(forms.Form):
     gpus = forms.IntegerField(min_value=1, max_value=bounds.MAX_GPUS, required=False)
     params_b = forms.FloatField(min_value=0.001, max_value=bounds.MAX_PARAMS_B, required=False, initial=7)
     dtype = forms.ChoiceField(choices=[(d.value, d.value) for d in Dtype], initial=Dtype.BF16, required=False)
-    mode = forms.ChoiceField(
-        choices=[(m.value, m.value) for m in ModelMode], initial=ModelMode.INFERENCE, required=False
-    )
+    kind = forms.ChoiceField(choices=[(k.value, k.value) for k in JobKind], initial=DEFAULT_JOB_KIND, required=False)
+    mode = forms.ChoiceField(choices=MODE_CHOICES, initial="", required=False)  # blank: the kind's
 
     def proposal_inputs(self) -> dict[str, Any]:
         """Keyword arguments of ``checkpoint_interval_proposal_for_spec`` from the cleaned data: whole GPUs only
@@ -309,7 +316,9 @@ class IntervalForm(forms.Form):
         by = data["request_by"]
         model = None
         if by == "model" and data.get("params_b"):
-            dtype, mode = Dtype(data.get("dtype") or Dtype.BF16), ModelMode(data.get("mode") or ModelMode.INFERENCE)
+            # A training job checkpoints its training state, not just its weights: the mode follows the kind.
+            kind = JobKind(data.get("kind") or DEFAULT_JOB_KIND)
+            dtype, mode = Dtype(data.get("dtype") or Dtype.BF16), ModelMode(data.get("mode") or memory_model_for(kind))
             model = ModelProfile(params_b=data["params_b"], dtype=dtype, mode=mode)
         return {
             "tier": data["tier"],

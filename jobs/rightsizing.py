@@ -10,7 +10,9 @@ For a job spec being typed (or posted), on the cluster as it is now:
   is also why a submit is refused (:func:`jobs.services.submit.job_submit` asks the engine the same question);
 - **options** — every GPU model and tier of the fleet the job could use, in the order the engine tries them
   (:func:`scheduler.core.offers`), each with its per-replica holding and catalog price;
-- the memory estimate behind a ``memory_gib`` or ``model`` request.
+- the memory estimate behind a ``memory_gib`` or ``model`` request; for a model, naming the memory model it used
+  (training: weights + gradients + optimizer states + activations; inference: weights + KV cache), which is the
+  job kind's unless the spec's ``model.mode`` says otherwise for batch work (:func:`scheduler.core.memory_model_for`).
 
 The defaults are the job spec's (``spec/scenario.md``: ``kind`` training, ``priority`` normal, ``tier`` any), for the
 form and the API alike. Without a team the answer has no "now": quotas decide whether a job waits.
@@ -103,7 +105,7 @@ class Suggestion:
     errors: dict[str, list[str]] = field(default_factory=dict)  # spec key path → reasons
     options: list[Option] = field(default_factory=list)  # the engine's order of preference
     memory_gib: float | None = None  # per replica, margin included, for memory and model requests
-    memory_breakdown: str = ""  # the estimate's parts, for model requests
+    memory_breakdown: str = ""  # the memory model used (the kind's) and the estimate's parts, for model requests
     reason: str = ""  # why no GPU model of the fleet can serve the request
     replicas: int = 1
     now: Now | None = None  # None without a team, or when the request cannot be sized
@@ -159,7 +161,7 @@ def suggest(spec: Mapping[str, Any], *, team: str | None = None, now: float | No
     options = [prices.option(offer) for offer in answer.offers]
     policy = policy_current()
     need_mib = memory_need_mib(job.request, policy)
-    breakdown = estimate(job.request.model, policy.memory_safety_margin).describe() if job.request.model else ""
+    breakdown = estimate(job.request.model, policy.memory_safety_margin).explain() if job.request.model else ""
     preview = answer.preview
     reason = preview.reason if preview.outcome == PreviewOutcome.NEVER else ""
     if not options and not reason:

@@ -169,7 +169,7 @@ def submit(request: SignedInRequest) -> HttpResponse:
         "form": form,
         "suggestion": suggestion,
         "fabric_warning": fabric_warning(suggestion),
-        "proposal": _proposal(data),
+        "proposal": _proposal(data, data.get("team") if data is not None else form["team"].value(), teams),
     }
     return render(request, "jobs/submit.html", context)
 
@@ -196,20 +196,30 @@ def _suggestion(form: SuggestionForm) -> Suggestion | None:
     return suggest(form.answer_spec(), team=team.slug if team is not None else None)
 
 
-def _proposal(data: Any) -> IntervalProposal | None:
-    """The checkpoint interval proposed for posted fields (or the form's initial ones); None while they do not
-    describe a job yet."""
+def _proposal(data: Any, team_pk: Any, teams: list[Team]) -> IntervalProposal | None:
+    """The checkpoint interval proposed for posted fields (or the form's initial ones) for the team ``team_pk``
+    among the user's ``teams`` (its observed evictions fold in; another team's are never read: 404); None while
+    the fields do not describe a job yet."""
+    team = None
+    if team_pk not in (None, ""):
+        team = next((t for t in teams if str(t.pk) == str(team_pk)), None)
+        if team is None:
+            raise Http404("No such team.")
     if data is None:
         data = {name: field.initial for name, field in IntervalForm.base_fields.items() if field.initial is not None}
     form = IntervalForm(data)
-    return checkpoint_interval_proposal_for_spec(**form.proposal_inputs()) if form.is_valid() else None
+    if not form.is_valid():
+        return None
+    return checkpoint_interval_proposal_for_spec(**form.proposal_inputs(), team=team)
 
 
 @login_required
 @require_POST
 def checkpoint_interval_partial(request: SignedInRequest) -> HttpResponse:
-    """htmx: the checkpoint interval proposed for the submit form's fields as typed so far."""
-    return render(request, "jobs/partials/checkpoint_proposal.html", {"proposal": _proposal(request.POST)})
+    """htmx: the checkpoint interval proposed for the submit form's fields as typed so far, for the chosen team."""
+    teams, _ = _submit_context(request)
+    proposal = _proposal(request.POST, request.POST.get("team"), teams)
+    return render(request, "jobs/partials/checkpoint_proposal.html", {"proposal": proposal})
 
 
 @login_required

@@ -216,7 +216,12 @@ class ModelProfileSerializer(serializers.Serializer):
         min_value=1, max_value=bounds.MAX_CONTEXT, default=4096, help_text="Tokens"
     )
     batch = serializers.IntegerField(min_value=1, max_value=bounds.MAX_BATCH, default=1, help_text="Sequences")
-    mode = serializers.ChoiceField(choices=choices_of(ModelMode), default=ModelMode.INFERENCE.value)
+    mode = serializers.ChoiceField(
+        choices=choices_of(ModelMode),
+        required=False,
+        help_text="The memory model; default: the kind's (training for training jobs, else inference). One that "
+        "contradicts the kind is refused (batch work may state either)",
+    )
 
 
 class RequestSerializer(serializers.Serializer):

@@ -20,7 +20,7 @@ from scheduler.core.checkpointing import CheckpointInterval, checkpoint_interval
 from scheduler.core.cycle import plan_cycle, rejection_reason
 from scheduler.core.demand import DemandKind
 from scheduler.core.explain import reposition
-from scheduler.core.memory import estimate
+from scheduler.core.memory import estimate, memory_model_for
 from scheduler.core.need import replica_need
 from scheduler.core.offers import Offer, offers
 from scheduler.core.plan import Bind, Evict, Plan, Reconfigure, Reject, Waiting
@@ -63,6 +63,7 @@ __all__ = [
     "estimate",
     "fill_order",
     "guarantee_limits",
+    "memory_model_for",
     "memory_need_mib",
     "offers",
     "plan_cycle",

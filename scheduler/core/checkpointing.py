@@ -24,8 +24,12 @@ MTBF (minutes of writing against an hour between interruptions).
   is expected (MTBF infinite).
 - The tier's rate: a caller's setting; :data:`SPOT_INTERRUPTIONS_PER_NODE_DAY` and
   :data:`HARDWARE_INTERRUPTIONS_PER_NODE_DAY` are the documented defaults (``docs/gpu-facts.md``, Spot and
-  preemption signals). Preemption by higher-priority work is not an interruption of the tier and is not
-  counted: the engine chooses its victims, and a rate of it is a property of the queue, not of the capacity.
+  preemption signals).
+- Evictions by the scheduler (reclaim, priority, production, MIG reconfiguration) are not interruptions of the
+  tier: they are a property of the queue, and a job is evicted whole, however many servers it spans. The
+  caller may add them as ``evictions_per_job_day`` — what it observed of work like the job's (the portal: the
+  team's preemptible work on that tier, ``jobs/checkpoint_intervals.py``) — so a job interrupted by its
+  neighbours checkpoints as often as that costs: ``MTBF = 86,400 / (rate × nodes + evictions_per_job_day)``.
 - The cost: what the job measured (the caller's median of its reported checkpoint durations), else an
   estimate — one copy of the model's training state written at a given bandwidth
   (:func:`checkpoint_bytes`, :func:`estimated_cost_s`) — else a default (:data:`DEFAULT_COST_S`). The time a
@@ -86,28 +90,42 @@ class CheckpointInterval:
     bound: IntervalBound
 
 
-def mtbf_s(*, interruptions_per_node_day: float, nodes: int) -> float:
+def mtbf_s(*, interruptions_per_node_day: float, nodes: int, evictions_per_job_day: float = 0.0) -> float:
     """Mean time between interruptions of a job spanning ``nodes`` servers, each interrupted at
-    ``interruptions_per_node_day``; ``inf`` at rate 0. Raises ValueError for a negative rate or no server."""
-    if not interruptions_per_node_day >= 0 or math.isinf(interruptions_per_node_day):
-        raise ValueError(f"interruptions_per_node_day must be a finite number ≥ 0, got {interruptions_per_node_day!r}")
+    ``interruptions_per_node_day``, and evicted as a whole at ``evictions_per_job_day``; ``inf`` when both are 0.
+    Raises ValueError for a negative or infinite rate, or no server."""
+    for name, rate in (
+        ("interruptions_per_node_day", interruptions_per_node_day),
+        ("evictions_per_job_day", evictions_per_job_day),
+    ):
+        if not rate >= 0 or math.isinf(rate):
+            raise ValueError(f"{name} must be a finite number ≥ 0, got {rate!r}")
     if nodes < 1:
         raise ValueError(f"a job spans at least one server, got nodes={nodes!r}")
-    if interruptions_per_node_day == 0:
+    per_day = interruptions_per_node_day * nodes + evictions_per_job_day
+    if per_day == 0:
         return math.inf
-    return SECONDS_PER_DAY / (interruptions_per_node_day * nodes)
+    return SECONDS_PER_DAY / per_day
 
 
 def checkpoint_interval(
-    *, cost_s: float, interruptions_per_node_day: float, nodes: int, max_interval_s: float
+    *,
+    cost_s: float,
+    interruptions_per_node_day: float,
+    nodes: int,
+    max_interval_s: float,
+    evictions_per_job_day: float = 0.0,
 ) -> CheckpointInterval:
     """Young's interval for a job whose checkpoint costs ``cost_s`` on ``nodes`` servers of a tier interrupted
-    at ``interruptions_per_node_day``, within the bounds of the module docstring. Raises ValueError, naming the
-    argument, for a cost or cap that is not a positive finite number of seconds (and as :func:`mtbf_s`)."""
+    at ``interruptions_per_node_day`` and evicted by the scheduler at ``evictions_per_job_day``, within the
+    bounds of the module docstring. Raises ValueError, naming the argument, for a cost or cap that is not a
+    positive finite number of seconds (and as :func:`mtbf_s`)."""
     for name, value in (("cost_s", cost_s), ("max_interval_s", max_interval_s)):
         if not (value > 0 and math.isfinite(value)):
             raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
-    mtbf = mtbf_s(interruptions_per_node_day=interruptions_per_node_day, nodes=nodes)
+    mtbf = mtbf_s(
+        interruptions_per_node_day=interruptions_per_node_day, nodes=nodes, evictions_per_job_day=evictions_per_job_day
+    )
     young = math.sqrt(2.0 * cost_s * mtbf)
     if young < cost_s or max_interval_s < cost_s:
         return CheckpointInterval(cost_s, cost_s, mtbf, young, IntervalBound.COST)

@@ -477,7 +477,13 @@ class _Run:
             # A reserved job still takes its turn in the replay, so the jobs behind it count its GPUs as taken.
             runtime_s = expected_runtime(job, self.fairness.teams.get(job.team), self.policy)
             start_at = blocker.ready_at if blocker.kind == RESERVED else None
-            eta = estimator.capacity_eta(models, units, runtime_s, start_at)
+            refusal = None
+            if blocker.kind == CAPACITY:  # a reservation's job was put to its quota when it was reserved
+                refusal = self._refused_at_capacity(job, models, units, runtime_s, estimator)
+            if refusal is not None:
+                blocker = Blocker(QUOTA, refusal.reason)
+            else:
+                eta = estimator.capacity_eta(models, units, runtime_s, start_at)
         # A job blocked by its quota gets no time: the reason says what would unblock it.
         if blocker.kind in (RECONFIGURING, HELD) and blocker.ready_at is not None:
             eta = max(0.0, blocker.ready_at - self.now)
@@ -490,6 +496,22 @@ class _Run:
             standings[standing_key] = standing_text(guarantee, held, under)
         reason = reason_text(need, blocker, standings[standing_key], position - 1, self.now)
         return Waiting(job.id, position, team_positions[job.team], reason, eta, blocker.kind)
+
+    def _refused_at_capacity(
+        self, job: Job, models: tuple[str, ...], units: int, runtime_s: float, estimator: EtaEstimator
+    ) -> Admission | None:
+        """The quota's refusal of capacity-blocked ``job`` when its quota (guarantee or burst limit) refuses it on
+        every option now and still would when the replay finds it room, once its team's work expected to end by
+        then has ended (:mod:`explain`, ETA); None when the start the replay gives it can come true. A job whose
+        quota admits it now — most — costs one cached admission per option."""
+        options = options_for(self.index, job, self.policy)
+        refusal = self._quota_refusal(job, options)
+        if refusal is None:
+            return None
+        eta = estimator.capacity_eta(models, units, runtime_s, claim=False)
+        if eta is not None and self._admits_at(job, options, self.now + eta):
+            return None
+        return refusal
 
     def _demand(self, job: Job) -> tuple[Demand | None, str, tuple[str, ...]]:
         """The job's preferred demand, its GPU model, and every model the job may use now; when no ready node

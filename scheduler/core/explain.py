@@ -16,7 +16,11 @@ policy's default), in units of 1/7000 GPU:
   in a hole that job leaves, as backfill lets it — and holds them for the jobs behind it (a reserved job
   claims them at its reservation's start). Only the first :data:`PROFILE_DEPTH` jobs of a pool get a time;
 - blocked by its team's quota: no time — whether the team's work ends, or is evicted, or the limit is
-  raised is not a matter of expected ends; the reason says what would unblock it (fair share's refusal);
+  raised is not a matter of expected ends; the reason says what would unblock it (fair share's refusal).
+  That includes a job blocked by free capacity whose quota — guarantee or burst limit — refuses it now and
+  would still refuse it at the replay's start, once the team's own work expected to end by then has ended:
+  it waits for the quota (its reason, no time), as a reservation's job does (:mod:`reservation`, rule 1),
+  and it claims nothing in the replay, so the jobs behind it are not held back by a start that cannot come;
 - waiting for a MIG reconfiguration (under way, or held for next cycle): when the change is expected to finish;
 - None when it cannot be told: even all of the pool's work ending would not make room, or the job is deeper
   in its pool's queue than the depth.
@@ -179,15 +183,15 @@ class _Profile:
         self.claims = 0
         self._floor: dict[int, float] = current_memo().table()  # units → the first time a start could come
 
-    def start(self, units: int, duration_s: float, at: float | None = None) -> float | None:
+    def start(self, units: int, duration_s: float, at: float | None = None, *, claim: bool = True) -> float | None:
         """The earliest time ``units`` are free for ``duration_s`` — or ``at``, a start already decided (a
-        reservation's) — and they are then taken; None when the pool never has that many, or when it has
-        answered :data:`PROFILE_DEPTH` jobs already."""
+        reservation's) — and they are then taken (unless ``claim`` is False: the question is only asked); None
+        when the pool never has that many, or when it has answered :data:`PROFILE_DEPTH` jobs already."""
         if units > self.peak or self.claims >= PROFILE_DEPTH:
             return None
-        self.claims += 1
         times, frees = self.times, self.frees
         if at is not None:
+            self.claims += 1
             self._hold(self._breakpoint(max(at, times[0])), at + duration_s, units)
             return at
         # Speed, never a different answer: claims only lower the profile, so where ``units`` were first free at
@@ -208,7 +212,9 @@ class _Profile:
             if j < len(times) and times[j] < end:  # too little free at times[j]: start after it
                 i = j + 1
                 continue
-            self._hold(i, end, units)
+            if claim:
+                self.claims += 1
+                self._hold(i, end, units)
             return times[i]
 
     def _breakpoint(self, at: float) -> int:
@@ -259,14 +265,20 @@ class EtaEstimator:
         self._pools: dict[tuple[str, ...], _Profile] = {}
 
     def capacity_eta(
-        self, models: tuple[str, ...], units: int, duration_s: float, start_at: float | None = None
+        self,
+        models: tuple[str, ...],
+        units: int,
+        duration_s: float,
+        start_at: float | None = None,
+        *,
+        claim: bool = True,
     ) -> float | None:
         """Seconds until the next job in queue order on ``models`` could start with ``units`` for
         ``duration_s`` (at ``start_at`` when that is decided); it then holds them for the jobs asked about after
-        it (module doc)."""
+        it (module doc) — unless ``claim`` is False, which only asks (a job its quota may refuse then)."""
         if models not in self._pools:
             free = sum(self.free_units.get(model, 0) for model in models)
             releases = (r for model in models for r in self._by_model.get(model, ()))
             self._pools[models] = _Profile(self.now, free, releases)
-        at = self._pools[models].start(units, duration_s, start_at)
+        at = self._pools[models].start(units, duration_s, start_at, claim=claim)
         return None if at is None else at - self.now

@@ -30,6 +30,10 @@ Formulas (all per replica):
     ``(2 · layers + 34) · context · batch · d_model`` bytes.
   - overhead = 1 GiB as above.
 - The policy's safety margin (``Policy.memory_safety_margin``, 10 %) is added on top of the sum.
+
+Which of the two a model is sized by is its ``mode``; a job spec that leaves it out gets the one its kind
+implies (:func:`memory_model_for`): a training job is sized for training, so a lead who only picks "training"
+is not handed an inference-sized slice that runs out of memory at the first optimizer step.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ from dataclasses import dataclass
 
 from scheduler.core.speedups.memo import memoized
 from scheduler.core.state import ModelProfile
-from scheduler.core.vocabulary import Dtype, ModelMode
+from scheduler.core.vocabulary import Dtype, JobKind, ModelMode
 
 MIB = 1 << 20
 BYTES_PER_PARAM: dict[Dtype, float] = {
@@ -58,6 +62,29 @@ TRAINING_GRADIENT_BYTES = 2
 TRAINING_OPTIMIZER_BYTES = TRAINING_BYTES_PER_PARAM - TRAINING_WEIGHT_BYTES - TRAINING_GRADIENT_BYTES
 ACTIVATION_BYTES_PER_LAYER_TOKEN_D = 2  # checkpointed layer input, 16-bit
 ACTIVATION_BYTES_RECOMPUTED_LAYER = 34  # one layer's full activations (Korthikanti et al. 2022)
+# The parts each memory model sums, as the suggestion names them.
+MEMORY_MODEL_PARTS: dict[ModelMode, str] = {
+    ModelMode.INFERENCE: "weights + KV cache + overhead",
+    ModelMode.TRAINING: "weights + gradients + optimizer states + activations + overhead",
+}
+
+
+def memory_model_for(kind: JobKind) -> ModelMode:
+    """The memory model a job of ``kind`` is sized by when its spec does not say: training jobs hold gradients
+    and optimizer states; serving and batch work (offline scoring) hold weights and a KV cache."""
+    return ModelMode.TRAINING if JobKind(kind) == JobKind.TRAINING else ModelMode.INFERENCE
+
+
+def memory_model_conflict(kind: JobKind, mode: ModelMode) -> str | None:
+    """Why ``mode`` cannot size a job of ``kind``, or None. Batch work may be either (scoring or fine-tuning);
+    training and inference jobs must use their own model, since the other one is off by a factor of ~4."""
+    kind, mode = JobKind(kind), ModelMode(mode)
+    if kind == JobKind.BATCH or memory_model_for(kind) == mode:
+        return None
+    return (
+        f"{mode} contradicts kind {kind}: a {kind} job is sized by the {memory_model_for(kind)} memory model "
+        f"({MEMORY_MODEL_PARTS[memory_model_for(kind)]}); leave model.mode out or set it to {memory_model_for(kind)}"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +104,7 @@ class MemoryEstimate:
     activations_mib: int = 0
     overhead_mib: int = RUNTIME_OVERHEAD_MIB
     margin: float = 0.0  # fraction added on top of the parts
+    mode: ModelMode = ModelMode.INFERENCE  # the memory model the parts come from
 
     @property
     def subtotal_mib(self) -> int:
@@ -116,6 +144,11 @@ class MemoryEstimate:
         if self.margin:
             terms.append(f"{self.margin * 100:g} % margin")
         return f"{' + '.join(terms)} = {self.total_gib:.1f} GiB"
+
+    def explain(self) -> str:
+        """``describe()`` naming the memory model, e.g. ``"training memory model: weights + gradients + optimizer
+        states + activations + overhead; weights 26.0 GiB + … = 234.6 GiB"``."""
+        return f"{self.mode} memory model: {MEMORY_MODEL_PARTS[self.mode]}; {self.describe()}"
 
 
 def transformer_shape(params_b: float) -> TransformerShape:
@@ -159,6 +192,7 @@ def estimate_training(params_b: float, context: int, batch: int, margin: float) 
         optimizer_mib=_mib(params * TRAINING_OPTIMIZER_BYTES),
         activations_mib=_mib(per_token_d * context * batch),
         margin=margin,
+        mode=ModelMode.TRAINING,
     )
 
 

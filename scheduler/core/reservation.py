@@ -3,9 +3,10 @@ work frees first, and lower work fills the holes only if it does not delay it (S
 
 Rules (``docs/scheduling-rules.md`` §5a):
 
-1. **Who gets one.** A pending job whose turn found no capacity and whose quota admits it — now, or at the
-   reservation's start, once the team's own work expected to end by then has freed its share (a job whose quota
-   would still refuse it then waits for the quota, not for GPUs: no reservation, no start time) — that asks
+1. **Who gets one.** A pending job whose turn found no capacity and whose quota (guarantee and burst limit)
+   admits it — now, or at the reservation's start, once the team's own work expected to end by then has freed
+   its share (a job whose quota would still refuse it then waits for the quota, not for GPUs: no reservation,
+   no start time) — that asks
    for whole GPUs and states no host CPU or memory, among the first ``policy.reservation_depth`` such jobs in
    the cycle's order (0: no reservations, plain greedy order as before).
 2. **Where and when.** For each GPU model the job may use now (its placement options), every GPU without a

@@ -26,7 +26,18 @@ from django.db.models.functions import RowNumber
 from jobs.models import Allocation, Job, JobEvent
 from jobs.selectors import resuming_jobs
 from scheduler.core import Job as CoreJob
-from scheduler.core import ModelProfile, Node, Policy, Preemption, Request, Running, Slot, Snapshot, Team
+from scheduler.core import (
+    ModelProfile,
+    Node,
+    Policy,
+    Preemption,
+    Request,
+    Running,
+    Slot,
+    Snapshot,
+    Team,
+    memory_model_for,
+)
 from scheduler.core.vocabulary import (
     CapacityTier,
     Dtype,
@@ -277,7 +288,7 @@ def _request(job: Job) -> Request:
             dtype=Dtype(model.get("dtype", Dtype.BF16)),
             context=int(model.get("context", 4096)),
             batch=int(model.get("batch", 1)),
-            mode=ModelMode(model.get("mode", ModelMode.INFERENCE)),
+            mode=ModelMode(model.get("mode") or memory_model_for(JobKind(job.kind))),  # an old row: the kind's
         )
     )
 

@@ -24,9 +24,10 @@ from scheduler.core.bounds import (
     out_of_bounds,
     text_problem,
 )
+from scheduler.core.memory import memory_model_conflict, memory_model_for
 from scheduler.core.state import Job, ModelProfile, Request
 from scheduler.core.units import FULL_GPU_MILLI
-from scheduler.core.vocabulary import Dtype, JobKind, JobTier, ModelMode, Priority
+from scheduler.core.vocabulary import DEFAULT_JOB_KIND, Dtype, JobKind, JobTier, ModelMode, Priority
 from scheduler.specs.fields import (
     Errors,
     check_keys,
@@ -79,11 +80,11 @@ def parse_job(errors: Errors, path: str, value: Any, submitted_at: float) -> Job
     gpu_model = (
         _read_gpu_constraint(errors, join(path, "gpu_model"), data["gpu_model"]) if "gpu_model" in data else None
     )
-    request = _read_request(errors, path, data, gpu_model)
     options: dict[str, Any] = {}
     for key, enum in (("kind", JobKind), ("priority", Priority), ("tier", JobTier)):
         if key in data:
             options[key] = read_choice(errors, join(path, key), data[key], enum)
+    request = _read_request(errors, path, data, gpu_model, options.get("kind") or DEFAULT_JOB_KIND)
     if "replicas" in data:
         options["replicas"] = _read_bounded_int(errors, join(path, "replicas"), "replicas", data["replicas"])
     if "preemptible" in data:
@@ -111,7 +112,9 @@ def _read_gpu_constraint(errors: Errors, path: str, value: Any) -> str | None:
     return value
 
 
-def _read_request(errors: Errors, path: str, data: dict[str, Any], gpu_model: str | None) -> Request | None:
+def _read_request(
+    errors: Errors, path: str, data: dict[str, Any], gpu_model: str | None, kind: JobKind
+) -> Request | None:
     stated = [key for key in REQUEST_KEYS if key in data]
     if len(stated) != 1:
         found = f"found {', '.join(stated)}" if stated else "found none"
@@ -132,7 +135,7 @@ def _read_request(errors: Errors, path: str, data: dict[str, Any], gpu_model: st
     if key == "mig_profile":
         profile = _read_profile(errors, where, value, gpu_model)
         return Request(mig_profile=profile) if profile is not None else None
-    model = _read_model_profile(errors, where, value)
+    model = _read_model_profile(errors, where, value, kind)
     return Request(model=model) if model is not None else None
 
 
@@ -147,7 +150,9 @@ def _read_profile(errors: Errors, path: str, value: Any, gpu_model: str | None) 
     return None
 
 
-def _read_model_profile(errors: Errors, path: str, value: Any) -> ModelProfile | None:
+def _read_model_profile(errors: Errors, path: str, value: Any, kind: JobKind) -> ModelProfile | None:
+    """The model to size; without ``mode``, the memory model the job's kind implies (a training job is sized for
+    training), and a ``mode`` that contradicts the kind is refused rather than silently sized wrong."""
     data = read_object(errors, path, value)
     if data is None:
         return None
@@ -161,8 +166,13 @@ def _read_model_profile(errors: Errors, path: str, value: Any) -> ModelProfile |
     options: dict[str, Any] = {}
     if "dtype" in data:
         options["dtype"] = read_choice(errors, join(path, "dtype"), data["dtype"], Dtype)
+    options["mode"] = memory_model_for(kind)
     if "mode" in data:
-        options["mode"] = read_choice(errors, join(path, "mode"), data["mode"], ModelMode)
+        mode = read_choice(errors, join(path, "mode"), data["mode"], ModelMode)
+        conflict = memory_model_conflict(kind, mode) if mode is not None else None
+        if conflict is not None:
+            errors.add(join(path, "mode"), conflict)
+        options["mode"] = mode
     for key in ("context", "batch"):
         if key in data:
             options[key] = _read_bounded_int(errors, join(path, key), f"model.{key}", data[key])

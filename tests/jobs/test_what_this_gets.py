@@ -208,17 +208,19 @@ def test_the_form_offers_only_the_fleets_gpu_models(client) -> None:
 def test_the_form_and_the_api_give_the_same_answer_with_the_same_defaults(client) -> None:
     demo_seed()
     lead = Team.objects.get(slug="nlp").memberships.get(role="lead").user
-    model = {"params_b": 7, "dtype": "bf16", "context": 4096, "batch": 1, "mode": "inference"}
+    model = {"params_b": 7, "dtype": "bf16", "context": 4096, "batch": 1}  # no mode: the kind's
     by_api = api(lead).post("/api/v1/rightsize/", {"model": model, "team": "nlp"}, format="json").json()
     client.force_login(lead)
     team_pk = Team.objects.get(slug="nlp").pk
     fields = {"team": team_pk, "request_by": "model", "params_b": 7, "dtype": "bf16", "context": 4096, "batch": 1}
-    fields |= {"mode": "inference", "replicas": 1, "priority": "normal", "tier": "any"}
+    fields |= {"mode": "", "replicas": 1, "priority": "normal", "tier": "any"}
     page = client.get("/jobs/submit/").content.decode()
     assert 'value="training" selected' in page  # the spec's default kind, as the API's
+    assert '<option value="" selected>as the kind</option>' in page  # the memory model follows it
     partial = client.post("/jobs/suggest/", {**fields, "kind": "training"}).content.decode()
     best = by_api["best"]
-    assert by_api["now"]["outcome"] == "starts" and best["label"] == "1 whole GPU"
+    assert by_api["memory_breakdown"].startswith("training memory model: weights + gradients + optimizer states")
+    assert by_api["now"]["outcome"] == "starts" and best["label"] == "2 whole GPUs"  # 7 B × 16 bytes > 80 GB
     assert f"{best['label']} on {best['gpu_model']}" in partial
     assert f"${by_api['cost_per_hour']}" in partial
 

@@ -104,6 +104,8 @@ def test_the_interval_is_never_below_the_cost_itself() -> None:
         ({"interruptions_per_node_day": -1.0}, "interruptions_per_node_day must be a finite number ≥ 0"),
         ({"interruptions_per_node_day": math.nan}, "interruptions_per_node_day must be"),
         ({"nodes": 0}, "a job spans at least one server"),
+        ({"evictions_per_job_day": -0.5}, "evictions_per_job_day must be a finite number ≥ 0"),
+        ({"evictions_per_job_day": math.inf}, "evictions_per_job_day must be"),
     ],
 )
 def test_impossible_inputs_are_refused_by_name(arguments: dict[str, float], message: str) -> None:
@@ -160,3 +162,16 @@ def test_the_default_rates_follow_the_documented_sources() -> None:
     assert abs(SPOT_INTERRUPTIONS_PER_NODE_DAY - 0.20 / 30) < 1e-4  # "> 20 % a month"
     assert abs(HARDWARE_INTERRUPTIONS_PER_NODE_DAY - 419 / (54 * 16_384 / 8)) < 1e-4
     assert HARDWARE_INTERRUPTIONS_PER_NODE_DAY < SPOT_INTERRUPTIONS_PER_NODE_DAY
+
+
+def test_observed_evictions_add_to_the_tiers_interruptions_once_per_job() -> None:
+    """A job is evicted whole: its eviction rate adds once, not once per server (module docstring)."""
+    assert mtbf_s(interruptions_per_node_day=0.0, nodes=4, evictions_per_job_day=12.0) == pytest.approx(7200.0)
+    assert mtbf_s(interruptions_per_node_day=1.0, nodes=4, evictions_per_job_day=20.0) == pytest.approx(3600.0)
+    # 12 evictions a day of a 60 s checkpoint: √(2 × 60 × 7200) ≈ 15 min, not the 4 h cap of the tier alone.
+    evicted = checkpoint_interval(
+        cost_s=60.0, interruptions_per_node_day=0.0038, nodes=1, max_interval_s=4 * 3600.0, evictions_per_job_day=12.0
+    )
+    assert evicted.bound == IntervalBound.NONE and evicted.interval_s == pytest.approx(
+        math.sqrt(2 * 60 * 86400 / 12.0038), 1e-9
+    )

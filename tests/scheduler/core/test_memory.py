@@ -14,10 +14,12 @@ from scheduler.core.memory import (
     estimate_inference,
     estimate_training,
     kv_cache_bytes_per_value,
+    memory_model_conflict,
+    memory_model_for,
     transformer_shape,
 )
 from scheduler.core.state import ModelProfile
-from scheduler.core.vocabulary import Dtype, ModelMode
+from scheduler.core.vocabulary import Dtype, JobKind, ModelMode
 
 MIB = 1 << 20
 
@@ -150,3 +152,41 @@ def test_an_estimate_is_a_frozen_value() -> None:
     assert result.total_mib == 1686
     with pytest.raises(AttributeError):
         result.weights_mib = 1  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("kind", "mode"),
+    [("training", ModelMode.TRAINING), ("inference", ModelMode.INFERENCE), ("batch", ModelMode.INFERENCE)],
+)
+def test_the_kind_picks_the_memory_model(kind: str, mode: ModelMode) -> None:
+    assert memory_model_for(JobKind(kind)) == mode
+
+
+@pytest.mark.parametrize(
+    ("kind", "mode", "refused"),
+    [
+        ("training", "inference", True),
+        ("inference", "training", True),
+        ("training", "training", False),
+        ("inference", "inference", False),
+        ("batch", "training", False),  # batch work may score or fine-tune
+        ("batch", "inference", False),
+    ],
+)
+def test_a_mode_that_contradicts_the_kind_is_named(kind: str, mode: str, refused: bool) -> None:
+    conflict = memory_model_conflict(JobKind(kind), ModelMode(mode))
+    assert (conflict is not None) == refused
+    if conflict is not None:
+        assert conflict.startswith(f"{mode} contradicts kind {kind}") and "leave model.mode out" in conflict
+
+
+def test_the_explanation_names_the_memory_model() -> None:
+    """13 B at 4 k tokens × 8, the issue's case: 234.6 GiB to train, 56.6 GiB to serve."""
+    training = estimate(ModelProfile(params_b=13, batch=8, mode=ModelMode.TRAINING), 0.1)
+    assert training.explain().startswith(
+        "training memory model: weights + gradients + optimizer states + activations + overhead; weights 24.2 GiB"
+    )
+    assert training.mode == ModelMode.TRAINING and f"{training.total_gib:.1f}" == "234.6"
+    serving = estimate(ModelProfile(params_b=13, batch=8), 0.1)
+    assert f"{serving.total_gib:.1f}" == "56.6"
+    assert serving.explain().startswith("inference memory model: weights + KV cache + overhead; weights 24.2 GiB")

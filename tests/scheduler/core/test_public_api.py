@@ -41,6 +41,7 @@ PUBLIC = [
     "estimate",
     "fill_order",
     "guarantee_limits",
+    "memory_model_for",
     "memory_need_mib",
     "offers",
     "plan_cycle",
@@ -79,7 +80,7 @@ def test_plan_cycle_signature() -> None:
 
 def test_checkpoint_interval_signature() -> None:
     signature = (
-        "(*, cost_s: 'float', interruptions_per_node_day: 'float', nodes: 'int', max_interval_s: 'float') "
-        "-> 'CheckpointInterval'"
+        "(*, cost_s: 'float', interruptions_per_node_day: 'float', nodes: 'int', max_interval_s: 'float', "
+        "evictions_per_job_day: 'float' = 0.0) -> 'CheckpointInterval'"
     )
     assert str(inspect.signature(core.checkpoint_interval)) == signature

@@ -146,6 +146,70 @@ def test_a_job_its_own_work_holds_back_reserves_for_when_that_work_ends() -> Non
     assert waiting.blocker == "reserved" and waiting.eta_s == 300
 
 
+def _at_burst(own_end_in_s: float = 100_000) -> tuple[list[Team], list[Running]]:
+    """Team t (guarantee 2, burst 4) holds 4 GPUs of node a in preemptible work; team u's 4 end in 5 minutes."""
+    teams = [team("t", guaranteed=2, burst=4), team("u", guaranteed=64)]
+    own = [
+        running(job(f"t{gpu}", "t", gpus=1, duration_s=1000 + own_end_in_s), (whole("a", gpu),), NOW - 1000)
+        for gpu in range(4)
+    ]
+    return teams, own + _busy(300, range(4, 8))
+
+
+@pytest.mark.parametrize(
+    ("label", "pending", "policy"),
+    [
+        ("within the reservation depth", job("next", "t", gpus=1, submitted_at=1), POLICY),
+        ("beyond the reservation depth", job("next", "t", gpus=1, submitted_at=1), Policy(reservation_depth=0)),
+        ("asking host memory (no reservation)", job("next", "t", gpus=1, memory_mib=1024, submitted_at=1), POLICY),
+    ],
+)
+def test_a_job_its_burst_limit_refuses_when_capacity_frees_gets_the_burst_reason_and_no_time(
+    label: str, pending: Job, policy: Policy
+) -> None:
+    """The GPUs that free first are another team's; the team's own work runs long, so its burst limit would still
+    refuse the job then: the burst reason, no reservation, no start time — as for the guarantee."""
+    teams, busy = _at_burst()
+    plan = _plan([node("a", H100)], [pending], busy, teams=teams, policy=policy)
+    (waiting,) = plan.waiting
+    assert waiting.blocker == "quota", label
+    assert waiting.eta_s is None and "above its burst limit of 4" in waiting.reason and "reserved" not in waiting.reason
+
+
+def test_a_job_its_burst_limit_refuses_holds_no_capacity_time_from_the_jobs_behind_it() -> None:
+    """Its units are not claimed in the start-time replay: team w's job behind it (w borrows more) starts when w's
+    own work ends, not after the blocked job's expected run."""
+    teams, busy = _at_burst()
+    teams.append(team("w"))
+    busy = busy[:4] + [
+        running(job(f"w{gpu}", "w", gpus=1, duration_s=1300), (whole("a", gpu),), NOW - 1000) for gpu in range(4, 8)
+    ]
+    blocked = job("next", "t", gpus=4, submitted_at=1)
+    behind = job("other", "w", gpus=4, duration_s=600, submitted_at=2)
+    plan = _plan([node("a", H100)], [blocked, behind], busy, teams=teams, policy=Policy(reservation_depth=0))
+    assert [w.job for w in plan.waiting] == ["next", "other"]
+    waiting = {w.job: w for w in plan.waiting}
+    assert waiting["next"].eta_s is None and waiting["other"].eta_s == 300
+
+
+def test_a_job_its_burst_limit_refuses_with_no_replay_time_waits_for_the_quota(monkeypatch) -> None:
+    """When the replay gives no time (the pool's depth is used up) the quota's refusal now is the reason."""
+    monkeypatch.setattr("scheduler.core.explain.PROFILE_DEPTH", 0)
+    teams, busy = _at_burst(own_end_in_s=300)
+    plan = _plan([node("a", H100)], [job("next", "t", gpus=1)], busy, teams=teams, policy=Policy(reservation_depth=0))
+    (waiting,) = plan.waiting
+    assert waiting.blocker == "quota" and waiting.eta_s is None and "burst limit" in waiting.reason
+
+
+def test_a_job_at_its_burst_limit_whose_own_work_ends_first_keeps_its_start_time() -> None:
+    """The team's own work ends by the time capacity frees: its burst share frees with it, so the time is true."""
+    teams, busy = _at_burst(own_end_in_s=300)
+    for policy in (POLICY, Policy(reservation_depth=0)):
+        plan = _plan([node("a", H100)], [job("next", "t", gpus=1, submitted_at=1)], busy, teams=teams, policy=policy)
+        (waiting,) = plan.waiting
+        assert waiting.blocker in ("reserved", "capacity") and waiting.eta_s == 300
+
+
 def test_held_gpus_take_only_work_that_ends_before_the_reservation_starts() -> None:
     nodes = [node("a", H100)]
     busy = _busy(300)  # GPUs 6 and 7 of a are idle
