@@ -54,8 +54,9 @@ class _Slot:
         return int(self.mig_profile.split("g.")[0]) if self.mig_profile else 7
 
 
-def billing_demo_seed(*, now: datetime) -> CloseSummary | None:
-    """Seed prices, commitments and the history (once); close the ledger. None when the history existed."""
+def billing_demo_seed(*, now: datetime, history: bool = True) -> CloseSummary | None:
+    """Seed prices, commitments and (``history``) the history, once; close the ledger. None when no history was
+    made (it existed, or was not asked for)."""
     history_start = month_start(add_months(now.date(), -1))
     price_catalog_seed()
     with transaction.atomic():
@@ -73,7 +74,7 @@ def billing_demo_seed(*, now: datetime) -> CloseSummary | None:
                         "note": "demo: catalog reserved rate × GPUs × 730 h",
                     },
                 )
-        if Job.objects.filter(name__startswith=HISTORY_PREFIX).exists():
+        if not history or Job.objects.filter(name__startswith=HISTORY_PREFIX).exists():
             return None
         # The demo fleet "has been running" since the history starts: capacity is paid from then on.
         Node.objects.filter(created_at__gt=history_start).update(created_at=history_start)
