@@ -18,10 +18,10 @@ from django.views.decorators.http import require_GET
 
 from billing import charts
 from billing.advisor import AdvisorInputError, TierPrices, breakeven, breakeven_curve, reserved_use_sentence
+from billing.cents import report_cents
 from billing.exports import JOB_COLUMNS, SUMMARY_COLUMNS, file_name, job_records, summary_records, to_csv, to_xlsx
 from billing.forms import AdvisorForm, BreakevenForm, ReportForm
 from billing.procurement import catalog_prices, procurement_advise
-from billing.cents import report_cents
 from billing.report import Report
 from billing.selectors import (
     Scope,

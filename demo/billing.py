@@ -171,9 +171,7 @@ def _whole_gpu_job(
         return None
     chosen = rng.choice(fitting)[:gpus]
     preemptible = tier == CapacityTier.SPOT
-    return _job_create(
-        rng, team, projects, chosen, kind, {"gpus": gpus}, preemptible, started, duration, end, counter
-    )
+    return _job_create(rng, team, projects, chosen, kind, {"gpus": gpus}, preemptible, started, duration, end, counter)
 
 
 def _inference_job(

@@ -45,9 +45,8 @@ def odd_month(prices, reserved_node, spot_node, team):
 def test_csv_xlsx_and_page_totals_agree_to_the_cent(client, odd_month, finance_user):
     client.force_login(finance_user)
     query = {"month": "2026-10", "file": "summary"}
-    rows = list(
-        csv.DictReader(io.StringIO(client.get(reverse("billing:download"), {**query, "format": "csv"}).content.decode()))
-    )
+    text = client.get(reverse("billing:download"), {**query, "format": "csv"}).content.decode()
+    rows = list(csv.DictReader(io.StringIO(text)))
     money = [row[column] for row in rows for column in ("usage_cost_usd", "idle_share_usd", "total_usd")]
     assert all(len(value.split(".")[1]) == 2 for value in money if value)  # cents, never 21.919999
     (total,) = [row for row in rows if row["line"] == "total"]
