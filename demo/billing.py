@@ -190,7 +190,7 @@ def _inference_job(
         return None
     chosen = [rng.choice(free)]
     duration = timedelta(hours=rng.randint(12, 48))
-    request = {"mig_profile": chosen[0].mig_profile}
+    request: dict[str, object] = {"mig_profile": chosen[0].mig_profile}
     return _job_create(rng, team, projects, chosen, JobKind.INFERENCE, request, False, started, duration, end, counter)
 
 
