@@ -22,7 +22,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from billing.exports import job_records, summary_records
+from billing.cents import report_cents, to_cents
+from billing.exports import decimal_text, job_records, summary_records
 from billing.forms import ReportForm
 from billing.selectors import Scope, billing_scope_for_user, billing_team_for_user, chargeback_report, scope_label
 from billing.views import report_file
@@ -46,8 +47,9 @@ class CanReadChargeback(BasePermission):
         return billing_scope_for_user(user=request.user) is not None or bool(request.query_params.get("team"))
 
 
-def _json(value: object) -> object:
-    return f"{value:.6f}" if isinstance(value, Decimal) else value
+def _json(value: object, column: str = "") -> object:
+    """Decimals as strings at their column's places (``billing.exports.decimal_text``): money in cents."""
+    return decimal_text(value, column) if isinstance(value, Decimal) else value
 
 
 class ChargebackAPIView(APIView):
@@ -114,21 +116,25 @@ class ChargebackAPIView(APIView):
         if request.accepted_renderer.format == "csv":
             return report_file(report, detail=detail == "jobs", fmt="csv", scope_label=scope_label(scope))
         records = job_records(report) if detail == "jobs" else summary_records(report)
+        cents = report_cents(report)
         return Response(
             {
                 "period": report.period.label,
                 "start": report.period.start,
                 "as_of": report.period.as_of,
                 "complete": report.period.complete,
+                # final: the month is over and every hour of it closed; provisional: running, or still closing.
+                "status": report.status,
                 "mode": report.mode,
                 "idle_cost": "shared" if report.idle_shared else "own-line",
                 "currency": "USD",
                 "scope": "all-teams" if report.scope_all else "own-teams",
-                "rows": [{key: _json(value) for key, value in record.items()} for record in records],
-                "lines_total": _json(report.lines_total),
+                "rows": [{key: _json(value, key) for key, value in record.items()} for record in records],
+                # Money in USD cents, as in the files (billing.cents): the lines total is the rows' total row.
+                "lines_total": _json(cents.total, "total_usd"),
                 # Included in the totals: hours the ledger has not closed yet (rows with provisional = yes).
-                "provisional_total": _json(report.provisional_total),
-                "cluster_cost": _json(report.cluster_cost) if report.scope_all else None,
+                "provisional_total": _json(to_cents(report.provisional_total), "total_usd"),
+                "cluster_cost": _json(cents.cluster_cost, "total_usd") if report.scope_all else None,
                 "reconciled": report.reconciled if report.scope_all else None,
             }
         )

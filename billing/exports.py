@@ -1,12 +1,15 @@
 """The chargeback as files: CSV and XLSX, a summary (team / project / GPU model / tier) and a per-job detail.
 
 Usage rows of hours the ledger has not closed yet carry ``provisional = yes`` (billing.provisional): the
-files hold the same figures as the page at the same instant. Money is in USD with six decimals (the
-ledger's precision) in the CSV, so the files add up to the page's totals to the micro-dollar. The XLSX holds
-the same numbers but displays money with 2 decimals and unit prices with 4 (the cell keeps its full value,
-so a spreadsheet's sums stay exact). The summary's last rows are ``total`` (what the rows add up to) and,
-for finance, ``cluster-cost`` (what the cluster cost in the period): the two are equal when the report
-reconciles.
+files hold the same figures as the page at the same instant. Every row says whether its month is ``final``
+(over, and every hour of it closed in the ledger) or still ``provisional`` (column ``status``).
+
+Money (columns ``*_usd``) is in USD **cents**: exact decimals with two places, apportioned so that each team's
+rows add up to the team's total and the rows to the ``total`` row, which is the page's total
+(:mod:`billing.cents`). Unit prices (``usd_per_gpu_hour``) have four places, GPU-hours six (the ledger's). The
+XLSX cells are numbers holding those same decimals, money in a dollar currency format. The summary's last rows
+are ``total`` (what the rows add up to) and, for finance, ``cluster-cost`` (what the cluster cost in the
+period): the two are equal when the report reconciles.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from decimal import Decimal
 from openpyxl import Workbook
 from openpyxl.utils import get_column_letter
 
+from billing.cents import apportion, other_lines, report_cents, to_cents
 from billing.report import ZERO, Report
 from billing.spreadsheet_cells import csv_cell, keep_as_text
 
@@ -38,6 +42,8 @@ SUMMARY_COLUMNS = (
     "idle_share_usd",
     "total_usd",
     "provisional",
+    # Appended, so that a finance system reading columns by position still finds the others where they were.
+    "status",
 )
 JOB_COLUMNS = (
     "period",
@@ -56,8 +62,10 @@ JOB_COLUMNS = (
     "idle_share_usd",
     "total_usd",
     "provisional",
+    # Appended, so that a finance system reading columns by position still finds the others where they were.
+    "status",
 )
-MONEY_FORMAT = "#,##0.00"
+MONEY_FORMAT = '"$"#,##0.00'  # a currency format: LibreOffice and Excel show $1,234.56
 UNIT_PRICE_FORMAT = "#,##0.0000"
 HOURS_FORMAT = "#,##0.000000"
 _MAX_WIDTH = 40  # characters: a long job name wraps the column no wider than this
@@ -69,10 +77,11 @@ def _blank(**values: object) -> Record:
 
 
 def summary_records(report: Report) -> list[Record]:
-    """Usage rows, then (finance only) idle capacity and unused commitments, then the totals."""
-    base = {"period": report.period.label, "mode": report.mode}
+    """Usage rows, then (finance only) idle capacity and unused commitments, then the totals; money in cents."""
+    base = {"period": report.period.label, "status": report.status, "mode": report.mode}
+    cents = report_cents(report)
     records: list[Record] = []
-    for row in report.rows():
+    for row, (usage, idle_share, total) in zip(report.rows(), cents.rows, strict=True):
         records.append(
             {
                 **base,
@@ -85,53 +94,31 @@ def summary_records(report: Report) -> list[Record]:
                 "gpu_hours": row.gpu_hours,
                 "guaranteed_gpu_hours": row.guaranteed_gpu_hours,
                 "borrowed_gpu_hours": row.borrowed_gpu_hours,
-                "usage_cost_usd": row.cost,
-                "idle_share_usd": row.idle_share,
-                "total_usd": row.total,
+                "usage_cost_usd": usage,
+                "idle_share_usd": idle_share,
+                "total_usd": total,
                 "provisional": _flag(row.provisional),
             }
         )
+    for (line, gpu_model, tier, gpu_hours, _cost), cost in zip(other_lines(report), cents.other, strict=True):
+        records.append(_blank(**base, line=line, gpu_model=gpu_model, tier=tier, gpu_hours=gpu_hours, total_usd=cost))
+    records.append(_blank(**base, line="total", total_usd=cents.total))
     if report.scope_all:
-        if not report.idle_shared:
-            for line in report.capacity:
-                if line.idle_cost or line.idle_gpu_hours:
-                    records.append(
-                        _blank(
-                            **base,
-                            line="idle-capacity",
-                            gpu_model=line.gpu_model,
-                            tier=line.tier,
-                            gpu_hours=line.idle_gpu_hours,
-                            total_usd=line.idle_cost,
-                        )
-                    )
-        for commitment in report.commitments:
-            if commitment.unused_cost:
-                records.append(
-                    _blank(
-                        **base,
-                        line="unused-commitment",
-                        gpu_model=commitment.gpu_model,
-                        tier="reserved",
-                        gpu_hours=commitment.unused_gpu_hours,
-                        total_usd=commitment.unused_cost,
-                    )
-                )
-    records.append(_blank(**base, line="total", total_usd=report.lines_total))
-    if report.scope_all:
-        records.append(_blank(**base, line="cluster-cost", total_usd=report.cluster_cost))
+        records.append(_blank(**base, line="cluster-cost", total_usd=cents.cluster_cost))
     return records
 
 
 def job_records(report: Report) -> list[Record]:
-    """One row per job, GPU model and tier; the last row is the total (usage plus any idle share)."""
-    base = {"period": report.period.label, "mode": report.mode}
-    records: list[Record] = []
-    total = ZERO
-    for line in sorted(
+    """One row per job, GPU model and tier; the last row is the total (usage plus any idle share), in cents."""
+    base = {"period": report.period.label, "status": report.status, "mode": report.mode}
+    lines = sorted(
         report.job_lines,
         key=lambda j: (j.team_slug, j.project_code, j.job_id or 0, j.gpu_model, j.tier, j.provisional),
-    ):
+    )
+    totals = apportion([line.total for line in lines])
+    usages = apportion([line.cost for line in lines])
+    records: list[Record] = []
+    for line, total, usage in zip(lines, totals, usages, strict=True):
         records.append(
             {
                 **base,
@@ -146,14 +133,15 @@ def job_records(report: Report) -> list[Record]:
                 "borrowed_gpu_hours": line.borrowed_gpu_hours,
                 # The rate the job's hours were charged at on average (prices change at midnight UTC).
                 "usd_per_gpu_hour": (line.cost / line.gpu_hours).quantize(Decimal("0.0001")) if line.gpu_hours else "",
-                "usage_cost_usd": line.cost,
-                "idle_share_usd": line.idle_share,
-                "total_usd": line.total,
+                "usage_cost_usd": usage,
+                "idle_share_usd": total - usage,
+                "total_usd": total,
                 "provisional": _flag(line.provisional),
             }
         )
-        total += line.total
-    records.append({**dict.fromkeys(JOB_COLUMNS, ""), **base, "team": "total", "total_usd": total})
+    records.append(
+        {**dict.fromkeys(JOB_COLUMNS, ""), **base, "team": "total", "total_usd": sum(totals, to_cents(ZERO))}
+    )
     return records
 
 
@@ -163,9 +151,16 @@ def _flag(provisional: bool) -> str:
     return "yes" if provisional else "no"
 
 
-def _text(value: object) -> str:
+def decimal_text(value: Decimal, column: str) -> str:
+    """A number as the files and the API write it: cents for money, four places for unit prices, six for
+    GPU-hours (the ledger's precision)."""
+    places = {MONEY_FORMAT: 2, UNIT_PRICE_FORMAT: 4}.get(column_number_format(column) or "", 6)
+    return f"{value:.{places}f}"
+
+
+def _text(value: object, column: str) -> str:
     if isinstance(value, Decimal):
-        return f"{value:.6f}"
+        return decimal_text(value, column)
     return csv_cell(str(value))
 
 
@@ -174,7 +169,7 @@ def to_csv(records: Sequence[Record], columns: Sequence[str]) -> str:
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(columns)
     for record in records:
-        writer.writerow([_text(record.get(column, "")) for column in columns])
+        writer.writerow([_text(record.get(column, ""), column) for column in columns])
     return buffer.getvalue()
 
 
@@ -186,7 +181,7 @@ def to_xlsx(records: Sequence[Record], columns: Sequence[str], *, title: str) ->
     sheet.title = title[:31]
     sheet.append(list(columns))
     for record in records:
-        sheet.append([_cell(record.get(column, "")) for column in columns])
+        sheet.append([_cell(record.get(column, ""), column) for column in columns])
     sheet.freeze_panes = "A2"
     sheet.auto_filter.ref = f"A1:{get_column_letter(len(columns))}{len(records) + 1}"
     for index, column in enumerate(columns, start=1):
@@ -194,7 +189,7 @@ def to_xlsx(records: Sequence[Record], columns: Sequence[str], *, title: str) ->
         width = len(column)
         for (cell,) in sheet.iter_rows(min_row=2, min_col=index, max_col=index):
             keep_as_text(cell)
-            if number_format is not None and isinstance(cell.value, float):
+            if number_format is not None and isinstance(cell.value, int | float | Decimal):
                 cell.number_format = number_format
             width = max(width, len(_shown(cell.value, column)))
         # Two characters for the autofilter's button beside the header.
@@ -217,15 +212,17 @@ def column_number_format(column: str) -> str | None:
 
 def _shown(value: object, column: str) -> str:
     """How wide a number looks in its display format (for the column width)."""
-    if not isinstance(value, float):
+    if not isinstance(value, int | float | Decimal):
         return str(value or "")
     places = {MONEY_FORMAT: 2, UNIT_PRICE_FORMAT: 4}.get(column_number_format(column) or "", 6)
-    return f"{value:,.{places}f}"
+    return f"{value:,.{places}f}" + ("$" if column_number_format(column) == MONEY_FORMAT else "")
 
 
-def _cell(value: object) -> object:
+def _cell(value: object, column: str) -> object:
+    """A Decimal is written as the number it is, at its column's places: openpyxl stores a Decimal's own digits
+    (``21.92``), where a float would carry binary noise (``21.919999999``)."""
     if isinstance(value, Decimal):
-        return float(value)
+        return Decimal(decimal_text(value, column))
     return value
 
 

@@ -122,6 +122,7 @@ class TeamLine(Totals):
     projects: list[ProjectLine] = field(default_factory=list)
     lost_gpu_hours: Decimal = ZERO
     lost_cost: Decimal = ZERO
+    total_cents: Decimal | None = None  # the total as the files show it (billing.cents), once apportioned
 
 
 @dataclass
@@ -183,6 +184,19 @@ class Report:
     lost_cost: Decimal = ZERO
     lost_by_team: dict[int, tuple[Decimal, Decimal]] = field(default_factory=dict)  # team id → (GPU-h, cost)
     warnings: list[str] = field(default_factory=list)
+
+    # -- the month's standing ----------------------------------------------------------------------------
+
+    @property
+    def final(self) -> bool:
+        """The month is over and the ledger has closed every hour of it: these figures will not change."""
+        return self.period.complete and not any(line.provisional for line in self.job_lines)
+
+    @property
+    def status(self) -> str:
+        """``final`` (:attr:`final`) or ``provisional``: a month still running, or one whose last hours the ledger
+        has not closed yet (they are priced, and included, as provisional lines)."""
+        return "final" if self.final else "provisional"
 
     # -- the lines ---------------------------------------------------------------------------------------
 

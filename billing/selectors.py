@@ -19,6 +19,7 @@ from billing.capacity import capacity_lines, commitment_lines, node_lives
 from billing.errors import PeriodInvalid
 from billing.models import LedgerEntry, LostWork
 from billing.periods import Period, add_months, month_start, period_for
+from billing.prices import PriceBook
 from billing.provisional import provisional_entries
 from billing.report import ZERO, JobLine, Report, attach_usage, share_idle
 from billing.services import price_book_load
@@ -350,3 +351,28 @@ def ledger_gpu_models() -> list[str]:
     """GPU models with ledger entries, most GPU-hours first."""
     rows = LedgerEntry.objects.values("gpu_model").annotate(total=Sum("gpu_hours")).order_by("-total", "gpu_model")
     return [row["gpu_model"] for row in rows if row["gpu_model"]]
+
+
+@dataclass(frozen=True)
+class ShownPrice:
+    """The one price per GPU-hour a page shows for capacity: what the ledger bills for it."""
+
+    price_per_gpu_hour: Decimal
+    fallback: bool  # True: the catalog has no price for this GPU model and tier; the node's own price is billed
+
+
+def price_shown(
+    *, gpu_model: str, tier: str, node_price: Decimal, at: datetime, prices: PriceBook | None = None
+) -> ShownPrice:
+    """The price the ledger bills an hour of ``gpu_model`` in ``tier`` at ``at``: the catalog's in force, or,
+    where the catalog has none, the node's own price (billing.services ``_price``: PriceSource.ALLOCATION).
+
+    Pages show this, never ``Node.price_per_gpu_hour`` on its own: a catalog edit by finance would otherwise
+    leave the cluster map and a job's page quoting a price the ledger no longer bills. Pass ``prices`` when
+    pricing many nodes at once.
+    """
+    book = prices or price_book_load()
+    price = book.price_at(gpu_model=gpu_model, tier=tier, at=at)
+    if price is None:
+        return ShownPrice(node_price, fallback=True)
+    return ShownPrice(price, fallback=False)

@@ -18,6 +18,7 @@ from django.views.decorators.http import require_GET
 
 from billing import charts
 from billing.advisor import AdvisorInputError, TierPrices, breakeven, breakeven_curve, reserved_use_sentence
+from billing.cents import report_cents
 from billing.exports import JOB_COLUMNS, SUMMARY_COLUMNS, file_name, job_records, summary_records, to_csv, to_xlsx
 from billing.forms import AdvisorForm, BreakevenForm, ReportForm
 from billing.procurement import catalog_prices, procurement_advise
@@ -72,9 +73,15 @@ def reports(request: HttpRequest, slug: str | None = None) -> HttpResponse:
         scope = Scope(all_teams=False, team_ids=frozenset({team.pk}))
     report = chargeback_report(scope=scope, month=month, now=now, mode=mode, team_id=team.pk if team else None)
     history = chargeback_history(scope=scope, month=month, now=now)
+    cents = report_cents(report)
+    teams = report.teams()
+    for line in teams:
+        # The files' team totals (apportioned to the cent: billing.cents), so page and downloads agree.
+        line.total_cents = cents.by_team.get(line.slug)
     context.update(
         report=report,
-        teams=report.teams(),
+        cents=cents,
+        teams=teams,
         query=f"month={report.period.label}&mode={report.mode}" + (f"&team={team.slug}" if team else ""),
         figures={
             "fig-cost-per-team": charts.cost_per_team_over_months(history, finance=report.scope_all),

@@ -7,6 +7,7 @@ the password ``demo`` only when they are created: a password someone changed sur
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -182,6 +183,8 @@ class DemoSeedResult:
     mig_gpus: int
     logins: tuple[DemoLogin, ...]
     users_created: tuple[str, ...]  # empty on a re-seed
+    history_entries: int = 0  # ledger entries the past month's work closed into; 0 when no history was made
+    seconds: float = 0.0  # how long the seed took (make demo waits for it)
 
 
 def demo_logins() -> tuple[DemoLogin, ...]:
@@ -215,8 +218,13 @@ def demo_org() -> dict[str, Any]:
     }
 
 
-def demo_seed() -> DemoSeedResult:
-    """Seed the demo organisation and fleet; safe to run any number of times."""
+def demo_seed(*, history: bool = True) -> DemoSeedResult:
+    """Seed the demo organisation and fleet; safe to run any number of times.
+
+    ``history``: also a month of past work in the ledger (demo.billing), what ``make demo`` shows finance; it
+    takes most of the seed's time (tens of thousands of ledger entries), so tests of the org and fleet skip it.
+    """
+    started = time.monotonic()
     with transaction.atomic():
         created = _users_ensure([login.username for login in demo_logins()])
         # Users exist first, so org_apply finds them instead of creating them without a usable password.
@@ -225,7 +233,7 @@ def demo_seed() -> DemoSeedResult:
         for plan in _FLEET:
             _node_seed(plan)
     # Billing: the price catalog, reserved commitments and a closed ledger of past work.
-    billing_demo_seed(now=timezone.now())
+    closed = billing_demo_seed(now=timezone.now(), history=history)
     return DemoSeedResult(
         teams=Team.objects.count(),
         users=get_user_model().objects.count(),
@@ -234,6 +242,8 @@ def demo_seed() -> DemoSeedResult:
         mig_gpus=Gpu.objects.exclude(mig_layout=[]).count(),
         logins=demo_logins(),
         users_created=tuple(created),
+        history_entries=closed.entries if closed is not None else 0,
+        seconds=time.monotonic() - started,
     )
 
 

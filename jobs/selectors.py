@@ -169,10 +169,23 @@ def usage_of(
 
 
 def job_usage(*, job: Job, now: datetime | None = None) -> Usage:
-    """GPU-hours and cost the job has accrued so far, from its allocations (live ones up to now)."""
-    rows = Allocation.objects.filter(job=job).values_list(
-        "node__gpu_model__name", "mig_profile", "price_per_gpu_hour", "started_at", "ended_at"
-    )
+    """GPU-hours and cost the job has accrued so far, from its allocations (live ones up to now), each at the
+    price the ledger bills it (the catalog's at its start; the node's own only without one), so the job's page
+    quotes one price for a node, the billed one (billing.selectors.price_shown)."""
+    from billing.services import price_book_load  # billing reads jobs' models: import it only when called
+
+    prices = price_book_load()
+
+    def billed(model: str, tier: str, node_price: Decimal, at: datetime) -> Decimal:
+        catalog = prices.price_at(gpu_model=model, tier=tier, at=at)
+        return node_price if catalog is None else catalog
+
+    rows = [
+        (model, profile, billed(model, tier, price, started_at), started_at, ended_at)
+        for model, profile, tier, price, started_at, ended_at in Allocation.objects.filter(job=job).values_list(
+            "node__gpu_model__name", "mig_profile", "tier", "price_per_gpu_hour", "started_at", "ended_at"
+        )
+    ]
     return usage_of(rows, now=now or timezone.now())
 
 

@@ -13,6 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.utils import timezone
+
+from billing.selectors import price_shown
+from billing.services import price_book_load
 from jobs.models import Allocation
 from scheduler.core.catalog import COMPUTE_SLICES, GPU_MODEL_BY_NAME, MEMORY_SLICES, GpuModelSpec
 from scheduler.core.vocabulary import NodeState
@@ -59,11 +63,12 @@ class NodeRow:
     gpu_class: str
     tier: str
     state: str
-    price_per_gpu_hour: float
+    price_per_gpu_hour: float  # what the ledger bills (billing.selectors.price_shown), not the node row's own
     gpus: list[GpuCell]
     free_gpus: float  # GPU-equivalents nobody holds (0 when the node does not take work)
     fabric: str = "TCP only"  # the network a gang spanning this node talks over: "EFA × 32", "TCP only"
     placement_group: str = ""
+    price_is_fallback: bool = False  # no catalog price for its GPU model and tier: the node's own price is billed
 
 
 @dataclass(frozen=True)
@@ -110,6 +115,8 @@ def cluster_map(*, visible_team_ids: set[int] | None) -> ClusterMap:
         return Holder(team_slug, colours[team_slug], job_id if visible else None, job_name if visible else "")
 
     result = ClusterMap(teams=sorted(colours.items()))
+    prices = price_book_load()
+    now = timezone.now()
     totals: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
     for node in nodes:
         spec = GPU_MODEL_BY_NAME.get(node.gpu_model.name)
@@ -123,6 +130,9 @@ def cluster_map(*, visible_team_ids: set[int] | None) -> ClusterMap:
             cells.append(GpuCell(index=index, mig=bool(layout), segments=segments))
             free += gpu_free if open_for_work else 0.0
         key = (node.gpu_model.gpu_class, node.tier)
+        shown = price_shown(
+            gpu_model=node.gpu_model.name, tier=node.tier, node_price=node.price_per_gpu_hour, at=now, prices=prices
+        )
         totals[key][0] += node.gpu_count
         totals[key][1] += free
         result.nodes.append(
@@ -132,7 +142,8 @@ def cluster_map(*, visible_team_ids: set[int] | None) -> ClusterMap:
                 gpu_class=node.gpu_model.gpu_class,
                 tier=node.tier,
                 state=node.state,
-                price_per_gpu_hour=float(node.price_per_gpu_hour),
+                price_per_gpu_hour=float(shown.price_per_gpu_hour),
+                price_is_fallback=shown.fallback,
                 gpus=cells,
                 free_gpus=round(free, 2),
                 fabric=fabric_label(node.fabric, node.fabric_devices),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
+from decimal import ROUND_HALF_EVEN, Decimal
 
 from django import template
 
@@ -28,9 +28,12 @@ def gpu_hours(value: float | Decimal | None) -> str:
 
 @register.filter
 def money(value: float | Decimal | None) -> str:
-    """Prices and costs are in US dollars (the price catalog's currency)."""
+    """Prices and costs are in US dollars (the price catalog's currency). A Decimal is rounded half-even to the
+    cent, as the downloads round it (billing.cents); a float through binary would round 0.165 up."""
     if value is None:
         return "—"
+    if isinstance(value, Decimal):
+        return f"${value.quantize(Decimal('0.01'), rounding=ROUND_HALF_EVEN):,.2f}"
     return f"${float(value):,.2f}"
 
 

@@ -50,7 +50,7 @@ def test_catalog_prices_today_match_the_demo_fleets_node_prices(model, tier):
 
 
 def test_the_demo_seed_fills_the_finance_pages_once():
-    demo_seed()
+    demo_seed()  # with its month of history (tests/demo/test_demo_history.py checks its shape)
     entries = LedgerEntry.objects.count()
     assert entries > 0 and LostWork.objects.exists()
     assert ReservedCommitment.objects.count() == 3

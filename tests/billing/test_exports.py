@@ -42,8 +42,8 @@ def test_summary_csv_round_trips_content_and_totals(report):
     rows = _csv_rows(to_csv(summary_records(report), SUMMARY_COLUMNS))
     usage = [r for r in rows if r["line"] == "usage"]
     assert [(r["team"], r["project"], r["gpu_model"], r["tier"], r["gpu_hours"], r["total_usd"]) for r in usage] == [
-        ("nlp", "llm-pretrain", "A100-SXM4-80GB", "reserved", "24.000000", "48.000000"),
-        ("speech", "", "H100-SXM5-80GB", "spot", "7.000000", "17.500000"),
+        ("nlp", "llm-pretrain", "A100-SXM4-80GB", "reserved", "24.000000", "48.00"),
+        ("speech", "", "H100-SXM5-80GB", "spot", "7.000000", "17.50"),
     ]
     lines = [r for r in rows if r["line"] not in ("total", "cluster-cost")]
     (total,) = [r for r in rows if r["line"] == "total"]
@@ -52,6 +52,7 @@ def test_summary_csv_round_trips_content_and_totals(report):
     assert Decimal(cluster["total_usd"]) == report.cluster_cost == Decimal("24880.000000")
     assert {r["line"] for r in lines} == {"usage", "idle-capacity", "unused-commitment"}
     assert {r["period"] for r in rows} == {"2026-10"}
+    assert {r["status"] for r in rows} == {"final"}
 
 
 def test_summary_xlsx_round_trips_content_and_totals(report):
@@ -70,10 +71,10 @@ def test_job_detail_files_list_every_job_and_add_up(report):
     rows = _csv_rows(to_csv(job_records(report), JOB_COLUMNS))
     jobs = [r for r in rows if r["team"] != "total"]
     assert [(r["team"], r["job"], r["total_usd"]) for r in jobs] == [
-        ("nlp", "pretrain-7b", "48.000000"),
-        ("speech", "detect-train", "17.500000"),
+        ("nlp", "pretrain-7b", "48.00"),
+        ("speech", "detect-train", "17.50"),
     ]
-    assert Decimal(rows[-1]["total_usd"]) == report.teams_total == Decimal("65.500000")
+    assert rows[-1]["total_usd"] == "65.50" and Decimal("65.50") == report.teams_total
     xlsx = _xlsx_rows(to_xlsx(job_records(report), JOB_COLUMNS, title="jobs 2026-10"))
     assert [(r["job"], _money(r["total_usd"])) for r in xlsx[:-1]] == [
         (r["job"], Decimal(r["total_usd"])) for r in jobs
@@ -97,20 +98,20 @@ def test_xlsx_shows_money_at_2_decimals_unit_prices_at_4_with_widths_a_frozen_he
     formats: dict[str, set[str]] = {}
     for index, column in enumerate(columns, start=1):
         cells = [row[0] for row in sheet.iter_rows(min_row=2, min_col=index, max_col=index)]
-        formats[column] = {cell.number_format for cell in cells if isinstance(cell.value, (int, float))}
+        formats[column] = {cell.number_format for cell in cells if isinstance(cell.value, (int, float, Decimal))}
         width = sheet.column_dimensions[get_column_letter(index)].width
         longest = max(len(str(cell.value)) for cell in [sheet.cell(1, index), *cells] if cell.value is not None)
         assert min(longest, 37) < width <= 40, column
-    assert formats["total_usd"] == formats["usage_cost_usd"] == {"#,##0.00"}
+    assert formats["total_usd"] == formats["usage_cost_usd"] == {'"$"#,##0.00'}
     assert formats["gpu_hours"] == {"#,##0.000000"}
     if detail:
         assert formats["usd_per_gpu_hour"] == {"#,##0.0000"}
         # The average rate of each job: nlp's reserved A100 at $2, speech's spot H100 at $2.50.
         rates = [row[columns.index("usd_per_gpu_hour")] for row in sheet.iter_rows(min_row=2, values_only=True)]
         assert rates[:2] == [2.0, 2.5]
-    # The cells keep the ledger's full precision; only the display is rounded.
+    # Money cells are numbers in whole cents (billing.cents): what a spreadsheet sums is what the page shows.
     totals = [row[columns.index("total_usd")] for row in sheet.iter_rows(min_row=2, values_only=True)]
-    assert any(value != round(value, 2) for value in totals if isinstance(value, (int, float))) or detail
+    assert all(value == round(value, 2) for value in totals if isinstance(value, (int, float)))
 
 
 def test_a_formula_in_a_job_name_is_written_as_text_in_both_files(report):
@@ -120,7 +121,7 @@ def test_a_formula_in_a_job_name_is_written_as_text_in_both_files(report):
     again = chargeback_report(scope=Scope(all_teams=True), month=OCTOBER, now=NOW)
     rows = _csv_rows(to_csv(job_records(again), JOB_COLUMNS))
     assert [r["job"] for r in rows if r["team"] == "nlp"] == ["'" + formula]
-    assert rows[-1]["total_usd"] == "65.500000"  # numbers stay numbers
+    assert rows[-1]["total_usd"] == "65.50"  # numbers stay numbers
     sheet = load_workbook(io.BytesIO(to_xlsx(job_records(again), JOB_COLUMNS, title="t"))).active
     (cell,) = [c for row in sheet.iter_rows(min_row=2) for c in row if c.value == formula]
     assert cell.data_type == "s"

@@ -12,6 +12,7 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from billing.cents import CENT, report_cents, to_cents
 from billing.intervals import accrued_gpu_hours, money
 from billing.models import LedgerEntry
 from billing.selectors import Scope, chargeback_report, team_month_cost
@@ -102,9 +103,11 @@ def test_page_dashboard_and_csv_agree_to_the_cent_at_the_same_instant(client, fl
     assert f'data-testid="month-provisional">{shown(figure.provisional_cost)} provisional<' in dashboard
     response = client.get(reverse("billing:download"), {"month": "2026-11", "team": "nlp", "file": "jobs"})
     rows = list(csv.DictReader(io.StringIO(response.content.decode())))
-    assert Decimal(rows[-1]["total_usd"]) == team_total["nlp"]
+    # Money in the files is in cents (billing.cents): the total is the page's, each row within a cent of its own.
+    assert Decimal(rows[-1]["total_usd"]) == to_cents(team_total["nlp"])
     assert {row["provisional"] for row in rows[:-1]} == {"yes", "no"}
-    assert sum(Decimal(r["total_usd"]) for r in rows[:-1] if r["provisional"] == "yes") == figure.provisional_cost
+    provisional = [Decimal(r["total_usd"]) for r in rows[:-1] if r["provisional"] == "yes"]
+    assert abs(sum(provisional) - figure.provisional_cost) < CENT * len(provisional)
 
     client.force_login(finance_user)
     page = client.get(reverse("billing:reports"), {"month": "2026-11"}).content.decode()
@@ -113,11 +116,13 @@ def test_page_dashboard_and_csv_agree_to_the_cent_at_the_same_instant(client, fl
     response = client.get(reverse("billing:download"), {"month": "2026-11", "format": "csv"})
     rows = list(csv.DictReader(io.StringIO(response.content.decode())))
     (total,) = [row for row in rows if row["line"] == "total"]
-    assert Decimal(total["total_usd"]) == report.lines_total == report.cluster_cost
+    assert report.lines_total == report.cluster_cost
+    assert Decimal(total["total_usd"]) == to_cents(report.lines_total) == report_cents(report).total
     usage = [row for row in rows if row["line"] == "usage"]
-    assert sum(Decimal(r["total_usd"]) for r in usage if r["team"] == "nlp") == team_total["nlp"]
+    nlp_cents = sum(Decimal(r["total_usd"]) for r in usage if r["team"] == "nlp")
+    assert nlp_cents == report_cents(report).by_team["nlp"] and abs(nlp_cents - team_total["nlp"]) < CENT
     body = client.get(reverse("billing:api-chargeback"), {"month": "2026-11"}).json()
-    assert Decimal(body["provisional_total"]) == report.provisional_total > 0
+    assert Decimal(body["provisional_total"]) == to_cents(report.provisional_total) > 0
     assert Decimal(body["lines_total"]) == report.lines_total
 
 

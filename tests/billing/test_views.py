@@ -116,7 +116,7 @@ def test_csv_and_xlsx_downloads_match_the_page(client, october, finance_user):
     response = client.get(url, {"month": "2026-10", "file": "summary", "format": "csv"})
     assert response["Content-Disposition"] == 'attachment; filename="chargeback-all-teams-2026-10.csv"'
     rows = list(csv.DictReader(io.StringIO(response.content.decode())))
-    assert Decimal(rows[-2]["total_usd"]) == Decimal(rows[-1]["total_usd"]) == Decimal("24880.000000")
+    assert Decimal(rows[-2]["total_usd"]) == Decimal(rows[-1]["total_usd"]) == Decimal("24880.00")
     response = client.get(url, {"month": "2026-10", "file": "jobs", "format": "xlsx"})
     assert response["Content-Disposition"] == 'attachment; filename="chargeback-all-teams-jobs-2026-10.xlsx"'
     sheet = load_workbook(io.BytesIO(response.content)).active
@@ -131,8 +131,8 @@ def test_the_api_gives_json_and_csv_with_token_or_session(client, october, finan
     body = response.json()
     assert (body["period"], body["lines_total"], body["cluster_cost"], body["reconciled"]) == (
         "2026-10",
-        "24880.000000",
-        "24880.000000",
+        "24880.00",
+        "24880.00",
         True,
     )
     response = client.get(

@@ -35,7 +35,7 @@ def first_minute(settings, tmp_path):
 
     settings.SCHEDULER = {**settings.SCHEDULER, "lock_backend": "file"}
     settings.SCHEDULER_LOCK_FILE = tmp_path / "scheduler.lock"
-    demo_seed()
+    demo_seed(history=False)
     clock = Clock()
     speed = demo_settings.SCHEDULER["simulated_speed"]
     notice_s = demo_settings.SCHEDULER["simulated_notice_s"]
@@ -111,7 +111,7 @@ def test_an_opening_job_refused_leaves_no_part_of_the_opening(monkeypatch):
     from demo import opening
     from jobs.errors import PendingLimitReached
 
-    demo_seed()
+    demo_seed(history=False)
     submit = opening.job_submit
     calls = []
 

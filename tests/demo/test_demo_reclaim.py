@@ -30,7 +30,7 @@ def demo(settings, tmp_path):
 
     settings.SCHEDULER = {**settings.SCHEDULER, "lock_backend": "file"}
     settings.SCHEDULER_LOCK_FILE = tmp_path / "scheduler.lock"
-    demo_seed()
+    demo_seed(history=False)
     clock = Clock()
     notice_s = demo_settings.SCHEDULER["simulated_notice_s"]
     fleet = SimulatedFleet(FleetSettings(speed=60.0, interruptions_per_node_hour=0.0, notice_s=notice_s), clock=clock)

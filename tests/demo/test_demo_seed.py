@@ -29,12 +29,12 @@ def _counts() -> dict[str, int]:
 
 @pytest.fixture
 def seeded():
-    return demo_seed()
+    return demo_seed(history=False)
 
 
 def test_seeding_twice_changes_no_row_count(seeded):
     first = _counts()
-    second_result = demo_seed()
+    second_result = demo_seed(history=False)
     assert _counts() == first
     assert (second_result.teams, second_result.users, second_result.nodes, second_result.gpus) == (
         seeded.teams,
@@ -54,7 +54,7 @@ def test_seeding_twice_changes_no_row(seeded):
         ]
 
     before = rows()
-    demo_seed()
+    demo_seed(history=False)
     assert rows() == before
 
 
@@ -113,7 +113,7 @@ def test_a_changed_password_survives_a_reseed(seeded):
     user = User.objects.get(username="nlp-lead")
     user.set_password("my-own-secret-42")
     user.save()
-    result = demo_seed()
+    result = demo_seed(history=False)
     user.refresh_from_db()
     assert user.check_password("my-own-secret-42")
     assert not user.check_password(DEMO_PASSWORD)
@@ -122,7 +122,7 @@ def test_a_changed_password_survives_a_reseed(seeded):
 
 def test_a_deleted_demo_user_comes_back_with_the_demo_password(seeded):
     User.objects.filter(username="speech-member").delete()
-    result = demo_seed()
+    result = demo_seed(history=False)
     assert result.users_created == ("speech-member",)
     assert User.objects.get(username="speech-member").check_password(DEMO_PASSWORD)
     assert Membership.objects.filter(user__username="speech-member", team__slug="speech", role="member").exists()
@@ -189,7 +189,7 @@ def test_demo_org_is_a_valid_org_file():
 def test_command_prints_the_banner_url_logins_and_counts(settings):
     settings.DEBUG = True
     out = StringIO()
-    call_command("demo", "seed", stdout=out)
+    call_command("demo", "seed", "--no-history", stdout=out)
     text = out.getvalue()
     assert "DEMO" in text
     assert 'password "demo"' in text
@@ -204,7 +204,7 @@ def test_command_prints_the_banner_url_logins_and_counts(settings):
 def test_command_takes_the_url(settings):
     settings.DEBUG = True
     out = StringIO()
-    call_command("demo", "seed", "--url", "http://0.0.0.0:9000/", stdout=out)
+    call_command("demo", "seed", "--no-history", "--url", "http://0.0.0.0:9000/", stdout=out)
     assert "http://0.0.0.0:9000/" in out.getvalue()
 
 

@@ -76,7 +76,7 @@ def _check(answer: Suggestion, allocations: list[Allocation], replicas: int) -> 
 @pytest.mark.parametrize("gpu_model", FLEET_MODELS)
 @pytest.mark.parametrize(("params_b", "kind"), GRID)
 def test_the_answer_is_what_the_scheduler_allocates(gpu_model: str, params_b: int, kind: str) -> None:
-    demo_seed()
+    demo_seed(history=False)
     team = Team.objects.order_by("slug").first()
     assert team is not None
     clock = Clock()
@@ -99,7 +99,7 @@ def test_the_answer_holds_as_the_fleet_fills() -> None:
     """One job after another on the A100 80 GB servers: partly used GPUs, slices larger than the right size
     where the right size is not free, whole GPUs — each answer is the allocation; and the job that would take the
     team past its guarantee is told it waits, with the reason the cycle then gives it."""
-    demo_seed()
+    demo_seed(history=False)
     team = Team.objects.order_by("slug").first()
     assert team is not None
     clock = Clock()
@@ -125,7 +125,7 @@ def test_the_answer_holds_as_the_fleet_fills() -> None:
 
 
 def test_a_job_behind_the_queue_is_told_it_waits_with_the_engines_reason() -> None:
-    demo_seed()
+    demo_seed(history=False)
     team = Team.objects.order_by("slug").first()
     assert team is not None
     clock = Clock()
@@ -142,7 +142,7 @@ def test_a_job_behind_the_queue_is_told_it_waits_with_the_engines_reason() -> No
 
 
 def test_options_are_the_engines_order_with_catalog_prices() -> None:
-    demo_seed()
+    demo_seed(history=False)
     answer = suggest({"kind": "inference", "model": {"params_b": 7, "dtype": "bf16"}})
     assert answer.now is None  # no team: quotas decide whether it waits
     # Tier any: reserved first, then on-demand, then spot; within a tier MIG before whole GPUs, smaller GPU first.
@@ -164,7 +164,7 @@ def test_options_are_the_engines_order_with_catalog_prices() -> None:
 
 def test_the_answer_reads_the_policy_as_the_loop_does(settings) -> None:
     """One reader of settings.SCHEDULER: a key the loop would refuse is refused here too, not dropped."""
-    demo_seed()
+    demo_seed(history=False)
     settings.SCHEDULER = {**settings.SCHEDULER, "simulated_speed": 2.0}  # the fleet's own keys are fine
     assert suggest({"kind": "inference", "memory_gib": 10}).best is not None
     settings.SCHEDULER = {**settings.SCHEDULER, "cycle_secs": 5}
@@ -182,7 +182,7 @@ NEVER = [
 
 @pytest.mark.parametrize(("spec", "reason"), NEVER)
 def test_what_the_answer_says_never_runs_is_refused_at_submit(spec, reason, client) -> None:
-    demo_seed()
+    demo_seed(history=False)
     team = Team.objects.get(slug="nlp")
     answer = suggest(spec, team=team.slug)
     assert answer.best is None and reason in answer.reason
@@ -194,7 +194,7 @@ def test_what_the_answer_says_never_runs_is_refused_at_submit(spec, reason, clie
 
 
 def test_the_form_offers_only_the_fleets_gpu_models(client) -> None:
-    demo_seed()
+    demo_seed(history=False)
     lead = Team.objects.get(slug="nlp").memberships.get(role="lead").user
     client.force_login(lead)
     page = client.get("/jobs/submit/").content.decode()
@@ -206,7 +206,7 @@ def test_the_form_offers_only_the_fleets_gpu_models(client) -> None:
 
 
 def test_the_form_and_the_api_give_the_same_answer_with_the_same_defaults(client) -> None:
-    demo_seed()
+    demo_seed(history=False)
     lead = Team.objects.get(slug="nlp").memberships.get(role="lead").user
     model = {"params_b": 7, "dtype": "bf16", "context": 4096, "batch": 1}  # no mode: the kind's
     by_api = api(lead).post("/api/v1/rightsize/", {"model": model, "team": "nlp"}, format="json").json()
@@ -226,7 +226,7 @@ def test_the_form_and_the_api_give_the_same_answer_with_the_same_defaults(client
 
 
 def test_the_api_answers_for_the_users_team_only() -> None:
-    demo_seed()
+    demo_seed(history=False)
     lead = Team.objects.get(slug="nlp").memberships.get(role="lead").user
     outsider = Team.objects.get(slug="vision").memberships.get(role="lead").user
     ours = api(lead).post("/api/v1/rightsize/", {"gpus": 1}, format="json")
@@ -240,7 +240,7 @@ def test_the_api_answers_for_the_users_team_only() -> None:
 def test_the_api_asks_for_a_preemptible_job_too() -> None:
     """Above the team's A100 guarantee, work that is not preemptible waits for it and preemptible work borrows:
     the API is asked either way, as the submit page is."""
-    demo_seed()
+    demo_seed(history=False)
     lead = Team.objects.get(slug="nlp").memberships.get(role="lead").user
     spec = {"gpus": 8, "gpu_model": "A100-SXM4-80GB", "team": "nlp"}  # nlp's A100 guarantee is 4
     firm = api(lead).post("/api/v1/rightsize/", spec, format="json").json()["now"]
@@ -256,7 +256,7 @@ def api(user: User) -> APIClient:
 
 
 def test_the_form_refuses_a_job_that_could_never_run_and_keeps_what_was_typed(client) -> None:
-    demo_seed()
+    demo_seed(history=False)
     team = Team.objects.get(slug="nlp")
     client.force_login(team.memberships.get(role="lead").user)
     fields = {"team": team.pk, "name": "too-wide", "kind": "training", "request_by": "gpus", "gpus": 64}

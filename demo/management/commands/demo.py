@@ -36,6 +36,11 @@ class Command(BaseCommand):
             action="store_true",
             help="Seed even with DEBUG off. The demo admin is a superuser with a known password: don't.",
         )
+        seed.add_argument(
+            "--no-history",
+            action="store_true",
+            help="Skip the month of past work in the ledger (the org, fleet and prices only; seconds faster).",
+        )
 
         run = actions.add_parser(
             "run",
@@ -50,7 +55,11 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["action"] == "seed":
-            self._seed(url=options["url"], allow_without_debug=options["allow_without_debug"])
+            self._seed(
+                url=options["url"],
+                allow_without_debug=options["allow_without_debug"],
+                history=not options["no_history"],
+            )
         elif options["action"] == "run":
             if not settings.DEBUG:
                 raise CommandError("`demo run` is for a laptop: run it with DEBUG=1 (as `make demo` does).")
@@ -62,7 +71,7 @@ class Command(BaseCommand):
         else:
             celery_app.start(["beat", "--loglevel=INFO", f"--schedule={settings.CELERY_BEAT_SCHEDULE_FILENAME}"])
 
-    def _seed(self, *, url: str, allow_without_debug: bool) -> None:
+    def _seed(self, *, url: str, allow_without_debug: bool, history: bool) -> None:
         # A superuser called admin with password "demo" on a real deployment is an open door; DEBUG off is the
         # best signal we have that this database is not a laptop's.
         if not settings.DEBUG and not allow_without_debug:
@@ -70,7 +79,7 @@ class Command(BaseCommand):
                 "refusing to seed DEMO accounts with DEBUG off: this looks like a production database. "
                 "Run with DEBUG=1 (as `make demo` does) for a local demo."
             )
-        result = demo_seed()
+        result = demo_seed(history=history)
         self.stdout.write(_report(result, url=url))
 
 
@@ -101,6 +110,12 @@ def _report(result: DemoSeedResult, *, url: str) -> str:
         f"Database now holds {result.teams} teams, {result.users} users, {result.nodes} nodes and "
         f"{result.gpus} GPUs ({result.mig_gpus} partitioned with MIG).",
     ]
+    if result.history_entries:
+        lines.append(
+            f"Billing: a month of past work closed into {result.history_entries} ledger entries "
+            "(Billing shows last month as final)."
+        )
+    lines.append(f"Seeded in {result.seconds:.1f} s.")
     return "\n".join(lines)
 
 
