@@ -24,6 +24,7 @@ def _granted(team):
     own rules, and the roles under a grant, are tests/jobs/test_services_grants.py's."""
     grant_production(team, "training", "inference", "batch")
 
+
 PRIORITIES = ("production", "high", "normal", "low")
 
 
