@@ -301,8 +301,16 @@ def _team(errors: _Errors, path: str, obj: dict[str, Any]) -> tuple[TeamSpec | N
     broken = ("max_priority" in obj and ceiling is None) or ("production_kinds" in obj and kinds is None)
     if name is None or slug is None or namespace is None or weight is None or broken:
         return None, identity
-    grant = {"max_priority": ceiling, "production_kinds": kinds}
-    team = TeamSpec(name=name, slug=slug, namespace=namespace, weight=weight, checkpoint_claim=claim, **grant, **parts)
+    team = TeamSpec(
+        name=name,
+        slug=slug,
+        namespace=namespace,
+        weight=weight,
+        checkpoint_claim=claim,
+        max_priority=ceiling,
+        production_kinds=kinds,
+        **parts,
+    )
     return team, identity
 
 
