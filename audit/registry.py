@@ -15,7 +15,8 @@ from django.db.models.base import ModelBase
 
 # model label → the fields whose changes are recorded
 AUDITED_FIELDS: dict[str, tuple[str, ...]] = {
-    "teams.Team": ("name", "slug", "namespace", "weight", "checkpoint_claim"),
+    # max_priority and production_kinds: the priority grant (teams.grants), a platform admin's decision.
+    "teams.Team": ("name", "slug", "namespace", "weight", "checkpoint_claim", "max_priority", "production_kinds"),
     "teams.Project": ("team", "code", "name"),
     "teams.Membership": ("user", "team", "role"),
     "teams.Quota": ("team", "gpu_class", "guaranteed_gpus", "burst_gpus"),

@@ -57,6 +57,11 @@ _TEAMS: tuple[tuple[str, str, int, tuple[tuple[str, int, int], ...], tuple[tuple
     ),
 )
 
+# The priority grants (teams.grants): production preempts other teams' work, so only the team that serves
+# production traffic has it, and for inference only (the opening's chat-serving-70b, the feed's chat-serving).
+# The other teams keep the default (high): a re-seed leaves whatever an admin granted them since.
+_PRODUCTION_KINDS: dict[str, tuple[str, ...]] = {"nlp": ("inference",)}
+
 # --- Prices, USD per GPU-hour: docs/gpu-facts.md, Prices: AWS us-east-1 (instance price ÷ 8). ---
 # On-demand: the "On-demand now" column. A100-PCIE-40GB has no AWS instance of its own; p4d (8×A100 40GB
 # SXM4) is the nearest listed A100 40GB, so the PCIe servers borrow its rate.
@@ -210,6 +215,11 @@ def demo_org() -> dict[str, Any]:
                     {"username": f"{slug}-lead", "role": "lead"},
                     {"username": f"{slug}-member", "role": "member"},
                 ],
+                **(
+                    {"max_priority": "production", "production_kinds": list(_PRODUCTION_KINDS[slug])}
+                    if slug in _PRODUCTION_KINDS
+                    else {}
+                ),
             }
             for slug, name, weight, quotas, projects in _TEAMS
         ],

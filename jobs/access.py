@@ -2,13 +2,19 @@
 
 - a **member** submits to their team at ``normal`` or ``low`` priority (no rank), and cancels the jobs they
   submitted (``Job.submitted_by``, the actor of the job's ``submitted`` event);
-- a **lead** submits at any priority and manages every job of the team: cancel, priority, rank and order;
+- a **lead** submits at any priority the team is granted and manages every job of the team: cancel, priority,
+  rank and order;
 - a **platform admin** (``teams.roles``) does everything everywhere;
 - **finance** reads cost reports and changes no jobs: the finance role grants nothing here (a finance user
   who is also a member of a team has that member's rights, no more);
 - anyone else does not see the team at all (the edges answer 404, not 403, so a team's existence leaks not);
 - the **system** (``actor=None``: an operator's ``manage.py`` command, the demo feed, the scheduling loop)
   may do everything.
+
+Above the roles sits the team's **priority grant** (:mod:`teams.grants`): the highest priority its jobs may
+have and the job kinds production is for, set by a platform admin. It binds every role, the platform admin's
+and the system's included (they grant first, in the admin or the organisation file): a team's policy is not a
+person's right. :func:`check_grant` raises :class:`~jobs.errors.PriorityNotGranted` saying who grants it.
 
 The services call the ``check_*`` functions, which raise :class:`~jobs.errors.JobPermissionDenied` with a
 message naming whom to ask: they are the guarantee. Views and the API use the predicates (``team_role``,
@@ -20,9 +26,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from jobs.errors import JobPermissionDenied
+from jobs.errors import JobPermissionDenied, PriorityNotGranted
 from jobs.models import Job
 from scheduler.core.vocabulary import Priority
+from teams.grants import grant_refusal, priorities_granted
 from teams.models import Membership, Team
 from teams.roles import AnyUser, is_finance, is_platform_admin
 
@@ -65,6 +72,13 @@ def priorities_allowed(role: str | None) -> tuple[str, ...]:
     return _PRIORITIES_BY_ROLE.get(role or "", ())
 
 
+def priorities_offered(role: str | None, team: Team, kind: str | None = None) -> tuple[str, ...]:
+    """The priorities a ``role`` may give a job of ``team`` (of ``kind``; None: of any kind), highest first: what
+    the role allows and the team is granted."""
+    granted = priorities_granted(team, kind)
+    return tuple(p for p in priorities_allowed(role) if p in granted)
+
+
 def can_manage(role: str | None) -> bool:
     """Change priority, rank and order, cancel anyone's job of the team."""
     return role in (SYSTEM, ADMIN, LEAD)
@@ -90,9 +104,12 @@ def check_member(*, actor: AnyUser | None, team: Team) -> str:
     return role
 
 
-def check_submit(*, actor: AnyUser | None, team: Team, role: str, priority: str, rank: int) -> None:
-    """May ``actor``, whose ``role`` in ``team`` :func:`check_member` returned, submit a job at ``priority``
-    with ``rank``? Raises :class:`JobPermissionDenied` (``field`` ``priority`` or ``rank``) if not."""
+def check_submit(*, actor: AnyUser | None, team: Team, role: str, priority: str, kind: str, rank: int) -> None:
+    """May ``actor``, whose ``role`` in ``team`` :func:`check_member` returned, submit a ``kind`` job at
+    ``priority`` with ``rank``? Raises :class:`PriorityNotGranted` when the team is not granted it (asking the
+    lead would not help, so this comes first), :class:`JobPermissionDenied` (``field`` ``priority`` or ``rank``)
+    when the role does not allow it."""
+    check_grant(team=team, priority=priority, kind=kind, then="submit at")
     allowed = priorities_allowed(role)
     check_priority(
         actor=actor, team=team, role=role, priority=priority, then=f"submit at {allowed[0]} and ask them to raise it"
@@ -123,6 +140,17 @@ def check_priority(*, actor: AnyUser | None, team: Team, role: str, priority: st
             f"{priority} needs {_whom(team)}: {then}",
             field="priority",
         )
+
+
+def check_grant(*, team: Team, priority: str, kind: str, then: str = "use") -> None:
+    """Is ``team`` granted ``priority`` for a ``kind`` job (:mod:`teams.grants`)? Raises
+    :class:`PriorityNotGranted` naming who grants it if not, ending with what to do meanwhile (``then`` one of
+    the granted priorities: "submit at high, normal or low")."""
+    refusal = grant_refusal(team, priority=priority, kind=kind)
+    if refusal is not None:
+        granted = list(priorities_granted(team, kind))
+        choices = f"{', '.join(granted[:-1])} or {granted[-1]}" if len(granted) > 1 else "".join(granted)
+        raise PriorityNotGranted(f"{refusal}; meanwhile {then} {choices}" if granted else refusal)
 
 
 def check_cancel(*, actor: AnyUser | None, jobs: Iterable[Job]) -> None:

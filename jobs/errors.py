@@ -47,6 +47,16 @@ class JobPermissionDenied(JobsError):
         super().__init__(message)
 
 
+class PriorityNotGranted(JobPermissionDenied):
+    """The job's team is not granted that priority, or not production for that kind of job
+    (:mod:`teams.grants`); whoever asks, lead or platform admin. The message says who grants it (a platform
+    admin, in the admin or the organisation file) and what to use meanwhile; ``field`` is ``priority``. Nothing
+    was written."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, field="priority")
+
+
 class JobStateError(JobsError):
     """The job's state does not allow the change (e.g. cancelling a completed job)."""
 

@@ -8,7 +8,8 @@ from typing import Any, cast
 
 from django import forms
 
-from jobs.access import priorities_allowed
+from jobs.access import check_grant, priorities_allowed, priorities_offered
+from jobs.errors import PriorityNotGranted
 from jobs.rightsizing import fleet_gpu_models
 from scheduler.core import ModelProfile, bounds, memory_model_for
 from scheduler.core.catalog import GPU_MODEL_BY_NAME, GpuModelSpec
@@ -236,10 +237,29 @@ class SubmitForm(RequestForm):
         )
         if len(teams) == 1:
             self.fields["team"].initial = teams[0].pk
+        self._priority_choices(teams, roles)
+
+    def _priority_choices(self, teams: list[Team], roles: dict[int, str]) -> None:
+        """What the user's roles allow, a priority none of their teams is granted marked so (teams.grants): it
+        stays in the list so that choosing it says who grants it."""
         allowed = set().union(*(priorities_allowed(r) for r in roles.values())) if roles else set()
-        cast(forms.ChoiceField, self.fields["priority"]).choices = [
-            (p.value, p.value) for p in Priority if p.value in allowed
+        granted = {p for t in teams for p in priorities_offered(roles.get(t.pk), t)}
+        field = cast(forms.ChoiceField, self.fields["priority"])
+        field.choices = [
+            (p.value, p.value if p.value in granted else f"{p.value} (not granted: a platform admin grants it)")
+            for p in Priority
+            if p.value in allowed
         ]
+        if Priority.PRODUCTION.value in allowed:
+            production = [
+                f"{t.slug} for {', '.join(t.production_kinds)} jobs"
+                for t in teams
+                if Priority.PRODUCTION.value in priorities_offered(roles.get(t.pk), t)
+            ]
+            field.help_text = (
+                f"Production preempts other teams' work and is granted per team by a platform admin: "
+                f"{'; '.join(production) if production else 'none of your teams has it'}."
+            )
 
     def clean_command(self) -> list[str]:
         text = self.cleaned_data.get("command", "")
@@ -252,13 +272,22 @@ class SubmitForm(RequestForm):
         data = super().clean()
         team, priority = data.get("team"), data.get("priority")
         if team is not None and priority:
-            allowed = priorities_allowed(self.roles.get(team.pk))
-            if priority not in allowed:
-                self.add_error(
-                    "priority",
-                    f"Your role in {team.slug} allows {', '.join(allowed) or 'no'} priority; ask its lead for more.",
-                )
+            refusal = self._priority_refusal(team, priority, data.get("kind") or DEFAULT_JOB_KIND)
+            if refusal:
+                self.add_error("priority", refusal)
         return data
+
+    def _priority_refusal(self, team: Team, priority: str, kind: str) -> str | None:
+        """Why ``priority`` is refused for a ``kind`` job of ``team``, as ``job_submit`` checks it: the team's
+        grant first (asking the lead would not help), then the user's role."""
+        try:
+            check_grant(team=team, priority=priority, kind=kind, then="submit at")
+        except PriorityNotGranted as refused:
+            return str(refused)
+        allowed = priorities_allowed(self.roles.get(team.pk))
+        if priority not in allowed:
+            return f"Your role in {team.slug} allows {', '.join(allowed) or 'no'} priority; ask its lead for more."
+        return None
 
     def spec(self) -> dict[str, Any]:
         """The job spec to submit (spec/scenario.md keys), from the cleaned data."""

@@ -58,7 +58,15 @@ from jobs.selectors import (
     jobs_for_user_by_ids,
     resuming_jobs,
 )
-from jobs.services import job_cancel, job_cancel_bulk, job_move, job_set_priority, job_submit, team_order_key
+from jobs.services import (
+    job_cancel,
+    job_cancel_bulk,
+    job_move,
+    job_set_priority,
+    job_set_priority_bulk,
+    job_submit,
+    team_order_key,
+)
 from jobs.team_usage import DEFAULT_WINDOW, WINDOWS_S, team_dashboard, team_utilization_series
 from scheduler.core.vocabulary import EventType, JobKind, JobState
 from scheduler.errors import GatewayError
@@ -273,7 +281,9 @@ def detail(request: SignedInRequest, job_id: int) -> HttpResponse:
         "no_position": NO_POSITION_YET,
         "can_cancel": live and access.can_cancel(user=request.user, job=job, role=role),
         "can_manage": live and access.can_manage(role),
-        "priority_form": PriorityForm(initial={"priority": job.priority}, allowed=access.priorities_allowed(role)),
+        "priority_form": PriorityForm(
+            initial={"priority": job.priority}, allowed=access.priorities_offered(role, job.team, job.kind)
+        ),
         "cancel_form": CancelForm(),
         "spec_json": _submitted_spec(events),
         # The status poll (htmx) redraws only the status: no proposal to compute for it.
@@ -413,7 +423,7 @@ def manage(request: SignedInRequest, slug: str) -> HttpResponse:
         {
             "team": team,
             "jobs": pending,
-            "priorities": access.priorities_allowed(role),
+            "priorities": access.priorities_offered(role, team),
             "no_position": NO_POSITION_YET,
         },
     )
@@ -435,9 +445,7 @@ def _manage_post(request: SignedInRequest, team: Team, role: str, pending: list[
             priority = request.POST.get("priority", "")
             if priority not in access.priorities_allowed(role):
                 raise JobSpecInvalid([f"priority: choose one of {', '.join(access.priorities_allowed(role))}"])
-            jobs = _selected(request, team, selected)
-            for job in jobs:
-                job_set_priority(job=job, priority=priority, actor=request.user)
+            jobs = job_set_priority_bulk(jobs=_selected(request, team, selected), priority=priority, actor=request.user)
             messages.success(request, f"Set {priority} priority on {len(jobs)} job{'s' if len(jobs) != 1 else ''}.")
         elif action == "cancel":
             jobs = _selected(request, team, selected)

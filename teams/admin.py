@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from scheduler.core.vocabulary import Priority
+from teams.grants import JOB_KINDS, kinds_normalized
 from teams.models import Membership, Project, Quota, Team
 
 
@@ -36,13 +39,45 @@ class QuotaInline(admin.TabularInline):
     extra = 0
 
 
+class TeamAdminForm(forms.ModelForm):
+    """The team's production kinds as checkboxes, not the JSON list they are stored as."""
+
+    production_kinds = forms.MultipleChoiceField(
+        label="Production for",
+        choices=[(kind, kind) for kind in JOB_KINDS],
+        widget=forms.CheckboxSelectMultiple,
+        help_text=Team._meta.get_field("production_kinds").help_text,
+    )
+
+    class Meta:
+        model = Team
+        fields = ("name", "slug", "namespace", "weight", "checkpoint_claim", "max_priority", "production_kinds")
+
+    def clean_production_kinds(self) -> list[str]:
+        return kinds_normalized(self.cleaned_data["production_kinds"])
+
+
 @admin.register(Team)
 class TeamAdmin(admin.ModelAdmin):
-    list_display = ("name", "slug", "namespace", "weight", "checkpoint_claim", "created_at")
+    form = TeamAdminForm
+    list_display = ("name", "slug", "namespace", "weight", "max_priority", "production_for", "created_at")
+    list_filter = ("max_priority",)
     search_fields = ("name", "slug", "namespace")
     ordering = ("name",)
     prepopulated_fields = {"slug": ("name",)}
+    fieldsets = (
+        (None, {"fields": ("name", "slug", "namespace", "weight", "checkpoint_claim")}),
+        (
+            # The grant is the admin's decision (teams.grants); leads see the result, never this form.
+            "Priority grant: production preempts other teams' work, so it is granted here, not self-served",
+            {"fields": ("max_priority", "production_kinds")},
+        ),
+    )
     inlines = (ProjectInline, MembershipInline, QuotaInline)
+
+    @admin.display(description="production for")
+    def production_for(self, obj: Team) -> str:
+        return ", ".join(obj.production_kinds or []) if obj.max_priority == Priority.PRODUCTION else "—"
 
 
 @admin.register(Project)

@@ -9,11 +9,14 @@ from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
 
+from scheduler.core.vocabulary import Priority, choices_of
+from teams.grants import DEFAULT_MAX_PRIORITY, PRIORITIES, default_production_kinds
 from teams.validators import (
     QUOTA_GPU_CLASSES,
     validate_chargeback_code,
     validate_claim_name,
     validate_namespace,
+    validate_production_kinds,
     validate_quota_gpu_class,
     validate_slug,
 )
@@ -43,11 +46,32 @@ class Team(models.Model):
             "at /checkpoints); empty: Microcosm creates microcosm-checkpoints."
         ),
     )
+    # The priority grant (teams.grants): production preempts other teams' work, so a platform admin grants it.
+    max_priority = models.CharField(
+        "highest priority",
+        max_length=16,
+        choices=choices_of(Priority),
+        default=DEFAULT_MAX_PRIORITY,
+        help_text=(
+            "The highest priority the team's jobs may have, whoever submits them. Production preempts other "
+            "teams' work anywhere: grant it only to teams that serve production traffic."
+        ),
+    )
+    production_kinds = models.JSONField(
+        "production for",
+        default=default_production_kinds,
+        validators=[validate_production_kinds],
+        help_text=(
+            "The job kinds that may run at production priority once it is granted; production is for inference "
+            "unless you also allow training or batch."
+        ),
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
         ordering = ["name"]
         constraints = [
+            models.CheckConstraint(condition=Q(max_priority__in=list(PRIORITIES)), name="team_max_priority_valid"),
             models.CheckConstraint(condition=Q(weight__gte=1), name="team_weight_positive"),
             models.CheckConstraint(condition=~Q(slug=""), name="team_slug_not_empty"),
             models.CheckConstraint(condition=~Q(namespace=""), name="team_namespace_not_empty"),

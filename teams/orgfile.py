@@ -6,8 +6,9 @@ Validation never stops at the first problem: a platform engineer fixing a file i
 in one run, each message carrying its path in the file (``teams[1].quotas[0].burst: must be ≥ guaranteed (4)``).
 
 A key that is absent means "not managed by this file" and an empty list means "none": ``finance``,
-``platform_admins`` and a team's ``quotas``/``projects``/``members``/``checkpoint_claim`` are ``None`` in the spec
-when absent, so
+``platform_admins`` and a team's ``quotas``/``projects``/``members``/``checkpoint_claim``/``max_priority``/
+``production_kinds`` are ``None`` in the spec when absent (a new team gets the model's default: ``high``, production
+for inference), so
 ``--prune`` with a file that omits ``platform_admins`` cannot strip every admin by accident.
 """
 
@@ -22,6 +23,7 @@ from django.contrib.auth.validators import UnicodeUsernameValidator
 from django.core.exceptions import ValidationError
 
 from teams.errors import OrgValidationError
+from teams.grants import JOB_KINDS, PRIORITIES, kinds_normalized
 from teams.models import Membership, Team
 from teams.orgload import kind_of as _kind
 from teams.orgload import load_org_file
@@ -36,7 +38,18 @@ from teams.validators import (
 __all__ = ["MemberSpec", "OrgSpec", "ProjectSpec", "QuotaSpec", "TeamSpec", "load_org_file", "validate_org"]
 
 TOP_KEYS = ("teams", "finance", "platform_admins")
-TEAM_KEYS = ("name", "slug", "namespace", "weight", "checkpoint_claim", "quotas", "projects", "members")
+TEAM_KEYS = (
+    "name",
+    "slug",
+    "namespace",
+    "weight",
+    "checkpoint_claim",
+    "max_priority",
+    "production_kinds",
+    "quotas",
+    "projects",
+    "members",
+)
 QUOTA_KEYS = ("gpu_class", "guaranteed", "burst")
 PROJECT_KEYS = ("code", "name")
 MEMBER_KEYS = ("username", "role")
@@ -76,6 +89,8 @@ class TeamSpec:
     namespace: str
     weight: int = 1
     checkpoint_claim: str | None = None  # "": Microcosm's own claim; a name: the team's existing claim
+    max_priority: str | None = None  # the priority grant (teams.grants)
+    production_kinds: tuple[str, ...] | None = None
     quotas: tuple[QuotaSpec, ...] | None = None
     projects: tuple[ProjectSpec, ...] | None = None
     members: tuple[MemberSpec, ...] | None = None
@@ -278,12 +293,57 @@ def _team(errors: _Errors, path: str, obj: dict[str, Any]) -> tuple[TeamSpec | N
     namespace = _field(errors, path, obj, "namespace", max_length=63, validator=validate_namespace)
     weight = _weight(errors, f"{path}.weight", obj["weight"]) if "weight" in obj else 1
     claim = _claim(errors, f"{path}.checkpoint_claim", obj["checkpoint_claim"]) if "checkpoint_claim" in obj else None
+    ceiling = _max_priority(errors, f"{path}.max_priority", obj["max_priority"]) if "max_priority" in obj else None
+    kinds = _production_kinds(errors, f"{path}.production_kinds", obj.get("production_kinds", _MISSING))
     # Absent stays None (not managed by the file); present is validated even if the team is otherwise broken.
     parts = {key: parse(errors, f"{path}.{key}", obj[key]) if key in obj else None for key, parse in _PARTS}
     identity = {key: value for key, value in (("name", name), ("slug", slug), ("namespace", namespace)) if value}
-    if name is None or slug is None or namespace is None or weight is None:
+    broken = ("max_priority" in obj and ceiling is None) or ("production_kinds" in obj and kinds is None)
+    if name is None or slug is None or namespace is None or weight is None or broken:
         return None, identity
-    return TeamSpec(name=name, slug=slug, namespace=namespace, weight=weight, checkpoint_claim=claim, **parts), identity
+    team = TeamSpec(
+        name=name,
+        slug=slug,
+        namespace=namespace,
+        weight=weight,
+        checkpoint_claim=claim,
+        max_priority=ceiling,
+        production_kinds=kinds,
+        **parts,
+    )
+    return team, identity
+
+
+def _max_priority(errors: _Errors, path: str, value: object) -> str | None:
+    """The team's highest priority (teams.grants), or None after recording why ``value`` is not one."""
+    if isinstance(value, str) and value in PRIORITIES:
+        return value
+    errors.add(path, f"must be one of {', '.join(PRIORITIES)} (highest first), got {_show(value)}")
+    return None
+
+
+def _production_kinds(errors: _Errors, path: str, value: object) -> tuple[str, ...] | None:
+    """The job kinds that may run at production (teams.grants): a non-empty list of distinct kinds; None when
+    absent or after recording why ``value`` is not one."""
+    if value is _MISSING:
+        return None
+    if not isinstance(value, list) or not value:
+        shown = "an empty list" if value == [] else _show(value)
+        errors.add(
+            path,
+            f"must be a non-empty list of job kinds ({', '.join(JOB_KINDS)}), got {shown}; to grant no production, "
+            "set max_priority below production",
+        )
+        return None
+    ok = True
+    for index, kind in enumerate(value):
+        if not isinstance(kind, str) or kind not in JOB_KINDS:
+            errors.add(f"{path}[{index}]", f"must be a job kind ({', '.join(JOB_KINDS)}), got {_show(kind)}")
+            ok = False
+        elif kind in value[:index]:
+            errors.add(f"{path}[{index}]", f"duplicate job kind {kind!r}")
+            ok = False
+    return tuple(kinds_normalized(value)) if ok else None
 
 
 def _claim(errors: _Errors, path: str, value: object) -> str | None:

@@ -192,6 +192,11 @@ def _teams_apply(run: _Run, teams: tuple[TeamSpec, ...]) -> None:
         wanted: dict[str, Any] = {"name": spec.name, "namespace": spec.namespace, "weight": spec.weight}
         if spec.checkpoint_claim is not None:  # None: the file leaves the claim as it is
             wanted["checkpoint_claim"] = spec.checkpoint_claim
+        # The priority grant likewise: a file without it leaves what an admin granted in the admin.
+        if spec.max_priority is not None:
+            wanted["max_priority"] = spec.max_priority
+        if spec.production_kinds is not None:
+            wanted["production_kinds"] = list(spec.production_kinds)
         if team is None:
             team = Team.objects.create(slug=spec.slug, **wanted)
             run.record("team", CREATED, spec.slug)

@@ -7,6 +7,7 @@ import re
 from django.core.exceptions import ValidationError
 
 from scheduler.core.catalog import GPU_CLASSES
+from scheduler.core.vocabulary import JobKind
 
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -65,3 +66,24 @@ def validate_quota_gpu_class(value: str) -> None:
             code="invalid_gpu_class",
             params={"value": value, "choices": ", ".join(QUOTA_GPU_CLASSES)},
         )
+
+
+def validate_production_kinds(value: object) -> None:
+    """The job kinds a team may run at production priority: a non-empty list of distinct job kinds (to grant
+    production to no kind, lower the team's highest priority instead)."""
+    kinds = [k.value for k in JobKind]
+    if not isinstance(value, list) or not value:
+        raise ValidationError(
+            "Name at least one job kind of %(choices)s (to grant no production, lower the highest priority).",
+            code="invalid_production_kinds",
+            params={"choices": ", ".join(kinds)},
+        )
+    unknown = [v for v in value if v not in kinds]
+    if unknown:
+        raise ValidationError(
+            "%(value)r is not a job kind: use %(choices)s.",
+            code="invalid_production_kinds",
+            params={"value": unknown[0], "choices": ", ".join(kinds)},
+        )
+    if len(set(value)) != len(value):
+        raise ValidationError("Name each job kind once.", code="invalid_production_kinds")

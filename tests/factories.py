@@ -126,3 +126,12 @@ class AllocationFactory(factory.django.DjangoModelFactory):
     tier = "reserved"
     price_per_gpu_hour = Decimal("2.1000")
     started_at = factory.LazyFunction(timezone.now)
+
+
+def grant_production(team: Team, *kinds: str) -> Team:
+    """Grant ``team`` production priority for ``kinds`` (default: inference, as an admin grants it), as a
+    platform admin does (teams.grants): tests that submit or raise work to production say so explicitly."""
+    team.max_priority = "production"
+    team.production_kinds = list(kinds or ("inference",))
+    team.save(update_fields=["max_priority", "production_kinds"])
+    return team

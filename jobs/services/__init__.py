@@ -3,7 +3,8 @@
 - :mod:`jobs.services.submit`: ``job_submit`` validates a spec whole and creates a pending job;
 - :mod:`jobs.services.changes`: ``job_cancel``, ``job_set_priority``, ``job_set_rank``, ``job_move`` (one
   place up or down, by the rank rule of :mod:`jobs.services.ranks`) and, for many jobs of a team at once,
-  ``job_list_reorder``, ``job_cancel_bulk`` and ``job_requeue_bulk`` (each one transaction);
+  ``job_list_reorder``, ``job_cancel_bulk``, ``job_set_priority_bulk`` and ``job_requeue_bulk`` (each one
+  transaction);
 - :mod:`jobs.services.loop`: the transitions the scheduling loop records (bind, requeue, finish);
 - :mod:`jobs.services.checkpoints`: ``checkpoint_record``, the checkpoints a job reports;
 - :mod:`jobs.services.restarts`: ``job_fail_or_restart``, the restart budget an application failure spends.
@@ -11,6 +12,8 @@
 Permissions (``actor``) are enforced here, by the rules of :mod:`jobs.access`: a member submits at ``normal``
 or ``low`` priority and cancels the jobs they submitted; a team's lead manages every job of the team; a
 platform admin everything; finance, outsiders and deactivated accounts nothing (``JobPermissionDenied``).
+Above every role, the team's priority grant (``teams.grants``): a priority, or production for a job kind, the
+team is not granted is refused to everyone, the system included (``PriorityNotGranted``).
 ``actor=None`` is the system (an operator's command, the demo feed, the loop). The edges check the same rules
 first to answer with the right HTTP status; these checks are the guarantee.
 """
@@ -22,6 +25,7 @@ from jobs.services.changes import (
     job_move,
     job_requeue_bulk,
     job_set_priority,
+    job_set_priority_bulk,
     job_set_rank,
     team_order_key,
 )
@@ -45,6 +49,7 @@ __all__ = [
     "job_requeue",
     "job_requeue_bulk",
     "job_set_priority",
+    "job_set_priority_bulk",
     "job_set_rank",
     "job_submit",
     "team_order_key",

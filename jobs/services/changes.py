@@ -1,5 +1,7 @@
 """Changes people make to live jobs: cancel, priority, rank, requeue, and the same for many jobs at once.
 
+A priority must be one the team is granted for the job's kind (:mod:`teams.grants`), whoever asks.
+
 Each service checks the actor's role (:mod:`jobs.access`) on the rows it locks, writes in one transaction,
 and records one :class:`JobEvent` with the actor per job it changes; a refusal or an error writes nothing. A
 change to the queue's order (priority, rank, reorder) writes the pending jobs' positions again in the same
@@ -15,8 +17,8 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
-from jobs.access import check_cancel, check_manage, check_priority
-from jobs.errors import JobNotFound, JobSpecInvalid, JobStateError
+from jobs.access import check_cancel, check_grant, check_manage, check_priority
+from jobs.errors import JobNotFound, JobSpecInvalid, JobStateError, PriorityNotGranted
 from jobs.models import Allocation, Job, JobEvent
 from jobs.selectors import resuming_jobs
 from jobs.services import ranks as ranks_rule
@@ -136,16 +138,68 @@ def job_set_priority(*, job: Job, priority: str, actor: User | None, now: dateti
     """Change a live job's priority (``production`` | ``high`` | ``normal`` | ``low``); the next cycle uses it.
 
     Only the team's lead and platform admins change priorities, within what their role allows
-    (:func:`jobs.access.priorities_allowed`). Raises :class:`JobPermissionDenied`, :class:`JobSpecInvalid` for
-    an unknown priority, :class:`JobStateError` for an ended job. An unchanged priority records nothing.
+    (:func:`jobs.access.priorities_allowed`) and the team is granted for the job's kind (:mod:`teams.grants`).
+    Raises :class:`PriorityNotGranted`, :class:`JobPermissionDenied`, :class:`JobSpecInvalid` for an unknown
+    priority, :class:`JobStateError` for an ended job. An unchanged priority records nothing.
     """
     team = job.team
     role = check_manage(actor=actor, team=team, what="change a job's priority")
+    _check_priority_value(priority)
+    check_grant(team=team, priority=priority, kind=job.kind)
+    check_priority(actor=actor, team=team, role=role, priority=priority)
+    return _change_order(job_id=job.pk, field="priority", value=priority, actor=actor, at=now or timezone.now())
+
+
+def job_set_priority_bulk(
+    *, jobs: Sequence[Job], priority: str, actor: User | None, now: datetime | None = None
+) -> list[Job]:
+    """Give every one of ``jobs`` (each pending or running) ``priority``, in one transaction: all of them or, on
+    any refusal or ended job, none. Returns the jobs in the given order; each that changed has its own
+    ``priority_changed`` event.
+
+    The rules of :func:`job_set_priority` apply to each job, its kind's grant included (a selection that mixes
+    inference and training is refused whole when production is granted for inference only). Raises
+    :class:`PriorityNotGranted` or :class:`JobPermissionDenied` naming the first job refused,
+    :class:`JobSpecInvalid`, :class:`JobStateError` naming every ended job, :class:`JobNotFound` for a job
+    deleted meanwhile.
+    """
+    _check_priority_value(priority)
+    ids = list(dict.fromkeys(job.pk for job in jobs))
+    at = now or timezone.now()
+    with transaction.atomic():
+        positions_lock()  # the loop's fence first, then the rows, in the order the loop takes them
+        locked = {
+            j.pk: j for j in Job.objects.select_for_update().select_related("team").filter(pk__in=ids).order_by("pk")
+        }
+        missing = [i for i in ids if i not in locked]
+        if missing:
+            raise JobNotFound(f"job {', '.join(map(str, missing))} no longer exists: reload the page")
+        rows = [locked[i] for i in ids]
+        roles: dict[int, str] = {}
+        for row in rows:
+            if row.team_id not in roles:
+                roles[row.team_id] = check_manage(actor=actor, team=row.team, what="change a job's priority")
+            try:
+                check_grant(team=row.team, priority=priority, kind=row.kind)
+            except PriorityNotGranted as refused:
+                raise PriorityNotGranted(f"job {row.pk} ({row.name}, {row.kind}): {refused}") from None
+            check_priority(actor=actor, team=row.team, role=roles[row.team_id], priority=priority)
+        ended = [j for j in rows if j.state not in _LIVE]
+        if ended:
+            what = ", ".join(f"job {j.pk} is already {j.state}" for j in ended)
+            raise JobStateError(f"{what}; only pending or running jobs can change: leave them out of the selection")
+        refresh = any(row.state == JobState.PENDING and row.priority != priority for row in rows)
+        for row in rows:
+            _change(job_id=row.pk, field="priority", value=priority, actor=actor, at=at, locked=row)
+        if refresh:
+            positions_refresh(now=at.timestamp())
+    return rows
+
+
+def _check_priority_value(priority: str) -> None:
     allowed = [p.value for p in Priority]
     if priority not in allowed:
         raise JobSpecInvalid([f"priority: must be one of {', '.join(allowed)}; got {describe(priority)}"])
-    check_priority(actor=actor, team=team, role=role, priority=priority)
-    return _change_order(job_id=job.pk, field="priority", value=priority, actor=actor, at=now or timezone.now())
 
 
 def job_set_rank(*, job: Job, rank: int, actor: User | None, now: datetime | None = None) -> Job:

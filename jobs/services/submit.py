@@ -1,5 +1,5 @@
-"""Submitting a job: the spec is validated whole, the actor's role checked, then one job and its ``submitted``
-event are written.
+"""Submitting a job: the spec is validated whole, the team's priority grant (:mod:`teams.grants`) and the
+actor's role checked, then one job and its ``submitted`` event are written.
 
 Every key, type and range is checked by :func:`scheduler.specs.job.parse_job` against the one table of
 :mod:`scheduler.core.bounds`, the same for the portal form, the API, ``manage.py jobs submit``, scenarios and
@@ -48,8 +48,10 @@ def job_submit(
     """Create a pending job of ``team`` (a Team or its slug) from ``spec``; record a ``submitted`` event.
 
     ``source`` prefixes every error message (the file name for a command). Raises :class:`TeamNotFound`;
-    :class:`JobPermissionDenied` when the actor is not a member of the team, or is a member asking for
-    ``high``/``production`` priority or a rank (``field`` says which); :class:`JobSpecInvalid` listing every
+    :class:`PriorityNotGranted` when the team is not granted the priority, or production for the job's kind
+    (:mod:`teams.grants`; it binds every actor, the system's too); :class:`JobPermissionDenied` when the actor
+    is not a member of the team, or is a member asking for ``high``/``production`` priority or a rank (``field``
+    says which); :class:`JobSpecInvalid` listing every
     problem of the spec; :class:`PendingLimitReached` when the team or the actor is at its cap of pending
     jobs. Nothing is written then.
     """
@@ -58,7 +60,9 @@ def job_submit(
     fields = _fields_from_spec(spec, team_row, source)
     # After the spec is known valid, so a bad priority is a spec error for everyone; a good one beyond the
     # role is a refusal.
-    check_submit(actor=actor, team=team_row, role=role, priority=fields["priority"], rank=fields["rank"])
+    check_submit(
+        actor=actor, team=team_row, role=role, priority=fields["priority"], kind=fields["kind"], rank=fields["rank"]
+    )
     at = now or timezone.now()
     with transaction.atomic():
         Team.objects.select_for_update().filter(pk=team_row.pk).first()  # module doc: caps hold under races

@@ -164,6 +164,31 @@ def test_a_team_setting_change(staff_client: Client, team: Team) -> None:
     assert who(entry) == ("dave", "admin") and changes(entry) == {"weight": ("1", "3")}
 
 
+def test_a_priority_grant_in_the_admin_is_audited(staff_client: Client, team: Team) -> None:
+    assert (team.max_priority, team.production_kinds) == ("high", ["inference"])  # not granted by default
+    _save(
+        staff_client,
+        _url(Team, "change", team.pk),
+        max_priority="production",
+        production_kinds=["training", "inference"],
+    )
+    entry = last_entry(team)
+    assert who(entry) == ("dave", "admin")
+    assert changes(entry) == {
+        "max_priority": ("high", "production"),
+        "production_kinds": ('["inference"]', '["training", "inference"]'),
+    }
+    team.refresh_from_db()
+    assert (team.max_priority, team.production_kinds) == ("production", ["training", "inference"])
+
+
+def test_the_admin_refuses_a_grant_of_production_to_no_kind(staff_client: Client, team: Team) -> None:
+    data = {**_form_data(staff_client.get(_url(Team, "change", team.pk))), "max_priority": "production"}
+    data.pop("production_kinds")
+    response = staff_client.post(_url(Team, "change", team.pk), data)
+    assert response.status_code == 200 and "production_kinds" in response.context["adminform"].form.errors
+
+
 def test_saving_without_a_change_records_nothing(staff_client: Client, team: Team) -> None:
     quota = QuotaFactory(team=team)
     before = len(entries_for(quota))

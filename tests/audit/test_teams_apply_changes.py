@@ -64,6 +64,20 @@ def test_apply_names_its_actor_on_every_change(tmp_path: Path) -> None:
     assert who(role) == ("dave", "teams apply") and changes(role) == {"groups": ("", FINANCE)}
 
 
+def test_a_priority_grant_in_the_file_is_audited(tmp_path: Path) -> None:
+    UserFactory(username="dave")
+    _apply(tmp_path, _org(), "--actor", "dave")
+    org = _org()
+    org["teams"][0].update(max_priority="production", production_kinds=["inference", "training"])
+    _apply(tmp_path, org, "--actor", "dave")
+    entry = last_entry(Team.objects.get(slug="nlp"))
+    assert who(entry) == ("dave", "teams apply")
+    assert changes(entry) == {
+        "max_priority": ("high", "production"),
+        "production_kinds": ('["inference"]', '["training", "inference"]'),
+    }
+
+
 def test_apply_without_an_actor_is_recorded_as_teams_apply(tmp_path: Path) -> None:
     _apply(tmp_path, _org())
     entry = last_entry(Quota.objects.get(team__slug="nlp"))

@@ -14,9 +14,10 @@ from django.utils import timezone
 from demo.feed import demo_feed
 from demo.management.commands.demo import DemoSupervisor
 from demo.opening import ARRIVAL, OPENING
+from demo.seed import _PRODUCTION_KINDS as DEMO_PRODUCTION_KINDS
 from demo.seed import _TEAMS as DEMO_TEAMS
 from jobs.models import Job
-from tests.factories import ProjectFactory, TeamFactory
+from tests.factories import ProjectFactory, TeamFactory, grant_production
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(120)"]
 STUBBORN = [sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(120)"]
@@ -42,9 +43,12 @@ class FakeSupervisor(DemoSupervisor):
 
 
 def _demo_teams() -> None:
-    """The demo's teams and projects (demo_seed makes them too, with users and a fleet the feed does not need)."""
+    """The demo's teams, projects and grants (demo_seed makes them too, with users and a fleet the feed does not
+    need)."""
     for slug, _name, _weight, _quotas, projects in DEMO_TEAMS:
         team = TeamFactory(slug=slug, namespace=f"team-{slug}")
+        if slug in DEMO_PRODUCTION_KINDS:
+            grant_production(team, *DEMO_PRODUCTION_KINDS[slug])
         for code, _title in projects:
             ProjectFactory(team=team, code=code)
 

@@ -92,6 +92,15 @@ def test_org_has_teams_projects_and_sensible_quotas(seeded):
         assert 0 < guaranteed <= capacity
 
 
+def test_only_the_serving_team_is_granted_production_and_for_inference_only(seeded):
+    grants = {t.slug: (t.max_priority, t.production_kinds) for t in Team.objects.all()}
+    assert grants == {
+        "nlp": ("production", ["inference"]),  # the opening's chat-serving-70b and the feed's chat-serving
+        "vision": ("high", ["inference"]),
+        "speech": ("high", ["inference"]),
+    }
+
+
 def test_org_roles(seeded):
     admin = User.objects.get(username="admin")
     assert admin.is_staff and admin.is_superuser

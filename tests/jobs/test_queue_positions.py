@@ -15,7 +15,7 @@ from jobs.services import job_set_priority, job_set_rank
 from scheduler.core import Plan, Waiting
 from scheduler.gateways.protocol import Observation
 from scheduler.loop.record import record_plan
-from tests.factories import JobFactory
+from tests.factories import JobFactory, grant_production
 from tests.portal.fleet import fleet
 
 pytestmark = pytest.mark.django_db
@@ -79,6 +79,7 @@ def test_a_priority_change_reorders_every_team_at_once(lead, team, outsider) -> 
     a, b = _as_a_cycle_left_them(team, lead, ["a", "b"])
     theirs = outsider.memberships.get().team
     JobFactory(team=theirs, name="x", state="pending", queue_position=3, team_queue_position=1)
+    grant_production(team, "training")  # b is training: production for it is an admin's explicit grant
     job_set_priority(job=b, priority="production", actor=lead)
     positions = _positions()
     assert positions["b"] == (1, 1) and positions["a"][1] == 2

@@ -16,7 +16,7 @@ import jobs.views
 from jobs import access
 from jobs.models import Job, JobEvent
 from jobs.services import job_submit
-from tests.factories import JobFactory
+from tests.factories import JobFactory, grant_production
 from tests.jobs.test_views_pages import SUBMIT
 from tests.portal.fleet import fleet
 
@@ -98,6 +98,7 @@ def pages_open(monkeypatch):
             roles_by_team=access.roles_by_team,
             ADMIN=access.ADMIN,
             priorities_allowed=lambda role: access.priorities_allowed(access.LEAD),
+            priorities_offered=lambda role, team, kind=None: access.priorities_offered(access.LEAD, team, kind),
             can_manage=lambda role: True,
             can_cancel=lambda **kwargs: True,
         ),
@@ -127,6 +128,7 @@ def test_pages_show_the_services_refusal_and_change_nothing(client, team, member
 def test_the_submit_page_shows_the_services_refusal_next_to_the_priority(client, team, member, monkeypatch) -> None:
     fleet()
     monkeypatch.setattr(jobs.forms, "priorities_allowed", lambda role: access.priorities_allowed(access.LEAD))
+    grant_production(team)  # granted to the team (SUBMIT is inference): the role is what refuses here
     client.force_login(member)
     response = client.post(reverse("jobs:submit"), {**SUBMIT, "team": team.pk, "priority": "production"})
     errors = response.context["form"].errors

@@ -13,9 +13,17 @@ from jobs.errors import JobPermissionDenied, JobSpecInvalid
 from jobs.models import Job, JobEvent
 from jobs.services import job_cancel, job_cancel_bulk, job_list_reorder, job_set_priority, job_set_rank, job_submit
 from teams.roles import PLATFORM_ADMIN
-from tests.factories import JobFactory, MembershipFactory, UserFactory
+from tests.factories import JobFactory, MembershipFactory, UserFactory, grant_production
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _granted(team):
+    """The roles are the subject here, so the team is granted every priority for every job kind; the grant's
+    own rules, and the roles under a grant, are tests/jobs/test_services_grants.py's."""
+    grant_production(team, "training", "inference", "batch")
+
 
 PRIORITIES = ("production", "high", "normal", "low")
 

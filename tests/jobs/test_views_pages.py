@@ -7,7 +7,7 @@ import pytest
 from django.urls import reverse
 
 from jobs.models import Job, JobEvent
-from tests.factories import JobFactory, MembershipFactory, QuotaFactory, UserFactory
+from tests.factories import JobFactory, MembershipFactory, QuotaFactory, UserFactory, grant_production
 from tests.portal.fleet import fleet, pending_queue, running_job
 
 pytestmark = pytest.mark.django_db
@@ -263,6 +263,10 @@ def test_platform_admin_sees_and_manages_every_team(client, platform_admin, team
     client.force_login(platform_admin)
     for url in team_pages(team, job):
         assert client.get(url).status_code == 200, url
+    client.post(reverse("jobs:priority", args=[pending.pk]), {"priority": "production"})
+    pending.refresh_from_db()
+    assert pending.priority == "normal"  # a platform admin, too, is bound by the team's grant: grant first
+    grant_production(team, "training")
     client.post(reverse("jobs:priority", args=[pending.pk]), {"priority": "production"})
     pending.refresh_from_db()
     assert pending.priority == "production"

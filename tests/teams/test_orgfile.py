@@ -90,6 +90,8 @@ def test_valid_data_becomes_a_frozen_spec() -> None:
         slug="nlp",
         namespace="team-nlp",
         weight=2,
+        max_priority="production",
+        production_kinds=("inference",),
         quotas=(QuotaSpec("any", Decimal(16), Decimal(32)), QuotaSpec("H100", Decimal(8), Decimal(16))),
         projects=(ProjectSpec("llm-pretrain", "LLM pretraining"), ProjectSpec("chat", "")),
         members=(MemberSpec("alice", "lead"), MemberSpec("bob", "member")),
@@ -124,6 +126,46 @@ def test_checkpoint_claim_is_optional_and_a_kubernetes_name(value: object, accep
         assert "must be a string" in error or "is not a valid volume claim name" in error
     else:
         assert validate_org(data).teams[0].checkpoint_claim == accepted
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("value", "accepted"),
+    [("production", "production"), ("high", "high"), ("low", "low"), ("urgent", None), ("", None), (1, None)],
+)
+def test_max_priority_is_optional_and_a_priority(value: object, accepted: str | None) -> None:
+    assert validate_org({"teams": [team()]}).teams[0].max_priority is None  # absent: not managed
+    data = {"teams": [team(max_priority=value)]}
+    if accepted is None:
+        (error,) = errors_of(data)
+        assert error.startswith("teams[0].max_priority: must be one of production, high, normal, low (highest first)")
+    else:
+        assert validate_org(data).teams[0].max_priority == accepted
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("value", "accepted", "where"),
+    [
+        (["inference"], ("inference",), ""),
+        (["inference", "training"], ("training", "inference"), ""),  # the vocabulary's order, one way stored
+        (["batch", "training", "inference"], ("training", "inference", "batch"), ""),
+        ([], None, "teams[0].production_kinds: must be a non-empty list of job kinds"),
+        ("inference", None, "teams[0].production_kinds: must be a non-empty list of job kinds"),
+        (["serving"], None, "teams[0].production_kinds[0]: must be a job kind (training, inference, batch)"),
+        (["inference", "inference"], None, "teams[0].production_kinds[1]: duplicate job kind 'inference'"),
+    ],
+)
+def test_production_kinds_is_optional_and_a_list_of_job_kinds(
+    value: object, accepted: tuple[str, ...] | None, where: str
+) -> None:
+    assert validate_org({"teams": [team()]}).teams[0].production_kinds is None  # absent: not managed
+    data = {"teams": [team(max_priority="production", production_kinds=value)]}
+    if accepted is None:
+        (error,) = errors_of(data)
+        assert error.startswith(where), error
+    else:
+        assert validate_org(data).teams[0].production_kinds == accepted
 
 
 @pytest.mark.django_db

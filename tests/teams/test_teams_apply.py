@@ -185,6 +185,27 @@ def test_the_checkpoint_claim_is_set_cleared_and_left_alone_when_absent(tmp_path
     assert Team.objects.get(slug="nlp").checkpoint_claim == ""
 
 
+def test_the_priority_grant_round_trips_and_is_left_alone_when_absent(tmp_path: Path) -> None:
+    run("apply", str(DATA / "org.json"))
+    nlp, vision = Team.objects.get(slug="nlp"), Team.objects.get(slug="vision")
+    assert (nlp.max_priority, nlp.production_kinds) == ("production", ["inference"])  # granted in the file
+    assert (vision.max_priority, vision.production_kinds) == ("high", ["inference"])  # absent: the default
+    org = base_org()
+    org["teams"][0]["production_kinds"] = ["training", "inference"]
+
+    out, _ = run("apply", write(tmp_path, org))
+
+    assert Team.objects.get(slug="nlp").production_kinds == ["training", "inference"]
+    assert "team updated: nlp (production_kinds: ['inference'] → ['training', 'inference'])" in out
+    assert run("apply", write(tmp_path, org))[0].startswith("No changes")  # idempotent
+    del org["teams"][0]["max_priority"], org["teams"][0]["production_kinds"]  # absent: not managed
+    assert run("apply", write(tmp_path, org))[0].startswith("No changes")
+    org["teams"][0]["max_priority"] = "high"  # revoked
+    out, _ = run("apply", write(tmp_path, org))
+    assert "team updated: nlp (max_priority: production → high)" in out
+    assert Team.objects.get(slug="nlp").max_priority == "high"
+
+
 def shrunk_org() -> dict[str, Any]:
     """The base org without vision, nlp's chat project, H100 quota and bob, and with no org roles."""
     org = base_org()
@@ -384,6 +405,25 @@ INVALID = [
         None,
         "teams[1].projects[1].code: duplicate project code 'CC-1042' (also teams[1].projects[0])",
     ),
+    (
+        "bad-max-priority",
+        _set("teams", 0, "max_priority", value="urgent"),
+        None,
+        "teams[0].max_priority: must be one of production, high, normal, low (highest first), got string 'urgent'",
+    ),
+    (
+        "bad-production-kind",
+        _set("teams", 0, "production_kinds", 0, value="serving"),
+        None,
+        "teams[0].production_kinds[0]: must be a job kind (training, inference, batch), got string 'serving'",
+    ),
+    (
+        "empty-production-kinds",
+        _set("teams", 0, "production_kinds", value=[]),
+        None,
+        "teams[0].production_kinds: must be a non-empty list of job kinds (training, inference, batch), got an "
+        "empty list; to grant no production, set max_priority below production",
+    ),
     ("non-list-teams", lambda org: org.update(teams={"slug": "nlp"}), None, "teams: must be a list, got object"),
     ("non-list-finance", _set("finance", value="carol"), None, "finance: must be a list, got string"),
 ]
@@ -447,7 +487,7 @@ def test_every_error_is_reported_in_one_run() -> None:
             "teams[0].quotas[1].gpu_class: unknown GPU class 'V100'; use one of any, A100, H100, H200",
             "teams[0].members[0].role: must be one of lead, member, got 'owner'",
             "teams[1].colour: unknown key 'colour'; allowed keys: name, slug, namespace, weight, checkpoint_claim, "
-            "quotas, projects, members",
+            "max_priority, production_kinds, quotas, projects, members",
             "teams[1].slug: required",
             "teams[1].namespace: duplicate namespace 'team-nlp' (also teams[0])",
             "finance: must be a list, got string",
