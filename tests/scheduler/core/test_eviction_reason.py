@@ -23,6 +23,7 @@ def test_values_are_the_stored_strings() -> None:
         "bind-refused",
         "app-failure",
         "spot-reclaim",
+        "node-drain",
         "admin",
     }
 
