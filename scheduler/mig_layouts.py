@@ -3,8 +3,8 @@ whose instances a live allocation holds, and the layout in NVIDIA's notation for
 
 Any geometry change destroys every MIG instance of the GPU: mig-parted clears all GPU and compute instances,
 then creates the new ones; it cannot change a GPU incrementally (docs/gpu-facts.md, MIG Manager reconfiguration
-flow; NVIDIA/mig-parted ``pkg/mig/config/config.go``). So a change to a GPU that a live allocation holds — whole or one instance of it
-— would evict that work; it is refused, naming the job, instead of evicting it silently.
+flow; NVIDIA/mig-parted ``pkg/mig/config/config.go``). So a change to a GPU that a live allocation holds — whole
+or one instance of it — would evict that work; it is refused, naming the job, instead of evicting it silently.
 
 The scheduler's own reconfigurations take another road (the repartition plan, applied by the gateway, which
 drains the GPUs it changes first); both are saves of ``Gpu.mig_layout``, so both are in the audit trail.
