@@ -168,6 +168,8 @@ def submit(request: SignedInRequest) -> HttpResponse:
             form.add_spec_errors(errors_by_key(exc.errors, "spec"))
         except JobPermissionDenied as exc:
             form.add_error(exc.field if exc.field in form.fields else "team", str(exc))
+        except JobsError as exc:  # the pending caps and any other refusal: on the form, never a 500
+            form.add_error(None, str(exc))
         else:
             messages.success(request, f"Submitted {job.name}: it waits for the next scheduling cycle.")
             return redirect("jobs:detail", job_id=job.pk)
