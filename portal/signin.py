@@ -1,13 +1,13 @@
 """The sign-in forms of the portal and of the admin: Django's, with the username's length enforced.
 
 Django's ``AuthenticationForm`` sets the username field's ``max_length`` in ``__init__``, after the field was
-built, so it only reaches the widget's ``maxlength`` attribute: ``CharField.__init__`` is where the
-``MaxLengthValidator`` is attached (django/contrib/auth/forms.py, ``AuthenticationForm.__init__``;
-django/forms/fields.py, ``CharField.__init__``). A 300-character username therefore reached ``authenticate()``,
-and django-axes then recorded the failure in ``AccessAttempt.username``, a ``varchar(255)``
-(axes/models.py): PostgreSQL refused the row and the sign-in page answered 500. Here the length is checked
-with the other field checks, so such a username is a form error and never reaches ``authenticate()`` (nor
-axes, nor the database).
+built, so it only reaches the widget's ``maxlength`` attribute: the ``MaxLengthValidator`` is attached in
+``CharField.__init__`` (Django 5.2, ``django.contrib.auth.forms.AuthenticationForm.__init__`` and
+``django.forms.fields.CharField.__init__``). A 300-character username therefore reached ``authenticate()``,
+and django-axes then recorded the failure in ``AccessAttempt.username``, a ``CharField(max_length=255)``
+(``axes.models.AccessBase``): PostgreSQL refused the row and the sign-in page answered 500. Here the length is
+checked with the other field checks, so such a username is a form error and never reaches ``authenticate()``
+(nor axes, nor the database).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Every form of the portal and the admin's sign-in, walked with the refusals its service can raise: each one
-reaches the page as a form error or a message, with a 200 or a 4xx, never a 500 (issue 27, item 2).
+reaches the page as a form error or a message, with a 200 or a 4xx, never a 500.
 
 Two kinds of walk: real refusals (the pending caps, an over-long username, a job that ended, a future month…)
 through the real services; and, for each view that calls a jobs or billing service, every typed error of that

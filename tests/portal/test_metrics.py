@@ -1,5 +1,6 @@
 """/metrics after a few cycles of the loop on the simulated fleet: every metric is there, with labels that carry
-no job id and values that match the database; the bearer token when METRICS_TOKEN is set; closed (404) unless METRICS_PUBLIC opens it."""
+no job id and values that match the database; the bearer token when METRICS_TOKEN is set; closed (404) unless
+METRICS_PUBLIC opens it."""
 
 from __future__ import annotations
 
