@@ -541,10 +541,12 @@ SPECTACULAR_SETTINGS = {
         "JobTierEnum": "jobs.api.serializers.JOB_TIER_CHOICES",
         "CapacityTierEnum": "jobs.api.serializers.CAPACITY_TIER_CHOICES",
     },
-    # drf-spectacular's enum hook, then every error status each operation can answer (jobs/api/schema.py).
+    # drf-spectacular's enum hook, then every error status each operation can answer (jobs/api/schema.py), then
+    # what the job-spec reader accepts in the submit and right-sizing bodies (jobs/api/schema_rules.py).
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "jobs.api.schema.add_error_responses",
+        "jobs.api.schema_rules.state_spec_rules",
     ],
 }
 # --- end of the portal/API block ------------------------------------------------------------------------------
