@@ -12,7 +12,7 @@ checked with the other field checks, so such a username is a form error and neve
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.contrib.admin.forms import AdminAuthenticationForm
@@ -25,8 +25,8 @@ class _UsernameLength(forms.Form):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        field = self.fields["username"]
-        limit = field.max_length or 254  # the form's own fallback for a username field without a length
+        field = cast(forms.CharField, self.fields["username"])  # Django's UsernameField, a CharField
+        limit = field.max_length or 254  # AuthenticationForm's own fallback for a username without a length
         # self.fields is this form's deep copy of the class's fields: the validator is this instance's alone.
         field.validators.append(
             MaxLengthValidator(
