@@ -6,69 +6,114 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('teams', '0003_team_priority_grant'),
+        ("teams", "0003_team_priority_grant"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='SsoGroup',
+            name="SsoGroup",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('group', models.CharField(help_text="The group's name as the provider's groups claim has it.", max_length=255)),
-                ('role', models.CharField(choices=[('lead', 'lead'), ('member', 'member'), ('finance', 'finance'), ('platform-admin', 'platform-admin')], max_length=16)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "group",
+                    models.CharField(
+                        help_text="The group's name as the provider's groups claim has it.", max_length=255
+                    ),
+                ),
+                (
+                    "role",
+                    models.CharField(
+                        choices=[
+                            ("lead", "lead"),
+                            ("member", "member"),
+                            ("finance", "finance"),
+                            ("platform-admin", "platform-admin"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
             ],
             options={
-                'verbose_name': 'single sign-on group',
-                'ordering': ['team__name', 'role', 'group'],
+                "verbose_name": "single sign-on group",
+                "ordering": ["team__name", "role", "group"],
             },
         ),
         migrations.CreateModel(
-            name='SsoOrgRole',
+            name="SsoOrgRole",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('role', models.CharField(choices=[('finance', 'finance'), ('platform-admin', 'platform-admin')], max_length=16)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "role",
+                    models.CharField(
+                        choices=[("finance", "finance"), ("platform-admin", "platform-admin")], max_length=16
+                    ),
+                ),
             ],
         ),
         migrations.AddField(
-            model_name='membership',
-            name='source',
-            field=models.CharField(choices=[('manual', 'Granted by hand'), ('sso', 'Single sign-on groups')], default='manual', max_length=10),
+            model_name="membership",
+            name="source",
+            field=models.CharField(
+                choices=[("manual", "Granted by hand"), ("sso", "Single sign-on groups")],
+                default="manual",
+                max_length=10,
+            ),
         ),
         migrations.AddConstraint(
-            model_name='membership',
-            constraint=models.CheckConstraint(condition=models.Q(('source__in', ['manual', 'sso'])), name='membership_source_valid'),
+            model_name="membership",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("source__in", ["manual", "sso"])), name="membership_source_valid"
+            ),
         ),
         migrations.AddField(
-            model_name='ssogroup',
-            name='team',
-            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='sso_groups', to='teams.team'),
+            model_name="ssogroup",
+            name="team",
+            field=models.ForeignKey(
+                blank=True,
+                null=True,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="sso_groups",
+                to="teams.team",
+            ),
         ),
         migrations.AddField(
-            model_name='ssoorgrole',
-            name='user',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='sso_org_roles', to=settings.AUTH_USER_MODEL),
+            model_name="ssoorgrole",
+            name="user",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.CASCADE, related_name="sso_org_roles", to=settings.AUTH_USER_MODEL
+            ),
         ),
         migrations.AddConstraint(
-            model_name='ssogroup',
-            constraint=models.UniqueConstraint(fields=('group', 'team', 'role'), name='ssogroup_unique'),
+            model_name="ssogroup",
+            constraint=models.UniqueConstraint(fields=("group", "team", "role"), name="ssogroup_unique"),
         ),
         migrations.AddConstraint(
-            model_name='ssogroup',
-            constraint=models.UniqueConstraint(condition=models.Q(('team__isnull', True)), fields=('group', 'role'), name='ssogroup_unique_org_role'),
+            model_name="ssogroup",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("team__isnull", True)), fields=("group", "role"), name="ssogroup_unique_org_role"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='ssogroup',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('team__isnull', False), ('role__in', ('lead', 'member'))), models.Q(('team__isnull', True), ('role__in', ('finance', 'platform-admin'))), _connector='OR'), name='ssogroup_role_fits_team'),
+            model_name="ssogroup",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(("team__isnull", False), ("role__in", ("lead", "member"))),
+                    models.Q(("team__isnull", True), ("role__in", ("finance", "platform-admin"))),
+                    _connector="OR",
+                ),
+                name="ssogroup_role_fits_team",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='ssogroup',
-            constraint=models.CheckConstraint(condition=models.Q(('group', ''), _negated=True), name='ssogroup_group_not_empty'),
+            model_name="ssogroup",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("group", ""), _negated=True), name="ssogroup_group_not_empty"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='ssoorgrole',
-            constraint=models.UniqueConstraint(fields=('user', 'role'), name='ssoorgrole_unique'),
+            model_name="ssoorgrole",
+            constraint=models.UniqueConstraint(fields=("user", "role"), name="ssoorgrole_unique"),
         ),
     ]
