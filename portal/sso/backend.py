@@ -44,7 +44,7 @@ class SsoBackend(OIDCAuthenticationBackend):  # type: ignore[misc]  # mozilla-dj
         self.id_claims: dict[str, Any] = {}
 
     def authenticate(self, request: HttpRequest | None, **kwargs: Any) -> User | None:
-        return super().authenticate(request, **kwargs)  # type: ignore[no-any-return]
+        return super().authenticate(request, **kwargs)  # type: ignore[no-any-return]  # the library is untyped
 
     def verify_token(self, token: str, **kwargs: Any) -> dict[str, Any]:
         """The library checks the signature, expiry and nonce; OIDC Core 1.0 §3.1.3.7 also requires the issuer to

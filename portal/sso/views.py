@@ -55,10 +55,10 @@ class SsoStartView(OIDCAuthenticationRequestView):  # type: ignore[misc]  # the 
         except SsoUnavailable as exc:
             logger.warning("sso: %s", exc)
             return _refused(request, "The identity provider cannot be reached; try again shortly.", status=503)
-        return super().get(request)  # type: ignore[no-any-return]
+        return super().get(request)  # type: ignore[no-any-return]  # the library is untyped
 
 
-class SsoCallbackView(OIDCAuthenticationCallbackView):  # type: ignore[misc]
+class SsoCallbackView(OIDCAuthenticationCallbackView):  # type: ignore[misc]  # the library ships no types
     """``/oidc/callback/``: the provider sends the browser back with a code and the state it was given."""
 
     def get(self, request: HttpRequest) -> HttpResponseBase:

@@ -48,7 +48,12 @@ def oidc_provider(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Provider
         "PORT": "0",  # any free port; the script prints the one it got
     }
     process = subprocess.Popen(
-        [node, str(HERE / "provider.mjs")], cwd=HERE, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        [node, str(HERE / "provider.mjs")],
+        cwd=HERE,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
     )
     try:
         assert process.stdout is not None

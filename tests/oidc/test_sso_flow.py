@@ -56,9 +56,7 @@ def test_a_lead_signs_in_and_lands_on_their_team_as_lead(sso_settings: Provider,
     assert AccessAttempt.objects.count() == 0  # the lockout never counted the SSO sign-in
 
 
-def test_removed_from_the_lead_group_loses_lead_then_everything_at_next_sign_in(
-    sso_settings: Provider, mapped
-) -> None:
+def test_removed_from_the_lead_group_loses_lead_then_everything_at_next_sign_in(sso_settings: Provider, mapped) -> None:
     sso_settings.accounts({"lee": _account(LEAD_GROUPS)})
     provider_sign_in(Client(), sso_settings.issuer, "lee", "idp-pass")
     user = User.objects.get(username="lee")
@@ -110,9 +108,7 @@ def test_org_roles_follow_the_groups_and_only_the_ones_sso_gave(sso_settings: Pr
     assert list(SsoOrgRole.objects.filter(user=user).values_list("role", flat=True)) == [FINANCE]
 
 
-def test_a_local_admin_still_signs_in_with_a_password_and_cannot_be_taken_over(
-    sso_settings: Provider, mapped
-) -> None:
+def test_a_local_admin_still_signs_in_with_a_password_and_cannot_be_taken_over(sso_settings: Provider, mapped) -> None:
     admin = UserFactory(username="root", is_staff=True, is_superuser=True)  # the break-glass account
     client = Client()
     page = client.get("/accounts/login/")
