@@ -15,7 +15,6 @@ from django.contrib.auth.models import User
 from django.contrib.auth.validators import UnicodeUsernameValidator
 from django.core.exceptions import SuspiciousOperation, ValidationError
 from django.db import transaction
-from django.http import HttpRequest
 from django.utils import timezone
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
@@ -31,7 +30,7 @@ VIA = "sign-in (SSO)"  # the audit trail's "via" for what a sign-in changed (doc
 _USERNAME_MAX = 150  # auth.User.username
 
 
-class SsoBackend(OIDCAuthenticationBackend):  # type: ignore[misc]  # mozilla-django-oidc ships no types
+class SsoBackend(OIDCAuthenticationBackend):
     """One sign-in: after ``authenticate`` returns a user, ``access`` says what the groups left them with."""
 
     def __init__(self) -> None:
@@ -42,9 +41,6 @@ class SsoBackend(OIDCAuthenticationBackend):  # type: ignore[misc]  # mozilla-dj
         self.OIDC_OP_JWKS_ENDPOINT = endpoints.jwks
         self.access: SsoAccess | None = None
         self.id_claims: dict[str, Any] = {}
-
-    def authenticate(self, request: HttpRequest | None, **kwargs: Any) -> User | None:
-        return super().authenticate(request, **kwargs)  # type: ignore[no-any-return]  # the library is untyped
 
     def verify_token(self, token: str, **kwargs: Any) -> dict[str, Any]:
         """The library checks the signature, expiry and nonce; OIDC Core 1.0 §3.1.3.7 also requires the issuer to
@@ -99,16 +95,23 @@ class SsoBackend(OIDCAuthenticationBackend):  # type: ignore[misc]  # mozilla-dj
             user = identity.user
         else:
             username = self._username(claims)
-            user = User.objects.filter(username=username).first()
-            if user is None:
+            existing = User.objects.filter(username=username).first()
+            if existing is None:
                 user = User(username=username)
                 user.set_unusable_password()
                 user.save()
-            elif user.has_usable_password() or user.is_superuser or hasattr(user, "sso_identity"):
+            elif existing.has_usable_password() or existing.is_superuser:
                 raise SsoRefused(
                     f"An account named {username!r} already exists here and signs in with its password; a platform "
                     "admin can remove its password (or rename it) to let single sign-on use it."
                 )
+            elif hasattr(existing, "sso_identity"):
+                raise SsoRefused(
+                    f"The account named {username!r} belongs to another person at the identity provider; ask a "
+                    "platform admin."
+                )
+            else:
+                user = existing
             SsoIdentity.objects.create(issuer=issuer, subject=subject, user=user)
         if email and user.email != email:
             user.email = email
