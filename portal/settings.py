@@ -462,6 +462,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "portal.context_processors.navigation",
                 "portal.context_processors.simulated_clock",
+                "portal.context_processors.sso",
             ],
         },
     },
@@ -644,6 +645,41 @@ if METRICS_TOKEN and len(METRICS_TOKEN) < 32:
     )
 SECURE_REDIRECT_EXEMPT = [r"^metrics$"]
 # --- end of hardening -----------------------------------------------------------------------------------------
+
+# --- Single sign-on with OpenID Connect (portal/sso/, docs/security.md, Single sign-on) ------------------------
+# On when OIDC_ISSUER is set. mozilla-django-oidc does the code flow (with PKCE and a nonce); portal/sso checks
+# the ID token's issuer and audience, names users by (issuer, sub) and recomputes their teams and roles from the
+# groups claim (teams/sso.py). Endpoints are the issuer's discovery document's unless set one by one. Local
+# password accounts keep working beside it (admins, break-glass), with the lockout above.
+OIDC_ISSUER = env_str("OIDC_ISSUER", default="").rstrip("/")
+SSO_ENABLED = bool(OIDC_ISSUER)
+SSO_PROVIDER_NAME = env_str("OIDC_PROVIDER_NAME", default="single sign-on")  # the button: "Sign in with …"
+OIDC_RP_CLIENT_ID = env_str("OIDC_CLIENT_ID", default="")
+OIDC_RP_CLIENT_SECRET = env_str("OIDC_CLIENT_SECRET", default="")
+OIDC_RP_SCOPES = " ".join(env_list("OIDC_SCOPES", default=["openid", "email", "profile", "groups"]))
+OIDC_GROUPS_CLAIM = env_str("OIDC_GROUPS_CLAIM", default="groups")
+OIDC_USERNAME_CLAIM = env_str("OIDC_USERNAME_CLAIM", default="preferred_username")
+OIDC_OP_AUTHORIZATION_ENDPOINT = env_str("OIDC_AUTHORIZATION_ENDPOINT", default="")
+OIDC_OP_TOKEN_ENDPOINT = env_str("OIDC_TOKEN_ENDPOINT", default="")
+OIDC_OP_USER_ENDPOINT = env_str("OIDC_USERINFO_ENDPOINT", default="")
+OIDC_OP_JWKS_ENDPOINT = env_str("OIDC_JWKS_URI", default="")
+OIDC_RP_SIGN_ALGO = env_choice("OIDC_SIGN_ALGO", ("RS256", "ES256", "PS256"), default="RS256")
+# client_secret_basic is the token endpoint's default client authentication (OIDC Core 1.0 §9).
+OIDC_TOKEN_USE_BASIC_AUTH = (
+    env_choice("OIDC_TOKEN_AUTH", ("client_secret_basic", "client_secret_post"), default="client_secret_basic")
+    == "client_secret_basic"
+)
+OIDC_USE_PKCE = True
+OIDC_TIMEOUT = env_int("OIDC_TIMEOUT_S", default=10, minimum=1, maximum=120)
+if SSO_ENABLED:
+    _loopback = re.match(r"^http://(127\.0\.0\.1|localhost|\[::1\])(:\d+)?(/|$)", OIDC_ISSUER)
+    if not (OIDC_ISSUER.startswith("https://") or _loopback):
+        raise EnvError(f"OIDC_ISSUER={OIDC_ISSUER!r} must be an https:// URL (http:// only on loopback, for tests).")
+    if not (OIDC_RP_CLIENT_ID and OIDC_RP_CLIENT_SECRET):
+        raise EnvError("OIDC_CLIENT_ID and OIDC_CLIENT_SECRET must be set when OIDC_ISSUER is.")
+    if "openid" not in OIDC_RP_SCOPES.split():
+        raise EnvError(f"OIDC_SCOPES={OIDC_RP_SCOPES!r} must include openid.")
+# --- end of single sign-on ------------------------------------------------------------------------------------
 
 # Production hardening: on whenever DEBUG is off, so `manage.py check --deploy` is clean. TLS is assumed
 # to terminate at a proxy that sets X-Forwarded-Proto.

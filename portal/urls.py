@@ -23,6 +23,7 @@ urlpatterns = [
     path("accounts/password/", auth_views.PasswordChangeView.as_view(), name="password_change"),
     path("accounts/password/done/", auth_views.PasswordChangeDoneView.as_view(), name="password_change_done"),
     path("admin/", admin.site.urls),
+    path("oidc/", include("portal.sso.urls")),  # single sign-on (portal/sso); 404 unless OIDC_ISSUER is set
     path("accounts/token/", views.api_token, name="api_token"),
     path("accounts/token/revoke/", views.api_token_revoke_view, name="api_token_revoke"),
     path("cluster/", scheduler_views.cluster, name="cluster"),
