@@ -34,7 +34,7 @@ from tests.scheduler.test_tasks_celery import _forget, _wait_until_consuming, ce
 TTL_S = 1.5  # short, so that a cycle of a few seconds outlives it several times
 
 
-def _lock_settings(settings, name: str, ttl_s: float = TTL_S) -> None:  # noqa: ANN001 (pytest-django's fixture)
+def _lock_settings(settings, name: str, ttl_s: float = TTL_S) -> None:
     settings.SCHEDULER = {**settings.SCHEDULER, "lock_backend": "redis", "lock_name": name, "lock_ttl_s": ttl_s}
 
 
@@ -198,7 +198,12 @@ def _worker_process(hostname: str, queue: str, lock_name: str, delay_s: float) -
     url = (
         f"postgres://{db['USER']}:{db['PASSWORD'] or ''}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
     )
-    env = {**os.environ, "DATABASE_URL": url, "REDIS_URL": settings.REDIS_URL, "DJANGO_SETTINGS_MODULE": "tests.settings"}
+    env = {
+        **os.environ,
+        "DATABASE_URL": url,
+        "REDIS_URL": settings.REDIS_URL,
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+    }
     command = [sys.executable, "-m", "tests.scheduler.celery_worker_launcher", hostname, queue, lock_name]
     command += [str(delay_s), str(PERIOD_S)]
     return subprocess.Popen(command, cwd=settings.BASE_DIR, env=env, start_new_session=True)
