@@ -23,9 +23,10 @@ within one TTL and the loop goes on without it.
 The embedded demo has no Redis: ``SCHEDULER_LOCK=file`` takes an exclusive ``flock`` on
 ``settings.SCHEDULER_LOCK_FILE`` and keeps the fencing counter in the same file. It works only between processes
 of one machine and needs no expiry and so no renewal: the kernel drops a ``flock`` when the last descriptor of
-its open file closes, which a process's death does at once (flock(2)), and the lock file is opened per attempt,
-never inherited by a forked child. Its lease is still confirmed before writes (it holds while the descriptor is
-open).
+its open file closes, which a process's death does at once (flock(2)). The descriptor is opened per attempt, after
+a worker's pool processes were forked, and is not inheritable (PEP 446), so no program the holder starts keeps the
+lock alive after it. Its lease is still confirmed before writes (it holds while the descriptor is open); having no
+expiry, it has no hold limit either.
 
 **Tokens survive the counter's loss.** The database keeps the last token that recorded
 (:func:`scheduler.loop.record.fence_floor`); both locks take it as a ``floor`` before each attempt, and a counter
