@@ -67,7 +67,8 @@ class SchedulerSettings(TypedDict):
     simulated_checkpoint_cost_s: float
     lock_backend: str
     lock_name: NotRequired[str]  # the Redis lock's key; absent: scheduler.loop.locks.CYCLE_LOCK
-    lock_ttl_s: int
+    lock_ttl_s: float
+    lock_hold_max_s: float
     evict_grace_s: float
     apply_attempts: int
     apply_backoff_s: float
@@ -275,8 +276,9 @@ if PROMETHEUS_URL and not PROMETHEUS_URL.startswith(("http://", "https://")):
 # --- end of the Kubernetes backend ----------------------------------------------------------------------------
 
 # The scheduler's tunables, in one place; scheduler/services.py turns them into a frozen core Policy.
+_SCHEDULER_CYCLE_S = env_int("SCHEDULER_CYCLE_S", default=10, minimum=1, maximum=3600)
 SCHEDULER: SchedulerSettings = {
-    "cycle_s": env_int("SCHEDULER_CYCLE_S", default=10, minimum=1, maximum=3600),
+    "cycle_s": _SCHEDULER_CYCLE_S,
     # Reservations and backfill (docs/scheduling-rules.md §5a): how many blocked whole-GPU jobs get one (0: none),
     # and the run time assumed for a job with no duration_s whose team has no history yet.
     "reservation_depth": env_int("SCHEDULER_RESERVATION_DEPTH", default=4, minimum=0, maximum=1000),
@@ -294,9 +296,14 @@ SCHEDULER: SchedulerSettings = {
     # How long a simulated checkpointed job takes to save when a spot notice's eviction asks it to (virtual seconds).
     "simulated_checkpoint_cost_s": env_float("SIMULATED_CHECKPOINT_COST_S", default=30.0, minimum=0.0, maximum=1e5),
     # The loop: the single-flight lock (redis: REDIS_URL; file: a lock file under var/, one machine only),
-    # how long a lock outlives a crashed holder, the grace an evicted pod gets, apply retries.
+    # how long a Redis lock outlives its holder's last renewal (renewed every third of it while a cycle runs; one
+    # period by default, so a worker dying mid-cycle costs at most two cycles: scheduler/loop/locks.py), how long
+    # a holder may keep renewing before it is taken for hung, the grace an evicted pod gets, apply retries.
     "lock_backend": env_choice("SCHEDULER_LOCK", ("redis", "file"), default="redis"),
-    "lock_ttl_s": env_int("SCHEDULER_LOCK_TTL_S", default=120, minimum=5, maximum=3600),
+    "lock_ttl_s": env_float(
+        "SCHEDULER_LOCK_TTL_S", default=float(max(_SCHEDULER_CYCLE_S, 3)), minimum=3.0, maximum=3600.0
+    ),
+    "lock_hold_max_s": env_float("SCHEDULER_LOCK_HOLD_MAX_S", default=600.0, minimum=10.0, maximum=86400.0),
     "evict_grace_s": env_float("SCHEDULER_EVICT_GRACE_S", default=30.0, minimum=0.0, maximum=3600.0),
     "apply_attempts": env_int("SCHEDULER_APPLY_ATTEMPTS", default=3, minimum=1, maximum=20),
     "apply_backoff_s": 0.2,
