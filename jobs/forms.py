@@ -8,6 +8,7 @@ import uuid
 from typing import Any, cast
 
 from django import forms
+from django.http import QueryDict
 
 from jobs.access import check_grant, priorities_allowed, priorities_offered
 from jobs.errors import IdempotencyKeyInvalid, PriorityNotGranted
@@ -288,8 +289,9 @@ class SubmitForm(RequestForm):
 
     def fresh_key(self) -> None:
         """Give the bound form a new key, so that its next submit is a new job (the old key made one already)."""
-        self.data = self.data.copy()
-        self.data["idempotency_key"] = uuid.uuid4().hex
+        data = cast(QueryDict, self.data).copy()  # a bound form's data is the request's QueryDict
+        data["idempotency_key"] = uuid.uuid4().hex
+        self.data = data
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()

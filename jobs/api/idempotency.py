@@ -13,6 +13,7 @@ import json
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
+from django.contrib.auth.models import User
 from django.http import QueryDict
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
@@ -30,8 +31,8 @@ def idempotent(method: View) -> View:
 
     @functools.wraps(method)
     def wrapper(self: Any, request: Request, *args: Any, **kwargs: Any) -> Response:
-        raw = request.headers.get(HEADER)
-        if raw is None:
+        raw, user = request.headers.get(HEADER), request.user
+        if raw is None or not isinstance(user, User):  # anonymous: refused by the view's permissions already
             return method(self, request, *args, **kwargs)
         key = key_parse(raw)
         done: list[Response] = []
@@ -43,7 +44,7 @@ def idempotent(method: View) -> View:
             return Answer(response.status_code, json.loads(JSONRenderer().render(response.data) or b"null"))
 
         digest = fingerprint(endpoint=f"{request.method} {request.path}", body=_body(request.data))
-        outcome = idempotent_write(user=request.user, key=key, fingerprint=digest, write=write)
+        outcome = idempotent_write(user=user, key=key, fingerprint=digest, write=write)
         if not outcome.replayed:
             return done[0]
         replay = Response(outcome.answer.body, status=outcome.answer.status)

@@ -13,6 +13,7 @@ the error JSON of ``jobs.api.errors``: ``{"detail": "…"}``, or for a 400 one e
 
 from __future__ import annotations
 
+import copy
 import re
 from typing import Any
 
@@ -141,7 +142,8 @@ def add_error_responses(result: dict[str, Any], generator: Any, request: Any, pu
             responses = operation.setdefault("responses", {})
             view = views.get((method.upper(), _route(path)))
             if (method.upper(), path) in IDEMPOTENT_OPERATIONS:
-                operation.setdefault("parameters", []).append(IDEMPOTENCY_PARAMETER)
+                # A copy each: one shared dict would be written as a YAML anchor and alias.
+                operation.setdefault("parameters", []).append(copy.deepcopy(IDEMPOTENCY_PARAMETER))
             for code, response in _errors_for(method.upper(), path, operation, view).items():
                 responses.setdefault(code, response)
             operation["responses"] = dict(sorted(responses.items()))

@@ -217,6 +217,7 @@ def _client(base: str, token: str, team: str, index: int, tally: Tally, deadline
 
 @pytest.fixture
 def proxy() -> Iterator[CuttingProxy]:
+    _needs_postgresql()  # before gunicorn starts: on SQLite there is nothing for it to share
     db = connection.settings_dict
     running = CuttingProxy((db["HOST"] or "127.0.0.1", int(db["PORT"] or 5432)), seed=27)
     running.start()
@@ -283,7 +284,6 @@ def portal(proxy: CuttingProxy) -> Iterator[str]:
 def test_dropped_connections_during_submits_make_no_duplicate_and_lose_no_acknowledged_job(
     proxy: CuttingProxy, portal: str
 ) -> None:
-    _needs_postgresql()
     team = TeamFactory(name="Faults", slug="faults", namespace="team-faults")
     lead = MembershipFactory(team=team, role="lead", user=UserFactory(username="fault-lead")).user
     token = Token.objects.create(user=lead).key
