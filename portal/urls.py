@@ -33,3 +33,7 @@ urlpatterns = [
     path("api/schema/", views.ApiSchemaView.as_view(), name="api-schema"),
     path("api/docs/", views.ApiDocsView.as_view(url_name="api-schema"), name="api-docs"),
 ]
+
+# An exception no view handles: JSON under /api/, the 500 page elsewhere (4xx pages under /api/ become JSON in
+# portal.request_guard; a database that is down answers 503 in portal.busy).
+handler500 = "portal.errors.server_error"
