@@ -25,6 +25,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/token/", views.api_token, name="api_token"),
     path("accounts/token/revoke/", views.api_token_revoke_view, name="api_token_revoke"),
+    path("accounts/sign-ins/", views.sign_ins, name="sign_ins"),
     path("cluster/", scheduler_views.cluster, name="cluster"),
     path("", include("jobs.urls")),
     path("", include("billing.urls")),
