@@ -19,9 +19,8 @@ from django.conf import settings
 from django.core.cache import cache
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
-from rest_framework.throttling import SimpleRateThrottle
 
-from portal.rate_counter import rate_admit
+from portal.rate_counter import rate_admit, rate_parse
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +33,6 @@ SCOPES = {
     "jobs:queue": "page",
     "jobs:list": "page",
     "jobs:dashboard": "page",
-    "jobs:dashboard_home": "page",
     "cluster": "page",
     "billing:reports": "page",
     "billing:team": "page",
@@ -71,7 +69,7 @@ def _refused_for(request: HttpRequest, scope: str) -> int | None:
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
         return None
-    limit, period_s = SimpleRateThrottle().parse_rate(settings.PAGE_THROTTLE_RATES[scope])
+    limit, period_s = rate_parse(settings.PAGE_THROTTLE_RATES[scope])
     try:
         admission = rate_admit(
             cache=cache, key=f"page_throttle_{scope}_{user.pk}", limit=limit, period_s=period_s, now=time.time()

@@ -33,6 +33,16 @@ class Admission:
     wait_s: float  # 0 when admitted; else seconds until the slot this attempt found held is free again
 
 
+_PERIOD_S = {"s": 1, "m": 60, "h": 60 * 60, "d": 24 * 60 * 60}
+
+
+def rate_parse(rate: str) -> tuple[int, int]:
+    """``600/min`` → (600, 60), as DRF reads a rate (``SimpleRateThrottle.parse_rate``: the period's first
+    letter); ``portal.env.env_rate`` has checked it at start-up."""
+    count, _, period = rate.partition("/")
+    return int(count), _PERIOD_S[period[:1]]
+
+
 def rate_admit(*, cache: Any, key: str, limit: int, period_s: int, now: float) -> Admission:
     """Count one attempt under ``key`` against ``limit`` per ``period_s`` (whole seconds: Redis expiry is in
     seconds) at time ``now`` (seconds since the epoch). Raises what the cache client raises when it cannot be
