@@ -3,7 +3,7 @@ would otherwise apply to all three of ``AXES_LOCKOUT_PARAMETERS`` (username and 
 alone, address alone); and the account owner's unlock.
 
 axes takes the largest of the three failure counts and locks when it reaches ``AXES_FAILURE_LIMIT``
-(``axes/handlers/database.py``: ``get_failures``, ``user_login_failed``, ``is_locked``). Here each count is scaled
+(``AxesDatabaseHandler.get_failures``, ``user_login_failed``, ``is_locked``). Here each count is scaled
 to the pair's limit first, so the account-wide count locks at ``LOGIN_ACCOUNT_FAILURE_LIMIT`` and the
 address-wide one at ``LOGIN_ADDRESS_FAILURE_LIMIT``: a lower wide limit would let any stranger lock an owner out
 with five guesses, and lock a whole office behind one address out after five typos between them.

@@ -3,7 +3,7 @@ user gets 429 with ``Retry-After`` and a short message instead of the page.
 
 The submit form's live previews cost seconds of CPU each with thousands of jobs pending and are sent as a
 person types; the queue, the job list and the reports are dearer the more there is. With no limit, one member's
-scripted loops held every web worker and slowed other teams' pages twenty-fold (issue 27). Counted per user
+scripted loops held every web worker and slowed other teams' pages twenty-fold (the second audit). Counted per user
 with ``portal.rate_counter`` in the shared cache (every worker and replica sees one budget); like the API
 throttles, a cache that cannot be reached lets the request through.
 """

@@ -2,7 +2,7 @@
 however many web workers and replicas count at once.
 
 DRF's ``SimpleRateThrottle`` reads a key's history list, appends to it and writes it back: two workers that read
-the same list both admit, so parallel clients got 668–700 a minute through a 600 limit (issue 27). Here every
+the same list both admit, so parallel clients got 668–700 a minute through a 600 limit (the second audit). Here every
 step is one atomic cache operation, the same in Redis (``SET NX EX``, ``INCR``) and in Django's local memory
 cache (which holds a lock around each):
 
