@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 from pathlib import Path
-from typing import NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from csp.constants import NONE, SELF, UNSAFE_INLINE
 
@@ -586,7 +586,7 @@ AXES_CLIENT_IP_CALLABLE = "portal.views.client_address"
 # Shared state of the API throttles. Each web replica keeps its own memory, so in production the counts live
 # in Redis (REDIS_URL) where all replicas see one budget; the embedded default and the tests use memory.
 CACHE_BACKEND = env_choice("CACHE_BACKEND", ("redis", "locmem"), default="locmem" if DEBUG else "redis")
-CACHES = {
+CACHES: dict[str, dict[str, Any]] = {
     "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
     if CACHE_BACKEND == "redis"
     # The throttles keep one key per admission in the last period (portal/rate_counter.py): local memory's

@@ -14,7 +14,7 @@ from typing import Any
 
 from rest_framework.throttling import AnonRateThrottle, SimpleRateThrottle, UserRateThrottle
 
-from portal.rate_counter import rate_admit
+from portal.rate_counter import rate_admit, rate_parse
 
 log = logging.getLogger(__name__)
 
@@ -34,10 +34,9 @@ class AtomicRateThrottle(SimpleRateThrottle):
         self.key = self.get_cache_key(request, view)
         if self.key is None:  # this throttle does not apply to the caller (an anonymous one for the user rate)
             return True
+        limit, period_s = rate_parse(self.rate)
         try:
-            admission = rate_admit(
-                cache=self.cache, key=self.key, limit=self.num_requests, period_s=self.duration, now=self.timer()
-            )
+            admission = rate_admit(cache=self.cache, key=self.key, limit=limit, period_s=period_s, now=self.timer())
         except Exception as error:  # the cache's client raises its own types (redis.ConnectionError, OSError, …)
             if not _outage["on"]:
                 log.warning("API throttles cannot reach the cache (%s); requests go through until it answers", error)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from django.conf import settings
@@ -121,8 +121,8 @@ def test_drf_read_then_write_lets_parallel_callers_past_the_limit(memory: LocMem
 
     def drf() -> bool:
         throttle = _UserRate()
-        throttle.cache = slow  # type: ignore[assignment]
-        return throttle.allow_request(_Request(), None)
+        throttle.cache = cast(Any, slow)
+        return throttle.allow_request(cast(Any, _Request()), cast(Any, None))
 
     assert _in_parallel(drf) > 100
 
@@ -132,8 +132,8 @@ def test_the_api_throttle_holds_for_parallel_callers(memory: LocMemCache) -> Non
 
     def atomic() -> bool:
         throttle = _AtomicUserRate()
-        throttle.cache = slow  # type: ignore[assignment]
-        return throttle.allow_request(_Request(), None)
+        throttle.cache = cast(Any, slow)
+        return throttle.allow_request(cast(Any, _Request()), cast(Any, None))
 
     assert _in_parallel(atomic) == 100
 
@@ -143,7 +143,7 @@ def test_the_api_throttle_holds_for_parallel_callers_in_redis(redis_prefix: str)
 
     def atomic() -> bool:
         throttle = _AtomicUserRate()
-        throttle.cache = redis  # type: ignore[assignment]
-        return throttle.allow_request(_Request(), None)
+        throttle.cache = redis
+        return throttle.allow_request(cast(Any, _Request()), cast(Any, None))
 
     assert _in_parallel(atomic) == 100
