@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 from pathlib import Path
-from typing import NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from csp.constants import NONE, SELF, UNSAFE_INLINE
 
@@ -563,39 +563,50 @@ SPECTACULAR_SETTINGS = {
 # count per address, so behind an ingress this must be its hop count or every caller shares one address.
 TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", default=0, minimum=0, maximum=5)
 
-# django-axes: LOGIN_FAILURE_LIMIT wrong passwords for one username from one address lock that pair out for
-# LOGIN_LOCKOUT_MINUTES. Per pair, so a stranger guessing at someone's account does not lock the owner out
-# at their own desk. Attempts are rows in the database, so every web replica sees the same count; a platform
-# admin unlocks by deleting the attempt in the admin (Axes › Access attempts). Sign-in pages and the admin
-# go through the same backend; the API takes tokens and sessions only, never a password (no oracle there).
+# django-axes, three counts each with its own limit (portal/lockout.py; docs/security.md "Sign-in lockout"):
+# LOGIN_FAILURE_LIMIT wrong passwords for one username from one address lock that pair (the owner mistyping at
+# their desk); LOGIN_ACCOUNT_FAILURE_LIMIT for one username from any addresses lock the account everywhere (a
+# guesser rotating addresses); LOGIN_ADDRESS_FAILURE_LIMIT from one address for any usernames lock the address
+# (a sprayer trying one password on many accounts). The wider counts have higher limits, so a stranger needs
+# four times the guesses to lock an owner out, and an office behind one address many people's typos. Each
+# lasts LOGIN_LOCKOUT_MINUTES. Attempts are rows in the database, so every web replica sees the same count; the
+# owner unlocks their account from a signed-in session (/accounts/sign-ins/), a platform admin in the admin
+# (Axes › Access attempts) or with axes_reset_username / axes_reset_ip. Sign-in pages and the admin go through
+# the same backend; the API takes tokens and sessions only, never a password (no oracle there).
 LOGIN_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", default=5, minimum=1, maximum=100)
+LOGIN_ACCOUNT_FAILURE_LIMIT = env_int("LOGIN_ACCOUNT_FAILURE_LIMIT", default=20, minimum=1, maximum=1000)
+LOGIN_ADDRESS_FAILURE_LIMIT = env_int("LOGIN_ADDRESS_FAILURE_LIMIT", default=40, minimum=1, maximum=10000)
 LOGIN_LOCKOUT_MINUTES = env_int("LOGIN_LOCKOUT_MINUTES", default=15, minimum=1, maximum=7 * 24 * 60)
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",  # first: refuses a locked-out pair before any password is checked
     "django.contrib.auth.backends.ModelBackend",
 ]
 MIDDLEWARE += ["axes.middleware.AxesMiddleware"]  # last: turns a lockout into the sign-in page saying so
-AXES_FAILURE_LIMIT = LOGIN_FAILURE_LIMIT
+AXES_HANDLER = "portal.lockout.LockoutHandler"  # axes' database handler with one limit per parameter below
+AXES_FAILURE_LIMIT = LOGIN_FAILURE_LIMIT  # the pair's; the handler scales the two wider counts to it
 AXES_COOLOFF_TIME = timedelta(minutes=LOGIN_LOCKOUT_MINUTES)
-AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "username", "ip_address"]  # each locks on its own
 AXES_HTTP_RESPONSE_CODE = 429  # axes' default, named here because the lockout page answers with it
-AXES_RESET_ON_SUCCESS = True  # a person who mistyped and then got in starts from zero next time
+AXES_RESET_ON_SUCCESS = True  # a person who mistyped and then got in starts from zero next time (their own rows)
 AXES_LOCKOUT_CALLABLE = "portal.views.login_locked_out"
 AXES_CLIENT_IP_CALLABLE = "portal.views.client_address"
 
 # Shared state of the API throttles. Each web replica keeps its own memory, so in production the counts live
 # in Redis (REDIS_URL) where all replicas see one budget; the embedded default and the tests use memory.
 CACHE_BACKEND = env_choice("CACHE_BACKEND", ("redis", "locmem"), default="locmem" if DEBUG else "redis")
-CACHES = {
+CACHES: dict[str, dict[str, Any]] = {
     "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
     if CACHE_BACKEND == "redis"
-    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    # The throttles keep one key per admission in the last period (portal/rate_counter.py): local memory's
+    # default of 300 entries would cull held slots, and a culled slot is one admission too many.
+    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "OPTIONS": {"MAX_ENTRIES": 100_000}}
 }
 
 # DRF throttles: a signed-in caller (session or token: the token acts as its user, and a user has one token)
 # gets API_THROTTLE_USER requests per period, an anonymous address API_THROTTLE_ANON; beyond, 429 with
 # Retry-After and a JSON detail (jobs/api/errors.py hands Throttled to DRF's handler, which sets both).
-# portal/throttles.py: DRF's two throttles, failing open (with one log line) while the cache is unreachable.
+# portal/throttles.py: DRF's two throttles, counted atomically (portal/rate_counter.py) and failing open (with
+# one log line) while the cache is unreachable.
 REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"] = [
     "portal.throttles.AnonThrottle",
     "portal.throttles.UserThrottle",
@@ -610,6 +621,16 @@ REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"] = {
 # The checkpoint report (jobs/api/checkpoints.py) is throttled per job, not per user: a job's credential is no user.
 JOB_REPORT_THROTTLE_CLASSES = ["portal.throttles.JobReportThrottle"]
 REST_FRAMEWORK["NUM_PROXIES"] = TRUSTED_PROXY_COUNT  # the anonymous throttle's address, as the lockout's
+# Per-user throttles on the pages that cost the most to render (portal/page_throttles.py): the submit form's
+# live previews (right-sizing suggestion, checkpoint interval: seconds of CPU each with thousands pending, sent
+# as a person types) and the other expensive pages (queue, jobs, dashboards, cluster, billing). Past the rate:
+# 429 with Retry-After and a short message that htmx swaps in (static/js/portal.js).
+PAGE_THROTTLE_RATES = {
+    "preview": env_rate("PAGE_THROTTLE_PREVIEW", default="60/min"),
+    "page": env_rate("PAGE_THROTTLE_PAGE", default="60/min"),
+}
+# After the session and user are read, before the view runs; axes' middleware stays last.
+MIDDLEWARE.insert(MIDDLEWARE.index("axes.middleware.AxesMiddleware"), "portal.page_throttles.PageThrottleMiddleware")
 # The browsable API is a developer's aid: its forms and the HTML around every response are one more surface
 # (and one more page to keep CSP-clean) that production does not need.
 REST_FRAMEWORK["DEFAULT_RENDERER_CLASSES"] = ["rest_framework.renderers.JSONRenderer"] + (

@@ -26,6 +26,7 @@ urlpatterns = [
     path("oidc/", include("portal.sso.urls")),  # single sign-on (portal/sso); 404 unless OIDC_ISSUER is set
     path("accounts/token/", views.api_token, name="api_token"),
     path("accounts/token/revoke/", views.api_token_revoke_view, name="api_token_revoke"),
+    path("accounts/sign-ins/", views.sign_ins, name="sign_ins"),
     path("cluster/", scheduler_views.cluster, name="cluster"),
     path("", include("jobs.urls")),
     path("", include("billing.urls")),
