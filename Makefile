@@ -7,6 +7,9 @@ DEV_STAMP := $(VENV)/.installed-dev
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
+# The test OpenID Connect provider (tests/oidc): oidc-provider from the npm registry, installed as locked.
+OIDC_STAMP := tests/oidc/node_modules/.package-lock.json
+
 .PHONY: demo test lint format install install-dev clean
 
 $(VENV)/bin/python:
@@ -44,10 +47,13 @@ format: $(DEV_STAMP)
 
 # pytest exits 5 when it collected nothing: that is a broken setup, not a pass. The engine (scheduler/core)
 # must stay at 100 % branch coverage: below it the run fails.
-test: lint
+$(OIDC_STAMP): tests/oidc/package-lock.json
+	npm ci --prefix tests/oidc --no-audit --no-fund
+
+test: lint $(OIDC_STAMP)
 	$(VENV)/bin/pytest -p no:cacheprovider --cov --cov-report=term; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests: the suite is misconfigured" >&2; exit 1; fi; \
 	exit $$status
 
 clean:
-	rm -rf $(VENV) var .pytest_cache .ruff_cache .mypy_cache
+	rm -rf $(VENV) var .pytest_cache .ruff_cache .mypy_cache tests/oidc/node_modules

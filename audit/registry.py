@@ -18,7 +18,9 @@ AUDITED_FIELDS: dict[str, tuple[str, ...]] = {
     # max_priority and production_kinds: the priority grant (teams.grants), a platform admin's decision.
     "teams.Team": ("name", "slug", "namespace", "weight", "checkpoint_claim", "max_priority", "production_kinds"),
     "teams.Project": ("team", "code", "name"),
-    "teams.Membership": ("user", "team", "role"),
+    # source: granted by hand, or kept by single sign-on from the provider's groups (teams/sso.py)
+    "teams.Membership": ("user", "team", "role", "source"),
+    "teams.SsoGroup": ("group", "team", "role"),
     "teams.Quota": ("team", "gpu_class", "guaranteed_gpus", "burst_gpus"),
     "billing.GpuPrice": ("gpu_model", "tier", "price_per_gpu_hour", "effective_from", "source"),
     "billing.ReservedCommitment": (

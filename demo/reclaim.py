@@ -24,6 +24,7 @@ from django.db.models import Max
 from jobs.models import Allocation, Job, JobEvent
 from jobs.services import job_submit
 from scheduler.core.vocabulary import CapacityTier, EventType, EvictionReason, JobKind, JobState, JobTier
+from scheduler.errors import GatewayConflict
 from scheduler.gateways.simulated import SimulatedFleet
 from scheduler.models import SimulatedNodeState
 from teams.models import Team
@@ -54,7 +55,12 @@ def demo_spot_reclaim(*, gateway: SimulatedFleet) -> dict[str, Any]:
     candidate = _candidate()
     if candidate is not None:
         job_id, node = candidate
-        gateway.notice_give(node=node)
+        try:
+            gateway.notice_give(node=node)
+        except GatewayConflict as refusal:
+            # The fleet's own random draw, made as notice_give advances the clock, noticed the node (or it went)
+            # in the same instant: the reclaim the demo wanted is under way anyway.
+            return {"waiting": str(refusal)}
         return {"noticed": node, "job": job_id}
     live = Job.objects.filter(
         state__in=[JobState.PENDING, JobState.RUNNING],

@@ -77,3 +77,18 @@ class LogRequestInvalid(JobsError):
     def __init__(self, errors: dict[str, list[str]]) -> None:
         self.errors = {name: list(messages) for name, messages in errors.items()}
         super().__init__("; ".join(f"{name}: {' '.join(messages)}" for name, messages in self.errors.items()))
+
+
+class IdempotencyKeyInvalid(JobsError):
+    """An ``Idempotency-Key`` header that is empty, longer than 255 characters or not printable ASCII; the
+    message says which. Nothing was written."""
+
+
+class IdempotencyKeyReused(JobsError):
+    """The user's ``Idempotency-Key`` was used in the last 24 hours for a different request (another body or
+    another endpoint); the message says to send a new key. Nothing was written."""
+
+
+class IdempotencyKeyInFlight(JobsError):
+    """A request with the same ``Idempotency-Key`` is being answered right now; retry once it has its answer.
+    Nothing was written."""

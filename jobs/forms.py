@@ -4,12 +4,15 @@ spec/scenario.md) and show every problem next to its field; the services decide 
 from __future__ import annotations
 
 import shlex
+import uuid
 from typing import Any, cast
 
 from django import forms
+from django.http import QueryDict
 
 from jobs.access import check_grant, priorities_allowed, priorities_offered
-from jobs.errors import PriorityNotGranted
+from jobs.errors import IdempotencyKeyInvalid, PriorityNotGranted
+from jobs.idempotency import MAX_KEY_CHARS, key_parse
 from jobs.rightsizing import fleet_gpu_models
 from scheduler.core import ModelProfile, bounds, memory_model_for
 from scheduler.core.catalog import GPU_MODEL_BY_NAME, GpuModelSpec
@@ -202,6 +205,12 @@ class SubmitForm(RequestForm):
         help_text="At full speed; blank for services that run until stopped.",
     )
 
+    # Made when the form is rendered, sent back with it: a second submit of the same page (a double click, a
+    # reload after an answer that never arrived) finds the job the first one made (jobs.idempotency).
+    idempotency_key = forms.CharField(
+        max_length=MAX_KEY_CHARS, required=False, widget=forms.HiddenInput, initial=lambda: uuid.uuid4().hex
+    )
+
     field_order = [
         "team",
         "name",
@@ -268,8 +277,26 @@ class SubmitForm(RequestForm):
         except ValueError as exc:
             raise forms.ValidationError(f"Cannot split this into arguments ({exc}): check the quotes.") from None
 
+    def clean_idempotency_key(self) -> str:
+        """The key, or "" when the page had none (a form from before keys): that submit is not deduplicated."""
+        raw = self.cleaned_data.get("idempotency_key", "")
+        if not raw:
+            return ""
+        try:
+            return key_parse(raw)
+        except IdempotencyKeyInvalid:
+            raise forms.ValidationError("This page's form is damaged: reload it and submit again.") from None
+
+    def fresh_key(self) -> None:
+        """Give the bound form a new key, so that its next submit is a new job (the old key made one already)."""
+        data = cast(QueryDict, self.data).copy()  # a bound form's data is the request's QueryDict
+        data["idempotency_key"] = uuid.uuid4().hex
+        self.data = data
+
     def clean(self) -> dict[str, Any]:
         data = super().clean()
+        if "idempotency_key" in self.errors:  # a hidden field: its error is shown at the top of the form
+            self.add_error(None, self.errors.pop("idempotency_key"))
         team, priority = data.get("team"), data.get("priority")
         if team is not None and priority:
             refusal = self._priority_refusal(team, priority, data.get("kind") or DEFAULT_JOB_KIND)

@@ -267,3 +267,26 @@ class Allocation(models.Model):
         if self.mig_profile:
             where += f" {self.mig_profile}@{self.mig_start}"
         return f"job {self.job_id} replica {self.replica} on {where}"
+
+
+class IdempotencyKey(models.Model):
+    """The first answer to a write sent with an ``Idempotency-Key`` (the API's header, the submit form's hidden
+    field), kept so that a retry gets the same answer instead of doing the write again (:mod:`jobs.idempotency`).
+
+    Written in the same transaction as the write itself: a job never exists without the key that made it, and a
+    key never without its answer. Unique per user: two users may pick the same key.
+    """
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    key = models.CharField(max_length=255)
+    # sha256 of the endpoint and the body as sent: the same key with another request is refused, not replayed.
+    fingerprint = models.CharField(max_length=64)
+    status = models.PositiveSmallIntegerField()
+    body = models.JSONField()
+    created_at = models.DateTimeField(db_index=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "key"], name="jobs_idempotency_key_per_user")]
+
+    def __str__(self) -> str:
+        return f"{self.key} ({self.status})"

@@ -27,6 +27,8 @@ from jobs.checkpoint_intervals import (
     checkpoint_interval_proposal_for_spec,
 )
 from jobs.errors import (
+    IdempotencyKeyInFlight,
+    IdempotencyKeyReused,
     JobNotFound,
     JobPermissionDenied,
     JobsError,
@@ -35,6 +37,7 @@ from jobs.errors import (
     LogRequestInvalid,
 )
 from jobs.forms import CancelForm, IntervalForm, PriorityForm, SubmitForm, SuggestionForm
+from jobs.idempotency import Answer, fingerprint, idempotent_write
 from jobs.job_page import job_history, preemption_count
 from jobs.logs import (
     DOWNLOAD_LIMIT_BYTES,
@@ -163,16 +166,28 @@ def submit(request: SignedInRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         team = form.cleaned_data["team"]
         try:
-            job = job_submit(team=team, spec=form.spec(), actor=request.user, source="spec")
+            job_id, name, replayed = _submit_once(request, team, form.spec(), form.cleaned_data["idempotency_key"])
         except JobSpecInvalid as exc:
             form.add_spec_errors(errors_by_key(exc.errors, "spec"))
         except JobPermissionDenied as exc:
             form.add_error(exc.field if exc.field in form.fields else "team", str(exc))
+        except IdempotencyKeyReused:
+            form.fresh_key()
+            form.add_error(
+                None,
+                "This page was already submitted with other values, and made a job: see Jobs. "
+                "Submit again to make another job with these values.",
+            )
+        except IdempotencyKeyInFlight:
+            form.add_error(None, "This page is being submitted already: wait a moment, then see Jobs.")
         except JobsError as exc:  # the pending caps and any other refusal: on the form, never a 500
             form.add_error(None, str(exc))
         else:
-            messages.success(request, f"Submitted {job.name}: it waits for the next scheduling cycle.")
-            return redirect("jobs:detail", job_id=job.pk)
+            if replayed:
+                messages.info(request, f"This page was already submitted: {name} was made then, not again.")
+            else:
+                messages.success(request, f"Submitted {name}: it waits for the next scheduling cycle.")
+            return redirect("jobs:detail", job_id=job_id)
     data = request.POST or None
     suggestion = _suggestion(_suggestion_form(data, teams, initial_team=form["team"].value()))
     context = {
@@ -182,6 +197,23 @@ def submit(request: SignedInRequest) -> HttpResponse:
         "proposal": _proposal(data, data.get("team") if data is not None else form["team"].value(), teams),
     }
     return render(request, "jobs/submit.html", context)
+
+
+def _submit_once(request: SignedInRequest, team: Team, spec: dict[str, Any], key: str) -> tuple[int, str, bool]:
+    """Submit ``spec`` to ``team`` once per form key (jobs.idempotency): the job's id and name, and whether an
+    earlier submit of the same page made it. Without a key (a page from before keys), a plain submit."""
+    if not key:
+        job = job_submit(team=team, spec=spec, actor=request.user, source="spec")
+        return job.pk, job.name, False
+
+    def write() -> Answer:
+        job = job_submit(team=team, spec=spec, actor=request.user, source="spec")
+        return Answer(201, {"id": job.pk, "name": job.name})
+
+    digest = fingerprint(endpoint="portal submit", body={"team": team.slug, "spec": spec})
+    outcome = idempotent_write(user=request.user, key=key, fingerprint=digest, write=write)
+    body = outcome.answer.body
+    return int(body["id"]), str(body["name"]), outcome.replayed
 
 
 def _initial(request: HttpRequest, teams: list[Team]) -> dict[str, Any]:

@@ -73,3 +73,8 @@ def simulated_clock(request: HttpRequest) -> dict[str, Any]:
     if settings.CLUSTER_BACKEND != "simulated" or match is None or match.view_name not in TIMED_PAGES:
         return {"simulated_clock": None}
     return {"simulated_clock": SimulatedClock(speed=float(settings.SCHEDULER["simulated_speed"]))}
+
+
+def sso(request: HttpRequest) -> dict[str, Any]:
+    """Whether the sign-in page offers "Sign in with <provider>" (single sign-on, portal/sso)."""
+    return {"sso_enabled": settings.SSO_ENABLED, "sso_provider_name": settings.SSO_PROVIDER_NAME}

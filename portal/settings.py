@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 from pathlib import Path
-from typing import NotRequired, TypedDict
+from typing import Any, NotRequired, TypedDict
 
 from csp.constants import NONE, SELF, UNSAFE_INLINE
 
@@ -67,7 +67,8 @@ class SchedulerSettings(TypedDict):
     simulated_checkpoint_cost_s: float
     lock_backend: str
     lock_name: NotRequired[str]  # the Redis lock's key; absent: scheduler.loop.locks.CYCLE_LOCK
-    lock_ttl_s: int
+    lock_ttl_s: float
+    lock_hold_max_s: float
     evict_grace_s: float
     apply_attempts: int
     apply_backoff_s: float
@@ -275,8 +276,9 @@ if PROMETHEUS_URL and not PROMETHEUS_URL.startswith(("http://", "https://")):
 # --- end of the Kubernetes backend ----------------------------------------------------------------------------
 
 # The scheduler's tunables, in one place; scheduler/services.py turns them into a frozen core Policy.
+_SCHEDULER_CYCLE_S = env_int("SCHEDULER_CYCLE_S", default=10, minimum=1, maximum=3600)
 SCHEDULER: SchedulerSettings = {
-    "cycle_s": env_int("SCHEDULER_CYCLE_S", default=10, minimum=1, maximum=3600),
+    "cycle_s": _SCHEDULER_CYCLE_S,
     # Reservations and backfill (docs/scheduling-rules.md §5a): how many blocked whole-GPU jobs get one (0: none),
     # and the run time assumed for a job with no duration_s whose team has no history yet.
     "reservation_depth": env_int("SCHEDULER_RESERVATION_DEPTH", default=4, minimum=0, maximum=1000),
@@ -294,9 +296,14 @@ SCHEDULER: SchedulerSettings = {
     # How long a simulated checkpointed job takes to save when a spot notice's eviction asks it to (virtual seconds).
     "simulated_checkpoint_cost_s": env_float("SIMULATED_CHECKPOINT_COST_S", default=30.0, minimum=0.0, maximum=1e5),
     # The loop: the single-flight lock (redis: REDIS_URL; file: a lock file under var/, one machine only),
-    # how long a lock outlives a crashed holder, the grace an evicted pod gets, apply retries.
+    # how long a Redis lock outlives its holder's last renewal (renewed every third of it while a cycle runs; one
+    # period by default, so a worker dying mid-cycle costs at most two cycles: scheduler/loop/locks.py), how long
+    # a holder may keep renewing before it is taken for hung, the grace an evicted pod gets, apply retries.
     "lock_backend": env_choice("SCHEDULER_LOCK", ("redis", "file"), default="redis"),
-    "lock_ttl_s": env_int("SCHEDULER_LOCK_TTL_S", default=120, minimum=5, maximum=3600),
+    "lock_ttl_s": env_float(
+        "SCHEDULER_LOCK_TTL_S", default=float(max(_SCHEDULER_CYCLE_S, 3)), minimum=3.0, maximum=3600.0
+    ),
+    "lock_hold_max_s": env_float("SCHEDULER_LOCK_HOLD_MAX_S", default=600.0, minimum=10.0, maximum=86400.0),
     "evict_grace_s": env_float("SCHEDULER_EVICT_GRACE_S", default=30.0, minimum=0.0, maximum=3600.0),
     "apply_attempts": env_int("SCHEDULER_APPLY_ATTEMPTS", default=3, minimum=1, maximum=20),
     "apply_backoff_s": 0.2,
@@ -462,6 +469,7 @@ TEMPLATES = [
                 "django.contrib.messages.context_processors.messages",
                 "portal.context_processors.navigation",
                 "portal.context_processors.simulated_clock",
+                "portal.context_processors.sso",
             ],
         },
     },
@@ -557,39 +565,50 @@ SPECTACULAR_SETTINGS = {
 # count per address, so behind an ingress this must be its hop count or every caller shares one address.
 TRUSTED_PROXY_COUNT = env_int("TRUSTED_PROXY_COUNT", default=0, minimum=0, maximum=5)
 
-# django-axes: LOGIN_FAILURE_LIMIT wrong passwords for one username from one address lock that pair out for
-# LOGIN_LOCKOUT_MINUTES. Per pair, so a stranger guessing at someone's account does not lock the owner out
-# at their own desk. Attempts are rows in the database, so every web replica sees the same count; a platform
-# admin unlocks by deleting the attempt in the admin (Axes › Access attempts). Sign-in pages and the admin
-# go through the same backend; the API takes tokens and sessions only, never a password (no oracle there).
+# django-axes, three counts each with its own limit (portal/lockout.py; docs/security.md "Sign-in lockout"):
+# LOGIN_FAILURE_LIMIT wrong passwords for one username from one address lock that pair (the owner mistyping at
+# their desk); LOGIN_ACCOUNT_FAILURE_LIMIT for one username from any addresses lock the account everywhere (a
+# guesser rotating addresses); LOGIN_ADDRESS_FAILURE_LIMIT from one address for any usernames lock the address
+# (a sprayer trying one password on many accounts). The wider counts have higher limits, so a stranger needs
+# four times the guesses to lock an owner out, and an office behind one address many people's typos. Each
+# lasts LOGIN_LOCKOUT_MINUTES. Attempts are rows in the database, so every web replica sees the same count; the
+# owner unlocks their account from a signed-in session (/accounts/sign-ins/), a platform admin in the admin
+# (Axes › Access attempts) or with axes_reset_username / axes_reset_ip. Sign-in pages and the admin go through
+# the same backend; the API takes tokens and sessions only, never a password (no oracle there).
 LOGIN_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", default=5, minimum=1, maximum=100)
+LOGIN_ACCOUNT_FAILURE_LIMIT = env_int("LOGIN_ACCOUNT_FAILURE_LIMIT", default=20, minimum=1, maximum=1000)
+LOGIN_ADDRESS_FAILURE_LIMIT = env_int("LOGIN_ADDRESS_FAILURE_LIMIT", default=40, minimum=1, maximum=10000)
 LOGIN_LOCKOUT_MINUTES = env_int("LOGIN_LOCKOUT_MINUTES", default=15, minimum=1, maximum=7 * 24 * 60)
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",  # first: refuses a locked-out pair before any password is checked
     "django.contrib.auth.backends.ModelBackend",
 ]
 MIDDLEWARE += ["axes.middleware.AxesMiddleware"]  # last: turns a lockout into the sign-in page saying so
-AXES_FAILURE_LIMIT = LOGIN_FAILURE_LIMIT
+AXES_HANDLER = "portal.lockout.LockoutHandler"  # axes' database handler with one limit per parameter below
+AXES_FAILURE_LIMIT = LOGIN_FAILURE_LIMIT  # the pair's; the handler scales the two wider counts to it
 AXES_COOLOFF_TIME = timedelta(minutes=LOGIN_LOCKOUT_MINUTES)
-AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "username", "ip_address"]  # each locks on its own
 AXES_HTTP_RESPONSE_CODE = 429  # axes' default, named here because the lockout page answers with it
-AXES_RESET_ON_SUCCESS = True  # a person who mistyped and then got in starts from zero next time
+AXES_RESET_ON_SUCCESS = True  # a person who mistyped and then got in starts from zero next time (their own rows)
 AXES_LOCKOUT_CALLABLE = "portal.views.login_locked_out"
 AXES_CLIENT_IP_CALLABLE = "portal.views.client_address"
 
 # Shared state of the API throttles. Each web replica keeps its own memory, so in production the counts live
 # in Redis (REDIS_URL) where all replicas see one budget; the embedded default and the tests use memory.
 CACHE_BACKEND = env_choice("CACHE_BACKEND", ("redis", "locmem"), default="locmem" if DEBUG else "redis")
-CACHES = {
+CACHES: dict[str, dict[str, Any]] = {
     "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
     if CACHE_BACKEND == "redis"
-    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    # The throttles keep one key per admission in the last period (portal/rate_counter.py): local memory's
+    # default of 300 entries would cull held slots, and a culled slot is one admission too many.
+    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "OPTIONS": {"MAX_ENTRIES": 100_000}}
 }
 
 # DRF throttles: a signed-in caller (session or token: the token acts as its user, and a user has one token)
 # gets API_THROTTLE_USER requests per period, an anonymous address API_THROTTLE_ANON; beyond, 429 with
 # Retry-After and a JSON detail (jobs/api/errors.py hands Throttled to DRF's handler, which sets both).
-# portal/throttles.py: DRF's two throttles, failing open (with one log line) while the cache is unreachable.
+# portal/throttles.py: DRF's two throttles, counted atomically (portal/rate_counter.py) and failing open (with
+# one log line) while the cache is unreachable.
 REST_FRAMEWORK["DEFAULT_THROTTLE_CLASSES"] = [
     "portal.throttles.AnonThrottle",
     "portal.throttles.UserThrottle",
@@ -604,6 +623,16 @@ REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"] = {
 # The checkpoint report (jobs/api/checkpoints.py) is throttled per job, not per user: a job's credential is no user.
 JOB_REPORT_THROTTLE_CLASSES = ["portal.throttles.JobReportThrottle"]
 REST_FRAMEWORK["NUM_PROXIES"] = TRUSTED_PROXY_COUNT  # the anonymous throttle's address, as the lockout's
+# Per-user throttles on the pages that cost the most to render (portal/page_throttles.py): the submit form's
+# live previews (right-sizing suggestion, checkpoint interval: seconds of CPU each with thousands pending, sent
+# as a person types) and the other expensive pages (queue, jobs, dashboards, cluster, billing). Past the rate:
+# 429 with Retry-After and a short message that htmx swaps in (static/js/portal.js).
+PAGE_THROTTLE_RATES = {
+    "preview": env_rate("PAGE_THROTTLE_PREVIEW", default="60/min"),
+    "page": env_rate("PAGE_THROTTLE_PAGE", default="60/min"),
+}
+# After the session and user are read, before the view runs; axes' middleware stays last.
+MIDDLEWARE.insert(MIDDLEWARE.index("axes.middleware.AxesMiddleware"), "portal.page_throttles.PageThrottleMiddleware")
 # The browsable API is a developer's aid: its forms and the HTML around every response are one more surface
 # (and one more page to keep CSP-clean) that production does not need.
 REST_FRAMEWORK["DEFAULT_RENDERER_CLASSES"] = ["rest_framework.renderers.JSONRenderer"] + (
@@ -653,6 +682,41 @@ if METRICS_TOKEN and METRICS_PUBLIC:
     )
 SECURE_REDIRECT_EXEMPT = [r"^metrics$"]
 # --- end of hardening -----------------------------------------------------------------------------------------
+
+# --- Single sign-on with OpenID Connect (portal/sso/, docs/security.md, Single sign-on) ------------------------
+# On when OIDC_ISSUER is set. mozilla-django-oidc does the code flow (with PKCE and a nonce); portal/sso checks
+# the ID token's issuer and audience, names users by (issuer, sub) and recomputes their teams and roles from the
+# groups claim (teams/sso.py). Endpoints are the issuer's discovery document's unless set one by one. Local
+# password accounts keep working beside it (admins, break-glass), with the lockout above.
+OIDC_ISSUER = env_str("OIDC_ISSUER", default="").rstrip("/")
+SSO_ENABLED = bool(OIDC_ISSUER)
+SSO_PROVIDER_NAME = env_str("OIDC_PROVIDER_NAME", default="single sign-on")  # the button: "Sign in with …"
+OIDC_RP_CLIENT_ID = env_str("OIDC_CLIENT_ID", default="")
+OIDC_RP_CLIENT_SECRET = env_str("OIDC_CLIENT_SECRET", default="")
+OIDC_RP_SCOPES = " ".join(env_list("OIDC_SCOPES", default=["openid", "email", "profile", "groups"]))
+OIDC_GROUPS_CLAIM = env_str("OIDC_GROUPS_CLAIM", default="groups")
+OIDC_USERNAME_CLAIM = env_str("OIDC_USERNAME_CLAIM", default="preferred_username")
+OIDC_OP_AUTHORIZATION_ENDPOINT = env_str("OIDC_AUTHORIZATION_ENDPOINT", default="")
+OIDC_OP_TOKEN_ENDPOINT = env_str("OIDC_TOKEN_ENDPOINT", default="")
+OIDC_OP_USER_ENDPOINT = env_str("OIDC_USERINFO_ENDPOINT", default="")
+OIDC_OP_JWKS_ENDPOINT = env_str("OIDC_JWKS_URI", default="")
+OIDC_RP_SIGN_ALGO = env_choice("OIDC_SIGN_ALGO", ("RS256", "ES256", "PS256"), default="RS256")
+# client_secret_basic is the token endpoint's default client authentication (OIDC Core 1.0 §9).
+OIDC_TOKEN_USE_BASIC_AUTH = (
+    env_choice("OIDC_TOKEN_AUTH", ("client_secret_basic", "client_secret_post"), default="client_secret_basic")
+    == "client_secret_basic"
+)
+OIDC_USE_PKCE = True
+OIDC_TIMEOUT = env_int("OIDC_TIMEOUT_S", default=10, minimum=1, maximum=120)
+if SSO_ENABLED:
+    _loopback = re.match(r"^http://(127\.0\.0\.1|localhost|\[::1\])(:\d+)?(/|$)", OIDC_ISSUER)
+    if not (OIDC_ISSUER.startswith("https://") or _loopback):
+        raise EnvError(f"OIDC_ISSUER={OIDC_ISSUER!r} must be an https:// URL (http:// only on loopback, for tests).")
+    if not (OIDC_RP_CLIENT_ID and OIDC_RP_CLIENT_SECRET):
+        raise EnvError("OIDC_CLIENT_ID and OIDC_CLIENT_SECRET must be set when OIDC_ISSUER is.")
+    if "openid" not in OIDC_RP_SCOPES.split():
+        raise EnvError(f"OIDC_SCOPES={OIDC_RP_SCOPES!r} must include openid.")
+# --- end of single sign-on ------------------------------------------------------------------------------------
 
 # Production hardening: on whenever DEBUG is off, so `manage.py check --deploy` is clean. TLS is assumed
 # to terminate at a proxy that sets X-Forwarded-Proto.

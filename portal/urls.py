@@ -25,8 +25,10 @@ urlpatterns = [
     path("accounts/password/", auth_views.PasswordChangeView.as_view(), name="password_change"),
     path("accounts/password/done/", auth_views.PasswordChangeDoneView.as_view(), name="password_change_done"),
     path("admin/", admin.site.urls),
+    path("oidc/", include("portal.sso.urls")),  # single sign-on (portal/sso); 404 unless OIDC_ISSUER is set
     path("accounts/token/", views.api_token, name="api_token"),
     path("accounts/token/revoke/", views.api_token_revoke_view, name="api_token_revoke"),
+    path("accounts/sign-ins/", views.sign_ins, name="sign_ins"),
     path("cluster/", scheduler_views.cluster, name="cluster"),
     path("", include("jobs.urls")),
     path("", include("billing.urls")),
@@ -34,3 +36,7 @@ urlpatterns = [
     path("api/schema/", views.ApiSchemaView.as_view(), name="api-schema"),
     path("api/docs/", views.ApiDocsView.as_view(url_name="api-schema"), name="api-docs"),
 ]
+
+# An exception no view handles: JSON under /api/, the 500 page elsewhere (4xx pages under /api/ become JSON in
+# portal.request_guard; a database that is down answers 503 in portal.busy).
+handler500 = "portal.errors.server_error"

@@ -28,6 +28,7 @@ from rest_framework.views import APIView
 from jobs.selectors import job_list_for_user
 from jobs.team_usage import quota_use_for_user
 from portal.api_tokens import api_token_create, api_token_last_used, api_token_prefix, api_token_revoke
+from portal.lockout import account_failures, account_unlock
 from portal.signin import SignInForm
 from teams.http import SignedInRequest
 from teams.roles import is_finance
@@ -82,6 +83,23 @@ def api_token_revoke_view(request: SignedInRequest) -> HttpResponse:
     else:
         messages.info(request, "You had no token to revoke.")
     return redirect("api_token")
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def sign_ins(request: SignedInRequest) -> HttpResponse:
+    """The signed-in user's recent failed sign-ins; POST unlocks their own account (portal.lockout): the owner,
+    still signed in on another device, need not wait for the lock to lapse or find an admin. Only their own
+    username can be named, so no one unlocks, or learns about, another account here."""
+    if request.method == "POST":
+        removed = account_unlock(username=request.user.get_username())
+        if removed:
+            messages.success(request, "Unlocked: your account's failed sign-ins are forgotten.")
+        else:
+            messages.info(request, "There was nothing to unlock.")
+        return redirect("sign_ins")
+    failures = account_failures(username=request.user.get_username())
+    return render(request, "portal/sign_ins.html", {**failures, "lockout_minutes": settings.LOGIN_LOCKOUT_MINUTES})
 
 
 def _token_context(token: Token | None, *, new_key: str | None) -> dict[str, object]:

@@ -39,17 +39,20 @@ MIG_STUCK_AFTER_S = 900.0
 @shared_task(name="scheduler.cycle_run")
 @outage_guarded(uses=(REDIS, DATABASE, CLUSTER))
 def cycle_run_task() -> dict[str, Any]:
-    """One scheduling cycle under the single-flight lock; a second concurrent attempt returns ``skipped``."""
+    """One scheduling cycle under the single-flight lock, renewed while it runs (a dead worker's lapses within
+    ``lock_ttl_s``: :mod:`scheduler.loop.locks`); a second concurrent attempt returns ``skipped``, a cycle whose
+    lock was lost or fenced returns ``abandoned`` having written nothing."""
     worker = cycle_run_task.request.hostname or ""
-    with single_flight() as token:
-        if token is None:
+    with single_flight() as lease:
+        if lease is None:
             log.info("cycle skipped: another cycle holds the lock")
             return {"skipped": "another cycle holds the lock", "worker": worker}
+        token = lease.token
         try:
-            return {**cycle_run(fence_token=token).as_json(), "worker": worker, "fence_token": token}
+            return {**cycle_run(fence_token=token, lease=lease).as_json(), "worker": worker, "fence_token": token}
         except FencingError as exc:
             log.warning("cycle %d abandoned: %s", token, exc, extra={"cycle": token})
-            return {"abandoned": str(exc), "worker": worker}
+            return {"abandoned": str(exc), "worker": worker, "fence_token": token}
 
 
 @shared_task(name="scheduler.cluster_sync")

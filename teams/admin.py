@@ -11,7 +11,7 @@ from django.http import HttpRequest
 
 from scheduler.core.vocabulary import Priority
 from teams.grants import JOB_KINDS, kinds_normalized
-from teams.models import Membership, Project, Quota, Team
+from teams.models import Membership, Project, Quota, SsoGroup, Team
 
 
 class ProjectInline(admin.TabularInline):
@@ -24,7 +24,8 @@ class MembershipInline(admin.TabularInline):
     """A team's members, seen from the team page."""
 
     model = Membership
-    fields = ("user", "role")
+    fields = ("user", "role", "source")
+    readonly_fields = ("source",)  # what an admin grants is by hand; single sign-on keeps its own (teams/sso.py)
     # Users are the largest table here; a select of every user would make the team page unusable.
     autocomplete_fields = ("user",)
     extra = 0
@@ -92,12 +93,25 @@ class ProjectAdmin(admin.ModelAdmin):
 
 @admin.register(Membership)
 class MembershipAdmin(admin.ModelAdmin):
-    list_display = ("user", "team", "role")
-    list_filter = ("role", "team")
+    list_display = ("user", "team", "role", "source")
+    list_filter = ("role", "source", "team")
     search_fields = ("user__username", "user__email", "team__slug", "team__name")
     ordering = ("team__name", "user__username")
     list_select_related = ("user", "team")
     autocomplete_fields = ("user", "team")
+    # Granted here means by hand. A single sign-on membership changed here is recomputed at the user's next
+    # sign-in; delete a hand-granted one to leave the person's access to their groups.
+    readonly_fields = ("source",)
+
+
+@admin.register(SsoGroup)
+class SsoGroupAdmin(admin.ModelAdmin):
+    """The identity provider's groups and the roles they give; kept in the org file (``sso_groups``)."""
+
+    list_display = ("group", "team", "role")
+    list_filter = ("role", "team")
+    search_fields = ("group", "team__slug", "team__name")
+    list_select_related = ("team",)
 
 
 @admin.register(Quota)
@@ -116,7 +130,8 @@ class UserMembershipInline(admin.TabularInline):
 
     model = Membership
     fk_name = "user"
-    fields = ("team", "role")
+    fields = ("team", "role", "source")
+    readonly_fields = ("source",)
     autocomplete_fields = ("team",)
     extra = 0
     verbose_name = "team membership"

@@ -104,15 +104,24 @@ class Membership(models.Model):
         LEAD = "lead", "Team lead"
         MEMBER = "member", "Member"
 
+    class Source(models.TextChoices):
+        """Who keeps the membership: a person (the admin, the org file's ``members``) or single sign-on, which
+        recomputes it from the provider's groups at each sign-in (teams.sso) and never touches the others."""
+
+        MANUAL = "manual", "Granted by hand"
+        SSO = "sso", "Single sign-on groups"
+
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
     team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="memberships")
     role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+    source = models.CharField(max_length=10, choices=Source.choices, default=Source.MANUAL)
 
     class Meta:
         ordering = ["team__name", "user__username"]
         constraints = [
             models.UniqueConstraint(fields=["user", "team"], name="membership_unique_user_team"),
             models.CheckConstraint(condition=Q(role__in=["lead", "member"]), name="membership_role_valid"),
+            models.CheckConstraint(condition=Q(source__in=["manual", "sso"]), name="membership_source_valid"),
         ]
 
     def __str__(self) -> str:
@@ -155,3 +164,50 @@ class Quota(models.Model):
 
     def __str__(self) -> str:
         return f"{self.team.slug} {self.gpu_class}: {self.guaranteed_gpus}/{self.burst_gpus}"
+
+
+# The roles a provider group can give: a team role (with a team) or an organisation-wide one (without).
+SSO_TEAM_ROLES = ("lead", "member")
+SSO_ORG_ROLES = ("finance", "platform-admin")  # teams.roles.ORG_ROLES, spelled here for the constraint
+
+
+class SsoGroup(models.Model):
+    """One group of the identity provider and the role it gives (the org file's ``sso_groups``, spec in
+    docs/security.md): a team role when ``team`` is set, else ``finance`` or ``platform-admin``."""
+
+    group = models.CharField(max_length=255, help_text="The group's name as the provider's groups claim has it.")
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, null=True, blank=True, related_name="sso_groups")
+    role = models.CharField(max_length=16, choices=[(r, r) for r in (*SSO_TEAM_ROLES, *SSO_ORG_ROLES)])
+
+    class Meta:
+        ordering = ["team__name", "role", "group"]
+        verbose_name = "single sign-on group"
+        constraints = [
+            models.UniqueConstraint(fields=["group", "team", "role"], name="ssogroup_unique"),
+            models.UniqueConstraint(
+                fields=["group", "role"], condition=Q(team__isnull=True), name="ssogroup_unique_org_role"
+            ),
+            models.CheckConstraint(
+                condition=(Q(team__isnull=False) & Q(role__in=SSO_TEAM_ROLES))
+                | (Q(team__isnull=True) & Q(role__in=SSO_ORG_ROLES)),
+                name="ssogroup_role_fits_team",
+            ),
+            models.CheckConstraint(condition=~Q(group=""), name="ssogroup_group_not_empty"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.group} → {self.team.slug + ' ' if self.team else ''}{self.role}"
+
+
+class SsoOrgRole(models.Model):
+    """An organisation-wide role that single sign-on gave ``user`` (so that it alone takes it away again): the
+    role itself is the user's Django group (teams.roles); one given by hand has no row here and is left alone."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="sso_org_roles")
+    role = models.CharField(max_length=16, choices=[(r, r) for r in SSO_ORG_ROLES])
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "role"], name="ssoorgrole_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.user} {self.role} (single sign-on)"

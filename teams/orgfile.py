@@ -7,8 +7,8 @@ in one run, each message carrying its path in the file (``teams[1].quotas[0].bur
 
 A key that is absent means "not managed by this file" and an empty list means "none": ``finance``,
 ``platform_admins`` and a team's ``quotas``/``projects``/``members``/``checkpoint_claim``/``max_priority``/
-``production_kinds`` are ``None`` in the spec when absent (a new team gets the model's default: ``high``, production
-for inference), so
+``production_kinds``/``sso_groups`` (and the top-level ``sso_groups``) are ``None`` in the spec when absent (a new
+team gets the model's default: ``high``, production for inference), so
 ``--prune`` with a file that omits ``platform_admins`` cannot strip every admin by accident.
 """
 
@@ -27,6 +27,7 @@ from teams.grants import JOB_KINDS, PRIORITIES, kinds_normalized
 from teams.models import Membership, Team
 from teams.orgload import kind_of as _kind
 from teams.orgload import load_org_file
+from teams.roles import FINANCE, PLATFORM_ADMIN
 from teams.validators import (
     QUOTA_GPU_CLASSES,
     validate_chargeback_code,
@@ -35,9 +36,18 @@ from teams.validators import (
     validate_slug,
 )
 
-__all__ = ["MemberSpec", "OrgSpec", "ProjectSpec", "QuotaSpec", "TeamSpec", "load_org_file", "validate_org"]
+__all__ = [
+    "MemberSpec",
+    "OrgSpec",
+    "ProjectSpec",
+    "QuotaSpec",
+    "SsoGroupSpec",
+    "TeamSpec",
+    "load_org_file",
+    "validate_org",
+]
 
-TOP_KEYS = ("teams", "finance", "platform_admins")
+TOP_KEYS = ("teams", "finance", "platform_admins", "sso_groups")
 TEAM_KEYS = (
     "name",
     "slug",
@@ -49,7 +59,13 @@ TEAM_KEYS = (
     "quotas",
     "projects",
     "members",
+    "sso_groups",
 )
+# Single sign-on (docs/security.md): the provider's groups that give a team role, and the organisation-wide ones.
+TEAM_SSO_KEYS = ("lead", "member")
+ORG_SSO_KEYS = ("finance", "platform_admins")
+_ORG_SSO_ROLES = {"finance": FINANCE, "platform_admins": PLATFORM_ADMIN}  # file key → role (teams.roles)
+_GROUP_MAX = 255  # SsoGroup.group
 QUOTA_KEYS = ("gpu_class", "guaranteed", "burst")
 PROJECT_KEYS = ("code", "name")
 MEMBER_KEYS = ("username", "role")
@@ -81,6 +97,15 @@ class MemberSpec:
 
 
 @dataclass(frozen=True)
+class SsoGroupSpec:
+    """A provider group and the role it gives: ``lead``/``member`` in a team, ``finance``/``platform-admin``
+    across the organisation."""
+
+    group: str
+    role: str
+
+
+@dataclass(frozen=True)
 class TeamSpec:
     """One team; ``None`` for quotas/projects/members/checkpoint_claim means the file does not manage them."""
 
@@ -94,6 +119,7 @@ class TeamSpec:
     quotas: tuple[QuotaSpec, ...] | None = None
     projects: tuple[ProjectSpec, ...] | None = None
     members: tuple[MemberSpec, ...] | None = None
+    sso_groups: tuple[SsoGroupSpec, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -103,6 +129,7 @@ class OrgSpec:
     teams: tuple[TeamSpec, ...] | None = None
     finance: tuple[str, ...] | None = None
     platform_admins: tuple[str, ...] | None = None
+    sso_groups: tuple[SsoGroupSpec, ...] | None = None  # the organisation-wide roles' groups
 
 
 # ------------------------------------------------------------------------------------------- validation
@@ -354,10 +381,40 @@ def _claim(errors: _Errors, path: str, value: object) -> str | None:
     return _string(errors, path, value, max_length=_CLAIM_MAX, validator=validate_claim_name)
 
 
+def _sso_groups(
+    errors: _Errors, path: str, value: object, keys: tuple[str, ...], roles: dict[str, str]
+) -> tuple[SsoGroupSpec, ...]:
+    """``{key: [group, ...]}`` for each role key: every group a non-empty string, named once across the keys
+    (a group that gave two roles in one place would leave the reader to guess which one wins)."""
+    if not isinstance(value, dict):
+        errors.add(path, f"must be an object with {' and/or '.join(keys)} lists of group names, got {_kind(value)}")
+        return ()
+    _check_keys(errors, path, value, keys)
+    groups: list[SsoGroupSpec] = []
+    seen: dict[str, str] = {}
+    for key in keys:
+        for index, item in enumerate(_list(errors, f"{path}.{key}", value.get(key, []))):
+            where = f"{path}.{key}[{index}]"
+            group = _string(errors, where, item, max_length=_GROUP_MAX)
+            if group is None:
+                continue
+            if group in seen:
+                errors.add(where, f"group {group!r} is listed twice (also {seen[group]}); give each group one role")
+                continue
+            seen[group] = where
+            groups.append(SsoGroupSpec(group=group, role=roles[key]))
+    return tuple(groups)
+
+
+def _team_sso_groups(errors: _Errors, path: str, value: object) -> tuple[SsoGroupSpec, ...]:
+    return _sso_groups(errors, path, value, TEAM_SSO_KEYS, {key: key for key in TEAM_SSO_KEYS})
+
+
 _PARTS: tuple[tuple[str, Callable[[_Errors, str, object], tuple[Any, ...]]], ...] = (
     ("quotas", _quotas),
     ("projects", _projects),
     ("members", _members),
+    ("sso_groups", _team_sso_groups),
 )
 
 
@@ -419,6 +476,9 @@ def validate_org(data: object) -> OrgSpec:
         _check_unique_in_file(errors, identities)
     finance = _usernames(errors, "finance", data["finance"]) if "finance" in data else None
     admins = _usernames(errors, "platform_admins", data["platform_admins"]) if "platform_admins" in data else None
+    sso = None
+    if "sso_groups" in data:
+        sso = _sso_groups(errors, "sso_groups", data["sso_groups"], ORG_SSO_KEYS, _ORG_SSO_ROLES)
     _check_against_database(errors, identities)
 
     if errors.messages:
@@ -427,4 +487,5 @@ def validate_org(data: object) -> OrgSpec:
         teams=None if teams is None else tuple(teams),
         finance=finance,
         platform_admins=admins,
+        sso_groups=sso,
     )

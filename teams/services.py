@@ -16,14 +16,14 @@ from django.contrib.auth.models import Group, User
 from django.db import IntegrityError, models, transaction
 
 from teams.errors import OrgApplyError
-from teams.models import Membership, Project, Quota, Team
-from teams.orgfile import MemberSpec, OrgSpec, ProjectSpec, QuotaSpec, TeamSpec
+from teams.models import Membership, Project, Quota, SsoGroup, Team
+from teams.orgfile import MemberSpec, OrgSpec, ProjectSpec, QuotaSpec, SsoGroupSpec, TeamSpec
 from teams.roles import FINANCE, ORG_ROLES, PLATFORM_ADMIN
 
 CREATED, UPDATED, DELETED = "created", "updated", "deleted"
 ACTIONS = (CREATED, UPDATED, DELETED)
 # Report order: what a reader scans for first.
-KINDS = ("team", "project", "quota", "user", "membership", "org_role")
+KINDS = ("team", "project", "quota", "user", "membership", "org_role", "sso_group")
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,8 @@ class OrgChange:
     """One row changed by ``org_apply``.
 
     ``key`` identifies the row the way the file does: ``nlp`` (team), ``nlp/chat`` (project), ``nlp/H100``
-    (quota), ``nlp/alice`` (membership), ``alice`` (user), ``finance/carol`` (org role). ``details`` lists
+    (quota), ``nlp/alice`` (membership), ``alice`` (user), ``finance/carol`` (org role), ``nlp/lead/ml-leads``
+    or ``finance/finance-team`` (single sign-on group). ``details`` lists
     ``field: old → new`` for updates.
     """
 
@@ -170,16 +171,21 @@ def _quotas_apply(run: _Run, team: Team, quotas: tuple[QuotaSpec, ...]) -> None:
 
 
 def _members_apply(run: _Run, team: Team, members: tuple[MemberSpec, ...]) -> None:
-    current = {m.user.get_username(): m for m in Membership.objects.filter(team=team).select_related("user")}
+    """The file's members are granted by hand: a listed member whose membership single sign-on made is taken over
+    (``source: sso → manual``); ``--prune`` deletes only memberships granted by hand, since the groups keep the
+    others (teams.sso)."""
+    memberships = Membership.objects.filter(team=team).select_related("user")
+    current = {m.user.get_username(): m for m in memberships}
     for spec in members:
         key = f"{team.slug}/{spec.username}"
         membership = current.pop(spec.username, None)
         if membership is None:
             Membership.objects.create(team=team, user=run.users[spec.username], role=spec.role)
             run.record("membership", CREATED, key, [f"role: {spec.role}"])
-        elif details := _diff(membership, {"role": spec.role}):
-            membership.save(update_fields=["role"])
+        elif details := _diff(membership, {"role": spec.role, "source": Membership.Source.MANUAL.value}):
+            membership.save(update_fields=["role", "source"])
             run.record("membership", UPDATED, key, details)
+    current = {name: m for name, m in current.items() if m.source == Membership.Source.MANUAL}
     if run.prune:
         for username in sorted(current):
             run.delete("membership", f"{team.slug}/{username}", current[username])
@@ -210,10 +216,31 @@ def _teams_apply(run: _Run, teams: tuple[TeamSpec, ...]) -> None:
             _quotas_apply(run, team, spec.quotas)
         if spec.members is not None:
             _members_apply(run, team, spec.members)
+        if spec.sso_groups is not None:
+            _sso_groups_apply(run, team, spec.sso_groups)
     if run.prune:
         # Deleting a team cascades to its projects, quotas and memberships; jobs and ledger rows protect it.
         for slug in sorted(current):
             run.delete("team", slug, current[slug])
+
+
+def _sso_groups_apply(run: _Run, team: Team | None, groups: tuple[SsoGroupSpec, ...]) -> None:
+    """The single sign-on mapping of ``team`` (None: the organisation-wide roles). A group's role changes in
+    place; ``--prune`` deletes groups the file no longer lists. Memberships follow at each user's next sign-in."""
+    current = {g.group: g for g in SsoGroup.objects.filter(team=team)}
+    prefix = f"{team.slug}/" if team is not None else ""  # keys: nlp/lead/ml-leads, finance/finance-team
+    for spec in groups:
+        key = f"{prefix}{spec.role}/{spec.group}"
+        row = current.pop(spec.group, None)
+        if row is None:
+            SsoGroup.objects.create(team=team, group=spec.group, role=spec.role)
+            run.record("sso_group", CREATED, key)
+        elif details := _diff(row, {"role": spec.role}):
+            row.save(update_fields=["role"])
+            run.record("sso_group", UPDATED, key, details)
+    if run.prune:
+        for group in sorted(current):
+            run.delete("sso_group", f"{prefix}{current[group].role}/{group}", current[group])
 
 
 def _org_role_apply(run: _Run, role: str, usernames: tuple[str, ...], *, admin_flags: bool) -> None:
@@ -270,6 +297,8 @@ def org_apply(*, spec: OrgSpec, prune: bool = False, dry_run: bool = False) -> O
                 _org_role_apply(run, FINANCE, spec.finance, admin_flags=False)
             if spec.platform_admins is not None:
                 _org_role_apply(run, PLATFORM_ADMIN, spec.platform_admins, admin_flags=True)
+            if spec.sso_groups is not None:
+                _sso_groups_apply(run, None, spec.sso_groups)
             if run.blocked:
                 raise OrgApplyError(run.blocked)  # leaving the atomic block by exception rolls back everything
             if dry_run:

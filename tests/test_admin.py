@@ -35,7 +35,7 @@ from jobs.models import Allocation, Job, JobEvent
 from scheduler.core.catalog import GPU_MODELS
 from scheduler.models import Gpu, GpuModel, Node
 from teams.admin import MicrocosmUserAdmin, UserMembershipInline
-from teams.models import Membership, Project, Quota, Team
+from teams.models import Membership, Project, Quota, SsoGroup, Team
 from tests.factories import (
     AllocationFactory,
     GpuFactory,
@@ -59,6 +59,7 @@ DOMAIN_MODELS: set[type[Model]] = {
     Project,
     Membership,
     Quota,
+    SsoGroup,
     GpuModel,
     Node,
     Gpu,
@@ -182,6 +183,7 @@ _BUILDERS: dict[type[Model], Callable[[], Model]] = {
     Project: ProjectFactory,
     Membership: MembershipFactory,
     Quota: QuotaFactory,
+    SsoGroup: lambda: SsoGroup.objects.create(group=f"group-{next(_counter)}", team=_build_team(), role="lead"),
     GpuModel: _build_gpu_model,
     Node: _build_node,
     Gpu: lambda: GpuFactory(node=NodeFactory(), index=0),

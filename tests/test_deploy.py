@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -21,6 +22,7 @@ MODELS = {
     ("v1", "ConfigMap"): "V1ConfigMap",
     ("v1", "Secret"): "V1Secret",
     ("v1", "Service"): "V1Service",
+    ("networking.k8s.io/v1", "NetworkPolicy"): "V1NetworkPolicy",
     ("apps/v1", "Deployment"): "V1Deployment",
     ("batch/v1", "Job"): "V1Job",
     ("rbac.authorization.k8s.io/v1", "ClusterRole"): "V1ClusterRole",
@@ -55,6 +57,10 @@ def _pod_spec(doc: dict[str, Any]) -> dict[str, Any]:
     return doc["spec"]["template"]["spec"]
 
 
+def _container(doc: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(c for c in _pod_spec(doc)["containers"] if c["name"] == name)
+
+
 def test_kustomization_lists_every_manifest() -> None:
     files = sorted(p.name for p in DEPLOY.glob("*.yaml") if p.name != "kustomization.yaml")
     assert sorted(_kustomization()["resources"]) == files
@@ -74,7 +80,10 @@ def test_the_workloads_run_the_projects_commands_with_the_settings() -> None:
     assert set(workloads) == set(COMMANDS)
     image = _kustomization()["images"][0]["name"]
     for name, doc in workloads.items():
-        (container,) = _pod_spec(doc)["containers"]
+        # One container runs the project; beside it only the web pods' proxy (test_the_proxy_* below).
+        (container,) = [c for c in _pod_spec(doc)["containers"] if c["image"] == image]
+        others = {c["name"] for c in _pod_spec(doc)["containers"]} - {container["name"]}
+        assert others == ({"proxy"} if name == "microcosm-web" else set()), name
         assert container["command"][: len(COMMANDS[name])] == COMMANDS[name], name
         assert container["image"] == image, name
         sources = {(s.get("configMapRef") or s.get("secretRef"))["name"] for s in container["envFrom"]}
@@ -93,12 +102,14 @@ def test_only_the_worker_holds_the_scheduler_identity() -> None:
     assert set(_by_kind("ServiceAccount")) == {"microcosm", "microcosm-web"}
 
 
-def test_the_service_reaches_the_web_pods() -> None:
+def test_the_service_reaches_the_web_pods_through_the_proxy() -> None:
     service = _by_kind("Service")["microcosm-web"]
     web = _by_kind("Deployment")["microcosm-web"]
     assert service["spec"]["selector"].items() <= web["spec"]["template"]["metadata"]["labels"].items()
-    ports = {p["name"] for p in _pod_spec(web)["containers"][0]["ports"]}
-    assert {p["targetPort"] for p in service["spec"]["ports"]} <= ports
+    # Every port of the Service is the proxy's: in-cluster callers (job pods, Prometheus) meet nginx too.
+    proxy_ports = {p["name"] for p in _container(web, "proxy")["ports"]}
+    assert {p["targetPort"] for p in service["spec"]["ports"]} == proxy_ports == {"http"}
+    assert "ports" not in _container(web, "web")
 
 
 def _rules(doc: dict[str, Any]) -> set[tuple[str, str, tuple[str, ...]]]:
@@ -177,9 +188,7 @@ def test_the_secret_is_marked_as_a_placeholder() -> None:
 
 def test_the_probe_host_is_an_allowed_host() -> None:
     web = _by_kind("Deployment")["microcosm-web"]
-    headers = {
-        h["name"]: h["value"] for h in _pod_spec(web)["containers"][0]["readinessProbe"]["httpGet"]["httpHeaders"]
-    }
+    headers = {h["name"]: h["value"] for h in _container(web, "proxy")["readinessProbe"]["httpGet"]["httpHeaders"]}
     allowed = _by_kind("ConfigMap")["microcosm-settings"]["data"]["ALLOWED_HOSTS"].split(",")
     assert headers["Host"] in allowed
 
@@ -193,6 +202,106 @@ def test_kustomize_renders_and_keeps_the_role_in_the_gpu_operator_namespace() ->
     namespaces = {(d["kind"], d["metadata"]["name"]): d["metadata"].get("namespace") for d in docs}
     assert namespaces[("Role", "microcosm-mig-config")] == "gpu-operator"
     assert namespaces[("Deployment", "microcosm-worker")] == "microcosm"
-    images = {c["image"] for d in docs if d["kind"] in ("Deployment", "Job") for c in _pod_spec(d)["containers"]}
-    newest = _kustomization()["images"][0]
-    assert images == {f"{newest['newName']}:{newest['newTag']}"}
+    images = {
+        c["name"]: c["image"] for d in docs if d["kind"] in ("Deployment", "Job") for c in _pod_spec(d)["containers"]
+    }
+    newest = {i["name"]: f"{i['newName']}:{i['newTag']}" for i in _kustomization()["images"]}
+    assert images.pop("proxy") == newest["nginx"]
+    assert set(images.values()) == {newest["microcosm"]}
+    # The generated ConfigMap carries deploy/proxy/nginx.conf, and the web pods mount it under its hashed name.
+    generated = [d for d in docs if d["kind"] == "ConfigMap" and d["metadata"]["name"].startswith("microcosm-proxy")]
+    (config_map,) = generated
+    assert config_map["metadata"]["namespace"] == "microcosm"
+    assert config_map["data"] == {"nginx.conf": (DEPLOY / "proxy" / "nginx.conf").read_text()}
+    web = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "microcosm-web")
+    mounted = {v["name"]: v.get("configMap", {}).get("name") for v in _pod_spec(web)["volumes"]}
+    assert mounted["proxy-config"] == config_map["metadata"]["name"]
+
+
+# --- The front: nginx in each web pod, gunicorn behind it on loopback (deploy/proxy/nginx.conf) ---------------
+
+NGINX_CONF = DEPLOY / "proxy" / "nginx.conf"
+
+
+def _nginx_directives() -> dict[str, list[str]]:
+    """Every simple directive of nginx.conf (name → the values it is given, in order), comments left out."""
+    found: dict[str, list[str]] = {}
+    for line in NGINX_CONF.read_text().splitlines():
+        matched = re.match(r"\s*([a-z_]+)\s+([^;{]*);", line.split("#", 1)[0])
+        if matched:
+            found.setdefault(matched.group(1), []).append(matched.group(2).strip())
+    return found
+
+
+def _command_option(command: list[str], option: str) -> str:
+    return command[command.index(option) + 1]
+
+
+def test_the_proxy_config_is_generated_from_the_one_file() -> None:
+    (generator,) = _kustomization()["configMapGenerator"]
+    assert generator["name"] == "microcosm-proxy" and generator["namespace"] == "microcosm"
+    assert generator["files"] == ["nginx.conf=proxy/nginx.conf"]
+    web = _by_kind("Deployment")["microcosm-web"]
+    volumes = {v["name"]: v for v in _pod_spec(web)["volumes"]}
+    assert volumes["proxy-config"]["configMap"]["name"] == generator["name"]
+    mounts = {m["name"]: m["mountPath"] for m in _container(web, "proxy")["volumeMounts"]}
+    command = _container(web, "proxy")["command"]
+    assert _command_option(command, "-c") == f"{mounts['proxy-config']}/nginx.conf"
+    # The prefix (pid file, spilled bodies and answers) is the emptyDir: the root filesystem stays read-only.
+    assert _command_option(command, "-p").rstrip("/") == mounts["proxy-tmp"]
+    assert "emptyDir" in volumes["proxy-tmp"]
+    assert command[0] == "nginx" and _command_option(command, "-g") == "daemon off;"
+
+
+def test_gunicorn_listens_on_loopback_behind_the_proxy() -> None:
+    web = _by_kind("Deployment")["microcosm-web"]
+    bind = _command_option(_container(web, "web")["command"], "--bind")
+    assert bind.startswith("127.0.0.1:"), "gunicorn on the pod's address would let in-cluster callers skip nginx"
+    directives = _nginx_directives()
+    assert directives["proxy_pass"] == [f"http://{bind}"]
+    (proxy_port,) = _container(web, "proxy")["ports"]
+    assert directives["listen"] == [str(proxy_port["containerPort"])]
+    # The kubelet cannot reach a loopback port: gunicorn's liveness is asked from inside its container.
+    liveness = " ".join(_container(web, "web")["livenessProbe"]["exec"]["command"])
+    host, port = bind.split(":")
+    assert f"('{host}', {port})" in liveness
+
+
+def test_the_proxy_buffers_requests_and_answers_and_times_out_slow_clients() -> None:
+    directives = _nginx_directives()
+    # https://gunicorn.org/deploy: sync workers need a proxy that buffers; nginx's defaults, said explicitly.
+    assert directives["proxy_request_buffering"] == ["on"]
+    assert directives["proxy_buffering"] == ["on"]
+    for name in ("client_header_timeout", "client_body_timeout", "send_timeout"):
+        (value,) = directives[name]
+        assert re.fullmatch(r"\d+s", value) and int(value[:-1]) <= 30, name
+    # Django's own limit (DATA_UPLOAD_MAX_MEMORY_SIZE, 1 MiB) answers first; nginx stops what is far past it.
+    assert directives["client_max_body_size"] == ["2m"]
+
+
+def test_the_proxy_container_is_probed_limited_and_unprivileged() -> None:
+    web = _by_kind("Deployment")["microcosm-web"]
+    proxy = _container(web, "proxy")
+    readiness = proxy["readinessProbe"]["httpGet"]
+    assert (readiness["path"], readiness["port"]) == ("/healthz", "http")
+    assert proxy["livenessProbe"]["tcpSocket"]["port"] == "http"
+    assert set(proxy["resources"]["requests"]) == {"cpu", "memory"} and set(proxy["resources"]["limits"]) == {"memory"}
+    assert _pod_spec(web)["securityContext"] == {"runAsNonRoot": True, "runAsUser": 10001}
+    assert proxy["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    # An unprivileged user cannot bind below 1024.
+    assert proxy["ports"][0]["containerPort"] >= 1024
+
+
+def test_the_network_policy_admits_the_proxy_port_alone() -> None:
+    (policy,) = _by_kind("NetworkPolicy").values()
+    web = _by_kind("Deployment")["microcosm-web"]
+    assert policy["metadata"]["namespace"] == web["metadata"]["namespace"]
+    assert policy["spec"]["podSelector"]["matchLabels"] == web["spec"]["selector"]["matchLabels"]
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    (rule,) = policy["spec"]["ingress"]
+    assert "from" not in rule  # the ingress controller, job pods in every team namespace, Prometheus
+    assert rule["ports"] == [{"protocol": "TCP", "port": _container(web, "proxy")["ports"][0]["name"]}]

@@ -87,11 +87,16 @@ def test_every_alert_is_complete_and_names_only_exported_metrics(exported):
 def test_the_service_monitor_scrapes_the_web_service_once_with_the_token():
     monitor = yaml.safe_load((MONITORING / "servicemonitor.yaml").read_text())
     assert (monitor["apiVersion"], monitor["kind"]) == ("monitoring.coreos.com/v1", "ServiceMonitor")
-    web = yaml.safe_load_all((ROOT / "deploy" / "web.yaml").read_text())
+    web = list(yaml.safe_load_all((ROOT / "deploy" / "web.yaml").read_text()))
     service = next(doc for doc in web if doc["kind"] == "Service")
     assert monitor["spec"]["selector"]["matchLabels"] == service["metadata"]["labels"]
     (endpoint,) = monitor["spec"]["endpoints"]
     assert endpoint["port"] in {port["name"] for port in service["spec"]["ports"]}
+    # The scrape goes through the web pods' nginx like any client (docs/deploy.md, "The front").
+    (scraped,) = [port for port in service["spec"]["ports"] if port["name"] == endpoint["port"]]
+    containers = next(doc for doc in web if doc["kind"] == "Deployment")["spec"]["template"]["spec"]["containers"]
+    proxy = next(c for c in containers if c["name"] == "proxy")
+    assert scraped["targetPort"] in {port["name"] for port in proxy["ports"]}
     assert endpoint["path"] == "/metrics"
     assert endpoint["authorization"]["credentials"] == {"name": "microcosm-secrets", "key": "METRICS_TOKEN"}
     address = next(r for r in endpoint["relabelings"] if r.get("targetLabel") == "__address__")

@@ -2,8 +2,9 @@
 
 drf-spectacular documents the success response a view declares and nothing else, yet every operation can
 answer errors: the request guard's 400 and 413 (``portal.request_guard``), DRF's authentication (401/403),
-lookups, pagination and ``?format=`` (404), content negotiation (406), parsing (400/413/415), throttles (429)
-and the services' conflicts (409). An operation secured by a job's report credential (``jobCredential``,
+lookups, pagination and ``?format=`` (404), content negotiation (406), parsing (400/413/415), throttles (429),
+the services' conflicts (409), and on the writes that take an ``Idempotency-Key`` header (documented there) a
+key used for another request (422). An operation secured by a job's report credential (``jobCredential``,
 :mod:`jobs.api.authentication`) says what its 401 and 403 mean for a job rather than for a person.
 :func:`add_error_responses` adds each status an operation can answer, with
 the error JSON of ``jobs.api.errors``: ``{"detail": "…"}``, or for a 400 one entry per field
@@ -12,6 +13,7 @@ the error JSON of ``jobs.api.errors``: ``{"detail": "…"}``, or for a 400 one e
 
 from __future__ import annotations
 
+import copy
 import re
 from typing import Any
 
@@ -32,8 +34,30 @@ CONFLICT_OPERATIONS = frozenset(
         ("POST", "/api/v1/jobs/{id}/priority/"),
         ("POST", "/api/v1/jobs/{id}/rank/"),
         ("POST", "/api/v1/jobs/bulk-cancel/"),
+        ("POST", "/api/v1/queue/reorder/"),  # only a request whose Idempotency-Key is still being answered
     }
 )
+# Writes that take an Idempotency-Key header (jobs.api.idempotency): the header is documented on each, with the
+# 422 of a key used for another request. A key still being answered is a 409, so each is a conflict operation.
+IDEMPOTENT_OPERATIONS = frozenset(
+    {
+        ("POST", "/api/v1/jobs/"),
+        ("POST", "/api/v1/jobs/{id}/cancel/"),
+        ("POST", "/api/v1/jobs/{id}/priority/"),
+        ("POST", "/api/v1/jobs/{id}/rank/"),
+        ("POST", "/api/v1/jobs/bulk-cancel/"),
+        ("POST", "/api/v1/queue/reorder/"),
+    }
+)
+IDEMPOTENCY_PARAMETER = {
+    "in": "header",
+    "name": "Idempotency-Key",
+    "required": False,
+    "schema": {"type": "string", "maxLength": 255},
+    "description": "A key unique to this request (a UUID): sent again with the same body within 24 hours, the "
+    "first answer is returned (marked `Idempotent-Replayed: true`) and nothing is written again; with another "
+    "body, 422. At most 255 printable ASCII characters.",
+}
 
 _SCHEMAS: dict[str, dict[str, Any]] = {
     ERROR: {
@@ -89,7 +113,13 @@ def _errors_for(method: str, path: str, operation: dict[str, Any], view: Any) ->
     if "requestBody" in operation:
         errors["415"] = _json(detail, "Body in a media type the operation does not read")
     if (method, path) in CONFLICT_OPERATIONS:
-        errors["409"] = _json(detail, "Conflicts with the job's state (it has ended) or a cap on pending jobs")
+        errors["409"] = _json(
+            detail,
+            "Conflicts with the job's state (it has ended) or a cap on pending jobs, or a request with the same "
+            "Idempotency-Key is still being answered",
+        )
+    if (method, path) in IDEMPOTENT_OPERATIONS:
+        errors["422"] = _json(detail, "The Idempotency-Key was used for a different request: send a new key")
     if view is not None and view.get_throttles():
         errors["429"] = _json(
             detail,
@@ -111,6 +141,9 @@ def add_error_responses(result: dict[str, Any], generator: Any, request: Any, pu
         for method, operation in operations.items():
             responses = operation.setdefault("responses", {})
             view = views.get((method.upper(), _route(path)))
+            if (method.upper(), path) in IDEMPOTENT_OPERATIONS:
+                # A copy each: one shared dict would be written as a YAML anchor and alias.
+                operation.setdefault("parameters", []).append(copy.deepcopy(IDEMPOTENCY_PARAMETER))
             for code, response in _errors_for(method.upper(), path, operation, view).items():
                 responses.setdefault(code, response)
             operation["responses"] = dict(sorted(responses.items()))

@@ -21,6 +21,7 @@ from rest_framework.views import APIView
 
 from jobs import access
 from jobs.api.filters import JobFilter, QueueFilter
+from jobs.api.idempotency import idempotent
 from jobs.api.permissions import require_cancel, require_manage, role_for_job, team_for
 from jobs.api.serializers import (
     BulkCancelSerializer,
@@ -99,6 +100,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
         return json_parsers(parsers) if getattr(self, "action", None) == "create" else parsers
 
     @extend_schema(request=JobSubmitSerializer, responses={201: JobDetailSerializer})
+    @idempotent
     def create(self, request: SignedInApiRequest, *args: Any, **kwargs: Any) -> Response:
         """Submit a job: the body is a job spec (the job keys of spec/scenario.md plus ``team``), checked whole
         by the same reader as the portal form and ``manage.py jobs submit``; unknown keys are refused."""
@@ -129,6 +131,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
 
     @extend_schema(request=CancelSerializer, responses={200: JobDetailSerializer})
     @action(detail=True, methods=["post"])
+    @idempotent
     def cancel(self, request: SignedInApiRequest, pk: str | None = None) -> Response:
         job = self.get_object()
         require_cancel(request, job, role_for_job(request, job))
@@ -139,6 +142,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
 
     @extend_schema(request=PrioritySerializer, responses={200: JobDetailSerializer})
     @action(detail=True, methods=["post"])
+    @idempotent
     def priority(self, request: SignedInApiRequest, pk: str | None = None) -> Response:
         job = self.get_object()
         role = role_for_job(request, job)
@@ -150,6 +154,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
 
     @extend_schema(request=RankSerializer, responses={200: JobDetailSerializer})
     @action(detail=True, methods=["post"])
+    @idempotent
     def rank(self, request: SignedInApiRequest, pk: str | None = None) -> Response:
         job = self.get_object()
         require_manage(role_for_job(request, job), "change a job's rank")
@@ -205,6 +210,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
 
     @extend_schema(request=BulkCancelSerializer, responses={200: JobSerializer(many=True)})
     @action(detail=False, methods=["post"], url_path="bulk-cancel", filterset_class=None, pagination_class=None)
+    @idempotent
     def bulk_cancel(self, request: SignedInApiRequest) -> Response:
         body = BulkCancelSerializer(data=request.data)
         body.is_valid(raise_exception=True)
@@ -245,6 +251,7 @@ class QueueView(ListAPIView):
 
 class QueueReorderView(APIView):
     @extend_schema(request=ReorderSerializer, responses={200: JobSerializer(many=True)})
+    @idempotent
     def post(self, request: SignedInApiRequest) -> Response:
         """Set the order of a team's pending jobs (within each priority); returns the queue of the team."""
         body = ReorderSerializer(data=request.data)

@@ -29,6 +29,7 @@ from scheduler.gateways.protocol import ClusterGateway
 from scheduler.gcpause import gc_paused
 from scheduler.loop.apply import ApplyResult, Retry, apply_ops
 from scheduler.loop.cycle_log import cycle_log
+from scheduler.loop.locks import Lease
 from scheduler.loop.policy import policy_at_speed
 from scheduler.loop.reconcile import reconcile
 from scheduler.loop.record import fence_check, record_plan
@@ -69,12 +70,18 @@ class CycleReport:
 
 
 def cycle_run(
-    *, gateway: ClusterGateway | None = None, fence_token: int | None = None, retry: Retry | None = None
+    *,
+    gateway: ClusterGateway | None = None,
+    fence_token: int | None = None,
+    lease: Lease | None = None,
+    retry: Retry | None = None,
 ) -> CycleReport:
-    """Run one cycle (module doc) and report it.
+    """Run one cycle (module doc) and report it. ``lease``: the single-flight lock ``fence_token`` came from,
+    confirmed before each write (reconcile, record).
 
     Raises :class:`~scheduler.errors.GatewayError` when the cluster cannot be observed (nothing was written)
-    and :class:`~scheduler.errors.FencingError` when a newer cycle has recorded since this one took its lock.
+    and :class:`~scheduler.errors.FencingError` when a newer cycle has recorded since this one took its lock, or
+    the lease was lost.
     """
     started = time.perf_counter()
     phases_s: dict[str, float] = {}
@@ -88,6 +95,8 @@ def cycle_run(
     loop = settings.SCHEDULER
     grace_s = float(loop.get("evict_grace_s", 30.0))
     phase_started = time.perf_counter()
+    if lease is not None:
+        lease.confirm()
     with transaction.atomic():
         fence_check(fence_token)
         # The simulated fleet reports its simulated jobs' checkpoints; a cluster, its job directories' manifests.
@@ -112,6 +121,8 @@ def cycle_run(
 
     phase_started = time.perf_counter()
     ordered = {job.id: (job.priority.value, job.rank) for job in built.snapshot.pending}
+    if lease is not None:
+        lease.confirm()
     recorded = record_plan(plan, observation, at=at, fence_token=fence_token, ordered=ordered)
     report.decisions = recorded.decisions
     phases_s["record"] = time.perf_counter() - phase_started

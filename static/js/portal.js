@@ -26,4 +26,10 @@
     var select = event.target;
     if (select.matches && select.matches("select[data-navigate]")) { window.location.href = select.value; }
   });
+
+  // A 429 from a page throttle (portal/page_throttles.py) carries a short message for the spot htmx fills;
+  // htmx leaves error answers unswapped unless told (htmx docs: "Modifying Swapping Behavior With Events").
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    if (event.detail.xhr.status === 429) { event.detail.shouldSwap = true; event.detail.isError = false; }
+  });
 })();

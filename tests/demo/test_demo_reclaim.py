@@ -12,6 +12,7 @@ from demo.reclaim import RECLAIM_JOB, demo_spot_reclaim
 from demo.seed import demo_seed
 from demo.tasks import demo_spot_reclaim_task
 from jobs.models import Allocation, Job
+from scheduler.errors import GatewayConflict
 from scheduler.gateways import gateway_override
 from scheduler.gateways.simulated import FleetSettings, SimulatedFleet
 from scheduler.loop.apply import Retry
@@ -88,3 +89,21 @@ def test_the_demo_schedules_its_reclaim_and_keeps_notices_visible_to_the_loop():
     notice_real_s = demo_settings.SCHEDULER["simulated_notice_s"] / demo_settings.SCHEDULER["simulated_speed"]
     assert notice_real_s > demo_settings.CELERY_BEAT_SCHEDULE["interruptions"]["schedule"]
     assert RECLAIM_JOB["duration_s"] / demo_settings.SCHEDULER["simulated_speed"] > 5 * 60  # still running then
+
+
+class _NoticedAlready(SimulatedFleet):
+    """The fleet's own random draw noticed the node in the instant the demo asks (notice_give refuses)."""
+
+    def notice_give(self, *, node: str, notice_s: float | None = None):
+        raise GatewayConflict(f"node {node} is under a notice already")
+
+
+def test_a_notice_the_fleet_gave_first_is_waited_for_not_raised(demo):
+    fleet, clock = demo
+    demo_spot_reclaim(gateway=fleet)
+    cycle_run(gateway=fleet, retry=NO_WAIT)
+    clock.advance(11)  # the first save, at 600 virtual seconds
+    cycle_run(gateway=fleet, retry=NO_WAIT)
+    racing = _NoticedAlready(fleet.settings, clock=clock)
+    answer = demo_spot_reclaim(gateway=racing)
+    assert set(answer) == {"waiting"} and "under a notice already" in answer["waiting"]

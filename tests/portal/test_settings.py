@@ -167,3 +167,27 @@ def test_without_fabric_settings_only_efa_and_gke_machine_types_are_read() -> No
     result = _manage("shell", "-c", script, env=PRODUCTION_ENV)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == repr(FabricSettings())
+
+
+_SSO_ENV = {"OIDC_CLIENT_ID": "microcosm", "OIDC_CLIENT_SECRET": "s3cret"}
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({**_SSO_ENV, "OIDC_ISSUER": "http://idp.example.com"}, "must be an https:// URL"),
+        ({"OIDC_ISSUER": "https://idp.example.com"}, "OIDC_CLIENT_ID and OIDC_CLIENT_SECRET must be set"),
+        ({**_SSO_ENV, "OIDC_ISSUER": "https://idp.example.com", "OIDC_SCOPES": "email,groups"}, "must include openid"),
+        ({**_SSO_ENV, "OIDC_ISSUER": "https://idp.example.com", "OIDC_SIGN_ALGO": "HS256"}, "is not one of"),
+    ],
+)
+def test_single_sign_on_settings_are_checked_at_start_up(env: dict[str, str], message: str) -> None:
+    result = _manage("check", env={**PRODUCTION_ENV, **env})
+    assert result.returncode != 0
+    assert message in result.stderr
+
+
+def test_single_sign_on_settings_pass_check_deploy() -> None:
+    env = {**PRODUCTION_ENV, **_SSO_ENV, "OIDC_ISSUER": "https://idp.example.com/realms/acme/"}
+    result = _manage("check", "--deploy", "--fail-level", "DEBUG", env=env)
+    assert result.returncode == 0, result.stderr + result.stdout

@@ -487,7 +487,7 @@ def test_every_error_is_reported_in_one_run() -> None:
             "teams[0].quotas[1].gpu_class: unknown GPU class 'V100'; use one of any, A100, H100, H200",
             "teams[0].members[0].role: must be one of lead, member, got 'owner'",
             "teams[1].colour: unknown key 'colour'; allowed keys: name, slug, namespace, weight, checkpoint_claim, "
-            "max_priority, production_kinds, quotas, projects, members",
+            "max_priority, production_kinds, quotas, projects, members, sso_groups",
             "teams[1].slug: required",
             "teams[1].namespace: duplicate namespace 'team-nlp' (also teams[0])",
             "finance: must be a list, got string",

@@ -36,11 +36,11 @@ class Command(BaseCommand):
             self.stdout.write(report_text(report))
 
     def _once(self) -> CycleReport:
-        with single_flight() as token:
-            if token is None:
+        with single_flight() as lease:
+            if lease is None:
                 raise CommandError("another scheduling cycle holds the lock; try again in a few seconds")
             try:
-                return cycle_run(fence_token=token)
+                return cycle_run(fence_token=lease.token, lease=lease)
             except (GatewayError, FencingError) as exc:
                 raise CommandError(f"the cycle did not run: {exc}") from exc
 

@@ -74,8 +74,8 @@ class Command(BaseCommand):
             self.stdout.write(f"stopped after {count} cycle(s)")
 
     def _step(self, count: int, *, as_json: bool) -> None:
-        with single_flight() as token:
-            if token is None:
+        with single_flight() as lease:
+            if lease is None:
                 self._emit(
                     {"skipped": "another cycle holds the lock"}, "cycle skipped: another cycle holds the lock", as_json
                 )
@@ -87,7 +87,7 @@ class Command(BaseCommand):
                     cluster_sync(observation=observation)
                     cluster_maintain(gateway=gateway, stuck_after_s=MIG_STUCK_AFTER_S)
                     utilization_record(readings=gateway.utilization(), at=timezone.now())
-                report = cycle_run(gateway=gateway, fence_token=token)
+                report = cycle_run(gateway=gateway, fence_token=lease.token, lease=lease)
             except (GatewayConflict, FencingError) as exc:  # not an outage: the next period tries afresh
                 self._emit({"error": str(exc)}, f"cycle failed, retrying next period: {exc}", as_json)
                 return
