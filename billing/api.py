@@ -72,7 +72,12 @@ class ChargebackAPIView(APIView):
         summary="The month's chargeback (JSON, or the CSV file with format=csv)",
         parameters=[
             OpenApiParameter(
-                "month", str, required=True, pattern=r"^\d{4}-\d{2}$", description="YYYY-MM, e.g. 2026-11."
+                "month",
+                str,
+                required=True,
+                # billing.periods.parse_month: year 2000 or later, month 01-12; a month not begun yet is a 400 too.
+                pattern=r"^[2-9]\d{3}-(0[1-9]|1[0-2])$",
+                description="YYYY-MM, from 2000-01 to this month, e.g. 2026-11.",
             ),
             OpenApiParameter("detail", str, enum=["jobs"], description="jobs: one row per job, GPU model and tier."),
             OpenApiParameter("team", str, description="One team's slug (its lead, finance, platform admins)."),

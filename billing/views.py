@@ -195,8 +195,12 @@ def advisor(request: HttpRequest) -> HttpResponse:
         status = 400
     if breakeven_form.is_valid():
         inputs = breakeven_form.inputs()
-        context["breakeven"] = breakeven(inputs)
-        figures["fig-breakeven"] = charts.breakeven_over_utilization(breakeven_curve(inputs))
+        try:
+            context["breakeven"] = breakeven(inputs)
+            figures["fig-breakeven"] = charts.breakeven_over_utilization(breakeven_curve(inputs))
+        except AdvisorInputError as exc:  # the ranges the form did not check (billing.advisor): a form error
+            breakeven_form.add_error(None, str(exc))
+            status = 400 if data is not None else 200
     elif data is not None:
         status = 400
     return render(request, "billing/advisor.html", context, status=status)

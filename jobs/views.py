@@ -180,6 +180,8 @@ def submit(request: SignedInRequest) -> HttpResponse:
             )
         except IdempotencyKeyInFlight:
             form.add_error(None, "This page is being submitted already: wait a moment, then see Jobs.")
+        except JobsError as exc:  # the pending caps and any other refusal: on the form, never a 500
+            form.add_error(None, str(exc))
         else:
             if replayed:
                 messages.info(request, f"This page was already submitted: {name} was made then, not again.")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from portal.env import env_float
 from portal.settings import *  # noqa: F403
-from portal.settings import CELERY_BEAT_SCHEDULE, SCHEDULER, VAR_DIR, filesystem_broker_options
+from portal.settings import CELERY_BEAT_SCHEDULE, METRICS_TOKEN, SCHEDULER, VAR_DIR, filesystem_broker_options
 
 CLUSTER_BACKEND = "simulated"
 # Spot notices last 10 virtual minutes here, not AWS's 2: at the demo's 60× a 2-minute notice passes in 2 real
@@ -21,6 +21,10 @@ SCHEDULER = {
     "lock_backend": "file",
     "simulated_notice_s": env_float("SIMULATED_SPOT_NOTICE_S", default=600.0, minimum=0.0, maximum=86400.0),
 }
+
+# The demo runs on a laptop's loopback: its Prometheus figures are open to read, unless a token is set
+# (portal/metrics/views.py; the production settings refuse both at once).
+METRICS_PUBLIC = not METRICS_TOKEN
 
 CELERY_BROKER_URL = "filesystem://"
 CELERY_BROKER_TRANSPORT_OPTIONS = filesystem_broker_options(VAR_DIR)  # every folder under var/celery/

@@ -549,10 +549,12 @@ SPECTACULAR_SETTINGS = {
         "JobTierEnum": "jobs.api.serializers.JOB_TIER_CHOICES",
         "CapacityTierEnum": "jobs.api.serializers.CAPACITY_TIER_CHOICES",
     },
-    # drf-spectacular's enum hook, then every error status each operation can answer (jobs/api/schema.py).
+    # drf-spectacular's enum hook, then every error status each operation can answer (jobs/api/schema.py), then
+    # what the job-spec reader accepts in the submit and right-sizing bodies (jobs/api/schema_rules.py).
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "jobs.api.schema.add_error_responses",
+        "jobs.api.schema_rules.state_spec_rules",
     ],
 }
 # --- end of the portal/API block ------------------------------------------------------------------------------
@@ -662,14 +664,21 @@ CONTENT_SECURITY_POLICY = {
         "frame-ancestors": [NONE],
     },
 }
-# /metrics (portal/metrics, docs/metrics.md): with METRICS_TOKEN set, a scrape must send it as a bearer token;
-# unset, the endpoint is open to whoever reaches the portal. Prometheus scrapes inside the cluster over plain
-# HTTP, so the HTTPS redirect spares this one path (the token then crosses the cluster network unencrypted).
+# /metrics (portal/metrics, docs/metrics.md) is closed by default: with METRICS_TOKEN set, a scrape must send it
+# as a bearer token; with METRICS_PUBLIC on (and no token), anyone who reaches the portal reads it; with neither,
+# it answers 404. Prometheus scrapes inside the cluster over plain HTTP, so the HTTPS redirect spares this one
+# path (the token then crosses the cluster network unencrypted).
 METRICS_TOKEN = env_str("METRICS_TOKEN", default="")
+METRICS_PUBLIC = env_bool("METRICS_PUBLIC", default=False)
 if METRICS_TOKEN and len(METRICS_TOKEN) < 32:
     raise EnvError(
-        "METRICS_TOKEN must be at least 32 characters, or unset to leave /metrics open; generate one with "
+        "METRICS_TOKEN must be at least 32 characters; generate one with "
         "python -c 'import secrets; print(secrets.token_urlsafe(32))'."
+    )
+if METRICS_TOKEN and METRICS_PUBLIC:
+    raise EnvError(
+        "METRICS_TOKEN and METRICS_PUBLIC both set: /metrics either needs the token or is open to anyone; "
+        "unset METRICS_PUBLIC to keep the token, or unset METRICS_TOKEN to open it."
     )
 SECURE_REDIRECT_EXEMPT = [r"^metrics$"]
 # --- end of hardening -----------------------------------------------------------------------------------------

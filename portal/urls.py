@@ -7,18 +7,20 @@ from django.urls import include, path
 
 from portal import views
 from portal.metrics import views as metrics_views
+from portal.signin import AdminSignInForm, SignInForm
 from scheduler import views as scheduler_views
 
 admin.site.site_header = "Microcosm administration"
 admin.site.site_title = "Microcosm admin"
 admin.site.index_title = "Platform"
+admin.site.login_form = AdminSignInForm  # the username's length checked (portal/signin.py)
 
 urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
     path("metrics", metrics_views.metrics, name="metrics"),
     path("favicon.ico", views.favicon, name="favicon"),
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/login/", auth_views.LoginView.as_view(authentication_form=SignInForm), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("accounts/password/", auth_views.PasswordChangeView.as_view(), name="password_change"),
     path("accounts/password/done/", auth_views.PasswordChangeDoneView.as_view(), name="password_change_done"),

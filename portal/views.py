@@ -9,7 +9,6 @@ from typing import Any
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.forms import AuthenticationForm
 from django.contrib.auth.views import redirect_to_login
 from django.db import connection
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -30,6 +29,7 @@ from jobs.selectors import job_list_for_user
 from jobs.team_usage import quota_use_for_user
 from portal.api_tokens import api_token_create, api_token_last_used, api_token_prefix, api_token_revoke
 from portal.lockout import account_failures, account_unlock
+from portal.signin import SignInForm
 from teams.http import SignedInRequest
 from teams.roles import is_finance
 from teams.selectors import team_overview_for_user
@@ -153,7 +153,7 @@ def login_locked_out(
         request,
         "registration/login.html",
         {
-            "form": AuthenticationForm(request),
+            "form": SignInForm(request),
             "next": request.POST.get("next", "") if request.method == "POST" else "",
             "locked_out": True,
             "lockout_minutes": settings.LOGIN_LOCKOUT_MINUTES,

@@ -240,7 +240,10 @@ class RequestSerializer(serializers.Serializer):
 
 class JobSubmitSerializer(RequestSerializer):
     team = serializers.CharField(max_length=bounds.MAX_NAME_CHARS, help_text="Team slug")
-    name = serializers.CharField(max_length=bounds.MAX_NAME_CHARS, required=False, help_text="Default: job")
+    name = serializers.CharField(max_length=bounds.MAX_NAME_CHARS, required=False, help_text="Default: id, else job")
+    id = serializers.CharField(
+        max_length=bounds.MAX_NAME_CHARS, required=False, help_text="A scenario's job id; the name when name is absent"
+    )
     project = serializers.CharField(
         max_length=bounds.MAX_PROJECT_CHARS, required=False, help_text="Project (chargeback) code"
     )

@@ -1,8 +1,12 @@
-"""``GET /metrics``: the collector's text for Prometheus, behind a bearer token when ``METRICS_TOKEN`` is set.
+"""``GET /metrics``: the collector's text for Prometheus, closed unless an admin opens it (docs/metrics.md).
 
-Not behind sign-in (Prometheus has no session) nor CSRF (it only reads). Without ``METRICS_TOKEN`` anyone who
-can reach the portal can read team names, queue sizes and the fleet's shape: set it wherever the portal is
-reachable from outside the cluster (docs/metrics.md).
+- ``METRICS_TOKEN`` set: a scrape must send it as a bearer token, else 401 with ``WWW-Authenticate``.
+- ``METRICS_PUBLIC`` on (no token): open to whoever reaches the portal (team names, queue sizes, the fleet's
+  shape), for a portal only the cluster can reach, or the demo.
+- Neither: 404. No credential could open it, so not 401 (which asks for one) nor 403 (which refuses a caller
+  the endpoint knows): the endpoint is off, as if absent, and the body says which setting turns it on.
+
+Not behind sign-in (Prometheus has no session) nor CSRF (it only reads).
 """
 
 from __future__ import annotations
@@ -20,6 +24,12 @@ from portal.metrics.collector import REGISTRY
 @require_GET
 def metrics(request: HttpRequest) -> HttpResponse:
     token: str = settings.METRICS_TOKEN
+    if not token and not settings.METRICS_PUBLIC:
+        return HttpResponse(
+            "/metrics is off: set METRICS_TOKEN (scrapes send it as a bearer token) or METRICS_PUBLIC=1.\n",
+            status=404,
+            content_type="text/plain",
+        )
     if token and not _bearer_matches(request.headers.get("Authorization", ""), token):
         response = HttpResponse(
             "Send the metrics token: Authorization: Bearer <METRICS_TOKEN>.\n", status=401, content_type="text/plain"

@@ -1,5 +1,6 @@
 """/metrics after a few cycles of the loop on the simulated fleet: every metric is there, with labels that carry
-no job id and values that match the database; the bearer token when METRICS_TOKEN is set."""
+no job id and values that match the database; the bearer token when METRICS_TOKEN is set; closed (404) unless
+METRICS_PUBLIC opens it."""
 
 from __future__ import annotations
 
@@ -50,6 +51,13 @@ EXPORTED = {
     "microcosm_eta_error_ratio",
 }
 TOKEN = "t" * 40
+
+
+@pytest.fixture(autouse=True)
+def _metrics_open(settings):
+    """The figures' tests read /metrics as the demo does (METRICS_PUBLIC); the access tests below set their own."""
+    settings.METRICS_PUBLIC = True
+    settings.METRICS_TOKEN = ""
 
 
 @pytest.fixture
@@ -219,9 +227,18 @@ def test_before_the_first_cycle_the_loop_metrics_are_zero_and_the_last_success_a
     assert families["microcosm_spot_interruptions"].samples[0].value == 0.0
 
 
-def test_without_a_token_setting_the_endpoint_is_open(client, settings):
-    settings.METRICS_TOKEN = ""
-    _scrape(client)
+def test_by_default_the_endpoint_is_off(client, settings):
+    """Neither a token nor METRICS_PUBLIC: 404 (no credential could open it), saying what turns it on."""
+    settings.METRICS_PUBLIC = False
+    response = client.get("/metrics", HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
+    assert response.status_code == 404
+    assert b"METRICS_TOKEN" in response.content and b"METRICS_PUBLIC=1" in response.content
+    assert b"microcosm_" not in response.content and "WWW-Authenticate" not in response
+
+
+def test_metrics_public_opens_the_endpoint_to_anyone(client, settings):
+    settings.METRICS_PUBLIC = True
+    assert "microcosm_jobs" in _scrape(client)
 
 
 @pytest.mark.parametrize(
@@ -230,6 +247,7 @@ def test_without_a_token_setting_the_endpoint_is_open(client, settings):
     ids=["none", "wrong", "basic", "no-scheme", "empty", "longer"],
 )
 def test_with_a_token_setting_a_scrape_without_the_token_is_refused(client, settings, header):
+    settings.METRICS_PUBLIC = False
     settings.METRICS_TOKEN = TOKEN
     response = client.get("/metrics", **({"HTTP_AUTHORIZATION": header} if header is not None else {}))
     assert response.status_code == 401
@@ -238,6 +256,7 @@ def test_with_a_token_setting_a_scrape_without_the_token_is_refused(client, sett
 
 
 def test_with_a_token_setting_a_scrape_with_the_token_is_answered(client, settings):
+    settings.METRICS_PUBLIC = False
     settings.METRICS_TOKEN = TOKEN
     families = _scrape(client, HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
     assert "microcosm_jobs" in families
