@@ -11,7 +11,7 @@ last extended (default: one cycle period), so a holder that dies mid-cycle frees
 and the next beat runs a cycle: a dead worker costs at most two cycles (RELIABILITY.md). A live holder keeps
 it with a heartbeat thread that extends it every third of the TTL (Redisson's lock watchdog renews at
 ``lockWatchdogTimeout / 3`` the same way), only while the key still holds its token: redis-py's
-``Lock.reacquire`` script (``redis/lock.py``, ``LUA_REACQUIRE_SCRIPT``), which is :data:`_EXTEND`. A renewal
+``Lock.reacquire`` script (``redis.lock.Lock``, ``LUA_REACQUIRE_SCRIPT``), which is :data:`_EXTEND`. A renewal
 refused (the key expired or another holder's token is in it) marks the lease lost, and the cycle confirms its
 lease (:meth:`Lease.confirm`, one more extension) before each write: a lost lease raises
 :class:`~scheduler.errors.FencingError` and nothing is written. The fencing token check stays behind it for a
@@ -81,7 +81,7 @@ return token
 _RELEASE = """
 if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) else return 0 end
 """
-# redis-py's Lock.reacquire (redis/lock.py, LUA_REACQUIRE_SCRIPT): the lease back to a full TTL, for its owner only.
+# redis-py's Lock.reacquire (redis.lock.Lock, LUA_REACQUIRE_SCRIPT): the lease back to a full TTL, for its owner only.
 _EXTEND = """
 if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('pexpire', KEYS[1], ARGV[2]) else return 0 end
 """

@@ -1,4 +1,4 @@
-"""Idempotent writes (issue 27, item 1): the API's ``Idempotency-Key`` header on a submit and every job write,
+"""Idempotent writes: the API's ``Idempotency-Key`` header on a submit and every job write,
 and the submit form's hidden key. A retry answers the first answer and writes nothing again; the same key with
 another body is a 422, a malformed key a 400, a key older than 24 hours a new key; keys are per user.
 

@@ -1,4 +1,4 @@
-"""Submits survive PostgreSQL dropping connections (issue 27, item 1): zero duplicates, zero acknowledged jobs
+"""Submits survive PostgreSQL dropping connections: zero duplicates, zero acknowledged jobs
 missing.
 
 The portal runs as production runs it (``gunicorn portal.wsgi``, 3 sync workers, DEBUG off) on 127.0.0.1, and

@@ -1,4 +1,4 @@
-"""Every error under /api/ is JSON (issue 27, item 1): an exception no view answers is a 500 ``{"detail": …}``
+"""Every error under /api/ is JSON: an exception no view answers is a 500 ``{"detail": …}``
 (``portal.errors``, the root URLconf's ``handler500``), and PostgreSQL that drops the connection — psycopg's own
 errors, wrapped by Django's own wrapper — is a 503 with Retry-After (``portal.busy``), in a plain view and in a
 DRF one. Outside /api/ the pages stay pages. A 4xx is covered by tests/jobs/test_api_errors.py."""
