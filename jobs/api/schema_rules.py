@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from scheduler.core import bounds, catalog
+from scheduler.core import bounds
+from scheduler.core.catalog import GPU_CLASSES, GPU_MODEL_BY_NAME, GPU_MODELS
 
 SUBMIT = "JobSubmitRequest"
 RIGHTSIZE = "RightsizeRequest"
@@ -40,8 +41,8 @@ def _state_body(schema: dict[str, Any]) -> None:
     properties = schema["properties"]
     schema["oneOf"] = exactly_one_request()
     schema["additionalProperties"] = False
-    properties["gpu_model"]["enum"] = [*catalog.GPU_CLASSES, *catalog.GPU_MODEL_BY_NAME]
-    profiles = dict.fromkeys(name for spec in catalog.GPU_MODELS for name in spec.profiles())
+    properties["gpu_model"]["enum"] = [*GPU_CLASSES, *GPU_MODEL_BY_NAME]
+    profiles = dict.fromkeys(name for spec in GPU_MODELS for name in spec.profiles())
     properties["mig_profile"]["enum"] = list(profiles)
     for key in _TEXT_KEYS:
         if key in properties:

@@ -223,8 +223,10 @@ def test_a_worker_killed_mid_cycle_costs_at_most_two_cycles(celery_app, redis_cl
     team = team_seed()
     queue, lock_name = celery_app.conf.task_default_queue, f"{redis_prefix}:lock"
     victim_name, survivor_name = f"victim-{redis_prefix}@test", f"survivor-{redis_prefix}@test"
+    # The victim alone first, so that it surely takes the first cycle (two workers on one queue share the
+    # messages as the broker pleases: the fast one may take every tick); the survivor joins while it observes.
     victim = _worker_process(victim_name, queue, lock_name, delay_s=60.0)
-    survivor = _worker_process(survivor_name, queue, lock_name, delay_s=0.0)
+    survivor: subprocess.Popen[bytes] | None = None
     ticks: list = []
     stop = threading.Event()
 
@@ -235,12 +237,15 @@ def test_a_worker_killed_mid_cycle_costs_at_most_two_cycles(celery_app, redis_cl
 
     beat_thread = threading.Thread(target=beat)
     try:
-        _wait_until_consuming(celery_app, [victim_name, survivor_name])
-        beat_thread.start()
+        _wait_until_consuming(celery_app, [victim_name])
+        ticks.append(cycle_run_task.apply_async(expires=60))
         deadline = time.monotonic() + 60
         while redis_client.get(f"{lock_name}:observing") != victim_name.encode():
             assert time.monotonic() < deadline, "the victim took no cycle within 60 s"
             time.sleep(0.05)
+        survivor = _worker_process(survivor_name, queue, lock_name, delay_s=0.0)
+        _wait_until_consuming(celery_app, [survivor_name])
+        beat_thread.start()
         token = redis_client.get(lock_name)
         assert token is not None
         # A job the victim's cycle will never place: the survivor's first cycle after the kill places it.
@@ -264,10 +269,11 @@ def test_a_worker_killed_mid_cycle_costs_at_most_two_cycles(celery_app, redis_cl
         stop.set()
         if beat_thread.is_alive():
             beat_thread.join(timeout=30)
-        for process in (victim, survivor):
+        processes = [p for p in (victim, survivor) if p is not None]
+        for process in processes:
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGTERM)
-        for process in (victim, survivor):
+        for process in processes:
             try:
                 process.wait(timeout=30)
             except subprocess.TimeoutExpired:
