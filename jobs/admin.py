@@ -7,7 +7,7 @@ as the portal's (priority, rank, cancel, requeue), so each leaves a job event wi
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.contrib import admin, messages
 from django.contrib.auth.models import User
@@ -20,6 +20,7 @@ from jobs.models import Allocation, Job, JobEvent
 from jobs.services import job_cancel_bulk, job_requeue_bulk, job_set_priority, job_set_rank
 from jobs.services.positions import positions_lock
 from scheduler.core.vocabulary import JobState
+from teams.grants import grant_refusal
 
 # What was asked for: once a job runs, its allocations were sized from these, so they stay as they were.
 REQUEST_FIELDS = (
@@ -93,8 +94,33 @@ class AllocationInline(ViewOnlyMixin, admin.TabularInline):
         return super().get_queryset(request).select_related("node")
 
 
+if TYPE_CHECKING:  # Django's form classes are generic only in the stubs.
+    _JobFormBase = ModelForm[Job]
+else:
+    _JobFormBase = ModelForm
+
+
+class JobAdminForm(_JobFormBase):
+    """A job's page in the admin. The priority goes through ``job_set_priority``, which checks the team's grant;
+    a change of kind or team keeps the priority it has, so the grant is checked here for the job it makes."""
+
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        data = self.cleaned_data
+        if self.instance.pk is None or not {"kind", "team"} & set(self.changed_data):
+            return data
+        team, kind = data.get("team"), data.get("kind")
+        priority = data.get("priority", self.instance.priority)
+        if team is not None and kind is not None:
+            refusal = grant_refusal(team, priority=priority, kind=kind)
+            if refusal is not None:
+                self.add_error("kind" if "kind" in self.changed_data else "team", refusal)
+        return data
+
+
 @admin.register(Job)
 class JobAdmin(admin.ModelAdmin):
+    form = JobAdminForm
     list_display = ("name", "team", "project", "kind", "request_summary", "priority", "rank", "state", "submitted_at")
     list_filter = ("state", "kind", "priority", "tier", "team")
     search_fields = ("name", "team__slug", "submitted_by__username")

@@ -315,6 +315,7 @@ WALKED = {
     "portal.signin.AdminSignInForm": "test_an_over_long_username_*, test_a_wrong_password_and_a_lockout_*",
     "portal.signin._UsernameLength": "the base of both sign-in forms",
     "teams.admin.TeamAdminForm": "test_team_settings_refusals_are_form_errors",
+    "jobs.admin.JobAdminForm": "tests/jobs/test_services_grants.py (a grant refused at the kind)",
     "scheduler.admin.NodeForm": "tests/test_admin_nodes.py (InventoryError as the form's error)",
     "scheduler.admin.GpuForm": "tests/test_admin_nodes.py (InventoryError as the form's error)",
 }

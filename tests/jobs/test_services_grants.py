@@ -246,3 +246,23 @@ def test_a_platform_admin_in_the_admin_grants_first(client, team, platform_admin
     client.post(url, {**_form_data(client.get(url)), "priority": "production"})
     job.refresh_from_db()
     assert job.priority == "production"
+
+
+def test_the_admin_cannot_turn_a_production_inference_job_into_ungranted_production_training(
+    client, team, platform_admin
+):
+    grant_production(team)  # inference only
+    job = JobFactory(team=team, kind="inference", priority="production", state="pending")
+    client.force_login(platform_admin)
+    url = _url(Job, "change", job.pk)
+    response = client.post(url, {**_form_data(client.get(url)), "kind": "training"})
+    assert response.status_code == 200  # the form again, with the reason at the kind
+    assert "production for training jobs is granted by a platform admin" in str(
+        response.context["adminform"].form.errors["kind"]
+    )
+    job.refresh_from_db()
+    assert (job.kind, job.priority) == ("inference", "production")
+    grant_production(team, "inference", "training")
+    client.post(url, {**_form_data(client.get(url)), "kind": "training"})
+    job.refresh_from_db()
+    assert job.kind == "training"
