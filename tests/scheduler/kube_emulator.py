@@ -25,7 +25,7 @@ import datetime
 import logging
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +52,31 @@ class Fault:
     stall_s: float = 0.0  # > the client's timeout: a timeout
 
 
+def status_response(code: int, reason: str, message: str, **details: Any) -> aiohttp.web.Response:
+    """A refusal as the API server writes it: a ``Status`` object (k8s.io/apimachinery metav1.Status) with ``reason``
+    (Forbidden, Invalid, Gone, ...) and the human message; ``details`` as the server fills them."""
+    body: dict[str, Any] = {
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Failure",
+        "message": message,
+        "reason": reason,
+        "code": code,
+    }
+    if details:
+        body["details"] = details
+    return aiohttp.web.json_response(body, status=code)
+
+
+# A behaviour of a real component the harness adds (admission, a node's device plugin, ...): it sees every request
+# before the store does and answers it (a refusal, say) or returns None to let it through. aiohttp caches a read
+# body, so an interceptor may read it and the store still can.
+Interceptor = Callable[["GatewayEmulator", aiohttp.web.BaseRequest], Awaitable[aiohttp.web.StreamResponse | None]]
+# Called after a pod is bound: (namespace, pod name, node), as the kubelet on that node would learn of it.
+BindHook = Callable[[str, str, str], None]
+
+
 @attrs.define(kw_only=True)
 class GatewayEmulator(kmock.KubernetesEmulator):
     """kmock's emulator with namespaces, binding, eviction and injected faults (module doc)."""
@@ -60,6 +85,8 @@ class GatewayEmulator(kmock.KubernetesEmulator):
     namespaces: dict[str, dict[str, Any]] = attrs.field(factory=dict)
     log: list[tuple[str, str, str]] = attrs.field(factory=list)  # (method, path, query) of every request
     pod_logs: dict[tuple[str, str], str] = attrs.field(factory=dict)  # (namespace, pod) -> what it wrote
+    interceptors: list[Interceptor] = attrs.field(factory=list)
+    bind_hooks: list[BindHook] = attrs.field(factory=list)
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -85,6 +112,10 @@ class GatewayEmulator(kmock.KubernetesEmulator):
                 body = {"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": fault.status}
                 body["message"] = f"injected {fault.status}"
                 return aiohttp.web.json_response(body, status=fault.status, headers=fault.headers)
+        for interceptor in self.interceptors:
+            answer = await interceptor(self, raw)
+            if answer is not None:
+                return answer
         match = _POD_LOG_PATH.match(raw.path)
         if match and raw.method == "GET":
             return self._pod_log(raw, match.group(1), match.group(2))
@@ -144,7 +175,10 @@ class GatewayEmulator(kmock.KubernetesEmulator):
         if node:
             message = f"pod {request.name} is already assigned to node {node!r}"
             raise kmock.KubernetesError(status=409, reason="Conflict", message=message)
-        pod.patch({"spec": {"nodeName": request.data["target"]["name"]}})
+        node = request.data["target"]["name"]
+        pod.patch({"spec": {"nodeName": node}})
+        for hook in self.bind_hooks:
+            hook(request.namespace or "", request.name or "", node)
         return {"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}
 
     async def _evict(self, request: kmock.Request) -> dict[str, Any]:
