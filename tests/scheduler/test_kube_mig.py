@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from scheduler.errors import GatewayConflict
-from scheduler.gateways.kube.gateway import KubeGateway
 from scheduler.core.catalog import GPU_MODELS
 from scheduler.core.layouts import named_layouts
+from scheduler.errors import GatewayConflict
+from scheduler.gateways.kube.gateway import KubeGateway
 from scheduler.gateways.kube.mig import DEVICE_FILTERS, Step, config_name, operator_configs
 from scheduler.gateways.protocol import BindRequest, Device, MigConfigState, ReplicaPlacement
 from tests.scheduler.kube_emulator import ManualClock, cluster_fixture, manual_gateway
@@ -354,13 +354,17 @@ def test_a_slower_kubelet_than_the_setting_costs_one_retry_not_the_node(cluster,
 
 
 def test_cutting_over_to_microcosms_config_keeps_nodes_on_operator_names(cluster, gateway, clock, managers) -> None:
+    cluster.add_node(NODE, {**LABELS, "nvidia.com/mig.config": "all-3g.40gb", "nvidia.com/mig-3g.40gb.count": "4"})
     cluster.add_node(
-        NODE, {**LABELS, "nvidia.com/mig.config": "all-3g.40gb", "nvidia.com/mig-3g.40gb.count": "4"}
-    )
-    cluster.add_node(
-        "mig-2", {**LABELS, "nvidia.com/mig.config": "all-balanced", "nvidia.com/gpu.count": "1",
-                  "nvidia.com/mig-1g.10gb.count": "2", "nvidia.com/mig-2g.20gb.count": "1",
-                  "nvidia.com/mig-3g.40gb.count": "1"},
+        "mig-2",
+        {
+            **LABELS,
+            "nvidia.com/mig.config": "all-balanced",
+            "nvidia.com/gpu.count": "1",
+            "nvidia.com/mig-1g.10gb.count": "2",
+            "nvidia.com/mig-2g.20gb.count": "1",
+            "nvidia.com/mig-3g.40gb.count": "1",
+        },
     )
     managers.add(NODE, [("3g.40gb", "3g.40gb")] * 2, now=clock.now)
     managers.add("mig-2", [("1g.10gb", "1g.10gb", "2g.20gb", "3g.40gb")], now=clock.now)

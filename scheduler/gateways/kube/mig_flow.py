@@ -246,11 +246,20 @@ class MigFlow:
             # propagation, drain what may have come back, then relabel (a restart, the label being unchanged).
             now = self.clock()
             again = Flow(
-                Phase.DRAINING, flow.desired, flow.config, now, flow.recoveries, "", now + self.propagation_s, flow.retries + 1
+                Phase.DRAINING,
+                flow.desired,
+                flow.config,
+                now,
+                flow.recoveries,
+                "",
+                now + self.propagation_s,
+                flow.retries + 1,
             )
             self.api.node_patch(node, {"metadata": {"annotations": flow_annotations(again)}})
-            logger.warning("node %s: MIG change to %s failed soon after its config was written; retrying", node, flow.config)
-            return f"{MIG_CONFIG_STATE}=failed soon after the config was written; relabelling after {self.propagation_s:g}s"
+            logger.warning(
+                "node %s: MIG change to %s failed soon after its config was written; retrying", node, flow.config
+            )
+            return f"{MIG_CONFIG_STATE}=failed soon after the config was written; relabel in {self.propagation_s:g}s"
         if step == Step.RECOVER:
             return self._restart_mig_manager(node, flow, recovering=True)
         if step == Step.FAIL:

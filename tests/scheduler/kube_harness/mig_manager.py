@@ -158,14 +158,17 @@ class MigManagers:
         self._label(node, {STATE: "pending"})
         changing = {i for i in range(len(current)) if current[i] != wanted[i]}
         mode = {i for i in changing if bool(current[i]) != bool(wanted[i])}
-        if mode and not after_reboot and (self.reset_blocked or self.plugin.holders(node, mode)):
-            if self.with_reboot:  # applyMigModeChange failed: rebooting, then `chroot /host reboot`
-                self._label(node, {STATE: "rebooting"})
-                for namespace, pod in self._pods_on(node):  # a reboot ends every pod on the node
-                    self.cluster.core.delete_namespaced_pod(pod, namespace, grace_period_seconds=0)
-                manager.rebooting = value
-                manager.runs.append(f"{value}: rebooting")
-                return
+        mode_fails = bool(mode) and not after_reboot and (self.reset_blocked or bool(self.plugin.holders(node, mode)))
+        if mode_fails and self.with_reboot:  # applyMigModeChange failed: rebooting, then `chroot /host reboot`
+            self._label(node, {STATE: "rebooting"})
+            for namespace, pod in self._pods_on(node):  # a reboot ends every pod on the node
+                self.cluster.core.delete_namespaced_pod(pod, namespace, grace_period_seconds=0)
+            manager.rebooting = value
+            manager.runs.append(f"{value}: rebooting")
+            return
+        if mode_fails:  # without WITH_REBOOT the run goes on and applyMigConfig fails on the unchanged mode
+            self._finish(manager, value, "failed", "MIG mode change failed")
+            return
         if self.plugin.holders(node, changing):  # applyMigConfig: instances in use cannot be destroyed
             self._finish(manager, value, "failed", f"in use: {self.plugin.holders(node, changing)}")
             return
@@ -174,7 +177,9 @@ class MigManagers:
         self._finish(manager, value, "success", "applied")
 
     @staticmethod
-    def _resolve(entries: list[dict[str, Any]], device_id: str, current: list[tuple[str, ...]]) -> list[tuple[str, ...]]:
+    def _resolve(
+        entries: list[dict[str, Any]], device_id: str, current: list[tuple[str, ...]]
+    ) -> list[tuple[str, ...]]:
         """Per-GPU profiles a config gives (mig-parted ``api/spec/v1``: ``device-filter``, ``devices``,
         ``mig-enabled``, ``mig-devices``); a GPU no entry matches keeps its state."""
         wanted = list(current)
@@ -205,7 +210,9 @@ class MigManagers:
     def _gfd_labels(self, node: str, gpus: list[tuple[str, ...]]) -> None:
         labels = self.cluster.node(node)["metadata"]["labels"]
         counts = Counter(p for profiles in gpus for p in profiles)
-        body: dict[str, str | None] = {k: None for k in labels if k.startswith("nvidia.com/mig-") and k.endswith(".count")}
+        body: dict[str, str | None] = {
+            k: None for k in labels if k.startswith("nvidia.com/mig-") and k.endswith(".count")
+        }
         body.update({f"nvidia.com/mig-{p.replace('+', '.')}.count": str(n) for p, n in counts.items()})
         self._label(node, body)
 
