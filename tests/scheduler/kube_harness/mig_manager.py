@@ -126,8 +126,8 @@ class MigManagers:
         self.plugin.admit_all()
         for manager in self.managers.values():
             if manager.rebooting:
-                value, manager.rebooting = manager.rebooting, ""
-                self._reconfigure(manager, value, now, after_reboot=True)
+                booted, manager.rebooting = manager.rebooting, ""
+                self._reconfigure(manager, booted, now, after_reboot=True)
                 continue
             values = [
                 (v["metadata"].get("labels") or {}).get(CONFIG) for v in self._history(manager.node) if v is not None
