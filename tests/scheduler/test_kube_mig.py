@@ -20,6 +20,7 @@ from scheduler.core.layouts import named_layouts
 from scheduler.errors import GatewayConflict
 from scheduler.gateways.kube.gateway import KubeGateway
 from scheduler.gateways.kube.mig import DEVICE_FILTERS, Step, config_name, operator_configs
+from scheduler.gateways.kube.mig_drain import resources_in_the_way
 from scheduler.gateways.protocol import BindRequest, Device, MigConfigState, ReplicaPlacement
 from tests.scheduler.kube_emulator import ManualClock, cluster_fixture, manual_gateway
 from tests.scheduler.kube_harness.device_plugin import DevicePlugin
@@ -457,3 +458,56 @@ def test_with_reboot_a_mode_change_drains_the_whole_node_first(cluster, clock, p
     assert cluster.requests("POST", "/small/eviction$")
     assert managers.managers[NODE].runs[-1].endswith("success (applied)")
     assert _node(gateway).mig == (seven, TWO_3G)
+
+
+def test_a_config_written_long_ago_needs_no_wait(cluster, gateway, clock, managers) -> None:
+    cluster.add_node(NODE, LABELS)
+    managers.add(NODE, [(), ()], now=clock.now)
+    other = ((), TWO_3G)
+    for layouts in (WANTED, other):
+        gateway.node_mig_apply(node=NODE, layouts=layouts)
+        managers.step(clock.now)
+        _run(gateway, managers, clock, 300)
+        assert _node(gateway).mig == layouts
+
+    gateway.node_mig_apply(node=NODE, layouts=WANTED)  # its config has been in the ConfigMap for 10 minutes
+
+    assert cluster.node(NODE)["metadata"]["labels"]["nvidia.com/mig.config"] == config_name(WANTED)
+    managers.step(clock.now)
+    assert _run(gateway, managers, clock, 30) == [Step.SUCCEED]
+
+
+def test_without_mig_with_reboot_a_reboot_kills_the_pods_the_drain_kept(cluster, gateway, clock, plugin) -> None:
+    """Why ``MIG_WITH_REBOOT`` exists: MIG Manager with ``WITH_REBOOT=true`` on a VM whose GPU reset cannot change
+    the MIG mode reboots the node, and the pod the drain rightly kept (its GPU does not change) dies with it."""
+    managers = MigManagers(cluster, plugin, with_reboot=True, reset_blocked=True)
+    cluster.add_node(NODE, {**LABELS, "nvidia.com/mig-1g.10gb.count": "7"})
+    managers.add(NODE, [("1g.10gb",) * 7, ()], now=clock.now)
+    cluster.add_pod("default", "small", node=NODE, resources={"nvidia.com/mig-1g.10gb": "1"})
+    managers.step(clock.now)
+    seven = tuple(("1g.10gb", s) for s in range(7))
+
+    gateway.node_mig_apply(node=NODE, layouts=(seven, TWO_3G))
+    managers.step(clock.now)
+    _run(gateway, managers, clock, 600)
+
+    assert not cluster.requests("POST", "/small/eviction$")
+    assert "rebooting" in managers.managers[NODE].runs[0]
+    assert "small" not in [p["metadata"]["name"] for p in cluster.pods("default")]
+    assert _node(gateway).mig == (seven, TWO_3G)
+
+
+def test_a_drain_takes_every_type_a_changing_gpu_offers() -> None:
+    seven = tuple(("1g.10gb", s) for s in range(7))
+    assert resources_in_the_way(((), ()), (TWO_3G, ())) == {"nvidia.com/gpu"}  # both whole: either may hold it
+    assert resources_in_the_way((TWO_3G, seven), (TWO_3G, ())) == {"nvidia.com/mig-1g.10gb"}
+    assert resources_in_the_way((TWO_3G, ()), (TWO_3G, seven)) == {"nvidia.com/gpu"}
+    # With WITH_REBOOT, a mode change may reboot the node: everything goes.
+    assert resources_in_the_way((TWO_3G, ()), (TWO_3G, seven), with_reboot=True) == {
+        "nvidia.com/gpu",
+        "nvidia.com/mig-3g.40gb",
+    }
+    # Same mode, other instances: no reboot, so only the changing GPU's types.
+    assert resources_in_the_way((TWO_3G, seven), (TWO_3G, (("7g.80gb", 0),)), with_reboot=True) == {
+        "nvidia.com/mig-1g.10gb"
+    }
