@@ -61,6 +61,12 @@ MIG_MANAGER_SELECTOR = "app=nvidia-mig-manager"  # the GPU Operator's MIG Manage
 
 ApiClient = client.ApiClient  # what callers pass in, named without importing ``kubernetes`` themselves
 
+# (API server, namespace, ConfigMap) → time.monotonic() when this process last made sure the mig-parted ConfigMap
+# holds the operator's names. A gateway is built per task, so the instance cannot remember it; with this the check
+# (a node list and a read) runs every few minutes per process, not on every MIG watch.
+_OPERATOR_CONFIGS_ENSURED: dict[tuple[str, str, str], float] = {}
+OPERATOR_CONFIGS_RECHECK_S = 600.0
+
 
 class KubeClient:
     """The API calls of :class:`~scheduler.gateways.kube.gateway.KubeGateway` (module doc).
@@ -405,6 +411,12 @@ class KubeClient:
         make sure of those. Returns when ``name`` first entered the ConfigMap (``now`` if this call added it; 0.0
         for a name there before Microcosm dated its names), which tells the flow when MIG Manager's mounted copy
         can hold it (:mod:`scheduler.gateways.kube.mig`, "Propagation")."""
+        target = (str(self.api.configuration.host), self.operator_namespace, self.mig_config_map)
+        if (
+            not name
+            and time.monotonic() - _OPERATOR_CONFIGS_ENSURED.get(target, -math.inf) < OPERATOR_CONFIGS_RECHECK_S
+        ):
+            return now
         keep = set(also_keep)
         for raw in self.nodes():
             keep.add(labels_of(raw).get(MIG_CONFIG, ""))
@@ -444,6 +456,7 @@ class KubeClient:
                         patch,
                         _content_type=MERGE_PATCH,
                     )
+                _OPERATOR_CONFIGS_ENSURED[target] = time.monotonic()
                 return dates.get(name, 0.0) if name else now
             except (ApiConflict, ApiNotFound):
                 continue  # someone else wrote it in between: read again
