@@ -37,6 +37,8 @@ class KubernetesSettings(TypedDict):
     gpu_operator_namespace: str
     mig_config_map: str
     mig_config_timeout_s: int
+    mig_config_propagation_s: int
+    mig_with_reboot: bool
     default_image: str
     checkpoint_storage_class: str
     checkpoint_size: str
@@ -162,6 +164,11 @@ KUBERNETES: KubernetesSettings = {
     "gpu_operator_namespace": env_str("GPU_OPERATOR_NAMESPACE", default="gpu-operator"),
     "mig_config_map": env_str("MIG_CONFIG_MAP", default="microcosm-mig-config"),
     "mig_config_timeout_s": env_int("MIG_CONFIG_TIMEOUT_S", default=900, minimum=60, maximum=86400),
+    # How long MIG Manager may still see the previous mig-parted ConfigMap after a write: the kubelet refreshes a
+    # mounted ConfigMap on its sync (--sync-frequency, 60 s) from a cache with a 60 s TTL (docs/deploy.md).
+    "mig_config_propagation_s": env_int("MIG_CONFIG_PROPAGATION_S", default=120, minimum=0, maximum=3600),
+    # MIG Manager runs with WITH_REBOOT=true: a MIG mode change may reboot the node, so its drain takes every GPU pod.
+    "mig_with_reboot": env_bool("MIG_WITH_REBOOT", default=False),
     "default_image": env_str("KUBE_DEFAULT_IMAGE", default=""),
     # Each team namespace's checkpoint volume (docs/deploy.md, Checkpoint storage): a ReadWriteMany claim of this
     # storage class ("": the cluster's default class) and size, unless the team names a claim of its own.

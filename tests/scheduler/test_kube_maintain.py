@@ -65,7 +65,7 @@ def test_the_mig_watch_task_relabels_a_drained_node_then_uncordons_it(cluster, g
     assert _labels(cluster)["nvidia.com/mig.config"] == "all-disabled"  # drained first, relabelled by the watch
 
     with gateway_override(gateway):
-        clock.now += 15
+        clock.now += 120  # drained, and the config has had its propagation delay (MIG_CONFIG_PROPAGATION_S)
         first = mig_watch_task.run()
         assert first["steps"] == [{"node": NODE, "step": "relabel", "detail": first["steps"][0]["detail"]}]
         assert first["pending"] == [NODE] and first["stuck"] == []
@@ -92,7 +92,7 @@ def test_the_mig_watch_task_recovers_a_node_stuck_in_pending(cluster, gateway, c
     _start_with_a_gpu_pod_to_drain(cluster, gateway)
     paused = {"nvidia.com/gpu.deploy.device-plugin": "paused-for-mig-change"}
     with gateway_override(gateway):
-        clock.now += 15
+        clock.now += 120  # drained, and the config has had its propagation delay
         assert [s["step"] for s in mig_watch_task.run()["steps"]] == ["relabel"]
         _mig_manager_reports(cluster, "pending", **paused)
         clock.now += TIMEOUT_S + 1

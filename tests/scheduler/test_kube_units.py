@@ -20,7 +20,7 @@ from scheduler.gateways.kube.labels import (
     mig_counts,
     topology,
 )
-from scheduler.gateways.kube.mig import Flow, Phase, Step, config_document, config_name, next_step
+from scheduler.gateways.kube.mig import Flow, Phase, Step, config_document, config_name, next_step, operator_configs
 from scheduler.gateways.kube.mig_flow import MigFlow
 from scheduler.gateways.kube.pods import gpu_requests, mig_resource, pod_manifest, replica_of
 from scheduler.gateways.kube.prometheus import PrometheusClient, samples_from
@@ -114,7 +114,7 @@ def test_the_config_document_keeps_what_nodes_use_and_hand_made_entries() -> Non
     )
     new = config_name(((("3g.40gb", 4),),))
     configs = yaml.safe_load(config_document(existing, new, ((("3g.40gb", 4),),), keep={old}))["mig-configs"]
-    assert set(configs) == {old, new, "custom", "all-disabled", "all-enabled"}
+    assert set(configs) == {old, new, "custom"} | set(operator_configs())
 
 
 def test_next_step_rules() -> None:
@@ -124,16 +124,16 @@ def test_next_step_rules() -> None:
         "nvidia.com/mig.config.state": "success",
         "nvidia.com/mig-7g.80gb.count": "1",
     }
-    assert next_step(flow, done, gpu_pods_left=0, now=10, timeout_s=100) == Step.SUCCEED
+    assert next_step(flow, done, gpu_pods_left=0, now=10, timeout_s=100, propagation_s=0) == Step.SUCCEED
     paused = {**done, "nvidia.com/gpu.deploy.dcgm": "paused-for-mig-change"}
-    assert next_step(flow, paused, gpu_pods_left=0, now=10, timeout_s=100) == Step.WAIT
+    assert next_step(flow, paused, gpu_pods_left=0, now=10, timeout_s=100, propagation_s=0) == Step.WAIT
     pending = {**done, "nvidia.com/mig.config.state": "pending"}
-    assert next_step(flow, pending, gpu_pods_left=0, now=101, timeout_s=100) == Step.RECOVER
+    assert next_step(flow, pending, gpu_pods_left=0, now=101, timeout_s=100, propagation_s=0) == Step.RECOVER
     spent = Flow(Phase.APPLYING, flow.desired, flow.config, 0.0, recoveries=2)
-    assert next_step(spent, pending, gpu_pods_left=0, now=101, timeout_s=100) == Step.FAIL
+    assert next_step(spent, pending, gpu_pods_left=0, now=101, timeout_s=100, propagation_s=0) == Step.FAIL
     draining = Flow(Phase.DRAINING, flow.desired, flow.config, 0.0)
-    assert next_step(draining, {}, gpu_pods_left=1, now=50, timeout_s=100) == Step.WAIT
-    assert next_step(draining, {}, gpu_pods_left=0, now=50, timeout_s=100) == Step.RELABEL
+    assert next_step(draining, {}, gpu_pods_left=1, now=50, timeout_s=100, propagation_s=0) == Step.WAIT
+    assert next_step(draining, {}, gpu_pods_left=0, now=50, timeout_s=100, propagation_s=0) == Step.RELABEL
 
 
 def test_pods_request_mixed_strategy_names_and_count_init_containers() -> None:
@@ -305,8 +305,9 @@ class _NodeApiStub:
     def pod_evict(self, pod, *, grace_s: int) -> None:
         self.writes.append(("evict", pod))
 
-    def mig_config_write(self, name: str, layouts, *, also_keep: set[str]) -> None:
+    def mig_config_write(self, name: str, layouts, *, also_keep: set[str], now: float) -> float:
         self.writes.append(("config", name))
+        return 0.0  # a name there long ago: no propagation to wait for
 
 
 def test_the_mig_flow_needs_only_its_small_api() -> None:

@@ -34,7 +34,14 @@ from kubernetes.client.exceptions import ApiException
 from scheduler.core.state import MigLayout
 from scheduler.errors import GatewayConflict, GatewayError, GatewayNotConfigured, GatewayRetryable
 from scheduler.gateways.kube.labels import MIG_CONFIG
-from scheduler.gateways.kube.mig import CONFIG_KEY, DESIRED_CONFIG, config_document
+from scheduler.gateways.kube.mig import (
+    ADDED_ANNOTATION,
+    CONFIG_KEY,
+    DESIRED_CONFIG,
+    added_times,
+    config_document,
+    config_names,
+)
 from scheduler.gateways.kube.nodes import ApiConflict, ApiNotFound, annotations_of, labels_of, name_of
 from scheduler.gateways.kube.pods import (
     JOB_LABEL,
@@ -53,6 +60,12 @@ MERGE_PATCH = "application/merge-patch+json"
 MIG_MANAGER_SELECTOR = "app=nvidia-mig-manager"  # the GPU Operator's MIG Manager DaemonSet pods
 
 ApiClient = client.ApiClient  # what callers pass in, named without importing ``kubernetes`` themselves
+
+# (API server, namespace, ConfigMap) → time.monotonic() when this process last made sure the mig-parted ConfigMap
+# holds the operator's names. A gateway is built per task, so the instance cannot remember it; with this the check
+# (a node list and a read) runs every few minutes per process, not on every MIG watch.
+_OPERATOR_CONFIGS_ENSURED: dict[tuple[str, str, str], float] = {}
+OPERATOR_CONFIGS_RECHECK_S = 600.0
 
 
 class KubeClient:
@@ -392,8 +405,18 @@ class KubeClient:
 
     # -- the mig-parted ConfigMap ----------------------------------------------------------------------------
 
-    def mig_config_write(self, name: str, layouts: Sequence[MigLayout], *, also_keep: set[str]) -> None:
-        """Add config ``name`` to the mig-parted ConfigMap (read-modify-write on its resourceVersion)."""
+    def mig_config_write(self, name: str, layouts: Sequence[MigLayout], *, also_keep: set[str], now: float) -> float:
+        """Add config ``name`` to the mig-parted ConfigMap (read-modify-write on its resourceVersion), with every
+        name the GPU Operator would offer (:func:`~scheduler.gateways.kube.mig.operator_configs`); ``""``: only
+        make sure of those. Returns when ``name`` first entered the ConfigMap (``now`` if this call added it; 0.0
+        for a name there before Microcosm dated its names), which tells the flow when MIG Manager's mounted copy
+        can hold it (:mod:`scheduler.gateways.kube.mig`, "Propagation")."""
+        target = (str(self.api.configuration.host), self.operator_namespace, self.mig_config_map)
+        if (
+            not name
+            and time.monotonic() - _OPERATOR_CONFIGS_ENSURED.get(target, -math.inf) < OPERATOR_CONFIGS_RECHECK_S
+        ):
+            return now
         keep = set(also_keep)
         for raw in self.nodes():
             keep.add(labels_of(raw).get(MIG_CONFIG, ""))
@@ -405,17 +428,26 @@ class KubeClient:
             except ApiNotFound:
                 found = None
             existing = ((found or {}).get("data") or {}).get(CONFIG_KEY, "")
+            previous = (((found or {}).get("metadata") or {}).get("annotations") or {}).get(ADDED_ANNOTATION, "")
             document = config_document(existing, name, layouts, keep)
+            before = config_names(existing)
+            dates = added_times(previous, before, config_names(document), now)
+            annotations = {ADDED_ANNOTATION: json.dumps(dates, sort_keys=True)}
             try:
                 if found is None:
                     body = client.V1ConfigMap(
-                        metadata=client.V1ObjectMeta(name=cm, namespace=ns, labels={MANAGED_BY: SCHEDULER_NAME}),
+                        metadata=client.V1ObjectMeta(
+                            name=cm, namespace=ns, labels={MANAGED_BY: SCHEDULER_NAME}, annotations=annotations
+                        ),
                         data={CONFIG_KEY: document},
                     )
                     self.call(f"create ConfigMap {ns}/{cm}", self.core.create_namespaced_config_map, ns, body)
                 elif document != existing:
                     version = found.get("metadata", {}).get("resourceVersion")
-                    patch = {"metadata": {"resourceVersion": version}, "data": {CONFIG_KEY: document}}
+                    patch = {
+                        "metadata": {"resourceVersion": version, "annotations": annotations},
+                        "data": {CONFIG_KEY: document},
+                    }
                     self.call(
                         f"update ConfigMap {ns}/{cm}",
                         self.core.patch_namespaced_config_map,
@@ -424,7 +456,8 @@ class KubeClient:
                         patch,
                         _content_type=MERGE_PATCH,
                     )
-                return
+                _OPERATOR_CONFIGS_ENSURED[target] = time.monotonic()
+                return dates.get(name, 0.0) if name else now
             except (ApiConflict, ApiNotFound):
                 continue  # someone else wrote it in between: read again
         raise GatewayRetryable(f"ConfigMap {ns}/{cm} kept changing under us; try again")

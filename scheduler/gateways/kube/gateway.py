@@ -104,6 +104,8 @@ class KubeGateway:
         gpu_operator_namespace: str = "gpu-operator",
         mig_config_map: str = "microcosm-mig-config",
         mig_config_timeout_s: float = 900.0,
+        mig_config_propagation_s: float = 120.0,
+        mig_with_reboot: bool = False,
         eviction_grace_s: int = 30,
         default_image: str = "",
         prometheus_url: str = "",
@@ -144,7 +146,14 @@ class KubeGateway:
         self.rendezvous_port = rendezvous_port
         self.shm_fraction = shm_fraction
         self.clock = clock
-        self.mig = MigFlow(self.client, clock=clock, timeout_s=mig_config_timeout_s, eviction_grace_s=eviction_grace_s)
+        self.mig = MigFlow(
+            self.client,
+            clock=clock,
+            timeout_s=mig_config_timeout_s,
+            eviction_grace_s=eviction_grace_s,
+            propagation_s=mig_config_propagation_s,
+            with_reboot=mig_with_reboot,
+        )
         self._utilization_at: float | None = None
 
     # -- observe ---------------------------------------------------------------------------------------------
@@ -463,6 +472,8 @@ def gateway_from_settings() -> KubeGateway:
         gpu_operator_namespace=kube["gpu_operator_namespace"],
         mig_config_map=kube["mig_config_map"],
         mig_config_timeout_s=kube["mig_config_timeout_s"],
+        mig_config_propagation_s=kube["mig_config_propagation_s"],
+        mig_with_reboot=kube["mig_with_reboot"],
         # The loop's eviction grace (SCHEDULER_EVICT_GRACE_S) is also the pods' termination grace period.
         eviction_grace_s=math.ceil(settings.SCHEDULER["evict_grace_s"]),
         default_image=kube["default_image"],

@@ -7,7 +7,8 @@ the flow and keeps its progress on the node itself, in annotations, so any worke
 
 ``draining``
     :meth:`scheduler.gateways.kube.gateway.KubeGateway.node_mig_apply` wrote the config, cordoned the node and asked the
-    remaining GPU pods to go; once none is left, the label is set and the phase moves on.
+    remaining GPU pods to go; once none is left and MIG Manager can see the config, the label is set and the phase
+    moves on.
 ``applying``
     MIG Manager works; ``nvidia.com/mig.config.state`` goes ``pending`` → ``success`` (or ``rebooting``,
     ``failed``). Success counts only once GFD's ``mig-<profile>.count`` labels show the new instances: the
@@ -16,6 +17,15 @@ the flow and keeps its progress on the node itself, in annotations, so any worke
     MIG Manager failed, the drain or the change timed out, or the known wedge (state stuck in ``pending``
     with the operator's clients paused: ``docs/gpu-facts.md``, MIG Manager reconfiguration
     flow) survived its recoveries. The node stays cordoned.
+
+**Propagation.** MIG Manager reads the config from the ConfigMap mounted as a volume (the GPU Operator sets
+``CONFIG_FILE=/mig-parted-config/config.yaml``; NVIDIA/gpu-operator ``controllers/object_controls.go``), and the
+kubelet refreshes a mounted ConfigMap only on its periodic pod sync, from a cache with a TTL (kubelet
+``--sync-frequency`` 60 s, cache TTL 60 s: kubernetes/kubernetes ``pkg/kubelet/util/manager/cache_based_manager.go``).
+MIG Manager's first step asserts the config name is in that file, else ``failed`` (NVIDIA/mig-parted
+``pkg/mig/reconfigure/reconfigure.go``). So the label moves only once the name has been in the ConfigMap for the
+propagation delay (``MIG_CONFIG_PROPAGATION_S``); a name written long ago needs no wait. A ``failed`` within that
+much of a fresh write is retried once, after another delay, before the change is declared failed.
 
 This module decides; :mod:`scheduler.gateways.kube.mig_flow` carries the decisions out against the API.
 """
@@ -31,6 +41,8 @@ from enum import StrEnum
 
 import yaml
 
+from scheduler.core.catalog import GPU_MODELS
+from scheduler.core.layouts import named_layout, named_layouts
 from scheduler.core.state import MigLayout
 from scheduler.gateways.kube.labels import (
     GPU_DEPLOY_PREFIX,
@@ -47,12 +59,73 @@ from scheduler.gateways.protocol import MigConfigState, MigStatus
 # The key ClusterPolicy spec.migManager.config expects (docs/gpu-facts.md, GPU Operator default configs).
 CONFIG_KEY = "config.yaml"
 CONFIG_PREFIX = "microcosm-"
-# Always offered, so nodes labelled with the operator's everyday names keep working when ClusterPolicy
-# points MIG Manager at our ConfigMap instead of its default one.
-BASE_CONFIGS: Mapping[str, list[dict[str, object]]] = {
-    "all-disabled": [{"devices": "all", "mig-enabled": False}],
-    "all-enabled": [{"devices": "all", "mig-enabled": True, "mig-devices": {}}],
+# On the ConfigMap: when Microcosm first wrote each config name (JSON name → epoch seconds), so a flow knows
+# whether MIG Manager's mounted copy can already hold it (module doc, "Propagation").
+ADDED_ANNOTATION = "microcosm.io/mig-config-added"
+
+# PCI device IDs ("0x<device><vendor>") per catalog memory family, as the GPU Operator's default ConfigMap
+# filters its entries (NVIDIA/gpu-operator assets/state-mig-manager/0400_configmap.yaml, the device-filter of
+# all-balanced): one config name then serves a mixed fleet.
+DEVICE_FILTERS: Mapping[str, tuple[str, ...]] = {
+    # A100-40GB, A800-40GB
+    "40gb": ("0x20B010DE", "0x20B110DE", "0x20F110DE", "0x20F610DE"),
+    # H100-80GB, H800-80GB, A100-80GB, A800-80GB
+    "80gb": (
+        "0x233010DE",
+        "0x233110DE",
+        "0x232210DE",
+        "0x20B210DE",
+        "0x20B510DE",
+        "0x20F310DE",
+        "0x20F510DE",
+        "0x232410DE",
+    ),
+    # H100 NVL, H800 NVL
+    "94gb": ("0x232110DE", "0x233A10DE"),
+    # H200 141GB, H200 NVL
+    "141gb": ("0x233510DE", "0x233B10DE"),
 }
+
+
+def operator_configs() -> dict[str, list[dict[str, object]]]:
+    """The configs the GPU Operator would offer for the catalog's GPUs: ``all-disabled``, ``all-enabled``, one
+    ``all-<profile>`` per profile at its maximum count and ``all-balanced`` (``docs/gpu-facts.md``, GPU Operator
+    default configs), each in every memory family's own sizes.
+
+    Pointing ClusterPolicy at Microcosm's ConfigMap replaces the operator's, and the MIG Manager DaemonSet's roll
+    re-applies every node's current label: a node labelled ``all-3g.40gb`` must find that name here or it goes
+    ``failed`` and stays cordoned. A name that means the same counts on every family that has it is one
+    ``devices: all`` entry; one that differs (``all-1g.10gb``: 4 instances on A100-40GB, 7 on 80 GB parts;
+    ``all-balanced``) has an entry per family with its ``device-filter``, as the operator's default ConfigMap does.
+    """
+    per_name: dict[str, dict[str, dict[str, int]]] = {}
+    for spec in GPU_MODELS:
+        if spec.mig_family is None:
+            continue
+        for name in named_layouts(spec.name):
+            if name in ("all-disabled", "all-enabled"):
+                continue
+            counts = dict(sorted(Counter(p for p, _start in named_layout(spec.name, name)).items()))
+            per_name.setdefault(name, {})[spec.mig_family] = counts
+    configs: dict[str, list[dict[str, object]]] = {
+        "all-disabled": [{"devices": "all", "mig-enabled": False}],
+        "all-enabled": [{"devices": "all", "mig-enabled": True, "mig-devices": {}}],
+    }
+    for name, by_family in sorted(per_name.items()):
+        if len({json.dumps(c) for c in by_family.values()}) == 1:
+            configs[name] = [{"devices": "all", "mig-enabled": True, "mig-devices": next(iter(by_family.values()))}]
+            continue
+        configs[name] = [
+            {
+                "device-filter": list(DEVICE_FILTERS[family]),
+                "devices": "all",
+                "mig-enabled": True,
+                "mig-devices": counts,
+            }
+            for family, counts in by_family.items()
+        ]
+    return configs
+
 
 PHASE = "microcosm.io/mig-phase"
 DESIRED = "microcosm.io/mig-desired"  # per-GPU layouts asked for (JSON)
@@ -64,7 +137,11 @@ CORDONED_BY_US = "microcosm.io/cordoned-for-mig"  # present: we cordoned it, so 
 # Present: Microcosm cordoned the node for an admin's cordon or drain (scheduler.node_states), and lifts it when the
 # admin marks the node ready (KubeGateway.node_cordon).
 CORDONED_BY_ADMIN = "microcosm.io/cordoned-by-admin"
-FLOW_ANNOTATIONS = (PHASE, DESIRED, DESIRED_CONFIG, SINCE, RECOVERIES, REASON)
+VISIBLE_AT = "microcosm.io/mig-config-visible-at"  # epoch seconds from which MIG Manager can see the config
+RETRIES = "microcosm.io/mig-retries"  # relabels again after a failure soon after a config write (module doc)
+FLOW_ANNOTATIONS = (PHASE, DESIRED, DESIRED_CONFIG, SINCE, RECOVERIES, REASON, VISIBLE_AT, RETRIES)
+# Retries of a change that failed soon after its config was written (module doc, "Propagation").
+MAX_RETRIES = 1
 
 # Wedge recoveries (the remedy in docs/gpu-facts.md, MIG Manager reconfiguration flow) before the change is
 # declared failed.
@@ -84,6 +161,7 @@ class Step(StrEnum):
     RELABEL = "relabel"  # drained: set nvidia.com/mig.config
     SUCCEED = "succeed"  # the new layout is live: record it and uncordon
     RECOVER = "recover"  # stuck in pending: restore the deploy labels and restart MIG Manager
+    RETRY = "retry"  # failed soon after the config was written: drain and relabel once more, after a propagation
     FAIL = "fail"
 
 
@@ -97,6 +175,8 @@ class Flow:
     since: float
     recoveries: int = 0
     reason: str = ""
+    visible_at: float = 0.0  # MIG Manager's mounted copy holds the config from then on (module doc)
+    retries: int = 0
 
 
 def config_name(layouts: Sequence[MigLayout]) -> str:
@@ -129,10 +209,12 @@ def config_entries(layouts: Sequence[MigLayout]) -> list[dict[str, object]]:
 
 
 def config_document(existing: str, name: str, layouts: Sequence[MigLayout], keep: set[str]) -> str:
-    """The ConfigMap's ``config.yaml`` with config ``name`` for ``layouts`` added.
+    """The ConfigMap's ``config.yaml`` with config ``name`` for ``layouts`` added (``""``: none, only the
+    operator's names made sure of).
 
     Microcosm's earlier configs survive only if a node still uses them (``keep``), so the document does not
-    grow without bound; other configs someone added by hand are kept as they are.
+    grow without bound; other configs someone added by hand are kept as they are, and every name the operator
+    would have offered (:func:`operator_configs`) is there.
     """
     try:
         parsed = yaml.safe_load(existing) if existing else None
@@ -141,10 +223,38 @@ def config_document(existing: str, name: str, layouts: Sequence[MigLayout], keep
     configs = parsed.get("mig-configs") if isinstance(parsed, dict) else None
     configs = dict(configs) if isinstance(configs, dict) else {}
     configs = {k: v for k, v in configs.items() if not str(k).startswith(CONFIG_PREFIX) or k in keep}
-    for base, entries in BASE_CONFIGS.items():
+    for base, entries in operator_configs().items():
         configs.setdefault(base, entries)
-    configs[name] = config_entries(layouts)
+    if name:
+        configs[name] = config_entries(layouts)
     return yaml.safe_dump({"version": "v1", "mig-configs": dict(sorted(configs.items()))}, sort_keys=False)
+
+
+def config_names(document: str) -> set[str]:
+    """The config names a ``config.yaml`` offers (none when it does not parse, as mig-parted would refuse it)."""
+    try:
+        parsed = yaml.safe_load(document) if document else None
+    except yaml.YAMLError:
+        return set()
+    configs = parsed.get("mig-configs") if isinstance(parsed, dict) else None
+    return {str(k) for k in configs} if isinstance(configs, dict) else set()
+
+
+def added_times(previous: str, before: set[str], after: set[str], now: float) -> dict[str, float]:
+    """The ConfigMap's :data:`ADDED_ANNOTATION` after a write that took its names from ``before`` to ``after``:
+    new names are dated ``now``, names that stay keep their date (none recorded: there long ago), gone ones go."""
+    try:
+        known = json.loads(previous) if previous else {}
+    except ValueError:
+        known = {}
+    known = known if isinstance(known, dict) else {}
+    dates: dict[str, float] = {}
+    for name in sorted(after):
+        if name not in before:
+            dates[name] = now
+        elif isinstance(known.get(name), int | float):
+            dates[name] = float(known[name])
+    return dates
 
 
 def flow_of(annotations: Mapping[str, str], model: str, gpu_count: int) -> Flow | None:
@@ -158,11 +268,13 @@ def flow_of(annotations: Mapping[str, str], model: str, gpu_count: int) -> Flow 
     try:
         since = float(annotations.get(SINCE, ""))
         recoveries = int(annotations.get(RECOVERIES, "0"))
+        visible_at = float(annotations.get(VISIBLE_AT, "0"))
+        retries = int(annotations.get(RETRIES, "0"))
     except ValueError:
         return None
     if desired is None or not config:
         return None
-    return Flow(phase, desired, config, since, recoveries, annotations.get(REASON, ""))
+    return Flow(phase, desired, config, since, recoveries, annotations.get(REASON, ""), visible_at, retries)
 
 
 def flow_annotations(flow: Flow) -> dict[str, str]:
@@ -173,6 +285,8 @@ def flow_annotations(flow: Flow) -> dict[str, str]:
         SINCE: repr(flow.since),
         RECOVERIES: str(flow.recoveries),
         REASON: flow.reason,
+        VISIBLE_AT: repr(flow.visible_at),
+        RETRIES: str(flow.retries),
     }
 
 
@@ -191,21 +305,27 @@ def live(flow: Flow, labels: Mapping[str, str]) -> bool:
     )
 
 
-def next_step(flow: Flow, labels: Mapping[str, str], *, gpu_pods_left: int, now: float, timeout_s: float) -> Step:
+def next_step(
+    flow: Flow, labels: Mapping[str, str], *, gpu_pods_left: int, now: float, timeout_s: float, propagation_s: float
+) -> Step:
     """Decide the next step of a node's flow (module doc). Rebooting doubles the time allowed (a reboot
-    adds a whole boot; plan 15 min without, 30 with: ``docs/gpu-facts.md``, MIG Manager reconfiguration flow)."""
+    adds a whole boot; plan 15 min without, 30 with: ``docs/gpu-facts.md``, MIG Manager reconfiguration flow).
+    The label moves only once the config is visible to MIG Manager (``flow.visible_at``); a ``failed`` from a
+    relabel within ``propagation_s`` of that moment (a fresh write a slow kubelet may not have delivered yet) is
+    retried once."""
     elapsed = now - flow.since
     state = labels.get(MIG_CONFIG_STATE, "")
     if flow.phase == Phase.FAILED:
         return Step.WAIT
     if flow.phase == Phase.DRAINING:
         if gpu_pods_left == 0:
-            return Step.RELABEL
+            return Step.RELABEL if now >= flow.visible_at else Step.WAIT
         return Step.FAIL if elapsed > timeout_s else Step.WAIT
     if live(flow, labels):
         return Step.SUCCEED
     if labels.get(MIG_CONFIG) == flow.config and state == MigConfigState.FAILED:
-        return Step.FAIL
+        fresh = flow.since - flow.visible_at <= propagation_s
+        return Step.RETRY if fresh and flow.retries < MAX_RETRIES else Step.FAIL
     limit = timeout_s * 2 if state == MigConfigState.REBOOTING else timeout_s
     if elapsed <= limit:
         return Step.WAIT

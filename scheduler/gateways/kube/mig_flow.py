@@ -2,7 +2,8 @@
 
 Requesting a change (:meth:`MigFlow.apply`) writes the mig-parted config, cordons the node and drains the
 GPU pods in the way; :meth:`MigFlow.watch` (the gateway's maintenance step) then moves each node one step:
-relabel once drained, success → uncordon, recover a node wedged in ``pending``, fail after the timeout. What
+relabel once drained and the config has reached MIG Manager, success → uncordon, retry once a failure soon after
+a config write, recover a node wedged in ``pending``, fail after the timeout. What
 each step is comes from the pure :mod:`scheduler.gateways.kube.mig`; this module sequences the API calls
 through the small :class:`NodeApi` it is given (:class:`~scheduler.gateways.kube.client.KubeClient` in
 production) and, like every module of this package but ``client``, does not import ``kubernetes``.
@@ -17,7 +18,7 @@ from typing import Any, Protocol
 
 from scheduler.core.catalog import LayoutError, validate_layout
 from scheduler.core.state import MigLayout
-from scheduler.errors import GatewayConflict
+from scheduler.errors import GatewayConflict, GatewayError
 from scheduler.gateways.kube.labels import (
     GPU_COUNT,
     GPU_MEMORY,
@@ -45,14 +46,13 @@ from scheduler.gateways.kube.mig import (
     paused_deploy_labels,
     same_counts_per_gpu,
 )
+from scheduler.gateways.kube.mig_drain import resources_in_the_way
 from scheduler.gateways.kube.nodes import annotations_of, int_or_none, labels_of, name_of
 from scheduler.gateways.kube.pods import (
-    DEVICES_ANNOTATION,
     MANAGED_BY,
     SCHEDULER_NAME,
     finished,
     gpu_requests,
-    parse_devices,
     terminating,
 )
 
@@ -78,17 +78,36 @@ class NodeApi(Protocol):
     def mig_managers(self, node: str) -> list[dict[str, Any]]: ...
     def pod_delete(self, pod: Mapping[str, Any], *, grace_s: float) -> None: ...
     def pod_evict(self, pod: Mapping[str, Any], *, grace_s: int) -> None: ...
-    def mig_config_write(self, name: str, layouts: Sequence[MigLayout], *, also_keep: set[str]) -> None: ...
+    def mig_config_write(
+        self, name: str, layouts: Sequence[MigLayout], *, also_keep: set[str], now: float
+    ) -> float: ...
 
 
 class MigFlow:
-    """MIG reconfiguration on Kubernetes (module doc): ``api`` makes the calls, ``clock`` dates each step."""
+    """MIG reconfiguration on Kubernetes (module doc): ``api`` makes the calls, ``clock`` dates each step.
 
-    def __init__(self, api: NodeApi, *, clock: Callable[[], float], timeout_s: float, eviction_grace_s: int) -> None:
+    ``propagation_s``: how long after a ConfigMap write MIG Manager's mounted copy may still be the old one
+    (``MIG_CONFIG_PROPAGATION_S``). ``with_reboot``: MIG Manager runs with ``WITH_REBOOT=true``, so a change of
+    MIG mode may reboot the node, and a drain for one takes every GPU pod (``MIG_WITH_REBOOT``).
+    """
+
+    def __init__(
+        self,
+        api: NodeApi,
+        *,
+        clock: Callable[[], float],
+        timeout_s: float,
+        eviction_grace_s: int,
+        propagation_s: float = 120.0,
+        with_reboot: bool = False,
+    ) -> None:
         self.api = api
         self.clock = clock
         self.timeout_s = timeout_s
         self.eviction_grace_s = eviction_grace_s
+        self.propagation_s = propagation_s
+        self.with_reboot = with_reboot
+        self._configs_ensured = False
 
     def apply(self, *, node: str, layouts: tuple[MigLayout, ...]) -> None:
         raw = self.api.node_read(node)
@@ -122,9 +141,10 @@ class MigFlow:
             )
             return
         name = config_name(wanted)
-        self.api.mig_config_write(name, wanted, also_keep={labels.get(MIG_CONFIG, "")})
+        now = self.clock()
+        written = self.api.mig_config_write(name, wanted, also_keep={labels.get(MIG_CONFIG, "")}, now=now)
         cordoned_by_us = CORDONED_BY_US in annotations or not (raw.get("spec") or {}).get("unschedulable")
-        new_flow = Flow(Phase.DRAINING, wanted, name, self.clock())
+        new_flow = Flow(Phase.DRAINING, wanted, name, now, visible_at=written + self.propagation_s)
         body: dict[str, Any] = {
             "spec": {"unschedulable": True},
             "metadata": {
@@ -132,24 +152,23 @@ class MigFlow:
             },
         }
         self.api.node_patch(node, body)
-        changing = {i for i in range(count) if current[i] != wanted[i]}
-        if self._drain(node, changing) == 0:
+        in_the_way = resources_in_the_way(current, wanted, with_reboot=self.with_reboot)
+        if self._drain(node, in_the_way) == 0 and now >= new_flow.visible_at:
             self._relabel(node, new_flow, labels)
 
-    def _drain(self, node: str, changing: set[int]) -> int:
-        """Ask the GPU pods that stand in the way of a MIG change to go; return how many are still there.
+    def _drain(self, node: str, in_the_way: frozenset[str]) -> int:
+        """Ask the GPU pods that may stand in the way of a MIG change to go; return how many are still there.
 
-        Our pods on GPUs that keep their layout stay. Other owners' GPU pods do not say which GPU they hold,
-        so they all go, through the eviction subresource. Pods still terminating count as there.
+        A pod asks for a count of a resource type and the device plugin picks the devices
+        (:mod:`scheduler.gateways.kube.mig_drain`), so every pod holding a type a changing GPU offers goes:
+        Microcosm's own with their grace period, other owners' through the eviction subresource (their
+        disruption budgets). Pods still terminating count as there.
         """
         left = 0
         for pod in self.api.pods_on(node):
-            if finished(pod) or not gpu_requests(pod):
+            if finished(pod) or not in_the_way.intersection(gpu_requests(pod)):
                 continue
             ours = labels_of(pod).get(MANAGED_BY) == SCHEDULER_NAME
-            devices = parse_devices(annotations_of(pod).get(DEVICES_ANNOTATION, "")) if ours else ()
-            if devices and not any(d.gpu in changing for d in devices):
-                continue
             left += 1
             if terminating(pod):
                 continue
@@ -161,7 +180,9 @@ class MigFlow:
         return left
 
     def _relabel(self, node: str, flow: Flow, labels: Mapping[str, str]) -> None:
-        applying = Flow(Phase.APPLYING, flow.desired, flow.config, self.clock(), flow.recoveries)
+        applying = Flow(
+            Phase.APPLYING, flow.desired, flow.config, self.clock(), flow.recoveries, "", flow.visible_at, flow.retries
+        )
         self.api.node_patch(
             node, {"metadata": {"labels": {MIG_CONFIG: flow.config}, "annotations": flow_annotations(applying)}}
         )
@@ -178,6 +199,7 @@ class MigFlow:
         ``mig_config_timeout_s``. Returns what it did, for the log.
         """
         now = self.clock()
+        self._ensure_configs(now)
         events = []
         for raw in self.api.nodes():
             labels, annotations, name = labels_of(raw), annotations_of(raw), name_of(raw)
@@ -189,8 +211,10 @@ class MigFlow:
             current = current_mig(model, count, labels, annotations) if model else ()
             left = 0
             if flow.phase == Phase.DRAINING:
-                left = self._drain(name, {i for i in range(count) if current[i] != flow.desired[i]})
-            step = next_step(flow, labels, gpu_pods_left=left, now=now, timeout_s=self.timeout_s)
+                left = self._drain(name, resources_in_the_way(current, flow.desired, with_reboot=self.with_reboot))
+            step = next_step(
+                flow, labels, gpu_pods_left=left, now=now, timeout_s=self.timeout_s, propagation_s=self.propagation_s
+            )
             detail = self._step_take(step, name, flow, labels, annotations, left)
             if step != Step.WAIT:
                 events.append(MigEvent(node=name, step=step, detail=detail))
@@ -217,6 +241,25 @@ class MigFlow:
             self.api.node_patch(node, body)
             logger.info("node %s: MIG layout %s is live", node, flow.config)
             return "live; uncordoned" if CORDONED_BY_US in annotations else "live (left cordoned: not ours)"
+        if step == Step.RETRY:
+            # MIG Manager may have asserted against a mounted copy older than the write: wait out another
+            # propagation, drain what may have come back, then relabel (a restart, the label being unchanged).
+            now = self.clock()
+            again = Flow(
+                Phase.DRAINING,
+                flow.desired,
+                flow.config,
+                now,
+                flow.recoveries,
+                "",
+                now + self.propagation_s,
+                flow.retries + 1,
+            )
+            self.api.node_patch(node, {"metadata": {"annotations": flow_annotations(again)}})
+            logger.warning(
+                "node %s: MIG change to %s failed soon after its config was written; retrying", node, flow.config
+            )
+            return f"{MIG_CONFIG_STATE}=failed soon after the config was written; relabel in {self.propagation_s:g}s"
         if step == Step.RECOVER:
             return self._restart_mig_manager(node, flow, recovering=True)
         if step == Step.FAIL:
@@ -233,6 +276,18 @@ class MigFlow:
             logger.error("node %s: MIG change to %s failed: %s; the node stays cordoned", node, flow.config, reason)
             return reason
         return ""
+
+    def _ensure_configs(self, now: float) -> None:
+        """Once per process: the ConfigMap holds every name the GPU Operator would offer, before ClusterPolicy is
+        pointed at it (docs/deploy.md, the MIG Manager cut-over) and before any flow needs it."""
+        if self._configs_ensured:
+            return
+        try:
+            self.api.mig_config_write("", (), also_keep=set(), now=now)
+        except GatewayError as exc:
+            logger.warning("could not write the mig-parted ConfigMap's operator configs: %s; trying again later", exc)
+            return
+        self._configs_ensured = True
 
     def _restart_mig_manager(self, node: str, flow: Flow, *, recovering: bool = False) -> str:
         """The known wedge's remedy (``docs/gpu-facts.md``, MIG Manager reconfiguration flow): restore the operator's
