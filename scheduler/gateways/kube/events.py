@@ -18,7 +18,8 @@ them. Microcosm writes the same kind of Event with ``reportingController: microc
 
 Repeats are a series, as client-go's broadcaster makes them (event_broadcaster.go ``recordToSink``): an Event
 isomorphic to one written less than :data:`FINISH_S` ago (same type, reason, action, controller, instance,
-regarding and related object) is not written again: the first one's ``series`` counts it, patched in place.
+regarding and related object) is not written again: the first one's ``series`` counts it, patched in place (with
+the latest note, where client-go keeps the first: a waiting job's Event shows its current explanation).
 
 Pure: builds bodies and decides create or patch; :class:`~scheduler.gateways.kube.client.KubeClient` writes them.
 """
@@ -125,14 +126,16 @@ def micro_time(at: float) -> str:
     return datetime.fromtimestamp(at, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def event_body(occurrence: Occurrence, *, at: float, instance: str) -> dict[str, Any]:
+def event_body(occurrence: Occurrence, *, at: float, instance: str, stamp_ns: int | None = None) -> dict[str, Any]:
     """A new ``events.k8s.io/v1`` Event, named as client-go names it (``<regarding>.<unix nanoseconds, hex>``,
-    tools/events/event_recorder.go ``makeEvent``), in the regarded object's namespace."""
+    tools/events/event_recorder.go ``makeEvent``; ``stamp_ns`` instead of ``at`` when given), in the regarded
+    object's namespace."""
     ref = occurrence.regarding
+    stamp = int(at * 1e9) if stamp_ns is None else stamp_ns
     body: dict[str, Any] = {
         "apiVersion": API_VERSION,
         "kind": "Event",
-        "metadata": {"name": f"{ref.name}.{int(at * 1e9):x}", "namespace": ref.namespace},
+        "metadata": {"name": f"{ref.name}.{stamp:x}", "namespace": ref.namespace},
         "eventTime": micro_time(at),
         "reportingController": REPORTING_CONTROLLER,
         "reportingInstance": instance,
@@ -153,6 +156,7 @@ class Series:
 
     finish_s: float = FINISH_S
     _written: dict[tuple[Any, ...], tuple[dict[str, Any], int, float]] = field(default_factory=dict)
+    _stamp_ns: int = 0  # the last name stamp given: names stay unique when the clock has not moved
 
     def record(self, occurrence: Occurrence, *, at: float, instance: str) -> Write:
         """The write for ``occurrence`` at ``at``: a new Event, or a patch of the series of the one it repeats."""
@@ -160,16 +164,23 @@ class Series:
         key = occurrence.key()
         found = self._written.get(key)
         if found is None:
-            body = event_body(occurrence, at=at, instance=instance)
+            self._stamp_ns = max(int(at * 1e9), self._stamp_ns + 1)
+            body = event_body(occurrence, at=at, instance=instance, stamp_ns=self._stamp_ns)
             self._written[key] = (body, 1, at)
             meta = body["metadata"]
             return Write(namespace=meta["namespace"], name=meta["name"], body=body)
         body, count, _last = found
         count += 1
+        patch: dict[str, Any] = {"series": {"count": count, "lastObservedTime": micro_time(at)}}
+        note = occurrence.note[:1024]
+        if note != body["note"]:
+            # client-go keeps the first note; a waiting job's explanation is what its Event is for, so the
+            # series carries the latest one.
+            body = {**body, "note": note}
+            patch["note"] = note
         self._written[key] = (body, count, at)
         meta = body["metadata"]
-        series = {"series": {"count": count, "lastObservedTime": micro_time(at)}}
-        return Write(namespace=meta["namespace"], name=meta["name"], body=series, patch=True)
+        return Write(namespace=meta["namespace"], name=meta["name"], body=patch, patch=True)
 
     def forget(self, occurrence: Occurrence) -> None:
         """The Event of ``occurrence`` is gone (a patch found none): the next one is written anew."""
