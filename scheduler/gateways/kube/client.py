@@ -256,13 +256,14 @@ class KubeClient:
         :mod:`scheduler.gateways.kube.grace`. Pass 0 only for a pod that never ran or has finished."""
         namespace, name = pod["metadata"]["namespace"], name_of(pod)
         grace = grace_to_send(pod, grace_s)
+        query: dict[str, Any] = {} if grace is None else {"grace_period_seconds": grace}  # None: the pod's own
         try:
             self.call(
                 f"delete pod {namespace}/{name}",
                 self.core.delete_namespaced_pod,
                 name,
                 namespace,
-                **({"grace_period_seconds": grace} if grace is not None else {}),
+                **query,
                 body=client.V1DeleteOptions(grace_period_seconds=grace, propagation_policy="Background"),
             )
         except ApiNotFound:

@@ -249,8 +249,8 @@ class KubeGateway:
         except GatewayError as exc:
             self._undo(request, exc)
             raise
-        for pod, node in bound:  # once the whole gang is bound: an undone bind is no "Scheduled"
-            self._record(scheduled(pod, node))
+        for ref, node in bound:  # once the whole gang is bound: an undone bind is no "Scheduled"
+            self._record(scheduled(ref, node))
 
     def _fabrics(self, request: BindRequest) -> dict[int, ReplicaFabric | None]:
         """What each replica of a multi-node job needs for its node's fabric (:mod:`.fabrics`); {} for a
