@@ -241,3 +241,37 @@ def test_waiting_events_are_rate_limited_per_call(cluster, gateway) -> None:
     assert len(_events(cluster)) == 3
     gateway.jobs_waiting(waiting=waiting, limit=3)  # the rest, on a later call
     assert len(_events(cluster)) == 5
+
+
+# -- a whole cycle ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_cycle_records_the_bind_and_why_the_next_job_waits(cluster) -> None:
+    from jobs.services import job_submit
+    from scheduler.loop.apply import Retry
+    from scheduler.loop.cycle import cycle_run
+    from scheduler.services import cluster_sync, gpu_models_sync
+    from tests.scheduler.kube_emulator import H100_ONE_LEAF
+    from tests.scheduler.loop_helpers import Clock, team_seed
+
+    cluster.add_node(
+        "p5-1", {**H100_ONE_LEAF, "karpenter.sh/capacity-type": "on-demand"}, allocatable={"nvidia.com/gpu": "8"}
+    )
+    gateway = KubeGateway(cluster.new_api_client(), sleep=lambda _s: None)
+    gpu_models_sync()
+    cluster_sync(observation=gateway.observe())
+    team, clock = team_seed(), Clock()
+    spec = {"kind": "training", "gpus": 8, "image": "ghcr.io/acme/train:1", "duration_s": 3600}
+    first = job_submit(team=team, spec=spec, actor=None, now=clock.now)
+    second = job_submit(team=team, spec=spec, actor=None, now=clock.now)
+    no_wait = Retry(attempts=1, sleep=lambda _s: None)
+
+    cycle_run(gateway=gateway, retry=no_wait)
+    cycle_run(gateway=gateway, retry=no_wait)  # the same explanation again: nothing new recorded
+
+    events = {(e["regarding"]["name"], e["reason"]): e for e in _events(cluster, team.namespace)}
+    assert sorted(events) == [(f"mc-{first.pk}-0", "Scheduled"), (f"mc-{second.pk}-0", "Waiting")]
+    second.refresh_from_db()
+    assert events[(f"mc-{second.pk}-0", "Waiting")]["note"] == second.state_reason
+    assert events[(f"mc-{second.pk}-0", "Waiting")].get("series") is None
