@@ -284,7 +284,8 @@ class ClusterGateway(Protocol):
         ...
 
     def job_evict(self, *, job: str, namespace: str, grace_s: float, reason: str) -> None:
-        """Stop every replica of ``job``, giving them ``grace_s`` seconds to checkpoint and exit.
+        """Stop every replica of ``job``, giving them ``grace_s`` seconds to checkpoint and exit (a backend whose
+        replicas carry a termination grace of their own keeps it unless ``grace_s`` is shorter: a deadline).
 
         ``reason`` is recorded on the cluster side (event/annotation) for operators: ``priority``,
         ``reclaim``, ``repartition``, ``node-lost``, ``cancelled``, ``completed`` (clean-up of finished pods),

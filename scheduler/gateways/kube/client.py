@@ -1,8 +1,8 @@
 """The Kubernetes API as the gateway uses it: the only module that imports ``kubernetes`` (DESIGN.md §2).
 
 :class:`KubeClient` makes each call the gateway and the MIG flow need (list, read, patch, create, bind,
-delete, evict, write the mig-parted ConfigMap, the teams' checkpoint claims, the jobs' report Secrets and their
-headless Services) and turns the API server's failures into the gateway's errors:
+delete, evict, record Events, write the mig-parted ConfigMap, the teams' checkpoint claims, the jobs' report
+Secrets and their headless Services) and turns the API server's failures into the gateway's errors:
 
 - HTTP 429 (honouring ``Retry-After``), 5xx, timeouts and connection failures are retried with exponential
   backoff, then raised as :class:`~scheduler.errors.GatewayRetryable`;

@@ -12,7 +12,9 @@ checkpoint claims, the jobs' report Secrets and the manifest fallback are the
 :class:`~scheduler.gateways.kube.checkpoint_storage.CheckpointStorage` it holds. A multi-replica job's headless
 Service (:mod:`scheduler.gateways.kube.rendezvous`) is created before its pods and deleted with them when the job
 ends, like its report Secret; every pod's ``/dev/shm`` is sized from its node here
-(:mod:`scheduler.gateways.kube.shared_memory`).
+(:mod:`scheduler.gateways.kube.shared_memory`). A Binding names its pod's UID; a pod is stopped within its own
+termination grace unless a deadline is shorter (:mod:`scheduler.gateways.kube.grace`); binds, evictions and why
+jobs wait are recorded as Events (:mod:`scheduler.gateways.kube.events`, best effort).
 """
 
 from __future__ import annotations
