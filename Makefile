@@ -20,8 +20,10 @@ $(RUNTIME_STAMP): pyproject.toml | $(VENV)/bin/python
 	$(PY) -m pip install --quiet -e .
 	touch $@
 
-$(DEV_STAMP): pyproject.toml | $(VENV)/bin/python
-	$(PY) -m pip install --quiet -e '.[dev]'
+# The development install (and so CI) runs the suite at the lowest release of each dependency
+# constraints/lowest.txt pins: the code must work there, not only at the newest release pip picks.
+$(DEV_STAMP): pyproject.toml constraints/lowest.txt | $(VENV)/bin/python
+	$(PY) -m pip install --quiet -e '.[dev]' -c constraints/lowest.txt
 	touch $@ $(RUNTIME_STAMP)
 
 install: $(RUNTIME_STAMP)

@@ -21,6 +21,9 @@ Identifiers: a job is named by its database id as a string (``"42"``), a node by
 a GPU by its index on the node, a MIG instance by its profile and start memory slice. Times are epoch
 seconds on the gateway's clock (:attr:`Observation.observed_at`).
 
+Recording: a backend that can record on the cluster why the scheduler acted (Kubernetes Events) also implements
+:class:`RecordingGateway`; the loop tells it which job an eviction makes room for and why jobs wait.
+
 Maintenance: a backend whose cluster needs the scheduler to drive multi-step work between cycles (the
 Kubernetes MIG flow: drain, relabel, wait, recover, uncordon) also implements
 :class:`MaintainedGateway`; :func:`scheduler.services.cluster_maintain` calls it on the MIG-watch beat.
@@ -32,7 +35,7 @@ Errors: every method raises only :class:`~scheduler.errors.GatewayError` subclas
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol, runtime_checkable
@@ -281,7 +284,8 @@ class ClusterGateway(Protocol):
         ...
 
     def job_evict(self, *, job: str, namespace: str, grace_s: float, reason: str) -> None:
-        """Stop every replica of ``job``, giving them ``grace_s`` seconds to checkpoint and exit.
+        """Stop every replica of ``job``, giving them ``grace_s`` seconds to checkpoint and exit (a backend whose
+        replicas carry a termination grace of their own keeps it unless ``grace_s`` is shorter: a deadline).
 
         ``reason`` is recorded on the cluster side (event/annotation) for operators: ``priority``,
         ``reclaim``, ``repartition``, ``node-lost``, ``cancelled``, ``completed`` (clean-up of finished pods),
@@ -362,6 +366,34 @@ class MaintainedGateway(Protocol):
     """
 
     def maintain(self) -> tuple[MaintenanceEvent, ...]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class JobWaiting:
+    """Why a pending job waits, as the cycle explained it (:class:`RecordingGateway`)."""
+
+    job: str
+    namespace: str
+    reason: str  # the explanation the portal shows (it changes with the queue position)
+    kind: str = ""  # what blocks it, one of scheduler.core.explain's kinds ("capacity", "quota", …)
+
+
+@runtime_checkable
+class RecordingGateway(Protocol):
+    """Optional: a gateway that records on the cluster why the scheduler acts (Kubernetes: Events on the pods).
+
+    - :meth:`job_preempt` is :meth:`ClusterGateway.job_evict` for the sake of job ``by``; the loop calls it instead
+      of ``job_evict`` when the plan names the job an eviction makes room for.
+    - :meth:`jobs_waiting` is told, once per cycle after the cycle's operations, every job still waiting and why;
+      the gateway decides what is worth recording (only changes, rate-limited).
+
+    Recording is best effort: a failure to record is logged and never fails the operation it records. A backend
+    whose cluster has nowhere to record (the simulated fleet: the portal shows it all) does not implement it.
+    """
+
+    def job_preempt(self, *, job: str, namespace: str, grace_s: float, reason: str, by: str) -> None: ...
+
+    def jobs_waiting(self, *, waiting: Sequence[JobWaiting]) -> None: ...
 
 
 def device_check(where: str, device: Device, layout: MigLayout, held: set[tuple[int, int | None]]) -> None:

@@ -21,7 +21,15 @@ from jobs.models import Allocation, Job
 from jobs.services import checkpoint_latest
 from scheduler.core.state import MigLayout
 from scheduler.errors import GatewayConflict, GatewayError, GatewayRetryable
-from scheduler.gateways.protocol import BindRequest, ClusterGateway, Device, ReplicaPlacement, job_checkpoint_dir
+from scheduler.gateways.protocol import (
+    BindRequest,
+    ClusterGateway,
+    Device,
+    JobWaiting,
+    RecordingGateway,
+    ReplicaPlacement,
+    job_checkpoint_dir,
+)
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +40,7 @@ class EvictOp:
     namespace: str
     reason: str
     grace_s: float | None = None  # None: the loop's usual grace; a spot notice's eviction fits inside the notice
+    by: str = ""  # the job this eviction makes room for, when the plan names one (recorded on the cluster)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,6 +101,17 @@ def apply_ops(gateway: ClusterGateway, ops: Iterable[Op], *, grace_s: float, ret
     return result
 
 
+def waiting_record(gateway: ClusterGateway, waiting: Sequence[JobWaiting]) -> None:
+    """Tell a :class:`~scheduler.gateways.protocol.RecordingGateway` why jobs still wait, after the cycle's
+    operations; best effort (a failure is logged: the portal shows the same reasons)."""
+    if not isinstance(gateway, RecordingGateway):
+        return
+    try:
+        gateway.jobs_waiting(waiting=waiting)
+    except GatewayError as exc:
+        log.warning("could not record why %d jobs wait: %s", len(waiting), exc)
+
+
 def _order(op: Op) -> int:
     # A cordon first: nothing else should land on a node whose jobs are about to be asked to leave.
     return 0 if isinstance(op, CordonOp) else 1 if isinstance(op, EvictOp) else 2 if isinstance(op, MigOp) else 3
@@ -100,6 +120,10 @@ def _order(op: Op) -> int:
 def _call(gateway: ClusterGateway, op: Op, grace_s: float) -> tuple[str, Callable[[], None]]:
     if isinstance(op, EvictOp):
         grace = op.grace_s if op.grace_s is not None else grace_s
+        if op.by and isinstance(gateway, RecordingGateway):
+            return f"evict {op.job} ({op.reason})", lambda: gateway.job_preempt(
+                job=op.job, namespace=op.namespace, grace_s=grace, reason=op.reason, by=op.by
+            )
         return f"evict {op.job} ({op.reason})", lambda: gateway.job_evict(
             job=op.job, namespace=op.namespace, grace_s=grace, reason=op.reason
         )

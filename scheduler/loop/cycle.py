@@ -27,7 +27,7 @@ from scheduler.core.vocabulary import JobState
 from scheduler.gateways import gateway_get
 from scheduler.gateways.protocol import ClusterGateway
 from scheduler.gcpause import gc_paused
-from scheduler.loop.apply import ApplyResult, Retry, apply_ops
+from scheduler.loop.apply import ApplyResult, Retry, apply_ops, waiting_record
 from scheduler.loop.cycle_log import cycle_log
 from scheduler.loop.locks import Lease
 from scheduler.loop.policy import policy_at_speed
@@ -132,6 +132,7 @@ def cycle_run(
         attempts=int(loop.get("apply_attempts", 3)), backoff_s=float(loop.get("apply_backoff_s", 0.2))
     )
     result = apply_ops(gateway, [*repairs.ops, *recorded.ops], grace_s=grace_s, retry=retry)
+    waiting_record(gateway, recorded.waiting)
     report.applied, report.failed = result.applied, result.failed
     report.requeued_after_refusal = _requeue_refused(result, at)
     phases_s["apply"] = time.perf_counter() - phase_started

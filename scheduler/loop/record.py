@@ -25,7 +25,7 @@ from scheduler.core import Plan
 from scheduler.core.state import MigLayout
 from scheduler.core.vocabulary import EventType, JobState
 from scheduler.errors import FencingError
-from scheduler.gateways.protocol import MigConfigState, Observation
+from scheduler.gateways.protocol import JobWaiting, MigConfigState, Observation
 from scheduler.loop.apply import BindOp, EvictOp, MigOp, Op, bind_request
 from scheduler.models import Node, SchedulerFence
 
@@ -38,6 +38,7 @@ log = logging.getLogger(__name__)
 class Recorded:
     ops: list[Op] = field(default_factory=list)
     decisions: dict[str, Any] = field(default_factory=dict)
+    waiting: list[JobWaiting] = field(default_factory=list)  # why each job still waits, for the cluster's record
 
 
 def fence_check(token: int | None) -> None:
@@ -86,6 +87,11 @@ def record_plan(
         result.decisions["binds"] = _binds(plan, jobs, at, result.ops)
         result.decisions["rejections"] = _rejections(plan, jobs, at)
         result.decisions["waiting"] = _waiting(plan, jobs, at, ordered)
+    result.waiting = [
+        JobWaiting(job=w.job, namespace=job.team.namespace, reason=w.reason, kind=w.blocker)
+        for w in plan.waiting
+        if (job := jobs.get(w.job)) is not None and job.state == JobState.PENDING
+    ]
     return result
 
 
@@ -96,7 +102,7 @@ def _evictions(plan: Plan, jobs: Mapping[str, Job], at: datetime, ops: list[Op])
         if job is None or job.state != JobState.RUNNING:
             continue
         job_requeue(job=job, reason=evict.reason, by=evict.by, at=at)
-        ops.append(EvictOp(job=evict.job, namespace=job.team.namespace, reason=evict.reason))
+        ops.append(EvictOp(job=evict.job, namespace=job.team.namespace, reason=evict.reason, by=evict.by or ""))
         done.append({"job": evict.job, "reason": evict.reason, "by": evict.by})
     return done
 

@@ -3,8 +3,9 @@
 The gateway uses the official, synchronous client, so the emulator (an aiohttp app) runs on its own event
 loop in a background thread and the tests talk to it over real HTTP. What the emulator lacks, this adds:
 
-- the ``pods/binding`` subresource (sets ``spec.nodeName``; 409 when the pod already has a node, 404 when
-  there is no such pod) and ``pods/eviction`` (deletes the pod), registered as kmock reactions;
+- the ``pods/binding`` subresource (sets ``spec.nodeName``; 409 when the pod already has a node or is not the
+  pod whose UID the Binding names, 404 when there is no such pod) and ``pods/eviction`` (deletes the pod),
+  registered as kmock reactions; a fresh ``metadata.uid`` on every object created, as the API server gives one;
 - the ``pods/log`` subresource, answering the text :meth:`Cluster.seed_log` gave a pod, with ``tailLines`` and
   ``limitBytes`` applied as the API server does (the last lines, then the first bytes of those); 404 without
   the pod, 400 for a pod without a node and no log (its container has not started);
@@ -13,9 +14,9 @@ loop in a background thread and the tests talk to it over real HTTP. What the em
 - fault injection: the next N requests matching a method and path answer with a status (and headers, e.g.
   ``Retry-After``) or stall longer than the client's timeout.
 
-Everything else (nodes, pods, ConfigMaps, PersistentVolumeClaims, Secrets, Services) is kmock's generic stateful store:
-create, read, merge-patch, delete. A delete of an object with finalizers only sets its ``deletionTimestamp``,
-which is how :meth:`Cluster.terminate_pod` keeps a pod in its termination grace.
+Everything else (nodes, pods, ConfigMaps, PersistentVolumeClaims, Secrets, Services, events.k8s.io Events) is
+kmock's generic stateful store: create, read, merge-patch, delete. A delete of an object with finalizers only sets
+its ``deletionTimestamp``, which is how :meth:`Cluster.terminate_pod` keeps a pod in its termination grace.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import datetime
 import logging
 import re
 import threading
+import uuid
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +42,7 @@ PODS = "v1/pods"
 CLAIMS = "v1/persistentvolumeclaims"
 SECRETS = "v1/secrets"
 SERVICES = "v1/services"
+EVENTS = "events.k8s.io/v1/events"
 
 
 @dataclass
@@ -97,6 +100,7 @@ class GatewayEmulator(kmock.KubernetesEmulator):
             (CLAIMS, True),
             (SECRETS, True),
             (SERVICES, True),
+            (EVENTS, True),
         ):
             self.resources[resource] = kmock.ResourceInfo(namespaced=namespaced)
         self["post", kmock.subresource("binding")] << self._bind
@@ -123,6 +127,13 @@ class GatewayEmulator(kmock.KubernetesEmulator):
         if match:
             return await self._namespace(raw, match.group(1))
         return await super().__call__(raw)
+
+    async def _handle(self, request: Any) -> aiohttp.web.StreamResponse:
+        # The API server gives every object it creates a fresh uid, whatever the body says (k8s.io/apiserver
+        # pkg/registry/rest/create.go FillObjectMetaSystemFields); kmock keeps the body as sent.
+        if request.action == kmock.action.CREATE and isinstance(request.data, dict):
+            request.data.setdefault("metadata", {})["uid"] = str(uuid.uuid4())
+        return await super()._handle(request)
 
     async def _namespace(self, raw: aiohttp.web.BaseRequest, name: str | None) -> aiohttp.web.StreamResponse:
         def status(code: int, message: str) -> aiohttp.web.Response:
@@ -171,6 +182,18 @@ class GatewayEmulator(kmock.KubernetesEmulator):
         if key not in self.objects or self.objects[key].deleted:
             raise kmock.KubernetesError(status=404, reason="NotFound", message=f'pods "{request.name}" not found')
         pod = self.objects[key]
+        # The Binding's uid is a precondition on the pod (kubernetes pkg/registry/core/pod/storage/storage.go
+        # setPodNodeAndMetadata: storage.Preconditions{UID}); its failure is a storage "invalid object" error that
+        # InterpretUpdateError turns into 409 Conflict (k8s.io/apiserver pkg/storage/errors/storage.go, message of
+        # pkg/storage/interfaces.go Preconditions.Check).
+        wanted, actual = (request.data.get("metadata") or {}).get("uid"), pod.get("metadata", {}).get("uid")
+        if wanted and wanted != actual:
+            message = (
+                f'Operation cannot be fulfilled on pods "{request.name}": StorageError: invalid object, Code: 4, '
+                f"Key: /registry/pods/{request.namespace}/{request.name}, ResourceVersion: 0, AdditionalErrorMsg: "
+                f"Precondition failed: UID in precondition: {wanted}, UID in object meta: {actual}"
+            )
+            raise kmock.KubernetesError(status=409, reason="Conflict", message=message)
         node = pod.get("spec", {}).get("nodeName")
         if node:
             message = f"pod {request.name} is already assigned to node {node!r}"

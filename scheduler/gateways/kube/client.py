@@ -1,8 +1,8 @@
 """The Kubernetes API as the gateway uses it: the only module that imports ``kubernetes`` (DESIGN.md §2).
 
 :class:`KubeClient` makes each call the gateway and the MIG flow need (list, read, patch, create, bind,
-delete, evict, write the mig-parted ConfigMap, the teams' checkpoint claims, the jobs' report Secrets and their
-headless Services) and turns the API server's failures into the gateway's errors:
+delete, evict, record Events, write the mig-parted ConfigMap, the teams' checkpoint claims, the jobs' report
+Secrets and their headless Services) and turns the API server's failures into the gateway's errors:
 
 - HTTP 429 (honouring ``Retry-After``), 5xx, timeouts and connection failures are retried with exponential
   backoff, then raised as :class:`~scheduler.errors.GatewayRetryable`;
@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from email.utils import parsedate_to_datetime
@@ -33,6 +32,8 @@ from kubernetes.client.exceptions import ApiException
 
 from scheduler.core.state import MigLayout
 from scheduler.errors import GatewayConflict, GatewayError, GatewayNotConfigured, GatewayRetryable
+from scheduler.gateways.kube.events import Write as EventWrite
+from scheduler.gateways.kube.grace import grace_to_send
 from scheduler.gateways.kube.labels import MIG_CONFIG
 from scheduler.gateways.kube.mig import (
     ADDED_ANNOTATION,
@@ -207,10 +208,11 @@ class KubeClient:
             if node_of(pod) == node and labels_of(pod).get("app") == "nvidia-mig-manager"
         ]
 
-    def pod_create(self, namespace: str, job: str, replica: int, manifest: dict[str, Any]) -> None:
+    def pod_create(self, namespace: str, job: str, replica: int, manifest: dict[str, Any]) -> str:
+        """Create the replica's pod; its ``metadata.uid``, which the binding names (:meth:`pod_bind`)."""
         name = manifest["metadata"]["name"]
         try:
-            self.call(
+            created = self.call(
                 f"create pod {namespace}/{name}",
                 self.core.create_namespaced_pod,
                 namespace,
@@ -226,10 +228,18 @@ class KubeClient:
             labels = labels_of(found)
             if labels.get(JOB_LABEL) != job or labels.get(REPLICA_LABEL) != str(replica) or terminating(found):
                 raise GatewayRetryable(f"pod name {namespace}/{name} is taken by an older pod") from None
+            return uid_of(found)
+        return uid_of(created)
 
-    def pod_bind(self, namespace: str, name: str, node: str) -> None:
+    def pod_bind(self, namespace: str, name: str, node: str, *, uid: str) -> None:
+        """Bind pod ``namespace/name`` to ``node``, on the condition that it is still the pod ``uid``.
+
+        The Binding carries the pod's UID as kube-scheduler's binds do (kubernetes pkg/scheduler/framework/plugins/
+        defaultbinder/default_binder.go: ``ObjectMeta{Namespace, Name, UID: p.UID}``); the API server checks it as
+        a precondition (pkg/registry/core/pod/storage/storage.go ``setPodNodeAndMetadata``), so a stale call never
+        binds a pod recreated under the same name: 409 "Precondition failed: UID in precondition: …"."""
         body = client.V1Binding(
-            metadata=client.V1ObjectMeta(name=name, namespace=namespace),
+            metadata=client.V1ObjectMeta(name=name, namespace=namespace, uid=uid or None),
             target=client.V1ObjectReference(api_version="v1", kind="Node", name=node),
         )
         try:
@@ -239,26 +249,34 @@ class KubeClient:
         except ApiNotFound:
             raise GatewayRetryable(f"pod {namespace}/{name} vanished before it was bound") from None
         except ApiConflict as exc:
-            # 409 on a binding: the pod already has a node. Ours by an earlier attempt of this call is fine.
+            # 409 on a binding: the pod already has a node, or it is not the pod we created. Ours bound by an
+            # earlier attempt of this call is fine.
             try:
                 found = self.call(f"read pod {namespace}/{name}", self.core.read_namespaced_pod, name, namespace)
             except ApiNotFound:
                 raise GatewayRetryable(f"pod {namespace}/{name} vanished while being bound") from None
+            if uid and uid_of(found) != uid:
+                raise GatewayRetryable(
+                    f"pod {namespace}/{name} was replaced (uid {uid_of(found)}, not {uid}) before it was bound"
+                ) from None
             if node_of(found) != node:
                 raise GatewayConflict(
                     f"pod {namespace}/{name} is bound to {node_of(found)}, not {node}: {exc}"
                 ) from None
 
-    def pod_delete(self, pod: Mapping[str, Any], *, grace_s: float) -> None:
+    def pod_delete(self, pod: Mapping[str, Any], *, grace_s: float | None = None) -> None:
+        """Delete ``pod`` with its own termination grace, or ``grace_s`` when that is shorter (a deadline):
+        :mod:`scheduler.gateways.kube.grace`. Pass 0 only for a pod that never ran or has finished."""
         namespace, name = pod["metadata"]["namespace"], name_of(pod)
-        grace = math.ceil(max(grace_s, 0))
+        grace = grace_to_send(pod, grace_s)
+        query: dict[str, Any] = {} if grace is None else {"grace_period_seconds": grace}  # None: the pod's own
         try:
             self.call(
                 f"delete pod {namespace}/{name}",
                 self.core.delete_namespaced_pod,
                 name,
                 namespace,
-                grace_period_seconds=grace,
+                **query,
                 body=client.V1DeleteOptions(grace_period_seconds=grace, propagation_policy="Background"),
             )
         except ApiNotFound:
@@ -266,13 +284,15 @@ class KubeClient:
         except ApiConflict as exc:
             raise GatewayRetryable(str(exc)) from None
 
-    def pod_evict(self, pod: Mapping[str, Any], *, grace_s: int) -> None:
+    def pod_evict(self, pod: Mapping[str, Any], *, grace_s: float | None = None) -> None:
         """Ask another owner's pod to leave through the eviction subresource, which honours its
-        PodDisruptionBudget; a refusal (429) leaves it for the next watch."""
+        PodDisruptionBudget; a refusal (429) leaves it for the next watch. Its own termination grace applies
+        unless ``grace_s`` is shorter (a deadline: :mod:`scheduler.gateways.kube.grace`)."""
         namespace, name = pod["metadata"]["namespace"], name_of(pod)
+        grace = grace_to_send(pod, grace_s)
         body = client.V1Eviction(
             metadata=client.V1ObjectMeta(name=name, namespace=namespace),
-            delete_options=client.V1DeleteOptions(grace_period_seconds=grace_s),
+            delete_options=client.V1DeleteOptions(grace_period_seconds=grace) if grace is not None else None,
         )
         try:
             self.call(
@@ -287,6 +307,35 @@ class KubeClient:
             pass
         except GatewayRetryable as exc:
             logger.info("pod %s/%s is not evicted yet: %s", namespace, name, exc)
+
+    # -- Events (scheduler.gateways.kube.events) ---------------------------------------------------------------
+
+    def event_write(self, write: EventWrite) -> bool:
+        """Create an ``events.k8s.io/v1`` Event, or patch its series; False when the Event to patch is gone (the
+        caller creates it anew). Two attempts only: an Event is best effort and never holds up a bind."""
+        events = client.EventsV1Api(self.api)
+        what = f"record Event {write.namespace}/{write.name}"
+        try:
+            if write.patch:
+                self.call(
+                    what,
+                    events.patch_namespaced_event,
+                    write.name,
+                    write.namespace,
+                    dict(write.body),
+                    _content_type=MERGE_PATCH,
+                    attempts=min(self.attempts, 2),
+                )
+            else:
+                body = client.EventsV1Event.from_dict(dict(write.body))
+                self.call(what, events.create_namespaced_event, write.namespace, body, attempts=min(self.attempts, 2))
+        except ApiNotFound:
+            if write.patch:
+                return False
+            raise GatewayConflict(f"{what}: namespace {write.namespace} does not exist") from None
+        except ApiConflict as exc:
+            raise GatewayRetryable(str(exc)) from None
+        return True
 
     def pod_log(self, namespace: str, name: str, *, container: str, tail_lines: int, limit_bytes: int) -> str | None:
         """The last ``tail_lines`` lines of a container's log, cut at ``limit_bytes`` bytes by the API server.
@@ -461,6 +510,11 @@ class KubeClient:
             except (ApiConflict, ApiNotFound):
                 continue  # someone else wrote it in between: read again
         raise GatewayRetryable(f"ConfigMap {ns}/{cm} kept changing under us; try again")
+
+
+def uid_of(obj: Mapping[str, Any]) -> str:
+    """An object's ``metadata.uid`` ("" when the server gave none)."""
+    return str((obj.get("metadata") or {}).get("uid") or "")
 
 
 def _api_client_from_environment() -> client.ApiClient:

@@ -12,13 +12,16 @@ checkpoint claims, the jobs' report Secrets and the manifest fallback are the
 :class:`~scheduler.gateways.kube.checkpoint_storage.CheckpointStorage` it holds. A multi-replica job's headless
 Service (:mod:`scheduler.gateways.kube.rendezvous`) is created before its pods and deleted with them when the job
 ends, like its report Secret; every pod's ``/dev/shm`` is sized from its node here
-(:mod:`scheduler.gateways.kube.shared_memory`).
+(:mod:`scheduler.gateways.kube.shared_memory`). A Binding names its pod's UID; a pod is stopped within its own
+termination grace unless a deadline is shorter (:mod:`scheduler.gateways.kube.grace`); binds, evictions and why
+jobs wait are recorded as Events (:mod:`scheduler.gateways.kube.events`, best effort).
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -26,7 +29,9 @@ from typing import Any
 from scheduler.core.state import MigLayout
 from scheduler.errors import GatewayConflict, GatewayError, GatewayRetryable
 from scheduler.gateways.kube.checkpoint_storage import CheckpointStorage
-from scheduler.gateways.kube.client import ApiClient, KubeClient
+from scheduler.gateways.kube.client import ApiClient, KubeClient, uid_of
+from scheduler.gateways.kube.events import Occurrence, Ref, Series, WaitNotes, scheduled, stopped
+from scheduler.gateways.kube.events import waiting as waiting_event
 from scheduler.gateways.kube.fabrics import (
     EFA_RESOURCE,
     MAIN_CONTAINER,
@@ -76,6 +81,7 @@ from scheduler.gateways.protocol import (
     LOG_LIMIT_BYTES,
     BindRequest,
     Device,
+    JobWaiting,
     LogSource,
     MaintenanceEvent,
     NodeObservation,
@@ -155,6 +161,11 @@ class KubeGateway:
             with_reboot=mig_with_reboot,
         )
         self._utilization_at: float | None = None
+        # What the cluster records (scheduler.gateways.kube.events): client-go's reportingInstance is
+        # "<controller>-<hostname>" (tools/events/event_broadcaster.go NewRecorder).
+        self.event_instance = f"microcosm-{socket.gethostname()}"
+        self.event_series = Series()
+        self.wait_notes = WaitNotes()
 
     # -- observe ---------------------------------------------------------------------------------------------
 
@@ -225,10 +236,13 @@ class KubeGateway:
             self.checkpoints.credential_ensure(request, team=team)  # before the pods that mount it
         if needs_rendezvous(request):
             self._service_ensure(request, team=team)  # before the pods that resolve each other through it
+        bound: list[tuple[Ref, str]] = []
         try:
             for placement in todo:
                 name = pod_name(request.job, placement.replica)
-                if placement.replica not in existing:
+                if placement.replica in existing:
+                    uid = uid_of(existing[placement.replica])
+                else:
                     manifest = pod_manifest(
                         request,
                         placement,
@@ -240,11 +254,14 @@ class KubeGateway:
                         rendezvous_port=self.rendezvous_port,
                         shm_size_limit=self._shm_size_limit(nodes[placement.node], placement.devices),
                     )
-                    self.client.pod_create(request.namespace, request.job, placement.replica, manifest)
-                self.client.pod_bind(request.namespace, name, placement.node)
+                    uid = self.client.pod_create(request.namespace, request.job, placement.replica, manifest)
+                self.client.pod_bind(request.namespace, name, placement.node, uid=uid)
+                bound.append((Ref(request.namespace, name, uid), placement.node))
         except GatewayError as exc:
             self._undo(request, exc)
             raise
+        for ref, node in bound:  # once the whole gang is bound: an undone bind is no "Scheduled"
+            self._record(scheduled(ref, node))
 
     def _fabrics(self, request: BindRequest) -> dict[int, ReplicaFabric | None]:
         """What each replica of a multi-node job needs for its node's fabric (:mod:`.fabrics`); {} for a
@@ -364,7 +381,10 @@ class KubeGateway:
         logger.warning("job %s: binding failed (%s); removing its pods", request.job, cause)
         try:
             for pod in self.client.pods_ours(request.namespace, request.job):
-                self.client.pod_delete(pod, grace_s=0)
+                # A pod bound moments ago may be running already: it stops within its own grace, never forced.
+                # One never bound, or finished, holds nothing and goes at once.
+                never_ran = node_of(pod) is None or finished(pod)
+                self.client.pod_delete(pod, grace_s=0 if never_ran else None)
             self._service_remove(job=request.job, namespace=request.namespace)
             self.checkpoints.credential_remove(job=request.job, namespace=request.namespace)
         except GatewayError as exc:  # the next cycle's reconcile finds and removes what is left
@@ -373,18 +393,55 @@ class KubeGateway:
     # -- eviction --------------------------------------------------------------------------------------------
 
     def job_evict(self, *, job: str, namespace: str, grace_s: float, reason: str) -> None:
+        self.job_preempt(job=job, namespace=namespace, grace_s=grace_s, reason=reason, by="")
+
+    def job_preempt(self, *, job: str, namespace: str, grace_s: float, reason: str, by: str) -> None:
+        """:meth:`job_evict` that names the job ``by`` it makes room for on the pods' Events ("": none).
+
+        ``grace_s`` is a deadline, not an override: each pod keeps its own termination grace unless ``grace_s`` is
+        shorter (a spot notice), :mod:`scheduler.gateways.kube.grace`. Finished pods hold nothing and go at once."""
         for pod in self.client.pods_ours(namespace, job):
             if terminating(pod):
                 continue
-            # Finished pods hold nothing: remove them at once.
-            self.client.pod_delete(pod, grace_s=0 if finished(pod) else grace_s)
-            # Recording the reason on the cluster would need pods/patch or events/create, which the
-            # least-privilege role does not grant (docs/deploy.md): the log carries it.
-            logger.info("job %s: deleted pod %s/%s (%s, grace %ss)", job, namespace, name_of(pod), reason, grace_s)
+            if finished(pod):
+                self.client.pod_delete(pod, grace_s=0)
+                continue
+            self.client.pod_delete(pod, grace_s=grace_s)
+            logger.info("job %s: deleted pod %s/%s (%s, deadline %ss)", job, namespace, name_of(pod), reason, grace_s)
+            ref = Ref(namespace, name_of(pod), uid_of(pod))
+            self._record(stopped(ref, node=node_of(pod), reason=reason, by=by))
         if reason in FINAL_EVICTIONS:
             self.checkpoints.credential_remove(job=job, namespace=namespace)
             # Kept on every other reason: the job comes back under the same names.
             self._service_remove(job=job, namespace=namespace)
+
+    # -- Events (scheduler.gateways.kube.events) ---------------------------------------------------------------
+
+    def jobs_waiting(self, *, waiting: Sequence[JobWaiting], limit: int = 50) -> None:
+        """:class:`~scheduler.gateways.protocol.RecordingGateway`: record why jobs wait, on the pod each job's first
+        replica will be (it does not exist yet). Only an explanation whose kind changed is written, at most once per
+        job per :data:`~scheduler.gateways.kube.events.WAITING_INTERVAL_S` and ``limit`` per call: the rest wait
+        for a later call."""
+        now = self.clock()
+        self.wait_notes.keep_only({w.job for w in waiting})
+        written = 0
+        for job in waiting:
+            if written >= limit:
+                break
+            if self.wait_notes.due(job.job, job.kind or job.reason, at=now):
+                self._record(waiting_event(Ref(job.namespace, pod_name(job.job, 0)), job.reason))
+                written += 1
+
+    def _record(self, occurrence: Occurrence) -> None:
+        """Write one Event, best effort: a failure is logged and never fails the bind or eviction it records."""
+        write = self.event_series.record(occurrence, at=self.clock(), instance=self.event_instance)
+        try:
+            if not self.client.event_write(write):  # the series' Event is gone (expired): write it anew
+                self.event_series.forget(occurrence)
+                write = self.event_series.record(occurrence, at=self.clock(), instance=self.event_instance)
+                self.client.event_write(write)
+        except GatewayError as exc:
+            logger.warning("could not record %s on %s/%s: %s", occurrence.reason, write.namespace, write.name, exc)
 
     # -- logs ------------------------------------------------------------------------------------------------
 
