@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from email.utils import parsedate_to_datetime

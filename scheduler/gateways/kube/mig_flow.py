@@ -76,8 +76,8 @@ class NodeApi(Protocol):
     def node_patch(self, node: str, body: Mapping[str, Any]) -> None: ...
     def pods_on(self, node: str) -> list[dict[str, Any]]: ...
     def mig_managers(self, node: str) -> list[dict[str, Any]]: ...
-    def pod_delete(self, pod: Mapping[str, Any], *, grace_s: float) -> None: ...
-    def pod_evict(self, pod: Mapping[str, Any], *, grace_s: int) -> None: ...
+    def pod_delete(self, pod: Mapping[str, Any], *, grace_s: float | None = None) -> None: ...
+    def pod_evict(self, pod: Mapping[str, Any], *, grace_s: float | None = None) -> None: ...
     def mig_config_write(
         self, name: str, layouts: Sequence[MigLayout], *, also_keep: set[str], now: float
     ) -> float: ...
@@ -176,7 +176,8 @@ class MigFlow:
                 self.api.pod_delete(pod, grace_s=self.eviction_grace_s)
                 logger.info("node %s: draining pod %s for a MIG change", node, name_of(pod))
             else:
-                self.api.pod_evict(pod, grace_s=self.eviction_grace_s)
+                # A MIG change has no deadline: the pod's own termination grace applies (kubectl drain's -1).
+                self.api.pod_evict(pod)
         return left
 
     def _relabel(self, node: str, flow: Flow, labels: Mapping[str, str]) -> None:
@@ -301,7 +302,8 @@ class MigFlow:
         self.api.node_patch(node, {"metadata": {"labels": dict.fromkeys(paused, "true"), "annotations": annotations}})
         managers = self.api.mig_managers(node)
         for pod in managers:
-            self.api.pod_delete(pod, grace_s=0)
+            # Its own grace: a MIG Manager stopped mid-apply by a force delete leaves the GPUs half changed.
+            self.api.pod_delete(pod)
         if not managers:
             self.api.node_patch(node, {"metadata": {"labels": {MIG_CONFIG: flow.config + "-flip"}}})
             self.api.node_patch(node, {"metadata": {"labels": {MIG_CONFIG: flow.config}}})
