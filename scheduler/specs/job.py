@@ -2,9 +2,10 @@
 
 Extension: ``gpu_milli`` (1–999) asks for a share of one time-sliced GPU, as in the Alibaba openb trace; such
 a job runs only on nodes with ``"sharing": true``. ``name``, ``image``, ``command``, ``env``,
-``restart_limit`` and the host resources ``cpu`` and ``host_memory_gib`` are checked and otherwise ignored so one job spec serves a scenario, ``manage.py jobs submit``
-and the API: the engine plans no process and no application failure (``restart_limit`` is the loop's, read by
-the portal's submit from the spec it has checked here).
+``restart_limit`` and the host resources ``cpu`` and ``host_memory_gib`` are checked and otherwise ignored so one
+job spec serves a scenario, ``manage.py jobs submit`` and the API: the engine plans no process and no application
+failure (``restart_limit`` is the loop's, the host resources the cluster backend's, read by the portal's submit
+from the spec it has checked here).
 """
 
 from __future__ import annotations

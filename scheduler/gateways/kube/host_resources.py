@@ -186,9 +186,8 @@ def pod_qos_class(pod: Mapping[str, Any]) -> str:
             guaranteed = False
     if not requests and not limits:
         return "BestEffort"
-    if guaranteed and all(limits.get(name) == amount for name, amount in requests.items()):
-        if len(requests) == len(limits):
-            return "Guaranteed"
+    if guaranteed and len(requests) == len(limits) and all(limits.get(n) == a for n, a in requests.items()):
+        return "Guaranteed"
     return "Burstable"
 
 
