@@ -104,7 +104,7 @@ def diagnose(status: int, message: str, *, what: str) -> Refusal:
         return Refusal(
             RefusalKind.POD_SECURITY,
             f"{head}: {where} Pod Security level {level.group(1)!r} forbids this pod; label the namespace with a "
-            "level that admits it (docs/deploy.md, Pod Security) or run the job without what the message names",
+            "Pod Security level that admits it, or run the job without what the message names",
             conflict=True,
         )
     if status == 403 and _LIMIT_RANGE.search(message):
