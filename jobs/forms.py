@@ -196,6 +196,25 @@ class SubmitForm(RequestForm):
         ],
         initial=JobTier.ANY,
     )
+    cpu = forms.DecimalField(
+        label="CPU cores per replica",
+        min_value=bounds.MIN_CPU,
+        max_value=bounds.MAX_CPU,
+        max_digits=7,
+        decimal_places=3,
+        required=False,
+        help_text="Blank: the cluster's default per GPU. Reserved for the job (requests = limits).",
+    )
+    host_memory_gib = forms.DecimalField(
+        label="Host memory per replica (GiB)",
+        min_value=bounds.MIN_HOST_MEMORY_GIB,
+        max_value=bounds.MAX_HOST_MEMORY_GIB,
+        max_digits=8,
+        decimal_places=2,
+        required=False,
+        help_text="The memory of your processes, not GPU memory; /dev/shm comes on top. Blank: the cluster's "
+        "default per GPU. Above it the job is killed for running out of memory.",
+    )
     duration_h = forms.DecimalField(
         label="Expected duration (hours)",
         min_value=0.001,
@@ -229,6 +248,8 @@ class SubmitForm(RequestForm):
         "gpus",
         "gpu_model",
         "replicas",
+        "cpu",
+        "host_memory_gib",
         "priority",
         "preemptible",
         "checkpoint_interval_s",
@@ -337,6 +358,9 @@ class SubmitForm(RequestForm):
             spec["checkpoint_interval_s"] = data["checkpoint_interval_s"]
         if data.get("restart_limit") is not None:  # 0 is a choice: fail at the first application failure
             spec["restart_limit"] = data["restart_limit"]
+        for key in ("cpu", "host_memory_gib"):
+            if data.get(key) is not None:
+                spec[key] = float(data[key])
         if data.get("duration_h"):
             spec["duration_s"] = max(1, round(float(data["duration_h"]) * 3600))
         return spec

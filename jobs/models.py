@@ -66,6 +66,29 @@ class Job(models.Model):
         help_text='Model profile: {"params_b": 7, "dtype": "bf16", "context": 4096, "batch": 8, "mode": "inference"}.',
     )
 
+    # Host resources per replica (docs/job-spec.md); null: the cluster's default per GPU (docs/deploy.md, Pod
+    # resources). host_memory_gib is the memory of the job's own processes: memory_gib above is GPU memory.
+    cpu = models.DecimalField(
+        max_digits=7,
+        decimal_places=3,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(Decimal(str(bounds.MIN_CPU))), MaxValueValidator(Decimal(str(bounds.MAX_CPU)))],
+        help_text="CPU cores per replica; blank: the cluster's default per GPU.",
+    )
+    host_memory_gib = models.DecimalField(
+        max_digits=8,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        validators=[
+            MinValueValidator(Decimal(str(bounds.MIN_HOST_MEMORY_GIB))),
+            MaxValueValidator(Decimal(str(bounds.MAX_HOST_MEMORY_GIB))),
+        ],
+        help_text="Host memory of the job's processes per replica, GiB (/dev/shm comes on top); blank: the "
+        "cluster's default per GPU.",
+    )
+
     replicas = models.PositiveSmallIntegerField(default=1, validators=[MinValueValidator(1), MaxValueValidator(512)])
     gpu_model = models.CharField(max_length=64, blank=True, help_text="A GPU model or class; blank: any.")
     priority = models.CharField(max_length=16, choices=choices_of(Priority), default=Priority.NORMAL)
@@ -115,6 +138,21 @@ class Job(models.Model):
             models.CheckConstraint(condition=Q(gpus__isnull=True) | Q(gpus__gte=1), name="job_gpus_positive"),
             models.CheckConstraint(
                 condition=Q(memory_gib__isnull=True) | Q(memory_gib__gt=0), name="job_memory_positive"
+            ),
+            models.CheckConstraint(
+                condition=Q(cpu__isnull=True) | (Q(cpu__gte=bounds.MIN_CPU) & Q(cpu__lte=bounds.MAX_CPU)),
+                name="job_cpu_range",
+                violation_error_message=f"CPU is from {bounds.MIN_CPU:g} to {bounds.MAX_CPU:g} cores per replica.",
+            ),
+            models.CheckConstraint(
+                condition=Q(host_memory_gib__isnull=True)
+                | (
+                    Q(host_memory_gib__gte=bounds.MIN_HOST_MEMORY_GIB)
+                    & Q(host_memory_gib__lte=bounds.MAX_HOST_MEMORY_GIB)
+                ),
+                name="job_host_memory_range",
+                violation_error_message=f"Host memory is from {bounds.MIN_HOST_MEMORY_GIB:g} to "
+                f"{bounds.MAX_HOST_MEMORY_GIB:g} GiB per replica.",
             ),
             models.CheckConstraint(
                 condition=Q(checkpoint_interval_s__isnull=True) | Q(checkpoint_interval_s__gte=1),

@@ -53,6 +53,8 @@ class KubernetesSettings(TypedDict):
     gke_networks: list[str]
     rendezvous_port: int
     shm_fraction: float
+    cpu_per_gpu: float
+    host_memory_gib_per_gpu: float
 
 
 class SchedulerSettings(TypedDict):
@@ -193,6 +195,10 @@ KUBERNETES: KubernetesSettings = {
     "rendezvous_port": env_int("KUBE_RENDEZVOUS_PORT", default=29500, minimum=1, maximum=65535),
     # Each GPU pod's /dev/shm: this share of its node's memory per GPU, times the GPUs the pod holds.
     "shm_fraction": env_float("KUBE_SHM_FRACTION", default=0.5, minimum=0.0, maximum=1.0),
+    # Each GPU pod's CPU and memory (requests = limits: Guaranteed QoS) when its job states none, per GPU it holds
+    # (a MIG instance: its compute slices / 7); /dev/shm comes on top (docs/deploy.md, Pod resources).
+    "cpu_per_gpu": env_float("KUBE_CPU_PER_GPU", default=8.0, minimum=0.1, maximum=1024.0),
+    "host_memory_gib_per_gpu": env_float("KUBE_HOST_MEMORY_GIB_PER_GPU", default=64.0, minimum=0.5, maximum=32768.0),
 }
 if KUBERNETES["shm_fraction"] <= 0:
     raise EnvError(

@@ -82,6 +82,8 @@ class JobSerializer(serializers.ModelSerializer):
             "tier",
             "duration_s",
             "restart_limit",
+            "cpu",
+            "host_memory_gib",
             "restarts",
             "last_exit_reason",
             "state",
@@ -271,6 +273,19 @@ class JobSubmitSerializer(RequestSerializer):
         default=bounds.DEFAULT_RESTART_LIMIT,
         help_text="Restarts after application failures (a non-zero exit, an OOM kill) before the job fails, as a "
         "Kubernetes Job's backoffLimit; node losses, spot reclaims and preemptions never count",
+    )
+    cpu = serializers.FloatField(
+        min_value=bounds.MIN_CPU,
+        max_value=bounds.MAX_CPU,
+        required=False,
+        help_text="CPU cores per replica (requests = limits); absent: the cluster's default per GPU",
+    )
+    host_memory_gib = serializers.FloatField(
+        min_value=bounds.MIN_HOST_MEMORY_GIB,
+        max_value=bounds.MAX_HOST_MEMORY_GIB,
+        required=False,
+        help_text="Host memory of the job's processes per replica, GiB (/dev/shm comes on top; memory_gib is GPU "
+        "memory); absent: the cluster's default per GPU",
     )
 
 

@@ -147,6 +147,11 @@ def _fields_from_spec(spec: Mapping[str, Any], team: Team, source: str) -> dict[
         "duration_s": int(parsed.duration_s) if parsed.duration_s else None,
         # Checked by parse_job (an integer, or a float with no fraction, in range); the engine has no use for it.
         "restart_limit": int(data.get("restart_limit", bounds.DEFAULT_RESTART_LIMIT)),
+        # Checked by parse_job (numbers in range); the cluster backend sizes the pods with them.
+        "cpu": Decimal(str(data["cpu"])).quantize(Decimal("0.001")) if data.get("cpu") is not None else None,
+        "host_memory_gib": Decimal(str(data["host_memory_gib"])).quantize(Decimal("0.01"))
+        if data.get("host_memory_gib") is not None
+        else None,
     }
     return fields
 

@@ -20,6 +20,10 @@ Why these figures:
 - ``restart_limit`` (restarts after application failures, like a Kubernetes Job's ``backoffLimit``) 0–100,
   default 3: a job that fails a hundred times on its own is broken, and each restart holds GPUs others wait
   for. The engine never reads it (only the loop does, when a replica fails), so it is no field of a core job.
+- ``cpu`` (host CPU cores per replica) 0.1–1,024 and ``host_memory_gib`` (host memory per replica, GiB) 0.5–32,768:
+  a tenth of a core is the least a process feeding a GPU can live on and half a GiB the least a CUDA context
+  takes; the largest single servers have under 1,024 hardware threads and 32 TiB. Like ``restart_limit`` the engine
+  never reads them (the cluster backend sizes the pods with them).
 - Strings (name, image, project, command, env) have the sizes of :data:`TEXT_LIMITS` and hold no NUL and no
   lone surrogate (PostgreSQL stores neither, and no process can receive them).
 """
@@ -43,6 +47,10 @@ MAX_REPLICAS = 512
 MAX_SECONDS = 365 * 24 * 3600
 MAX_RANK = 2_147_483_647
 MAX_RESTART_LIMIT = 100
+MIN_CPU = 0.1
+MAX_CPU = 1024.0
+MIN_HOST_MEMORY_GIB = 0.5
+MAX_HOST_MEMORY_GIB = 32768.0
 DEFAULT_RESTART_LIMIT = 3  # a Kubernetes Job's backoffLimit is 6; three retries tell a bug from bad luck sooner
 
 MAX_NAME_CHARS = 200
@@ -87,6 +95,8 @@ BOUNDS: dict[str, Bound] = {
     "checkpoint_interval_s": Bound(0, MAX_SECONDS, low_open=True),
     "rank": Bound(-MAX_RANK, MAX_RANK),
     "restart_limit": Bound(0, MAX_RESTART_LIMIT),
+    "cpu": Bound(MIN_CPU, MAX_CPU),
+    "host_memory_gib": Bound(MIN_HOST_MEMORY_GIB, MAX_HOST_MEMORY_GIB),
     # A spec asks for a share of one GPU (1-999, spec/scenario.md); traces also state whole GPUs in milli-GPU.
     "gpu_milli": Bound(1, MAX_GPUS * 1000),
 }

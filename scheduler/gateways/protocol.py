@@ -207,6 +207,10 @@ class BindRequest:
     # mounted into them) and removes it when the job's pods are removed for good. "": the job does not report.
     credential: str = ""
     checkpoint_claim: str = ""  # the team's checkpoint volume claim ("": the backend's default name)
+    # Host resources per replica (docs/job-spec.md): CPU cores and the memory of the job's own processes, GiB
+    # (/dev/shm comes on top). None: the backend's default per GPU (docs/deploy.md, Pod resources).
+    cpu: float | None = None
+    host_memory_gib: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

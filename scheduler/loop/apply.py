@@ -193,6 +193,8 @@ def bind_request(job: Job, allocations: Sequence[Allocation], *, resume: bool) -
         resume_from=resume_point(job, checkpoint_dir) if resume and checkpointed else "",
         credential=job_token(job.pk) if checkpointed else "",
         checkpoint_claim=job.team.checkpoint_claim,
+        cpu=float(job.cpu) if job.cpu is not None else None,
+        host_memory_gib=float(job.host_memory_gib) if job.host_memory_gib is not None else None,
     )
 
 

@@ -1,10 +1,11 @@
 """A job object of a scenario's ``submit`` event (spec/scenario.md, "Job keys") → core :class:`Job`.
 
 Extension: ``gpu_milli`` (1–999) asks for a share of one time-sliced GPU, as in the Alibaba openb trace; such
-a job runs only on nodes with ``"sharing": true``. ``name``, ``image``, ``command``, ``env`` and
-``restart_limit`` are checked and otherwise ignored so one job spec serves a scenario, ``manage.py jobs submit``
-and the API: the engine plans no process and no application failure (``restart_limit`` is the loop's, read by
-the portal's submit from the spec it has checked here).
+a job runs only on nodes with ``"sharing": true``. ``name``, ``image``, ``command``, ``env``,
+``restart_limit`` and the host resources ``cpu`` and ``host_memory_gib`` are checked and otherwise ignored so one
+job spec serves a scenario, ``manage.py jobs submit`` and the API: the engine plans no process and no application
+failure (``restart_limit`` is the loop's, the host resources the cluster backend's, read by the portal's submit
+from the spec it has checked here).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 
 from scheduler.core import catalog
 from scheduler.core.bounds import (
+    BOUNDS,
     MAX_COMMAND_BYTES,
     MAX_ENV_BYTES,
     MAX_ENV_KEYS,
@@ -59,6 +61,8 @@ JOB_KEYS = (
     "duration_s",
     "rank",
     "restart_limit",
+    "cpu",
+    "host_memory_gib",
     *IGNORED_KEYS,
 )
 MODEL_KEYS = ("params_b", "dtype", "context", "batch", "mode")
@@ -98,6 +102,7 @@ def parse_job(errors: Errors, path: str, value: Any, submitted_at: float) -> Job
         options["project"] = read_str(errors, join(path, "project"), data["project"], max_chars=MAX_PROJECT_CHARS)
     if "restart_limit" in data:
         _check_restart_limit(errors, join(path, "restart_limit"), data["restart_limit"])
+    _check_host_resources(errors, path, data)
     _check_ignored(errors, path, data)
     if len(errors.messages) > before or job_id is None or team is None or request is None:
         return None
@@ -191,6 +196,24 @@ def _check_restart_limit(errors: Errors, path: str, value: Any) -> None:
             f"must be a whole number of restarts from 0 to {MAX_RESTART_LIMIT} (0: the first application failure "
             f"fails the job), got {describe(number)}",
         )
+
+
+def _check_host_resources(errors: Errors, path: str, data: dict[str, Any]) -> None:
+    """``cpu`` (cores) and ``host_memory_gib`` (the job's processes' memory, GiB; ``memory_gib`` is GPU memory) per
+    replica: the cluster backend's pods request them, with limits equal (docs/job-spec.md)."""
+    for key, unit, hint in (
+        ("cpu", "cores", "e.g. 16 or 0.5"),
+        ("host_memory_gib", "GiB of host memory", "the memory of the job's processes; GPU memory is memory_gib"),
+    ):
+        if key not in data:
+            continue
+        number = read_number(errors, join(path, key), data[key], minimum=None)
+        if number is not None and out_of_bounds(key, number) is not None:
+            bound = BOUNDS[key]
+            errors.add(
+                join(path, key),
+                f"must be from {bound.low:g} to {bound.high:g} {unit} per replica ({hint}), got {describe(number)}",
+            )
 
 
 def _check_ignored(errors: Errors, path: str, data: dict[str, Any]) -> None:

@@ -147,7 +147,8 @@ def test_a_checkpointed_job_mounts_the_claim_and_its_report_credential(cluster, 
         assert pod["spec"]["volumes"] == [
             {"name": "checkpoints", "persistentVolumeClaim": {"claimName": "microcosm-checkpoints"}},
             {"name": "report-credential", "secret": {"secretName": "mc-42-report"}},
-            {"name": "dshm", "emptyDir": {"medium": "Memory"}},  # every GPU pod's /dev/shm
+            # every GPU pod's /dev/shm; the node reports no memory: half the process memory (1 GPU × 64 GiB)
+            {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": "32768Mi"}},
         ]
         assert pod["spec"]["containers"][0]["volumeMounts"] == [
             {"name": "checkpoints", "mountPath": "/checkpoints"},

@@ -51,6 +51,11 @@ def _pods(cluster) -> dict[str, dict[str, Any]]:
     return {p["metadata"]["name"]: p for p in cluster.pods("team-nlp")}
 
 
+def _devices(limits: dict[str, str]) -> dict[str, str]:
+    """The extended resources of a container (its cpu and memory: tests/scheduler/test_kube_pod_resources.py)."""
+    return {k: v for k, v in limits.items() if k not in ("cpu", "memory")}
+
+
 def _env(pod: dict[str, Any]) -> dict[str, str]:
     return {e["name"]: e["value"] for e in pod["spec"]["containers"][0]["env"]}
 
@@ -81,7 +86,8 @@ def test_a_2x8_gang_on_efa_nodes_requests_every_efa_device_and_gets_the_env(clus
     assert sorted(pods) == ["mc-42-0", "mc-42-1"]
     for pod in pods.values():
         resources = pod["spec"]["containers"][0]["resources"]
-        assert resources["limits"] == resources["requests"] == {"nvidia.com/gpu": "8", EFA_RESOURCE: "32"}
+        assert resources["limits"] == resources["requests"]
+        assert _devices(resources["limits"]) == {"nvidia.com/gpu": "8", EFA_RESOURCE: "32"}
         assert {name: _env(pod).get(name) for name, _ in EFA_ENV} == dict(EFA_ENV)
 
 
@@ -118,7 +124,7 @@ def test_a_single_node_job_on_an_efa_node_gets_no_fabric_parts(cluster, gateway)
 
 def _assert_no_fabric(pod: dict[str, Any]) -> None:
     container = pod["spec"]["containers"][0]
-    assert set(container["resources"]["limits"]) == {"nvidia.com/gpu"}
+    assert set(_devices(container["resources"]["limits"])) == {"nvidia.com/gpu"}
     assert not {"FI_PROVIDER", "FI_EFA_FORK_SAFE", "NCCL_SOCKET_IFNAME", "NCCL_IB_HCA"} & set(_env(pod))
     assert not container.get("securityContext") and not pod["spec"].get("initContainers")
     assert not any(key.startswith(("networking.gke.io/", "devices.gke.io/")) for key in pod["metadata"]["annotations"])
@@ -138,7 +144,7 @@ def test_a_gang_on_gke_a3_mega_gets_the_nics_and_the_sidecar(cluster, gateway) -
         (sidecar,) = pod["spec"]["initContainers"]
         assert (sidecar["image"], sidecar["restartPolicy"]) == ("registry.example/tcpxo-rxdm:1", "Always")
         assert "- path: /dev/nvidia7" in annotations[f"devices.gke.io/container.{sidecar['name']}"]
-        assert pod["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/gpu": "8"}
+        assert _devices(pod["spec"]["containers"][0]["resources"]["limits"]) == {"nvidia.com/gpu": "8"}
 
 
 def test_a_gang_on_gke_a3_high_without_the_daemon_image_is_refused_naming_the_setting(cluster) -> None:
@@ -161,7 +167,7 @@ def test_a_gang_on_infiniband_nodes_gets_ipc_lock_and_the_hca(cluster, gateway) 
     for pod in _pods(cluster).values():
         container = pod["spec"]["containers"][0]
         assert container["securityContext"]["capabilities"]["add"] == ["IPC_LOCK"]
-        assert container["resources"]["limits"] == {"nvidia.com/gpu": "8", RDMA: "63"}
+        assert _devices(container["resources"]["limits"]) == {"nvidia.com/gpu": "8", RDMA: "63"}
         assert _env(pod)["NCCL_IB_HCA"] == "mlx5_0,mlx5_1"
 
 

@@ -232,7 +232,8 @@ def test_a_gang_is_created_and_bound_pod_by_pod_with_resources_labels_and_env(cl
         "microcosm.io/priority": "normal",
     }
     container = pod["spec"]["containers"][0]
-    assert container["resources"]["limits"] == {"nvidia.com/gpu": "2"}
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "2"
+    assert set(container["resources"]["limits"]) == {"nvidia.com/gpu", "cpu", "memory"}
     assert container["image"] == "ghcr.io/acme/train:1" and container["command"] == ["python", "train.py"]
     env = {e["name"]: e["value"] for e in container["env"]}
     assert env["CHECKPOINT_DIR"] == "/checkpoints/job-42"
@@ -267,7 +268,8 @@ def test_mig_replicas_request_the_mixed_strategy_resource(cluster, gateway) -> N
     gateway.job_bind(request=_bind_request("7", ReplicaPlacement(0, "mig-1", (Device(0, "3g.40gb", start),))))
 
     (pod,) = cluster.pods("team-nlp")
-    assert pod["spec"]["containers"][0]["resources"]["limits"] == {"nvidia.com/mig-3g.40gb": "1"}
+    assert set(pod["spec"]["containers"][0]["resources"]["limits"]) == {"nvidia.com/mig-3g.40gb", "cpu", "memory"}
+    assert pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/mig-3g.40gb"] == "1"
     with pytest.raises(GatewayConflict, match="held by another job"):
         gateway.job_bind(request=_bind_request("8", ReplicaPlacement(0, "mig-1", (Device(0, "3g.40gb", start),))))
     with pytest.raises(GatewayConflict, match="no MIG instance"):

@@ -8,8 +8,10 @@ Secrets and their headless Services) and turns the API server's failures into th
   backoff, then raised as :class:`~scheduler.errors.GatewayRetryable`;
 - 404 and 409 mean what the operation makes of them (a deleted pod is already evicted; a node that is
   gone or a pod bound elsewhere is a :class:`~scheduler.errors.GatewayConflict`);
-- 400/422 (the cluster refuses the object) are conflicts; 401/403 are a deployment error
-  (:class:`~scheduler.errors.GatewayError`) naming the missing permission.
+- 400, 401, 403 and 422 are diagnosed for what refused (:mod:`scheduler.gateways.kube.refusals`): RBAC and 401
+  are a deployment error (:class:`~scheduler.errors.GatewayError`, "apply deploy/rbac.yaml" for RBAC alone); a
+  ResourceQuota, LimitRange, Pod Security or webhook refusal, and an invalid object, refuse that object: a
+  :class:`~scheduler.errors.GatewayConflict` whose message says what refused and how to fix it.
 
 Reads take the API's raw JSON (``_preload_content=False``): the pure modules work on plain dicts and a
 large cluster's pod list is not validated model by model. Writes send the client's models, so a malformed
@@ -55,6 +57,7 @@ from scheduler.gateways.kube.pods import (
     node_of,
     terminating,
 )
+from scheduler.gateways.kube.refusals import diagnose
 
 logger = logging.getLogger(__name__)
 
@@ -126,15 +129,11 @@ class KubeClient:
                     raise ApiNotFound(f"{what}: {detail}") from None
                 if exc.status == 409:
                     raise ApiConflict(f"{what}: {detail}") from None
-                if exc.status in (401, 403):
-                    raise GatewayError(
-                        f"{what} was refused ({exc.status}: {detail}); the service account lacks a permission: "
-                        "apply deploy/rbac.yaml (docs/deploy.md, RBAC)"
-                    ) from None
                 if exc.status == 429 or exc.status >= 500 or exc.status == 0:
                     delay = _retry_after(exc) if exc.status == 429 else None
-                else:  # 400, 422…: the cluster refuses the object itself; retrying cannot help
-                    raise GatewayConflict(f"{what} was refused ({exc.status}): {detail}") from None
+                else:  # 400, 401, 403, 422…: retrying cannot help; what refused decides whose fault it is
+                    refusal = diagnose(exc.status, detail, what=what)
+                    raise (GatewayConflict if refusal.conflict else GatewayError)(refusal.message) from None
             except (urllib3.exceptions.HTTPError, OSError) as exc:  # timeouts, resets, refused connections
                 detail, delay = f"{type(exc).__name__}: {exc}", None
             if attempt == tries:

@@ -43,6 +43,12 @@ from scheduler.gateways.kube.fabrics import (
     multi_node,
     replica_fabric,
 )
+from scheduler.gateways.kube.host_resources import (
+    DEFAULT_HOST_SETTINGS,
+    HostResources,
+    HostSettings,
+    replica_host_resources,
+)
 from scheduler.gateways.kube.job_objects import job_object_existing, job_object_remove
 from scheduler.gateways.kube.labels import DEFAULT_TOPOLOGY_LABELS
 from scheduler.gateways.kube.mig import CORDONED_BY_ADMIN, CORDONED_BY_US, FLOW_ANNOTATIONS
@@ -75,7 +81,7 @@ from scheduler.gateways.kube.pods import (
 )
 from scheduler.gateways.kube.prometheus import PrometheusClient
 from scheduler.gateways.kube.rendezvous import DEFAULT_PORT, needs_rendezvous, service_manifest, service_name
-from scheduler.gateways.kube.shared_memory import DEFAULT_FRACTION, shm_size_limit
+from scheduler.gateways.kube.shared_memory import DEFAULT_FRACTION, quantity_bytes, shm_size_limit
 from scheduler.gateways.protocol import (
     FINAL_EVICTIONS,
     LOG_LIMIT_BYTES,
@@ -122,6 +128,7 @@ class KubeGateway:
         fabric: FabricSettings = NO_FABRIC_SETTINGS,
         rendezvous_port: int = DEFAULT_PORT,
         shm_fraction: float = DEFAULT_FRACTION,
+        host: HostSettings = DEFAULT_HOST_SETTINGS,
         request_timeout_s: float = 30.0,
         attempts: int = 4,
         backoff_s: float = 0.5,
@@ -151,6 +158,7 @@ class KubeGateway:
         )
         self.rendezvous_port = rendezvous_port
         self.shm_fraction = shm_fraction
+        self.host = host
         self.clock = clock
         self.mig = MigFlow(
             self.client,
@@ -252,7 +260,7 @@ class KubeGateway:
                         report_url=self.report_url,
                         fabric=fabrics.get(placement.replica),
                         rendezvous_port=self.rendezvous_port,
-                        shm_size_limit=self._shm_size_limit(nodes[placement.node], placement.devices),
+                        host=self._host_resources(request, nodes[placement.node], placement.devices),
                     )
                     uid = self.client.pod_create(request.namespace, request.job, placement.replica, manifest)
                 self.client.pod_bind(request.namespace, name, placement.node, uid=uid)
@@ -324,6 +332,25 @@ class KubeGateway:
             model=observed.gpu_model,
             devices=devices,
             fraction=self.shm_fraction,
+        )
+
+    def _host_resources(
+        self, request: BindRequest, node: tuple[Mapping[str, Any], NodeObservation], devices: Sequence[Device]
+    ) -> HostResources:
+        """The CPU and memory of ``devices``' replica on ``node``, its ``/dev/shm`` inside the memory
+        (:mod:`scheduler.gateways.kube.host_resources`)."""
+        raw, observed = node
+        shm = quantity_bytes(self._shm_size_limit(node, devices))
+        return replica_host_resources(
+            cpu=request.cpu,
+            host_memory_gib=request.host_memory_gib,
+            model=observed.gpu_model,
+            devices=devices,
+            gpu_count=observed.gpu_count,
+            allocatable=(raw.get("status") or {}).get("allocatable"),
+            shm_bytes=shm,
+            shm_fraction=self.shm_fraction,
+            settings=self.host,
         )
 
     # -- the job's headless Service (scheduler.gateways.kube.rendezvous) -----------------------------------
@@ -542,6 +569,7 @@ def gateway_from_settings() -> KubeGateway:
         fabric=fabric_settings_from_settings(),
         rendezvous_port=kube["rendezvous_port"],
         shm_fraction=kube["shm_fraction"],
+        host=HostSettings(cpu_per_gpu=kube["cpu_per_gpu"], host_memory_gib_per_gpu=kube["host_memory_gib_per_gpu"]),
     )
 
 

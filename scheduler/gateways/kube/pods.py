@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from scheduler.gateways.kube.fabrics import ReplicaFabric, fabric_apply
+from scheduler.gateways.kube.host_resources import HostResources, sidecar_resources
 from scheduler.gateways.kube.labels import TOLERATED_TAINTS
 from scheduler.gateways.kube.rendezvous import DEFAULT_PORT, pod_rendezvous
 from scheduler.gateways.kube.shared_memory import shm_volume
@@ -83,6 +84,7 @@ def pod_manifest(
     fabric: ReplicaFabric | None = None,
     rendezvous_port: int = DEFAULT_PORT,
     shm_size_limit: str | None = None,
+    host: HostResources | None = None,
 ) -> dict[str, Any]:
     """The pod for one replica, as the API's JSON (camelCase). Not bound: ``nodeName`` is left out, the
     binding subresource sets it, so a half-created gang is visibly unbound and cleaned up.
@@ -93,7 +95,10 @@ def pod_manifest(
     replica gets what its node's ``fabric`` needs (:mod:`scheduler.gateways.kube.fabrics`; None: nothing).
 
     Every pod mounts a memory-backed ``/dev/shm`` of ``shm_size_limit`` (None: no limit;
-    :mod:`scheduler.gateways.kube.shared_memory`); a replica of a multi-replica job also gets its rendezvous
+    :mod:`scheduler.gateways.kube.shared_memory`). With ``host`` (:mod:`scheduler.gateways.kube.host_resources`)
+    the job's container requests that CPU and memory with limits equal to requests, shm is sized by it (its memory
+    holds the shm), and every sidecar a fabric adds gets its own small requests = limits: the pod is Guaranteed.
+    A replica of a multi-replica job also gets its rendezvous
     (:mod:`scheduler.gateways.kube.rendezvous`), whose headless Service the caller creates."""
     rendezvous = pod_rendezvous(request, placement, port=rendezvous_port)
     replicas = len(request.placements)
@@ -113,9 +118,11 @@ def pod_manifest(
             env["MICROCOSM_URL"] = report_url
     claim = (request.checkpoint_claim or CHECKPOINT_CLAIM) if request.checkpoint_dir else ""
     volumes, mounts = pod_volumes(request.job, claim=claim, credential=bool(request.credential))
-    shm, shm_mount = shm_volume(shm_size_limit)
+    shm, shm_mount = shm_volume(host.shm_size_limit if host is not None else shm_size_limit)
     volumes, mounts = [*volumes, shm], [*mounts, shm_mount]
     resources = {name: str(count) for name, count in device_resources(placement.devices).items()}
+    if host is not None:
+        resources.update(host.container_resources())
     labels = {
         MANAGED_BY: SCHEDULER_NAME,
         JOB_LABEL: request.job,
@@ -128,8 +135,9 @@ def pod_manifest(
         "name": "main",
         "image": image,
         "env": [{"name": name, "value": value} for name, value in env.items()],
-        # Extended resources are never overcommitted: the request must equal the limit.
-        "resources": {"limits": resources, "requests": resources},
+        # Extended resources are never overcommitted: the request must equal the limit. CPU and memory too, so the
+        # pod is Guaranteed (host_resources.pod_qos_class): the last the kubelet evicts under memory pressure.
+        "resources": {"limits": dict(resources), "requests": dict(resources)},
     }
     if request.command:
         container["command"] = list(request.command)
@@ -160,7 +168,13 @@ def pod_manifest(
         },
         "spec": spec,
     }
-    return fabric_apply(pod, fabric)
+    pod = fabric_apply(pod, fabric)
+    if host is not None:
+        for sidecar in spec.get("initContainers") or []:
+            # qos.go counts init containers and native sidecars too: one without cpu and memory limits would make
+            # the whole pod Burstable.
+            sidecar.setdefault("resources", {"limits": sidecar_resources(), "requests": sidecar_resources()})
+    return pod
 
 
 def terminating(pod: Mapping[str, Any]) -> bool:

@@ -5,8 +5,10 @@ loader workers pass tensors through it (docs/gpu-facts.md, Running a multi-node 
 Every Microcosm pod therefore mounts a memory-backed ``emptyDir`` at ``/dev/shm``. Its ``sizeLimit`` is
 ``KUBE_SHM_FRACTION`` of the node's memory per GPU times the GPU-equivalents the replica holds (a whole GPU 1, a
 MIG instance its memory slices ÷ 8), so pods sharing a node share its memory in proportion to their GPUs.
-Where the node's memory or a MIG profile is unknown the volume has no ``sizeLimit``; Kubernetes then bounds the
-tmpfs by the pod's memory limit or, without one, by the node's allocatable memory.
+Where the node's memory or a MIG profile is unknown :func:`shm_size_limit` gives None and the gateway sizes shm
+as a share of the replica's process memory instead. Either way the tmpfs is charged to the pod's memory cgroup
+(kubernetes pkg/volume/emptydir/empty_dir.go bounds it by the pod's memory limit), so the container's memory
+limit holds the shm on top of the process's own need (:mod:`scheduler.gateways.kube.host_resources`).
 """
 
 from __future__ import annotations
