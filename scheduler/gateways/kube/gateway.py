@@ -240,12 +240,13 @@ class KubeGateway:
         nodes = self._check_placements(request, todo, fabrics)
         team = self.client.namespace_team(request.namespace)
         self.checkpoints.claim_check(request)
-        if request.credential:
-            self.checkpoints.credential_ensure(request, team=team)  # before the pods that mount it
-        if needs_rendezvous(request):
-            self._service_ensure(request, team=team)  # before the pods that resolve each other through it
         bound: list[tuple[Ref, str]] = []
         try:
+            # Inside the undo: a quota or admission refusal of either leaves nothing behind.
+            if request.credential:
+                self.checkpoints.credential_ensure(request, team=team)  # before the pods that mount it
+            if needs_rendezvous(request):
+                self._service_ensure(request, team=team)  # before the pods that resolve each other through it
             for placement in todo:
                 name = pod_name(request.job, placement.replica)
                 if placement.replica in existing:
