@@ -35,6 +35,7 @@ from scheduler.core.state import MigLayout
 from scheduler.errors import GatewayConflict, GatewayError, GatewayNotConfigured, GatewayRetryable
 from scheduler.gateways.kube.labels import MIG_CONFIG
 from scheduler.gateways.kube.mig import CONFIG_KEY, DESIRED_CONFIG, config_document
+from scheduler.gateways.kube.namespaces import POD_SECURITY_ENFORCE, team_manifests
 from scheduler.gateways.kube.nodes import ApiConflict, ApiNotFound, annotations_of, labels_of, name_of
 from scheduler.gateways.kube.pods import (
     JOB_LABEL,
@@ -51,6 +52,10 @@ logger = logging.getLogger(__name__)
 
 MERGE_PATCH = "application/merge-patch+json"
 MIG_MANAGER_SELECTOR = "app=nvidia-mig-manager"  # the GPU Operator's MIG Manager DaemonSet pods
+
+# What the API server's Pod Security admission says when it refuses a pod (kubernetes
+# staging/src/k8s.io/pod-security-admission/admission/admission.go, EvaluatePod): a 403 that no grant can fix.
+POD_SECURITY_REFUSAL = "violates PodSecurity"
 
 ApiClient = client.ApiClient  # what callers pass in, named without importing ``kubernetes`` themselves
 
@@ -76,6 +81,7 @@ class KubeClient:
     ) -> None:
         self.api = api_client or _api_client_from_environment()
         self.core = client.CoreV1Api(self.api)
+        self.rbac = client.RbacAuthorizationV1Api(self.api)
         self.operator_namespace = operator_namespace
         self.mig_config_map = mig_config_map
         self.request_timeout_s = request_timeout_s
@@ -111,6 +117,12 @@ class KubeClient:
                     raise ApiNotFound(f"{what}: {detail}") from None
                 if exc.status == 409:
                     raise ApiConflict(f"{what}: {detail}") from None
+                if exc.status == 403 and POD_SECURITY_REFUSAL in detail:
+                    raise GatewayConflict(
+                        f"{what} was refused by Pod Security admission ({detail}): the namespace's "
+                        f"{POD_SECURITY_ENFORCE} level does not admit this pod; a team whose jobs need it runs in a "
+                        "namespace of a level that does (docs/deploy.md, Pod Security)"
+                    ) from None
                 if exc.status in (401, 403):
                     raise GatewayError(
                         f"{what} was refused ({exc.status}: {detail}); the service account lacks a permission: "
@@ -301,17 +313,51 @@ class KubeClient:
 
     # -- namespaces ------------------------------------------------------------------------------------------
 
-    def namespace_ensure(self, namespace: str, team: str) -> None:
+    def namespace_ensure(self, namespace: str, team: str, *, create: bool = False, level: str = "baseline") -> None:
+        """Check that ``namespace`` exists and holds ``team``'s pods (its team label); a conflict otherwise.
+
+        Team namespaces are the platform's (``manage.py team_namespaces | kubectl apply -f -``): Microcosm holds no
+        right to create namespaces unless ``create`` (``KUBE_NAMESPACE_CREATE``) is set, with the opt-in grant of
+        deploy/rbac.yaml. Then a missing namespace is created with the team and Pod Security (``level``) labels,
+        and its RoleBindings with it (docs/deploy.md, RBAC)."""
         try:
-            self.call(f"read namespace {namespace}", self.core.read_namespace, namespace)
-            return
+            found = self.call(f"read namespace {namespace}", self.core.read_namespace, namespace)
         except ApiNotFound:
-            pass
+            if not create:
+                raise GatewayConflict(
+                    f"namespace {namespace} of team {team} does not exist: the platform creates team namespaces "
+                    "(python manage.py team_namespaces | kubectl apply -f -), or set KUBE_NAMESPACE_CREATE=true "
+                    "with the namespace-creation grant of deploy/rbac.yaml (docs/deploy.md, RBAC)"
+                ) from None
+            self._namespace_create(namespace, team, level)
+            return
+        labelled = labels_of(found).get(TEAM_LABEL)
+        if labelled != team:
+            said = f"is labelled {TEAM_LABEL}={labelled}" if labelled else f"has no {TEAM_LABEL} label"
+            raise GatewayConflict(
+                f"namespace {namespace} {said}, not {TEAM_LABEL}={team}: Microcosm runs a team's pods only in a "
+                "namespace labelled for that team (python manage.py team_namespaces renders it)"
+            )
+
+    def _namespace_create(self, namespace: str, team: str, level: str) -> None:
+        """The namespace and its RoleBindings (:mod:`scheduler.gateways.kube.namespaces`). Binding a ClusterRole
+        needs the ``bind`` verb on it unless Microcosm already holds every right it grants (RBAC's escalation
+        prevention: kubernetes pkg/registry/rbac/rolebinding/policybased/storage.go, then BindingAuthorized in
+        pkg/registry/rbac/escalation_check.go, else ConfirmNoEscalation in pkg/registry/rbac/validation/rule.go);
+        the opt-in ClusterRole of deploy/rbac.yaml gives it. A RoleBinding that exists is left alone."""
+        manifests = team_manifests(namespace, team, level)
         body = client.V1Namespace(
-            metadata=client.V1ObjectMeta(name=namespace, labels={TEAM_LABEL: team, MANAGED_BY: SCHEDULER_NAME})
+            metadata=client.V1ObjectMeta(name=namespace, labels=manifests[0]["metadata"]["labels"])
         )
-        with contextlib.suppress(ApiConflict):  # created meanwhile by another worker: exists is all we want
+        with contextlib.suppress(ApiConflict):  # created meanwhile by another worker, which binds it too
             self.call(f"create namespace {namespace}", self.core.create_namespace, body)
+        for binding in manifests[1:]:
+            name = binding["metadata"]["name"]
+            model = self.api.deserialize(json.dumps(binding), "V1RoleBinding", "application/json")
+            with contextlib.suppress(ApiConflict):
+                self.call(
+                    f"create RoleBinding {namespace}/{name}", self.rbac.create_namespaced_role_binding, namespace, model
+                )
 
     def namespace_team(self, namespace: str) -> str:
         """The team label of ``namespace``; a namespace that does not exist is a conflict."""
