@@ -40,6 +40,7 @@ PODS = "v1/pods"
 CLAIMS = "v1/persistentvolumeclaims"
 SECRETS = "v1/secrets"
 SERVICES = "v1/services"
+ROLE_BINDINGS = "rbac.authorization.k8s.io/v1/rolebindings"  # a team namespace's, when Microcosm creates it
 
 
 @dataclass
@@ -97,6 +98,7 @@ class GatewayEmulator(kmock.KubernetesEmulator):
             (CLAIMS, True),
             (SECRETS, True),
             (SERVICES, True),
+            (ROLE_BINDINGS, True),
         ):
             self.resources[resource] = kmock.ResourceInfo(namespaced=namespaced)
         self["post", kmock.subresource("binding")] << self._bind
@@ -400,6 +402,7 @@ def manual_gateway(cluster: Cluster, clock: ManualClock, *, mig_config_timeout_s
 
     return KubeGateway(
         cluster.new_api_client(),
+        namespace_create=True,
         clock=clock,
         sleep=lambda _s: None,
         mig_config_timeout_s=mig_config_timeout_s,
