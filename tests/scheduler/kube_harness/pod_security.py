@@ -91,8 +91,9 @@ _APPARMOR_ANNOTATION = "container.apparmor.security.beta.kubernetes.io/"
 def app_armor_profile(meta: Mapping[str, Any], spec: Mapping[str, Any]) -> Violation | None:
     bad_values: set[str] = set()
     pod_profile = _pod_sc(spec).get("appArmorProfile")
-    pod_bad = pod_profile is not None and pod_profile.get("type") not in _APPARMOR_TYPES
-    if pod_bad:
+    pod_bad = False
+    if pod_profile is not None and pod_profile.get("type") not in _APPARMOR_TYPES:
+        pod_bad = True
         bad_values.add(str(pod_profile.get("type", "")))
     containers = []
     for c in _containers(spec):
@@ -277,8 +278,9 @@ def seccomp_profile_baseline(meta: Mapping[str, Any], spec: Mapping[str, Any]) -
     """check_seccompProfile_baseline.go, 1.19+: an explicit profile must be RuntimeDefault or Localhost."""
     bad_values: set[str] = set()
     pod_profile = _pod_sc(spec).get("seccompProfile")
-    pod_bad = pod_profile is not None and pod_profile.get("type") not in _SECCOMP_TYPES
-    if pod_bad:
+    pod_bad = False
+    if pod_profile is not None and pod_profile.get("type") not in _SECCOMP_TYPES:
+        pod_bad = True
         bad_values.add(str(pod_profile.get("type", "")))
     containers = []
     for c in _containers(spec):
@@ -384,8 +386,10 @@ def proc_mount_restricted(meta: Mapping[str, Any], spec: Mapping[str, Any]) -> V
 
 
 # check_restrictedVolumes.go: the volume types restricted pods may use, and the name of each other type
-_RESTRICTED_OK = ("configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "image", "persistentVolumeClaim")
-_RESTRICTED_OK += ("projected", "secret")
+_RESTRICTED_OK = (
+    *("configMap", "csi", "downwardAPI", "emptyDir", "ephemeral", "image", "persistentVolumeClaim"),
+    *("projected", "secret"),
+)
 _RESTRICTED_NAMED = [
     "hostPath",
     "gcePersistentDisk",
@@ -464,10 +468,11 @@ def seccomp_profile_restricted(meta: Mapping[str, Any], spec: Mapping[str, Any])
         return None
     bad_values: set[str] = set()
     pod_profile = _pod_sc(spec).get("seccompProfile")
-    pod_bad = pod_profile is not None and pod_profile.get("type") not in _SECCOMP_TYPES
-    pod_set = pod_profile is not None and not pod_bad
-    if pod_bad:
-        bad_values.add(str(pod_profile.get("type", "")))
+    pod_bad = pod_set = False
+    if pod_profile is not None:
+        pod_bad, pod_set = (True, False) if pod_profile.get("type") not in _SECCOMP_TYPES else (False, True)
+        if pod_bad:
+            bad_values.add(str(pod_profile.get("type", "")))
     explicit, implicit = [], []
     for c in _containers(spec):
         profile = _sc(c).get("seccompProfile")
