@@ -3,7 +3,6 @@ every deploy/ workload passes Pod Security ``restricted`` (docs/deploy.md, RBAC 
 
 from __future__ import annotations
 
-import ast
 import inspect
 from pathlib import Path
 from typing import Any
@@ -160,15 +159,25 @@ def test_every_workload_passes_restricted(name: str, template: dict[str, Any]) -
         assert container.get("securityContext", {}).get("readOnlyRootFilesystem") is True, (name, container["name"])
 
 
-def test_the_workloads_write_only_to_their_empty_dirs() -> None:
-    """A read-only root: what the app writes (settings' VAR_DIR, temporary files) is an emptyDir."""
-    settings = ast.parse((ROOT / "portal" / "settings.py").read_text())
-    assert any(isinstance(n, ast.Assign) and ast.unparse(n.targets[0]) == "VAR_DIR" for n in ast.walk(settings))
+def _mounts(template: dict[str, Any], container: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    volumes = {v["name"]: v for v in template["spec"]["volumes"]}
+    return {m["mountPath"]: volumes[m["name"]] for m in container.get("volumeMounts", [])}
+
+
+def test_the_workloads_write_only_to_their_empty_dirs_and_the_web_sees_its_static_files() -> None:
+    """A read-only root: temporary files go to an emptyDir at /tmp, beat's schedule file (settings' VAR_DIR) to one
+    at /app/var. The web pods mount nothing over /app/var: the image collected its static files there (STATIC_ROOT),
+    and an emptyDir would hide them from WhiteNoise."""
+    settings = (ROOT / "portal" / "settings.py").read_text()
+    assert 'VAR_DIR = BASE_DIR / "var"' in settings and 'STATIC_ROOT = VAR_DIR / "staticfiles"' in settings
+    assert 'CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")' in settings
     for name, template in _workloads():
-        volumes = {v["name"]: v for v in template["spec"]["volumes"]}
         for container in template["spec"]["containers"]:
             if container["image"] != "microcosm":
                 continue
-            mounts = {m["mountPath"]: volumes[m["name"]] for m in container["volumeMounts"]}
-            assert {"/app/var", "/tmp"} <= mounts.keys(), name
-            assert all("emptyDir" in mounts[path] for path in ("/app/var", "/tmp")), name
+            mounts = _mounts(template, container)
+            assert "emptyDir" in mounts["/tmp"], name
+            if name == "microcosm-web":
+                assert not [path for path in mounts if "/app/var/staticfiles".startswith(path)], name
+            if name == "microcosm-beat":
+                assert "emptyDir" in mounts["/app/var"], name
