@@ -55,6 +55,10 @@ class KubernetesSettings(TypedDict):
     shm_fraction: float
     cpu_per_gpu: float
     host_memory_gib_per_gpu: float
+    # Team namespaces (scheduler/gateways/kube/namespaces.py, docs/deploy.md, RBAC and Pod Security)
+    namespace_create: bool
+    pod_security_level: str
+    pod_security_team_levels: dict[str, str]
 
 
 class SchedulerSettings(TypedDict):
@@ -199,7 +203,24 @@ KUBERNETES: KubernetesSettings = {
     # (a MIG instance: its compute slices / 7); /dev/shm comes on top (docs/deploy.md, Pod resources).
     "cpu_per_gpu": env_float("KUBE_CPU_PER_GPU", default=8.0, minimum=0.1, maximum=1024.0),
     "host_memory_gib_per_gpu": env_float("KUBE_HOST_MEMORY_GIB_PER_GPU", default=64.0, minimum=0.5, maximum=32768.0),
+    # Team namespaces are the platform's (manage.py team_namespaces | kubectl apply -f -); with this set, Microcosm
+    # creates a missing one itself, which needs the opt-in grant of deploy/rbac.yaml (docs/deploy.md, RBAC).
+    "namespace_create": env_bool("KUBE_NAMESPACE_CREATE", default=False),
+    # The Pod Security level a team namespace enforces (docs/deploy.md, Pod Security), and the teams that need
+    # another one, as team=level (GPUDirect-TCPX/TCPXO and InfiniBand gangs need "privileged").
+    "pod_security_level": env_choice(
+        "KUBE_POD_SECURITY_LEVEL", ("privileged", "baseline", "restricted"), default="baseline"
+    ),
+    "pod_security_team_levels": {},
 }
+for _item in env_list("KUBE_POD_SECURITY_TEAM_LEVELS", default=[]):
+    _team, _sep, _level = _item.partition("=")
+    if not _sep or not _team or _level not in ("privileged", "baseline", "restricted"):
+        raise EnvError(
+            f"KUBE_POD_SECURITY_TEAM_LEVELS item {_item!r} is not team=level: give a team's slug and one of "
+            "privileged, baseline, restricted (nlp=privileged,cv=baseline)."
+        )
+    KUBERNETES["pod_security_team_levels"][_team] = _level
 if KUBERNETES["shm_fraction"] <= 0:
     raise EnvError(
         f"KUBE_SHM_FRACTION={KUBERNETES['shm_fraction']} must be above 0 and at most 1: the share of a node's memory "

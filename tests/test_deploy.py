@@ -125,17 +125,13 @@ def test_rbac_grants_exactly_the_least_privilege_set() -> None:
     cluster_role = _by_kind("ClusterRole")["microcosm-scheduler"]
     assert _rules(cluster_role) == {
         ("", "nodes", ("get", "list", "patch", "watch")),
-        ("", "pods", ("create", "delete", "get", "list", "watch")),
-        ("", "pods/binding", ("create",)),
+        ("", "pods", ("get", "list", "watch")),
         ("", "pods/eviction", ("create",)),
-        ("", "namespaces", ("create", "get")),
-        ("", "persistentvolumeclaims", ("create", "get")),
-        ("", "secrets", ("create", "delete", "get")),
-        ("", "services", ("create", "delete", "get")),
+        ("", "namespaces", ("get",)),
     }
     (role,) = _by_kind("Role").values()
     assert role["metadata"]["namespace"] == _settings_default("GPU_OPERATOR_NAMESPACE")
-    assert _rules(role) == {("", "configmaps", ("create", "get", "patch"))}
+    assert _rules(role) == {("", "configmaps", ("create", "get", "patch")), ("", "pods", ("delete",))}
     for binding in [_by_kind("ClusterRoleBinding")["microcosm-scheduler"], *_by_kind("RoleBinding").values()]:
         assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "microcosm", "namespace": "microcosm"}]
     assert _by_kind("ClusterRoleBinding")["microcosm-scheduler"]["roleRef"]["name"] == cluster_role["metadata"]["name"]
@@ -143,12 +139,15 @@ def test_rbac_grants_exactly_the_least_privilege_set() -> None:
 
 
 def test_the_web_identity_reads_pod_logs_and_nothing_else() -> None:
-    assert set(_by_kind("ClusterRole")) == {"microcosm-scheduler", "microcosm-log-reader"}
+    assert set(_by_kind("ClusterRole")) == {
+        "microcosm-scheduler",
+        "microcosm-team",
+        "microcosm-log-reader",
+        "microcosm-namespace-creator",
+    }
     assert _rules(_by_kind("ClusterRole")["microcosm-log-reader"]) == {("", "pods/log", ("get",))}
-    binding = _by_kind("ClusterRoleBinding")["microcosm-log-reader"]
-    assert binding["roleRef"]["name"] == "microcosm-log-reader"
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "microcosm-web", "namespace": "microcosm"}]
-    assert set(_by_kind("ClusterRoleBinding")) == {"microcosm-scheduler", "microcosm-log-reader"}
+    # Bound in each team namespace (tests/test_deploy_rbac.py), never cluster-wide.
+    assert set(_by_kind("ClusterRoleBinding")) == {"microcosm-scheduler"}
 
 
 def _settings_readers() -> dict[str, Any]:
@@ -286,7 +285,11 @@ def test_the_proxy_container_is_probed_limited_and_unprivileged() -> None:
     assert (readiness["path"], readiness["port"]) == ("/healthz", "http")
     assert proxy["livenessProbe"]["tcpSocket"]["port"] == "http"
     assert set(proxy["resources"]["requests"]) == {"cpu", "memory"} and set(proxy["resources"]["limits"]) == {"memory"}
-    assert _pod_spec(web)["securityContext"] == {"runAsNonRoot": True, "runAsUser": 10001}
+    assert _pod_spec(web)["securityContext"] == {
+        "runAsNonRoot": True,
+        "runAsUser": 10001,
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
     assert proxy["securityContext"] == {
         "allowPrivilegeEscalation": False,
         "readOnlyRootFilesystem": True,

@@ -79,6 +79,10 @@ def test_short_secret_key_is_refused() -> None:
         ("KUBE_SHM_FRACTION", "1.5", "KUBE_SHM_FRACTION=1.5 is above the maximum 1.0"),
         ("KUBE_SHM_FRACTION", "half", "KUBE_SHM_FRACTION='half' is not a number"),
         ("KUBE_RENDEZVOUS_PORT", "70000", "KUBE_RENDEZVOUS_PORT=70000 is above the maximum 65535"),
+        ("KUBE_NAMESPACE_CREATE", "sometimes", "KUBE_NAMESPACE_CREATE='sometimes' is not a boolean"),
+        ("KUBE_POD_SECURITY_LEVEL", "strict", "KUBE_POD_SECURITY_LEVEL='strict' is not one of: privileged, baseline"),
+        ("KUBE_POD_SECURITY_TEAM_LEVELS", "nlp:privileged", "item 'nlp:privileged' is not team=level"),
+        ("KUBE_POD_SECURITY_TEAM_LEVELS", "nlp=root", "item 'nlp=root' is not team=level"),
     ],
 )
 def test_junk_settings_stop_start_up_with_a_clear_message(variable: str, junk: str, message: str) -> None:
@@ -160,6 +164,19 @@ def test_the_fabric_settings_reach_the_kubernetes_gateway() -> None:
         "tcpxo_daemon_image='registry.example/tcpxo-rxdm@sha256:0123', "
         "gke_networks=('gpu-a', 'gpu-b', 'gpu-c', 'gpu-d'))"
     )
+
+
+def test_the_team_namespace_settings_reach_the_kubernetes_gateway() -> None:
+    env = {**PRODUCTION_ENV, "KUBE_NAMESPACE_CREATE": "1", "KUBE_POD_SECURITY_TEAM_LEVELS": "nlp=privileged"}
+    script = (
+        "from scheduler.gateways.kube.gateway import gateway_from_settings as g; "
+        "from kubernetes import client; import unittest.mock as m; "
+        "m.patch('scheduler.gateways.kube.client._api_client_from_environment', client.ApiClient).start(); "
+        "k = g(); print(k.namespace_create, k.pod_security_level, k.pod_security_team_levels)"
+    )
+    result = _manage("shell", "-c", script, env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "True baseline {'nlp': 'privileged'}"
 
 
 def test_without_fabric_settings_only_efa_and_gke_machine_types_are_read() -> None:

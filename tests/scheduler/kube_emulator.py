@@ -43,6 +43,7 @@ CLAIMS = "v1/persistentvolumeclaims"
 SECRETS = "v1/secrets"
 SERVICES = "v1/services"
 EVENTS = "events.k8s.io/v1/events"
+ROLE_BINDINGS = "rbac.authorization.k8s.io/v1/rolebindings"  # a team namespace's, when Microcosm creates it
 
 
 @dataclass
@@ -101,6 +102,7 @@ class GatewayEmulator(kmock.KubernetesEmulator):
             (SECRETS, True),
             (SERVICES, True),
             (EVENTS, True),
+            (ROLE_BINDINGS, True),
         ):
             self.resources[resource] = kmock.ResourceInfo(namespaced=namespaced)
         self["post", kmock.subresource("binding")] << self._bind
@@ -423,6 +425,7 @@ def manual_gateway(cluster: Cluster, clock: ManualClock, *, mig_config_timeout_s
 
     return KubeGateway(
         cluster.new_api_client(),
+        namespace_create=True,
         clock=clock,
         sleep=lambda _s: None,
         mig_config_timeout_s=mig_config_timeout_s,

@@ -29,7 +29,13 @@ EFA_NODE = {"nvidia.com/gpu": "8", EFA_RESOURCE: "32"}
 
 @pytest.fixture
 def gateway(cluster) -> KubeGateway:
-    gateway = KubeGateway(cluster.new_api_client(), clock=lambda: 1_800_000_000.0, sleep=lambda s: None, fabric=FABRICS)
+    gateway = KubeGateway(
+        cluster.new_api_client(),
+        namespace_create=True,
+        clock=lambda: 1_800_000_000.0,
+        sleep=lambda s: None,
+        fabric=FABRICS,
+    )
     gateway.namespace_ensure(namespace="team-nlp", team="nlp")
     return gateway
 
@@ -148,7 +154,9 @@ def test_a_gang_on_gke_a3_mega_gets_the_nics_and_the_sidecar(cluster, gateway) -
 
 
 def test_a_gang_on_gke_a3_high_without_the_daemon_image_is_refused_naming_the_setting(cluster) -> None:
-    gateway = KubeGateway(cluster.new_api_client(), clock=lambda: 1_800_000_000.0, sleep=lambda s: None)
+    gateway = KubeGateway(
+        cluster.new_api_client(), namespace_create=True, clock=lambda: 1_800_000_000.0, sleep=lambda s: None
+    )
     gateway.namespace_ensure(namespace="team-nlp", team="nlp")
     for name in ("a3-1", "a3-2"):
         cluster.add_node(name, {**H100_ONE_LEAF, "node.kubernetes.io/instance-type": "a3-highgpu-8g"})

@@ -42,7 +42,12 @@ def sleeps() -> Sleeps:
 @pytest.fixture
 def gateway(cluster, sleeps) -> KubeGateway:
     return KubeGateway(
-        cluster.new_api_client(), clock=lambda: NOW, sleep=sleeps, request_timeout_s=1.0, default_image=""
+        cluster.new_api_client(),
+        namespace_create=True,
+        clock=lambda: NOW,
+        sleep=sleeps,
+        request_timeout_s=1.0,
+        default_image="",
     )
 
 

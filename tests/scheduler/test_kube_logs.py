@@ -36,7 +36,13 @@ def sleeps() -> Sleeps:
 
 @pytest.fixture
 def gateway(cluster, sleeps) -> KubeGateway:
-    return KubeGateway(cluster.new_api_client(), clock=lambda: 1_800_000_000.0, sleep=sleeps, request_timeout_s=1.0)
+    return KubeGateway(
+        cluster.new_api_client(),
+        namespace_create=True,
+        clock=lambda: 1_800_000_000.0,
+        sleep=sleeps,
+        request_timeout_s=1.0,
+    )
 
 
 @pytest.fixture

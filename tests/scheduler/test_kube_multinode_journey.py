@@ -33,7 +33,9 @@ def test_a_gang_submitted_in_the_portal_runs_across_efa_nodes_and_forms_a_torch_
 ) -> None:
     for name in ("p5-a", "p5-b"):
         cluster.add_node(name, {**H100_ONE_LEAF, "karpenter.sh/capacity-type": "on-demand"}, allocatable=EFA_NODE)
-    gateway = KubeGateway(cluster.new_api_client(), sleep=lambda _s: None, rendezvous_port=free_port())
+    gateway = KubeGateway(
+        cluster.new_api_client(), namespace_create=True, sleep=lambda _s: None, rendezvous_port=free_port()
+    )
     gpu_models_sync()
     cluster_sync(observation=gateway.observe())
     assert set(Node.objects.values_list("fabric", "fabric_devices")) == {("efa", 32)}

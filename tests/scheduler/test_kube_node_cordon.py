@@ -27,7 +27,7 @@ def _seed(cluster, **node) -> KubeGateway:
     cluster.add_node(
         NODE, {**H100, "karpenter.sh/capacity-type": "on-demand"}, allocatable={"nvidia.com/gpu": "8"}, **node
     )
-    gateway = KubeGateway(cluster.new_api_client(), sleep=lambda _s: None)
+    gateway = KubeGateway(cluster.new_api_client(), namespace_create=True, sleep=lambda _s: None)
     gpu_models_sync()
     cluster_sync(observation=gateway.observe())
     return gateway

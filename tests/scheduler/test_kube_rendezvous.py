@@ -23,6 +23,7 @@ RENDEZVOUS_ENV = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "NNODES", 
 def _gateway(cluster, **settings) -> KubeGateway:
     return KubeGateway(
         cluster.new_api_client(),
+        namespace_create=True,
         sleep=lambda _s: None,
         request_timeout_s=2.0,
         default_image="ghcr.io/acme/train:1",

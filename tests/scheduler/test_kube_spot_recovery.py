@@ -78,7 +78,7 @@ def test_a_spot_reclaim_of_a_checkpointed_gang_resumes_it_elsewhere_and_bills_th
     settings.SCHEDULER = {**settings.SCHEDULER, "evict_grace_s": 300.0}
     cluster.add_node("p5-spot-1", {**H100, "karpenter.sh/capacity-type": "spot"}, allocatable={"nvidia.com/gpu": "8"})
     # The pods' own grace is the loop's, as gateway_from_settings makes it: the notice's deadline is shorter.
-    gateway = KubeGateway(cluster.new_api_client(), sleep=lambda _s: None, eviction_grace_s=300)
+    gateway = KubeGateway(cluster.new_api_client(), namespace_create=True, sleep=lambda _s: None, eviction_grace_s=300)
     gpu_models_sync()
     cluster_sync(observation=gateway.observe())
     team = team_seed(guaranteed=16, burst=16)

@@ -253,7 +253,9 @@ def test_utilization_weighs_mig_instances_by_compute_share(cluster, prometheus) 
             _series("a", "0.5", Hostname="h100-1", UUID="GPU-2", GPU_I_ID="1", GPU_I_PROFILE="3g.40gb"),
         ]
     }
-    gateway = KubeGateway(cluster.new_api_client(), prometheus_url=prometheus, default_image="img")
+    gateway = KubeGateway(
+        cluster.new_api_client(), namespace_create=True, prometheus_url=prometheus, default_image="img"
+    )
     gateway.namespace_ensure(namespace="ns", team="t")
     gateway.job_bind(
         request=BindRequest(
@@ -269,7 +271,7 @@ def test_utilization_weighs_mig_instances_by_compute_share(cluster, prometheus) 
 
 
 def test_no_prometheus_means_no_readings_and_a_broken_one_is_retryable(cluster, prometheus) -> None:
-    assert KubeGateway(cluster.new_api_client()).utilization() == ()
+    assert KubeGateway(cluster.new_api_client(), namespace_create=True).utilization() == ()
     _Prometheus.status = "error"
     with pytest.raises(GatewayRetryable, match="refused"):
         PrometheusClient(prometheus).gpu_samples(60)

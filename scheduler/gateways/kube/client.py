@@ -46,6 +46,7 @@ from scheduler.gateways.kube.mig import (
     config_document,
     config_names,
 )
+from scheduler.gateways.kube.namespaces import team_manifests
 from scheduler.gateways.kube.nodes import ApiConflict, ApiNotFound, annotations_of, labels_of, name_of
 from scheduler.gateways.kube.pods import (
     JOB_LABEL,
@@ -63,6 +64,9 @@ logger = logging.getLogger(__name__)
 
 MERGE_PATCH = "application/merge-patch+json"
 MIG_MANAGER_SELECTOR = "app=nvidia-mig-manager"  # the GPU Operator's MIG Manager DaemonSet pods
+
+# What the API server's Pod Security admission says when it refuses a pod (kubernetes
+# staging/src/k8s.io/pod-security-admission/admission/admission.go, EvaluatePod): a 403 that no grant can fix.
 
 ApiClient = client.ApiClient  # what callers pass in, named without importing ``kubernetes`` themselves
 
@@ -94,6 +98,7 @@ class KubeClient:
     ) -> None:
         self.api = api_client or _api_client_from_environment()
         self.core = client.CoreV1Api(self.api)
+        self.rbac = client.RbacAuthorizationV1Api(self.api)
         self.operator_namespace = operator_namespace
         self.mig_config_map = mig_config_map
         self.request_timeout_s = request_timeout_s
@@ -363,17 +368,51 @@ class KubeClient:
 
     # -- namespaces ------------------------------------------------------------------------------------------
 
-    def namespace_ensure(self, namespace: str, team: str) -> None:
+    def namespace_ensure(self, namespace: str, team: str, *, create: bool = False, level: str = "baseline") -> None:
+        """Check that ``namespace`` exists and holds ``team``'s pods (its team label); a conflict otherwise.
+
+        Team namespaces are the platform's (``manage.py team_namespaces | kubectl apply -f -``): Microcosm holds no
+        right to create namespaces unless ``create`` (``KUBE_NAMESPACE_CREATE``) is set, with the opt-in grant of
+        deploy/rbac.yaml. Then a missing namespace is created with the team and Pod Security (``level``) labels,
+        and its RoleBindings with it (docs/deploy.md, RBAC)."""
         try:
-            self.call(f"read namespace {namespace}", self.core.read_namespace, namespace)
-            return
+            found = self.call(f"read namespace {namespace}", self.core.read_namespace, namespace)
         except ApiNotFound:
-            pass
+            if not create:
+                raise GatewayConflict(
+                    f"namespace {namespace} of team {team} does not exist: the platform creates team namespaces "
+                    "(python manage.py team_namespaces | kubectl apply -f -), or set KUBE_NAMESPACE_CREATE=true "
+                    "with the namespace-creation grant of deploy/rbac.yaml (docs/deploy.md, RBAC)"
+                ) from None
+            self._namespace_create(namespace, team, level)
+            return
+        labelled = labels_of(found).get(TEAM_LABEL)
+        if labelled != team:
+            said = f"is labelled {TEAM_LABEL}={labelled}" if labelled else f"has no {TEAM_LABEL} label"
+            raise GatewayConflict(
+                f"namespace {namespace} {said}, not {TEAM_LABEL}={team}: Microcosm runs a team's pods only in a "
+                "namespace labelled for that team (python manage.py team_namespaces renders it)"
+            )
+
+    def _namespace_create(self, namespace: str, team: str, level: str) -> None:
+        """The namespace and its RoleBindings (:mod:`scheduler.gateways.kube.namespaces`). Binding a ClusterRole
+        needs the ``bind`` verb on it unless Microcosm already holds every right it grants (RBAC's escalation
+        prevention: kubernetes pkg/registry/rbac/rolebinding/policybased/storage.go, then BindingAuthorized in
+        pkg/registry/rbac/escalation_check.go, else ConfirmNoEscalation in pkg/registry/rbac/validation/rule.go);
+        the opt-in ClusterRole of deploy/rbac.yaml gives it. A RoleBinding that exists is left alone."""
+        manifests = team_manifests(namespace, team, level)
         body = client.V1Namespace(
-            metadata=client.V1ObjectMeta(name=namespace, labels={TEAM_LABEL: team, MANAGED_BY: SCHEDULER_NAME})
+            metadata=client.V1ObjectMeta(name=namespace, labels=manifests[0]["metadata"]["labels"])
         )
-        with contextlib.suppress(ApiConflict):  # created meanwhile by another worker: exists is all we want
+        with contextlib.suppress(ApiConflict):  # created meanwhile by another worker, which binds it too
             self.call(f"create namespace {namespace}", self.core.create_namespace, body)
+        for binding in manifests[1:]:
+            name = binding["metadata"]["name"]
+            model = self.api.deserialize(json.dumps(binding), "V1RoleBinding", "application/json")
+            with contextlib.suppress(ApiConflict):
+                self.call(
+                    f"create RoleBinding {namespace}/{name}", self.rbac.create_namespaced_role_binding, namespace, model
+                )
 
     def namespace_team(self, namespace: str) -> str:
         """The team label of ``namespace``; a namespace that does not exist is a conflict."""

@@ -53,6 +53,7 @@ from scheduler.gateways.kube.job_objects import job_object_existing, job_object_
 from scheduler.gateways.kube.labels import DEFAULT_TOPOLOGY_LABELS
 from scheduler.gateways.kube.mig import CORDONED_BY_ADMIN, CORDONED_BY_US, FLOW_ANNOTATIONS
 from scheduler.gateways.kube.mig_flow import MigEvent, MigFlow
+from scheduler.gateways.kube.namespaces import team_level
 from scheduler.gateways.kube.nodes import (
     annotations_of,
     check_device,
@@ -129,6 +130,9 @@ class KubeGateway:
         rendezvous_port: int = DEFAULT_PORT,
         shm_fraction: float = DEFAULT_FRACTION,
         host: HostSettings = DEFAULT_HOST_SETTINGS,
+        namespace_create: bool = False,
+        pod_security_level: str = "baseline",
+        pod_security_team_levels: Mapping[str, str] | None = None,
         request_timeout_s: float = 30.0,
         attempts: int = 4,
         backoff_s: float = 0.5,
@@ -159,6 +163,10 @@ class KubeGateway:
         self.rendezvous_port = rendezvous_port
         self.shm_fraction = shm_fraction
         self.host = host
+        # Team namespaces (docs/deploy.md, RBAC and Pod Security): checked, or created when the opt-in allows it.
+        self.namespace_create = namespace_create
+        self.pod_security_level = pod_security_level
+        self.pod_security_team_levels = dict(pod_security_team_levels or {})
         self.clock = clock
         self.mig = MigFlow(
             self.client,
@@ -198,7 +206,8 @@ class KubeGateway:
     # -- namespaces and binding ------------------------------------------------------------------------------
 
     def namespace_ensure(self, *, namespace: str, team: str, checkpoint_claim: str = "") -> None:
-        self.client.namespace_ensure(namespace, team)
+        level = team_level(team, self.pod_security_level, self.pod_security_team_levels)
+        self.client.namespace_ensure(namespace, team, create=self.namespace_create, level=level)
         self.checkpoints.claim_ensure(namespace=namespace, team=team, checkpoint_claim=checkpoint_claim)
 
     def job_bind(self, *, request: BindRequest) -> None:
@@ -571,6 +580,9 @@ def gateway_from_settings() -> KubeGateway:
         rendezvous_port=kube["rendezvous_port"],
         shm_fraction=kube["shm_fraction"],
         host=HostSettings(cpu_per_gpu=kube["cpu_per_gpu"], host_memory_gib_per_gpu=kube["host_memory_gib_per_gpu"]),
+        namespace_create=kube["namespace_create"],
+        pod_security_level=kube["pod_security_level"],
+        pod_security_team_levels=kube["pod_security_team_levels"],
     )
 
 

@@ -103,8 +103,10 @@ def diagnose(status: int, message: str, *, what: str) -> Refusal:
         assert level is not None
         return Refusal(
             RefusalKind.POD_SECURITY,
-            f"{head}: {where} Pod Security level {level.group(1)!r} forbids this pod; label the namespace with a "
-            "Pod Security level that admits it, or run the job without what the message names",
+            f"{head}: {where} Pod Security level {level.group(1)!r} forbids this pod; a team whose jobs need it "
+            "runs in a namespace whose pod-security.kubernetes.io/enforce level admits them "
+            "(KUBE_POD_SECURITY_TEAM_LEVELS; docs/deploy.md, Pod Security), or the job runs without what the "
+            "message names",
             conflict=True,
         )
     if status == 403 and _LIMIT_RANGE.search(message):
