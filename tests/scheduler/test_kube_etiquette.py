@@ -40,7 +40,7 @@ def clock() -> ManualClock:
 
 @pytest.fixture
 def gateway(cluster, clock) -> KubeGateway:
-    gateway = KubeGateway(cluster.new_api_client(), clock=clock, sleep=lambda _s: None, request_timeout_s=2.0)
+    gateway = KubeGateway(cluster.new_api_client(), namespace_create=True, clock=clock, sleep=lambda _s: None, request_timeout_s=2.0)
     cluster.add_node("gpu-a", H100)
     gateway.namespace_ensure(namespace="team-nlp", team="nlp")
     return gateway
@@ -258,7 +258,7 @@ def test_a_cycle_records_the_bind_and_why_the_next_job_waits(cluster) -> None:
     cluster.add_node(
         "p5-1", {**H100_ONE_LEAF, "karpenter.sh/capacity-type": "on-demand"}, allocatable={"nvidia.com/gpu": "8"}
     )
-    gateway = KubeGateway(cluster.new_api_client(), sleep=lambda _s: None)
+    gateway = KubeGateway(cluster.new_api_client(), namespace_create=True, sleep=lambda _s: None)
     gpu_models_sync()
     cluster_sync(observation=gateway.observe())
     team, clock = team_seed(), Clock()

@@ -42,7 +42,7 @@ ALLOCATABLE = {"nvidia.com/gpu": "8", "cpu": "220", "memory": "2080000000Ki"}
 
 @pytest.fixture
 def gateway(cluster) -> KubeGateway:
-    gateway = KubeGateway(cluster.new_api_client(), clock=lambda: 1_800_000_000.0, sleep=lambda s: None)
+    gateway = KubeGateway(cluster.new_api_client(), namespace_create=True, clock=lambda: 1_800_000_000.0, sleep=lambda s: None)
     gateway.namespace_ensure(namespace=NAMESPACE, team="nlp")
     cluster.add_node("gpu-a", H100_ONE_LEAF, capacity=CAPACITY, allocatable=ALLOCATABLE)
     return gateway
@@ -114,7 +114,10 @@ def test_defaults_shrink_to_the_replicas_share_of_a_small_node(cluster) -> None:
     small = {"nvidia.com/gpu": "4", "cpu": "32", "memory": "256Gi"}
     cluster.add_node("gpu-a", {**H100_ONE_LEAF, "nvidia.com/gpu.count": "4"}, capacity=small, allocatable=small)
     gateway = KubeGateway(
-        cluster.new_api_client(), sleep=lambda s: None, host=HostSettings(cpu_per_gpu=16, host_memory_gib_per_gpu=64)
+        cluster.new_api_client(),
+        namespace_create=True,
+        sleep=lambda s: None,
+        host=HostSettings(cpu_per_gpu=16, host_memory_gib_per_gpu=64),
     )
     gateway.namespace_ensure(namespace=NAMESPACE, team="nlp")
 
