@@ -51,6 +51,7 @@ class KubernetesSettings(TypedDict):
     gke_networks: list[str]
     rendezvous_port: int
     shm_fraction: float
+    node_shutdown_grace_s: float
 
 
 class SchedulerSettings(TypedDict):
@@ -186,6 +187,10 @@ KUBERNETES: KubernetesSettings = {
     "rendezvous_port": env_int("KUBE_RENDEZVOUS_PORT", default=29500, minimum=1, maximum=65535),
     # Each GPU pod's /dev/shm: this share of its node's memory per GPU, times the GPUs the pod holds.
     "shm_fraction": env_float("KUBE_SHM_FRACTION", default=0.5, minimum=0.0, maximum=1.0),
+    # What the kubelet's graceful node shutdown gives ordinary pods (shutdownGracePeriod less
+    # shutdownGracePeriodCriticalPods; GKE: 15 s): a shutdown notice's deadline, inside which the loop's eviction
+    # grace is cut (docs/deploy.md, Spot notices).
+    "node_shutdown_grace_s": env_float("KUBE_NODE_SHUTDOWN_GRACE_S", default=15.0, minimum=1.0, maximum=3600.0),
 }
 if KUBERNETES["shm_fraction"] <= 0:
     raise EnvError(

@@ -22,10 +22,11 @@ from scheduler.gateways.kube.labels import (
 )
 from scheduler.gateways.kube.mig import Flow, Phase, Step, config_document, config_name, next_step
 from scheduler.gateways.kube.mig_flow import MigFlow
+from scheduler.gateways.kube.nodes import node_observation
 from scheduler.gateways.kube.pods import gpu_requests, mig_resource, pod_manifest, replica_of
 from scheduler.gateways.kube.prometheus import PrometheusClient, samples_from
 from scheduler.gateways.kube.volumes import secret_token
-from scheduler.gateways.protocol import BindRequest, Device, ReplicaPhase, ReplicaPlacement
+from scheduler.gateways.protocol import BindRequest, Device, Interruption, ReplicaPhase, ReplicaPlacement
 from tests.scheduler.kube_emulator import cluster_fixture
 
 cluster = pytest.fixture(cluster_fixture)
@@ -84,6 +85,60 @@ def test_interruption_picks_the_earliest_notice() -> None:
     notice = interruption_of(taints, now=300.0)
     assert (notice.source, notice.deadline_at) == ("spot-itn", 220.0)
     assert interruption_of(taints[2:], now=300.0) is None
+
+
+H100_SPOT = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.count": "8"}
+
+
+def _node_with(conditions: list[dict[str, str]], labels: dict[str, str]) -> dict[str, object]:
+    return {
+        "metadata": {"name": "n", "labels": {**H100_SPOT, **labels}},
+        "spec": {},
+        "status": {"conditions": conditions, "allocatable": {"nvidia.com/gpu": "8"}},
+    }
+
+
+def test_a_gke_spot_node_shutting_down_is_a_notice_whose_deadline_is_the_kubelet_s_budget() -> None:
+    """The kubelet's graceful node shutdown, as it writes the node: Ready False, reason KubeletNotReady, the shutdown
+    manager's "node is shutting down" as the message (kubernetes pkg/kubelet/nodestatus/setters.go,
+    pkg/kubelet/nodeshutdown). GKE gives ordinary pods 15 s of a spot VM's 30 (GKE docs, Spot VMs)."""
+    shutting = {
+        "type": "Ready",
+        "status": "False",
+        "reason": "KubeletNotReady",
+        "message": "node is shutting down",
+        "lastTransitionTime": "2026-12-05T05:00:00Z",
+    }
+    raw = _node_with([shutting], {"cloud.google.com/gke-spot": "true"})
+    observed = node_observation(raw, now=1e10, topology_labels=(), mig_config_timeout_s=900.0)
+    assert observed is not None and observed.interruption is not None
+    since = 1796446800.0  # 2026-12-05T05:00:00Z
+    assert (observed.interruption.source, observed.interruption.noticed_at) == ("node-shutdown", since)
+    assert observed.interruption.deadline_at == since + 15.0
+    longer = node_observation(raw, now=1e10, topology_labels=(), mig_config_timeout_s=900.0, shutdown_grace_s=110.0)
+    assert longer is not None and longer.interruption is not None and longer.interruption.deadline_at == since + 110.0
+    # A node NotReady for another reason is no notice: it may come back.
+    other = _node_with([{**shutting, "message": "container runtime is down"}], {"cloud.google.com/gke-spot": "true"})
+    assert node_observation(other, now=1e10, topology_labels=(), mig_config_timeout_s=900.0).interruption is None
+
+
+def test_an_aks_node_with_a_scheduled_event_is_a_notice_of_azure_s_30_seconds() -> None:
+    """AKS's Node Problem Detector sets VMEventScheduled while an Azure Scheduled Event is pending (AKS docs, Node
+    Problem Detector); a spot VM's Preempt event comes at least 30 s ahead (Azure docs, Scheduled Events)."""
+    event = {"type": "VMEventScheduled", "status": "True", "reason": "VMEventScheduled"}
+    ready = {"type": "Ready", "status": "True", "reason": "KubeletReady"}
+    spot = {"kubernetes.azure.com/scalesetpriority": "spot"}
+    raw = _node_with([ready, {**event, "lastTransitionTime": "2026-12-05T05:00:00Z"}], spot)
+    observed = node_observation(raw, now=1e10, topology_labels=(), mig_config_timeout_s=900.0)
+    assert observed is not None and observed.interruption is not None
+    assert (observed.interruption.source, observed.interruption.deadline_at) == ("azure-scheduled-event", 1796446830.0)
+    assert not observed.schedulable
+    quiet = _node_with([ready, {**event, "status": "False", "reason": "NoVMEventScheduled"}], spot)
+    assert node_observation(quiet, now=1e10, topology_labels=(), mig_config_timeout_s=900.0).interruption is None
+    unstamped = node_observation(
+        _node_with([ready, event], spot), now=500.0, topology_labels=(), mig_config_timeout_s=9.0
+    )
+    assert unstamped is not None and unstamped.interruption == Interruption(500.0, 530.0, "azure-scheduled-event")
 
 
 def test_mig_counts_read_me_profiles_and_ignore_junk() -> None:

@@ -39,7 +39,7 @@ from scheduler.gateways.kube.fabrics import (
     replica_fabric,
 )
 from scheduler.gateways.kube.job_objects import job_object_existing, job_object_remove
-from scheduler.gateways.kube.labels import DEFAULT_TOPOLOGY_LABELS
+from scheduler.gateways.kube.labels import DEFAULT_SHUTDOWN_GRACE_S, DEFAULT_TOPOLOGY_LABELS
 from scheduler.gateways.kube.mig import CORDONED_BY_ADMIN, CORDONED_BY_US, FLOW_ANNOTATIONS
 from scheduler.gateways.kube.mig_flow import MigEvent, MigFlow
 from scheduler.gateways.kube.nodes import (
@@ -114,6 +114,7 @@ class KubeGateway:
         fabric: FabricSettings = NO_FABRIC_SETTINGS,
         rendezvous_port: int = DEFAULT_PORT,
         shm_fraction: float = DEFAULT_FRACTION,
+        shutdown_grace_s: float = DEFAULT_SHUTDOWN_GRACE_S,
         request_timeout_s: float = 30.0,
         attempts: int = 4,
         backoff_s: float = 0.5,
@@ -143,6 +144,7 @@ class KubeGateway:
         )
         self.rendezvous_port = rendezvous_port
         self.shm_fraction = shm_fraction
+        self.shutdown_grace_s = shutdown_grace_s
         self.clock = clock
         self.mig = MigFlow(self.client, clock=clock, timeout_s=mig_config_timeout_s, eviction_grace_s=eviction_grace_s)
         self._utilization_at: float | None = None
@@ -165,6 +167,7 @@ class KubeGateway:
             topology_labels=self.topology_labels,
             mig_config_timeout_s=self.mig_config_timeout_s,
             fabric_settings=self.fabric,
+            shutdown_grace_s=self.shutdown_grace_s,
         )
 
     # -- namespaces and binding ------------------------------------------------------------------------------
@@ -474,6 +477,7 @@ def gateway_from_settings() -> KubeGateway:
         fabric=fabric_settings_from_settings(),
         rendezvous_port=kube["rendezvous_port"],
         shm_fraction=kube["shm_fraction"],
+        shutdown_grace_s=kube["node_shutdown_grace_s"],
     )
 
 

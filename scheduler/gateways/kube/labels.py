@@ -66,6 +66,39 @@ INTERRUPTION_TAINTS: Mapping[str, tuple[str, float | None]] = {
 }
 
 
+# Notices a node's conditions carry (docs/gpu-facts.md, Spot and preemption signals):
+# - Kubernetes' graceful node shutdown: once the kubelet sees the machine shutting down (a GKE spot or preemptible
+#   VM's preemption, a maintenance stop), its shutdown manager reports "node is shutting down"
+#   (kubernetes/kubernetes pkg/kubelet/nodeshutdown/nodeshutdown_manager_linux.go, ShutdownStatus), which the
+#   node's Ready condition carries (pkg/kubelet/nodestatus/setters.go, ReadyCondition: status False, reason
+#   KubeletNotReady, the errors as its message). The kubelet then gives ordinary pods the shutdown grace period
+#   less the critical pods' share: on GKE 15 s of the VM's 30 s (25 s of 30 on GKE up to 1.22.8-gke.200; up to
+#   120 s in all on 1.35.0-gke.1171000 and later when configured; GKE docs, "Spot VMs" and "Preemptible VMs",
+#   Graceful termination), and a larger terminationGracePeriodSeconds has no effect. The kubelet's
+#   configuration is not on the node object, so that budget is a setting (KUBE_NODE_SHUTDOWN_GRACE_S).
+# - Azure Scheduled Events on AKS: the Node Problem Detector AKS runs on every node sets the condition
+#   VMEventScheduled (status True, reason VMEventScheduled) while an event is pending (learn.microsoft.com
+#   azure/aks/node-problem-detector, Node conditions); for a spot VM the event is Preempt, whose NotBefore is at
+#   least 30 s away (learn.microsoft.com azure/virtual-machines/linux/scheduled-events, Event properties).
+NODE_SHUTTING_DOWN = "node is shutting down"
+NODE_SHUTDOWN = "node-shutdown"  # the notice's source
+DEFAULT_SHUTDOWN_GRACE_S = 15.0  # GKE's share for ordinary pods (above)
+AZURE_EVENT_CONDITION = "VMEventScheduled"
+AZURE_EVENT = "azure-scheduled-event"  # the notice's source
+AZURE_PREEMPT_NOTICE_S = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    """A node condition as the API gives it (``status.conditions[]``)."""
+
+    type: str
+    status: str  # "True" | "False" | "Unknown"
+    reason: str = ""
+    message: str = ""
+    since: float | None = None  # epoch seconds (lastTransitionTime), when known
+
+
 @dataclass(frozen=True, slots=True)
 class Taint:
     key: str
@@ -155,10 +188,27 @@ def schedulable(*, cordoned: bool, ready: bool, taints: Sequence[Taint]) -> bool
     return not any(t.effect in ("NoSchedule", "NoExecute") and not tolerated(t) for t in taints)
 
 
-def interruption_of(taints: Sequence[Taint], now: float) -> Interruption | None:
-    """The earliest interruption notice among ``taints`` (``docs/gpu-facts.md``, Spot and preemption
-    signals), or None."""
+def interruption_of(
+    taints: Sequence[Taint],
+    now: float,
+    conditions: Sequence[Condition] = (),
+    *,
+    shutdown_grace_s: float = DEFAULT_SHUTDOWN_GRACE_S,
+) -> Interruption | None:
+    """The earliest interruption notice among ``taints`` and ``conditions`` (``docs/gpu-facts.md``, Spot and
+    preemption signals), or None. A graceful node shutdown's deadline is ``shutdown_grace_s`` after the kubelet
+    reported it: the loop's eviction grace must end before the kubelet's own does."""
     notices = []
+    for condition in conditions:
+        noticed = condition.since if condition.since is not None else now
+        if condition.type == "Ready" and condition.status != "True" and NODE_SHUTTING_DOWN in condition.message:
+            notices.append(
+                Interruption(noticed_at=noticed, deadline_at=noticed + shutdown_grace_s, source=NODE_SHUTDOWN)
+            )
+        elif condition.type == AZURE_EVENT_CONDITION and condition.status == "True":
+            notices.append(
+                Interruption(noticed_at=noticed, deadline_at=noticed + AZURE_PREEMPT_NOTICE_S, source=AZURE_EVENT)
+            )
     for taint in taints:
         known = INTERRUPTION_TAINTS.get(taint.key)
         if known is None:
