@@ -240,8 +240,8 @@ def test_a_mig_instance_is_one_process_and_the_jobs_own_env_cannot_move_the_rend
 
 
 def test_a_bare_torchrun_as_a_kubeflow_image_runs_it_forms_one_world_of_every_pod(cluster, nodes, tmp_path) -> None:
-    """An image built for a Kubeflow PyTorchJob starts ``torchrun train.py`` with no options: torchrun takes each
-    from ``PET_<OPTION>`` (pytorch torch/distributed/argparse_util.py) and, without them, runs one node alone on
+    """An image built for a Kubeflow PyTorchJob starts ``torchrun <script>`` with no options: torchrun takes each
+    from ``PET_<OPTION>`` (pytorch, torch.distributed's argparse_util module) and, without them, runs one node alone on
     127.0.0.1, a world per pod. Real torchrun, one agent per pod, the pods' names resolved as cluster DNS would."""
     gateway = _gateway(cluster, rendezvous_port=free_port())
     gateway.namespace_ensure(namespace=NAMESPACE, team="nlp")

@@ -15,8 +15,8 @@ import; docs/distributed-training.md; docs/gpu-facts.md, Running a multi-node tr
 - The same values under the names Kubeflow's training operator gives them (kubeflow/training-operator
   ``pkg/controller.v1/pytorch/envvar.go`` and ``master.go``: ``PET_NNODES`` = replicas, ``PET_NODE_RANK`` = the
   replica, ``PET_NPROC_PER_NODE``, ``PET_MASTER_ADDR``, ``PET_MASTER_PORT``). ``torchrun`` reads every option it
-  is not given from ``PET_<OPTION>`` (pytorch ``torch/distributed/argparse_util.py``, ``env``), so an image
-  built for a PyTorchJob that runs a bare ``torchrun train.py`` joins one world of every pod instead of starting
+  is not given from ``PET_<OPTION>`` (pytorch, ``env`` in torch.distributed's argparse_util module), so an image
+  built for a PyTorchJob that runs a bare ``torchrun <script>`` joins one world of every pod instead of starting
   one world per pod on ``127.0.0.1``.
 - Everything here follows from the job, its replica and its namespace only, so a requeued gang bound again on
   other nodes gets exactly the same rendezvous. A single-replica job gets none of it.
