@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import time
 from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -190,14 +191,15 @@ SINGLE = {"kind": "training", "gpus": 8, "tier": "spot-ok", "image": "ghcr.io/ac
             {"type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": "node is shutting down"},
             15.0,
         ),
-        # AKS: the Node Problem Detector's VMEventScheduled while a Preempt event is pending, at least 30 s ahead.
+        # AKS: the Node Problem Detector's PreemptionScheduled for an Azure Preempt event; its NotBefore (filled in
+        # below, 30 s after the notice) is the deadline (Azure/karpenter-provider-azure reads it so).
         (
             {"kubernetes.azure.com/scalesetpriority": "spot"},
-            {"type": "VMEventScheduled", "status": "True", "reason": "VMEventScheduled"},
+            {"type": "PreemptionScheduled", "status": "True", "reason": "SpotEvictionIncoming"},
             30.0,
         ),
     ],
-    ids=["gke-graceful-shutdown", "aks-scheduled-event"],
+    ids=["gke-graceful-shutdown", "aks-preempt"],
 )
 def test_a_gke_or_aks_notice_drains_the_node_with_a_grace_inside_its_budget(
     cluster, labels, condition, notice_s
@@ -218,6 +220,8 @@ def test_a_gke_or_aks_notice_drains_the_node_with_a_grace_inside_its_budget(
     noticed_at = time.time()
     conditions = [{**condition, "lastTransitionTime": iso(noticed_at)}]
     if condition["type"] != "Ready":
+        not_before = format_datetime(datetime.fromtimestamp(noticed_at + notice_s, UTC), usegmt=True)
+        conditions[0]["message"] = f"Preempt Scheduled: {not_before}. EventId: A1B2C3D4-E5F6-4A7B-8C9D-0E1F2A3B4C5D"
         conditions.append({"type": "Ready", "status": "True", "reason": "KubeletReady"})
     cluster.patch_node("spot-1", {"status": {"conditions": conditions}})
     cluster_sync(observation=gateway.observe())
@@ -228,5 +232,5 @@ def test_a_gke_or_aks_notice_drains_the_node_with_a_grace_inside_its_budget(
     (query,) = [query for method, path, query in cluster.handler.log if method == "DELETE" and path.endswith(name)]
     grace = int(parse_qs(query)["gracePeriodSeconds"][0])
     draining = job.events.get(type="draining")
-    assert draining.details["source"] == ("node-shutdown" if "message" in condition else "azure-scheduled-event")
+    assert draining.details["source"] == ("node-shutdown" if condition["type"] == "Ready" else "azure-preempt")
     assert 3 <= grace <= notice_s - 5 + 1  # inside the budget less the loop's margin (rounded up), never 30

@@ -122,23 +122,54 @@ def test_a_gke_spot_node_shutting_down_is_a_notice_whose_deadline_is_the_kubelet
     assert node_observation(other, now=1e10, topology_labels=(), mig_config_timeout_s=900.0).interruption is None
 
 
-def test_an_aks_node_with_a_scheduled_event_is_a_notice_of_azure_s_30_seconds() -> None:
-    """AKS's Node Problem Detector sets VMEventScheduled while an Azure Scheduled Event is pending (AKS docs, Node
-    Problem Detector); a spot VM's Preempt event comes at least 30 s ahead (Azure docs, Scheduled Events)."""
-    event = {"type": "VMEventScheduled", "status": "True", "reason": "VMEventScheduled"}
-    ready = {"type": "Ready", "status": "True", "reason": "KubeletReady"}
-    spot = {"kubernetes.azure.com/scalesetpriority": "spot"}
-    raw = _node_with([ready, {**event, "lastTransitionTime": "2026-12-05T05:00:00Z"}], spot)
+def _preempt(message: str, since: str = "2026-12-05T05:00:00Z") -> dict[str, str]:
+    """The condition AKS's Node Problem Detector sets for an Azure Preempt event, as Azure's Karpenter provider
+    reads it (Azure/karpenter-provider-azure pkg/controllers/node/interruption and its tests)."""
+    return {
+        "type": "PreemptionScheduled",
+        "status": "True",
+        "reason": "SpotEvictionIncoming",
+        "message": message,
+        "lastTransitionTime": since,
+    }
+
+
+READY = {"type": "Ready", "status": "True", "reason": "KubeletReady"}
+AKS_SPOT = {"kubernetes.azure.com/scalesetpriority": "spot"}
+SINCE = 1796446800.0  # 2026-12-05T05:00:00Z
+
+
+@pytest.mark.parametrize(
+    ("message", "deadline"),
+    [
+        # NotBefore, as the NPD forwards it (RFC 1123, GMT; a one-digit day is allowed).
+        (
+            "Preempt Scheduled: Sat, 05 Dec 2026 05:00:38 GMT. For more information, see "
+            "https://aka.ms/aks-spot-eviction. EventId: A1B2C3D4-E5F6-4A7B-8C9D-0E1F2A3B4C5D",
+            SINCE + 38,
+        ),
+        ("Preempt Scheduled: Sat, 5 Dec 2026 05:00:13 GMT. EventId: X", SINCE + 13),
+        ("Preempt Started. EventId: X", SINCE),  # already under way: now
+        ("Preempt Scheduled: soon. EventId: not-a-guid", SINCE + 30),  # unreadable: Azure's minimum for Preempt
+        ("", SINCE + 30),
+    ],
+)
+def test_an_aks_spot_preemption_is_a_notice_with_azure_s_not_before(message: str, deadline: float) -> None:
+    raw = _node_with([READY, _preempt(message)], AKS_SPOT)
     observed = node_observation(raw, now=1e10, topology_labels=(), mig_config_timeout_s=900.0)
-    assert observed is not None and observed.interruption is not None
-    assert (observed.interruption.source, observed.interruption.deadline_at) == ("azure-scheduled-event", 1796446830.0)
-    assert not observed.schedulable
-    quiet = _node_with([ready, {**event, "status": "False", "reason": "NoVMEventScheduled"}], spot)
-    assert node_observation(quiet, now=1e10, topology_labels=(), mig_config_timeout_s=900.0).interruption is None
-    unstamped = node_observation(
-        _node_with([ready, event], spot), now=500.0, topology_labels=(), mig_config_timeout_s=9.0
-    )
-    assert unstamped is not None and unstamped.interruption == Interruption(500.0, 530.0, "azure-scheduled-event")
+    assert observed is not None and not observed.schedulable
+    assert observed.interruption == Interruption(SINCE, deadline, "azure-preempt")
+
+
+def test_aks_conditions_that_reclaim_nothing_are_no_notice() -> None:
+    """The advisory rebalance recommendation, a condition not True, and VMEventScheduled, which also covers a
+    Freeze of a few seconds, a Reboot or a Redeploy (Azure/karpenter-provider-azure ignores it likewise)."""
+    advisory = _preempt("SpotRebalanceRecommendation Advisory. EventId: X")
+    withdrawn = {**_preempt("Preempt Scheduled: Sat, 05 Dec 2026 05:00:38 GMT."), "status": "False"}
+    freeze = {"type": "VMEventScheduled", "status": "True", "reason": "VMEventScheduled", "message": "Freeze Scheduled"}
+    for condition in (advisory, withdrawn, freeze):
+        raw = _node_with([READY, condition], AKS_SPOT)
+        assert node_observation(raw, now=1e10, topology_labels=(), mig_config_timeout_s=900.0).interruption is None
 
 
 def test_mig_counts_read_me_profiles_and_ignore_junk() -> None:

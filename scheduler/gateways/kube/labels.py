@@ -13,6 +13,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
 
 from scheduler.core.catalog import GPU_MODEL_BY_NAME, GPU_MODELS, LayoutError, validate_layout
 from scheduler.core.layouts import named_layout, place_profiles
@@ -76,16 +77,23 @@ INTERRUPTION_TAINTS: Mapping[str, tuple[str, float | None]] = {
 #   120 s in all on 1.35.0-gke.1171000 and later when configured; GKE docs, "Spot VMs" and "Preemptible VMs",
 #   Graceful termination), and a larger terminationGracePeriodSeconds has no effect. The kubelet's
 #   configuration is not on the node object, so that budget is a setting (KUBE_NODE_SHUTDOWN_GRACE_S).
-# - Azure Scheduled Events on AKS: the Node Problem Detector AKS runs on every node sets the condition
-#   VMEventScheduled (status True, reason VMEventScheduled) while an event is pending (learn.microsoft.com
-#   azure/aks/node-problem-detector, Node conditions); for a spot VM the event is Preempt, whose NotBefore is at
-#   least 30 s away (learn.microsoft.com azure/virtual-machines/linux/scheduled-events, Event properties).
+# - Azure Scheduled Events on AKS: the Node Problem Detector AKS runs on every node (learn.microsoft.com
+#   azure/aks/node-problem-detector) sets the condition PreemptionScheduled (status True, reason
+#   SpotEvictionIncoming) when the instance metadata service publishes a Preempt event for a spot VM, and forwards
+#   "<EventType> <EventStatus>[: <NotBefore>]. ..." as its message: "Preempt Scheduled: Sat, 01 Aug 2026 05:41:02
+#   GMT. For more information, see ... EventId: ...", "Preempt Started. ...", or the advisory "SpotRebalance
+#   Recommendation Advisory" that reclaims nothing. Read as Azure's own Karpenter provider reads it
+#   (Azure/karpenter-provider-azure, pkg/controllers/node/interruption: parseNotice). The broader VMEventScheduled
+#   also covers Freeze, Reboot, Redeploy and Terminate, a few seconds' pause among them, so it is not a notice.
+#   A Preempt whose NotBefore cannot be read gets Azure's minimum notice for Preempt, 30 s
+#   (learn.microsoft.com azure/virtual-machines/linux/scheduled-events).
 NODE_SHUTTING_DOWN = "node is shutting down"
 NODE_SHUTDOWN = "node-shutdown"  # the notice's source
 DEFAULT_SHUTDOWN_GRACE_S = 15.0  # GKE's share for ordinary pods (above)
-AZURE_EVENT_CONDITION = "VMEventScheduled"
-AZURE_EVENT = "azure-scheduled-event"  # the notice's source
+AZURE_PREEMPT_CONDITION = "PreemptionScheduled"
+AZURE_PREEMPT = "azure-preempt"  # the notice's source
 AZURE_PREEMPT_NOTICE_S = 30.0
+_AZURE_SCHEDULED = re.compile(r"^Preempt Scheduled:\s*([^.]*?\s(?:GMT|UTC))\s*(?:\.|$)")
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,10 +213,10 @@ def interruption_of(
             notices.append(
                 Interruption(noticed_at=noticed, deadline_at=noticed + shutdown_grace_s, source=NODE_SHUTDOWN)
             )
-        elif condition.type == AZURE_EVENT_CONDITION and condition.status == "True":
-            notices.append(
-                Interruption(noticed_at=noticed, deadline_at=noticed + AZURE_PREEMPT_NOTICE_S, source=AZURE_EVENT)
-            )
+        elif condition.type == AZURE_PREEMPT_CONDITION and condition.status == "True":
+            deadline = azure_preempt_deadline(condition.message, noticed)
+            if deadline is not None:
+                notices.append(Interruption(noticed_at=noticed, deadline_at=deadline, source=AZURE_PREEMPT))
     for taint in taints:
         known = INTERRUPTION_TAINTS.get(taint.key)
         if known is None:
@@ -218,6 +226,24 @@ def interruption_of(
         deadline = None if notice_s is None else noticed + notice_s
         notices.append(Interruption(noticed_at=noticed, deadline_at=deadline, source=source))
     return min(notices, key=lambda i: (i.noticed_at, i.source)) if notices else None
+
+
+def azure_preempt_deadline(message: str, noticed: float) -> float | None:
+    """When a spot VM goes, from the AKS Node Problem Detector's PreemptionScheduled message (module constants):
+    its NotBefore; ``noticed`` for a Preempt already started; ``noticed`` + 30 s when the date cannot be read;
+    None for the advisory rebalance recommendation, which reclaims nothing."""
+    text = " ".join(message.split())
+    if text.startswith("SpotRebalanceRecommendation Advisory"):
+        return None
+    if text.startswith("Preempt Started"):
+        return noticed
+    match = _AZURE_SCHEDULED.match(text)
+    if match is None:
+        return noticed + AZURE_PREEMPT_NOTICE_S
+    try:
+        return parsedate_to_datetime(match.group(1)).timestamp()
+    except (TypeError, ValueError):
+        return noticed + AZURE_PREEMPT_NOTICE_S
 
 
 def mig_counts(labels: Mapping[str, str]) -> dict[str, int]:
