@@ -4,6 +4,8 @@ gateway observes on the nodes and what it writes into the gang's pods."""
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -222,6 +224,10 @@ def test_a_gang_on_gke_a3_mega_gets_the_plugin_profile_settings(cluster, gateway
             "/dev/aperture_devices",
         )
         assert env["NCCL_BUFFSIZE"] == "8388608" and env["NCCL_FASTRAK_NUM_FLOWS"] == "2"
+    # The profile step Google's README asks of the workload is documented with the variable the pods carry.
+    deploy = (Path(__file__).resolve().parents[2] / "docs" / "deploy.md").read_text(encoding="utf-8")
+    (command,) = re.findall(r"```json\n\s*(\[\"bash\", \"-c\", \"source .*\])\n\s*```", deploy)
+    assert json.loads(command)[2].startswith('source "$NCCL_LIB_DIR/nccl-env-profile.sh" && exec ')
 
 
 def test_a_gang_on_gke_a3_high_without_the_daemon_image_is_refused_naming_the_setting(cluster) -> None:
