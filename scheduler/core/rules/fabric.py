@@ -54,14 +54,16 @@ def whole_node_only(fabric: str, gpu_count: int, gpus: int) -> bool:
 
 
 def barred(index: CapacityIndex, options: Sequence[Option]) -> bool:
-    """Do the options include a node a multi-node gang of their demand may not use (rule 4)?"""
+    """Do the options include a node a multi-node gang of their demand may not use (rule 4)? Only the groups
+    whose nodes offer such a fabric (the index's ``fabric_keys``) are walked node by node."""
     nodes = index.state.nodes
     gpus = options[0].demand.gpus
-    return any(
-        whole_node_only(nodes[name].fabric, nodes[name].gpu_count, gpus)
-        for option in options
-        for name in index.groups[option.group]
-    )
+    for option in options:
+        if not any(key[0] in WHOLE_NODE_FABRICS for key in index.fabric_keys.get(option.group, frozenset())):
+            continue
+        if any(whole_node_only(nodes[n].fabric, nodes[n].gpu_count, gpus) for n in index.groups[option.group]):
+            return True
+    return False
 
 
 def mixed(index: CapacityIndex, options: Sequence[Option]) -> bool:
