@@ -59,6 +59,7 @@ class KubernetesSettings(TypedDict):
     namespace_create: bool
     pod_security_level: str
     pod_security_team_levels: dict[str, str]
+    node_shutdown_grace_s: float
 
 
 class SchedulerSettings(TypedDict):
@@ -212,6 +213,10 @@ KUBERNETES: KubernetesSettings = {
         "KUBE_POD_SECURITY_LEVEL", ("privileged", "baseline", "restricted"), default="baseline"
     ),
     "pod_security_team_levels": {},
+    # What the kubelet's graceful node shutdown gives ordinary pods (shutdownGracePeriod less
+    # shutdownGracePeriodCriticalPods; GKE: 15 s): a shutdown notice's deadline, inside which the loop's eviction
+    # grace is cut (docs/deploy.md, Spot notices).
+    "node_shutdown_grace_s": env_float("KUBE_NODE_SHUTDOWN_GRACE_S", default=15.0, minimum=1.0, maximum=3600.0),
 }
 for _item in env_list("KUBE_POD_SECURITY_TEAM_LEVELS", default=[]):
     _team, _sep, _level = _item.partition("=")

@@ -4,8 +4,10 @@ A job is rejected, with a reason, when it is outside the bounds every edge enfor
 nothing else of it is judged then), when no GPU model of the cluster can serve its request
 (:func:`rightsize.unplaceable_reason`: memory, MIG profile, a ``gpu_model`` constraint matching no node), or when
 its gang is larger than the whole cluster could hold on the nodes its tier and model allow
-(:func:`rules.gang.cluster_capacity`). A submit asks the same question before it writes anything
-(:func:`rejection_reason`), so a job that could never run is refused with the engine's own words.
+(:func:`rules.gang.cluster_capacity`; a gang of replicas smaller than a GPUDirect-TCPX/TCPXO node is told so:
+it may span such nodes only with whole-node replicas, :mod:`rules.fabric` rule 4). A submit asks the same
+question before it writes anything (:func:`rejection_reason`), so a job that could never run is refused with
+the engine's own words.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from scheduler.core.placement import IndexedClusterState
 from scheduler.core.plan import Reject
 from scheduler.core.policy import Policy
 from scheduler.core.rightsize import resolve, unplaceable_reason
-from scheduler.core.rules.gang import NodeKind, cluster_capacity, node_kinds
+from scheduler.core.rules.gang import NodeKind, cluster_capacity, node_kinds, single_node_only
 from scheduler.core.rules.tiers import allowed_tiers
 from scheduler.core.shape import placement_shape
 from scheduler.core.state import Job, Node, Snapshot
@@ -99,6 +101,14 @@ def never_runs_reason(
     demand = resolve(job, usable[0].gpu_model, policy)
     assert demand is not None
     per_replica = need_text(Job(id=job.id, team=job.team, request=job.request, gpu_model=job.gpu_model), demand, [])
+    whole_nodes = sorted({k.gpu_count for k in usable if single_node_only(k, demand.gpus, demand.kind)})
+    if whole_nodes:
+        sizes = " or ".join(str(n) for n in whole_nodes)
+        return (
+            f"needs {job.replicas} replicas of {per_replica} at once; the cluster can hold at most {capacity}: on "
+            f"GPUDirect-TCPX/TCPXO nodes each replica of a job spanning nodes must take all {sizes} GPUs of its node "
+            "(one workload per node uses its NICs), so ask for replicas of a whole node"
+        )
     if capacity == 0:
         if demand.kind == DemandKind.SHARE and not any(k.sharing for k in usable):
             return f"asks for {per_replica}, but no node in the cluster time-slices its GPUs"

@@ -4,17 +4,28 @@ gateway observes on the nodes and what it writes into the gang's pods."""
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 from typing import Any
 
 import pytest
+from kubernetes.client.exceptions import ApiException
 
 from scheduler.errors import GatewayConflict
 from scheduler.gateways.kube.fabrics import EFA_ENV, EFA_RESOURCE, FabricSettings
 from scheduler.gateways.kube.gateway import KubeGateway
 from scheduler.gateways.protocol import BindRequest, Device, ReplicaPlacement
 from tests.scheduler.kube_emulator import H100_ONE_LEAF, cluster_fixture
+from tests.scheduler.kube_harness.pod_validation import validate_pod_resources
 
-cluster = pytest.fixture(cluster_fixture)
+
+@pytest.fixture
+def cluster():
+    """The emulator with the API server's huge-page validation (tests/scheduler/kube_harness/pod_validation.py)."""
+    for emulator in cluster_fixture():
+        emulator.handler.interceptors.append(validate_pod_resources)
+        yield emulator
+
 
 RDMA = "rdma/ib_pool"
 FABRICS = FabricSettings(
@@ -92,9 +103,27 @@ def test_a_2x8_gang_on_efa_nodes_requests_every_efa_device_and_gets_the_env(clus
     assert sorted(pods) == ["mc-42-0", "mc-42-1"]
     for pod in pods.values():
         resources = pod["spec"]["containers"][0]["resources"]
-        assert resources["limits"] == resources["requests"]
-        assert _devices(resources["limits"]) == {"nvidia.com/gpu": "8", EFA_RESOURCE: "32"}
+        # AWS's EFA pods ask 2 MiB huge pages with the devices (request = limit), and memory with them: the API
+        # server refuses huge pages without cpu or memory (fabrics.py). The memory is the pod's own when it asks
+        # some, else a request of AWS's 8000Mi.
+        devices = {"nvidia.com/gpu": "8", EFA_RESOURCE: "32", "hugepages-2Mi": "5120Mi"}
+        assert {name: resources["limits"].get(name) for name in devices} == devices
+        assert {name: resources["requests"].get(name) for name in devices} == devices
+        assert resources["requests"].get("memory") == resources["limits"].get("memory", "8000Mi")
         assert {name: _env(pod).get(name) for name, _ in EFA_ENV} == dict(EFA_ENV)
+
+
+def test_the_api_server_refuses_huge_pages_without_cpu_or_memory(cluster, gateway) -> None:
+    """The harness's validation is the API server's: huge pages alone are Invalid (pod_validation.py)."""
+    pod = {
+        "metadata": {"name": "bare"},
+        "spec": {"containers": [{"name": "c", "image": "i", "resources": {"limits": {"hugepages-2Mi": "5120Mi"}}}]},
+    }
+    with pytest.raises(ApiException) as refused:
+        cluster.core.create_namespaced_pod("team-nlp", pod)
+    assert (
+        refused.value.status == 422 and "HugePages require cpu or memory" in json.loads(refused.value.body)["message"]
+    )
 
 
 def test_efa_devices_another_pod_holds_are_counted(cluster, gateway) -> None:
@@ -151,6 +180,68 @@ def test_a_gang_on_gke_a3_mega_gets_the_nics_and_the_sidecar(cluster, gateway) -
         assert (sidecar["image"], sidecar["restartPolicy"]) == ("registry.example/tcpxo-rxdm:1", "Always")
         assert "- path: /dev/nvidia7" in annotations[f"devices.gke.io/container.{sidecar['name']}"]
         assert _devices(pod["spec"]["containers"][0]["resources"]["limits"]) == {"nvidia.com/gpu": "8"}
+
+
+@pytest.mark.parametrize("machine", ["a3-highgpu-8g", "a3-megagpu-8g"])
+def test_half_node_replicas_on_gke_a3_are_refused_before_anything_is_created(cluster, gateway, machine) -> None:
+    """Google's manifests give one pod all 8 GPUs and NICs of an A3 node beside one receive-datapath daemon
+    (container-engine-accelerators gpudirect-tcpx(o)/nccl-test-latest.yaml): two half-node replicas would each
+    start a daemon claiming all 8 GPUs and the node's NICs."""
+    for name in ("a3-1", "a3-2"):
+        cluster.add_node(name, {**H100_ONE_LEAF, "node.kubernetes.io/instance-type": machine})
+
+    with pytest.raises(GatewayConflict, match=r"holds 4 of the 8 GPUs of a3-1.*replicas of a whole node"):
+        gateway.job_bind(request=_gang("a3-1", "a3-1", "a3-2", "a3-2", gpus=4))
+    assert cluster.requests("POST", "/pods") == []
+
+
+def test_a_gang_on_gke_a3_high_gets_google_s_nccl_settings_and_one_daemon_per_node(cluster, gateway) -> None:
+    for name in ("a3-1", "a3-2"):
+        cluster.add_node(name, {**H100_ONE_LEAF, "node.kubernetes.io/instance-type": "a3-highgpu-8g"})
+
+    gateway.job_bind(request=_gang("a3-1", "a3-2"))
+
+    pods = _pods(cluster)
+    assert len(pods) == 2
+    for pod in pods.values():
+        env = _env(pod)
+        # gpudirect-tcpx/nccl-config-latest.yaml (run-nccl.sh): data over eth1-4, control over eth0.
+        assert env["NCCL_GPUDIRECTTCPX_SOCKET_IFNAME"] == "eth1,eth2,eth3,eth4"
+        assert env["NCCL_GPUDIRECTTCPX_CTRL_DEV"] == env["NCCL_SOCKET_IFNAME"] == "eth0"
+        assert env["NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX"] == "/run/tcpx"
+        assert (env["NCCL_ALGO"], env["NCCL_PROTO"], env["NCCL_CROSS_NIC"]) == ("Ring", "Simple", "0")
+        assert env["NCCL_DYNAMIC_CHUNK_SIZE"] == env["NCCL_P2P_NET_CHUNKSIZE"] == "524288"
+        assert env["NCCL_GPUDIRECTTCPX_TX_BINDINGS"].startswith("eth1:8-21,112-125;")
+        assert env["NCCL_GPUDIRECTTCPX_PROGRAM_FLOW_STEERING_WAIT_MICROS"] == "1000000"
+        assert (env["NCCL_NET_GDR_LEVEL"], env["NCCL_P2P_PXN_LEVEL"]) == ("PIX", "0")
+        assert len(pod["spec"]["initContainers"]) == 1
+    assert len({p["spec"]["nodeName"] for p in pods.values()}) == 2  # one daemon per node
+
+
+def test_a_gang_on_gke_a3_mega_gets_the_plugin_profile_settings(cluster, gateway) -> None:
+    for name in ("a3-1", "a3-2"):
+        cluster.add_node(name, {**H100_ONE_LEAF, "node.kubernetes.io/instance-type": "a3-megagpu-8g"})
+
+    gateway.job_bind(request=_gang("a3-1", "a3-2"))
+
+    for pod in _pods(cluster).values():
+        env = _env(pod)
+        # nccl-env-profile.sh's exports (gpudirect-tcpxo/README.md, NCCL configs), the plugin mounted here.
+        assert env["NCCL_LIB_DIR"] == "/usr/local/nvidia/lib64"
+        assert env["NCCL_FASTRAK_IFNAME"] == ",".join(f"eth{n}" for n in range(1, 9))
+        assert env["NCCL_FASTRAK_CTRL_DEV"] == env["NCCL_SOCKET_IFNAME"] == "eth0"
+        assert env["NCCL_PROTO"] == "Simple,LL128" and env["NCCL_NVLSTREE_MAX_CHUNKSIZE"] == "131072"
+        assert env["NCCL_TUNER_CONFIG_PATH"] == "/usr/local/nvidia/lib64/a3plus_tuner_config.textproto"
+        assert env["NCCL_SHIMNET_GUEST_CONFIG_CHECKER_CONFIG_FILE"].endswith("/a3plus_guest_config.textproto")
+        assert (env["NCCL_FASTRAK_USE_LLCM"], env["NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY"]) == (
+            "1",
+            "/dev/aperture_devices",
+        )
+        assert env["NCCL_BUFFSIZE"] == "8388608" and env["NCCL_FASTRAK_NUM_FLOWS"] == "2"
+    # The profile step Google's README asks of the workload is documented with the variable the pods carry.
+    deploy = (Path(__file__).resolve().parents[2] / "docs" / "deploy.md").read_text(encoding="utf-8")
+    (command,) = re.findall(r"```json\n\s*(\[\"bash\", \"-c\", \"source .*\])\n\s*```", deploy)
+    assert json.loads(command)[2].startswith('source "$NCCL_LIB_DIR/nccl-env-profile.sh" && exec ')
 
 
 def test_a_gang_on_gke_a3_high_without_the_daemon_image_is_refused_naming_the_setting(cluster) -> None:

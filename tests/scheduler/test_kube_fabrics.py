@@ -124,12 +124,24 @@ def test_efa_replicas_request_the_devices_and_get_the_provider_env() -> None:
     fabric = replica_fabric(gang, gang.placements[1], _observed("b", Fabric.EFA, 32), SETTINGS)
     pod = pod_manifest(gang, gang.placements[1], team="nlp", image="img", grace_s=30, fabric=fabric)
     container = pod["spec"]["containers"][0]
-    assert container["resources"]["limits"] == {"nvidia.com/gpu": "8", EFA_RESOURCE: "32"}
-    assert container["resources"]["requests"] == container["resources"]["limits"]
+    # AWS's EFA manifests (EKS user guide node-efa; aws-samples/aws-efa-eks nccl-tests): huge pages with the devices.
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": "8", EFA_RESOURCE: "32", "hugepages-2Mi": "5120Mi"}
+    assert container["resources"]["requests"] == {**container["resources"]["limits"], "memory": "8000Mi"}
     env = {e["name"]: e["value"] for e in container["env"]}
     assert {name: env[name] for name, _ in EFA_ENV} == dict(EFA_ENV)
     assert "securityContext" not in container and "initContainers" not in pod["spec"]
     assert fabric_requests(pod, [EFA_RESOURCE]) == {EFA_RESOURCE: 32}
+
+
+def test_a_memory_request_or_limit_the_pod_has_is_kept_beside_the_huge_pages() -> None:
+    gang = _request(_whole(0, "a"), _whole(1, "b"))
+    fabric = replica_fabric(gang, gang.placements[0], _observed("a", Fabric.EFA, 32), SETTINGS)
+    for kind in ("requests", "limits"):
+        pod = {"metadata": {}, "spec": {"containers": [{"name": "main", "resources": {kind: {"memory": "900Gi"}}}]}}
+        resources = fabric_apply(pod, fabric)["spec"]["containers"][0]["resources"]
+        assert resources[kind]["memory"] == "900Gi"
+        assert "memory" not in resources["limits" if kind == "requests" else "requests"]
+        assert resources["limits"]["hugepages-2Mi"] == resources["requests"]["hugepages-2Mi"] == "5120Mi"
 
 
 def test_the_job_env_wins_over_the_fabric_defaults() -> None:

@@ -13,11 +13,13 @@ from scheduler.gateways.kube.pods import pod_manifest
 from scheduler.gateways.kube.shared_memory import gpu_equivalents, quantity_bytes, shm_size_limit
 from scheduler.gateways.protocol import FINAL_EVICTIONS, BindRequest, Device, ReplicaPlacement
 from tests.scheduler.kube_emulator import H100_ONE_LEAF, cluster_fixture
+from tests.scheduler.rendezvous_helpers import EXAMPLE, assert_group_formed, free_port, run_gang
 
 cluster = pytest.fixture(cluster_fixture)
 NAMESPACE = "team-nlp"
 NODE_MEMORY = "2113456124Ki"  # what a p5.48xlarge's kubelet reports as capacity, roughly 2 TiB
 RENDEZVOUS_ENV = ("MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK", "NNODES", "NODE_RANK", "NPROC_PER_NODE")
+PET_ENV = ("PET_MASTER_ADDR", "PET_MASTER_PORT", "PET_NNODES", "PET_NODE_RANK", "PET_NPROC_PER_NODE")
 
 
 def _gateway(cluster, **settings) -> KubeGateway:
@@ -99,6 +101,15 @@ def test_a_gang_gets_one_headless_service_and_every_replica_its_rendezvous(clust
             "NNODES": "2",
             "NODE_RANK": str(replica),
             "NPROC_PER_NODE": "4",
+        }
+        # Kubeflow's names for the same values (kubeflow/training-operator pkg/controller.v1/pytorch/envvar.go,
+        # master.go), which torchrun reads for every option it is not given.
+        assert {name: env[name] for name in PET_ENV} == {
+            "PET_MASTER_ADDR": f"mc-42-0.mc-42.{NAMESPACE}.svc",
+            "PET_MASTER_PORT": "29511",
+            "PET_NNODES": "2",
+            "PET_NODE_RANK": str(replica),
+            "PET_NPROC_PER_NODE": "4",
         }
         assert _shm(pod) == {"medium": "Memory", "sizeLimit": f"{int(per_gpu_mib * 4)}Mi"}
 
@@ -227,3 +238,16 @@ def test_a_mig_instance_is_one_process_and_the_jobs_own_env_cannot_move_the_rend
     assert (env[0]["NPROC_PER_NODE"], env[1]["NPROC_PER_NODE"]) == ("2", "1")
     assert {e["MASTER_ADDR"] for e in env.values()} == {"mc-7-0.mc-7.team-cv.svc"}
     assert (env[0]["RANK"], env[1]["RANK"]) == ("0", "1")
+
+
+def test_a_bare_torchrun_as_a_kubeflow_image_runs_it_forms_one_world_of_every_pod(cluster, nodes, tmp_path) -> None:
+    """An image built for a Kubeflow PyTorchJob starts ``torchrun <script>`` with no options: torchrun takes each
+    from ``PET_<OPTION>`` (pytorch, torch.distributed's argparse_util module) and, without them, runs one node alone on
+    127.0.0.1, a world per pod. Real torchrun, one agent per pod, the pods' names resolved as cluster DNS would."""
+    gateway = _gateway(cluster, rendezvous_port=free_port())
+    gateway.namespace_ensure(namespace=NAMESPACE, team="nlp")
+    gateway.job_bind(request=_gang(replicas=2, gpus=2, nodes=("gpu-a", "gpu-b")))
+
+    outputs = run_gang(cluster.pods(NAMESPACE), tmp_path, ["torchrun", str(EXAMPLE)])
+
+    assert_group_formed(outputs, 2, per_pod=2)

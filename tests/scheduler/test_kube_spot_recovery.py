@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import time
 from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -176,3 +177,61 @@ def test_a_spot_reclaim_of_a_checkpointed_gang_resumes_it_elsewhere_and_bills_th
         assert row.last_checkpoint_at == final_at
         assert float(row.lost_s) == pytest.approx((row.preempted_at - final_at).total_seconds(), abs=1e-6)
         assert row.reason == "spot-reclaim"
+
+
+SINGLE = {"kind": "training", "gpus": 8, "tier": "spot-ok", "image": "ghcr.io/acme/train:1", "duration_s": 36_000}
+
+
+@pytest.mark.parametrize(
+    ("labels", "condition", "notice_s"),
+    [
+        # GKE: the kubelet's graceful node shutdown on a spot VM's preemption (Ready False, "node is shutting
+        # down": kubernetes pkg/kubelet/nodestatus/setters.go); ordinary pods get 15 s of the VM's 30 (GKE docs).
+        (
+            {"cloud.google.com/gke-spot": "true"},
+            {"type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": "node is shutting down"},
+            15.0,
+        ),
+        # AKS: the Node Problem Detector's PreemptionScheduled for an Azure Preempt event; its NotBefore (filled in
+        # below, 30 s after the notice) is the deadline (Azure/karpenter-provider-azure reads it so).
+        (
+            {"kubernetes.azure.com/scalesetpriority": "spot"},
+            {"type": "PreemptionScheduled", "status": "True", "reason": "SpotEvictionIncoming"},
+            30.0,
+        ),
+    ],
+    ids=["gke-graceful-shutdown", "aks-preempt"],
+)
+def test_a_gke_or_aks_notice_drains_the_node_with_a_grace_inside_its_budget(
+    cluster, labels, condition, notice_s
+) -> None:
+    """The loop's usual 30 s grace is longer than either budget: the notice's deadline must cut it, so the job's
+    SIGTERM save ends before the kubelet's own kill (or Azure's eviction)."""
+    cluster.add_node("spot-1", {**H100, **labels}, allocatable={"nvidia.com/gpu": "8"})
+    gateway = KubeGateway(cluster.new_api_client(), sleep=lambda _s: None)
+    gpu_models_sync()
+    cluster_sync(observation=gateway.observe())
+    team = team_seed(guaranteed=8, burst=8)
+    job = job_submit(team=team, spec=SINGLE, actor=None, now=datetime.now(UTC))
+    assert cycle_run(gateway=gateway, retry=NO_WAIT).applied == [f"bind {job.pk}"]
+    name = f"mc-{job.pk}-0"
+    cluster.set_pod_phase(team.namespace, name, "Running")
+    _kubelet_holds(cluster, team.namespace, name)
+
+    noticed_at = time.time()
+    conditions = [{**condition, "lastTransitionTime": iso(noticed_at)}]
+    if condition["type"] != "Ready":
+        not_before = format_datetime(datetime.fromtimestamp(noticed_at + notice_s, UTC), usegmt=True)
+        conditions[0]["message"] = f"Preempt Scheduled: {not_before}. EventId: A1B2C3D4-E5F6-4A7B-8C9D-0E1F2A3B4C5D"
+        conditions.append({"type": "Ready", "status": "True", "reason": "KubeletReady"})
+    cluster.patch_node("spot-1", {"status": {"conditions": conditions}})
+    cluster_sync(observation=gateway.observe())
+    cluster.clear_log()
+    report = cycle_run(gateway=gateway, retry=NO_WAIT)
+
+    assert report.repairs["drained"] == [str(job.pk)]
+    (query,) = [query for method, path, query in cluster.handler.log if method == "DELETE" and path.endswith(name)]
+    grace = int(parse_qs(query)["gracePeriodSeconds"][0])
+    draining = job.events.get(type="draining")
+    assert draining.details["source"] == ("node-shutdown" if condition["type"] == "Ready" else "azure-preempt")
+    assert 3 <= grace <= notice_s - 5 + 1  # inside the budget less the loop's margin (rounded up), never 30

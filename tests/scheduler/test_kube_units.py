@@ -22,10 +22,11 @@ from scheduler.gateways.kube.labels import (
 )
 from scheduler.gateways.kube.mig import Flow, Phase, Step, config_document, config_name, next_step, operator_configs
 from scheduler.gateways.kube.mig_flow import MigFlow
+from scheduler.gateways.kube.nodes import node_observation
 from scheduler.gateways.kube.pods import gpu_requests, mig_resource, pod_manifest, replica_of
 from scheduler.gateways.kube.prometheus import PrometheusClient, samples_from
 from scheduler.gateways.kube.volumes import secret_token
-from scheduler.gateways.protocol import BindRequest, Device, ReplicaPhase, ReplicaPlacement
+from scheduler.gateways.protocol import BindRequest, Device, Interruption, ReplicaPhase, ReplicaPlacement
 from tests.scheduler.kube_emulator import cluster_fixture
 
 cluster = pytest.fixture(cluster_fixture)
@@ -84,6 +85,91 @@ def test_interruption_picks_the_earliest_notice() -> None:
     notice = interruption_of(taints, now=300.0)
     assert (notice.source, notice.deadline_at) == ("spot-itn", 220.0)
     assert interruption_of(taints[2:], now=300.0) is None
+
+
+H100_SPOT = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.count": "8"}
+
+
+def _node_with(conditions: list[dict[str, str]], labels: dict[str, str]) -> dict[str, object]:
+    return {
+        "metadata": {"name": "n", "labels": {**H100_SPOT, **labels}},
+        "spec": {},
+        "status": {"conditions": conditions, "allocatable": {"nvidia.com/gpu": "8"}},
+    }
+
+
+def test_a_gke_spot_node_shutting_down_is_a_notice_whose_deadline_is_the_kubelet_s_budget() -> None:
+    """The kubelet's graceful node shutdown, as it writes the node: Ready False, reason KubeletNotReady, the shutdown
+    manager's "node is shutting down" as the message (kubernetes pkg/kubelet/nodestatus/setters.go,
+    pkg/kubelet/nodeshutdown). GKE gives ordinary pods 15 s of a spot VM's 30 (GKE docs, Spot VMs)."""
+    shutting = {
+        "type": "Ready",
+        "status": "False",
+        "reason": "KubeletNotReady",
+        "message": "node is shutting down",
+        "lastTransitionTime": "2026-12-05T05:00:00Z",
+    }
+    raw = _node_with([shutting], {"cloud.google.com/gke-spot": "true"})
+    observed = node_observation(raw, now=1e10, topology_labels=(), mig_config_timeout_s=900.0)
+    assert observed is not None and observed.interruption is not None
+    since = 1796446800.0  # 2026-12-05T05:00:00Z
+    assert (observed.interruption.source, observed.interruption.noticed_at) == ("node-shutdown", since)
+    assert observed.interruption.deadline_at == since + 15.0
+    longer = node_observation(raw, now=1e10, topology_labels=(), mig_config_timeout_s=900.0, shutdown_grace_s=110.0)
+    assert longer is not None and longer.interruption is not None and longer.interruption.deadline_at == since + 110.0
+    # A node NotReady for another reason is no notice: it may come back.
+    other = _node_with([{**shutting, "message": "container runtime is down"}], {"cloud.google.com/gke-spot": "true"})
+    assert node_observation(other, now=1e10, topology_labels=(), mig_config_timeout_s=900.0).interruption is None
+
+
+def _preempt(message: str, since: str = "2026-12-05T05:00:00Z") -> dict[str, str]:
+    """The condition AKS's Node Problem Detector sets for an Azure Preempt event, as Azure's Karpenter provider
+    reads it (Azure/karpenter-provider-azure pkg/controllers/node/interruption and its tests)."""
+    return {
+        "type": "PreemptionScheduled",
+        "status": "True",
+        "reason": "SpotEvictionIncoming",
+        "message": message,
+        "lastTransitionTime": since,
+    }
+
+
+READY = {"type": "Ready", "status": "True", "reason": "KubeletReady"}
+AKS_SPOT = {"kubernetes.azure.com/scalesetpriority": "spot"}
+SINCE = 1796446800.0  # 2026-12-05T05:00:00Z
+
+
+@pytest.mark.parametrize(
+    ("message", "deadline"),
+    [
+        # NotBefore, as the NPD forwards it (RFC 1123, GMT; a one-digit day is allowed).
+        (
+            "Preempt Scheduled: Sat, 05 Dec 2026 05:00:38 GMT. For more information, see "
+            "https://aka.ms/aks-spot-eviction. EventId: A1B2C3D4-E5F6-4A7B-8C9D-0E1F2A3B4C5D",
+            SINCE + 38,
+        ),
+        ("Preempt Scheduled: Sat, 5 Dec 2026 05:00:13 GMT. EventId: X", SINCE + 13),
+        ("Preempt Started. EventId: X", SINCE),  # already under way: now
+        ("Preempt Scheduled: soon. EventId: not-a-guid", SINCE + 30),  # unreadable: Azure's minimum for Preempt
+        ("", SINCE + 30),
+    ],
+)
+def test_an_aks_spot_preemption_is_a_notice_with_azure_s_not_before(message: str, deadline: float) -> None:
+    raw = _node_with([READY, _preempt(message)], AKS_SPOT)
+    observed = node_observation(raw, now=1e10, topology_labels=(), mig_config_timeout_s=900.0)
+    assert observed is not None and not observed.schedulable
+    assert observed.interruption == Interruption(SINCE, deadline, "azure-preempt")
+
+
+def test_aks_conditions_that_reclaim_nothing_are_no_notice() -> None:
+    """The advisory rebalance recommendation, a condition not True, and VMEventScheduled, which also covers a
+    Freeze of a few seconds, a Reboot or a Redeploy (Azure/karpenter-provider-azure ignores it likewise)."""
+    advisory = _preempt("SpotRebalanceRecommendation Advisory. EventId: X")
+    withdrawn = {**_preempt("Preempt Scheduled: Sat, 05 Dec 2026 05:00:38 GMT."), "status": "False"}
+    freeze = {"type": "VMEventScheduled", "status": "True", "reason": "VMEventScheduled", "message": "Freeze Scheduled"}
+    for condition in (advisory, withdrawn, freeze):
+        raw = _node_with([READY, condition], AKS_SPOT)
+        assert node_observation(raw, now=1e10, topology_labels=(), mig_config_timeout_s=900.0).interruption is None
 
 
 def test_mig_counts_read_me_profiles_and_ignore_junk() -> None:

@@ -20,6 +20,14 @@ fabric's hundreds (``docs/gpu-facts.md``, Running a multi-node training job on K
    A placement group comes before a spine because clouds label the former and rarely the latter; a node
    without a placement group shares one with no one (unknown is assumed far), as for leaves.
 
+4. **Whole nodes on GPUDirect-TCPX/TCPXO.** On GKE A3 High and Mega, Google's GPUDirect guides and manifests
+   (GoogleCloudPlatform/container-engine-accelerators, ``gpudirect-tcpx/nccl-test-latest.yaml`` and
+   ``gpudirect-tcpxo/nccl-test-latest.yaml``) give one pod all 8 GPUs and all NICs of its node, beside one
+   receive-datapath daemon that sees every GPU: a node's NICs and daemon serve one workload. So a gang spanning
+   nodes uses such a node only when each of its replicas takes all of the node's GPUs
+   (:func:`whole_node_only`); a gang of smaller replicas goes on one node, or on nodes of another fabric, or
+   waits. Screening rejects one that no such place could ever hold (:func:`scheduler.core.rules.gang.node_capacity`).
+
 Single-node placements are unchanged: one node comes first whatever its fabric (its GPUs talk over NVLink or
 PCIe, not the network). When every candidate node of a gang offers the same fabric and placement group —
 every fleet that records no fabric at all — this rule has nothing to choose between and :mod:`.topology`
@@ -36,6 +44,26 @@ from scheduler.core.placement.options import Option
 from scheduler.core.vocabulary import Fabric
 
 NO_FABRIC = 1  # the rank of a multi-node placement over TCP; 0 for a real fabric or a single node
+# Fabrics whose nodes serve one workload each (rule 4): a multi-node gang's replica takes the whole node.
+WHOLE_NODE_FABRICS: frozenset[str] = frozenset({Fabric.TCPX, Fabric.TCPXO})
+
+
+def whole_node_only(fabric: str, gpu_count: int, gpus: int) -> bool:
+    """Is a node of ``fabric`` with ``gpu_count`` GPUs barred to a multi-node gang of ``gpus``-GPU replicas?"""
+    return str(fabric) in WHOLE_NODE_FABRICS and gpus < gpu_count
+
+
+def barred(index: CapacityIndex, options: Sequence[Option]) -> bool:
+    """Do the options include a node a multi-node gang of their demand may not use (rule 4)? Only the groups
+    whose nodes offer such a fabric (the index's ``fabric_keys``) are walked node by node."""
+    nodes = index.state.nodes
+    gpus = options[0].demand.gpus
+    for option in options:
+        if not any(key[0] in WHOLE_NODE_FABRICS for key in index.fabric_keys.get(option.group, frozenset())):
+            continue
+        if any(whole_node_only(nodes[n].fabric, nodes[n].gpu_count, gpus) for n in index.groups[option.group]):
+            return True
+    return False
 
 
 def mixed(index: CapacityIndex, options: Sequence[Option]) -> bool:
@@ -50,11 +78,15 @@ def mixed(index: CapacityIndex, options: Sequence[Option]) -> bool:
 
 def fabric_sets(index: CapacityIndex, options: Sequence[Option]) -> list[tuple[int, str, frozenset[int]]]:
     """The options' nodes (ordinals) split by fabric: (rank, fabric, members), real fabrics first (rank 0),
-    then by name; the nodes without a fabric last (rank :data:`NO_FABRIC`)."""
+    then by name; the nodes without a fabric last (rank :data:`NO_FABRIC`). Nodes a gang of the options'
+    replicas may not span (rule 4) are left out."""
     by_fabric: dict[str, set[int]] = {}
     nodes = index.state.nodes
+    gpus = options[0].demand.gpus
     for option in options:
         for name in index.groups[option.group]:
+            if whole_node_only(nodes[name].fabric, nodes[name].gpu_count, gpus):
+                continue
             by_fabric.setdefault(str(nodes[name].fabric), set()).add(index.node_ordinal[name])
     ranked = [(_rank(fabric), fabric, frozenset(members)) for fabric, members in by_fabric.items()]
     return sorted(ranked, key=lambda entry: (entry[0], entry[1]))

@@ -3,7 +3,8 @@
 - :func:`bind` places every replica in one step (the state checks every slot before taking any) and
   returns the :class:`Bind`; a placement with the wrong number of replicas is refused.
 - :func:`cluster_capacity` — how many replicas of a job the whole cluster could ever hold (every node,
-  ready or not, all of its GPUs free, MIG layouts free to change, a whole-GPU gang on the models it may span):
+  ready or not, all of its GPUs free, MIG layouts free to change, a whole-GPU gang on the models it may span,
+  a GPUDirect-TCPX/TCPXO node only on its own unless the gang's replicas take it whole: :mod:`.fabric`, rule 4):
   the cycle rejects a gang larger than that.
 """
 
@@ -19,6 +20,7 @@ from scheduler.core.placement.spans import span_key
 from scheduler.core.plan import Bind
 from scheduler.core.policy import Policy
 from scheduler.core.rightsize import resolve
+from scheduler.core.rules.fabric import whole_node_only
 from scheduler.core.rules.tiers import tier_rank
 from scheduler.core.state import Job, Node, Slots
 from scheduler.core.units import FULL_GPU_MILLI
@@ -53,10 +55,19 @@ class NodeKind:
     sharing: bool
     cpu_milli: int | None
     memory_mib: int | None
+    fabric: str = "tcp"
 
     @classmethod
     def of(cls, node: Node) -> NodeKind:
-        return cls(node.gpu_model, node.gpu_count, str(node.tier), node.sharing, node.cpu_milli, node.memory_mib)
+        return cls(
+            node.gpu_model,
+            node.gpu_count,
+            str(node.tier),
+            node.sharing,
+            node.cpu_milli,
+            node.memory_mib,
+            str(node.fabric),
+        )
 
 
 def node_kinds(nodes: Sequence[Node]) -> tuple[tuple[NodeKind, int], ...]:
@@ -69,7 +80,15 @@ def node_kinds(nodes: Sequence[Node]) -> tuple[tuple[NodeKind, int], ...]:
 
 
 def astuple_key(kind: NodeKind) -> tuple[object, ...]:
-    return (kind.gpu_model, kind.gpu_count, kind.tier, kind.sharing, kind.cpu_milli or -1, kind.memory_mib or -1)
+    return (
+        kind.gpu_model,
+        kind.gpu_count,
+        kind.tier,
+        kind.sharing,
+        kind.cpu_milli or -1,
+        kind.memory_mib or -1,
+        kind.fabric,
+    )
 
 
 def node_capacity(node: NodeKind, job: Job, policy: Policy) -> int:
@@ -93,6 +112,11 @@ def node_capacity(node: NodeKind, job: Job, policy: Policy) -> int:
     return replicas
 
 
+def single_node_only(kind: NodeKind, gpus: int, demand_kind: str) -> bool:
+    """May a gang of ``gpus``-GPU replicas use a node of ``kind`` only when all of the gang fits on it?"""
+    return demand_kind == DemandKind.WHOLE and whole_node_only(kind.fabric, kind.gpu_count, gpus)
+
+
 def cluster_capacity(kinds: Sequence[tuple[NodeKind, int]], job: Job, policy: Policy) -> int:
     """Replicas of ``job`` the whole cluster could ever hold (module doc); ``kinds`` from :func:`node_kinds`.
     A whole-GPU gang stays on one GPU model or on models of one class with one right-sized demand (placement's
@@ -106,6 +130,9 @@ def cluster_capacity(kinds: Sequence[tuple[NodeKind, int]], job: Job, policy: Po
             demand = resolve(job, kind.gpu_model, policy)
             assert demand is not None  # node_capacity holds no replica where the model cannot serve the job
             key = span_key(kind.gpu_model, demand)
+            if job.replicas > 1 and single_node_only(kind, demand.gpus, demand.kind):
+                # Such nodes hold the gang only one at a time, all of it on one node (.fabric, rule 4).
+                replicas, count = (replicas if replicas >= job.replicas else 0), 1
             by_pool[key] = by_pool.get(key, 0) + replicas * count
             whole_only = whole_only and demand.kind == DemandKind.WHOLE
     if not by_pool:

@@ -20,8 +20,9 @@ nodes of the leaves with most room are taken first, so few leaves are spanned. A
 (nodes, leaves, spines) spanned, lexicographic, by construction of the stages.
 
 Fabrics: a gang that spans nodes never mixes fabrics and prefers a real fabric over TCP, then one placement
-group after one leaf (:mod:`.fabric`, which decides whenever the candidate nodes differ in fabric or placement
-group; where they do not, the stages above decide alone).
+group after one leaf, and spans GPUDirect-TCPX/TCPXO nodes only with replicas of a whole node each (:mod:`.fabric`,
+which decides whenever the candidate nodes differ in fabric or placement group or include such a node; where they
+do not, the stages above decide alone).
 
 A node without a ``leaf`` label shares a leaf with no one (unknown topology is assumed far) and a spine
 only if it names one; leaves without a ``spine`` label share one unnamed spine.
@@ -115,7 +116,7 @@ def _best_layout(index: CapacityIndex, job: Job, options: Sequence[Option]) -> t
     if single is not None:
         score, ordinal, _ = single
         return (1, 1, 1, score[0], score[2], score[3] - gpus * replicas, f"{ordinal:012d}"), [(ordinal, replicas)]
-    if fabric.mixed(index, options):
+    if fabric.mixed(index, options) or fabric.barred(index, options):
         return _by_fabric(index, job, options, gpus, replicas)
     if _resource_limited(index, job, options):
         return _by_hosts(index, job, options, gpus, replicas)

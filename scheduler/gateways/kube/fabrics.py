@@ -7,13 +7,18 @@ receive-datapath daemon gets about 4 GB/s instead of hundreds. So the fabric is 
 (:func:`node_fabric`) and, for a job whose replicas span more than one node, written into its pods
 (:func:`replica_fabric`, then :func:`fabric_apply`):
 
-- **EFA** (AWS): the node's allocatable ``vpc.amazonaws.com/efa``; the pod requests its share of it and gets
-  ``FI_PROVIDER=efa``, ``FI_EFA_FORK_SAFE=1``, ``NCCL_SOCKET_IFNAME=^lo``.
+- **EFA** (AWS): the node's allocatable ``vpc.amazonaws.com/efa``; the pod requests its share of it and the
+  huge pages libfabric registers its buffers in (``hugepages-2Mi``, with a memory request: the API server
+  refuses huge pages without one), and gets ``FI_PROVIDER=efa``, ``FI_EFA_FORK_SAFE=1``,
+  ``NCCL_SOCKET_IFNAME=^lo``.
 - **InfiniBand / RoCE** (on-prem, Azure ND): the RDMA extended resource the NVIDIA Network Operator's config
   names (a setting, never a constant); the pod requests its share, gets ``IPC_LOCK`` and ``NCCL_IB_HCA``.
 - **GPUDirect-TCPX / TCPXO** (GKE A3 High / Mega, from the instance-type label): the multi-NIC annotations,
-  the receive-datapath daemon as a sidecar that sees the node's GPUs, and the NCCL plugin's libraries from the
-  host, as Google's NCCL test manifests for these machines lay them out.
+  the receive-datapath daemon as a sidecar that sees the node's GPUs, the NCCL plugin's libraries from the
+  host and the NCCL settings Google's manifests give the workload, as Google's NCCL test manifests for these
+  machines lay them out. The node's NICs and its one daemon serve one workload, so a replica spanning such
+  nodes holds all of its node's GPUs: the engine never plans less (``scheduler/core/rules/fabric.py``, rule 4)
+  and a bind of less is refused here, never given a second daemon.
 
 Single-node jobs are left alone: their GPUs talk over NVLink, and a fabric request would only hold devices
 another job's gang may need.
@@ -46,12 +51,78 @@ EFA_ENV: tuple[tuple[str, str], ...] = (
     ("FI_EFA_FORK_SAFE", "1"),
     ("NCCL_SOCKET_IFNAME", "^lo"),
 )
+# AWS's EFA pods request 2 MiB huge pages beside the devices, paired with a memory request: the EKS user guide
+# ("Run machine learning training on Amazon EKS with Elastic Fabric Adapter", docs.aws.amazon.com/eks/latest/
+# userguide/node-efa.html) and aws-samples/aws-efa-eks's nccl-tests manifest ask hugepages-2Mi 5120Mi and memory
+# 8000Mi; EFA instances pre-allocate 5128 such pages for libfabric. Kubernetes refuses a container asking huge
+# pages without cpu or memory ("HugePages require cpu or memory", kubernetes/kubernetes
+# pkg/apis/core/validation/validation.go), so the memory is requested too when the pod asks none, and only
+# requested: a limit of AWS's test figure would kill a training job that needs more.
+EFA_HUGEPAGES: tuple[str, str] = ("hugepages-2Mi", "5120Mi")
+EFA_MEMORY_REQUEST = "8000Mi"
 # GKE: where the node's NVIDIA libraries are (the NCCL plugin's too, once Google's installer DaemonSet has run)
 # and where containers expect them.
 GKE_NVIDIA_HOST_LIB = "/home/kubernetes/bin/nvidia/lib64"
 NVIDIA_LIB_MOUNT = "/usr/local/nvidia/lib64"
 TCPX_SOCKET_DIR = "/run/tcpx"  # the TCPX daemon's Unix sockets, shared with the job's container
 TCPXO_APERTURE_DIR = "/dev/aperture_devices"
+# The NCCL settings GPUDirect-TCPX needs in the job's container, as Google's NCCL test runs them
+# (GoogleCloudPlatform/container-engine-accelerators, gpudirect-tcpx/nccl-config-latest.yaml, run-nccl.sh): eth0
+# carries NCCL's bootstrap and control, the extra NICs the data (``NCCL_GPUDIRECTTCPX_SOCKET_IFNAME``, from the
+# node's NIC count), and the CPU bindings are those of the a3-highgpu-8g's NICs.
+TCPX_ENV: tuple[tuple[str, str], ...] = (
+    ("NCCL_SOCKET_IFNAME", "eth0"),
+    ("NCCL_GPUDIRECTTCPX_CTRL_DEV", "eth0"),
+    ("NCCL_CROSS_NIC", "0"),
+    ("NCCL_ALGO", "Ring"),
+    ("NCCL_PROTO", "Simple"),
+    ("NCCL_NSOCKS_PERTHREAD", "4"),
+    ("NCCL_SOCKET_NTHREADS", "1"),
+    ("NCCL_MAX_NCHANNELS", "8"),
+    ("NCCL_MIN_NCHANNELS", "8"),
+    ("NCCL_DYNAMIC_CHUNK_SIZE", "524288"),
+    ("NCCL_P2P_NET_CHUNKSIZE", "524288"),
+    ("NCCL_P2P_PCI_CHUNKSIZE", "524288"),
+    ("NCCL_P2P_NVL_CHUNKSIZE", "1048576"),
+    ("NCCL_GPUDIRECTTCPX_TX_BINDINGS", "eth1:8-21,112-125;eth2:8-21,112-125;eth3:60-73,164-177;eth4:60-73,164-177"),
+    ("NCCL_GPUDIRECTTCPX_RX_BINDINGS", "eth1:22-35,124-139;eth2:22-35,124-139;eth3:74-87,178-191;eth4:74-87,178-191"),
+    ("NCCL_GPUDIRECTTCPX_PROGRAM_FLOW_STEERING_WAIT_MICROS", "1000000"),
+    ("NCCL_GPUDIRECTTCPX_FORCE_ACK", "0"),
+    ("NCCL_GPUDIRECTTCPX_TX_COMPLETION_NANOSLEEP", "1000"),
+    ("NCCL_NET_GDR_LEVEL", "PIX"),
+    ("NCCL_P2P_PXN_LEVEL", "0"),
+    ("NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX", TCPX_SOCKET_DIR),
+)
+# GPUDirect-TCPXO's settings as the NCCL plugin's own profile exports them (nccl-env-profile.sh, which Google's
+# installer puts beside the plugin; container-engine-accelerators gpudirect-tcpxo/README.md, "NCCL configs"),
+# with the plugin's directory as mounted here. The profile also discovers the NIC names: a job that sources it
+# (docs/deploy.md, Fabrics) gets the installed plugin's own values over these. CUDA_VISIBLE_DEVICES, which the
+# profile also sets, is left to the device plugin.
+TCPXO_ENV: tuple[tuple[str, str], ...] = (
+    ("NCCL_LIB_DIR", NVIDIA_LIB_MOUNT),
+    ("NCCL_SOCKET_IFNAME", "eth0"),
+    ("NCCL_FASTRAK_CTRL_DEV", "eth0"),
+    ("NCCL_CROSS_NIC", "0"),
+    ("NCCL_PROTO", "Simple,LL128"),
+    ("NCCL_MIN_NCHANNELS", "4"),
+    ("NCCL_NVLSTREE_MAX_CHUNKSIZE", "131072"),
+    ("NCCL_P2P_NET_CHUNKSIZE", "524288"),
+    ("NCCL_P2P_PCI_CHUNKSIZE", "524288"),
+    ("NCCL_P2P_NVL_CHUNKSIZE", "1048576"),
+    ("NCCL_FASTRAK_NUM_FLOWS", "2"),
+    ("NCCL_FASTRAK_ENABLE_CONTROL_CHANNEL", "0"),
+    ("NCCL_BUFFSIZE", "8388608"),
+    ("NCCL_FASTRAK_USE_SNAP", "1"),
+    ("NCCL_FASTRAK_USE_LLCM", "1"),
+    ("NCCL_NET_GDR_LEVEL", "PIX"),
+    ("NCCL_FASTRAK_ENABLE_HOTPATH_LOGGING", "0"),
+    ("NCCL_TUNER_PLUGIN", "libnccl-tuner.so"),
+    ("NCCL_TUNER_CONFIG_PATH", f"{NVIDIA_LIB_MOUNT}/a3plus_tuner_config.textproto"),
+    ("NCCL_SHIMNET_GUEST_CONFIG_CHECKER_CONFIG_FILE", f"{NVIDIA_LIB_MOUNT}/a3plus_guest_config.textproto"),
+    ("NCCL_FASTRAK_PLUGIN_ACCEPT_TIMEOUT_MS", "600000"),
+    ("NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY", TCPXO_APERTURE_DIR),
+    ("NCCL_DEBUG", "WARN"),
+)
 DAEMON_CONTAINER = "fabric-rxdm"
 MAIN_CONTAINER = "main"
 
@@ -86,6 +157,8 @@ class ReplicaFabric:
 
     fabric: Fabric
     resources: Mapping[str, int] = field(default_factory=dict)  # extended resources, requested = limit
+    quantities: Mapping[str, str] = field(default_factory=dict)  # other resources (huge pages), requested = limit
+    requests: Mapping[str, str] = field(default_factory=dict)  # requested only, and only when the pod asks none
     env: tuple[tuple[str, str], ...] = ()
     capabilities: tuple[str, ...] = ()  # added to the job's container
     annotations: Mapping[str, str] = field(default_factory=dict)
@@ -143,7 +216,13 @@ def replica_fabric(
         return None
     fabric = Fabric(node.fabric)
     if fabric == Fabric.EFA:
-        return ReplicaFabric(fabric, {EFA_RESOURCE: fabric_share(placement, node)}, env=EFA_ENV)
+        return ReplicaFabric(
+            fabric,
+            {EFA_RESOURCE: fabric_share(placement, node)},
+            quantities=dict([EFA_HUGEPAGES]),
+            requests={"memory": EFA_MEMORY_REQUEST},
+            env=EFA_ENV,
+        )
     if fabric == Fabric.INFINIBAND:
         if not settings.rdma_resource:  # the observation came from other settings
             return None
@@ -152,6 +231,16 @@ def replica_fabric(
             fabric, {settings.rdma_resource: fabric_share(placement, node)}, env=env, capabilities=("IPC_LOCK",)
         )
     if fabric in (Fabric.TCPX, Fabric.TCPXO):
+        gpus = len({device.gpu for device in placement.devices})
+        whole = all(device.mig_profile is None for device in placement.devices) and gpus >= node.gpu_count
+        if not whole:
+            # The engine plans no such gang (scheduler/core/rules/fabric.py, rule 4); this is the last guard,
+            # because a second daemon on the node would claim the same GPUs and NICs as the first.
+            raise GatewayConflict(
+                f"job {request.job} replica {placement.replica} holds {gpus} of the {node.gpu_count} GPUs of "
+                f"{node.name}, a {fabric} node: a replica of a job spanning such nodes takes all of its node's GPUs "
+                "(its NICs and receive-datapath daemon serve one workload); ask for replicas of a whole node"
+            )
         return _gpudirect(request, fabric, node, settings)
     return None
 
@@ -201,11 +290,12 @@ def _gpudirect(request: BindRequest, fabric: Fabric, node: NodeObservation, sett
     ]
     main_mounts = [{"name": "fabric-nvidia-lib", "mountPath": NVIDIA_LIB_MOUNT}]
     env = [("LD_LIBRARY_PATH", NVIDIA_LIB_MOUNT)]
+    data_nics = ",".join(f"eth{n}" for n in range(1, nics + 1))
     if tcpx:
         host.append(_host_volume("fabric-tcpx-socket", TCPX_SOCKET_DIR))
         daemon_mounts.append({"name": "fabric-tcpx-socket", "mountPath": TCPX_SOCKET_DIR})
         main_mounts.append({"name": "fabric-tcpx-socket", "mountPath": TCPX_SOCKET_DIR})
-        env.append(("NCCL_GPUDIRECTTCPX_UNIX_CLIENT_PREFIX", TCPX_SOCKET_DIR))
+        env += [*TCPX_ENV, ("NCCL_GPUDIRECTTCPX_SOCKET_IFNAME", data_nics)]
         command = [
             "/tcpgpudmarxd/build/app/tcpgpudmarxd",
             *("--gpu_nic_preset", "a3vm", "--gpu_shmem_type", "fd", "--uds_path", TCPX_SOCKET_DIR),
@@ -214,11 +304,13 @@ def _gpudirect(request: BindRequest, fabric: Fabric, node: NodeObservation, sett
     else:
         host.append(_host_volume("fabric-aperture-devices", TCPXO_APERTURE_DIR))
         main_mounts.append({"name": "fabric-aperture-devices", "mountPath": TCPXO_APERTURE_DIR})
-        env.append(("NCCL_FASTRAK_LLCM_DEVICE_DIRECTORY", TCPXO_APERTURE_DIR))
+        env += [*TCPXO_ENV, ("NCCL_FASTRAK_IFNAME", data_nics)]
         command = [
             "/bin/sh",
             "-c",
-            f"/fts/entrypoint_rxdm_container.sh --num_hops=2 --num_nics={nics} --uid= --alsologtostderr",
+            # The open-source daemon's flags (container-engine-accelerators gpudirect-tcpxo/README.md, Aug 21,
+            # 2025: "--uid= --alsologtostderr" are obsolete).
+            f"/fts/entrypoint_rxdm_container.sh --num_hops=2 --num_nics={nics}",
         ]
         capabilities = ["NET_ADMIN", "NET_BIND_SERVICE"]
     daemon = {
@@ -265,7 +357,12 @@ def fabric_apply(pod: dict[str, Any], fabric: ReplicaFabric | None) -> dict[str,
     env.extend({"name": name, "value": value} for name, value in fabric.env if name not in present)
     resources = container.setdefault("resources", {})
     for kind in ("limits", "requests"):
-        resources.setdefault(kind, {}).update({name: str(count) for name, count in fabric.resources.items()})
+        # Copies: a manifest may share one mapping between its requests and limits, and memory is asked in one only.
+        resources[kind] = {**(resources.get(kind) or {}), **{name: str(n) for name, n in fabric.resources.items()}}
+        resources[kind].update(fabric.quantities)
+    for name, quantity in fabric.requests.items():
+        if name not in resources["requests"] and name not in resources["limits"]:
+            resources["requests"][name] = quantity
     if fabric.capabilities:
         added = container.setdefault("securityContext", {}).setdefault("capabilities", {}).setdefault("add", [])
         added.extend(c for c in fabric.capabilities if c not in added)

@@ -50,7 +50,7 @@ from scheduler.gateways.kube.host_resources import (
     replica_host_resources,
 )
 from scheduler.gateways.kube.job_objects import job_object_existing, job_object_remove
-from scheduler.gateways.kube.labels import DEFAULT_TOPOLOGY_LABELS
+from scheduler.gateways.kube.labels import DEFAULT_SHUTDOWN_GRACE_S, DEFAULT_TOPOLOGY_LABELS
 from scheduler.gateways.kube.mig import CORDONED_BY_ADMIN, CORDONED_BY_US, FLOW_ANNOTATIONS
 from scheduler.gateways.kube.mig_flow import MigEvent, MigFlow
 from scheduler.gateways.kube.namespaces import team_level
@@ -133,6 +133,7 @@ class KubeGateway:
         namespace_create: bool = False,
         pod_security_level: str = "baseline",
         pod_security_team_levels: Mapping[str, str] | None = None,
+        shutdown_grace_s: float = DEFAULT_SHUTDOWN_GRACE_S,
         request_timeout_s: float = 30.0,
         attempts: int = 4,
         backoff_s: float = 0.5,
@@ -167,6 +168,7 @@ class KubeGateway:
         self.namespace_create = namespace_create
         self.pod_security_level = pod_security_level
         self.pod_security_team_levels = dict(pod_security_team_levels or {})
+        self.shutdown_grace_s = shutdown_grace_s
         self.clock = clock
         self.mig = MigFlow(
             self.client,
@@ -201,6 +203,7 @@ class KubeGateway:
             topology_labels=self.topology_labels,
             mig_config_timeout_s=self.mig_config_timeout_s,
             fabric_settings=self.fabric,
+            shutdown_grace_s=self.shutdown_grace_s,
         )
 
     # -- namespaces and binding ------------------------------------------------------------------------------
@@ -583,6 +586,7 @@ def gateway_from_settings() -> KubeGateway:
         namespace_create=kube["namespace_create"],
         pod_security_level=kube["pod_security_level"],
         pod_security_team_levels=kube["pod_security_team_levels"],
+        shutdown_grace_s=kube["node_shutdown_grace_s"],
     )
 
 

@@ -13,6 +13,7 @@ import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
 
 from scheduler.core.catalog import GPU_MODEL_BY_NAME, GPU_MODELS, LayoutError, validate_layout
 from scheduler.core.layouts import named_layout, place_profiles
@@ -64,6 +65,46 @@ INTERRUPTION_TAINTS: Mapping[str, tuple[str, float | None]] = {
     "karpenter.sh/disrupted": ("karpenter-disrupted", None),
     "node.kubernetes.io/out-of-service": ("out-of-service", 0.0),
 }
+
+
+# Notices a node's conditions carry (docs/gpu-facts.md, Spot and preemption signals):
+# - Kubernetes' graceful node shutdown: once the kubelet sees the machine shutting down (a GKE spot or preemptible
+#   VM's preemption, a maintenance stop), its shutdown manager reports "node is shutting down"
+#   (kubernetes/kubernetes pkg/kubelet/nodeshutdown/nodeshutdown_manager_linux.go, ShutdownStatus), which the
+#   node's Ready condition carries (pkg/kubelet/nodestatus/setters.go, ReadyCondition: status False, reason
+#   KubeletNotReady, the errors as its message). The kubelet then gives ordinary pods the shutdown grace period
+#   less the critical pods' share: on GKE 15 s of the VM's 30 s (25 s of 30 on GKE up to 1.22.8-gke.200; up to
+#   120 s in all on 1.35.0-gke.1171000 and later when configured; GKE docs, "Spot VMs" and "Preemptible VMs",
+#   Graceful termination), and a larger terminationGracePeriodSeconds has no effect. The kubelet's
+#   configuration is not on the node object, so that budget is a setting (KUBE_NODE_SHUTDOWN_GRACE_S).
+# - Azure Scheduled Events on AKS: the Node Problem Detector AKS runs on every node (learn.microsoft.com
+#   azure/aks/node-problem-detector) sets the condition PreemptionScheduled (status True, reason
+#   SpotEvictionIncoming) when the instance metadata service publishes a Preempt event for a spot VM, and forwards
+#   "<EventType> <EventStatus>[: <NotBefore>]. ..." as its message: "Preempt Scheduled: Sat, 01 Aug 2026 05:41:02
+#   GMT. For more information, see ... EventId: ...", "Preempt Started. ...", or the advisory "SpotRebalance
+#   Recommendation Advisory" that reclaims nothing. Read as Azure's own Karpenter provider reads it
+#   (Azure/karpenter-provider-azure, pkg/controllers/node/interruption: parseNotice). The broader VMEventScheduled
+#   also covers Freeze, Reboot, Redeploy and Terminate, a few seconds' pause among them, so it is not a notice.
+#   A Preempt whose NotBefore cannot be read gets Azure's minimum notice for Preempt, 30 s
+#   (learn.microsoft.com azure/virtual-machines/linux/scheduled-events).
+NODE_SHUTTING_DOWN = "node is shutting down"
+NODE_SHUTDOWN = "node-shutdown"  # the notice's source
+DEFAULT_SHUTDOWN_GRACE_S = 15.0  # GKE's share for ordinary pods (above)
+AZURE_PREEMPT_CONDITION = "PreemptionScheduled"
+AZURE_PREEMPT = "azure-preempt"  # the notice's source
+AZURE_PREEMPT_NOTICE_S = 30.0
+_AZURE_SCHEDULED = re.compile(r"^Preempt Scheduled:\s*([^.]*?\s(?:GMT|UTC))\s*(?:\.|$)")
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    """A node condition as the API gives it (``status.conditions[]``)."""
+
+    type: str
+    status: str  # "True" | "False" | "Unknown"
+    reason: str = ""
+    message: str = ""
+    since: float | None = None  # epoch seconds (lastTransitionTime), when known
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,10 +196,27 @@ def schedulable(*, cordoned: bool, ready: bool, taints: Sequence[Taint]) -> bool
     return not any(t.effect in ("NoSchedule", "NoExecute") and not tolerated(t) for t in taints)
 
 
-def interruption_of(taints: Sequence[Taint], now: float) -> Interruption | None:
-    """The earliest interruption notice among ``taints`` (``docs/gpu-facts.md``, Spot and preemption
-    signals), or None."""
+def interruption_of(
+    taints: Sequence[Taint],
+    now: float,
+    conditions: Sequence[Condition] = (),
+    *,
+    shutdown_grace_s: float = DEFAULT_SHUTDOWN_GRACE_S,
+) -> Interruption | None:
+    """The earliest interruption notice among ``taints`` and ``conditions`` (``docs/gpu-facts.md``, Spot and
+    preemption signals), or None. A graceful node shutdown's deadline is ``shutdown_grace_s`` after the kubelet
+    reported it: the loop's eviction grace must end before the kubelet's own does."""
     notices = []
+    for condition in conditions:
+        noticed = condition.since if condition.since is not None else now
+        if condition.type == "Ready" and condition.status != "True" and NODE_SHUTTING_DOWN in condition.message:
+            notices.append(
+                Interruption(noticed_at=noticed, deadline_at=noticed + shutdown_grace_s, source=NODE_SHUTDOWN)
+            )
+        elif condition.type == AZURE_PREEMPT_CONDITION and condition.status == "True":
+            deadline = azure_preempt_deadline(condition.message, noticed)
+            if deadline is not None:
+                notices.append(Interruption(noticed_at=noticed, deadline_at=deadline, source=AZURE_PREEMPT))
     for taint in taints:
         known = INTERRUPTION_TAINTS.get(taint.key)
         if known is None:
@@ -168,6 +226,24 @@ def interruption_of(taints: Sequence[Taint], now: float) -> Interruption | None:
         deadline = None if notice_s is None else noticed + notice_s
         notices.append(Interruption(noticed_at=noticed, deadline_at=deadline, source=source))
     return min(notices, key=lambda i: (i.noticed_at, i.source)) if notices else None
+
+
+def azure_preempt_deadline(message: str, noticed: float) -> float | None:
+    """When a spot VM goes, from the AKS Node Problem Detector's PreemptionScheduled message (module constants):
+    its NotBefore; ``noticed`` for a Preempt already started; ``noticed`` + 30 s when the date cannot be read;
+    None for the advisory rebalance recommendation, which reclaims nothing."""
+    text = " ".join(message.split())
+    if text.startswith("SpotRebalanceRecommendation Advisory"):
+        return None
+    if text.startswith("Preempt Started"):
+        return noticed
+    match = _AZURE_SCHEDULED.match(text)
+    if match is None:
+        return noticed + AZURE_PREEMPT_NOTICE_S
+    try:
+        return parsedate_to_datetime(match.group(1)).timestamp()
+    except (TypeError, ValueError):
+        return noticed + AZURE_PREEMPT_NOTICE_S
 
 
 def mig_counts(labels: Mapping[str, str]) -> dict[str, int]:

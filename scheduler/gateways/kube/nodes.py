@@ -19,9 +19,11 @@ from scheduler.core.catalog import GPU_MODEL_BY_NAME, compute_fraction
 from scheduler.errors import GatewayConflict
 from scheduler.gateways.kube.fabrics import NO_FABRIC_SETTINGS, FabricSettings, node_fabric
 from scheduler.gateways.kube.labels import (
+    DEFAULT_SHUTDOWN_GRACE_S,
     GPU_COUNT,
     GPU_MEMORY,
     GPU_PRODUCT,
+    Condition,
     Taint,
     capacity_tier,
     current_mig,
@@ -62,9 +64,12 @@ def node_observation(
     topology_labels: Sequence[str],
     mig_config_timeout_s: float,
     fabric_settings: FabricSettings = NO_FABRIC_SETTINGS,
+    shutdown_grace_s: float = DEFAULT_SHUTDOWN_GRACE_S,
 ) -> NodeObservation | None:
     """A GPU node as the scheduler sees it; None for nodes without GPUs or with a GPU the catalog lacks. Its
-    fabric and placement group: :func:`scheduler.gateways.kube.fabrics.node_fabric`."""
+    fabric and placement group: :func:`scheduler.gateways.kube.fabrics.node_fabric`; its interruption notice,
+    from its taints and conditions: :func:`scheduler.gateways.kube.labels.interruption_of` (a graceful
+    shutdown's deadline ``shutdown_grace_s`` after the kubelet reported it)."""
     labels, annotations = labels_of(raw), annotations_of(raw)
     product = labels.get(GPU_PRODUCT, "")
     count = int_or_none(labels.get(GPU_COUNT)) or int_or_none(
@@ -78,10 +83,11 @@ def node_observation(
         return None
     spec, status = raw.get("spec") or {}, raw.get("status") or {}
     taints = [taint_of(t) for t in spec.get("taints") or []]
-    ready = any(c.get("type") == "Ready" and c.get("status") == "True" for c in status.get("conditions") or [])
+    conditions = [condition_of(c) for c in status.get("conditions") or []]
+    ready = any(c.type == "Ready" and c.status == "True" for c in conditions)
     flow = flow_of(annotations, model, count)
     mig = mig_status(flow, labels, mig_config_timeout_s)
-    interruption = interruption_of(taints, now)
+    interruption = interruption_of(taints, now, conditions, shutdown_grace_s=shutdown_grace_s)
     # Under the single strategy GFD renames the product "<model>-MIG-<profile>": its MIG devices are all
     # called nvidia.com/gpu, which cannot express a placement; Microcosm needs the mixed strategy.
     single = "-MIG-" in product.upper()
@@ -166,13 +172,31 @@ def int_or_none(value: object) -> int | None:
         return None
 
 
-def taint_of(raw: Mapping[str, Any]) -> Taint:
-    added = raw.get("timeAdded")
+def _epoch(value: object) -> float | None:
+    """An API timestamp (RFC 3339) as epoch seconds; None when absent or unreadable."""
     try:
-        added_at = datetime.fromisoformat(str(added).replace("Z", "+00:00")).timestamp() if added else None
+        return datetime.fromisoformat(str(value).replace("Z", "+00:00")).timestamp() if value else None
     except ValueError:
-        added_at = None
-    return Taint(key=raw.get("key", ""), value=raw.get("value") or "", effect=raw.get("effect", ""), added_at=added_at)
+        return None
+
+
+def taint_of(raw: Mapping[str, Any]) -> Taint:
+    return Taint(
+        key=raw.get("key", ""),
+        value=raw.get("value") or "",
+        effect=raw.get("effect", ""),
+        added_at=_epoch(raw.get("timeAdded")),
+    )
+
+
+def condition_of(raw: Mapping[str, Any]) -> Condition:
+    return Condition(
+        type=str(raw.get("type", "")),
+        status=str(raw.get("status", "")),
+        reason=str(raw.get("reason") or ""),
+        message=str(raw.get("message") or ""),
+        since=_epoch(raw.get("lastTransitionTime")),
+    )
 
 
 def gpu_units(model: str, devices: Iterable[Device]) -> float:

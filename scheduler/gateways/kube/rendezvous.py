@@ -12,6 +12,12 @@ import; docs/distributed-training.md; docs/gpu-facts.md, Running a multi-node tr
   starting one process per GPU, ``NNODES`` (= replicas), ``NODE_RANK`` (= replica) and ``NPROC_PER_NODE`` (the
   replica's GPUs, a MIG instance counting one). Under ``torchrun`` ``WORLD_SIZE`` and ``RANK`` count processes
   and torchrun sets them for its children itself.
+- The same values under the names Kubeflow's training operator gives them (kubeflow/training-operator
+  ``pkg/controller.v1/pytorch/envvar.go`` and ``master.go``: ``PET_NNODES`` = replicas, ``PET_NODE_RANK`` = the
+  replica, ``PET_NPROC_PER_NODE``, ``PET_MASTER_ADDR``, ``PET_MASTER_PORT``). ``torchrun`` reads every option it
+  is not given from ``PET_<OPTION>`` (pytorch, ``env`` in torch.distributed's argparse_util module), so an image
+  built for a PyTorchJob that runs a bare ``torchrun <script>`` joins one world of every pod instead of starting
+  one world per pod on ``127.0.0.1``.
 - Everything here follows from the job, its replica and its namespace only, so a requeued gang bound again on
   other nodes gets exactly the same rendezvous. A single-replica job gets none of it.
 """
@@ -60,16 +66,23 @@ def pod_rendezvous(request: BindRequest, placement: ReplicaPlacement, *, port: i
     if not needs_rendezvous(request):
         return PodRendezvous()
     replicas = len(request.placements)
+    master = replica_address(request.job, 0, request.namespace)
+    nproc = str(len(placement.devices))
     return PodRendezvous(
         spec={"hostname": replica_hostname(request.job, placement.replica), "subdomain": service_name(request.job)},
         env={
-            "MASTER_ADDR": replica_address(request.job, 0, request.namespace),
+            "MASTER_ADDR": master,
             "MASTER_PORT": str(port),
             "WORLD_SIZE": str(replicas),
             "RANK": str(placement.replica),
             "NNODES": str(replicas),
             "NODE_RANK": str(placement.replica),
-            "NPROC_PER_NODE": str(len(placement.devices)),
+            "NPROC_PER_NODE": nproc,
+            "PET_MASTER_ADDR": master,
+            "PET_MASTER_PORT": str(port),
+            "PET_NNODES": str(replicas),
+            "PET_NODE_RANK": str(placement.replica),
+            "PET_NPROC_PER_NODE": nproc,
         },
     )
 
