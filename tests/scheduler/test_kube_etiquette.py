@@ -40,7 +40,9 @@ def clock() -> ManualClock:
 
 @pytest.fixture
 def gateway(cluster, clock) -> KubeGateway:
-    gateway = KubeGateway(cluster.new_api_client(), namespace_create=True, clock=clock, sleep=lambda _s: None, request_timeout_s=2.0)
+    gateway = KubeGateway(
+        cluster.new_api_client(), namespace_create=True, clock=clock, sleep=lambda _s: None, request_timeout_s=2.0
+    )
     cluster.add_node("gpu-a", H100)
     gateway.namespace_ensure(namespace="team-nlp", team="nlp")
     return gateway

@@ -42,7 +42,9 @@ ALLOCATABLE = {"nvidia.com/gpu": "8", "cpu": "220", "memory": "2080000000Ki"}
 
 @pytest.fixture
 def gateway(cluster) -> KubeGateway:
-    gateway = KubeGateway(cluster.new_api_client(), namespace_create=True, clock=lambda: 1_800_000_000.0, sleep=lambda s: None)
+    gateway = KubeGateway(
+        cluster.new_api_client(), namespace_create=True, clock=lambda: 1_800_000_000.0, sleep=lambda s: None
+    )
     gateway.namespace_ensure(namespace=NAMESPACE, team="nlp")
     cluster.add_node("gpu-a", H100_ONE_LEAF, capacity=CAPACITY, allocatable=ALLOCATABLE)
     return gateway

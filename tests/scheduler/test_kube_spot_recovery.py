@@ -208,7 +208,7 @@ def test_a_gke_or_aks_notice_drains_the_node_with_a_grace_inside_its_budget(
     """The loop's usual 30 s grace is longer than either budget: the notice's deadline must cut it, so the job's
     SIGTERM save ends before the kubelet's own kill (or Azure's eviction)."""
     cluster.add_node("spot-1", {**H100, **labels}, allocatable={"nvidia.com/gpu": "8"})
-    gateway = KubeGateway(cluster.new_api_client(), sleep=lambda _s: None)
+    gateway = KubeGateway(cluster.new_api_client(), namespace_create=True, sleep=lambda _s: None)
     gpu_models_sync()
     cluster_sync(observation=gateway.observe())
     team = team_seed(guaranteed=8, burst=8)
