@@ -34,6 +34,8 @@ import attrs
 import kmock
 from kubernetes import client
 
+from tests.scheduler.kube_harness import api_server as api_server_harness
+
 _NAMESPACE_PATH = re.compile(r"^/api/v1/namespaces(?:/([^/]+))?/?$")
 _POD_LOG_PATH = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/log/?$")
 PODS = "v1/pods"
@@ -87,9 +89,12 @@ class GatewayEmulator(kmock.KubernetesEmulator):
     pod_logs: dict[tuple[str, str], str] = attrs.field(factory=dict)  # (namespace, pod) -> what it wrote
     interceptors: list[Interceptor] = attrs.field(factory=list)
     bind_hooks: list[BindHook] = attrs.field(factory=list)
+    # LIST and WATCH with resourceVersions, paging and selectors (tests/scheduler/kube_harness/api_server.py)
+    api_server: api_server_harness.ApiServer = attrs.field(factory=api_server_harness.ApiServer)
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
+        api_server_harness.install(self, self.api_server)
         for resource, namespaced in (
             (PODS, True),
             ("v1/nodes", False),
@@ -242,6 +247,22 @@ class Cluster:
     def clear_log(self) -> None:
         assert self.handler is not None
         self.handler.log.clear()
+
+    def seed(self, resource: str, objects: list[dict[str, Any]]) -> None:
+        """Put many objects straight into the store (thousands of POSTs would be slow), versioned at once."""
+        assert self.handler is not None and self._loop is not None
+        handler = self.handler
+
+        def put() -> None:
+            for obj in objects:
+                meta = obj["metadata"]
+                handler.objects[kmock.resource(resource), meta.get("namespace"), meta["name"]] = obj
+            handler.api_server.sync(handler, force=True)
+
+        done = threading.Event()
+        self._loop.call_soon_threadsafe(lambda: (put(), done.set()))
+        if not done.wait(60):
+            raise RuntimeError("seeding the emulator took over 60 s")
 
     # -- seeding and inspecting, over HTTP -----------------------------------------------------------------
 
