@@ -51,6 +51,7 @@ class KubernetesSettings(TypedDict):
     gke_networks: list[str]
     rendezvous_port: int
     shm_fraction: float
+    cache_sync_timeout_s: int
 
 
 class SchedulerSettings(TypedDict):
@@ -186,6 +187,9 @@ KUBERNETES: KubernetesSettings = {
     "rendezvous_port": env_int("KUBE_RENDEZVOUS_PORT", default=29500, minimum=1, maximum=65535),
     # Each GPU pod's /dev/shm: this share of its node's memory per GPU, times the GPUs the pod holds.
     "shm_fraction": env_float("KUBE_SHM_FRACTION", default=0.5, minimum=0.0, maximum=1.0),
+    # How long a read waits for the node and pod caches' first paged LIST (docs/deploy.md, Memory and API
+    # traffic) before the cycle is retried.
+    "cache_sync_timeout_s": env_int("KUBE_CACHE_SYNC_TIMEOUT_S", default=120, minimum=5, maximum=3600),
 }
 if KUBERNETES["shm_fraction"] <= 0:
     raise EnvError(

@@ -34,6 +34,7 @@ import attrs
 import kmock
 from kubernetes import client
 
+from scheduler.gateways.kube import informer
 from tests.scheduler.kube_harness import api_server as api_server_harness
 
 _NAMESPACE_PATH = re.compile(r"^/api/v1/namespaces(?:/([^/]+))?/?$")
@@ -215,12 +216,18 @@ class Cluster:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
         async with GatewayEmulator() as handler, kmock.Server(handler) as server:
+            # Bookmarks far more often than the real server's minute: a consistent read (KubeClient) waits for
+            # its cache to reach the server's version, which a bookmark brings when nothing of its kind changed.
+            handler.api_server.bookmark_interval_s = 0.005
             self.handler = handler
             self.url = str(server.url).rstrip("/")
             self._ready.set()
             await self._stop.wait()
 
     def close(self) -> None:
+        if self.handler is not None:
+            self.handler.api_server.closed = True  # end the open watches, or the server waits for them
+        informer.stop_all()  # the gateways' caches: their server is going
         if self._loop is not None and self._stop is not None:
             self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(10)

@@ -89,6 +89,7 @@ class ApiServer:
     _log_length: int = -1
     _changed_at: float = 0.0
     _waiters: list[asyncio.Event] = field(default_factory=list)
+    closed: bool = False  # the server is shutting down: open watches end (as on an API server's restart)
 
     # -- versions ---------------------------------------------------------------------------------------
 
@@ -103,7 +104,7 @@ class ApiServer:
         elif not force and now - self._changed_at > 1.0:
             return  # no request for a second: kmock has finished every write it was asked for
         changed = False
-        objects: dict[Any, Any] = emulator.objects._objects  # noqa: SLF001 (kmock's own dict: no copies)
+        objects: dict[Any, Any] = emulator.objects._objects  # kmock's own dict: no copies
         for key, obj in objects.items():
             length = len(obj.history)
             seen = self._seen.get(key)
@@ -250,7 +251,7 @@ class ApiServer:
 
         if version == "0":
             sent = self.revision
-            for _key_, obj in sorted(self._current(emulator, plural), key=lambda item: _key(item[1])):
+            for _obj_key, obj in sorted(self._current(emulator, plural), key=lambda item: _key(item[1])):
                 if wanted(obj):
                     await send({"type": "ADDED", "object": obj})
         else:
@@ -265,6 +266,7 @@ class ApiServer:
         self._waiters.append(waiter)
         deadline = time.monotonic() + timeout
         next_bookmark = time.monotonic() + self.bookmark_interval_s
+        told = sent  # the newest version the client has been given (by an event or a bookmark)
         try:
             while True:
                 for event in [e for e in self.events if e.revision > sent and e.plural == plural]:
@@ -274,15 +276,18 @@ class ApiServer:
                         kind = "ADDED" if now_in else "DELETED"
                     if now_in or (was_in and kind == "DELETED"):
                         await send({"type": kind, "object": event.obj})
+                        told = event.revision
                     sent = event.revision
                 now = time.monotonic()
+                if self.closed:
+                    break
                 if now >= deadline:
                     if bookmarks:  # cacher: a last bookmark before the timeout, so the client resumes from it
                         await send(_bookmark(plural, self.revision))
                     break
-                if bookmarks and now >= next_bookmark:
+                if bookmarks and now >= next_bookmark and self.revision > told:
                     await send(_bookmark(plural, self.revision))
-                    sent = max(sent, self.revision)
+                    told = sent = max(sent, self.revision)
                     next_bookmark = now + self.bookmark_interval_s
                 waiter.clear()
                 try:
@@ -308,7 +313,7 @@ def install(emulator: GatewayEmulator, server: ApiServer) -> None:
             server.sync(emulator, force=True)
             await super().put(*items)
 
-    emulator._buses = collections.defaultdict(VersioningBus)  # noqa: SLF001 (kmock has no hook for this)
+    emulator._buses = collections.defaultdict(VersioningBus)  # kmock has no hook for this
     emulator.interceptors.insert(0, server)
 
 
