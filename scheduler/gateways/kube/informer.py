@@ -111,7 +111,7 @@ class Informer:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.lists = 0  # how many times the informer listed (first sync and every relist)
-        self.last_error = ""
+        self.last_error = ""  # why it last listed again (kept after the list succeeds: for logs and tests)
         self._failure: BaseException | None = None  # why the last list failed, until one succeeds
 
     # -- readers -----------------------------------------------------------------------------------------
@@ -204,7 +204,6 @@ class Informer:
         with self._changed:
             self._store, self._version, self._synced, self._failure = store, version, True, None
             self.lists += 1
-            self.last_error = ""
             self._changed.notify_all()
 
     def _watch(self) -> None:

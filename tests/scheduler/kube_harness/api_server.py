@@ -89,7 +89,8 @@ class ApiServer:
     _log_length: int = -1
     _changed_at: float = 0.0
     _waiters: list[asyncio.Event] = field(default_factory=list)
-    closed: bool = False  # the server is shutting down: open watches end (as on an API server's restart)
+    closed: bool = False  # the server is shutting down: open watches end
+    generation: int = 0  # :meth:`end_watches` moves it on: the watches opened before end
 
     # -- versions ---------------------------------------------------------------------------------------
 
@@ -150,6 +151,10 @@ class ApiServer:
         """What etcd's periodic compaction does (kube-apiserver ``--etcd-compaction-interval``, 5 min by
         default): every continue token issued so far expires."""
         self.compacted = self.revision
+
+    def end_watches(self) -> None:
+        """End every open watch cleanly, as an API server's restart or a load balancer's idle cut does."""
+        self.generation += 1
 
     def forget_history(self) -> None:
         """The watch cache rolls over: every version up to now is too old to watch from."""
@@ -267,6 +272,7 @@ class ApiServer:
         deadline = time.monotonic() + timeout
         next_bookmark = time.monotonic() + self.bookmark_interval_s
         told = sent  # the newest version the client has been given (by an event or a bookmark)
+        generation = self.generation
         try:
             while True:
                 for event in [e for e in self.events if e.revision > sent and e.plural == plural]:
@@ -279,7 +285,7 @@ class ApiServer:
                         told = event.revision
                     sent = event.revision
                 now = time.monotonic()
-                if self.closed:
+                if self.closed or self.generation != generation:
                     break
                 if now >= deadline:
                     if bookmarks:  # cacher: a last bookmark before the timeout, so the client resumes from it
