@@ -144,7 +144,7 @@ class KubeClient:
         wanted = [self._written.get(resource)]
         if self.consistent_reads:
             method = self.core.list_node if resource == "nodes" else self.core.list_pod_for_all_namespaces
-            selector = {} if resource == "nodes" else {"label_selector": OUR_PODS}
+            selector: dict[str, Any] = {} if resource == "nodes" else {"label_selector": OUR_PODS}
             probe = self.call(f"read the {resource}' resourceVersion", method, limit=1, **selector)
             wanted.append((probe.get("metadata") or {}).get("resourceVersion"))
         for version in wanted:
@@ -531,7 +531,7 @@ class _ListWatchSource:
         self._owner = weakref.ref(owner)
         self._what = what
         self._method = method
-        self._selector = {"label_selector": selector} if selector else {}
+        self._selector: dict[str, Any] = {"label_selector": selector} if selector else {}
 
     def _client(self) -> KubeClient:
         owner = self._owner()
@@ -574,6 +574,13 @@ class _ListWatchSource:
                     yield json.loads(line)
         finally:
             response.release_conn()
+
+
+def api_client_for(url: str) -> client.ApiClient:
+    """An API client for the server at ``url`` without credentials (the test emulator, a benchmark)."""
+    configuration = client.Configuration(host=url)
+    configuration.retries = 0  # KubeClient retries itself
+    return client.ApiClient(configuration)
 
 
 def _api_client_from_environment() -> client.ApiClient:

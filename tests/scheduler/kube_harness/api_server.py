@@ -300,8 +300,8 @@ class ApiServer:
                     await asyncio.wait_for(waiter.wait(), min(self.poll_s, max(deadline - now, 0.001)))
                 except TimeoutError:
                     self.sync(emulator)
-        except (ConnectionResetError, asyncio.CancelledError):
-            raise
+        except ConnectionResetError:  # the client went away (closed its watch): nothing more to send
+            return stream
         finally:
             self._waiters.remove(waiter)
         await stream.write_eof()
