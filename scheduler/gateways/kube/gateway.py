@@ -13,6 +13,13 @@ checkpoint claims, the jobs' report Secrets and the manifest fallback are the
 Service (:mod:`scheduler.gateways.kube.rendezvous`) is created before its pods and deleted with them when the job
 ends, like its report Secret; every pod's ``/dev/shm`` is sized from its node here
 (:mod:`scheduler.gateways.kube.shared_memory`).
+
+Nodes and Microcosm's pods are read from the client's list-then-watch caches
+(:mod:`scheduler.gateways.kube.informer`): ``observe()`` and the MIG flow make no LIST once they have synced. A
+bind's checks read what they decide on from the server itself: the node by a GET, the pods on it by a LIST the
+server filters by ``spec.nodeName``. ``consistent_reads`` (on by default, off in :func:`gateway_from_settings`)
+makes each cached read wait until the cache has reached the server's current resourceVersion: what tests that
+change the cluster between two calls need; a worker 10 s apart from its last cycle does not.
 """
 
 from __future__ import annotations
@@ -92,6 +99,8 @@ class KubeGateway:
 
     ``api_client`` defaults to the in-cluster service account, else ``KUBECONFIG``/``~/.kube/config``
     (:func:`gateway_from_settings`). ``clock`` and ``sleep`` are injectable so tests need no real waits.
+    ``consistent_reads`` and ``cache_sync_timeout_s``: the caches' (module doc, and
+    :class:`~scheduler.gateways.kube.client.KubeClient`).
     """
 
     name = "kubernetes"
