@@ -60,6 +60,7 @@ class KubernetesSettings(TypedDict):
     pod_security_level: str
     pod_security_team_levels: dict[str, str]
     node_shutdown_grace_s: float
+    cache_sync_timeout_s: int
 
 
 class SchedulerSettings(TypedDict):
@@ -217,6 +218,9 @@ KUBERNETES: KubernetesSettings = {
     # shutdownGracePeriodCriticalPods; GKE: 15 s): a shutdown notice's deadline, inside which the loop's eviction
     # grace is cut (docs/deploy.md, Spot notices).
     "node_shutdown_grace_s": env_float("KUBE_NODE_SHUTDOWN_GRACE_S", default=15.0, minimum=1.0, maximum=3600.0),
+    # How long a read waits for the node and pod caches' first paged LIST (docs/deploy.md, Memory and API
+    # traffic) before the cycle is retried.
+    "cache_sync_timeout_s": env_int("KUBE_CACHE_SYNC_TIMEOUT_S", default=120, minimum=5, maximum=3600),
 }
 for _item in env_list("KUBE_POD_SECURITY_TEAM_LEVELS", default=[]):
     _team, _sep, _level = _item.partition("=")

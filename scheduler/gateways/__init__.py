@@ -9,6 +9,7 @@ The protocol every gateway implements is :mod:`scheduler.gateways.protocol`. ``s
 from __future__ import annotations
 
 import importlib
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -22,10 +23,24 @@ KUBE_MODULE = "scheduler.gateways.kube.gateway"
 
 _override_lock = threading.Lock()
 _override: ClusterGateway | None = None
+# The Kubernetes gateway of this process: one API client (one connection pool) and one pair of node and pod
+# caches per process, not per call. A forked child (a Celery prefork worker) must not share its parent's sockets
+# or watch threads (threads do not survive a fork): it builds its own.
+_kube_lock = threading.Lock()
+_kube: tuple[int, ClusterGateway] | None = None
+
+
+def _forget_kube_after_fork() -> None:
+    global _kube, _kube_lock
+    _kube, _kube_lock = None, threading.Lock()  # the parent's lock may have been held at the fork
+
+
+os.register_at_fork(after_in_child=_forget_kube_after_fork)
 
 
 def gateway_get() -> ClusterGateway:
-    """The configured gateway (a fresh one per call: gateways hold no state a cycle must share).
+    """The configured gateway: the simulated fleet afresh per call (it holds no state a cycle must share); the
+    Kubernetes gateway once per process, for its connection pool and caches.
 
     Raises :class:`GatewayNotConfigured` when the Kubernetes backend is asked for and cannot be loaded.
     """
@@ -38,6 +53,16 @@ def gateway_get() -> ClusterGateway:
         from scheduler.gateways.simulated import FleetSettings, SimulatedFleet
 
         return SimulatedFleet(FleetSettings.from_mapping(settings.SCHEDULER))
+    global _kube
+    with _kube_lock:
+        if _kube is not None and _kube[0] == os.getpid():  # the pid also catches a fork the hook missed
+            return _kube[1]
+        gateway = _kube_gateway()
+        _kube = (os.getpid(), gateway)
+        return gateway
+
+
+def _kube_gateway() -> ClusterGateway:
     try:
         module = importlib.import_module(KUBE_MODULE)
     except ModuleNotFoundError as exc:

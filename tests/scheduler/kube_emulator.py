@@ -36,6 +36,9 @@ import attrs
 import kmock
 from kubernetes import client
 
+from scheduler.gateways.kube import informer
+from tests.scheduler.kube_harness import api_server as api_server_harness
+
 _NAMESPACE_PATH = re.compile(r"^/api/v1/namespaces(?:/([^/]+))?/?$")
 _POD_LOG_PATH = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/log/?$")
 PODS = "v1/pods"
@@ -91,9 +94,12 @@ class GatewayEmulator(kmock.KubernetesEmulator):
     pod_logs: dict[tuple[str, str], str] = attrs.field(factory=dict)  # (namespace, pod) -> what it wrote
     interceptors: list[Interceptor] = attrs.field(factory=list)
     bind_hooks: list[BindHook] = attrs.field(factory=list)
+    # LIST and WATCH with resourceVersions, paging and selectors (tests/scheduler/kube_harness/api_server.py)
+    api_server: api_server_harness.ApiServer = attrs.field(factory=api_server_harness.ApiServer)
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
+        api_server_harness.install(self, self.api_server)
         for resource, namespaced in (
             (PODS, True),
             ("v1/nodes", False),
@@ -235,12 +241,18 @@ class Cluster:
         self._loop = asyncio.get_running_loop()
         self._stop = asyncio.Event()
         async with GatewayEmulator() as handler, kmock.Server(handler) as server:
+            # Bookmarks far more often than the real server's minute: a consistent read (KubeClient) waits for
+            # its cache to reach the server's version, which a bookmark brings when nothing of its kind changed.
+            handler.api_server.bookmark_interval_s = 0.005
             self.handler = handler
             self.url = str(server.url).rstrip("/")
             self._ready.set()
             await self._stop.wait()
 
     def close(self) -> None:
+        if self.handler is not None:
+            self.handler.api_server.closed = True  # end the open watches, or the server waits for them
+        informer.stop_all()  # the gateways' caches: their server is going
         if self._loop is not None and self._stop is not None:
             self._loop.call_soon_threadsafe(self._stop.set)
         self._thread.join(10)
@@ -267,6 +279,22 @@ class Cluster:
     def clear_log(self) -> None:
         assert self.handler is not None
         self.handler.log.clear()
+
+    def seed(self, resource: str, objects: list[dict[str, Any]]) -> None:
+        """Put many objects straight into the store (thousands of POSTs would be slow), versioned at once."""
+        assert self.handler is not None and self._loop is not None
+        handler = self.handler
+
+        def put() -> None:
+            for obj in objects:
+                meta = obj["metadata"]
+                handler.objects[kmock.resource(resource), meta.get("namespace"), meta["name"]] = obj
+            handler.api_server.sync(handler, force=True)
+
+        done = threading.Event()
+        self._loop.call_soon_threadsafe(lambda: (put(), done.set()))
+        if not done.wait(60):
+            raise RuntimeError("seeding the emulator took over 60 s")
 
     # -- seeding and inspecting, over HTTP -----------------------------------------------------------------
 

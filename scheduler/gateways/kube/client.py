@@ -13,6 +13,14 @@ Secrets and their headless Services) and turns the API server's failures into th
   ResourceQuota, LimitRange, Pod Security or webhook refusal, and an invalid object, refuse that object: a
   :class:`~scheduler.errors.GatewayConflict` whose message says what refused and how to fix it.
 
+Nodes and Microcosm's pods (cluster-wide) are read from :class:`~scheduler.gateways.kube.informer.Informer` caches
+the client starts on first use: one paged LIST each, then a WATCH, instead of a LIST per read. A read sees this
+client's own writes: it waits until the cache has applied the resourceVersion the server gave each node patch,
+pod creation and deletion (and, after a binding, whose answer carries none, the version a GET of the pod reads).
+With ``consistent_reads`` every read also asks the server for its current resourceVersion (a LIST with
+``limit=1``) and waits until the cache has reached it (through events or bookmarks): what a test that changes the
+cluster between two calls needs; in production the caches lag the cluster by the watch's latency only.
+
 Reads take the API's raw JSON (``_preload_content=False``): the pure modules work on plain dicts and a
 large cluster's pod list is not validated model by model. Writes send the client's models, so a malformed
 manifest fails client-side before it reaches the cluster.
@@ -24,19 +32,23 @@ import contextlib
 import json
 import logging
 import math
+import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+import weakref
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from email.utils import parsedate_to_datetime
 from typing import Any
 
 import urllib3
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
+from kubernetes.watch.watch import iter_resp_lines
 
 from scheduler.core.state import MigLayout
 from scheduler.errors import GatewayConflict, GatewayError, GatewayNotConfigured, GatewayRetryable
 from scheduler.gateways.kube.events import Write as EventWrite
 from scheduler.gateways.kube.grace import grace_to_send
+from scheduler.gateways.kube.informer import PAGE_SIZE, Expired, Informer, SourceGone, compact_node, compact_pod
 from scheduler.gateways.kube.labels import MIG_CONFIG
 from scheduler.gateways.kube.mig import (
     ADDED_ANNOTATION,
@@ -95,6 +107,10 @@ class KubeClient:
         backoff_s: float = 0.5,
         max_backoff_s: float = 30.0,
         sleep: Callable[[float], None] = time.sleep,
+        consistent_reads: bool = True,
+        sync_timeout_s: float = 60.0,
+        page_size: int = PAGE_SIZE,
+        watch_timeout_s: int = 300,
     ) -> None:
         self.api = api_client or _api_client_from_environment()
         self.core = client.CoreV1Api(self.api)
@@ -106,6 +122,67 @@ class KubeClient:
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
         self.sleep = sleep
+        self.consistent_reads = consistent_reads
+        self.sync_timeout_s = sync_timeout_s
+        self.page_size = page_size
+        self.watch_timeout_s = watch_timeout_s
+        self._informers: dict[str, Informer] = {}
+        self._informers_lock = threading.Lock()
+        self._written: dict[str, str] = {}  # resource -> the resourceVersion of this client's last write to it
+
+    # -- the caches (scheduler.gateways.kube.informer) -------------------------------------------------------
+
+    def informer(self, resource: str) -> Informer:
+        """The cache of ``resource`` ("nodes" or "pods": Microcosm's, cluster-wide), started on first use."""
+        with self._informers_lock:
+            found = self._informers.get(resource)
+            if found is None:
+                if resource == "nodes":
+                    source = _ListWatchSource(self, "list nodes", "list_node", "")
+                    found = Informer("nodes", source, compact=compact_node)
+                else:
+                    source = _ListWatchSource(self, "list Microcosm's pods", "list_pod_for_all_namespaces", OUR_PODS)
+                    found = Informer("Microcosm's pods", source, compact=compact_pod)
+                found.page_size = self.page_size
+                found.sync_timeout_s = self.sync_timeout_s
+                found.watch_timeout_s = self.watch_timeout_s
+                found.max_backoff_s = self.max_backoff_s
+                weakref.finalize(self, found.stop)  # the thread holds no reference to this client
+                self._informers[resource] = found
+                found.start()
+            return found
+
+    def close(self) -> None:
+        """Stop the caches' watch threads (a worker's gateway lives as long as its process: tests and forks)."""
+        with self._informers_lock:
+            for informer in self._informers.values():
+                informer.stop()
+            self._informers.clear()
+
+    def cached(self, resource: str) -> list[dict[str, Any]]:
+        """The cache of ``resource`` once it has applied this client's last write to it (and, with
+        ``consistent_reads``, everything the server had when this was called)."""
+        informer = self.informer(resource)
+        informer.items()  # the first sync first: its failures are the read's
+        wanted = [self._written.get(resource)]
+        if self.consistent_reads:
+            method = self.core.list_node if resource == "nodes" else self.core.list_pod_for_all_namespaces
+            selector: dict[str, Any] = {} if resource == "nodes" else {"label_selector": OUR_PODS}
+            probe = self.call(f"read the {resource}' resourceVersion", method, limit=1, **selector)
+            wanted.append((probe.get("metadata") or {}).get("resourceVersion"))
+        for version in wanted:
+            if version and not informer.wait_for(version, self.sync_timeout_s):
+                raise GatewayRetryable(
+                    f"the {informer.what} cache has not reached resourceVersion {version} within "
+                    f"{self.sync_timeout_s:g} s (at {informer.resource_version or 'none'})"
+                )
+        return informer.items()
+
+    def _wrote(self, resource: str, answer: Any) -> None:
+        """Remember the resourceVersion a write's answer carries: the next read of ``resource`` waits for it."""
+        version = ((answer or {}).get("metadata") or {}).get("resourceVersion") if isinstance(answer, dict) else None
+        if version:
+            self._written[resource] = str(version)
 
     # -- calling the API -------------------------------------------------------------------------------------
 
@@ -134,6 +211,8 @@ class KubeClient:
                     raise ApiNotFound(f"{what}: {detail}") from None
                 if exc.status == 409:
                     raise ApiConflict(f"{what}: {detail}") from None
+                if exc.status == 410:  # a resourceVersion or continue token older than the server keeps
+                    raise Expired(f"{what}: {detail}") from None
                 if exc.status == 429 or exc.status >= 500 or exc.status == 0:
                     delay = _retry_after(exc) if exc.status == 429 else None
                 else:  # 400, 401, 403, 422…: retrying cannot help; what refused decides whose fault it is
@@ -156,7 +235,8 @@ class KubeClient:
     # -- nodes -----------------------------------------------------------------------------------------------
 
     def nodes(self) -> list[dict[str, Any]]:
-        return self.items("list nodes", self.core.list_node)
+        """Every node, from the cache (module doc)."""
+        return self.cached("nodes")
 
     def node_read(self, node: str) -> dict[str, Any]:
         try:
@@ -167,7 +247,8 @@ class KubeClient:
 
     def node_patch(self, node: str, body: Mapping[str, Any]) -> None:
         try:
-            self.call(f"patch node {node}", self.core.patch_node, node, dict(body), _content_type=MERGE_PATCH)
+            answer = self.call(f"patch node {node}", self.core.patch_node, node, dict(body), _content_type=MERGE_PATCH)
+            self._wrote("nodes", answer)
         except ApiNotFound:
             raise GatewayConflict(f"node {node} is not in the cluster") from None
         except ApiConflict as exc:
@@ -176,10 +257,11 @@ class KubeClient:
     # -- pods ------------------------------------------------------------------------------------------------
 
     def pods_ours(self, namespace: str | None = None, job: str | None = None) -> list[dict[str, Any]]:
-        """Microcosm's pods (of one job); labels are checked here too, not only by the selector."""
+        """Microcosm's pods (of one job); labels are checked here too, not only by the selector. Cluster-wide, from
+        the cache (module doc); of one job in one namespace, a LIST the server filters by the job's label."""
         selector = OUR_PODS if job is None else f"{OUR_PODS},{JOB_LABEL}={job}"
         if namespace is None:
-            pods = self.items("list Microcosm's pods", self.core.list_pod_for_all_namespaces, label_selector=selector)
+            pods = [pod for pod in self.cached("pods") if job is None or labels_of(pod).get(JOB_LABEL) == job]
         else:
             pods = self.items(
                 f"list pods of job {job} in {namespace}",
@@ -223,6 +305,7 @@ class KubeClient:
                 namespace,
                 client.V1Pod.from_dict(manifest),
             )
+            self._wrote("pods", created)
         except ApiConflict:
             # A retried POST whose first attempt did reach the server, or a concurrent worker: fine if it
             # is this replica's fresh pod, otherwise the name is taken by something we must not touch.
@@ -268,6 +351,14 @@ class KubeClient:
                 raise GatewayConflict(
                     f"pod {namespace}/{name} is bound to {node_of(found)}, not {node}: {exc}"
                 ) from None
+            self._wrote("pods", found)
+            return
+        # A binding's answer is a Status without the pod's new resourceVersion: read it, so that the next read
+        # of the cache waits until the watch has brought the bound pod.
+        with contextlib.suppress(ApiNotFound, ApiConflict, GatewayRetryable):
+            self._wrote(
+                "pods", self.call(f"read pod {namespace}/{name}", self.core.read_namespaced_pod, name, namespace)
+            )
 
     def pod_delete(self, pod: Mapping[str, Any], *, grace_s: float | None = None) -> None:
         """Delete ``pod`` with its own termination grace, or ``grace_s`` when that is shorter (a deadline):
@@ -276,7 +367,7 @@ class KubeClient:
         grace = grace_to_send(pod, grace_s)
         query: dict[str, Any] = {} if grace is None else {"grace_period_seconds": grace}  # None: the pod's own
         try:
-            self.call(
+            answer = self.call(
                 f"delete pod {namespace}/{name}",
                 self.core.delete_namespaced_pod,
                 name,
@@ -284,6 +375,8 @@ class KubeClient:
                 **query,
                 body=client.V1DeleteOptions(grace_period_seconds=grace, propagation_policy="Background"),
             )
+            if labels_of(pod).get(MANAGED_BY) == SCHEDULER_NAME:
+                self._wrote("pods", answer)  # the deleted (or terminating) pod, at its deletion's version
         except ApiNotFound:
             pass  # already gone: evicted is evicted
         except ApiConflict as exc:
@@ -554,6 +647,66 @@ class KubeClient:
 def uid_of(obj: Mapping[str, Any]) -> str:
     """An object's ``metadata.uid`` ("" when the server gave none)."""
     return str((obj.get("metadata") or {}).get("uid") or "")
+
+
+class _ListWatchSource:
+    """An informer's LIST and WATCH (:class:`~scheduler.gateways.kube.informer.ListWatch`) through a client it holds
+    weakly: the watch thread must not keep a dropped client (and its connection pool) alive."""
+
+    def __init__(self, owner: KubeClient, what: str, method: str, selector: str) -> None:
+        self._owner = weakref.ref(owner)
+        self._what = what
+        self._method = method
+        self._selector: dict[str, Any] = {"label_selector": selector} if selector else {}
+
+    def _client(self) -> KubeClient:
+        owner = self._owner()
+        if owner is None:
+            raise SourceGone(f"the client that {self._what} is gone")
+        return owner
+
+    def list_page(self, *, limit: int, continue_token: str | None) -> Mapping[str, Any]:
+        owner = self._client()
+        paging: dict[str, Any] = {"limit": limit} if limit else {}
+        if continue_token:
+            paging["_continue"] = continue_token
+        answer: Mapping[str, Any] = owner.call(
+            self._what, getattr(owner.core, self._method), **paging, **self._selector
+        )
+        return answer
+
+    def watch(self, *, resource_version: str, timeout_s: int) -> Iterator[Mapping[str, Any]]:
+        owner = self._client()
+        method = getattr(owner.core, self._method)
+        try:
+            response = method(
+                watch=True,
+                resource_version=resource_version,
+                allow_watch_bookmarks=True,
+                timeout_seconds=timeout_s,
+                _preload_content=False,
+                # (connect, read): the server ends the stream at timeout_s; a read that waits longer is a dead one
+                _request_timeout=(owner.request_timeout_s, timeout_s + owner.request_timeout_s),
+                **self._selector,
+            )
+        except ApiException as exc:
+            if exc.status == 410:
+                raise Expired(_api_message(exc)) from None
+            raise
+        del owner  # the stream may last minutes: hold no reference to the client meanwhile
+        try:
+            for line in iter_resp_lines(response):
+                if line.strip():
+                    yield json.loads(line)
+        finally:
+            response.release_conn()
+
+
+def api_client_for(url: str) -> client.ApiClient:
+    """An API client for the server at ``url`` without credentials (the test emulator, a benchmark)."""
+    configuration = client.Configuration(host=url)
+    configuration.retries = 0  # KubeClient retries itself
+    return client.ApiClient(configuration)
 
 
 def _api_client_from_environment() -> client.ApiClient:

@@ -15,6 +15,14 @@ ends, like its report Secret; every pod's ``/dev/shm`` is sized from its node he
 (:mod:`scheduler.gateways.kube.shared_memory`). A Binding names its pod's UID; a pod is stopped within its own
 termination grace unless a deadline is shorter (:mod:`scheduler.gateways.kube.grace`); binds, evictions and why
 jobs wait are recorded as Events (:mod:`scheduler.gateways.kube.events`, best effort).
+(:mod:`scheduler.gateways.kube.shared_memory`).
+
+Nodes and Microcosm's pods are read from the client's list-then-watch caches
+(:mod:`scheduler.gateways.kube.informer`): ``observe()`` and the MIG flow make no LIST once they have synced. A
+bind's checks read what they decide on from the server itself: the node by a GET, the pods on it by a LIST the
+server filters by ``spec.nodeName``. ``consistent_reads`` (on by default, off in :func:`gateway_from_settings`)
+makes each cached read wait until the cache has reached the server's current resourceVersion: what tests that
+change the cluster between two calls need; a worker 10 s apart from its last cycle does not.
 """
 
 from __future__ import annotations
@@ -105,6 +113,8 @@ class KubeGateway:
 
     ``api_client`` defaults to the in-cluster service account, else ``KUBECONFIG``/``~/.kube/config``
     (:func:`gateway_from_settings`). ``clock`` and ``sleep`` are injectable so tests need no real waits.
+    ``consistent_reads`` and ``cache_sync_timeout_s``: the caches' (module doc, and
+    :class:`~scheduler.gateways.kube.client.KubeClient`).
     """
 
     name = "kubernetes"
@@ -140,9 +150,13 @@ class KubeGateway:
         max_backoff_s: float = 30.0,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
+        consistent_reads: bool = True,
+        cache_sync_timeout_s: float = 60.0,
     ) -> None:
         self.client = KubeClient(
             api_client,
+            consistent_reads=consistent_reads,
+            sync_timeout_s=cache_sync_timeout_s,
             operator_namespace=gpu_operator_namespace,
             mig_config_map=mig_config_map,
             request_timeout_s=request_timeout_s,
@@ -184,6 +198,10 @@ class KubeGateway:
         self.event_instance = f"microcosm-{socket.gethostname()}"
         self.event_series = Series()
         self.wait_notes = WaitNotes()
+
+    def close(self) -> None:
+        """Stop the node and pod caches' watch threads (:mod:`scheduler.gateways.kube.informer`)."""
+        self.client.close()
 
     # -- observe ---------------------------------------------------------------------------------------------
 
@@ -304,9 +322,11 @@ class KubeGateway:
     ) -> dict[str, tuple[Mapping[str, Any], NodeObservation]]:
         """Refuse (GatewayConflict) before touching anything: a node gone or closed, a device that does not
         exist or is held by another job's pod, or more GPU or fabric resources than the node has left. Returns
-        the nodes read, raw and observed, by name."""
+        the nodes read, raw and observed, by name.
+
+        Everything here is read from the API server, not from the caches: the node by a GET, the pods on it by a
+        LIST the server filters by ``spec.nodeName``, so a pod another worker bound a moment ago counts."""
         now = self.clock()
-        ours = [p for p in self.client.pods_ours() if labels_of(p).get(JOB_LABEL) != request.job]
         wanted: set[tuple[str, int, int | None]] = set()
         read: dict[str, tuple[Mapping[str, Any], NodeObservation]] = {}
         for node_name in sorted({p.node for p in todo}):
@@ -317,9 +337,11 @@ class KubeGateway:
                     f"node {node_name} takes no new work (cordoned, not ready, tainted, interrupted or changing MIG)"
                 )
             read[node_name] = (raw, node)
+            on_node = self.client.pods_on(node_name)
             held: set[tuple[int, int | None]] = set()
-            for pod in ours:
-                if node_of(pod) == node_name and not finished(pod):
+            for pod in on_node:
+                ours = labels_of(pod).get(MANAGED_BY) == SCHEDULER_NAME and labels_of(pod).get(JOB_LABEL) != request.job
+                if ours and not finished(pod):
                     held.update(
                         (d.gpu, d.mig_start) for d in parse_devices(annotations_of(pod).get(DEVICES_ANNOTATION, ""))
                     )
@@ -333,7 +355,7 @@ class KubeGateway:
                     **(fabric.resources if fabric is not None else {}),
                 }.items():
                     needed[resource] = needed.get(resource, 0) + count
-            self._check_allocatable(node_name, raw, needed, request.job)
+            self._check_allocatable(node_name, raw, needed, request.job, on_node)
         return read
 
     def _shm_size_limit(self, node: tuple[Mapping[str, Any], NodeObservation], devices: Sequence[Device]) -> str | None:
@@ -396,12 +418,19 @@ class KubeGateway:
             delete=self.client.service_delete,
         )
 
-    def _check_allocatable(self, node: str, raw: Mapping[str, Any], needed: Mapping[str, int], job: str) -> None:
+    def _check_allocatable(
+        self,
+        node: str,
+        raw: Mapping[str, Any],
+        needed: Mapping[str, int],
+        job: str,
+        on_node: Sequence[Mapping[str, Any]],
+    ) -> None:
         allocatable = (raw.get("status") or {}).get("allocatable")
         if not allocatable:
             return  # the node reports nothing yet: the device plugin's own admission decides
         used: dict[str, int] = {}
-        for pod in self.client.pods_on(node):
+        for pod in on_node:
             if terminating(pod) or finished(pod) or labels_of(pod).get(JOB_LABEL) == job:
                 continue
             fabric_names = {EFA_RESOURCE, self.fabric.rdma_resource} - {""}
@@ -587,6 +616,9 @@ def gateway_from_settings() -> KubeGateway:
         pod_security_level=kube["pod_security_level"],
         pod_security_team_levels=kube["pod_security_team_levels"],
         shutdown_grace_s=kube["node_shutdown_grace_s"],
+        # A worker reads nodes and pods from watch caches; a cycle 10 s apart needs no read-after-read consistency.
+        consistent_reads=False,
+        cache_sync_timeout_s=kube["cache_sync_timeout_s"],
     )
 
 
