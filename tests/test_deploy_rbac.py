@@ -27,7 +27,10 @@ SCHEDULER, WEB = "microcosm", "microcosm-web"
 # Every KubeClient method that calls the API → the grants its calls need. Reads of a pod after a conflicting
 # create or bind are covered by the cluster-wide pods get (a MIG drain reads every namespace anyway).
 USES: dict[str, list[Grant]] = {
-    "nodes": [(SCHEDULER, "cluster", "", "nodes", "list")],
+    # The list-then-watch caches of nodes and of Microcosm's pods (scheduler/gateways/kube/informer.py).
+    "cached": [
+        (SCHEDULER, "cluster", "", resource, verb) for resource in ("nodes", "pods") for verb in ("list", "watch")
+    ],
     "node_read": [(SCHEDULER, "cluster", "", "nodes", "get")],
     "node_patch": [(SCHEDULER, "cluster", "", "nodes", "patch")],
     "pods_ours": [(SCHEDULER, "cluster", "", "pods", "list")],
@@ -60,12 +63,8 @@ USES: dict[str, list[Grant]] = {
 }
 # KubeClient methods that make no API call of their own.
 NO_CALL = {"call", "items"}
-# Granted for work other branches of the project add to KubeClient (fold each into USES once its call is here):
-# node and pod informers (watch).
-PENDING: set[Grant] = {
-    (SCHEDULER, "cluster", "", "nodes", "watch"),
-    (SCHEDULER, "cluster", "", "pods", "watch"),
-}
+# Granted for work not yet in KubeClient (fold each into USES once its call is here).
+PENDING: set[Grant] = set()
 
 
 def _documents() -> list[dict[str, Any]]:

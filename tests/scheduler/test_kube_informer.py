@@ -44,7 +44,9 @@ def _lists(cluster: Cluster) -> list[tuple[str, str]]:
 
 
 def _gateway(cluster: Cluster, **kwargs: Any) -> KubeGateway:
-    return KubeGateway(cluster.new_api_client(), request_timeout_s=5, sleep=lambda _s: None, **kwargs)
+    return KubeGateway(
+        cluster.new_api_client(), namespace_create=True, request_timeout_s=5, sleep=lambda _s: None, **kwargs
+    )
 
 
 def _until(condition: Any, timeout_s: float = 10.0) -> None:
@@ -81,7 +83,7 @@ def test_a_bind_lists_no_pods_cluster_wide_and_a_mig_config_write_lists_no_nodes
 
     placements = (ReplicaPlacement(0, "gpu-a", (Device(0), Device(1))),)
     gateway.job_bind(request=BindRequest(job="42", namespace="team-nlp", name="j", placements=placements))
-    gateway.client.mig_config_write("custom-1", ((("1g.10gb", 0), ("1g.10gb", 1)),), also_keep=set())
+    gateway.client.mig_config_write("custom-1", ((("1g.10gb", 0), ("1g.10gb", 1)),), also_keep=set(), now=1.0)
 
     # The bind reads the node by GET and the pods on it by a LIST the server filters by spec.nodeName.
     wide = [q for path, q in _lists(cluster) if "fieldSelector" not in q and "limit=1" not in q]
