@@ -117,7 +117,7 @@ def test_one_module_reads_the_policy_from_settings() -> None:
                 and getattr(node.value, "id", "") == "Policy"
             ):
                 builders.add(_relative(path))
-    assert builders == {"scheduler/loop/policy.py"}
+    assert builders == {"scheduler/bridge/policy.py"}
 
 
 def test_only_settings_reads_the_environment() -> None:
