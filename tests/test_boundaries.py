@@ -1,7 +1,7 @@
 """The architecture's walls (DESIGN.md §2), checked on the source: the engine, the simulator and the spec
 parser stay pure, kubernetes stays in one module, the simulator stays behind its commands, the apps reach the
 engine only through its public names, the portal composes the apps and no app imports it, and nothing outside
-portal/env.py reads the environment."""
+scheduler/env.py reads the environment."""
 
 from __future__ import annotations
 
@@ -127,7 +127,7 @@ def test_only_settings_reads_the_environment() -> None:
         if "os.environ" in text or "os.getenv" in text:
             readers.add(_relative(path))
     # env.py holds the readers; manage.py/wsgi.py only set DJANGO_SETTINGS_MODULE's default.
-    assert readers <= {"portal/env.py", "portal/wsgi.py", "portal/celery.py"}
+    assert readers <= {"scheduler/env.py", "portal/wsgi.py", "portal/celery.py"}
 
 
 # The rooms built on the fleet's app (DESIGN.md §2); the scheduler app itself hosts the loop and runs it.
