@@ -1,5 +1,5 @@
 """Celery tasks of billing: thin wrappers over the services. A database outage is logged once and returned as
-``{"outage": ...}``, not raised (:func:`scheduler.loop.outage.outage_guarded`): the next beat closes what is due."""
+``{"outage": ...}``, not raised (:func:`scheduler.bridge.outage.outage_guarded`): the next beat closes what is due."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from celery import shared_task
 from django.utils import timezone
 
 from billing.services import ledger_close_due
-from scheduler.loop.outage import DATABASE, outage_guarded
+from scheduler.bridge.outage import DATABASE, outage_guarded
 
 
 @shared_task(name="billing.ledger_close")

@@ -1,6 +1,6 @@
 """Celery tasks of the demo: its job feed and its early spot reclaim (scheduled by ``portal/demo_settings.py``
 only). An outage is logged once and returned as ``{"outage": ...}``, not raised
-(:func:`scheduler.loop.outage.outage_guarded`).
+(:func:`scheduler.bridge.outage.outage_guarded`).
 
 The task keeps the name it had when the demo lived in the portal, ``portal.demo_feed``: beat schedules name
 tasks by that string, and a schedule written before the move must still find it."""
@@ -13,9 +13,9 @@ from celery import shared_task
 
 from demo.feed import demo_feed
 from demo.reclaim import demo_spot_reclaim
+from scheduler.bridge.outage import CLUSTER, DATABASE, outage_guarded
 from scheduler.gateways import gateway_get
 from scheduler.gateways.simulated import SimulatedFleet
-from scheduler.loop.outage import CLUSTER, DATABASE, outage_guarded
 from scheduler.tasks import cycle_run_task
 
 

@@ -3,7 +3,7 @@ engine itself.
 
 For a job spec being typed (or posted), on the cluster as it is now:
 
-- **now** — what the engine does if the job is submitted now (:mod:`scheduler.loop.preview`): the MIG profile or
+- **now** — what the engine does if the job is submitted now (:mod:`scheduler.bridge.preview`): the MIG profile or
   GPUs each replica gets, on which GPU model, tier and nodes — a larger free slice than the right size when the
   engine would take one — and what that costs per hour at the price catalog's prices; or that it starts after a
   MIG layout change; or why it waits (the engine's reason and start estimate); or why it could never run, which
@@ -29,13 +29,13 @@ from typing import Any
 
 from billing.prices import PriceBook
 from billing.services import price_book_load
+from scheduler.bridge.policy import policy_current
+from scheduler.bridge.preview import fleet_answer
 from scheduler.core import DemandKind, Offer, Preview, PreviewOutcome, Slot, estimate, memory_need_mib
 from scheduler.core import Node as CoreNode
 from scheduler.core.catalog import GPU_MODEL_BY_NAME, compute_fraction
 from scheduler.core.units import FULL_GPU_MILLI
 from scheduler.core.vocabulary import NodeState
-from scheduler.loop.policy import policy_current
-from scheduler.loop.preview import fleet_answer
 from scheduler.models import Node
 from scheduler.specs.fields import Errors
 from scheduler.specs.job import parse_job

@@ -12,8 +12,8 @@ from typing import Any
 
 from jobs.models import JobEvent
 from jobs.preemptions import preempted_words
+from scheduler.bridge.vocabulary import ADMIN_DRAIN
 from scheduler.core.vocabulary import EventType
-from scheduler.loop.notice import ADMIN_DRAIN
 
 
 def event_text(event: JobEvent) -> str:

@@ -8,9 +8,9 @@ DEBUG must be on in the environment (``make demo`` sets it): the demo signs in w
 
 from __future__ import annotations
 
-from portal.env import env_float
 from portal.settings import *  # noqa: F403
 from portal.settings import CELERY_BEAT_SCHEDULE, METRICS_TOKEN, SCHEDULER, VAR_DIR, filesystem_broker_options
+from scheduler.env import env_float
 
 CLUSTER_BACKEND = "simulated"
 # Spot notices last 10 virtual minutes here, not AWS's 2: at the demo's 60× a 2-minute notice passes in 2 real

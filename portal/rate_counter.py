@@ -38,7 +38,7 @@ _PERIOD_S = {"s": 1, "m": 60, "h": 60 * 60, "d": 24 * 60 * 60}
 
 def rate_parse(rate: str) -> tuple[int, int]:
     """``600/min`` → (600, 60), as DRF reads a rate (``SimpleRateThrottle.parse_rate``: the period's first
-    letter); ``portal.env.env_rate`` has checked it at start-up."""
+    letter); ``scheduler.env.env_rate`` has checked it at start-up."""
     count, _, period = rate.partition("/")
     return int(count), _PERIOD_S[period[:1]]
 

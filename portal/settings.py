@@ -1,7 +1,7 @@
 """Django settings for Microcosm.
 
 Every setting that varies between deployments is read here, once, through the typed readers in
-``portal/env.py``; nothing else in the project reads the environment. The README lists every variable.
+``scheduler/env.py``; nothing else in the project reads the environment. The README lists every variable.
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ from typing import Any, NotRequired, TypedDict
 
 from csp.constants import NONE, SELF, UNSAFE_INLINE
 
-from portal.env import (
+from portal.log_formats import formatters as log_formatters
+from scheduler.core import checkpointing
+from scheduler.env import (
     EnvError,
     env_bool,
     env_choice,
@@ -25,44 +27,11 @@ from portal.env import (
     env_redis_url,
     env_str,
 )
-from portal.log_formats import formatters as log_formatters
-from scheduler.core import checkpointing
+from scheduler.gateways.kube.settings import KubernetesSettings, kubernetes_settings
 
 
-# The shapes of the two settings that are dicts, so that code reading them gets typed values.
-class KubernetesSettings(TypedDict):
-    """``KUBERNETES``: what the Kubernetes gateway is built from (``scheduler/gateways/kube/gateway.py``)."""
-
-    topology_labels: list[str]
-    gpu_operator_namespace: str
-    mig_config_map: str
-    mig_config_timeout_s: int
-    mig_config_propagation_s: int
-    mig_with_reboot: bool
-    default_image: str
-    checkpoint_storage_class: str
-    checkpoint_size: str
-    report_url: str
-    checkpoint_root: str
-    # Fabrics (scheduler/gateways/kube/fabrics.py, docs/deploy.md, Fabrics)
-    rdma_resource: str
-    placement_group_label: str
-    nccl_ib_hca: str
-    tcpx_daemon_image: str
-    tcpxo_daemon_image: str
-    gke_networks: list[str]
-    rendezvous_port: int
-    shm_fraction: float
-    cpu_per_gpu: float
-    host_memory_gib_per_gpu: float
-    # Team namespaces (scheduler/gateways/kube/namespaces.py, docs/deploy.md, RBAC and Pod Security)
-    namespace_create: bool
-    pod_security_level: str
-    pod_security_team_levels: dict[str, str]
-    node_shutdown_grace_s: float
-    cache_sync_timeout_s: int
-
-
+# The shapes of the settings that are dicts, so that code reading them gets typed values (KUBERNETES's is the
+# Kubernetes gateway's: KubernetesSettings).
 class SchedulerSettings(TypedDict):
     """``SCHEDULER``: the engine's policy keys, the loop's own and the simulated fleet's (``simulated_*``)."""
 
@@ -153,165 +122,8 @@ REDIS_URL = env_redis_url("REDIS_URL", default="redis://127.0.0.1:6379/0")
 CLUSTER_BACKEND = env_choice("CLUSTER_BACKEND", ("simulated", "kubernetes"), default="simulated")
 
 # --- The Kubernetes backend (scheduler/gateways/kube/, docs/deploy.md) -----------------------------------------
-# Topology label keys from the top of the network to the bottom: of those a node carries, the lowest is its
-# leaf and the one above its spine (docs/gpu-facts.md, How Kubernetes exposes topology). MIG changes go through
-# the GPU Operator's MIG Manager with a mig-parted ConfigMap of ours in its namespace and a watchdog (~15 min,
-# doubled on reboot: docs/gpu-facts.md, MIG Manager reconfiguration flow).
-KUBERNETES: KubernetesSettings = {
-    "topology_labels": env_list(
-        "KUBE_TOPOLOGY_LABELS",
-        default=[
-            "cloud.google.com/gce-topology-block",
-            "cloud.google.com/gce-topology-subblock",
-            "topology.k8s.aws/network-node-layer-1",
-            "topology.k8s.aws/network-node-layer-2",
-            "topology.k8s.aws/network-node-layer-3",
-            "topology.k8s.aws/network-node-layer-4",
-        ],
-    ),
-    "gpu_operator_namespace": env_str("GPU_OPERATOR_NAMESPACE", default="gpu-operator"),
-    "mig_config_map": env_str("MIG_CONFIG_MAP", default="microcosm-mig-config"),
-    "mig_config_timeout_s": env_int("MIG_CONFIG_TIMEOUT_S", default=900, minimum=60, maximum=86400),
-    # How long MIG Manager may still see the previous mig-parted ConfigMap after a write: the kubelet refreshes a
-    # mounted ConfigMap on its sync (--sync-frequency, 60 s) from a cache with a 60 s TTL (docs/deploy.md).
-    "mig_config_propagation_s": env_int("MIG_CONFIG_PROPAGATION_S", default=120, minimum=0, maximum=3600),
-    # MIG Manager runs with WITH_REBOOT=true: a MIG mode change may reboot the node, so its drain takes every GPU pod.
-    "mig_with_reboot": env_bool("MIG_WITH_REBOOT", default=False),
-    "default_image": env_str("KUBE_DEFAULT_IMAGE", default=""),
-    # Each team namespace's checkpoint volume (docs/deploy.md, Checkpoint storage): a ReadWriteMany claim of this
-    # storage class ("": the cluster's default class) and size, unless the team names a claim of its own.
-    "checkpoint_storage_class": env_str("KUBE_CHECKPOINT_STORAGE_CLASS", default=""),
-    "checkpoint_size": env_str("KUBE_CHECKPOINT_SIZE", default="100Gi"),
-    # The portal's URL as the jobs' pods reach it, for their checkpoint reports; "": the pods are not told.
-    "report_url": env_str("KUBE_REPORT_URL", default=""),
-    # Where this process sees the teams' checkpoint volumes as <root>/<namespace>/job-<id>/, to read the jobs'
-    # manifests when their reports do not arrive; "": not mounted here.
-    "checkpoint_root": env_str("KUBE_CHECKPOINT_ROOT", default=""),
-    # Fabrics for multi-node jobs (docs/deploy.md, Fabrics). EFA and GKE's A3 machine types are read without a
-    # setting; InfiniBand/RoCE needs the RDMA resource the Network Operator's config names ("": none read). No
-    # cloud labels a node's placement group in a standard way, so the label is the administrator's to name.
-    "rdma_resource": env_str("KUBE_RDMA_RESOURCE", default=""),
-    "placement_group_label": env_str("KUBE_PLACEMENT_GROUP_LABEL", default=""),
-    "nccl_ib_hca": env_str("KUBE_NCCL_IB_HCA", default=""),
-    # GKE A3's receive-datapath daemons: their images are versioned with GKE's NCCL plugin, never guessed here.
-    "tcpx_daemon_image": env_str("KUBE_TCPX_DAEMON_IMAGE", default=""),
-    "tcpxo_daemon_image": env_str("KUBE_TCPXO_DAEMON_IMAGE", default=""),
-    "gke_networks": env_list("KUBE_GKE_NETWORKS", default=[f"vpc{n}" for n in range(1, 9)]),
-    # A multi-replica job's MASTER_PORT (docs/distributed-training.md): torch.distributed's own default.
-    "rendezvous_port": env_int("KUBE_RENDEZVOUS_PORT", default=29500, minimum=1, maximum=65535),
-    # Each GPU pod's /dev/shm: this share of its node's memory per GPU, times the GPUs the pod holds.
-    "shm_fraction": env_float("KUBE_SHM_FRACTION", default=0.5, minimum=0.0, maximum=1.0),
-    # Each GPU pod's CPU and memory (requests = limits: Guaranteed QoS) when its job states none, per GPU it holds
-    # (a MIG instance: its compute slices / 7); /dev/shm comes on top (docs/deploy.md, Pod resources).
-    "cpu_per_gpu": env_float("KUBE_CPU_PER_GPU", default=8.0, minimum=0.1, maximum=1024.0),
-    "host_memory_gib_per_gpu": env_float("KUBE_HOST_MEMORY_GIB_PER_GPU", default=64.0, minimum=0.5, maximum=32768.0),
-    # Team namespaces are the platform's (manage.py team_namespaces | kubectl apply -f -); with this set, Microcosm
-    # creates a missing one itself, which needs the opt-in grant of deploy/rbac.yaml (docs/deploy.md, RBAC).
-    "namespace_create": env_bool("KUBE_NAMESPACE_CREATE", default=False),
-    # The Pod Security level a team namespace enforces (docs/deploy.md, Pod Security), and the teams that need
-    # another one, as team=level (GPUDirect-TCPX/TCPXO and InfiniBand gangs need "privileged").
-    "pod_security_level": env_choice(
-        "KUBE_POD_SECURITY_LEVEL", ("privileged", "baseline", "restricted"), default="baseline"
-    ),
-    "pod_security_team_levels": {},
-    # What the kubelet's graceful node shutdown gives ordinary pods (shutdownGracePeriod less
-    # shutdownGracePeriodCriticalPods; GKE: 15 s): a shutdown notice's deadline, inside which the loop's eviction
-    # grace is cut (docs/deploy.md, Spot notices).
-    "node_shutdown_grace_s": env_float("KUBE_NODE_SHUTDOWN_GRACE_S", default=15.0, minimum=1.0, maximum=3600.0),
-    # How long a read waits for the node and pod caches' first paged LIST (docs/deploy.md, Memory and API
-    # traffic) before the cycle is retried.
-    "cache_sync_timeout_s": env_int("KUBE_CACHE_SYNC_TIMEOUT_S", default=120, minimum=5, maximum=3600),
-}
-for _item in env_list("KUBE_POD_SECURITY_TEAM_LEVELS", default=[]):
-    _team, _sep, _level = _item.partition("=")
-    if not _sep or not _team or _level not in ("privileged", "baseline", "restricted"):
-        raise EnvError(
-            f"KUBE_POD_SECURITY_TEAM_LEVELS item {_item!r} is not team=level: give a team's slug and one of "
-            "privileged, baseline, restricted (nlp=privileged,cv=baseline)."
-        )
-    KUBERNETES["pod_security_team_levels"][_team] = _level
-if KUBERNETES["shm_fraction"] <= 0:
-    raise EnvError(
-        f"KUBE_SHM_FRACTION={KUBERNETES['shm_fraction']} must be above 0 and at most 1: the share of a node's memory "
-        "per GPU that a pod's /dev/shm may use (0.5 is the default)."
-    )
-for _name, _value in (
-    ("GPU_OPERATOR_NAMESPACE", KUBERNETES["gpu_operator_namespace"]),
-    ("MIG_CONFIG_MAP", KUBERNETES["mig_config_map"]),
-):
-    _stripped = _value.replace("-", "")
-    if (
-        len(_value) > 63
-        or not (_stripped.isascii() and _stripped.isalnum() and _stripped == _stripped.lower())
-        or (_value.startswith("-") or _value.endswith("-"))
-    ):
-        raise EnvError(f"{_name}={_value!r} is not a Kubernetes name: use lowercase letters, digits and '-'.")
-_storage_class = KUBERNETES["checkpoint_storage_class"]
-if _storage_class and (
-    len(_storage_class) > 253 or not re.fullmatch(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?", _storage_class)
-):
-    raise EnvError(
-        f"KUBE_CHECKPOINT_STORAGE_CLASS={_storage_class!r} is not a storage class name: use lowercase letters, digits, "
-        "'-' and '.' (kubectl get storageclass lists them), or leave it empty for the cluster's default class."
-    )
-if not re.fullmatch(r"[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)?", KUBERNETES["checkpoint_size"]) or not any(
-    digit in "123456789" for digit in KUBERNETES["checkpoint_size"]
-):
-    raise EnvError(
-        f"KUBE_CHECKPOINT_SIZE={KUBERNETES['checkpoint_size']!r} is not a storage size: give a Kubernetes quantity "
-        "above zero such as 100Gi or 2Ti."
-    )
-if KUBERNETES["report_url"] and not KUBERNETES["report_url"].startswith(("http://", "https://")):
-    raise EnvError(
-        f"KUBE_REPORT_URL={KUBERNETES['report_url']!r} must start with http:// or https:// "
-        "(http://microcosm-web.microcosm.svc)."
-    )
-if KUBERNETES["checkpoint_root"] and not KUBERNETES["checkpoint_root"].startswith("/"):
-    raise EnvError(
-        f"KUBE_CHECKPOINT_ROOT={KUBERNETES['checkpoint_root']!r} must be an absolute path (/mnt/checkpoints), or empty."
-    )
-_LABEL_NAME = r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"
-_DNS_SUBDOMAIN = r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?"
-_rdma = KUBERNETES["rdma_resource"]
-if _rdma and (
-    not re.fullmatch(rf"{_DNS_SUBDOMAIN}/{_LABEL_NAME}", _rdma)
-    or _rdma.split("/")[0].endswith("kubernetes.io")
-    or _rdma in ("nvidia.com/gpu", "vpc.amazonaws.com/efa")
-):
-    raise EnvError(
-        f"KUBE_RDMA_RESOURCE={_rdma!r} is not an RDMA extended resource name: give the <domain>/<name> the "
-        "Network Operator's RDMA device plugin advertises (kubectl describe node lists it, e.g. "
-        "rdma/rdma_shared_device_a), or leave it empty."
-    )
-_group_label = KUBERNETES["placement_group_label"]
-if _group_label and not re.fullmatch(rf"({_DNS_SUBDOMAIN}/)?{_LABEL_NAME}", _group_label):
-    raise EnvError(
-        f"KUBE_PLACEMENT_GROUP_LABEL={_group_label!r} is not a node label key: give [prefix/]name such as "
-        "eks.amazonaws.com/nodegroup, or leave it empty."
-    )
-if KUBERNETES["nccl_ib_hca"] and not re.fullmatch(r"[\^=]{0,2}[A-Za-z0-9_.:,-]+", KUBERNETES["nccl_ib_hca"]):
-    raise EnvError(
-        f"KUBE_NCCL_IB_HCA={KUBERNETES['nccl_ib_hca']!r} is not an NCCL_IB_HCA value: list HCAs as NCCL reads them "
-        "(mlx5_0,mlx5_1 or =mlx5_0:1 or ^mlx5_2), without blanks."
-    )
-for _name, _image in (
-    ("KUBE_TCPX_DAEMON_IMAGE", KUBERNETES["tcpx_daemon_image"]),
-    ("KUBE_TCPXO_DAEMON_IMAGE", KUBERNETES["tcpxo_daemon_image"]),
-):
-    if _image and (not re.fullmatch(r"[a-z0-9][A-Za-z0-9._/:@-]*", _image) or "://" in _image):
-        raise EnvError(
-            f"{_name}={_image!r} is not a container image reference: give registry/repository:tag (no scheme, "
-            "no blanks) as Google's GPUDirect guide for your GKE version names it, or leave it empty."
-        )
-_networks = KUBERNETES["gke_networks"]
-for _network in _networks:
-    if len(_network) > 63 or not re.fullmatch(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?", _network) or _network == "default":
-        raise EnvError(
-            f"KUBE_GKE_NETWORKS item {_network!r} is not a GKE network name for an extra NIC: use the lowercase names "
-            "of your Network objects (kubectl get networks), in NIC order; 'default' is eth0's and is not listed."
-        )
-if len(set(_networks)) != len(_networks):
-    raise EnvError(f"KUBE_GKE_NETWORKS={','.join(_networks)!r} names a network twice: each NIC needs its own.")
+# Read and checked beside the gateway that uses them (scheduler/gateways/kube/settings.py).
+KUBERNETES: KubernetesSettings = kubernetes_settings()
 # DCGM exporter metrics for the utilization graphs; empty: no metrics source (the graphs stay empty).
 PROMETHEUS_URL = env_str("PROMETHEUS_URL", default="")
 if PROMETHEUS_URL and not PROMETHEUS_URL.startswith(("http://", "https://")):

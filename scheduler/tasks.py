@@ -5,7 +5,7 @@ sync every minute, the MIG watch (the gateway's maintenance step, then a report)
 notices every 5 s (a cycle at once when one is not drained yet) and a utilization sample every 30 s. Each task
 returns a small JSON-able summary (useful in logs and tests; results are not stored).
 
-No task raises on an outage of Redis, the database or the cluster (:func:`scheduler.loop.outage.outage_guarded`):
+No task raises on an outage of Redis, the database or the cluster (:func:`scheduler.bridge.outage.outage_guarded`):
 it logs one line when the outage starts and one when it ends (per worker process) and returns
 ``{"outage": ..., "error": ...}``. Nor is it retried: beat runs it again within its period, which is the
 backoff, and a retried cycle would only meet beat's next one at the lock. Transient cluster errors are
@@ -21,12 +21,12 @@ from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
+from scheduler.bridge.outage import CLUSTER, DATABASE, REDIS, outage_guarded
 from scheduler.errors import FencingError
 from scheduler.gateways import gateway_get
 from scheduler.loop.cycle import cycle_run
 from scheduler.loop.locks import single_flight
 from scheduler.loop.notice import notices_unhandled
-from scheduler.loop.outage import CLUSTER, DATABASE, REDIS, outage_guarded
 from scheduler.services import cluster_maintain, cluster_sync, utilization_record
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """The architecture's walls (DESIGN.md §2), checked on the source: the engine, the simulator and the spec
 parser stay pure, kubernetes stays in one module, the simulator stays behind its commands, the apps reach the
 engine only through its public names, the portal composes the apps and no app imports it, and nothing outside
-portal/env.py reads the environment."""
+scheduler/env.py reads the environment."""
 
 from __future__ import annotations
 
@@ -117,7 +117,7 @@ def test_one_module_reads_the_policy_from_settings() -> None:
                 and getattr(node.value, "id", "") == "Policy"
             ):
                 builders.add(_relative(path))
-    assert builders == {"scheduler/loop/policy.py"}
+    assert builders == {"scheduler/bridge/policy.py"}
 
 
 def test_only_settings_reads_the_environment() -> None:
@@ -127,4 +127,77 @@ def test_only_settings_reads_the_environment() -> None:
         if "os.environ" in text or "os.getenv" in text:
             readers.add(_relative(path))
     # env.py holds the readers; manage.py/wsgi.py only set DJANGO_SETTINGS_MODULE's default.
-    assert readers <= {"portal/env.py", "portal/wsgi.py", "portal/celery.py"}
+    assert readers <= {"scheduler/env.py", "portal/wsgi.py", "portal/celery.py"}
+
+
+# The rooms built on the fleet's app (DESIGN.md §2); the scheduler app itself hosts the loop and runs it.
+LOOP_FREE_APPS = ("portal", "teams", "jobs", "billing", "audit", "demo", "benchmarks")
+LOOP = "scheduler.loop"
+BRIDGE = "scheduler.bridge"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _every_import(path: Path) -> Iterator[str]:
+    """Every module ``path`` imports, at module level or inside a function (a late import is still an import):
+    ``from a import b`` yields ``a`` and ``a.b`` (b may be a module), and each yields its parent packages, which
+    Python runs first."""
+    for module, names in _imports(path):
+        for name in (module, *(f"{module}.{n}" for n in names)):
+            parts = name.split(".")
+            yield from (".".join(parts[:end]) for end in range(1, len(parts) + 1))
+
+
+def _project_imports() -> dict[str, set[str]]:
+    """The project's import graph: each module → the project modules it imports."""
+    modules = {_module_name(path): path for path in _python_files(*SOURCE_DIRS)}
+    return {name: {m for m in _every_import(path) if m in modules and m != name} for name, path in modules.items()}
+
+
+def _reaches(graph: dict[str, set[str]], start: str, target: str) -> list[str] | None:
+    """The import chain from ``start`` to a module under ``target``, or None when there is none."""
+    chains = {start: [start]}
+    todo = [start]
+    while todo:
+        module = todo.pop()
+        for imported in sorted(graph[module]):
+            if imported in chains:
+                continue
+            chains[imported] = [*chains[module], imported]
+            if imported == target or imported.startswith(target + "."):
+                return chains[imported]
+            todo.append(imported)
+    return None
+
+
+def test_no_app_imports_the_loop() -> None:
+    """The apps read the fleet and ask the engine through the bridge (scheduler/bridge/); the loop is the one
+    that records into the apps, so an app importing it, even late inside a function, closes a circle."""
+    importers = {
+        f"{_relative(path)}: {module}"
+        for path in _python_files(*LOOP_FREE_APPS)
+        for module in _every_import(path)
+        if module == LOOP
+    }
+    assert importers == set()
+
+
+def test_the_bridge_and_what_the_loop_imports_never_lead_back_to_the_loop() -> None:
+    """No circle through the loop: the bridge, and every module the loop imports from outside itself (the job
+    services it records through, the models, the gateways), reach the loop by no chain of imports."""
+    graph = _project_imports()
+    bridge = {m for m in graph if m == BRIDGE or m.startswith(BRIDGE + ".")}
+    assert bridge, "the boundary test would pass vacuously on the bridge"
+    used_by_loop = {
+        imported
+        for module, imports in graph.items()
+        if module.startswith(LOOP + ".")
+        for imported in imports
+        if imported != LOOP and not imported.startswith(LOOP + ".") and imported != "scheduler"
+    }
+    assert "jobs.services" in used_by_loop
+    chains = {start: _reaches(graph, start, LOOP) for start in sorted(bridge | used_by_loop)}
+    assert {start: chain for start, chain in chains.items() if chain} == {}

@@ -3,7 +3,7 @@
 Positions come from the last scheduling cycle; after a change to the order they describe an order that no
 longer holds. So the service that makes the change also writes, in its own transaction, where every pending
 job now stands in the engine's order (:func:`scheduler.core.queue_order`, over
-:func:`scheduler.loop.snapshot.queue_snapshot`): the order the next cycle takes them in until it binds one.
+:func:`scheduler.bridge.snapshot.queue_snapshot`): the order the next cycle takes them in until it binds one.
 A job whose position changed loses its start estimate (the engine's replay of the queue, which gave it, ran
 in the old order) and its reason tells the new number of jobs ahead (:func:`scheduler.core.reposition`); the
 next cycle estimates again.
@@ -26,10 +26,11 @@ from __future__ import annotations
 import logging
 
 from jobs.models import Job
+from scheduler.bridge.policy import policy_current
+from scheduler.bridge.snapshot import queue_snapshot
+from scheduler.bridge.vocabulary import FENCE_NAME
 from scheduler.core import queue_order, reposition
 from scheduler.core.vocabulary import JobState
-from scheduler.loop.policy import policy_current
-from scheduler.loop.snapshot import queue_snapshot
 from scheduler.models import SchedulerFence
 
 log = logging.getLogger(__name__)
@@ -37,8 +38,6 @@ log = logging.getLogger(__name__)
 
 def positions_lock() -> None:
     """Inside a transaction, before any job row is locked: serialise with the loop's record step (module doc)."""
-    from scheduler.loop.record import FENCE_NAME  # the record step imports the job services: imported late
-
     SchedulerFence.objects.select_for_update().get_or_create(name=FENCE_NAME)
 
 

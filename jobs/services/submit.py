@@ -27,11 +27,11 @@ from django.utils import timezone
 from jobs.access import check_member, check_submit
 from jobs.errors import JobSpecInvalid, PendingLimitReached, TeamNotFound
 from jobs.models import Job, JobEvent
+from scheduler.bridge.policy import policy_current
+from scheduler.bridge.snapshot import inventory_nodes
 from scheduler.core import Job as CoreJob
 from scheduler.core import bounds, rejection_reason
 from scheduler.core.vocabulary import EventType, JobState
-from scheduler.loop.policy import policy_current
-from scheduler.loop.snapshot import inventory_nodes
 from scheduler.specs.fields import Errors, describe
 from scheduler.specs.job import parse_job
 from teams.models import Team

@@ -12,7 +12,7 @@ from portal.metrics.fleet import fleet_metrics
 from portal.metrics.ledger import ledger_metrics
 from portal.metrics.loop import loop_metrics
 from portal.metrics.queue import queue_metrics
-from scheduler.loop.stats import STATS_NAME
+from scheduler.bridge.cycle_stats import STATS_NAME
 from scheduler.models import CycleStats
 
 

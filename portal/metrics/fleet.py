@@ -21,10 +21,10 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from jobs.models import Allocation, Job
 from jobs.selectors import gpu_equivalents
 from jobs.team_usage import team_quota_use
+from scheduler.bridge.policy import policy_current
+from scheduler.bridge.snapshot import core_job
 from scheduler.core import replica_need
 from scheduler.core.vocabulary import NodeState
-from scheduler.loop.policy import policy_current
-from scheduler.loop.snapshot import core_job
 from scheduler.models import CycleStats, Node, UtilizationSample
 from teams.models import Team
 

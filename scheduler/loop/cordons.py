@@ -1,6 +1,6 @@
 """An admin's cordon or drain carried to the cluster (docs/node-states.md, On Kubernetes).
 
-The inventory's state is what closes a node to Microcosm's own placement (:mod:`scheduler.loop.snapshot`); the
+The inventory's state is what closes a node to Microcosm's own placement (:mod:`scheduler.bridge.snapshot`); the
 cluster is told too, as ``kubectl cordon`` would, so that no other scheduler places work there either. Each cycle
 compares the two: a node an admin holds that the cluster still reports open gets a cordon; a node that carries
 Microcosm's cordon but that no admin holds any more (marked ready) gets it lifted. Only Microcosm's own cordon is

@@ -22,6 +22,8 @@ from django.db import transaction
 
 from jobs.models import Job
 from jobs.services import job_requeue
+from scheduler.bridge.policy import policy_at_speed
+from scheduler.bridge.snapshot import build
 from scheduler.core import Reject, plan_cycle
 from scheduler.core.vocabulary import JobState
 from scheduler.gateways import gateway_get
@@ -30,10 +32,8 @@ from scheduler.gcpause import gc_paused
 from scheduler.loop.apply import ApplyResult, Retry, apply_ops, waiting_record
 from scheduler.loop.cycle_log import cycle_log
 from scheduler.loop.locks import Lease
-from scheduler.loop.policy import policy_at_speed
 from scheduler.loop.reconcile import reconcile
 from scheduler.loop.record import fence_check, record_plan
-from scheduler.loop.snapshot import build
 from scheduler.loop.stats import cycle_stats_record
 
 

@@ -35,12 +35,12 @@ from datetime import UTC, datetime
 from django.db.models import Max
 
 from jobs.models import Allocation, JobEvent
+from scheduler.bridge.vocabulary import ADMIN_DRAIN
 from scheduler.core.vocabulary import EventType, JobState, NodeState, NodeStateSource
 from scheduler.gateways.protocol import Interruption, Observation
 from scheduler.models import Node
 from scheduler.node_states import node_state_observe
 
-ADMIN_DRAIN = "admin-drain"  # the source an admin's drain is recorded under, beside a notice's (aws, gke, ...)
 NOTICE_MARGIN_S = 5.0  # kept back from the notice: the pod's deletion and the node's own shutdown take a moment
 MIN_GRACE_S = 3.0  # a job always gets a few seconds to save, even when the notice is nearly over
 

@@ -21,6 +21,7 @@ from django.db import transaction
 
 from jobs.models import Job
 from jobs.services import job_bind_record, job_finish, job_requeue
+from scheduler.bridge.vocabulary import FENCE_NAME
 from scheduler.core import Plan
 from scheduler.core.state import MigLayout
 from scheduler.core.vocabulary import EventType, JobState
@@ -28,8 +29,6 @@ from scheduler.errors import FencingError
 from scheduler.gateways.protocol import JobWaiting, MigConfigState, Observation
 from scheduler.loop.apply import BindOp, EvictOp, MigOp, Op, bind_request
 from scheduler.models import Node, SchedulerFence
-
-FENCE_NAME = "cycle"
 
 log = logging.getLogger(__name__)
 

@@ -3,8 +3,9 @@
 A cycle ends by adding to :class:`~scheduler.models.CycleStats` (one row, locked for the update; cycles are
 single-flight anyway) what ``/metrics`` cannot read from other rows:
 
-- the duration of each phase (:data:`PHASES`) as a cumulative histogram over :data:`PHASE_BUCKETS_S`;
-- the decisions it recorded, per kind (:data:`DECISION_KINDS`);
+- the duration of each phase (:data:`~scheduler.bridge.cycle_stats.PHASES`) as a cumulative histogram over
+  :data:`~scheduler.bridge.cycle_stats.PHASE_BUCKETS_S`;
+- the decisions it recorded, per kind (:data:`~scheduler.bridge.cycle_stats.DECISION_KINDS`);
 - MIG changes in flight as observed, and those seen to end (``success``, or ``failed`` when the GPU Operator
   reports it): a change that starts and ends between two observations is not seen;
 - interruption notices, each counted once (a node's notice is the same notice while its time is unchanged);
@@ -29,23 +30,17 @@ from django.db import transaction
 from django.db.models import Count, Min, Q
 
 from jobs.models import Job
+from scheduler.bridge.cycle_stats import (
+    DECISION_KINDS,
+    ETA_ERROR_BUCKETS,
+    MIG_OUTCOMES,
+    PHASE_BUCKETS_S,
+    PHASES,
+    STATS_NAME,
+)
 from scheduler.core.vocabulary import EventType, JobState
 from scheduler.gateways.protocol import MigConfigState, Observation
 from scheduler.models import CycleStats, EtaHistory
-
-STATS_NAME = "cycle"
-PHASES = ("observe", "reconcile", "plan", "record", "apply")
-# A cycle of a small fleet takes milliseconds, one of 5,000 nodes seconds (BENCHMARKS.md, B5): both ends covered.
-PHASE_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
-# The report's decision lists (scheduler.loop.record) and the name each is counted under.
-DECISION_KINDS = {
-    "binds": "bind",
-    "evictions": "eviction",
-    "reconfigurations": "reconfiguration",
-    "rejections": "rejection",
-}
-MIG_OUTCOMES = ("success", "failed")
-ETA_ERROR_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0)
 
 
 def histogram_add(histogram: Mapping[str, Any], value: float, bounds: Sequence[float]) -> dict[str, Any]:

@@ -18,11 +18,11 @@ from jobs.models import Allocation, Job, JobEvent
 from jobs.selectors import gpu_equivalents
 from jobs.services import job_submit
 from portal.metrics import collector
+from scheduler.bridge.cycle_stats import PHASES
+from scheduler.bridge.policy import policy_current
+from scheduler.bridge.snapshot import core_job
 from scheduler.core.need import replica_need
 from scheduler.loop.cycle import cycle_run
-from scheduler.loop.policy import policy_current
-from scheduler.loop.snapshot import core_job
-from scheduler.loop.stats import PHASES
 from scheduler.models import CycleStats, Node, SimulatedPod
 from tests.scheduler.loop_helpers import Clock, fleet, fleet_seed, team_seed
 

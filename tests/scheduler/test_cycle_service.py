@@ -10,13 +10,13 @@ import pytest
 
 from jobs.models import Allocation, Job, JobEvent
 from jobs.services import job_cancel, job_submit
+from scheduler.bridge.policy import policy_current
+from scheduler.bridge.snapshot import build
 from scheduler.core import plan_cycle
 from scheduler.errors import FencingError, GatewayConflict, GatewayRetryable
 from scheduler.loop.apply import Retry, apply_ops
 from scheduler.loop.cycle import cycle_run
-from scheduler.loop.policy import policy_current
 from scheduler.loop.record import record_plan
-from scheduler.loop.snapshot import build
 from scheduler.models import SchedulerFence, SimulatedPod
 from tests.scheduler.loop_helpers import Clock, fleet, fleet_seed, team_seed
 

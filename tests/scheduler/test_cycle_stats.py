@@ -8,9 +8,10 @@ from datetime import UTC, datetime
 import pytest
 
 from jobs.services import job_submit
+from scheduler.bridge.cycle_stats import PHASE_BUCKETS_S, PHASES
 from scheduler.gateways.protocol import Interruption, MigConfigState, MigStatus, NodeObservation, Observation
 from scheduler.loop.cycle import cycle_run
-from scheduler.loop.stats import PHASE_BUCKETS_S, PHASES, cycle_stats_record, histogram_add
+from scheduler.loop.stats import cycle_stats_record, histogram_add
 from scheduler.models import CycleStats, EtaHistory
 from tests.scheduler.loop_helpers import Clock, fleet, fleet_seed, team_seed
 

@@ -10,6 +10,8 @@ import pytest
 
 from jobs.models import JobEvent
 from jobs.services import job_submit
+from scheduler.bridge.policy import policy_current
+from scheduler.bridge.snapshot import build
 from scheduler.core.vocabulary import Fabric
 from scheduler.errors import GatewayNotConfigured
 from scheduler.gateways import gateway_get, gateway_override
@@ -17,8 +19,6 @@ from scheduler.gateways.protocol import MaintenanceEvent, MigConfigState, MigSta
 from scheduler.gateways.simulated import SimulatedFleet
 from scheduler.loop.cycle import cycle_run
 from scheduler.loop.notice import notices_unhandled
-from scheduler.loop.policy import policy_current
-from scheduler.loop.snapshot import build
 from scheduler.models import Node, SimulatedNodeState, UtilizationSample
 from scheduler.services import cluster_maintain, cluster_sync, mig_watch, utilization_record
 from scheduler.tasks import interruptions_handle_task, mig_watch_task, utilization_sample_task

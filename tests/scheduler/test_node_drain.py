@@ -13,11 +13,11 @@ from auditlog.models import LogEntry
 from jobs.models import Job
 from jobs.selectors import resuming_jobs
 from jobs.services import job_submit
+from scheduler.bridge.vocabulary import ADMIN_DRAIN
 from scheduler.core.vocabulary import NodeState, NodeStateSource
 from scheduler.gateways.protocol import Interruption, Observation
 from scheduler.loop.apply import Retry
 from scheduler.loop.cycle import cycle_run
-from scheduler.loop.notice import ADMIN_DRAIN
 from scheduler.models import Node, SimulatedPod
 from scheduler.node_states import StateChange, node_cordon, node_drain, node_mark_ready, observed_change
 from scheduler.services import cluster_sync

@@ -1,4 +1,4 @@
-"""scheduler.loop.outage without services: the backoff, which errors are outages, one log line per outage and one
+"""scheduler.bridge.outage without services: the backoff, which errors are outages, one log line per outage and one
 per recovery, and the task guard (services for real: test_outages_services.py)."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from django.db import DatabaseError, IntegrityError, InterfaceError, Operational
 
 from portal import demo_settings
 from portal.celery import app
+from scheduler.bridge import outage
+from scheduler.bridge.outage import Backoff, Outage, Outages, outage_guarded, outage_of, service_of
 from scheduler.errors import FencingError, GatewayConflict, GatewayError, GatewayNotConfigured, GatewayRetryable
-from scheduler.loop import outage
-from scheduler.loop.outage import Backoff, Outage, Outages, outage_guarded, outage_of, service_of
 
 
 @pytest.mark.parametrize(
@@ -77,11 +77,11 @@ DATABASE = Outage("database", "postgresql", "127.0.0.1:5432/microcosm")
 
 
 def _lines(caplog) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "scheduler.loop.outage"]
+    return [r.getMessage() for r in caplog.records if r.name == "scheduler.bridge.outage"]
 
 
 def test_one_line_when_an_outage_starts_and_one_when_it_ends(caplog):
-    caplog.set_level(logging.WARNING, logger="scheduler.loop.outage")
+    caplog.set_level(logging.WARNING, logger="scheduler.bridge.outage")
     clock = _Clock()
     outages = Outages(clock=clock)
     delays = []
@@ -101,7 +101,7 @@ def test_one_line_when_an_outage_starts_and_one_when_it_ends(caplog):
 
 
 def test_a_success_ends_only_the_outages_of_the_services_it_used(caplog):
-    caplog.set_level(logging.WARNING, logger="scheduler.loop.outage")
+    caplog.set_level(logging.WARNING, logger="scheduler.bridge.outage")
     outages = Outages(clock=_Clock())
     outages.failed(REDIS, "refused")
     outages.failed(DATABASE, "gone")
@@ -118,7 +118,7 @@ def task_outages(monkeypatch) -> Outages:
 
 
 def test_a_guarded_task_returns_the_outage_instead_of_raising(caplog, task_outages, settings):
-    caplog.set_level(logging.WARNING, logger="scheduler.loop.outage")
+    caplog.set_level(logging.WARNING, logger="scheduler.bridge.outage")
     settings.CLUSTER_BACKEND = "kubernetes"
     failing = [True, True, False]
 

@@ -29,10 +29,10 @@ from django.db import connection
 from billing.tasks import ledger_close_task
 from jobs.models import Job
 from jobs.services import job_submit
+from scheduler.bridge import outage
+from scheduler.bridge.outage import Outages
 from scheduler.gateways import gateway_override
-from scheduler.loop import outage
 from scheduler.loop.locks import RESET_GAP
-from scheduler.loop.outage import Outages
 from scheduler.models import SchedulerFence
 from scheduler.tasks import cycle_run_task
 from tests.scheduler.loop_helpers import Clock, fleet, fleet_seed, team_seed
@@ -225,7 +225,7 @@ def task_outages(monkeypatch) -> Outages:
 
 
 def _outage_lines(caplog) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "scheduler.loop.outage"]
+    return [r.getMessage() for r in caplog.records if r.name == "scheduler.bridge.outage"]
 
 
 def test_the_cycle_task_returns_a_redis_outage_and_runs_once_redis_is_back(
@@ -234,7 +234,7 @@ def test_the_cycle_task_returns_a_redis_outage_and_runs_once_redis_is_back(
     task_outages,
     caplog,
 ):
-    caplog.set_level(logging.WARNING, logger="scheduler.loop.outage")
+    caplog.set_level(logging.WARNING, logger="scheduler.bridge.outage")
     settings.REDIS_URL = redis_server.url
     settings.SCHEDULER = {**settings.SCHEDULER, "lock_backend": "redis", "lock_name": "microcosm:lock:cycle"}
     fleet_seed()
@@ -255,7 +255,7 @@ def test_the_cycle_task_returns_a_redis_outage_and_runs_once_redis_is_back(
 
 def test_a_task_whose_database_connection_was_terminated_reconnects_on_its_next_run(task_outages, caplog):
     _needs_postgresql()
-    caplog.set_level(logging.WARNING, logger="scheduler.loop.outage")
+    caplog.set_level(logging.WARNING, logger="scheduler.bridge.outage")
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_backend_pid()")
         (pid,) = cursor.fetchone()

@@ -9,9 +9,9 @@ import pytest
 from django.utils import timezone
 
 from jobs.models import Job
+from scheduler.bridge.snapshot import RUNTIME_HISTORY_JOBS, build, teams_current
 from scheduler.core import Policy
 from scheduler.gateways.protocol import Observation
-from scheduler.loop.snapshot import RUNTIME_HISTORY_JOBS, build, teams_current
 from teams.models import Team
 from tests.factories import JobFactory, QuotaFactory, TeamFactory
 

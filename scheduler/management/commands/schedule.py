@@ -9,10 +9,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from scheduler.bridge.outage import OUTAGE_ERRORS, outage_of
 from scheduler.errors import FencingError, GatewayError
 from scheduler.loop.cycle import CycleReport, cycle_run
 from scheduler.loop.locks import single_flight
-from scheduler.loop.outage import OUTAGE_ERRORS, outage_of
 
 
 class Command(BaseCommand):

@@ -5,7 +5,7 @@ Ctrl-C (or SIGTERM) stops it cleanly after the current step.
 
 It outlives its services: when Redis, the database or the cluster is unreachable it logs one line, waits a
 capped exponential backoff (1 s doubling to 30 s), tries again until the service answers, and logs one line
-when it does (:mod:`scheduler.loop.outage`). ``--cycles`` counts the steps that ran, not the tries an outage
+when it does (:mod:`scheduler.bridge.outage`). ``--cycles`` counts the steps that ran, not the tries an outage
 cost. Each step starts like a web request: connections past ``CONN_MAX_AGE`` or broken are closed first,
 and ``CONN_HEALTH_CHECKS`` (when on) checks the connection again before the step's first query."""
 
@@ -21,11 +21,11 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 from django.utils import timezone
 
+from scheduler.bridge.outage import OUTAGE_ERRORS, Outages, connections_refresh, outage_note
 from scheduler.errors import FencingError, GatewayConflict
 from scheduler.gateways import gateway_get
 from scheduler.loop.cycle import cycle_run
 from scheduler.loop.locks import single_flight
-from scheduler.loop.outage import OUTAGE_ERRORS, Outages, connections_refresh, outage_note
 from scheduler.management.commands.schedule import report_text
 from scheduler.services import cluster_maintain, cluster_sync, utilization_record
 from scheduler.tasks import MIG_STUCK_AFTER_S

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from portal.env import (
+from scheduler.env import (
     EnvError,
     env_bool,
     env_choice,

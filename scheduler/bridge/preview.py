@@ -1,9 +1,9 @@
 """The engine's answer for a job not submitted yet, on the cluster as it is now: the submit page's suggestion
 and the ``rightsize`` API ask it (``jobs.rightsizing``).
 
-The snapshot is the one a cycle would build (:func:`scheduler.loop.snapshot.build`: pending and running work,
+The snapshot is the one a cycle would build (:func:`scheduler.bridge.snapshot.build`: pending and running work,
 quotas, recent preemptions) over the inventory as the last cycle recorded it
-(:func:`~scheduler.loop.snapshot.inventory_observation`), so no gateway is called: the web process asks it on
+(:func:`~scheduler.bridge.snapshot.inventory_observation`), so no gateway is called: the web process asks it on
 every keystroke, and on Kubernetes it has no right to list nodes. The engine then plans with the job added
 (:func:`scheduler.core.preview`), and lists where the job could go at all in the order it tries them
 (:func:`scheduler.core.offers`).
@@ -16,9 +16,9 @@ from dataclasses import dataclass, replace
 
 from django.conf import settings
 
+from scheduler.bridge.policy import policy_at_speed
+from scheduler.bridge.snapshot import build, inventory_observation
 from scheduler.core import Job, Node, Offer, Preview, offers, preview
-from scheduler.loop.policy import policy_at_speed
-from scheduler.loop.snapshot import build, inventory_observation
 
 
 @dataclass(frozen=True, slots=True)

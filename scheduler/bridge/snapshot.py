@@ -177,7 +177,7 @@ def inventory_nodes() -> tuple[Node, ...]:
 
 def inventory_observation(now: float, clock_speed: float) -> Observation:
     """The cluster as the inventory last recorded it, for a question asked outside a cycle (what a job submitted
-    now would get: :mod:`scheduler.loop.preview`). The loop copies every observation into the inventory, so this
+    now would get: :mod:`scheduler.bridge.preview`). The loop copies every observation into the inventory, so this
     is the last cycle's view less what the inventory does not keep: a MIG change in flight shows its old layout,
     and an interruption notice shows as a draining node. Only ready nodes take new work; a gone node is left out
     (:func:`build` counts it as capacity that exists)."""
