@@ -14,7 +14,7 @@ from scheduler.core.preemption import candidates
 from scheduler.core.rules.eviction import fresh_until, is_fresh, lost_work, preference, team_candidates
 from scheduler.core.rules.fairshare import FairShare
 from scheduler.core.speedups.victims import Victims
-from scheduler.core.state import Running
+from scheduler.core.state import Running, Team
 from scheduler.core.units import UNITS_PER_GPU
 from scheduler.core.vocabulary import Priority
 from tests.scheduler.core.test_preemption import NOW, POLICY, job, node, on, ones, run, team, world
@@ -122,7 +122,7 @@ def test_freshness_and_lost_work_are_the_rules_own() -> None:
     assert keys == sorted(keys)
 
 
-def _mixed_world() -> tuple[list[Running], list]:  # type: ignore[type-arg]
+def _mixed_world() -> tuple[list[Running], list[Team]]:
     """Three teams' running work of every priority, preemptible or not, fresh or not, checkpointed or not."""
     rng = random.Random(11)
     priorities = [Priority.LOW, Priority.NORMAL, Priority.HIGH, Priority.PRODUCTION]
