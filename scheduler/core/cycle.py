@@ -46,7 +46,8 @@ status depends only on which of them are still placed), so a preemption that fai
 something is freed (an eviction, a reconfiguration, a committed Statement). A search itself runs its trial
 placements through :class:`~scheduler.core.speedups.trial.TrialPlacement`, whose exact shortcuts skip trials whose
 answer is known, and reads candidates from one :class:`~scheduler.core.speedups.victims.Victims` per cycle (rebuilt
-after a reconfiguration closes a node). Every such cache and shortcut goes through the cycle's memo
+after a reconfiguration closes a node; with the speed-ups off, from the plain rule
+:func:`~scheduler.core.rules.eviction.team_candidates`). Every such cache and shortcut goes through the cycle's memo
 (:mod:`scheduler.core.speedups`); ``plan_cycle(..., speedups=False)`` switches all of them off.
 
 A caller that plans many cycles in a process holding a large heap may pause the cyclic garbage collector
@@ -91,7 +92,7 @@ from scheduler.core.policy import Policy
 from scheduler.core.preemption import find_victims
 from scheduler.core.reservation import Reservations, expected_runtime
 from scheduler.core.rightsize import resolve
-from scheduler.core.rules.eviction import ground
+from scheduler.core.rules.eviction import fresh_until, ground
 from scheduler.core.rules.fairshare import FairShare, job_class
 from scheduler.core.rules.gang import bind
 from scheduler.core.rules.limits import Admission, placement_units
@@ -204,7 +205,7 @@ class _Run:
         self.reconfigurations = Reconfigurations(state, fairness, policy, now, self.preemptions, self.blockers, pending)
         self.reservations = Reservations(state, self.index, policy, now, self._frees_at, self.reconfigurations.bound)
         self._preempt_failed: dict[Hashable, int] = current_memo().table()
-        self._victims = Victims(state, fairness, policy, now)  # valid until a reconfiguration closes a node
+        self._victims = self._new_victims()  # valid until a reconfiguration closes a node
         self._victims_at = 0  # len(self.reconfigurations.changes) when it was built
         self._blocked_production: dict[str, Job] = {}  # production jobs still blocked, in the order taken
         self._retrying = False
@@ -387,8 +388,15 @@ class _Run:
         if ground(job, victim, borrowed, allow_reclaim, True, self.policy) is not None:
             return self.now  # production's ground: the minimum runtime does not protect from it
         if ground(job, victim, borrowed, allow_reclaim, False, self.policy) is not None:
-            return min(end, max(self.now, running.started_at + self.policy.min_runtime_s))
+            return min(end, max(self.now, fresh_until(running, self.policy)))
         return end
+
+    def _new_victims(self) -> Victims | None:
+        """A memory of each team's eviction candidates for the cycle, or None with the speed-ups off: preemption
+        then asks the plain rule (:func:`~scheduler.core.rules.eviction.team_candidates`) team by team."""
+        if not current_memo().enabled:
+            return None
+        return Victims(self.state, self.fairness, self.policy, self.now)
 
     def _bind(self, job: Job, slots: Slots) -> None:
         self.binds.append(bind(self.state, job, slots))
@@ -410,7 +418,7 @@ class _Run:
         statement = self.state.begin()
         trial = TrialPlacement(self.state, self.index, self.fairness, job, self.policy)
         if len(self.reconfigurations.changes) != self._victims_at:  # a node closed: candidates may change
-            self._victims = Victims(self.state, self.fairness, self.policy, self.now)
+            self._victims = self._new_victims()
             self._victims_at = len(self.reconfigurations.changes)
         found = find_victims(
             self.state,

@@ -29,7 +29,14 @@ from dataclasses import dataclass
 from scheduler.core.capacity import ClusterState
 from scheduler.core.plan import Evict
 from scheduler.core.policy import Policy
-from scheduler.core.rules.eviction import Candidate, as_production, by_key, reclaims_own, within_guarantee_after
+from scheduler.core.rules.eviction import (
+    Candidate,
+    as_production,
+    by_key,
+    reclaims_own,
+    team_candidates,
+    within_guarantee_after,
+)
 from scheduler.core.rules.fairshare import FairShare, job_class
 from scheduler.core.speedups.firstfit import FirstFit
 from scheduler.core.speedups.victims import Victims
@@ -136,18 +143,20 @@ def candidates(
     preemptible_only: bool = False,
 ) -> list[Candidate]:
     """Every running job ``job`` may evict (module rules), in victim-preference order. ``victim_cache`` is the
-    cycle's memory of team candidates (:mod:`scheduler.core.speedups.victims`); without one a fresh one is used."""
+    cycle's memory of team candidates (:mod:`scheduler.core.speedups.victims`); without one each team's are found
+    by the plain rule (:func:`~scheduler.core.rules.eviction.team_candidates`), as with the speed-ups off."""
     production = job.priority == Priority.PRODUCTION
     own = fairness.lower_preemptible(job.team, job.priority) or (
         reclaims_own(job, policy) and fairness.over_guarantee(job.team)
     )
     if not production and not allow_reclaim and not own:
         return []  # no ground applies to anyone: only production and reclaim reach other teams
-    if victim_cache is None:
-        victim_cache = Victims(state, fairness, policy, now)
     found: list[Candidate] = []
     for team in fairness.teams_with_running():
-        found += victim_cache.of_team(team, job, allow_reclaim)
+        if victim_cache is None:
+            found += team_candidates(state, fairness, policy, now, team, job, allow_reclaim)
+        else:
+            found += victim_cache.of_team(team, job, allow_reclaim)
     evicted_me = {p.by for p in preemptions if p.victim == job.id and now - p.at < policy.ping_pong_window_s}
     if evicted_me:
         found = [c for c in found if c.job.id not in evicted_me]

@@ -28,14 +28,20 @@ Grounds (the first that applies names the :class:`Evict` reason):
   enough room.
 
 Choice: candidates are ordered by (non-preemptible last, borrowed first, lower priority first, least work lost
-since the last checkpoint — ``(now - max(started_at, last_checkpoint_at)) × GPU-equivalents`` — first, most
-recently started first, id): a :class:`Candidate`'s ``key``. A reclaim must leave the team within its
-guarantee once the job is placed (:func:`within_guarantee_after`), else it is none: production then takes the
-same victims on its own ground (:func:`as_production`), anyone else searches again without reclaim.
+since the last checkpoint (:func:`lost_work`: ``(now - max(started_at, last_checkpoint_at)) × GPU-equivalents``)
+first, most recently started first, id): a :class:`Candidate`'s ``key`` (:func:`preference`). A reclaim must
+leave the team within its guarantee once the job is placed (:func:`within_guarantee_after`), else it is none:
+production then takes the same victims on its own ground (:func:`as_production`), anyone else searches again
+without reclaim.
 
-Which candidates make room, and the fewest of them, is :mod:`scheduler.core.preemption`'s search; the
-candidates of each team are gathered (and remembered for the cycle) by
-:class:`scheduler.core.speedups.victims.Victims`, which asks :func:`ground` and :func:`could_help` here.
+One order, two ways of gathering a team's candidates (as Kueue's one ``CandidatesOrdering`` in
+``pkg/scheduler/preemption/common/ordering.go`` serves both its plain and its cache-backed candidate generators
+in ``pkg/scheduler/preemption/classical/``): :func:`team_candidates` here is the rule, read plainly — every
+running job of the team, each protection and ground asked, sorted by :func:`preference`; the cycle's
+:class:`scheduler.core.speedups.victims.Victims` gives the same list from memory while the team's running jobs
+stay put, asking the same :func:`ground`, :func:`is_fresh`, :func:`lost_work`, :func:`preference` and
+:func:`could_help`. With the speed-ups off the engine asks :func:`team_candidates`. Which candidates make room,
+and the fewest of them, is :mod:`scheduler.core.preemption`'s search.
 """
 
 from __future__ import annotations
@@ -49,10 +55,14 @@ from scheduler.core.policy import Policy
 from scheduler.core.rightsize import resolve
 from scheduler.core.rules.fairshare import FairShare
 from scheduler.core.rules.limits import placement_units
-from scheduler.core.state import Job, Slots
+from scheduler.core.state import Job, Running, Slots
+from scheduler.core.units import UNITS_PER_GPU
 from scheduler.core.vocabulary import PRIORITY_INDEX, EvictionReason, Priority
 
 _PRODUCTION_RANK = PRIORITY_INDEX[Priority.PRODUCTION]
+
+
+Preference = tuple[int, int, int, float, float, str]  # a victim's place in the order (module doc), least first
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,10 +70,69 @@ class Candidate:
     job: Job
     slots: Slots
     reason: EvictionReason
-    key: tuple[int, int, int, float, float, str]
+    key: Preference
 
 
 by_key = attrgetter("key")  # sort candidates in victim-preference order
+
+
+def is_fresh(running: Running, policy: Policy, now: float) -> bool:
+    """Is ``running`` within its minimum runtime (started less than ``policy.min_runtime_s`` ago)? Fresh
+    preemptible work is protected from every ground but production's (:func:`ground`)."""
+    return now - running.started_at < policy.min_runtime_s
+
+
+def fresh_until(running: Running, policy: Policy) -> float:
+    """When ``running`` stops being fresh (:func:`is_fresh`): its start plus the minimum runtime."""
+    return running.started_at + policy.min_runtime_s
+
+
+def lost_work(running: Running, units: int, now: float) -> float:
+    """The work (GPU-seconds) that evicting ``running``, holding ``units``, throws away at ``now``: the time since
+    its last checkpoint (or its start, when it has none or checkpointed before it started) times its
+    GPU-equivalents."""
+    since = max(running.started_at, running.last_checkpoint_at or running.started_at)
+    return max(0.0, now - since) * units / UNITS_PER_GPU
+
+
+def preference(victim: Job, borrowed: bool, lost: float, started_at: float) -> Preference:
+    """``victim``'s place in the victims' order (module doc; least is evicted first): non-preemptible last,
+    borrowed first, lower priority first, least :func:`lost_work` first, most recently started first, then the
+    id, so that no two victims tie."""
+    rank = PRIORITY_INDEX[victim.priority]
+    return (int(not victim.preemptible), int(not borrowed), -rank, lost, -started_at, victim.id)
+
+
+def reaches(fairness: FairShare, team: str, job: Job, allow_reclaim: bool) -> bool:
+    """Can any ground reach ``team``'s running jobs for ``job``? Production reaches every team and a job its own;
+    reclaim reaches another team only while it is over its guarantee (only then does it hold borrowed work)."""
+    production = job.priority == Priority.PRODUCTION
+    return production or team == job.team or (allow_reclaim and fairness.over_guarantee(team))
+
+
+def team_candidates(
+    state: ClusterState, fairness: FairShare, policy: Policy, now: float, team: str, job: Job, allow_reclaim: bool
+) -> list[Candidate]:
+    """The rule itself: every running job of ``team`` that ``job`` may evict (protections and grounds, ping-pong
+    aside: it depends on the job's history, the caller applies it) and whose slots could help it, in
+    victim-preference order. :class:`~scheduler.core.speedups.victims.Victims` answers the same from memory."""
+    if not reaches(fairness, team, job, allow_reclaim):
+        return []
+    running = fairness.running_jobs(team)
+    borrowed = set(fairness.borrowed(team, running))
+    kinds: dict[str, DemandKind | None] | None = None if team == job.team else {}
+    found: list[Candidate] = []
+    for victim_id in running:
+        entry = state.running[victim_id]
+        victim_borrowed = victim_id in borrowed
+        reason = ground(job, entry.job, victim_borrowed, allow_reclaim, is_fresh(entry, policy, now), policy)
+        if reason is None or not could_help(state, fairness.running_slot_nodes(victim_id), job, policy, now, kinds):
+            continue
+        lost = lost_work(entry, sum(fairness.running_units(victim_id).values()), now)
+        key = preference(entry.job, victim_borrowed, lost, entry.started_at)
+        found.append(Candidate(entry.job, state.placed[victim_id], reason, key))
+    found.sort(key=by_key)
+    return found
 
 
 def ground(

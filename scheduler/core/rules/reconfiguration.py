@@ -58,7 +58,6 @@ from scheduler.core.policy import Policy
 from scheduler.core.rightsize import resolve
 from scheduler.core.rules.tiers import allowed_tiers
 from scheduler.core.shape import Shape
-from scheduler.core.speedups.idle import IdleKey, idle_key, idle_order
 from scheduler.core.speedups.memo import current_memo, memoized
 from scheduler.core.state import Job, MigLayout
 
@@ -68,6 +67,27 @@ MAX_NODES_PER_CYCLE = 16
 _MIG_OFF: MigLayout = ()
 
 Pending = Sequence[tuple[Job, Demand]]
+
+
+IdleKey = tuple[str, str, tuple[MigLayout, ...]]  # (GPU model, capacity tier, layouts of the idle GPUs in order)
+
+
+def idle_order(gpus: Iterable[Gpu]) -> list[Gpu]:
+    """A node's idle GPUs in the order reconfiguration considers them (rule 4): MIG-on first (reconfiguring them
+    gives up nothing), then by index."""
+    return sorted((gpu for gpu in gpus if gpu.idle), key=lambda gpu: (not gpu.layout, gpu.index))
+
+
+def idle_key(state: ClusterState, name: str) -> IdleKey | None:
+    """Node ``name``'s idle class — all that reconfiguration judges a node by besides its name: its GPU model,
+    capacity tier and the layouts of its idle GPUs in :func:`idle_order` — or None when it has no idle GPU or
+    its model cannot do MIG. Readiness is the caller's to check."""
+    node = state.nodes[name]
+    spec = GPU_MODEL_BY_NAME.get(node.gpu_model)
+    if spec is None or not spec.mig_capable:
+        return None
+    layouts = tuple(gpu.layout for gpu in idle_order(state.node_gpus(name)))
+    return (node.gpu_model, str(node.tier), layouts) if layouts else None
 
 
 def demand_key(demand: Demand) -> str:
@@ -112,7 +132,7 @@ def plan_reconfiguration(
     shapes = (_by_shape(aged_mig), _by_shape(young_mig), _by_shape(aged_whole))
     needs: dict[tuple[str, str], _Need] = {}
     best: tuple[tuple[int, int, int, str], IdleKey] | None = None
-    # Nodes of one idle class differ only by name (speedups.idle): the first one not excluded stands for it.
+    # Nodes of one idle class differ only by name (:func:`idle_key`): the first one not excluded stands for it.
     names, classes = _idle_classes(state, now)
     for key, ordinals in classes.items():
         model, tier, layouts = key
@@ -141,9 +161,10 @@ def plan_reconfiguration(
 
 
 def _idle_classes(state: ClusterState, now: float) -> tuple[list[str], dict[IdleKey, list[int]]]:
-    """The idle classes (:mod:`scheduler.core.speedups.idle`) of the nodes a reconfiguration may use at ``now``
-    (rule 3), each a list of ordinals into the returned node names, in name order: kept by the cycle's
-    capacity index when the state has one for ``now`` (and the speed-ups are on), else found by a scan."""
+    """The idle classes (:func:`idle_key`) of the nodes a reconfiguration may use at ``now`` (rule 3), each a list
+    of ordinals into the returned node names, in name order: kept by the cycle's capacity index when the state
+    has one for ``now`` and the speed-ups are on (:mod:`scheduler.core.speedups.idle`), else found by the plain
+    scan (:func:`_scanned_classes`)."""
     index = getattr(state, "index", None)
     if index is not None and index.now == now and current_memo().enabled:
         index.flush()

@@ -10,37 +10,17 @@ and asks, per class, for the first node by name that the question does not exclu
 models that have at least one idle GPU, each class a sorted list of node ordinals (name order). The
 :class:`~scheduler.core.placement.index.CapacityIndex` owns one and tells it which nodes changed when it
 re-files their GPUs (:meth:`IdleClasses.touch`), and which nodes left (a reconfiguration under way).
-:func:`idle_key` is the one definition of a node's class, used by the scan that serves a state without an
-index too.
+The idle order and a node's class (:func:`~scheduler.core.rules.reconfiguration.idle_key`) are the rule's: this
+module only keeps the classes current, where the rule's plain scan (with the speed-ups off, or a state without
+an index) finds them afresh.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, insort
-from collections.abc import Iterable
 
-from scheduler.core.capacity import ClusterState, Gpu
-from scheduler.core.catalog import GPU_MODEL_BY_NAME
-from scheduler.core.state import MigLayout
-
-IdleKey = tuple[str, str, tuple[MigLayout, ...]]  # (GPU model, capacity tier, layouts of the idle GPUs in order)
-
-
-def idle_order(gpus: Iterable[Gpu]) -> list[Gpu]:
-    """A node's idle GPUs in the order reconfiguration considers them: MIG-on first (reconfiguring them gives
-    up nothing), then by index."""
-    return sorted((gpu for gpu in gpus if gpu.idle), key=lambda gpu: (not gpu.layout, gpu.index))
-
-
-def idle_key(state: ClusterState, name: str) -> IdleKey | None:
-    """Node ``name``'s idle class, or None when it has no idle GPU or its model cannot do MIG. Readiness is
-    the caller's to check."""
-    node = state.nodes[name]
-    spec = GPU_MODEL_BY_NAME.get(node.gpu_model)
-    if spec is None or not spec.mig_capable:
-        return None
-    layouts = tuple(gpu.layout for gpu in idle_order(state.node_gpus(name)))
-    return (node.gpu_model, str(node.tier), layouts) if layouts else None
+from scheduler.core.capacity import ClusterState
+from scheduler.core.rules.reconfiguration import IdleKey, idle_key
 
 
 class IdleClasses:

@@ -1,8 +1,9 @@
 """Eviction candidates team by team, kept for the cycle: the fast half of :func:`~scheduler.core.preemption.candidates`.
 
-The rules (protections, grounds, preference order) are :mod:`scheduler.core.rules.eviction`'s; this module
-applies them to one team's running jobs and keeps the answer. A team's candidates for a pending job depend
-only on:
+The rules (protections, grounds, freshness, lost work, preference order) are :mod:`scheduler.core.rules.eviction`'s,
+and so is the plain way of applying them, :func:`~scheduler.core.rules.eviction.team_candidates`; this module
+gives the same list (``tests/scheduler/core/test_victims.py`` compares them) by asking the same rule functions and
+keeping the answer. A team's candidates for a pending job depend only on:
 
 - which of the team's snapshot-running jobs are still placed (:meth:`FairShare.running_jobs`): that also fixes which of
   them are borrowed (:meth:`FairShare.borrowed`, rule 4 of :mod:`~scheduler.core.rules.fairshare`) and which are
@@ -28,15 +29,24 @@ from collections.abc import Hashable
 from scheduler.core.capacity import ClusterState
 from scheduler.core.demand import DemandKind
 from scheduler.core.policy import Policy
-from scheduler.core.rules.eviction import Candidate, by_key, could_help, ground, reclaims_own
+from scheduler.core.rules.eviction import (
+    Candidate,
+    by_key,
+    could_help,
+    ground,
+    is_fresh,
+    lost_work,
+    preference,
+    reaches,
+    reclaims_own,
+)
 from scheduler.core.rules.fairshare import FairShare
 from scheduler.core.shape import Shape
 from scheduler.core.speedups.memo import current_memo
 from scheduler.core.state import Job, Slots
-from scheduler.core.units import UNITS_PER_GPU
-from scheduler.core.vocabulary import PRIORITY_INDEX, Priority
+from scheduler.core.vocabulary import Priority
 
-_Facts = tuple[Job, int, bool, float, float, "Slots", tuple[tuple[str, bool], ...]]
+_Facts = tuple[Job, bool, float, float, "Slots", tuple[tuple[str, bool], ...]]
 
 _Grounded = tuple[tuple[tuple[str, bool], ...], Candidate]  # a candidate with its (node, holds MIG) pairs
 
@@ -59,13 +69,13 @@ class Victims:
         self._grounds: dict[Hashable, tuple[tuple[str, ...], list[_Grounded]]] = memo.table()
 
     def of_team(self, team: str, job: Job, allow_reclaim: bool) -> list[Candidate]:
-        """The candidates of ``team``'s running jobs for ``job`` (preemption rules, ping-pong aside), in
-        victim-preference order; [] when no ground reaches the team. Do not modify the list."""
+        """:func:`~scheduler.core.rules.eviction.team_candidates` from memory: the candidates of ``team``'s running
+        jobs for ``job`` (ping-pong aside), in victim-preference order. Do not modify the list."""
         fairness = self.fairness
+        if not reaches(fairness, team, job, allow_reclaim):
+            return []
         production = job.priority == Priority.PRODUCTION
         same_team = team == job.team
-        if not (production or same_team or (allow_reclaim and fairness.over_guarantee(team))):
-            return []
         running = fairness.running_jobs(team)
         helps: Hashable = job.gpu_model if same_team else Shape.of(job).helps
         context = (team, job.priority, production, same_team, allow_reclaim, helps, job.preemptible)
@@ -131,24 +141,23 @@ class Victims:
             facts = self._facts.get(victim_id)
             if facts is None:
                 facts = self._facts[victim_id] = self._victim_facts(victim_id)
-            victim, rank, fresh, lost, neg_started, slots, slot_nodes = facts
-            reason = ground(job, victim, victim_id in borrowed, allow_reclaim, fresh, self.policy)
+            victim, fresh, lost, started_at, slots, slot_nodes = facts
+            victim_borrowed = victim_id in borrowed
+            reason = ground(job, victim, victim_borrowed, allow_reclaim, fresh, self.policy)
             if reason is None:
                 continue
-            key = (int(not victim.preemptible), int(victim_id not in borrowed), -rank, lost, neg_started, victim_id)
+            key = preference(victim, victim_borrowed, lost, started_at)
             found.append((slot_nodes, Candidate(victim, slots, reason, key)))
         self._grounds[context] = (running, found)
         return found
 
     def _victim_facts(self, victim_id: str) -> _Facts:
-        """A running job's facts the rules read: job, priority rank, fresh (min runtime), work lost since its
-        checkpoint, minus its start, slots and slot nodes — none of which changes within the cycle."""
+        """A running job's facts the rules read: job, fresh (:func:`~scheduler.core.rules.eviction.is_fresh`), work
+        lost (:func:`~scheduler.core.rules.eviction.lost_work`), start, slots and slot nodes — none of which
+        changes within the cycle."""
         entry = self.state.running[victim_id]
         fairness = self.fairness
-        since = max(entry.started_at, entry.last_checkpoint_at or entry.started_at)
-        units = sum(fairness.running_units(victim_id).values())
-        lost = max(0.0, self.now - since) * units / UNITS_PER_GPU
-        fresh = self.now - entry.started_at < self.policy.min_runtime_s
-        rank = PRIORITY_INDEX[entry.job.priority]
+        lost = lost_work(entry, sum(fairness.running_units(victim_id).values()), self.now)
+        fresh = is_fresh(entry, self.policy, self.now)
         slots = self.state.placed[victim_id]
-        return (entry.job, rank, fresh, lost, -entry.started_at, slots, fairness.running_slot_nodes(victim_id))
+        return (entry.job, fresh, lost, entry.started_at, slots, fairness.running_slot_nodes(victim_id))

@@ -9,8 +9,7 @@ from scheduler.core.capacity import ClusterState
 from scheduler.core.demand import Demand
 from scheduler.core.placement import IndexedClusterState
 from scheduler.core.policy import Policy
-from scheduler.core.rules.reconfiguration import plan_reconfiguration
-from scheduler.core.speedups.idle import IdleKey, idle_key
+from scheduler.core.rules.reconfiguration import IdleKey, idle_key, plan_reconfiguration
 from scheduler.core.state import Job, Request
 from scheduler.core.vocabulary import JobKind
 from scheduler.sim.bench.synthetic import NOW, ClusterShape, synthetic_snapshot

@@ -1,14 +1,21 @@
-"""Per-cycle memories behind preemption: team candidate lists (victims.py), the resumable borrowed fill and
-the state's record of evicted running jobs (fairshare.py, capacity.py), the share Δ memo (placement/mix.py)."""
+"""Per-cycle memories behind preemption: team candidate lists (victims.py, which must equal the plain rule
+``rules.eviction.team_candidates``), the resumable borrowed fill and the state's record of evicted running jobs
+(fairshare.py, capacity.py), the share Δ memo (placement/mix.py)."""
 
 from __future__ import annotations
 
 import random
 
+import pytest
+
+from scheduler.core import Policy, Snapshot, plan_cycle
 from scheduler.core.placement.mix import DemandMix
 from scheduler.core.preemption import candidates
+from scheduler.core.rules.eviction import fresh_until, is_fresh, lost_work, preference, team_candidates
 from scheduler.core.rules.fairshare import FairShare
 from scheduler.core.speedups.victims import Victims
+from scheduler.core.state import Running, Team
+from scheduler.core.units import UNITS_PER_GPU
 from scheduler.core.vocabulary import Priority
 from tests.scheduler.core.test_preemption import NOW, POLICY, job, node, on, ones, run, team, world
 
@@ -91,3 +98,81 @@ def test_share_deltas_are_forgotten_when_the_mix_changes() -> None:
     assert mix.share_deltas("A100-SXM4-80GB", 300) is memo
     mix.add_share("A100-SXM4-80GB", 500)
     assert mix.share_deltas("A100-SXM4-80GB", 300) == {}
+
+
+def test_freshness_and_lost_work_are_the_rules_own() -> None:
+    started = run(job("v", "b", gpus=2), on("n1", 0, 1), started_at=NOW - 299)
+    assert is_fresh(started, POLICY, NOW) and not is_fresh(started, POLICY, NOW + 1)
+    assert fresh_until(started, POLICY) == NOW + 1
+    # Lost work: seconds since the last checkpoint (or the start) times GPU-equivalents, never negative.
+    assert lost_work(started, 2 * UNITS_PER_GPU, NOW) == 299 * 2
+    assert lost_work(run(job("c", "b"), on("n1", 0), started_at=0, checkpoint_at=NOW - 10), UNITS_PER_GPU, NOW) == 10
+    assert lost_work(run(job("e", "b"), on("n1", 0), started_at=50, checkpoint_at=10), UNITS_PER_GPU, NOW) == NOW - 50
+    assert lost_work(run(job("f", "b"), on("n1", 0), started_at=NOW + 5), UNITS_PER_GPU, NOW) == 0
+    # The order: preemptible before not, borrowed before not, lower priority, less lost, later start, id.
+    low = job("low", "b", priority=Priority.LOW, preemptible=True)
+    keys = [
+        preference(low, True, 5.0, 10.0),
+        preference(low, True, 5.0, 0.0),
+        preference(low, True, 9.0, 10.0),
+        preference(job("hi", "b", priority=Priority.HIGH, preemptible=True), True, 0.0, 10.0),
+        preference(low, False, 0.0, 10.0),
+        preference(job("firm", "b", priority=Priority.LOW), True, 0.0, 10.0),
+    ]
+    assert keys == sorted(keys)
+
+
+def _mixed_world() -> tuple[list[Running], list[Team]]:
+    """Three teams' running work of every priority, preemptible or not, fresh or not, checkpointed or not."""
+    rng = random.Random(11)
+    priorities = [Priority.LOW, Priority.NORMAL, Priority.HIGH, Priority.PRODUCTION]
+    running = []
+    for i in range(36):
+        the_team = "abc"[i % 3]
+        gpus = 1 + i % 2
+        started = NOW - rng.choice([10.0, 299.0, 300.0, 4000.0])
+        checkpoint = rng.choice([None, started - 50.0, started + 5.0])
+        the_job = job(f"{the_team}{i:02}", the_team, gpus=gpus, priority=rng.choice(priorities), preemptible=i % 4 != 0)
+        running.append(run(the_job, on(f"n{i // 4}", *[2 * (i % 4) + g for g in range(gpus)]), started, checkpoint))
+    teams = [team("a", {"any": 4}), team("b", {"any": 2}), team("c", {"any": 6})]
+    return running, teams
+
+
+def test_the_cached_team_lists_equal_the_plain_rule_through_evictions() -> None:
+    running, teams = _mixed_world()
+    state, fs = world([node(f"n{i}") for i in range(9)], teams, running)
+    cache = Victims(state, fs, POLICY, NOW)
+    pendings = [
+        job("p", "a", priority=Priority.PRODUCTION),
+        job("r", "a"),
+        job("h", "b", priority=Priority.HIGH, preemptible=True),
+        job("l", "c", priority=Priority.LOW, gpus=2),
+    ]
+    rng = random.Random(5)
+    placed = sorted(state.running)
+    for _ in range(25):
+        victim = rng.choice(placed)
+        if victim in state.placed:
+            state.remove(victim)
+        else:
+            state.place(state.running[victim].job, state.running[victim].slots)
+        fs.changed(state.running[victim].job.team)
+        for pending in pendings:
+            for allow in (True, False):
+                for the_team in "abc":
+                    plain = team_candidates(state, fs, POLICY, NOW, the_team, pending, allow)
+                    assert cache.of_team(the_team, pending, allow) == plain
+
+
+def test_with_the_speedups_off_the_cycle_asks_the_plain_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: object) -> None:
+        raise AssertionError("the speed-up was asked with the speed-ups off")
+
+    monkeypatch.setattr(Victims, "of_team", refuse)
+    running, teams = _mixed_world()
+    pending = (job("p", "a", priority=Priority.PRODUCTION, gpus=8), job("r", "a", gpus=2))
+    snapshot = Snapshot(
+        nodes=tuple(node(f"n{i}") for i in range(9)), teams=tuple(teams), running=tuple(running), pending=pending
+    )
+    plan = plan_cycle(snapshot, Policy(min_runtime_s=300.0), NOW, speedups=False)
+    assert plan.evictions, "the snapshot must exercise preemption, or the check proves little"
