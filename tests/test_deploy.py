@@ -150,11 +150,15 @@ def test_the_web_identity_reads_pod_logs_and_nothing_else() -> None:
     assert set(_by_kind("ClusterRoleBinding")) == {"microcosm-scheduler"}
 
 
+# The modules that read the settings: the composition root, and the Kubernetes gateway's own settings beside it.
+SETTINGS_READERS = ("portal/settings.py", "scheduler/gateways/kube/settings.py")
+
+
 def _settings_readers() -> dict[str, Any]:
-    """Every variable portal/settings.py reads through an env_* reader, with its default if it is a literal."""
-    tree = ast.parse((ROOT / "portal/settings.py").read_text())
+    """Every variable the settings modules read through an env_* reader, with its default if it is a literal."""
+    nodes = [n for path in SETTINGS_READERS for n in ast.walk(ast.parse((ROOT / path).read_text()))]
     found: dict[str, Any] = {}
-    for node in ast.walk(tree):
+    for node in nodes:
         is_reader = isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id.startswith("env_")
         if is_reader and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
             default = next((k.value for k in node.keywords if k.arg == "default"), None)
@@ -166,7 +170,7 @@ def _settings_default(name: str) -> Any:
     return _settings_readers()[name]
 
 
-def test_every_setting_in_the_manifests_is_read_by_portal_settings() -> None:
+def test_every_setting_in_the_manifests_is_read_by_the_settings() -> None:
     readers = _settings_readers()
     settings_keys = set(_by_kind("ConfigMap")["microcosm-settings"]["data"])
     secret_keys = set(_by_kind("Secret")["microcosm-secrets"]["stringData"])
