@@ -22,11 +22,11 @@ from enum import StrEnum
 
 from scheduler.core.cycle import plan_cycle
 from scheduler.core.demand import DemandKind
-from scheduler.core.explain import CAPACITY, HELD, RECONFIGURING
 from scheduler.core.offers import offers
 from scheduler.core.plan import Plan, Waiting
 from scheduler.core.policy import Policy
 from scheduler.core.state import Job, MigLayout, Node, Running, Slots, Snapshot
+from scheduler.core.vocabulary import BlockerKind
 
 # Cycles planned beyond the hysteresis: one that changes a layout, one that binds, and one more for a change
 # that follows when the first one's slice went to a job ahead. A job still waiting then waits for something else.
@@ -84,8 +84,8 @@ def _waits(waiting: Waiting, elapsed_s: float) -> Preview:
 def _next_cycle(state: Snapshot, plan: Plan, waiting: Waiting, at: float, policy: Policy) -> float | None:
     """When to plan again for a job waiting for a MIG instance: the next cycle, or when the layout changes under
     way are done; None when it waits for something a later cycle would not change (module doc)."""
-    changing = bool(plan.reconfigurations) or waiting.blocker in (RECONFIGURING, HELD)
-    if not changing and waiting.blocker != CAPACITY:
+    changing = bool(plan.reconfigurations) or waiting.blocker in (BlockerKind.RECONFIGURING, BlockerKind.HELD)
+    if not changing and waiting.blocker != BlockerKind.CAPACITY:
         return None
     ends = [r.ready_at for r in plan.reconfigurations]
     ends += [n.reconfiguring_until for n in state.nodes if n.reconfiguring_until is not None]

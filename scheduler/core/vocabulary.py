@@ -41,6 +41,23 @@ class EvictionReason(StrEnum):
 INFRASTRUCTURE_LOSSES = frozenset({EvictionReason.SPOT_RECLAIM, EvictionReason.NODE_DRAIN, EvictionReason.NODE_LOST})
 
 
+class BlockerKind(StrEnum):
+    """What stopped a pending job this cycle (``Blocker.kind``, ``Waiting.blocker``; docs/glossary.md, blocker).
+
+    The apps, the loop and the simulator's wait analysis read these; the values are what the cluster's record
+    and the API carry, so a member prints as its value, as :class:`EvictionReason`'s do."""
+
+    CAPACITY = "capacity"  # no free GPUs of a shape it can use
+    QUOTA = "quota"  # its team's guarantee or burst limit refuses it (fair share's reason is the detail)
+    RECONFIGURING = "reconfiguring"  # waits for a reconfiguration under way on the node it needs
+    HELD = "held"  # production waits for a node held for its reconfiguration next cycle (placement/reconfigurations.py)
+    NOT_READY = "not-ready"  # no node that could run it is ready (cordoned, draining or reconfiguring)
+    RESERVED = "reserved"  # GPUs are reserved for it from the running work's expected ends (reservation.py)
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
 class JobKind(StrEnum):
     TRAINING = "training"
     INFERENCE = "inference"

@@ -41,6 +41,7 @@ from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
 from scheduler.core.state import MigLayout
+from scheduler.core.vocabulary import BlockerKind
 from scheduler.errors import GatewayConflict
 
 # Where a checkpointed job's pods find its team's checkpoint volume, and the job's own directory on it: the
@@ -379,7 +380,7 @@ class JobWaiting:
     job: str
     namespace: str
     reason: str  # the explanation the portal shows (it changes with the queue position)
-    kind: str = ""  # what blocks it, one of scheduler.core.explain's kinds ("capacity", "quota", …)
+    kind: BlockerKind | None = None  # what blocks it (the plan's ``Waiting.blocker``)
 
 
 @runtime_checkable

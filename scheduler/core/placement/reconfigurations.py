@@ -37,7 +37,7 @@ from dataclasses import replace
 
 from scheduler.core.capacity import gpu_class_of
 from scheduler.core.demand import Demand, DemandKind
-from scheduler.core.explain import CAPACITY, HELD, NOT_READY, RECONFIGURING, Blocker, demand_units
+from scheduler.core.explain import Blocker, demand_units
 from scheduler.core.isolation import Evaluating
 from scheduler.core.placement.drain import drain_for
 from scheduler.core.placement.index import IndexedClusterState
@@ -51,7 +51,7 @@ from scheduler.core.rules.tiers import tier_rank
 from scheduler.core.shape import placement_shape
 from scheduler.core.speedups.memo import current_memo
 from scheduler.core.state import Job, Preemption, Slots
-from scheduler.core.vocabulary import Priority
+from scheduler.core.vocabulary import BlockerKind, Priority
 
 Key = tuple[str, int, int]  # (node, GPU, instance start; -1 = the whole GPU, MIG off)
 
@@ -135,7 +135,7 @@ class Reconfigurations:
         self.state.held.add(name)  # no later question this cycle proposes it again (the rule)
         self.index.retire(name)  # nor binds there; it leaves the index's idle classes too
         ready_at = self.now + self.policy.cycle_s + self.policy.mig_reconfigure_s
-        self.blockers[job.id] = Blocker(HELD, f"node {name}", ready_at)
+        self.blockers[job.id] = Blocker(BlockerKind.HELD, f"node {name}", ready_at)
         return True
 
     def could_change_for(self, job: Job) -> bool:
@@ -195,7 +195,7 @@ class Reconfigurations:
         pending_whole: list[tuple[Job, Demand]] = []
         for job in order:
             blocker = self.blockers.get(job.id)
-            if blocker is None or blocker.kind not in (CAPACITY, NOT_READY):
+            if blocker is None or blocker.kind not in (BlockerKind.CAPACITY, BlockerKind.NOT_READY):
                 continue
             with Evaluating(job.id):  # isolation: a job whose wants cannot be worked out fails alone
                 if self._claim(job, self._units(job), partial=False):
@@ -343,7 +343,7 @@ class Reconfigurations:
             return 0
         self._claimed.update(key for key, _ in chosen)
         (name, gpu, _), until = max(chosen, key=lambda c: (c[1], c[0]))
-        self.blockers[job.id] = Blocker(RECONFIGURING, f"node {name} GPU {gpu}", until)
+        self.blockers[job.id] = Blocker(BlockerKind.RECONFIGURING, f"node {name} GPU {gpu}", until)
         return len(chosen)
 
     # -- quota -------------------------------------------------------------------------------------------

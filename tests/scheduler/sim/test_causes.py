@@ -11,7 +11,7 @@ import pytest
 from scheduler.core.plan import Bind, Evict, Plan, Reconfigure, Waiting
 from scheduler.core.policy import Policy
 from scheduler.core.state import Job, Node, Request, Running, Slot, Snapshot
-from scheduler.core.vocabulary import CapacityTier, JobKind, Priority
+from scheduler.core.vocabulary import BlockerKind, CapacityTier, JobKind, Priority
 from scheduler.sim.causes.idle import gang_size, idle_causes
 from scheduler.sim.causes.kinds import BETWEEN_CYCLES, EVICTED, NO_KIND, UNEXPLAINED, ordered
 from scheduler.sim.causes.log import CauseLog
@@ -116,7 +116,7 @@ def test_the_log_keeps_every_kind_the_engine_gives_and_orders_the_unknown_ones_a
     p, q, r = service("p"), service("q"), training("r", 1)
     snapshot = Snapshot(nodes=(Node("a", A100, 1),), teams=(), pending=(p, q, r))
     plan = Plan(
-        waiting=(Waiting("p", 1, 1, "…", blocker="reserved"), Waiting("q", 2, 2, "…", blocker="")),
+        waiting=(Waiting("p", 1, 1, "…", blocker=BlockerKind.RESERVED), Waiting("q", 2, 2, "…")),
         evictions=(Evict("x", "priority"),),
     )
     log = CauseLog(window=WINDOW)
@@ -128,7 +128,7 @@ def test_the_log_keeps_every_kind_the_engine_gives_and_orders_the_unknown_ones_a
 
 
 def test_the_observer_records_in_the_window_only_and_returns_the_plan_untouched() -> None:
-    plan = Plan(waiting=(Waiting("p", 1, 1, "…", blocker="capacity"),))
+    plan = Plan(waiting=(Waiting("p", 1, 1, "…", blocker=BlockerKind.CAPACITY),))
     log = CauseLog(window=(10.0, 20.0))
     observed = log.observing(lambda snapshot, policy, now: plan)
     snapshot = Snapshot(nodes=(Node("a", A100, 1),), teams=(), pending=(service("p"),))
