@@ -451,7 +451,7 @@ class OptionSerializer(serializers.Serializer):
 class NowSerializer(serializers.Serializer):
     outcome = serializers.ChoiceField(
         choices=[(o.value, o.value) for o in PreviewOutcome],
-        help_text="starts: the next cycle binds it; after-mig-change: once a MIG layout change is done; waits; "
+        help_text="starts: the next cycle binds it; after-mig-change: once a MIG reconfiguration is done; waits; "
         "never: it could never run on this cluster (a submit is refused)",
     )
     option = OptionSerializer(allow_null=True, help_text="What each replica gets, when it starts")

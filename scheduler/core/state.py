@@ -42,7 +42,7 @@ class Node:
     schedulable: bool = True  # False while cordoned, draining, gone or under a spot notice
     mig: tuple[MigLayout, ...] = ()  # per GPU index; missing or empty entries: MIG off on that GPU
     sharing: bool = False  # GPUs time-sliced/MPS: fractional (milli-GPU) requests may share them
-    reconfiguring_until: float | None = None  # a MIG change is in flight: nothing new binds here before then
+    reconfiguring_until: float | None = None  # a MIG reconfiguration is in flight: nothing new binds here before then
     cpu_milli: int | None = None  # only traces that constrain CPU and host memory set these
     memory_mib: int | None = None
     fabric: Fabric = Fabric.TCP  # the network a gang spanning this node and others talks over

@@ -1,4 +1,4 @@
-"""The loop's running totals (scheduler.loop.stats): phase histograms, decisions, MIG changes seen to end,
+"""The loop's running totals (scheduler.loop.stats): phase histograms, decisions, MIG reconfigurations seen to end,
 interruption notices counted once, the error of the start estimate a job was shown."""
 
 from __future__ import annotations

@@ -128,7 +128,7 @@ def test_the_interruption_task_runs_a_cycle_when_a_notice_is_not_drained_yet(tea
 
 def test_mig_watch_reports_changes_in_flight_and_stuck_ones(team, clock):
     gateway = fleet(clock, mig_reconfigure_s=100_000.0)
-    gateway.node_mig_apply(node="mig-od-1", layouts=((("7g.80gb", 0),), ()))
+    gateway.node_reconfigure(node="mig-od-1", layouts=((("7g.80gb", 0),), ()))
     assert mig_watch(observation=gateway.observe(), stuck_after_s=900) == {"pending": ["mig-od-1"], "stuck": []}
     clock.advance(1000)
     assert mig_watch(observation=gateway.observe(), stuck_after_s=900) == {
@@ -140,7 +140,7 @@ def test_mig_watch_reports_changes_in_flight_and_stuck_ones(team, clock):
 def test_the_simulated_fleets_maintenance_reports_a_mig_change_going_live_once(team, clock):
     gateway = fleet(clock, mig_reconfigure_s=600.0)  # 10 real seconds at 60x
     target = ((("7g.80gb", 0),), ())
-    gateway.node_mig_apply(node="mig-od-1", layouts=target)
+    gateway.node_reconfigure(node="mig-od-1", layouts=target)
     assert gateway.maintain() == ()
     assert cluster_maintain(gateway=gateway, stuck_after_s=900)["pending"] == ["mig-od-1"]
     clock.advance(10)
@@ -154,7 +154,7 @@ def test_the_simulated_fleets_maintenance_reports_a_mig_change_going_live_once(t
 def test_a_pending_mig_change_closes_the_node_in_the_snapshot_with_the_new_layout(team, clock):
     gateway = fleet(clock, mig_reconfigure_s=600.0)
     target = ((("7g.80gb", 0),), ())
-    gateway.node_mig_apply(node="mig-od-1", layouts=target)
+    gateway.node_reconfigure(node="mig-od-1", layouts=target)
     policy = policy_current()
     node = {n.name: n for n in build(gateway.observe(), policy, clock.now.timestamp()).snapshot.nodes}["mig-od-1"]
     assert node.mig == target and node.reconfiguring_until == pytest.approx(clock.now.timestamp() + 10)

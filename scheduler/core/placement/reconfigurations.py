@@ -84,7 +84,7 @@ class Reconfigurations:
         memo = current_memo()
         self._offer_lists: dict[Hashable, tuple[int, list[int], list[tuple[Key, float]]]] = memo.table()  # see _offered
         self._unit_scans: dict[Hashable, tuple[int, int | None]] = memo.table()  # see _units
-        # could_change_for's answers per job shape: (freed token, answer, the node whose MIG change answered yes)
+        # could_change_for's answers per job shape: (freed token, answer, the node whose MIG reconfiguration answered yes)
         self._could: dict[Hashable, tuple[int, bool, tuple[str, ...]]] = memo.table()
         self._budget = nodes_per_cycle(
             state, now
@@ -92,7 +92,7 @@ class Reconfigurations:
         self.bound_nodes: set[str] = set()  # nodes that took a bind this cycle: no reconfiguration there
         # Changes for production and could_change_for's question skip the hysteresis: production must not wait,
         # and the question is whether a change could serve the job at all.
-        self._eager = replace(policy, repartition_hysteresis_cycles=0)
+        self._eager = replace(policy, reconfiguration_hysteresis_cycles=0)
         self._changing = [  # nodes whose reconfiguration is under way (the snapshot shows the new layout)
             (name, node.reconfiguring_until)
             for name, node in sorted(state.nodes.items())

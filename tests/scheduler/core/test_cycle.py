@@ -209,7 +209,7 @@ def test_jobs_a_layout_change_does_not_serve_are_not_told_to_wait_for_it() -> No
     )
     assert [c.node for c in plan.reconfigurations] == ["a"]
     reasons = {w.job: w.reason for w in plan.waiting}
-    assert "MIG layout change" in reasons["i0"]
+    assert "MIG reconfiguration" in reasons["i0"]
     assert reasons["other"].startswith("waiting for a 1g.10gb MIG instance; team within its guarantee")
 
 
@@ -248,7 +248,7 @@ def test_no_drain_when_a_layout_change_on_an_idle_gpu_serves_production() -> Non
     assert [(c.gpu, c.new) for c in plan.reconfigurations] == [(1, (("7g.80gb", 0),))]
 
 
-def test_a_drain_that_repartition_will_not_follow_is_rolled_back() -> None:
+def test_a_drain_that_reconfiguration_will_not_follow_is_rolled_back() -> None:
     # The job is too young for the hysteresis: reconfiguration plans nothing, so nothing is evicted.
     low = running(job("low", "lab", mig="1g.10gb", priority=Priority.LOW), ((Slot("m", 0, "1g.10gb", 0),),))
     prod = job("p", "svc", mig="7g.80gb", priority=Priority.PRODUCTION, kind=JobKind.INFERENCE, submitted_at=NOW - 1)

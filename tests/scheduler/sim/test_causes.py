@@ -19,7 +19,7 @@ from scheduler.sim.causes.room import (
     FULL,
     LOWER_TOO_SMALL,
     LOWER_WOULD_FREE,
-    LOWER_WOULD_FREE_RELAYOUT,
+    LOWER_WOULD_FREE_RECONFIGURATION,
     ROOM_FORBIDDEN_TIER,
     ROOM_IDLE_GPU,
     ROOM_INSTANCE,
@@ -187,7 +187,7 @@ def test_room_that_needs_a_layout_change_after_the_evictions_is_told_apart() -> 
     low = service("low", priority=Priority.NORMAL)
     snapshot = snapshot_with((node,), (low, (Slot("a", 0, "3g.40gb", 0),)), (service("prod"), (Slot("a", 1),)))
     # 50 GiB: evicting low leaves GPU 0 idle but split into two 3g.40gb instances, neither holds it
-    assert room(snapshot, service("p", 50)).category == LOWER_WOULD_FREE_RELAYOUT
+    assert room(snapshot, service("p", 50)).category == LOWER_WOULD_FREE_RECONFIGURATION
     assert room(snapshot, service("p", 30)).category == ROOM_INSTANCE  # the other instance is free
 
 
