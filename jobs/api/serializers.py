@@ -272,7 +272,7 @@ class JobSubmitSerializer(RequestSerializer):
         max_value=bounds.MAX_RESTART_LIMIT,
         default=bounds.DEFAULT_RESTART_LIMIT,
         help_text="Restarts after application failures (a non-zero exit, an OOM kill) before the job fails, as a "
-        "Kubernetes Job's backoffLimit; node losses, spot reclaims and preemptions never count",
+        "Kubernetes Job's backoffLimit; node losses, spot interruptions and preemptions never count",
     )
     cpu = serializers.FloatField(
         min_value=bounds.MIN_CPU,

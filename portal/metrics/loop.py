@@ -29,7 +29,7 @@ def loop_metrics(now: datetime, stats: CycleStats | None) -> Iterator[Metric]:
     yield _preemptions()
     yield from _mig(now, stats)
     spot = CounterMetricFamily(
-        "microcosm_spot_interruptions", "Interruption notices (spot reclaims, maintenance) the loop has seen."
+        "microcosm_spot_interruptions", "Interruption notices (spot interruptions, maintenance) the loop has seen."
     )
     spot.add_metric([], float(stats.spot_interruptions if stats else 0))
     yield spot

@@ -147,7 +147,7 @@ def _fabric(observed: str) -> Fabric:
 
 
 def _absent(row: NodeRow) -> Node:
-    """An inventory node the cluster does not report (a reclaimed spot node, a node being replaced): closed to
+    """An inventory node the cluster does not report (a interrupted spot node, a node being replaced): closed to
     new work, but still counted as capacity that exists, so work that only fits there waits for it instead of
     being rejected. Deleting the inventory row retires it."""
     layouts = {gpu.index: tuple((str(p), int(s)) for p, s in gpu.mig_layout) for gpu in row.gpus.all()}

@@ -99,7 +99,7 @@ class Job:
     project: str | None = None
     cpu_milli: int = 0  # per replica; traces only
     memory_mib: int = 0
-    # Its latest requeue lost its run to the infrastructure (a spot reclaim, a lost node): it goes first among
+    # Its latest requeue lost its run to the infrastructure (a spot interruption, a lost node): it goes first among
     # its team's jobs of the same priority, ahead of the lead's rank (fairshare.job_key).
     resumes: bool = False
 

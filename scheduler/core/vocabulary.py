@@ -28,7 +28,7 @@ class EvictionReason(StrEnum):
     FAILED = "failed"
     BIND_REFUSED = "bind-refused"
     APP_FAILURE = "app-failure"
-    SPOT_RECLAIM = "spot-reclaim"  # drained on a spot notice: asked to checkpoint and stop before the node goes
+    SPOT_INTERRUPTION = "spot-reclaim"  # drained on a spot notice: asked to checkpoint and stop before the node goes
     NODE_DRAIN = "node-drain"  # drained by a platform admin: asked to checkpoint and stop, then requeued whole
     ADMIN = "admin"  # a platform admin stopped it from the admin pages so that it waits again
 
@@ -38,7 +38,7 @@ class EvictionReason(StrEnum):
 
 # Requeues that lose work to the infrastructure, not to another job: such a job resumes at the head of its
 # priority within its team (docs/scheduling-rules.md, §3), since the work it waits to resume was already granted.
-INFRASTRUCTURE_LOSSES = frozenset({EvictionReason.SPOT_RECLAIM, EvictionReason.NODE_DRAIN, EvictionReason.NODE_LOST})
+INFRASTRUCTURE_LOSSES = frozenset({EvictionReason.SPOT_INTERRUPTION, EvictionReason.NODE_DRAIN, EvictionReason.NODE_LOST})
 
 
 class BlockerKind(StrEnum):
@@ -139,7 +139,7 @@ class NodeStateSource(StrEnum):
     """Who set a node's state (docs/node-states.md): what decides whether the cluster sync may change it."""
 
     ADMIN = "admin"  # a platform admin: a cordon or drain stays until an admin marks the node ready
-    NOTICE = "notice"  # an interruption notice (a spot reclaim): lifted when the notice is withdrawn
+    NOTICE = "notice"  # an interruption notice (a spot interruption): lifted when the notice is withdrawn
     CLUSTER = "cluster"  # the cluster sync: a node reported again is ready, one no longer reported is gone
 
 

@@ -48,7 +48,7 @@ from scheduler.errors import GatewayConflict
 # loop names CHECKPOINT_DIR with it, a backend mounts the volume there and reads the job's manifest under it.
 CHECKPOINT_MOUNT = "/checkpoints"
 # Evictions after which a job never runs again: its pods are removed for good, and with them its report
-# credential. Every other reason (preemption, spot reclaim, node lost, reconfiguration) requeues the job.
+# credential. Every other reason (preemption, spot interruption, node lost, reconfiguration) requeues the job.
 FINAL_EVICTIONS = frozenset({"completed", "failed", "cancelled", "unknown-job"})
 
 
@@ -99,7 +99,7 @@ class ReplicaPlacement:
 
 @dataclass(frozen=True, slots=True)
 class Interruption:
-    """A notice that the node will be taken away (spot reclaim, scheduled maintenance)."""
+    """A notice that the node will be taken away (spot interruption, scheduled maintenance)."""
 
     noticed_at: float
     deadline_at: float | None  # when the node is expected to go; None: unknown (take no new work from now)

@@ -260,7 +260,7 @@ def _drained_job(job: Job, drain: Drain, observed: JobObservation | None, contex
     now = context.at.timestamp()
     phases = observed.phases() if observed is not None else frozenset()
     waiting = now < drain.give_up_at
-    reason = EvictionReason.NODE_DRAIN if drain.by_admin else EvictionReason.SPOT_RECLAIM
+    reason = EvictionReason.NODE_DRAIN if drain.by_admin else EvictionReason.SPOT_INTERRUPTION
     if observed is not None and waiting and phases & _UNSTOPPED:
         grace = notice_grace_s(deadline_at=drain.deadline_at, now=now, evict_grace_s=context.evict_grace_s)
         repairs.ops.append(EvictOp(job=job_id, namespace=observed.namespace, reason=reason, grace_s=grace))

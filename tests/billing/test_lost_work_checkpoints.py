@@ -1,6 +1,6 @@
 """Checkpoints reported by the cluster feed the ledger's lost-work rule, end to end on the simulated fleet:
 the cycle's reconciliation records a ``checkpointed`` event when a job's reported checkpoint advances, and a
-spot reclaim then costs only the work since that checkpoint (docs/billing.md, Lost work)."""
+spot interruption then costs only the work since that checkpoint (docs/billing.md, Lost work)."""
 
 from __future__ import annotations
 

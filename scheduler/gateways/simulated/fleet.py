@@ -51,7 +51,7 @@ class FleetSettings:
     interruptions_per_node_hour: float = 0.2  # per spot node per virtual hour (Poisson rate)
     # Spot notice before the node goes (AWS gives 2 minutes: docs/gpu-facts.md, Spot and preemption signals)
     notice_s: float = 120.0
-    replace_after_s: float = 900.0  # a reclaimed spot node's replacement joins this long after it went
+    replace_after_s: float = 900.0  # a interrupted spot node's replacement joins this long after it went
     # Drain + MIG Manager + device-plugin restart: minutes (docs/gpu-facts.md, MIG Manager reconfiguration flow)
     mig_reconfigure_s: float = 300.0
     # How long a checkpointed job takes to save on SIGTERM: a save fits in an eviction's grace, or is not made.

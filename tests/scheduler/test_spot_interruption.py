@@ -1,4 +1,4 @@
-"""A spot reclaim end to end on the simulated fleet (scheduler.loop.notice): notice → ``draining`` event →
+"""A spot interruption end to end on the simulated fleet (scheduler.loop.notice): notice → ``draining`` event →
 eviction with a grace inside the notice → the job saves on SIGTERM and reports it → its pods stop → requeued whole
 (spot-reclaim) at the head of its priority → bound elsewhere, resumed from the saved step → the job page tells it;
 the ledger's lost work is the time since that checkpoint."""
@@ -141,11 +141,11 @@ def test_a_noticed_checkpointed_job_saves_is_requeued_first_and_resumes_elsewher
     for line in (
         "Checkpointed (step 1500)",
         "Draining: spot notice on node pcie-spot-1",
-        "Preempted (spot reclaim)",
+        "Preempted (spot interruption)",
         "Resumed from step 1500 on node a100-res-1",
     ):
         assert line in body
-    assert body.index("Checkpointed (step 1500)") < body.index("Preempted (spot reclaim)") < body.index("Resumed")
+    assert body.index("Checkpointed (step 1500)") < body.index("Preempted (spot interruption)") < body.index("Resumed")
     client.force_login(outsider)
     assert client.get(reverse("jobs:detail", args=[job.pk])).status_code == 404
 
@@ -213,7 +213,7 @@ def test_an_eviction_that_did_not_apply_is_asked_again_and_nothing_is_requeued_m
     assert job.events.filter(type="draining").count() == 1 and not job.events.filter(type="requeued").exists()
 
 
-def test_a_node_that_goes_while_its_job_is_still_running_after_the_notice_ends_in_a_spot_reclaim(nlp, clock):
+def test_a_node_that_goes_while_its_job_is_still_running_after_the_notice_ends_in_a_spot_interruption(nlp, clock):
     gateway = EvictFailsOnce(fleet(clock))
     job = job_submit(team=nlp, spec=SPOT_TRAINING, actor=None, now=clock.now)
     cycle_run(gateway=gateway, retry=NO_WAIT)
