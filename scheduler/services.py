@@ -293,7 +293,10 @@ def mig_watch(*, observation: Observation, stuck_after_s: float) -> dict[str, li
         if status.since is not None and observation.observed_at - status.since > stuck_after_s:
             stuck.append(obs.name)
             log.warning(
-                "MIG reconfiguration on %s is %s for %.0f s", obs.name, status.state, observation.observed_at - status.since
+                "MIG reconfiguration on %s is %s for %.0f s",
+                obs.name,
+                status.state,
+                observation.observed_at - status.since,
             )
     return {"pending": pending, "stuck": stuck}
 

@@ -178,7 +178,7 @@ def inventory_nodes() -> tuple[Node, ...]:
 def inventory_observation(now: float, clock_speed: float) -> Observation:
     """The cluster as the inventory last recorded it, for a question asked outside a cycle (what a job submitted
     now would get: :mod:`scheduler.bridge.preview`). The loop copies every observation into the inventory, so this
-    is the last cycle's view less what the inventory does not keep: a MIG reconfiguration in flight shows its old layout,
+    is the last cycle's view less what the inventory does not keep: a reconfiguration in flight shows its old layout,
     and an interruption notice shows as a draining node. Only ready nodes take new work; a gone node is left out
     (:func:`build` counts it as capacity that exists)."""
     rows = NodeRow.objects.exclude(state=NodeState.GONE).select_related("gpu_model").prefetch_related("gpus")

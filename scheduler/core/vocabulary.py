@@ -38,7 +38,9 @@ class EvictionReason(StrEnum):
 
 # Requeues that lose work to the infrastructure, not to another job: such a job resumes at the head of its
 # priority within its team (docs/scheduling-rules.md, §3), since the work it waits to resume was already granted.
-INFRASTRUCTURE_LOSSES = frozenset({EvictionReason.SPOT_INTERRUPTION, EvictionReason.NODE_DRAIN, EvictionReason.NODE_LOST})
+INFRASTRUCTURE_LOSSES = frozenset(
+    {EvictionReason.SPOT_INTERRUPTION, EvictionReason.NODE_DRAIN, EvictionReason.NODE_LOST}
+)
 
 
 class BlockerKind(StrEnum):

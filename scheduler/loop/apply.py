@@ -1,7 +1,7 @@
 """Applying recorded decisions through the gateway (DESIGN.md §1, step 4): one operation at a time, each
 idempotent, retried with exponential backoff on :class:`~scheduler.errors.GatewayRetryable`.
 
-Order: cordons (an admin's cordon or drain carried to the cluster), evictions (they free the devices), MIG reconfigurations
+Order: cordons (an admin's cordon or drain carried to the cluster), evictions (they free the devices), reconfigurations
 (on GPUs the evictions emptied), binds. A failure is
 never fatal to the rest: what could not be applied is left for the next cycle's reconciliation, which sees
 the database and the cluster disagree and repairs it. A bind the cluster refuses
@@ -114,7 +114,9 @@ def waiting_record(gateway: ClusterGateway, waiting: Sequence[JobWaiting]) -> No
 
 def _order(op: Op) -> int:
     # A cordon first: nothing else should land on a node whose jobs are about to be asked to leave.
-    return 0 if isinstance(op, CordonOp) else 1 if isinstance(op, EvictOp) else 2 if isinstance(op, ReconfigureOp) else 3
+    return (
+        0 if isinstance(op, CordonOp) else 1 if isinstance(op, EvictOp) else 2 if isinstance(op, ReconfigureOp) else 3
+    )
 
 
 def _call(gateway: ClusterGateway, op: Op, grace_s: float) -> tuple[str, Callable[[], None]]:

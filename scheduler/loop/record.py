@@ -27,7 +27,7 @@ from scheduler.core.state import MigLayout
 from scheduler.core.vocabulary import EventType, JobState
 from scheduler.errors import FencingError
 from scheduler.gateways.protocol import JobWaiting, MigConfigState, Observation
-from scheduler.loop.apply import BindOp, EvictOp, ReconfigureOp, Op, bind_request
+from scheduler.loop.apply import BindOp, EvictOp, Op, ReconfigureOp, bind_request
 from scheduler.models import Node, SchedulerFence
 
 log = logging.getLogger(__name__)

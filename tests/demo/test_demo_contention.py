@@ -10,8 +10,8 @@ import random
 import pytest
 
 from demo.feed import demo_feed
-from demo.opening import ARRIVAL, OPENING
 from demo.interruption import demo_spot_interruption
+from demo.opening import ARRIVAL, OPENING
 from demo.seed import demo_seed
 from jobs.models import Job, JobEvent
 from jobs.team_usage import team_quota_use

@@ -74,7 +74,9 @@ def _kubelet_holds(cluster: Cluster, namespace: str, name: str) -> None:
     )
 
 
-def test_a_spot_interruption_of_a_checkpointed_gang_resumes_it_elsewhere_and_bills_the_lost_work(cluster, settings) -> None:
+def test_a_spot_interruption_of_a_checkpointed_gang_resumes_it_elsewhere_and_bills_the_lost_work(
+    cluster, settings
+) -> None:
     # The loop's usual grace is longer than AWS's notice, so the notice has to cut it.
     settings.SCHEDULER = {**settings.SCHEDULER, "evict_grace_s": 300.0}
     cluster.add_node("p5-spot-1", {**H100, "karpenter.sh/capacity-type": "spot"}, allocatable={"nvidia.com/gpu": "8"})

@@ -84,7 +84,7 @@ class Reconfigurations:
         memo = current_memo()
         self._offer_lists: dict[Hashable, tuple[int, list[int], list[tuple[Key, float]]]] = memo.table()  # see _offered
         self._unit_scans: dict[Hashable, tuple[int, int | None]] = memo.table()  # see _units
-        # could_change_for's answers per job shape: (freed token, answer, the node whose MIG reconfiguration answered yes)
+        # could_change_for's answers per job shape: (freed token, answer, the node whose reconfiguration answered yes)
         self._could: dict[Hashable, tuple[int, bool, tuple[str, ...]]] = memo.table()
         self._budget = nodes_per_cycle(
             state, now

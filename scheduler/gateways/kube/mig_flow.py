@@ -258,7 +258,9 @@ class MigFlow:
             )
             self.api.node_patch(node, {"metadata": {"annotations": flow_annotations(again)}})
             logger.warning(
-                "node %s: MIG reconfiguration to %s failed soon after its config was written; retrying", node, flow.config
+                "node %s: MIG reconfiguration to %s failed soon after its config was written; retrying",
+                node,
+                flow.config,
             )
             return f"{MIG_CONFIG_STATE}=failed soon after the config was written; relabel in {self.propagation_s:g}s"
         if step == Step.RECOVER:
@@ -274,7 +276,9 @@ class MigFlow:
             )
             failed = Flow(Phase.FAILED, flow.desired, flow.config, self.clock(), flow.recoveries, reason)
             self.api.node_patch(node, {"metadata": {"annotations": flow_annotations(failed)}})
-            logger.error("node %s: MIG reconfiguration to %s failed: %s; the node stays cordoned", node, flow.config, reason)
+            logger.error(
+                "node %s: MIG reconfiguration to %s failed: %s; the node stays cordoned", node, flow.config, reason
+            )
             return reason
         return ""
 
@@ -308,5 +312,7 @@ class MigFlow:
             self.api.node_patch(node, {"metadata": {"labels": {MIG_CONFIG: flow.config + "-flip"}}})
             self.api.node_patch(node, {"metadata": {"labels": {MIG_CONFIG: flow.config}}})
         how = f"restarted {len(managers)} MIG Manager pod(s)" if managers else f"flipped {MIG_CONFIG}"
-        logger.warning("node %s: MIG reconfiguration stuck; restored %s and %s", node, paused or "no deploy labels", how)
+        logger.warning(
+            "node %s: MIG reconfiguration stuck; restored %s and %s", node, paused or "no deploy labels", how
+        )
         return f"restored {len(paused)} deploy labels; {how}"
