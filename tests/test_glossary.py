@@ -13,6 +13,7 @@ still match something, so that the list cannot outlive its reason.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -66,20 +67,21 @@ def retired_words(text: str) -> list[str]:
 def scanned_files() -> Iterator[Path]:
     """Every file the rule covers (module doc), in a stable order."""
     here = Path(__file__).resolve()
-    for path in sorted(ROOT.rglob("*")):
-        relative = path.relative_to(ROOT)
-        parts = relative.parts
-        if not path.is_file() or path in (here, GLOSSARY):
-            continue
-        if any(part.startswith(".") or part in SKIPPED_DIRS for part in parts[:-1]):
-            continue
-        if (
-            path.suffix == ".py"
-            or parts[0] in ("templates", "deploy")
-            or (parts[0] == "docs" and path.suffix == ".md")
-            or str(relative) in TOP_DOCS
-        ):
-            yield path
+    for folder, dirs, names in os.walk(ROOT):
+        dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in SKIPPED_DIRS)
+        for name in sorted(names):
+            path = Path(folder) / name
+            relative = path.relative_to(ROOT)
+            top = relative.parts[0]
+            if path in (here, GLOSSARY):
+                continue
+            if (
+                path.suffix == ".py"
+                or (top in ("templates", "deploy") and len(relative.parts) > 1)
+                or (top == "docs" and path.suffix == ".md")
+                or str(relative) in TOP_DOCS
+            ):
+                yield path
 
 
 def offenders(word: str, files: dict[str, str]) -> list[str]:
@@ -87,6 +89,8 @@ def offenders(word: str, files: dict[str, str]) -> list[str]:
     found: list[str] = []
     pattern = re.compile(re.escape(word), re.IGNORECASE)
     for name, text in files.items():
+        if word.lower() not in text.lower():
+            continue
         allowed = [re.compile(regex, re.IGNORECASE) for where, regex, _ in ALLOWED if where in ("*", name)]
         for number, line in enumerate(text.splitlines(), start=1):
             spans = [match.span() for regex in allowed for match in regex.finditer(line)]

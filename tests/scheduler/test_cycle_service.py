@@ -263,7 +263,7 @@ def test_priority_preemption_is_recorded_then_applied(team, clock):
         }
 
 
-def test_a_planned_mig_change_reaches_the_fleet(team, clock):
+def test_a_planned_reconfiguration_reaches_the_fleet(team, clock):
     gateway = fleet(clock, mig_reconfigure_s=60.0)
     team.quotas.update(guaranteed_gpus=16, burst_gpus=24)  # within its guarantee: no borrowing rules involved
     # Demand the balanced GPU cannot serve: a 4g.40gb instance, while the whole-GPU node is full. (Not 7g.80gb:

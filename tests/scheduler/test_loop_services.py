@@ -137,7 +137,7 @@ def test_mig_watch_reports_changes_in_flight_and_stuck_ones(team, clock):
     }
 
 
-def test_the_simulated_fleets_maintenance_reports_a_mig_change_going_live_once(team, clock):
+def test_the_simulated_fleets_maintenance_reports_a_reconfiguration_going_live_once(team, clock):
     gateway = fleet(clock, mig_reconfigure_s=600.0)  # 10 real seconds at 60x
     target = ((("7g.80gb", 0),), ())
     gateway.node_reconfigure(node="mig-od-1", layouts=target)
@@ -151,7 +151,7 @@ def test_the_simulated_fleets_maintenance_reports_a_mig_change_going_live_once(t
     assert {n.name: n.mig for n in gateway.observe().nodes}["mig-od-1"] == target
 
 
-def test_a_pending_mig_change_closes_the_node_in_the_snapshot_with_the_new_layout(team, clock):
+def test_a_pending_reconfiguration_closes_the_node_in_the_snapshot_with_the_new_layout(team, clock):
     gateway = fleet(clock, mig_reconfigure_s=600.0)
     target = ((("7g.80gb", 0),), ())
     gateway.node_reconfigure(node="mig-od-1", layouts=target)

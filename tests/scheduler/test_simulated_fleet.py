@@ -197,7 +197,7 @@ def test_no_interruptions_at_rate_zero(team, clock):
     assert all(node.interruption is None for node in gateway.observe().nodes)
 
 
-def test_a_mig_change_takes_its_delay_and_drains_the_gpus_it_changes(team, clock):
+def test_a_reconfiguration_takes_its_delay_and_drains_the_gpus_it_changes(team, clock):
     gateway = fleet(clock, mig_reconfigure_s=300.0)
     on_gpu1 = JobFactory(team=team, gpus=1)
     gateway.job_bind(request=_request(on_gpu1, [_whole(0, "mig-od-1", 1)]))

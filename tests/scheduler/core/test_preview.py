@@ -47,7 +47,7 @@ def test_a_job_the_engine_rejects_never_runs_with_its_reason() -> None:
     assert answer.slots == ()
 
 
-def test_a_slice_no_layout_has_starts_after_the_hysteresis_and_the_mig_change() -> None:
+def test_a_slice_no_layout_has_starts_after_the_hysteresis_and_the_reconfiguration() -> None:
     snapshot = _snapshot([Node("n1", A100_80, 1)])  # MIG off, idle: the engine cuts it once the demand is aged
     answer = preview(snapshot, _job(Request(mig_profile="1g.10gb"), kind=JobKind.INFERENCE), POLICY, NOW)
     assert answer.outcome == PreviewOutcome.AFTER_RECONFIGURATION

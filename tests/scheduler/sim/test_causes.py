@@ -182,7 +182,7 @@ def test_no_room_is_split_by_whether_evicting_the_lower_priority_work_would_make
     assert room(full, service("p")).category == FULL
 
 
-def test_room_that_needs_a_layout_change_after_the_evictions_is_told_apart() -> None:
+def test_room_that_needs_a_reconfiguration_after_the_evictions_is_told_apart() -> None:
     node = Node("a", A100, 2, mig=(SPLIT, ()))
     low = service("low", priority=Priority.NORMAL)
     snapshot = snapshot_with((node,), (low, (Slot("a", 0, "3g.40gb", 0),)), (service("prod"), (Slot("a", 1),)))
