@@ -96,8 +96,6 @@ __all__ = ["plan_cycle", "rejection_reason"]  # rejection_reason: the question a
 
 log = logging.getLogger(__name__)
 
-_BOUND = Blocker("")  # what a job bound in its turn has instead of a blocker
-
 
 def plan_cycle(snapshot: Snapshot, policy: Policy, now: float, *, speedups: bool = True) -> Plan:
     """The plan of one cycle for ``snapshot`` at ``now`` (module doc). ``speedups=False`` plans by the plain
@@ -217,7 +215,7 @@ class _Run:
             self.blockers[job.id] = Blocker(BlockerKind.NOT_READY)
         else:
             self._place(job)
-            if self.blockers.get(job.id, _BOUND).kind == BlockerKind.CAPACITY:
+            if job.id in self.blockers and self.blockers[job.id].kind == BlockerKind.CAPACITY:  # not bound
                 refusals: list[Admission] = []  # on the models a reservation was found on, the quota refused
 
                 def admits_at(at: float, model: str) -> bool:
