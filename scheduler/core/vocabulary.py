@@ -141,7 +141,7 @@ class NodeStateSource(StrEnum):
     """Who set a node's state (docs/node-states.md): what decides whether the cluster sync may change it."""
 
     ADMIN = "admin"  # a platform admin: a cordon or drain stays until an admin marks the node ready
-    NOTICE = "notice"  # an interruption notice (a spot interruption): lifted when the notice is withdrawn
+    NOTICE = "notice"  # a spot interruption notice: lifted when the notice is withdrawn
     CLUSTER = "cluster"  # the cluster sync: a node reported again is ready, one no longer reported is gone
 
 
