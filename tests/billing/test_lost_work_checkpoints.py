@@ -33,7 +33,7 @@ def _reclaim(node: str, *, notice_at, gone_in_s: float) -> None:
     )
 
 
-def test_a_reclaimed_checkpointed_job_loses_only_the_work_since_its_checkpoint() -> None:
+def test_an_interrupted_checkpointed_job_loses_only_the_work_since_its_checkpoint() -> None:
     fleet_seed()
     team = team_seed()
     clock = Clock()

@@ -60,7 +60,7 @@ def test_the_demo_reclaims_a_checkpointed_job_on_spot_and_its_page_tells_the_sto
 
     clock.advance(1)  # saved on SIGTERM (30 virtual seconds) and gone
     report = cycle_run(gateway=fleet, retry=NO_WAIT)
-    assert report.repairs["reclaimed"] == [str(job.pk)]
+    assert report.repairs["requeued"] == [str(job.pk)]
     assert [bind["job"] for bind in report.decisions["binds"]] == [str(job.pk)]
     (elsewhere,) = {a.node.name for a in Allocation.objects.filter(job=job, ended_at=None)}
     assert elsewhere != spot

@@ -149,7 +149,7 @@ def test_a_spot_interruption_of_a_checkpointed_gang_resumes_it_elsewhere_and_bil
     for name in names:
         cluster.release_pod(team.namespace, name)
     report = cycle_run(gateway=gateway, retry=NO_WAIT)
-    assert report.repairs["reclaimed"] == [str(job.pk)] and report.applied == [f"bind {job.pk}"]
+    assert report.repairs["requeued"] == [str(job.pk)] and report.applied == [f"bind {job.pk}"]
     job.refresh_from_db()
     assert job.state == "running"
     assert job.events.get(type="preempted").details == {"reason": "spot-reclaim", "by": None}

@@ -176,7 +176,7 @@ def test_a_spot_node_gets_a_notice_then_goes_then_comes_back(team, clock):
     assert spot.interruption is not None and not spot.schedulable
     assert spot.interruption.deadline_at == pytest.approx(clock.now.timestamp() + 2)
     reserved = {n.name: n for n in gateway.observe().nodes}["a100-res-1"]
-    assert reserved.interruption is None  # only spot capacity is reclaimed
+    assert reserved.interruption is None  # only spot capacity is interrupted
     clock.advance(2)
     observation = gateway.observe()
     assert "pcie-spot-1" not in {n.name for n in observation.nodes}

@@ -242,7 +242,7 @@ class SimulatedFleet:
 
     def _replica(self, pod: SimulatedPod, now: datetime, gone_at: datetime | None) -> ReplicaObservation:
         if gone_at is not None:
-            phase, message = ReplicaPhase.GONE, f"node {pod.node.name} was reclaimed"
+            phase, message = ReplicaPhase.GONE, f"node {pod.node.name} was interrupted"
         elif pod.stop_requested_at is not None:
             phase, message = ReplicaPhase.STOPPING, "asked to stop: saving a checkpoint within its grace"
         elif pod.duration_s is not None and self._work_done(pod, now, None) >= pod.duration_s:
