@@ -32,7 +32,7 @@ urlpatterns = [
     path("cluster/", scheduler_views.cluster, name="cluster"),
     path("", include("jobs.urls")),
     path("", include("billing.urls")),
-    path("api/v1/", include("jobs.api.urls")),
+    path("api/v1/", include("portal.api_urls")),
     path("api/schema/", views.ApiSchemaView.as_view(), name="api-schema"),
     path("api/docs/", views.ApiDocsView.as_view(url_name="api-schema"), name="api-docs"),
 ]
