@@ -28,8 +28,8 @@ from scheduler.loop.cycle import cycle_run
 from scheduler.loop.locks import single_flight
 from scheduler.loop.notice import notices_unhandled
 from scheduler.services.mig import cluster_maintain
-from scheduler.services.sync import cluster_sync
 from scheduler.services.samples import utilization_record
+from scheduler.services.sync import cluster_sync
 
 log = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from jobs.models import Allocation, Job, JobEvent
-from jobs.network import job_network
-from jobs.waiting import EtaDisplay, EtaStatus, eta_display, waiting_reason
+from jobs.selectors.network import job_network
+from jobs.selectors.waiting import EtaDisplay, EtaStatus, eta_display, waiting_reason
 from scheduler.core import PreviewOutcome, bounds
 from scheduler.core.vocabulary import (
     DEFAULT_JOB_KIND,
@@ -122,7 +122,7 @@ class JobSerializer(serializers.ModelSerializer):
 
 
 class ReplicaLogSerializer(serializers.Serializer):
-    """One replica's log as ``GET /api/v1/jobs/{id}/logs/`` gives it (``jobs.logs``)."""
+    """One replica's log as ``GET /api/v1/jobs/{id}/logs/`` gives it (``jobs.selectors.logs``)."""
 
     job = serializers.IntegerField()
     replica = serializers.IntegerField()
@@ -327,7 +327,7 @@ MAX_JSON_INT = 2**53 - 1
 
 
 class CheckpointSerializer(serializers.Serializer):
-    """One recorded checkpoint (``jobs.selectors.CheckpointRow``)."""
+    """One recorded checkpoint (``jobs.selectors.jobs.CheckpointRow``)."""
 
     step = serializers.IntegerField(allow_null=True, help_text="null: the cluster reported a time only")
     saved_at = serializers.DateTimeField()

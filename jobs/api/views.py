@@ -39,10 +39,8 @@ from jobs.api.serializers import (
 )
 from jobs.api.specs import json_parsers, spec_body
 from jobs.errors import JobNotFound, LogRequestInvalid
-from jobs.logs import DOWNLOAD_LIMIT_BYTES, MAX_TAIL_LINES, PAGE_TAIL_LINES, job_log_read, log_params
 from jobs.models import Job
-from jobs.rightsizing import RIGHTSIZE_KEYS, suggest
-from jobs.selectors import (
+from jobs.selectors.jobs import (
     job_allocations,
     job_events,
     job_get_for_user,
@@ -51,6 +49,8 @@ from jobs.selectors import (
     job_usage,
     jobs_for_user_by_ids,
 )
+from jobs.selectors.logs import DOWNLOAD_LIMIT_BYTES, MAX_TAIL_LINES, PAGE_TAIL_LINES, job_log_read, log_params
+from jobs.selectors.rightsizing import RIGHTSIZE_KEYS, suggest
 from jobs.services import (
     job_cancel,
     job_cancel_bulk,

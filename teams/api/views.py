@@ -17,7 +17,7 @@ from rest_framework.response import Response
 
 from jobs import access
 from jobs.api.permissions import team_for
-from jobs.team_usage import DEFAULT_WINDOW, WINDOWS_S, team_dashboard, team_utilization_series
+from jobs.selectors.team_usage import DEFAULT_WINDOW, WINDOWS_S, team_dashboard, team_utilization_series
 from teams.api.serializers import ClassSeriesSerializer, DashboardSerializer, TeamSerializer
 from teams.models import Team
 from teams.roles import is_platform_admin

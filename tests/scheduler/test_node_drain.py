@@ -11,7 +11,7 @@ import pytest
 from auditlog.models import LogEntry
 
 from jobs.models import Job
-from jobs.selectors import resuming_jobs
+from jobs.selectors.jobs import resuming_jobs
 from jobs.services import job_submit
 from scheduler.bridge.vocabulary import ADMIN_DRAIN
 from scheduler.core.vocabulary import NodeState, NodeStateSource
