@@ -14,7 +14,7 @@ from demo.opening import ARRIVAL, OPENING
 from demo.reclaim import demo_spot_reclaim
 from demo.seed import demo_seed
 from jobs.models import Job, JobEvent
-from jobs.team_usage import team_quota_use
+from jobs.selectors.team_usage import team_quota_use
 from scheduler.core.vocabulary import EventType, EvictionReason, JobState
 from scheduler.gateways.simulated import FleetSettings, SimulatedFleet
 from scheduler.loop.apply import Retry

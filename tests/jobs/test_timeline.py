@@ -1,4 +1,4 @@
-"""The job page's timeline lines (jobs.timeline): a spot reclaim reads as checkpointed (step N) → preempted
+"""The job page's timeline lines (jobs.selectors.timeline): a spot reclaim reads as checkpointed (step N) → preempted
 (spot reclaim) → resumed from step N on node X, and every other event keeps its words."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 from django.urls import reverse
 
 from jobs.models import JobEvent
-from jobs.timeline import event_text
+from jobs.selectors.timeline import event_text
 from tests.factories import JobFactory
 
 
@@ -25,7 +25,7 @@ def _event(type_: str, **details: object) -> JobEvent:
         (_event("preempted", reason="node-drain", by=None), "Preempted (node drain)"),
         (_event("preempted", reason="spot-reclaim", by=None), "Preempted (spot reclaim)"),
         # The preempting job's team and kind, never its id: the victim's viewers may not open that job. An old
-        # event stored the id alone (the job page looks the job up then: jobs.preemptions).
+        # event stored the id alone (the job page looks the job up then: jobs.selectors.preemptions).
         (_event("preempted", reason="priority", by="42"), "Preempted by another job (priority)"),
         (
             _event(
