@@ -66,8 +66,8 @@ from scheduler.core.rules.limits import (
     ANY,
     Admission,
     Excess,
-    GuaranteeFill,
     Limits,
+    borrowed_in_fill,
     burst_limits,
     exceeds,
     fill_order,
@@ -75,9 +75,8 @@ from scheduler.core.rules.limits import (
     of_class,
 )
 from scheduler.core.shape import Shape
-from scheduler.core.speedups.fill import FillResume
-from scheduler.core.speedups.memo import current_memo
 from scheduler.core.state import Job, Team
+from scheduler.core.tables import FORGET, Tables
 from scheduler.core.units import UNITS_PER_GPU, gpus_text
 from scheduler.core.vocabulary import PRIORITY_INDEX, Priority
 
@@ -110,13 +109,15 @@ class FairShare:
     """Quotas and order for one cycle, reading usage live from ``state`` (so it follows the cycle's changes).
 
     Build one per cycle, after the state, and before the cycle places anything. ``teams`` may omit teams
-    that have jobs (rule 1).
+    that have jobs (rule 1). Its caches are tables of ``tables`` (the cycle's memo; by default they forget, and
+    every question is answered afresh). The guarantee fill here is the plain one; the cycle's speed-ups resume
+    it (:class:`scheduler.core.speedups.fill.ResumingFairShare`).
     """
 
-    def __init__(self, teams: Sequence[Team], state: ClusterState, policy: Policy) -> None:
+    def __init__(self, teams: Sequence[Team], state: ClusterState, policy: Policy, tables: Tables = FORGET) -> None:
         self.state = state
         self.policy = policy
-        memo = current_memo()  # every cache below forgets at once when the speed-ups are off
+        memo = tables  # every cache below forgets at once when the speed-ups are off
         self.teams: dict[str, Team] = {team.name: team for team in teams}
         self._guarantee: dict[str, Limits] = memo.table()
         self._burst: dict[str, Limits] = memo.table()
@@ -152,7 +153,6 @@ class FairShare:
         self._borrowed_sets: dict[str, tuple[tuple[str, ...], frozenset[str]]] = memo.table()  # see is_borrowed
         self._slot_nodes: dict[str, tuple[tuple[str, bool], ...]] = memo.table()
         self._fill_cache: dict[str, tuple[int, tuple[tuple[str, int], ...]]] = memo.table()
-        self._resume = FillResume()  # where the next fill of a team resumes (speedups.fill)
         self._watchers: list[set[str]] = []
 
     # -- quotas ------------------------------------------------------------------------------------------
@@ -368,20 +368,11 @@ class FairShare:
         return job_id in cached[1]
 
     def _fill(self, team: str, running: tuple[str, ...]) -> tuple[str, ...]:
-        """The borrowed jobs of ``running`` (in fill order) by the guarantee fill
-        (:class:`~scheduler.core.rules.limits.GuaranteeFill`); it resumes where the team's previous fill agrees
-        (:mod:`scheduler.core.speedups.fill`)."""
-        resume, held, filled, borrowed, checkpoints = self._resume.start(team, running)
-        fill = GuaranteeFill(self.guarantee(team), held, filled)
-        saves_at = self._resume.saves_at
-        for position in range(resume, len(running)):
-            if saves_at(position, resume):
-                checkpoints.append((fill.held, tuple(fill.filled.items()), len(borrowed)))
-            job_id = running[position]
-            if not fill.offer(*self._fill_units(job_id)):
-                borrowed.append(job_id)
-        self._resume.save(team, running, checkpoints, borrowed)
-        return tuple(borrowed)
+        """The borrowed jobs of ``running`` (in fill order): rule 4's guarantee fill
+        (:class:`~scheduler.core.rules.limits.GuaranteeFill`) over every one of them, first to last."""
+        return tuple(
+            borrowed_in_fill(self.guarantee(team), ((job_id, *self._fill_units(job_id)) for job_id in running))
+        )
 
     def _fill_units(self, job_id: str) -> tuple[int, tuple[tuple[str, int], ...]]:
         """A running job's total units and its non-zero units per class (cached like :meth:`running_units`)."""

@@ -3,13 +3,22 @@
 The fill is a left-to-right first-fit scan of a team's running jobs into its guarantee, so a fill can resume
 from a saved point of the team's previous fill up to which both running tuples agree: an eviction changes the
 tuple from its victim on, and the prefix before it fills the same way. A fill saves its state before every
-:data:`STRIDE`-th job. With the speed-ups off (:mod:`.memo`) nothing is remembered and every fill starts at
-the first job — the plain rule.
+:data:`STRIDE`-th job. :class:`ResumingFairShare` is the plain :class:`~scheduler.core.rules.fairshare.FairShare`
+with its fill resumed: the same answers (``tests/scheduler/core/test_victims.py`` compares them), built by the
+cycle while the speed-ups are on (:mod:`.switch`). With them off its memory forgets and every fill starts at the
+first job, which is the plain rule.
 """
 
 from __future__ import annotations
 
-from scheduler.core.speedups.memo import current_memo
+from collections.abc import Sequence
+
+from scheduler.core.capacity import ClusterState
+from scheduler.core.policy import Policy
+from scheduler.core.rules.fairshare import FairShare
+from scheduler.core.rules.limits import GuaranteeFill
+from scheduler.core.state import Team
+from scheduler.core.tables import FORGET, Tables
 
 STRIDE = 32  # how often a fill saves its state
 
@@ -18,10 +27,10 @@ Start = tuple[int, int, dict[str, int], list[str], list[Checkpoint]]
 
 
 class FillResume:
-    """Per team, its last fill: where the next one resumes."""
+    """Per team, its last fill: where the next one resumes (its memory is a table of ``tables``)."""
 
-    def __init__(self) -> None:
-        self._last: dict[str, tuple[tuple[str, ...], list[Checkpoint], list[str]]] = current_memo().table()
+    def __init__(self, tables: Tables) -> None:
+        self._last: dict[str, tuple[tuple[str, ...], list[Checkpoint], list[str]]] = tables.table()
 
     def start(self, team: str, running: tuple[str, ...]) -> Start:
         """(position to resume at, units held, units per class, borrowed jobs, checkpoints up to there) for a
@@ -41,6 +50,28 @@ class FillResume:
 
     def save(self, team: str, running: tuple[str, ...], checkpoints: list[Checkpoint], borrowed: list[str]) -> None:
         self._last[team] = (running, checkpoints, borrowed)
+
+
+class ResumingFairShare(FairShare):
+    """:class:`~scheduler.core.rules.fairshare.FairShare` whose guarantee fill resumes where the team's previous
+    fill agrees (module doc); every other answer is the rule's."""
+
+    def __init__(self, teams: Sequence[Team], state: ClusterState, policy: Policy, tables: Tables = FORGET) -> None:
+        super().__init__(teams, state, policy, tables)
+        self._resume = FillResume(tables)
+
+    def _fill(self, team: str, running: tuple[str, ...]) -> tuple[str, ...]:
+        resume, held, filled, borrowed, checkpoints = self._resume.start(team, running)
+        fill = GuaranteeFill(self.guarantee(team), held, filled)
+        saves_at = self._resume.saves_at
+        for position in range(resume, len(running)):
+            if saves_at(position, resume):
+                checkpoints.append((fill.held, tuple(fill.filled.items()), len(borrowed)))
+            job_id = running[position]
+            if not fill.offer(*self._fill_units(job_id)):
+                borrowed.append(job_id)
+        self._resume.save(team, running, checkpoints, borrowed)
+        return tuple(borrowed)
 
 
 def common_prefix(a: tuple[str, ...], b: tuple[str, ...]) -> int:
