@@ -14,7 +14,6 @@ from fractions import Fraction
 from functools import cache
 from types import MappingProxyType
 
-
 MEMORY_SLICES = 8
 COMPUTE_SLICES = 7
 
