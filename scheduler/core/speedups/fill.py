@@ -3,22 +3,14 @@
 The fill is a left-to-right first-fit scan of a team's running jobs into its guarantee, so a fill can resume
 from a saved point of the team's previous fill up to which both running tuples agree: an eviction changes the
 tuple from its victim on, and the prefix before it fills the same way. A fill saves its state before every
-:data:`STRIDE`-th job. :class:`ResumingFairShare` is the plain :class:`~scheduler.core.rules.fairshare.FairShare`
-with its fill resumed: the same answers (``tests/scheduler/core/test_victims.py`` compares them), built by the
-cycle while the speed-ups are on (:mod:`.switch`). With them off its memory forgets and every fill starts at the
-first job, which is the plain rule.
+:data:`STRIDE`-th job. :class:`~.fairshare.RememberingFairShare` fills this way, the plain
+:class:`~scheduler.core.rules.fairshare.FairShare` from the first job every time: the same answers
+(``tests/scheduler/core/test_victims.py`` compares them).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from scheduler.core.capacity import ClusterState
-from scheduler.core.policy import Policy
-from scheduler.core.rules.fairshare import FairShare
-from scheduler.core.rules.limits import GuaranteeFill
-from scheduler.core.state import Team
-from scheduler.core.tables import FORGET, Tables
+from scheduler.core.tables import Tables
 
 STRIDE = 32  # how often a fill saves its state
 
@@ -50,28 +42,6 @@ class FillResume:
 
     def save(self, team: str, running: tuple[str, ...], checkpoints: list[Checkpoint], borrowed: list[str]) -> None:
         self._last[team] = (running, checkpoints, borrowed)
-
-
-class ResumingFairShare(FairShare):
-    """:class:`~scheduler.core.rules.fairshare.FairShare` whose guarantee fill resumes where the team's previous
-    fill agrees (module doc); every other answer is the rule's."""
-
-    def __init__(self, teams: Sequence[Team], state: ClusterState, policy: Policy, tables: Tables = FORGET) -> None:
-        super().__init__(teams, state, policy, tables)
-        self._resume = FillResume(tables)
-
-    def _fill(self, team: str, running: tuple[str, ...]) -> tuple[str, ...]:
-        resume, held, filled, borrowed, checkpoints = self._resume.start(team, running)
-        fill = GuaranteeFill(self.guarantee(team), held, filled)
-        saves_at = self._resume.saves_at
-        for position in range(resume, len(running)):
-            if saves_at(position, resume):
-                checkpoints.append((fill.held, tuple(fill.filled.items()), len(borrowed)))
-            job_id = running[position]
-            if not fill.offer(*self._fill_units(job_id)):
-                borrowed.append(job_id)
-        self._resume.save(team, running, checkpoints, borrowed)
-        return tuple(borrowed)
 
 
 def common_prefix(a: tuple[str, ...], b: tuple[str, ...]) -> int:

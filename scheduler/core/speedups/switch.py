@@ -2,10 +2,10 @@
 
 Rules and placement never open a speed-up (``tests/scheduler/core/test_rules_open_no_speedups.py``). The cycle
 builds them here instead, handing them its :class:`~.memo.Memo` as their cache tables
-(:class:`~scheduler.core.tables.Tables`) and, while the memo is enabled, the speed-ups that wrap a rule behind
-its own interface: the fill that resumes (:class:`~.fill.ResumingFairShare`) and the idle classes the capacity
-index keeps for reconfiguration (:class:`~.idle.IdleClasses`). Disabled, the cycle gets the plain rules, whose
-tables forget.
+(:class:`~scheduler.core.tables.Tables`) and, while the memo is enabled, the speed-ups that wrap a rule behind its
+own interface: fair share that remembers its answers and resumes its fill
+(:class:`~.fairshare.RememberingFairShare`), and the idle classes the capacity index keeps for reconfiguration
+(:class:`~.idle.IdleClasses`). Disabled, the cycle gets the plain rules, whose tables forget.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from scheduler.core.placement.index import IndexedClusterState
 from scheduler.core.policy import Policy
 from scheduler.core.rules.fairshare import FairShare
-from scheduler.core.speedups.fill import ResumingFairShare
+from scheduler.core.speedups.fairshare import RememberingFairShare
 from scheduler.core.speedups.idle import IdleClasses
 from scheduler.core.speedups.memo import Memo
 from scheduler.core.state import Snapshot, Team
@@ -27,6 +27,7 @@ def indexed_state(snapshot: Snapshot, now: float, memo: Memo) -> IndexedClusterS
 
 
 def fair_share(teams: Sequence[Team], state: IndexedClusterState, policy: Policy, memo: Memo) -> FairShare:
-    """The cycle's fair share: its guarantee fill resumes while ``memo`` is on, and is the plain rule's off."""
-    kind = ResumingFairShare if memo.enabled else FairShare
-    return kind(sorted(teams, key=lambda team: team.name), state, policy, memo)
+    """The cycle's fair share: it remembers its answers and resumes its guarantee fill while ``memo`` is on, and
+    is the plain rule off."""
+    ordered = sorted(teams, key=lambda team: team.name)
+    return RememberingFairShare(ordered, state, policy, memo) if memo.enabled else FairShare(ordered, state, policy)

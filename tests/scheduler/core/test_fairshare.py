@@ -7,6 +7,7 @@ import pytest
 from scheduler.core.policy import Policy
 from scheduler.core.rules.fairshare import FairShare, job_class
 from scheduler.core.rules.limits import ANY, Admission, Limits, burst_limits, exceeds, guarantee_limits, placement_units
+from scheduler.core.speedups.fairshare import RememberingFairShare
 from scheduler.core.speedups.memo import Memo
 from scheduler.core.state import Job, Node, Running, Slot, Team
 from scheduler.core.units import UNITS_PER_GPU, gpus_text
@@ -469,7 +470,7 @@ def test_borrowed_capacity_is_split_by_weight(weights: tuple[float, float], spli
 def test_running_jobs_drop_removed_jobs_in_fill_order_and_feed_the_borrowed_fill() -> None:
     teams = [team("t", {"any": 2})]
     state, _ = world(NODES, teams, [_r(f"j{i}", first=i, started_at=i) for i in range(5)])
-    fs = FairShare(teams, state, POLICY, Memo())  # its tables remember, as in a cycle
+    fs = RememberingFairShare(teams, state, POLICY, Memo())  # the cycle's, with the speed-ups on
     everyone = fs.running_jobs("t")
     assert everyone == ("j0", "j1", "j2", "j3", "j4")
     assert fs.running_jobs("t") is everyone  # nothing removed: the stored tuple, no rebuild
@@ -492,7 +493,7 @@ def test_running_jobs_drop_removed_jobs_in_fill_order_and_feed_the_borrowed_fill
 def test_running_spots_are_the_distinct_nodes_and_grains_of_a_running_job() -> None:
     two_nodes = run(job("x", "t", gpus=2), (on("a1", 0)[0], on("a1", 1)[0], on("h1", 0)[0]))
     state, _ = world(NODES, [team("t", {"any": 8})], [two_nodes])
-    fs = FairShare([team("t", {"any": 8})], state, POLICY, Memo())
+    fs = RememberingFairShare([team("t", {"any": 8})], state, POLICY, Memo())
     assert fs.running_slot_nodes("x") == (("a1", False), ("h1", False))
     assert fs.running_slot_nodes("x") is fs.running_slot_nodes("x")  # cached
 

@@ -75,5 +75,5 @@ def test_the_scan_sees_the_imports_it_is_about() -> None:
     victims = _speedups_imported(CORE / "speedups" / "victims.py")
     assert victims == {"scheduler.core.speedups.memo"}
     assert "scheduler.core.rules.eviction" in _imported_modules(CORE / "speedups" / "victims.py")
-    # So does the resuming guarantee fill: it subclasses the plain rule.
-    assert "scheduler.core.rules.fairshare" in _imported_modules(CORE / "speedups" / "fill.py")
+    # So does fair share that remembers and resumes its fill: it subclasses the plain rule.
+    assert "scheduler.core.rules.fairshare.FairShare" in _imported_modules(CORE / "speedups" / "fairshare.py")

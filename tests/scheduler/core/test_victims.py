@@ -13,7 +13,7 @@ from scheduler.core.placement.mix import DemandMix
 from scheduler.core.preemption import candidates
 from scheduler.core.rules.eviction import fresh_until, is_fresh, lost_work, preference, team_candidates
 from scheduler.core.rules.fairshare import FairShare
-from scheduler.core.speedups.fill import ResumingFairShare
+from scheduler.core.speedups.fairshare import RememberingFairShare
 from scheduler.core.speedups.memo import Memo
 from scheduler.core.speedups.victims import Victims
 from scheduler.core.state import Running, Team
@@ -80,7 +80,7 @@ def test_the_borrowed_fill_resumes_exactly_where_the_tuples_agree() -> None:
     ]
     nodes = [node(f"n{i:03}", gpus=4) for i in range(150)]
     state, _ = world(nodes, teams, running)
-    fs = ResumingFairShare(teams, state, POLICY, Memo())
+    fs = RememberingFairShare(teams, state, POLICY, Memo())
     rng = random.Random(3)
     for _ in range(40):
         victim = rng.choice(sorted(state.running))
