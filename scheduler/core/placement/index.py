@@ -167,12 +167,13 @@ class CapacityIndex:
         # when none was given, the running jobs' alone (worked out at the first question).
         self.mix: DemandMix | None = None
         # Caches owned by placement (keyed by job shape), valid for this index's lifetime (:mod:`..speedups`).
-        memo = tables
-        self.failed: dict[Hashable, int] = memo.table()  # shape → ``freed`` when it found nothing
-        self.found: dict[Hashable, tuple[int, object, Slots]] = memo.table()  # shape → (``version``, policy, placement)
+        self.failed: dict[Hashable, int] = tables.table()  # shape → ``freed`` when it found nothing
+        self.found: dict[Hashable, tuple[int, object, Slots]] = (
+            tables.table()
+        )  # shape → (``version``, policy, placement)
         # (question, …) → (policy, answer): see options.stored_answer; (model, signature, profile) → take_delta.
-        self.answers: dict[Hashable, tuple[object, object]] = memo.table()
-        self.mig_deltas: dict[Hashable, tuple[int, int]] = memo.table()
+        self.answers: dict[Hashable, tuple[object, object]] = tables.table()
+        self.mig_deltas: dict[Hashable, tuple[int, int]] = tables.table()
         for gpu in self.gpus:
             self.refresh(gpu)
         self.idle: IdleTracker | None = None if idle is None else idle(state, self.node_names)

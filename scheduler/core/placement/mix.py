@@ -36,9 +36,8 @@ class DemandMix:
         self.mig: dict[str, dict[str, int]] = {}
         self.share_sizes: dict[str, dict[int, int]] = {}
         self._mig_totals: dict[str, int] = {}
-        memo = tables
-        self._bigger: dict[str, tuple[list[int], list[int]]] = memo.table()
-        self._share_deltas: dict[tuple[str, int], dict[int, int]] = memo.table()
+        self._bigger: dict[str, tuple[list[int], list[int]]] = tables.table()
+        self._share_deltas: dict[tuple[str, int], dict[int, int]] = tables.table()
 
     def add_mig(self, model: str, profile: str, count: int = 1) -> None:
         by_profile = self.mig.setdefault(model, {})

@@ -80,11 +80,13 @@ class Reconfigurations:
         self.evictions: list[Evict] = []
         self._production = [job for job in pending if job.priority == Priority.PRODUCTION]
         self._claimed: set[Key] = set()
-        memo = self.index.tables  # the cycle's caches, as the index was given them
-        self._offer_lists: dict[Hashable, tuple[int, list[int], list[tuple[Key, float]]]] = memo.table()  # see _offered
-        self._unit_scans: dict[Hashable, tuple[int, int | None]] = memo.table()  # see _units
+        tables = self.index.tables  # the cycle's caches, as the index was given them
+        self._offer_lists: dict[Hashable, tuple[int, list[int], list[tuple[Key, float]]]] = (
+            tables.table()
+        )  # see _offered
+        self._unit_scans: dict[Hashable, tuple[int, int | None]] = tables.table()  # see _units
         # could_change_for's answers per job shape: (freed token, answer, the node whose MIG change answered yes)
-        self._could: dict[Hashable, tuple[int, bool, tuple[str, ...]]] = memo.table()
+        self._could: dict[Hashable, tuple[int, bool, tuple[str, ...]]] = tables.table()
         self._budget = nodes_per_cycle(
             state, now
         )  # nodes changed per cycle outside production (reconfiguration rule 5)
