@@ -27,13 +27,15 @@ import multiprocessing
 import time
 from typing import Any
 
-from scheduler.sim.bench.registry import Claim, Outcome, whole_number
+from scheduler.sim.bench.registry import BenchUsageError, Claim, Outcome, whole_number
 
 NAME = "kube"
 HELP = "Kubernetes gateway at scale: API bytes and requests per steady cycle, cache memory and first-sync time."
 # Three minutes at 5,000 nodes: ``bench all`` runs it only when named (``--only kube``), as the other slow runs.
 ALL_RUNS: dict[str, tuple[str, ...]] = {}
 SLOW_RUNS: dict[str, tuple[str, ...]] = {NAME: ()}
+EMULATOR = "tests.scheduler.kube_emulator"
+NO_EMULATOR = "bench kube needs the test harness in tests/scheduler/kube_emulator.py: run it from a source checkout"
 TARGET_MIB = 300.0  # the caches at 5,000 nodes, within a 1 GiB worker
 MIB = 1024 * 1024
 
@@ -294,10 +296,21 @@ def _our_pod(index: int, nodes: int) -> dict[str, Any]:
     }
 
 
-def _serve(nodes: int, pods: int, conn: Any) -> None:
+def emulator() -> Any:
+    """The test emulator's module, or :class:`BenchUsageError` saying where it lives.
+
+    An image holds no ``tests/`` (nor kmock, a test dependency), so the import is by name and made here, in the
+    parent: a child that failed to import would leave the parent waiting on its pipe for ever.
+    """
+    try:
+        return importlib.import_module(EMULATOR)
+    except ImportError:
+        raise BenchUsageError(NO_EMULATOR) from None
+
+
+def _serve(module: Any, nodes: int, pods: int, conn: Any) -> None:
     """The child: the emulator with the cluster seeded; answers "stats" with what it served, until "stop"."""
-    # The test emulator (kmock is a test dependency): imported by name, so the type check stays on this side.
-    cluster: Any = importlib.import_module("tests.scheduler.kube_emulator").Cluster()
+    cluster: Any = module.Cluster()
     images, managed = _images(), _managed_fields()  # shared: the emulator's memory is not what is measured
     cluster.seed("v1/nodes", [gpu_node(i, images, managed) for i in range(nodes)])
     cluster.seed("v1/pods", [_our_pod(i, nodes) for i in range(pods)])
@@ -336,9 +349,10 @@ def run(options: dict[str, Any]) -> Outcome:
     nodes, pods, cycles = options["nodes"], options["pods"], options["cycles"]
     cycle_s, churn = options["cycle_s"], options["churn"]
     command = f"python manage.py bench kube --nodes {nodes} --pods {pods} --cycles {cycles}"
+    module = emulator()
     started = time.monotonic()
     parent, child = multiprocessing.get_context("fork").Pipe()
-    server = multiprocessing.get_context("fork").Process(target=_serve, args=(nodes, pods, child), daemon=True)
+    server = multiprocessing.get_context("fork").Process(target=_serve, args=(module, nodes, pods, child), daemon=True)
     server.start()
     url = parent.recv()
 

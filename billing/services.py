@@ -396,7 +396,7 @@ def price_catalog_seed() -> int:
 
     Idempotent. GPU models come from the scheduler's catalog (``gpu_models_sync``); returns rows created.
     """
-    from scheduler.services import gpu_models_sync
+    from scheduler.services.fleet import gpu_models_sync
 
     created = 0
     with transaction.atomic():

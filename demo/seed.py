@@ -20,7 +20,7 @@ from demo.billing import billing_demo_seed
 from scheduler.core.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.vocabulary import CapacityTier, Fabric, Interconnect
 from scheduler.models import Gpu, Node
-from scheduler.services import gpu_models_sync, node_register
+from scheduler.services.fleet import gpu_models_sync, node_register
 from teams.models import Team
 from teams.orgfile import validate_org
 from teams.services import org_apply

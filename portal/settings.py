@@ -130,7 +130,7 @@ if PROMETHEUS_URL and not PROMETHEUS_URL.startswith(("http://", "https://")):
     raise EnvError(f"PROMETHEUS_URL={PROMETHEUS_URL!r} must start with http:// or https:// (http://prometheus:9090).")
 # --- end of the Kubernetes backend ----------------------------------------------------------------------------
 
-# The scheduler's tunables, in one place; scheduler/services.py turns them into a frozen core Policy.
+# The scheduler's tunables, in one place; scheduler/bridge/policy.py turns them into a frozen core Policy.
 _SCHEDULER_CYCLE_S = env_int("SCHEDULER_CYCLE_S", default=10, minimum=1, maximum=3600)
 SCHEDULER: SchedulerSettings = {
     "cycle_s": _SCHEDULER_CYCLE_S,

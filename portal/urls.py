@@ -30,9 +30,9 @@ urlpatterns = [
     path("accounts/token/revoke/", views.api_token_revoke_view, name="api_token_revoke"),
     path("accounts/sign-ins/", views.sign_ins, name="sign_ins"),
     path("cluster/", scheduler_views.cluster, name="cluster"),
-    path("", include("jobs.urls")),
+    path("", include("jobs.pages.urls")),
     path("", include("billing.urls")),
-    path("api/v1/", include("jobs.api.urls")),
+    path("api/v1/", include("portal.api_urls")),
     path("api/schema/", views.ApiSchemaView.as_view(), name="api-schema"),
     path("api/docs/", views.ApiDocsView.as_view(url_name="api-schema"), name="api-docs"),
 ]

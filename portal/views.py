@@ -25,8 +25,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from jobs.selectors import job_list_for_user
-from jobs.team_usage import quota_use_for_user
+from jobs.selectors.jobs import job_list_for_user
+from jobs.selectors.team_usage import quota_use_for_user
 from portal.api_tokens import api_token_create, api_token_last_used, api_token_prefix, api_token_revoke
 from portal.lockout import account_failures, account_unlock
 from portal.signin import SignInForm

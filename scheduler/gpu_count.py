@@ -1,7 +1,7 @@
 """Changing how many GPUs a node has: what the change creates or removes, the refusal to remove a GPU a live
 allocation holds, and the write itself (node row and GPU rows together).
 
-``scheduler.services.node_register`` states a node's whole shape and shares the refusal; the admin changes the
+``scheduler.services.fleet.node_register`` states a node's whole shape and shares the refusal; the admin changes the
 count alone, after showing :func:`gpu_count_change_summary` and asking for confirmation.
 """
 

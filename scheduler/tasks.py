@@ -27,7 +27,9 @@ from scheduler.gateways import gateway_get
 from scheduler.loop.cycle import cycle_run
 from scheduler.loop.locks import single_flight
 from scheduler.loop.notice import notices_unhandled
-from scheduler.services import cluster_maintain, cluster_sync, utilization_record
+from scheduler.services.mig import cluster_maintain
+from scheduler.services.samples import utilization_record
+from scheduler.services.sync import cluster_sync
 
 log = logging.getLogger(__name__)
 

@@ -24,7 +24,7 @@ from django.utils import timezone
 
 import billing.forms
 import jobs.errors
-import jobs.forms
+import jobs.pages.forms
 import portal.signin  # noqa: F401  (its forms are walked)
 import scheduler.admin  # noqa: F401
 import teams.admin  # noqa: F401
@@ -224,35 +224,35 @@ def _pending(team: Any, lead: User) -> Job:
 
 # (view module attribute to replace, request to send): each request reaches that service.
 JOB_FORMS: dict[str, tuple[str, Callable[[Any, User], tuple[str, dict[str, Any]]]]] = {
-    "submit": ("jobs.views.job_submit", lambda team, lead: (reverse("jobs:submit"), {**SUBMIT, "team": team.pk})),
+    "submit": ("jobs.pages.views.job_submit", lambda team, lead: (reverse("jobs:submit"), {**SUBMIT, "team": team.pk})),
     "cancel": (
-        "jobs.views.job_cancel",
+        "jobs.pages.views.job_cancel",
         lambda team, lead: (reverse("jobs:cancel", args=[_pending(team, lead).pk]), {}),
     ),
     "priority": (
-        "jobs.views.job_set_priority",
+        "jobs.pages.views.job_set_priority",
         lambda team, lead: (reverse("jobs:priority", args=[_pending(team, lead).pk]), {"priority": "low"}),
     ),
     "manage move": (
-        "jobs.views.job_move",
+        "jobs.pages.views.job_move",
         lambda team, lead: (reverse("jobs:manage", args=[team.slug]), {"action": f"up:{_pending(team, lead).pk}"}),
     ),
     "manage priority": (
-        "jobs.views.job_set_priority_bulk",
+        "jobs.pages.views.job_set_priority_bulk",
         lambda team, lead: (
             reverse("jobs:manage", args=[team.slug]),
             {"action": "priority", "priority": "low", "selected": [_pending(team, lead).pk]},
         ),
     ),
     "manage cancel": (
-        "jobs.views.job_cancel_bulk",
+        "jobs.pages.views.job_cancel_bulk",
         lambda team, lead: (
             reverse("jobs:manage", args=[team.slug]),
             {"action": "cancel", "selected": [_pending(team, lead).pk]},
         ),
     ),
     "jobs page cancel": (
-        "jobs.job_list.job_cancel_bulk",
+        "jobs.pages.job_list.job_cancel_bulk",
         lambda team, lead: (reverse("jobs:list"), {"action": "cancel", "selected": [_pending(team, lead).pk]}),
     ),
 }
@@ -302,12 +302,12 @@ def test_an_advisor_refusal_is_a_form_error(client: Client, finance_user, monkey
 
 # Each form class of the project and the test that walks its refusals (here, or beside its app).
 WALKED = {
-    "jobs.forms.SubmitForm": "test_submit_* and test_every_jobs_refusal_reaches_every_jobs_form[submit-*]",
-    "jobs.forms.RequestForm": "the fields of SubmitForm and SuggestionForm",
-    "jobs.forms.SuggestionForm": "test_filters_and_partials_refuse_without_a_500",
-    "jobs.forms.IntervalForm": "test_filters_and_partials_refuse_without_a_500",
-    "jobs.forms.PriorityForm": "test_job_changes_on_an_ended_job_are_messages, …[priority-*]",
-    "jobs.forms.CancelForm": "test_job_changes_on_an_ended_job_are_messages, …[cancel-*]",
+    "jobs.pages.forms.SubmitForm": "test_submit_* and test_every_jobs_refusal_reaches_every_jobs_form[submit-*]",
+    "jobs.pages.forms.RequestForm": "the fields of SubmitForm and SuggestionForm",
+    "jobs.pages.forms.SuggestionForm": "test_filters_and_partials_refuse_without_a_500",
+    "jobs.pages.forms.IntervalForm": "test_filters_and_partials_refuse_without_a_500",
+    "jobs.pages.forms.PriorityForm": "test_job_changes_on_an_ended_job_are_messages, …[priority-*]",
+    "jobs.pages.forms.CancelForm": "test_job_changes_on_an_ended_job_are_messages, …[cancel-*]",
     "billing.forms.ReportForm": "test_billing_forms_refusals_are_form_errors",
     "billing.forms.AdvisorForm": "test_billing_forms_refusals_are_form_errors, test_an_advisor_refusal_is_a_form_error",
     "billing.forms.BreakevenForm": "test_an_advisor_refusal_is_a_form_error[breakeven]",

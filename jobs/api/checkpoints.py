@@ -35,7 +35,7 @@ from jobs.api.permissions import ReportsForThisJob
 from jobs.api.serializers import CheckpointReportSerializer, CheckpointSerializer
 from jobs.api.specs import json_parsers
 from jobs.errors import JobNotFound, JobStateError
-from jobs.selectors import checkpoint_row, job_checkpoints, job_get_for_user
+from jobs.selectors.jobs import checkpoint_row, job_checkpoints, job_get_for_user
 from jobs.services import CheckpointReport, checkpoint_record
 
 JOB_ID = OpenApiParameter("id", OpenApiTypes.INT, OpenApiParameter.PATH, description="The job's id")

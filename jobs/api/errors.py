@@ -39,7 +39,7 @@ from jobs.errors import (
     PendingLimitReached,
     TeamNotFound,
 )
-from jobs.rightsizing import errors_by_key
+from jobs.selectors.rightsizing import errors_by_key
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:

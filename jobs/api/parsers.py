@@ -10,7 +10,7 @@ respect before any serializer or service sees it.
 - no NUL character and no lone surrogate (``"\\ud800"``) in any string, key or value, and no number too large
   for a float (``1e400``): PostgreSQL refuses the first, UTF-8 cannot encode the second, the third is ``inf``.
   400 with one entry per field path (``{"model.dtype": ["…"], "command[1]": ["…"]}``, the paths of
-  ``jobs.rightsizing.errors_by_key``).
+  ``jobs.selectors.rightsizing.errors_by_key``).
 """
 
 from __future__ import annotations

@@ -11,8 +11,8 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from jobs.models import Allocation, Job, JobEvent
-from jobs.network import job_network
-from jobs.waiting import EtaDisplay, EtaStatus, eta_display, waiting_reason
+from jobs.selectors.network import job_network
+from jobs.selectors.waiting import EtaDisplay, EtaStatus, eta_display, waiting_reason
 from scheduler.core import PreviewOutcome, bounds
 from scheduler.core.vocabulary import (
     DEFAULT_JOB_KIND,
@@ -122,7 +122,7 @@ class JobSerializer(serializers.ModelSerializer):
 
 
 class ReplicaLogSerializer(serializers.Serializer):
-    """One replica's log as ``GET /api/v1/jobs/{id}/logs/`` gives it (``jobs.logs``)."""
+    """One replica's log as ``GET /api/v1/jobs/{id}/logs/`` gives it (``jobs.selectors.logs``)."""
 
     job = serializers.IntegerField()
     replica = serializers.IntegerField()
@@ -327,7 +327,7 @@ MAX_JSON_INT = 2**53 - 1
 
 
 class CheckpointSerializer(serializers.Serializer):
-    """One recorded checkpoint (``jobs.selectors.CheckpointRow``)."""
+    """One recorded checkpoint (``jobs.selectors.jobs.CheckpointRow``)."""
 
     step = serializers.IntegerField(allow_null=True, help_text="null: the cluster reported a time only")
     saved_at = serializers.DateTimeField()
@@ -374,51 +374,7 @@ class CheckpointReportSerializer(serializers.Serializer):
         return value
 
 
-# --- teams, dashboard, cluster, right-sizing -----------------------------------------------------------------
-
-
-class TeamSerializer(serializers.Serializer):
-    slug = serializers.CharField()
-    name = serializers.CharField()
-    namespace = serializers.CharField()
-    weight = serializers.IntegerField()
-    role = serializers.CharField(help_text="lead, member or admin")
-
-
-class QuotaUseSerializer(serializers.Serializer):
-    gpu_class = serializers.CharField()
-    guaranteed_gpus = serializers.FloatField(
-        allow_null=True, help_text="As the scheduler reads the quotas; null: bounded by the any row alone"
-    )
-    burst_gpus = serializers.FloatField(allow_null=True, help_text="null: no burst limit")
-    in_use_gpus = serializers.FloatField()
-    production_gpus = serializers.FloatField(help_text="Held by production work that is not preemptible")
-    other_non_preemptible_gpus = serializers.FloatField()
-    preemptible_gpus = serializers.FloatField()
-    production_above_gpus = serializers.FloatField(help_text="Production above the guarantee, within the burst limit")
-    other_non_preemptible_above_gpus = serializers.FloatField()
-    borrowed_gpus = serializers.FloatField(help_text="Preemptible work above the guarantee: other teams may reclaim it")
-
-
-class DashboardSerializer(serializers.Serializer):
-    team = serializers.CharField(source="team.slug")
-    quotas = QuotaUseSerializer(many=True)
-    running_jobs = serializers.IntegerField()
-    pending_jobs = serializers.IntegerField()
-    month_start = serializers.DateTimeField()
-    gpu_hours_this_month = serializers.FloatField(source="month.gpu_hours")
-    cost_this_month = serializers.DecimalField(source="month.cost", max_digits=14, decimal_places=2)
-    recent_events = serializers.SerializerMethodField()
-
-    def get_recent_events(self, data: Any) -> list[dict[str, Any]]:
-        return [{"job": e.job_id, "job_name": e.job.name, **JobEventSerializer(e).data} for e in data.recent_events]
-
-
-class ClassSeriesSerializer(serializers.Serializer):
-    gpu_class = serializers.CharField()
-    times = serializers.ListField(child=serializers.DateTimeField())
-    allocated_gpus = serializers.ListField(child=serializers.FloatField())
-    used_gpus = serializers.ListField(child=serializers.FloatField(allow_null=True))
+# --- right-sizing ---------------------------------------------------------------------------------------------
 
 
 class RightsizeSerializer(RequestSerializer):
@@ -474,49 +430,3 @@ class SuggestionSerializer(serializers.Serializer):
     memory_breakdown = serializers.CharField()
     reason = serializers.CharField()
     replicas = serializers.IntegerField()
-
-
-class HolderSerializer(serializers.Serializer):
-    team = serializers.CharField(source="team_slug")
-    job = serializers.IntegerField(source="job_id", allow_null=True)
-    job_name = serializers.CharField()
-
-
-class SegmentSerializer(serializers.Serializer):
-    start = serializers.IntegerField(help_text="First memory slice (0–7)")
-    width = serializers.IntegerField(help_text="Memory slices")
-    label = serializers.CharField()  # type: ignore[assignment]  # a declared field, not Field.label
-    compute_slices = serializers.IntegerField()
-    partitioned = serializers.BooleanField()
-    holder = HolderSerializer(allow_null=True)
-
-
-class GpuCellSerializer(serializers.Serializer):
-    index = serializers.IntegerField()
-    mig = serializers.BooleanField()
-    segments = SegmentSerializer(many=True)
-
-
-class NodeRowSerializer(serializers.Serializer):
-    name = serializers.CharField()
-    gpu_model = serializers.CharField()
-    gpu_class = serializers.CharField()
-    tier = serializers.CharField()
-    state = serializers.CharField()
-    price_per_gpu_hour = serializers.FloatField()
-    free_gpus = serializers.FloatField()
-    gpus = GpuCellSerializer(many=True)
-
-
-class FreeCapacitySerializer(serializers.Serializer):
-    gpu_class = serializers.CharField()
-    tier = serializers.CharField()
-    total_gpus = serializers.FloatField()
-    free_gpus = serializers.FloatField()
-
-
-class ClusterSerializer(serializers.Serializer):
-    total_gpus = serializers.IntegerField()
-    free_gpus = serializers.FloatField()
-    free = FreeCapacitySerializer(many=True)
-    nodes = NodeRowSerializer(many=True)

@@ -26,9 +26,6 @@ from jobs.api.permissions import require_cancel, require_manage, role_for_job, t
 from jobs.api.serializers import (
     BulkCancelSerializer,
     CancelSerializer,
-    ClassSeriesSerializer,
-    ClusterSerializer,
-    DashboardSerializer,
     JobDetailSerializer,
     JobEventSerializer,
     JobSerializer,
@@ -39,14 +36,11 @@ from jobs.api.serializers import (
     ReplicaLogSerializer,
     RightsizeSerializer,
     SuggestionSerializer,
-    TeamSerializer,
 )
 from jobs.api.specs import json_parsers, spec_body
 from jobs.errors import JobNotFound, LogRequestInvalid
-from jobs.logs import DOWNLOAD_LIMIT_BYTES, MAX_TAIL_LINES, PAGE_TAIL_LINES, job_log_read, log_params
 from jobs.models import Job
-from jobs.rightsizing import RIGHTSIZE_KEYS, suggest
-from jobs.selectors import (
+from jobs.selectors.jobs import (
     job_allocations,
     job_events,
     job_get_for_user,
@@ -55,6 +49,8 @@ from jobs.selectors import (
     job_usage,
     jobs_for_user_by_ids,
 )
+from jobs.selectors.logs import DOWNLOAD_LIMIT_BYTES, MAX_TAIL_LINES, PAGE_TAIL_LINES, job_log_read, log_params
+from jobs.selectors.rightsizing import RIGHTSIZE_KEYS, suggest
 from jobs.services import (
     job_cancel,
     job_cancel_bulk,
@@ -63,13 +59,9 @@ from jobs.services import (
     job_set_rank,
     job_submit,
 )
-from jobs.team_usage import DEFAULT_WINDOW, WINDOWS_S, team_dashboard, team_utilization_series
-from scheduler.cluster_map import cluster_map
 from scheduler.core.vocabulary import Priority
 from scheduler.errors import GatewayError
 from teams.http import SignedInApiRequest
-from teams.models import Team
-from teams.roles import is_platform_admin
 from teams.selectors import team_list_for_user
 
 
@@ -261,55 +253,6 @@ class QueueReorderView(APIView):
         job_list_reorder(team=team, order=body.validated_data["job_ids"], actor=request.user)
         queue = job_list_queue(user=request.user, team=team)
         return Response(JobSerializer(queue, many=True, context={"request": request}).data)
-
-
-class TeamViewSet(viewsets.ViewSet):
-    """Your teams (every team for platform admins), each with its dashboard and utilization series."""
-
-    lookup_field = "slug"
-    serializer_class = TeamSerializer
-    queryset = Team.objects.none()  # for the schema only: reads go through team_list_for_user
-
-    def _row(self, team: Any, role: str) -> dict[str, Any]:
-        return {"slug": team.slug, "name": team.name, "namespace": team.namespace, "weight": team.weight, "role": role}
-
-    @extend_schema(responses={200: TeamSerializer(many=True)})
-    def list(self, request: Request) -> Response:
-        roles = access.roles_by_team(user=request.user)
-        admin = is_platform_admin(request.user)
-        teams = team_list_for_user(user=request.user).order_by("slug")
-        return Response([self._row(t, "admin" if admin else roles.get(t.pk, "")) for t in teams])
-
-    @extend_schema(responses={200: TeamSerializer})
-    def retrieve(self, request: Request, slug: str | None = None) -> Response:
-        team, role = team_for(request, slug or "")
-        return Response(self._row(team, role))
-
-    @extend_schema(responses={200: DashboardSerializer})
-    @action(detail=True, methods=["get"])
-    def dashboard(self, request: Request, slug: str | None = None) -> Response:
-        team, _ = team_for(request, slug or "")
-        return Response(DashboardSerializer(team_dashboard(team=team)).data)
-
-    @extend_schema(
-        parameters=[OpenApiParameter("window", OpenApiTypes.STR, enum=[*WINDOWS_S], default=DEFAULT_WINDOW)],
-        responses={200: ClassSeriesSerializer(many=True)},
-    )
-    @action(detail=True, methods=["get"])
-    def utilization(self, request: Request, slug: str | None = None) -> Response:
-        team, _ = team_for(request, slug or "")
-        window = request.query_params.get("window", DEFAULT_WINDOW)
-        if window not in WINDOWS_S:
-            raise ValidationError({"window": [f"must be one of {', '.join(WINDOWS_S)}"]})
-        return Response(ClassSeriesSerializer(team_utilization_series(team=team, window=window), many=True).data)
-
-
-class ClusterView(APIView):
-    @extend_schema(responses={200: ClusterSerializer})
-    def get(self, request: Request) -> Response:
-        """Every node and GPU with its MIG instances, who holds each (by team), tiers and free capacity."""
-        visible = None if is_platform_admin(request.user) else set(access.roles_by_team(user=request.user))
-        return Response(ClusterSerializer(cluster_map(visible_team_ids=visible)).data)
 
 
 def _rightsize_team(request: Request, slug: object) -> str | None:

@@ -20,7 +20,7 @@ from django.utils import timezone
 from jobs.access import check_cancel, check_grant, check_manage, check_priority
 from jobs.errors import JobNotFound, JobSpecInvalid, JobStateError, PriorityNotGranted
 from jobs.models import Allocation, Job, JobEvent
-from jobs.selectors import resuming_jobs
+from jobs.selectors.jobs import resuming_jobs
 from jobs.services import ranks as ranks_rule
 from jobs.services.loop import job_requeue
 from jobs.services.positions import positions_lock, positions_refresh
@@ -34,7 +34,7 @@ _LIVE = (JobState.PENDING, JobState.RUNNING)
 
 def team_order_key(job: Job, resuming: Collection[int] = frozenset()) -> tuple[int, int, int, datetime, str]:
     """The scheduler's order within a team (``scheduler.core.rules.fairshare.job_key``): priority, then a job
-    resuming after an infrastructure loss (``resuming``: :func:`jobs.selectors.resuming_jobs`), rank, submit
+    resuming after an infrastructure loss (``resuming``: :func:`jobs.selectors.jobs.resuming_jobs`), rank, submit
     time, id. The id compares as the engine's does, as a string (``scheduler.bridge.snapshot``: ``str(job.pk)``),
     so that two jobs submitted in the same microsecond sort alike on the manage page and in the positions."""
     return (PRIORITY_INDEX[job.priority], 0 if job.pk in resuming else 1, job.rank, job.submitted_at, str(job.pk))

@@ -9,7 +9,7 @@ from datetime import datetime
 from django.contrib.auth.models import User
 
 from jobs.models import Allocation, Job, JobEvent
-from jobs.preemptions import preempted_words, preemptor_details
+from jobs.selectors.preemptions import preempted_words, preemptor_details
 from jobs.services.checkpoints import checkpoint_latest
 from scheduler.core import Slot
 from scheduler.core.vocabulary import EventType, JobState
@@ -65,13 +65,13 @@ def job_requeue(
     """A running job loses its devices (preempted, node lost, bind refused, an admin's requeue) and waits again.
 
     ``by``: the preempting job's id, when a job took the devices; the ``preempted`` event also records that job's
-    team, kind and priority (:func:`jobs.preemptions.preemptor_details`).
+    team, kind and priority (:func:`jobs.selectors.preemptions.preemptor_details`).
     ``actor``: the person who asked for it (an admin), recorded on both events; None for the scheduler. The pods
     still run until the next cycle's reconcile evicts the pods of a pending job.
     """
     Allocation.objects.filter(job=job, ended_at__isnull=True).update(ended_at=at, end_reason=reason[:32])
     # The preempting job's team, kind and priority, stored now: the victim's viewers may not open that job, and
-    # its page says who took the GPUs in these words alone (jobs.preemptions).
+    # its page says who took the GPUs in these words alone (jobs.selectors.preemptions).
     preemptor = preemptor_details(by)
     if by:
         who = preempted_words(preemptor) or "another job"

@@ -1,4 +1,4 @@
-"""A waiting job's start estimate and reason in templates, by the one rule of :mod:`jobs.waiting`."""
+"""A waiting job's start estimate and reason in templates, by the one rule of :mod:`jobs.selectors.waiting`."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from django import template
 from django.utils import timezone
 
 from jobs.models import Job
-from jobs.waiting import EtaDisplay
-from jobs.waiting import eta_display as _eta_display
-from jobs.waiting import waiting_reason as _waiting_reason
+from jobs.selectors.waiting import EtaDisplay
+from jobs.selectors.waiting import eta_display as _eta_display
+from jobs.selectors.waiting import waiting_reason as _waiting_reason
 
 register = template.Library()
 

@@ -19,8 +19,8 @@ from datetime import datetime, timedelta
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from jobs.models import Allocation, Job
-from jobs.selectors import gpu_equivalents
-from jobs.team_usage import team_quota_use
+from jobs.selectors.jobs import gpu_equivalents
+from jobs.selectors.team_usage import team_quota_use
 from scheduler.bridge.policy import policy_current
 from scheduler.bridge.snapshot import core_job
 from scheduler.core import replica_need

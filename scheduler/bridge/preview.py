@@ -1,5 +1,5 @@
 """The engine's answer for a job not submitted yet, on the cluster as it is now: the submit page's suggestion
-and the ``rightsize`` API ask it (``jobs.rightsizing``).
+and the ``rightsize`` API ask it (``jobs.selectors.rightsizing``).
 
 The snapshot is the one a cycle would build (:func:`scheduler.bridge.snapshot.build`: pending and running work,
 quotas, recent preemptions) over the inventory as the last cycle recorded it

@@ -4,7 +4,7 @@
 Who knows what: the cluster (the observation) knows the nodes as they are now — present or gone, their MIG
 layouts and changes in flight, cordons and interruption notices; the database knows the work — pending jobs,
 what each running job holds (live :class:`~jobs.models.Allocation` rows), quotas, past preemptions and
-which pending jobs resume after an infrastructure loss (:func:`jobs.selectors.resuming_jobs`). An
+which pending jobs resume after an infrastructure loss (:func:`jobs.selectors.jobs.resuming_jobs`). An
 admin's cordon in the inventory also closes a node. Ids: a job is its primary key as a string, a team its
 slug. Times are epoch seconds; job durations and checkpoint intervals (virtual seconds of work) are divided
 by the observation's ``clock_speed`` so the engine's ETAs come out in real seconds. A team's typical run time
@@ -24,7 +24,7 @@ from django.db.models import F, Window
 from django.db.models.functions import RowNumber
 
 from jobs.models import Allocation, Job, JobEvent
-from jobs.selectors import resuming_jobs
+from jobs.selectors.jobs import resuming_jobs
 from scheduler.core import Job as CoreJob
 from scheduler.core import (
     ModelProfile,

@@ -11,9 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
+from functools import cache
 from types import MappingProxyType
-
-from scheduler.core.speedups.memo import current_memo, memoized
 
 MEMORY_SLICES = 8
 COMPUTE_SLICES = 7
@@ -82,9 +81,8 @@ class GpuModelSpec:
 
     def profiles(self) -> Mapping[str, ProfileSpec]:
         """MIG profile name → :class:`ProfileSpec` (a superset of :class:`ProfileRow`), in ROWS order; empty
-        for GPUs without MIG. The mapping is shared and read-only: it is built once per model."""
-        if not current_memo().enabled:
-            return _profiles_of(self)
+        for GPUs without MIG. The mapping is shared and read-only: it is built once per model (a static fact,
+        cached for the process, whatever the cycle's speed-ups)."""
         known = _PROFILES_BY_NAME.get(self.name)  # a name lookup: hashing the whole spec costs more
         if known is None or known[0] is not self:
             known = _PROFILES_BY_NAME[self.name] = (self, _profiles_of(self))
@@ -98,7 +96,7 @@ class GpuModelSpec:
 _PROFILES_BY_NAME: dict[str, tuple[GpuModelSpec, Mapping[str, ProfileSpec]]] = {}
 
 
-@memoized(maxsize=None)
+@cache
 def _profiles_of(spec: GpuModelSpec) -> Mapping[str, ProfileSpec]:
     if spec.mig_family is None:
         return MappingProxyType({})

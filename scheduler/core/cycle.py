@@ -86,6 +86,7 @@ from scheduler.core.rules.limits import Admission, placement_units
 from scheduler.core.screening import rejection_reason, screen
 from scheduler.core.shape import Shape, placement_shape
 from scheduler.core.speedups.memo import Memo, current_memo
+from scheduler.core.speedups.switch import fair_share, indexed_state
 from scheduler.core.speedups.trial import TrialPlacement
 from scheduler.core.speedups.victims import Victims
 from scheduler.core.state import Job, Slots, Snapshot
@@ -140,8 +141,9 @@ def _plan_isolated(snapshot: Snapshot, policy: Policy, now: float) -> Plan:
 
 
 def _plan(snapshot: Snapshot, policy: Policy, now: float) -> Plan:
-    state = IndexedClusterState(snapshot, now)
-    fairness = FairShare(sorted(snapshot.teams, key=lambda team: team.name), state, policy)
+    memo = current_memo()  # the one switch: plain rules, or the rules wrapped by the speed-ups
+    state = indexed_state(snapshot, now, memo)
+    fairness = fair_share(snapshot.teams, state, policy, memo)
     pending, rejections = screen(snapshot, state, policy)
     index = _index(state)
     index.mix = observe(state, index, pending, policy)

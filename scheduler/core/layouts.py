@@ -3,6 +3,7 @@
 A layout is a :data:`~scheduler.core.state.MigLayout`: ``(profile, start memory slice)`` pairs sorted by start.
 Everything here is computed from the catalog's placement table (``docs/gpu-facts.md``, MIG geometry and placements),
 never from summing the "g" in names, and cached per model: the tables are tiny and the answers never change.
+They are static facts, so they are cached for the process (``functools``), not by the cycle's speed-ups.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 
 from scheduler.core.catalog import (
     COMPUTE_SLICES,
@@ -19,7 +21,6 @@ from scheduler.core.catalog import (
     LayoutError,
     ProfileSpec,
 )
-from scheduler.core.speedups.memo import memoized
 from scheduler.core.state import MigLayout
 
 # A placement candidate: the profile, its start, and the memory slices it covers as a bit mask.
@@ -79,7 +80,7 @@ def maximal_layouts(model: str, with_me: bool = False, profiles: Sequence[str] |
     return _maximal(spec.name, _profile_names(spec, with_me, profiles))
 
 
-@memoized(maxsize=256)
+@lru_cache(maxsize=256)
 def _maximal(model: str, names: tuple[str, ...]) -> tuple[MigLayout, ...]:
     spec = GPU_MODEL_BY_NAME[model]
     candidates = _candidates(spec, dict.fromkeys(names))
@@ -155,7 +156,7 @@ def place_profiles(model: str, profiles: Sequence[str]) -> MigLayout | None:
     return _place(spec.name, tuple(sorted(profiles)))
 
 
-@memoized(maxsize=4096)
+@lru_cache(maxsize=4096)
 def _place(model: str, profiles: tuple[str, ...]) -> MigLayout | None:
     spec = GPU_MODEL_BY_NAME[model]
     table = spec.profiles()
@@ -262,7 +263,7 @@ def fit(model: str, memory_mib: int, with_me: bool = False) -> str | None:
     return _fit(spec.name, memory_mib, with_me)
 
 
-@memoized(maxsize=16384)
+@lru_cache(maxsize=16384)
 def _fit(model: str, memory_mib: int, with_me: bool) -> str | None:
     holding = [
         p

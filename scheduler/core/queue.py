@@ -13,11 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scheduler.core.placement import IndexedClusterState
 from scheduler.core.policy import Policy
-from scheduler.core.rules.fairshare import FairShare
 from scheduler.core.screening import screen
 from scheduler.core.speedups.memo import Memo
+from scheduler.core.speedups.switch import fair_share, indexed_state
 from scheduler.core.state import Snapshot
 
 
@@ -32,9 +31,9 @@ class QueuePlace:
 
 def queue_order(snapshot: Snapshot, policy: Policy, now: float) -> tuple[QueuePlace, ...]:
     """The pending jobs of ``snapshot`` the next cycle would take, in its order (module doc)."""
-    with Memo().current():
-        state = IndexedClusterState(snapshot, now)
-        fairness = FairShare(sorted(snapshot.teams, key=lambda team: team.name), state, policy)
+    with Memo().current() as memo:
+        state = indexed_state(snapshot, now, memo)
+        fairness = fair_share(snapshot.teams, state, policy, memo)
         pending, _rejections = screen(snapshot, state, policy)
         team_positions: dict[str, int] = {}
         places = []

@@ -26,7 +26,7 @@ Recording: a backend that can record on the cluster why the scheduler acted (Kub
 
 Maintenance: a backend whose cluster needs the scheduler to drive multi-step work between cycles (the
 Kubernetes MIG flow: drain, relabel, wait, recover, uncordon) also implements
-:class:`MaintainedGateway`; :func:`scheduler.services.cluster_maintain` calls it on the MIG-watch beat.
+:class:`MaintainedGateway`; :func:`scheduler.services.mig.cluster_maintain` calls it on the MIG-watch beat.
 
 Errors: every method raises only :class:`~scheduler.errors.GatewayError` subclasses on purpose —
 :class:`~scheduler.errors.GatewayRetryable` (transient, safe to call again),

@@ -12,8 +12,8 @@ from decimal import Decimal
 import pytest
 
 from billing.models import GpuPrice
-from jobs.job_page import TIMELINE_SHOWN
 from jobs.models import Job
+from jobs.pages.job_page import TIMELINE_SHOWN
 from scheduler.models import GpuModel
 from tests.browser.conftest import BROWSER_TIMEZONE, assert_fits_width, save_screenshot, sign_in
 from tests.factories import MembershipFactory, QuotaFactory, TeamFactory, UserFactory

@@ -14,7 +14,7 @@ from demo.interruption import demo_spot_interruption
 from demo.opening import ARRIVAL, OPENING
 from demo.seed import demo_seed
 from jobs.models import Job, JobEvent
-from jobs.team_usage import team_quota_use
+from jobs.selectors.team_usage import team_quota_use
 from scheduler.core.vocabulary import EventType, EvictionReason, JobState
 from scheduler.gateways.simulated import FleetSettings, SimulatedFleet
 from scheduler.loop.apply import Retry

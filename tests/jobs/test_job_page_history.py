@@ -11,10 +11,10 @@ from django.test.html import Element, parse_html
 from django.urls import reverse
 from django.utils import timezone
 
-from jobs.job_page import CHECKPOINTS_SHOWN, TIMELINE_SHOWN, fold
 from jobs.models import Job
-from jobs.selectors import job_events
-from jobs.timeline import event_text
+from jobs.pages.job_page import CHECKPOINTS_SHOWN, TIMELINE_SHOWN, fold
+from jobs.selectors.jobs import job_events
+from jobs.selectors.timeline import event_text
 from tests.factories import JobFactory
 from tests.jobs.long_jobs import CHECKPOINTS_PER_RUN, long_job
 from tests.portal.fleet import fleet
@@ -71,7 +71,7 @@ def _page(client, job: Job) -> tuple[str, Element]:
 
 def test_a_long_jobs_timeline_shows_its_latest_state_changes_and_folds_the_earlier_ones(client, member, long) -> None:
     """The open entries are the latest TIMELINE_SHOWN state changes; each run of checkpoints is one line among
-    them (jobs.job_page), so checkpoints never push a state change out of sight."""
+    them (jobs.pages.job_page), so checkpoints never push a state change out of sight."""
     client.force_login(member)
     body, root = _page(client, long)
     events = list(job_events(job=long))

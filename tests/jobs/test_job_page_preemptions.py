@@ -1,6 +1,6 @@
-"""A preempted job's page reads right (jobs.job_page, jobs.preemptions): its preemption stays in sight under any
-number of checkpoints, the header counts preemptions, and a victim's page names the preempting job's team and
-kind — linking that job only for a viewer who may open it."""
+"""A preempted job's page reads right (jobs.pages.job_page, jobs.selectors.preemptions): its preemption stays in
+sight under any number of checkpoints, the header counts preemptions, and a victim's page names the preempting
+job's team and kind — linking that job only for a viewer who may open it."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from jobs.models import Allocation, Job
-from jobs.network import job_network, network_of
+from jobs.selectors.network import job_network, network_of
 from scheduler.models import Node
 from tests.factories import GpuModelFactory, NodeFactory
 from tests.jobs.test_views_pages import SUBMIT

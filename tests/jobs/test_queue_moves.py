@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from jobs.errors import JobPermissionDenied, JobStateError
 from jobs.models import Job, JobEvent
-from jobs.selectors import resuming_jobs
+from jobs.selectors.jobs import resuming_jobs
 from jobs.services import job_list_reorder, job_move, job_submit, team_order_key
 from jobs.services.positions import positions_lock, positions_refresh
 from jobs.services.ranks import Entry, move

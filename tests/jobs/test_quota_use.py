@@ -1,4 +1,4 @@
-"""What a team holds against its guarantee now (``jobs.team_usage``): production, other non-preemptible and
+"""What a team holds against its guarantee now (``jobs.selectors.team_usage``): production, other non-preemptible and
 preemptible work per GPU class; production above the guarantee (fair-share rule 2) and borrowed work; the
 guarantee and burst limit as the scheduler reads the quota rows; scoped to the user's teams."""
 
@@ -9,7 +9,7 @@ from django.contrib.auth.models import AnonymousUser
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from jobs.team_usage import QuotaUse, quota_use_for_user, quota_use_row, team_quota_use
+from jobs.selectors.team_usage import QuotaUse, quota_use_for_user, quota_use_row, team_quota_use
 from scheduler.models import Node
 from teams.models import Team
 from tests.factories import GpuModelFactory, NodeFactory, QuotaFactory, TeamFactory

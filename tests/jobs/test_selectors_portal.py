@@ -11,9 +11,9 @@ from django.utils import timezone
 
 from jobs import access
 from jobs.errors import JobNotFound
-from jobs.rightsizing import errors_by_key
-from jobs.selectors import job_get_for_user, job_list_queue, usage_of
-from jobs.team_usage import team_dashboard, team_quota_use, team_utilization_series
+from jobs.selectors.jobs import job_get_for_user, job_list_queue, usage_of
+from jobs.selectors.rightsizing import errors_by_key
+from jobs.selectors.team_usage import team_dashboard, team_quota_use, team_utilization_series
 from scheduler.models import UtilizationSample
 from tests.factories import JobFactory, QuotaFactory
 from tests.portal.fleet import fleet, running_job

@@ -11,8 +11,8 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 import jobs.api.views
-import jobs.forms
-import jobs.views
+import jobs.pages.forms
+import jobs.pages.views
 from jobs import access
 from jobs.models import Job, JobEvent
 from jobs.services import job_submit
@@ -91,7 +91,7 @@ def test_api_still_answers_404_to_an_outsider(team, outsider, leads_job) -> None
 def pages_open(monkeypatch):
     """The pages' own checks let every member through."""
     monkeypatch.setattr(
-        jobs.views,
+        jobs.pages.views,
         "access",
         types.SimpleNamespace(
             team_role=access.team_role,
@@ -127,7 +127,7 @@ def test_pages_show_the_services_refusal_and_change_nothing(client, team, member
 
 def test_the_submit_page_shows_the_services_refusal_next_to_the_priority(client, team, member, monkeypatch) -> None:
     fleet()
-    monkeypatch.setattr(jobs.forms, "priorities_allowed", lambda role: access.priorities_allowed(access.LEAD))
+    monkeypatch.setattr(jobs.pages.forms, "priorities_allowed", lambda role: access.priorities_allowed(access.LEAD))
     grant_production(team)  # granted to the team (SUBMIT is inference): the role is what refuses here
     client.force_login(member)
     response = client.post(reverse("jobs:submit"), {**SUBMIT, "team": team.pk, "priority": "production"})

@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from jobs.errors import JobNotFound, JobSpecInvalid, JobStateError
 from jobs.models import Allocation, Job, JobEvent
-from jobs.selectors import resuming_jobs
+from jobs.selectors.jobs import resuming_jobs
 from jobs.services import job_cancel_bulk, job_list_reorder, team_order_key
 from tests.factories import AllocationFactory, JobFactory
 

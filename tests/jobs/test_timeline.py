@@ -1,5 +1,5 @@
-"""The job page's timeline lines (jobs.timeline): a spot interruption reads as checkpointed (step N) → preempted
-(spot interruption) → resumed from step N on node X, and every other event keeps its words."""
+"""The job page's timeline lines (jobs.selectors.timeline): a spot interruption reads as checkpointed (step N) →
+preempted (spot interruption) → resumed from step N on node X, and every other event keeps its words."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pytest
 from django.urls import reverse
 
 from jobs.models import JobEvent
-from jobs.timeline import event_text
+from jobs.selectors.timeline import event_text
 from tests.factories import JobFactory
 
 
@@ -27,7 +27,7 @@ def _event(type_: str, **details: object) -> JobEvent:
         # Stored values older than their word (docs/glossary.md) read as the word.
         (_event("preempted", reason="repartition", by=None), "Preempted (reconfiguration)"),
         # The preempting job's team and kind, never its id: the victim's viewers may not open that job. An old
-        # event stored the id alone (the job page looks the job up then: jobs.preemptions).
+        # event stored the id alone (the job page looks the job up then: jobs.selectors.preemptions).
         (_event("preempted", reason="priority", by="42"), "Preempted by another job (priority)"),
         (
             _event(

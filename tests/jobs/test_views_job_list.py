@@ -15,8 +15,8 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from jobs.api.filters import SORT_CHOICES
-from jobs.job_list import JOBS_PAGE_SIZE
 from jobs.models import Job, JobEvent
+from jobs.pages.job_list import JOBS_PAGE_SIZE
 from tests.factories import JobFactory, ProjectFactory
 from tests.portal.fleet import fleet, running_job
 

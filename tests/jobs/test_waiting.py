@@ -1,4 +1,4 @@
-"""A waiting job's start estimate and reason (jobs.waiting): a start time that has passed is never shown as a
+"""A waiting job's start estimate and reason (jobs.selectors.waiting): a start time that has passed is never shown as a
 time — on the queue page, the job page or the API — and no page invents a time or a reason the engine did not
 write."""
 
@@ -11,7 +11,7 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from jobs.waiting import DUE_NOW, NO_ESTIMATE, EtaStatus, eta_display, waiting_reason
+from jobs.selectors.waiting import DUE_NOW, NO_ESTIMATE, EtaStatus, eta_display, waiting_reason
 from tests.factories import JobFactory
 
 QUOTA_REASON = (

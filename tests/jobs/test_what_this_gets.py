@@ -18,7 +18,7 @@ from rest_framework.test import APIClient
 from billing.services import price_book_load
 from demo.seed import demo_seed
 from jobs.models import Allocation, Job
-from jobs.rightsizing import Suggestion, suggest
+from jobs.selectors.rightsizing import Suggestion, suggest
 from jobs.services import job_submit
 from scheduler.core.catalog import compute_fraction
 from scheduler.loop.apply import Retry

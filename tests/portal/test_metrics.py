@@ -15,7 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from billing.models import LostWork
 from billing.services import ledger_close_due
 from jobs.models import Allocation, Job, JobEvent
-from jobs.selectors import gpu_equivalents
+from jobs.selectors.jobs import gpu_equivalents
 from jobs.services import job_submit
 from portal.metrics import collector
 from scheduler.bridge.cycle_stats import PHASES

@@ -448,11 +448,13 @@ class ManualClock:
 
 
 def manual_gateway(cluster: Cluster, clock: ManualClock, *, mig_config_timeout_s: float) -> Any:
-    """A KubeGateway on the emulator that never sleeps and reads ``clock``: MIG timeouts are driven by the test."""
+    """A KubeGateway on the emulator that never sleeps and reads ``clock``: MIG timeouts are driven by the test;
+    its reads see every change the test made before them (``consistent_reads``)."""
     from scheduler.gateways.kube.gateway import KubeGateway
 
     return KubeGateway(
         cluster.new_api_client(),
+        consistent_reads=True,
         namespace_create=True,
         clock=clock,
         sleep=lambda _s: None,

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from scheduler.gateways.protocol import Observation
 from scheduler.gateways.simulated import FleetSettings, SimulatedFleet
-from scheduler.services import gpu_models_sync, node_register
+from scheduler.services.fleet import gpu_models_sync, node_register
 from teams.models import Quota, Team
 
 BALANCED_80GB = [["1g.10gb", 0], ["1g.10gb", 1], ["2g.20gb", 2], ["3g.40gb", 4]]

@@ -252,7 +252,8 @@ def test_priority_preemption_is_recorded_then_applied(team, clock):
         job = Job.objects.get(pk=int(job_id))
         assert job.state == "pending" and not SimulatedPod.objects.filter(job=job).exists()
         event = JobEvent.objects.filter(job=job, type="preempted").get()
-        # With the preempting job's team, kind and priority: the words the victim's page shows (jobs.preemptions).
+        # With the preempting job's team, kind and priority: the words the victim's page shows
+        # (jobs.selectors.preemptions).
         assert event.details == {
             "reason": "priority",
             "by": str(urgent.pk),

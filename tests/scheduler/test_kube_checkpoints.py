@@ -19,7 +19,8 @@ from scheduler.gateways.kube.gateway import KubeGateway
 from scheduler.gateways.protocol import BindRequest, Device, ReplicaPhase, ReplicaPlacement
 from scheduler.loop.apply import Retry
 from scheduler.loop.cycle import cycle_run
-from scheduler.services import cluster_sync, gpu_models_sync
+from scheduler.services.fleet import gpu_models_sync
+from scheduler.services.sync import cluster_sync
 from tests.scheduler.kube_emulator import cluster_fixture
 from tests.scheduler.loop_helpers import Clock, team_seed
 
@@ -40,6 +41,7 @@ NAMESPACE = "team-nlp"
 def _gateway(cluster, **settings) -> KubeGateway:
     return KubeGateway(
         cluster.new_api_client(),
+        consistent_reads=True,
         namespace_create=True,
         clock=lambda: NOW,
         sleep=lambda _s: None,
@@ -387,7 +389,7 @@ def test_without_a_root_no_manifest_is_read(cluster, gateway, tmp_path, monkeypa
 def test_a_cycle_binds_a_checkpointed_job_with_its_credential_and_revokes_it_when_the_job_completes(cluster) -> None:
     no_wait = Retry(attempts=3, backoff_s=0.0, sleep=lambda _s: None)
     cluster.add_node("gpu-a", {**H100, "nvidia.com/mig.config": "all-disabled"}, allocatable={"nvidia.com/gpu": "8"})
-    gateway = KubeGateway(cluster.new_api_client(), namespace_create=True, sleep=lambda _s: None)
+    gateway = KubeGateway(cluster.new_api_client(), consistent_reads=True, namespace_create=True, sleep=lambda _s: None)
     gpu_models_sync()
     cluster_sync(observation=gateway.observe())
     team = team_seed()

@@ -15,7 +15,8 @@ from scheduler.gateways.kube.gateway import KubeGateway
 from scheduler.loop.apply import Retry
 from scheduler.loop.cycle import cycle_run
 from scheduler.models import Node
-from scheduler.services import cluster_sync, gpu_models_sync
+from scheduler.services.fleet import gpu_models_sync
+from scheduler.services.sync import cluster_sync
 from scheduler.tasks import interruptions_handle_task
 from tests.scheduler.kube_emulator import H100_ONE_LEAF as H100
 from tests.scheduler.kube_emulator import cluster_fixture, iso
@@ -30,7 +31,7 @@ def test_a_submitted_gang_is_bound_pod_by_pod_then_requeued_when_its_node_goes(c
     cluster.add_node(
         "p5-od-1", {**H100, "karpenter.sh/capacity-type": "on-demand"}, allocatable={"nvidia.com/gpu": "8"}
     )
-    gateway = KubeGateway(cluster.new_api_client(), namespace_create=True, sleep=lambda _s: None)
+    gateway = KubeGateway(cluster.new_api_client(), consistent_reads=True, namespace_create=True, sleep=lambda _s: None)
     gpu_models_sync()
     cluster_sync(observation=gateway.observe())
     team = team_seed()
@@ -77,7 +78,7 @@ def test_a_spot_taint_drains_the_node_and_its_job_resumes_on_other_capacity(clus
     settings.SCHEDULER = {**settings.SCHEDULER, "lock_backend": "file"}  # the task's cycle takes the lock
     settings.SCHEDULER_LOCK_FILE = tmp_path / "scheduler.lock"
     cluster.add_node("p5-spot-1", {**H100, "karpenter.sh/capacity-type": "spot"}, allocatable={"nvidia.com/gpu": "8"})
-    gateway = KubeGateway(cluster.new_api_client(), namespace_create=True, sleep=lambda _s: None)
+    gateway = KubeGateway(cluster.new_api_client(), consistent_reads=True, namespace_create=True, sleep=lambda _s: None)
     gpu_models_sync()
     cluster_sync(observation=gateway.observe())
     team = team_seed(guaranteed=16, burst=16)

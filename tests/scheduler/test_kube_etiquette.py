@@ -256,7 +256,8 @@ def test_a_cycle_records_the_bind_and_why_the_next_job_waits(cluster) -> None:
     from jobs.services import job_submit
     from scheduler.loop.apply import Retry
     from scheduler.loop.cycle import cycle_run
-    from scheduler.services import cluster_sync, gpu_models_sync
+    from scheduler.services.fleet import gpu_models_sync
+    from scheduler.services.sync import cluster_sync
     from tests.scheduler.kube_emulator import H100_ONE_LEAF
     from tests.scheduler.loop_helpers import Clock, team_seed
 

@@ -43,6 +43,7 @@ def sleeps() -> Sleeps:
 def gateway(cluster, sleeps) -> KubeGateway:
     return KubeGateway(
         cluster.new_api_client(),
+        consistent_reads=True,
         namespace_create=True,
         clock=lambda: NOW,
         sleep=sleeps,

@@ -58,7 +58,7 @@ def _until(condition: Any, timeout_s: float = 10.0) -> None:
 
 def test_at_5000_nodes_the_first_list_is_paged_and_steady_cycles_list_nothing(cluster) -> None:
     cluster.seed("v1/nodes", [_node(f"gpu-{i:05d}") for i in range(NODES)])
-    gateway = _gateway(cluster, consistent_reads=False)  # as gateway_from_settings builds it
+    gateway = _gateway(cluster)  # as gateway_from_settings builds it: no consistent reads
 
     assert len(gateway.observe().nodes) == NODES
     first = [query for path, query in _lists(cluster) if path == "/api/v1/nodes"]
@@ -94,7 +94,7 @@ def test_a_bind_lists_no_pods_cluster_wide_and_a_mig_config_write_lists_no_nodes
 
 def test_a_watch_too_old_for_the_history_relists(cluster) -> None:
     cluster.add_node("gpu-a", H100_ONE_LEAF)
-    gateway = KubeGateway(cluster.new_api_client(), consistent_reads=False, request_timeout_s=5)
+    gateway = KubeGateway(cluster.new_api_client(), request_timeout_s=5)
     informer = gateway.client.informer("nodes")
     assert [n.name for n in gateway.observe().nodes] == ["gpu-a"]
     assert cluster.handler is not None
@@ -119,7 +119,7 @@ def test_a_watch_too_old_for_the_history_relists(cluster) -> None:
 
 def test_a_broken_watch_relists_after_a_backoff(cluster) -> None:
     cluster.add_node("gpu-a", H100_ONE_LEAF)
-    gateway = KubeGateway(cluster.new_api_client(), consistent_reads=False, request_timeout_s=5)
+    gateway = KubeGateway(cluster.new_api_client(), request_timeout_s=5)
     informer = gateway.client.informer("nodes")
     informer.backoff_s = 0.05
     assert len(gateway.observe().nodes) == 1
@@ -142,7 +142,7 @@ def test_a_continue_token_that_expires_mid_list_falls_back_to_one_full_list(clus
             api.compact()  # etcd compacted between two pages
 
     cluster.handler.interceptors.insert(0, compact_before_the_second_page)
-    gateway = _gateway(cluster, consistent_reads=False)
+    gateway = _gateway(cluster)
 
     assert len(gateway.observe().nodes) == 1200
     queries = [q for path, q in _lists(cluster) if path == "/api/v1/nodes"]

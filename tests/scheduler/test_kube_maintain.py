@@ -10,7 +10,7 @@ from scheduler.gateways.kube.gateway import KubeGateway
 from scheduler.gateways.kube.mig import config_name
 from scheduler.gateways.protocol import MaintainedGateway, MigConfigState, Observation
 from scheduler.gateways.simulated import SimulatedFleet
-from scheduler.services import cluster_maintain
+from scheduler.services.mig import cluster_maintain
 from scheduler.tasks import mig_watch_task
 from tests.scheduler.kube_emulator import ManualClock, cluster_fixture, manual_gateway
 

@@ -16,7 +16,8 @@ from scheduler.gateways.kube.gateway import KubeGateway
 from scheduler.loop.apply import Retry
 from scheduler.loop.cycle import cycle_run
 from scheduler.models import Node
-from scheduler.services import cluster_sync, gpu_models_sync
+from scheduler.services.fleet import gpu_models_sync
+from scheduler.services.sync import cluster_sync
 from tests.factories import MembershipFactory, UserFactory
 from tests.scheduler.kube_emulator import H100_ONE_LEAF, cluster_fixture
 from tests.scheduler.loop_helpers import team_seed
@@ -34,7 +35,11 @@ def test_a_gang_submitted_in_the_portal_runs_across_efa_nodes_and_forms_a_torch_
     for name in ("p5-a", "p5-b"):
         cluster.add_node(name, {**H100_ONE_LEAF, "karpenter.sh/capacity-type": "on-demand"}, allocatable=EFA_NODE)
     gateway = KubeGateway(
-        cluster.new_api_client(), namespace_create=True, sleep=lambda _s: None, rendezvous_port=free_port()
+        cluster.new_api_client(),
+        consistent_reads=True,
+        namespace_create=True,
+        sleep=lambda _s: None,
+        rendezvous_port=free_port(),
     )
     gpu_models_sync()
     cluster_sync(observation=gateway.observe())

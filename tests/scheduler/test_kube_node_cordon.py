@@ -13,7 +13,8 @@ from scheduler.loop.apply import Retry
 from scheduler.loop.cycle import cycle_run
 from scheduler.models import Node
 from scheduler.node_states import node_cordon, node_drain, node_mark_ready
-from scheduler.services import cluster_sync, gpu_models_sync
+from scheduler.services.fleet import gpu_models_sync
+from scheduler.services.sync import cluster_sync
 from tests.scheduler.kube_emulator import H100_ONE_LEAF as H100
 from tests.scheduler.kube_emulator import cluster_fixture
 

@@ -25,6 +25,7 @@ PET_ENV = ("PET_MASTER_ADDR", "PET_MASTER_PORT", "PET_NNODES", "PET_NODE_RANK", 
 def _gateway(cluster, **settings) -> KubeGateway:
     return KubeGateway(
         cluster.new_api_client(),
+        consistent_reads=True,
         namespace_create=True,
         sleep=lambda _s: None,
         request_timeout_s=2.0,

@@ -25,7 +25,8 @@ from jobs.services import job_cancel, job_submit
 from scheduler.gateways.kube.gateway import KubeGateway
 from scheduler.loop.apply import Retry
 from scheduler.loop.cycle import cycle_run
-from scheduler.services import cluster_sync, gpu_models_sync
+from scheduler.services.fleet import gpu_models_sync
+from scheduler.services.sync import cluster_sync
 from tests.scheduler.kube_emulator import H100_ONE_LEAF as H100
 from tests.scheduler.kube_emulator import KUBELET_FINALIZER, MERGE_PATCH, Cluster, cluster_fixture, iso
 from tests.scheduler.loop_helpers import Clock, team_seed
@@ -81,7 +82,13 @@ def test_a_spot_interruption_of_a_checkpointed_gang_resumes_it_elsewhere_and_bil
     settings.SCHEDULER = {**settings.SCHEDULER, "evict_grace_s": 300.0}
     cluster.add_node("p5-spot-1", {**H100, "karpenter.sh/capacity-type": "spot"}, allocatable={"nvidia.com/gpu": "8"})
     # The pods' own grace is the loop's, as gateway_from_settings makes it: the notice's deadline is shorter.
-    gateway = KubeGateway(cluster.new_api_client(), namespace_create=True, sleep=lambda _s: None, eviction_grace_s=300)
+    gateway = KubeGateway(
+        cluster.new_api_client(),
+        consistent_reads=True,
+        namespace_create=True,
+        sleep=lambda _s: None,
+        eviction_grace_s=300,
+    )
     gpu_models_sync()
     cluster_sync(observation=gateway.observe())
     team = team_seed(guaranteed=16, burst=16)
@@ -210,7 +217,7 @@ def test_a_gke_or_aks_notice_drains_the_node_with_a_grace_inside_its_budget(
     """The loop's usual 30 s grace is longer than either budget: the notice's deadline must cut it, so the job's
     SIGTERM save ends before the kubelet's own kill (or Azure's eviction)."""
     cluster.add_node("spot-1", {**H100, **labels}, allocatable={"nvidia.com/gpu": "8"})
-    gateway = KubeGateway(cluster.new_api_client(), namespace_create=True, sleep=lambda _s: None)
+    gateway = KubeGateway(cluster.new_api_client(), consistent_reads=True, namespace_create=True, sleep=lambda _s: None)
     gpu_models_sync()
     cluster_sync(observation=gateway.observe())
     team = team_seed(guaranteed=8, burst=8)

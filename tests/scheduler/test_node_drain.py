@@ -11,7 +11,7 @@ import pytest
 from auditlog.models import LogEntry
 
 from jobs.models import Job
-from jobs.selectors import resuming_jobs
+from jobs.selectors.jobs import resuming_jobs
 from jobs.services import job_submit
 from scheduler.bridge.vocabulary import ADMIN_DRAIN
 from scheduler.core.vocabulary import NodeState, NodeStateSource
@@ -20,7 +20,7 @@ from scheduler.loop.apply import Retry
 from scheduler.loop.cycle import cycle_run
 from scheduler.models import Node, SimulatedPod
 from scheduler.node_states import StateChange, node_cordon, node_drain, node_mark_ready, observed_change
-from scheduler.services import cluster_sync
+from scheduler.services.sync import cluster_sync
 from tests.audit.helpers import changes, entries_for, who
 from tests.factories import UserFactory
 from tests.scheduler.loop_helpers import Clock, fleet, fleet_seed, team_seed

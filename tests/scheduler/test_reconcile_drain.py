@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from jobs.models import Job, JobEvent
-from jobs.selectors import resuming_jobs
+from jobs.selectors.jobs import resuming_jobs
 from jobs.services import job_submit
 from scheduler.gateways.protocol import (
     Interruption,

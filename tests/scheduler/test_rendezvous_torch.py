@@ -35,6 +35,7 @@ def gateway(cluster) -> KubeGateway:
         cluster.add_node(name, H100_ONE_LEAF, allocatable={"nvidia.com/gpu": "8"})
     gateway = KubeGateway(
         cluster.new_api_client(),
+        consistent_reads=True,
         namespace_create=True,
         sleep=lambda _s: None,
         request_timeout_s=2.0,

@@ -66,7 +66,7 @@ def test_it_is_a_cluster_gateway_and_reports_the_inventory(team, clock):
 
 def test_it_reports_the_inventorys_fabric_so_a_sync_keeps_it(team, clock):
     from scheduler.models import Node
-    from scheduler.services import cluster_sync
+    from scheduler.services.sync import cluster_sync
 
     Node.objects.filter(name="a100-res-1").update(fabric="efa", fabric_devices=4, placement_group="pg-1")
     gateway = fleet(clock)

@@ -1,6 +1,6 @@
 """``manage.py jobs submit --team SLUG --spec FILE.json [--as USER] [--json]`` and
 ``manage.py jobs list [--team SLUG] [--state STATE ...] [--json]``: the operator's edge over
-:mod:`jobs.services` and :mod:`jobs.selectors`. A bad spec prints every problem and writes nothing.
+:mod:`jobs.services` and :mod:`jobs.selectors.jobs`. A bad spec prints every problem and writes nothing.
 
 The spec file is read by :func:`scheduler.specs.files.read_spec_file`, the reader every command uses for
 a person's file, so an unreadable or hostile file gets one ``FILE:line:column: what is wrong`` line. Every
@@ -21,7 +21,7 @@ from django.db import DataError, IntegrityError
 
 from jobs.errors import JobsError, JobSpecInvalid
 from jobs.models import Job
-from jobs.selectors import job_list_for_operator
+from jobs.selectors.jobs import job_list_for_operator
 from jobs.services import job_submit
 from scheduler.core.vocabulary import JobState
 from scheduler.specs.files import SpecFileError, read_spec_file

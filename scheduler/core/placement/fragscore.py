@@ -35,8 +35,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 
-from scheduler.core.speedups.memo import memoized
 from scheduler.core.units import FULL_GPU_MILLI
 
 CLASSES = 100  # FGD's score range: the gradient is cut into this many logistic classes
@@ -62,11 +62,13 @@ def gradient_class(delta_milli: float) -> int:
 
 
 class FragScorer:
-    """Scores placements against a fixed mix of task shapes; memoises node fragmentation by node state."""
+    """Scores placements against a fixed mix of task shapes; memoises node fragmentation by node state (a pure
+    function of the scorer's fixed mix: the cache can never answer differently, so no speed-up switch needs to
+    turn it off)."""
 
     def __init__(self, shapes: Sequence[TaskShape]) -> None:
         self.shapes = tuple(shape for shape in shapes if shape.gpus > 0)
-        self.fragmentation = memoized(maxsize=1 << 20)(self._fragmentation)
+        self.fragmentation = lru_cache(maxsize=1 << 20)(self._fragmentation)
 
     def _fragmentation(self, model: str, cpu_free: int, gpu_free: tuple[int, ...]) -> float:
         """Expected stranded GPU milli of a node in this state (module rules); ``gpu_free`` sorted."""

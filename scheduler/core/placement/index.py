@@ -26,20 +26,39 @@ from __future__ import annotations
 
 import itertools
 from bisect import bisect_left, insort
-from collections.abc import Hashable
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Hashable
+from typing import TYPE_CHECKING, Protocol
 
 from scheduler.core.capacity import ClusterState, Gpu, Statement
-from scheduler.core.speedups.idle import IdleClasses
-from scheduler.core.speedups.memo import current_memo
 from scheduler.core.state import Job, Slots, Snapshot
+from scheduler.core.tables import FORGET, Tables
 from scheduler.core.units import FULL_GPU_MILLI
 
 if TYPE_CHECKING:
     from scheduler.core.placement.mix import DemandMix
+    from scheduler.core.rules.reconfiguration import IdleKey
 
 Group = tuple[str, str, str]  # (gpu_model, capacity tier, interconnect)
 MigSignature = tuple[bool, tuple[str, ...]]  # (GPU idle, free instance profiles sorted)
+
+
+class IdleTracker(Protocol):
+    """Ready nodes kept filed by idle class (:func:`~scheduler.core.rules.reconfiguration.idle_key`) as the index
+    changes: the speed-up :class:`scheduler.core.speedups.idle.IdleClasses` is one. The index tells it which
+    ready nodes may have changed and which left; reconfiguration reads :attr:`classes` instead of scanning every
+    node."""
+
+    @property
+    def classes(self) -> dict[IdleKey, list[int]]:
+        """Idle class → sorted ordinals (into the index's ``node_names``) of its nodes, current."""
+        ...
+
+    def touch(self, name: str) -> None: ...
+
+    def remove(self, name: str) -> None: ...
+
+
+IdleFactory = Callable[[ClusterState, list[str]], IdleTracker]  # (state, node names in ordinal order) → tracker
 
 
 def discard_sorted(values: list[int], value: int) -> None:
@@ -59,11 +78,18 @@ def node_ready(state: ClusterState, name: str, now: float | None) -> bool:
 
 
 class CapacityIndex:
-    """Free capacity of one :class:`ClusterState`, by node, group, MIG profile and free share (module doc)."""
+    """Free capacity of one :class:`ClusterState`, by node, group, MIG profile and free share (module doc).
 
-    def __init__(self, state: ClusterState, now: float | None) -> None:
+    Its caches are tables of ``tables`` (the cycle's memo; by default they forget). ``idle``, when given, builds
+    the :class:`IdleTracker` it keeps current for reconfiguration (:attr:`idle`); without one, reconfiguration
+    scans the nodes."""
+
+    def __init__(
+        self, state: ClusterState, now: float | None, tables: Tables = FORGET, idle: IdleFactory | None = None
+    ) -> None:
         self.state = state
         self.now = now
+        self.tables = tables
         self.node_names: list[str] = sorted(state.nodes)
         self.node_ordinal: dict[str, int] = {name: i for i, name in enumerate(self.node_names)}
         self.gpus: list[Gpu] = [gpu for name in self.node_names for gpu in state.node_gpus(name)]
@@ -141,17 +167,19 @@ class CapacityIndex:
         # when none was given, the running jobs' alone (worked out at the first question).
         self.mix: DemandMix | None = None
         # Caches owned by placement (keyed by job shape), valid for this index's lifetime (:mod:`..speedups`).
-        memo = current_memo()
-        self.failed: dict[Hashable, int] = memo.table()  # shape → ``freed`` when it found nothing
-        self.found: dict[Hashable, tuple[int, object, Slots]] = memo.table()  # shape → (``version``, policy, placement)
+        self.failed: dict[Hashable, int] = tables.table()  # shape → ``freed`` when it found nothing
+        self.found: dict[Hashable, tuple[int, object, Slots]] = (
+            tables.table()
+        )  # shape → (``version``, policy, placement)
         # (question, …) → (policy, answer): see options.stored_answer; (model, signature, profile) → take_delta.
-        self.answers: dict[Hashable, tuple[object, object]] = memo.table()
-        self.mig_deltas: dict[Hashable, tuple[int, int]] = memo.table()
+        self.answers: dict[Hashable, tuple[object, object]] = tables.table()
+        self.mig_deltas: dict[Hashable, tuple[int, int]] = tables.table()
         for gpu in self.gpus:
             self.refresh(gpu)
-        self.idle = IdleClasses(state, self.node_names)  # for reconfiguration (see idle.py)
-        for name in self.group_of:
-            self.idle.touch(name)
+        self.idle: IdleTracker | None = None if idle is None else idle(state, self.node_names)
+        if self.idle is not None:
+            for name in self.group_of:
+                self.idle.touch(name)
         for job_id, slots in sorted(state.placed.items()):
             self._resources(state.jobs[job_id], slots, +1)
 
@@ -199,9 +227,10 @@ class CapacityIndex:
                 self.refresh(gpu)
                 names[gpu.node.name] = None
             self._dirty.clear()
-            for name in names:
-                if name in self.group_of:
-                    self.idle.touch(name)
+            if self.idle is not None:
+                for name in names:
+                    if name in self.group_of:
+                        self.idle.touch(name)
 
     def opened(self) -> tuple[int, int]:
         """A Statement opens: start a new lineage of tokens; return the old ones for a rollback."""
@@ -255,7 +284,8 @@ class CapacityIndex:
         del self.group_of[name]
         self.groups[group].remove(name)
         self.fabric_keys[group] = self._fabric_keys(self.groups[group])
-        self.idle.remove(name)
+        if self.idle is not None:
+            self.idle.remove(name)
         self.version = next(self._tokens)
 
     def _file(
@@ -343,14 +373,17 @@ class _NestingStatement(Statement):
 
 
 class IndexedClusterState(ClusterState):
-    """A :class:`ClusterState` with a live :class:`CapacityIndex` (``index``) for the cycle at ``now``."""
+    """A :class:`ClusterState` with a live :class:`CapacityIndex` (``index``) for the cycle at ``now``; ``tables``
+    and ``idle`` are the index's (:class:`CapacityIndex`)."""
 
     index: CapacityIndex | None = None
 
-    def __init__(self, snapshot: Snapshot, now: float) -> None:
+    def __init__(
+        self, snapshot: Snapshot, now: float, tables: Tables = FORGET, idle: IdleFactory | None = None
+    ) -> None:
         super().__init__(snapshot)
         self.now = now
-        self.index = CapacityIndex(self, now)
+        self.index = CapacityIndex(self, now, tables, idle)
 
     def begin(self) -> Statement:
         assert self.index is not None

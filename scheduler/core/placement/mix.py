@@ -23,21 +23,21 @@ from scheduler.core.placement.index import CapacityIndex
 from scheduler.core.placement.options import options_for
 from scheduler.core.policy import Policy
 from scheduler.core.shape import placement_shape
-from scheduler.core.speedups.memo import current_memo
 from scheduler.core.state import Job
+from scheduler.core.tables import FORGET, Tables
 from scheduler.core.units import FULL_GPU_MILLI
 
 
 class DemandMix:
-    """Replica counts per GPU model: ``mig[model][profile]`` and ``share_sizes[model][milli]``."""
+    """Replica counts per GPU model: ``mig[model][profile]`` and ``share_sizes[model][milli]``; its caches are
+    tables of ``tables`` (by default they forget)."""
 
-    def __init__(self) -> None:
+    def __init__(self, tables: Tables = FORGET) -> None:
         self.mig: dict[str, dict[str, int]] = {}
         self.share_sizes: dict[str, dict[int, int]] = {}
         self._mig_totals: dict[str, int] = {}
-        memo = current_memo()
-        self._bigger: dict[str, tuple[list[int], list[int]]] = memo.table()
-        self._share_deltas: dict[tuple[str, int], dict[int, int]] = memo.table()
+        self._bigger: dict[str, tuple[list[int], list[int]]] = tables.table()
+        self._share_deltas: dict[tuple[str, int], dict[int, int]] = tables.table()
 
     def add_mig(self, model: str, profile: str, count: int = 1) -> None:
         by_profile = self.mig.setdefault(model, {})
@@ -80,7 +80,7 @@ class DemandMix:
 
 def observe(state: ClusterState, index: CapacityIndex, pending: Iterable[Job], policy: Policy) -> DemandMix:
     """The mix of the running jobs in ``state`` and of ``pending`` (resolved on each GPU model they may use)."""
-    mix = DemandMix()
+    mix = DemandMix(index.tables)
     # Counts only add up, so the order of the additions does not matter.
     for slots in state.placed.values():
         for replica in slots:

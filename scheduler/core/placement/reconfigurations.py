@@ -49,7 +49,6 @@ from scheduler.core.rules.fairshare import FairShare
 from scheduler.core.rules.reconfiguration import nodes_per_cycle, plan_reconfiguration
 from scheduler.core.rules.tiers import tier_rank
 from scheduler.core.shape import placement_shape
-from scheduler.core.speedups.memo import current_memo
 from scheduler.core.state import Job, Preemption, Slots
 from scheduler.core.vocabulary import BlockerKind, Priority
 
@@ -81,11 +80,13 @@ class Reconfigurations:
         self.evictions: list[Evict] = []
         self._production = [job for job in pending if job.priority == Priority.PRODUCTION]
         self._claimed: set[Key] = set()
-        memo = current_memo()
-        self._offer_lists: dict[Hashable, tuple[int, list[int], list[tuple[Key, float]]]] = memo.table()  # see _offered
-        self._unit_scans: dict[Hashable, tuple[int, int | None]] = memo.table()  # see _units
+        tables = self.index.tables  # the cycle's caches, as the index was given them
+        self._offer_lists: dict[Hashable, tuple[int, list[int], list[tuple[Key, float]]]] = (
+            tables.table()
+        )  # see _offered
+        self._unit_scans: dict[Hashable, tuple[int, int | None]] = tables.table()  # see _units
         # could_change_for's answers per job shape: (freed token, answer, the node whose reconfiguration answered yes)
-        self._could: dict[Hashable, tuple[int, bool, tuple[str, ...]]] = memo.table()
+        self._could: dict[Hashable, tuple[int, bool, tuple[str, ...]]] = tables.table()
         self._budget = nodes_per_cycle(
             state, now
         )  # nodes changed per cycle outside production (reconfiguration rule 5)

@@ -66,17 +66,14 @@ from scheduler.core.rules.limits import (
     ANY,
     Admission,
     Excess,
-    GuaranteeFill,
     Limits,
+    borrowed_in_fill,
     burst_limits,
     exceeds,
     fill_order,
     guarantee_limits,
     of_class,
 )
-from scheduler.core.shape import Shape
-from scheduler.core.speedups.fill import FillResume
-from scheduler.core.speedups.memo import current_memo
 from scheduler.core.state import Job, Team
 from scheduler.core.units import UNITS_PER_GPU, gpus_text
 from scheduler.core.vocabulary import PRIORITY_INDEX, Priority
@@ -110,16 +107,15 @@ class FairShare:
     """Quotas and order for one cycle, reading usage live from ``state`` (so it follows the cycle's changes).
 
     Build one per cycle, after the state, and before the cycle places anything. ``teams`` may omit teams
-    that have jobs (rule 1).
+    that have jobs (rule 1). Every answer is worked out afresh when asked: the cycle's speed-ups remember them
+    and resume the guarantee fill (:class:`scheduler.core.speedups.fairshare.RememberingFairShare`, the same
+    answers).
     """
 
     def __init__(self, teams: Sequence[Team], state: ClusterState, policy: Policy) -> None:
         self.state = state
         self.policy = policy
-        memo = current_memo()  # every cache below forgets at once when the speed-ups are off
         self.teams: dict[str, Team] = {team.name: team for team in teams}
-        self._guarantee: dict[str, Limits] = memo.table()
-        self._burst: dict[str, Limits] = memo.table()
         capacity: dict[str, int] = {}
         for gpu in state.gpus.values():
             gpu_class = gpu_class_of(gpu.node.gpu_model)
@@ -127,7 +123,6 @@ class FairShare:
         self.capacity: dict[str, int] = dict(sorted(capacity.items()))
         self.total_capacity = sum(capacity.values())
         self.models = tuple(sorted({gpu.node.gpu_model for gpu in state.gpus.values()}))
-        self._need: dict[tuple[object, ...], int] = memo.table()  # need_units per (request, kind, constraint, replicas)
         # Running jobs (the only eviction candidates) by team, in guarantee-fill order (rule 4).
         by_team: dict[str, list[tuple[tuple[int, int, float, str], str]]] = {}
         for job_id, running in state.running.items():
@@ -137,35 +132,20 @@ class FairShare:
         self._running_by_team: dict[str, tuple[str, ...]] = {
             team: tuple(job_id for _, job_id in sorted(entries)) for team, entries in sorted(by_team.items())
         }
-        self._running_cache: dict[str, tuple[frozenset[str], tuple[str, ...]]] = memo.table()
-        self._borrowing: dict[str, Admission] = memo.table()  # per team: the one answer of admit when borrowing
-        self._admitted: dict[tuple[str, bool, bool, tuple[Holding, ...]], tuple[object, frozenset[Holding]]] = (
-            memo.table()
-        )
         # Preemptible running jobs by team, lowest priority first: priority preemption scans only these.
         self._preemptible_by_team: dict[str, tuple[tuple[int, str], ...]] = {
             team: tuple(sorted(((key[1], job_id) for key, job_id in entries if key[0]), reverse=True))
             for team, entries in sorted(by_team.items())
         }
-        self._running_units: dict[str, dict[str, int]] = memo.table()
-        self._borrowed_cache: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = memo.table()
-        self._borrowed_sets: dict[str, tuple[tuple[str, ...], frozenset[str]]] = memo.table()  # see is_borrowed
-        self._slot_nodes: dict[str, tuple[tuple[str, bool], ...]] = memo.table()
-        self._fill_cache: dict[str, tuple[int, tuple[tuple[str, int], ...]]] = memo.table()
-        self._resume = FillResume()  # where the next fill of a team resumes (speedups.fill)
         self._watchers: list[set[str]] = []
 
     # -- quotas ------------------------------------------------------------------------------------------
 
     def guarantee(self, team: str) -> Limits:
-        if team not in self._guarantee:
-            self._guarantee[team] = guarantee_limits(self.teams.get(team))
-        return self._guarantee[team]
+        return guarantee_limits(self.teams.get(team))
 
     def burst(self, team: str) -> Limits:
-        if team not in self._burst:
-            self._burst[team] = burst_limits(self.teams.get(team), self.guarantee(team))
-        return self._burst[team]
+        return burst_limits(self.teams.get(team), self.guarantee(team))
 
     def weight(self, team: str) -> float:
         spec = self.teams.get(team)
@@ -220,8 +200,7 @@ class FairShare:
         """May ``job`` hold ``units_by_class`` (units per GPU class, from
         :func:`~scheduler.core.rules.limits.placement_units`)? Rule 2. ``usage`` (units per class) asks at a
         usage of the team other than its usage now, and ``firm_usage`` its non-preemptible usage (default: now). A
-        cycle asks this tens of thousands of times: the yes answers are shared, a refusal's reason is written
-        when read."""
+        cycle asks this tens of thousands of times: a refusal's reason is written when read."""
         if not self.policy.fairness:
             return _FAIRNESS_OFF
         team = job.team
@@ -235,11 +214,11 @@ class FairShare:
         over_burst = exceeds(self.burst(team), usage, units_by_class)
         if over_burst is not None:
             return self._refusal(team, over_burst, "burst limit")
-        answer = self._borrowing.get(team)
-        if answer is None:
-            reason = f"borrowing idle capacity above team {team}'s guarantee (preemptible)"
-            answer = self._borrowing[team] = Admission(True, True, reason)
-        return answer
+        return self._borrowing(team)
+
+    def _borrowing(self, team: str) -> Admission:
+        """The one answer of :meth:`admit` for a team's preemptible work above its guarantee, within burst."""
+        return Admission(True, True, f"borrowing idle capacity above team {team}'s guarantee (preemptible)")
 
     def _admit_firm(
         self,
@@ -289,21 +268,8 @@ class FairShare:
         self, job: Job, holdings: tuple[Holding, ...], usage: Mapping[str, int] | None = None
     ) -> frozenset[Holding]:
         """The (GPU class, units) of ``holdings`` that :meth:`admit` admits for ``job`` one at a time, at its
-        team's usage now or at ``usage``. At the usage now the answer is remembered per (team, preemptible,
-        holdings) until that usage changes: turns of jobs of one shape ask it again and again while the
-        team's usage stands still."""
-        if usage is not None:
-            return frozenset(holding for holding in holdings if self.admit(job, dict((holding,)), usage).ok)
-        usage = self.state.usage.get(job.team, {})
-        key = (job.team, job.preemptible, job.priority == Priority.PRODUCTION, holdings)
-        firm = () if job.preemptible else tuple(self.state.firm_usage.get(job.team, {}).items())
-        stamp = (tuple(usage.items()), firm)
-        cached = self._admitted.get(key)
-        if cached is not None and cached[0] == stamp:
-            return cached[1]
-        allowed = frozenset(holding for holding in holdings if self.admit(job, dict((holding,))).ok)
-        self._admitted[key] = (stamp, allowed)
-        return allowed
+        team's usage now or at ``usage``."""
+        return frozenset(holding for holding in holdings if self.admit(job, dict((holding,)), usage).ok)
 
     # -- borrowed work -----------------------------------------------------------------------------------
 
@@ -313,31 +279,21 @@ class FairShare:
         missing = self.state.running_gone.get(team)  # kept by the state as jobs are removed and put back
         if not missing:
             return everyone
-        cached = self._running_cache.get(team)
-        if cached is None or cached[0] != missing:  # evictions (or their undo) since the last scan
-            cached = (frozenset(missing), tuple(job_id for job_id in everyone if job_id not in missing))
-            self._running_cache[team] = cached
-        return cached[1]
+        return tuple(job_id for job_id in everyone if job_id not in missing)
 
     def running_units(self, job_id: str) -> dict[str, int]:
-        """Units per class of a running job (cached: a running job's slots do not change within a cycle)."""
-        if job_id not in self._running_units:
-            self._running_units[job_id] = self.state.job_units(job_id)
-        return self._running_units[job_id]
+        """Units per class of a running job (its slots do not change within a cycle)."""
+        return self.state.job_units(job_id)
 
     def running_slot_nodes(self, job_id: str) -> tuple[tuple[str, bool], ...]:
-        """The distinct (node, holds a MIG instance) pairs of a running job's slots, in slot order (cached like
-        :meth:`running_units`): all that decides whether evicting it frees capacity of some holding on a node."""
-        slot_nodes = self._slot_nodes.get(job_id)
-        if slot_nodes is None:
-            pairs = (
-                (slot.node, slot.mig_profile is not None)
-                for replica in self.state.placed.get(job_id, ())
-                for slot in replica
-            )
-            slot_nodes = tuple(dict.fromkeys(pairs))
-            self._slot_nodes[job_id] = slot_nodes
-        return slot_nodes
+        """The distinct (node, holds a MIG instance) pairs of a running job's slots, in slot order: all that
+        decides whether evicting it frees capacity of some holding on a node."""
+        pairs = (
+            (slot.node, slot.mig_profile is not None)
+            for replica in self.state.placed.get(job_id, ())
+            for slot in replica
+        )
+        return tuple(dict.fromkeys(pairs))
 
     def borrowed_jobs(self, team: str, running: tuple[str, ...] | None = None) -> list[str]:
         """Running jobs of ``team`` that sit on borrowed capacity (rule 4), in guarantee-fill order.
@@ -347,50 +303,27 @@ class FairShare:
         return list(self.borrowed(team, running))
 
     def borrowed(self, team: str, running: tuple[str, ...] | None = None) -> tuple[str, ...]:
-        """:meth:`borrowed_jobs` as the cached tuple itself (no copy)."""
-        # The fill depends only on which of the team's running jobs are still placed (not on work bound this
-        # cycle), so that tuple is the cache key: binds leave it alone, evictions and their undo change it.
+        """:meth:`borrowed_jobs` as a tuple. The fill depends only on which of the team's running jobs are still
+        placed (not on work bound this cycle): binds leave it alone, evictions and their undo change it."""
         if running is None:
             running = self.running_jobs(team)
-        cached = self._borrowed_cache.get(team)
-        if cached is None or cached[0] != running:
-            cached = (running, self._fill(team, running))
-            self._borrowed_cache[team] = cached
-        return cached[1]
+        return self._fill(team, running)
 
     def is_borrowed(self, team: str, job_id: str) -> bool:
-        """Is running job ``job_id`` of ``team`` one of its :meth:`borrowed` jobs (a set lookup, kept while that
-        tuple stands)?"""
-        borrowed = self.borrowed(team)
-        cached = self._borrowed_sets.get(team)
-        if cached is None or cached[0] is not borrowed:
-            cached = self._borrowed_sets[team] = (borrowed, frozenset(borrowed))
-        return job_id in cached[1]
+        """Is running job ``job_id`` of ``team`` one of its :meth:`borrowed` jobs?"""
+        return job_id in self.borrowed(team)
 
     def _fill(self, team: str, running: tuple[str, ...]) -> tuple[str, ...]:
-        """The borrowed jobs of ``running`` (in fill order) by the guarantee fill
-        (:class:`~scheduler.core.rules.limits.GuaranteeFill`); it resumes where the team's previous fill agrees
-        (:mod:`scheduler.core.speedups.fill`)."""
-        resume, held, filled, borrowed, checkpoints = self._resume.start(team, running)
-        fill = GuaranteeFill(self.guarantee(team), held, filled)
-        saves_at = self._resume.saves_at
-        for position in range(resume, len(running)):
-            if saves_at(position, resume):
-                checkpoints.append((fill.held, tuple(fill.filled.items()), len(borrowed)))
-            job_id = running[position]
-            if not fill.offer(*self._fill_units(job_id)):
-                borrowed.append(job_id)
-        self._resume.save(team, running, checkpoints, borrowed)
-        return tuple(borrowed)
+        """The borrowed jobs of ``running`` (in fill order): rule 4's guarantee fill
+        (:class:`~scheduler.core.rules.limits.GuaranteeFill`) over every one of them, first to last."""
+        return tuple(
+            borrowed_in_fill(self.guarantee(team), ((job_id, *self._fill_units(job_id)) for job_id in running))
+        )
 
     def _fill_units(self, job_id: str) -> tuple[int, tuple[tuple[str, int], ...]]:
-        """A running job's total units and its non-zero units per class (cached like :meth:`running_units`)."""
-        cached = self._fill_cache.get(job_id)
-        if cached is None:
-            units = self.running_units(job_id)
-            cached = (sum(units.values()), tuple((c, u) for c, u in units.items() if u))
-            self._fill_cache[job_id] = cached
-        return cached
+        """A running job's total units and its non-zero units per class."""
+        units = self.running_units(job_id)
+        return sum(units.values()), tuple((c, u) for c, u in units.items() if u)
 
     def lower_preemptible(self, team: str, priority: Priority) -> tuple[str, ...]:
         """The team's preemptible running jobs (still placed) of lower priority than ``priority``."""
@@ -452,16 +385,12 @@ class FairShare:
     def need_units(self, job: Job) -> int:
         """The fewest units ``job`` (every replica) could hold on some GPU model of the cluster; at least 1, so
         a job of unknown size counts as more than nothing."""
-        key = Shape.of(job).size
-        need = self._need.get(key)
-        if need is None:
-            per_replica = [
-                demand_units(demand, model)
-                for model in self.models
-                if (demand := resolve(job, model, self.policy)) is not None
-            ]
-            need = self._need[key] = max(1, min(per_replica, default=1) * job.replicas)
-        return need
+        per_replica = [
+            demand_units(demand, model)
+            for model in self.models
+            if (demand := resolve(job, model, self.policy)) is not None
+        ]
+        return max(1, min(per_replica, default=1) * job.replicas)
 
     def borrowed_share(self, team: str) -> float:
         """Max over classes of the team's units above its guarantee / cluster units of that class: rule 3's

@@ -48,6 +48,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from scheduler.core.capacity import ClusterState, Gpu
 from scheduler.core.catalog import COMPUTE_SLICES, GPU_MODEL_BY_NAME, validate_layout
@@ -58,7 +59,6 @@ from scheduler.core.policy import Policy
 from scheduler.core.rightsize import resolve
 from scheduler.core.rules.tiers import allowed_tiers
 from scheduler.core.shape import Shape
-from scheduler.core.speedups.memo import current_memo, memoized
 from scheduler.core.state import Job, MigLayout
 
 WHOLE_KEY = "whole"
@@ -162,11 +162,11 @@ def plan_reconfiguration(
 
 def _idle_classes(state: ClusterState, now: float) -> tuple[list[str], dict[IdleKey, list[int]]]:
     """The idle classes (:func:`idle_key`) of the nodes a reconfiguration may use at ``now`` (rule 3), each a list
-    of ordinals into the returned node names, in name order: kept by the cycle's capacity index when the state
-    has one for ``now`` and the speed-ups are on (:mod:`scheduler.core.speedups.idle`), else found by the plain
-    scan (:func:`_scanned_classes`)."""
+    of ordinals into the returned node names, in name order: kept by the capacity index of the state when it is
+    the index for ``now`` and keeps them (the cycle's speed-ups give it an
+    :class:`~scheduler.core.placement.index.IdleTracker`), else found by the plain scan (:func:`_scanned_classes`)."""
     index = getattr(state, "index", None)
-    if index is not None and index.now == now and current_memo().enabled:
+    if index is not None and index.now == now and index.idle is not None:
         index.flush()
         return index.node_names, index.idle.classes
     return _scanned_classes(state, now)
@@ -286,7 +286,7 @@ def _serves(candidate: _Candidate, wanted: tuple[tuple[str, int, int], ...]) -> 
     return served
 
 
-@memoized(maxsize=64)
+@lru_cache(maxsize=64)  # a fact of the model's MIG geometry
 def _candidates(model: str, with_me: bool) -> tuple[_Candidate, ...]:
     profiles = GPU_MODEL_BY_NAME[model].profiles()
     found = []
@@ -307,7 +307,7 @@ def _counts(model: str, layout: MigLayout) -> tuple[tuple[str, int, int], ...]:
     return tuple((name, n, profiles[name].compute_slices) for name, n in Counter(n for n, _ in layout).items())
 
 
-@memoized(maxsize=4096)
+@lru_cache(maxsize=4096)  # pure: its answer depends on its arguments alone
 def _plan_node(
     model: str, layouts: tuple[MigLayout, ...], need: _Need
 ) -> tuple[int, tuple[tuple[int, MigLayout], ...]]:
@@ -349,7 +349,7 @@ def _frozen(counts: Counter[str]) -> tuple[tuple[str, int], ...]:
     return tuple(sorted((name, n) for name, n in counts.items() if n > 0))
 
 
-@memoized(maxsize=16384)
+@lru_cache(maxsize=16384)  # pure: its answer depends on its arguments alone
 def _best_layout(
     model: str, with_me: bool, current: MigLayout, aged: tuple[tuple[str, int], ...], young: tuple[tuple[str, int], ...]
 ) -> tuple[tuple[int, ...], MigLayout]:

@@ -1,5 +1,7 @@
 """The engine's speed-ups, apart from its rules: the per-cycle :class:`~.memo.Memo` every cache and shortcut
-goes through, and one switch (``plan_cycle(..., speedups=False)``) that turns all of them off at once."""
+goes through, and one switch (``plan_cycle(..., speedups=False)``) that turns all of them off at once. Rules and
+placement import nothing from here: the cycle hands them the memo as their cache tables and builds the rules a
+speed-up wraps (:mod:`.switch`)."""
 
 from scheduler.core.speedups.memo import Memo, current_memo, memoized
 

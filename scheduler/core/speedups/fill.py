@@ -3,13 +3,14 @@
 The fill is a left-to-right first-fit scan of a team's running jobs into its guarantee, so a fill can resume
 from a saved point of the team's previous fill up to which both running tuples agree: an eviction changes the
 tuple from its victim on, and the prefix before it fills the same way. A fill saves its state before every
-:data:`STRIDE`-th job. With the speed-ups off (:mod:`.memo`) nothing is remembered and every fill starts at
-the first job — the plain rule.
+:data:`STRIDE`-th job. :class:`~.fairshare.RememberingFairShare` fills this way, the plain
+:class:`~scheduler.core.rules.fairshare.FairShare` from the first job every time: the same answers
+(``tests/scheduler/core/test_victims.py`` compares them).
 """
 
 from __future__ import annotations
 
-from scheduler.core.speedups.memo import current_memo
+from scheduler.core.tables import Tables
 
 STRIDE = 32  # how often a fill saves its state
 
@@ -18,10 +19,10 @@ Start = tuple[int, int, dict[str, int], list[str], list[Checkpoint]]
 
 
 class FillResume:
-    """Per team, its last fill: where the next one resumes."""
+    """Per team, its last fill: where the next one resumes (its memory is a table of ``tables``)."""
 
-    def __init__(self) -> None:
-        self._last: dict[str, tuple[tuple[str, ...], list[Checkpoint], list[str]]] = current_memo().table()
+    def __init__(self, tables: Tables) -> None:
+        self._last: dict[str, tuple[tuple[str, ...], list[Checkpoint], list[str]]] = tables.table()
 
     def start(self, team: str, running: tuple[str, ...]) -> Start:
         """(position to resume at, units held, units per class, borrowed jobs, checkpoints up to there) for a

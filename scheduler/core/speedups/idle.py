@@ -7,12 +7,12 @@ every node for every question (5,000 nodes × hundreds of questions a cycle), it
 and asks, per class, for the first node by name that the question does not exclude.
 
 :class:`IdleClasses` holds the classes of the ready nodes (schedulable, not reconfiguring) of MIG-capable
-models that have at least one idle GPU, each class a sorted list of node ordinals (name order). The
-:class:`~scheduler.core.placement.index.CapacityIndex` owns one and tells it which nodes changed when it
-re-files their GPUs (:meth:`IdleClasses.touch`), and which nodes left (a reconfiguration under way).
-The idle order and a node's class (:func:`~scheduler.core.rules.reconfiguration.idle_key`) are the rule's: this
-module only keeps the classes current, where the rule's plain scan (with the speed-ups off, or a state without
-an index) finds them afresh.
+models that have at least one idle GPU, each class a sorted list of node ordinals (name order). It is the
+:class:`~scheduler.core.placement.index.IdleTracker` the cycle gives its capacity index while the speed-ups are on
+(:mod:`.switch`): the index tells it which nodes changed when it re-files their GPUs (:meth:`IdleClasses.touch`),
+and which nodes left (a reconfiguration under way). The idle order and a node's class
+(:func:`~scheduler.core.rules.reconfiguration.idle_key`) are the rule's: this module only keeps the classes
+current, where the rule's plain scan (with the speed-ups off, or an index without a tracker) finds them afresh.
 """
 
 from __future__ import annotations

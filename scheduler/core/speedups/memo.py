@@ -6,7 +6,9 @@ and every shortcut is off, so each question is answered afresh by the plain rule
 way — ``tests/scheduler/core/test_speedups.py`` compares them, and
 ``tests/scheduler/core/test_speedups_registry.py`` fails when a cache is made outside this module.
 
-- Per-cycle caches are tables from :meth:`Memo.table`, made when their owner is built.
+- Per-cycle caches are tables from :meth:`Memo.table`, made when their owner is built: the cycle hands its
+  memo to the rules and placement objects it builds (:class:`~scheduler.core.tables.Tables`), so they never
+  import it.
 - Shortcuts ask :attr:`Memo.enabled`.
 - Pure functions cached for the whole process are wrapped in :func:`memoized`, which calls the function
   itself while the current memo is disabled.
@@ -23,34 +25,22 @@ from contextvars import ContextVar
 from functools import lru_cache, wraps
 from typing import Any, ParamSpec, TypeVar, cast
 
+from scheduler.core.tables import Forgetful
+
 P = ParamSpec("P")
 R = TypeVar("R")
 
 
-class _Forgetful(dict[Any, Any]):
-    """A table that never answers from memory: whatever is stored, a lookup finds nothing, so the caller works
-    the answer out again. Reading back with ``table[key]`` what the caller has just stored still works."""
-
-    def get(self, key: Any, default: Any = None) -> Any:
-        return default
-
-    def __contains__(self, key: object) -> bool:
-        return False
-
-    def setdefault(self, key: Any, default: Any = None) -> Any:
-        self[key] = default
-        return default
-
-
 class Memo:
-    """The speed-ups of one cycle: on (``enabled``) or all off."""
+    """The speed-ups of one cycle: on (``enabled``) or all off. It is the cycle's
+    :class:`~scheduler.core.tables.Tables`: the engine objects the cycle builds take their cache tables from it."""
 
     def __init__(self, enabled: bool = True) -> None:
         self.enabled = enabled
 
     def table(self) -> dict[Any, Any]:
         """A new cache table for one owner (a dict, or one that forgets everything when disabled)."""
-        return {} if self.enabled else _Forgetful()
+        return {} if self.enabled else Forgetful()
 
     @contextmanager
     def current(self) -> Iterator[Memo]:

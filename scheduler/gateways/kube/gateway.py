@@ -20,9 +20,9 @@ jobs wait are recorded as Events (:mod:`scheduler.gateways.kube.events`, best ef
 Nodes and Microcosm's pods are read from the client's list-then-watch caches
 (:mod:`scheduler.gateways.kube.informer`): ``observe()`` and the MIG flow make no LIST once they have synced. A
 bind's checks read what they decide on from the server itself: the node by a GET, the pods on it by a LIST the
-server filters by ``spec.nodeName``. ``consistent_reads`` (on by default, off in :func:`gateway_from_settings`)
-makes each cached read wait until the cache has reached the server's current resourceVersion: what tests that
-change the cluster between two calls need; a worker 10 s apart from its last cycle does not.
+server filters by ``spec.nodeName``. ``consistent_reads`` (off by default, as in production) makes each cached
+read wait until the cache has reached the server's current resourceVersion: what tests that change the cluster
+between two calls and read it back at once opt in to; a worker 10 s apart from its last cycle does not need it.
 """
 
 from __future__ import annotations
@@ -150,7 +150,7 @@ class KubeGateway:
         max_backoff_s: float = 30.0,
         clock: Callable[[], float] = time.time,
         sleep: Callable[[float], None] = time.sleep,
-        consistent_reads: bool = True,
+        consistent_reads: bool = False,
         cache_sync_timeout_s: float = 60.0,
     ) -> None:
         self.client = KubeClient(

@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from scheduler.errors import GatewayError
 from scheduler.gateways import gateway_get
-from scheduler.services import cluster_sync
+from scheduler.services.sync import cluster_sync
 
 
 class Command(BaseCommand):

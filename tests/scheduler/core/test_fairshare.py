@@ -7,10 +7,12 @@ import pytest
 from scheduler.core.policy import Policy
 from scheduler.core.rules.fairshare import FairShare, job_class
 from scheduler.core.rules.limits import ANY, Admission, Limits, burst_limits, exceeds, guarantee_limits, placement_units
+from scheduler.core.speedups.fairshare import RememberingFairShare
+from scheduler.core.speedups.memo import Memo
 from scheduler.core.state import Job, Node, Running, Slot, Team
 from scheduler.core.units import UNITS_PER_GPU, gpus_text
 from scheduler.core.vocabulary import Priority
-from tests.scheduler.core.test_preemption import A100, H100, job, node, on, ones, run, team, world
+from tests.scheduler.core.test_preemption import A100, H100, POLICY, job, node, on, ones, run, team, world
 
 G = UNITS_PER_GPU
 NODES = [node("a1"), node("h1", model=H100)]  # 8 A100 + 8 H100
@@ -466,7 +468,9 @@ def test_borrowed_capacity_is_split_by_weight(weights: tuple[float, float], spli
 
 
 def test_running_jobs_drop_removed_jobs_in_fill_order_and_feed_the_borrowed_fill() -> None:
-    state, fs = world(NODES, [team("t", {"any": 2})], [_r(f"j{i}", first=i, started_at=i) for i in range(5)])
+    teams = [team("t", {"any": 2})]
+    state, _ = world(NODES, teams, [_r(f"j{i}", first=i, started_at=i) for i in range(5)])
+    fs = RememberingFairShare(teams, state, POLICY, Memo())  # the cycle's, with the speed-ups on
     everyone = fs.running_jobs("t")
     assert everyone == ("j0", "j1", "j2", "j3", "j4")
     assert fs.running_jobs("t") is everyone  # nothing removed: the stored tuple, no rebuild
@@ -488,7 +492,8 @@ def test_running_jobs_drop_removed_jobs_in_fill_order_and_feed_the_borrowed_fill
 
 def test_running_spots_are_the_distinct_nodes_and_grains_of_a_running_job() -> None:
     two_nodes = run(job("x", "t", gpus=2), (on("a1", 0)[0], on("a1", 1)[0], on("h1", 0)[0]))
-    _, fs = world(NODES, [team("t", {"any": 8})], [two_nodes])
+    state, _ = world(NODES, [team("t", {"any": 8})], [two_nodes])
+    fs = RememberingFairShare([team("t", {"any": 8})], state, POLICY, Memo())
     assert fs.running_slot_nodes("x") == (("a1", False), ("h1", False))
     assert fs.running_slot_nodes("x") is fs.running_slot_nodes("x")  # cached
 

@@ -1,5 +1,6 @@
 """Idle classes (speedups/idle.py): kept by the capacity index as the cycle places, evicts and reconfigures,
-always equal to a fresh scan, and giving reconfiguration the same answer as a scan of every node."""
+always equal to a fresh scan, and giving reconfiguration the same answer as a scan of every node. The index keeps
+them only when the cycle's switch gives it a tracker (speedups/switch.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from scheduler.core.demand import Demand
 from scheduler.core.placement import IndexedClusterState
 from scheduler.core.policy import Policy
 from scheduler.core.rules.reconfiguration import IdleKey, idle_key, plan_reconfiguration
+from scheduler.core.speedups.memo import Memo
+from scheduler.core.speedups.switch import indexed_state
 from scheduler.core.state import Job, Request
 from scheduler.core.vocabulary import JobKind
 from scheduler.sim.bench.synthetic import NOW, ClusterShape, synthetic_snapshot
@@ -27,14 +30,14 @@ def scanned(state: IndexedClusterState) -> dict[IdleKey, list[int]]:
 
 
 def kept(state: IndexedClusterState) -> dict[IdleKey, list[int]]:
-    assert state.index is not None
+    assert state.index is not None and state.index.idle is not None
     state.index.flush()
     return {key: list(members) for key, members in state.index.idle.classes.items()}
 
 
 def test_the_classes_follow_every_change() -> None:
     snapshot = synthetic_snapshot(SHAPE)
-    state = IndexedClusterState(snapshot, NOW)
+    state = indexed_state(snapshot, NOW, Memo())
     assert state.index is not None
     assert kept(state) == scanned(state)
     cordoned = {node.name for node in snapshot.nodes if not node.schedulable}
@@ -55,7 +58,8 @@ def test_the_classes_follow_every_change() -> None:
 
 def test_reconfiguration_answers_the_same_from_the_classes_and_from_a_scan() -> None:
     snapshot = synthetic_snapshot(SHAPE)
-    indexed, plain = IndexedClusterState(snapshot, NOW), ClusterState(snapshot)
+    indexed, plain = indexed_state(snapshot, NOW, Memo()), ClusterState(snapshot)
+    assert indexed.index is not None and indexed.index.idle is not None  # the kept classes answer, not a scan
     policy = Policy(reconfiguration_hysteresis_cycles=0)
     changed = 0
     for profile in ("1g.10gb", "2g.20gb", "3g.40gb", "7g.80gb", "1g.5gb"):
@@ -70,3 +74,11 @@ def test_reconfiguration_answers_the_same_from_the_classes_and_from_a_scan() -> 
                 plan_reconfiguration(plain, [], policy, NOW, pending_whole=whole, exclude=exclude)
             )
     assert changed >= 4, "most demands must find a change, or the comparison proves little"
+
+
+def test_the_index_keeps_no_classes_with_the_speedups_off() -> None:
+    for state in (
+        IndexedClusterState(synthetic_snapshot(SHAPE), NOW),
+        indexed_state(synthetic_snapshot(SHAPE), NOW, Memo(False)),
+    ):
+        assert state.index is not None and state.index.idle is None  # reconfiguration scans every node

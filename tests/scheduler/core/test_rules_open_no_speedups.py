@@ -4,9 +4,9 @@ speed-up wraps it behind the same answer and is chosen by the engine's one switc
 speedups=False)``), as Kueue keeps one preemption order (``pkg/scheduler/preemption/common/ordering.go``) for its
 plain and its cache-backed candidate generators (``pkg/scheduler/preemption/classical/``).
 
-Modules not converted yet are listed in :data:`NOT_YET_APART` with exactly what they still import from the
-speed-ups. The list only shrinks: a module that imports a speed-up not listed for it fails, and so does an entry
-that no longer holds (the work landed: strike it)."""
+Static facts (``catalog.py``, ``layouts.py``: the GPU models and their MIG geometry) are cached for the process,
+never through the cycle's memo, so they are scanned too: a fact never branches on the speed-ups.
+"""
 
 from __future__ import annotations
 
@@ -16,23 +16,8 @@ from pathlib import Path
 import scheduler.core
 
 CORE = Path(scheduler.core.__file__).parent
-CHECKED = ("rules", "placement")
+CHECKED = ("rules", "placement", "catalog.py", "layouts.py")  # folders, and the static-fact modules
 SPEEDUPS = "scheduler.core.speedups"
-
-# Modules (relative to scheduler/core) that still import speed-ups, and which ones. Shrink it, never grow it.
-NOT_YET_APART: dict[str, set[str]] = {
-    # The guarantee fill resumes where a team's previous fill agrees (speedups.fill), and its caches are tables
-    # of the cycle's memo: the fill has not been split into a plain rule and a resuming wrapper yet.
-    "rules/fairshare.py": {"scheduler.core.speedups.fill", "scheduler.core.speedups.memo"},
-    # Layout values and candidate layouts are memoized pure functions, and the idle classes are read from the
-    # capacity index only while the memo is enabled: the idle order itself is the rule's (idle_order, idle_key).
-    "rules/reconfiguration.py": {"scheduler.core.speedups.memo"},
-    # Placement's own caches: memoized pure scores and per-cycle tables, and the index's idle classes.
-    "placement/fragscore.py": {"scheduler.core.speedups.memo"},
-    "placement/index.py": {"scheduler.core.speedups.idle", "scheduler.core.speedups.memo"},
-    "placement/mix.py": {"scheduler.core.speedups.memo"},
-    "placement/reconfigurations.py": {"scheduler.core.speedups.memo"},
-}
 
 
 def _package(path: Path) -> str:
@@ -70,20 +55,25 @@ def _speedups_imported(path: Path) -> set[str]:
 
 
 def _checked_files() -> list[Path]:
-    return sorted(path for folder in CHECKED for path in (CORE / folder).rglob("*.py"))
+    found: list[Path] = []
+    for entry in CHECKED:
+        path = CORE / entry
+        found += [path] if path.suffix == ".py" else sorted(path.rglob("*.py"))
+    return found
 
 
-def test_rules_and_placement_import_no_speedup_beyond_the_shrinking_list() -> None:
+def test_rules_placement_and_static_facts_import_no_speedup() -> None:
     found = {path.relative_to(CORE).as_posix(): _speedups_imported(path) for path in _checked_files()}
-    opened = {name: sorted(modules - NOT_YET_APART.get(name, set())) for name, modules in found.items()}
-    assert {name: modules for name, modules in opened.items() if modules} == {}, "a rule opens a speed-up"
-    stale = {name: sorted(modules - found.get(name, set())) for name, modules in NOT_YET_APART.items()}
-    assert {name: modules for name, modules in stale.items() if modules} == {}, "strike what landed from the list"
+    assert {name: sorted(modules) for name, modules in found.items() if modules} == {}, "a rule opens a speed-up"
 
 
 def test_the_scan_sees_the_imports_it_is_about() -> None:
-    assert len(_checked_files()) > 10, "the scan would pass vacuously"
+    checked = {path.relative_to(CORE).as_posix() for path in _checked_files()}
+    assert len(checked) > 10, "the scan would pass vacuously"
+    assert {"catalog.py", "layouts.py", "rules/fairshare.py", "placement/index.py"} <= checked
     # The victims' speed-up imports the rule, never the other way round; the scan does see its import.
     victims = _speedups_imported(CORE / "speedups" / "victims.py")
     assert victims == {"scheduler.core.speedups.memo"}
     assert "scheduler.core.rules.eviction" in _imported_modules(CORE / "speedups" / "victims.py")
+    # So does fair share that remembers and resumes its fill: it subclasses the plain rule.
+    assert "scheduler.core.rules.fairshare.FairShare" in _imported_modules(CORE / "speedups" / "fairshare.py")

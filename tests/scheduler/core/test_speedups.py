@@ -9,7 +9,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from scheduler.core import Policy, Snapshot, plan_cycle
+from scheduler.core.rules.fairshare import FairShare
 from scheduler.core.speedups import Memo, current_memo, memoized
+from scheduler.core.speedups.fairshare import RememberingFairShare
+from scheduler.core.speedups.switch import fair_share, indexed_state
+from scheduler.core.tables import FORGET
 from scheduler.sim.bench.synthetic import NOW, ClusterShape, synthetic_snapshot
 from tests.scheduler.properties.builders import NOW as SMALL_NOW
 from tests.scheduler.properties.test_cycle_properties import reclaim_worlds, snapshots
@@ -43,11 +47,22 @@ def test_reclaim_plans_the_same_with_and_without_the_speedups(world: tuple[Snaps
     assert plan_cycle(snapshot, Policy(), SMALL_NOW) == plan_cycle(snapshot, Policy(), SMALL_NOW, speedups=False)
 
 
-def test_a_disabled_memo_forgets_what_it_is_told() -> None:
-    table = Memo(enabled=False).table()
-    table["key"] = 1
-    assert table.get("key") is None and "key" not in table and table.setdefault("key", 2) == 2
-    assert table["key"] == 2  # what the caller has just stored reads back: "if missing, store, return it"
+def test_a_disabled_memo_forgets_what_it_is_told_as_the_plain_tables_do() -> None:
+    for table in (Memo(enabled=False).table(), FORGET.table()):
+        table["key"] = 1
+        assert table.get("key") is None and "key" not in table and table.setdefault("key", 2) == 2
+        assert table["key"] == 2  # what the caller has just stored reads back: "if missing, store, return it"
+    remembered = Memo().table()
+    remembered["key"] = 1
+    assert remembered.get("key") == 1
+
+
+def test_the_switch_builds_the_plain_rules_off_and_the_rules_wrapped_by_their_speedups_on() -> None:
+    snapshot = synthetic_snapshot(ClusterShape(8, 20, seed=1))
+    for memo, kind, tracked in ((Memo(enabled=False), FairShare, False), (Memo(), RememberingFairShare, True)):
+        state = indexed_state(snapshot, NOW, memo)
+        assert type(fair_share(snapshot.teams, state, Policy(), memo)) is kind
+        assert state.index is not None and (state.index.idle is not None) is tracked
 
 
 def test_the_switch_holds_only_inside_the_cycle() -> None:

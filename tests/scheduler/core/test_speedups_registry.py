@@ -1,9 +1,9 @@
-"""Every cache of the engine goes through the cycle's memo (:mod:`scheduler.core.speedups`), so that
+"""Every per-cycle cache of the engine goes through the cycle's memo (:mod:`scheduler.core.speedups`), so that
 ``speedups=False`` switches it off and the equivalence test (``test_speedups``) covers it. A new cache made
 any other way fails here: a ``functools`` cache (``lru_cache``, ``cache``, ``cached_property``) outside the
-speed-ups package, or a new empty dict or set kept on an object or a module, which must either come from
-``Memo.table()`` or be declared below as working state (what the rules read and write, not a remembered
-answer)."""
+speed-ups package and the pure functions declared below, or a new empty dict or set kept on an object or a
+module, which must either be a cache table (``tables.table()``, handed to its owner by the cycle) or be declared
+below as working state (what the rules read and write, not a remembered answer) or a static-fact table."""
 
 from __future__ import annotations
 
@@ -47,8 +47,18 @@ WORKING_STATE = {
     ("reservation.py", "_taken"),
 }
 
-# Process-wide tables read only while the current memo is enabled (each module checks current_memo()).
+# Process-wide tables of static facts (the catalog's): they never branch on the memo, whose switch is per cycle.
 PROCESS_TABLES = {("catalog.py", "_PROFILES_BY_NAME")}
+
+# Modules that cache pure functions of their arguments for the process (``functools``): static facts of the
+# catalog (MIG geometry, layouts, profile tables) and answers computed from them alone, which no cycle changes
+# and no switch needs to turn off. (module, the functools names it uses.)
+PURE_FUNCTION_CACHES = {
+    ("catalog.py", "cache"),
+    ("layouts.py", "lru_cache"),
+    ("rules/reconfiguration.py", "lru_cache"),
+    ("placement/fragscore.py", "lru_cache"),
+}
 
 
 def _modules() -> list[tuple[str, ast.Module]]:
@@ -111,21 +121,24 @@ def _kept_containers(tree: ast.Module) -> list[tuple[int, str]]:
     return found
 
 
-def test_no_functools_cache_outside_the_speedups() -> None:
-    found = [f"{module}:{line} {name}" for module, tree in _modules() for line, name in _functools_caches(tree)]
-    assert not found, f"cache through scheduler.core.speedups.memoized (or Memo.table()) instead: {found}"
+def test_no_functools_cache_outside_the_speedups_but_the_declared_pure_functions() -> None:
+    found = {(module, name) for module, tree in _modules() for _, name in _functools_caches(tree)}
+    unknown = sorted(found - PURE_FUNCTION_CACHES)
+    assert not unknown, f"cache per cycle through the cycle's tables (or speedups.memoized) instead: {unknown}"
+    assert not PURE_FUNCTION_CACHES - found, "declared pure-function caches that no longer exist"
 
 
 def test_every_kept_container_is_a_memo_table_or_declared_working_state() -> None:
     found = {(module, name) for module, tree in _modules() for _, name in _kept_containers(tree)}
     unknown = sorted(found - WORKING_STATE - PROCESS_TABLES)
-    assert not unknown, f"a cache must come from current_memo().table(); working state is declared here: {unknown}"
+    assert not unknown, f"a cache must be a table of the cycle's tables; working state is declared here: {unknown}"
     assert not (WORKING_STATE | PROCESS_TABLES) - found, "declared containers that no longer exist"
 
 
-def test_process_tables_are_read_only_while_the_memo_is_enabled() -> None:
-    for module, _ in PROCESS_TABLES:
-        assert "if not current_memo().enabled:" in (CORE / module).read_text(), module
+def test_static_facts_never_branch_on_the_memo() -> None:
+    for module in {module for module, _ in PROCESS_TABLES | PURE_FUNCTION_CACHES}:
+        text = (CORE / module).read_text()
+        assert "current_memo" not in text and "speedups" not in text.split('"""', 2)[-1], module
 
 
 def test_the_scan_finds_what_it_looks_for() -> None:

@@ -13,6 +13,8 @@ from scheduler.core.placement.mix import DemandMix
 from scheduler.core.preemption import candidates
 from scheduler.core.rules.eviction import fresh_until, is_fresh, lost_work, preference, team_candidates
 from scheduler.core.rules.fairshare import FairShare
+from scheduler.core.speedups.fairshare import RememberingFairShare
+from scheduler.core.speedups.memo import Memo
 from scheduler.core.speedups.victims import Victims
 from scheduler.core.state import Running, Team
 from scheduler.core.units import UNITS_PER_GPU
@@ -77,7 +79,8 @@ def test_the_borrowed_fill_resumes_exactly_where_the_tuples_agree() -> None:
         for i in range(150)
     ]
     nodes = [node(f"n{i:03}", gpus=4) for i in range(150)]
-    state, fs = world(nodes, teams, running)
+    state, _ = world(nodes, teams, running)
+    fs = RememberingFairShare(teams, state, POLICY, Memo())
     rng = random.Random(3)
     for _ in range(40):
         victim = rng.choice(sorted(state.running))
@@ -89,10 +92,12 @@ def test_the_borrowed_fill_resumes_exactly_where_the_tuples_agree() -> None:
         fresh = FairShare(teams, state, POLICY).borrowed("b")
         assert resumed == fresh
         assert sorted(state.running_gone["b"]) == sorted(set(state.running) - set(state.placed))
+    # The fills did resume: the same running tuple again starts past its first checkpoint.
+    assert fs._resume.start("b", fs.running_jobs("b"))[0] > 0
 
 
 def test_share_deltas_are_forgotten_when_the_mix_changes() -> None:
-    mix = DemandMix()
+    mix = DemandMix(Memo())
     memo = mix.share_deltas("A100-SXM4-80GB", 300)
     memo[700] = 5
     assert mix.share_deltas("A100-SXM4-80GB", 300) is memo

@@ -23,8 +23,8 @@ from django.utils import timezone
 from django.utils.formats import date_format
 
 from jobs.models import Allocation, JobEvent
-from jobs.preemptions import Preemptor
-from jobs.timeline import event_text, preempted_text
+from jobs.selectors.preemptions import Preemptor
+from jobs.selectors.timeline import event_text, preempted_text
 from scheduler.core.vocabulary import EventType
 
 T = TypeVar("T")
@@ -91,7 +91,7 @@ def job_history(
     preemptors: Mapping[int, Preemptor] | None = None,
 ) -> JobHistory:
     """``events`` oldest first (``job_events``), ``allocations`` live first then newest (``job_allocations``),
-    ``preemptors`` by event id for the viewer (:func:`jobs.preemptions.preemptors_for_user`)."""
+    ``preemptors`` by event id for the viewer (:func:`jobs.selectors.preemptions.preemptors_for_user`)."""
     checkpoints = [e for e in events if e.type == EventType.CHECKPOINTED]
     return JobHistory(
         placed_now=[a for a in allocations if a.ended_at is None],

@@ -1,6 +1,6 @@
 """A job's replica logs for the job page, its download and the API: read through the cluster gateway, bounded.
 
-The caller has already fetched the job through a scoped selector (``jobs.selectors.job_get_for_user``): these
+The caller has already fetched the job through a scoped selector (``jobs.selectors.jobs.job_get_for_user``): these
 functions never decide who may read a log, they only read it. A Kubernetes cluster gives the job container's
 own output (the pod log API); the simulated fleet runs no container and gives the replica's lifecycle lines
 (:mod:`scheduler.gateways.simulated.lifecycle`), which the page labels as such. A pod's log goes with the pod,

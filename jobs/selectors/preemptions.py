@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobs.models import Job, JobEvent
-from jobs.selectors import MAX_ID, jobs_for_user_by_ids
+from jobs.selectors.jobs import MAX_ID, jobs_for_user_by_ids
 from scheduler.core.vocabulary import EventType
 from teams.roles import AnyUser
 

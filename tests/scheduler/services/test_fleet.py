@@ -10,7 +10,7 @@ import pytest
 from scheduler.core.catalog import GPU_MODELS
 from scheduler.errors import InventoryError
 from scheduler.models import Gpu, GpuModel, Node
-from scheduler.services import gpu_models_sync, node_register
+from scheduler.services.fleet import gpu_models_sync, node_register
 from tests.factories import AllocationFactory
 
 pytestmark = pytest.mark.django_db

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from billing.selectors import team_month_cost
 from jobs.models import Allocation, Job, JobEvent
-from jobs.selectors import Usage, gpu_equivalents
+from jobs.selectors.jobs import Usage, gpu_equivalents
 from scheduler.core import ANY, burst_limits, guarantee_limits
 from scheduler.core import Team as CoreTeam
 from scheduler.core.units import UNITS_PER_GPU

@@ -36,22 +36,11 @@ from jobs.errors import (
     JobStateError,
     LogRequestInvalid,
 )
-from jobs.forms import CancelForm, IntervalForm, PriorityForm, SubmitForm, SuggestionForm
 from jobs.idempotency import Answer, fingerprint, idempotent_write
-from jobs.job_page import job_history, preemption_count
-from jobs.logs import (
-    DOWNLOAD_LIMIT_BYTES,
-    MAX_TAIL_LINES,
-    download_name,
-    job_log_panel,
-    job_log_read,
-    log_params,
-)
 from jobs.models import Job
-from jobs.network import fabric_warning, job_network
-from jobs.preemptions import preemptors_for_user
-from jobs.rightsizing import Suggestion, errors_by_key, suggest
-from jobs.selectors import (
+from jobs.pages.forms import CancelForm, IntervalForm, PriorityForm, SubmitForm, SuggestionForm
+from jobs.pages.job_page import job_history, preemption_count
+from jobs.selectors.jobs import (
     NO_POSITION_YET,
     job_allocations,
     job_events,
@@ -61,6 +50,18 @@ from jobs.selectors import (
     jobs_for_user_by_ids,
     resuming_jobs,
 )
+from jobs.selectors.logs import (
+    DOWNLOAD_LIMIT_BYTES,
+    MAX_TAIL_LINES,
+    download_name,
+    job_log_panel,
+    job_log_read,
+    log_params,
+)
+from jobs.selectors.network import fabric_warning, job_network
+from jobs.selectors.preemptions import preemptors_for_user
+from jobs.selectors.rightsizing import Suggestion, errors_by_key, suggest
+from jobs.selectors.team_usage import DEFAULT_WINDOW, WINDOWS_S, team_dashboard, team_utilization_series
 from jobs.services import (
     job_cancel,
     job_cancel_bulk,
@@ -70,7 +71,6 @@ from jobs.services import (
     job_submit,
     team_order_key,
 )
-from jobs.team_usage import DEFAULT_WINDOW, WINDOWS_S, team_dashboard, team_utilization_series
 from scheduler.core.vocabulary import EventType, JobKind, JobState
 from scheduler.errors import GatewayError
 from teams.http import SignedInRequest
@@ -231,7 +231,7 @@ def _suggestion_form(data: Any, teams: list[Team], initial_team: Any = None) -> 
 
 
 def _suggestion(form: SuggestionForm) -> Suggestion | None:
-    """What the job of ``form`` would get (jobs.rightsizing), or None while the fields do not describe one."""
+    """What the job of ``form`` would get (jobs.selectors.rightsizing), or None while the fields do not describe one."""
     if not form.is_valid():
         return None
     team = form.cleaned_data.get("team")

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from jobs.models import Allocation, Job
-from jobs.rightsizing import Suggestion
+from jobs.selectors.rightsizing import Suggestion
 from scheduler.core.vocabulary import Fabric, NodeState
 from scheduler.fabric_labels import FABRIC_NAMES
 from scheduler.models import Node

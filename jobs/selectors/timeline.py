@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from jobs.models import JobEvent
-from jobs.preemptions import preempted_words
+from jobs.selectors.preemptions import preempted_words
 from scheduler.bridge.vocabulary import ADMIN_DRAIN
 from scheduler.core.vocabulary import EventType, EvictionReason
 
@@ -49,7 +49,7 @@ def event_text(event: JobEvent) -> str:
 
 def preempted_text(details: Mapping[str, Any], words: str | None = None) -> str:
     """ "Preempted by a production inference job of team Vision (production)": the preempting job's team and
-    kind (``words``, else the event's own details: :mod:`jobs.preemptions`), never its id, which the victim's
+    kind (``words``, else the event's own details: :mod:`jobs.selectors.preemptions`), never its id, which the victim's
     viewers may not open; "another job" for an old event that stored the id alone."""
     reason = _reason(details.get("reason"))
     if not details.get("by"):

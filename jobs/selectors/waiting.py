@@ -17,7 +17,7 @@ from enum import StrEnum
 from django.utils.timesince import timeuntil
 
 from jobs.models import Job
-from jobs.selectors import NO_POSITION_YET
+from jobs.selectors.jobs import NO_POSITION_YET
 from scheduler.core.vocabulary import JobState
 
 DUE_NOW = "due now — the next scheduling cycle decides"

@@ -19,7 +19,7 @@ from jobs import access
 from jobs.api.filters import JobFilter
 from jobs.errors import JobsError, JobSpecInvalid
 from jobs.models import Job
-from jobs.selectors import job_list_for_user, jobs_for_user_by_ids
+from jobs.selectors.jobs import job_list_for_user, jobs_for_user_by_ids
 from jobs.services import job_cancel_bulk
 from scheduler.core.vocabulary import JobState
 from teams.http import SignedInRequest

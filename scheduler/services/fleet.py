@@ -6,32 +6,17 @@ so registering the same node twice changes nothing and a seed or a gateway sync 
 
 from __future__ import annotations
 
-import logging
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from decimal import Decimal, InvalidOperation
-from typing import Any
 
 from django.db import transaction
-from django.db.models import Max
 
 from scheduler.core.catalog import GPU_MODEL_BY_NAME, GPU_MODELS, LayoutError, validate_layout
-from scheduler.core.vocabulary import CapacityTier, Fabric, Interconnect, NodeState
+from scheduler.core.vocabulary import CapacityTier, Fabric, Interconnect
 from scheduler.errors import InventoryError
-from scheduler.gateways.protocol import (
-    ClusterGateway,
-    MaintainedGateway,
-    MigConfigState,
-    Observation,
-    UtilizationReading,
-)
 from scheduler.gpu_count import MAX_GPUS_PER_NODE, check_shrink
-from scheduler.models import Gpu, GpuModel, Node, UtilizationSample
-from scheduler.node_states import node_state_observe
-
-log = logging.getLogger(__name__)
+from scheduler.models import Gpu, GpuModel, Node
 
 # Kubernetes node names are DNS-1123 subdomains: the inventory must be able to name the real node.
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -197,21 +182,6 @@ def _layouts(model: str, gpu_count: int, mig_layouts: MigLayouts) -> list[list[l
     return result
 
 
-# --- The cluster as the gateway reports it ----------------------------------------------------------------
-
-
-@dataclass
-class SyncReport:
-    """What ``cluster_sync`` saw and changed; ``as_json()`` is what ``cluster sync --json`` prints."""
-
-    nodes: list[dict[str, object]] = field(default_factory=list)
-    gone: list[str] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)  # nodes the inventory cannot hold, with the reason
-
-    def as_json(self) -> dict[str, object]:
-        return {"nodes": self.nodes, "gone": self.gone, "skipped": self.skipped}
-
-
 def _check_fabric_devices(fabric: Fabric, devices: int) -> None:
     if isinstance(devices, bool) or not isinstance(devices, int) or not 0 <= devices <= _MAX_FABRIC_DEVICES:
         raise InventoryError(f"fabric_devices must be a whole number from 0 to {_MAX_FABRIC_DEVICES}, not {devices!r}")
@@ -219,130 +189,3 @@ def _check_fabric_devices(fabric: Fabric, devices: int) -> None:
         raise InventoryError(
             f"a node without a fabric (tcp) has no fabric devices, got {devices}: name its fabric or report 0"
         )
-
-
-def cluster_sync(*, observation: Observation) -> SyncReport:
-    """Make the inventory match ``observation``: every observed node registered with its shape and current
-    MIG layouts (``node_register``), and its state changed as :func:`scheduler.node_states.observed_change`
-    says (draining under an interruption notice, gone when no longer reported; an admin's cordon or drain
-    holds), each change saved and audited.
-
-    A node the inventory cannot hold (an unknown GPU model) is skipped and reported, never guessed at.
-    """
-    report = SyncReport()
-    at = datetime.fromtimestamp(observation.observed_at, tz=UTC)
-    seen: set[str] = set()
-    existing = {node.name: node for node in Node.objects.all()}
-    for obs in observation.nodes:
-        row = existing.get(obs.name)
-        if obs.price_per_gpu_hour is not None:
-            price: Decimal = Decimal(str(obs.price_per_gpu_hour))
-        else:
-            price = row.price_per_gpu_hour if row is not None else Decimal(0)
-        try:
-            node = node_register(
-                name=obs.name,
-                gpu_model=obs.gpu_model,
-                gpu_count=obs.gpu_count,
-                interconnect=obs.interconnect,
-                leaf_switch=obs.leaf,
-                spine=obs.spine,
-                tier=obs.tier,
-                price_per_gpu_hour=price,
-                zone=obs.zone,
-                labels=dict(obs.labels),
-                mig_layouts={i: [list(pair) for pair in layout] for i, layout in enumerate(obs.mig) if layout},
-                fabric=obs.fabric,
-                fabric_devices=obs.fabric_devices,
-                placement_group=obs.placement_group,
-            )
-        except InventoryError as exc:
-            report.skipped.append(f"{obs.name}: {exc}")
-            continue
-        seen.add(node.name)
-        notice = obs.interruption.source if obs.interruption is not None else None
-        node_state_observe(node=node, reported=True, notice=notice, at=at)
-        report.nodes.append(
-            {
-                "name": node.name,
-                "gpu_model": obs.gpu_model,
-                "gpus": obs.gpu_count,
-                "tier": obs.tier,
-                "state": str(node.state),
-                "mig": {str(i): [list(p) for p in layout] for i, layout in enumerate(obs.mig) if layout},
-                "mig_state": str(obs.mig_status.state),
-            }
-        )
-    observed = {o.name for o in observation.nodes}
-    for name, row in sorted(existing.items()):
-        if name not in observed and node_state_observe(node=row, reported=False, notice=None, at=at) == NodeState.GONE:
-            report.gone.append(name)
-    return report
-
-
-def mig_watch(*, observation: Observation, stuck_after_s: float) -> dict[str, list[str]]:
-    """MIG reconfigurations in flight, and those pending longer than ``stuck_after_s`` (the GPU Operator's known wedge,
-    ``docs/gpu-facts.md``, MIG Manager reconfiguration flow: the Kubernetes gateway recovers them; here they are
-    reported and logged)."""
-    pending, stuck = [], []
-    for obs in observation.nodes:
-        status = obs.mig_status
-        if status.state == MigConfigState.SUCCESS:
-            continue
-        pending.append(obs.name)
-        if status.since is not None and observation.observed_at - status.since > stuck_after_s:
-            stuck.append(obs.name)
-            log.warning(
-                "MIG reconfiguration on %s is %s for %.0f s",
-                obs.name,
-                status.state,
-                observation.observed_at - status.since,
-            )
-    return {"pending": pending, "stuck": stuck}
-
-
-def cluster_maintain(*, gateway: ClusterGateway, stuck_after_s: float) -> dict[str, Any]:
-    """The MIG-watch period's work: let the gateway drive its own in-flight operations one step
-    (:class:`~scheduler.gateways.protocol.MaintainedGateway`, e.g. the Kubernetes MIG relabel flow: drain, relabel,
-    recover a wedged node, uncordon), then report from a fresh observation the MIG reconfigurations still in flight and
-    the stuck ones (:func:`mig_watch`). A gateway without maintenance is only observed.
-
-    Returns ``{"pending": [...], "stuck": [...], "steps": [{"node", "step", "detail"}, ...]}``. Raises what the
-    gateway raises (:class:`~scheduler.errors.GatewayError` subclasses); nothing is written to the database.
-    """
-    steps = gateway.maintain() if isinstance(gateway, MaintainedGateway) else ()
-    for event in steps:
-        log.info("maintenance on %s: %s %s", event.node, event.step, event.detail)
-    report: dict[str, Any] = dict(mig_watch(observation=gateway.observe(), stuck_after_s=stuck_after_s))
-    report["steps"] = [{"node": e.node, "step": e.step, "detail": e.detail} for e in steps]
-    return report
-
-
-def utilization_record(*, readings: Sequence[UtilizationReading], at: datetime) -> int:
-    """Store one :class:`UtilizationSample` per reading whose node is in the inventory; return how many."""
-    nodes = {node.name: node for node in Node.objects.filter(name__in=[r.node for r in readings])}
-    last = dict(
-        UtilizationSample.objects.filter(node__in=nodes.values())
-        .values("node_id")
-        .annotate(at=Max("at"))
-        .values_list("node_id", "at")
-    )
-    rows = []
-    for reading in readings:
-        node = nodes.get(reading.node)
-        if node is None:
-            continue
-        previous = last.get(node.pk)
-        rows.append(
-            UtilizationSample(
-                at=at,
-                interval_s=max((at - previous).total_seconds(), 0.0) if previous else 0.0,
-                node=node,
-                gpu_class=reading.gpu_class,
-                gpus=reading.gpus,
-                allocated_gpus=max(reading.allocated_gpus, 0.0),
-                busy_ratio=min(max(reading.busy_ratio, 0.0), 1.0),
-            )
-        )
-    UtilizationSample.objects.bulk_create(rows)
-    return len(rows)

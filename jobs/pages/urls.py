@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from jobs import job_list, views
+from jobs.pages import job_list, views
 
 app_name = "jobs"
 

@@ -13,7 +13,7 @@ from django.http import QueryDict
 from jobs.access import check_grant, priorities_allowed, priorities_offered
 from jobs.errors import IdempotencyKeyInvalid, PriorityNotGranted
 from jobs.idempotency import MAX_KEY_CHARS, key_parse
-from jobs.rightsizing import fleet_gpu_models
+from jobs.selectors.rightsizing import fleet_gpu_models
 from scheduler.core import ModelProfile, bounds, memory_model_for
 from scheduler.core.catalog import GPU_MODEL_BY_NAME, GpuModelSpec
 from scheduler.core.vocabulary import DEFAULT_JOB_KIND, Dtype, JobKind, JobTier, ModelMode, Priority

@@ -1,0 +1,153 @@
+"""Fair share that remembers: the plain rule (:class:`~scheduler.core.rules.fairshare.FairShare`) with its answers
+kept for the cycle and its guarantee fill resumed (:mod:`.fill`), behind the same interface.
+
+A cycle asks fair share the same questions again and again while little changes: quotas per team, the fewest
+units a job of one size could hold, admission of one holding while the team's usage stands still, a running job's
+units and slot nodes (fixed for the cycle), the team's running jobs still placed and the borrowed ones among them
+(changed only by evictions and their undo). Each answer here is kept in a table of the cycle's memo, keyed or
+stamped by what it depends on, so an answer handed out is the rule's answer now. The cycle builds this class
+while the speed-ups are on (:mod:`.switch`); ``tests/scheduler/core/test_speedups.py`` compares the plans.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from scheduler.core.capacity import ClusterState
+from scheduler.core.policy import Policy
+from scheduler.core.rules.fairshare import FairShare, Holding
+from scheduler.core.rules.limits import Admission, GuaranteeFill, Limits
+from scheduler.core.shape import Shape
+from scheduler.core.speedups.fill import FillResume
+from scheduler.core.state import Job, Team
+from scheduler.core.tables import Tables
+from scheduler.core.vocabulary import Priority
+
+
+class RememberingFairShare(FairShare):
+    """:class:`~scheduler.core.rules.fairshare.FairShare` whose answers are kept in tables of ``tables`` (module
+    doc); with a disabled memo they forget and every answer is the rule's, worked out afresh."""
+
+    def __init__(self, teams: Sequence[Team], state: ClusterState, policy: Policy, tables: Tables) -> None:
+        super().__init__(teams, state, policy)
+        self._guarantee: dict[str, Limits] = tables.table()
+        self._burst: dict[str, Limits] = tables.table()
+        self._need: dict[tuple[object, ...], int] = tables.table()  # need_units per job size (Shape.size)
+        self._running_cache: dict[str, tuple[frozenset[str], tuple[str, ...]]] = tables.table()
+        self._borrowings: dict[str, Admission] = tables.table()  # per team: the one answer of admit when borrowing
+        self._admitted: dict[tuple[str, bool, bool, tuple[Holding, ...]], tuple[object, frozenset[Holding]]] = (
+            tables.table()
+        )
+        self._running_units: dict[str, dict[str, int]] = tables.table()
+        self._borrowed_cache: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = tables.table()
+        self._borrowed_sets: dict[str, tuple[tuple[str, ...], frozenset[str]]] = tables.table()  # see is_borrowed
+        self._slot_nodes: dict[str, tuple[tuple[str, bool], ...]] = tables.table()
+        self._fill_cache: dict[str, tuple[int, tuple[tuple[str, int], ...]]] = tables.table()
+        self._resume = FillResume(tables)  # where the next fill of a team resumes
+
+    # -- quotas: fixed for the cycle ---------------------------------------------------------------------
+
+    def guarantee(self, team: str) -> Limits:
+        limits = self._guarantee.get(team)
+        if limits is None:
+            limits = self._guarantee[team] = super().guarantee(team)
+        return limits
+
+    def burst(self, team: str) -> Limits:
+        limits = self._burst.get(team)
+        if limits is None:
+            limits = self._burst[team] = super().burst(team)
+        return limits
+
+    def need_units(self, job: Job) -> int:
+        key = Shape.of(job).size  # all that the fewest units depend on
+        need = self._need.get(key)
+        if need is None:
+            need = self._need[key] = super().need_units(job)
+        return need
+
+    # -- admission: shared yes answers, and the answer per holding while the team's usage stands still --------
+
+    def _borrowing(self, team: str) -> Admission:
+        answer = self._borrowings.get(team)
+        if answer is None:
+            answer = self._borrowings[team] = super()._borrowing(team)
+        return answer
+
+    def admitted(
+        self, job: Job, holdings: tuple[Holding, ...], usage: Mapping[str, int] | None = None
+    ) -> frozenset[Holding]:
+        """At the usage now, remembered per (team, preemptible, production, holdings) until that usage changes:
+        turns of jobs of one shape ask it again and again while the team's usage stands still."""
+        if usage is not None:
+            return super().admitted(job, holdings, usage)
+        usage = self.state.usage.get(job.team, {})
+        key = (job.team, job.preemptible, job.priority == Priority.PRODUCTION, holdings)
+        firm = () if job.preemptible else tuple(self.state.firm_usage.get(job.team, {}).items())
+        stamp = (tuple(usage.items()), firm)
+        cached = self._admitted.get(key)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        allowed = super().admitted(job, holdings)
+        self._admitted[key] = (stamp, allowed)
+        return allowed
+
+    # -- running and borrowed work: fixed per running job, and per the team's running jobs still placed -----
+
+    def running_jobs(self, team: str) -> tuple[str, ...]:
+        missing = self.state.running_gone.get(team)
+        if not missing:
+            return self._running_by_team.get(team, ())
+        cached = self._running_cache.get(team)
+        if cached is None or cached[0] != missing:  # evictions (or their undo) since the last scan
+            cached = self._running_cache[team] = (frozenset(missing), super().running_jobs(team))
+        return cached[1]
+
+    def running_units(self, job_id: str) -> dict[str, int]:
+        units = self._running_units.get(job_id)
+        if units is None:
+            units = self._running_units[job_id] = super().running_units(job_id)
+        return units
+
+    def running_slot_nodes(self, job_id: str) -> tuple[tuple[str, bool], ...]:
+        slot_nodes = self._slot_nodes.get(job_id)
+        if slot_nodes is None:
+            slot_nodes = self._slot_nodes[job_id] = super().running_slot_nodes(job_id)
+        return slot_nodes
+
+    def borrowed(self, team: str, running: tuple[str, ...] | None = None) -> tuple[str, ...]:
+        """The tuple itself, kept while the team's running jobs still placed are the same (no copy)."""
+        if running is None:
+            running = self.running_jobs(team)
+        cached = self._borrowed_cache.get(team)
+        if cached is None or cached[0] != running:
+            cached = self._borrowed_cache[team] = (running, self._fill(team, running))
+        return cached[1]
+
+    def is_borrowed(self, team: str, job_id: str) -> bool:
+        """A set lookup, the set kept while the borrowed tuple stands."""
+        borrowed = self.borrowed(team)
+        cached = self._borrowed_sets.get(team)
+        if cached is None or cached[0] is not borrowed:
+            cached = self._borrowed_sets[team] = (borrowed, frozenset(borrowed))
+        return job_id in cached[1]
+
+    def _fill(self, team: str, running: tuple[str, ...]) -> tuple[str, ...]:
+        """The rule's fill, resumed where the team's previous fill agrees (:mod:`.fill`)."""
+        resume, held, filled, borrowed, checkpoints = self._resume.start(team, running)
+        fill = GuaranteeFill(self.guarantee(team), held, filled)
+        saves_at = self._resume.saves_at
+        for position in range(resume, len(running)):
+            if saves_at(position, resume):
+                checkpoints.append((fill.held, tuple(fill.filled.items()), len(borrowed)))
+            job_id = running[position]
+            if not fill.offer(*self._fill_units(job_id)):
+                borrowed.append(job_id)
+        self._resume.save(team, running, checkpoints, borrowed)
+        return tuple(borrowed)
+
+    def _fill_units(self, job_id: str) -> tuple[int, tuple[tuple[str, int], ...]]:
+        cached = self._fill_cache.get(job_id)
+        if cached is None:
+            cached = self._fill_cache[job_id] = super()._fill_units(job_id)
+        return cached

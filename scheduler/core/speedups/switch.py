@@ -1,0 +1,33 @@
+"""The one switch, at construction: which engine objects a cycle builds, plain or sped-up.
+
+Rules and placement never open a speed-up (``tests/scheduler/core/test_rules_open_no_speedups.py``). The cycle
+builds them here instead, handing them its :class:`~.memo.Memo` as their cache tables
+(:class:`~scheduler.core.tables.Tables`) and, while the memo is enabled, the speed-ups that wrap a rule behind its
+own interface: fair share that remembers its answers and resumes its fill
+(:class:`~.fairshare.RememberingFairShare`), and the idle classes the capacity index keeps for reconfiguration
+(:class:`~.idle.IdleClasses`). Disabled, the cycle gets the plain rules, whose tables forget.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from scheduler.core.placement.index import IndexedClusterState
+from scheduler.core.policy import Policy
+from scheduler.core.rules.fairshare import FairShare
+from scheduler.core.speedups.fairshare import RememberingFairShare
+from scheduler.core.speedups.idle import IdleClasses
+from scheduler.core.speedups.memo import Memo
+from scheduler.core.state import Snapshot, Team
+
+
+def indexed_state(snapshot: Snapshot, now: float, memo: Memo) -> IndexedClusterState:
+    """The cycle's state and capacity index at ``now``; the index keeps idle classes while ``memo`` is on."""
+    return IndexedClusterState(snapshot, now, memo, IdleClasses if memo.enabled else None)
+
+
+def fair_share(teams: Sequence[Team], state: IndexedClusterState, policy: Policy, memo: Memo) -> FairShare:
+    """The cycle's fair share: it remembers its answers and resumes its guarantee fill while ``memo`` is on, and
+    is the plain rule off."""
+    ordered = sorted(teams, key=lambda team: team.name)
+    return RememberingFairShare(ordered, state, policy, memo) if memo.enabled else FairShare(ordered, state, policy)
