@@ -34,7 +34,7 @@ AUDITED_FIELDS: dict[str, tuple[str, ...]] = {
     ),
     # The node's state is its cordon / drain; its price and tier are what its hours are billed at.
     "scheduler.Node": ("state", "state_source", "state_reason", "price_per_gpu_hour", "tier", "gpu_count"),
-    # A MIG layout change destroys every instance on the GPU (docs/gpu-facts.md): the admin's, or the scheduler's
+    # A MIG reconfiguration destroys every instance on the GPU (docs/gpu-facts.md): the admin's, or the scheduler's
     # reconfiguration as the gateway applied it.
     "scheduler.Gpu": ("mig_layout",),
 }

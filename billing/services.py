@@ -60,7 +60,7 @@ PREEMPTION_END_REASONS = frozenset(
         EvictionReason.PRODUCTION,
         EvictionReason.RECONFIGURE,
         EvictionReason.NODE_LOST,
-        EvictionReason.SPOT_RECLAIM,
+        EvictionReason.SPOT_INTERRUPTION,
         EvictionReason.NODE_DRAIN,
         "preempted",
         "spot-interrupted",

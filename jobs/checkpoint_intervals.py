@@ -12,7 +12,7 @@ gathers its inputs from the database and ``settings.CHECKPOINTS``:
   the job's tier(s) over the last :data:`EVICTION_WINDOW_S` (7 days): the scheduler's evictions — reclaim,
   priority, production, MIG reconfiguration; one per job and instant, however many allocations it closed —
   per job-hour that work held a placement there (each job's allocation time, overlaps counted once), as
-  evictions per job-day. It adds to the tier's interruptions (spot reclaims and node losses stay in the tier's
+  evictions per job-day. It adds to the tier's interruptions (spot interruptions and node losses stay in the tier's
   rate, so nothing counts twice). Without history — the team ran no preemptible work on that tier in the
   window, or no team is given — the tier's rate alone stands, as before.
 - **What a checkpoint costs.** The median ``duration_s`` of the job's latest reported checkpoints

@@ -100,7 +100,7 @@ class Job(models.Model):
         null=True, blank=True, validators=[MinValueValidator(1)], help_text="Expected run time at full speed."
     )
     # The restart budget (jobs.services.restarts): application failures restart the job while restarts <
-    # restart_limit, then fail it; infrastructure losses (node lost, spot reclaim, preemption) never count.
+    # restart_limit, then fail it; infrastructure losses (node lost, spot interruption, preemption) never count.
     restart_limit = models.PositiveSmallIntegerField(
         default=bounds.DEFAULT_RESTART_LIMIT,
         validators=[MaxValueValidator(bounds.MAX_RESTART_LIMIT)],

@@ -1,7 +1,7 @@
 """The training loop's side of checkpointing: when to save, what to resume from, and who to tell.
 
 A loop asks :meth:`Checkpointer.due` after every step; it says yes when ``CHECKPOINT_INTERVAL_S`` has passed since
-the last save or a stop was requested (SIGTERM: the pod is being evicted, or its spot node reclaimed). The loop
+the last save or a stop was requested (SIGTERM: the pod is being evicted, or its spot node interrupted). The loop
 then saves and, after a stop, exits with :attr:`Checkpointer.exit_status`. A restarted run calls
 :meth:`Checkpointer.restore` first. Standard library only: this module runs inside the job's container.
 """

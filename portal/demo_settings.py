@@ -2,7 +2,7 @@
 
 The production settings with the embedded choices that need no server: Celery on kombu's filesystem
 transport under ``var/celery/``, the file lock for single flight, the simulated fleet, the demo job feed and the
-demo's early spot reclaim (``demo.reclaim``).
+demo's early spot interruption (``demo.interruption``).
 DEBUG must be on in the environment (``make demo`` sets it): the demo signs in with known passwords.
 """
 
@@ -32,13 +32,13 @@ CELERY_BROKER_TRANSPORT_OPTIONS = filesystem_broker_options(VAR_DIR)  # every fo
 # demo.feed: the opening wave on its first call (demo/opening.py), then a job every 15 s while fewer than
 # demo.feed.FEED_MAX_PENDING wait.
 DEMO_FEED_S = 15.0
-DEMO_RECLAIM_S = 20.0  # demo.reclaim: until one checkpointed job has been through a spot reclaim
+DEMO_INTERRUPTION_S = 20.0  # demo.interruption: until one checkpointed job has been through a spot interruption
 CELERY_BEAT_SCHEDULE = {
     **CELERY_BEAT_SCHEDULE,
     "demo-feed": {"task": "portal.demo_feed", "schedule": DEMO_FEED_S, "options": {"expires": DEMO_FEED_S}},
-    "demo-spot-reclaim": {
-        "task": "demo.spot_reclaim",
-        "schedule": DEMO_RECLAIM_S,
-        "options": {"expires": DEMO_RECLAIM_S},
+    "demo-spot-interruption": {
+        "task": "demo.spot_interruption",
+        "schedule": DEMO_INTERRUPTION_S,
+        "options": {"expires": DEMO_INTERRUPTION_S},
     },
 }

@@ -139,9 +139,9 @@ SCHEDULER: SchedulerSettings = {
     "reservation_depth": env_int("SCHEDULER_RESERVATION_DEPTH", default=4, minimum=0, maximum=1000),
     "default_runtime_s": env_float("SCHEDULER_DEFAULT_RUNTIME_S", default=3600.0, minimum=1.0, maximum=31_536_000.0),
     "simulated_speed": env_float("SIMULATED_SPEED", default=60.0, minimum=0.001, maximum=1e6),
-    # The simulated fleet (durations in virtual seconds): spot reclaims per spot node and virtual hour, their notice
-    # (AWS: 2 min, docs/gpu-facts.md, Spot and preemption signals), when a replacement joins, and how long a MIG change
-    # takes.
+    # The simulated fleet (durations in virtual seconds): spot interruptions per spot node and virtual hour, their
+    # notice (AWS: 2 min, docs/gpu-facts.md, Spot and preemption signals), when a replacement joins, and how long a
+    # MIG reconfiguration takes.
     "simulated_interruptions_per_node_hour": env_float(
         "SIMULATED_SPOT_INTERRUPTIONS_PER_HOUR", default=0.2, minimum=0.0, maximum=3600.0
     ),

@@ -414,7 +414,7 @@ def _node_set_state(node: Node, state: NodeState, request: HttpRequest, note: st
 
 @admin.register(Gpu)
 class GpuAdmin(admin.ModelAdmin):
-    """Gpu.clean() checks the index against the node and :class:`GpuForm` the MIG layout; a layout change is saved
+    """Gpu.clean() checks the index against the node and :class:`GpuForm` the MIG layout; a reconfiguration is saved
     through ``gpu_set_mig_layout``."""
 
     form = GpuForm

@@ -6,7 +6,7 @@ then creates the new ones; it cannot change a GPU incrementally (docs/gpu-facts.
 flow; NVIDIA/mig-parted ``pkg/mig/config/config.go``). So a change to a GPU that a live allocation holds — whole
 or one instance of it — would evict that work; it is refused, naming the job, instead of evicting it silently.
 
-The scheduler's own reconfigurations take another road (the repartition plan, applied by the gateway, which
+The scheduler's own reconfigurations take another road (the reconfiguration plan, applied by the gateway, which
 drains the GPUs it changes first); both are saves of ``Gpu.mig_layout``, so both are in the audit trail.
 """
 

@@ -104,7 +104,7 @@ class Node(models.Model):
         self, *, schedulable: bool, interruption: Interruption | None = None, mig_status: MigStatus | None = None
     ) -> NodeObservation:
         """This row as a cluster reports the node (the GPUs prefetched): its layouts, labels, price and fabric as
-        recorded; whether it takes new work, a notice and a MIG change in flight are the caller's to say."""
+        recorded; whether it takes new work, a notice and a MIG reconfiguration in flight are the caller's to say."""
         layouts = {gpu.index: tuple((str(p), int(s)) for p, s in gpu.mig_layout) for gpu in self.gpus.all()}
         return NodeObservation(
             name=self.name,
@@ -239,7 +239,7 @@ class SimulatedPod(models.Model):
 
 
 class SimulatedNodeState(models.Model):
-    """What the simulated cloud does to a node: interruption notices, disappearance, MIG changes in flight."""
+    """What the simulated cloud does to a node: interruption notices, disappearance, MIG reconfigurations in flight."""
 
     node = models.OneToOneField(Node, on_delete=models.CASCADE, related_name="simulated_state")
     notice_at = models.DateTimeField(null=True, blank=True, help_text="When a spot interruption notice came.")

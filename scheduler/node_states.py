@@ -8,7 +8,7 @@ ready      takes new work                                         an admin (mark
 cordoned   takes no new work; running work stays                 an admin (``kubectl cordon``, Slurm's
                                                                   ``scontrol update state=drain`` without jobs)
 draining   takes no new work; running jobs are asked to           an admin (``kubectl drain``, Slurm's DRAIN), or
-           checkpoint and stop, then requeued whole at the        an interruption notice (a spot reclaim)
+           checkpoint and stop, then requeued whole at the        a spot interruption notice
            head of their priority
 gone       the cluster no longer reports the node                 the cluster sync
 =========  =====================================================  ==============================================

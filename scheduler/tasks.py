@@ -33,7 +33,7 @@ from scheduler.services.sync import cluster_sync
 
 log = logging.getLogger(__name__)
 
-# MIG changes pending longer than this are reported as stuck (minutes is normal, forever is not:
+# MIG reconfigurations pending longer than this are reported as stuck (minutes is normal, forever is not:
 # docs/gpu-facts.md, MIG Manager reconfiguration flow).
 MIG_STUCK_AFTER_S = 900.0
 

@@ -272,20 +272,20 @@ def unknown_code_names(
 def test_the_code_name_rule_catches_what_it_should_and_nothing_else() -> None:
     source = (
         '"""Changed by :func:`scheduler.core.rules.reconfiguration.nodes_per_cycle` (rules/reconfiguration.py), not\n'
-        "by scheduler.core.repartition, scheduler.kube or portal/demo.py; ``jobs.Job``, billing.ledger_close,\n"
+        "by scheduler.core.reshuffle, scheduler.kube or portal/demo.py; ``jobs.Job``, billing.ledger_close,\n"
         'demo.py and billing.py, a path like ../x/jobs.py or a name like owner/scheduler.gateway are fine."""\n'
         'LOCK = "scheduler.locks.CYCLE_LOCK"  # a value, not prose; scheduler.loop.locks.CYCLE_LOCK is real\n'
-        "# but scheduler.locks is not, nor placement/relayout.py\n"
+        "# but scheduler.locks is not, nor placement/reshuffle.py\n"
     )
     files = ["scheduler/core/rules/reconfiguration.py", "scheduler/loop/locks.py", "demo/billing.py", "demo/x/demo.py"]
     bad = unknown_code_names(prose(Path("x.py"), source), files, {"billing.ledger_close"}, "scheduler.core.x")
     assert sorted(bad) == sorted(
         [
-            "2: scheduler.core.repartition",
+            "2: scheduler.core.reshuffle",
             "2: scheduler.kube",
             "2: portal/demo.py",
             "5: scheduler.locks",
-            "5: placement/relayout.py",
+            "5: placement/reshuffle.py",
         ]
     )
     assert unknown_code_names([(1, "`scheduler.core.policy.Policy.mig_reconfigure_s`")], files, set()) == []

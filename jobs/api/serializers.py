@@ -272,7 +272,7 @@ class JobSubmitSerializer(RequestSerializer):
         max_value=bounds.MAX_RESTART_LIMIT,
         default=bounds.DEFAULT_RESTART_LIMIT,
         help_text="Restarts after application failures (a non-zero exit, an OOM kill) before the job fails, as a "
-        "Kubernetes Job's backoffLimit; node losses, spot reclaims and preemptions never count",
+        "Kubernetes Job's backoffLimit; node losses, spot interruptions and preemptions never count",
     )
     cpu = serializers.FloatField(
         min_value=bounds.MIN_CPU,
@@ -407,7 +407,7 @@ class OptionSerializer(serializers.Serializer):
 class NowSerializer(serializers.Serializer):
     outcome = serializers.ChoiceField(
         choices=[(o.value, o.value) for o in PreviewOutcome],
-        help_text="starts: the next cycle binds it; after-mig-change: once a MIG layout change is done; waits; "
+        help_text="starts: the next cycle binds it; after-mig-change: once a MIG reconfiguration is done; waits; "
         "never: it could never run on this cluster (a submit is refused)",
     )
     option = OptionSerializer(allow_null=True, help_text="What each replica gets, when it starts")

@@ -71,7 +71,7 @@ class Preemptions:
 
     count: int = 0
     last: Line | None = None
-    last_by: str = ""  # "by a production inference job of team Vision (production)" or "for spot reclaim"
+    last_by: str = ""  # "by a production inference job of team Vision (production)" or "for spot interruption"
 
 
 @dataclass(frozen=True)

@@ -201,7 +201,7 @@ def job_list_for_operator(*, team: str | None = None, states: list[str] | None =
 
 
 def resuming_jobs(job_ids: Iterable[int]) -> set[int]:
-    """The jobs among ``job_ids`` whose latest requeue lost their run to the infrastructure (a spot reclaim, a
+    """The jobs among ``job_ids`` whose latest requeue lost their run to the infrastructure (a spot interruption, a
     lost node: :data:`~scheduler.core.vocabulary.INFRASTRUCTURE_LOSSES`): the engine puts them first within
     their priority (``Job.resumes``), and the lead's manage page orders them the same (``team_order_key``).
     The reason is the latest ``preempted`` event's, which every requeue records."""

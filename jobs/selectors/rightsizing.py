@@ -6,7 +6,7 @@ For a job spec being typed (or posted), on the cluster as it is now:
 - **now** — what the engine does if the job is submitted now (:mod:`scheduler.bridge.preview`): the MIG profile or
   GPUs each replica gets, on which GPU model, tier and nodes — a larger free slice than the right size when the
   engine would take one — and what that costs per hour at the price catalog's prices; or that it starts after a
-  MIG layout change; or why it waits (the engine's reason and start estimate); or why it could never run, which
+  MIG reconfiguration; or why it waits (the engine's reason and start estimate); or why it could never run, which
   is also why a submit is refused (:func:`jobs.services.submit.job_submit` asks the engine the same question);
 - **options** — every GPU model and tier of the fleet the job could use, in the order the engine tries them
   (:func:`scheduler.core.offers`), each with its per-replica holding and catalog price;
@@ -90,7 +90,7 @@ class Now:
     option: Option | None = None  # what each replica gets, when it starts
     nodes: tuple[str, ...] = ()  # where, one name per replica
     cost_per_hour: Decimal | None = None  # the whole job, at catalog prices
-    after_s: float = 0.0  # until it starts (a MIG layout change), seconds
+    after_s: float = 0.0  # until it starts (a MIG reconfiguration), seconds
     evictions: int = 0  # running jobs stopped to make room for it
     reason: str = ""  # why it waits or never runs
     eta_s: float | None = None  # the engine's start estimate when it waits, seconds from now

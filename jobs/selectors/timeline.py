@@ -1,7 +1,7 @@
 """One line per job event for the job page's timeline, in the portal's words.
 
-A spot reclaim reads as its story: "Checkpointed (step 1200)" → "Draining: spot notice on node X" → "Preempted
-(spot reclaim)" → "Requeued" → "Resumed from step 1200 on node Y". The words come from the events' details
+A spot interruption reads as its story: "Checkpointed (step 1200)" → "Draining: spot notice on node X" → "Preempted
+(spot interruption)" → "Requeued" → "Resumed from step 1200 on node Y". The words come from the events' details
 (``jobs.services.checkpoint_record``, ``scheduler.loop.notice``, ``jobs.services.loop``), never from guesses.
 """
 
@@ -13,7 +13,13 @@ from typing import Any
 from jobs.models import JobEvent
 from jobs.selectors.preemptions import preempted_words
 from scheduler.bridge.vocabulary import ADMIN_DRAIN
-from scheduler.core.vocabulary import EventType
+from scheduler.core.vocabulary import EventType, EvictionReason
+
+# Stored reasons whose value predates the glossary's word (docs/glossary.md): a page shows the word.
+_REASON_WORDS = {
+    EvictionReason.SPOT_INTERRUPTION.value: "spot interruption",
+    EvictionReason.RECONFIGURE.value: "reconfiguration",
+}
 
 
 def event_text(event: JobEvent) -> str:
@@ -65,7 +71,8 @@ def _bound(details: Mapping[str, Any]) -> str:
 
 
 def _reason(value: object) -> str:
-    return str(value or "unknown").replace("-", " ").replace("_", " ")
+    text = str(value or "unknown")
+    return _REASON_WORDS.get(text) or text.replace("-", " ").replace("_", " ")
 
 
 def _words(value: str) -> str:

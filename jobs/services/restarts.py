@@ -6,7 +6,7 @@ gateway's ``failed`` replica, with the cluster's message). Each one is counted a
 the whole job (every replica of a gang) is requeued to start again — from its latest checkpoint, like any
 requeued job — and once the budget is spent the job fails with the last exit reason.
 
-Infrastructure losses (a node lost, a spot reclaim, a preemption, a refused bind) never come here: the loop
+Infrastructure losses (a node lost, a spot interruption, a preemption, a refused bind) never come here: the loop
 requeues them through :func:`jobs.services.loop.job_requeue` and they never touch the budget, because the job
 did nothing wrong.
 

@@ -9,7 +9,7 @@ web pod answers with the same figures:
 
 - gauges are the rows as they are now (jobs, GPUs, quotas, the ledger);
 - counters are totals of rows that are never deleted: ``preempted`` job events, lost-work rows;
-- what the loop knows and no row records (phase durations, decisions per kind, MIG changes seen to end,
+- what the loop knows and no row records (phase durations, decisions per kind, MIG reconfigurations seen to end,
   interruption notices, the last cycle's end) it adds up itself in one row, ``CycleStats``
   (:mod:`scheduler.loop.stats`), which only ever grows.
 

@@ -2,7 +2,7 @@
 
 GPU figures are GPU-equivalents: a whole GPU counts 1, a MIG instance its compute slices / 7. A node that is
 gone counts nowhere. Each node's capacity is split into what live allocations hold (``allocated``) and the
-rest, which is ``reconfiguring`` while the loop last saw a MIG change in flight on the node, ``draining`` while
+rest, which is ``reconfiguring`` while the loop last saw a MIG reconfiguration in flight on the node, ``draining`` while
 the node is cordoned or draining, and ``idle`` otherwise.
 
 ``microcosm_gpu_effective_utilization_ratio`` is the B2 benchmark's ``effective_utilization``

@@ -1,4 +1,4 @@
-"""The scheduling loop's metrics: its phases' durations, its decisions, preemptions, MIG changes, spot notices,
+"""The scheduling loop's metrics: its phases' durations, its decisions, preemptions, MIG reconfigurations, spot notices,
 the error of its start estimates, and when it last ran through.
 
 Totals the loop keeps itself come from its ``CycleStats`` row (:mod:`scheduler.loop.stats`); preemptions are the
@@ -29,7 +29,7 @@ def loop_metrics(now: datetime, stats: CycleStats | None) -> Iterator[Metric]:
     yield _preemptions()
     yield from _mig(now, stats)
     spot = CounterMetricFamily(
-        "microcosm_spot_interruptions", "Interruption notices (spot reclaims, maintenance) the loop has seen."
+        "microcosm_spot_interruptions", "Interruption notices (spot interruptions, maintenance) the loop has seen."
     )
     spot.add_metric([], float(stats.spot_interruptions if stats else 0))
     yield spot
@@ -109,7 +109,7 @@ def _preemptions() -> Metric:
 
 def _mig(now: datetime, stats: CycleStats | None) -> Iterator[Metric]:
     outcomes = CounterMetricFamily(
-        "microcosm_mig_reconfigurations", "MIG changes the loop saw end, by outcome.", labels=["outcome"]
+        "microcosm_mig_reconfigurations", "MIG reconfigurations the loop saw end, by outcome.", labels=["outcome"]
     )
     seen = stats.mig_outcomes if stats else {}
     for outcome in MIG_OUTCOMES:
@@ -117,12 +117,12 @@ def _mig(now: datetime, stats: CycleStats | None) -> Iterator[Metric]:
     yield outcomes
 
     in_flight = (stats.mig_in_flight if stats else {}) or {}
-    count = GaugeMetricFamily("microcosm_mig_reconfigurations_in_flight", "Nodes with a MIG change in flight.")
+    count = GaugeMetricFamily("microcosm_mig_reconfigurations_in_flight", "Nodes with a MIG reconfiguration in flight.")
     count.add_metric([], float(len(in_flight)))
     yield count
     oldest = GaugeMetricFamily(
         "microcosm_mig_reconfiguration_oldest_seconds",
-        "How long the oldest MIG change in flight has been in its state (0: none in flight).",
+        "How long the oldest MIG reconfiguration in flight has been in its state (0: none in flight).",
     )
     since = [float(entry["since"]) for entry in in_flight.values() if isinstance(entry, dict) and "since" in entry]
     oldest.add_metric([], max(0.0, now.timestamp() - min(since)) if since else 0.0)

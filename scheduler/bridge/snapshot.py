@@ -147,7 +147,7 @@ def _fabric(observed: str) -> Fabric:
 
 
 def _absent(row: NodeRow) -> Node:
-    """An inventory node the cluster does not report (a reclaimed spot node, a node being replaced): closed to
+    """An inventory node the cluster does not report (a interrupted spot node, a node being replaced): closed to
     new work, but still counted as capacity that exists, so work that only fits there waits for it instead of
     being rejected. Deleting the inventory row retires it."""
     layouts = {gpu.index: tuple((str(p), int(s)) for p, s in gpu.mig_layout) for gpu in row.gpus.all()}
@@ -178,7 +178,7 @@ def inventory_nodes() -> tuple[Node, ...]:
 def inventory_observation(now: float, clock_speed: float) -> Observation:
     """The cluster as the inventory last recorded it, for a question asked outside a cycle (what a job submitted
     now would get: :mod:`scheduler.bridge.preview`). The loop copies every observation into the inventory, so this
-    is the last cycle's view less what the inventory does not keep: a MIG change in flight shows its old layout,
+    is the last cycle's view less what the inventory does not keep: a reconfiguration in flight shows its old layout,
     and an interruption notice shows as a draining node. Only ready nodes take new work; a gone node is left out
     (:func:`build` counts it as capacity that exists)."""
     rows = NodeRow.objects.exclude(state=NodeState.GONE).select_related("gpu_model").prefetch_related("gpus")

@@ -173,7 +173,7 @@ class ClusterState:
         """Change an idle GPU's MIG layout (the cycle has validated it)."""
         target = self.gpus[(node, gpu)]
         if not target.idle:
-            raise ValueError(f"{node}/{gpu} is busy: every instance is destroyed on a layout change")
+            raise ValueError(f"{node}/{gpu} is busy: every instance is destroyed on a reconfiguration")
         old = target.layout
         target.layout = layout
         self._record(lambda: setattr(target, "layout", old))

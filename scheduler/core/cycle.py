@@ -66,20 +66,7 @@ from scheduler.core.capacity import gpu_class_of
 from scheduler.core.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.choose import choose
 from scheduler.core.demand import Demand
-from scheduler.core.explain import (
-    CAPACITY,
-    HELD,
-    NOT_READY,
-    QUOTA,
-    RECONFIGURING,
-    RESERVED,
-    Blocker,
-    EtaEstimator,
-    demand_units,
-    need_text,
-    reason_text,
-    standing_text,
-)
+from scheduler.core.explain import Blocker, EtaEstimator, demand_units, need_text, reason_text, standing_text
 from scheduler.core.isolation import Evaluating, JobFailed
 from scheduler.core.placement import IndexedClusterState
 from scheduler.core.placement.fallback import fallback_slots, whole_gpu_slots
@@ -104,13 +91,11 @@ from scheduler.core.speedups.trial import TrialPlacement
 from scheduler.core.speedups.victims import Victims
 from scheduler.core.state import Job, Slots, Snapshot
 from scheduler.core.units import FULL_GPU_MILLI, UNITS_PER_GPU
-from scheduler.core.vocabulary import Priority
+from scheduler.core.vocabulary import BlockerKind, Priority
 
 __all__ = ["plan_cycle", "rejection_reason"]  # rejection_reason: the question a submit asks (screening)
 
 log = logging.getLogger(__name__)
-
-_BOUND = Blocker("")  # what a job bound in its turn has instead of a blocker
 
 
 def plan_cycle(snapshot: Snapshot, policy: Policy, now: float, *, speedups: bool = True) -> Plan:
@@ -229,10 +214,10 @@ class _Run:
         self.blockers.pop(job.id, None)
         options = options_for(self.index, job, self.policy)
         if not options:
-            self.blockers[job.id] = Blocker(NOT_READY)
+            self.blockers[job.id] = Blocker(BlockerKind.NOT_READY)
         else:
             self._place(job)
-            if self.blockers.get(job.id, _BOUND).kind == CAPACITY:
+            if job.id in self.blockers and self.blockers[job.id].kind == BlockerKind.CAPACITY:  # not bound
                 refusals: list[Admission] = []  # on the models a reservation was found on, the quota refused
 
                 def admits_at(at: float, model: str) -> bool:
@@ -246,12 +231,12 @@ class _Run:
 
                 reservation = self.reservations.reserve(job, options, admits_at)
                 if refusals:  # GPUs would free, but not its quota: no start time
-                    self.blockers[job.id] = Blocker(QUOTA, refusals[0].reason)
+                    self.blockers[job.id] = Blocker(BlockerKind.QUOTA, refusals[0].reason)
                 if reservation is not None:
                     nodes = ", ".join(dict.fromkeys(node for node, _ in reservation.gpus))
-                    self.blockers[job.id] = Blocker(RESERVED, nodes, reservation.start_at)
+                    self.blockers[job.id] = Blocker(BlockerKind.RESERVED, nodes, reservation.start_at)
         blocker = self.blockers.get(job.id)  # None: bound
-        if job.priority == Priority.PRODUCTION and blocker is not None and blocker.kind != RECONFIGURING:
+        if job.priority == Priority.PRODUCTION and blocker is not None and blocker.kind != BlockerKind.RECONFIGURING:
             self._blocked_production[job.id] = job
         evictions = self.evictions[evicted:] + self.reconfigurations.evictions[drained:]  # this turn's
         if evictions:
@@ -295,9 +280,9 @@ class _Run:
         if production and self.reconfigurations.hold_for(job):  # rather than let lower work start there (module doc)
             return
         if admission is not None:
-            self.blockers[job.id] = Blocker(QUOTA, admission.reason)
+            self.blockers[job.id] = Blocker(BlockerKind.QUOTA, admission.reason)
         else:
-            self.blockers[job.id] = Blocker(CAPACITY)
+            self.blockers[job.id] = Blocker(BlockerKind.CAPACITY)
 
     def _quota_refusal(self, job: Job, options: Sequence[Option]) -> Admission | None:
         """Why the quota refuses ``job`` on every one of ``options`` (one GPU model's: quotas are per GPU class),
@@ -483,19 +468,19 @@ class _Run:
         demand, models, units, need = needs[shape]
         blocker = self.blockers[job.id]
         eta: float | None = None
-        if blocker.kind in (CAPACITY, RESERVED) and units:
+        if blocker.kind in (BlockerKind.CAPACITY, BlockerKind.RESERVED) and units:
             # A reserved job still takes its turn in the replay, so the jobs behind it count its GPUs as taken.
             runtime_s = expected_runtime(job, self.fairness.teams.get(job.team), self.policy)
-            start_at = blocker.ready_at if blocker.kind == RESERVED else None
+            start_at = blocker.ready_at if blocker.kind == BlockerKind.RESERVED else None
             refusal = None
-            if blocker.kind == CAPACITY:  # a reservation's job was put to its quota when it was reserved
+            if blocker.kind == BlockerKind.CAPACITY:  # a reservation's job was put to its quota when it was reserved
                 refusal = self._refused_at_capacity(job, models, units, runtime_s, estimator)
             if refusal is not None:
-                blocker = Blocker(QUOTA, refusal.reason)
+                blocker = Blocker(BlockerKind.QUOTA, refusal.reason)
             else:
                 eta = estimator.capacity_eta(models, units, runtime_s, start_at)
         # A job blocked by its quota gets no time: the reason says what would unblock it.
-        if blocker.kind in (RECONFIGURING, HELD) and blocker.ready_at is not None:
+        if blocker.kind in (BlockerKind.RECONFIGURING, BlockerKind.HELD) and blocker.ready_at is not None:
             eta = max(0.0, blocker.ready_at - self.now)
         team_positions[job.team] = team_positions.get(job.team, 0) + 1
         standing_key = (job.team, job_class(job))

@@ -40,24 +40,19 @@ from scheduler.core.demand import Demand, DemandKind
 from scheduler.core.speedups.memo import current_memo
 from scheduler.core.state import Job
 from scheduler.core.units import FULL_GPU_MILLI, UNITS_PER_GPU
+from scheduler.core.vocabulary import BlockerKind
 
-CAPACITY = "capacity"
-QUOTA = "quota"
-RECONFIGURING = "reconfiguring"
-HELD = "held"  # production waits for a node held for its reconfiguration next cycle (placement/reconfigurations.py)
-NOT_READY = "not-ready"
 # A pool answers this many jobs in queue order; those behind get no time (the profile grows with each job, and
 # a start hours behind hundreds of others is no estimate a person can use).
 PROFILE_DEPTH = 100
-RESERVED = "reserved"  # GPUs are reserved for it from the running work's expected ends (reservation.py)
 
 
 @dataclass(frozen=True, slots=True)
 class Blocker:
-    """What stopped a job this cycle: ``kind`` is one of the constants above; ``detail`` is the admission's
-    reason (quota) or the node being reconfigured; ``ready_at`` when a reconfiguration ends."""
+    """What stopped a job this cycle: ``kind`` says what; ``detail`` is the admission's reason (quota) or the
+    node being reconfigured; ``ready_at`` when a reconfiguration ends."""
 
-    kind: str
+    kind: BlockerKind
     detail: str = ""
     ready_at: float | None = None
 
@@ -142,24 +137,24 @@ def standing_text(guarantee_units: int, held_units: int, under: bool) -> str:
 
 def reason_text(need: str, blocker: Blocker, standing: str, ahead: int, now: float) -> str:
     """The full reason (module doc)."""
-    if blocker.kind == QUOTA:
+    if blocker.kind == BlockerKind.QUOTA:
         head = f"waiting for {need} within quota: {blocker.detail}"
-    elif blocker.kind == RECONFIGURING:
+    elif blocker.kind == BlockerKind.RECONFIGURING:
         ready = "" if blocker.ready_at is None else f", ready in {max(0, round(blocker.ready_at - now))} s"
         head = f"waiting for {need}; MIG layout change under way on {blocker.detail}{ready}"
-    elif blocker.kind == HELD:
+    elif blocker.kind == BlockerKind.HELD:
         ready = "" if blocker.ready_at is None else f", ready in about {max(0, round(blocker.ready_at - now))} s"
         head = (
             f"waiting for {need}; {blocker.detail} is held for its MIG layout change next cycle (it took a bind "
             f"in this one){ready}"
         )
-    elif blocker.kind == RESERVED:
+    elif blocker.kind == BlockerKind.RESERVED:
         start = "" if blocker.ready_at is None else f" in about {duration_text(blocker.ready_at - now)}"
         head = (
             f"waiting for {need}; reserved on {blocker.detail}: expected to start{start}, when the work running "
             "there is expected to end (shorter jobs may use those GPUs until then)"
         )
-    elif blocker.kind == NOT_READY:
+    elif blocker.kind == BlockerKind.NOT_READY:
         head = f"waiting for {need}; no node that could run it is ready (cordoned, draining or reconfiguring)"
     else:
         head = f"waiting for {need}"

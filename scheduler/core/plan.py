@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from scheduler.core.state import MigLayout, Slot
-from scheduler.core.vocabulary import EvictionReason
+from scheduler.core.vocabulary import BlockerKind, EvictionReason
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,7 +53,7 @@ class Waiting:
     team_position: int  # 1-based among its team's pending jobs
     reason: str
     eta_s: float | None = None  # seconds from now, when the engine can estimate it
-    blocker: str = ""  # what blocks it, one of scheduler.core.explain's kinds ("capacity", "quota", …)
+    blocker: BlockerKind | None = None  # what blocks it (None: a planner that does not say, as baselines do not)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,7 @@ class Policy:
     mig_reconfigure_s: float = 300.0
     min_runtime_s: float = 300.0  # freshly started preemptible work is safe from preemption this long
     ping_pong_window_s: float = 1800.0  # a victim may not preempt its preemptor back within this window
-    repartition_hysteresis_cycles: int = 3  # MIG demand must persist this many cycles before a reconfiguration
+    reconfiguration_hysteresis_cycles: int = 3  # MIG demand must persist this many cycles before a reconfiguration
     memory_safety_margin: float = 0.10  # added to every memory estimate before right-sizing
     fairness: bool = True  # False: plain priority/FIFO order (baselines)
     mig: bool = True  # False: MIG layouts are left alone and MIG requests cannot be served (baselines)

@@ -4,9 +4,9 @@ runs — the answer the submit page and the ``rightsize`` API give before anythi
 The job is added to the snapshot's pending work (behind the jobs already there, as a new submission is) and the
 cycle is planned exactly as the loop plans it (:func:`scheduler.core.cycle.plan_cycle`). When the plan binds the
 job, that placement is the answer (``starts``). A MIG job often cannot bind at once: once its demand has been
-unmet for ``policy.repartition_hysteresis_cycles`` cycles, the engine changes an idle GPU's layout to cut the
+unmet for ``policy.reconfiguration_hysteresis_cycles`` cycles, the engine changes an idle GPU's layout to cut the
 slice, and binds on a later cycle. So while the job waits for a MIG instance — its demand still younger than the
-hysteresis, or a layout change planned, under way or held for the next cycle — the preview applies the plan (the
+hysteresis, or a reconfiguration planned, under way or held for the next cycle — the preview applies the plan (the
 layouts as planned, the binds as running work, the evictions requeued), moves the clock to the next cycle or to
 when the changes are done, and plans again, up to ``hysteresis + 3`` cycles (``after-mig-change``). Any other
 wait is the answer (``waits``, with the engine's reason and start estimate), as is a rejection (``never``).
@@ -22,11 +22,11 @@ from enum import StrEnum
 
 from scheduler.core.cycle import plan_cycle
 from scheduler.core.demand import DemandKind
-from scheduler.core.explain import CAPACITY, HELD, RECONFIGURING
 from scheduler.core.offers import offers
 from scheduler.core.plan import Plan, Waiting
 from scheduler.core.policy import Policy
 from scheduler.core.state import Job, MigLayout, Node, Running, Slots, Snapshot
+from scheduler.core.vocabulary import BlockerKind
 
 # Cycles planned beyond the hysteresis: one that changes a layout, one that binds, and one more for a change
 # that follows when the first one's slice went to a job ahead. A job still waiting then waits for something else.
@@ -36,7 +36,7 @@ PREVIEW_JOB = "\x00preview"  # an id no stored job has (those are primary keys)
 
 class PreviewOutcome(StrEnum):
     STARTS = "starts"  # the next cycle binds it
-    AFTER_MIG_CHANGE = "after-mig-change"  # it binds once the MIG layout changes planned for it are done
+    AFTER_RECONFIGURATION = "after-mig-change"  # it binds once the MIG reconfigurations planned for it are done
     WAITS = "waits"
     NEVER = "never"  # the engine rejects it: it could never run on this cluster
 
@@ -45,7 +45,7 @@ class PreviewOutcome(StrEnum):
 class Preview:
     outcome: PreviewOutcome
     slots: Slots = ()  # per replica, when it starts
-    after_s: float = 0.0  # seconds until it starts (the layout changes' duration for after-mig-change)
+    after_s: float = 0.0  # seconds until it starts (the reconfigurations' duration for after-mig-change)
     evictions: int = 0  # running jobs the engine stops to make room for it
     reason: str = ""  # why it waits or never runs, in the engine's words
     eta_s: float | None = None  # when it waits: the engine's start estimate, seconds from now, if it has one
@@ -58,12 +58,12 @@ def preview(snapshot: Snapshot, job: Job, policy: Policy, now: float) -> Preview
     at = planned_at = now
     evictions = 0
     wants_mig = any(offer.demand.kind == DemandKind.MIG for offer in offers(candidate, snapshot.nodes, policy))
-    for _ in range(policy.repartition_hysteresis_cycles + EXTRA_ROUNDS):
+    for _ in range(policy.reconfiguration_hysteresis_cycles + EXTRA_ROUNDS):
         plan = plan_cycle(state, policy, at)
         evictions += sum(1 for evict in plan.evictions if evict.by == PREVIEW_JOB)
         bind = next((b for b in plan.binds if b.job == PREVIEW_JOB), None)
         if bind is not None:
-            outcome = PreviewOutcome.STARTS if at == now else PreviewOutcome.AFTER_MIG_CHANGE
+            outcome = PreviewOutcome.STARTS if at == now else PreviewOutcome.AFTER_RECONFIGURATION
             return Preview(outcome, slots=bind.slots, after_s=at - now, evictions=evictions)
         reject = next((r for r in plan.rejections if r.job == PREVIEW_JOB), None)
         if reject is not None:
@@ -82,10 +82,10 @@ def _waits(waiting: Waiting, elapsed_s: float) -> Preview:
 
 
 def _next_cycle(state: Snapshot, plan: Plan, waiting: Waiting, at: float, policy: Policy) -> float | None:
-    """When to plan again for a job waiting for a MIG instance: the next cycle, or when the layout changes under
+    """When to plan again for a job waiting for a MIG instance: the next cycle, or when the reconfigurations under
     way are done; None when it waits for something a later cycle would not change (module doc)."""
-    changing = bool(plan.reconfigurations) or waiting.blocker in (RECONFIGURING, HELD)
-    if not changing and waiting.blocker != CAPACITY:
+    changing = bool(plan.reconfigurations) or waiting.blocker in (BlockerKind.RECONFIGURING, BlockerKind.HELD)
+    if not changing and waiting.blocker != BlockerKind.CAPACITY:
         return None
     ends = [r.ready_at for r in plan.reconfigurations]
     ends += [n.reconfiguring_until for n in state.nodes if n.reconfiguring_until is not None]
@@ -93,7 +93,7 @@ def _next_cycle(state: Snapshot, plan: Plan, waiting: Waiting, at: float, policy
 
 
 def _applied(state: Snapshot, plan: Plan, at: float) -> Snapshot:
-    """``state`` after ``plan`` is applied and its layout changes are done at ``at``."""
+    """``state`` after ``plan`` is applied and its reconfigurations are done at ``at``."""
     layouts = {(r.node, r.gpu): r.new for r in plan.reconfigurations}
     nodes = tuple(_node_at(node, layouts, at) for node in state.nodes)
     evicted = {evict.job for evict in plan.evictions}

@@ -42,7 +42,7 @@ class Node:
     schedulable: bool = True  # False while cordoned, draining, gone or under a spot notice
     mig: tuple[MigLayout, ...] = ()  # per GPU index; missing or empty entries: MIG off on that GPU
     sharing: bool = False  # GPUs time-sliced/MPS: fractional (milli-GPU) requests may share them
-    reconfiguring_until: float | None = None  # a MIG change is in flight: nothing new binds here before then
+    reconfiguring_until: float | None = None  # a MIG reconfiguration is in flight: nothing new binds here before then
     cpu_milli: int | None = None  # only traces that constrain CPU and host memory set these
     memory_mib: int | None = None
     fabric: Fabric = Fabric.TCP  # the network a gang spanning this node and others talks over
@@ -99,7 +99,7 @@ class Job:
     project: str | None = None
     cpu_milli: int = 0  # per replica; traces only
     memory_mib: int = 0
-    # Its latest requeue lost its run to the infrastructure (a spot reclaim, a lost node): it goes first among
+    # Its latest requeue lost its run to the infrastructure (a spot interruption, a lost node): it goes first among
     # its team's jobs of the same priority, ahead of the lead's rank (fairshare.job_key).
     resumes: bool = False
 

@@ -28,7 +28,7 @@ class EvictionReason(StrEnum):
     FAILED = "failed"
     BIND_REFUSED = "bind-refused"
     APP_FAILURE = "app-failure"
-    SPOT_RECLAIM = "spot-reclaim"  # drained on a spot notice: asked to checkpoint and stop before the node goes
+    SPOT_INTERRUPTION = "spot-reclaim"  # drained on a spot notice: asked to checkpoint and stop before the node goes
     NODE_DRAIN = "node-drain"  # drained by a platform admin: asked to checkpoint and stop, then requeued whole
     ADMIN = "admin"  # a platform admin stopped it from the admin pages so that it waits again
 
@@ -38,7 +38,26 @@ class EvictionReason(StrEnum):
 
 # Requeues that lose work to the infrastructure, not to another job: such a job resumes at the head of its
 # priority within its team (docs/scheduling-rules.md, §3), since the work it waits to resume was already granted.
-INFRASTRUCTURE_LOSSES = frozenset({EvictionReason.SPOT_RECLAIM, EvictionReason.NODE_DRAIN, EvictionReason.NODE_LOST})
+INFRASTRUCTURE_LOSSES = frozenset(
+    {EvictionReason.SPOT_INTERRUPTION, EvictionReason.NODE_DRAIN, EvictionReason.NODE_LOST}
+)
+
+
+class BlockerKind(StrEnum):
+    """What stopped a pending job this cycle (``Blocker.kind``, ``Waiting.blocker``; docs/glossary.md, blocker).
+
+    The apps, the loop and the simulator's wait analysis read these; the values are what the cluster's record
+    and the API carry, so a member prints as its value, as :class:`EvictionReason`'s do."""
+
+    CAPACITY = "capacity"  # no free GPUs of a shape it can use
+    QUOTA = "quota"  # its team's guarantee or burst limit refuses it (fair share's reason is the detail)
+    RECONFIGURING = "reconfiguring"  # waits for a reconfiguration under way on the node it needs
+    HELD = "held"  # production waits for a node held for its reconfiguration next cycle (placement/reconfigurations.py)
+    NOT_READY = "not-ready"  # no node that could run it is ready (cordoned, draining or reconfiguring)
+    RESERVED = "reserved"  # GPUs are reserved for it from the running work's expected ends (reservation.py)
+
+    def __repr__(self) -> str:
+        return repr(self.value)
 
 
 class JobKind(StrEnum):
@@ -122,7 +141,7 @@ class NodeStateSource(StrEnum):
     """Who set a node's state (docs/node-states.md): what decides whether the cluster sync may change it."""
 
     ADMIN = "admin"  # a platform admin: a cordon or drain stays until an admin marks the node ready
-    NOTICE = "notice"  # an interruption notice (a spot reclaim): lifted when the notice is withdrawn
+    NOTICE = "notice"  # a spot interruption notice: lifted when the notice is withdrawn
     CLUSTER = "cluster"  # the cluster sync: a node reported again is ready, one no longer reported is gone
 
 

@@ -12,7 +12,7 @@ decides the details):
   with ``schedulerName: microcosm`` and bound with the ``pods/binding`` subresource; a replica's devices are
   ``nvidia.com/gpu: <n>`` (whole GPUs) or ``nvidia.com/mig-<profile>: 1`` (mixed strategy);
 - :attr:`NodeObservation.mig` comes from the node's MIG labels, :class:`MigStatus` from
-  ``nvidia.com/mig.config`` / ``nvidia.com/mig.config.state``; :meth:`ClusterGateway.node_mig_apply` writes a
+  ``nvidia.com/mig.config`` / ``nvidia.com/mig.config.state``; :meth:`ClusterGateway.node_reconfigure` writes a
   mig-parted config and sets ``nvidia.com/mig.config`` (``docs/gpu-facts.md``, mig-parted config format,
   MIG Manager reconfiguration flow);
 - :class:`Interruption` comes from spot taints and labels (``docs/gpu-facts.md``, Spot and preemption signals).
@@ -41,13 +41,14 @@ from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
 from scheduler.core.state import MigLayout
+from scheduler.core.vocabulary import BlockerKind
 from scheduler.errors import GatewayConflict
 
 # Where a checkpointed job's pods find its team's checkpoint volume, and the job's own directory on it: the
 # loop names CHECKPOINT_DIR with it, a backend mounts the volume there and reads the job's manifest under it.
 CHECKPOINT_MOUNT = "/checkpoints"
 # Evictions after which a job never runs again: its pods are removed for good, and with them its report
-# credential. Every other reason (preemption, spot reclaim, node lost, repartition) requeues the job.
+# credential. Every other reason (preemption, spot interruption, node lost, reconfiguration) requeues the job.
 FINAL_EVICTIONS = frozenset({"completed", "failed", "cancelled", "unknown-job"})
 
 
@@ -98,7 +99,7 @@ class ReplicaPlacement:
 
 @dataclass(frozen=True, slots=True)
 class Interruption:
-    """A notice that the node will be taken away (spot reclaim, scheduled maintenance)."""
+    """A notice that the node will be taken away (spot interruption, scheduled maintenance)."""
 
     noticed_at: float
     deadline_at: float | None  # when the node is expected to go; None: unknown (take no new work from now)
@@ -109,7 +110,7 @@ class Interruption:
 class MigStatus:
     """The MIG reconfiguration state of a node.
 
-    ``desired`` is the per-GPU layout last asked for with :meth:`ClusterGateway.node_mig_apply` (None: never
+    ``desired`` is the per-GPU layout last asked for with :meth:`ClusterGateway.node_reconfigure` (None: never
     asked, or the backend cannot tell); while ``state`` is ``pending`` or ``rebooting`` the node's
     :attr:`NodeObservation.mig` still shows the old layout and nothing new may bind there.
     """
@@ -299,12 +300,12 @@ class ClusterGateway(Protocol):
         """
         ...
 
-    def node_mig_apply(self, *, node: str, layouts: tuple[MigLayout, ...]) -> None:
+    def node_reconfigure(self, *, node: str, layouts: tuple[MigLayout, ...]) -> None:
         """Start changing ``node``'s MIG layouts to ``layouts`` (one entry per GPU index, ``()``: MIG off).
 
         Returns once the change is requested; its progress shows in :attr:`NodeObservation.mig_status`
         (``pending`` until done, then ``success`` with :attr:`NodeObservation.mig` = ``layouts``). The caller
-        first evicts every job on the GPUs whose layout changes; the backend keeps the node closed to new
+        first evicts every job on the GPUs to be reconfigured; the backend keeps the node closed to new
         work while the change runs and drains whatever GPU pods are left. Asking for the layouts already in
         place, or already being applied, is a no-op.
 
@@ -357,15 +358,15 @@ class MaintainedGateway(Protocol):
 
     Contract of :meth:`maintain`:
 
-    - moves every node's in-flight operation (a MIG change requested with
-      :meth:`ClusterGateway.node_mig_apply`) at most one step forward and returns the steps taken, in node
+    - moves every node's in-flight operation (a MIG reconfiguration requested with
+      :meth:`ClusterGateway.node_reconfigure`) at most one step forward and returns the steps taken, in node
       order; ``()`` when nothing needed doing. Waiting is not a step: a change still in progress is left alone
       and not reported.
     - safe to call at any time and from any worker, any number of times: each step is decided from the
       cluster's current state, so a repeated or concurrent call finds nothing left to do (or the next step).
       The callers run it every ``MIG-watch`` period (15 s), not under the cycle's lock.
-    - never binds or evicts Microcosm's jobs by itself beyond what an accepted ``node_mig_apply`` implied
-      (draining the GPUs whose layout changes), and records nothing in the database.
+    - never binds or evicts Microcosm's jobs by itself beyond what an accepted ``node_reconfigure`` implied
+      (draining the GPUs to be reconfigured), and records nothing in the database.
     - raises only :class:`~scheduler.errors.GatewayError` subclasses, like the rest of the gateway.
     """
 
@@ -379,7 +380,7 @@ class JobWaiting:
     job: str
     namespace: str
     reason: str  # the explanation the portal shows (it changes with the queue position)
-    kind: str = ""  # what blocks it, one of scheduler.core.explain's kinds ("capacity", "quota", …)
+    kind: BlockerKind | None = None  # what blocks it (the plan's ``Waiting.blocker``)
 
 
 @runtime_checkable

@@ -1,7 +1,7 @@
 """Applying recorded decisions through the gateway (DESIGN.md §1, step 4): one operation at a time, each
 idempotent, retried with exponential backoff on :class:`~scheduler.errors.GatewayRetryable`.
 
-Order: cordons (an admin's cordon or drain carried to the cluster), evictions (they free the devices), MIG changes
+Order: cordons (an admin's cordon or drain carried to the cluster), evictions (they free the devices), reconfigurations
 (on GPUs the evictions emptied), binds. A failure is
 never fatal to the rest: what could not be applied is left for the next cycle's reconciliation, which sees
 the database and the cluster disagree and repairs it. A bind the cluster refuses
@@ -44,7 +44,7 @@ class EvictOp:
 
 
 @dataclass(frozen=True, slots=True)
-class MigOp:
+class ReconfigureOp:
     node: str
     layouts: tuple[MigLayout, ...]
 
@@ -61,7 +61,7 @@ class BindOp:
     team: str  # slug, for namespace_ensure
 
 
-Op = EvictOp | MigOp | CordonOp | BindOp
+Op = EvictOp | ReconfigureOp | CordonOp | BindOp
 
 
 @dataclass
@@ -79,7 +79,7 @@ class Retry:
 
 
 def apply_ops(gateway: ClusterGateway, ops: Iterable[Op], *, grace_s: float, retry: Retry | None = None) -> ApplyResult:
-    """Apply ``ops`` (evictions, then MIG changes, then binds, whatever order they come in)."""
+    """Apply ``ops`` (evictions, then MIG reconfigurations, then binds, whatever order they come in)."""
     retry = retry or Retry()
     ordered = sorted(ops, key=_order)
     result = ApplyResult()
@@ -114,7 +114,9 @@ def waiting_record(gateway: ClusterGateway, waiting: Sequence[JobWaiting]) -> No
 
 def _order(op: Op) -> int:
     # A cordon first: nothing else should land on a node whose jobs are about to be asked to leave.
-    return 0 if isinstance(op, CordonOp) else 1 if isinstance(op, EvictOp) else 2 if isinstance(op, MigOp) else 3
+    return (
+        0 if isinstance(op, CordonOp) else 1 if isinstance(op, EvictOp) else 2 if isinstance(op, ReconfigureOp) else 3
+    )
 
 
 def _call(gateway: ClusterGateway, op: Op, grace_s: float) -> tuple[str, Callable[[], None]]:
@@ -127,8 +129,8 @@ def _call(gateway: ClusterGateway, op: Op, grace_s: float) -> tuple[str, Callabl
         return f"evict {op.job} ({op.reason})", lambda: gateway.job_evict(
             job=op.job, namespace=op.namespace, grace_s=grace, reason=op.reason
         )
-    if isinstance(op, MigOp):
-        return f"mig {op.node}", lambda: gateway.node_mig_apply(node=op.node, layouts=op.layouts)
+    if isinstance(op, ReconfigureOp):
+        return f"mig {op.node}", lambda: gateway.node_reconfigure(node=op.node, layouts=op.layouts)
     if isinstance(op, CordonOp):
         label = f"{'cordon' if op.cordoned else 'uncordon'} {op.node}"
         return label, lambda: gateway.node_cordon(node=op.node, cordoned=op.cordoned)

@@ -6,7 +6,7 @@ apply.
 ``schedule`` / ``scheduler run`` commands do. Every step is safe to interrupt: decisions are recorded before
 they are applied, and the next cycle's reconciliation repairs whatever was recorded but not applied.
 
-A cycle that runs through ends by adding its phases' durations, its decisions and what it saw of MIG changes and
+A cycle that runs through ends by adding its phases' durations, its decisions and what it saw of reconfigurations and
 interruption notices to the loop's totals (:mod:`scheduler.loop.stats`), which ``/metrics`` reads.
 """
 

@@ -33,7 +33,7 @@ class Decision:
     job: str | None
     team: str | None
     node: str | None
-    detail: str  # the reason, or the MIG change, in words
+    detail: str  # the reason, or the MIG reconfiguration, in words
 
 
 def _plural(count: int, word: str) -> str:

@@ -4,7 +4,7 @@ whole.
 An admin's drain (:func:`scheduler.node_states.node_drain`, ``kubectl drain``'s and Slurm's DRAIN) goes through
 the same steps as a notice without a deadline, source ``admin-drain``: its jobs get the loop's usual eviction grace
 (as ``kubectl drain`` gives each pod its own termination grace period) and are requeued with reason
-``node-drain``, at the head of their priority like a spot reclaim's.
+``node-drain``, at the head of their priority like a spot interruption's.
 
 A node whose observation carries an :class:`~scheduler.gateways.protocol.Interruption` is going away
 (``docs/gpu-facts.md``, Spot and preemption signals). The cycle's reconciliation (:mod:`scheduler.loop.reconcile`)

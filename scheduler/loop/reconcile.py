@@ -80,7 +80,9 @@ class Repairs:
     restarted: list[str] = field(default_factory=list)  # application failures within the restart budget
     drained: list[str] = field(default_factory=list)  # asked to stop on a spot notice this cycle
     stopping: list[str] = field(default_factory=list)  # drained, pods within their grace: waited for
-    reclaimed: list[str] = field(default_factory=list)  # drained and requeued (spot-reclaim)
+    requeued: list[str] = field(
+        default_factory=list
+    )  # drained, then requeued whole (an interruption, an admin's drain)
 
     def as_json(self) -> dict[str, list[str]]:
         return {
@@ -93,7 +95,7 @@ class Repairs:
             "restarted": self.restarted,
             "drained": self.drained,
             "stopping": self.stopping,
-            "reclaimed": self.reclaimed,
+            "requeued": self.requeued,
         }
 
 
@@ -260,7 +262,7 @@ def _drained_job(job: Job, drain: Drain, observed: JobObservation | None, contex
     now = context.at.timestamp()
     phases = observed.phases() if observed is not None else frozenset()
     waiting = now < drain.give_up_at
-    reason = EvictionReason.NODE_DRAIN if drain.by_admin else EvictionReason.SPOT_RECLAIM
+    reason = EvictionReason.NODE_DRAIN if drain.by_admin else EvictionReason.SPOT_INTERRUPTION
     if observed is not None and waiting and phases & _UNSTOPPED:
         grace = notice_grace_s(deadline_at=drain.deadline_at, now=now, evict_grace_s=context.evict_grace_s)
         repairs.ops.append(EvictOp(job=job_id, namespace=observed.namespace, reason=reason, grace_s=grace))
@@ -276,4 +278,4 @@ def _drained_job(job: Job, drain: Drain, observed: JobObservation | None, contex
     else:
         message = f"spot notice on node {drain.node}" + (f" ({drain.source})" if drain.source else "")
     job_requeue(job=job, reason=reason, by=None, at=context.at, message=message)
-    repairs.reclaimed.append(job_id)
+    repairs.requeued.append(job_id)

@@ -27,7 +27,7 @@ from scheduler.core.state import MigLayout
 from scheduler.core.vocabulary import EventType, JobState
 from scheduler.errors import FencingError
 from scheduler.gateways.protocol import JobWaiting, MigConfigState, Observation
-from scheduler.loop.apply import BindOp, EvictOp, MigOp, Op, bind_request
+from scheduler.loop.apply import BindOp, EvictOp, Op, ReconfigureOp, bind_request
 from scheduler.models import Node, SchedulerFence
 
 log = logging.getLogger(__name__)
@@ -130,7 +130,7 @@ def _reconfigurations(plan: Plan, observation: Observation, ops: list[Op]) -> li
             }
         )
     for name, wanted in sorted(changed.items()):
-        ops.append(MigOp(node=name, layouts=tuple(wanted)))
+        ops.append(ReconfigureOp(node=name, layouts=tuple(wanted)))
     return done
 
 

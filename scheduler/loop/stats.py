@@ -6,7 +6,7 @@ single-flight anyway) what ``/metrics`` cannot read from other rows:
 - the duration of each phase (:data:`~scheduler.bridge.cycle_stats.PHASES`) as a cumulative histogram over
   :data:`~scheduler.bridge.cycle_stats.PHASE_BUCKETS_S`;
 - the decisions it recorded, per kind (:data:`~scheduler.bridge.cycle_stats.DECISION_KINDS`);
-- MIG changes in flight as observed, and those seen to end (``success``, or ``failed`` when the GPU Operator
+- MIG reconfigurations in flight as observed, and those seen to end (``success``, or ``failed`` when the GPU Operator
   reports it): a change that starts and ends between two observations is not seen;
 - interruption notices, each counted once (a node's notice is the same notice while its time is unchanged);
 - the end of the last cycle that ran through (the loop-stalled alert's clock);

@@ -15,7 +15,7 @@ log = logging.getLogger(__name__)
 
 
 def mig_watch(*, observation: Observation, stuck_after_s: float) -> dict[str, list[str]]:
-    """MIG changes in flight, and those pending longer than ``stuck_after_s`` (the GPU Operator's known wedge,
+    """MIG reconfigurations in flight, and those pending longer than ``stuck_after_s`` (the GPU Operator's known wedge,
     ``docs/gpu-facts.md``, MIG Manager reconfiguration flow: the Kubernetes gateway recovers them; here they are
     reported and logged)."""
     pending, stuck = [], []
@@ -27,7 +27,10 @@ def mig_watch(*, observation: Observation, stuck_after_s: float) -> dict[str, li
         if status.since is not None and observation.observed_at - status.since > stuck_after_s:
             stuck.append(obs.name)
             log.warning(
-                "MIG change on %s is %s for %.0f s", obs.name, status.state, observation.observed_at - status.since
+                "MIG reconfiguration on %s is %s for %.0f s",
+                obs.name,
+                status.state,
+                observation.observed_at - status.since,
             )
     return {"pending": pending, "stuck": stuck}
 
@@ -35,7 +38,7 @@ def mig_watch(*, observation: Observation, stuck_after_s: float) -> dict[str, li
 def cluster_maintain(*, gateway: ClusterGateway, stuck_after_s: float) -> dict[str, Any]:
     """The MIG-watch period's work: let the gateway drive its own in-flight operations one step
     (:class:`~scheduler.gateways.protocol.MaintainedGateway`, e.g. the Kubernetes MIG relabel flow: drain, relabel,
-    recover a wedged node, uncordon), then report from a fresh observation the MIG changes still in flight and
+    recover a wedged node, uncordon), then report from a fresh observation the MIG reconfigurations still in flight and
     the stuck ones (:func:`mig_watch`). A gateway without maintenance is only observed.
 
     Returns ``{"pending": [...], "stuck": [...], "steps": [{"node", "step", "detail"}, ...]}``. Raises what the

@@ -41,7 +41,7 @@ class Checkpoint:
 
 @dataclass(frozen=True, slots=True)
 class Interrupt:
-    """A spot reclaim notice: the node takes no new work now and disappears ``notice_s`` later."""
+    """A spot interruption notice: the node takes no new work now and disappears ``notice_s`` later."""
 
     node: str
     notice_s: float

@@ -121,7 +121,7 @@ class _Replay:
         until = self.scenario.until
         end = until if until is not None else float("inf")
         cycle_s = self.policy.cycle_s
-        idle_needed = self.policy.repartition_hysteresis_cycles + 2
+        idle_needed = self.policy.reconfiguration_hysteresis_cycles + 2
         next_event = tick = idle_cycles = 0
         while True:
             t_tick = tick * cycle_s

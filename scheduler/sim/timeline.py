@@ -64,7 +64,9 @@ def _event(event: Json) -> str:
         return f"reconfigured {event['node']} GPU {event['gpu']}: {_layout(event['old'])} → {_layout(event['new'])}"
     if kind == EventType.DRAINING:
         if event.get("reason") == "reconfigure":
-            return f"draining {event['node']} GPU {event['gpu']} for a MIG change, ready at t={event['ready_at']}"
+            return (
+                f"draining {event['node']} GPU {event['gpu']} for a MIG reconfiguration, ready at t={event['ready_at']}"
+            )
         return f"draining {event['node']} (spot notice), gone at t={event['gone_at']}"
     if kind == EventType.REJECTED:
         return f"rejected {event['job']}: {event['reason']}"

@@ -210,7 +210,7 @@ def test_a_write_outside_a_request_names_the_system(team: Team) -> None:
     assert who(last_entry(membership)) == ("system", "")
 
 
-def test_a_gpu_mig_layout_change_on_the_gpu_page_and_the_node_page(staff_client: Client) -> None:
+def test_a_gpu_reconfiguration_on_the_gpu_page_and_the_node_page(staff_client: Client) -> None:
     node = NodeFactory()
     gpus = [GpuFactory(node=node, index=i, mig_layout=[["3g.40gb", 0], ["3g.40gb", 4]]) for i in range(2)]
     _save(staff_client, _url(Gpu, "change", gpus[0].pk), mig_layout="7g.80gb@0")

@@ -1,6 +1,6 @@
 """Checkpoints reported by the cluster feed the ledger's lost-work rule, end to end on the simulated fleet:
 the cycle's reconciliation records a ``checkpointed`` event when a job's reported checkpoint advances, and a
-spot reclaim then costs only the work since that checkpoint (docs/billing.md, Lost work)."""
+spot interruption then costs only the work since that checkpoint (docs/billing.md, Lost work)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def _reclaim(node: str, *, notice_at, gone_in_s: float) -> None:
     )
 
 
-def test_a_reclaimed_checkpointed_job_loses_only_the_work_since_its_checkpoint() -> None:
+def test_an_interrupted_checkpointed_job_loses_only_the_work_since_its_checkpoint() -> None:
     fleet_seed()
     team = team_seed()
     clock = Clock()

@@ -2,7 +2,7 @@
 
 The demo runs as ``make demo`` runs it, on the embedded default: a SQLite **file**, ``manage.py migrate``,
 ``manage.py demo seed``, then ``manage.py demo run`` (runserver, a Celery worker and beat on kombu's filesystem
-broker, the demo's job feed and spot reclaim; ``demo/management/commands/demo.py``) with ``DEBUG=1``. It runs in a
+broker, the demo's job feed and spot interruption; ``demo/management/commands/demo.py``) with ``DEBUG=1``. It runs in a
 copy of this checkout under a temporary folder: ``portal/settings.py`` fixes ``VAR_DIR`` at ``BASE_DIR / "var"``
 (the database, the broker's folders, beat's schedule and the loop's lock file), so the demo run from the checkout
 itself would share the developer's ``var/`` and a ``make demo`` running beside the test.
@@ -263,7 +263,7 @@ def _finance(finance: Persona, cycle: int) -> None:
 def _admin(admin: Persona, cycle: int) -> None:
     page = admin.page
     admin.open("/admin/scheduler/node/", "admin node list", ready="#result_list")
-    # Saved as they are; on-demand and reserved nodes only, which the demo's spot reclaim leaves alone.
+    # Saved as they are; on-demand and reserved nodes only, which the demo's spot interruption leaves alone.
     links = page.locator("#result_list tbody th a", has_not_text="-spot-")
     links.nth(cycle % links.count()).click()
     page.wait_for_selector("#node_form")

@@ -1,4 +1,4 @@
-"""The demo's first minute on the seeded fleet: the feed, the spot reclaim and the scheduling loop run as beat
+"""The demo's first minute on the seeded fleet: the feed, the spot interruption and the scheduling loop run as beat
 schedules them (``portal/demo_settings.py``), on a clock the test moves, and the queue shows contention —
 several teams waiting, a reservation with a start time, a job held by its quota, borrowing, and production
 inference that started by preemption."""
@@ -10,8 +10,8 @@ import random
 import pytest
 
 from demo.feed import demo_feed
+from demo.interruption import demo_spot_interruption
 from demo.opening import ARRIVAL, OPENING
-from demo.reclaim import demo_spot_reclaim
 from demo.seed import demo_seed
 from jobs.models import Job, JobEvent
 from jobs.selectors.team_usage import team_quota_use
@@ -42,7 +42,7 @@ def first_minute(settings, tmp_path):
     fleet = SimulatedFleet(FleetSettings(speed=speed, interruptions_per_node_hour=0.0, notice_s=notice_s), clock=clock)
     periods = {
         "feed": int(demo_settings.DEMO_FEED_S),
-        "reclaim": int(demo_settings.DEMO_RECLAIM_S),
+        "reclaim": int(demo_settings.DEMO_INTERRUPTION_S),
         "cycle": int(demo_settings.SCHEDULER["cycle_s"]),
     }
     rng = random.Random(2026)
@@ -52,7 +52,7 @@ def first_minute(settings, tmp_path):
         if elapsed % periods["feed"] == 0:
             demo_feed(rng=rng, now=clock())
         if elapsed % periods["reclaim"] == 0:
-            demo_spot_reclaim(gateway=fleet)
+            demo_spot_interruption(gateway=fleet)
         if elapsed % periods["cycle"] == 0:
             cycle_run(gateway=fleet, retry=NO_WAIT)
     return clock

@@ -67,7 +67,7 @@ def history(team):
     _ran(team, node, hours_ago=2, hours=1, reason="production")
     _ran(team, node, hours_ago=1, hours=None)  # still running: 1 h so far
     _ran(team, node, hours_ago=1.5, hours=1, reason="completed")
-    # Not counted: a spot reclaim (the tier's own rate), work older than the window, another team's evictions,
+    # Not counted: a spot interruption (the tier's own rate), work older than the window, another team's evictions,
     # the team's work that is not preemptible, and its work on another tier.
     _ran(team, node, hours_ago=40, hours=0.0, reason="spot-reclaim")
     _ran(team, node, hours_ago=8 * 24, hours=1, reason="priority")

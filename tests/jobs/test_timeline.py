@@ -1,5 +1,5 @@
-"""The job page's timeline lines (jobs.selectors.timeline): a spot reclaim reads as checkpointed (step N) → preempted
-(spot reclaim) → resumed from step N on node X, and every other event keeps its words."""
+"""The job page's timeline lines (jobs.selectors.timeline): a spot interruption reads as checkpointed (step N) →
+preempted (spot interruption) → resumed from step N on node X, and every other event keeps its words."""
 
 from __future__ import annotations
 
@@ -23,7 +23,9 @@ def _event(type_: str, **details: object) -> JobEvent:
         (_event("draining", node="spot-1", source="spot-itn"), "Draining: spot notice on node spot-1"),
         (_event("draining", node="gpu-7", source="admin-drain"), "Draining: node gpu-7 drained by an admin"),
         (_event("preempted", reason="node-drain", by=None), "Preempted (node drain)"),
-        (_event("preempted", reason="spot-reclaim", by=None), "Preempted (spot reclaim)"),
+        (_event("preempted", reason="spot-reclaim", by=None), "Preempted (spot interruption)"),
+        # Stored values older than their word (docs/glossary.md) read as the word.
+        (_event("preempted", reason="repartition", by=None), "Preempted (reconfiguration)"),
         # The preempting job's team and kind, never its id: the victim's viewers may not open that job. An old
         # event stored the id alone (the job page looks the job up then: jobs.selectors.preemptions).
         (_event("preempted", reason="priority", by="42"), "Preempted by another job (priority)"),
@@ -65,6 +67,6 @@ def test_the_job_page_shows_the_lines_to_its_team_only(client, team, member, out
     JobEvent.objects.create(job=job, type="preempted", at=job.submitted_at, details={"reason": "spot-reclaim"})
     client.force_login(member)
     body = client.get(reverse("jobs:detail", args=[job.pk])).content.decode()
-    assert "Checkpointed (step 7)" in body and "Preempted (spot reclaim)" in body
+    assert "Checkpointed (step 7)" in body and "Preempted (spot interruption)" in body
     client.force_login(outsider)
     assert client.get(reverse("jobs:detail", args=[job.pk])).status_code == 404

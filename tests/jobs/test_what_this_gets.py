@@ -41,7 +41,7 @@ def _bound(job: Job, gateway, clock: Clock) -> list[Allocation]:
         live = list(Allocation.objects.filter(job=job, ended_at__isnull=True).select_related("node__gpu_model"))
         if live:
             return live
-        clock.advance(5)  # a simulated MIG change takes 300 virtual seconds: 5 real seconds at 60×
+        clock.advance(5)  # a simulated MIG reconfiguration takes 300 virtual seconds: 5 real seconds at 60×
     reason = Job.objects.get(pk=job.pk).state_reason
     raise AssertionError(f"job {job.pk} was not bound in {MAX_CYCLES} cycles: {reason}")
 

@@ -71,7 +71,7 @@ def clock(monkeypatch):
 @pytest.fixture
 def cycles(clock):
     """Two teams, a reserved box that runs one 8-GPU job while another waits, a MIG service, a spot job whose
-    node is reclaimed (a preemption, an interruption notice); five cycles; the ledger closed once."""
+    node is interrupted (a preemption, an interruption notice); five cycles; the ledger closed once."""
     fleet_seed()
     nlp, cv = team_seed("nlp"), team_seed("cv", guaranteed=2, burst=4)
     gateway = fleet(clock, notice_s=120.0, replace_after_s=60_000.0)

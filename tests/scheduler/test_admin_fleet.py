@@ -121,7 +121,7 @@ def test_an_invalid_layout_is_a_form_error(staff_client: Client, layout: str, me
 # --- a layout a live allocation holds is not changed -------------------------------------------------------------
 
 
-def test_a_held_gpus_layout_change_is_refused_naming_the_job(staff_client: Client) -> None:
+def test_a_held_gpus_reconfiguration_is_refused_naming_the_job(staff_client: Client) -> None:
     node = _node_with_layouts()
     _hold(node, 0, "3g.40gb", 4)
     held = node.gpus.get(index=0)

@@ -160,7 +160,7 @@ def test_a_stale_fencing_token_writes_nothing(team, clock):
     assert job.state == "running"
 
 
-def test_jobs_on_a_reclaimed_spot_node_are_requeued_and_placed_again(team, clock):
+def test_jobs_on_an_interrupted_spot_node_are_requeued_and_placed_again(team, clock):
     gateway = fleet(clock, interruptions_per_node_hour=0.0, notice_s=120.0, replace_after_s=6000.0)
     job = _submit(team, clock, gpus=2, tier="spot-ok", gpu_model="A100-PCIE-40GB", duration_s=60_000)
     cycle_run(gateway=gateway, retry=NO_WAIT)
@@ -177,8 +177,8 @@ def test_jobs_on_a_reclaimed_spot_node_are_requeued_and_placed_again(team, clock
     clock.advance(3)
     report = cycle_run(gateway=gateway, retry=NO_WAIT)
     job.refresh_from_db()
-    assert report.repairs["reclaimed"] == [str(job.pk)] and report.repairs["lost"] == []
-    # Requeued, not rejected: the reclaimed node is still known capacity, closed until it returns.
+    assert report.repairs["requeued"] == [str(job.pk)] and report.repairs["lost"] == []
+    # Requeued, not rejected: the interrupted node is still known capacity, closed until it returns.
     assert job.state == "pending" and "no node that could run it is ready" in job.state_reason
     assert job.events.filter(type="preempted").get().details == {"reason": "spot-reclaim", "by": None}
     assert job.events.filter(type="requeued").exists()
@@ -264,7 +264,7 @@ def test_priority_preemption_is_recorded_then_applied(team, clock):
         }
 
 
-def test_a_planned_mig_change_reaches_the_fleet(team, clock):
+def test_a_planned_reconfiguration_reaches_the_fleet(team, clock):
     gateway = fleet(clock, mig_reconfigure_s=60.0)
     team.quotas.update(guaranteed_gpus=16, burst_gpus=24)  # within its guarantee: no borrowing rules involved
     # Demand the balanced GPU cannot serve: a 4g.40gb instance, while the whole-GPU node is full. (Not 7g.80gb:

@@ -1,4 +1,4 @@
-"""The loop's running totals (scheduler.loop.stats): phase histograms, decisions, MIG changes seen to end,
+"""The loop's running totals (scheduler.loop.stats): phase histograms, decisions, MIG reconfigurations seen to end,
 interruption notices counted once, the error of the start estimate a job was shown."""
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def test_decisions_and_cycles_add_up():
     assert {phase: h["count"] for phase, h in stats.phases.items()} == dict.fromkeys(PHASES, 2)
 
 
-def test_a_mig_change_is_counted_when_it_is_seen_to_end():
+def test_a_reconfiguration_is_counted_when_it_is_seen_to_end():
     stats = _cycle(100.0, _node("a", mig=MigConfigState.PENDING, since=90.0), _node("b"))
     assert stats.mig_in_flight == {"a": {"state": "pending", "since": 90.0}}
     stats = _cycle(110.0, _node("a", mig=MigConfigState.REBOOTING, since=105.0), _node("b"))

@@ -126,7 +126,7 @@ def test_a_spot_taint_drains_the_node_and_its_job_resumes_on_other_capacity(clus
     other = job_submit(team=team, spec=spec, actor=None, now=clock.now)
     report = cycle_run(gateway=gateway, retry=NO_WAIT)
 
-    assert report.repairs["reclaimed"] == [str(job.pk)] and report.repairs["lost"] == []
+    assert report.repairs["requeued"] == [str(job.pk)] and report.repairs["lost"] == []
     assert report.applied == [f"bind {job.pk}"]  # at the head of its priority: ahead of the newer job
     job.refresh_from_db()
     assert job.state == "running" and Job.objects.get(pk=other.pk).state == "pending"

@@ -10,6 +10,7 @@ import kmock
 import pytest
 from kubernetes import client
 
+from scheduler.core.vocabulary import BlockerKind
 from scheduler.errors import GatewayRetryable
 from scheduler.gateways.kube.events import FINISH_S, WAITING_INTERVAL_S
 from scheduler.gateways.kube.gateway import KubeGateway
@@ -237,7 +238,9 @@ def test_a_waiting_job_is_recorded_when_its_explanation_changes_not_every_cycle(
 
 
 def test_waiting_events_are_rate_limited_per_call(cluster, gateway) -> None:
-    waiting = [JobWaiting(job=str(j), namespace="team-nlp", reason="waiting", kind="capacity") for j in range(5)]
+    waiting = [
+        JobWaiting(job=str(j), namespace="team-nlp", reason="waiting", kind=BlockerKind.CAPACITY) for j in range(5)
+    ]
 
     gateway.jobs_waiting(waiting=waiting, limit=3)
     assert len(_events(cluster)) == 3

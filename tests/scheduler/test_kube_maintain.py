@@ -56,7 +56,7 @@ def test_both_gateways_offer_maintenance(gateway) -> None:
 def _start_with_a_gpu_pod_to_drain(cluster, gateway) -> None:
     cluster.add_node(NODE, LABELS)
     cluster.add_pod("default", "foreign-gpu", node=NODE, resources={"nvidia.com/gpu": "1"})
-    gateway.node_mig_apply(node=NODE, layouts=WANTED)
+    gateway.node_reconfigure(node=NODE, layouts=WANTED)
 
 
 def test_the_mig_watch_task_relabels_a_drained_node_then_uncordons_it(cluster, gateway, clock) -> None:

@@ -69,7 +69,7 @@ def _mig_manager_reports(cluster, state: str, **labels: str | None) -> None:
 def _start(cluster, gateway, clock, *, unschedulable: bool = False) -> str:
     """A change requested on an idle node, relabelled once the config has had time to reach MIG Manager."""
     cluster.add_node(NODE, LABELS, unschedulable=unschedulable)
-    gateway.node_mig_apply(node=NODE, layouts=WANTED)
+    gateway.node_reconfigure(node=NODE, layouts=WANTED)
     assert cluster.node(NODE)["metadata"]["labels"]["nvidia.com/mig.config"] == "all-disabled"  # not yet visible
     clock.now += PROPAGATION_S
     (event,) = gateway.mig_watch()
@@ -88,7 +88,7 @@ def test_the_relabel_flow_drains_relabels_and_uncordons_on_success(cluster, gate
     cluster.add_pod("default", "foreign-gpu", node=NODE, resources={"nvidia.com/gpu": "1"})
     cluster.add_pod("kube-system", "daemon", node=NODE, resources={"cpu": "100m"})  # no GPU: stays
 
-    gateway.node_mig_apply(node=NODE, layouts=WANTED)
+    gateway.node_reconfigure(node=NODE, layouts=WANTED)
 
     name = config_name(WANTED)
     cm = cluster.core.read_namespaced_config_map("microcosm-mig-config", "gpu-operator")
@@ -128,7 +128,7 @@ def test_the_relabel_flow_drains_relabels_and_uncordons_on_success(cluster, gate
     node = _node(gateway)
     assert node.mig == WANTED and node.mig_status.state == MigConfigState.SUCCESS and node.schedulable
     cluster.clear_log()
-    gateway.node_mig_apply(node=NODE, layouts=WANTED)  # already in place
+    gateway.node_reconfigure(node=NODE, layouts=WANTED)  # already in place
     assert cluster.requests("PATCH") == [] and cluster.requests("POST") == []
 
 
@@ -144,7 +144,7 @@ def test_asking_again_for_the_layout_being_applied_changes_nothing(cluster, gate
     _start(cluster, gateway, clock)
     cluster.clear_log()
 
-    gateway.node_mig_apply(node=NODE, layouts=WANTED)
+    gateway.node_reconfigure(node=NODE, layouts=WANTED)
 
     assert cluster.requests("PATCH") == [] and cluster.requests("POST") == []
 
@@ -237,7 +237,7 @@ def test_mig_manager_failure_is_reported_and_a_retry_restarts_it(cluster, gatewa
     )
 
     # Asked again for the same layout: the label already has that value, so only a restart re-applies it.
-    gateway.node_mig_apply(node=NODE, layouts=WANTED)
+    gateway.node_reconfigure(node=NODE, layouts=WANTED)
     assert cluster.pods("gpu-operator") == []
     assert _node(gateway).mig_status.state == MigConfigState.PENDING
 
@@ -247,7 +247,7 @@ def test_a_drain_blocked_by_a_disruption_budget_times_out(cluster, gateway, cloc
     cluster.add_pod("default", "guarded", node=NODE, resources={"nvidia.com/gpu": "2"})
     cluster.fail("POST", r"/guarded/eviction$", 429, times=100)  # the PodDisruptionBudget says no
 
-    gateway.node_mig_apply(node=NODE, layouts=WANTED)
+    gateway.node_reconfigure(node=NODE, layouts=WANTED)
     clock.now += 60
     assert gateway.mig_watch() == ()
     clock.now += TIMEOUT_S
@@ -280,7 +280,7 @@ def test_moving_instances_without_changing_counts_needs_no_reconfiguration(clust
     layout = tuple(("1g.10gb", s) for s in range(7))
     assert _node(gateway).mig == (layout,)
 
-    gateway.node_mig_apply(node=NODE, layouts=(layout,))
+    gateway.node_reconfigure(node=NODE, layouts=(layout,))
     assert cluster.requests("PATCH") == []
 
 
@@ -289,13 +289,13 @@ def test_impossible_requests_are_conflicts(cluster, gateway) -> None:
     cluster.add_node("no-mig", {**LABELS, "nvidia.com/mig.capable": "false"})
 
     with pytest.raises(GatewayConflict, match="overlaps"):
-        gateway.node_mig_apply(node=NODE, layouts=((("4g.40gb", 0), ("3g.40gb", 0)),))
+        gateway.node_reconfigure(node=NODE, layouts=((("4g.40gb", 0), ("3g.40gb", 0)),))
     with pytest.raises(GatewayConflict, match="has 2 GPUs"):
-        gateway.node_mig_apply(node=NODE, layouts=(TWO_3G, TWO_3G, TWO_3G))
+        gateway.node_reconfigure(node=NODE, layouts=(TWO_3G, TWO_3G, TWO_3G))
     with pytest.raises(GatewayConflict, match="not MIG-capable"):
-        gateway.node_mig_apply(node="no-mig", layouts=WANTED)
+        gateway.node_reconfigure(node="no-mig", layouts=WANTED)
     with pytest.raises(GatewayConflict, match="not in the cluster"):
-        gateway.node_mig_apply(node="gone", layouts=WANTED)
+        gateway.node_reconfigure(node="gone", layouts=WANTED)
     assert cluster.requests("PATCH") == []
 
 
@@ -330,7 +330,7 @@ def test_the_label_moves_only_once_mig_manager_can_see_the_config(cluster, gatew
     cluster.add_node(NODE, LABELS)
     managers.add(NODE, [(), ()], now=clock.now)
 
-    gateway.node_mig_apply(node=NODE, layouts=WANTED)
+    gateway.node_reconfigure(node=NODE, layouts=WANTED)
     managers.step(clock.now)
     steps = _run(gateway, managers, clock, 300)
 
@@ -345,7 +345,7 @@ def test_a_slower_kubelet_than_the_setting_costs_one_retry_not_the_node(cluster,
     cluster.add_node(NODE, LABELS)
     managers.add(NODE, [(), ()], now=clock.now)
 
-    gateway.node_mig_apply(node=NODE, layouts=WANTED)
+    gateway.node_reconfigure(node=NODE, layouts=WANTED)
     managers.step(clock.now)
     steps = _run(gateway, managers, clock, 600)
 
@@ -424,7 +424,7 @@ def test_the_drain_goes_by_what_the_device_plugin_assigned(cluster, gateway, clo
     (held,) = plugin.assigned.values()
     assert [d.gpu for d in held[1]] == [0]
 
-    gateway.node_mig_apply(node=NODE, layouts=WANTED)  # GPU 0 → 2 × 3g, GPU 1 stays whole
+    gateway.node_reconfigure(node=NODE, layouts=WANTED)  # GPU 0 → 2 × 3g, GPU 1 stays whole
     managers.step(clock.now)
     _run(gateway, managers, clock, 300)
 
@@ -450,7 +450,7 @@ def test_with_reboot_a_mode_change_drains_the_whole_node_first(cluster, clock, p
     seven = tuple(("1g.10gb", s) for s in range(7))
     assert _node(gateway).mig == (seven, ())
 
-    gateway.node_mig_apply(node=NODE, layouts=(seven, TWO_3G))  # GPU 1 turns MIG on: a mode change
+    gateway.node_reconfigure(node=NODE, layouts=(seven, TWO_3G))  # GPU 1 turns MIG on: a mode change
     managers.step(clock.now)
     _run(gateway, managers, clock, 600)
 
@@ -465,12 +465,12 @@ def test_a_config_written_long_ago_needs_no_wait(cluster, gateway, clock, manage
     managers.add(NODE, [(), ()], now=clock.now)
     other = ((), TWO_3G)
     for layouts in (WANTED, other):
-        gateway.node_mig_apply(node=NODE, layouts=layouts)
+        gateway.node_reconfigure(node=NODE, layouts=layouts)
         managers.step(clock.now)
         _run(gateway, managers, clock, 300)
         assert _node(gateway).mig == layouts
 
-    gateway.node_mig_apply(node=NODE, layouts=WANTED)  # its config has been in the ConfigMap for 10 minutes
+    gateway.node_reconfigure(node=NODE, layouts=WANTED)  # its config has been in the ConfigMap for 10 minutes
 
     assert cluster.node(NODE)["metadata"]["labels"]["nvidia.com/mig.config"] == config_name(WANTED)
     managers.step(clock.now)
@@ -487,7 +487,7 @@ def test_without_mig_with_reboot_a_reboot_kills_the_pods_the_drain_kept(cluster,
     managers.step(clock.now)
     seven = tuple(("1g.10gb", s) for s in range(7))
 
-    gateway.node_mig_apply(node=NODE, layouts=(seven, TWO_3G))
+    gateway.node_reconfigure(node=NODE, layouts=(seven, TWO_3G))
     managers.step(clock.now)
     _run(gateway, managers, clock, 600)
 

@@ -1,4 +1,4 @@
-"""A spot reclaim of a checkpointed 2-replica gang, end to end on the Kubernetes API emulator (the official client
+"""A spot interruption of a checkpointed 2-replica gang, end to end on the Kubernetes API emulator (the official client
 over HTTP): the gang reports a checkpoint through its own credential (refused for any other job), its spot node
 gets a notice, both pods are asked to stop with a grace inside the notice, the checkpoint saved on that SIGTERM is
 recorded while they stop, the job is requeued whole and bound on another node whose pods carry the checkpoint
@@ -75,7 +75,9 @@ def _kubelet_holds(cluster: Cluster, namespace: str, name: str) -> None:
     )
 
 
-def test_a_spot_reclaim_of_a_checkpointed_gang_resumes_it_elsewhere_and_bills_the_lost_work(cluster, settings) -> None:
+def test_a_spot_interruption_of_a_checkpointed_gang_resumes_it_elsewhere_and_bills_the_lost_work(
+    cluster, settings
+) -> None:
     # The loop's usual grace is longer than AWS's notice, so the notice has to cut it.
     settings.SCHEDULER = {**settings.SCHEDULER, "evict_grace_s": 300.0}
     cluster.add_node("p5-spot-1", {**H100, "karpenter.sh/capacity-type": "spot"}, allocatable={"nvidia.com/gpu": "8"})
@@ -154,7 +156,7 @@ def test_a_spot_reclaim_of_a_checkpointed_gang_resumes_it_elsewhere_and_bills_th
     for name in names:
         cluster.release_pod(team.namespace, name)
     report = cycle_run(gateway=gateway, retry=NO_WAIT)
-    assert report.repairs["reclaimed"] == [str(job.pk)] and report.applied == [f"bind {job.pk}"]
+    assert report.repairs["requeued"] == [str(job.pk)] and report.applied == [f"bind {job.pk}"]
     job.refresh_from_db()
     assert job.state == "running"
     assert job.events.get(type="preempted").details == {"reason": "spot-reclaim", "by": None}

@@ -399,7 +399,7 @@ class _NodeApiStub:
 
 
 def test_the_mig_flow_needs_only_its_small_api() -> None:
-    """A MIG change on an idle node runs through a stub of NodeApi, no API server: config, cordon, relabel."""
+    """A MIG reconfiguration on an idle node runs through a stub of NodeApi, no API server: config, cordon, relabel."""
     labels = {
         "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB",
         "nvidia.com/gpu.memory": "81920",

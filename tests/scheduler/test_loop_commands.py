@@ -50,7 +50,7 @@ def test_cluster_sync_reports_nodes_and_gpus(loop):
     assert "3 nodes, 14 GPUs" in _run("cluster", "sync")
 
 
-def test_cluster_sync_marks_a_reclaimed_node_gone_and_ready_again(loop):
+def test_cluster_sync_marks_an_interrupted_node_gone_and_ready_again(loop):
     SimulatedNodeState.objects.update_or_create(
         node=Node.objects.get(name="pcie-spot-1"),
         defaults={

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from scheduler.core.vocabulary import BlockerKind
 from scheduler.errors import GatewayRetryable
 from scheduler.gateways.protocol import JobWaiting, RecordingGateway
 from scheduler.loop.apply import EvictOp, Retry, apply_ops, waiting_record
@@ -63,7 +64,7 @@ def test_a_plain_gateway_evicts_as_before() -> None:
 
 
 def test_why_jobs_wait_is_passed_on_and_a_failure_only_logged() -> None:
-    waiting = [JobWaiting(job="3", namespace="ns", reason="waiting for 8 GPUs", kind="capacity")]
+    waiting = [JobWaiting(job="3", namespace="ns", reason="waiting for 8 GPUs", kind=BlockerKind.CAPACITY)]
     gateway = Recording()
 
     waiting_record(gateway, waiting)  # type: ignore[arg-type]

@@ -1,5 +1,6 @@
 """The loop's housekeeping and its thin tasks: interruption handling, the tasks over the scheduler app's
-services (tests/scheduler/services/ test each service), gateway selection, and a pending MIG change in the snapshot."""
+services (tests/scheduler/services/ test each service), gateway selection, and a pending reconfiguration in the
+snapshot."""
 
 from __future__ import annotations
 
@@ -68,10 +69,10 @@ def test_the_interruption_task_runs_a_cycle_when_a_notice_is_not_drained_yet(tea
     assert Node.objects.get(name="pcie-spot-1").state == "draining"
 
 
-def test_a_pending_mig_change_closes_the_node_in_the_snapshot_with_the_new_layout(team, clock):
+def test_a_pending_reconfiguration_closes_the_node_in_the_snapshot_with_the_new_layout(team, clock):
     gateway = fleet(clock, mig_reconfigure_s=600.0)
     target = ((("7g.80gb", 0),), ())
-    gateway.node_mig_apply(node="mig-od-1", layouts=target)
+    gateway.node_reconfigure(node="mig-od-1", layouts=target)
     policy = policy_current()
     node = {n.name: n for n in build(gateway.observe(), policy, clock.now.timestamp()).snapshot.nodes}["mig-od-1"]
     assert node.mig == target and node.reconfiguring_until == pytest.approx(clock.now.timestamp() + 10)

@@ -1,5 +1,5 @@
 """``gpu_set_mig_layout``: checked against the catalog, refused while a live allocation holds the GPU, a save (so
-audited) only when the layout changes; and the layout in NVIDIA's notation."""
+audited) only when it is reconfigured; and the layout in NVIDIA's notation."""
 
 from __future__ import annotations
 

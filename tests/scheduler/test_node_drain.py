@@ -174,7 +174,7 @@ def test_an_admins_drain_checkpoints_its_jobs_requeues_them_first_and_takes_no_n
 
     clock.advance(1)  # the save took 30 virtual seconds: its pods are gone
     report = cycle_run(gateway=gateway, retry=NO_WAIT)
-    assert report.repairs["reclaimed"] == [str(job.pk)]
+    assert report.repairs["requeued"] == [str(job.pk)]
     assert job.events.get(type="preempted").details == {"reason": "node-drain", "by": None}
     job.refresh_from_db()
     assert job.state == "running"  # requeued and, resuming first, bound again on the reserved box's free GPUs

@@ -103,7 +103,7 @@ def test_a_drained_job_whose_replicas_are_stopping_is_waited_for(running, clock)
     clock.advance(1)
     view = _view(clock, running, ReplicaPhase.STOPPING, ReplicaPhase.STOPPING)
     repairs = reconcile(view, at=_at(view))
-    assert repairs.stopping == [str(running.pk)] and repairs.ops == [] and repairs.reclaimed == []
+    assert repairs.stopping == [str(running.pk)] and repairs.ops == [] and repairs.requeued == []
     running.refresh_from_db()
     assert running.state == "running"
 
@@ -113,7 +113,7 @@ def test_a_drained_job_still_stopping_after_the_deadline_and_its_grace_is_requeu
     clock.advance(120 + 30 + 1)  # the notice's deadline plus the 30 s grace
     view = _view(clock, running, ReplicaPhase.STOPPING, ReplicaPhase.GONE, notice=False)
     repairs = reconcile(view, at=_at(view))
-    assert repairs.reclaimed == [str(running.pk)]
+    assert repairs.requeued == [str(running.pk)]
     assert repairs.ops == [EvictOp(job=str(running.pk), namespace="team-nlp", reason="spot-reclaim")]  # clean up
     running.refresh_from_db()
     assert running.state == "pending"
@@ -124,7 +124,7 @@ def test_a_drained_job_with_a_failed_replica_is_requeued_not_failed(running, clo
     reconcile(_view(clock, running, ReplicaPhase.RUNNING, ReplicaPhase.RUNNING), at=clock.now)
     view = _view(clock, running, ReplicaPhase.FAILED, ReplicaPhase.GONE)
     repairs = reconcile(view, at=_at(view))
-    assert repairs.reclaimed == [str(running.pk)] and repairs.failed == []
+    assert repairs.requeued == [str(running.pk)] and repairs.failed == []
 
 
 @pytest.mark.parametrize("drained", [True, False])
@@ -135,18 +135,18 @@ def test_a_running_job_without_pods_is_requeued_if_drained_and_bound_again_if_no
     repairs = reconcile(view, at=_at(view))
     running.refresh_from_db()
     if drained:
-        assert repairs.reclaimed == [str(running.pk)] and repairs.rebound == []
+        assert repairs.requeued == [str(running.pk)] and repairs.rebound == []
         assert running.state == "pending"
         assert running.events.get(type="preempted").details == {"reason": "spot-reclaim", "by": None}
     else:  # the crash between record and apply: the same bind again
-        assert repairs.rebound == [str(running.pk)] and repairs.reclaimed == []
+        assert repairs.rebound == [str(running.pk)] and repairs.requeued == []
         assert [type(op) for op in repairs.ops] == [BindOp] and running.state == "running"
 
 
 def test_a_draining_event_of_an_earlier_run_does_not_drain_the_next_one(running, clock):
     reconcile(_view(clock, running, ReplicaPhase.RUNNING, ReplicaPhase.RUNNING), at=clock.now)
     view = _view(clock, running)  # drained and gone: requeued
-    assert reconcile(view, at=_at(view)).reclaimed == [str(running.pk)]
+    assert reconcile(view, at=_at(view)).requeued == [str(running.pk)]
     # The notice is over (a replacement, or a withdrawn notice): the job binds on the spot server again, and its
     # new run is not drained by the old notice's event, recorded at the same instant as the bind.
     cycle_run(gateway=fleet(clock))
@@ -154,7 +154,7 @@ def test_a_draining_event_of_an_earlier_run_does_not_drain_the_next_one(running,
     assert running.state == "running"
     view = _view(clock, running, ReplicaPhase.RUNNING, ReplicaPhase.RUNNING, notice=False)
     repairs = reconcile(view, at=_at(view))
-    assert repairs.drained == repairs.stopping == repairs.reclaimed == repairs.rebound == []
+    assert repairs.drained == repairs.stopping == repairs.requeued == repairs.rebound == []
 
 
 def test_a_pending_job_whose_pods_are_stopping_is_left_to_stop(running, clock):

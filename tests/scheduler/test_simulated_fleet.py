@@ -176,7 +176,7 @@ def test_a_spot_node_gets_a_notice_then_goes_then_comes_back(team, clock):
     assert spot.interruption is not None and not spot.schedulable
     assert spot.interruption.deadline_at == pytest.approx(clock.now.timestamp() + 2)
     reserved = {n.name: n for n in gateway.observe().nodes}["a100-res-1"]
-    assert reserved.interruption is None  # only spot capacity is reclaimed
+    assert reserved.interruption is None  # only spot capacity is interrupted
     clock.advance(2)
     observation = gateway.observe()
     assert "pcie-spot-1" not in {n.name for n in observation.nodes}
@@ -197,13 +197,13 @@ def test_no_interruptions_at_rate_zero(team, clock):
     assert all(node.interruption is None for node in gateway.observe().nodes)
 
 
-def test_a_mig_change_takes_its_delay_and_drains_the_gpus_it_changes(team, clock):
+def test_a_reconfiguration_takes_its_delay_and_drains_the_gpus_it_changes(team, clock):
     gateway = fleet(clock, mig_reconfigure_s=300.0)
     on_gpu1 = JobFactory(team=team, gpus=1)
     gateway.job_bind(request=_request(on_gpu1, [_whole(0, "mig-od-1", 1)]))
     target = ((("7g.80gb", 0),), (("3g.40gb", 0), ("3g.40gb", 4)))
-    gateway.node_mig_apply(node="mig-od-1", layouts=target)
-    gateway.node_mig_apply(node="mig-od-1", layouts=target)  # idempotent while in flight
+    gateway.node_reconfigure(node="mig-od-1", layouts=target)
+    gateway.node_reconfigure(node="mig-od-1", layouts=target)  # idempotent while in flight
     node = {n.name: n for n in gateway.observe().nodes}["mig-od-1"]
     assert node.mig_status.state == MigConfigState.PENDING and node.mig_status.desired == target
     assert node.mig[0] == tuple((p, s) for p, s in BALANCED_80GB)  # not yet
@@ -219,7 +219,7 @@ def test_a_mig_change_takes_its_delay_and_drains_the_gpus_it_changes(team, clock
 
 def test_an_impossible_mig_layout_is_a_conflict(team, clock):
     with pytest.raises(GatewayConflict, match="overlaps"):
-        fleet(clock).node_mig_apply(node="mig-od-1", layouts=((("4g.40gb", 0), ("3g.40gb", 0)),))
+        fleet(clock).node_reconfigure(node="mig-od-1", layouts=((("4g.40gb", 0), ("3g.40gb", 0)),))
 
 
 def test_utilization_counts_what_runs(team, clock):

@@ -2,7 +2,7 @@
 
 Contract: ``find_slots(state, job, policy)`` returns one tuple of :class:`Slot` per replica, all free in ``state`` now,
 honouring the ``gpu_model`` constraint, tier routing (:mod:`~scheduler.core.rules.tiers`), node readiness (schedulable,
-no MIG change in flight at ``now``), CPU and host memory where nodes state them, and the right-sized demand of
+no MIG reconfiguration in flight at ``now``), CPU and host memory where nodes state them, and the right-sized demand of
 :func:`scheduler.core.rightsize.resolve` on each model. It never leaves the state changed: multi-replica MIG and share
 gangs are searched by tentatively placing each replica inside a Statement (so the next replica sees the previous one's
 slot) and rolling back at the end.

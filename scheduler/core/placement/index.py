@@ -69,7 +69,7 @@ def discard_sorted(values: list[int], value: int) -> None:
 
 
 def node_ready(state: ClusterState, name: str, now: float | None) -> bool:
-    """May new work bind on node ``name`` at ``now``? Schedulable and no MIG change in flight.
+    """May new work bind on node ``name`` at ``now``? Schedulable and no MIG reconfiguration in flight.
 
     Without ``now`` a node with any ``reconfiguring_until`` counts as busy (the safe reading)."""
     node = state.nodes[name]
@@ -394,7 +394,7 @@ class IndexedClusterState(ClusterState):
     def set_layout(self, node: str, gpu: int, layout: tuple[tuple[str, int], ...]) -> None:
         target = self.gpus[(node, gpu)]
         if not target.idle:
-            raise ValueError(f"{node}/{gpu} is busy: every instance is destroyed on a layout change")
+            raise ValueError(f"{node}/{gpu} is busy: every instance is destroyed on a reconfiguration")
         old = target.layout
         target.layout = layout
         index = self.index

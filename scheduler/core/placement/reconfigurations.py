@@ -37,7 +37,7 @@ from dataclasses import replace
 
 from scheduler.core.capacity import gpu_class_of
 from scheduler.core.demand import Demand, DemandKind
-from scheduler.core.explain import CAPACITY, HELD, NOT_READY, RECONFIGURING, Blocker, demand_units
+from scheduler.core.explain import Blocker, demand_units
 from scheduler.core.isolation import Evaluating
 from scheduler.core.placement.drain import drain_for
 from scheduler.core.placement.index import IndexedClusterState
@@ -50,7 +50,7 @@ from scheduler.core.rules.reconfiguration import nodes_per_cycle, plan_reconfigu
 from scheduler.core.rules.tiers import tier_rank
 from scheduler.core.shape import placement_shape
 from scheduler.core.state import Job, Preemption, Slots
-from scheduler.core.vocabulary import Priority
+from scheduler.core.vocabulary import BlockerKind, Priority
 
 Key = tuple[str, int, int]  # (node, GPU, instance start; -1 = the whole GPU, MIG off)
 
@@ -85,7 +85,7 @@ class Reconfigurations:
             tables.table()
         )  # see _offered
         self._unit_scans: dict[Hashable, tuple[int, int | None]] = tables.table()  # see _units
-        # could_change_for's answers per job shape: (freed token, answer, the node whose MIG change answered yes)
+        # could_change_for's answers per job shape: (freed token, answer, the node whose reconfiguration answered yes)
         self._could: dict[Hashable, tuple[int, bool, tuple[str, ...]]] = tables.table()
         self._budget = nodes_per_cycle(
             state, now
@@ -93,7 +93,7 @@ class Reconfigurations:
         self.bound_nodes: set[str] = set()  # nodes that took a bind this cycle: no reconfiguration there
         # Changes for production and could_change_for's question skip the hysteresis: production must not wait,
         # and the question is whether a change could serve the job at all.
-        self._eager = replace(policy, repartition_hysteresis_cycles=0)
+        self._eager = replace(policy, reconfiguration_hysteresis_cycles=0)
         self._changing = [  # nodes whose reconfiguration is under way (the snapshot shows the new layout)
             (name, node.reconfiguring_until)
             for name, node in sorted(state.nodes.items())
@@ -136,7 +136,7 @@ class Reconfigurations:
         self.state.held.add(name)  # no later question this cycle proposes it again (the rule)
         self.index.retire(name)  # nor binds there; it leaves the index's idle classes too
         ready_at = self.now + self.policy.cycle_s + self.policy.mig_reconfigure_s
-        self.blockers[job.id] = Blocker(HELD, f"node {name}", ready_at)
+        self.blockers[job.id] = Blocker(BlockerKind.HELD, f"node {name}", ready_at)
         return True
 
     def could_change_for(self, job: Job) -> bool:
@@ -196,7 +196,7 @@ class Reconfigurations:
         pending_whole: list[tuple[Job, Demand]] = []
         for job in order:
             blocker = self.blockers.get(job.id)
-            if blocker is None or blocker.kind not in (CAPACITY, NOT_READY):
+            if blocker is None or blocker.kind not in (BlockerKind.CAPACITY, BlockerKind.NOT_READY):
                 continue
             with Evaluating(job.id):  # isolation: a job whose wants cannot be worked out fails alone
                 if self._claim(job, self._units(job), partial=False):
@@ -344,7 +344,7 @@ class Reconfigurations:
             return 0
         self._claimed.update(key for key, _ in chosen)
         (name, gpu, _), until = max(chosen, key=lambda c: (c[1], c[0]))
-        self.blockers[job.id] = Blocker(RECONFIGURING, f"node {name} GPU {gpu}", until)
+        self.blockers[job.id] = Blocker(BlockerKind.RECONFIGURING, f"node {name} GPU {gpu}", until)
         return len(chosen)
 
     # -- quota -------------------------------------------------------------------------------------------

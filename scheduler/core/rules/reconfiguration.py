@@ -10,7 +10,7 @@ operations; the cycle applies them (``state.set_layout``) and records them in th
    ``3g.20gb`` on an A100-40GB. Tier routing applies: a node counts only demand its tier may serve.
    ``pending_whole`` (optional) holds whole-GPU demands that could not be placed: idle MIG GPUs may be turned
    back into whole GPUs for them.
-2. **Hysteresis.** Only demand unmet for ``policy.repartition_hysteresis_cycles`` consecutive cycles acts.
+2. **Hysteresis.** Only demand unmet for ``policy.reconfiguration_hysteresis_cycles`` consecutive cycles acts.
    ``demand_age`` maps a demand key (:func:`demand_key`: the profile name, or ``"whole"``) to that count,
    kept by the caller; without it the age is derived from the job's wait, ``(now − submitted_at) //
    cycle_s`` cycles (a pending job has been unmet every cycle since it arrived). Younger demand does not
@@ -210,7 +210,7 @@ def _split(
             age = demand_age.get(demand_key(demand), 0)
         else:
             age = int((now - job.submitted_at) // policy.cycle_s) if policy.cycle_s > 0 else 0
-        (aged if age >= policy.repartition_hysteresis_cycles else young).append(job)
+        (aged if age >= policy.reconfiguration_hysteresis_cycles else young).append(job)
     return aged, young
 
 

@@ -3,7 +3,7 @@
 Rules (``docs/scheduling-rules.md``), decided by the job's ``tier`` and ``priority``:
 
 - ``reserved-only``: reserved nodes only.
-- ``production`` priority never runs on spot (a spot reclaim would take production down), whatever its tier.
+- ``production`` priority never runs on spot (a spot interruption would take production down), whatever its tier.
 - ``spot-ok``: spot first (cheapest; the work is checkpointed or restartable), then reserved (already paid
   for), then on-demand (billed by the hour).
 - ``any``: reserved first (already paid for), then on-demand, then spot last (it can vanish with two minutes'

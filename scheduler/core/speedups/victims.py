@@ -18,8 +18,8 @@ keeping the answer. A team's candidates for a pending job depend only on:
 So :class:`Victims` keeps each team's list per (team, those job facts) together with the running-jobs tuple it was
 computed for, and hands it out again while that tuple is unchanged (evictions change it; their undo restores it).
 Ping-pong protection depends on the job's identity and is applied by the caller, after. Readiness is the one cycle fact
-that can move: a MIG change closes its node (:mod:`~scheduler.core.placement.reconfigurations`), so the cycle builds a
-new :class:`Victims` after one. A list handed out must not be modified.
+that can move: a reconfiguration closes its node (:mod:`~scheduler.core.placement.reconfigurations`), so the cycle
+builds a new :class:`Victims` after one. A list handed out must not be modified.
 """
 
 from __future__ import annotations

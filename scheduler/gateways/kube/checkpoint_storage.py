@@ -4,7 +4,7 @@
 - Each team namespace gets the claim ``microcosm-checkpoints`` with the namespace, unless the team names a claim
   of its own; a checkpointed job is bound only once its claim exists (its pods would otherwise wait forever).
 - A job that reports its checkpoints gets its report Secret before its pods, and loses it when its pods are
-  removed for good (:data:`~scheduler.gateways.protocol.FINAL_EVICTIONS`); a preempted, reclaimed or lost job
+  removed for good (:data:`~scheduler.gateways.protocol.FINAL_EVICTIONS`); a preempted, interrupted or lost job
   keeps it, since it comes back.
 - With ``checkpoint_root`` set, an observed job carries the newest complete checkpoint its manifest lists.
 """

@@ -67,7 +67,7 @@ EVICTION_NOTES: Mapping[str, str] = {
     "reclaim": "the team whose guarantee it borrowed",
     "spot-reclaim": "the node's spot interruption notice",
     "node-drain": "a platform admin's drain of the node",
-    "repartition": "a MIG layout change on its GPUs",
+    "repartition": "a MIG reconfiguration on its GPUs",
     "node-lost": "its node being lost",
     "admin": "a platform admin's requeue",
     "app-failure": "a restart after its own failure",

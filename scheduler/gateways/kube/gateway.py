@@ -563,7 +563,7 @@ class KubeGateway:
 
     # -- MIG (the flow itself: scheduler.gateways.kube.mig_flow) -------------------------------------------
 
-    def node_mig_apply(self, *, node: str, layouts: tuple[MigLayout, ...]) -> None:
+    def node_reconfigure(self, *, node: str, layouts: tuple[MigLayout, ...]) -> None:
         self.mig.apply(node=node, layouts=layouts)
 
     def mig_watch(self) -> tuple[MigEvent, ...]:

@@ -6,8 +6,8 @@ default configs, MIG Manager reconfiguration flow). It does not evict user pods,
 the flow and keeps its progress on the node itself, in annotations, so any worker can pick it up:
 
 ``draining``
-    :meth:`scheduler.gateways.kube.gateway.KubeGateway.node_mig_apply` wrote the config, cordoned the node and asked the
-    remaining GPU pods to go; once none is left and MIG Manager can see the config, the label is set and the phase
+    :meth:`scheduler.gateways.kube.gateway.KubeGateway.node_reconfigure` wrote the config, cordoned the node and asked
+    the remaining GPU pods to go; once none is left and MIG Manager can see the config, the label is set and the phase
     moves on.
 ``applying``
     MIG Manager works; ``nvidia.com/mig.config.state`` goes ``pending`` → ``success`` (or ``rebooting``,

@@ -1,4 +1,4 @@
-"""Which GPU pods a MIG change must drain, without knowing which devices they hold (no ``kubernetes`` import).
+"""Which GPU pods a MIG reconfiguration must drain, without knowing which devices they hold (no ``kubernetes`` import).
 
 A pod asks for a count of a resource type (``nvidia.com/gpu: 1``, ``nvidia.com/mig-3g.40gb: 1``); the device
 plugin, not Microcosm, picks the devices (NVIDIA/k8s-device-plugin ``internal/rm/nvml_manager.go``,

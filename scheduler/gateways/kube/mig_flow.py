@@ -157,7 +157,7 @@ class MigFlow:
             self._relabel(node, new_flow, labels)
 
     def _drain(self, node: str, in_the_way: frozenset[str]) -> int:
-        """Ask the GPU pods that may stand in the way of a MIG change to go; return how many are still there.
+        """Ask the GPU pods that may stand in the way of a MIG reconfiguration to go; return how many are still there.
 
         A pod asks for a count of a resource type and the device plugin picks the devices
         (:mod:`scheduler.gateways.kube.mig_drain`), so every pod holding a type a changing GPU offers goes:
@@ -174,9 +174,9 @@ class MigFlow:
                 continue
             if ours:
                 self.api.pod_delete(pod, grace_s=self.eviction_grace_s)
-                logger.info("node %s: draining pod %s for a MIG change", node, name_of(pod))
+                logger.info("node %s: draining pod %s for a MIG reconfiguration", node, name_of(pod))
             else:
-                # A MIG change has no deadline: the pod's own termination grace applies (kubectl drain's -1).
+                # A MIG reconfiguration has no deadline: the pod's own termination grace applies (kubectl drain's -1).
                 self.api.pod_evict(pod)
         return left
 
@@ -258,7 +258,9 @@ class MigFlow:
             )
             self.api.node_patch(node, {"metadata": {"annotations": flow_annotations(again)}})
             logger.warning(
-                "node %s: MIG change to %s failed soon after its config was written; retrying", node, flow.config
+                "node %s: MIG reconfiguration to %s failed soon after its config was written; retrying",
+                node,
+                flow.config,
             )
             return f"{MIG_CONFIG_STATE}=failed soon after the config was written; relabel in {self.propagation_s:g}s"
         if step == Step.RECOVER:
@@ -274,7 +276,9 @@ class MigFlow:
             )
             failed = Flow(Phase.FAILED, flow.desired, flow.config, self.clock(), flow.recoveries, reason)
             self.api.node_patch(node, {"metadata": {"annotations": flow_annotations(failed)}})
-            logger.error("node %s: MIG change to %s failed: %s; the node stays cordoned", node, flow.config, reason)
+            logger.error(
+                "node %s: MIG reconfiguration to %s failed: %s; the node stays cordoned", node, flow.config, reason
+            )
             return reason
         return ""
 
@@ -308,5 +312,7 @@ class MigFlow:
             self.api.node_patch(node, {"metadata": {"labels": {MIG_CONFIG: flow.config + "-flip"}}})
             self.api.node_patch(node, {"metadata": {"labels": {MIG_CONFIG: flow.config}}})
         how = f"restarted {len(managers)} MIG Manager pod(s)" if managers else f"flipped {MIG_CONFIG}"
-        logger.warning("node %s: MIG change stuck; restored %s and %s", node, paused or "no deploy labels", how)
+        logger.warning(
+            "node %s: MIG reconfiguration stuck; restored %s and %s", node, paused or "no deploy labels", how
+        )
         return f"restored {len(paused)} deploy labels; {how}"

@@ -56,7 +56,7 @@ class KubernetesSettings(TypedDict):
 def kubernetes_settings(environ: Mapping[str, str] | None = None) -> KubernetesSettings:
     """``settings.KUBERNETES`` from ``environ`` (default: the process's environment), checked (module doc)."""
     # Topology label keys from the top of the network to the bottom: of those a node carries, the lowest is its
-    # leaf and the one above its spine (docs/gpu-facts.md, How Kubernetes exposes topology). MIG changes go through
+    # leaf and the one above its spine (docs/gpu-facts.md, How Kubernetes exposes topology). Reconfigurations go through
     # the GPU Operator's MIG Manager with a mig-parted ConfigMap of ours in its namespace and a watchdog (~15 min,
     # doubled on reboot: docs/gpu-facts.md, MIG Manager reconfiguration flow).
     kube: KubernetesSettings = {

@@ -1,4 +1,4 @@
-"""The simulated fleet's gateway (package doc): observe, bind, evict, MIG changes, utilization."""
+"""The simulated fleet's gateway (package doc): observe, bind, evict, MIG reconfigurations, utilization."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ class FleetSettings:
     interruptions_per_node_hour: float = 0.2  # per spot node per virtual hour (Poisson rate)
     # Spot notice before the node goes (AWS gives 2 minutes: docs/gpu-facts.md, Spot and preemption signals)
     notice_s: float = 120.0
-    replace_after_s: float = 900.0  # a reclaimed spot node's replacement joins this long after it went
+    replace_after_s: float = 900.0  # a interrupted spot node's replacement joins this long after it went
     # Drain + MIG Manager + device-plugin restart: minutes (docs/gpu-facts.md, MIG Manager reconfiguration flow)
     mig_reconfigure_s: float = 300.0
     # How long a checkpointed job takes to save on SIGTERM: a save fits in an eviction's grace, or is not made.
@@ -98,8 +98,8 @@ class SimulatedFleet:
     # -- what happens by itself ------------------------------------------------------------------------------
 
     def advance(self, now: datetime | None = None) -> list[str]:
-        """Let the simulated cloud act up to ``now``: replacements return, spot notices arrive, MIG changes
-        finish. Idempotent for one ``now``; called by :meth:`observe`. Returns the nodes whose MIG change went
+        """Let the simulated cloud act up to ``now``: replacements return, spot notices arrive, MIG reconfigurations
+        finish. Idempotent for one ``now``; called by :meth:`observe`. Returns the nodes whose MIG reconfiguration went
         live in this call (the node states are locked, so concurrent callers never both report one)."""
         now = now or self.clock()
         live = []
@@ -119,8 +119,8 @@ class SimulatedFleet:
 
     def maintain(self) -> tuple[MaintenanceEvent, ...]:
         """:class:`~scheduler.gateways.protocol.MaintainedGateway`. The simulated fleet drains at request time and
-        finishes a MIG change by itself once its delay has passed, so there is no flow to drive: this lets the
-        simulated cloud act now (:meth:`advance`) and reports the MIG changes that went live in doing so."""
+        finishes a MIG reconfiguration by itself once its delay has passed, so there is no flow to drive: this lets the
+        simulated cloud act now (:meth:`advance`) and reports the MIG reconfigurations that went live in doing so."""
         return tuple(MaintenanceEvent(node=name, step="mig-live") for name in self.advance())
 
     def _replacement(self, node: Node, state: SimulatedNodeState, now: datetime) -> bool:
@@ -242,7 +242,7 @@ class SimulatedFleet:
 
     def _replica(self, pod: SimulatedPod, now: datetime, gone_at: datetime | None) -> ReplicaObservation:
         if gone_at is not None:
-            phase, message = ReplicaPhase.GONE, f"node {pod.node.name} was reclaimed"
+            phase, message = ReplicaPhase.GONE, f"node {pod.node.name} was interrupted"
         elif pod.stop_requested_at is not None:
             phase, message = ReplicaPhase.STOPPING, "asked to stop: saving a checkpoint within its grace"
         elif pod.duration_s is not None and self._work_done(pod, now, None) >= pod.duration_s:
@@ -426,7 +426,7 @@ class SimulatedFleet:
     def node_cordon(self, *, node: str, cordoned: bool) -> None:
         """A no-op: an admin's cordon or drain in the inventory is this cluster's cordon (:meth:`_node`)."""
 
-    def node_mig_apply(self, *, node: str, layouts: tuple[MigLayout, ...]) -> None:
+    def node_reconfigure(self, *, node: str, layouts: tuple[MigLayout, ...]) -> None:
         now = self.clock()
         self.advance(now)
         with transaction.atomic():

@@ -1,11 +1,11 @@
 """One run of ``bench causes``: the engine on one B2 workload, replayed as ``bench mixed`` replays it, with the
 plans recorded (:class:`~scheduler.sim.causes.log.CauseLog`) for the attribution.
 
-The replay is ``bench mixed``'s (:func:`scheduler.sim.bench.mixed_run.run_policy`): the same workload
+The replay is ``bench mixed``'s (:func:`scheduler.sim.bench.mixed_run.run_planner`): the same workload
 (:func:`scheduler.sim.bench.mixed_matrix.workload_of`), the plan repair
 (:func:`~scheduler.sim.bench.mixed_run.guarded`), the topology model's speed hook, the per-cycle
 :class:`~scheduler.sim.records.CycleLog` over the window and :func:`~scheduler.sim.metrics.window_metrics`.
-The recorder only observes (a test checks the figures equal ``run_policy``'s), so the runs' figures are
+The recorder only observes (a test checks the figures equal ``run_planner``'s), so the runs' figures are
 ``bench mixed``'s figures for ``microcosm``.
 """
 

@@ -24,7 +24,7 @@ checkpoint back on resume, and the topology model's slow-down of a gang, which s
 time held), *lost* (work thrown away by evictions: by spot interruptions — the replay's ``node-lost`` — and by
 other preemptions), *checkpoint* (checkpoints completed in the window × cost × the job's GPUs), *useful* =
 allocated − lost − checkpoint, and **goodput** = useful ÷ (useful + lost + checkpoint); spot *interruptions*
-(servers reclaimed in the window) and the GPU-hours lost to them per interruption.
+(servers interrupted in the window) and the GPU-hours lost to them per interruption.
 """
 
 from __future__ import annotations

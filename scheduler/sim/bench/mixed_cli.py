@@ -21,8 +21,8 @@ from typing import Any
 
 from scheduler.sim.bench.machine import RunRecord, with_flags
 from scheduler.sim.bench.mixed_matrix import Setup, Task, run_tasks, workload_of
-from scheduler.sim.bench.mixed_run import POLICY_ORDER, check_policies
-from scheduler.sim.bench.mixed_summary import PolicySummary
+from scheduler.sim.bench.mixed_run import PLANNER_ORDER, check_planners
+from scheduler.sim.bench.mixed_summary import PlannerSummary
 from scheduler.sim.bench.mixed_summary import claims as mix_claims
 from scheduler.sim.bench.mixed_table import table, utilization_figure, wait_figure
 from scheduler.sim.bench.registry import BenchUsageError, Claim, Outcome, positive
@@ -61,7 +61,7 @@ def non_negative_float(text: str) -> float:
     return value
 
 
-def policy_list(text: str) -> list[str]:
+def planner_list(text: str) -> list[str]:
     return [name.strip() for name in text.split(",") if name.strip()]
 
 
@@ -92,7 +92,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--warmup-hours", type=non_negative_float, default=DEFAULT_WARMUP_HOURS, help="Excluded warm-up (default 2)."
     )
     parser.add_argument(
-        "--policies", type=policy_list, default=list(POLICY_ORDER), help="Comma-separated (default: all five)."
+        "--policies", type=planner_list, default=list(PLANNER_ORDER), help="Comma-separated (default: all five)."
     )
     parser.add_argument("--jobs", type=positive, default=DEFAULT_JOBS, help="Worker processes (default 2).")
     parser.add_argument("--trace", type=Path, help="Philly run times (default ../shared/traces/philly/...).")
@@ -118,7 +118,7 @@ def run(options: dict[str, Any]) -> Outcome:
     seeds = parse_seeds(str(options.get("seeds") or DEFAULT_SEEDS))
     mixes = options.get("mix") or list(MIXES)
     try:
-        policies = check_policies(options.get("policies") or list(POLICY_ORDER))
+        policies = check_planners(options.get("policies") or list(PLANNER_ORDER))
         cluster = cluster_named(options.get("cluster") or "mixed-64")
         warmup_h = options.get("warmup_hours")
         if warmup_h is None:
@@ -144,7 +144,7 @@ def run(options: dict[str, Any]) -> Outcome:
     tasks = [Task(mix, seed, policy) for mix in mixes for seed in seeds for policy in policies]
     results = dict(zip(tasks, run_tasks(setup, tasks, workers=int(options.get("jobs") or DEFAULT_JOBS)), strict=True))
     summaries = {
-        mix: {p: PolicySummary(p, {seed: results[Task(mix, seed, p)] for seed in seeds}) for p in policies}
+        mix: {p: PlannerSummary(p, {seed: results[Task(mix, seed, p)] for seed in seeds}) for p in policies}
         for mix in mixes
     }
     window = setup.config(mixes[0], seeds[0]).window

@@ -1,6 +1,6 @@
 """B2's runs — every mix × seed × policy — spread over a pool of worker processes.
 
-Each run is one policy replaying one generated workload (:func:`scheduler.sim.bench.mixed_run.run_policy`);
+Each run is one policy replaying one generated workload (:func:`scheduler.sim.bench.mixed_run.run_planner`);
 runs are independent, so ``workers`` processes (``--jobs``, default 2: the machine's two cores) take them in
 turn, as ``bench openb`` does (:mod:`scheduler.sim.openb.matrix`). A worker regenerates the workload of its
 run from the seed (the generator is pure and fast), so nothing large crosses the process boundary; results
@@ -15,7 +15,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
 
-from scheduler.sim.bench.mixed_run import PolicyResult, run_policy
+from scheduler.sim.bench.mixed_run import PlannerResult, run_planner
 from scheduler.sim.workload.clusters import cluster_named
 from scheduler.sim.workload.mixed import MIXES, Workload, WorkloadConfig, generate
 
@@ -53,11 +53,11 @@ def _workload(setup: Setup, mix: str, seed: int) -> Workload:
     return generate(cluster_named(setup.cluster), setup.config(mix, seed), setup.runtimes)
 
 
-def _run(setup: Setup, task: Task) -> PolicyResult:
-    return run_policy(_workload(setup, task.mix, task.seed), task.policy, strict=setup.strict, cycles=True)
+def _run(setup: Setup, task: Task) -> PlannerResult:
+    return run_planner(_workload(setup, task.mix, task.seed), task.policy, strict=setup.strict, cycles=True)
 
 
-def run_tasks(setup: Setup, tasks: Sequence[Task], workers: int = 1) -> list[PolicyResult]:
+def run_tasks(setup: Setup, tasks: Sequence[Task], workers: int = 1) -> list[PlannerResult]:
     """Every task's result, in ``tasks`` order; ``workers`` > 1 runs them in that many processes (fork)."""
     if workers <= 1 or len(tasks) <= 1:
         return [_run(setup, task) for task in tasks]

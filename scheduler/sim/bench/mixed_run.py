@@ -30,7 +30,7 @@ from scheduler.sim.replay import PlanViolation, replay
 from scheduler.sim.topology_model import topology_speed
 from scheduler.sim.workload.mixed import Workload
 
-POLICY_ORDER = ("naive", "k8s-default", "binpack", "fgd", "microcosm")
+PLANNER_ORDER = ("naive", "k8s-default", "binpack", "fgd", "microcosm")
 
 
 @dataclass
@@ -60,7 +60,7 @@ def guarded(planner: Planner, repairs: Repairs) -> Planner:
 
 
 @dataclass(frozen=True)
-class PolicyResult:
+class PlannerResult:
     name: str
     metrics: dict[str, Any] | None  # None: the run failed
     series: tuple[tuple[float, float, float], ...]
@@ -81,7 +81,7 @@ class PolicyResult:
         return out
 
 
-def check_policies(names: Sequence[str]) -> list[str]:
+def check_planners(names: Sequence[str]) -> list[str]:
     """The names, validated against the registry; ValueError names the unknown ones and the known ones."""
     unknown = [name for name in names if name not in PLANNERS]
     if unknown:
@@ -91,7 +91,7 @@ def check_policies(names: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def run_policy(workload: Workload, name: str, *, strict: bool = False, cycles: bool = False) -> PolicyResult:
+def run_planner(workload: Workload, name: str, *, strict: bool = False, cycles: bool = False) -> PlannerResult:
     """Replay ``workload`` with the planner registered as ``name`` and compute its window figures; ``cycles``:
     record every cycle's queue too, for ``idle_while_pending`` and ``eta_error`` (B2 needs them, B3 does not)."""
     repairs = Repairs()
@@ -116,8 +116,8 @@ def run_policy(workload: Workload, name: str, *, strict: bool = False, cycles: b
     else:
         error = None
     if error is not None:
-        return PolicyResult(name, None, (), time.perf_counter() - started, len(repairs.dropped_binds), None, error)
+        return PlannerResult(name, None, (), time.perf_counter() - started, len(repairs.dropped_binds), None, error)
     metrics = window_metrics(result, workload.jobs, nodes, scenario.policy, workload.config.window, log)
     series = utilization_series(result, nodes, scenario.policy, workload.config.window)
     first = repairs.dropped_binds[0] if repairs.dropped_binds else None
-    return PolicyResult(name, metrics, tuple(series), time.perf_counter() - started, len(repairs.dropped_binds), first)
+    return PlannerResult(name, metrics, tuple(series), time.perf_counter() - started, len(repairs.dropped_binds), first)

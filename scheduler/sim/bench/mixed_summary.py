@@ -10,7 +10,7 @@ from functools import cached_property
 from typing import Any
 
 from scheduler.core.vocabulary import Priority
-from scheduler.sim.bench.mixed_run import PolicyResult
+from scheduler.sim.bench.mixed_run import PlannerResult
 from scheduler.sim.bench.registry import Claim
 from scheduler.sim.bench.seeds import Spread, spread
 from scheduler.sim.evictions import CAUSES
@@ -55,14 +55,14 @@ def flat(metrics: Mapping[str, Any]) -> dict[str, float | None]:
 
 
 @dataclass(frozen=True)
-class PolicySummary:
+class PlannerSummary:
     """One policy on one mix over the seeds."""
 
     name: str
-    seeds: dict[int, PolicyResult]
+    seeds: dict[int, PlannerResult]
 
     @property
-    def ok(self) -> dict[int, PolicyResult]:
+    def ok(self) -> dict[int, PlannerResult]:
         return {seed: result for seed, result in self.seeds.items() if result.metrics is not None}
 
     @cached_property
@@ -95,7 +95,7 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.1%}"
 
 
-def claims(mix: str, policies: Mapping[str, PolicySummary], seeds: Sequence[int]) -> list[Claim]:
+def claims(mix: str, policies: Mapping[str, PlannerSummary], seeds: Sequence[int]) -> list[Claim]:
     """The B2 targets for ``mix``, judged on microcosm's medians (module docstring)."""
     ours, naive = policies.get("microcosm"), policies.get("naive")
     if ours is None or not ours.ok:

@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 
 from scheduler.core.vocabulary import Priority
 from scheduler.sim.bench.machine import started_line
-from scheduler.sim.bench.mixed_summary import PolicySummary
+from scheduler.sim.bench.mixed_summary import PlannerSummary
 from scheduler.sim.bench.seeds import Spread, seed_text
 from scheduler.sim.evictions import CAUSES
 
@@ -59,7 +59,7 @@ ROWS: tuple[tuple[str, str, Callable[[float], str]], ...] = (
 )
 
 
-def _cell(summary: PolicySummary, key: str, render: Callable[[float], str]) -> str:
+def _cell(summary: PlannerSummary, key: str, render: Callable[[float], str]) -> str:
     if not summary.ok:
         return "FAILED"
     figure: Spread = summary.figures.get(key, {"median": None, "min": None, "max": None})
@@ -71,7 +71,7 @@ def _cell(summary: PolicySummary, key: str, render: Callable[[float], str]) -> s
     return median if low == high else f"{median} ({low}–{high})"
 
 
-def mix_table(mix: str, policies: Mapping[str, PolicySummary]) -> list[str]:
+def mix_table(mix: str, policies: Mapping[str, PlannerSummary]) -> list[str]:
     """The rows of one mix."""
     names = list(policies)
     cells = [[_cell(policies[name], key, render) for name in names] for _, key, render in ROWS]
@@ -83,7 +83,7 @@ def mix_table(mix: str, policies: Mapping[str, PolicySummary]) -> list[str]:
     return lines
 
 
-def table(payload: dict[str, Any], summaries: Mapping[str, Mapping[str, PolicySummary]]) -> str:
+def table(payload: dict[str, Any], summaries: Mapping[str, Mapping[str, PlannerSummary]]) -> str:
     seeds = payload["seeds"]
     head = [
         f"Mixed (B2): {payload['cluster']['name']} at load {payload['load']:g}, mixes {', '.join(summaries)}, "
@@ -148,7 +148,7 @@ def utilization_figure(mix: str, seed: int, results: Sequence[tuple[str, Any]]) 
     return figure
 
 
-def wait_figure(summaries: Mapping[str, Mapping[str, PolicySummary]]) -> go.Figure:
+def wait_figure(summaries: Mapping[str, Mapping[str, PlannerSummary]]) -> go.Figure:
     figure = go.Figure()
     classes = [p.value for p in Priority]
     for mix, policies in summaries.items():

@@ -27,8 +27,8 @@ from scheduler.sim.bench.machine import RunRecord, started_line
 from scheduler.sim.bench.registry import BenchUsageError, Claim, Outcome, positive
 from scheduler.sim.bench.seeds import parse_seeds
 from scheduler.sim.openb.matrix import Job, Result, run_all
-from scheduler.sim.openb.policies import POLICY_NAMES
 from scheduler.sim.openb.published import ALLOCATION_FILE, PAPER_VARIANTS, Published, Summary, load_published
+from scheduler.sim.openb.scorers import SCORER_NAMES
 from scheduler.sim.traces import TraceError
 from scheduler.sim.traces.rows import MAX_TRACE_BYTES
 from scheduler.specs.files import SpecFileError, read_text
@@ -43,7 +43,7 @@ DEFAULT_TRACE = TRACE_DIR / "openb_pod_list_default.csv"
 DEFAULT_NODES = TRACE_DIR / "openb_node_list_gpu_node.csv"
 POD_LIST_PREFIX = "openb_pod_list_"
 DEFAULT_SEEDS = "42-44"
-SANITY_POLICIES = ("random", "bestfit", "fgd")
+SANITY_SCORERS = ("random", "bestfit", "fgd")
 SANITY_POINTS = 0.5
 # The targets B1 and B5 are held to (docs/benchmarks/openb.md states them).
 PUBLISHED_FGD_DEFAULT = 4.77  # the FGD authors' published median on the default trace
@@ -62,18 +62,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_SEEDS,
         help=f"Seeds: ranges and lists, e.g. 42-51 or 42,45 (default {DEFAULT_SEEDS}; the paper used 42-51).",
     )
-    parser.add_argument("--policies", default=",".join(POLICY_NAMES), help="Comma list (default: all).")
+    parser.add_argument("--policies", default=",".join(SCORER_NAMES), help="Comma list (default: all).")
     parser.add_argument("--variants", help="Pod lists beside --trace by suffix (default,cpu050,…) or all17.")
     parser.add_argument("--published", type=Path, default=PUBLISHED_DIR, help="Folder of the published tables.")
     parser.add_argument("--jobs", type=positive, default=min(2, os.cpu_count() or 1), help="Worker processes.")
 
 
-def parse_policies(text: str) -> list[str]:
+def parse_scorers(text: str) -> list[str]:
     names = [name.strip() for name in text.split(",") if name.strip()]
-    unknown = [name for name in names if name not in POLICY_NAMES]
+    unknown = [name for name in names if name not in SCORER_NAMES]
     if unknown or not names:
         raise BenchUsageError(
-            f"--policies {text!r}: unknown {', '.join(unknown) or '(none given)'}; known: {', '.join(POLICY_NAMES)}"
+            f"--policies {text!r}: unknown {', '.join(unknown) or '(none given)'}; known: {', '.join(SCORER_NAMES)}"
         )
     return list(dict.fromkeys(names))
 
@@ -98,7 +98,7 @@ def traces(options: dict[str, Any]) -> list[Path]:
 
 def run(options: dict[str, Any]) -> Outcome:
     seeds = parse_seeds(str(options.get("seeds") or DEFAULT_SEEDS))
-    policies = parse_policies(str(options.get("policies") or ",".join(POLICY_NAMES)))
+    policies = parse_scorers(str(options.get("policies") or ",".join(SCORER_NAMES)))
     paths = traces(options)
     nodes = Path(options.get("nodes") or DEFAULT_NODES)
     if not nodes.exists():
@@ -157,7 +157,7 @@ def _command(options: dict[str, Any], seeds: Sequence[int], policies: Sequence[s
     if Path(options.get("nodes") or DEFAULT_NODES) != DEFAULT_NODES:
         parts.append(f"--nodes {options['nodes']}")
     parts.append(f"--seeds {options.get('seeds') or DEFAULT_SEEDS}")
-    if list(policies) != list(POLICY_NAMES):
+    if list(policies) != list(SCORER_NAMES):
         parts.append(f"--policies {','.join(policies)}")
     if options.get("json"):
         parts.append("--json")
@@ -186,7 +186,7 @@ def _trace_payload(
             entry["published"] = {**row.summary.as_dict(), "curve": [list(point) for point in row.curve]}
             entry["within_0_5_of_published"] = abs(summary.median - row.summary.median) <= SANITY_POINTS
         body["policies"][policy] = entry
-    checked = [body["policies"].get(p, {}).get("within_0_5_of_published") for p in SANITY_POLICIES]
+    checked = [body["policies"].get(p, {}).get("within_0_5_of_published") for p in SANITY_SCORERS]
     body["sanity_within_0_5"] = all(checked) if None not in checked else None  # all three run and published
     fgd = published.get((path.stem, "fgd"))
     if "microcosm" in body["policies"] and fgd is not None:
@@ -213,7 +213,7 @@ def _claims(per_trace: dict[Path, dict[str, Any]]) -> tuple[Claim, ...]:
     default = next((body for path, body in per_trace.items() if _stem(path) == "default"), None)
     if default is not None:
         policies = default["policies"]
-        checked = [p for p in SANITY_POLICIES if p in policies and policies[p]["published"] is not None]
+        checked = [p for p in SANITY_SCORERS if p in policies and policies[p]["published"] is not None]
         if checked:
             measured = "; ".join(
                 f"{p} {policies[p]['unallocated_gpu_pct_at_100']['median']:.2f} vs "
@@ -226,7 +226,7 @@ def _claims(per_trace: dict[Path, dict[str, Any]]) -> tuple[Claim, ...]:
                     "(unallocated GPU % at arrived 100 %, default trace)",
                     measured=measured,
                     reproduced=all(policies[p]["within_0_5_of_published"] for p in checked)
-                    if len(checked) == len(SANITY_POLICIES)
+                    if len(checked) == len(SANITY_SCORERS)
                     else None,
                 )
             )

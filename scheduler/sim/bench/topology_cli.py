@@ -23,8 +23,8 @@ from typing import Any
 import plotly.graph_objects as go
 
 from scheduler.sim.bench.machine import RunRecord, started_line, with_flags
-from scheduler.sim.bench.mixed_cli import load_runtimes, non_negative_float, policy_list, positive_float
-from scheduler.sim.bench.mixed_run import POLICY_ORDER, PolicyResult, check_policies, run_policy
+from scheduler.sim.bench.mixed_cli import load_runtimes, non_negative_float, planner_list, positive_float
+from scheduler.sim.bench.mixed_run import PLANNER_ORDER, PlannerResult, check_planners, run_planner
 from scheduler.sim.bench.registry import BenchUsageError, Claim, Outcome
 from scheduler.sim.workload.clusters import MIXED_OVERSUBSCRIPTION, topology_cluster
 from scheduler.sim.workload.mixed import TRAINING_GPUS_TOPOLOGY, WorkloadConfig, describe, generate
@@ -99,7 +99,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="Leaves whose servers have no fabric, TCP only (default 0: all InfiniBand, B3's protocol).",
     )
     parser.add_argument(
-        "--policies", type=policy_list, default=list(POLICY_ORDER), help="Comma-separated (default: all five)."
+        "--policies", type=planner_list, default=list(PLANNER_ORDER), help="Comma-separated (default: all five)."
     )
     parser.add_argument("--trace", type=Path, help="Philly run times (default ../shared/traces/philly/...).")
     parser.add_argument("--strict", action="store_true", help="Stop a policy at its first plan violation.")
@@ -110,7 +110,7 @@ def run(options: dict[str, Any]) -> Outcome:
     if warmup_h is None:
         warmup_h = 2.0
     try:
-        policies = check_policies(options.get("policies") or list(POLICY_ORDER))
+        policies = check_planners(options.get("policies") or list(PLANNER_ORDER))
         config = WorkloadConfig(
             seed=options.get("seed", DEFAULT_SEED),
             load=options.get("load") or DEFAULT_LOAD,
@@ -137,17 +137,17 @@ def run(options: dict[str, Any]) -> Outcome:
         f"--policies {','.join(policies)}"
     )
     record = RunRecord(NAME, with_flags(command, options, "strict", "json"))
-    per_size: list[tuple[int, str, list[PolicyResult]]] = []
+    per_size: list[tuple[int, str, list[PlannerResult]]] = []
     for gpus, cluster in zip(sizes, clusters_def, strict=True):
         workload = generate(cluster, config, runtimes)
-        results = [run_policy(workload, name, strict=bool(options.get("strict"))) for name in policies]
+        results = [run_planner(workload, name, strict=bool(options.get("strict"))) for name in policies]
         per_size.append((gpus, describe(workload), results))
     head = record.head()
     clusters = {}
     for gpus, description, results in per_size:
         entry: dict[str, Any] = {
             "workload": description,
-            "policies": {result.name: _policy_json(result) for result in results},
+            "policies": {result.name: _planner_json(result) for result in results},
         }
         entry["microcosm_vs_k8s_default"] = _ratio(results)
         clusters[str(gpus)] = entry
@@ -169,7 +169,7 @@ def run(options: dict[str, Any]) -> Outcome:
     )
 
 
-def _policy_json(result: PolicyResult) -> dict[str, Any]:
+def _planner_json(result: PlannerResult) -> dict[str, Any]:
     full = result.as_dict()
     keep = (
         "status",
@@ -187,21 +187,21 @@ def _policy_json(result: PolicyResult) -> dict[str, Any]:
     return {key: full[key] for key in keep if key in full}
 
 
-def _throughput(results: Sequence[PolicyResult], name: str) -> float | None:
+def _throughput(results: Sequence[PlannerResult], name: str) -> float | None:
     for result in results:
         if result.name == name and result.metrics is not None:
             return float(result.metrics["training_throughput"])
     return None
 
 
-def _ratio(results: Sequence[PolicyResult]) -> float | None:
+def _ratio(results: Sequence[PlannerResult]) -> float | None:
     ours, base = _throughput(results, "microcosm"), _throughput(results, "k8s-default")
     if ours is None or base is None or base == 0:
         return None
     return round(ours / base, 4)
 
 
-def _claims(per_size: Sequence[tuple[int, str, list[PolicyResult]]]) -> tuple[Claim, ...]:
+def _claims(per_size: Sequence[tuple[int, str, list[PlannerResult]]]) -> tuple[Claim, ...]:
     claims = []
     for gpus, _, results in per_size:
         if gpus < CLAIM_MIN_GPUS:
@@ -218,7 +218,7 @@ def _claims(per_size: Sequence[tuple[int, str, list[PolicyResult]]]) -> tuple[Cl
 
 
 def _table(
-    payload: dict[str, Any], per_size: Sequence[tuple[int, str, list[PolicyResult]]], policies: Sequence[str]
+    payload: dict[str, Any], per_size: Sequence[tuple[int, str, list[PlannerResult]]], policies: Sequence[str]
 ) -> str:
     head = [
         f"Topology (B3): distributed training on {', '.join(str(g) for g, _, _ in per_size)} GPUs, "
@@ -262,7 +262,7 @@ def _no_fabric(figures: Any) -> str:
     return f"{figures['runs']} ({'-' if speed is None else f'{speed:.3f}'})"
 
 
-def _figure(per_size: Sequence[tuple[int, str, list[PolicyResult]]]) -> go.Figure:
+def _figure(per_size: Sequence[tuple[int, str, list[PlannerResult]]]) -> go.Figure:
     figure = go.Figure()
     names = list(dict.fromkeys(r.name for _, _, results in per_size for r in results))
     sizes = [str(g) for g, _, _ in per_size]

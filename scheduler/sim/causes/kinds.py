@@ -1,17 +1,24 @@
 """The kinds a pending job's wait is labelled with: the engine's ``Waiting.blocker`` as it gives it, plus a
 few the simulator adds, in parentheses, for pending time no plan explained.
 
-The engine's kinds are not a closed list (:mod:`scheduler.core.explain` may grow): an unknown kind is kept under
-its own name, listed after the known ones, so that a new engine kind shows up instead of hiding.
+The engine's kinds are not a closed list (:class:`~scheduler.core.vocabulary.BlockerKind` may grow): an unknown
+kind is kept under its own name, listed after the known ones, so that a new engine kind shows up instead of hiding.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from scheduler.core.explain import CAPACITY, HELD, NOT_READY, QUOTA, RECONFIGURING
+from scheduler.core.vocabulary import BlockerKind
 
-ENGINE_KINDS = (CAPACITY, QUOTA, RECONFIGURING, HELD, NOT_READY)  # the ones known today, in display order
+# The ones known today, in display order (not every member: ``reserved`` is listed after them, as unknown ones are).
+ENGINE_KINDS = (
+    BlockerKind.CAPACITY,
+    BlockerKind.QUOTA,
+    BlockerKind.RECONFIGURING,
+    BlockerKind.HELD,
+    BlockerKind.NOT_READY,
+)
 
 # Pending time that no cycle's Waiting explained:
 BETWEEN_CYCLES = "(between cycles)"  # submitted or evicted (node lost) since the last cycle: no plan has seen it yet

@@ -14,11 +14,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from scheduler.core.explain import CAPACITY
 from scheduler.core.plan import Plan
 from scheduler.core.policy import Policy
 from scheduler.core.state import Job, Snapshot
-from scheduler.core.vocabulary import JobKind, Priority
+from scheduler.core.vocabulary import BlockerKind, JobKind, Priority
 from scheduler.sim.causes.kinds import BIND_DROPPED, EVICTED, NO_KIND, UNEXPLAINED
 from scheduler.sim.causes.room import Room, after_plan, room_for
 from scheduler.sim.planners import Planner
@@ -42,7 +41,7 @@ class CauseLog:
     """
 
     window: tuple[float, float]
-    blockers: dict[float, dict[str, str]] = field(default_factory=dict)
+    blockers: dict[float, dict[str, BlockerKind | None]] = field(default_factory=dict)
     evicted: dict[float, frozenset[str]] = field(default_factory=dict)
     reasons: dict[str, tuple[float, str]] = field(default_factory=dict)
     rooms: dict[tuple[float, str], Room] = field(default_factory=dict)
@@ -75,7 +74,7 @@ class CauseLog:
             if job is None or not production_inference(job):
                 continue
             self.reasons[job.id] = (now, waiting.reason)
-            if waiting.blocker == CAPACITY:
+            if waiting.blocker == BlockerKind.CAPACITY:
                 blocked.append(job)
         if not blocked:
             return

@@ -24,7 +24,7 @@ plan (its evictions, MIG reconfigurations and binds applied) tell a rule from a 
     that work that ran before the cycle would leave on the job's tiers: ``lower-would-free`` — room *as the
     GPUs are*, with no MIG reconfiguration (a replica of whole GPUs on idle GPUs with MIG off; a right-sized one on
     a free instance that holds it, or on a whole idle GPU with MIG off, as the production fallback may take)
-    — so the engine could have evicted and bound now, and did not; ``lower-would-free-relayout`` — room by
+    — so the engine could have evicted and bound now, and did not; ``lower-would-free-reconfiguration`` — room by
     (a) only after MIG reconfigurations of the GPUs the victims leave (the engine's drain-and-reconfigure path,
     300 s each); ``lower-too-small`` — no room even then (the victims' slots do not add up to the job's shape).
     :attr:`Room.lower_preemptible` says whether any of that work is preemptible, :attr:`Room.lower_bound_now`
@@ -53,7 +53,7 @@ ROOM_INSTANCE = "room-instance"
 ROOM_IDLE_GPU = "room-idle-gpu"
 ROOM_FORBIDDEN_TIER = "room-forbidden-tier"
 LOWER_WOULD_FREE = "lower-would-free"
-LOWER_WOULD_FREE_RELAYOUT = "lower-would-free-relayout"
+LOWER_WOULD_FREE_RECONFIGURATION = "lower-would-free-reconfiguration"
 LOWER_TOO_SMALL = "lower-too-small"
 FULL = "full"
 CATEGORIES = (
@@ -61,7 +61,7 @@ CATEGORIES = (
     ROOM_IDLE_GPU,
     ROOM_FORBIDDEN_TIER,
     LOWER_WOULD_FREE,
-    LOWER_WOULD_FREE_RELAYOUT,
+    LOWER_WOULD_FREE_RECONFIGURATION,
     LOWER_TOO_SMALL,
     FULL,
 )
@@ -70,7 +70,7 @@ LABELS = {
     ROOM_IDLE_GPU: "(a) room: idle GPUs",
     ROOM_FORBIDDEN_TIER: "(a) room only on tiers it may not use",
     LOWER_WOULD_FREE: "(b) no room; evicting lower work makes room",
-    LOWER_WOULD_FREE_RELAYOUT: "(b) no room; evicting + MIG reconfiguration would",
+    LOWER_WOULD_FREE_RECONFIGURATION: "(b) no room; evicting + MIG reconfiguration would",
     LOWER_TOO_SMALL: "(b) no room; lower work there, too small",
     FULL: "no room, no lower-priority work there",
 }
@@ -150,7 +150,7 @@ def room_for(job: Job, state: ClusterState, ready: Set[str], started_at: Mapping
     if as_is >= job.replicas:
         verdict = LOWER_WOULD_FREE
     elif freed >= job.replicas:
-        verdict = LOWER_WOULD_FREE_RELAYOUT
+        verdict = LOWER_WOULD_FREE_RECONFIGURATION
     return Room(
         room,
         verdict,

@@ -22,8 +22,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.core.explain import CAPACITY
 from scheduler.core.state import Job
+from scheduler.core.vocabulary import BlockerKind
 from scheduler.sim.causes.kinds import BETWEEN_CYCLES
 from scheduler.sim.causes.log import CauseLog, production_inference
 from scheduler.sim.records import CycleSample, RunLog
@@ -165,7 +165,7 @@ def production_waits(
                 steps[-1][1] += 1
             else:
                 steps.append([kind, 1])
-            if kind == CAPACITY:
+            if kind == BlockerKind.CAPACITY:
                 room = log.rooms.get((sample.t, job.id))
                 capacity[job.id][room.category if room else NOT_ANALYSED] += seconds
                 if room is not None:

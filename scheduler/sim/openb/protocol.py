@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from scheduler.sim.openb.cluster import NodeKey, NodeState, bind, fits, fresh_cluster, gpu_kind, scored_cpu
 from scheduler.sim.openb.curve import bucket_curve
 from scheduler.sim.openb.fragmentation import typical_shapes
-from scheduler.sim.openb.policies import Policy, make_policy
+from scheduler.sim.openb.scorers import Scorer, make_scorer
 from scheduler.sim.traces import TraceNode, TracePod
 
 TUNE = 1.3
@@ -97,8 +97,8 @@ class _Groups:
             self.members[new] = [order]
 
 
-def choose(groups: _Groups, policy: Policy, pod: TracePod, rng: random.Random) -> int | None:
-    """The run order of the node ``policy`` binds ``pod`` to, or None when no node fits."""
+def choose(groups: _Groups, scorer: Scorer, pod: TracePod, rng: random.Random) -> int | None:
+    """The run order of the node ``scorer`` binds ``pod`` to, or None when no node fits."""
     shape = (pod.cpu_milli, pod.memory_mib, pod.num_gpu, pod.gpu_milli, pod.gpu_spec)
     pod_cpu, kind = scored_cpu(pod), gpu_kind(pod)
     feasible: list[tuple[NodeKey, object]] = []
@@ -110,7 +110,7 @@ def choose(groups: _Groups, policy: Policy, pod: TracePod, rng: random.Random) -
         if value is cache:
             ok = fits(key, pod)
             value = cache[shape] = (
-                (policy.score(key, pod_cpu, pod.num_gpu, pod.gpu_milli, kind) if not policy.uniform else 0)
+                (scorer.score(key, pod_cpu, pod.num_gpu, pod.gpu_milli, kind) if not scorer.uniform else 0)
                 if ok
                 else None
             )
@@ -118,21 +118,21 @@ def choose(groups: _Groups, policy: Policy, pod: TracePod, rng: random.Random) -
             feasible.append((key, value))
     if not feasible:
         return None
-    if policy.uniform:
+    if scorer.uniform:
         pick = rng.randrange(sum(len(groups.members[key]) for key, _ in feasible))
         for key, _ in feasible:
             members = groups.members[key]
             if pick < len(members):
                 return members[pick]
             pick -= len(members)
-    if policy.normalize:
-        raw = [int(value) for _, value in feasible]  # type: ignore[call-overload]  # normalizing policies score ints
+    if scorer.normalize:
+        raw = [int(value) for _, value in feasible]  # type: ignore[call-overload]  # normalizing scorers score ints
         low, high = min(raw), max(raw)
         span = high - low
         feasible = [
             (key, (score - low) * 100 // span if span else 0) for (key, _), score in zip(feasible, raw, strict=True)
         ]
-    best = max(value for _, value in feasible)  # type: ignore[type-var]  # one policy's scores compare with each other
+    best = max(value for _, value in feasible)  # type: ignore[type-var]  # one scorer's scores compare with each other
     return min(groups.members[key][0] for key, value in feasible if value == best)
 
 
@@ -147,7 +147,7 @@ def run_b1(nodes: tuple[TraceNode, ...], pods: tuple[TracePod, ...], policy: str
     for node, order in zip(cluster, permutation, strict=True):
         node.order = order
     cluster.sort(key=lambda node: node.order)
-    chooser = make_policy(policy, typical_shapes(pods), rng)
+    chooser = make_scorer(policy, typical_shapes(pods), rng)
     groups = _Groups(cluster)
     arrived = allocated = failed = 0
     samples: list[tuple[int, int]] = []

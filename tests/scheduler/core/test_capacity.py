@@ -112,7 +112,7 @@ def test_slot_free(slot: Slot, free: bool) -> None:
     assert _state().slot_free(slot) is free
 
 
-def test_a_layout_change_on_an_idle_gpu_rolls_back_with_its_statement() -> None:
+def test_a_reconfiguration_on_an_idle_gpu_rolls_back_with_its_statement() -> None:
     state = _state()
     statement = state.begin()
     state.set_layout("w", 1, (("7g.80gb", 0),))
@@ -123,14 +123,14 @@ def test_a_layout_change_on_an_idle_gpu_rolls_back_with_its_statement() -> None:
     assert state.slot_free(Slot("w", 1))
 
 
-def test_a_committed_layout_change_outside_any_statement_stays() -> None:
+def test_a_committed_reconfiguration_outside_any_statement_stays() -> None:
     state = _state()
     state.set_layout("w", 1, (("7g.80gb", 0),))
     assert state.gpus[("w", 1)].layout == (("7g.80gb", 0),)
 
 
 @pytest.mark.parametrize(("name", "gpu"), [("w", 0), ("m", 0), ("s", 0)])
-def test_a_busy_gpu_refuses_a_layout_change(name: str, gpu: int) -> None:
+def test_a_busy_gpu_refuses_a_reconfiguration(name: str, gpu: int) -> None:
     state = _state()
     before = state.gpus[(name, gpu)].layout
     with pytest.raises(ValueError, match=f"{name}/{gpu} is busy"):

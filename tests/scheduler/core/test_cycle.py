@@ -185,7 +185,7 @@ def test_failed_preemptions_are_remembered_per_shape_but_not_for_recent_victims(
 # -- MIG layouts ---------------------------------------------------------------------------------------------
 
 
-def test_unplaced_mig_demand_gets_a_layout_change_and_is_told_so() -> None:
+def test_unplaced_mig_demand_gets_a_reconfiguration_and_is_told_so() -> None:
     pending = [job(f"i{i}", mig="1g.10gb", kind=JobKind.INFERENCE, submitted_at=0) for i in range(3)]
     plan = _plan([node("a", A100, 1, mig="all-3g.40gb")], pending)
     assert len(plan.reconfigurations) == 1
@@ -197,7 +197,7 @@ def test_unplaced_mig_demand_gets_a_layout_change_and_is_told_so() -> None:
         assert waiting.eta_s == POLICY.mig_reconfigure_s
 
 
-def test_jobs_a_layout_change_does_not_serve_are_not_told_to_wait_for_it() -> None:
+def test_jobs_a_reconfiguration_does_not_serve_are_not_told_to_wait_for_it() -> None:
     busy = running(job("h", "x", gpus=1, preemptible=False), (whole("h", 0),), started_at=0)
     pending = [job(f"i{i}", mig="1g.10gb", kind=JobKind.INFERENCE) for i in range(3)]
     pending.append(job("other", mig="1g.10gb", gpu_model="H100", kind=JobKind.INFERENCE))
@@ -209,7 +209,7 @@ def test_jobs_a_layout_change_does_not_serve_are_not_told_to_wait_for_it() -> No
     )
     assert [c.node for c in plan.reconfigurations] == ["a"]
     reasons = {w.job: w.reason for w in plan.waiting}
-    assert "MIG layout change" in reasons["i0"]
+    assert "MIG layout change under way" in reasons["i0"]
     assert reasons["other"].startswith("waiting for a 1g.10gb MIG instance; team within its guarantee")
 
 
@@ -239,7 +239,7 @@ def test_what_may_not_be_drained(holder_priority: Priority, prod_priority: Prior
     assert not plan.evictions and not plan.reconfigurations
 
 
-def test_no_drain_when_a_layout_change_on_an_idle_gpu_serves_production() -> None:
+def test_no_drain_when_a_reconfiguration_on_an_idle_gpu_serves_production() -> None:
     low = running(job("low", "lab", mig="1g.10gb", priority=Priority.LOW), ((Slot("m", 0, "1g.10gb", 0),),))
     prod = job("p", "svc", mig="7g.80gb", priority=Priority.PRODUCTION, kind=JobKind.INFERENCE, preemptible=False)
     teams = [team("svc", guaranteed=1), team("lab", guaranteed=1)]
@@ -248,7 +248,7 @@ def test_no_drain_when_a_layout_change_on_an_idle_gpu_serves_production() -> Non
     assert [(c.gpu, c.new) for c in plan.reconfigurations] == [(1, (("7g.80gb", 0),))]
 
 
-def test_a_drain_that_repartition_will_not_follow_is_rolled_back() -> None:
+def test_a_drain_that_reconfiguration_will_not_follow_is_rolled_back() -> None:
     # The job is too young for the hysteresis: reconfiguration plans nothing, so nothing is evicted.
     low = running(job("low", "lab", mig="1g.10gb", priority=Priority.LOW), ((Slot("m", 0, "1g.10gb", 0),),))
     prod = job("p", "svc", mig="7g.80gb", priority=Priority.PRODUCTION, kind=JobKind.INFERENCE, submitted_at=NOW - 1)
@@ -257,7 +257,7 @@ def test_a_drain_that_repartition_will_not_follow_is_rolled_back() -> None:
     assert not plan.evictions and not plan.reconfigurations
 
 
-def test_production_gets_its_layout_change_before_lower_work_takes_the_idle_gpu() -> None:
+def test_production_gets_its_reconfiguration_before_lower_work_takes_the_idle_gpu() -> None:
     # The idle GPU offers no 3g.40gb nor anything larger (no fallback): production reconfigures it at once.
     prod = job("p", mig="3g.40gb", priority=Priority.PRODUCTION, kind=JobKind.INFERENCE, preemptible=False)
     low = job("low", mig="1g.10gb", kind=JobKind.INFERENCE, priority=Priority.LOW)
@@ -269,7 +269,7 @@ def test_production_gets_its_layout_change_before_lower_work_takes_the_idle_gpu(
     assert reasons["low"].startswith("waiting for a 1g.10gb MIG instance; ")
 
 
-def test_production_takes_an_idle_whole_gpu_rather_than_wait_for_a_layout_change() -> None:
+def test_production_takes_an_idle_whole_gpu_rather_than_wait_for_a_reconfiguration() -> None:
     prod = job("p", mig="7g.80gb", priority=Priority.PRODUCTION, kind=JobKind.INFERENCE, preemptible=False)
     plan = _plan([node("w", A100, 1)], [prod, job("low", gpus=1, priority=Priority.LOW)])
     assert not plan.reconfigurations and not plan.evictions
@@ -359,7 +359,7 @@ def test_production_blocked_by_its_quota_gets_another_turn_when_evictions_lower_
     assert [b.job for b in plan.binds] == ["p2"]
 
 
-def test_production_whole_gpu_work_asks_for_no_layout_change() -> None:
+def test_production_whole_gpu_work_asks_for_no_reconfiguration() -> None:
     held = running(job("h", "x", gpus=1, priority=Priority.PRODUCTION), (whole("a", 0),))
     prod = job("p", gpus=1, priority=Priority.PRODUCTION, kind=JobKind.INFERENCE)
     plan = _plan([node("a", A100, 1)], [prod], teams=[team(guaranteed=8), team("x", guaranteed=8)], running_jobs=[held])
@@ -497,7 +497,7 @@ def _held_world(second_gpu_busy: bool = False) -> Plan:
     return _plan(nodes, pending, teams, held if second_gpu_busy else ())
 
 
-def test_production_holds_a_node_bound_this_cycle_for_its_layout_change_next_cycle() -> None:
+def test_production_holds_a_node_bound_this_cycle_for_its_reconfiguration_next_cycle() -> None:
     plan = _held_world()
     assert [b.job for b in plan.binds] == ["p0"]  # the share does not start on the GPU p1 needs
     assert not plan.evictions and not plan.reconfigurations

@@ -6,11 +6,7 @@ import pytest
 
 from scheduler.core.demand import Demand
 from scheduler.core.explain import (
-    CAPACITY,
-    NOT_READY,
     PROFILE_DEPTH,
-    QUOTA,
-    RECONFIGURING,
     Blocker,
     EtaEstimator,
     ahead_text,
@@ -20,6 +16,7 @@ from scheduler.core.explain import (
     standing_text,
 )
 from scheduler.core.state import Job, Slot
+from scheduler.core.vocabulary import BlockerKind
 from tests.scheduler.properties.builders import A100, A100_40, H100, NOW, job, node, running, state_of, whole
 
 GPU = 7000
@@ -70,24 +67,24 @@ def test_standing_text(guarantee: int, held: int, under: bool, expected: str) ->
 @pytest.mark.parametrize(
     ("blocker", "expected"),
     [
-        (Blocker(CAPACITY), "waiting for 4 H100 GPUs; team above its guarantee; 3 jobs ahead"),
+        (Blocker(BlockerKind.CAPACITY), "waiting for 4 H100 GPUs; team above its guarantee; 3 jobs ahead"),
         (
-            Blocker(QUOTA, "team nlp would hold 6 GPUs, above its guarantee of 4"),
+            Blocker(BlockerKind.QUOTA, "team nlp would hold 6 GPUs, above its guarantee of 4"),
             "waiting for 4 H100 GPUs within quota: team nlp would hold 6 GPUs, above its guarantee of 4; "
             "team above its guarantee; 3 jobs ahead",
         ),
         (
-            Blocker(RECONFIGURING, "node a GPU 1", NOW + 299.6),
+            Blocker(BlockerKind.RECONFIGURING, "node a GPU 1", NOW + 299.6),
             "waiting for 4 H100 GPUs; MIG layout change under way on node a GPU 1, ready in 300 s; "
             "team above its guarantee; 3 jobs ahead",
         ),
         (
-            Blocker(RECONFIGURING, "node a GPU 1"),
+            Blocker(BlockerKind.RECONFIGURING, "node a GPU 1"),
             "waiting for 4 H100 GPUs; MIG layout change under way on node a GPU 1; team above its guarantee; "
             "3 jobs ahead",
         ),
         (
-            Blocker(NOT_READY),
+            Blocker(BlockerKind.NOT_READY),
             "waiting for 4 H100 GPUs; no node that could run it is ready (cordoned, draining or reconfiguring); "
             "team above its guarantee; 3 jobs ahead",
         ),

@@ -103,7 +103,7 @@ def test_a_committed_inner_statement_is_undone_with_the_outer_one() -> None:
     assert_index_exact(state)
 
 
-def test_layout_changes_are_indexed_and_undone() -> None:
+def test_reconfigurations_are_indexed_and_undone() -> None:
     state = state_of([node("m", A100, 1, mig="all-balanced")])
     statement = state.begin()
     state.set_layout("m", 0, (("7g.80gb", 0),))

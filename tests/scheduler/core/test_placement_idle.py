@@ -56,11 +56,11 @@ def test_the_classes_follow_every_change() -> None:
     assert kept(state) == scanned(state)
 
 
-def test_repartition_answers_the_same_from_the_classes_and_from_a_scan() -> None:
+def test_reconfiguration_answers_the_same_from_the_classes_and_from_a_scan() -> None:
     snapshot = synthetic_snapshot(SHAPE)
     indexed, plain = indexed_state(snapshot, NOW, Memo()), ClusterState(snapshot)
     assert indexed.index is not None and indexed.index.idle is not None  # the kept classes answer, not a scan
-    policy = Policy(repartition_hysteresis_cycles=0)
+    policy = Policy(reconfiguration_hysteresis_cycles=0)
     changed = 0
     for profile in ("1g.10gb", "2g.20gb", "3g.40gb", "7g.80gb", "1g.5gb"):
         job = Job(id="p", team="team00", request=Request(mig_profile=profile), kind=JobKind.INFERENCE)

@@ -12,7 +12,10 @@ from scheduler.core.policy import Policy
     [
         ({}, Policy()),
         ({"cycle_s": 5.0, "fairness": False}, Policy(cycle_s=5.0, fairness=False)),
-        ({"mig": False, "repartition_hysteresis_cycles": 1}, Policy(mig=False, repartition_hysteresis_cycles=1)),
+        (
+            {"mig": False, "reconfiguration_hysteresis_cycles": 1},
+            Policy(mig=False, reconfiguration_hysteresis_cycles=1),
+        ),
     ],
 )
 def test_known_keys_build_the_policy(values: dict[str, object], expected: Policy) -> None:

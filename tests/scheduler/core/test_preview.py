@@ -16,7 +16,7 @@ from scheduler.core.vocabulary import CapacityTier, EvictionReason, JobKind, Job
 A100_80 = "A100-SXM4-80GB"
 A100_40 = "A100-PCIE-40GB"
 H100 = "H100-SXM5-80GB"
-POLICY = Policy()  # cycle 10 s, hysteresis 3 cycles, a MIG change 300 s
+POLICY = Policy()  # cycle 10 s, hysteresis 3 cycles, a MIG reconfiguration 300 s
 NOW = 10_000.0
 ROOMY = Team(name="t", guaranteed=(("any", 64.0),), burst=(("any", 64.0),))
 
@@ -47,12 +47,12 @@ def test_a_job_the_engine_rejects_never_runs_with_its_reason() -> None:
     assert answer.slots == ()
 
 
-def test_a_slice_no_layout_has_starts_after_the_hysteresis_and_the_mig_change() -> None:
+def test_a_slice_no_layout_has_starts_after_the_hysteresis_and_the_reconfiguration() -> None:
     snapshot = _snapshot([Node("n1", A100_80, 1)])  # MIG off, idle: the engine cuts it once the demand is aged
     answer = preview(snapshot, _job(Request(mig_profile="1g.10gb"), kind=JobKind.INFERENCE), POLICY, NOW)
-    assert answer.outcome == PreviewOutcome.AFTER_MIG_CHANGE
+    assert answer.outcome == PreviewOutcome.AFTER_RECONFIGURATION
     assert answer.slots[0][0].mig_profile == "1g.10gb" and answer.slots[0][0].node == "n1"
-    hysteresis = POLICY.repartition_hysteresis_cycles * POLICY.cycle_s
+    hysteresis = POLICY.reconfiguration_hysteresis_cycles * POLICY.cycle_s
     assert hysteresis + POLICY.mig_reconfigure_s <= answer.after_s <= hysteresis + POLICY.mig_reconfigure_s + 20
 
 

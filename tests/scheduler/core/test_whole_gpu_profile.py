@@ -17,7 +17,7 @@ def test_a_full_gpu_profile_takes_an_idle_gpu_with_mig_off_at_any_priority() -> 
     assert not plan.reconfigurations
 
 
-def test_a_smaller_profile_does_not_and_waits_for_a_layout_change() -> None:
+def test_a_smaller_profile_does_not_and_waits_for_a_reconfiguration() -> None:
     jobs = [job("small", "t", mig="3g.40gb", kind=JobKind.INFERENCE, preemptible=False)]
     plan = plan_cycle(snapshot([node("a", A100, 1)], jobs, [team("t", guaranteed=1)]), POLICY, NOW)
     assert not plan.binds

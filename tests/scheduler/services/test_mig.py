@@ -13,7 +13,7 @@ pytestmark = pytest.mark.django_db
 
 def test_mig_watch_reports_changes_in_flight_and_stuck_ones(team, clock):
     gateway = fleet(clock, mig_reconfigure_s=100_000.0)
-    gateway.node_mig_apply(node="mig-od-1", layouts=((("7g.80gb", 0),), ()))
+    gateway.node_reconfigure(node="mig-od-1", layouts=((("7g.80gb", 0),), ()))
     assert mig_watch(observation=gateway.observe(), stuck_after_s=900) == {"pending": ["mig-od-1"], "stuck": []}
     clock.advance(1000)
     assert mig_watch(observation=gateway.observe(), stuck_after_s=900) == {
@@ -22,10 +22,10 @@ def test_mig_watch_reports_changes_in_flight_and_stuck_ones(team, clock):
     }
 
 
-def test_the_simulated_fleets_maintenance_reports_a_mig_change_going_live_once(team, clock):
+def test_the_simulated_fleets_maintenance_reports_a_reconfiguration_going_live_once(team, clock):
     gateway = fleet(clock, mig_reconfigure_s=600.0)  # 10 real seconds at 60x
     target = ((("7g.80gb", 0),), ())
-    gateway.node_mig_apply(node="mig-od-1", layouts=target)
+    gateway.node_reconfigure(node="mig-od-1", layouts=target)
     assert gateway.maintain() == ()
     assert cluster_maintain(gateway=gateway, stuck_after_s=900)["pending"] == ["mig-od-1"]
     clock.advance(10)

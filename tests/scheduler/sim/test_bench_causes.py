@@ -18,7 +18,7 @@ from scheduler.core.state import Node
 from scheduler.sim.bench import all_cli, causes_cli
 from scheduler.sim.bench.causes_run import CauseRun, run_causes
 from scheduler.sim.bench.mixed_matrix import Setup, workload_of
-from scheduler.sim.bench.mixed_run import run_policy
+from scheduler.sim.bench.mixed_run import run_planner
 from scheduler.sim.bench.registry import benchmarks
 from scheduler.sim.causes.kinds import BETWEEN_CYCLES
 from scheduler.sim.idle_pending import held_s, idle_while_pending
@@ -57,7 +57,7 @@ def trace(tmp_path: Path) -> Path:
 
 def test_the_run_is_bench_mixeds_run_the_recorder_only_observes(workload: Workload, causes: CauseRun) -> None:
     assert causes.error is None and causes.metrics is not None
-    assert causes.metrics == run_policy(workload, "microcosm", cycles=True).metrics
+    assert causes.metrics == run_planner(workload, "microcosm", cycles=True).metrics
 
 
 def test_every_second_of_the_production_waits_is_labelled(causes: CauseRun) -> None:

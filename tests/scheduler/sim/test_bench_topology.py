@@ -67,7 +67,7 @@ def test_bad_arguments_are_refused(args: list[str]) -> None:
         bench(*args)
 
 
-def test_unknown_policy_names_the_known_ones(trace: Path) -> None:
+def test_an_unknown_planner_names_the_known_ones(trace: Path) -> None:
     with pytest.raises(BenchUsageError, match="unknown policies bestfit"):
         topology_cli.run({"gpus": [16], "policies": ["bestfit"], "trace": trace})
 

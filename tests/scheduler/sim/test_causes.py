@@ -11,7 +11,7 @@ import pytest
 from scheduler.core.plan import Bind, Evict, Plan, Reconfigure, Waiting
 from scheduler.core.policy import Policy
 from scheduler.core.state import Job, Node, Request, Running, Slot, Snapshot
-from scheduler.core.vocabulary import CapacityTier, JobKind, Priority
+from scheduler.core.vocabulary import BlockerKind, CapacityTier, JobKind, Priority
 from scheduler.sim.causes.idle import gang_size, idle_causes
 from scheduler.sim.causes.kinds import BETWEEN_CYCLES, EVICTED, NO_KIND, UNEXPLAINED, ordered
 from scheduler.sim.causes.log import CauseLog
@@ -19,7 +19,7 @@ from scheduler.sim.causes.room import (
     FULL,
     LOWER_TOO_SMALL,
     LOWER_WOULD_FREE,
-    LOWER_WOULD_FREE_RELAYOUT,
+    LOWER_WOULD_FREE_RECONFIGURATION,
     ROOM_FORBIDDEN_TIER,
     ROOM_IDLE_GPU,
     ROOM_INSTANCE,
@@ -116,7 +116,7 @@ def test_the_log_keeps_every_kind_the_engine_gives_and_orders_the_unknown_ones_a
     p, q, r = service("p"), service("q"), training("r", 1)
     snapshot = Snapshot(nodes=(Node("a", A100, 1),), teams=(), pending=(p, q, r))
     plan = Plan(
-        waiting=(Waiting("p", 1, 1, "…", blocker="reserved"), Waiting("q", 2, 2, "…", blocker="")),
+        waiting=(Waiting("p", 1, 1, "…", blocker=BlockerKind.RESERVED), Waiting("q", 2, 2, "…")),
         evictions=(Evict("x", "priority"),),
     )
     log = CauseLog(window=WINDOW)
@@ -128,7 +128,7 @@ def test_the_log_keeps_every_kind_the_engine_gives_and_orders_the_unknown_ones_a
 
 
 def test_the_observer_records_in_the_window_only_and_returns_the_plan_untouched() -> None:
-    plan = Plan(waiting=(Waiting("p", 1, 1, "…", blocker="capacity"),))
+    plan = Plan(waiting=(Waiting("p", 1, 1, "…", blocker=BlockerKind.CAPACITY),))
     log = CauseLog(window=(10.0, 20.0))
     observed = log.observing(lambda snapshot, policy, now: plan)
     snapshot = Snapshot(nodes=(Node("a", A100, 1),), teams=(), pending=(service("p"),))
@@ -182,12 +182,12 @@ def test_no_room_is_split_by_whether_evicting_the_lower_priority_work_would_make
     assert room(full, service("p")).category == FULL
 
 
-def test_room_that_needs_a_layout_change_after_the_evictions_is_told_apart() -> None:
+def test_room_that_needs_a_reconfiguration_after_the_evictions_is_told_apart() -> None:
     node = Node("a", A100, 2, mig=(SPLIT, ()))
     low = service("low", priority=Priority.NORMAL)
     snapshot = snapshot_with((node,), (low, (Slot("a", 0, "3g.40gb", 0),)), (service("prod"), (Slot("a", 1),)))
     # 50 GiB: evicting low leaves GPU 0 idle but split into two 3g.40gb instances, neither holds it
-    assert room(snapshot, service("p", 50)).category == LOWER_WOULD_FREE_RELAYOUT
+    assert room(snapshot, service("p", 50)).category == LOWER_WOULD_FREE_RECONFIGURATION
     assert room(snapshot, service("p", 30)).category == ROOM_INSTANCE  # the other instance is free
 
 

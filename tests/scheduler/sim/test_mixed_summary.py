@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from scheduler.sim.bench.mixed_run import PolicyResult
-from scheduler.sim.bench.mixed_summary import PolicySummary, claims, flat
+from scheduler.sim.bench.mixed_run import PlannerResult
+from scheduler.sim.bench.mixed_summary import PlannerSummary, claims, flat
 
 
 def figures(effective: float, p95: float, idle: float, evictions: float, eta: tuple[float, float]) -> dict[str, Any]:
@@ -26,8 +26,8 @@ def figures(effective: float, p95: float, idle: float, evictions: float, eta: tu
     }
 
 
-def summary(name: str, rows: list[dict[str, Any]]) -> PolicySummary:
-    return PolicySummary(name, {42 + i: PolicyResult(name, row, (), 1.0, 0) for i, row in enumerate(rows)})
+def summary(name: str, rows: list[dict[str, Any]]) -> PlannerSummary:
+    return PlannerSummary(name, {42 + i: PlannerResult(name, row, (), 1.0, 0) for i, row in enumerate(rows)})
 
 
 def test_flat_names_every_figure_and_leaves_unmeasured_ones_none() -> None:
@@ -62,8 +62,8 @@ def test_claims_are_judged_on_medians_and_the_production_wait_on_the_worst_seed(
 
 
 def test_a_failed_seed_is_left_out_of_the_median_and_named() -> None:
-    ok = PolicyResult("microcosm", figures(0.8, 5.0, 0.0, 0, (0.1, 0.1)), (), 1.0, 0)
-    failed = PolicyResult("microcosm", None, (), 1.0, 0, error="boom")
-    summary_ = PolicySummary("microcosm", {42: ok, 43: failed})
+    ok = PlannerResult("microcosm", figures(0.8, 5.0, 0.0, 0, (0.1, 0.1)), (), 1.0, 0)
+    failed = PlannerResult("microcosm", None, (), 1.0, 0, error="boom")
+    summary_ = PlannerSummary("microcosm", {42: ok, 43: failed})
     assert summary_.figures["effective_utilization"]["median"] == 0.8
     assert summary_.as_dict()["status"] == "partly failed" and summary_.as_dict()["errors"] == {"43": "boom"}

@@ -11,17 +11,17 @@ from scheduler.sim.openb import run_b1, workload
 from scheduler.sim.openb.cluster import NodeState, bind, fits, fresh_cluster, lowest_free, scored_cpu, tightest
 from scheduler.sim.openb.curve import bucket_curve
 from scheduler.sim.openb.fragmentation import Fragmentation, Shape, typical_shapes
-from scheduler.sim.openb.policies import (
-    BestFitPolicy,
-    DotProdPolicy,
-    FgdPolicy,
-    GpuClusteringPolicy,
-    GpuPackingPolicy,
-    MicrocosmPolicy,
-    RandomPolicy,
-    make_policy,
-)
 from scheduler.sim.openb.protocol import _Groups, choose
+from scheduler.sim.openb.scorers import (
+    BestFitScorer,
+    DotProdScorer,
+    FgdScorer,
+    GpuClusteringScorer,
+    GpuPackingScorer,
+    MicrocosmScorer,
+    RandomScorer,
+    make_scorer,
+)
 from scheduler.sim.traces import TraceNode, TracePod, load_openb_nodes, load_openb_pods
 
 TRACES = Path(__file__).resolve().parents[3].parent / "shared" / "traces" / "alibaba-openb-2023"
@@ -156,11 +156,11 @@ def test_a_cpu_only_shape_counts_all_idle_gpu_even_when_it_fits() -> None:
 def test_dotprod_score() -> None:
     key = node(0, [1000, 1000], cpu=64_000).key()
     # (64000/128000 × 8000/128000 + 2000/8000 × 1000/8000) / 2 = 0.03125 → ⌊100 × 0.96875⌋
-    assert DotProdPolicy().score(key, 8000, 1, 1000, "1-gpu") == 96
+    assert DotProdScorer().score(key, 8000, 1, 1000, "1-gpu") == 96
 
 
 def test_gpu_clustering_bands() -> None:
-    policy = GpuClusteringPolicy()
+    policy = GpuClusteringScorer()
     share_only = (*node(0, [500]).key()[:4], ("share",))
     mixed = (*node(0, [500]).key()[:4], ("1-gpu", "share"))
     idle = node(0, [1000, 1000]).key()
@@ -172,7 +172,7 @@ def test_gpu_clustering_bands() -> None:
 
 
 def test_gpu_packing_cases() -> None:
-    policy = GpuPackingPolicy()
+    policy = GpuPackingScorer()
     assert policy.score(node(0, [1000] * 8).key(), 1000, 1, 500, "share") == 25
     assert policy.score(node(0, [1000] * 2).key(), 1000, 1, 500, "share") == 31
     assert policy.score(node(0, [1000, 300]).key(), 1000, 1, 200, "share") == 97
@@ -182,7 +182,7 @@ def test_gpu_packing_cases() -> None:
 
 
 def test_bestfit_score_and_gpu() -> None:
-    policy = BestFitPolicy()
+    policy = BestFitScorer()
     key = node(0, [1000, 400], cpu=32_000).key()
     assert policy.score(key, 16_000, 1, 300, "share") == int((1 - (16_000 / 128_000 * 0.5 + 1100 / 8000 * 0.5)) * 100)
     assert policy.gpus(node(0, [1000, 400, 300]), 1, 300, 1000) == (2,)
@@ -197,27 +197,27 @@ def _groups(*states: NodeState) -> _Groups:
 def test_equal_scores_go_to_the_earliest_node() -> None:
     groups = _groups(node(0, [1000, 1000]), node(1, [1000, 1000]), node(2, [1000, 1000], cpu=32_000))
     big = pod("p", 1, 1000, cpu=32_000)
-    assert choose(groups, DotProdPolicy(), big, random.Random(1)) == 2  # less free CPU left: higher score
-    assert choose(groups, DotProdPolicy(), pod("p", 1, 1000), random.Random(1)) == 0  # equal integer scores
+    assert choose(groups, DotProdScorer(), big, random.Random(1)) == 2  # less free CPU left: higher score
+    assert choose(groups, DotProdScorer(), pod("p", 1, 1000), random.Random(1)) == 0  # equal integer scores
     groups = _groups(node(3, [1000, 1000]), node(1, [1000, 1000]))
-    assert choose(groups, DotProdPolicy(), pod("p", 1, 1000), random.Random(1)) == 1
+    assert choose(groups, DotProdScorer(), pod("p", 1, 1000), random.Random(1)) == 1
 
 
 def test_bestfit_normalises_then_picks_the_highest() -> None:
     groups = _groups(node(0, [1000] * 8), node(1, [1000, 300]), node(2, [1000, 300]))
-    assert choose(groups, BestFitPolicy(), pod("p", 1, 300), random.Random(1)) == 1
+    assert choose(groups, BestFitScorer(), pod("p", 1, 300), random.Random(1)) == 1
     same = _groups(node(5, [1000]), node(4, [1000]))
-    assert choose(same, BestFitPolicy(), pod("p", 1, 300), random.Random(1)) == 4  # span 0: all 0, earliest
+    assert choose(same, BestFitScorer(), pod("p", 1, 300), random.Random(1)) == 4  # span 0: all 0, earliest
 
 
 def test_no_feasible_node_means_the_pod_fails() -> None:
     groups = _groups(node(0, [300]))
-    assert choose(groups, BestFitPolicy(), pod("p", 1, 500), random.Random(1)) is None
+    assert choose(groups, BestFitScorer(), pod("p", 1, 500), random.Random(1)) is None
 
 
 def test_fgd_quantised_scores_tie_and_the_earliest_node_wins() -> None:
     shapes = (Shape(1000, 1, 500, frozenset(), 0.3), Shape(1000, 1, 100, frozenset(), 0.7))
-    policy = FgdPolicy(shapes)
+    policy = FgdScorer(shapes)
     first = node(0, [1000])  # placing 100 leaves 900: Δ = 0 → ⌊100 σ(0)⌋ = 50
     better = node(1, [100, 1000])  # filling the 100 removes 30 of fragment: Δ = +30 → ⌊100 σ(0.03)⌋ = 50 too
     request = pod("p", 1, 100)
@@ -228,7 +228,7 @@ def test_fgd_quantised_scores_tie_and_the_earliest_node_wins() -> None:
 
 
 def test_fgd_scores_whole_gpu_and_cpu_only_pods() -> None:
-    policy = FgdPolicy((Shape(4000, 1, 1000, frozenset(), 1.0),))
+    policy = FgdScorer((Shape(4000, 1, 1000, frozenset(), 1.0),))
     assert policy.score(node(0, [1000, 1000]).key(), 1000, 1, 1000, "1-gpu") == 50
     # A CPU-only pod that leaves less CPU than the shape needs strands both GPUs: Δ = −2000.
     assert policy.score(node(0, [1000, 1000], cpu=4000).key(), 1000, 0, 0, None) == int(100 / (1 + 2.718281828**2))
@@ -237,7 +237,7 @@ def test_fgd_scores_whole_gpu_and_cpu_only_pods() -> None:
 
 def test_random_picks_uniformly_among_feasible_nodes_and_gpus() -> None:
     rng = random.Random(3)
-    policy = RandomPolicy(rng)
+    policy = RandomScorer(rng)
     groups = _groups(node(0, [1000]), node(1, [1000]), node(2, [100]), node(3, [1000]))
     picks = {choose(groups, policy, pod("p", 1, 500), rng) for _ in range(60)}
     assert picks == {0, 1, 3}
@@ -249,15 +249,15 @@ def test_random_picks_uniformly_among_feasible_nodes_and_gpus() -> None:
 
 
 def test_microcosm_uses_the_engine_scorer_and_prefers_a_used_node() -> None:
-    policy = MicrocosmPolicy((Shape(1000, 1, 500, frozenset(), 1.0),))
+    policy = MicrocosmScorer((Shape(1000, 1, 500, frozenset(), 1.0),))
     idle, used = node(0, [1000, 1000]), node(1, [1000, 0])
     assert choose(_groups(idle, used), policy, pod("p", 1, 1000), random.Random(1)) == 1
     assert policy.gpus(used, 1, 1000, 1000) == (0,)
 
 
 def test_an_unknown_policy_is_refused() -> None:
-    with pytest.raises(ValueError, match="unknown B1 policy 'tetris'"):
-        make_policy("tetris", (), random.Random(1))
+    with pytest.raises(ValueError, match="unknown B1 scorer 'tetris'"):
+        make_scorer("tetris", (), random.Random(1))
 
 
 # --- curve bucketing -----------------------------------------------------------------------------------------

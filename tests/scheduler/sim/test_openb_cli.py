@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from scheduler.sim.bench.openb_cli import parse_policies, parse_seeds, run
+from scheduler.sim.bench.openb_cli import parse_scorers, parse_seeds, run
 from scheduler.sim.bench.registry import BenchUsageError, benchmarks
 from scheduler.sim.openb.matrix import Job, run_all
 from scheduler.sim.openb.published import PAPER_VARIANTS, load_published
@@ -60,11 +60,11 @@ def test_bad_seed_specs_are_refused(text: str, message: str) -> None:
 
 
 def test_policies() -> None:
-    assert parse_policies("fgd, random,fgd") == ["fgd", "random"]
+    assert parse_scorers("fgd, random,fgd") == ["fgd", "random"]
     with pytest.raises(BenchUsageError, match="unknown tetris"):
-        parse_policies("fgd,tetris")
+        parse_scorers("fgd,tetris")
     with pytest.raises(BenchUsageError, match="none given"):
-        parse_policies(",")
+        parse_scorers(",")
 
 
 def test_json_shape(small: tuple[Path, Path]) -> None:

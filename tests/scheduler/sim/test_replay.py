@@ -525,7 +525,7 @@ def test_the_timeline_shows_mig_shares_reconfigurations_and_rejections() -> None
     assert "bound i1 on m GPU 0 2g.20gb@2" in text
     assert "bound f1 on s GPU 0 (250 milli-GPU)" in text
     assert "rejected big: needs 9 GPUs on one node; the largest has 2" in text
-    assert "draining m GPU 1 for a MIG change, ready at t=50" in text
+    assert "draining m GPU 1 for a MIG reconfiguration, ready at t=50" in text
     assert "reconfigured m GPU 1: MIG off → 7g.80gb@0" in text
     assert "node m: ready, MIG GPU 0: 1g.10gb@0,1g.10gb@1,2g.20gb@2,3g.40gb@4; GPU 1: 7g.80gb@0" in text
     late = text.index("── observe: late ──")

@@ -92,8 +92,8 @@ INVALID: list[tuple[str, Callable[[dict[str, Any]], None], str, str]] = [
     ("policy bool wrong type", _set("policy/fairness", 1), "policy.fairness", "true or false"),
     (
         "policy int wrong type",
-        _set("policy/repartition_hysteresis_cycles", 1.5),
-        "policy.repartition_hysteresis_cycles",
+        _set("policy/reconfiguration_hysteresis_cycles", 1.5),
+        "policy.reconfiguration_hysteresis_cycles",
         "integer",
     ),
     ("policy cycle_s", _set("policy/cycle_s", 5), "policy.cycle_s", "top level"),

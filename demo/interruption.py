@@ -1,15 +1,15 @@
-"""The demo's spot reclaim: one notice, early, on a spot node that runs checkpointed training, so that within the
-first minutes of ``make demo`` a job page reads "Checkpointed (step N) → Preempted (spot reclaim) → Resumed from
+"""The demo's spot interruption: one notice, early, on a spot node that runs checkpointed training, so that within the
+first minutes of ``make demo`` a job page reads "Checkpointed (step N) → Preempted (spot interruption) → Resumed from
 step N on node X".
 
 The simulated fleet reclaims spot nodes at random (``simulated_interruptions_per_node_hour``), which may take
-an hour to hit a checkpointed job. Beat runs :func:`demo_spot_reclaim` every ``DEMO_RECLAIM_S`` instead, until
-one checkpointed job has been preempted by a spot reclaim:
+an hour to hit a checkpointed job. Beat runs :func:`demo_spot_interruption` every ``DEMO_INTERRUPTION_S`` instead, until
+one checkpointed job has been preempted by a spot interruption:
 
 - a running training job with a checkpoint in its current run, on a spot node: the simulated cloud gives that
   node a notice (:meth:`~scheduler.gateways.simulated.SimulatedFleet.notice_give`), and the task runs a cycle at
   once, as the interruption task does for the fleet's own notices; the loop drains, requeues and resumes it;
-- no checkpointed spot-ok training at all, running or waiting: one is submitted (:data:`RECLAIM_JOB`, through
+- no checkpointed spot-ok training at all, running or waiting: one is submitted (:data:`INTERRUPTED_JOB`, through
   ``job_submit`` like the feed's), so a candidate is there within a cycle or two;
 - otherwise it waits (for a checkpoint, for spot capacity, for a notice under way to end).
 """
@@ -32,7 +32,7 @@ from teams.models import Team
 # Speech's long checkpointed training on spot: 4 A100s, a save every 10 virtual minutes, 10 virtual hours of work
 # (ten real minutes at the demo's 60×), so it is still running when its notice comes.
 RECLAIM_TEAM = "speech"
-RECLAIM_JOB: dict[str, Any] = {
+INTERRUPTED_JOB: dict[str, Any] = {
     "name": "asr-train-spot",
     "project": "asr-train",
     "kind": "training",
@@ -45,11 +45,11 @@ RECLAIM_JOB: dict[str, Any] = {
 }
 
 
-def demo_spot_reclaim(*, gateway: SimulatedFleet) -> dict[str, Any]:
+def demo_spot_interruption(*, gateway: SimulatedFleet) -> dict[str, Any]:
     """One step of the demo's reclaim (module doc); returns what it did: ``{"noticed": node, "job": id}``,
     ``{"submitted": id}``, ``{"waiting": why}`` or ``{"done": ...}``."""
     if _shown():
-        return {"done": "a checkpointed job was preempted by a spot reclaim"}
+        return {"done": "a checkpointed job was preempted by a spot interruption"}
     if SimulatedNodeState.objects.filter(notice_at__isnull=False).exists():
         return {"waiting": "a notice is under way"}
     candidate = _candidate()
@@ -70,16 +70,16 @@ def demo_spot_reclaim(*, gateway: SimulatedFleet) -> dict[str, Any]:
     )
     team = Team.objects.filter(slug=RECLAIM_TEAM).first()
     if not live.exists() and team is not None:
-        job = job_submit(team=team, spec=dict(RECLAIM_JOB), actor=None, source="demo reclaim")
+        job = job_submit(team=team, spec=dict(INTERRUPTED_JOB), actor=None, source="demo reclaim")
         return {"submitted": job.pk}
     return {"waiting": "for a checkpointed training job on a spot node"}
 
 
 def _shown() -> bool:
-    """A job with a checkpoint has been preempted by a spot reclaim: the story is on its page."""
+    """A job with a checkpoint has been preempted by a spot interruption: the story is on its page."""
     return JobEvent.objects.filter(
         type=EventType.PREEMPTED,
-        details__reason=EvictionReason.SPOT_RECLAIM.value,
+        details__reason=EvictionReason.SPOT_INTERRUPTION.value,
         job__events__type=EventType.CHECKPOINTED,
     ).exists()
 

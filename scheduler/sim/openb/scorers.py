@@ -1,4 +1,4 @@
-"""B1 placement policies, reimplemented from the FGD artifact's description (no code copied).
+"""B1 scorers (node-scoring placement functions), reimplemented from the FGD artifact's description (no code copied).
 
 The artifact runs kube-scheduler with exactly one score plugin. For each pod: every feasible node gets an
 integer score (higher is better); a plugin with a normalise step maps its scores min–max onto 0..100 with
@@ -6,7 +6,7 @@ integer division; the node with the highest score wins, and equal scores go to t
 first — the artifact prefixes names with the run's seeded permutation, so that is the earliest node in the
 run's order (the artifact replaced kube-scheduler's random pick among equal scores with this, for
 reproducibility). Then the reserve step picks the GPU(s) inside the chosen node. Whole-GPU pods always take
-the lowest-indexed fully free GPUs; a sharing pod's GPU depends on the policy:
+the lowest-indexed fully free GPUs; a sharing pod's GPU depends on the scorer:
 
 - ``random``: a uniformly random feasible node (a pre-score step marks one; no ties), and a uniformly
   random GPU that holds the share.
@@ -29,7 +29,7 @@ the lowest-indexed fully free GPUs; a sharing pod's GPU depends on the policy:
   the tie goes to the earliest node. A sharing pod's node score is its best GPU's score; its GPU is the
   first with that score.
 - ``microcosm``: the engine's fragmentation scorer (:mod:`scheduler.core.placement.fragscore`) over the
-  same typical shapes; see :class:`MicrocosmPolicy`.
+  same typical shapes; see :class:`MicrocosmScorer`.
 
 CPU in scores is the pod's request, or 100 milli when it asks none (kube-scheduler's non-zero default).
 """
@@ -50,10 +50,10 @@ MAX_SPEC_CPU_MILLI = 128_000
 MAX_SPEC_GPU_MILLI = 8_000
 MAX_SCORE = 100
 
-POLICY_NAMES = ("random", "dotprod", "gpu-clustering", "gpu-packing", "bestfit", "fgd", "microcosm")
+SCORER_NAMES = ("random", "dotprod", "gpu-clustering", "gpu-packing", "bestfit", "fgd", "microcosm")
 
 
-class Policy(Protocol):
+class Scorer(Protocol):
     name: str
     uniform: bool  # pick a uniformly random feasible node instead of scoring
     normalize: bool  # min–max normalise the scores of the feasible nodes onto 0..100 (integer division)
@@ -81,7 +81,7 @@ class _BestFitGpu:
         return lowest_free(node.gpu_free, num_gpu)
 
 
-class RandomPolicy:
+class RandomScorer:
     name = "random"
     uniform = True
     normalize = False
@@ -98,7 +98,7 @@ class RandomPolicy:
         return lowest_free(node.gpu_free, num_gpu)
 
 
-class DotProdPolicy(_BestFitGpu):
+class DotProdScorer(_BestFitGpu):
     name = "dotprod"
 
     def score(self, key: NodeKey, pod_cpu: int, num_gpu: int, milli: int, kind: str | None) -> object:
@@ -108,7 +108,7 @@ class DotProdPolicy(_BestFitGpu):
         return int(MAX_SCORE * (1 - dot / 2))
 
 
-class GpuClusteringPolicy(_BestFitGpu):
+class GpuClusteringScorer(_BestFitGpu):
     name = "gpu-clustering"
 
     def score(self, key: NodeKey, pod_cpu: int, num_gpu: int, milli: int, kind: str | None) -> object:
@@ -121,7 +121,7 @@ class GpuClusteringPolicy(_BestFitGpu):
         return fuller + (MAX_SCORE // 4 if not kinds else 0)
 
 
-class GpuPackingPolicy(_BestFitGpu):
+class GpuPackingScorer(_BestFitGpu):
     name = "gpu-packing"
 
     def score(self, key: NodeKey, pod_cpu: int, num_gpu: int, milli: int, kind: str | None) -> object:
@@ -139,7 +139,7 @@ class GpuPackingPolicy(_BestFitGpu):
         return max(MAX_SCORE - free_pct // 10, MAX_SCORE // 2)
 
 
-class BestFitPolicy(_BestFitGpu):
+class BestFitScorer(_BestFitGpu):
     name = "bestfit"
     normalize = True
 
@@ -154,7 +154,7 @@ def _sigmoid_score(delta_milli: float) -> int:
     return int(1.0 / (1.0 + math.exp(-delta_milli / 1000)) * MAX_SCORE)
 
 
-class FgdPolicy:
+class FgdScorer:
     name = "fgd"
     uniform = False
     normalize = False
@@ -190,7 +190,7 @@ class FgdPolicy:
         return lowest_free(node.gpu_free, num_gpu)
 
 
-class MicrocosmPolicy:
+class MicrocosmScorer:
     """The engine's fragmentation scorer, fed the same typical shapes FGD sees (the workload mix).
 
     The node whose placement scores best under :meth:`FragScorer.placement` wins (its score is already a
@@ -217,23 +217,23 @@ class MicrocosmPolicy:
         return chosen
 
 
-def make_policy(name: str, shapes: tuple[Shape, ...], rng: random.Random) -> Policy:
-    """The policy called ``name`` (one of :data:`POLICY_NAMES`)."""
-    simple: dict[str, Callable[[], Policy]] = {
-        "dotprod": DotProdPolicy,
-        "gpu-clustering": GpuClusteringPolicy,
-        "gpu-packing": GpuPackingPolicy,
-        "bestfit": BestFitPolicy,
+def make_scorer(name: str, shapes: tuple[Shape, ...], rng: random.Random) -> Scorer:
+    """The scorer called ``name`` (one of :data:`SCORER_NAMES`)."""
+    simple: dict[str, Callable[[], Scorer]] = {
+        "dotprod": DotProdScorer,
+        "gpu-clustering": GpuClusteringScorer,
+        "gpu-packing": GpuPackingScorer,
+        "bestfit": BestFitScorer,
     }
     if name == "random":
-        return RandomPolicy(rng)
+        return RandomScorer(rng)
     if name in simple:
         return simple[name]()
     if name == "fgd":
-        return FgdPolicy(shapes)
+        return FgdScorer(shapes)
     if name == "microcosm":
-        return MicrocosmPolicy(shapes)
-    raise ValueError(f"unknown B1 policy {name!r} (known: {', '.join(POLICY_NAMES)})")
+        return MicrocosmScorer(shapes)
+    raise ValueError(f"unknown B1 scorer {name!r} (known: {', '.join(SCORER_NAMES)})")
 
 
-__all__ = ["POLICY_NAMES", "Policy", "gpu_kind", "is_sharing", "make_policy", "scored_cpu"]
+__all__ = ["SCORER_NAMES", "Scorer", "gpu_kind", "is_sharing", "make_scorer", "scored_cpu"]

@@ -1,4 +1,4 @@
-"""A spot reclaim end to end on the simulated fleet (scheduler.loop.notice): notice → ``draining`` event →
+"""A spot interruption end to end on the simulated fleet (scheduler.loop.notice): notice → ``draining`` event →
 eviction with a grace inside the notice → the job saves on SIGTERM and reports it → its pods stop → requeued whole
 (spot-reclaim) at the head of its priority → bound elsewhere, resumed from the saved step → the job page tells it;
 the ledger's lost work is the time since that checkpoint."""
@@ -78,7 +78,7 @@ def test_a_noticed_checkpointed_job_saves_is_requeued_first_and_resumes_elsewher
     noticed_at = clock.now
     report = cycle_run(gateway=gateway, retry=NO_WAIT)
 
-    assert report.repairs["drained"] == [str(job.pk)] and report.repairs["reclaimed"] == []
+    assert report.repairs["drained"] == [str(job.pk)] and report.repairs["requeued"] == []
     assert f"evict {job.pk} (spot-reclaim)" in report.applied
     draining = job.events.get(type="draining")
     assert draining.details == {
@@ -105,7 +105,7 @@ def test_a_noticed_checkpointed_job_saves_is_requeued_first_and_resumes_elsewher
     requeued_at = clock.now
     report = cycle_run(gateway=gateway, retry=NO_WAIT)
 
-    assert report.repairs["reclaimed"] == [str(job.pk)]
+    assert report.repairs["requeued"] == [str(job.pk)]
     assert [bind["job"] for bind in report.decisions["binds"]] == [str(job.pk)]  # resumes ahead of the rival
     job.refresh_from_db()
     assert job.state == "running" and Job.objects.get(pk=rival.pk).state == "pending"
@@ -141,11 +141,11 @@ def test_a_noticed_checkpointed_job_saves_is_requeued_first_and_resumes_elsewher
     for line in (
         "Checkpointed (step 1500)",
         "Draining: spot notice on node pcie-spot-1",
-        "Preempted (spot reclaim)",
+        "Preempted (spot interruption)",
         "Resumed from step 1500 on node a100-res-1",
     ):
         assert line in body
-    assert body.index("Checkpointed (step 1500)") < body.index("Preempted (spot reclaim)") < body.index("Resumed")
+    assert body.index("Checkpointed (step 1500)") < body.index("Preempted (spot interruption)") < body.index("Resumed")
     client.force_login(outsider)
     assert client.get(reverse("jobs:detail", args=[job.pk])).status_code == 404
 
@@ -168,7 +168,7 @@ def test_a_gang_is_drained_and_requeued_whole_and_every_replica_resumes_from_one
 
     clock.advance(1)
     report = cycle_run(gateway=gateway, retry=NO_WAIT)
-    assert report.repairs["reclaimed"] == [str(gang.pk)]
+    assert report.repairs["requeued"] == [str(gang.pk)]
     assert gang.events.filter(type="preempted").count() == 1
     assert set(gang.allocations.exclude(ended_at=None).values_list("replica", "end_reason")) == {
         (0, "spot-reclaim"),
@@ -213,7 +213,7 @@ def test_an_eviction_that_did_not_apply_is_asked_again_and_nothing_is_requeued_m
     assert job.events.filter(type="draining").count() == 1 and not job.events.filter(type="requeued").exists()
 
 
-def test_a_node_that_goes_while_its_job_is_still_running_after_the_notice_ends_in_a_spot_reclaim(nlp, clock):
+def test_a_node_that_goes_while_its_job_is_still_running_after_the_notice_ends_in_a_spot_interruption(nlp, clock):
     gateway = EvictFailsOnce(fleet(clock))
     job = job_submit(team=nlp, spec=SPOT_TRAINING, actor=None, now=clock.now)
     cycle_run(gateway=gateway, retry=NO_WAIT)
@@ -221,7 +221,7 @@ def test_a_node_that_goes_while_its_job_is_still_running_after_the_notice_ends_i
     cycle_run(gateway=gateway, retry=NO_WAIT)  # drained, but the eviction failed: the job ran on
     clock.advance(5)  # the node went with it
     report = cycle_run(gateway=gateway, retry=NO_WAIT)
-    assert report.repairs["reclaimed"] == [str(job.pk)] and report.repairs["lost"] == []
+    assert report.repairs["requeued"] == [str(job.pk)] and report.repairs["lost"] == []
     assert job.events.get(type="preempted").details["reason"] == "spot-reclaim"
 
 
@@ -232,6 +232,6 @@ def test_a_node_that_goes_without_a_notice_the_loop_saw_is_a_lost_node(nlp, cloc
     gateway.notice_give(node="pcie-spot-1")
     clock.advance(5)  # gone before any cycle looked
     report = cycle_run(gateway=gateway, retry=NO_WAIT)
-    assert report.repairs["lost"] == [str(job.pk)] and report.repairs["reclaimed"] == []
+    assert report.repairs["lost"] == [str(job.pk)] and report.repairs["requeued"] == []
     assert not job.events.filter(type="draining").exists()
     assert job.events.get(type="preempted").details["reason"] == "node-lost"
