@@ -5,26 +5,33 @@ make it fast live in :mod:`scheduler.core.speedups`, behind one switch (``speedu
 
 Steps:
 
-1. Build an :class:`IndexedClusterState` from the snapshot and a :class:`FairShare` on it.
+1. Build an :class:`IndexedClusterState` from the snapshot, a :class:`FairShare` on it, and the cycle's working
+   state around them (:class:`~scheduler.core.run.Run`).
 2. Reject what can never run, with a reason (:mod:`screening`: outside the bounds every edge enforces, a
    request no GPU model of the cluster can serve, a gang larger than the whole cluster could hold).
 3. Take the rest in fair order (:meth:`FairShare.iter_pending`, re-keyed live as jobs bind; production
-   first, so production inference never waits behind anything). For each job: :func:`find_slots` on free
-   capacity; if found, :meth:`FairShare.admit` with the units those slots hold; bind when admitted — and when
-   the quota refuses that placement, a one-replica job takes the best one whose holding it admits instead
-   (:func:`choose.choose`).
-   Otherwise try :func:`preemption.find_victims` (its rules decide who may be evicted) with a ``try_place``
-   that only accepts admissible placements; on success the victims are evicted and the job bound, both in
-   one Statement. Production MIG demand that still finds no instance gets its reconfiguration right away —
-   before lower work can take the GPUs it needs: it waits for an instance a change under way will offer,
-   else a change on an idle GPU, else a GPU drained of lower work (:mod:`placement.drain`).
-4. Otherwise plan MIG reconfigurations for the MIG (and whole-GPU) demand left unplaced by capacity whose quota would
-   admit it (:func:`rules.reconfiguration.plan_reconfiguration`); jobs an instance under way will serve wait for it
-   instead. A changed node takes nothing new for the rest of the cycle, and a node that took a bind this cycle is not
-   changed in it (a node is bound to or reconfigured in one plan, never both: ``docs/gpu-facts.md``, MIG Manager
-   reconfiguration flow); outside production at most :func:`rules.reconfiguration.nodes_per_cycle` nodes change per
-   cycle (one per :data:`rules.reconfiguration.NODES_PER_CHANGE` ready MIG-capable nodes, at least one and at most
-   :data:`rules.reconfiguration.MAX_NODES_PER_CYCLE`), and each instance a change offers is promised to one waiting job.
+   first, so production inference never waits behind anything). Each job's turn runs the named steps of its
+   order until one binds it or gives it a blocker (:mod:`scheduler.core.steps`, where each step's contract and
+   the reasons for the order are written): :data:`~scheduler.core.steps.PRODUCTION_STEPS` for production work,
+   :data:`~scheduler.core.steps.OTHER_STEPS` for the rest —
+
+   not_ready → choose → backfill → idle_whole_gpu → (production: fallback → preempt_preemptible →
+   reconfigure_idle) → preempt → (production: reconfigure_by_drain → hold) → reserve → wait.
+
+   Free capacity is taken at a placement the quota admits (:func:`choose.choose`); a preemption
+   (:func:`preemption.find_victims`, whose rules decide who may be evicted) evicts and binds in one Statement;
+   production MIG demand that finds no instance gets its reconfiguration right away, before lower work can
+   take the GPUs it needs. A turn that evicted gives the production jobs of the victims' teams blocked earlier
+   in the cycle another turn at once.
+4. After every turn, plan MIG reconfigurations for the MIG (and whole-GPU) demand left unplaced by capacity whose
+   quota would admit it (:func:`rules.reconfiguration.plan_reconfiguration`); jobs an instance under way will
+   serve wait for it instead. A changed node takes nothing new for the rest of the cycle, and a node that took a
+   bind this cycle is not changed in it (a node is bound to or reconfigured in one plan, never both:
+   ``docs/gpu-facts.md``, MIG Manager reconfiguration flow); outside production at most
+   :func:`rules.reconfiguration.nodes_per_cycle` nodes change per cycle (one per
+   :data:`rules.reconfiguration.NODES_PER_CHANGE` ready MIG-capable nodes, at least one and at most
+   :data:`rules.reconfiguration.MAX_NODES_PER_CYCLE`), and each instance a change offers is promised to one
+   waiting job.
 5. Explain every job still pending (:mod:`explain`): 1-based global and team positions in the order the
    cycle took them, a reason and an ETA.
 
