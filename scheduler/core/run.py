@@ -78,7 +78,8 @@ class Run:
 
     def preempt_fails(self, job: Job, preemptible_only: bool = False) -> bool:
         """Is a preemption for ``job`` known to fail: one for its shape failed and nothing was freed since? Not
-        remembered for a recent victim, whose ping-pong protection depends on its identity (:mod:`cycle`, Speed)."""
+        remembered for a recent victim, whose ping-pong protection depends on its identity (:mod:`scheduler.core.cycle`,
+        Speed)."""
         remember = job.id not in self.recent_victims
         return remember and self._preempt_failed.get(self._preempt_key(job, preemptible_only)) == self.index.freed
 
