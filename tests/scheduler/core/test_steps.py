@@ -43,11 +43,10 @@ from scheduler.core.steps import (
     take_turn,
     wait,
 )
-from scheduler.core.vocabulary import JobKind, Priority
+from scheduler.core.vocabulary import EvictionReason, JobKind, Priority
 from tests.scheduler.properties.builders import A100, H100, NOW, job, node, running, snapshot, team, whole
 
 POLICY = Policy()
-PRODUCTION = {"priority": Priority.PRODUCTION, "kind": JobKind.INFERENCE, "preemptible": False}
 REFUSED = Admission(False, False, "over the team's guarantee")
 
 
@@ -67,6 +66,12 @@ def _run(
     index = live_index(state)
     index.mix = observe(state, index, world.pending, policy)
     return Run(state, fairness, policy, NOW, world, world.pending)
+
+
+def _production(job_id: str, team_name: str = "t", *, gpus: int | None = None, mig: str | None = None) -> Job:
+    """Production inference, not preemptible."""
+    priority, kind = Priority.PRODUCTION, JobKind.INFERENCE
+    return job(job_id, team_name, gpus=gpus, mig=mig, priority=priority, kind=kind, preemptible=False)
 
 
 def _turn(run: Run, the_job: Job, admission: Admission | None = None) -> Turn:
@@ -101,8 +106,8 @@ TEAMS_TU = [team("t", guaranteed=64), team("u", guaranteed=64)]
 
 def test_production_steps_act_for_production_work_its_quota_has_not_refused() -> None:
     run = _run([node("a")])
-    assert _turn(run, job("p", **PRODUCTION)).production  # type: ignore[arg-type]
-    assert not _turn(run, job("p", **PRODUCTION), REFUSED).production  # type: ignore[arg-type]
+    assert _turn(run, _production("p")).production
+    assert not _turn(run, _production("p"), REFUSED).production
     assert not _turn(run, job("j", priority=Priority.HIGH)).production
 
 
@@ -217,7 +222,7 @@ def test_idle_whole_gpu_acts_only_without_a_refusal_and_with_such_a_gpu() -> Non
 
 
 def test_fallback_binds_production_on_a_whole_idle_gpu() -> None:
-    prod = job("p", mig="4g.40gb", **PRODUCTION)  # type: ignore[arg-type]
+    prod = _production("p", mig="4g.40gb")
     run = _run([node("w", A100, 1)], [prod])
     turn = _turn(run, prod)
     assert choose(run, turn) is False and idle_whole_gpu(run, turn) is False
@@ -226,7 +231,7 @@ def test_fallback_binds_production_on_a_whole_idle_gpu() -> None:
 
 
 def test_fallback_acts_only_for_production_its_quota_admits() -> None:
-    prod = job("p", mig="4g.40gb", **PRODUCTION)  # type: ignore[arg-type]
+    prod = _production("p", mig="4g.40gb")
     other = job("o", mig="4g.40gb", kind=JobKind.INFERENCE, priority=Priority.HIGH)
     run = _run([node("w", A100, 1)], [prod, other])
     assert fallback(run, _turn(run, other)) is False
@@ -246,14 +251,14 @@ def _full_h100(preemptible: bool) -> list[Running]:
 
 
 def test_preempt_preemptible_evicts_preemptible_work_for_production() -> None:
-    prod = job("p", "t", gpus=8, **PRODUCTION)  # type: ignore[arg-type]
+    prod = _production("p", "t", gpus=8)
     run = _run([node("a", H100)], [prod], teams=TEAMS_TU, running_jobs=_full_h100(True))
     assert preempt_preemptible(run, _turn(run, prod)) is True
     assert [e.job for e in run.evictions] == ["r"] and list(_bound(run)) == ["p"]
 
 
 def test_preempt_preemptible_leaves_firm_work_to_the_general_preemption() -> None:
-    prod = job("p", "t", gpus=8, **PRODUCTION)  # type: ignore[arg-type]
+    prod = _production("p", "t", gpus=8)
     run = _run([node("a", H100)], [prod], teams=TEAMS_TU, running_jobs=_full_h100(False))
     assert preempt_preemptible(run, _turn(run, prod)) is False
     assert not run.evictions and not run.binds
@@ -265,7 +270,7 @@ def test_preempt_preemptible_leaves_firm_work_to_the_general_preemption() -> Non
 def test_preempt_preemptible_acts_only_for_production_and_not_when_known_to_fail(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    prod = job("p", "t", gpus=8, **PRODUCTION)  # type: ignore[arg-type]
+    prod = _production("p", "t", gpus=8)
     other = job("o", "t", gpus=8, priority=Priority.HIGH)
     run = _run([node("a", H100)], [prod, other], teams=TEAMS_TU, running_jobs=_full_h100(False))
     assert preempt_preemptible(run, _turn(run, prod)) is False  # the search failed; it is remembered
@@ -279,7 +284,7 @@ def test_preempt_preemptible_acts_only_for_production_and_not_when_known_to_fail
 
 
 def test_reconfigure_idle_changes_an_idle_gpu_for_production_and_it_waits() -> None:
-    prod = job("p", mig="3g.40gb", **PRODUCTION)  # type: ignore[arg-type]
+    prod = _production("p", mig="3g.40gb")
     run = _run([node("w", A100, 1, mig="all-1g.10gb")], [prod])
     assert reconfigure_idle(run, _turn(run, prod)) is True
     assert [(c.node, c.gpu) for c in run.reconfigurations.changes] == [("w", 0)]
@@ -288,7 +293,7 @@ def test_reconfigure_idle_changes_an_idle_gpu_for_production_and_it_waits() -> N
 
 def test_reconfigure_idle_acts_only_for_production() -> None:
     other = job("o", mig="3g.40gb", kind=JobKind.INFERENCE, priority=Priority.HIGH)
-    prod = job("p", mig="3g.40gb", **PRODUCTION)  # type: ignore[arg-type]
+    prod = _production("p", mig="3g.40gb")
     run = _run([node("w", A100, 1, mig="all-1g.10gb")], [other, prod])
     assert reconfigure_idle(run, _turn(run, other)) is False
     assert reconfigure_idle(run, _turn(run, prod, REFUSED)) is False
@@ -333,7 +338,7 @@ def test_preempt_waits_for_a_reconfiguration_that_could_serve_other_work(monkeyp
 @pytest.mark.parametrize(
     "the_job",
     [
-        job("p", "t", gpus=4, **PRODUCTION),  # type: ignore[arg-type]  # production never waits for a change
+        _production("p", "t", gpus=4),  # production never waits for a change
         job("j", "t", gpus=4, preemptible=False),  # refused by the quota: a change would not serve it either
     ],
 )
@@ -366,10 +371,10 @@ def _drain_world(prod: Job) -> Run:
 
 
 def test_reconfigure_by_drain_drains_lower_work_and_re_cuts_the_gpu_for_production() -> None:
-    prod = job("p", "svc", mig="7g.80gb", **PRODUCTION)  # type: ignore[arg-type]
+    prod = _production("p", "svc", mig="7g.80gb")
     run = _drain_world(prod)
     assert reconfigure_by_drain(run, _turn(run, prod)) is True
-    assert run.reconfigurations.evictions == [Evict("low", "repartition", "p")]
+    assert run.reconfigurations.evictions == [Evict("low", EvictionReason.RECONFIGURE, "p")]
     assert [(c.node, c.new) for c in run.reconfigurations.changes] == [("m", (("7g.80gb", 0),))]
     assert run.blockers["p"].kind == RECONFIGURING and not run.evictions
 
@@ -378,7 +383,7 @@ def test_reconfigure_by_drain_acts_only_for_production() -> None:
     other = job("o", "svc", mig="7g.80gb", kind=JobKind.INFERENCE, priority=Priority.HIGH)
     run = _drain_world(other)
     assert reconfigure_by_drain(run, _turn(run, other)) is False
-    prod = job("p", "svc", mig="7g.80gb", **PRODUCTION)  # type: ignore[arg-type]
+    prod = _production("p", "svc", mig="7g.80gb")
     refused = _drain_world(prod)
     assert reconfigure_by_drain(refused, _turn(refused, prod, REFUSED)) is False
     assert not run.reconfigurations.evictions and not refused.reconfigurations.evictions
@@ -390,8 +395,8 @@ def test_reconfigure_by_drain_acts_only_for_production() -> None:
 def _hold_world() -> tuple[Run, Job, Job]:
     """n1: GPU 0 in 1g.10gb instances, GPU 1 MIG off and idle; production p0 (a 1g.10gb) is bound there, so
     n1 is not changed this cycle, and p1 wants a 3g.40gb only a change of GPU 1 could offer."""
-    p0 = job("p0", "svc", mig="1g.10gb", **PRODUCTION)  # type: ignore[arg-type]
-    p1 = job("p1", "svc", mig="3g.40gb", **PRODUCTION)  # type: ignore[arg-type]
+    p0 = _production("p0", "svc", mig="1g.10gb")
+    p1 = _production("p1", "svc", mig="3g.40gb")
     nodes = [node("n1", A100, 2, mig=["all-1g.10gb", ""], sharing=True)]
     run = _run(nodes, [p0, p1], teams=[team("svc", guaranteed=2.0)])
     assert choose(run, _turn(run, p0)) is True
