@@ -6,22 +6,22 @@ A step is called as the cycle calls it, on the working state the cycle builds (:
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import pytest
 
 import scheduler.core.cycle as cycle_module
 import scheduler.core.steps as steps_module
 from scheduler.core.explain import CAPACITY, HELD, NOT_READY, QUOTA, RECONFIGURING, RESERVED, Blocker
-from scheduler.core.placement import IndexedClusterState
 from scheduler.core.placement.fallback import fallback_slots
 from scheduler.core.placement.mix import observe
 from scheduler.core.placement.options import options_for
 from scheduler.core.plan import Evict
 from scheduler.core.policy import Policy
-from scheduler.core.rules.fairshare import FairShare
 from scheduler.core.rules.limits import Admission
 from scheduler.core.run import Run, live_index
+from scheduler.core.speedups.memo import Memo, current_memo
+from scheduler.core.speedups.switch import fair_share, indexed_state
 from scheduler.core.state import Job, Node, Running, Slot, Team
 from scheduler.core.steps import (
     OTHER_STEPS,
@@ -50,6 +50,13 @@ POLICY = Policy()
 REFUSED = Admission(False, False, "over the team's guarantee")
 
 
+@pytest.fixture(autouse=True)
+def _cycle_memo() -> Iterator[None]:
+    """Each test plans as one cycle does: under a memo of its own, the speed-ups on."""
+    with Memo(True).current():
+        yield
+
+
 def _run(
     nodes: Sequence[Node],
     pending: Sequence[Job] = (),
@@ -61,8 +68,9 @@ def _run(
     """The working state a cycle starts its turns with (as :func:`scheduler.core.cycle._plan` builds it)."""
     teams = [team(guaranteed=1000)] if teams is None else teams
     world = snapshot(nodes, pending, teams, running_jobs, **kwargs)
-    state = IndexedClusterState(world, NOW)
-    fairness = FairShare(sorted(world.teams, key=lambda t: t.name), state, policy)
+    memo = current_memo()
+    state = indexed_state(world, NOW, memo)
+    fairness = fair_share(world.teams, state, policy, memo)
     index = live_index(state)
     index.mix = observe(state, index, world.pending, policy)
     return Run(state, fairness, policy, NOW, world, world.pending)
