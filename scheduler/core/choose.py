@@ -7,7 +7,7 @@ the one it ranks first — say the job would take a whole GPU where its guarante
 left instead of stopping at the first that has capacity. A gang keeps the first answer: its replicas' units add
 up, so no single holding decides its admission.
 
-The cycle's turn (:meth:`scheduler.core.cycle._Run._place`) and the preemption search's trial
+The cycle's turn (:func:`scheduler.core.steps.choose`) and the preemption search's trial
 (:mod:`scheduler.core.speedups.trial`) both choose this way, so a search finds the placement the turn would take.
 """
 

@@ -10,6 +10,7 @@ import pytest
 
 from scheduler.core import Plan, Policy, Reject, plan_cycle
 from scheduler.core import cycle as cycle_module
+from scheduler.core import steps as steps_module
 from scheduler.core.isolation import Evaluating, JobFailed
 from scheduler.core.state import Job, Snapshot
 from scheduler.core.vocabulary import JobKind
@@ -60,7 +61,7 @@ def _poison(monkeypatch: pytest.MonkeyPatch, target: str, name: str, bad: set[st
 @pytest.mark.parametrize(
     ("module", "name", "poison"),
     [
-        ("scheduler.core.cycle", "choose", BINDS),  # its turn in fair order
+        ("scheduler.core.steps", "choose_placement", BINDS),  # its turn in fair order
         ("scheduler.core.cycle", "need_text", WAITS),  # its explanation
         ("scheduler.core.placement.mix", "options_for", BINDS),  # the demand mix, before any turn
         ("scheduler.core.placement.reconfigurations", "options_for", WAITS),  # the reconfiguration pass
@@ -92,7 +93,7 @@ def test_copies_of_one_bad_request_are_rejected_by_shape_after_the_second(monkey
         return real(snap, policy, now)
 
     monkeypatch.setattr(cycle_module, "_plan", counting)
-    _poison(monkeypatch, cycle_module, "choose", {c.id for c in copies})
+    _poison(monkeypatch, steps_module, "choose_placement", {c.id for c in copies})
     plan = plan_cycle(_world([*JOBS, *copies]), POLICY, NOW)
     assert {r.job for r in plan.rejections} == {c.id for c in copies} | {r.job for r in clean.rejections}
     assert len(calls) == 3  # the first copy alone, then every copy of its shape, then the plan

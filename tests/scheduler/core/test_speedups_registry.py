@@ -27,7 +27,7 @@ WORKING_STATE = {
     ("capacity.py", "firm_usage"),
     ("capacity.py", "running_gone"),
     ("capacity.py", "held"),
-    ("cycle.py", "blockers"),
+    ("run.py", "blockers"),
     ("cycle.py", "_blocked_production"),
     ("cycle.py", "_pending_teams"),
     ("explain.py", "_pools"),  # each pool's profile, lowered by the jobs given a start on it

@@ -1,0 +1,563 @@
+"""The steps of a job's turn (scheduler.core.steps), each alone on a small snapshot, and the two orders.
+
+A step is called as the cycle calls it, on the working state the cycle builds (:class:`Run`) and a fresh
+:class:`Turn`; each test checks what the step's contract says it returns and may change."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Sequence
+
+import pytest
+
+import scheduler.core.cycle as cycle_module
+import scheduler.core.steps as steps_module
+from scheduler.core.explain import Blocker
+from scheduler.core.placement.fallback import fallback_slots
+from scheduler.core.placement.mix import observe
+from scheduler.core.placement.options import options_for
+from scheduler.core.plan import Evict
+from scheduler.core.policy import Policy
+from scheduler.core.rules.limits import Admission
+from scheduler.core.run import Run, live_index
+from scheduler.core.speedups.memo import Memo, current_memo
+from scheduler.core.speedups.switch import fair_share, indexed_state
+from scheduler.core.state import Job, Node, Running, Slot, Team
+from scheduler.core.steps import (
+    OTHER_STEPS,
+    PRODUCTION_STEPS,
+    Step,
+    Turn,
+    backfill,
+    choose,
+    fallback,
+    hold,
+    idle_whole_gpu,
+    not_ready,
+    preempt,
+    preempt_preemptible,
+    reconfigure_by_drain,
+    reconfigure_idle,
+    reserve,
+    steps_for,
+    take_turn,
+    wait,
+)
+from scheduler.core.vocabulary import BlockerKind, EvictionReason, JobKind, Priority
+from tests.scheduler.properties.builders import A100, H100, NOW, job, node, running, snapshot, team, whole
+
+POLICY = Policy()
+REFUSED = Admission(False, False, "over the team's guarantee")
+
+
+@pytest.fixture(autouse=True)
+def _cycle_memo() -> Iterator[None]:
+    """Each test plans as one cycle does: under a memo of its own, the speed-ups on."""
+    with Memo(True).current():
+        yield
+
+
+def _run(
+    nodes: Sequence[Node],
+    pending: Sequence[Job] = (),
+    teams: Sequence[Team] | None = None,
+    running_jobs: Sequence[Running] = (),
+    policy: Policy = POLICY,
+    **kwargs: object,
+) -> Run:
+    """The working state a cycle starts its turns with (as :func:`scheduler.core.cycle._plan` builds it)."""
+    teams = [team(guaranteed=1000)] if teams is None else teams
+    world = snapshot(nodes, pending, teams, running_jobs, **kwargs)
+    memo = current_memo()
+    state = indexed_state(world, NOW, memo)
+    fairness = fair_share(world.teams, state, policy, memo)
+    index = live_index(state)
+    index.mix = observe(state, index, world.pending, policy)
+    return Run(state, fairness, policy, NOW, world, world.pending)
+
+
+def _production(job_id: str, team_name: str = "t", *, gpus: int | None = None, mig: str | None = None) -> Job:
+    """Production inference, not preemptible."""
+    priority, kind = Priority.PRODUCTION, JobKind.INFERENCE
+    return job(job_id, team_name, gpus=gpus, mig=mig, priority=priority, kind=kind, preemptible=False)
+
+
+def _turn(run: Run, the_job: Job, admission: Admission | None = None) -> Turn:
+    return Turn(the_job, options_for(run.index, the_job, run.policy), admission)
+
+
+def _bound(run: Run) -> dict[str, list[Slot]]:
+    return {b.job: [slot for replica in b.slots for slot in replica] for b in run.binds}
+
+
+def _refuse(*args: object, **kwargs: object) -> bool:
+    raise AssertionError("the step asked what its contract says it does not")
+
+
+def _busy(end_in_s: float, gpus: Sequence[int] = tuple(range(6))) -> list[Running]:
+    """Firm jobs of team u on node a, one per GPU, that end ``end_in_s`` from now."""
+    return [
+        running(
+            job(f"a{gpu}", "u", gpus=1, duration_s=1000 + end_in_s, preemptible=False),
+            (whole("a", gpu),),
+            started_at=NOW - 1000,
+        )
+        for gpu in gpus
+    ]
+
+
+TEAMS_TU = [team("t", guaranteed=64), team("u", guaranteed=64)]
+
+
+# -- the turn ---------------------------------------------------------------------------------------------------
+
+
+def test_production_steps_act_for_production_work_its_quota_has_not_refused() -> None:
+    run = _run([node("a")])
+    assert _turn(run, _production("p")).production
+    assert not _turn(run, _production("p"), REFUSED).production
+    assert not _turn(run, job("j", priority=Priority.HIGH)).production
+
+
+# -- not_ready --------------------------------------------------------------------------------------------------
+
+
+def test_not_ready_ends_the_turn_of_a_job_no_ready_node_may_take() -> None:
+    the_job = job("j")
+    run = _run([node("a", schedulable=False)], [the_job])
+    assert not_ready(run, _turn(run, the_job)) is True
+    assert run.blockers == {"j": Blocker(BlockerKind.NOT_READY)}
+    ready = _run([node("a")], [the_job])
+    assert not_ready(ready, _turn(ready, the_job)) is False
+    assert not ready.blockers
+
+
+# -- choose -----------------------------------------------------------------------------------------------------
+
+
+def test_choose_binds_on_free_capacity_the_quota_admits() -> None:
+    the_job = job("j", gpus=2)
+    run = _run([node("a", H100, 2)], [the_job])
+    turn = _turn(run, the_job)
+    assert choose(run, turn) is True
+    assert _bound(run) == {"j": [Slot("a", 0), Slot("a", 1)]}
+    assert turn.admission is None
+
+
+def test_choose_records_the_quotas_refusal_and_binds_nothing() -> None:
+    the_job = job("j", gpus=2, preemptible=False)
+    run = _run([node("a", H100, 2)], [the_job], teams=[team("t", guaranteed=1)])
+    turn = _turn(run, the_job)
+    assert choose(run, turn) is False
+    assert not run.binds and turn.admission is not None and not turn.admission.ok
+
+
+def test_choose_leaves_no_refusal_when_nothing_fits() -> None:
+    the_job = job("j", gpus=2)
+    busy = running(job("b", gpus=1), (whole("a", 0),))
+    run = _run([node("a", H100, 2)], [the_job], running_jobs=[busy])
+    turn = _turn(run, the_job)
+    assert choose(run, turn) is False
+    assert not run.binds and turn.admission is None
+
+
+# -- backfill ---------------------------------------------------------------------------------------------------
+
+
+def _reserved_world(*pending: Job) -> Run:
+    """Node a: GPUs 0–5 busy for 300 s more, 6 and 7 idle and reserved for the gang "big"."""
+    big = job("big", "t", gpus=8, preemptible=False)
+    run = _run([node("a", H100)], [big, *pending], teams=TEAMS_TU, running_jobs=_busy(300))
+    assert reserve(run, _turn(run, big)) is True
+    return run
+
+
+def test_backfill_binds_work_that_leaves_the_reserved_gpus_before_the_reservation_starts() -> None:
+    short = job("short", "t", gpus=1, duration_s=300, preemptible=False)
+    run = _reserved_world(short)
+    assert backfill(run, _turn(run, short)) is True
+    assert _bound(run)["short"][0].gpu in (6, 7)
+
+
+def test_backfill_leaves_the_reserved_gpus_to_work_that_would_still_hold_them() -> None:
+    long = job("long", "t", gpus=1, duration_s=301, preemptible=False)
+    run = _reserved_world(long)
+    assert backfill(run, _turn(run, long)) is False
+    assert [b.job for b in run.binds] == []
+
+
+def test_backfill_acts_only_with_a_reservation_and_no_refusal() -> None:
+    short = job("short", "t", gpus=1, duration_s=300, preemptible=False)
+    run = _run([node("a", H100)], [short], teams=TEAMS_TU, running_jobs=_busy(300))
+    assert backfill(run, _turn(run, short)) is False  # no reservation was made this cycle
+    reserved = _reserved_world(short)
+    assert backfill(reserved, _turn(reserved, short, REFUSED)) is False
+    assert not run.binds and [b.job for b in reserved.binds] == []
+
+
+# -- idle_whole_gpu ---------------------------------------------------------------------------------------------
+
+
+def test_idle_whole_gpu_binds_a_full_gpu_instance_on_an_idle_mig_off_gpu() -> None:
+    the_job = job("j", mig="7g.80gb", kind=JobKind.INFERENCE)
+    run = _run([node("w", A100, 1)], [the_job])
+    turn = _turn(run, the_job)
+    assert choose(run, turn) is False  # no 7g.80gb instance exists
+    assert idle_whole_gpu(run, turn) is True
+    assert _bound(run) == {"j": [Slot("w", 0)]}
+
+
+def test_idle_whole_gpu_records_the_quotas_refusal_of_the_gpu() -> None:
+    the_job = job("j", mig="7g.80gb", kind=JobKind.INFERENCE, preemptible=False)
+    run = _run([node("w", A100, 1)], [the_job], teams=[team("t", guaranteed=0.5)])
+    turn = _turn(run, the_job)
+    assert idle_whole_gpu(run, turn) is False
+    assert not run.binds and turn.admission is not None and not turn.admission.ok
+
+
+def test_idle_whole_gpu_acts_only_without_a_refusal_and_with_such_a_gpu() -> None:
+    the_job = job("j", mig="7g.80gb", kind=JobKind.INFERENCE)
+    run = _run([node("w", A100, 1)], [the_job])
+    turn = _turn(run, the_job, REFUSED)
+    assert idle_whole_gpu(run, turn) is False
+    assert not run.binds and turn.admission is REFUSED
+    cut = _run([node("w", A100, 1, mig="all-1g.10gb")], [the_job])
+    assert idle_whole_gpu(cut, _turn(cut, the_job)) is False
+    assert not cut.binds
+
+
+# -- fallback ---------------------------------------------------------------------------------------------------
+
+
+def test_fallback_binds_production_on_a_whole_idle_gpu() -> None:
+    prod = _production("p", mig="4g.40gb")
+    run = _run([node("w", A100, 1)], [prod])
+    turn = _turn(run, prod)
+    assert choose(run, turn) is False and idle_whole_gpu(run, turn) is False
+    assert fallback(run, turn) is True
+    assert _bound(run) == {"p": [Slot("w", 0)]}
+
+
+def test_fallback_acts_only_for_production_its_quota_admits() -> None:
+    prod = _production("p", mig="4g.40gb")
+    other = job("o", mig="4g.40gb", kind=JobKind.INFERENCE, priority=Priority.HIGH)
+    run = _run([node("w", A100, 1)], [prod, other])
+    assert fallback(run, _turn(run, other)) is False
+    assert fallback(run, _turn(run, prod, REFUSED)) is False
+    small = _run([node("w", A100, 1)], [prod], teams=[team("t", guaranteed=0.5, burst=0.6)])  # a 4g, not a GPU
+    assert fallback_slots(small.state, prod, POLICY) is not None  # found, but not admitted
+    assert fallback(small, _turn(small, prod)) is False
+    assert not run.binds and not small.binds
+
+
+# -- preempt_preemptible ----------------------------------------------------------------------------------------
+
+
+def _full_h100(preemptible: bool) -> list[Running]:
+    """Node a's eight GPUs held by one job of team u (low priority), ``preemptible`` or not."""
+    return [running(job("r", "u", gpus=8, priority=Priority.LOW, preemptible=preemptible), (whole("a", *range(8)),))]
+
+
+def test_preempt_preemptible_evicts_preemptible_work_for_production() -> None:
+    prod = _production("p", "t", gpus=8)
+    run = _run([node("a", H100)], [prod], teams=TEAMS_TU, running_jobs=_full_h100(True))
+    assert preempt_preemptible(run, _turn(run, prod)) is True
+    assert [e.job for e in run.evictions] == ["r"] and list(_bound(run)) == ["p"]
+
+
+def test_preempt_preemptible_leaves_firm_work_to_the_general_preemption() -> None:
+    prod = _production("p", "t", gpus=8)
+    run = _run([node("a", H100)], [prod], teams=TEAMS_TU, running_jobs=_full_h100(False))
+    assert preempt_preemptible(run, _turn(run, prod)) is False
+    assert not run.evictions and not run.binds
+    assert run.preempt_fails(prod, True)  # remembered: asked again, no search is made
+    assert preempt(run, _turn(run, prod)) is True  # production may evict the firm low-priority job
+    assert [e.job for e in run.evictions] == ["r"]
+
+
+def test_preempt_preemptible_acts_only_for_production_and_not_when_known_to_fail(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    prod = _production("p", "t", gpus=8)
+    other = job("o", "t", gpus=8, priority=Priority.HIGH)
+    run = _run([node("a", H100)], [prod, other], teams=TEAMS_TU, running_jobs=_full_h100(False))
+    assert preempt_preemptible(run, _turn(run, prod)) is False  # the search failed; it is remembered
+    monkeypatch.setattr(run, "preempt", _refuse)
+    assert preempt_preemptible(run, _turn(run, prod)) is False
+    assert preempt_preemptible(run, _turn(run, other)) is False
+    assert preempt_preemptible(run, _turn(run, prod, REFUSED)) is False
+
+
+# -- reconfigure_idle -------------------------------------------------------------------------------------------
+
+
+def test_reconfigure_idle_changes_an_idle_gpu_for_production_and_it_waits() -> None:
+    prod = _production("p", mig="3g.40gb")
+    run = _run([node("w", A100, 1, mig="all-1g.10gb")], [prod])
+    assert reconfigure_idle(run, _turn(run, prod)) is True
+    assert [(c.node, c.gpu) for c in run.reconfigurations.changes] == [("w", 0)]
+    assert run.blockers["p"].kind == BlockerKind.RECONFIGURING
+
+
+def test_reconfigure_idle_acts_only_for_production() -> None:
+    other = job("o", mig="3g.40gb", kind=JobKind.INFERENCE, priority=Priority.HIGH)
+    prod = _production("p", mig="3g.40gb")
+    run = _run([node("w", A100, 1, mig="all-1g.10gb")], [other, prod])
+    assert reconfigure_idle(run, _turn(run, other)) is False
+    assert reconfigure_idle(run, _turn(run, prod, REFUSED)) is False
+    assert not run.reconfigurations.changes and not run.blockers
+
+
+# -- preempt ----------------------------------------------------------------------------------------------------
+
+
+def _borrowed_world(*pending: Job) -> Run:
+    """Node a's eight GPUs held by team u's preemptible job, above u's guarantee of 0: borrowed."""
+    borrowed = running(job("r", "u", gpus=8), (whole("a", *range(8)),))
+    teams = [team("t", guaranteed=8), team("u", guaranteed=0)]
+    return _run([node("a", H100)], pending, teams=teams, running_jobs=[borrowed])
+
+
+def test_preempt_evicts_for_a_team_under_its_guarantee_and_binds() -> None:
+    the_job = job("j", "t", gpus=4, preemptible=False)
+    run = _borrowed_world(the_job)
+    assert preempt(run, _turn(run, the_job)) is True
+    assert [(e.job, e.by) for e in run.evictions] == [("r", "j")] and list(_bound(run)) == ["j"]
+
+
+def test_preempt_fails_changing_nothing_and_remembers_it() -> None:
+    the_job = job("j", "t", gpus=4, preemptible=False)
+    firm = running(job("r", "u", gpus=8, preemptible=False), (whole("a", *range(8)),))
+    run = _run(
+        [node("a", H100)], [the_job], teams=[team("t", guaranteed=8), team("u", guaranteed=8)], running_jobs=[firm]
+    )
+    assert preempt(run, _turn(run, the_job)) is False
+    assert not run.evictions and not run.binds and run.preempt_fails(the_job)
+
+
+def test_preempt_waits_for_a_reconfiguration_that_could_serve_other_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    the_job = job("j", "t", gpus=4, preemptible=False)
+    run = _borrowed_world(the_job)
+    monkeypatch.setattr(run.reconfigurations, "could_change_for", lambda job: True)
+    monkeypatch.setattr(run, "preempt", _refuse)
+    assert preempt(run, _turn(run, the_job)) is False
+
+
+@pytest.mark.parametrize(
+    "the_job",
+    [
+        _production("p", "t", gpus=4),  # production never waits for a change
+        job("j", "t", gpus=4, preemptible=False),  # refused by the quota: a change would not serve it either
+    ],
+)
+def test_preempt_asks_about_a_reconfiguration_only_for_other_work_its_quota_did_not_refuse(
+    monkeypatch: pytest.MonkeyPatch, the_job: Job
+) -> None:
+    run = _borrowed_world(the_job)
+    monkeypatch.setattr(run.reconfigurations, "could_change_for", _refuse)
+    admission = REFUSED if the_job.priority != Priority.PRODUCTION else None
+    assert preempt(run, _turn(run, the_job, admission)) is True
+
+
+def test_preempt_known_to_fail_is_not_searched_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    the_job = job("j", "t", gpus=4, preemptible=False)
+    run = _borrowed_world(the_job)
+    monkeypatch.setattr(run, "preempt_fails", lambda job, preemptible_only=False: True)
+    monkeypatch.setattr(run.reconfigurations, "could_change_for", _refuse)
+    monkeypatch.setattr(run, "preempt", _refuse)
+    assert preempt(run, _turn(run, the_job)) is False
+
+
+# -- reconfigure_by_drain ---------------------------------------------------------------------------------------
+
+
+def _drain_world(prod: Job) -> Run:
+    """Node m's one GPU in 1g.10gb instances, one held by team lab's low-priority job."""
+    low = running(job("low", "lab", mig="1g.10gb", priority=Priority.LOW), ((Slot("m", 0, "1g.10gb", 0),),))
+    teams = [team("svc", guaranteed=1), team("lab", guaranteed=1)]
+    return _run([node("m", A100, 1, mig="all-1g.10gb")], [prod], teams=teams, running_jobs=[low])
+
+
+def test_reconfigure_by_drain_drains_lower_work_and_re_cuts_the_gpu_for_production() -> None:
+    prod = _production("p", "svc", mig="7g.80gb")
+    run = _drain_world(prod)
+    assert reconfigure_by_drain(run, _turn(run, prod)) is True
+    assert run.reconfigurations.evictions == [Evict("low", EvictionReason.RECONFIGURE, "p")]
+    assert [(c.node, c.new) for c in run.reconfigurations.changes] == [("m", (("7g.80gb", 0),))]
+    assert run.blockers["p"].kind == BlockerKind.RECONFIGURING and not run.evictions
+
+
+def test_reconfigure_by_drain_acts_only_for_production() -> None:
+    other = job("o", "svc", mig="7g.80gb", kind=JobKind.INFERENCE, priority=Priority.HIGH)
+    run = _drain_world(other)
+    assert reconfigure_by_drain(run, _turn(run, other)) is False
+    prod = _production("p", "svc", mig="7g.80gb")
+    refused = _drain_world(prod)
+    assert reconfigure_by_drain(refused, _turn(refused, prod, REFUSED)) is False
+    assert not run.reconfigurations.evictions and not refused.reconfigurations.evictions
+
+
+# -- hold -------------------------------------------------------------------------------------------------------
+
+
+def _hold_world() -> tuple[Run, Job, Job]:
+    """n1: GPU 0 in 1g.10gb instances, GPU 1 MIG off and idle; production p0 (a 1g.10gb) is bound there, so
+    n1 is not changed this cycle, and p1 wants a 3g.40gb only a change of GPU 1 could offer."""
+    p0 = _production("p0", "svc", mig="1g.10gb")
+    p1 = _production("p1", "svc", mig="3g.40gb")
+    nodes = [node("n1", A100, 2, mig=["all-1g.10gb", ""], sharing=True)]
+    run = _run(nodes, [p0, p1], teams=[team("svc", guaranteed=2.0)])
+    assert choose(run, _turn(run, p0)) is True
+    return run, p0, p1
+
+
+def test_hold_holds_a_node_bound_this_cycle_for_productions_change_next_cycle() -> None:
+    run, _, p1 = _hold_world()
+    assert hold(run, _turn(run, p1)) is True
+    assert run.blockers["p1"] == Blocker(BlockerKind.HELD, "node n1", NOW + POLICY.cycle_s + POLICY.mig_reconfigure_s)
+    assert "n1" in run.state.held
+
+
+def test_hold_acts_only_for_production() -> None:
+    run, _, p1 = _hold_world()
+    other = job("o", "svc", mig="3g.40gb", kind=JobKind.INFERENCE, priority=Priority.HIGH)
+    assert hold(run, _turn(run, other)) is False
+    assert hold(run, _turn(run, p1, REFUSED)) is False
+    assert not run.state.held and not run.blockers
+
+
+# -- reserve ----------------------------------------------------------------------------------------------------
+
+
+def test_reserve_reserves_the_gpus_that_free_first() -> None:
+    big = job("big", "t", gpus=8, preemptible=False)
+    run = _run([node("a", H100)], [big], teams=TEAMS_TU, running_jobs=_busy(300))
+    assert reserve(run, _turn(run, big)) is True
+    assert run.blockers["big"] == Blocker(BlockerKind.RESERVED, "a", NOW + 300)
+    assert [r.job.id for r in run.reservations.made] == ["big"]
+
+
+def test_reserve_tells_a_job_its_quota_would_still_refuse_then_to_wait_for_the_quota() -> None:
+    # Quotas are per GPU class: the H100s free in 5 minutes, but the team's H100 guarantee is 0.
+    over = job("over", "t", gpus=8, preemptible=False)
+    teams = [team("t", H100=0.0, A100=8.0), team("u", guaranteed=64)]
+    run = _run([node("a", H100)], [over], teams=teams, running_jobs=_busy(300))
+    assert reserve(run, _turn(run, over)) is True
+    assert run.blockers["over"].kind == BlockerKind.QUOTA and "class H100" in run.blockers["over"].detail
+    assert not run.reservations.made
+
+
+def test_reserve_leaves_a_job_it_finds_no_reservation_for_to_wait_for_capacity() -> None:
+    big = job("big", "t", gpus=8, preemptible=False)
+    shallow = Policy(reservation_depth=0)
+    run = _run([node("a", H100)], [big], teams=TEAMS_TU, running_jobs=_busy(300), policy=shallow)
+    assert reserve(run, _turn(run, big)) is False
+    refused = _run([node("a", H100)], [big], teams=TEAMS_TU, running_jobs=_busy(300))
+    assert reserve(refused, _turn(refused, big, REFUSED)) is False
+    assert not run.blockers and not refused.blockers and not refused.reservations.made
+
+
+# -- wait -------------------------------------------------------------------------------------------------------
+
+
+def test_wait_ends_every_turn_with_the_quotas_refusal_or_capacity() -> None:
+    the_job = job("j")
+    run = _run([node("a")], [the_job])
+    assert wait(run, _turn(run, the_job)) is True
+    assert run.blockers["j"] == Blocker(BlockerKind.CAPACITY)
+    assert wait(run, _turn(run, the_job, REFUSED)) is True
+    assert run.blockers["j"] == Blocker(BlockerKind.QUOTA, "over the team's guarantee")
+
+
+# -- the orders -------------------------------------------------------------------------------------------------
+
+
+def _names(steps: Sequence[Step]) -> list[str]:
+    return [step.__name__ for step in steps]
+
+
+PRODUCTION_ORDER = [
+    "not_ready",
+    "choose",
+    "backfill",
+    "idle_whole_gpu",
+    "fallback",
+    "preempt_preemptible",
+    "reconfigure_idle",
+    "preempt",
+    "reconfigure_by_drain",
+    "hold",
+    "reserve",
+    "wait",
+]
+OTHER_ORDER = ["not_ready", "choose", "backfill", "idle_whole_gpu", "preempt", "reserve", "wait"]
+
+
+def test_the_orders_are_the_documented_ones() -> None:
+    assert _names(PRODUCTION_STEPS) == PRODUCTION_ORDER
+    assert _names(OTHER_STEPS) == OTHER_ORDER
+
+
+def _prose(text: str | None) -> str:
+    return re.sub(r"\s+", " ", text or "")
+
+
+def test_the_docs_state_the_orders_as_they_are() -> None:
+    steps_doc = _prose(steps_module.__doc__)
+    assert f":data:`PRODUCTION_STEPS` — {' → '.join(_names(PRODUCTION_STEPS))};" in steps_doc
+    assert f":data:`OTHER_STEPS` — {' → '.join(_names(OTHER_STEPS))}." in steps_doc
+    # The cycle's own step list shows both orders at once, production's own steps in parentheses.
+    words: list[str] = []
+    own: list[str] = []  # production's own steps since the last shared one
+    for step in PRODUCTION_STEPS:
+        if step not in OTHER_STEPS:
+            own.append(step.__name__)
+            continue
+        if own:
+            words.append(f"(production: {' → '.join(own)})")
+            own = []
+        words.append(step.__name__)
+    assert not own  # both orders end with the same step
+    assert " → ".join(words) + "." in _prose(cycle_module.__doc__)
+
+
+def test_every_step_states_its_contract() -> None:
+    for step in PRODUCTION_STEPS:
+        doc = _prose(step.__doc__)
+        assert "Returns True" in doc and "Changes:" in doc, step.__name__
+
+
+@pytest.mark.parametrize(
+    ("priority", "order"),
+    [
+        (Priority.PRODUCTION, PRODUCTION_STEPS),
+        (Priority.HIGH, OTHER_STEPS),
+        (Priority.NORMAL, OTHER_STEPS),
+        (Priority.LOW, OTHER_STEPS),
+    ],
+)
+def test_production_work_takes_productions_order_and_other_work_the_other(
+    priority: Priority, order: tuple[Step, ...]
+) -> None:
+    assert steps_for(job("j", priority=priority)) is order
+
+
+def test_a_turn_stops_at_the_first_step_that_ends_it() -> None:
+    taken: list[str] = []
+
+    def step(name: str, ends: bool) -> Step:
+        def run_step(run: Run, turn: Turn) -> bool:
+            taken.append(name)
+            return ends
+
+        return run_step
+
+    run = _run([node("a")])
+    take_turn(run, _turn(run, job("j")), [step("a", False), step("b", True), step("c", True)])
+    assert taken == ["a", "b"]
+
+
+def test_an_order_no_step_of_which_ends_the_turn_is_an_error() -> None:
+    run = _run([node("a")])
+    with pytest.raises(ValueError, match="an order must end with wait"):
+        take_turn(run, _turn(run, job("j")), [lambda run, turn: False])
