@@ -6,7 +6,7 @@ It seeds, inside one transaction that is rolled back at the end (the database is
 scoping must skip). Then it times each page and API call through Django's test client — the whole request:
 middleware, auth, view, queries, template — ``--repeat`` times after two warm-up calls, and counts its SQL
 queries. Targets (``docs/benchmarks/portal.md``): the queue page and queue API ≤ 300 ms, the dashboard ≤ 500 ms.
-The submit page's preview (which plans a cycle with the whole queue, ``scheduler.core.preview``) and a
+The submit page's preview (which plans a cycle with the whole queue, ``scheduler.core.planning.preview``) and a
 Prometheus scrape of ``/metrics`` are timed too, without a target: the figures say what they cost at this size.
 
 Same interface as the modules of ``scheduler.sim.bench.registry`` (``NAME``, ``HELP``, ``add_arguments``,

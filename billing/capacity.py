@@ -18,7 +18,7 @@ from billing.models import ReservedCommitment
 from billing.periods import Period, hours_between
 from billing.prices import PriceBook
 from billing.report import ZERO, CapacityLine, CommitmentLine
-from scheduler.core.vocabulary import CapacityTier, NodeState
+from scheduler.core.model.vocabulary import CapacityTier, NodeState
 from scheduler.models import Node
 
 

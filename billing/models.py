@@ -9,8 +9,8 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
-from scheduler.core.units import UNITS_PER_GPU  # the engine's units: a MIG slice and a milli share are exact
-from scheduler.core.vocabulary import CapacityTier, choices_of
+from scheduler.core.gpus.units import UNITS_PER_GPU  # the engine's units: a MIG slice and a milli share are exact
+from scheduler.core.model.vocabulary import CapacityTier, choices_of
 
 
 class PriceSource(models.TextChoices):

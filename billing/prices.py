@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from decimal import Decimal
 
-from scheduler.core.vocabulary import CapacityTier
+from scheduler.core.model.vocabulary import CapacityTier
 
 BEFORE_CUTS = date(2025, 3, 14)
 AFTER_CUTS = date(2025, 6, 1)

@@ -9,7 +9,7 @@ from billing.advisor import AdvisorInputError, MixAdvice, TierPrices, advise_mix
 from billing.intervals import floor_hour
 from billing.selectors import DemandSeries, demand_series
 from billing.services import price_book_load
-from scheduler.core.vocabulary import CapacityTier
+from scheduler.core.model.vocabulary import CapacityTier
 
 MAX_HISTORY_DAYS = 366
 

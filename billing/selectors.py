@@ -23,7 +23,7 @@ from billing.prices import PriceBook
 from billing.provisional import provisional_entries
 from billing.report import ZERO, JobLine, Report, attach_usage, share_idle
 from billing.services import price_book_load
-from scheduler.core.vocabulary import CapacityTier, JobKind
+from scheduler.core.model.vocabulary import CapacityTier, JobKind
 from teams.models import Membership, Team
 from teams.roles import AnyUser, is_finance, is_platform_admin
 

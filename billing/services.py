@@ -36,9 +36,9 @@ from billing.intervals import accrued_gpu_hours, boundaries, close_horizon, mone
 from billing.models import GpuPrice, LedgerEntry, LostWork, PriceSource
 from billing.prices import PriceBook, default_prices
 from jobs.models import Allocation, JobEvent
-from scheduler.core.catalog import profile_spec
-from scheduler.core.units import UNITS_PER_GPU, UNITS_PER_SLICE
-from scheduler.core.vocabulary import EventType, EvictionReason
+from scheduler.core.gpus.catalog import profile_spec
+from scheduler.core.gpus.units import UNITS_PER_GPU, UNITS_PER_SLICE
+from scheduler.core.model.vocabulary import EventType, EvictionReason
 from scheduler.models import GpuModel
 from teams.models import Quota
 
@@ -49,7 +49,7 @@ logger = logging.getLogger(__name__)
 LIVE_SETTLE_S = 300
 
 # Allocation.end_reason values that mean the work was taken away, not finished: the scheduler core's eviction
-# reasons (scheduler.core.plan.Evict.reason) plus the generic words a gateway may record. An allocation whose
+# reasons (scheduler.core.model.plan.Evict.reason) plus the generic words a gateway may record. An allocation whose
 # job has a ``preempted`` event at the allocation's end counts too, whatever its end_reason says.
 # EvictionReason.APP_FAILURE is left out on purpose: a job's own crash or OOM kill, restarted within its restart
 # budget (jobs.services.restarts), is work the job lost, not work the scheduler took away (docs/billing.md).
@@ -105,7 +105,7 @@ def _units(allocation_id: int, gpu_model: str, mig_profile: str) -> int:
     if spec is None:
         raise LedgerInputError(
             f"allocation {allocation_id}: {mig_profile!r} is not a MIG profile of {gpu_model}; "
-            "fix the allocation's mig_profile (scheduler.core.catalog lists the profiles)"
+            "fix the allocation's mig_profile (scheduler.core.gpus.catalog lists the profiles)"
         )
     return spec.compute_slices * UNITS_PER_SLICE
 

@@ -20,7 +20,7 @@ from billing.models import ReservedCommitment
 from billing.periods import add_months, month_start
 from billing.services import CloseSummary, ledger_close_due, price_catalog_seed
 from jobs.models import Allocation, Job, JobEvent
-from scheduler.core.vocabulary import CapacityTier, EventType, EvictionReason, JobKind, JobState
+from scheduler.core.model.vocabulary import CapacityTier, EventType, EvictionReason, JobKind, JobState
 from scheduler.models import Gpu, GpuModel, Node
 from teams.models import Project, Team
 

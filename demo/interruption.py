@@ -23,7 +23,7 @@ from django.db.models import Max
 
 from jobs.models import Allocation, Job, JobEvent
 from jobs.services import job_submit
-from scheduler.core.vocabulary import CapacityTier, EventType, EvictionReason, JobKind, JobState, JobTier
+from scheduler.core.model.vocabulary import CapacityTier, EventType, EvictionReason, JobKind, JobState, JobTier
 from scheduler.errors import GatewayConflict
 from scheduler.gateways.simulated import SimulatedFleet
 from scheduler.models import SimulatedNodeState

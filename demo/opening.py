@@ -32,7 +32,7 @@ from django.db import transaction
 
 from jobs.models import Job
 from jobs.services import job_submit
-from scheduler.core.vocabulary import JobState
+from scheduler.core.model.vocabulary import JobState
 from teams.models import Team
 
 _HOUR = 3600

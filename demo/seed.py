@@ -17,8 +17,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from demo.billing import billing_demo_seed
-from scheduler.core.catalog import GPU_MODEL_BY_NAME
-from scheduler.core.vocabulary import CapacityTier, Fabric, Interconnect
+from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME
+from scheduler.core.model.vocabulary import CapacityTier, Fabric, Interconnect
 from scheduler.models import Gpu, Node
 from scheduler.services.fleet import gpu_models_sync, node_register
 from teams.models import Team
@@ -116,7 +116,7 @@ _REGION = "us-east-1"
 # leaf/spine labels (docs/gpu-facts.md, How Kubernetes exposes topology); these mirror Node.leaf_switch and Node.spine.
 _TOPOLOGY_PREFIX = "network.microcosm.dev"
 
-# MIG layouts, each accepted by scheduler.core.catalog.validate_layout (node_register re-checks them).
+# MIG layouts, each accepted by scheduler.core.gpus.catalog.validate_layout (node_register re-checks them).
 # all-balanced is the GPU Operator's 2 × 1g + 1 × 2g + 1 × 3g (docs/gpu-facts.md, GPU Operator default configs).
 _BALANCED_80GB = [["1g.10gb", 0], ["1g.10gb", 1], ["2g.20gb", 2], ["3g.40gb", 4]]
 _BALANCED_40GB = [["1g.5gb", 0], ["1g.5gb", 1], ["2g.10gb", 2], ["3g.20gb", 4]]

@@ -28,7 +28,7 @@ from collections.abc import Iterable, Mapping
 
 from jobs.errors import JobPermissionDenied, PriorityNotGranted
 from jobs.models import Job
-from scheduler.core.vocabulary import Priority
+from scheduler.core.model.vocabulary import Priority
 from teams.grants import grant_refusal, priorities_granted
 from teams.models import Membership, Team
 from teams.roles import AnyUser, is_finance, is_platform_admin

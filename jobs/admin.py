@@ -19,7 +19,7 @@ from jobs.errors import JobsError
 from jobs.models import Allocation, Job, JobEvent
 from jobs.services import job_cancel_bulk, job_requeue_bulk, job_set_priority, job_set_rank
 from jobs.services.positions import positions_lock
-from scheduler.core.vocabulary import JobState
+from scheduler.core.model.vocabulary import JobState
 from teams.grants import grant_refusal
 
 # What was asked for: once a job runs, its allocations were sized from these, so they stay as they were.

@@ -39,7 +39,7 @@ from django.utils import timezone
 
 from jobs.models import Allocation, Job, JobEvent
 from scheduler.core import CheckpointInterval, ModelProfile, checkpoint_interval, checkpointing
-from scheduler.core.vocabulary import Dtype, EventType, EvictionReason, ModelMode, NodeState
+from scheduler.core.model.vocabulary import Dtype, EventType, EvictionReason, ModelMode, NodeState
 from scheduler.models import Node
 from teams.models import Team
 
@@ -48,7 +48,7 @@ MEASURED_LAST = 20  # the latest checkpoints whose median is the measured cost
 # The source window of the observed eviction rate: a week holds a team's weekday and weekend load, and is short
 # enough that a quota or priority change shows within days.
 EVICTION_WINDOW_S = 7 * 86_400
-# The scheduler's own evictions (scheduler.core.plan.Evict.reason): what the tiers' rates leave out. Spot
+# The scheduler's own evictions (scheduler.core.model.plan.Evict.reason): what the tiers' rates leave out. Spot
 # reclaims and node losses are the tier's interruptions, already in its rate; an admin's requeue and the job's
 # own failure are neither.
 SCHEDULER_EVICTIONS = frozenset(

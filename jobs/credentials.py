@@ -12,7 +12,7 @@ from __future__ import annotations
 from django.utils.crypto import constant_time_compare, salted_hmac
 
 from jobs.models import Job
-from scheduler.core.vocabulary import TERMINAL_JOB_STATES
+from scheduler.core.model.vocabulary import TERMINAL_JOB_STATES
 
 _SALT = "microcosm.jobs.checkpoint-report"
 PREFIX = "mcj"  # tells a job credential from a user's API token at a glance

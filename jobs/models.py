@@ -17,7 +17,7 @@ from django.db import models
 from django.db.models import Q
 
 from scheduler.core import bounds
-from scheduler.core.vocabulary import (
+from scheduler.core.model.vocabulary import (
     TERMINAL_JOB_STATES,
     CapacityTier,
     EventType,

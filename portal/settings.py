@@ -55,7 +55,7 @@ class SchedulerSettings(TypedDict):
 
 class CheckpointSettings(TypedDict):
     """``CHECKPOINTS``: what the checkpoint interval Microcosm proposes is computed from
-    (``jobs/checkpoint_intervals.py``; the rule in ``scheduler/core/checkpointing.py``)."""
+    (``jobs/checkpoint_intervals.py``; the rule in ``scheduler/core/rules/checkpointing.py``)."""
 
     interruptions_per_node_day: dict[str, float]  # capacity tier → interruptions per server and day
     default_cost_s: float

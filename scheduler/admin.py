@@ -28,9 +28,9 @@ from django.utils.html import format_html_join
 from django.utils.safestring import mark_safe
 
 from jobs.models import Allocation
-from scheduler.core.catalog import LayoutError
-from scheduler.core.layouts import parse_layout
-from scheduler.core.vocabulary import NodeState
+from scheduler.core.gpus.catalog import LayoutError
+from scheduler.core.model.vocabulary import NodeState
+from scheduler.core.sizing.layouts import parse_layout
 from scheduler.errors import InventoryError
 from scheduler.gpu_count import check_shrink, gpu_count_change_summary, node_set_gpu_count
 from scheduler.mig_layouts import (

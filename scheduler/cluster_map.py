@@ -18,8 +18,8 @@ from django.utils import timezone
 from billing.selectors import price_shown
 from billing.services import price_book_load
 from jobs.models import Allocation
-from scheduler.core.catalog import COMPUTE_SLICES, GPU_MODEL_BY_NAME, MEMORY_SLICES, GpuModelSpec
-from scheduler.core.vocabulary import NodeState
+from scheduler.core.gpus.catalog import COMPUTE_SLICES, GPU_MODEL_BY_NAME, MEMORY_SLICES, GpuModelSpec
+from scheduler.core.model.vocabulary import NodeState
 from scheduler.fabric_labels import fabric_label
 from scheduler.models import Node
 

@@ -7,7 +7,7 @@ counted in devices.
 
 from __future__ import annotations
 
-from scheduler.core.vocabulary import Fabric
+from scheduler.core.model.vocabulary import Fabric
 
 FABRIC_NAMES: dict[Fabric, str] = {
     Fabric.TCP: "TCP",

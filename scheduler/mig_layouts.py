@@ -17,8 +17,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from django.db import transaction
 
 from jobs.models import Allocation
-from scheduler.core.catalog import LayoutError, validate_layout
-from scheduler.core.layouts import format_layout
+from scheduler.core.gpus.catalog import LayoutError, validate_layout
+from scheduler.core.sizing.layouts import format_layout
 from scheduler.errors import InventoryError
 from scheduler.models import Gpu
 

@@ -9,8 +9,8 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
-from scheduler.core.catalog import GPU_CLASSES, LayoutError, validate_layout
-from scheduler.core.vocabulary import CapacityTier, Fabric, Interconnect, NodeState, NodeStateSource, choices_of
+from scheduler.core.gpus.catalog import GPU_CLASSES, LayoutError, validate_layout
+from scheduler.core.model.vocabulary import CapacityTier, Fabric, Interconnect, NodeState, NodeStateSource, choices_of
 from scheduler.gateways.protocol import Interruption, MigStatus, NodeObservation
 
 

@@ -30,7 +30,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from audit.context import acting
-from scheduler.core.vocabulary import NodeState, NodeStateSource
+from scheduler.core.model.vocabulary import NodeState, NodeStateSource
 from scheduler.models import Node, admin_holds
 
 if TYPE_CHECKING:

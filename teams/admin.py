@@ -9,7 +9,7 @@ from django.contrib.auth.admin import UserAdmin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from scheduler.core.vocabulary import Priority
+from scheduler.core.model.vocabulary import Priority
 from teams.grants import JOB_KINDS, kinds_normalized
 from teams.models import Membership, Project, Quota, SsoGroup, Team
 

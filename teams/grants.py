@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from scheduler.core.vocabulary import PRIORITY_INDEX, JobKind, Priority
+from scheduler.core.model.vocabulary import PRIORITY_INDEX, JobKind, Priority
 
 if TYPE_CHECKING:
     from teams.models import Team

@@ -9,7 +9,7 @@ from django.core.validators import MinValueValidator
 from django.db import models
 from django.db.models import Q
 
-from scheduler.core.vocabulary import Priority, choices_of
+from scheduler.core.model.vocabulary import Priority, choices_of
 from teams.grants import DEFAULT_MAX_PRIORITY, PRIORITIES, default_production_kinds
 from teams.validators import (
     QUOTA_GPU_CLASSES,

@@ -6,8 +6,8 @@ import re
 
 from django.core.exceptions import ValidationError
 
-from scheduler.core.catalog import GPU_CLASSES
-from scheduler.core.vocabulary import JobKind
+from scheduler.core.gpus.catalog import GPU_CLASSES
+from scheduler.core.model.vocabulary import JobKind
 
 _DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")

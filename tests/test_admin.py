@@ -32,7 +32,7 @@ from rest_framework.authtoken.models import Token, TokenProxy
 
 from billing.models import GpuPrice, LedgerEntry, LostWork, ReservedCommitment
 from jobs.models import Allocation, Job, JobEvent
-from scheduler.core.catalog import GPU_MODELS
+from scheduler.core.gpus.catalog import GPU_MODELS
 from scheduler.models import Gpu, GpuModel, Node
 from teams.admin import MicrocosmUserAdmin, UserMembershipInline
 from teams.models import Membership, Project, Quota, SsoGroup, Team

@@ -20,9 +20,9 @@ FORBIDDEN_IN_PURE = FRAMEWORK | {"portal", *APPS} - {"scheduler"}
 # The engine's public names: the package itself (its __all__) and the two tables every layer shares.
 ENGINE_PUBLIC_MODULES = {
     "scheduler.core",
-    "scheduler.core.vocabulary",
-    "scheduler.core.catalog",
-    "scheduler.core.units",
+    "scheduler.core.model.vocabulary",
+    "scheduler.core.gpus.catalog",
+    "scheduler.core.gpus.units",
 }
 # Where the simulator may be used besides itself: the benchmarks' room (it runs the simulator's benchmarks
 # beside the portal's) and the scenario command (it replays scenario files). The apps use the engine instead.

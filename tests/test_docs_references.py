@@ -288,11 +288,11 @@ def test_the_code_name_rule_catches_what_it_should_and_nothing_else() -> None:
             "5: placement/reshuffle.py",
         ]
     )
-    assert unknown_code_names([(1, "`scheduler.core.policy.Policy.mig_reconfigure_s`")], files, set()) == []
+    assert unknown_code_names([(1, "`scheduler.core.model.policy.Policy.mig_reconfigure_s`")], files, set()) == []
     roles = [(1, ":mod:`.placement.spans`, :func:`~.find.find_slots`, :mod:`.spans`, :func:`.find_slots`")]
     assert unknown_code_names(roles, files, set(), "scheduler.core.placement.spans") == ["1: .placement.spans"]
     assert unknown_code_names(roles, files, set(), "scheduler.core.placement.__init__") == ["1: .placement.spans"]
-    assert unknown_code_names(roles, files, set(), "scheduler.core.catalog") == [
+    assert unknown_code_names(roles, files, set(), "scheduler.core.__init__") == [
         "1: .find.find_slots",
         "1: .spans",
         "1: .find_slots",

@@ -13,8 +13,8 @@ from django.db.models import Case, Exists, IntegerField, OuterRef, Q, QuerySet, 
 from django_filters.fields import IsoDateTimeField
 
 from jobs.models import Allocation, Job
-from scheduler.core.catalog import GPU_CLASSES, GPU_MODELS
-from scheduler.core.vocabulary import PRIORITY_INDEX, JobKind, JobState, Priority, choices_of
+from scheduler.core.gpus.catalog import GPU_CLASSES, GPU_MODELS
+from scheduler.core.model.vocabulary import PRIORITY_INDEX, JobKind, JobState, Priority, choices_of
 
 # The UTC offsets clocks actually use: Baker Island's −12:00 to Kiribati's +14:00. Python accepts up to ±23:59
 # and PostgreSQL refuses beyond ±15:59 with "time zone displacement out of range" (a 500 before this check).

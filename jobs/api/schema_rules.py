@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from scheduler.core import bounds
-from scheduler.core.catalog import GPU_CLASSES, GPU_MODEL_BY_NAME, GPU_MODELS
+from scheduler.core.gpus.catalog import GPU_CLASSES, GPU_MODEL_BY_NAME, GPU_MODELS
 
 SUBMIT = "JobSubmitRequest"
 RIGHTSIZE = "RightsizeRequest"

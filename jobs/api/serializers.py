@@ -14,7 +14,7 @@ from jobs.models import Allocation, Job, JobEvent
 from jobs.selectors.network import job_network
 from jobs.selectors.waiting import EtaDisplay, EtaStatus, eta_display, waiting_reason
 from scheduler.core import PreviewOutcome, bounds
-from scheduler.core.vocabulary import (
+from scheduler.core.model.vocabulary import (
     DEFAULT_JOB_KIND,
     CapacityTier,
     Dtype,
@@ -206,7 +206,7 @@ class JobDetailSerializer(JobSerializer):
 
 # The write serializers describe a job spec in the OpenAPI schema only: the body of a submit or right-sizing
 # question goes whole to the one job-spec reader (``jobs.api.specs``), and the ranges here are read from the
-# same table (scheduler.core.bounds), so the schema and the refusals agree.
+# same table (scheduler.core.sizing.bounds), so the schema and the refusals agree.
 
 
 class ModelProfileSerializer(serializers.Serializer):

@@ -59,7 +59,7 @@ from jobs.services import (
     job_set_rank,
     job_submit,
 )
-from scheduler.core.vocabulary import Priority
+from scheduler.core.model.vocabulary import Priority
 from scheduler.errors import GatewayError
 from teams.http import SignedInApiRequest
 from teams.selectors import team_list_for_user

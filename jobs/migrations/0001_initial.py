@@ -7,7 +7,7 @@ import django.db.models.deletion
 from django.conf import settings
 from django.db import migrations, models
 
-import scheduler.core.vocabulary
+import scheduler.core.model.vocabulary
 
 
 class Migration(migrations.Migration):
@@ -89,7 +89,7 @@ class Migration(migrations.Migration):
                     "priority",
                     models.CharField(
                         choices=[("production", "production"), ("high", "high"), ("normal", "normal"), ("low", "low")],
-                        default=scheduler.core.vocabulary.Priority["NORMAL"],
+                        default=scheduler.core.model.vocabulary.Priority["NORMAL"],
                         max_length=16,
                     ),
                 ),
@@ -110,7 +110,7 @@ class Migration(migrations.Migration):
                     "tier",
                     models.CharField(
                         choices=[("any", "any"), ("reserved-only", "reserved-only"), ("spot-ok", "spot-ok")],
-                        default=scheduler.core.vocabulary.JobTier["ANY"],
+                        default=scheduler.core.model.vocabulary.JobTier["ANY"],
                         max_length=16,
                     ),
                 ),
@@ -134,7 +134,7 @@ class Migration(migrations.Migration):
                             ("cancelled", "cancelled"),
                             ("rejected", "rejected"),
                         ],
-                        default=scheduler.core.vocabulary.JobState["PENDING"],
+                        default=scheduler.core.model.vocabulary.JobState["PENDING"],
                         max_length=16,
                     ),
                 ),
@@ -377,7 +377,7 @@ class Migration(migrations.Migration):
             model_name="job",
             constraint=models.CheckConstraint(
                 condition=models.Q(
-                    models.Q(("state", scheduler.core.vocabulary.JobState["RUNNING"]), _negated=True),
+                    models.Q(("state", scheduler.core.model.vocabulary.JobState["RUNNING"]), _negated=True),
                     ("started_at__isnull", False),
                     _connector="OR",
                 ),

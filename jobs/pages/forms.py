@@ -15,8 +15,8 @@ from jobs.errors import IdempotencyKeyInvalid, PriorityNotGranted
 from jobs.idempotency import MAX_KEY_CHARS, key_parse
 from jobs.selectors.rightsizing import fleet_gpu_models
 from scheduler.core import ModelProfile, bounds, memory_model_for
-from scheduler.core.catalog import GPU_MODEL_BY_NAME, GpuModelSpec
-from scheduler.core.vocabulary import DEFAULT_JOB_KIND, Dtype, JobKind, JobTier, ModelMode, Priority
+from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME, GpuModelSpec
+from scheduler.core.model.vocabulary import DEFAULT_JOB_KIND, Dtype, JobKind, JobTier, ModelMode, Priority
 from teams.models import Team
 
 REQUEST_BY = (

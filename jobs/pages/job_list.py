@@ -21,7 +21,7 @@ from jobs.errors import JobsError, JobSpecInvalid
 from jobs.models import Job
 from jobs.selectors.jobs import job_list_for_user, jobs_for_user_by_ids
 from jobs.services import job_cancel_bulk
-from scheduler.core.vocabulary import JobState
+from scheduler.core.model.vocabulary import JobState
 from teams.http import SignedInRequest
 from teams.models import Project
 from teams.roles import is_platform_admin

@@ -25,7 +25,7 @@ from django.utils.formats import date_format
 from jobs.models import Allocation, JobEvent
 from jobs.selectors.preemptions import Preemptor
 from jobs.selectors.timeline import event_text, preempted_text
-from scheduler.core.vocabulary import EventType
+from scheduler.core.model.vocabulary import EventType
 
 T = TypeVar("T")
 

@@ -71,7 +71,7 @@ from jobs.services import (
     job_submit,
     team_order_key,
 )
-from scheduler.core.vocabulary import EventType, JobKind, JobState
+from scheduler.core.model.vocabulary import EventType, JobKind, JobState
 from scheduler.errors import GatewayError
 from teams.http import SignedInRequest
 from teams.models import Team

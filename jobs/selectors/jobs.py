@@ -17,8 +17,8 @@ from django.utils import timezone
 
 from jobs.errors import JobNotFound
 from jobs.models import Allocation, Job, JobEvent
-from scheduler.core.catalog import GPU_MODEL_BY_NAME, compute_fraction
-from scheduler.core.vocabulary import INFRASTRUCTURE_LOSSES, EventType, JobState
+from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME, compute_fraction
+from scheduler.core.model.vocabulary import INFRASTRUCTURE_LOSSES, EventType, JobState
 from teams.models import Team
 from teams.roles import AnyUser, is_platform_admin
 
@@ -202,7 +202,7 @@ def job_list_for_operator(*, team: str | None = None, states: list[str] | None =
 
 def resuming_jobs(job_ids: Iterable[int]) -> set[int]:
     """The jobs among ``job_ids`` whose latest requeue lost their run to the infrastructure (a spot interruption, a
-    lost node: :data:`~scheduler.core.vocabulary.INFRASTRUCTURE_LOSSES`): the engine puts them first within
+    lost node: :data:`~scheduler.core.model.vocabulary.INFRASTRUCTURE_LOSSES`): the engine puts them first within
     their priority (``Job.resumes``), and the lead's manage page orders them the same (``team_order_key``).
     The reason is the latest ``preempted`` event's, which every requeue records."""
     latest: dict[int, str] = {}

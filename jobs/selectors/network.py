@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from jobs.models import Allocation, Job
 from jobs.selectors.rightsizing import Suggestion
-from scheduler.core.vocabulary import Fabric, NodeState
+from scheduler.core.model.vocabulary import Fabric, NodeState
 from scheduler.fabric_labels import FABRIC_NAMES
 from scheduler.models import Node
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from jobs.models import Job, JobEvent
 from jobs.selectors.jobs import MAX_ID, jobs_for_user_by_ids
-from scheduler.core.vocabulary import EventType
+from scheduler.core.model.vocabulary import EventType
 from teams.roles import AnyUser
 
 

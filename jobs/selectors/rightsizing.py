@@ -9,7 +9,7 @@ For a job spec being typed (or posted), on the cluster as it is now:
   MIG reconfiguration; or why it waits (the engine's reason and start estimate); or why it could never run, which
   is also why a submit is refused (:func:`jobs.services.submit.job_submit` asks the engine the same question);
 - **options** — every GPU model and tier of the fleet the job could use, in the order the engine tries them
-  (:func:`scheduler.core.offers`), each with its per-replica holding and catalog price;
+  (:func:`scheduler.core.placement.offers`), each with its per-replica holding and catalog price;
 - the memory estimate behind a ``memory_gib`` or ``model`` request; for a model, naming the memory model it used
   (training: weights + gradients + optimizer states + activations; inference: weights + KV cache), which is the
   job kind's unless the spec's ``model.mode`` says otherwise for batch work (:func:`scheduler.core.memory_model_for`).
@@ -33,9 +33,9 @@ from scheduler.bridge.policy import policy_current
 from scheduler.bridge.preview import fleet_answer
 from scheduler.core import DemandKind, Offer, Preview, PreviewOutcome, Slot, estimate, memory_need_mib
 from scheduler.core import Node as CoreNode
-from scheduler.core.catalog import GPU_MODEL_BY_NAME, compute_fraction
-from scheduler.core.units import FULL_GPU_MILLI
-from scheduler.core.vocabulary import NodeState
+from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME, compute_fraction
+from scheduler.core.gpus.units import FULL_GPU_MILLI
+from scheduler.core.model.vocabulary import NodeState
 from scheduler.models import Node
 from scheduler.specs.fields import Errors
 from scheduler.specs.job import parse_job

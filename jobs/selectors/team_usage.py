@@ -21,8 +21,8 @@ from jobs.models import Allocation, Job, JobEvent
 from jobs.selectors.jobs import Usage, gpu_equivalents
 from scheduler.core import ANY, burst_limits, guarantee_limits
 from scheduler.core import Team as CoreTeam
-from scheduler.core.units import UNITS_PER_GPU
-from scheduler.core.vocabulary import JobState, Priority
+from scheduler.core.gpus.units import UNITS_PER_GPU
+from scheduler.core.model.vocabulary import JobState, Priority
 from scheduler.models import UtilizationSample
 from teams.models import Quota, Team
 from teams.roles import AnyUser

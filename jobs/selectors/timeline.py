@@ -13,7 +13,7 @@ from typing import Any
 from jobs.models import JobEvent
 from jobs.selectors.preemptions import preempted_words
 from scheduler.bridge.vocabulary import ADMIN_DRAIN
-from scheduler.core.vocabulary import EventType, EvictionReason
+from scheduler.core.model.vocabulary import EventType, EvictionReason
 
 # Stored reasons whose value predates the glossary's word (docs/glossary.md): a page shows the word.
 _REASON_WORDS = {

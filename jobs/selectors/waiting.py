@@ -18,7 +18,7 @@ from django.utils.timesince import timeuntil
 
 from jobs.models import Job
 from jobs.selectors.jobs import NO_POSITION_YET
-from scheduler.core.vocabulary import JobState
+from scheduler.core.model.vocabulary import JobState
 
 DUE_NOW = "due now — the next scheduling cycle decides"
 NO_ESTIMATE = "no start estimate — see why it waits"

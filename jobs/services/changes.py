@@ -24,7 +24,7 @@ from jobs.selectors.jobs import resuming_jobs
 from jobs.services import ranks as ranks_rule
 from jobs.services.loop import job_requeue
 from jobs.services.positions import positions_lock, positions_refresh
-from scheduler.core.vocabulary import PRIORITY_INDEX, EventType, EvictionReason, JobState, Priority
+from scheduler.core.model.vocabulary import PRIORITY_INDEX, EventType, EvictionReason, JobState, Priority
 from scheduler.specs.fields import describe
 from teams.models import Team
 

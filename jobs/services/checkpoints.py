@@ -12,7 +12,7 @@ from django.db import transaction
 
 from jobs.errors import CheckpointInvalid, JobStateError
 from jobs.models import Job, JobEvent
-from scheduler.core.vocabulary import TERMINAL_JOB_STATES, EventType
+from scheduler.core.model.vocabulary import TERMINAL_JOB_STATES, EventType
 
 # A report stamped later than this past the server's clock is a clock problem, not a checkpoint.
 CLOCK_SKEW = timedelta(seconds=60)

@@ -12,7 +12,7 @@ from jobs.models import Allocation, Job, JobEvent
 from jobs.selectors.preemptions import preempted_words, preemptor_details
 from jobs.services.checkpoints import checkpoint_latest
 from scheduler.core import Slot
-from scheduler.core.vocabulary import EventType, JobState
+from scheduler.core.model.vocabulary import EventType, JobState
 from scheduler.models import Node
 
 

@@ -30,7 +30,7 @@ from scheduler.bridge.policy import policy_current
 from scheduler.bridge.snapshot import queue_snapshot
 from scheduler.bridge.vocabulary import FENCE_NAME
 from scheduler.core import queue_order, reposition
-from scheduler.core.vocabulary import JobState
+from scheduler.core.model.vocabulary import JobState
 from scheduler.models import SchedulerFence
 
 log = logging.getLogger(__name__)

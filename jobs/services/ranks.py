@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from itertools import pairwise
 
-MAX_RANK = 2_147_483_647  # IntegerField; scheduler.core.bounds.MAX_RANK
+MAX_RANK = 2_147_483_647  # IntegerField; scheduler.core.sizing.bounds.MAX_RANK
 _UNBOUNDED = 4 * MAX_RANK  # no neighbour on that side: beyond any rank (a result beyond the column is refused)
 
 

@@ -23,7 +23,7 @@ from datetime import datetime
 from jobs.errors import JobStateError
 from jobs.models import Allocation, Job, JobEvent
 from jobs.services.loop import job_finish
-from scheduler.core.vocabulary import EventType, EvictionReason, JobState
+from scheduler.core.model.vocabulary import EventType, EvictionReason, JobState
 
 # When the cluster gives no message (a backend that cannot tell why), the record still says what happened.
 UNKNOWN_EXIT = "a replica failed"

@@ -2,7 +2,7 @@
 actor's role checked, then one job and its ``submitted`` event are written.
 
 Every key, type and range is checked by :func:`scheduler.specs.job.parse_job` against the one table of
-:mod:`scheduler.core.bounds`, the same for the portal form, the API, ``manage.py jobs submit``, scenarios and
+:mod:`scheduler.core.sizing.bounds`, the same for the portal form, the API, ``manage.py jobs submit``, scenarios and
 the right-sizing suggestion; a job the engine could never run on the inventory (memory no GPU holds, a
 gang larger than the cluster) is refused with the engine's own reason. A team and a user each have a cap on
 pending jobs (``settings.JOBS``); the team's row is locked while the cap is checked, so concurrent submits
@@ -31,7 +31,7 @@ from scheduler.bridge.policy import policy_current
 from scheduler.bridge.snapshot import inventory_nodes
 from scheduler.core import Job as CoreJob
 from scheduler.core import bounds, rejection_reason
-from scheduler.core.vocabulary import EventType, JobState
+from scheduler.core.model.vocabulary import EventType, JobState
 from scheduler.specs.fields import Errors, describe
 from scheduler.specs.job import parse_job
 from teams.models import Team
@@ -164,7 +164,7 @@ def _never_runs(job: CoreJob) -> str | None:
 
 
 def _check_whole_seconds(errors: Errors, data: dict[str, Any]) -> None:
-    """Durations are stored in whole seconds (the ranges themselves are :mod:`scheduler.core.bounds`')."""
+    """Durations are stored in whole seconds (the ranges themselves are :mod:`scheduler.core.sizing.bounds`')."""
     for key in ("checkpoint_interval_s", "duration_s"):
         if key in data and not float(data[key]).is_integer():
             errors.add(key, f"must be a whole number of seconds, got {describe(data[key])}")

@@ -24,7 +24,7 @@ from jobs.selectors.team_usage import team_quota_use
 from scheduler.bridge.policy import policy_current
 from scheduler.bridge.snapshot import core_job
 from scheduler.core import replica_need
-from scheduler.core.vocabulary import NodeState
+from scheduler.core.model.vocabulary import NodeState
 from scheduler.models import CycleStats, Node, UtilizationSample
 from teams.models import Team
 

@@ -17,7 +17,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from jobs.models import JobEvent
 from portal.metrics.histogram import histogram_buckets
 from scheduler.bridge.cycle_stats import DECISION_KINDS, ETA_ERROR_BUCKETS, MIG_OUTCOMES, PHASE_BUCKETS_S, PHASES
-from scheduler.core.vocabulary import EventType, EvictionReason
+from scheduler.core.model.vocabulary import EventType, EvictionReason
 from scheduler.models import CycleStats
 
 # A reason outside the vocabulary (a row written by hand) is counted under this one, so labels stay bounded.

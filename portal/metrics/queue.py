@@ -16,7 +16,7 @@ from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Met
 
 from jobs.models import Job, JobEvent
 from portal.metrics.histogram import histogram_buckets
-from scheduler.core.vocabulary import EventType, JobState
+from scheduler.core.model.vocabulary import EventType, JobState
 
 # From one scheduling cycle to a day: production inference should start within a cycle, a large gang may wait hours.
 WAIT_BUCKETS_S = (10.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, 3 * 3600.0, 6 * 3600.0, 12 * 3600.0, 86400.0)

@@ -5,8 +5,8 @@ The snapshot is the one a cycle would build (:func:`scheduler.bridge.snapshot.bu
 quotas, recent preemptions) over the inventory as the last cycle recorded it
 (:func:`~scheduler.bridge.snapshot.inventory_observation`), so no gateway is called: the web process asks it on
 every keystroke, and on Kubernetes it has no right to list nodes. The engine then plans with the job added
-(:func:`scheduler.core.preview`), and lists where the job could go at all in the order it tries them
-(:func:`scheduler.core.offers`).
+(:func:`scheduler.core.planning.preview`), and lists where the job could go at all in the order it tries them
+(:func:`scheduler.core.placement.offers`).
 """
 
 from __future__ import annotations

@@ -38,7 +38,7 @@ from scheduler.core import (
     Team,
     memory_model_for,
 )
-from scheduler.core.vocabulary import (
+from scheduler.core.model.vocabulary import (
     CapacityTier,
     Dtype,
     EventType,

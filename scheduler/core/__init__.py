@@ -10,26 +10,27 @@ the team pages and billing's guarantee check read, and the size of a GPU in capa
 interval the submit and job pages propose (:func:`checkpoint_interval`, with its inputs in ``checkpointing``); and
 the queue's order between cycles (:func:`queue_order`) with a waiting reason told again for a new position
 (:func:`reposition`), which a lead's reorder writes at once; and a job's true need (:func:`replica_need`), which
-the live utilization gauge shares with the benchmarks. ``scheduler.core.vocabulary`` and
-``scheduler.core.catalog`` are public modules of their own.
+the live utilization gauge shares with the benchmarks. ``scheduler.core.model.vocabulary`` and
+``scheduler.core.gpus.catalog`` are public modules of their own.
 """
 
-from scheduler.core import bounds, checkpointing
-from scheduler.core.bounds import text_problem
-from scheduler.core.checkpointing import CheckpointInterval, checkpoint_interval
-from scheduler.core.cycle import plan_cycle, rejection_reason
-from scheduler.core.demand import DemandKind
-from scheduler.core.explain import reposition
-from scheduler.core.memory import estimate, memory_model_for
-from scheduler.core.need import replica_need
-from scheduler.core.offers import Offer, offers
-from scheduler.core.plan import Bind, Evict, Plan, Reconfigure, Reject, Waiting
-from scheduler.core.policy import Policy
-from scheduler.core.preview import Preview, PreviewOutcome, preview
-from scheduler.core.queue import QueuePlace, queue_order
-from scheduler.core.rightsize import memory_need_mib, resolve, unplaceable_reason
+from scheduler.core.model.demand import DemandKind
+from scheduler.core.model.explain import reposition
+from scheduler.core.model.plan import Bind, Evict, Plan, Reconfigure, Reject, Waiting
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.state import Job, ModelProfile, Node, Preemption, Request, Running, Slot, Snapshot, Team
+from scheduler.core.placement.offers import Offer, offers
+from scheduler.core.planning.cycle import plan_cycle, rejection_reason
+from scheduler.core.planning.preview import Preview, PreviewOutcome, preview
+from scheduler.core.planning.queue import QueuePlace, queue_order
+from scheduler.core.rules import checkpointing
+from scheduler.core.rules.checkpointing import CheckpointInterval, checkpoint_interval
 from scheduler.core.rules.limits import ANY, borrowed_in_fill, burst_limits, fill_order, guarantee_limits
-from scheduler.core.state import Job, ModelProfile, Node, Preemption, Request, Running, Slot, Snapshot, Team
+from scheduler.core.sizing import bounds
+from scheduler.core.sizing.bounds import text_problem
+from scheduler.core.sizing.memory import estimate, memory_model_for
+from scheduler.core.sizing.need import replica_need
+from scheduler.core.sizing.rightsize import memory_need_mib, resolve, unplaceable_reason
 
 __all__ = [
     "ANY",

@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
-from scheduler.core.state import MigLayout
-from scheduler.core.vocabulary import BlockerKind
+from scheduler.core.model.state import MigLayout
+from scheduler.core.model.vocabulary import BlockerKind
 from scheduler.errors import GatewayConflict
 
 # Where a checkpointed job's pods find its team's checkpoint volume, and the job's own directory on it: the
@@ -126,7 +126,7 @@ class NodeObservation:
     """One GPU node as the cluster reports it."""
 
     name: str
-    gpu_model: str  # a catalog model name (scheduler.core.catalog), e.g. "H100-SXM5-80GB"
+    gpu_model: str  # a catalog model name (scheduler.core.gpus.catalog), e.g. "H100-SXM5-80GB"
     gpu_count: int
     interconnect: str  # nvswitch | nvlink-pairs | pcie
     tier: str  # reserved | on-demand | spot
@@ -139,7 +139,7 @@ class NodeObservation:
     mig_status: MigStatus = field(default_factory=MigStatus)
     price_per_gpu_hour: float | None = None  # None: the cluster does not know; the inventory's price holds
     labels: Mapping[str, str] = field(default_factory=dict)
-    # The fabric the node offers multi-node jobs (a scheduler.core.vocabulary.Fabric value), how many fabric
+    # The fabric the node offers multi-node jobs (a scheduler.core.model.vocabulary.Fabric value), how many fabric
     # devices it advertises (EFA interfaces, RDMA devices, extra NICs; 0 when none or unknown), and the placement
     # group it belongs to ("" unknown).
     fabric: str = "tcp"

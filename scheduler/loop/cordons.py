@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from django.db.models import Q
 
-from scheduler.core.vocabulary import NodeState, NodeStateSource
+from scheduler.core.model.vocabulary import NodeState, NodeStateSource
 from scheduler.gateways.protocol import Observation
 from scheduler.loop.apply import CordonOp
 from scheduler.models import Node

@@ -25,7 +25,7 @@ from jobs.services import job_requeue
 from scheduler.bridge.policy import policy_at_speed
 from scheduler.bridge.snapshot import build
 from scheduler.core import Reject, plan_cycle
-from scheduler.core.vocabulary import JobState
+from scheduler.core.model.vocabulary import JobState
 from scheduler.gateways import gateway_get
 from scheduler.gateways.protocol import ClusterGateway
 from scheduler.gcpause import gc_paused

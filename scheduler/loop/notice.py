@@ -36,7 +36,7 @@ from django.db.models import Max
 
 from jobs.models import Allocation, JobEvent
 from scheduler.bridge.vocabulary import ADMIN_DRAIN
-from scheduler.core.vocabulary import EventType, JobState, NodeState, NodeStateSource
+from scheduler.core.model.vocabulary import EventType, JobState, NodeState, NodeStateSource
 from scheduler.gateways.protocol import Interruption, Observation
 from scheduler.models import Node
 from scheduler.node_states import node_state_observe

@@ -56,7 +56,7 @@ from django.db.models import Max
 from jobs.errors import CheckpointInvalid, JobStateError
 from jobs.models import Allocation, Job, JobEvent
 from jobs.services import CheckpointReport, checkpoint_record, job_fail_or_restart, job_finish, job_requeue
-from scheduler.core.vocabulary import EventType, EvictionReason, JobState
+from scheduler.core.model.vocabulary import EventType, EvictionReason, JobState
 from scheduler.gateways.protocol import JobObservation, Observation, ReplicaPhase
 from scheduler.loop.apply import BindOp, EvictOp, Op, bind_request
 from scheduler.loop.cordons import cordons_wanted

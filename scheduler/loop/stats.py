@@ -38,7 +38,7 @@ from scheduler.bridge.cycle_stats import (
     PHASES,
     STATS_NAME,
 )
-from scheduler.core.vocabulary import EventType, JobState
+from scheduler.core.model.vocabulary import EventType, JobState
 from scheduler.gateways.protocol import MigConfigState, Observation
 from scheduler.models import CycleStats, EtaHistory
 

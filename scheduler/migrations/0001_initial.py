@@ -6,7 +6,7 @@ import django.core.validators
 import django.db.models.deletion
 from django.db import migrations, models
 
-import scheduler.core.vocabulary
+import scheduler.core.model.vocabulary
 
 
 class Migration(migrations.Migration):
@@ -85,7 +85,7 @@ class Migration(migrations.Migration):
                             ("draining", "draining"),
                             ("gone", "gone"),
                         ],
-                        default=scheduler.core.vocabulary.NodeState["READY"],
+                        default=scheduler.core.model.vocabulary.NodeState["READY"],
                         max_length=16,
                     ),
                 ),

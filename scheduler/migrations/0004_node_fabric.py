@@ -2,7 +2,7 @@
 
 from django.db import migrations, models
 
-import scheduler.core.vocabulary
+import scheduler.core.model.vocabulary
 
 
 class Migration(migrations.Migration):
@@ -22,7 +22,7 @@ class Migration(migrations.Migration):
                     ("gpudirect-tcpxo", "gpudirect-tcpxo"),
                     ("infiniband", "infiniband"),
                 ],
-                default=scheduler.core.vocabulary.Fabric["TCP"],
+                default=scheduler.core.model.vocabulary.Fabric["TCP"],
                 help_text="The network a gang spanning this node and others talks over (tcp: no fabric).",
                 max_length=24,
             ),

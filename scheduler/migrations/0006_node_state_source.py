@@ -2,7 +2,7 @@
 
 from django.db import migrations, models
 
-import scheduler.core.vocabulary
+import scheduler.core.model.vocabulary
 
 
 def _sources(apps, schema_editor):
@@ -33,7 +33,7 @@ class Migration(migrations.Migration):
             name="state_source",
             field=models.CharField(
                 choices=[("admin", "admin"), ("notice", "notice"), ("cluster", "cluster")],
-                default=scheduler.core.vocabulary.NodeStateSource["CLUSTER"],
+                default=scheduler.core.model.vocabulary.NodeStateSource["CLUSTER"],
                 max_length=16,
             ),
         ),

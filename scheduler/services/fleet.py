@@ -12,8 +12,8 @@ from decimal import Decimal, InvalidOperation
 
 from django.db import transaction
 
-from scheduler.core.catalog import GPU_MODEL_BY_NAME, GPU_MODELS, LayoutError, validate_layout
-from scheduler.core.vocabulary import CapacityTier, Fabric, Interconnect
+from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME, GPU_MODELS, LayoutError, validate_layout
+from scheduler.core.model.vocabulary import CapacityTier, Fabric, Interconnect
 from scheduler.errors import InventoryError
 from scheduler.gpu_count import MAX_GPUS_PER_NODE, check_shrink
 from scheduler.models import Gpu, GpuModel, Node
@@ -27,7 +27,7 @@ MigLayouts = Mapping[int, Sequence[Sequence[object]]]
 
 
 def gpu_models_sync() -> int:
-    """Make the GpuModel rows match ``scheduler.core.catalog.GPU_MODELS``; return how many were created.
+    """Make the GpuModel rows match ``scheduler.core.gpus.catalog.GPU_MODELS``; return how many were created.
 
     Rows for models the catalog no longer lists are left alone: nodes may still point at them (PROTECT).
     """

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 
-from scheduler.core.vocabulary import NodeState
+from scheduler.core.model.vocabulary import NodeState
 from scheduler.errors import InventoryError
 from scheduler.gateways.protocol import Observation
 from scheduler.models import Node

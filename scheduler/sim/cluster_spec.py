@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from scheduler.core import catalog
-from scheduler.core.state import MigLayout, Node, Team
-from scheduler.core.vocabulary import CapacityTier, Fabric, Interconnect
+from scheduler.core.gpus import catalog
+from scheduler.core.model.state import MigLayout, Node, Team
+from scheduler.core.model.vocabulary import CapacityTier, Fabric, Interconnect
 from scheduler.specs.fields import (
     Errors,
     check_keys,
@@ -142,7 +142,7 @@ def parse_mig(errors: Errors, path: str, value: Any, model: str, gpu_count: int)
 
 def _layout(errors: Errors, path: str, value: Any, model: str) -> MigLayout | None:
     """One GPU's layout: a named config, a list of profiles to place, or a list of ``[profile, start]`` pairs."""
-    from scheduler.core import layouts  # the MIG helper's module; imported late so a missing name reads clearly
+    from scheduler.core.sizing import layouts  # the MIG helper's module; imported late so a missing name reads clearly
 
     if isinstance(value, str):
         if value in UNSCHEDULABLE_CONFIGS:

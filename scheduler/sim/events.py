@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scheduler.core.state import Job, Node, Team
-from scheduler.core.vocabulary import Priority
+from scheduler.core.model.state import Job, Node, Team
+from scheduler.core.model.vocabulary import Priority
 
 
 @dataclass(frozen=True, slots=True)

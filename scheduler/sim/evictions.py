@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from scheduler.core.state import Node
-from scheduler.core.vocabulary import CapacityTier, EvictionReason
+from scheduler.core.model.state import Node
+from scheduler.core.model.vocabulary import CapacityTier, EvictionReason
 from scheduler.sim.records import RunLog
 
 CAUSES = ("priority", "reclaim", "reconfiguration", "spot", "node-lost")

@@ -8,7 +8,7 @@ that cycle's plan left it), held until the next cycle:
 2. **Who could use it**: the pending jobs, in submission order, each placed *whole or not at all* on that idle
    capacity by first fit, **ignoring quotas**, priorities and MIG layouts (a MIG reconfiguration could make
    the share usable; its time is not counted). A replica that needs n ≥ 1 GPUs (its true need,
-   :func:`scheduler.core.need.replica_need`, rounded up) takes n fully idle GPUs of one node; a replica
+   :func:`scheduler.core.sizing.need.replica_need`, rounded up) takes n fully idle GPUs of one node; a replica
    that needs a fraction of a GPU takes the fullest GPU whose free share holds it (best fit). A job may use
    only nodes its ``gpu_model`` constraint matches, and a ``reserved-only`` job only reserved nodes.
 3. **The gap** of the cycle: the true need the placed jobs would have run, in GPU-equivalents.
@@ -26,11 +26,11 @@ import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
-from scheduler.core.capacity import model_matches
-from scheduler.core.need import replica_need
-from scheduler.core.policy import Policy
-from scheduler.core.state import Job, Node
-from scheduler.core.vocabulary import CapacityTier, JobTier
+from scheduler.core.model.capacity import model_matches
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.state import Job, Node
+from scheduler.core.model.vocabulary import CapacityTier, JobTier
+from scheduler.core.sizing.need import replica_need
 from scheduler.sim.metrics import capacity_gpu_s
 from scheduler.sim.records import CycleSample
 

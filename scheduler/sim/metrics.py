@@ -3,7 +3,7 @@
 A window ``[start, end)`` excludes the warm-up. Definitions:
 
 - **true need** of a running job (what it would hold on a perfectly right-sized cluster), per replica on the
-  GPU model it runs on: :func:`scheduler.core.need.replica_need` (the live ``/metrics`` gauge reads the same).
+  GPU model it runs on: :func:`scheduler.core.sizing.need.replica_need` (the live ``/metrics`` gauge reads the same).
   A 10 GiB service on a whole 80 GB GPU needs 1/7 of it.
 - ``effective_utilization``: ∫ Σ true need of the running jobs dt / ∫ GPUs present dt over the window, with
   the need-seconds of work later thrown away taken out: an evicted training or batch run loses its work since
@@ -38,13 +38,13 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from scheduler.core.capacity import slot_units
-from scheduler.core.catalog import GPU_MODEL_BY_NAME
-from scheduler.core.need import replica_need
-from scheduler.core.policy import Policy
-from scheduler.core.state import Job, Node
-from scheduler.core.units import FULL_GPU_MILLI, UNITS_PER_GPU
-from scheduler.core.vocabulary import JobKind, Priority
+from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME
+from scheduler.core.gpus.units import FULL_GPU_MILLI, UNITS_PER_GPU
+from scheduler.core.model.capacity import slot_units
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.state import Job, Node
+from scheduler.core.model.vocabulary import JobKind, Priority
+from scheduler.core.sizing.need import replica_need
 from scheduler.sim.records import CycleLog, RunLog
 from scheduler.sim.report import ReplayResult
 

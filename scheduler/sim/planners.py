@@ -1,7 +1,7 @@
 """The planners a scenario can be replayed with, by name (``manage.py scenario run --policy NAME``).
 
 A planner has the engine's signature, ``(snapshot, policy, now) -> Plan``. ``microcosm`` is the engine
-itself (:func:`scheduler.core.cycle.plan_cycle`); the baselines of the benchmarks (``naive``, ``k8s-default``,
+itself (:func:`scheduler.core.planning.cycle.plan_cycle`); the baselines of the benchmarks (``naive``, ``k8s-default``,
 ``binpack``, ``fgd``: :mod:`scheduler.sim.baselines`) register here under their own names.
 """
 
@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from scheduler.core.plan import Plan
-from scheduler.core.policy import Policy
-from scheduler.core.state import Snapshot
+from scheduler.core.model.plan import Plan
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.state import Snapshot
 from scheduler.sim.baselines import BASELINES
 
 Planner = Callable[[Snapshot, Policy, float], Plan]
@@ -20,7 +20,7 @@ DEFAULT_PLANNER = "microcosm"
 
 def microcosm(snapshot: Snapshot, policy: Policy, now: float) -> Plan:
     """The engine; imported on first use so the simulator loads even while the core is incomplete."""
-    from scheduler.core.cycle import plan_cycle
+    from scheduler.core.planning.cycle import plan_cycle
 
     return plan_cycle(snapshot, policy, now)
 

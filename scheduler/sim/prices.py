@@ -17,8 +17,8 @@ overstates their cost equally in every policy's bill).
 
 from __future__ import annotations
 
-from scheduler.core.catalog import GPU_MODEL_BY_NAME
-from scheduler.core.vocabulary import CapacityTier
+from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME
+from scheduler.core.model.vocabulary import CapacityTier
 
 RESERVED_DISCOUNT = 0.35  # 1-year commitments ≈ 30–40 % off current on-demand (docs/gpu-facts.md, Prices)
 PRICES_AS_OF = "2025-06 (AWS us-east-1 post-cut list prices; docs/gpu-facts.md, Prices)"

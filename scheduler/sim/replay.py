@@ -38,11 +38,11 @@ import heapq
 from dataclasses import replace
 from typing import Any
 
-from scheduler.core.capacity import ClusterState
-from scheduler.core.catalog import LayoutError, validate_layout
-from scheduler.core.plan import Plan, Reconfigure
-from scheduler.core.state import Node, Preemption, Snapshot, Team
-from scheduler.core.vocabulary import INFRASTRUCTURE_LOSSES, EventType, EvictionReason, JobState, NodeState
+from scheduler.core.gpus.catalog import LayoutError, validate_layout
+from scheduler.core.model.capacity import ClusterState
+from scheduler.core.model.plan import Plan, Reconfigure
+from scheduler.core.model.state import Node, Preemption, Snapshot, Team
+from scheduler.core.model.vocabulary import INFRASTRUCTURE_LOSSES, EventType, EvictionReason, JobState, NodeState
 from scheduler.gcpause import gc_paused
 from scheduler.sim import events as ev
 from scheduler.sim.planners import Planner, microcosm

@@ -18,9 +18,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.core.state import MigLayout, Slots, Team
-from scheduler.core.units import FULL_GPU_MILLI
-from scheduler.core.vocabulary import JobState
+from scheduler.core.gpus.units import FULL_GPU_MILLI
+from scheduler.core.model.state import MigLayout, Slots, Team
+from scheduler.core.model.vocabulary import JobState
 from scheduler.sim.records import JobRecord, NodeRecord, RunLog
 
 Json = dict[str, Any]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from scheduler.core.vocabulary import EventType
+from scheduler.core.model.vocabulary import EventType
 from scheduler.sim.report import Json
 
 

@@ -61,10 +61,10 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from scheduler.core.catalog import GPU_MODEL_BY_NAME
-from scheduler.core.state import Job, Node, Slots
-from scheduler.core.vocabulary import Fabric as NodeFabric
-from scheduler.core.vocabulary import Interconnect, JobKind
+from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME
+from scheduler.core.model.state import Job, Node, Slots
+from scheduler.core.model.vocabulary import Fabric as NodeFabric
+from scheduler.core.model.vocabulary import Interconnect, JobKind
 
 Speed = Callable[[Job, Slots, Mapping[str, Node]], float]
 """The replay's hook: a running job's progress rate (work seconds per second) on its slots."""

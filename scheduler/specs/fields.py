@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from enum import StrEnum
 from typing import Any, TypeVar
 
-from scheduler.core.bounds import text_problem
+from scheduler.core.sizing.bounds import text_problem
 
 E = TypeVar("E", bound=StrEnum)
 
@@ -101,7 +101,7 @@ def read_str(
     errors: Errors, path: str, value: Any, *, allow_empty: bool = False, max_chars: int | None = None
 ) -> str | None:
     """A JSON string (non-blank unless ``allow_empty``) of at most ``max_chars`` characters, with no NUL and no
-    lone surrogate (:func:`scheduler.core.bounds.text_problem`)."""
+    lone surrogate (:func:`scheduler.core.sizing.bounds.text_problem`)."""
     if not isinstance(value, str) or (not allow_empty and not value.strip()):
         errors.add(path, f"must be a non-empty string, got {describe(value)}")
         return None

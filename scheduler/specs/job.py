@@ -13,8 +13,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from scheduler.core import catalog
-from scheduler.core.bounds import (
+from scheduler.core.gpus import catalog
+from scheduler.core.gpus.units import FULL_GPU_MILLI
+from scheduler.core.model.state import Job, ModelProfile, Request
+from scheduler.core.model.vocabulary import DEFAULT_JOB_KIND, Dtype, JobKind, JobTier, ModelMode, Priority
+from scheduler.core.sizing.bounds import (
     BOUNDS,
     MAX_COMMAND_BYTES,
     MAX_ENV_BYTES,
@@ -26,10 +29,7 @@ from scheduler.core.bounds import (
     out_of_bounds,
     text_problem,
 )
-from scheduler.core.memory import memory_model_conflict, memory_model_for
-from scheduler.core.state import Job, ModelProfile, Request
-from scheduler.core.units import FULL_GPU_MILLI
-from scheduler.core.vocabulary import DEFAULT_JOB_KIND, Dtype, JobKind, JobTier, ModelMode, Priority
+from scheduler.core.sizing.memory import memory_model_conflict, memory_model_for
 from scheduler.specs.fields import (
     Errors,
     check_keys,
@@ -263,13 +263,15 @@ def _check_env(errors: Errors, path: str, value: Any) -> None:
 
 
 def _read_bounded_int(errors: Errors, where: str, key: str, value: Any) -> int | None:
-    """An integer at ``where`` inside the bound of ``key`` (a key path of :data:`~scheduler.core.bounds.BOUNDS`)."""
+    """An integer at ``where`` inside the bound of ``key`` (a key path of
+    :data:`~scheduler.core.sizing.bounds.BOUNDS`)."""
     number = read_int(errors, where, value, minimum=None)
     return number if number is not None and _inside(errors, where, key, number) else None
 
 
 def _read_bounded_number(errors: Errors, where: str, key: str, value: Any) -> float | None:
-    """A number at ``where`` inside the bound of ``key`` (a key path of :data:`~scheduler.core.bounds.BOUNDS`)."""
+    """A number at ``where`` inside the bound of ``key`` (a key path of
+    :data:`~scheduler.core.sizing.bounds.BOUNDS`)."""
     number = read_number(errors, where, value, minimum=None)
     return number if number is not None and _inside(errors, where, key, number) else None
 

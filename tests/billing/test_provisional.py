@@ -18,7 +18,7 @@ from billing.models import LedgerEntry
 from billing.selectors import Scope, chargeback_report, team_month_cost
 from billing.services import ledger_close_due
 from jobs.templatetags.portal_format import money as shown
-from scheduler.core.units import UNITS_PER_GPU
+from scheduler.core.gpus.units import UNITS_PER_GPU
 from tests.factories import AllocationFactory, JobFactory, MembershipFactory, TeamFactory
 
 pytestmark = pytest.mark.django_db

@@ -15,7 +15,7 @@ from demo.opening import ARRIVAL, OPENING
 from demo.seed import demo_seed
 from jobs.models import Job, JobEvent
 from jobs.selectors.team_usage import team_quota_use
-from scheduler.core.vocabulary import EventType, EvictionReason, JobState
+from scheduler.core.model.vocabulary import EventType, EvictionReason, JobState
 from scheduler.gateways.simulated import FleetSettings, SimulatedFleet
 from scheduler.loop.apply import Retry
 from scheduler.loop.cycle import cycle_run

@@ -11,7 +11,7 @@ from django.core.management import CommandError, call_command
 from django.db.models import Model
 
 from demo.seed import DEMO_PASSWORD, demo_org, demo_seed, price_per_gpu_hour
-from scheduler.core.catalog import validate_layout
+from scheduler.core.gpus.catalog import validate_layout
 from scheduler.models import Gpu, GpuModel, Node
 from teams.models import Membership, Project, Quota, Team
 from teams.orgfile import validate_org

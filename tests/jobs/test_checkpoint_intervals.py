@@ -17,7 +17,7 @@ from jobs.checkpoint_intervals import (
     checkpoint_interval_proposal_for_spec,
 )
 from scheduler.core import ModelProfile, checkpoint_interval, checkpointing
-from scheduler.core.vocabulary import ModelMode
+from scheduler.core.model.vocabulary import ModelMode
 from tests.factories import AllocationFactory, JobEventFactory, JobFactory, NodeFactory
 
 pytestmark = pytest.mark.django_db

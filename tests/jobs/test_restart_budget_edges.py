@@ -13,7 +13,7 @@ from rest_framework.test import APIClient
 
 from jobs.models import Job
 from jobs.services import job_fail_or_restart, job_submit
-from scheduler.core.bounds import DEFAULT_RESTART_LIMIT, MAX_RESTART_LIMIT
+from scheduler.core.sizing.bounds import DEFAULT_RESTART_LIMIT, MAX_RESTART_LIMIT
 from scheduler.specs.fields import Errors
 from scheduler.specs.job import parse_job
 from tests.jobs.test_views_pages import SUBMIT

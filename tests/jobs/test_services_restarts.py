@@ -16,8 +16,8 @@ from jobs.errors import JobStateError
 from jobs.models import Allocation, Job, JobEvent
 from jobs.services import job_fail_or_restart, job_requeue
 from jobs.services.restarts import UNKNOWN_EXIT, budget_spent
-from scheduler.core.bounds import DEFAULT_RESTART_LIMIT
-from scheduler.core.vocabulary import EvictionReason
+from scheduler.core.model.vocabulary import EvictionReason
+from scheduler.core.sizing.bounds import DEFAULT_RESTART_LIMIT
 from tests.factories import JobFactory
 from tests.portal.fleet import fleet, running_job
 

@@ -20,7 +20,7 @@ from demo.seed import demo_seed
 from jobs.models import Allocation, Job
 from jobs.selectors.rightsizing import Suggestion, suggest
 from jobs.services import job_submit
-from scheduler.core.catalog import compute_fraction
+from scheduler.core.gpus.catalog import compute_fraction
 from scheduler.loop.apply import Retry
 from scheduler.loop.cycle import cycle_run
 from teams.models import Team

@@ -21,7 +21,7 @@ from portal.metrics import collector
 from scheduler.bridge.cycle_stats import PHASES
 from scheduler.bridge.policy import policy_current
 from scheduler.bridge.snapshot import core_job
-from scheduler.core.need import replica_need
+from scheduler.core.sizing.need import replica_need
 from scheduler.loop.cycle import cycle_run
 from scheduler.models import CycleStats, Node, SimulatedPod
 from tests.scheduler.loop_helpers import Clock, fleet, fleet_seed, team_seed

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.core.vocabulary import Fabric
+from scheduler.core.model.vocabulary import Fabric
 from scheduler.fabric_labels import FABRIC_NAMES, fabric_label
 
 

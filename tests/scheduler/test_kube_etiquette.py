@@ -10,7 +10,7 @@ import kmock
 import pytest
 from kubernetes import client
 
-from scheduler.core.vocabulary import BlockerKind
+from scheduler.core.model.vocabulary import BlockerKind
 from scheduler.errors import GatewayRetryable
 from scheduler.gateways.kube.events import FINISH_S, WAITING_INTERVAL_S
 from scheduler.gateways.kube.gateway import KubeGateway

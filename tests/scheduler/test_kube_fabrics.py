@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.core.vocabulary import Fabric
+from scheduler.core.model.vocabulary import Fabric
 from scheduler.errors import GatewayConflict
 from scheduler.gateways.kube.fabrics import (
     EFA_ENV,

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from scheduler.core.catalog import GPU_MODELS
-from scheduler.core.layouts import named_layouts
+from scheduler.core.gpus.catalog import GPU_MODELS
+from scheduler.core.sizing.layouts import named_layouts
 from scheduler.errors import GatewayConflict
 from scheduler.gateways.kube.gateway import KubeGateway
 from scheduler.gateways.kube.mig import DEVICE_FILTERS, Step, config_name, operator_configs

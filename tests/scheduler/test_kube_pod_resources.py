@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.core.vocabulary import Fabric
+from scheduler.core.model.vocabulary import Fabric
 from scheduler.errors import GatewayConflict, GatewayError, GatewayRetryable
 from scheduler.gateways.kube.fabrics import DAEMON_CONTAINER, ReplicaFabric
 from scheduler.gateways.kube.gateway import KubeGateway

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
-from scheduler.core.vocabulary import Fabric
+from scheduler.core.model.vocabulary import Fabric
 from scheduler.errors import GatewayConflict
 from scheduler.gateways.kube.fabrics import FabricSettings, replica_fabric
 from scheduler.gateways.kube.gateway import KubeGateway

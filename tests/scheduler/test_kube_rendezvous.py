@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.core.catalog import MEMORY_SLICES, profile_spec
+from scheduler.core.gpus.catalog import MEMORY_SLICES, profile_spec
 from scheduler.errors import GatewayConflict
 from scheduler.gateways.kube.gateway import KubeGateway
 from scheduler.gateways.kube.pods import pod_manifest

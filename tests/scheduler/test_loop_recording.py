@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from scheduler.core.vocabulary import BlockerKind
+from scheduler.core.model.vocabulary import BlockerKind
 from scheduler.errors import GatewayRetryable
 from scheduler.gateways.protocol import JobWaiting, RecordingGateway
 from scheduler.loop.apply import EvictOp, Retry, apply_ops, waiting_record

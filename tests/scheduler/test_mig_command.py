@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from scheduler.core.catalog import GPU_MODELS
-from scheduler.core.layouts import maximal_layouts
+from scheduler.core.gpus.catalog import GPU_MODELS
+from scheduler.core.sizing.layouts import maximal_layouts
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -14,7 +14,7 @@ from jobs.models import Job
 from jobs.selectors.jobs import resuming_jobs
 from jobs.services import job_submit
 from scheduler.bridge.vocabulary import ADMIN_DRAIN
-from scheduler.core.vocabulary import NodeState, NodeStateSource
+from scheduler.core.model.vocabulary import NodeState, NodeStateSource
 from scheduler.gateways.protocol import Interruption, Observation
 from scheduler.loop.apply import Retry
 from scheduler.loop.cycle import cycle_run

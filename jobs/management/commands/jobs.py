@@ -23,7 +23,7 @@ from jobs.errors import JobsError, JobSpecInvalid
 from jobs.models import Job
 from jobs.selectors.jobs import job_list_for_operator
 from jobs.services import job_submit
-from scheduler.core.vocabulary import JobState
+from scheduler.core.model.vocabulary import JobState
 from scheduler.specs.files import SpecFileError, read_spec_file
 
 

@@ -23,15 +23,15 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from scheduler.core.capacity import ClusterState
-from scheduler.core.demand import Demand, DemandKind
+from scheduler.core.model.capacity import ClusterState
+from scheduler.core.model.demand import Demand, DemandKind
+from scheduler.core.model.plan import Evict, Reconfigure
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.state import Job, Preemption
+from scheduler.core.model.vocabulary import PRIORITY_INDEX, EvictionReason, Priority
 from scheduler.core.placement.index import CapacityIndex
 from scheduler.core.placement.options import Option
-from scheduler.core.plan import Evict, Reconfigure
-from scheduler.core.policy import Policy
 from scheduler.core.rules.reconfiguration import plan_reconfiguration
-from scheduler.core.state import Job, Preemption
-from scheduler.core.vocabulary import PRIORITY_INDEX, EvictionReason, Priority
 
 MAX_TRIES = 4
 REASON = EvictionReason.RECONFIGURE

@@ -35,17 +35,17 @@ measured).
 
 from __future__ import annotations
 
-from scheduler.core.catalog import COMPUTE_SLICES, GPU_MODEL_BY_NAME
-from scheduler.core.demand import Demand, DemandKind
+from scheduler.core.gpus.catalog import COMPUTE_SLICES, GPU_MODEL_BY_NAME
+from scheduler.core.model.demand import Demand, DemandKind
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.state import Job, Slot, Slots
+from scheduler.core.model.vocabulary import Priority
 from scheduler.core.placement.find import replica_by_replica
 from scheduler.core.placement.index import CapacityIndex, IndexedClusterState
 from scheduler.core.placement.mig import best_of
 from scheduler.core.placement.mix import mix_of
 from scheduler.core.placement.options import Option, options_for
 from scheduler.core.placement.whole import best_whole
-from scheduler.core.policy import Policy
-from scheduler.core.state import Job, Slot, Slots
-from scheduler.core.vocabulary import Priority
 
 Score = tuple[int, ...]
 

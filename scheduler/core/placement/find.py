@@ -3,12 +3,13 @@
 Contract: ``find_slots(state, job, policy)`` returns one tuple of :class:`Slot` per replica, all free in ``state`` now,
 honouring the ``gpu_model`` constraint, tier routing (:mod:`~scheduler.core.rules.tiers`), node readiness (schedulable,
 no MIG reconfiguration in flight at ``now``), CPU and host memory where nodes state them, and the right-sized demand of
-:func:`scheduler.core.rightsize.resolve` on each model. It never leaves the state changed: multi-replica MIG and share
+:func:`scheduler.core.sizing.rightsize.resolve` on each model. It never leaves the state changed: multi-replica MIG and
+share
 gangs are searched by tentatively placing each replica inside a Statement (so the next replica sees the previous one's
 slot) and rolling back at the end.
 
 Which slots (the rules live in the modules): whole-GPU gangs — every replica whole GPUs, more than one replica — go
-through :mod:`~scheduler.core.rules.topology`; otherwise each replica takes the best of :mod:`.whole` (best fit),
+through :mod:`~scheduler.core.placement.topology`; otherwise each replica takes the best of :mod:`.whole` (best fit),
 :mod:`.mig` and :mod:`.shares` (fragmentation-aware), compared by (tier rank, holding, …).
 
 Speed: on an :class:`IndexedClusterState` the live index is used, a failure is remembered per job shape
@@ -22,19 +23,19 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from dataclasses import replace
 
-from scheduler.core.capacity import ClusterState
-from scheduler.core.demand import DemandKind
+from scheduler.core.model.capacity import ClusterState
+from scheduler.core.model.demand import DemandKind
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.shape import placement_shape
+from scheduler.core.model.state import Job, Slot, Slots
 from scheduler.core.placement.holdings import Holding, holding
 from scheduler.core.placement.index import CapacityIndex, IndexedClusterState
 from scheduler.core.placement.mig import best_instance
 from scheduler.core.placement.mix import mix_of
 from scheduler.core.placement.options import Option, options_for
 from scheduler.core.placement.shares import best_share
+from scheduler.core.placement.topology import place_gang
 from scheduler.core.placement.whole import best_whole
-from scheduler.core.policy import Policy
-from scheduler.core.rules.topology import place_gang
-from scheduler.core.shape import placement_shape
-from scheduler.core.state import Job, Slot, Slots
 
 _REPLICA_SEPARATOR = "\x1f"  # tentative replicas are placed as "<job id>\x1f<n>", never a real id
 

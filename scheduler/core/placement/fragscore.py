@@ -37,7 +37,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
-from scheduler.core.units import FULL_GPU_MILLI
+from scheduler.core.gpus.units import FULL_GPU_MILLI
 
 CLASSES = 100  # FGD's score range: the gradient is cut into this many logistic classes
 

@@ -11,15 +11,15 @@ from __future__ import annotations
 
 from typing import cast
 
-from scheduler.core.capacity import gpu_class_of
-from scheduler.core.catalog import GPU_MODEL_BY_NAME
-from scheduler.core.demand import DemandKind
+from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME
+from scheduler.core.gpus.units import FULL_GPU_MILLI, UNITS_PER_GPU
+from scheduler.core.model.capacity import gpu_class_of
+from scheduler.core.model.demand import DemandKind
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.shape import placement_shape
+from scheduler.core.model.state import Job
 from scheduler.core.placement.index import CapacityIndex
 from scheduler.core.placement.options import Option, options_for, store_answer, stored_answer
-from scheduler.core.policy import Policy
-from scheduler.core.shape import placement_shape
-from scheduler.core.state import Job
-from scheduler.core.units import FULL_GPU_MILLI, UNITS_PER_GPU
 
 Holding = tuple[str, int]  # (GPU class, units)
 

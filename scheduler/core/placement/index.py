@@ -29,10 +29,10 @@ from bisect import bisect_left, insort
 from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Protocol
 
-from scheduler.core.capacity import ClusterState, Gpu, Statement
-from scheduler.core.state import Job, Slots, Snapshot
-from scheduler.core.tables import FORGET, Tables
-from scheduler.core.units import FULL_GPU_MILLI
+from scheduler.core.gpus.units import FULL_GPU_MILLI
+from scheduler.core.model.capacity import ClusterState, Gpu, Statement
+from scheduler.core.model.state import Job, Slots, Snapshot
+from scheduler.core.model.tables import FORGET, Tables
 
 if TYPE_CHECKING:
     from scheduler.core.placement.mix import DemandMix
@@ -106,7 +106,7 @@ class CapacityIndex:
                 groups.setdefault(group, []).append(name)
         self.groups: dict[Group, list[str]] = dict(sorted(groups.items()))
         # Per group, the (fabric, placement group) pairs its nodes offer: one pair means a gang there cannot mix
-        # fabrics or placement groups, and the topology rule alone decides (see rules/fabric.py).
+        # fabrics or placement groups, and the topology rule alone decides (see placement/fabric.py).
         self.fabric_keys: dict[Group, frozenset[tuple[str, str]]] = {
             group: self._fabric_keys(names) for group, names in self.groups.items()
         }

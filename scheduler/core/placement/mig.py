@@ -32,11 +32,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from scheduler.core.catalog import GPU_MODEL_BY_NAME
+from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME
+from scheduler.core.model.state import Job, Slot
 from scheduler.core.placement.index import CapacityIndex, MigSignature
 from scheduler.core.placement.mix import DemandMix
 from scheduler.core.placement.options import KIND_RANK, Option
-from scheduler.core.state import Job, Slot
 
 Score = tuple[int, ...]
 

@@ -1,7 +1,7 @@
 """Where a job may go: the (group, demand) options placement searches, with their preference ranks.
 
 An option is one group of ready nodes (GPU model, capacity tier, interconnect) that the job's ``gpu_model``
-constraint and tier routing allow, with the per-replica demand :func:`scheduler.core.rightsize.resolve`
+constraint and tier routing allow, with the per-replica demand :func:`scheduler.core.sizing.rightsize.resolve`
 gives on that model. Options are cached per job *shape* (everything placement depends on), so 10,000
 pending jobs of a few shapes cost a few resolutions.
 """
@@ -12,14 +12,14 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import cast
 
-from scheduler.core.catalog import GPU_MODEL_BY_NAME
-from scheduler.core.demand import Demand, DemandKind
+from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME
+from scheduler.core.model.demand import Demand, DemandKind
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.shape import Shape
+from scheduler.core.model.state import Job
 from scheduler.core.placement.index import CapacityIndex, Group
-from scheduler.core.policy import Policy
-from scheduler.core.rightsize import resolve
 from scheduler.core.rules.tiers import tier_rank
-from scheduler.core.shape import Shape
-from scheduler.core.state import Job
+from scheduler.core.sizing.rightsize import resolve
 
 # Smaller holdings first when a request could be served several ways (a memory request: a MIG slice on an
 # A100, whole GPUs on a GPU without MIG): the right-sized holding wastes least.

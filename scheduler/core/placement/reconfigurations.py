@@ -35,22 +35,22 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from dataclasses import replace
 
-from scheduler.core.capacity import gpu_class_of
-from scheduler.core.demand import Demand, DemandKind
-from scheduler.core.explain import Blocker, demand_units
-from scheduler.core.isolation import Evaluating
+from scheduler.core.model.capacity import gpu_class_of
+from scheduler.core.model.demand import Demand, DemandKind
+from scheduler.core.model.explain import Blocker, demand_units
+from scheduler.core.model.isolation import Evaluating
+from scheduler.core.model.plan import Evict, Reconfigure
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.shape import placement_shape
+from scheduler.core.model.state import Job, Preemption, Slots
+from scheduler.core.model.vocabulary import BlockerKind, Priority
 from scheduler.core.placement.drain import drain_for
 from scheduler.core.placement.index import IndexedClusterState
 from scheduler.core.placement.options import Option, options_for
-from scheduler.core.plan import Evict, Reconfigure
-from scheduler.core.policy import Policy
-from scheduler.core.rightsize import resolve
 from scheduler.core.rules.fairshare import FairShare
 from scheduler.core.rules.reconfiguration import nodes_per_cycle, plan_reconfiguration
 from scheduler.core.rules.tiers import tier_rank
-from scheduler.core.shape import placement_shape
-from scheduler.core.state import Job, Preemption, Slots
-from scheduler.core.vocabulary import BlockerKind, Priority
+from scheduler.core.sizing.rightsize import resolve
 
 Key = tuple[str, int, int]  # (node, GPU, instance start; -1 = the whole GPU, MIG off)
 

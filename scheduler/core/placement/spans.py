@@ -2,13 +2,13 @@
 
 The replicas of a gang run each data-parallel step together, so they must be alike: the same whole GPUs per
 replica, each holding the same share of the model. Rules, for a gang whose every option is a whole-GPU
-demand (:mod:`.find` sends only those to :mod:`~scheduler.core.rules.topology`):
+demand (:mod:`.find` sends only those to :mod:`~scheduler.core.placement.topology`):
 
-1. **One model** is always allowed, and preferred: in each tier stage :mod:`~scheduler.core.rules.topology` searches
+1. **One model** is always allowed, and preferred: in each tier stage :mod:`~scheduler.core.placement.topology` searches
    every single-model pool first, with the score it always had, and spans models only when none holds the gang.
-2. **Several models** only of one GPU class (:func:`scheduler.core.capacity.gpu_class_of`: the catalog's
+2. **Several models** only of one GPU class (:func:`scheduler.core.model.capacity.gpu_class_of`: the catalog's
    class — A100-40GB with A100-80GB, H100 SXM with PCIe and NVL — and, for a model outside the catalog, the
-   model alone), and only models on which the job's right-sized demand (:func:`scheduler.core.rightsize.
+   model alone), and only models on which the job's right-sized demand (:func:`scheduler.core.sizing.rightsize.
    resolve`) is the same: the same whole GPUs per replica. For a ``memory_gib`` or ``model`` request that
    means its memory need fits the smallest model used with as many GPUs as on the largest (a 30 GiB replica
    takes one GPU on a 40 GB and on an 80 GB A100: they mix; a 60 GiB replica takes two on the 40 GB and one
@@ -22,15 +22,15 @@ demand (:mod:`.find` sends only those to :mod:`~scheduler.core.rules.topology`):
 MIG and share demand is placed replica by replica (:func:`.find.replica_by_replica`) and is not concerned.
 Quota needs nothing new: a placement's units are counted per class (:func:`scheduler.core.rules.limits.
 placement_units`), and a gang spanning models of one class holds units of that class only.
-:func:`scheduler.core.rules.gang.cluster_capacity` counts the nodes of one pool together for the same reason.
+:func:`scheduler.core.placement.gang.cluster_capacity` counts the nodes of one pool together for the same reason.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 
-from scheduler.core.capacity import gpu_class_of
-from scheduler.core.demand import Demand
+from scheduler.core.model.capacity import gpu_class_of
+from scheduler.core.model.demand import Demand
 from scheduler.core.placement.options import Option
 
 

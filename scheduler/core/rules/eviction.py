@@ -41,7 +41,7 @@ running job of the team, each protection and ground asked, sorted by :func:`pref
 :class:`scheduler.core.speedups.victims.Victims` gives the same list from memory while the team's running jobs
 stay put, asking the same :func:`ground`, :func:`is_fresh`, :func:`lost_work`, :func:`preference` and
 :func:`could_help`. With the speed-ups off the engine asks :func:`team_candidates`. Which candidates make room,
-and the fewest of them, is :mod:`scheduler.core.preemption`'s search.
+and the fewest of them, is :mod:`scheduler.core.decisions.preemption`'s search.
 """
 
 from __future__ import annotations
@@ -49,15 +49,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from operator import attrgetter
 
-from scheduler.core.capacity import ClusterState, model_matches
-from scheduler.core.demand import DemandKind
-from scheduler.core.policy import Policy
-from scheduler.core.rightsize import resolve
+from scheduler.core.gpus.units import UNITS_PER_GPU
+from scheduler.core.model.capacity import ClusterState, model_matches
+from scheduler.core.model.demand import DemandKind
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.state import Job, Running, Slots
+from scheduler.core.model.vocabulary import PRIORITY_INDEX, EvictionReason, Priority
 from scheduler.core.rules.fairshare import FairShare
 from scheduler.core.rules.limits import placement_units
-from scheduler.core.state import Job, Running, Slots
-from scheduler.core.units import UNITS_PER_GPU
-from scheduler.core.vocabulary import PRIORITY_INDEX, EvictionReason, Priority
+from scheduler.core.sizing.rightsize import resolve
 
 _PRODUCTION_RANK = PRIORITY_INDEX[Priority.PRODUCTION]
 
@@ -141,7 +141,7 @@ def ground(
     """The first ground (module doc) on which ``job`` may evict running ``victim`` — ``borrowed``: the
     victim sits on borrowed capacity; ``allow_reclaim``: the job's team may reclaim from other teams; ``fresh``:
     the victim is within its minimum runtime — or None. The one statement of the grounds: the candidate scan
-    and the reservations' expected-free times (:mod:`~scheduler.core.reservation`) both ask it."""
+    and the reservations' expected-free times (:mod:`~scheduler.core.decisions.reservation`) both ask it."""
     rank = PRIORITY_INDEX[victim.priority]
     if rank == _PRODUCTION_RANK:
         return None

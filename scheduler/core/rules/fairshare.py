@@ -26,7 +26,7 @@ converted with ``round(gpus × 7000)``:
      *borrowing*.
    Whether the capacity is idle is the caller's business (placement only sees free slots). Placement asks
    admission of the placement it ranks first and, when refused, of the best one whose holding is admitted
-   (:mod:`scheduler.core.choose`; :meth:`FairShare.admitted` answers for every holding at once).
+   (:mod:`scheduler.core.decisions.choose`; :meth:`FairShare.admitted` answers for every holding at once).
 3. **Order** (:meth:`FairShare.iter_pending`). Pending jobs are taken team by team; a team's key is
    (tier, share / weight) of the team now, then its next job's (priority, rank, submit time, id):
    - tier 0: the team's next job is ``production`` (it must always run; placing it first avoids binding
@@ -58,10 +58,12 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterator, Mapping, Sequence
 
-from scheduler.core.capacity import ClusterState, gpu_class_of
-from scheduler.core.explain import demand_units
-from scheduler.core.policy import Policy
-from scheduler.core.rightsize import resolve
+from scheduler.core.gpus.units import UNITS_PER_GPU, gpus_text
+from scheduler.core.model.capacity import ClusterState, gpu_class_of
+from scheduler.core.model.explain import demand_units
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.state import Job, Team
+from scheduler.core.model.vocabulary import PRIORITY_INDEX, Priority
 from scheduler.core.rules.limits import (
     ANY,
     Admission,
@@ -74,9 +76,7 @@ from scheduler.core.rules.limits import (
     guarantee_limits,
     of_class,
 )
-from scheduler.core.state import Job, Team
-from scheduler.core.units import UNITS_PER_GPU, gpus_text
-from scheduler.core.vocabulary import PRIORITY_INDEX, Priority
+from scheduler.core.sizing.rightsize import resolve
 
 _MIN_WEIGHT = 1e-9  # a weight ≤ 0 is read as "served last", never as a division by zero
 

@@ -2,7 +2,7 @@
 
 The rules are :mod:`scheduler.core.rules.fairshare`'s (rules 1 and 2); this module holds the pure values and
 functions they are written with, so that a reader of a limit or an admission message needs nothing else.
-All figures are integer units of 1/7000 GPU (:mod:`scheduler.core.units`).
+All figures are integer units of 1/7000 GPU (:mod:`scheduler.core.gpus.units`).
 """
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
-from scheduler.core.capacity import ClusterState, gpu_class_of, slot_units
-from scheduler.core.state import Slot, Team
-from scheduler.core.units import to_units
-from scheduler.core.vocabulary import PRIORITY_INDEX
+from scheduler.core.gpus.units import to_units
+from scheduler.core.model.capacity import ClusterState, gpu_class_of, slot_units
+from scheduler.core.model.state import Slot, Team
+from scheduler.core.model.vocabulary import PRIORITY_INDEX
 
 Start = TypeVar("Start")
 JobId = TypeVar("JobId")

@@ -6,7 +6,7 @@ operations; the cycle applies them (``state.set_layout``) and records them in th
 1. **Which demand.** ``pending_mig`` holds the MIG demands that placement could not serve this cycle (so
    the free instances that exist do not serve them: the cycle calls this after placement). A job counts
    ``replicas`` instances. Its profile is re-resolved on each candidate GPU model
-   (:func:`scheduler.core.rightsize.resolve`): a memory request may be ``1g.20gb`` on an H100 and
+   (:func:`scheduler.core.sizing.rightsize.resolve`): a memory request may be ``1g.20gb`` on an H100 and
    ``3g.20gb`` on an A100-40GB. Tier routing applies: a node counts only demand its tier may serve.
    ``pending_whole`` (optional) holds whole-GPU demands that could not be placed: idle MIG GPUs may be turned
    back into whole GPUs for them.
@@ -26,7 +26,7 @@ operations; the cycle applies them (``state.set_layout``) and records them in th
    waiting whole-GPU gangs could not use yet raised utilization by ~3 points but doubled evictions — the gangs then
    preempted — so whole-GPU demand keeps its idle GPUs.)
 4. **Which layout.** GPU by GPU (MIG-on idle GPUs first, then by index), the candidate is every maximal
-   layout of the model (:func:`scheduler.core.layouts.maximal_layouts`, ``+me`` ones only when some demand
+   layout of the model (:func:`scheduler.core.sizing.layouts.maximal_layouts`, ``+me`` ones only when some demand
    asks for ``+me``), plus "MIG off" when aged whole demand waits. Value, compared in order: aged demand
    served (compute slices; a whole GPU is 7), younger demand served, instances kept from the current
    layout, compute slices used, then the enumeration order. A GPU changes only when its new layout serves
@@ -39,7 +39,7 @@ operations; the cycle applies them (``state.set_layout``) and records them in th
    per :data:`NODES_PER_CHANGE` MIG-capable ready nodes, at least 1, at most :data:`MAX_NODES_PER_CYCLE`): a fleet
    of 100+ nodes follows a demand shift in a few cycles, while the churn a wrong guess can cause stays bounded (with
    the hysteresis of rule 2) and most of the fleet keeps serving.
-6. Every new layout is checked with :func:`scheduler.core.catalog.validate_layout`; ``ready_at`` is
+6. Every new layout is checked with :func:`scheduler.core.gpus.catalog.validate_layout`; ``ready_at`` is
    ``now + policy.mig_reconfigure_s``.
 """
 
@@ -50,16 +50,16 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from scheduler.core.capacity import ClusterState, Gpu
-from scheduler.core.catalog import COMPUTE_SLICES, GPU_MODEL_BY_NAME, validate_layout
-from scheduler.core.demand import Demand, DemandKind
-from scheduler.core.layouts import maximal_layouts
-from scheduler.core.plan import Reconfigure
-from scheduler.core.policy import Policy
-from scheduler.core.rightsize import resolve
+from scheduler.core.gpus.catalog import COMPUTE_SLICES, GPU_MODEL_BY_NAME, validate_layout
+from scheduler.core.model.capacity import ClusterState, Gpu
+from scheduler.core.model.demand import Demand, DemandKind
+from scheduler.core.model.plan import Reconfigure
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.shape import Shape
+from scheduler.core.model.state import Job, MigLayout
 from scheduler.core.rules.tiers import allowed_tiers
-from scheduler.core.shape import Shape
-from scheduler.core.state import Job, MigLayout
+from scheduler.core.sizing.layouts import maximal_layouts
+from scheduler.core.sizing.rightsize import resolve
 
 WHOLE_KEY = "whole"
 NODES_PER_CHANGE = 8  # one node may change per cycle for every 8 MIG-capable ready nodes (rule 5)

@@ -15,8 +15,8 @@ less preferred tier only when no preferred node can take it.
 
 from __future__ import annotations
 
-from scheduler.core.state import Job
-from scheduler.core.vocabulary import CapacityTier, JobTier, Priority
+from scheduler.core.model.state import Job
+from scheduler.core.model.vocabulary import CapacityTier, JobTier, Priority
 
 _BY_JOB_TIER: dict[str, tuple[CapacityTier, ...]] = {
     JobTier.RESERVED_ONLY: (CapacityTier.RESERVED,),

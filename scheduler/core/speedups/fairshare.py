@@ -13,15 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from scheduler.core.capacity import ClusterState
-from scheduler.core.policy import Policy
+from scheduler.core.model.capacity import ClusterState
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.shape import Shape
+from scheduler.core.model.state import Job, Team
+from scheduler.core.model.tables import Tables
+from scheduler.core.model.vocabulary import Priority
 from scheduler.core.rules.fairshare import FairShare, Holding
 from scheduler.core.rules.limits import Admission, GuaranteeFill, Limits
-from scheduler.core.shape import Shape
 from scheduler.core.speedups.fill import FillResume
-from scheduler.core.state import Job, Team
-from scheduler.core.tables import Tables
-from scheduler.core.vocabulary import Priority
 
 
 class RememberingFairShare(FairShare):

@@ -10,7 +10,7 @@ tuple from its victim on, and the prefix before it fills the same way. A fill sa
 
 from __future__ import annotations
 
-from scheduler.core.tables import Tables
+from scheduler.core.model.tables import Tables
 
 STRIDE = 32  # how often a fill saves its state
 

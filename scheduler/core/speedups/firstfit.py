@@ -1,6 +1,6 @@
 """Where a one-replica job first fits as a preemption pool is removed, found without touching the state.
 
-A preemption search (:mod:`scheduler.core.preemption`) looks for the shortest prefix of its candidate pool
+A preemption search (:mod:`scheduler.core.decisions.preemption`) looks for the shortest prefix of its candidate pool
 (victim-preference order) after whose removal ``try_place()`` succeeds. For a job of one replica that states
 no CPU or host memory that is mostly a question about nodes: ``find_slots`` finds a placement exactly when
 some node of the job's option groups has a free slot of the job's demand there (whole GPUs, a free instance
@@ -24,15 +24,15 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 
-from scheduler.core.capacity import ClusterState, Gpu, gpu_class_of
-from scheduler.core.catalog import GPU_MODEL_BY_NAME
-from scheduler.core.demand import Demand, DemandKind
+from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME
+from scheduler.core.gpus.units import FULL_GPU_MILLI, UNITS_PER_GPU
+from scheduler.core.model.capacity import ClusterState, Gpu, gpu_class_of
+from scheduler.core.model.demand import Demand, DemandKind
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.state import Job, Slot, Slots
 from scheduler.core.placement.holdings import Holding, holding
 from scheduler.core.placement.index import CapacityIndex, Group
 from scheduler.core.placement.options import options_for
-from scheduler.core.policy import Policy
-from scheduler.core.state import Job, Slot, Slots
-from scheduler.core.units import FULL_GPU_MILLI, UNITS_PER_GPU
 
 
 @dataclass(frozen=True, slots=True)

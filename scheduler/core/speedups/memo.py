@@ -1,13 +1,13 @@
 """One memo per cycle: every cache and every shortcut of the engine goes through it.
 
-A cycle plans under a :class:`Memo` (see :func:`scheduler.core.cycle.plan_cycle`'s ``speedups``). Enabled,
+A cycle plans under a :class:`Memo` (see :func:`scheduler.core.planning.cycle.plan_cycle`'s ``speedups``). Enabled,
 the caches remember and the shortcuts skip work whose answer is known; disabled, every cache forgets at once
 and every shortcut is off, so each question is answered afresh by the plain rules. Plans are the same either
 way — ``tests/scheduler/core/test_speedups.py`` compares them, and
 ``tests/scheduler/core/test_speedups_registry.py`` fails when a cache is made outside this module.
 
 - Per-cycle caches are tables from :meth:`Memo.table`, made when their owner is built: the cycle hands its
-  memo to the rules and placement objects it builds (:class:`~scheduler.core.tables.Tables`), so they never
+  memo to the rules and placement objects it builds (:class:`~scheduler.core.model.tables.Tables`), so they never
   import it.
 - Shortcuts ask :attr:`Memo.enabled`.
 - Pure functions cached for the whole process are wrapped in :func:`memoized`, which calls the function
@@ -25,7 +25,7 @@ from contextvars import ContextVar
 from functools import lru_cache, wraps
 from typing import Any, ParamSpec, TypeVar, cast
 
-from scheduler.core.tables import Forgetful
+from scheduler.core.model.tables import Forgetful
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -33,7 +33,8 @@ R = TypeVar("R")
 
 class Memo:
     """The speed-ups of one cycle: on (``enabled``) or all off. It is the cycle's
-    :class:`~scheduler.core.tables.Tables`: the engine objects the cycle builds take their cache tables from it."""
+    :class:`~scheduler.core.model.tables.Tables`: the engine objects the cycle builds take their cache tables from
+    it."""
 
     def __init__(self, enabled: bool = True) -> None:
         self.enabled = enabled

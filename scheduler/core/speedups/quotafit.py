@@ -1,6 +1,7 @@
 """Preemption for a job that fits now but whose quota refuses the placement it gets: where the search succeeds.
 
-A preemption search (:mod:`scheduler.core.preemption`) asks ``try_place()`` — :func:`~scheduler.core.choose.
+A preemption search (:mod:`scheduler.core.decisions.preemption`) asks ``try_place()`` —
+:func:`~scheduler.core.decisions.choose.
 choose`: the best placement ``find_slots`` gives, or else the best of those whose holding the quota admits —
 after removing ever longer prefixes of its pool. For a job of one replica without host needs that fits now, a
 placement exists in every state the search reaches, so a trial succeeds exactly when admission takes a
@@ -33,17 +34,17 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from scheduler.core.capacity import ClusterState
-from scheduler.core.demand import DemandKind
+from scheduler.core.model.capacity import ClusterState
+from scheduler.core.model.demand import DemandKind
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.state import Job
 from scheduler.core.placement.find import best_replica, find_slots
 from scheduler.core.placement.holdings import Holding, holding, possible_units
 from scheduler.core.placement.index import CapacityIndex
 from scheduler.core.placement.options import KIND_RANK, Option, options_for
-from scheduler.core.policy import Policy
 from scheduler.core.rules.eviction import Candidate
 from scheduler.core.rules.fairshare import FairShare
 from scheduler.core.speedups.firstfit import NEVER, FirstFit, first_fit, room_added
-from scheduler.core.state import Job
 
 
 class QuotaFit:

@@ -2,7 +2,7 @@
 
 Rules and placement never open a speed-up (``tests/scheduler/core/test_rules_open_no_speedups.py``). The cycle
 builds them here instead, handing them its :class:`~.memo.Memo` as their cache tables
-(:class:`~scheduler.core.tables.Tables`) and, while the memo is enabled, the speed-ups that wrap a rule behind its
+(:class:`~scheduler.core.model.tables.Tables`) and, while the memo is enabled, the speed-ups that wrap a rule behind its
 own interface: fair share that remembers its answers and resumes its fill
 (:class:`~.fairshare.RememberingFairShare`), and the idle classes the capacity index keeps for reconfiguration
 (:class:`~.idle.IdleClasses`). Disabled, the cycle gets the plain rules, whose tables forget.
@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.state import Snapshot, Team
 from scheduler.core.placement.index import IndexedClusterState
-from scheduler.core.policy import Policy
 from scheduler.core.rules.fairshare import FairShare
 from scheduler.core.speedups.fairshare import RememberingFairShare
 from scheduler.core.speedups.idle import IdleClasses
 from scheduler.core.speedups.memo import Memo
-from scheduler.core.state import Snapshot, Team
 
 
 def indexed_state(snapshot: Snapshot, now: float, memo: Memo) -> IndexedClusterState:

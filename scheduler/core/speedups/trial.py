@@ -1,8 +1,8 @@
 """The cycle's trial placement for a preemption search, and the exact shortcut that spares most of its trials.
 
-A preemption search (:func:`scheduler.core.preemption.find_victims`) asks ``try_place()`` after every change
+A preemption search (:func:`scheduler.core.decisions.preemption.find_victims`) asks ``try_place()`` after every change
 of its tentative victim set. :class:`TrialPlacement` is the cycle's ``try_place``: what the job's turn would
-take on free capacity (:func:`~scheduler.core.choose.choose`: the best placement :func:`find_slots` gives if
+take on free capacity (:func:`~scheduler.core.decisions.choose.choose`: the best placement :func:`find_slots` gives if
 :meth:`FairShare.admit` admits the units it holds, else the best among those whose holding it admits).
 
 Its :meth:`TrialPlacement.keeps` answers the question the search's pruning pass asks right after putting a
@@ -44,19 +44,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import cached_property
 
-from scheduler.core.choose import choose
+from scheduler.core.decisions.choose import choose
+from scheduler.core.decisions.preemption import NO_SHORTCUTS, Candidate, Shortcuts
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.state import Job, Slots
 from scheduler.core.placement import IndexedClusterState, find_slots, index_of
 from scheduler.core.placement.holdings import possible_units
 from scheduler.core.placement.index import CapacityIndex
-from scheduler.core.policy import Policy
-from scheduler.core.preemption import NO_SHORTCUTS, Candidate, Shortcuts
 from scheduler.core.rules.fairshare import FairShare
 from scheduler.core.rules.limits import placement_units
 from scheduler.core.speedups.firstfit import FirstFit, first_fit
 from scheduler.core.speedups.memo import current_memo
 from scheduler.core.speedups.quotafit import QuotaFit
 from scheduler.core.speedups.unseen import Unseen, unseen_by
-from scheduler.core.state import Job, Slots
 
 
 class TrialPlacement:

@@ -1,6 +1,6 @@
 """Which changes a job's placement cannot see: a fast path for preemption searches.
 
-A preemption search (:mod:`scheduler.core.preemption`) removes and puts back hundreds of running jobs and asks
+A preemption search (:mod:`scheduler.core.decisions.preemption`) removes and puts back hundreds of running jobs and asks
 :func:`~scheduler.core.placement.find.find_slots` again after each change. Most of those jobs hold capacity
 that the pending job could never use, and then the answer cannot change. :func:`unseen_by` says so exactly:
 ``unseen(slots)`` is True when occupying or freeing ``slots`` changes nothing that ``find_slots(job)``
@@ -9,7 +9,8 @@ The slots' own holder is named, so that the question can be asked before or afte
 that holder holds counts as free.
 
 What ``find_slots(job)`` reads (see :mod:`~scheduler.core.placement.find`, :mod:`~scheduler.core.placement.whole`,
-:mod:`~scheduler.core.rules.topology`, :mod:`~scheduler.core.placement.mig`, :mod:`~scheduler.core.placement.shares`):
+:mod:`~scheduler.core.placement.topology`, :mod:`~scheduler.core.placement.mig`,
+:mod:`~scheduler.core.placement.shares`):
 only the index entries of the ready nodes in the job's option groups (:mod:`~scheduler.core.placement.options`), and of
 those only the holding its demand there asks for:
 
@@ -29,12 +30,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from scheduler.core.capacity import ClusterState
-from scheduler.core.demand import DemandKind
+from scheduler.core.model.capacity import ClusterState
+from scheduler.core.model.demand import DemandKind
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.state import Job, Slots
 from scheduler.core.placement.index import CapacityIndex, Group
 from scheduler.core.placement.options import options_for
-from scheduler.core.policy import Policy
-from scheduler.core.state import Job, Slots
 
 Unseen = Callable[[str, Slots], bool]
 _ANY_PROFILE = ""  # a MIG demand that may also take larger instances reads every instance of the GPU

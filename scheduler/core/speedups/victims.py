@@ -1,4 +1,5 @@
-"""Eviction candidates team by team, kept for the cycle: the fast half of :func:`~scheduler.core.preemption.candidates`.
+"""Eviction candidates team by team, kept for the cycle: the fast half of
+:func:`~scheduler.core.decisions.preemption.candidates`.
 
 The rules (protections, grounds, freshness, lost work, preference order) are :mod:`scheduler.core.rules.eviction`'s,
 and so is the plain way of applying them, :func:`~scheduler.core.rules.eviction.team_candidates`; this module
@@ -26,9 +27,12 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 
-from scheduler.core.capacity import ClusterState
-from scheduler.core.demand import DemandKind
-from scheduler.core.policy import Policy
+from scheduler.core.model.capacity import ClusterState
+from scheduler.core.model.demand import DemandKind
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.shape import Shape
+from scheduler.core.model.state import Job, Slots
+from scheduler.core.model.vocabulary import Priority
 from scheduler.core.rules.eviction import (
     Candidate,
     by_key,
@@ -41,10 +45,7 @@ from scheduler.core.rules.eviction import (
     reclaims_own,
 )
 from scheduler.core.rules.fairshare import FairShare
-from scheduler.core.shape import Shape
 from scheduler.core.speedups.memo import current_memo
-from scheduler.core.state import Job, Slots
-from scheduler.core.vocabulary import Priority
 
 _Facts = tuple[Job, bool, float, float, "Slots", tuple[tuple[str, bool], ...]]
 

@@ -43,7 +43,7 @@ WAITING = "Waiting"  # the portal's word for a pending job's state
 SCHEDULING = "Scheduling"
 STOPPING = "Stopping"
 
-# The Event reason of each eviction reason (scheduler.core.vocabulary.EvictionReason) that stops a pod still
+# The Event reason of each eviction reason (scheduler.core.model.vocabulary.EvictionReason) that stops a pod still
 # running; an unknown one is "Evicted". Preemption by other work reads as kube-scheduler's own "Preempted".
 EVICTION_REASONS: Mapping[str, str] = {
     "priority": PREEMPTED,

@@ -17,7 +17,7 @@ receive-datapath daemon gets about 4 GB/s instead of hundreds. So the fabric is 
   the receive-datapath daemon as a sidecar that sees the node's GPUs, the NCCL plugin's libraries from the
   host and the NCCL settings Google's manifests give the workload, as Google's NCCL test manifests for these
   machines lay them out. The node's NICs and its one daemon serve one workload, so a replica spanning such
-  nodes holds all of its node's GPUs: the engine never plans less (``scheduler/core/rules/fabric.py``, rule 4)
+  nodes holds all of its node's GPUs: the engine never plans less (``scheduler/core/placement/fabric.py``, rule 4)
   and a bind of less is refused here, never given a second daemon.
 
 Single-node jobs are left alone: their GPUs talk over NVLink, and a fabric request would only hold devices
@@ -31,7 +31,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.core.vocabulary import Fabric
+from scheduler.core.model.vocabulary import Fabric
 from scheduler.errors import GatewayConflict
 from scheduler.gateways.protocol import BindRequest, NodeObservation, ReplicaPlacement
 
@@ -234,7 +234,7 @@ def replica_fabric(
         gpus = len({device.gpu for device in placement.devices})
         whole = all(device.mig_profile is None for device in placement.devices) and gpus >= node.gpu_count
         if not whole:
-            # The engine plans no such gang (scheduler/core/rules/fabric.py, rule 4); this is the last guard,
+            # The engine plans no such gang (scheduler/core/placement/fabric.py, rule 4); this is the last guard,
             # because a second daemon on the node would claim the same GPUs and NICs as the first.
             raise GatewayConflict(
                 f"job {request.job} replica {placement.replica} holds {gpus} of the {node.gpu_count} GPUs of "

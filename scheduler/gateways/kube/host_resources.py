@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from scheduler.core.catalog import COMPUTE_SLICES, profile_spec
+from scheduler.core.gpus.catalog import COMPUTE_SLICES, profile_spec
 from scheduler.gateways.kube.shared_memory import quantity_bytes
 from scheduler.gateways.protocol import Device
 

@@ -15,10 +15,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 
-from scheduler.core.catalog import GPU_MODEL_BY_NAME, GPU_MODELS, LayoutError, validate_layout
-from scheduler.core.layouts import named_layout, place_profiles
-from scheduler.core.state import MigLayout
-from scheduler.core.vocabulary import CapacityTier, Interconnect
+from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME, GPU_MODELS, LayoutError, validate_layout
+from scheduler.core.model.state import MigLayout
+from scheduler.core.model.vocabulary import CapacityTier, Interconnect
+from scheduler.core.sizing.layouts import named_layout, place_profiles
 from scheduler.gateways.protocol import Interruption
 
 # GPU Feature Discovery / GPU Operator (docs/gpu-facts.md, GPU Feature Discovery labels).

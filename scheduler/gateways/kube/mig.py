@@ -41,9 +41,9 @@ from enum import StrEnum
 
 import yaml
 
-from scheduler.core.catalog import GPU_MODELS
-from scheduler.core.layouts import named_layout, named_layouts
-from scheduler.core.state import MigLayout
+from scheduler.core.gpus.catalog import GPU_MODELS
+from scheduler.core.model.state import MigLayout
+from scheduler.core.sizing.layouts import named_layout, named_layouts
 from scheduler.gateways.kube.labels import (
     GPU_DEPLOY_PREFIX,
     MIG_CONFIG,

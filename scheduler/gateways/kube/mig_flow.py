@@ -16,8 +16,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from scheduler.core.catalog import LayoutError, validate_layout
-from scheduler.core.state import MigLayout
+from scheduler.core.gpus.catalog import LayoutError, validate_layout
+from scheduler.core.model.state import MigLayout
 from scheduler.errors import GatewayConflict, GatewayError
 from scheduler.gateways.kube.labels import (
     GPU_COUNT,

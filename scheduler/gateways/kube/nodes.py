@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from scheduler.core.catalog import GPU_MODEL_BY_NAME, compute_fraction
+from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME, compute_fraction
 from scheduler.errors import GatewayConflict
 from scheduler.gateways.kube.fabrics import NO_FABRIC_SETTINGS, FabricSettings, node_fabric
 from scheduler.gateways.kube.labels import (

@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from scheduler.core.catalog import MEMORY_SLICES, profile_spec
+from scheduler.core.gpus.catalog import MEMORY_SLICES, profile_spec
 from scheduler.gateways.protocol import Device
 
 SHM_VOLUME = "dshm"

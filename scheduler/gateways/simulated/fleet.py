@@ -12,9 +12,9 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from scheduler.core.catalog import LayoutError, compute_fraction, validate_layout
-from scheduler.core.state import MigLayout
-from scheduler.core.vocabulary import CapacityTier, JobKind
+from scheduler.core.gpus.catalog import LayoutError, compute_fraction, validate_layout
+from scheduler.core.model.state import MigLayout
+from scheduler.core.model.vocabulary import CapacityTier, JobKind
 from scheduler.errors import GatewayConflict
 from scheduler.gateways.protocol import (
     LOG_LIMIT_BYTES,

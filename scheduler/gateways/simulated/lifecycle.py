@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from jobs.models import Allocation, JobEvent
-from scheduler.core.vocabulary import EventType
+from scheduler.core.model.vocabulary import EventType
 from scheduler.models import SimulatedPod
 
 

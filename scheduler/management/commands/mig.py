@@ -1,6 +1,6 @@
 """``manage.py mig profiles|layouts|validate|fit --gpu MODEL [...] [--json]``: the MIG catalog from a shell.
 
-A thin edge over the pure core (:mod:`scheduler.core.catalog`, :mod:`scheduler.core.layouts`); it needs no
+A thin edge over the pure core (:mod:`scheduler.core.gpus.catalog`, :mod:`scheduler.core.sizing.layouts`); it needs no
 database. Exit codes: 0 on success (``validate``: the layout is valid), 1 when ``validate`` finds the layout
 invalid or ``fit`` finds no profile, 2 for an unknown GPU model or a malformed argument. With ``--json``
 every outcome, errors included, is one JSON object on stdout; errors also go to stderr.
@@ -15,8 +15,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from scheduler.core.catalog import GPU_MODEL_BY_NAME, GpuModelSpec, LayoutError, validate_layout
-from scheduler.core.layouts import fit, format_layout, maximal_layouts, mig_spec, named_layout, parse_layout
+from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME, GpuModelSpec, LayoutError, validate_layout
+from scheduler.core.sizing.layouts import fit, format_layout, maximal_layouts, mig_spec, named_layout, parse_layout
 
 EXIT_NEGATIVE = 1  # an invalid layout, or no profile that fits
 EXIT_USAGE = 2  # unknown model, malformed number

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from scheduler.core.plan import Plan
-from scheduler.core.policy import Policy
-from scheduler.core.state import Job, Node, Slots, Snapshot
+from scheduler.core.model.plan import Plan
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.state import Job, Node, Slots, Snapshot
 from scheduler.sim.baselines.common import Free, Need, place_each, plan_fifo
 
 NAME = "binpack"

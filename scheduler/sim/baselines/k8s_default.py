@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from scheduler.core.plan import Plan
-from scheduler.core.policy import Policy
-from scheduler.core.state import Node, Snapshot
+from scheduler.core.model.plan import Plan
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.state import Node, Snapshot
 from scheduler.sim.baselines.common import Free, Need
 from scheduler.sim.baselines.preempt import plan_by_priority
 

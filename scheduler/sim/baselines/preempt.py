@@ -30,10 +30,10 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from scheduler.core.plan import Plan
-from scheduler.core.policy import Policy
-from scheduler.core.state import Job, Node, Running, Slot, Slots, Snapshot
-from scheduler.core.vocabulary import Priority
+from scheduler.core.model.plan import Plan
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.state import Job, Node, Running, Slot, Slots, Snapshot
+from scheduler.core.model.vocabulary import Priority
 from scheduler.sim.baselines.common import ChooseNode, Free, Need, Rescue, place_each, plan_fifo
 
 RULES = "priority order, preempts lower priority like kube-scheduler"  # the waiting reason's words

@@ -54,9 +54,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from scheduler.core.checkpointing import DEFAULT_COST_S, DEFAULT_MAX_INTERVAL_S, SPOT_INTERRUPTIONS_PER_NODE_DAY
-from scheduler.core.state import Job, Node
-from scheduler.core.vocabulary import CapacityTier, JobKind, JobTier, Priority
+from scheduler.core.model.state import Job, Node
+from scheduler.core.model.vocabulary import CapacityTier, JobKind, JobTier, Priority
+from scheduler.core.rules.checkpointing import DEFAULT_COST_S, DEFAULT_MAX_INTERVAL_S, SPOT_INTERRUPTIONS_PER_NODE_DAY
 from scheduler.sim.bench.cost_sizing import demand_by_model, reserved_baseline
 from scheduler.sim.bench.metering import held_seconds, metered_cost, metered_node_hours, reserved_cost
 from scheduler.sim.bench.mixed_run import Repairs, guarded
@@ -86,7 +86,7 @@ class CostConfig:
     planner: str = "microcosm"
     baseline: str = "naive"  # run N: stock Kubernetes
     # The goodput comparison beside the protocol (scheduler/sim/bench/goodput.py): what each checkpoint costs, and
-    # the cap on the proposed interval (the portal's defaults, scheduler/core/checkpointing.py).
+    # the cap on the proposed interval (the portal's defaults, scheduler/core/rules/checkpointing.py).
     checkpoint_cost_s: float = DEFAULT_COST_S
     max_checkpoint_interval_s: float = DEFAULT_MAX_INTERVAL_S
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from scheduler.core.checkpointing import DEFAULT_COST_S
+from scheduler.core.rules.checkpointing import DEFAULT_COST_S
 from scheduler.sim.bench import goodput
 from scheduler.sim.bench.cost import (
     FACTS_INTERRUPTIONS_PER_NODE_DAY,

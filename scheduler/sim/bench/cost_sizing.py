@@ -13,10 +13,10 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from scheduler.core.capacity import slot_units
-from scheduler.core.catalog import GPU_MODEL_BY_NAME
-from scheduler.core.state import Job, Node
-from scheduler.core.units import UNITS_PER_GPU
+from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME
+from scheduler.core.gpus.units import UNITS_PER_GPU
+from scheduler.core.model.capacity import slot_units
+from scheduler.core.model.state import Job, Node
 from scheduler.sim.prices import RESERVED_DISCOUNT
 from scheduler.sim.report import ReplayResult
 

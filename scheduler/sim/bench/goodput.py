@@ -1,5 +1,5 @@
 """B4's goodput: checkpointed training on spot with the workload's fixed checkpoint intervals against the interval
-Microcosm proposes (Young's √(2 × cost × MTBF), :mod:`scheduler.core.checkpointing`), each checkpoint paid for.
+Microcosm proposes (Young's √(2 × cost × MTBF), :mod:`scheduler.core.rules.checkpointing`), each checkpoint paid for.
 
 A measure added to B4, beside its protocol (:mod:`scheduler.sim.bench.cost`), whose runs N, A, B and C stay as they
 are. For each spot rate the benchmark runs (run B's, and run C's when asked for) two more replays of run B: the same
@@ -35,9 +35,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from scheduler.core.checkpointing import checkpoint_interval, likely_tier, nodes_spanned
-from scheduler.core.state import Job
-from scheduler.core.vocabulary import CapacityTier, EventType, EvictionReason
+from scheduler.core.model.state import Job
+from scheduler.core.model.vocabulary import CapacityTier, EventType, EvictionReason
+from scheduler.core.rules.checkpointing import checkpoint_interval, likely_tier, nodes_spanned
 from scheduler.sim.bench.cost import (
     CostConfig,
     TierRun,

@@ -20,9 +20,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from scheduler.core.plan import Plan
-from scheduler.core.policy import Policy
-from scheduler.core.state import Snapshot
+from scheduler.core.model.plan import Plan
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.state import Snapshot
 from scheduler.sim.metrics import utilization_series, window_metrics
 from scheduler.sim.planners import PLANNERS, Planner
 from scheduler.sim.records import CycleLog

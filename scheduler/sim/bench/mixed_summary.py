@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-from scheduler.core.vocabulary import Priority
+from scheduler.core.model.vocabulary import Priority
 from scheduler.sim.bench.mixed_run import PlannerResult
 from scheduler.sim.bench.registry import Claim
 from scheduler.sim.bench.seeds import Spread, spread

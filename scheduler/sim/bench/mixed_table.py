@@ -8,7 +8,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from scheduler.core.vocabulary import Priority
+from scheduler.core.model.vocabulary import Priority
 from scheduler.sim.bench.machine import started_line
 from scheduler.sim.bench.mixed_summary import PlannerSummary
 from scheduler.sim.bench.seeds import Spread, seed_text

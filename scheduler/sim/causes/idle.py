@@ -22,9 +22,9 @@ from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.core.policy import Policy
-from scheduler.core.state import Job, Node
-from scheduler.core.vocabulary import CapacityTier
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.state import Job, Node
+from scheduler.core.model.vocabulary import CapacityTier
 from scheduler.sim.causes.log import CauseLog
 from scheduler.sim.idle_pending import EPSILON, Match, cycle_matches, held_s
 from scheduler.sim.metrics import capacity_gpu_s

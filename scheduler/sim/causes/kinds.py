@@ -1,7 +1,7 @@
 """The kinds a pending job's wait is labelled with: the engine's ``Waiting.blocker`` as it gives it, plus a
 few the simulator adds, in parentheses, for pending time no plan explained.
 
-The engine's kinds are not a closed list (:class:`~scheduler.core.vocabulary.BlockerKind` may grow): an unknown
+The engine's kinds are not a closed list (:class:`~scheduler.core.model.vocabulary.BlockerKind` may grow): an unknown
 kind is kept under its own name, listed after the known ones, so that a new engine kind shows up instead of hiding.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from scheduler.core.vocabulary import BlockerKind
+from scheduler.core.model.vocabulary import BlockerKind
 
 # The ones known today, in display order (not every member: ``reserved`` is listed after them, as unknown ones are).
 ENGINE_KINDS = (

@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from scheduler.core.plan import Plan
-from scheduler.core.policy import Policy
-from scheduler.core.state import Job, Snapshot
-from scheduler.core.vocabulary import BlockerKind, JobKind, Priority
+from scheduler.core.model.plan import Plan
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.state import Job, Snapshot
+from scheduler.core.model.vocabulary import BlockerKind, JobKind, Priority
 from scheduler.sim.causes.kinds import BIND_DROPPED, EVICTED, NO_KIND, UNEXPLAINED
 from scheduler.sim.causes.room import Room, after_plan, room_for
 from scheduler.sim.planners import Planner

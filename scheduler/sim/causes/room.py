@@ -4,7 +4,7 @@ When the engine says a pending job waits for ``capacity``, two questions about t
 plan (its evictions, MIG reconfigurations and binds applied) tell a rule from a real lack of capacity:
 
 (a) **Room free.** On *ready* nodes (schedulable, no MIG reconfiguration under way or planned by the cycle) whose
-    GPU model can serve the job (:func:`scheduler.core.rightsize.resolve`), are there enough free *places*
+    GPU model can serve the job (:func:`scheduler.core.sizing.rightsize.resolve`), are there enough free *places*
     with the memory one replica needs, one per replica? A place is a free MIG instance whose real memory holds
     the replica, or an idle GPU (nothing on it) whose memory does (an idle GPU already split into instances
     counts as many places as it has fitting free instances, at least one); a replica that needs n whole GPUs
@@ -19,7 +19,7 @@ plan (its evictions, MIG reconfigurations and binds applied) tell a rule from a 
 
 (b) **Lower-priority work.** Is work of a lower priority class placed (running, or bound by this cycle) on a
     ready node the job may use (its tiers, a model that can serve it)? For production the engine may evict
-    any of it that ran before this cycle, preemptible first (:mod:`scheduler.core.preemption`, ground
+    any of it that ran before this cycle, preemptible first (:mod:`scheduler.core.decisions.preemption`, ground
     ``production``), so such a wait asks why it did not. The answer splits it by what taking away all of
     that work that ran before the cycle would leave on the job's tiers: ``lower-would-free`` — room *as the
     GPUs are*, with no MIG reconfiguration (a replica of whole GPUs on idle GPUs with MIG off; a right-sized one on
@@ -39,15 +39,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Set
 from dataclasses import dataclass
 
-from scheduler.core.capacity import ClusterState, Gpu
-from scheduler.core.demand import Demand, DemandKind
-from scheduler.core.plan import Plan
-from scheduler.core.policy import Policy
-from scheduler.core.rightsize import memory_need_mib, resolve
+from scheduler.core.gpus.units import FULL_GPU_MILLI
+from scheduler.core.model.capacity import ClusterState, Gpu
+from scheduler.core.model.demand import Demand, DemandKind
+from scheduler.core.model.plan import Plan
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.state import Job, Snapshot
+from scheduler.core.model.vocabulary import PRIORITY_INDEX
 from scheduler.core.rules.tiers import allowed_tiers
-from scheduler.core.state import Job, Snapshot
-from scheduler.core.units import FULL_GPU_MILLI
-from scheduler.core.vocabulary import PRIORITY_INDEX
+from scheduler.core.sizing.rightsize import memory_need_mib, resolve
 
 ROOM_INSTANCE = "room-instance"
 ROOM_IDLE_GPU = "room-idle-gpu"
@@ -168,7 +168,7 @@ def _count(
     as_is: bool = False,
 ) -> tuple[int, int, int]:
     """(places on the nodes of the job's tiers, how many of them are free MIG instances, places on nodes of any
-    tier). A gang of whole GPUs stays on one GPU model (placement's rule, :mod:`scheduler.core.rules.topology`): its
+    tier). A gang of whole GPUs stays on one GPU model (placement's rule, :mod:`scheduler.core.placement.topology`): its
     places are those of its best model; other replicas may spread. ``as_is``: only places usable without a
     MIG reconfiguration (module doc, (b))."""
     allowed: dict[str, int] = {}

@@ -27,9 +27,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scheduler.core.state import Node
-from scheduler.core.vocabulary import CapacityTier, Interconnect
-from scheduler.core.vocabulary import Fabric as NodeFabric
+from scheduler.core.model.state import Node
+from scheduler.core.model.vocabulary import CapacityTier, Interconnect
+from scheduler.core.model.vocabulary import Fabric as NodeFabric
 from scheduler.sim.topology_model import Fabric
 
 H100_ON_DEMAND = 6.88

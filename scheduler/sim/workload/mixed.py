@@ -7,7 +7,7 @@ from :func:`default_philly_path`, resolved at run time; the trace is never copie
 Arrivals: one Poisson process (exponential gaps) from t = 0 to the end of the window; each arrival is an
 inference service with probability ``p`` and a training job otherwise, ``p`` chosen so that inference carries
 ``inference_share`` of the offered demand. The rate is set so that the offered demand — expected true need
-(``scheduler.core.need.replica_need``, on an A100-SXM4-80GB) × expected duration × arrival rate — is
+(``scheduler.core.sizing.need.replica_need``, on an A100-SXM4-80GB) × expected duration × arrival rate — is
 ``load`` × the cluster's GPUs. Expectations are exact sums over the tables below, not samples.
 
 Stationary start: services live for hours, so an empty cluster would take most of a day to reach its steady
@@ -16,7 +16,7 @@ inference population. The generator therefore also draws the services' arrivals 
 with their remaining lifetime (an M/G/∞ population in equilibrium). Training starts from an empty queue; the
 warm-up (default 2 h, excluded from the figures) lets it fill.
 
-Inference services (``kind: inference``, memory from :mod:`scheduler.core.memory` via a ``model`` request):
+Inference services (``kind: inference``, memory from :mod:`scheduler.core.sizing.memory` via a ``model`` request):
 
 | draw | distribution |
 |---|---|
@@ -66,10 +66,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TypeVar
 
-from scheduler.core.need import replica_need
-from scheduler.core.policy import Policy
-from scheduler.core.state import Job, ModelProfile, Request, Team
-from scheduler.core.vocabulary import Dtype, JobKind, Priority
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.state import Job, ModelProfile, Request, Team
+from scheduler.core.model.vocabulary import Dtype, JobKind, Priority
+from scheduler.core.sizing.need import replica_need
 from scheduler.sim.events import Submit, TimedEvent
 from scheduler.sim.scenario import Scenario
 from scheduler.sim.workload.clusters import ClusterDef

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from scheduler.core.bounds import text_problem
+from scheduler.core.sizing.bounds import text_problem
 from scheduler.specs.fields import join
 from scheduler.specs.files.json_doc import load_json
 from scheduler.specs.files.text import (

@@ -1,10 +1,10 @@
-"""Blocker kinds are one enum (scheduler.core.vocabulary.BlockerKind) whose values are the strings the cluster's
+"""Blocker kinds are one enum (scheduler.core.model.vocabulary.BlockerKind) whose values are the strings the cluster's
 record, the API and the simulator's wait analysis have always carried: typing them changed no stored value."""
 
 from __future__ import annotations
 
-from scheduler.core.plan import Waiting
-from scheduler.core.vocabulary import BlockerKind
+from scheduler.core.model.plan import Waiting
+from scheduler.core.model.vocabulary import BlockerKind
 
 
 def test_the_values_are_the_stored_strings() -> None:

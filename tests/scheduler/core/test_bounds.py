@@ -1,4 +1,4 @@
-"""scheduler.core.bounds: the one table of job-request ranges, as the engine reads it."""
+"""scheduler.core.sizing.bounds: the one table of job-request ranges, as the engine reads it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import pytest
 
 from scheduler.core import bounds
-from scheduler.core.state import Job, ModelProfile, Request
+from scheduler.core.model.state import Job, ModelProfile, Request
 
 
 def _job(request: Request | None = None, **fields: object) -> Job:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.core.capacity import ClusterState, gpu_class_of, model_matches, slot_units
-from scheduler.core.catalog import GPU_MODEL_BY_NAME, validate_layout
-from scheduler.core.state import Node, Slot
+from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME, validate_layout
+from scheduler.core.model.capacity import ClusterState, gpu_class_of, model_matches, slot_units
+from scheduler.core.model.state import Node, Slot
 from tests.scheduler.properties.builders import A100, H100, job, node, running, snapshot, whole
 
 MIG_SLOT = Slot("m", 0, "3g.40gb", 4)

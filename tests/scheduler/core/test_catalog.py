@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.core.catalog import (
+from scheduler.core.gpus.catalog import (
     GPU_MODEL_BY_NAME,
     GPU_MODELS,
     GpuModelSpec,

@@ -6,7 +6,9 @@ import math
 
 import pytest
 
-from scheduler.core.checkpointing import (
+from scheduler.core.model.state import ModelProfile
+from scheduler.core.model.vocabulary import CapacityTier, Dtype, JobTier, ModelMode, Priority
+from scheduler.core.rules.checkpointing import (
     DEFAULT_COST_S,
     DEFAULT_MAX_INTERVAL_S,
     DEFAULT_WRITE_GIB_PER_S,
@@ -22,8 +24,6 @@ from scheduler.core.checkpointing import (
     mtbf_s,
     nodes_spanned,
 )
-from scheduler.core.state import ModelProfile
-from scheduler.core.vocabulary import CapacityTier, Dtype, JobTier, ModelMode, Priority
 
 DAY = SECONDS_PER_DAY
 

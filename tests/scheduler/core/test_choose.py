@@ -7,12 +7,12 @@ from dataclasses import replace
 import pytest
 
 from scheduler.core import plan_cycle
-from scheduler.core.choose import Choice, choose
+from scheduler.core.decisions.choose import Choice, choose
+from scheduler.core.model.state import Job, Node, Request, Running, Slot, Snapshot, Team
+from scheduler.core.model.vocabulary import JobKind, Priority
 from scheduler.core.placement import IndexedClusterState, find_slots
 from scheduler.core.rules.fairshare import FairShare
 from scheduler.core.speedups.trial import TrialPlacement
-from scheduler.core.state import Job, Node, Request, Running, Slot, Snapshot, Team
-from scheduler.core.vocabulary import JobKind, Priority
 from tests.scheduler.core.test_firstfit import A100, A100_40, NOW, POLICY, mig_running
 
 # 12 GiB: a 3g.20gb (3,000 units) on the reserved 40 GB GPU, ranked first (tier); a 1g.20gb (1,000) on the

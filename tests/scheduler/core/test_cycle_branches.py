@@ -4,7 +4,7 @@ and the explanation of a job no ready node can take whose first cluster model ca
 from __future__ import annotations
 
 from scheduler.core import Evict, Policy, Preemption, plan_cycle
-from scheduler.core.vocabulary import JobKind, Priority
+from scheduler.core.model.vocabulary import JobKind, Priority
 from tests.scheduler.properties.builders import A100, A100_40, H100, NOW, job, node, running, snapshot, team, whole
 
 POLICY = Policy()

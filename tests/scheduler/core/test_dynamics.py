@@ -4,14 +4,14 @@ capacity serves waiting MIG inference, proactive reconfiguration, preemption as 
 from __future__ import annotations
 
 from scheduler.core import plan_cycle
+from scheduler.core.model.plan import Plan
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.state import Job, Node, Slot
+from scheduler.core.model.vocabulary import JobKind, Priority
 from scheduler.core.placement.drain import drain_for
 from scheduler.core.placement.fallback import fallback_slots
 from scheduler.core.placement.options import options_for
-from scheduler.core.plan import Plan
-from scheduler.core.policy import Policy
 from scheduler.core.rules.reconfiguration import MAX_NODES_PER_CYCLE, nodes_per_cycle
-from scheduler.core.state import Job, Node, Slot
-from scheduler.core.vocabulary import JobKind, Priority
 from tests.scheduler.properties.builders import A100, NOW, job, node, running, snapshot, state_of, team
 
 POLICY = Policy()

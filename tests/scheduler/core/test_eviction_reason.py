@@ -7,8 +7,8 @@ import ast
 from pathlib import Path
 
 import scheduler.core
-from scheduler.core.plan import Evict
-from scheduler.core.vocabulary import EvictionReason
+from scheduler.core.model.plan import Evict
+from scheduler.core.model.vocabulary import EvictionReason
 
 
 def test_values_are_the_stored_strings() -> None:
@@ -53,5 +53,5 @@ def test_the_engine_names_its_grounds_in_one_module() -> None:
     assert named == {
         "rules/eviction.py": {"PRIORITY", "RECLAIM", "PRODUCTION"},
         "placement/drain.py": {"RECONFIGURE"},
-        "preemption.py": {"RECLAIM"},
+        "decisions/preemption.py": {"RECLAIM"},
     }

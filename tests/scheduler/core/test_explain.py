@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.core.demand import Demand
-from scheduler.core.explain import (
+from scheduler.core.model.demand import Demand
+from scheduler.core.model.explain import (
     PROFILE_DEPTH,
     Blocker,
     EtaEstimator,
@@ -15,8 +15,8 @@ from scheduler.core.explain import (
     reason_text,
     standing_text,
 )
-from scheduler.core.state import Job, Slot
-from scheduler.core.vocabulary import BlockerKind
+from scheduler.core.model.state import Job, Slot
+from scheduler.core.model.vocabulary import BlockerKind
 from tests.scheduler.properties.builders import A100, A100_40, H100, NOW, job, node, running, state_of, whole
 
 GPU = 7000

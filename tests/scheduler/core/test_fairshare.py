@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.core.policy import Policy
+from scheduler.core.gpus.units import UNITS_PER_GPU, gpus_text
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.state import Job, Node, Running, Slot, Team
+from scheduler.core.model.vocabulary import Priority
 from scheduler.core.rules.fairshare import FairShare, job_class
 from scheduler.core.rules.limits import ANY, Admission, Limits, burst_limits, exceeds, guarantee_limits, placement_units
 from scheduler.core.speedups.fairshare import RememberingFairShare
 from scheduler.core.speedups.memo import Memo
-from scheduler.core.state import Job, Node, Running, Slot, Team
-from scheduler.core.units import UNITS_PER_GPU, gpus_text
-from scheduler.core.vocabulary import Priority
 from tests.scheduler.core.test_preemption import A100, H100, POLICY, job, node, on, ones, run, team, world
 
 G = UNITS_PER_GPU

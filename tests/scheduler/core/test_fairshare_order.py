@@ -8,10 +8,10 @@ from dataclasses import replace
 import pytest
 
 from scheduler.core import plan_cycle
-from scheduler.core.policy import Policy
-from scheduler.core.state import Job, ModelProfile, Request, Snapshot
-from scheduler.core.units import UNITS_PER_GPU
-from scheduler.core.vocabulary import JobKind, Priority
+from scheduler.core.gpus.units import UNITS_PER_GPU
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.state import Job, ModelProfile, Request, Snapshot
+from scheduler.core.model.vocabulary import JobKind, Priority
 from tests.scheduler.core.test_preemption import H100, job, node, on, run, team, world
 
 G = UNITS_PER_GPU

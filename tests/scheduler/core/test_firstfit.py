@@ -7,16 +7,16 @@ from dataclasses import replace
 
 import pytest
 
+from scheduler.core.decisions.preemption import NO_SHORTCUTS, Shortcuts, find_victims
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.state import Job, Node, Request, Running, Slot, Slots, Snapshot, Team
+from scheduler.core.model.vocabulary import JobKind, Priority
 from scheduler.core.placement import IndexedClusterState
-from scheduler.core.policy import Policy
-from scheduler.core.preemption import NO_SHORTCUTS, Shortcuts, find_victims
 from scheduler.core.rules.eviction import Candidate
 from scheduler.core.rules.fairshare import FairShare
 from scheduler.core.speedups.firstfit import NEVER, FirstFit, first_fit
 from scheduler.core.speedups.quotafit import QuotaFit
 from scheduler.core.speedups.trial import TrialPlacement
-from scheduler.core.state import Job, Node, Request, Running, Slot, Slots, Snapshot, Team
-from scheduler.core.vocabulary import JobKind, Priority
 
 A100 = "A100-SXM4-80GB"
 POLICY = Policy(min_runtime_s=0.0)

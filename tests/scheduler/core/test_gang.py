@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.core.plan import Bind
-from scheduler.core.policy import Policy
-from scheduler.core.rules.gang import GangError, NodeKind, bind, check_gang, cluster_capacity, node_capacity, node_kinds
-from scheduler.core.state import Job, Node, Slot
-from scheduler.core.vocabulary import CapacityTier, JobKind, JobTier, Priority
+from scheduler.core.model.plan import Bind
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.state import Job, Node, Slot
+from scheduler.core.model.vocabulary import CapacityTier, JobKind, JobTier, Priority
+from scheduler.core.placement.gang import (
+    GangError,
+    NodeKind,
+    bind,
+    check_gang,
+    cluster_capacity,
+    node_capacity,
+    node_kinds,
+)
 from tests.scheduler.properties.builders import A100, A100_40, H100, job, node, state_of, whole
 
 POLICY = Policy()

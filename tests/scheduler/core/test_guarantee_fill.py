@@ -4,10 +4,10 @@ The engine (FairShare) and billing's ledger (billing.guarantee) both call it, so
 from __future__ import annotations
 
 from scheduler.core import borrowed_in_fill, fill_order, guarantee_limits
+from scheduler.core.gpus.units import UNITS_PER_GPU
+from scheduler.core.model.state import Team
+from scheduler.core.model.vocabulary import Priority
 from scheduler.core.rules.limits import GuaranteeFill
-from scheduler.core.state import Team
-from scheduler.core.units import UNITS_PER_GPU
-from scheduler.core.vocabulary import Priority
 
 GPU = UNITS_PER_GPU
 

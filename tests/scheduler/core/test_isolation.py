@@ -1,4 +1,4 @@
-"""Isolation (scheduler.core.isolation): a job whose evaluation raises is rejected alone, and the other jobs'
+"""Isolation (scheduler.core.model.isolation): a job whose evaluation raises is rejected alone, and the other jobs'
 plans are those they would have had without it."""
 
 from __future__ import annotations
@@ -9,11 +9,11 @@ from collections.abc import Sequence
 import pytest
 
 from scheduler.core import Plan, Policy, Reject, plan_cycle
-from scheduler.core import cycle as cycle_module
-from scheduler.core import steps as steps_module
-from scheduler.core.isolation import Evaluating, JobFailed
-from scheduler.core.state import Job, Snapshot
-from scheduler.core.vocabulary import JobKind
+from scheduler.core.model.isolation import Evaluating, JobFailed
+from scheduler.core.model.state import Job, Snapshot
+from scheduler.core.model.vocabulary import JobKind
+from scheduler.core.planning import cycle as cycle_module
+from scheduler.core.planning import steps as steps_module
 from tests.scheduler.properties.builders import A100, H100, NOW, job, node, snapshot, team
 
 POLICY = Policy()
@@ -61,11 +61,15 @@ def _poison(monkeypatch: pytest.MonkeyPatch, target: str, name: str, bad: set[st
 @pytest.mark.parametrize(
     ("module", "name", "poison"),
     [
-        ("scheduler.core.steps", "choose_placement", BINDS),  # its turn in fair order
-        ("scheduler.core.cycle", "need_text", WAITS),  # its explanation
+        ("scheduler.core.planning.steps", "choose_placement", BINDS),  # its turn in fair order
+        ("scheduler.core.planning.cycle", "need_text", WAITS),  # its explanation
         ("scheduler.core.placement.mix", "options_for", BINDS),  # the demand mix, before any turn
         ("scheduler.core.placement.reconfigurations", "options_for", WAITS),  # the reconfiguration pass
-        ("scheduler.core.screening", "never_runs_reason", BINDS),  # the screen: rejected without a second pass
+        (
+            "scheduler.core.decisions.screening",
+            "never_runs_reason",
+            BINDS,
+        ),  # the screen: rejected without a second pass
     ],
 )
 def test_a_job_that_raises_is_rejected_alone_and_the_rest_is_planned_as_without_it(

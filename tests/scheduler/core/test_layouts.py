@@ -7,8 +7,8 @@ from collections import Counter
 
 import pytest
 
-from scheduler.core.catalog import GPU_MODEL_BY_NAME, GPU_MODELS, GpuModelSpec, LayoutError, validate_layout
-from scheduler.core.layouts import (
+from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME, GPU_MODELS, GpuModelSpec, LayoutError, validate_layout
+from scheduler.core.sizing.layouts import (
     addable,
     compute_slices_used,
     fit,

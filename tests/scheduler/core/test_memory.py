@@ -1,4 +1,4 @@
-"""The memory-profile estimator: each formula of scheduler/core/memory.py checked by hand."""
+"""The memory-profile estimator: each formula of scheduler/core/sizing/memory.py checked by hand."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ import math
 
 import pytest
 
-from scheduler.core.memory import (
+from scheduler.core.model.state import ModelProfile
+from scheduler.core.model.vocabulary import Dtype, JobKind, ModelMode
+from scheduler.core.sizing.memory import (
     BYTES_PER_PARAM,
     MemoryEstimate,
     TransformerShape,
@@ -18,8 +20,6 @@ from scheduler.core.memory import (
     memory_model_for,
     transformer_shape,
 )
-from scheduler.core.state import ModelProfile
-from scheduler.core.vocabulary import Dtype, JobKind, ModelMode
 
 MIB = 1 << 20
 

@@ -1,12 +1,13 @@
-"""A job's true need (scheduler.core.need): the numerator of effective utilization, for the benchmarks and /metrics."""
+"""A job's true need (scheduler.core.sizing.need): the numerator of effective utilization, for the benchmarks and
+/metrics."""
 
 from __future__ import annotations
 
 import pytest
 
 from scheduler.core import Policy, replica_need
-from scheduler.core.state import Job, ModelProfile, Request
-from scheduler.core.vocabulary import JobKind, ModelMode
+from scheduler.core.model.state import Job, ModelProfile, Request
+from scheduler.core.model.vocabulary import JobKind, ModelMode
 
 POLICY = Policy()
 A100_80 = "A100-SXM4-80GB"

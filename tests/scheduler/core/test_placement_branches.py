@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.state import Job, Node, Running, Slot, Slots
+from scheduler.core.model.vocabulary import Interconnect, JobKind
 from scheduler.core.placement import find_slots
-from scheduler.core.policy import Policy
-from scheduler.core.state import Job, Node, Running, Slot, Slots
-from scheduler.core.vocabulary import Interconnect, JobKind
 from tests.scheduler.properties.builders import A100, H100, job, node, running, state_of, whole
 
 POLICY = Policy()

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from scheduler.core.demand import Demand
+from scheduler.core.model.demand import Demand
+from scheduler.core.model.plan import Evict
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.state import Slot
+from scheduler.core.model.vocabulary import JobKind, Priority
 from scheduler.core.placement import IndexedClusterState
 from scheduler.core.placement.drain import drain_for
 from scheduler.core.placement.index import Group
 from scheduler.core.placement.options import Option, options_for
-from scheduler.core.plan import Evict
-from scheduler.core.policy import Policy
-from scheduler.core.state import Slot
-from scheduler.core.vocabulary import JobKind, Priority
 from tests.scheduler.properties.builders import A100, NOW, job, node, running, state_of
 
 POLICY = Policy()

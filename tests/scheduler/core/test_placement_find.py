@@ -7,12 +7,12 @@ import copy
 
 import pytest
 
-from scheduler.core.capacity import ClusterState
+from scheduler.core.model.capacity import ClusterState
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.state import Slot
 from scheduler.core.placement import CapacityIndex, IndexedClusterState, find_slots, index_of
 from scheduler.core.placement.index import discard_sorted, node_ready
 from scheduler.core.placement.options import options_for
-from scheduler.core.policy import Policy
-from scheduler.core.state import Slot
 from tests.scheduler.properties.builders import A100, NOW, job, node, running, snapshot, state_of, whole
 
 POLICY = Policy()

@@ -6,15 +6,15 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from scheduler.core.capacity import ClusterState
-from scheduler.core.demand import Demand
+from scheduler.core.model.capacity import ClusterState
+from scheduler.core.model.demand import Demand
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.state import Job, Request
+from scheduler.core.model.vocabulary import JobKind
 from scheduler.core.placement import IndexedClusterState
-from scheduler.core.policy import Policy
 from scheduler.core.rules.reconfiguration import IdleKey, idle_key, plan_reconfiguration
 from scheduler.core.speedups.memo import Memo
 from scheduler.core.speedups.switch import indexed_state
-from scheduler.core.state import Job, Request
-from scheduler.core.vocabulary import JobKind
 from scheduler.sim.bench.synthetic import NOW, ClusterShape, synthetic_snapshot
 
 SHAPE = ClusterShape(64, 200, seed=3)

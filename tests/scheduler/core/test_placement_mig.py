@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.core.capacity import ClusterState
+from scheduler.core.model.capacity import ClusterState
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.state import Job, Slot
+from scheduler.core.model.vocabulary import JobKind
 from scheduler.core.placement import find_slots, index_of
 from scheduler.core.placement.mig import fragmentation, take_delta
 from scheduler.core.placement.mix import DemandMix, observe
-from scheduler.core.policy import Policy
-from scheduler.core.state import Job, Slot
-from scheduler.core.vocabulary import JobKind
 from tests.scheduler.properties.builders import A100, H100, job, node, running, state_of
 
 POLICY = Policy()

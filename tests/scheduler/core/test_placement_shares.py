@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.core.capacity import ClusterState
+from scheduler.core.gpus.units import UNITS_PER_GPU
+from scheduler.core.model.capacity import ClusterState
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.state import Job, Running, Slot
 from scheduler.core.placement import find_slots, index_of
 from scheduler.core.placement.mix import DemandMix, observe
 from scheduler.core.placement.shares import fragmentation
-from scheduler.core.policy import Policy
-from scheduler.core.state import Job, Running, Slot
-from scheduler.core.units import UNITS_PER_GPU
 from tests.scheduler.properties.builders import A100, H100, job, node, running, state_of
 
 POLICY = Policy()

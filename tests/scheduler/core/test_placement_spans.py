@@ -5,15 +5,15 @@ from __future__ import annotations
 import pytest
 
 from scheduler.core import plan_cycle, rejection_reason
-from scheduler.core.demand import Demand
+from scheduler.core.gpus.units import UNITS_PER_GPU
+from scheduler.core.model.demand import Demand
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.state import Job, Node, Running
+from scheduler.core.model.vocabulary import CapacityTier, JobTier
 from scheduler.core.placement import find_slots, index_of
 from scheduler.core.placement.options import options_for
 from scheduler.core.placement.spans import class_pools, span_key
-from scheduler.core.policy import Policy
 from scheduler.core.rules.limits import placement_units
-from scheduler.core.state import Job, Node, Running
-from scheduler.core.units import UNITS_PER_GPU
-from scheduler.core.vocabulary import CapacityTier, JobTier
 from tests.scheduler.properties.builders import (
     A100,
     A100_40,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from scheduler.core.model.vocabulary import CapacityTier, JobKind, JobTier, Priority
 from scheduler.core.rules.tiers import allowed_tiers, tier_rank
-from scheduler.core.vocabulary import CapacityTier, JobKind, JobTier, Priority
 from tests.scheduler.properties.builders import job
 
 R, OD, S = CapacityTier.RESERVED, CapacityTier.ON_DEMAND, CapacityTier.SPOT

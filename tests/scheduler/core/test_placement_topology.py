@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.state import Running
+from scheduler.core.model.vocabulary import CapacityTier, Interconnect
 from scheduler.core.placement import find_slots
-from scheduler.core.policy import Policy
-from scheduler.core.rules.topology import _from_hist
-from scheduler.core.state import Running
-from scheduler.core.vocabulary import CapacityTier, Interconnect
+from scheduler.core.placement.topology import _from_hist
 from tests.scheduler.properties.builders import A100, H100, job, node, running, state_of, whole
 
 POLICY = Policy()

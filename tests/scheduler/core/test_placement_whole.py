@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.state import Node, Running, Slot
+from scheduler.core.model.vocabulary import CapacityTier, Interconnect, JobKind, JobTier, Priority
 from scheduler.core.placement import find_slots
 from scheduler.core.placement.whole import choose_gpus, has_free_pair, static_penalty
-from scheduler.core.policy import Policy
-from scheduler.core.state import Node, Running, Slot
-from scheduler.core.vocabulary import CapacityTier, Interconnect, JobKind, JobTier, Priority
 from tests.scheduler.properties.builders import A100, H100, NOW, job, node, running, state_of, whole
 
 POLICY = Policy()

@@ -3,7 +3,7 @@
 Google's GKE manifests for A3 High and Mega (GoogleCloudPlatform/container-engine-accelerators,
 ``gpudirect-tcpx/nccl-test-latest.yaml``, ``gpudirect-tcpxo/nccl-test-latest.yaml``) give one pod all 8 GPUs and
 every NIC of its node beside one receive-datapath daemon that sees all 8 GPUs; two half-node replicas would each
-start a daemon claiming the same GPUs and NICs. The engine never plans that (``scheduler/core/rules/fabric.py``,
+start a daemon claiming the same GPUs and NICs. The engine never plans that (``scheduler/core/placement/fabric.py``,
 rule 4), and screening rejects a gang no such place could ever hold.
 """
 
@@ -14,10 +14,10 @@ import dataclasses
 import pytest
 
 from scheduler.core import rejection_reason
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.state import Node
+from scheduler.core.model.vocabulary import Fabric
 from scheduler.core.placement import find_slots
-from scheduler.core.policy import Policy
-from scheduler.core.state import Node
-from scheduler.core.vocabulary import Fabric
 from tests.scheduler.properties.builders import job, node, state_of
 
 POLICY = Policy()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.core.plan import Bind, Evict, Plan, Reconfigure, Reject, Waiting
-from scheduler.core.state import Slot
+from scheduler.core.model.plan import Bind, Evict, Plan, Reconfigure, Reject, Waiting
+from scheduler.core.model.state import Slot
 
 
 @pytest.mark.parametrize(

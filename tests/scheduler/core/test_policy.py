@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.core.policy import Policy
+from scheduler.core.model.policy import Policy
 
 
 @pytest.mark.parametrize(

@@ -11,14 +11,14 @@ from dataclasses import replace
 
 import pytest
 
-from scheduler.core.capacity import ClusterState, model_matches
-from scheduler.core.plan import Evict
-from scheduler.core.policy import Policy
-from scheduler.core.preemption import candidates, find_victims
+from scheduler.core.decisions.preemption import candidates, find_victims
+from scheduler.core.model.capacity import ClusterState, model_matches
+from scheduler.core.model.plan import Evict
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.state import Job, Node, Preemption, Request, Running, Slot, Slots, Snapshot, Team
+from scheduler.core.model.vocabulary import Priority
 from scheduler.core.rules.fairshare import FairShare
 from scheduler.core.rules.limits import placement_units
-from scheduler.core.state import Job, Node, Preemption, Request, Running, Slot, Slots, Snapshot, Team
-from scheduler.core.vocabulary import Priority
 
 A100 = "A100-SXM4-80GB"
 H100 = "H100-SXM5-80GB"

@@ -1,17 +1,17 @@
-"""What the engine would do with a job submitted now (scheduler.core.preview) and the order in which it tries a
-fleet's GPU models and tiers (scheduler.core.offers)."""
+"""What the engine would do with a job submitted now (scheduler.core.planning.preview) and the order in which it tries a
+fleet's GPU models and tiers (scheduler.core.placement.offers)."""
 
 from __future__ import annotations
 
 import pytest
 
 from scheduler.core import PreviewOutcome, offers, plan_cycle, preview
-from scheduler.core.demand import Demand
-from scheduler.core.plan import Bind, Evict, Plan, Reconfigure, Reject
-from scheduler.core.policy import Policy
-from scheduler.core.preview import PREVIEW_JOB, _applied
-from scheduler.core.state import Job, Node, Request, Running, Slot, Snapshot, Team
-from scheduler.core.vocabulary import CapacityTier, EvictionReason, JobKind, JobTier, Priority
+from scheduler.core.model.demand import Demand
+from scheduler.core.model.plan import Bind, Evict, Plan, Reconfigure, Reject
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.state import Job, Node, Request, Running, Slot, Snapshot, Team
+from scheduler.core.model.vocabulary import CapacityTier, EvictionReason, JobKind, JobTier, Priority
+from scheduler.core.planning.preview import PREVIEW_JOB, _applied
 
 A100_80 = "A100-SXM4-80GB"
 A100_40 = "A100-PCIE-40GB"

@@ -1,4 +1,5 @@
-"""The queue between cycles (scheduler.core.queue): the order the next cycle takes pending jobs in, and a waiting
+"""The queue between cycles (scheduler.core.planning.queue): the order the next cycle takes pending jobs in, and a
+waiting
 reason told again for a new position (explain.reposition)."""
 
 from __future__ import annotations
@@ -6,9 +7,9 @@ from __future__ import annotations
 import pytest
 
 from scheduler.core import QueuePlace, plan_cycle, queue_order, reposition
-from scheduler.core.policy import Policy
-from scheduler.core.state import Snapshot
-from scheduler.core.vocabulary import Priority
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.state import Snapshot
+from scheduler.core.model.vocabulary import Priority
 from tests.scheduler.core.test_preemption import job, node, on, run, team
 
 POLICY = Policy()

@@ -9,15 +9,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.core.capacity import ClusterState
-from scheduler.core.catalog import validate_layout
-from scheduler.core.demand import Demand
-from scheduler.core.layouts import named_layout
-from scheduler.core.plan import Reconfigure
-from scheduler.core.policy import Policy
+from scheduler.core.gpus.catalog import validate_layout
+from scheduler.core.model.capacity import ClusterState
+from scheduler.core.model.demand import Demand
+from scheduler.core.model.plan import Reconfigure
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.state import Job, MigLayout, Node, Request, Running, Slot, Snapshot
+from scheduler.core.model.vocabulary import CapacityTier, JobKind, Priority
 from scheduler.core.rules.reconfiguration import WHOLE_KEY, demand_key, plan_reconfiguration
-from scheduler.core.state import Job, MigLayout, Node, Request, Running, Slot, Snapshot
-from scheduler.core.vocabulary import CapacityTier, JobKind, Priority
+from scheduler.core.sizing.layouts import named_layout
 
 A100_40 = "A100-SXM4-40GB"
 A100_80 = "A100-SXM4-80GB"

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.core.capacity import ClusterState
-from scheduler.core.demand import Demand
-from scheduler.core.policy import Policy
+from scheduler.core.model.capacity import ClusterState
+from scheduler.core.model.demand import Demand
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.state import Job, Node, Request, Snapshot
+from scheduler.core.model.vocabulary import CapacityTier, JobKind, JobTier, Priority
 from scheduler.core.rules.reconfiguration import plan_reconfiguration
-from scheduler.core.state import Job, Node, Request, Snapshot
-from scheduler.core.vocabulary import CapacityTier, JobKind, JobTier, Priority
 
 NOW = 1000.0
 AGED = NOW - 30  # three 10 s cycles: past the hysteresis of Policy()

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.state import Job, Node, Request, Snapshot, Team
+from scheduler.core.model.vocabulary import JobKind
 from scheduler.core.placement import IndexedClusterState
 from scheduler.core.placement.reconfigurations import Reconfigurations
-from scheduler.core.policy import Policy
 from scheduler.core.rules.fairshare import FairShare
-from scheduler.core.state import Job, Node, Request, Snapshot, Team
-from scheduler.core.vocabulary import JobKind
 
 A100 = "A100-SXM4-80GB"
 NOW = 1_000.0

@@ -8,12 +8,12 @@ from collections.abc import Sequence
 import pytest
 
 from scheduler.core import Plan, Policy, plan_cycle
-from scheduler.core.demand import Demand
+from scheduler.core.decisions.reservation import Reservation, Reservations, expected_runtime, may_backfill
+from scheduler.core.model.demand import Demand
+from scheduler.core.model.state import Job, Node, Running, Team
+from scheduler.core.model.vocabulary import Priority
 from scheduler.core.placement import IndexedClusterState
 from scheduler.core.placement.options import Option, options_for
-from scheduler.core.reservation import Reservation, Reservations, expected_runtime, may_backfill
-from scheduler.core.state import Job, Node, Running, Team
-from scheduler.core.vocabulary import Priority
 from tests.scheduler.properties.builders import A100, H100, NOW, job, node, running, snapshot, team, whole
 
 POLICY = Policy()
@@ -194,7 +194,7 @@ def test_a_job_its_burst_limit_refuses_holds_no_capacity_time_from_the_jobs_behi
 
 def test_a_job_its_burst_limit_refuses_with_no_replay_time_waits_for_the_quota(monkeypatch) -> None:
     """When the replay gives no time (the pool's depth is used up) the quota's refusal now is the reason."""
-    monkeypatch.setattr("scheduler.core.explain.PROFILE_DEPTH", 0)
+    monkeypatch.setattr("scheduler.core.model.explain.PROFILE_DEPTH", 0)
     teams, busy = _at_burst(own_end_in_s=300)
     plan = _plan([node("a", H100)], [job("next", "t", gpus=1)], busy, teams=teams, policy=Policy(reservation_depth=0))
     (waiting,) = plan.waiting

@@ -6,12 +6,12 @@ import math
 
 import pytest
 
-from scheduler.core.demand import Demand
-from scheduler.core.memory import estimate
-from scheduler.core.policy import Policy
-from scheduler.core.rightsize import MAX_GPUS_PER_REPLICA, memory_need_mib, resolve, unplaceable_reason
-from scheduler.core.state import Job, ModelProfile, Request
-from scheduler.core.vocabulary import JobKind, ModelMode
+from scheduler.core.model.demand import Demand
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.state import Job, ModelProfile, Request
+from scheduler.core.model.vocabulary import JobKind, ModelMode
+from scheduler.core.sizing.memory import estimate
+from scheduler.core.sizing.rightsize import MAX_GPUS_PER_REPLICA, memory_need_mib, resolve, unplaceable_reason
 
 A100_40 = "A100-SXM4-40GB"
 A100_80 = "A100-SXM4-80GB"

@@ -16,7 +16,7 @@ from pathlib import Path
 import scheduler.core
 
 CORE = Path(scheduler.core.__file__).parent
-CHECKED = ("rules", "placement", "catalog.py", "layouts.py")  # folders, and the static-fact modules
+CHECKED = ("rules", "placement", "gpus/catalog.py", "sizing/layouts.py")  # folders, and the static-fact modules
 SPEEDUPS = "scheduler.core.speedups"
 
 
@@ -70,7 +70,7 @@ def test_rules_placement_and_static_facts_import_no_speedup() -> None:
 def test_the_scan_sees_the_imports_it_is_about() -> None:
     checked = {path.relative_to(CORE).as_posix() for path in _checked_files()}
     assert len(checked) > 10, "the scan would pass vacuously"
-    assert {"catalog.py", "layouts.py", "rules/fairshare.py", "placement/index.py"} <= checked
+    assert {"gpus/catalog.py", "sizing/layouts.py", "rules/fairshare.py", "placement/index.py"} <= checked
     # The victims' speed-up imports the rule, never the other way round; the scan does see its import.
     victims = _speedups_imported(CORE / "speedups" / "victims.py")
     assert victims == {"scheduler.core.speedups.memo"}

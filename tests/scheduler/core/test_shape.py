@@ -1,4 +1,4 @@
-"""One shape of a job keys every cache (:mod:`scheduler.core.shape`): a new field of ``Job`` must be placed in
+"""One shape of a job keys every cache (:mod:`scheduler.core.model.shape`): a new field of ``Job`` must be placed in
 the shape or declared irrelevant, so that no cache keyed by a shape goes stale on it."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from dataclasses import fields, replace
 
 import pytest
 
-from scheduler.core.shape import IRRELEVANT, Shape, placement_shape
-from scheduler.core.state import Job, Request
-from scheduler.core.vocabulary import JobKind, JobTier, Priority
+from scheduler.core.model.shape import IRRELEVANT, Shape, placement_shape
+from scheduler.core.model.state import Job, Request
+from scheduler.core.model.vocabulary import JobKind, JobTier, Priority
 
 BASE = Job(id="a", team="t", request=Request(gpus=1))
 

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from scheduler.core import Policy, Snapshot, plan_cycle
+from scheduler.core.model.tables import FORGET
 from scheduler.core.rules.fairshare import FairShare
 from scheduler.core.speedups import Memo, current_memo, memoized
 from scheduler.core.speedups.fairshare import RememberingFairShare
 from scheduler.core.speedups.switch import fair_share, indexed_state
-from scheduler.core.tables import FORGET
 from scheduler.sim.bench.synthetic import NOW, ClusterShape, synthetic_snapshot
 from tests.scheduler.properties.builders import NOW as SMALL_NOW
 from tests.scheduler.properties.test_cycle_properties import reclaim_worlds, snapshots

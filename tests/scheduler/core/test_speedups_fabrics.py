@@ -9,7 +9,7 @@ from dataclasses import replace
 import pytest
 
 from scheduler.core import Plan, Policy, Snapshot, plan_cycle
-from scheduler.core.vocabulary import Fabric
+from scheduler.core.model.vocabulary import Fabric
 from scheduler.sim.bench.synthetic import NOW, ClusterShape, synthetic_snapshot
 
 SHAPES = [

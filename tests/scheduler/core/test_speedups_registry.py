@@ -18,19 +18,19 @@ FUNCTOOLS_CACHES = {"lru_cache", "cache", "cached_property"}
 
 # Empty containers that hold the cycle's working state, not remembered answers: (module, attribute).
 WORKING_STATE = {
-    ("capacity.py", "gpus"),
-    ("capacity.py", "_node_gpus"),
-    ("capacity.py", "running"),
-    ("capacity.py", "placed"),
-    ("capacity.py", "jobs"),
-    ("capacity.py", "usage"),
-    ("capacity.py", "firm_usage"),
-    ("capacity.py", "running_gone"),
-    ("capacity.py", "held"),
-    ("run.py", "blockers"),
-    ("cycle.py", "_blocked_production"),
-    ("cycle.py", "_pending_teams"),
-    ("explain.py", "_pools"),  # each pool's profile, lowered by the jobs given a start on it
+    ("model/capacity.py", "gpus"),
+    ("model/capacity.py", "_node_gpus"),
+    ("model/capacity.py", "running"),
+    ("model/capacity.py", "placed"),
+    ("model/capacity.py", "jobs"),
+    ("model/capacity.py", "usage"),
+    ("model/capacity.py", "firm_usage"),
+    ("model/capacity.py", "running_gone"),
+    ("model/capacity.py", "held"),
+    ("planning/run.py", "blockers"),
+    ("planning/cycle.py", "_blocked_production"),
+    ("planning/cycle.py", "_pending_teams"),
+    ("model/explain.py", "_pools"),  # each pool's profile, lowered by the jobs given a start on it
     ("placement/index.py", "group_of"),
     ("placement/index.py", "node_leaf"),
     ("placement/index.py", "node_spine"),
@@ -44,18 +44,18 @@ WORKING_STATE = {
     ("placement/mix.py", "_mig_totals"),
     ("placement/reconfigurations.py", "_claimed"),
     ("placement/reconfigurations.py", "bound_nodes"),
-    ("reservation.py", "_taken"),
+    ("decisions/reservation.py", "_taken"),
 }
 
 # Process-wide tables of static facts (the catalog's): they never branch on the memo, whose switch is per cycle.
-PROCESS_TABLES = {("catalog.py", "_PROFILES_BY_NAME")}
+PROCESS_TABLES = {("gpus/catalog.py", "_PROFILES_BY_NAME")}
 
 # Modules that cache pure functions of their arguments for the process (``functools``): static facts of the
 # catalog (MIG geometry, layouts, profile tables) and answers computed from them alone, which no cycle changes
 # and no switch needs to turn off. (module, the functools names it uses.)
 PURE_FUNCTION_CACHES = {
-    ("catalog.py", "cache"),
-    ("layouts.py", "lru_cache"),
+    ("gpus/catalog.py", "cache"),
+    ("sizing/layouts.py", "lru_cache"),
     ("rules/reconfiguration.py", "lru_cache"),
     ("placement/fragscore.py", "lru_cache"),
 }

@@ -1,4 +1,4 @@
-"""The steps of a job's turn (scheduler.core.steps), each alone on a small snapshot, and the two orders.
+"""The steps of a job's turn (scheduler.core.planning.steps), each alone on a small snapshot, and the two orders.
 
 A step is called as the cycle calls it, on the working state the cycle builds (:class:`Run`) and a fresh
 :class:`Turn`; each test checks what the step's contract says it returns and may change."""
@@ -10,20 +10,18 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 
-import scheduler.core.cycle as cycle_module
-import scheduler.core.steps as steps_module
-from scheduler.core.explain import Blocker
+import scheduler.core.planning.cycle as cycle_module
+import scheduler.core.planning.steps as steps_module
+from scheduler.core.model.explain import Blocker
+from scheduler.core.model.plan import Evict
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.state import Job, Node, Running, Slot, Team
+from scheduler.core.model.vocabulary import BlockerKind, EvictionReason, JobKind, Priority
 from scheduler.core.placement.fallback import fallback_slots
 from scheduler.core.placement.mix import observe
 from scheduler.core.placement.options import options_for
-from scheduler.core.plan import Evict
-from scheduler.core.policy import Policy
-from scheduler.core.rules.limits import Admission
-from scheduler.core.run import Run, live_index
-from scheduler.core.speedups.memo import Memo, current_memo
-from scheduler.core.speedups.switch import fair_share, indexed_state
-from scheduler.core.state import Job, Node, Running, Slot, Team
-from scheduler.core.steps import (
+from scheduler.core.planning.run import Run, live_index
+from scheduler.core.planning.steps import (
     OTHER_STEPS,
     PRODUCTION_STEPS,
     Step,
@@ -43,7 +41,9 @@ from scheduler.core.steps import (
     take_turn,
     wait,
 )
-from scheduler.core.vocabulary import BlockerKind, EvictionReason, JobKind, Priority
+from scheduler.core.rules.limits import Admission
+from scheduler.core.speedups.memo import Memo, current_memo
+from scheduler.core.speedups.switch import fair_share, indexed_state
 from tests.scheduler.properties.builders import A100, H100, NOW, job, node, running, snapshot, team, whole
 
 POLICY = Policy()
@@ -65,7 +65,7 @@ def _run(
     policy: Policy = POLICY,
     **kwargs: object,
 ) -> Run:
-    """The working state a cycle starts its turns with (as :func:`scheduler.core.cycle._plan` builds it)."""
+    """The working state a cycle starts its turns with (as :func:`scheduler.core.planning.cycle._plan` builds it)."""
     teams = [team(guaranteed=1000)] if teams is None else teams
     world = snapshot(nodes, pending, teams, running_jobs, **kwargs)
     memo = current_memo()

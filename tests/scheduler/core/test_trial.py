@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.state import Job, Node, Request, Running, Slot, Snapshot, Team
+from scheduler.core.model.vocabulary import Priority
 from scheduler.core.placement import IndexedClusterState
 from scheduler.core.placement.holdings import possible_units
-from scheduler.core.policy import Policy
 from scheduler.core.rules.fairshare import FairShare
 from scheduler.core.speedups.trial import TrialPlacement
 from scheduler.core.speedups.unseen import unseen_by
-from scheduler.core.state import Job, Node, Request, Running, Slot, Snapshot, Team
-from scheduler.core.vocabulary import Priority
 
 A100 = "A100-SXM4-80GB"
 H100 = "H100-SXM5-80GB"

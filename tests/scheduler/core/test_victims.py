@@ -9,16 +9,16 @@ import random
 import pytest
 
 from scheduler.core import Policy, Snapshot, plan_cycle
+from scheduler.core.decisions.preemption import candidates
+from scheduler.core.gpus.units import UNITS_PER_GPU
+from scheduler.core.model.state import Running, Team
+from scheduler.core.model.vocabulary import Priority
 from scheduler.core.placement.mix import DemandMix
-from scheduler.core.preemption import candidates
 from scheduler.core.rules.eviction import fresh_until, is_fresh, lost_work, preference, team_candidates
 from scheduler.core.rules.fairshare import FairShare
 from scheduler.core.speedups.fairshare import RememberingFairShare
 from scheduler.core.speedups.memo import Memo
 from scheduler.core.speedups.victims import Victims
-from scheduler.core.state import Running, Team
-from scheduler.core.units import UNITS_PER_GPU
-from scheduler.core.vocabulary import Priority
 from tests.scheduler.core.test_preemption import NOW, POLICY, job, node, on, ones, run, team, world
 
 

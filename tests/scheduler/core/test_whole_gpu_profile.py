@@ -4,7 +4,7 @@ GPU serves it now, at any priority, instead of a reconfiguration (placement.fall
 from __future__ import annotations
 
 from scheduler.core import Policy, plan_cycle
-from scheduler.core.vocabulary import JobKind, Priority
+from scheduler.core.model.vocabulary import JobKind, Priority
 from tests.scheduler.properties.builders import A100, NOW, job, node, snapshot, team
 
 POLICY = Policy()

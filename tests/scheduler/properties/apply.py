@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from scheduler.core.plan import Plan
-from scheduler.core.state import Job, MigLayout, Preemption, Running, Snapshot
+from scheduler.core.model.plan import Plan
+from scheduler.core.model.state import Job, MigLayout, Preemption, Running, Snapshot
 
 
 def apply_plan(snapshot: Snapshot, plan: Plan, now: float) -> Snapshot:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from scheduler.core.layouts import named_layout
+from scheduler.core.model.state import Job, Node, Request, Running, Slot, Slots, Snapshot, Team
+from scheduler.core.model.vocabulary import CapacityTier, Interconnect, JobKind, JobTier, Priority
 from scheduler.core.placement import IndexedClusterState
-from scheduler.core.state import Job, Node, Request, Running, Slot, Slots, Snapshot, Team
-from scheduler.core.vocabulary import CapacityTier, Interconnect, JobKind, JobTier, Priority
+from scheduler.core.sizing.layouts import named_layout
 
 A100 = "A100-SXM4-80GB"
 A100_40 = "A100-SXM4-40GB"

@@ -25,17 +25,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scheduler.core import Job, Node, Plan, Policy, Running, Snapshot, Team, plan_cycle
-from scheduler.core.capacity import ClusterState, gpu_class_of, slot_units
-from scheduler.core.catalog import GPU_MODEL_BY_NAME, validate_layout
-from scheduler.core.demand import DemandKind
-from scheduler.core.layouts import named_layout, named_layouts
+from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME, validate_layout
+from scheduler.core.gpus.units import UNITS_PER_GPU
+from scheduler.core.model.capacity import ClusterState, gpu_class_of, slot_units
+from scheduler.core.model.demand import DemandKind
+from scheduler.core.model.state import Request
+from scheduler.core.model.vocabulary import CapacityTier, Interconnect, JobKind, JobTier, Priority
 from scheduler.core.placement import find_slots
-from scheduler.core.rightsize import resolve
 from scheduler.core.rules.limits import burst_limits, guarantee_limits
 from scheduler.core.rules.tiers import allowed_tiers
-from scheduler.core.state import Request
-from scheduler.core.units import UNITS_PER_GPU
-from scheduler.core.vocabulary import CapacityTier, Interconnect, JobKind, JobTier, Priority
+from scheduler.core.sizing.layouts import named_layout, named_layouts
+from scheduler.core.sizing.rightsize import resolve
 from tests.scheduler.properties.apply import apply_plan
 from tests.scheduler.properties.builders import NOW
 

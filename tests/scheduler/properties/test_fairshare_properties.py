@@ -15,13 +15,13 @@ from dataclasses import dataclass, replace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler.core.capacity import ClusterState, gpu_class_of
-from scheduler.core.policy import Policy
-from scheduler.core.preemption import find_victims
+from scheduler.core.decisions.preemption import find_victims
+from scheduler.core.model.capacity import ClusterState, gpu_class_of
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.state import Job, Node, Preemption, Running, Snapshot, Team
+from scheduler.core.model.vocabulary import EvictionReason, Priority
 from scheduler.core.rules.fairshare import FairShare, job_key
 from scheduler.core.rules.limits import placement_units
-from scheduler.core.state import Job, Node, Preemption, Running, Snapshot, Team
-from scheduler.core.vocabulary import EvictionReason, Priority
 from tests.scheduler.core.test_preemption import A100, H100, admitted, first_fit, job, team
 
 POLICY = Policy(min_runtime_s=300.0, ping_pong_window_s=1800.0)

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler.core.catalog import GPU_MODEL_BY_NAME, GPU_MODELS, LayoutError, validate_layout
-from scheduler.core.layouts import addable, fit, format_layout, maximal_layouts, parse_layout, place_profiles
+from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME, GPU_MODELS, LayoutError, validate_layout
+from scheduler.core.sizing.layouts import addable, fit, format_layout, maximal_layouts, parse_layout, place_profiles
 
 MODELS = st.sampled_from([spec.name for spec in GPU_MODELS])
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.core.catalog import GPU_MODELS
+from scheduler.core.gpus.catalog import GPU_MODELS
 from scheduler.errors import InventoryError
 from scheduler.models import Gpu, GpuModel, Node
 from scheduler.services.fleet import gpu_models_sync, node_register

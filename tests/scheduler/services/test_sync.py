@@ -8,7 +8,7 @@ import pytest
 
 from scheduler.bridge.policy import policy_current
 from scheduler.bridge.snapshot import build
-from scheduler.core.vocabulary import Fabric
+from scheduler.core.model.vocabulary import Fabric
 from scheduler.gateways.protocol import NodeObservation, Observation
 from scheduler.models import Node
 from scheduler.services.sync import cluster_sync

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
-from scheduler.core.checkpointing import DEFAULT_COST_S, DEFAULT_MAX_INTERVAL_S, checkpoint_interval
-from scheduler.core.state import Job, Request
-from scheduler.core.vocabulary import JobKind, JobTier, Priority
+from scheduler.core.model.state import Job, Request
+from scheduler.core.model.vocabulary import JobKind, JobTier, Priority
+from scheduler.core.rules.checkpointing import DEFAULT_COST_S, DEFAULT_MAX_INTERVAL_S, checkpoint_interval
 from scheduler.sim import parse_scenario, replay
 from scheduler.sim.bench.cost import CostConfig
 from scheduler.sim.bench.goodput import (

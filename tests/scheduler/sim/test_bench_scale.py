@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from scheduler.core.capacity import ClusterState
-from scheduler.core.catalog import GPU_MODEL_BY_NAME, validate_layout
-from scheduler.core.layouts import named_layout
-from scheduler.core.plan import Bind, Plan, Reject, Waiting
-from scheduler.core.state import Slot, Snapshot
-from scheduler.core.units import FULL_GPU_MILLI
-from scheduler.core.vocabulary import JobKind
+from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME, validate_layout
+from scheduler.core.gpus.units import FULL_GPU_MILLI
+from scheduler.core.model.capacity import ClusterState
+from scheduler.core.model.plan import Bind, Plan, Reject, Waiting
+from scheduler.core.model.state import Slot, Snapshot
+from scheduler.core.model.vocabulary import JobKind
+from scheduler.core.sizing.layouts import named_layout
 from scheduler.sim.bench import ClusterShape, scale, synthetic_snapshot
 from scheduler.sim.bench.scale import ScaleResult, busy_fraction, measure, plan_problem, target_s
 

@@ -8,10 +8,10 @@ from collections.abc import Hashable, Mapping
 
 import pytest
 
-from scheduler.core.plan import Bind, Evict, Plan, Reconfigure, Waiting
-from scheduler.core.policy import Policy
-from scheduler.core.state import Job, Node, Request, Running, Slot, Snapshot
-from scheduler.core.vocabulary import BlockerKind, CapacityTier, JobKind, Priority
+from scheduler.core.model.plan import Bind, Evict, Plan, Reconfigure, Waiting
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.state import Job, Node, Request, Running, Slot, Snapshot
+from scheduler.core.model.vocabulary import BlockerKind, CapacityTier, JobKind, Priority
 from scheduler.sim.causes.idle import gang_size, idle_causes
 from scheduler.sim.causes.kinds import BETWEEN_CYCLES, EVICTED, NO_KIND, UNEXPLAINED, ordered
 from scheduler.sim.causes.log import CauseLog

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.core.state import Job, Node, Request, Slot
-from scheduler.core.vocabulary import CapacityTier, JobKind
+from scheduler.core.model.state import Job, Node, Request, Slot
+from scheduler.core.model.vocabulary import CapacityTier, JobKind
 from scheduler.sim.bench.metering import held_seconds, metered_cost, metered_node_hours, reserved_cost
 from scheduler.sim.prices import price_per_gpu_hour
 from scheduler.sim.records import RunLog

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from scheduler.core import Evict, Plan, Reject
-from scheduler.core.vocabulary import EvictionReason
+from scheduler.core.model.vocabulary import EvictionReason
 from scheduler.sim.bench import digest
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.core.state import Job, Node, Request, Slot
-from scheduler.core.vocabulary import Fabric, Interconnect, JobKind
+from scheduler.core.model.state import Job, Node, Request, Slot
+from scheduler.core.model.vocabulary import Fabric, Interconnect, JobKind
 from scheduler.sim.fabric_runs import without_fabric
 from scheduler.sim.records import RunLog
 from scheduler.sim.workload.clusters import mixed_64, topology_cluster

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.core.plan import Evict, Plan, Waiting
-from scheduler.core.policy import Policy
-from scheduler.core.state import Job, Node, Request, Slot
-from scheduler.core.vocabulary import CapacityTier, JobKind, JobTier
+from scheduler.core.model.plan import Evict, Plan, Waiting
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.state import Job, Node, Request, Slot
+from scheduler.core.model.vocabulary import CapacityTier, JobKind, JobTier
 from scheduler.sim import replay
 from scheduler.sim.eta_error import eta_error_summary, eta_errors, prediction_at
 from scheduler.sim.evictions import cause, evictions_by_cause, per_window

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.core.need import replica_need
-from scheduler.core.vocabulary import JobKind, Priority
+from scheduler.core.model.vocabulary import JobKind, Priority
+from scheduler.core.sizing.need import replica_need
 from scheduler.sim.workload.clusters import mixed_64
 from scheduler.sim.workload.mixed import (
     INFERENCE_TEAMS,

@@ -6,9 +6,9 @@ from collections import Counter
 
 import pytest
 
-from scheduler.core.need import replica_need
-from scheduler.core.state import Job
-from scheduler.core.vocabulary import CapacityTier, JobKind, Priority
+from scheduler.core.model.state import Job
+from scheduler.core.model.vocabulary import CapacityTier, JobKind, Priority
+from scheduler.core.sizing.need import replica_need
 from scheduler.sim.scenario import Submit
 from scheduler.sim.workload.clusters import cluster_named, mixed_64, topology_cluster
 from scheduler.sim.workload.mixed import (

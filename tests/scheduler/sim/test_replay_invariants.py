@@ -8,11 +8,11 @@ from collections import defaultdict
 
 import pytest
 
-from scheduler.core.capacity import slot_units
-from scheduler.core.catalog import GPU_MODEL_BY_NAME
-from scheduler.core.state import Node
-from scheduler.core.units import UNITS_PER_GPU
-from scheduler.core.vocabulary import CapacityTier, Interconnect
+from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME
+from scheduler.core.gpus.units import UNITS_PER_GPU
+from scheduler.core.model.capacity import slot_units
+from scheduler.core.model.state import Node
+from scheduler.core.model.vocabulary import CapacityTier, Interconnect
 from scheduler.sim import parse_scenario, replay
 from scheduler.sim.bench.mixed_run import Repairs, guarded
 from scheduler.sim.planners import PLANNERS

@@ -10,8 +10,17 @@ from typing import Any
 
 import pytest
 
-from scheduler.core.state import ModelProfile, Node, Request, Team
-from scheduler.core.vocabulary import CapacityTier, Dtype, Fabric, Interconnect, JobKind, JobTier, ModelMode, Priority
+from scheduler.core.model.state import ModelProfile, Node, Request, Team
+from scheduler.core.model.vocabulary import (
+    CapacityTier,
+    Dtype,
+    Fabric,
+    Interconnect,
+    JobKind,
+    JobTier,
+    ModelMode,
+    Priority,
+)
 from scheduler.sim import ScenarioError, load_scenario, parse_scenario
 from scheduler.sim import scenario as sc
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.core.state import Job, Node, Request, Slot
-from scheduler.core.vocabulary import Fabric as NodeFabric
-from scheduler.core.vocabulary import Interconnect, JobKind
+from scheduler.core.model.state import Job, Node, Request, Slot
+from scheduler.core.model.vocabulary import Fabric as NodeFabric
+from scheduler.core.model.vocabulary import Interconnect, JobKind
 from scheduler.sim.topology_model import (
     TCP_GBPS,
     Fabric,

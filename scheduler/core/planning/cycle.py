@@ -1,0 +1,335 @@
+"""One scheduling cycle: ``plan_cycle(snapshot, policy, now) -> Plan``, pure and deterministic.
+
+The rules it applies live in :mod:`scheduler.core.rules` (one module per rule); the caches and shortcuts that
+make it fast live in :mod:`scheduler.core.speedups`, behind one switch (``speedups``).
+
+Steps:
+
+1. Build an :class:`IndexedClusterState` from the snapshot, a :class:`FairShare` on it, and the cycle's working
+   state around them (:class:`~scheduler.core.planning.run.Run`).
+2. Reject what can never run, with a reason (:mod:`screening`: outside the bounds every edge enforces, a
+   request no GPU model of the cluster can serve, a gang larger than the whole cluster could hold).
+3. Take the rest in fair order (:meth:`FairShare.iter_pending`, re-keyed live as jobs bind; production
+   first, so production inference never waits behind anything). Each job's turn runs the named steps of its
+   order until one binds it or gives it a blocker (:mod:`scheduler.core.planning.steps`, where each step's contract and
+   the reasons for the order are written): :data:`~scheduler.core.planning.steps.PRODUCTION_STEPS` for production work,
+   :data:`~scheduler.core.planning.steps.OTHER_STEPS` for the rest —
+
+   not_ready → choose → backfill → idle_whole_gpu → (production: fallback → preempt_preemptible →
+   reconfigure_idle) → preempt → (production: reconfigure_by_drain → hold) → reserve → wait.
+
+   Free capacity is taken at a placement the quota admits (:func:`choose.choose`); a preemption
+   (:func:`preemption.find_victims`, whose rules decide who may be evicted) evicts and binds in one Statement;
+   production MIG demand that finds no instance gets its reconfiguration right away, before lower work can
+   take the GPUs it needs. A turn that evicted gives the production jobs of the victims' teams blocked earlier
+   in the cycle another turn at once.
+4. After every turn, plan MIG reconfigurations for the MIG (and whole-GPU) demand left unplaced by capacity whose
+   quota would admit it (:func:`rules.reconfiguration.plan_reconfiguration`); jobs an instance under way will
+   serve wait for it instead. A changed node takes nothing new for the rest of the cycle, and a node that took a
+   bind this cycle is not changed in it (a node is bound to or reconfigured in one plan, never both:
+   ``docs/gpu-facts.md``, MIG Manager reconfiguration flow); outside production at most
+   :func:`rules.reconfiguration.nodes_per_cycle` nodes change per cycle (one per
+   :data:`rules.reconfiguration.NODES_PER_CHANGE` ready MIG-capable nodes, at least one and at most
+   :data:`rules.reconfiguration.MAX_NODES_PER_CYCLE`), and each instance a change offers is promised to one
+   waiting job.
+5. Explain every job still pending (:mod:`explain`): 1-based global and team positions in the order the
+   cycle took them, a reason and an ETA.
+
+Isolation (:mod:`isolation`): a pending job whose evaluation raises in any step is rejected ("internal error
+evaluating this job: …", logged with its traceback) and the cycle is planned again without it, so the other
+jobs' plans are what they would have been had it never been submitted.
+
+Determinism: nodes, teams and pending jobs are sorted by name/id before anything depends on their order,
+no decision iterates a hash-ordered set of strings, and time is the ``now`` argument — the same snapshot,
+in any tuple order, gives the same Plan. Duplicate pending ids keep the first (by id, submit time, rank,
+then the whole value);
+a pending id that is already running is ignored (it was bound by an earlier cycle whose plan was applied).
+
+Speed: a failed placement is remembered per job shape until capacity is freed (see
+:mod:`placement.find`), and so is a failed preemption, per (shape, team, priority, preemptible) — except
+for a job that was itself recently evicted, whose ping-pong protection depends on its identity. Binding
+only takes capacity and adds usage, and the eviction candidates are snapshot-running jobs (whose borrowed
+status depends only on which of them are still placed), so a preemption that failed keeps failing until
+something is freed (an eviction, a reconfiguration, a committed Statement). A search itself runs its trial
+placements through :class:`~scheduler.core.speedups.trial.TrialPlacement`, whose exact shortcuts skip trials whose
+answer is known, and reads candidates from one :class:`~scheduler.core.speedups.victims.Victims` per cycle (rebuilt
+after a reconfiguration closes a node; with the speed-ups off, from the plain rule
+:func:`~scheduler.core.rules.eviction.team_candidates`). Every such cache and shortcut goes through the cycle's memo
+(:mod:`scheduler.core.speedups`); ``plan_cycle(..., speedups=False)`` switches all of them off.
+
+A caller that plans many cycles in a process holding a large heap may pause the cyclic garbage collector
+around each one (the loop and the simulator do, :mod:`scheduler.gcpause`): a cycle allocates hundreds of thousands
+of short-lived tuples that reference counting frees, and each collector pass walks the whole heap. The core
+leaves the process-wide collector alone.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Hashable
+from dataclasses import replace
+
+from scheduler.core.decisions.reservation import expected_runtime
+from scheduler.core.decisions.screening import rejection_reason, screen
+from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME
+from scheduler.core.gpus.units import FULL_GPU_MILLI, UNITS_PER_GPU
+from scheduler.core.model.demand import Demand
+from scheduler.core.model.explain import Blocker, EtaEstimator, demand_units, need_text, reason_text, standing_text
+from scheduler.core.model.isolation import Evaluating, JobFailed
+from scheduler.core.model.plan import Plan, Reject, Waiting
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.shape import placement_shape
+from scheduler.core.model.state import Job, Snapshot
+from scheduler.core.model.vocabulary import BlockerKind, Priority
+from scheduler.core.placement.mix import observe
+from scheduler.core.placement.options import options_for
+from scheduler.core.planning.run import Run, live_index
+from scheduler.core.planning.steps import Turn, steps_for, take_turn
+from scheduler.core.rules.fairshare import job_class
+from scheduler.core.rules.limits import Admission
+from scheduler.core.sizing.rightsize import resolve
+from scheduler.core.speedups.memo import Memo, current_memo
+from scheduler.core.speedups.switch import fair_share, indexed_state
+
+__all__ = ["plan_cycle", "rejection_reason"]  # rejection_reason: the question a submit asks (screening)
+
+log = logging.getLogger(__name__)
+
+
+def plan_cycle(snapshot: Snapshot, policy: Policy, now: float, *, speedups: bool = True) -> Plan:
+    """The plan of one cycle for ``snapshot`` at ``now`` (module doc). ``speedups=False`` plans by the plain
+    rules, every cache and shortcut off (:mod:`scheduler.core.speedups`): the same plan, found slower."""
+    with Memo(speedups).current():
+        return _plan_isolated(snapshot, policy, now)
+
+
+def _plan_isolated(snapshot: Snapshot, policy: Policy, now: float) -> Plan:
+    """:func:`_plan`, again without each pending job whose evaluation raised (:mod:`isolation`).
+
+    A job is planned around alone; when a second job of the same placement shape fails too, every pending
+    job of that shape is (they are evaluated alike), so a thousand copies of one bad request cost two extra
+    passes, not a thousand."""
+    failed: dict[str, str] = {}
+    failed_shapes: set[Hashable] = set()
+    by_id = {job.id: job for job in snapshot.pending}
+    while True:
+        try:
+            plan = _plan(snapshot, policy, now)
+        except JobFailed as failure:
+            job = by_id.get(failure.job_id)
+            if job is None or failure.job_id in failed:
+                raise failure.cause from failure  # not a pending job's own: an engine error, not isolable
+            log.error(
+                "job %s: %s; rejected, the rest of the cycle is planned without it",
+                failure.job_id,
+                failure.reason,
+                exc_info=failure.cause,
+            )
+            shape = placement_shape(job)
+            alike = [j.id for j in snapshot.pending if placement_shape(j) == shape] if shape in failed_shapes else []
+            failed_shapes.add(shape)
+            for job_id in (failure.job_id, *alike):
+                failed.setdefault(job_id, failure.reason)
+            snapshot = replace(snapshot, pending=tuple(j for j in snapshot.pending if j.id not in failed))
+            continue
+        if not failed:
+            return plan
+        isolated = tuple(Reject(job=job_id, reason=reason) for job_id, reason in sorted(failed.items()))
+        return replace(plan, rejections=tuple(sorted(plan.rejections + isolated, key=lambda r: r.job)))
+
+
+def _plan(snapshot: Snapshot, policy: Policy, now: float) -> Plan:
+    memo = current_memo()  # the one switch: plain rules, or the rules wrapped by the speed-ups
+    state = indexed_state(snapshot, now, memo)
+    fairness = fair_share(snapshot.teams, state, policy, memo)
+    pending, rejections = screen(snapshot, state, policy)
+    index = live_index(state)
+    index.mix = observe(state, index, pending, policy)
+    run = Run(state, fairness, policy, now, snapshot, pending)
+    turns = _Turns(run)
+    for job in fairness.iter_pending(pending, now):
+        turns.take(job)
+    reconfigurations = run.reconfigurations.after_placement(run.order)
+    return Plan(
+        evictions=tuple(run.evictions + run.reconfigurations.evictions),
+        reconfigurations=tuple(reconfigurations),
+        binds=tuple(run.binds),
+        rejections=tuple(rejections),
+        waiting=tuple(_Explanation(run).waiting()),
+    )
+
+
+class _Turns:
+    """Each job's turn in fair order (module doc, step 3), and the second turn evictions give production."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self._blocked_production: dict[str, Job] = {}  # production jobs still blocked, in the order taken
+        self._retrying = False
+        self._pending_teams: set[str] = set()
+
+    def take(self, job: Job) -> None:
+        """Take ``job``'s turn."""
+        self.run.order.append(job)
+        self._try(job)
+
+    def _try(self, job: Job) -> None:
+        with Evaluating(job.id):
+            self._turn(job)
+
+    def _turn(self, job: Job) -> None:
+        """The steps of ``job``'s order (:mod:`scheduler.core.planning.steps`), on a blocker cleared of its last
+        turn's."""
+        run = self.run
+        evicted, drained = len(run.evictions), len(run.reconfigurations.evictions)
+        run.blockers.pop(job.id, None)
+        take_turn(run, Turn(job, options_for(run.index, job, run.policy)), steps_for(job))
+        blocker = run.blockers.get(job.id)  # None: bound
+        if job.priority == Priority.PRODUCTION and blocker is not None and blocker.kind != BlockerKind.RECONFIGURING:
+            self._blocked_production[job.id] = job
+        evictions = run.evictions[evicted:] + run.reconfigurations.evictions[drained:]  # this turn's
+        if evictions:
+            self._retry_production({run.state.jobs[e.job].team for e in evictions})
+
+    def _retry_production(self, teams: set[str]) -> None:
+        """Evictions lowered the usage of ``teams``: their production jobs blocked earlier in the cycle (by
+        quota, say) get another turn at once — before lower work can take what they need."""
+        if self._retrying:
+            self._pending_teams |= teams
+            return
+        self._retrying = True
+        self._pending_teams = set(teams)
+        try:
+            while self._pending_teams:
+                teams, self._pending_teams = self._pending_teams, set()
+                for job in [j for j in self._blocked_production.values() if j.team in teams]:
+                    del self._blocked_production[job.id]
+                    self._try(job)
+        finally:
+            self._retrying = False
+
+
+class _Explanation:
+    """The position, reason and ETA of every job the cycle left waiting (module doc, step 5)."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+
+    def waiting(self) -> list[Waiting]:
+        """Every job that took a turn and was not bound, in the order the cycle took them."""
+        run = self.run
+        bound = {b.job for b in run.binds}
+        holders = {reservation.holder.id for reservation in run.reservations.made}
+        estimator = EtaEstimator(run.state, run.now, self._free_units(), run.expected_end, holders.__contains__)
+        team_positions: dict[str, int] = {}
+        waiting: list[Waiting] = []
+        # Nothing changes while the cycle explains: what depends only on a job's shape, or on its team and
+        # class, is worked out once.
+        needs: dict[Hashable, tuple[Demand | None, tuple[str, ...], int, str]] = {}
+        standings: dict[tuple[str, str], str] = {}
+        for job in run.order:
+            if job.id in bound:
+                continue
+            with Evaluating(job.id):
+                waiting.append(self._explain(job, len(waiting) + 1, team_positions, needs, standings, estimator))
+        return waiting
+
+    def _explain(
+        self,
+        job: Job,
+        position: int,
+        team_positions: dict[str, int],
+        needs: dict[Hashable, tuple[Demand | None, tuple[str, ...], int, str]],
+        standings: dict[tuple[str, str], str],
+        estimator: EtaEstimator,
+    ) -> Waiting:
+        """The position, reason and ETA of pending ``job``, ``position``-th in the cycle's order."""
+        run = self.run
+        shape = placement_shape(job)
+        if shape not in needs:
+            demand, model, models = self._demand(job)
+            units = demand_units(demand, model) * job.replicas if demand is not None else 0
+            needs[shape] = (demand, models, units, need_text(job, demand, models))
+        demand, models, units, need = needs[shape]
+        blocker = run.blockers[job.id]
+        eta: float | None = None
+        if blocker.kind in (BlockerKind.CAPACITY, BlockerKind.RESERVED) and units:
+            # A reserved job still takes its turn in the replay, so the jobs behind it count its GPUs as taken.
+            runtime_s = expected_runtime(job, run.fairness.teams.get(job.team), run.policy)
+            start_at = blocker.ready_at if blocker.kind == BlockerKind.RESERVED else None
+            refusal = None
+            if blocker.kind == BlockerKind.CAPACITY:  # a reservation's job was put to its quota when it was reserved
+                refusal = self._refused_at_capacity(job, models, units, runtime_s, estimator)
+            if refusal is not None:
+                blocker = Blocker(BlockerKind.QUOTA, refusal.reason)
+            else:
+                eta = estimator.capacity_eta(models, units, runtime_s, start_at)
+        # A job blocked by its quota gets no time: the reason says what would unblock it.
+        if blocker.kind in (BlockerKind.RECONFIGURING, BlockerKind.HELD) and blocker.ready_at is not None:
+            eta = max(0.0, blocker.ready_at - run.now)
+        team_positions[job.team] = team_positions.get(job.team, 0) + 1
+        standing_key = (job.team, job_class(job))
+        if standing_key not in standings:
+            guarantee = run.fairness.guarantee(job.team).overall or 0
+            held = sum(run.state.usage.get(job.team, {}).values())
+            under = run.fairness.under_guarantee(*standing_key)
+            standings[standing_key] = standing_text(guarantee, held, under)
+        reason = reason_text(need, blocker, standings[standing_key], position - 1, run.now)
+        return Waiting(job.id, position, team_positions[job.team], reason, eta, blocker.kind)
+
+    def _refused_at_capacity(
+        self, job: Job, models: tuple[str, ...], units: int, runtime_s: float, estimator: EtaEstimator
+    ) -> Admission | None:
+        """The quota's refusal of capacity-blocked ``job`` when its quota (guarantee or burst limit) refuses it on
+        every option now and still would when the replay finds it room, once its team's work expected to end by
+        then has ended (:mod:`explain`, ETA); None when the start the replay gives it can come true. A job whose
+        quota admits it now — most — costs one cached admission per option."""
+        run = self.run
+        options = options_for(run.index, job, run.policy)
+        refusal = run.quota_refusal(job, options)
+        if refusal is None:
+            return None
+        eta = estimator.capacity_eta(models, units, runtime_s, claim=False)
+        if eta is not None and run.admits_at(job, options, run.now + eta):
+            return None
+        return refusal
+
+    def _demand(self, job: Job) -> tuple[Demand | None, str, tuple[str, ...]]:
+        """The job's preferred demand, its GPU model, and every model the job may use now; when no ready node
+        may take it, the demand on the first model of the cluster that could serve it (for the reason)."""
+        run = self.run
+        options = options_for(run.index, job, run.policy)
+        if options:
+            return options[0].demand, options[0].model, tuple(sorted({o.model for o in options}))
+        for model in sorted({n.gpu_model for n in run.state.nodes.values()}):
+            demand = resolve(job, model, run.policy)
+            if demand is not None:
+                return demand, model, (model,)
+        return None, "", ()  # pragma: no cover - such a job was rejected
+
+    def _free_units(self) -> dict[str, int]:
+        """Units free now on ready GPUs, per GPU model."""
+        run = self.run
+        free: dict[str, int] = {}
+        index = run.index
+        held = run.reservations.held()  # free for the replay: their reserving jobs take them in queue order
+        for gpu in index.gpus:
+            if gpu.node.name not in index.group_of:
+                continue
+            if gpu.key in held:
+                units = UNITS_PER_GPU
+            elif gpu.layout:
+                profiles = GPU_MODEL_BY_NAME[gpu.node.gpu_model].profiles()
+                units = sum(
+                    profiles[name].compute_slices * FULL_GPU_MILLI
+                    for name, start in gpu.layout
+                    if start not in gpu.instances
+                )
+            elif gpu.whole is not None:
+                units = 0
+            elif gpu.shares:
+                units = (FULL_GPU_MILLI - gpu.milli_used) * (UNITS_PER_GPU // FULL_GPU_MILLI) if gpu.node.sharing else 0
+            else:
+                units = UNITS_PER_GPU
+            free[gpu.node.gpu_model] = free.get(gpu.node.gpu_model, 0) + units
+        return free

@@ -1,0 +1,191 @@
+"""The working state of one cycle (:func:`scheduler.core.planning.cycle.plan_cycle`) and the acts its steps share.
+
+A :class:`Run` is made once per cycle and handed to every step of every job's turn
+(:mod:`scheduler.core.planning.steps`): the cluster as the cycle has changed it so far, fair share, the plan's binds and
+evictions, each waiting job's blocker, the cycle's reconfigurations and reservations. Its acts — bind, preempt,
+and the time questions of reservations and explanations (when placed work ends, when it frees GPUs for a job,
+whether the quota admits a job then) — are the ones more than one step, or a step and the explanation, ask;
+what only one step does is written in that step.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+
+from scheduler.core.decisions.preemption import find_victims
+from scheduler.core.decisions.reservation import Reservations, expected_runtime
+from scheduler.core.model.capacity import gpu_class_of
+from scheduler.core.model.explain import Blocker, demand_units
+from scheduler.core.model.plan import Bind, Evict
+from scheduler.core.model.policy import Policy
+from scheduler.core.model.shape import Shape
+from scheduler.core.model.state import Job, Slots, Snapshot
+from scheduler.core.placement import IndexedClusterState
+from scheduler.core.placement.gang import bind
+from scheduler.core.placement.index import CapacityIndex
+from scheduler.core.placement.options import Option
+from scheduler.core.placement.reconfigurations import Reconfigurations
+from scheduler.core.rules.eviction import fresh_until, ground
+from scheduler.core.rules.fairshare import FairShare, job_class
+from scheduler.core.rules.limits import Admission, placement_units
+from scheduler.core.speedups.memo import current_memo
+from scheduler.core.speedups.trial import TrialPlacement
+from scheduler.core.speedups.victims import Victims
+
+
+def live_index(state: IndexedClusterState) -> CapacityIndex:
+    """The capacity index a cycle's :class:`IndexedClusterState` always has."""
+    assert state.index is not None
+    return state.index
+
+
+class Run:
+    """The mutable working state of one cycle (module doc)."""
+
+    def __init__(
+        self,
+        state: IndexedClusterState,
+        fairness: FairShare,
+        policy: Policy,
+        now: float,
+        snapshot: Snapshot,
+        pending: Sequence[Job],
+    ) -> None:
+        self.state = state
+        self.index = live_index(state)
+        self.fairness = fairness
+        self.policy = policy
+        self.now = now
+        self.preemptions = tuple(sorted(snapshot.preemptions, key=lambda p: (p.at, p.victim, p.by)))
+        window = policy.ping_pong_window_s
+        self.recent_victims = frozenset(p.victim for p in self.preemptions if now - p.at < window)
+        self.binds: list[Bind] = []
+        self.evictions: list[Evict] = []
+        self.order: list[Job] = []  # every job that took a turn, in the order taken
+        self.blockers: dict[str, Blocker] = {}  # why each job that took a turn waits; none for a bound job
+        self.reconfigurations = Reconfigurations(state, fairness, policy, now, self.preemptions, self.blockers, pending)
+        self.reservations = Reservations(state, self.index, policy, now, self.frees_at, self.reconfigurations.bound)
+        self._preempt_failed: dict[Hashable, int] = current_memo().table()
+        self._victims = self._new_victims()  # valid until a reconfiguration closes a node
+        self._victims_at = 0  # len(self.reconfigurations.changes) when it was built
+
+    # -- binding and evicting ----------------------------------------------------------------------------
+
+    def bind(self, job: Job, slots: Slots) -> None:
+        """Bind ``job`` to ``slots`` in the plan and the state."""
+        self.binds.append(bind(self.state, job, slots))
+        self.reconfigurations.bound(slots)  # a node bound to this cycle is not reconfigured in it
+
+    def preempt_fails(self, job: Job, preemptible_only: bool = False) -> bool:
+        """Is a preemption for ``job`` known to fail: one for its shape failed and nothing was freed since? Not
+        remembered for a recent victim, whose ping-pong protection depends on its identity
+        (:mod:`scheduler.core.planning.cycle`,
+        Speed)."""
+        remember = job.id not in self.recent_victims
+        return remember and self._preempt_failed.get(self._preempt_key(job, preemptible_only)) == self.index.freed
+
+    def preempt(self, job: Job, preemptible_only: bool = False) -> bool:
+        """Evict for ``job`` (only preemptible work when ``preemptible_only``) and bind it, both in one Statement;
+        False, with nothing changed, when no set of victims makes room its quota admits. The caller has checked
+        :meth:`preempt_fails`."""
+        key = self._preempt_key(job, preemptible_only)
+        remember = job.id not in self.recent_victims
+        statement = self.state.begin()
+        trial = TrialPlacement(self.state, self.index, self.fairness, job, self.policy)
+        if len(self.reconfigurations.changes) != self._victims_at:  # a node closed: candidates may change
+            self._victims = self._new_victims()
+            self._victims_at = len(self.reconfigurations.changes)
+        found = find_victims(
+            self.state,
+            job,
+            self.fairness,
+            trial,
+            self.policy,
+            self.now,
+            self.preemptions,
+            trial.shortcuts(),
+            self._victims,
+            preemptible_only,
+        )
+        if found is None:
+            statement.rollback()
+            if remember:
+                self._preempt_failed[key] = self.index.freed
+            return False
+        # try_place accepted only admissible slots, and find_victims returns the state it found them in.
+        evictions, slots = found
+        self.bind(job, slots)
+        statement.commit()
+        self.evictions.extend(evictions)
+        return True
+
+    @staticmethod
+    def _preempt_key(job: Job, preemptible_only: bool) -> Hashable:
+        return (Shape.of(job).preemption, job.team, preemptible_only)
+
+    def _new_victims(self) -> Victims | None:
+        """A memory of each team's eviction candidates for the cycle, or None with the speed-ups off: preemption
+        then asks the plain rule (:func:`~scheduler.core.rules.eviction.team_candidates`) team by team."""
+        if not current_memo().enabled:
+            return None
+        return Victims(self.state, self.fairness, self.policy, self.now)
+
+    # -- the quota and time --------------------------------------------------------------------------------
+
+    def quota_refusal(self, job: Job, options: Sequence[Option]) -> Admission | None:
+        """Why the quota refuses ``job`` on every one of ``options`` (one GPU model's: quotas are per GPU class),
+        at its team's usage now; None when it admits one. A job no free capacity takes was never put to its quota
+        (placement asks it of slots it found)."""
+        refusal = None
+        for option in options:
+            verdict = self.fairness.admit(job, option_units(job, option))
+            if verdict.ok:
+                return None
+            refusal = refusal or verdict
+        return refusal
+
+    def admits_at(self, job: Job, options: Sequence[Option], at: float) -> bool:
+        """Does the quota admit ``job`` on one of ``options`` at ``at``, once the work of its team expected to end
+        by then has ended (:mod:`reservation`, rule 1)? Its own work ending is what frees its GPUs and its quota."""
+        usage = dict(self.state.usage.get(job.team, {}))
+        firm = dict(self.state.firm_usage.get(job.team, {}))
+        for job_id, slots in self.state.placed.items():
+            placed = self.state.jobs.get(job_id)
+            if placed is None or placed.team != job.team or self.expected_end(job_id) > at:
+                continue
+            for gpu_class, units in placement_units(self.state, slots).items():
+                usage[gpu_class] = usage.get(gpu_class, 0) - units
+                if not placed.preemptible:
+                    firm[gpu_class] = firm.get(gpu_class, 0) - units
+        holdings = (option_units(job, option) for option in options)
+        return any(self.fairness.admit(job, held, usage=usage, firm_usage=firm).ok for held in holdings)
+
+    def expected_end(self, job_id: str) -> float:
+        """When a placed job is expected to end (:mod:`reservation`, rule 5): never before the next cycle."""
+        job = self.state.jobs[job_id]
+        running = self.state.running.get(job_id)
+        started = running.started_at if running is not None else self.now
+        end = started + expected_runtime(job, self.fairness.teams.get(job.team), self.policy)
+        return end if end > self.now else self.now + self.policy.cycle_s
+
+    def frees_at(self, job: Job, holder: str) -> float:
+        """When placed job ``holder`` frees its GPUs for ``job`` (:mod:`reservation`, rule 2): its expected end,
+        or earlier, when a ground of :mod:`preemption` lets ``job`` evict it — at once, or once its minimum
+        runtime is past. Ping-pong and whether the eviction makes room are left to the preemption itself."""
+        end = self.expected_end(holder)
+        running = self.state.running.get(holder)
+        if running is None:
+            return end  # bound this cycle, or a reservation's placeholder: never a victim
+        victim = running.job
+        borrowed = victim.preemptible and self.fairness.is_borrowed(victim.team, holder)
+        allow_reclaim = self.policy.fairness and self.fairness.under_guarantee(job.team, job_class(job))
+        if ground(job, victim, borrowed, allow_reclaim, True, self.policy) is not None:
+            return self.now  # production's ground: the minimum runtime does not protect from it
+        if ground(job, victim, borrowed, allow_reclaim, False, self.policy) is not None:
+            return min(end, max(self.now, fresh_until(running, self.policy)))
+        return end
+
+
+def option_units(job: Job, option: Option) -> dict[str, int]:
+    """The units ``job`` would hold on ``option``, per GPU class (what its quota is asked)."""
+    return {gpu_class_of(option.model): demand_units(option.demand, option.model) * job.replicas}

@@ -1,0 +1,287 @@
+"""One job's turn in a cycle, as an ordered list of named steps (as KAI-Scheduler runs its actions in order).
+
+A turn runs the steps of its order one after another until one ends it. The orders are data, here and nowhere
+else:
+
+- production work: :data:`PRODUCTION_STEPS` — not_ready → choose → backfill → idle_whole_gpu → fallback →
+  preempt_preemptible → reconfigure_idle → preempt → reconfigure_by_drain → hold → reserve → wait;
+- other work: :data:`OTHER_STEPS` — not_ready → choose → backfill → idle_whole_gpu → preempt → reserve → wait.
+
+Each step is a function ``step(run, turn) -> bool`` whose docstring is its contract: when it acts (what it
+may assume), what it may change, and what it returns — True: the job's turn is over, bound or waiting with
+the blocker the step gave it; False: try the next step. A step changes only what its contract names; what
+the steps of one turn tell each other travels in the :class:`Turn` (the quota's refusal, which the
+whole-GPU step may set), the rest of the cycle's working state in the :class:`~scheduler.core.planning.run.Run`.
+
+Why this order. Free capacity first: the best placement its quota admits, then GPUs a reservation holds
+that the job will have left by the time the reservation starts, then an idle MIG-off GPU (the same
+capacity as a full-GPU MIG instance). Production must start now, so it goes on: a larger free instance or
+a whole idle GPU; preemptible work yields before it waits minutes for a reconfiguration; an idle GPU's
+change before firm work is evicted; then a preemption; a GPU drained of lower work only when that failed
+(eviction is the last resort); and failing all, a node bound this cycle held for its change next cycle
+rather than let lower work start there. Production's own steps run only while the quota has not refused
+the job (:attr:`Turn.production`): a production job its quota refused waits as other work does. Other
+work evicts as the last resort: not while a reconfiguration of an idle GPU could serve it — it waits for
+the change the cycle plans after placement (:mod:`scheduler.core.planning.cycle`, step 4). What still waits gets a
+reservation of GPUs that will free for it, else its blocker: the quota or capacity.
+
+Adding a scheduling rule: state it in ``scheduler/core/rules/`` as plain code; write the step that applies
+it here, with its contract; put the step in its place in :data:`PRODUCTION_STEPS` and/or
+:data:`OTHER_STEPS`; test the step alone (``tests/scheduler/core/test_steps.py``). The cycle needs no change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from scheduler.core.decisions.choose import choose as choose_placement
+from scheduler.core.decisions.reservation import expected_runtime
+from scheduler.core.model.explain import Blocker
+from scheduler.core.model.state import Job
+from scheduler.core.model.vocabulary import BlockerKind, Priority
+from scheduler.core.placement.fallback import fallback_slots, whole_gpu_slots
+from scheduler.core.placement.options import Option
+from scheduler.core.planning.run import Run
+from scheduler.core.rules.limits import Admission, placement_units
+
+
+@dataclass
+class Turn:
+    """What the steps of one job's turn share.
+
+    ``options``: the job's options on ready nodes at the start of its turn
+    (:func:`~scheduler.core.placement.options.options_for`). ``admission``: the quota's refusal of a placement
+    found for the job this turn, None while none was refused; set by :func:`choose`, and by
+    :func:`idle_whole_gpu`, and read by every later step."""
+
+    job: Job
+    options: tuple[Option, ...]
+    admission: Admission | None = None
+
+    @property
+    def production(self) -> bool:
+        """Do production's own steps act? Production work its quota has not refused."""
+        return self.job.priority == Priority.PRODUCTION and self.admission is None
+
+
+Step = Callable[[Run, Turn], bool]
+
+
+# -- the steps, in the order production takes them ---------------------------------------------------------
+
+
+def not_ready(run: Run, turn: Turn) -> bool:
+    """No ready node may take the job (cordoned, draining or reconfiguring): it waits, ``not-ready``.
+
+    Assumes: the turn has just begun. Changes: the job's blocker. Returns True when it waits, else False. Such
+    a job is still a candidate of the reconfigurations planned after placement."""
+    if turn.options:
+        return False
+    run.blockers[turn.job.id] = Blocker(BlockerKind.NOT_READY)
+    return True
+
+
+def choose(run: Run, turn: Turn) -> bool:
+    """Bind the job on the best free placement its quota admits (:func:`scheduler.core.decisions.choose.choose`).
+
+    Assumes: the job has options. Changes: the binds, or ``turn.admission`` — the quota's refusal of the best
+    placement, None when nothing fits. Returns True when bound."""
+    choice = choose_placement(run.state, run.fairness, turn.job, run.policy)
+    if choice.slots is not None:
+        run.bind(turn.job, choice.slots)
+        return True
+    turn.admission = choice.refused
+    return False
+
+
+def backfill(run: Run, turn: Turn) -> bool:
+    """Bind the job on GPUs a reservation holds, when it will have left them by the time the reservation
+    starts (:mod:`scheduler.core.decisions.reservation`, rule 4).
+
+    Acts only when the quota has not refused the job and the cycle has made a reservation. Changes: the binds.
+    Returns True when bound."""
+    if turn.admission is not None or not run.reservations.made:
+        return False
+    job = turn.job
+    runtime_s = expected_runtime(job, run.fairness.teams.get(job.team), run.policy)
+    slots = run.reservations.backfill(
+        job, runtime_s, lambda: choose_placement(run.state, run.fairness, job, run.policy).slots
+    )
+    if slots is None:
+        return False
+    run.bind(job, slots)
+    return True
+
+
+def idle_whole_gpu(run: Run, turn: Turn) -> bool:
+    """Bind the job on an idle MIG-off GPU: the same capacity as a full-GPU MIG instance
+    (:func:`~scheduler.core.placement.fallback.whole_gpu_slots`).
+
+    Acts only when the quota has not refused the job. Changes: the binds when its quota admits the GPU; when
+    the quota refuses it, ``turn.admission`` — the quota, not capacity, is then what keeps the job waiting.
+    Returns True when bound."""
+    if turn.admission is not None:
+        return False
+    slots = whole_gpu_slots(run.state, turn.job, run.policy)
+    if slots is None:
+        return False
+    verdict = run.fairness.admit(turn.job, placement_units(run.state, slots))
+    if not verdict.ok:
+        turn.admission = verdict
+        return False
+    run.bind(turn.job, slots)
+    return True
+
+
+def fallback(run: Run, turn: Turn) -> bool:
+    """Bind production work on a larger free instance or a whole idle GPU
+    (:mod:`scheduler.core.placement.fallback`), counted at what it holds, if its quota admits that: idle
+    capacity before an eviction or a reconfiguration.
+
+    Acts only for :attr:`Turn.production`. Changes: the binds. Returns True when bound."""
+    if not turn.production:
+        return False
+    slots = fallback_slots(run.state, turn.job, run.policy)
+    if slots is None or not run.fairness.admit(turn.job, placement_units(run.state, slots)).ok:
+        return False
+    run.bind(turn.job, slots)
+    return True
+
+
+def preempt_preemptible(run: Run, turn: Turn) -> bool:
+    """Evict preemptible work for production work and bind it (:meth:`Run.preempt`): production must start
+    now, and preemptible work yields before the job waits minutes for a reconfiguration.
+
+    Acts only for :attr:`Turn.production`, and not when such a preemption is known to fail
+    (:meth:`Run.preempt_fails`). Changes: the evictions and the binds, or nothing. Returns True when bound."""
+    if not turn.production or run.preempt_fails(turn.job, True):
+        return False
+    return run.preempt(turn.job, True)
+
+
+def reconfigure_idle(run: Run, turn: Turn) -> bool:
+    """Production work waits for a MIG change that offers its instance: one under way, else a change of an idle
+    GPU made now (:meth:`~scheduler.core.placement.reconfigurations.Reconfigurations.for_production`) — before
+    firm work is evicted for it.
+
+    Acts only for :attr:`Turn.production`. Changes: the cycle's reconfigurations and the job's blocker
+    (``reconfiguring``). Returns True when it waits for one."""
+    return turn.production and run.reconfigurations.for_production(turn.job)
+
+
+def preempt(run: Run, turn: Turn) -> bool:
+    """Evict for the job and bind it (:meth:`Run.preempt`; :mod:`scheduler.core.decisions.preemption` decides who may be
+    evicted).
+
+    Acts for every job, but not when a preemption for its shape is known to fail (:meth:`Run.preempt_fails`),
+    nor — for other work its quota has not refused — while a reconfiguration of an idle GPU could serve it
+    (:meth:`~scheduler.core.placement.reconfigurations.Reconfigurations.could_change_for`): eviction is the last
+    resort, and such a job waits for the change the cycle plans after placement. The known failure is asked
+    first: it is cheap, and could_change_for only answers (it changes nothing). Changes: the evictions and the
+    binds, or nothing. Returns True when bound."""
+    job = turn.job
+    if run.preempt_fails(job):
+        return False
+    lower = job.priority != Priority.PRODUCTION and turn.admission is None
+    if lower and run.reconfigurations.could_change_for(job):
+        return False
+    return run.preempt(job)
+
+
+def reconfigure_by_drain(run: Run, turn: Turn) -> bool:
+    """Production work waits for a GPU drained of lower work and re-cut for it (:mod:`scheduler.core.placement.drain`,
+    through :meth:`~scheduler.core.placement.reconfigurations.Reconfigurations.for_production`): after its
+    preemption failed, as eviction is the last resort.
+
+    Acts only for :attr:`Turn.production`. Changes: the cycle's reconfigurations and their evictions, and the
+    job's blocker (``reconfiguring``). Returns True when it waits for one."""
+    return turn.production and run.reconfigurations.for_production(turn.job, drain=True)
+
+
+def hold(run: Run, turn: Turn) -> bool:
+    """Production work a change of a node bound this cycle would serve holds that node for the change next
+    cycle, rather than let lower work start there
+    (:meth:`~scheduler.core.placement.reconfigurations.Reconfigurations.hold_for`).
+
+    Acts only for :attr:`Turn.production`. Changes: the held node (nothing more binds there this cycle) and the
+    job's blocker (``held``). Returns True when it holds one."""
+    return turn.production and run.reconfigurations.hold_for(turn.job)
+
+
+def reserve(run: Run, turn: Turn) -> bool:
+    """Reserve GPUs the placed work will free for a job blocked by capacity
+    (:mod:`scheduler.core.decisions.reservation`),
+    on a GPU model whose quota admits the job by then.
+
+    Acts only when the quota has not refused the job. Changes: the cycle's reservations and the job's blocker —
+    ``reserved`` (the nodes and the start), else ``quota`` when GPUs would free but its quota would not admit
+    it then (no start time). Returns True when it gave the job a blocker; False: it waits for capacity."""
+    if turn.admission is not None:
+        return False
+    job = turn.job
+    refusals: list[Admission] = []  # on the models a reservation was found on, the quota refused
+
+    def admits_at(at: float, model: str) -> bool:
+        # Asked only of the models a reservation is found on, so most turns never ask the quota.
+        on_model = [o for o in turn.options if o.model == model]
+        refusal = run.quota_refusal(job, on_model)
+        if refusal is None or run.admits_at(job, on_model, at):
+            return True  # admitted now (no look ahead needed), or once its own work has ended
+        refusals.append(refusal)
+        return False
+
+    reservation = run.reservations.reserve(job, turn.options, admits_at)
+    if reservation is not None:
+        nodes = ", ".join(dict.fromkeys(node for node, _ in reservation.gpus))
+        run.blockers[job.id] = Blocker(BlockerKind.RESERVED, nodes, reservation.start_at)
+        return True
+    if refusals:
+        run.blockers[job.id] = Blocker(BlockerKind.QUOTA, refusals[0].reason)
+        return True
+    return False
+
+
+def wait(run: Run, turn: Turn) -> bool:
+    """The job waits: for its quota when the quota refused a placement found for it (``quota``, with the
+    refusal's reason), else for capacity (``capacity``).
+
+    The last step of every order. Changes: the job's blocker. Returns True."""
+    if turn.admission is not None:
+        run.blockers[turn.job.id] = Blocker(BlockerKind.QUOTA, turn.admission.reason)
+    else:
+        run.blockers[turn.job.id] = Blocker(BlockerKind.CAPACITY)
+    return True
+
+
+# -- the orders ------------------------------------------------------------------------------------------------
+
+PRODUCTION_STEPS: tuple[Step, ...] = (
+    not_ready,
+    choose,
+    backfill,
+    idle_whole_gpu,
+    fallback,
+    preempt_preemptible,
+    reconfigure_idle,
+    preempt,
+    reconfigure_by_drain,
+    hold,
+    reserve,
+    wait,
+)
+OTHER_STEPS: tuple[Step, ...] = (not_ready, choose, backfill, idle_whole_gpu, preempt, reserve, wait)
+
+
+def steps_for(job: Job) -> tuple[Step, ...]:
+    """The order of ``job``'s turn: production's, or other work's."""
+    return PRODUCTION_STEPS if job.priority == Priority.PRODUCTION else OTHER_STEPS
+
+
+def take_turn(run: Run, turn: Turn, steps: Sequence[Step]) -> None:
+    """Run ``steps`` in order until one ends the turn. An order must end with a step that always does
+    (:func:`wait`): a job the steps left without a blocker would count as bound."""
+    for step in steps:
+        if step(run, turn):
+            return
+    raise ValueError(f"no step ended the turn of {turn.job.id}: an order must end with wait")
