@@ -161,7 +161,7 @@ def preempt_preemptible(run: Run, turn: Turn) -> bool:
 
 
 def reconfigure_idle(run: Run, turn: Turn) -> bool:
-    """Production work waits for a MIG change that offers its instance: one under way, else a change of an idle
+    """Production work waits for a reconfiguration that offers its instance: one under way, else a change of an idle
     GPU made now (:meth:`~scheduler.core.placement.reconfigurations.Reconfigurations.for_production`) — before
     firm work is evicted for it.
 
