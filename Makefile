@@ -47,13 +47,17 @@ format: $(DEV_STAMP)
 	$(VENV)/bin/ruff check --fix .
 	$(VENV)/bin/ruff format .
 
-# pytest exits 5 when it collected nothing: that is a broken setup, not a pass. The engine (scheduler/core)
-# must stay at 100 % branch coverage: below it the run fails.
 $(OIDC_STAMP): tests/oidc/package-lock.json
 	npm ci --prefix tests/oidc --no-audit --no-fund
 
+# pytest exits 5 when it collected nothing: that is a broken setup, not a pass. The engine (scheduler/core)
+# must stay at 100 % branch coverage: below it the run fails (pytest-cov combines the workers' coverage).
+# The suite runs in TEST_WORKERS pytest-xdist workers (CI has two cores), each test file in one worker, so that
+# a module's fixtures start once; tests/workers.py says what keeps the workers apart. TEST_WORKERS=0 runs it in
+# one process. Every test runs, the slow-marked ones too (the README's inner loop leaves those out).
+TEST_WORKERS ?= 2
 test: lint $(OIDC_STAMP)
-	$(VENV)/bin/pytest -p no:cacheprovider --cov --cov-report=term; status=$$?; \
+	$(VENV)/bin/pytest -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --cov --cov-report=term; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests: the suite is misconfigured" >&2; exit 1; fi; \
 	exit $$status
 

@@ -17,8 +17,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _declared() -> dict[str, Requirement]:
+    """The runtime dependencies and the development extra's (the suite's own tools, pinned the same way)."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    return {Requirement(r).name: Requirement(r) for r in project["dependencies"]}
+    requirements = [*project["dependencies"], *project["optional-dependencies"]["dev"]]
+    return {Requirement(r).name: Requirement(r) for r in requirements}
 
 
 def _pinned() -> dict[str, Version]:

@@ -25,7 +25,7 @@ def _figures(report, history) -> dict[str, dict]:
 
 
 def test_a_leads_empty_month_shows_no_data_on_every_chart(october, outsider):
-    # The outsider leads Vision (tests/conftest.py), which used nothing in October.
+    # The outsider leads Vision (tests/django_fixtures.py), which used nothing in October.
     scope = Scope(all_teams=False, team_ids=frozenset(outsider.memberships.values_list("team_id", flat=True)))
     assert scope.team_ids
     report = chargeback_report(scope=scope, month=OCTOBER, now=NOW)

@@ -101,7 +101,7 @@ def test_asking_for_another_teams_figures_is_404(client, october, outsider, memb
 
 
 def test_the_outsiders_own_view_never_shows_another_team(client, october, outsider):
-    # The outsider leads Vision (tests/conftest.py), which used nothing in October.
+    # The outsider leads Vision (tests/django_fixtures.py), which used nothing in October.
     response = _get(client, outsider, reverse("billing:api-chargeback"), month="2026-10")
     assert response.status_code == 200
     assert not [row for row in response.json()["rows"] if row["line"] == "usage"]

@@ -28,6 +28,8 @@ A failing scenario lists every expectation that failed with what was found, and 
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import os
 import subprocess
@@ -50,6 +52,18 @@ ROOT = Path(__file__).resolve().parents[2]
 KNOWN_ENGINE_GAPS: dict[str, str] = {}
 
 Json = dict[str, Any]
+
+
+@functools.cache
+def _replay_here(path: Path) -> Json:
+    """A scenario's replay in this process, done once per file: ``test_scenario`` checks it and the hash-seed test
+    compares it with another process's (each replayed every file on its own before, the heaviest case of this
+    folder). Callers get a copy, so that none can change what another reads."""
+    return replay(load_scenario(path)).as_dict()
+
+
+def replayed_here(path: Path) -> Json:
+    return copy.deepcopy(_replay_here(path))
 
 
 def _params() -> list[Any]:
@@ -223,7 +237,7 @@ def test_the_suite_is_large_enough() -> None:
 def test_scenario(path: Path) -> None:
     scenario = load_scenario(path)
     assert isinstance(scenario.expect, list) and scenario.expect, f"{path.name} has no expectations"
-    result = replay(scenario).as_dict()
+    result = replayed_here(path)
     failures = check(result, scenario.expect)
     if failures:
         pytest.fail(
@@ -361,7 +375,7 @@ def test_every_scenario_replays_identically_under_another_hash_seed() -> None:
     assert done.returncode == 0, done.stderr
     elsewhere = json.loads(done.stdout)
     for path in paths:
-        here = json.loads(json.dumps(replay(load_scenario(path)).as_dict()))
+        here = json.loads(json.dumps(replayed_here(path)))
         assert here == elsewhere[path], f"{path} replays differently in another process"
 
 

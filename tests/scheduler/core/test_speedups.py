@@ -22,7 +22,9 @@ SHAPES = [
     ClusterShape(40, 600, seed=1),
     ClusterShape(48, 900, seed=2, teams=4),  # heavy pressure: few teams, long queues, much preemption
     ClusterShape(24, 700, seed=3, teams=3, gpus_per_node=4),
-    ClusterShape(200, 2000, seed=5),  # production searches over large pools, MIG reconfigurations on several nodes
+    # Production searches over large pools, MIG reconfigurations on several nodes. The largest cluster of the
+    # core suite, slow-marked: `make test` runs it, the inner loop (-m "not slow") does not.
+    pytest.param(ClusterShape(200, 2000, seed=5), marks=pytest.mark.slow),
 ]
 
 
