@@ -13,7 +13,8 @@ from scheduler.core.model.tables import FORGET
 from scheduler.core.rules.fairshare import FairShare
 from scheduler.core.speedups import Memo, current_memo
 from scheduler.core.speedups.fairshare import RememberingFairShare
-from scheduler.core.speedups.switch import fair_share, indexed_state
+from scheduler.core.speedups.switch import fair_share, indexed_state, team_candidates
+from scheduler.core.speedups.victims import Victims
 from scheduler.sim.bench.synthetic import NOW, ClusterShape, synthetic_snapshot
 from tests.scheduler.properties.builders import NOW as SMALL_NOW
 from tests.scheduler.properties.test_cycle_properties import reclaim_worlds, snapshots
@@ -66,6 +67,9 @@ def test_the_switch_builds_the_plain_rules_off_and_the_rules_wrapped_by_their_sp
         assert state.index is not None and (state.index.idle is not None) is tracked
         job_id, slots = next(iter(state.placed.items()))  # the state's own cache: what occupying slots does
         assert (state.slot_ops(job_id, slots) is state.slot_ops(job_id, slots)) is tracked
+        # Off, the preemption search asks the plain rule team by team; on, it reads the victims' memory.
+        remembered = team_candidates(state, fairness, Policy(), NOW, memo)
+        assert (None if remembered is None else type(remembered)) is (Victims if tracked else None)
 
 
 def test_the_switch_holds_only_inside_the_cycle() -> None:
