@@ -17,14 +17,17 @@ makes ``try_place()`` fail. If removing every candidate does not make room, noth
 Speed, never a different choice: the caller may pass :class:`Shortcuts`, exact answers about ``try_place()``
 that let the search skip a trial — a pruning put-back proven to leave a placement, or (for a pool of at most
 :data:`FAIL_FAST_POOL` candidates, tried whole first) a search proven hopeless because nothing fits with
-every candidate gone and less room cannot help — and the cycle's :class:`~scheduler.core.speedups.victims.Victims`,
-which remembers each team's candidates while the team's running jobs stay put.
+every candidate gone and less room cannot help — and :class:`TeamCandidates`, each team's candidates as the rule
+gives them, remembered while the team's running jobs stay put. This module states what it asks of them; the
+cycle hands them in while its speed-ups are on (:mod:`scheduler.core.speedups.switch`), and without them the
+search is the plain one: every trial run, each team's candidates found afresh by the rule.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from scheduler.core.model.capacity import ClusterState
 from scheduler.core.model.plan import Evict
@@ -40,10 +43,8 @@ from scheduler.core.rules.eviction import (
     within_guarantee_after,
 )
 from scheduler.core.rules.fairshare import FairShare, job_class
-from scheduler.core.speedups.firstfit import FirstFit
-from scheduler.core.speedups.victims import Victims
 
-__all__ = ["Candidate", "Shortcuts", "candidates", "find_victims"]
+__all__ = ["Candidate", "FirstFit", "Shortcuts", "TeamCandidates", "candidates", "find_victims"]
 
 TryPlace = Callable[[], Slots | None]
 Keeps = Callable[[Job, Slots, Slots], bool]
@@ -52,6 +53,28 @@ Keeps = Callable[[Job, Slots, Slots], bool]
 # searches that fail have small pools, and removing a large pool at once only to put it back costs more than
 # the trials the probe saves. A matter of speed only: the answer is the same either way.
 FAIL_FAST_POOL = 32
+
+
+@dataclass(frozen=True, slots=True)
+class FirstFit:
+    """Where a search first succeeds as its pool is removed, as a :class:`Shortcuts` ``first_fit`` answers:
+    ``length``, the shortest pool prefix after whose removal one node takes the job (0: no prefix does);
+    ``victims``, the positions, within that prefix, of the candidates on that node — every one of them on that
+    node alone."""
+
+    length: int
+    victims: tuple[int, ...]
+
+
+class TeamCandidates(Protocol):
+    """Each team's eviction candidates for the cycle, as the plain rule
+    (:func:`~scheduler.core.rules.eviction.team_candidates`) finds them: the speed-up
+    :class:`scheduler.core.speedups.victims.Victims` remembers them while the team's running jobs stay put."""
+
+    def of_team(self, team: str, job: Job, allow_reclaim: bool) -> list[Candidate]:
+        """The candidates among ``team``'s running jobs for ``job`` (ping-pong aside), in victim-preference order;
+        the caller does not modify the list."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,8 +91,8 @@ class Shortcuts:
       ``try_place()`` fails after removing every prefix of the pool shorter than ``length`` (0: every prefix),
       and, when it succeeds after removing just the ``victims`` named, that it succeeds after removing the
       prefix of ``length`` and that the pruning below keeps only victims named there and finds the same
-      placements with or without the others removed (:mod:`scheduler.core.speedups.firstfit` says when that
-      holds). None: no promise.
+      placements with or without the others removed (the speed-up :mod:`scheduler.core.speedups.firstfit` says
+      when that holds). None: no promise.
     """
 
     keeps: Keeps | None = None
@@ -89,7 +112,7 @@ def find_victims(
     now: float,
     preemptions: Sequence[Preemption],
     shortcuts: Shortcuts = NO_SHORTCUTS,
-    victim_cache: Victims | None = None,
+    victim_cache: TeamCandidates | None = None,
     preemptible_only: bool = False,
 ) -> tuple[list[Evict], Slots] | None:
     """A minimal set of evictions that lets ``job`` be placed, and the slots it gets; None if there is none.
@@ -102,8 +125,8 @@ def find_victims(
     any), ``job`` is NOT placed, and the returned slots are free: the caller places the job. The evictions
     come in victim-preference order, each with its reason and ``by=job.id``; the victims' teams have been
     reported to :meth:`FairShare.changed` (report them again if the caller rolls the evictions back). On
-    None the state is unchanged. ``shortcuts`` only spare trials and ``victim_cache`` (the cycle's
-    :class:`~scheduler.core.speedups.victims.Victims`) only spares scans: the answer is the same without them.
+    None the state is unchanged. ``shortcuts`` only spare trials and ``victim_cache`` (the cycle's memory of
+    each team's candidates, a :class:`TeamCandidates`) only spares scans: the answer is the same without them.
     """
     allow_reclaim = policy.fairness and fairness.under_guarantee(job.team, job_class(job))
 
@@ -139,12 +162,12 @@ def candidates(
     now: float,
     preemptions: Sequence[Preemption],
     allow_reclaim: bool,
-    victim_cache: Victims | None = None,
+    victim_cache: TeamCandidates | None = None,
     preemptible_only: bool = False,
 ) -> list[Candidate]:
     """Every running job ``job`` may evict (module rules), in victim-preference order. ``victim_cache`` is the
-    cycle's memory of team candidates (:mod:`scheduler.core.speedups.victims`); without one each team's are found
-    by the plain rule (:func:`~scheduler.core.rules.eviction.team_candidates`), as with the speed-ups off."""
+    cycle's memory of team candidates (:class:`TeamCandidates`); without one each team's are found by the plain
+    rule (:func:`~scheduler.core.rules.eviction.team_candidates`), as with the speed-ups off."""
     production = job.priority == Priority.PRODUCTION
     own = fairness.lower_preemptible(job.team, job.priority) or (
         reclaims_own(job, policy) and fairness.over_guarantee(job.team)

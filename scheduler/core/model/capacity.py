@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME, GpuModelSpec
 from scheduler.core.gpus.units import FULL_GPU_MILLI, UNITS_PER_MILLI, UNITS_PER_SLICE
 from scheduler.core.model.state import Job, MigLayout, Node, Running, Slot, Snapshot
-from scheduler.core.speedups.memo import current_memo
+from scheduler.core.model.tables import FORGET, Tables
 
 
 def gpu_class_of(gpu_model: str) -> str:
@@ -110,7 +110,11 @@ class Statement:
 
 
 class ClusterState:
-    def __init__(self, snapshot: Snapshot) -> None:
+    """The cluster of ``snapshot``, changed tentatively (module doc). Its one cache, what occupying a job's slots
+    does (:meth:`slot_ops`), is a table of ``tables``: the cycle's memo, handed in by the cycle; by default it
+    forgets."""
+
+    def __init__(self, snapshot: Snapshot, tables: Tables = FORGET) -> None:
         self.nodes: dict[str, Node] = {node.name: node for node in snapshot.nodes}
         self.gpus: dict[tuple[str, int], Gpu] = {}
         self._node_gpus: dict[str, tuple[Gpu, ...]] = {}  # per node, its GPUs in index order (asked very often)
@@ -137,7 +141,7 @@ class ClusterState:
         # later reconfiguration question proposes them (rule 3 of scheduler.core.rules.reconfiguration).
         self.held: set[str] = set()
         self._statements: list[Statement] = []
-        self._ops: dict[str, tuple[tuple[tuple[Slot, ...], ...], tuple[_SlotOp, ...]]] = current_memo().table()
+        self._ops: dict[str, tuple[tuple[tuple[Slot, ...], ...], tuple[_SlotOp, ...]]] = tables.table()
         for running in snapshot.running:
             self.running[running.job.id] = running
             self._occupy(running.job, running.slots)

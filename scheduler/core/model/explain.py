@@ -39,8 +39,8 @@ from scheduler.core.gpus.units import FULL_GPU_MILLI, UNITS_PER_GPU
 from scheduler.core.model.capacity import ClusterState, gpu_class_of, slot_units
 from scheduler.core.model.demand import Demand, DemandKind
 from scheduler.core.model.state import Job
+from scheduler.core.model.tables import FORGET, Tables
 from scheduler.core.model.vocabulary import BlockerKind
-from scheduler.core.speedups.memo import current_memo
 
 # A pool answers this many jobs in queue order; those behind get no time (the profile grows with each job, and
 # a start hours behind hundreds of others is no estimate a person can use).
@@ -165,7 +165,7 @@ class _Profile:
     """One pool's free units over time, from now on: a step function (``frees[i]`` units free from
     ``times[i]`` to the next breakpoint, the last for ever), lowered by each job given a start on it."""
 
-    def __init__(self, now: float, free: int, releases: Iterable[tuple[float, int]]) -> None:
+    def __init__(self, now: float, free: int, releases: Iterable[tuple[float, int]], tables: Tables) -> None:
         times, frees = [now], [free]
         for at, units in sorted(releases):
             if at <= times[-1]:
@@ -176,7 +176,7 @@ class _Profile:
         self.times, self.frees = times, frees
         self.peak = frees[-1]  # what is free once all of it has ended: every claim ends, so it stays
         self.claims = 0
-        self._floor: dict[int, float] = current_memo().table()  # units → the first time a start could come
+        self._floor: dict[int, float] = tables.table()  # units → the first time a start could come
 
     def start(self, units: int, duration_s: float, at: float | None = None, *, claim: bool = True) -> float | None:
         """The earliest time ``units`` are free for ``duration_s`` — or ``at``, a start already decided (a
@@ -232,10 +232,10 @@ class EtaEstimator:
     """ETAs from the expected ends of the work placed in ``state`` (module doc).
 
     ``free_units`` gives the units free now on ready GPUs, per GPU model; ``expected_end(job_id)`` when a placed
-    job is expected to end (:mod:`scheduler.core.decisions.reservation`, rule 5), and ``runtime(job)`` how long a
-    pending
-    one is expected to run; ``skip`` names placed jobs that hold nothing for the estimate (reservation holds,
-    whose GPUs ``free_units`` counts free). Ask :meth:`capacity_eta` in queue order."""
+    job is expected to end (:mod:`scheduler.core.decisions.reservation`, rule 5); ``skip`` names placed jobs that
+    hold nothing for the estimate (reservation holds, whose GPUs ``free_units`` counts free). Ask
+    :meth:`capacity_eta` in queue order. Each pool remembers where a start was first possible in a table of
+    ``tables`` (the cycle's memo; by default they forget)."""
 
     def __init__(
         self,
@@ -244,8 +244,10 @@ class EtaEstimator:
         free_units: Mapping[str, int],
         expected_end: Callable[[str], float],
         skip: Callable[[str], bool],
+        tables: Tables = FORGET,
     ) -> None:
         self.now = now
+        self.tables = tables
         self.free_units = free_units
         by_model: dict[str, list[tuple[float, int]]] = {}
         for job_id, slots in sorted(state.placed.items()):
@@ -275,6 +277,6 @@ class EtaEstimator:
         if models not in self._pools:
             free = sum(self.free_units.get(model, 0) for model in models)
             releases = (r for model in models for r in self._by_model.get(model, ()))
-            self._pools[models] = _Profile(self.now, free, releases)
+            self._pools[models] = _Profile(self.now, free, releases, self.tables)
         at = self._pools[models].start(units, duration_s, start_at, claim=claim)
         return None if at is None else at - self.now

@@ -374,14 +374,14 @@ class _NestingStatement(Statement):
 
 class IndexedClusterState(ClusterState):
     """A :class:`ClusterState` with a live :class:`CapacityIndex` (``index``) for the cycle at ``now``; ``tables``
-    and ``idle`` are the index's (:class:`CapacityIndex`)."""
+    are the state's and the index's, ``idle`` the index's (:class:`CapacityIndex`)."""
 
     index: CapacityIndex | None = None
 
     def __init__(
         self, snapshot: Snapshot, now: float, tables: Tables = FORGET, idle: IdleFactory | None = None
     ) -> None:
-        super().__init__(snapshot)
+        super().__init__(snapshot, tables)
         self.now = now
         self.index = CapacityIndex(self, now, tables, idle)
 

@@ -220,7 +220,9 @@ class _Explanation:
         run = self.run
         bound = {b.job for b in run.binds}
         holders = {reservation.holder.id for reservation in run.reservations.made}
-        estimator = EtaEstimator(run.state, run.now, self._free_units(), run.expected_end, holders.__contains__)
+        estimator = EtaEstimator(
+            run.state, run.now, self._free_units(), run.expected_end, holders.__contains__, current_memo()
+        )
         team_positions: dict[str, int] = {}
         waiting: list[Waiting] = []
         # Nothing changes while the cycle explains: what depends only on a job's shape, or on its team and

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 
-from scheduler.core.decisions.preemption import find_victims
+from scheduler.core.decisions.preemption import TeamCandidates, find_victims
 from scheduler.core.decisions.reservation import Reservations, expected_runtime
 from scheduler.core.model.capacity import gpu_class_of
 from scheduler.core.model.explain import Blocker, demand_units
@@ -29,8 +29,8 @@ from scheduler.core.rules.eviction import fresh_until, ground
 from scheduler.core.rules.fairshare import FairShare, job_class
 from scheduler.core.rules.limits import Admission, placement_units
 from scheduler.core.speedups.memo import current_memo
+from scheduler.core.speedups.switch import team_candidates
 from scheduler.core.speedups.trial import TrialPlacement
-from scheduler.core.speedups.victims import Victims
 
 
 def live_index(state: IndexedClusterState) -> CapacityIndex:
@@ -123,12 +123,10 @@ class Run:
     def _preempt_key(job: Job, preemptible_only: bool) -> Hashable:
         return (Shape.of(job).preemption, job.team, preemptible_only)
 
-    def _new_victims(self) -> Victims | None:
+    def _new_victims(self) -> TeamCandidates | None:
         """A memory of each team's eviction candidates for the cycle, or None with the speed-ups off: preemption
         then asks the plain rule (:func:`~scheduler.core.rules.eviction.team_candidates`) team by team."""
-        if not current_memo().enabled:
-            return None
-        return Victims(self.state, self.fairness, self.policy, self.now)
+        return team_candidates(self.state, self.fairness, self.policy, self.now, current_memo())
 
     # -- the quota and time --------------------------------------------------------------------------------
 

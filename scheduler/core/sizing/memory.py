@@ -40,10 +40,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 from scheduler.core.model.state import ModelProfile
 from scheduler.core.model.vocabulary import Dtype, JobKind, ModelMode
-from scheduler.core.speedups.memo import memoized
 
 MIB = 1 << 20
 BYTES_PER_PARAM: dict[Dtype, float] = {
@@ -196,7 +196,7 @@ def estimate_training(params_b: float, context: int, batch: int, margin: float) 
     )
 
 
-@memoized(maxsize=4096)
+@lru_cache(maxsize=4096)  # a static fact of the model's shape: no cycle changes it, no switch turns it off
 def estimate(model: ModelProfile, margin: float) -> MemoryEstimate:
     """The estimate for ``model`` in its own mode (inference or training) with ``margin`` added."""
     if ModelMode(model.mode) == ModelMode.TRAINING:

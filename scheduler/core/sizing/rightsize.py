@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import lru_cache
 
 from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.gpus.units import FULL_GPU_MILLI
@@ -32,7 +33,6 @@ from scheduler.core.model.state import Job, Request
 from scheduler.core.model.vocabulary import JobKind, ModelMode
 from scheduler.core.sizing.layouts import fit
 from scheduler.core.sizing.memory import estimate
-from scheduler.core.speedups.memo import memoized
 
 MAX_GPUS_PER_REPLICA = 8  # one HGX/DGX server: a replica's GPUs share one NVSwitch domain
 
@@ -54,7 +54,7 @@ def memory_need_mib(request: Request, policy: Policy) -> int | None:
     return None
 
 
-@memoized(maxsize=65536)
+@lru_cache(maxsize=65536)  # a static fact of the request and the catalog, for the process
 def _resolve(request: Request, kind: JobKind, constraint: str | None, gpu_model: str, policy: Policy) -> Demand | None:
     if not model_matches(gpu_model, constraint):
         return None

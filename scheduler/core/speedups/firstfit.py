@@ -22,8 +22,8 @@ model never misses a fit.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass
 
+from scheduler.core.decisions.preemption import FirstFit
 from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.gpus.units import FULL_GPU_MILLI, UNITS_PER_GPU
 from scheduler.core.model.capacity import ClusterState, Gpu, gpu_class_of
@@ -33,17 +33,6 @@ from scheduler.core.model.state import Job, Slot, Slots
 from scheduler.core.placement.holdings import Holding, holding
 from scheduler.core.placement.index import CapacityIndex, Group
 from scheduler.core.placement.options import options_for
-
-
-@dataclass(frozen=True, slots=True)
-class FirstFit:
-    """``length``: the shortest pool prefix after whose removal one node takes the job (0: no prefix does);
-    ``victims``: the positions, within that prefix, of the candidates on that node — every one of them on that
-    node alone."""
-
-    length: int
-    victims: tuple[int, ...]
-
 
 NEVER = FirstFit(0, ())
 

@@ -7,28 +7,25 @@ way — ``tests/scheduler/core/test_speedups.py`` compares them, and
 ``tests/scheduler/core/test_speedups_registry.py`` fails when a cache is made outside this module.
 
 - Per-cycle caches are tables from :meth:`Memo.table`, made when their owner is built: the cycle hands its
-  memo to the rules and placement objects it builds (:class:`~scheduler.core.model.tables.Tables`), so they never
-  import it.
-- Shortcuts ask :attr:`Memo.enabled`.
-- Pure functions cached for the whole process are wrapped in :func:`memoized`, which calls the function
-  itself while the current memo is disabled.
+  memo to the engine objects it builds beneath the speed-ups (:class:`~scheduler.core.model.tables.Tables`: the
+  cluster state, its capacity index, fair share, the ETA estimator), so no floor beneath them imports it.
+- Shortcuts ask :attr:`Memo.enabled`; the speed-ups that wrap a rule are chosen by it (:mod:`.switch`).
+- Static facts (the catalog's, and answers computed from a job's request and the catalog alone, such as
+  right-sizing and the memory estimate) are cached for the process with ``functools`` where they are stated:
+  no cycle changes them, so no switch turns them off.
 
 The current memo is a context variable set by the cycle (:meth:`Memo.current`); outside a cycle (a test
-building one engine object alone) it is an enabled memo.
+building one speed-up alone) it is an enabled memo.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from functools import lru_cache, wraps
-from typing import Any, ParamSpec, TypeVar, cast
+from typing import Any
 
 from scheduler.core.model.tables import Forgetful
-
-P = ParamSpec("P")
-R = TypeVar("R")
 
 
 class Memo:
@@ -61,20 +58,3 @@ def current_memo() -> Memo:
     """The memo of the cycle being planned (an enabled one outside a cycle)."""
     memo = _CURRENT.get()
     return _OUTSIDE if memo is None else memo
-
-
-def memoized(maxsize: int | None) -> Callable[[Callable[P, R]], Callable[P, R]]:
-    """An ``lru_cache`` of ``maxsize`` for a pure function, bypassed while the current memo is disabled."""
-
-    def wrap(function: Callable[P, R]) -> Callable[P, R]:
-        cached = cast(Callable[P, R], lru_cache(maxsize=maxsize)(function))
-
-        @wraps(function)
-        def call(*args: P.args, **kwargs: P.kwargs) -> R:
-            if current_memo().enabled:
-                return cached(*args, **kwargs)
-            return function(*args, **kwargs)
-
-        return call
-
-    return wrap

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
+from scheduler.core.decisions.preemption import FirstFit
 from scheduler.core.model.capacity import ClusterState
 from scheduler.core.model.demand import DemandKind
 from scheduler.core.model.policy import Policy
@@ -44,7 +45,7 @@ from scheduler.core.placement.index import CapacityIndex
 from scheduler.core.placement.options import KIND_RANK, Option, options_for
 from scheduler.core.rules.eviction import Candidate
 from scheduler.core.rules.fairshare import FairShare
-from scheduler.core.speedups.firstfit import NEVER, FirstFit, first_fit, room_added
+from scheduler.core.speedups.firstfit import NEVER, first_fit, room_added
 
 
 class QuotaFit:

@@ -4,14 +4,16 @@ Rules and placement never open a speed-up (``tests/scheduler/core/test_rules_ope
 builds them here instead, handing them its :class:`~.memo.Memo` as their cache tables
 (:class:`~scheduler.core.model.tables.Tables`) and, while the memo is enabled, the speed-ups that wrap a rule behind its
 own interface: fair share that remembers its answers and resumes its fill
-(:class:`~.fairshare.RememberingFairShare`), and the idle classes the capacity index keeps for reconfiguration
-(:class:`~.idle.IdleClasses`). Disabled, the cycle gets the plain rules, whose tables forget.
+(:class:`~.fairshare.RememberingFairShare`), the idle classes the capacity index keeps for reconfiguration
+(:class:`~.idle.IdleClasses`) and the memory of each team's eviction candidates the preemption search reads
+(:class:`~.victims.Victims`). Disabled, the cycle gets the plain rules, whose tables forget.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from scheduler.core.decisions.preemption import TeamCandidates
 from scheduler.core.model.policy import Policy
 from scheduler.core.model.state import Snapshot, Team
 from scheduler.core.placement.index import IndexedClusterState
@@ -19,6 +21,7 @@ from scheduler.core.rules.fairshare import FairShare
 from scheduler.core.speedups.fairshare import RememberingFairShare
 from scheduler.core.speedups.idle import IdleClasses
 from scheduler.core.speedups.memo import Memo
+from scheduler.core.speedups.victims import Victims
 
 
 def indexed_state(snapshot: Snapshot, now: float, memo: Memo) -> IndexedClusterState:
@@ -31,3 +34,12 @@ def fair_share(teams: Sequence[Team], state: IndexedClusterState, policy: Policy
     is the plain rule off."""
     ordered = sorted(teams, key=lambda team: team.name)
     return RememberingFairShare(ordered, state, policy, memo) if memo.enabled else FairShare(ordered, state, policy)
+
+
+def team_candidates(
+    state: IndexedClusterState, fairness: FairShare, policy: Policy, now: float, memo: Memo
+) -> TeamCandidates | None:
+    """Each team's eviction candidates for the cycle's preemption searches: remembered while ``memo`` is on; None
+    off, and the search asks the plain rule (:func:`~scheduler.core.rules.eviction.team_candidates`) team by
+    team."""
+    return Victims(state, fairness, policy, now) if memo.enabled else None

@@ -45,7 +45,7 @@ from collections.abc import Sequence
 from functools import cached_property
 
 from scheduler.core.decisions.choose import choose
-from scheduler.core.decisions.preemption import NO_SHORTCUTS, Candidate, Shortcuts
+from scheduler.core.decisions.preemption import NO_SHORTCUTS, Candidate, FirstFit, Shortcuts
 from scheduler.core.model.policy import Policy
 from scheduler.core.model.state import Job, Slots
 from scheduler.core.placement import IndexedClusterState, find_slots, index_of
@@ -53,7 +53,7 @@ from scheduler.core.placement.holdings import possible_units
 from scheduler.core.placement.index import CapacityIndex
 from scheduler.core.rules.fairshare import FairShare
 from scheduler.core.rules.limits import placement_units
-from scheduler.core.speedups.firstfit import FirstFit, first_fit
+from scheduler.core.speedups.firstfit import first_fit
 from scheduler.core.speedups.memo import current_memo
 from scheduler.core.speedups.quotafit import QuotaFit
 from scheduler.core.speedups.unseen import Unseen, unseen_by

@@ -7,13 +7,15 @@ import pytest
 from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME, validate_layout
 from scheduler.core.model.capacity import ClusterState, gpu_class_of, model_matches, slot_units
 from scheduler.core.model.state import Node, Slot
+from scheduler.core.model.tables import Tables
+from scheduler.core.speedups.memo import Memo
 from tests.scheduler.properties.builders import A100, H100, job, node, running, snapshot, whole
 
 MIG_SLOT = Slot("m", 0, "3g.40gb", 4)
 LAYOUT = (("4g.40gb", 0), ("3g.40gb", 4))
 
 
-def _state() -> ClusterState:
+def _state(tables: Tables | None = None) -> ClusterState:
     """Node "w": 2 whole GPUs (GPU 0 held whole by "w0"); node "m": 1 GPU cut 4g.40gb@0 + 3g.40gb@4 with the
     4g held by "m4"; node "s": 1 time-sliced GPU with a 300-milli share held by "s3"."""
     nodes = [
@@ -26,7 +28,8 @@ def _state() -> ClusterState:
         running(job("m4", mig="4g.40gb"), ((Slot("m", 0, "4g.40gb", 0),),)),
         running(job("s3", milli=300), ((Slot("s", 0, milli=300),),)),
     ]
-    return ClusterState(snapshot(nodes, running_jobs=held))
+    world = snapshot(nodes, running_jobs=held)
+    return ClusterState(world) if tables is None else ClusterState(world, tables)
 
 
 def test_the_mig_layout_of_the_tests_is_legal() -> None:
@@ -143,3 +146,18 @@ def test_placing_on_a_taken_slot_raises_and_changes_nothing() -> None:
     with pytest.raises(ValueError, match="is not free for job x"):
         state.place(job("x", gpus=1), ((Slot("w", 0),),))
     assert state.gpus[("w", 0)].whole == "w0" and "x" not in state.placed
+
+
+def test_slot_ops_are_remembered_only_in_the_tables_the_cycle_hands_in() -> None:
+    remembering, plain = _state(Memo()), _state()  # the cycle's memo with the speed-ups on; built alone, forgetful
+    for state in (remembering, plain):
+        slots = state.placed["m4"]
+        first = state.slot_ops("m4", slots)
+        assert [(gpu.key, start, units) for gpu, start, _, _, units in first] == [(("m", 0), 0, 4000)]
+        assert (state.slot_ops("m4", slots) is first) is (state is remembering)
+        again = state.slot_ops("m4", tuple(list(slots)))  # an equal placement, but not the one remembered
+        assert again == first and again is not first
+    state = _state(Memo())
+    state.remove("m4")
+    state.place(state.jobs["m4"], ((Slot("m", 0, "3g.40gb", 4),),))  # other slots: the old answer is not given
+    assert [start for _, start, _, _, _ in state.slot_ops("m4", state.placed["m4"])] == [4]

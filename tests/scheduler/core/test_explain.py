@@ -16,7 +16,9 @@ from scheduler.core.model.explain import (
     standing_text,
 )
 from scheduler.core.model.state import Job, Slot
+from scheduler.core.model.tables import FORGET, Tables
 from scheduler.core.model.vocabulary import BlockerKind
+from scheduler.core.speedups.memo import Memo
 from tests.scheduler.properties.builders import A100, A100_40, H100, NOW, job, node, running, state_of, whole
 
 GPU = 7000
@@ -107,14 +109,14 @@ def test_demand_units(demand: Demand, model: str, units: int) -> None:
     assert demand_units(demand, model) == units
 
 
-def _estimator(depth_filler: int = 0) -> EtaEstimator:
+def _estimator(tables: Tables = FORGET) -> EtaEstimator:
     a = running(job("a", "x", gpus=4), (whole("n", 0, 1, 2, 3),), started_at=NOW - 300)
     b = running(job("b", "y", gpus=2), (whole("n", 4, 5),), started_at=NOW - 100)
     c = running(job("c", "y", gpus=1), (whole("n", 6),), started_at=NOW - 100)  # a reservation hold, say
     m = running(job("m", "x", mig="3g.40gb"), ((Slot("g", 0, "3g.40gb", 4),),), started_at=NOW - 100)
     state = state_of([node("n"), node("g", A100, 1, mig="all-3g.40gb")], [a, b, c, m])
     ends = {"a": NOW + 300, "b": NOW + 7100, "m": NOW + 50}
-    return EtaEstimator(state, NOW, {H100: 1 * GPU}, ends.__getitem__, lambda job_id: job_id == "c")
+    return EtaEstimator(state, NOW, {H100: 1 * GPU}, ends.__getitem__, lambda job_id: job_id == "c", tables)
 
 
 @pytest.mark.parametrize(
@@ -132,8 +134,10 @@ def test_capacity_eta_of_a_single_job(models: tuple[str, ...], units: int, expec
     assert _estimator().capacity_eta(models, units, 600.0) == expected
 
 
-def test_capacity_eta_replays_the_queue_with_backfill() -> None:
-    estimator = _estimator()
+# The plain estimator, and the cycle's with the speed-ups on: its pools remember where a start was first possible.
+@pytest.mark.parametrize("tables", [FORGET, Memo()], ids=["plain", "remembering"])
+def test_capacity_eta_replays_the_queue_with_backfill(tables: Tables) -> None:
+    estimator = _estimator(tables)
     # 1 GPU free now; "a" gives 4 back at +300, "b" 2 at +7100.
     assert estimator.capacity_eta((H100,), 2 * GPU, 100.0) == 300.0  # waits for "a"; holds 2 from 300 to 400
     assert estimator.capacity_eta((H100,), 1 * GPU, 300.0) == 0.0  # backfills the hole before it

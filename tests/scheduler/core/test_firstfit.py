@@ -7,14 +7,14 @@ from dataclasses import replace
 
 import pytest
 
-from scheduler.core.decisions.preemption import NO_SHORTCUTS, Shortcuts, find_victims
+from scheduler.core.decisions.preemption import NO_SHORTCUTS, FirstFit, Shortcuts, find_victims
 from scheduler.core.model.policy import Policy
 from scheduler.core.model.state import Job, Node, Request, Running, Slot, Slots, Snapshot, Team
 from scheduler.core.model.vocabulary import JobKind, Priority
 from scheduler.core.placement import IndexedClusterState
 from scheduler.core.rules.eviction import Candidate
 from scheduler.core.rules.fairshare import FairShare
-from scheduler.core.speedups.firstfit import NEVER, FirstFit, first_fit
+from scheduler.core.speedups.firstfit import NEVER, first_fit
 from scheduler.core.speedups.quotafit import QuotaFit
 from scheduler.core.speedups.trial import TrialPlacement
 

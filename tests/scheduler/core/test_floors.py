@@ -6,8 +6,9 @@ the speed-ups by the one switch. :data:`FLOORS` is the one statement of the orde
 ``scheduler/core`` lives in one floor's folder (only the package's own ``__init__.py``, the public API, sits at the
 root, above every floor).
 
-Imports that still run upward are listed in :data:`NOT_YET_DOWNWARD`, each with its reason. The list only shrinks:
-an upward import not listed fails, and so does an entry that no longer holds (the work landed: strike it).
+No import runs upward, not even for a type or inside a function: what a floor needs from above is stated
+beneath as a protocol (the cycle's cache tables, ``scheduler/core/model/tables.py``; the preemption search's
+shortcuts and team candidates, ``scheduler/core/decisions/preemption.py``) and handed down by the cycle.
 """
 
 from __future__ import annotations
@@ -23,20 +24,6 @@ CORE = Path(scheduler.core.__file__).parent
 
 # The floors, bottom to top: a module of one floor may import its own floor and any floor listed before it.
 FLOORS = ("gpus", "model", "sizing", "rules", "placement", "decisions", "speedups", "planning")
-
-# Upward imports still there: (importing module relative to scheduler/core) -> the modules it imports from above.
-# Shrink it, never grow it.
-NOT_YET_DOWNWARD: dict[str, set[str]] = {
-    # Per-cycle caches taken from the memo where they are used, instead of cache tables handed down by the cycle
-    # (scheduler/core/model/tables.py, as rules and placement take theirs).
-    "model/capacity.py": {"scheduler.core.speedups.memo"},
-    "model/explain.py": {"scheduler.core.speedups.memo"},
-    "sizing/memory.py": {"scheduler.core.speedups.memo"},
-    "sizing/rightsize.py": {"scheduler.core.speedups.memo"},
-    # The preemption search asks the victims' memory and the first-fit shortcut itself; the cycle should hand them
-    # in (the plain candidates are rules.eviction's, the plain search is this module's), as it builds the trial.
-    "decisions/preemption.py": {"scheduler.core.speedups.firstfit", "scheduler.core.speedups.victims"},
-}
 
 
 def _module_name(path: Path, core: Path) -> str:
@@ -104,12 +91,9 @@ def test_every_module_lives_in_a_floor() -> None:
     assert outside_the_floors(CORE) == [], "give the module a floor (its folder), or the floor its __init__.py"
 
 
-def test_each_floor_imports_only_floors_beneath_it_beyond_the_shrinking_list() -> None:
-    found = upward_imports(CORE)
-    new = {name: sorted(modules - NOT_YET_DOWNWARD.get(name, set())) for name, modules in found.items()}
-    assert {name: modules for name, modules in new.items() if modules} == {}, "a floor imports a floor above it"
-    stale = {name: sorted(modules - found.get(name, set())) for name, modules in NOT_YET_DOWNWARD.items()}
-    assert {name: modules for name, modules in stale.items() if modules} == {}, "strike what landed from the list"
+def test_each_floor_imports_only_floors_beneath_it() -> None:
+    found = {name: sorted(modules) for name, modules in upward_imports(CORE).items()}
+    assert found == {}, "a floor imports a floor above it: state what it needs beneath, and let the cycle hand it in"
 
 
 def _write(root: Path, relative: str, text: str = "") -> None:

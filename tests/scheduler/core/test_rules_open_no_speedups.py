@@ -1,11 +1,13 @@
-"""Rules never open a speed-up: the engine's rules (``scheduler/core/rules/``) and placement
-(``scheduler/core/placement/``) import nothing from ``scheduler/core/speedups/``. A rule is plain readable code; a
-speed-up wraps it behind the same answer and is chosen by the engine's one switch (``plan_cycle(...,
-speedups=False)``), as Kueue keeps one preemption order (``pkg/scheduler/preemption/common/ordering.go``) for its
-plain and its cache-backed candidate generators (``pkg/scheduler/preemption/classical/``).
+"""No floor beneath the speed-ups opens one: the engine's model, sizing, rules, placement and decisions
+(``scheduler/core/{gpus,model,sizing,rules,placement,decisions}/``) import nothing from
+``scheduler/core/speedups/``. A rule is plain readable code; a speed-up wraps it behind the same answer and is
+chosen by the engine's one switch (``plan_cycle(..., speedups=False)``), as Kueue keeps one preemption order
+(``pkg/scheduler/preemption/common/ordering.go``) for its plain and its cache-backed candidate generators
+(``pkg/scheduler/preemption/classical/``). What a floor beneath asks of a speed-up is stated there as a protocol
+(the cycle's cache tables, the preemption search's shortcuts and team candidates) and handed in by the cycle.
 
-Static facts (``catalog.py``, ``layouts.py``: the GPU models and their MIG geometry) are cached for the process,
-never through the cycle's memo, so they are scanned too: a fact never branches on the speed-ups.
+Static facts (the GPU catalog and its MIG geometry, right-sizing, the memory estimate) are cached for the process
+with ``functools``, never through the cycle's memo: a fact never branches on the speed-ups.
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ import ast
 from pathlib import Path
 
 import scheduler.core
+from tests.scheduler.core.test_floors import FLOORS
 
 CORE = Path(scheduler.core.__file__).parent
-CHECKED = ("rules", "placement", "gpus/catalog.py", "sizing/layouts.py")  # folders, and the static-fact modules
+CHECKED = FLOORS[: FLOORS.index("speedups")]  # every floor beneath the speed-ups, bottom to top
 SPEEDUPS = "scheduler.core.speedups"
 
 
@@ -55,22 +58,23 @@ def _speedups_imported(path: Path) -> set[str]:
 
 
 def _checked_files() -> list[Path]:
-    found: list[Path] = []
-    for entry in CHECKED:
-        path = CORE / entry
-        found += [path] if path.suffix == ".py" else sorted(path.rglob("*.py"))
-    return found
+    return [path for floor in CHECKED for path in sorted((CORE / floor).rglob("*.py"))]
 
 
-def test_rules_placement_and_static_facts_import_no_speedup() -> None:
+def test_no_floor_beneath_the_speedups_imports_one() -> None:
     found = {path.relative_to(CORE).as_posix(): _speedups_imported(path) for path in _checked_files()}
-    assert {name: sorted(modules) for name, modules in found.items() if modules} == {}, "a rule opens a speed-up"
+    assert {name: sorted(modules) for name, modules in found.items() if modules} == {}, (
+        "a floor beneath the speed-ups opens one"
+    )
 
 
 def test_the_scan_sees_the_imports_it_is_about() -> None:
     checked = {path.relative_to(CORE).as_posix() for path in _checked_files()}
     assert len(checked) > 10, "the scan would pass vacuously"
+    assert CHECKED == ("gpus", "model", "sizing", "rules", "placement", "decisions")
     assert {"gpus/catalog.py", "sizing/layouts.py", "rules/fairshare.py", "placement/index.py"} <= checked
+    # The modules that opened one until the cycle handed their caches and the search's speed-ups down.
+    assert {"model/capacity.py", "model/explain.py", "sizing/rightsize.py", "decisions/preemption.py"} <= checked
     # The victims' speed-up imports the rule, never the other way round; the scan does see its import.
     victims = _speedups_imported(CORE / "speedups" / "victims.py")
     assert victims == {"scheduler.core.speedups.memo"}

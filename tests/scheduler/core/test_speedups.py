@@ -11,9 +11,10 @@ from hypothesis import HealthCheck, given, settings
 from scheduler.core import Policy, Snapshot, plan_cycle
 from scheduler.core.model.tables import FORGET
 from scheduler.core.rules.fairshare import FairShare
-from scheduler.core.speedups import Memo, current_memo, memoized
+from scheduler.core.speedups import Memo, current_memo
 from scheduler.core.speedups.fairshare import RememberingFairShare
-from scheduler.core.speedups.switch import fair_share, indexed_state
+from scheduler.core.speedups.switch import fair_share, indexed_state, team_candidates
+from scheduler.core.speedups.victims import Victims
 from scheduler.sim.bench.synthetic import NOW, ClusterShape, synthetic_snapshot
 from tests.scheduler.properties.builders import NOW as SMALL_NOW
 from tests.scheduler.properties.test_cycle_properties import reclaim_worlds, snapshots
@@ -63,25 +64,17 @@ def test_the_switch_builds_the_plain_rules_off_and_the_rules_wrapped_by_their_sp
     snapshot = synthetic_snapshot(ClusterShape(8, 20, seed=1))
     for memo, kind, tracked in ((Memo(enabled=False), FairShare, False), (Memo(), RememberingFairShare, True)):
         state = indexed_state(snapshot, NOW, memo)
-        assert type(fair_share(snapshot.teams, state, Policy(), memo)) is kind
+        fairness = fair_share(snapshot.teams, state, Policy(), memo)
+        assert type(fairness) is kind
         assert state.index is not None and (state.index.idle is not None) is tracked
+        job_id, slots = next(iter(state.placed.items()))  # the state's own cache: what occupying slots does
+        assert (state.slot_ops(job_id, slots) is state.slot_ops(job_id, slots)) is tracked
+        # Off, the preemption search asks the plain rule team by team; on, it reads the victims' memory.
+        remembered = team_candidates(state, fairness, Policy(), NOW, memo)
+        assert (None if remembered is None else type(remembered)) is (Victims if tracked else None)
 
 
 def test_the_switch_holds_only_inside_the_cycle() -> None:
     with Memo(enabled=False).current():
         assert not current_memo().enabled
     assert current_memo().enabled
-
-
-def test_a_memoized_function_is_asked_afresh_while_the_memo_is_disabled() -> None:
-    calls: list[int] = []
-
-    @memoized(maxsize=8)
-    def double(value: int) -> int:
-        calls.append(value)
-        return 2 * value
-
-    assert double(2) == double(2) == 4 and calls == [2]  # remembered
-    with Memo(enabled=False).current():
-        assert double(2) == double(2) == 4
-    assert calls == [2, 2, 2]  # asked afresh each time

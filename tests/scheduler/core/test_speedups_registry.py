@@ -51,11 +51,14 @@ WORKING_STATE = {
 PROCESS_TABLES = {("gpus/catalog.py", "_PROFILES_BY_NAME")}
 
 # Modules that cache pure functions of their arguments for the process (``functools``): static facts of the
-# catalog (MIG geometry, layouts, profile tables) and answers computed from them alone, which no cycle changes
-# and no switch needs to turn off. (module, the functools names it uses.)
+# catalog (MIG geometry, layouts, profile tables) and answers computed from them and a job's request alone
+# (right-sizing, the memory estimate), which no cycle changes and no switch needs to turn off. (module, the
+# functools names it uses.)
 PURE_FUNCTION_CACHES = {
     ("gpus/catalog.py", "cache"),
     ("sizing/layouts.py", "lru_cache"),
+    ("sizing/memory.py", "lru_cache"),
+    ("sizing/rightsize.py", "lru_cache"),
     ("rules/reconfiguration.py", "lru_cache"),
     ("placement/fragscore.py", "lru_cache"),
 }
@@ -124,7 +127,7 @@ def _kept_containers(tree: ast.Module) -> list[tuple[int, str]]:
 def test_no_functools_cache_outside_the_speedups_but_the_declared_pure_functions() -> None:
     found = {(module, name) for module, tree in _modules() for _, name in _functools_caches(tree)}
     unknown = sorted(found - PURE_FUNCTION_CACHES)
-    assert not unknown, f"cache per cycle through the cycle's tables (or speedups.memoized) instead: {unknown}"
+    assert not unknown, f"cache per cycle through the cycle's tables instead: {unknown}"
     assert not PURE_FUNCTION_CACHES - found, "declared pure-function caches that no longer exist"
 
 
