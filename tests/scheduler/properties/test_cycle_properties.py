@@ -24,7 +24,7 @@ from collections import Counter, defaultdict
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from scheduler.core import Job, Node, Plan, Policy, Running, Snapshot, Team, plan_cycle
+from scheduler.core import Job, Node, Plan, Policy, Running, Slot, Snapshot, Team, plan_cycle
 from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME, validate_layout
 from scheduler.core.gpus.units import UNITS_PER_GPU
 from scheduler.core.model.capacity import ClusterState, gpu_class_of, slot_units
@@ -368,17 +368,20 @@ def test_no_eviction_is_undone_by_the_next_cycle(snapshot: Snapshot) -> None:
     again by the next plan, with no change in demand in between (no job ends or arrives) — such an eviction was
     not needed, and undoing it is churn. Production's victims and drains for a reconfiguration are held to the
     letter: never bound again on the GPUs they were evicted from. Production may evict work that can run on
-    other free capacity production itself cannot use (a larger idle GPU than its cap allows), and a drain
-    empties one GPU for a new layout: then the victim moves, which is no undo."""
+    other free capacity production itself cannot use (a larger idle GPU than its cap allows, a spot node
+    production may not run on), on whichever ground it evicts — production's own, or priority over its own
+    team's lower work — and a drain empties one GPU for a new layout: then the victim moves, which is no undo."""
     plan = plan_cycle(snapshot, POLICY, NOW)
     after = apply_plan(snapshot, plan, NOW)
     again = plan_cycle(after, POLICY, NOW + POLICY.cycle_s)
     held = {r.job.id: {(s.node, s.gpu) for rep in r.slots for s in rep} for r in snapshot.running}
     rebound = {b.job: {(s.node, s.gpu) for rep in b.slots for s in rep} for b in again.binds}
+    production = {job.id for job in snapshot.pending if job.priority == Priority.PRODUCTION}
     for evict in plan.evictions:
         if evict.job not in rebound:
             continue
-        assert evict.reason in ("production", "repartition"), (evict, rebound[evict.job])
+        moved_for_production = evict.by in production or evict.reason == "repartition"
+        assert moved_for_production, (evict, rebound[evict.job])
         assert not held[evict.job] & rebound[evict.job], (evict, rebound[evict.job])
 
 
@@ -453,3 +456,38 @@ def test_guarantees_are_restored_within_one_cycle(world: tuple[Snapshot, dict[st
         before = sum(team_units(snapshot)[team_name].values()) / UNITS_PER_GPU
         # Nobody is pushed below its guarantee by someone else's reclaim.
         assert held >= min(before, guarantees[team_name])
+
+
+def test_production_moves_its_teams_lower_work_to_capacity_it_may_not_use_itself() -> None:
+    """The case Hypothesis found for the property above: production may not run on spot, so the one free GPU
+    (on a spot node) is no use to it; it evicts its own team's lower work (ground: priority) from a reserved
+    node, and that work binds on the spot GPU next cycle. The victim moved, to capacity production could not
+    take: no undo, and never back onto the GPU it left."""
+    firm = dict(kind=JobKind.TRAINING, priority=Priority.PRODUCTION, preemptible=False)
+    nodes = (
+        Node(name="n1", gpu_model="A100-SXM4-80GB", gpu_count=2, tier=CapacityTier.RESERVED),
+        Node(name="n2", gpu_model="A100-SXM4-80GB", gpu_count=1, tier=CapacityTier.SPOT),
+    )
+    running = (
+        Running(
+            job=Job(id="r1", team="a", request=Request(gpus=1), **firm), slots=((Slot("n1", 0),),), started_at=NOW - 30
+        ),
+        Running(
+            job=Job(
+                id="r4",
+                team="a",
+                request=Request(gpus=1),
+                kind=JobKind.TRAINING,
+                priority=Priority.HIGH,
+                preemptible=True,
+            ),
+            slots=((Slot("n1", 1),),),
+            started_at=NOW - 600,
+        ),
+    )
+    pending = (Job(id="p0", team="a", request=Request(gpus=1), **firm),)
+    snapshot = Snapshot(nodes=nodes, running=running, pending=pending, teams=(Team(name="a"),))
+    plan = plan_cycle(snapshot, POLICY, NOW)
+    assert [(e.job, e.by) for e in plan.evictions] == [("r4", "p0")]
+    again = plan_cycle(apply_plan(snapshot, plan, NOW), POLICY, NOW + POLICY.cycle_s)
+    assert [(b.job, b.slots) for b in again.binds] == [("r4", ((Slot("n2", 0),),))]
