@@ -12,7 +12,7 @@ differ elsewhere share it:
 - :attr:`Shape.preemption` — what a preemption search reads besides the team.
 
 Every field of :class:`~scheduler.core.model.state.Job` is either in :class:`Shape` or in :data:`IRRELEVANT` with the
-reason no cache keyed by a shape reads it (``tests/scheduler/core/test_shape.py`` checks), so a new field
+reason no cache keyed by a shape reads it (``tests/scheduler/core/model/test_shape.py`` checks), so a new field
 cannot silently make a cache stale.
 
 A shape is a named tuple: hashed and compared in C, as a cache key is on every lookup.

@@ -27,7 +27,7 @@ reservation of GPUs that will free for it, else its blocker: the quota or capaci
 
 Adding a scheduling rule: state it in ``scheduler/core/rules/`` as plain code; write the step that applies
 it here, with its contract; put the step in its place in :data:`PRODUCTION_STEPS` and/or
-:data:`OTHER_STEPS`; test the step alone (``tests/scheduler/core/test_steps.py``). The cycle needs no change.
+:data:`OTHER_STEPS`; test the step alone (``tests/scheduler/core/planning/test_steps.py``). The cycle needs no change.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ units a job of one size could hold, admission of one holding while the team's us
 units and slot nodes (fixed for the cycle), the team's running jobs still placed and the borrowed ones among them
 (changed only by evictions and their undo). Each answer here is kept in a table of the cycle's memo, keyed or
 stamped by what it depends on, so an answer handed out is the rule's answer now. The cycle builds this class
-while the speed-ups are on (:mod:`.switch`); ``tests/scheduler/core/test_speedups.py`` compares the plans.
+while the speed-ups are on (:mod:`.switch`); ``tests/scheduler/core/speedups/test_speedups.py`` compares the plans.
 """
 
 from __future__ import annotations

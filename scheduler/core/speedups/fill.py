@@ -5,7 +5,7 @@ from a saved point of the team's previous fill up to which both running tuples a
 tuple from its victim on, and the prefix before it fills the same way. A fill saves its state before every
 :data:`STRIDE`-th job. :class:`~.fairshare.RememberingFairShare` fills this way, the plain
 :class:`~scheduler.core.rules.fairshare.FairShare` from the first job every time: the same answers
-(``tests/scheduler/core/test_victims.py`` compares them).
+(``tests/scheduler/core/speedups/test_victims.py`` compares them).
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 A cycle plans under a :class:`Memo` (see :func:`scheduler.core.planning.cycle.plan_cycle`'s ``speedups``). Enabled,
 the caches remember and the shortcuts skip work whose answer is known; disabled, every cache forgets at once
 and every shortcut is off, so each question is answered afresh by the plain rules. Plans are the same either
-way — ``tests/scheduler/core/test_speedups.py`` compares them, and
-``tests/scheduler/core/test_speedups_registry.py`` fails when a cache is made outside this module.
+way — ``tests/scheduler/core/speedups/test_speedups.py`` compares them, and
+``tests/scheduler/core/speedups/test_speedups_registry.py`` fails when a cache is made outside this module.
 
 - Per-cycle caches are tables from :meth:`Memo.table`, made when their owner is built: the cycle hands its
   memo to the engine objects it builds beneath the speed-ups (:class:`~scheduler.core.model.tables.Tables`: the

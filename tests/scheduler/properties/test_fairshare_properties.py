@@ -22,7 +22,7 @@ from scheduler.core.model.state import Job, Node, Preemption, Running, Snapshot,
 from scheduler.core.model.vocabulary import EvictionReason, Priority
 from scheduler.core.rules.fairshare import FairShare, job_key
 from scheduler.core.rules.limits import placement_units
-from tests.scheduler.core.test_preemption import A100, H100, admitted, first_fit, job, team
+from tests.scheduler.core.decisions.test_preemption import A100, H100, admitted, first_fit, job, team
 
 POLICY = Policy(min_runtime_s=300.0, ping_pong_window_s=1800.0)
 NOW = 10_000.0

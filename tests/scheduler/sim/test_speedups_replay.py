@@ -1,6 +1,6 @@
 """The engine's speed-ups decide nothing on a replayed workload either: every cycle of the first 20 minutes of
 ``bench mixed``'s serving workload (seed 42) is planned with the speed-ups on and off, and the plans must be
-equal. The synthetic clusters of ``tests/scheduler/core/test_speedups.py`` are single snapshots; a replay
+equal. The synthetic clusters of ``tests/scheduler/core/speedups/test_speedups.py`` are single snapshots; a replay
 reaches states they do not — a node held for production's MIG reconfiguration next cycle, for one, which the
 index's idle classes knew of and the plain scan did not until ``ClusterState.held`` said so."""
 

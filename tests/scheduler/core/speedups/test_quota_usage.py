@@ -10,7 +10,7 @@ from scheduler.core.placement import IndexedClusterState
 from scheduler.core.rules.fairshare import FairShare
 from scheduler.core.speedups.firstfit import room_added
 from scheduler.core.speedups.quotafit import QuotaFit
-from tests.scheduler.core.test_firstfit import (
+from tests.scheduler.core.speedups.test_firstfit import (
     A100,
     A100_40,
     BALANCED,

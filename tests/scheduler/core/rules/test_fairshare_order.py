@@ -12,7 +12,7 @@ from scheduler.core.gpus.units import UNITS_PER_GPU
 from scheduler.core.model.policy import Policy
 from scheduler.core.model.state import Job, ModelProfile, Request, Snapshot
 from scheduler.core.model.vocabulary import JobKind, Priority
-from tests.scheduler.core.test_preemption import H100, job, node, on, run, team, world
+from tests.scheduler.core.decisions.test_preemption import H100, job, node, on, run, team, world
 
 G = UNITS_PER_GPU
 NODES = [node("a1"), node("h1", model=H100)]  # 8 A100 + 8 H100

@@ -10,7 +10,7 @@ from scheduler.core import QueuePlace, plan_cycle, queue_order, reposition
 from scheduler.core.model.policy import Policy
 from scheduler.core.model.state import Snapshot
 from scheduler.core.model.vocabulary import Priority
-from tests.scheduler.core.test_preemption import job, node, on, run, team
+from tests.scheduler.core.decisions.test_preemption import job, node, on, run, team
 
 POLICY = Policy()
 TEAMS = (team("a", {"any": 4}), team("b", {"any": 4}, weight=2.0))

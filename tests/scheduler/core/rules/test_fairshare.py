@@ -12,7 +12,7 @@ from scheduler.core.rules.fairshare import FairShare, job_class
 from scheduler.core.rules.limits import ANY, Admission, Limits, burst_limits, exceeds, guarantee_limits, placement_units
 from scheduler.core.speedups.fairshare import RememberingFairShare
 from scheduler.core.speedups.memo import Memo
-from tests.scheduler.core.test_preemption import A100, H100, POLICY, job, node, on, ones, run, team, world
+from tests.scheduler.core.decisions.test_preemption import A100, H100, POLICY, job, node, on, ones, run, team, world
 
 G = UNITS_PER_GPU
 NODES = [node("a1"), node("h1", model=H100)]  # 8 A100 + 8 H100

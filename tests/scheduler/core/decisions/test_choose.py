@@ -13,7 +13,7 @@ from scheduler.core.model.vocabulary import JobKind, Priority
 from scheduler.core.placement import IndexedClusterState, find_slots
 from scheduler.core.rules.fairshare import FairShare
 from scheduler.core.speedups.trial import TrialPlacement
-from tests.scheduler.core.test_firstfit import A100, A100_40, NOW, POLICY, mig_running
+from tests.scheduler.core.speedups.test_firstfit import A100, A100_40, NOW, POLICY, mig_running
 
 # 12 GiB: a 3g.20gb (3,000 units) on the reserved 40 GB GPU, ranked first (tier); a 1g.20gb (1,000) on the
 # on-demand 80 GB one.

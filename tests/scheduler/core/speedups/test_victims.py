@@ -19,7 +19,7 @@ from scheduler.core.rules.fairshare import FairShare
 from scheduler.core.speedups.fairshare import RememberingFairShare
 from scheduler.core.speedups.memo import Memo
 from scheduler.core.speedups.victims import Victims
-from tests.scheduler.core.test_preemption import NOW, POLICY, job, node, on, ones, run, team, world
+from tests.scheduler.core.decisions.test_preemption import NOW, POLICY, job, node, on, ones, run, team, world
 
 
 def _ids(found: list) -> list[str]:  # type: ignore[type-arg]

@@ -1,0 +1,1 @@
+"""Tests of scheduler/core/decisions/, laid out as the engine is."""

@@ -1,0 +1,1 @@
+"""Tests of scheduler/core/gpus/, laid out as the engine is."""

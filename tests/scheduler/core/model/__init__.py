@@ -1,0 +1,1 @@
+"""Tests of scheduler/core/model/, laid out as the engine is."""

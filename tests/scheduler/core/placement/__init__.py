@@ -1,0 +1,1 @@
+"""Tests of scheduler/core/placement/, laid out as the engine is."""

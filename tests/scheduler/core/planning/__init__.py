@@ -1,0 +1,1 @@
+"""Tests of scheduler/core/planning/, laid out as the engine is."""

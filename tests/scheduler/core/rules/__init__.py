@@ -1,0 +1,1 @@
+"""Tests of scheduler/core/rules/, laid out as the engine is."""

@@ -1,0 +1,1 @@
+"""Tests of scheduler/core/sizing/, laid out as the engine is."""

@@ -1,0 +1,1 @@
+"""Tests of scheduler/core/speedups/, laid out as the engine is."""
