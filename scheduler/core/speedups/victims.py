@@ -3,8 +3,8 @@
 
 The rules (protections, grounds, freshness, lost work, preference order) are :mod:`scheduler.core.rules.eviction`'s,
 and so is the plain way of applying them, :func:`~scheduler.core.rules.eviction.team_candidates`; this module
-gives the same list (``tests/scheduler/core/speedups/test_victims.py`` compares them) by asking the same rule functions and
-keeping the answer. A team's candidates for a pending job depend only on:
+gives the same list (``tests/scheduler/core/speedups/test_victims.py`` compares them) by asking the same rule
+functions and keeping the answer. A team's candidates for a pending job depend only on:
 
 - which of the team's snapshot-running jobs are still placed (:meth:`FairShare.running_jobs`): that also fixes which of
   them are borrowed (:meth:`FairShare.borrowed`, rule 4 of :mod:`~scheduler.core.rules.fairshare`) and which are
