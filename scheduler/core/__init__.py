@@ -18,7 +18,7 @@ from scheduler.core.model.demand import DemandKind
 from scheduler.core.model.explain import reposition
 from scheduler.core.model.plan import Bind, Evict, Plan, Reconfigure, Reject, Waiting
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job, ModelProfile, Node, Preemption, Request, Running, Slot, Snapshot, Team
+from scheduler.core.model.snapshot import Job, ModelProfile, Node, Preemption, Request, Running, Slot, Snapshot, Team
 from scheduler.core.placement.offers import Offer, offers
 from scheduler.core.planning.cycle import plan_cycle, rejection_reason
 from scheduler.core.planning.preview import Preview, PreviewOutcome, preview

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
-from scheduler.core.model.state import MigLayout
+from scheduler.core.model.snapshot import MigLayout
 from scheduler.core.model.vocabulary import BlockerKind
 from scheduler.errors import GatewayConflict
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from jobs.credentials import job_token
 from jobs.models import Allocation, Job
 from jobs.services import checkpoint_latest
-from scheduler.core.model.state import MigLayout
+from scheduler.core.model.snapshot import MigLayout
 from scheduler.errors import GatewayConflict, GatewayError, GatewayRetryable
 from scheduler.gateways.protocol import (
     BindRequest,

@@ -23,7 +23,7 @@ from jobs.models import Job
 from jobs.services import job_bind_record, job_finish, job_requeue
 from scheduler.bridge.vocabulary import FENCE_NAME
 from scheduler.core import Plan
-from scheduler.core.model.state import MigLayout
+from scheduler.core.model.snapshot import MigLayout
 from scheduler.core.model.vocabulary import EventType, JobState
 from scheduler.errors import FencingError
 from scheduler.gateways.protocol import JobWaiting, MigConfigState, Observation

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from scheduler.core.gpus import catalog
-from scheduler.core.model.state import MigLayout, Node, Team
+from scheduler.core.model.snapshot import MigLayout, Node, Team
 from scheduler.core.model.vocabulary import CapacityTier, Fabric, Interconnect
 from scheduler.specs.fields import (
     Errors,

@@ -20,7 +20,7 @@ import bisect
 import math
 from collections.abc import Iterable, Mapping, Sequence
 
-from scheduler.core.model.state import Job
+from scheduler.core.model.snapshot import Job
 from scheduler.sim.metrics import percentile
 
 

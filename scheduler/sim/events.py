@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scheduler.core.model.state import Job, Node, Team
+from scheduler.core.model.snapshot import Job, Node, Team
 from scheduler.core.model.vocabulary import Priority
 
 

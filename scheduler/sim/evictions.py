@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from scheduler.core.model.state import Node
+from scheduler.core.model.snapshot import Node
 from scheduler.core.model.vocabulary import CapacityTier, EvictionReason
 from scheduler.sim.records import RunLog
 

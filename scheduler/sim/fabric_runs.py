@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from scheduler.core.model.state import Node
+from scheduler.core.model.snapshot import Node
 from scheduler.core.model.vocabulary import JobKind
 from scheduler.sim.records import RunLog
 from scheduler.sim.topology_model import on_one_fabric

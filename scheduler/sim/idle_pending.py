@@ -26,9 +26,9 @@ import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
-from scheduler.core.model.capacity import model_matches
+from scheduler.core.model.cluster_state import model_matches
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job, Node
+from scheduler.core.model.snapshot import Job, Node
 from scheduler.core.model.vocabulary import CapacityTier, JobTier
 from scheduler.core.sizing.need import replica_need
 from scheduler.sim.metrics import capacity_gpu_s

@@ -40,9 +40,9 @@ from dataclasses import dataclass
 
 from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.gpus.units import FULL_GPU_MILLI, UNITS_PER_GPU
-from scheduler.core.model.capacity import slot_units
+from scheduler.core.model.cluster_state import slot_units
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job, Node
+from scheduler.core.model.snapshot import Job, Node
 from scheduler.core.model.vocabulary import JobKind, Priority
 from scheduler.core.sizing.need import replica_need
 from scheduler.sim.records import CycleLog, RunLog

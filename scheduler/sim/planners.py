@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from scheduler.core.model.plan import Plan
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Snapshot
+from scheduler.core.model.snapshot import Snapshot
 from scheduler.sim.baselines import BASELINES
 
 Planner = Callable[[Snapshot, Policy, float], Plan]

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 
 from scheduler.core.gpus.catalog import COMPUTE_SLICES, GPU_MODEL_BY_NAME
 from scheduler.core.gpus.units import UNITS_PER_GPU
-from scheduler.core.model.capacity import ClusterState, Gpu, slot_units
-from scheduler.core.model.state import Job, Node, Running, Slots
+from scheduler.core.model.cluster_state import ClusterState, Gpu, slot_units
+from scheduler.core.model.snapshot import Job, Node, Running, Slots
 from scheduler.core.model.vocabulary import JobState, NodeState
 
 EPSILON_S = 1e-9  # float slack when comparing work done with a duration

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import heapq
 
-from scheduler.core.model.state import Node, Team
+from scheduler.core.model.snapshot import Node, Team
 from scheduler.sim.events import (
     AddNode,
     Cancel,

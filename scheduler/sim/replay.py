@@ -39,9 +39,9 @@ from dataclasses import replace
 from typing import Any
 
 from scheduler.core.gpus.catalog import LayoutError, validate_layout
-from scheduler.core.model.capacity import ClusterState
+from scheduler.core.model.cluster_state import ClusterState
 from scheduler.core.model.plan import Plan, Reconfigure
-from scheduler.core.model.state import Node, Preemption, Snapshot, Team
+from scheduler.core.model.snapshot import Node, Preemption, Snapshot, Team
 from scheduler.core.model.vocabulary import INFRASTRUCTURE_LOSSES, EventType, EvictionReason, JobState, NodeState
 from scheduler.gcpause import gc_paused
 from scheduler.sim import events as ev

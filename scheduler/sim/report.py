@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.core.gpus.units import FULL_GPU_MILLI
-from scheduler.core.model.state import MigLayout, Slots, Team
+from scheduler.core.model.snapshot import MigLayout, Slots, Team
 from scheduler.core.model.vocabulary import JobState
 from scheduler.sim.records import JobRecord, NodeRecord, RunLog
 

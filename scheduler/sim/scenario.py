@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Node, Team
+from scheduler.core.model.snapshot import Node, Team
 from scheduler.core.model.vocabulary import Priority
 from scheduler.sim.cluster_spec import parse_node, parse_team
 from scheduler.sim.events import (

@@ -62,7 +62,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME
-from scheduler.core.model.state import Job, Node, Slots
+from scheduler.core.model.snapshot import Job, Node, Slots
 from scheduler.core.model.vocabulary import Fabric as NodeFabric
 from scheduler.core.model.vocabulary import Interconnect, JobKind
 

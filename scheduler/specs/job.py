@@ -15,7 +15,7 @@ from typing import Any
 
 from scheduler.core.gpus import catalog
 from scheduler.core.gpus.units import FULL_GPU_MILLI
-from scheduler.core.model.state import Job, ModelProfile, Request
+from scheduler.core.model.snapshot import Job, ModelProfile, Request
 from scheduler.core.model.vocabulary import DEFAULT_JOB_KIND, Dtype, JobKind, JobTier, ModelMode, Priority
 from scheduler.core.sizing.bounds import (
     BOUNDS,

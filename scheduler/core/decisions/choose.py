@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scheduler.core.model.capacity import ClusterState
+from scheduler.core.model.cluster_state import ClusterState
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job, Slots
+from scheduler.core.model.snapshot import Job, Slots
 from scheduler.core.placement import find_slots, index_of
 from scheduler.core.placement.holdings import possible_units
 from scheduler.core.rules.fairshare import FairShare

@@ -29,10 +29,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from scheduler.core.model.capacity import ClusterState
+from scheduler.core.model.cluster_state import ClusterState
 from scheduler.core.model.plan import Evict
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job, Preemption, Slots
+from scheduler.core.model.snapshot import Job, Preemption, Slots
 from scheduler.core.model.vocabulary import EvictionReason, Priority
 from scheduler.core.rules.eviction import (
     Candidate,

@@ -42,10 +42,10 @@ import heapq
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from scheduler.core.model.capacity import ClusterState
+from scheduler.core.model.cluster_state import ClusterState
 from scheduler.core.model.demand import DemandKind
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job, Request, Slot, Slots, Team
+from scheduler.core.model.snapshot import Job, Request, Slot, Slots, Team
 from scheduler.core.model.vocabulary import PRIORITY_INDEX, Priority
 from scheduler.core.placement.index import CapacityIndex
 from scheduler.core.placement.options import Option

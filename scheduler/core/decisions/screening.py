@@ -21,7 +21,7 @@ from scheduler.core.model.isolation import JobFailed
 from scheduler.core.model.plan import Reject
 from scheduler.core.model.policy import Policy
 from scheduler.core.model.shape import placement_shape
-from scheduler.core.model.state import Job, Node, Snapshot
+from scheduler.core.model.snapshot import Job, Node, Snapshot
 from scheduler.core.placement import IndexedClusterState
 from scheduler.core.placement.gang import NodeKind, cluster_capacity, node_kinds, single_node_only
 from scheduler.core.rules.tiers import allowed_tiers

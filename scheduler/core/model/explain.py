@@ -36,9 +36,9 @@ from dataclasses import dataclass
 
 from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.gpus.units import FULL_GPU_MILLI, UNITS_PER_GPU
-from scheduler.core.model.capacity import ClusterState, gpu_class_of, slot_units
+from scheduler.core.model.cluster_state import ClusterState, gpu_class_of, slot_units
 from scheduler.core.model.demand import Demand, DemandKind
-from scheduler.core.model.state import Job
+from scheduler.core.model.snapshot import Job
 from scheduler.core.model.tables import FORGET, Tables
 from scheduler.core.model.vocabulary import BlockerKind
 

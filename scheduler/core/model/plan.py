@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scheduler.core.model.state import MigLayout, Slot
+from scheduler.core.model.snapshot import MigLayout, Slot
 from scheduler.core.model.vocabulary import BlockerKind, EvictionReason
 
 

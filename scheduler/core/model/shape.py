@@ -11,7 +11,7 @@ differ elsewhere share it:
 - :attr:`Shape.helps` — what decides whether evicting a job frees capacity another job could use;
 - :attr:`Shape.preemption` — what a preemption search reads besides the team.
 
-Every field of :class:`~scheduler.core.model.state.Job` is either in :class:`Shape` or in :data:`IRRELEVANT` with the
+Every field of :class:`~scheduler.core.model.snapshot.Job` is either in :class:`Shape` or in :data:`IRRELEVANT` with the
 reason no cache keyed by a shape reads it (``tests/scheduler/core/model/test_shape.py`` checks), so a new field
 cannot silently make a cache stale.
 
@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from scheduler.core.model.state import Job, ModelProfile, Request
+from scheduler.core.model.snapshot import Job, ModelProfile, Request
 from scheduler.core.model.vocabulary import JobKind, JobTier, Priority
 
 RequestKey = tuple[int | None, str | None, float | None, ModelProfile | None, int | None]

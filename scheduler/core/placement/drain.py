@@ -23,11 +23,11 @@ from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from scheduler.core.model.capacity import ClusterState
+from scheduler.core.model.cluster_state import ClusterState
 from scheduler.core.model.demand import Demand, DemandKind
 from scheduler.core.model.plan import Evict, Reconfigure
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job, Preemption
+from scheduler.core.model.snapshot import Job, Preemption
 from scheduler.core.model.vocabulary import PRIORITY_INDEX, EvictionReason, Priority
 from scheduler.core.placement.index import CapacityIndex
 from scheduler.core.placement.options import Option

@@ -38,7 +38,7 @@ from __future__ import annotations
 from scheduler.core.gpus.catalog import COMPUTE_SLICES, GPU_MODEL_BY_NAME
 from scheduler.core.model.demand import Demand, DemandKind
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job, Slot, Slots
+from scheduler.core.model.snapshot import Job, Slot, Slots
 from scheduler.core.model.vocabulary import Priority
 from scheduler.core.placement.find import replica_by_replica
 from scheduler.core.placement.index import CapacityIndex, IndexedClusterState

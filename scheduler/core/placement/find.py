@@ -23,11 +23,11 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from dataclasses import replace
 
-from scheduler.core.model.capacity import ClusterState
+from scheduler.core.model.cluster_state import ClusterState
 from scheduler.core.model.demand import DemandKind
 from scheduler.core.model.policy import Policy
 from scheduler.core.model.shape import placement_shape
-from scheduler.core.model.state import Job, Slot, Slots
+from scheduler.core.model.snapshot import Job, Slot, Slots
 from scheduler.core.placement.holdings import Holding, holding
 from scheduler.core.placement.index import CapacityIndex, IndexedClusterState
 from scheduler.core.placement.mig import best_instance

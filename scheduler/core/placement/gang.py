@@ -15,11 +15,11 @@ from dataclasses import dataclass
 
 from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.gpus.units import FULL_GPU_MILLI
-from scheduler.core.model.capacity import ClusterState
+from scheduler.core.model.cluster_state import ClusterState
 from scheduler.core.model.demand import DemandKind
 from scheduler.core.model.plan import Bind
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job, Node, Slots
+from scheduler.core.model.snapshot import Job, Node, Slots
 from scheduler.core.placement.fabric import whole_node_only
 from scheduler.core.placement.spans import span_key
 from scheduler.core.rules.tiers import tier_rank

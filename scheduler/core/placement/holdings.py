@@ -13,11 +13,11 @@ from typing import cast
 
 from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.gpus.units import FULL_GPU_MILLI, UNITS_PER_GPU
-from scheduler.core.model.capacity import gpu_class_of
+from scheduler.core.model.cluster_state import gpu_class_of
 from scheduler.core.model.demand import DemandKind
 from scheduler.core.model.policy import Policy
 from scheduler.core.model.shape import placement_shape
-from scheduler.core.model.state import Job
+from scheduler.core.model.snapshot import Job
 from scheduler.core.placement.index import CapacityIndex
 from scheduler.core.placement.options import Option, options_for, store_answer, stored_answer
 

@@ -30,8 +30,8 @@ from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Protocol
 
 from scheduler.core.gpus.units import FULL_GPU_MILLI
-from scheduler.core.model.capacity import ClusterState, Gpu, Statement
-from scheduler.core.model.state import Job, Slots, Snapshot
+from scheduler.core.model.cluster_state import ClusterState, Gpu, Statement
+from scheduler.core.model.snapshot import Job, Slots, Snapshot
 from scheduler.core.model.tables import FORGET, Tables
 
 if TYPE_CHECKING:

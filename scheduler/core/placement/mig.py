@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME
-from scheduler.core.model.state import Job, Slot
+from scheduler.core.model.snapshot import Job, Slot
 from scheduler.core.placement.index import CapacityIndex, MigSignature
 from scheduler.core.placement.mix import DemandMix
 from scheduler.core.placement.options import KIND_RANK, Option

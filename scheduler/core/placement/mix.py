@@ -17,12 +17,12 @@ from bisect import bisect_right
 from collections.abc import Iterable
 
 from scheduler.core.gpus.units import FULL_GPU_MILLI
-from scheduler.core.model.capacity import ClusterState
+from scheduler.core.model.cluster_state import ClusterState
 from scheduler.core.model.demand import DemandKind
 from scheduler.core.model.isolation import Evaluating
 from scheduler.core.model.policy import Policy
 from scheduler.core.model.shape import placement_shape
-from scheduler.core.model.state import Job
+from scheduler.core.model.snapshot import Job
 from scheduler.core.model.tables import FORGET, Tables
 from scheduler.core.placement.index import CapacityIndex
 from scheduler.core.placement.options import options_for

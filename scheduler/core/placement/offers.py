@@ -18,7 +18,7 @@ from scheduler.core.gpus.catalog import compute_fraction
 from scheduler.core.gpus.units import FULL_GPU_MILLI
 from scheduler.core.model.demand import Demand, DemandKind
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job, Node
+from scheduler.core.model.snapshot import Job, Node
 from scheduler.core.model.vocabulary import CapacityTier
 from scheduler.core.placement.options import KIND_RANK, model_order
 from scheduler.core.rules.tiers import tier_rank

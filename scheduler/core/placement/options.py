@@ -16,7 +16,7 @@ from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.model.demand import Demand, DemandKind
 from scheduler.core.model.policy import Policy
 from scheduler.core.model.shape import Shape
-from scheduler.core.model.state import Job
+from scheduler.core.model.snapshot import Job
 from scheduler.core.placement.index import CapacityIndex, Group
 from scheduler.core.rules.tiers import tier_rank
 from scheduler.core.sizing.rightsize import resolve

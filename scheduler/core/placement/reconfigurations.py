@@ -35,14 +35,14 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 from dataclasses import replace
 
-from scheduler.core.model.capacity import gpu_class_of
+from scheduler.core.model.cluster_state import gpu_class_of
 from scheduler.core.model.demand import Demand, DemandKind
 from scheduler.core.model.explain import Blocker, demand_units
 from scheduler.core.model.isolation import Evaluating
 from scheduler.core.model.plan import Evict, Reconfigure
 from scheduler.core.model.policy import Policy
 from scheduler.core.model.shape import placement_shape
-from scheduler.core.model.state import Job, Preemption, Slots
+from scheduler.core.model.snapshot import Job, Preemption, Slots
 from scheduler.core.model.vocabulary import BlockerKind, Priority
 from scheduler.core.placement.drain import drain_for
 from scheduler.core.placement.index import IndexedClusterState

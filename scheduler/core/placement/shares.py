@@ -22,7 +22,7 @@ from bisect import bisect_left
 from collections.abc import Sequence
 
 from scheduler.core.gpus.units import FULL_GPU_MILLI
-from scheduler.core.model.state import Job, Slot
+from scheduler.core.model.snapshot import Job, Slot
 from scheduler.core.placement.index import CapacityIndex
 from scheduler.core.placement.mix import DemandMix
 from scheduler.core.placement.options import KIND_RANK, Option

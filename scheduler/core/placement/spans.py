@@ -6,7 +6,7 @@ demand (:mod:`.find` sends only those to :mod:`~scheduler.core.placement.topolog
 
 1. **One model** is always allowed, and preferred: in each tier stage :mod:`~scheduler.core.placement.topology` searches
    every single-model pool first, with the score it always had, and spans models only when none holds the gang.
-2. **Several models** only of one GPU class (:func:`scheduler.core.model.capacity.gpu_class_of`: the catalog's
+2. **Several models** only of one GPU class (:func:`scheduler.core.model.cluster_state.gpu_class_of`: the catalog's
    class — A100-40GB with A100-80GB, H100 SXM with PCIe and NVL — and, for a model outside the catalog, the
    model alone), and only models on which the job's right-sized demand (:func:`scheduler.core.sizing.rightsize.
    resolve`) is the same: the same whole GPUs per replica. For a ``memory_gib`` or ``model`` request that
@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 
-from scheduler.core.model.capacity import gpu_class_of
+from scheduler.core.model.cluster_state import gpu_class_of
 from scheduler.core.model.demand import Demand
 from scheduler.core.placement.options import Option
 

@@ -44,7 +44,7 @@ import itertools
 from collections.abc import Callable, Iterable, Sequence
 from typing import TypeVar
 
-from scheduler.core.model.state import Job, Slot, Slots
+from scheduler.core.model.snapshot import Job, Slot, Slots
 from scheduler.core.placement import fabric
 from scheduler.core.placement.index import CapacityIndex, Group
 from scheduler.core.placement.options import Option

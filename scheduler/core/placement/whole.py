@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import pairwise
 
-from scheduler.core.model.state import Job, Slot
+from scheduler.core.model.snapshot import Job, Slot
 from scheduler.core.model.vocabulary import Interconnect
 from scheduler.core.placement.index import CapacityIndex
 from scheduler.core.placement.options import KIND_RANK, Option

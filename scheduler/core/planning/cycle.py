@@ -79,7 +79,7 @@ from scheduler.core.model.isolation import Evaluating, JobFailed
 from scheduler.core.model.plan import Plan, Reject, Waiting
 from scheduler.core.model.policy import Policy
 from scheduler.core.model.shape import placement_shape
-from scheduler.core.model.state import Job, Snapshot
+from scheduler.core.model.snapshot import Job, Snapshot
 from scheduler.core.model.vocabulary import BlockerKind, Priority
 from scheduler.core.placement.mix import observe
 from scheduler.core.placement.options import options_for

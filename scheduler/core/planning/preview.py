@@ -24,7 +24,7 @@ from enum import StrEnum
 from scheduler.core.model.demand import DemandKind
 from scheduler.core.model.plan import Plan, Waiting
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job, MigLayout, Node, Running, Slots, Snapshot
+from scheduler.core.model.snapshot import Job, MigLayout, Node, Running, Slots, Snapshot
 from scheduler.core.model.vocabulary import BlockerKind
 from scheduler.core.placement.offers import offers
 from scheduler.core.planning.cycle import plan_cycle

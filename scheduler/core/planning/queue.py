@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from scheduler.core.decisions.screening import screen
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Snapshot
+from scheduler.core.model.snapshot import Snapshot
 from scheduler.core.speedups.memo import Memo
 from scheduler.core.speedups.switch import fair_share, indexed_state
 

@@ -14,12 +14,12 @@ from collections.abc import Hashable, Sequence
 
 from scheduler.core.decisions.preemption import TeamCandidates, find_victims
 from scheduler.core.decisions.reservation import Reservations, expected_runtime
-from scheduler.core.model.capacity import gpu_class_of
+from scheduler.core.model.cluster_state import gpu_class_of
 from scheduler.core.model.explain import Blocker, demand_units
 from scheduler.core.model.plan import Bind, Evict
 from scheduler.core.model.policy import Policy
 from scheduler.core.model.shape import Shape
-from scheduler.core.model.state import Job, Slots, Snapshot
+from scheduler.core.model.snapshot import Job, Slots, Snapshot
 from scheduler.core.placement import IndexedClusterState
 from scheduler.core.placement.gang import bind
 from scheduler.core.placement.index import CapacityIndex

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from scheduler.core.decisions.choose import choose as choose_placement
 from scheduler.core.decisions.reservation import expected_runtime
 from scheduler.core.model.explain import Blocker
-from scheduler.core.model.state import Job
+from scheduler.core.model.snapshot import Job
 from scheduler.core.model.vocabulary import BlockerKind, Priority
 from scheduler.core.placement.fallback import fallback_slots, whole_gpu_slots
 from scheduler.core.placement.options import Option

@@ -47,7 +47,7 @@ import math
 from dataclasses import dataclass
 from enum import StrEnum
 
-from scheduler.core.model.state import ModelProfile
+from scheduler.core.model.snapshot import ModelProfile
 from scheduler.core.model.vocabulary import CapacityTier, Dtype, ModelMode
 from scheduler.core.rules.tiers import tiers_for
 from scheduler.core.sizing.memory import BYTES_PER_PARAM, TRAINING_OPTIMIZER_BYTES, TRAINING_WEIGHT_BYTES

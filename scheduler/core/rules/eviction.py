@@ -50,10 +50,10 @@ from dataclasses import dataclass
 from operator import attrgetter
 
 from scheduler.core.gpus.units import UNITS_PER_GPU
-from scheduler.core.model.capacity import ClusterState, model_matches
+from scheduler.core.model.cluster_state import ClusterState, model_matches
 from scheduler.core.model.demand import DemandKind
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job, Running, Slots
+from scheduler.core.model.snapshot import Job, Running, Slots
 from scheduler.core.model.vocabulary import PRIORITY_INDEX, EvictionReason, Priority
 from scheduler.core.rules.fairshare import FairShare
 from scheduler.core.rules.limits import placement_units

@@ -59,10 +59,10 @@ import heapq
 from collections.abc import Iterator, Mapping, Sequence
 
 from scheduler.core.gpus.units import UNITS_PER_GPU, gpus_text
-from scheduler.core.model.capacity import ClusterState, gpu_class_of
+from scheduler.core.model.cluster_state import ClusterState, gpu_class_of
 from scheduler.core.model.explain import demand_units
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job, Team
+from scheduler.core.model.snapshot import Job, Team
 from scheduler.core.model.vocabulary import PRIORITY_INDEX, Priority
 from scheduler.core.rules.limits import (
     ANY,

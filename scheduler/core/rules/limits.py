@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import TypeVar
 
 from scheduler.core.gpus.units import to_units
-from scheduler.core.model.capacity import ClusterState, gpu_class_of, slot_units
-from scheduler.core.model.state import Slot, Team
+from scheduler.core.model.cluster_state import ClusterState, gpu_class_of, slot_units
+from scheduler.core.model.snapshot import Slot, Team
 from scheduler.core.model.vocabulary import PRIORITY_INDEX
 
 Start = TypeVar("Start")

@@ -51,12 +51,12 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 
 from scheduler.core.gpus.catalog import COMPUTE_SLICES, GPU_MODEL_BY_NAME, validate_layout
-from scheduler.core.model.capacity import ClusterState, Gpu
+from scheduler.core.model.cluster_state import ClusterState, Gpu
 from scheduler.core.model.demand import Demand, DemandKind
 from scheduler.core.model.plan import Reconfigure
 from scheduler.core.model.policy import Policy
 from scheduler.core.model.shape import Shape
-from scheduler.core.model.state import Job, MigLayout
+from scheduler.core.model.snapshot import Job, MigLayout
 from scheduler.core.rules.tiers import allowed_tiers
 from scheduler.core.sizing.layouts import maximal_layouts
 from scheduler.core.sizing.rightsize import resolve

@@ -15,7 +15,7 @@ less preferred tier only when no preferred node can take it.
 
 from __future__ import annotations
 
-from scheduler.core.model.state import Job
+from scheduler.core.model.snapshot import Job
 from scheduler.core.model.vocabulary import CapacityTier, JobTier, Priority
 
 _BY_JOB_TIER: dict[str, tuple[CapacityTier, ...]] = {

@@ -34,7 +34,7 @@ import math
 from dataclasses import dataclass
 
 from scheduler.core.gpus.catalog import GPU_MODELS
-from scheduler.core.model.state import Job
+from scheduler.core.model.snapshot import Job
 from scheduler.core.sizing.rightsize import MAX_GPUS_PER_REPLICA
 
 MAX_PARAMS_B = 2_000.0

@@ -1,6 +1,6 @@
 """MIG layouts: enumerate, name, place, parse and fit, on the placement table of :mod:`scheduler.core.gpus.catalog`.
 
-A layout is a :data:`~scheduler.core.model.state.MigLayout`: ``(profile, start memory slice)`` pairs sorted by start.
+A layout is a :data:`~scheduler.core.model.snapshot.MigLayout`: ``(profile, start memory slice)`` pairs sorted by start.
 Everything here is computed from the catalog's placement table (``docs/gpu-facts.md``, MIG geometry and placements),
 never from summing the "g" in names, and cached per model: the tables are tiny and the answers never change.
 They are static facts, so they are cached for the process (``functools``), not by the cycle's speed-ups.
@@ -21,7 +21,7 @@ from scheduler.core.gpus.catalog import (
     LayoutError,
     ProfileSpec,
 )
-from scheduler.core.model.state import MigLayout
+from scheduler.core.model.snapshot import MigLayout
 
 # A placement candidate: the profile, its start, and the memory slices it covers as a bit mask.
 _Candidate = tuple[ProfileSpec, int, int]

@@ -42,7 +42,7 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from scheduler.core.model.state import ModelProfile
+from scheduler.core.model.snapshot import ModelProfile
 from scheduler.core.model.vocabulary import Dtype, JobKind, ModelMode
 
 MIB = 1 << 20

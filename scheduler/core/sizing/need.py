@@ -17,7 +17,7 @@ import math
 from scheduler.core.gpus.catalog import COMPUTE_SLICES, GPU_MODEL_BY_NAME
 from scheduler.core.gpus.units import FULL_GPU_MILLI
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job
+from scheduler.core.model.snapshot import Job
 from scheduler.core.model.vocabulary import JobKind, ModelMode
 from scheduler.core.sizing.layouts import fit
 from scheduler.core.sizing.rightsize import memory_need_mib

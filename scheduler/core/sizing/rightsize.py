@@ -26,10 +26,10 @@ from functools import lru_cache
 
 from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.gpus.units import FULL_GPU_MILLI
-from scheduler.core.model.capacity import model_matches
+from scheduler.core.model.cluster_state import model_matches
 from scheduler.core.model.demand import Demand
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job, Request
+from scheduler.core.model.snapshot import Job, Request
 from scheduler.core.model.vocabulary import JobKind, ModelMode
 from scheduler.core.sizing.layouts import fit
 from scheduler.core.sizing.memory import estimate

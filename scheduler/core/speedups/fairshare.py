@@ -13,10 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from scheduler.core.model.capacity import ClusterState
+from scheduler.core.model.cluster_state import ClusterState
 from scheduler.core.model.policy import Policy
 from scheduler.core.model.shape import Shape
-from scheduler.core.model.state import Job, Team
+from scheduler.core.model.snapshot import Job, Team
 from scheduler.core.model.tables import Tables
 from scheduler.core.model.vocabulary import Priority
 from scheduler.core.rules.fairshare import FairShare, Holding

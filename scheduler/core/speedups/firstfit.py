@@ -26,10 +26,10 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from scheduler.core.decisions.preemption import FirstFit
 from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.gpus.units import FULL_GPU_MILLI, UNITS_PER_GPU
-from scheduler.core.model.capacity import ClusterState, Gpu, gpu_class_of
+from scheduler.core.model.cluster_state import ClusterState, Gpu, gpu_class_of
 from scheduler.core.model.demand import Demand, DemandKind
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job, Slot, Slots
+from scheduler.core.model.snapshot import Job, Slot, Slots
 from scheduler.core.placement.holdings import Holding, holding
 from scheduler.core.placement.index import CapacityIndex, Group
 from scheduler.core.placement.options import options_for

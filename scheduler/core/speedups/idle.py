@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 
-from scheduler.core.model.capacity import ClusterState
+from scheduler.core.model.cluster_state import ClusterState
 from scheduler.core.rules.reconfiguration import IdleKey, idle_key
 
 

@@ -35,10 +35,10 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 
 from scheduler.core.decisions.preemption import FirstFit
-from scheduler.core.model.capacity import ClusterState
+from scheduler.core.model.cluster_state import ClusterState
 from scheduler.core.model.demand import DemandKind
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job
+from scheduler.core.model.snapshot import Job
 from scheduler.core.placement.find import best_replica, find_slots
 from scheduler.core.placement.holdings import Holding, holding, possible_units
 from scheduler.core.placement.index import CapacityIndex

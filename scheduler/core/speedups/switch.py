@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from scheduler.core.decisions.preemption import TeamCandidates
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Snapshot, Team
+from scheduler.core.model.snapshot import Snapshot, Team
 from scheduler.core.placement.index import IndexedClusterState
 from scheduler.core.rules.fairshare import FairShare
 from scheduler.core.speedups.fairshare import RememberingFairShare

@@ -47,7 +47,7 @@ from functools import cached_property
 from scheduler.core.decisions.choose import choose
 from scheduler.core.decisions.preemption import NO_SHORTCUTS, Candidate, FirstFit, Shortcuts
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job, Slots
+from scheduler.core.model.snapshot import Job, Slots
 from scheduler.core.placement import IndexedClusterState, find_slots, index_of
 from scheduler.core.placement.holdings import possible_units
 from scheduler.core.placement.index import CapacityIndex

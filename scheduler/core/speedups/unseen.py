@@ -30,10 +30,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from scheduler.core.model.capacity import ClusterState
+from scheduler.core.model.cluster_state import ClusterState
 from scheduler.core.model.demand import DemandKind
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job, Slots
+from scheduler.core.model.snapshot import Job, Slots
 from scheduler.core.placement.index import CapacityIndex, Group
 from scheduler.core.placement.options import options_for
 

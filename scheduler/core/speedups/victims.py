@@ -27,11 +27,11 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 
-from scheduler.core.model.capacity import ClusterState
+from scheduler.core.model.cluster_state import ClusterState
 from scheduler.core.model.demand import DemandKind
 from scheduler.core.model.policy import Policy
 from scheduler.core.model.shape import Shape
-from scheduler.core.model.state import Job, Slots
+from scheduler.core.model.snapshot import Job, Slots
 from scheduler.core.model.vocabulary import Priority
 from scheduler.core.rules.eviction import (
     Candidate,

@@ -44,7 +44,7 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
 
-from scheduler.core.model.state import MigLayout
+from scheduler.core.model.snapshot import MigLayout
 from scheduler.errors import GatewayConflict, GatewayError, GatewayNotConfigured, GatewayRetryable
 from scheduler.gateways.kube.events import Write as EventWrite
 from scheduler.gateways.kube.grace import grace_to_send

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 
 from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME, GPU_MODELS, LayoutError, validate_layout
-from scheduler.core.model.state import MigLayout
+from scheduler.core.model.snapshot import MigLayout
 from scheduler.core.model.vocabulary import CapacityTier, Interconnect
 from scheduler.core.sizing.layouts import named_layout, place_profiles
 from scheduler.gateways.protocol import Interruption

@@ -42,7 +42,7 @@ from enum import StrEnum
 import yaml
 
 from scheduler.core.gpus.catalog import GPU_MODELS
-from scheduler.core.model.state import MigLayout
+from scheduler.core.model.snapshot import MigLayout
 from scheduler.core.sizing.layouts import named_layout, named_layouts
 from scheduler.gateways.kube.labels import (
     GPU_DEPLOY_PREFIX,

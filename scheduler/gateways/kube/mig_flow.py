@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from scheduler.core.gpus.catalog import LayoutError, validate_layout
-from scheduler.core.model.state import MigLayout
+from scheduler.core.model.snapshot import MigLayout
 from scheduler.errors import GatewayConflict, GatewayError
 from scheduler.gateways.kube.labels import (
     GPU_COUNT,

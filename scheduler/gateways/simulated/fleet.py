@@ -13,7 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from scheduler.core.gpus.catalog import LayoutError, compute_fraction, validate_layout
-from scheduler.core.model.state import MigLayout
+from scheduler.core.model.snapshot import MigLayout
 from scheduler.core.model.vocabulary import CapacityTier, JobKind
 from scheduler.errors import GatewayConflict
 from scheduler.gateways.protocol import (

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from scheduler.core.model.plan import Plan
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job, Node, Slots, Snapshot
+from scheduler.core.model.snapshot import Job, Node, Slots, Snapshot
 from scheduler.sim.baselines.common import Free, Need, place_each, plan_fifo
 
 NAME = "binpack"

@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 
 from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.gpus.units import FULL_GPU_MILLI
-from scheduler.core.model.capacity import ClusterState, model_matches
+from scheduler.core.model.cluster_state import ClusterState, model_matches
 from scheduler.core.model.plan import Bind, Evict, Plan, Reject, Waiting
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job, Node, Slot, Slots, Snapshot
+from scheduler.core.model.snapshot import Job, Node, Slot, Slots, Snapshot
 from scheduler.core.model.vocabulary import CapacityTier, EvictionReason, JobTier
 from scheduler.core.sizing.rightsize import memory_need_mib
 

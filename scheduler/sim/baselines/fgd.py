@@ -27,7 +27,7 @@ from functools import lru_cache
 from scheduler.core.gpus.units import FULL_GPU_MILLI
 from scheduler.core.model.plan import Plan
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job, Node, Slot, Slots, Snapshot
+from scheduler.core.model.snapshot import Job, Node, Slot, Slots, Snapshot
 from scheduler.sim.baselines.common import Free, Need, may_use, plan_fifo, replica_need
 
 NAME = "fgd"

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from scheduler.core.model.plan import Plan
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Node, Snapshot
+from scheduler.core.model.snapshot import Node, Snapshot
 from scheduler.sim.baselines.common import Free, Need
 from scheduler.sim.baselines.preempt import plan_by_priority
 

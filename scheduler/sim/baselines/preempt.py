@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from scheduler.core.model.plan import Plan
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job, Node, Running, Slot, Slots, Snapshot
+from scheduler.core.model.snapshot import Job, Node, Running, Slot, Slots, Snapshot
 from scheduler.core.model.vocabulary import Priority
 from scheduler.sim.baselines.common import ChooseNode, Free, Need, Rescue, place_each, plan_fifo
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from scheduler.core.model.plan import Plan
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Snapshot
+from scheduler.core.model.snapshot import Snapshot
 from scheduler.sim.bench.mixed_matrix import Setup, workload_of
 from scheduler.sim.bench.mixed_run import Repairs, guarded
 from scheduler.sim.causes.idle import IdleCauses, idle_causes

@@ -54,7 +54,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from scheduler.core.model.state import Job, Node
+from scheduler.core.model.snapshot import Job, Node
 from scheduler.core.model.vocabulary import CapacityTier, JobKind, JobTier, Priority
 from scheduler.core.rules.checkpointing import DEFAULT_COST_S, DEFAULT_MAX_INTERVAL_S, SPOT_INTERRUPTIONS_PER_NODE_DAY
 from scheduler.sim.bench.cost_sizing import demand_by_model, reserved_baseline

@@ -15,8 +15,8 @@ from typing import Any
 
 from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.gpus.units import UNITS_PER_GPU
-from scheduler.core.model.capacity import slot_units
-from scheduler.core.model.state import Job, Node
+from scheduler.core.model.cluster_state import slot_units
+from scheduler.core.model.snapshot import Job, Node
 from scheduler.sim.prices import RESERVED_DISCOUNT
 from scheduler.sim.report import ReplayResult
 

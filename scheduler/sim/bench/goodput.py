@@ -35,7 +35,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from scheduler.core.model.state import Job
+from scheduler.core.model.snapshot import Job
 from scheduler.core.model.vocabulary import CapacityTier, EventType, EvictionReason
 from scheduler.core.rules.checkpointing import checkpoint_interval, likely_tier, nodes_spanned
 from scheduler.sim.bench.cost import (

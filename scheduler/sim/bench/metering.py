@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 
-from scheduler.core.model.state import Node
+from scheduler.core.model.snapshot import Node
 from scheduler.core.model.vocabulary import CapacityTier
 from scheduler.sim.prices import price_per_gpu_hour
 from scheduler.sim.records import RunLog

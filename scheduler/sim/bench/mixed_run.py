@@ -22,7 +22,7 @@ from typing import Any
 
 from scheduler.core.model.plan import Plan
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Snapshot
+from scheduler.core.model.snapshot import Snapshot
 from scheduler.sim.metrics import utilization_series, window_metrics
 from scheduler.sim.planners import PLANNERS, Planner
 from scheduler.sim.records import CycleLog

@@ -32,7 +32,7 @@ from typing import Any
 
 from scheduler.core import Plan, Policy, Snapshot, plan_cycle
 from scheduler.core.gpus.units import UNITS_PER_GPU
-from scheduler.core.model.capacity import ClusterState, slot_units
+from scheduler.core.model.cluster_state import ClusterState, slot_units
 from scheduler.gcpause import gc_paused
 from scheduler.sim.bench.synthetic import NOW, ClusterShape, synthetic_snapshot
 

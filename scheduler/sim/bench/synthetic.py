@@ -1,6 +1,6 @@
 """A seeded synthetic cluster and backlog for the scale benchmark (B5).
 
-``synthetic_snapshot(shape)`` returns a :class:`~scheduler.core.model.state.Snapshot` that looks like a busy
+``synthetic_snapshot(shape)`` returns a :class:`~scheduler.core.model.snapshot.Snapshot` that looks like a busy
 production cluster: about half of its GPUs run work, and a backlog of pending jobs of every kind waits.
 Pure Python, no Django; every draw comes from one ``random.Random(shape.seed)`` in a fixed order, so the
 same shape always gives the same snapshot (equal by ``==``) in any process.
@@ -62,8 +62,8 @@ from typing import TypedDict, TypeVar
 
 from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.gpus.units import FULL_GPU_MILLI, UNITS_PER_GPU
-from scheduler.core.model.capacity import gpu_class_of
-from scheduler.core.model.state import Job, MigLayout, ModelProfile, Node, Request, Running, Slot, Snapshot, Team
+from scheduler.core.model.cluster_state import gpu_class_of
+from scheduler.core.model.snapshot import Job, MigLayout, ModelProfile, Node, Request, Running, Slot, Snapshot, Team
 from scheduler.core.model.vocabulary import CapacityTier, Dtype, Interconnect, JobKind, JobTier, Priority
 from scheduler.core.sizing.layouts import named_layout
 

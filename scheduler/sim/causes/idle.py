@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job, Node
+from scheduler.core.model.snapshot import Job, Node
 from scheduler.core.model.vocabulary import CapacityTier
 from scheduler.sim.causes.log import CauseLog
 from scheduler.sim.idle_pending import EPSILON, Match, cycle_matches, held_s

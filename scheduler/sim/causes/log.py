@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 from scheduler.core.model.plan import Plan
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job, Snapshot
+from scheduler.core.model.snapshot import Job, Snapshot
 from scheduler.core.model.vocabulary import BlockerKind, JobKind, Priority
 from scheduler.sim.causes.kinds import BIND_DROPPED, EVICTED, NO_KIND, UNEXPLAINED
 from scheduler.sim.causes.room import Room, after_plan, room_for

@@ -40,11 +40,11 @@ from collections.abc import Mapping, Set
 from dataclasses import dataclass
 
 from scheduler.core.gpus.units import FULL_GPU_MILLI
-from scheduler.core.model.capacity import ClusterState, Gpu
+from scheduler.core.model.cluster_state import ClusterState, Gpu
 from scheduler.core.model.demand import Demand, DemandKind
 from scheduler.core.model.plan import Plan
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job, Snapshot
+from scheduler.core.model.snapshot import Job, Snapshot
 from scheduler.core.model.vocabulary import PRIORITY_INDEX
 from scheduler.core.rules.tiers import allowed_tiers
 from scheduler.core.sizing.rightsize import memory_need_mib, resolve

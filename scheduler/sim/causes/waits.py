@@ -22,7 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from scheduler.core.model.state import Job
+from scheduler.core.model.snapshot import Job
 from scheduler.core.model.vocabulary import BlockerKind
 from scheduler.sim.causes.kinds import BETWEEN_CYCLES
 from scheduler.sim.causes.log import CauseLog, production_inference

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scheduler.core.model.state import Node
+from scheduler.core.model.snapshot import Node
 from scheduler.core.model.vocabulary import CapacityTier, Interconnect
 from scheduler.core.model.vocabulary import Fabric as NodeFabric
 from scheduler.sim.topology_model import Fabric

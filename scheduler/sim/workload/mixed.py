@@ -67,7 +67,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job, ModelProfile, Request, Team
+from scheduler.core.model.snapshot import Job, ModelProfile, Request, Team
 from scheduler.core.model.vocabulary import Dtype, JobKind, Priority
 from scheduler.core.sizing.need import replica_need
 from scheduler.sim.events import Submit, TimedEvent

@@ -110,8 +110,10 @@ def house(tmp_path: Path) -> Path:
     for floor in FLOORS:
         _write(core, f"{floor}/__init__.py", '"""A floor."""\n')
     _write(core, "gpus/catalog.py")
-    _write(core, "model/state.py", "from scheduler.core.gpus.catalog import GPU_MODELS\n")
-    _write(core, "planning/cycle.py", "from scheduler.core.model import state\nfrom scheduler.core.speedups import x\n")
+    _write(core, "model/snapshot.py", "from scheduler.core.gpus.catalog import GPU_MODELS\n")
+    _write(
+        core, "planning/cycle.py", "from scheduler.core.model import snapshot\nfrom scheduler.core.speedups import x\n"
+    )
     return core
 
 
@@ -132,10 +134,10 @@ def test_the_scan_passes_a_house_that_imports_downward(house: Path) -> None:
     ],
 )
 def test_the_scan_catches_a_planted_upward_import(house: Path, planted: str) -> None:
-    (house / "model" / "state.py").write_text(planted + "\n", encoding="utf-8")
+    (house / "model" / "snapshot.py").write_text(planted + "\n", encoding="utf-8")
     found = upward_imports(house)
-    assert list(found) == ["model/state.py"]
-    assert found["model/state.py"] <= {"scheduler.core.planning.cycle", "scheduler.core"}
+    assert list(found) == ["model/snapshot.py"]
+    assert found["model/snapshot.py"] <= {"scheduler.core.planning.cycle", "scheduler.core"}
 
 
 def test_a_module_outside_the_floors_is_caught(house: Path) -> None:

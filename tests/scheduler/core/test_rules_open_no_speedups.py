@@ -74,7 +74,7 @@ def test_the_scan_sees_the_imports_it_is_about() -> None:
     assert CHECKED == ("gpus", "model", "sizing", "rules", "placement", "decisions")
     assert {"gpus/catalog.py", "sizing/layouts.py", "rules/fairshare.py", "placement/index.py"} <= checked
     # The modules that opened one until the cycle handed their caches and the search's speed-ups down.
-    assert {"model/capacity.py", "model/explain.py", "sizing/rightsize.py", "decisions/preemption.py"} <= checked
+    assert {"model/cluster_state.py", "model/explain.py", "sizing/rightsize.py", "decisions/preemption.py"} <= checked
     # The victims' speed-up imports the rule, never the other way round; the scan does see its import.
     victims = _speedups_imported(CORE / "speedups" / "victims.py")
     assert victims == {"scheduler.core.speedups.memo"}

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from scheduler.core.model.plan import Plan
-from scheduler.core.model.state import Job, MigLayout, Preemption, Running, Snapshot
+from scheduler.core.model.snapshot import Job, MigLayout, Preemption, Running, Snapshot
 
 
 def apply_plan(snapshot: Snapshot, plan: Plan, now: float) -> Snapshot:

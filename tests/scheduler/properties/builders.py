@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from scheduler.core.model.state import Job, Node, Request, Running, Slot, Slots, Snapshot, Team
+from scheduler.core.model.snapshot import Job, Node, Request, Running, Slot, Slots, Snapshot, Team
 from scheduler.core.model.vocabulary import CapacityTier, Interconnect, JobKind, JobTier, Priority
 from scheduler.core.placement import IndexedClusterState
 from scheduler.core.sizing.layouts import named_layout

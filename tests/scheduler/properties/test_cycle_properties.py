@@ -27,9 +27,9 @@ from hypothesis import strategies as st
 from scheduler.core import Job, Node, Plan, Policy, Running, Slot, Snapshot, Team, plan_cycle
 from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME, validate_layout
 from scheduler.core.gpus.units import UNITS_PER_GPU
-from scheduler.core.model.capacity import ClusterState, gpu_class_of, slot_units
+from scheduler.core.model.cluster_state import ClusterState, gpu_class_of, slot_units
 from scheduler.core.model.demand import DemandKind
-from scheduler.core.model.state import Request
+from scheduler.core.model.snapshot import Request
 from scheduler.core.model.vocabulary import CapacityTier, Interconnect, JobKind, JobTier, Priority
 from scheduler.core.placement import find_slots
 from scheduler.core.rules.limits import burst_limits, guarantee_limits

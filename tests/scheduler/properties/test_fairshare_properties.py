@@ -16,9 +16,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from scheduler.core.decisions.preemption import find_victims
-from scheduler.core.model.capacity import ClusterState, gpu_class_of
+from scheduler.core.model.cluster_state import ClusterState, gpu_class_of
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job, Node, Preemption, Running, Snapshot, Team
+from scheduler.core.model.snapshot import Job, Node, Preemption, Running, Snapshot, Team
 from scheduler.core.model.vocabulary import EvictionReason, Priority
 from scheduler.core.rules.fairshare import FairShare, job_key
 from scheduler.core.rules.limits import placement_units

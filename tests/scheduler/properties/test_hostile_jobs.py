@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from scheduler.core import Plan, plan_cycle
-from scheduler.core.model.state import Job, ModelProfile, Request, Snapshot
+from scheduler.core.model.snapshot import Job, ModelProfile, Request, Snapshot
 from scheduler.core.model.vocabulary import JobKind, Priority
 from tests.scheduler.properties.builders import NOW
 from tests.scheduler.properties.test_cycle_properties import POLICY, SETTINGS, TEAMS, snapshots

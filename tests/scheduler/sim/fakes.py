@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from scheduler.core.model.capacity import ClusterState
+from scheduler.core.model.cluster_state import ClusterState
 from scheduler.core.model.plan import Bind, Plan, Reject, Waiting
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job, Slot, Snapshot
+from scheduler.core.model.snapshot import Job, Slot, Snapshot
 
 
 def _replica(state: ClusterState, job: Job) -> tuple[Slot, ...] | None:

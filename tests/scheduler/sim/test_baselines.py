@@ -8,7 +8,7 @@ import pytest
 
 from scheduler.core.model.plan import Plan
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job, ModelProfile, Node, Request, Running, Slot, Snapshot, Team
+from scheduler.core.model.snapshot import Job, ModelProfile, Node, Request, Running, Slot, Snapshot, Team
 from scheduler.core.model.vocabulary import CapacityTier, JobKind, JobTier, Priority
 from scheduler.sim.baselines import binpack, fgd, k8s_default, naive
 from scheduler.sim.baselines.common import Need, replica_need

@@ -14,7 +14,7 @@ import pytest
 from django.core.management import CommandError, call_command
 
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Node
+from scheduler.core.model.snapshot import Node
 from scheduler.sim.bench import all_cli, causes_cli
 from scheduler.sim.bench.causes_run import CauseRun, run_causes
 from scheduler.sim.bench.mixed_matrix import Setup, workload_of

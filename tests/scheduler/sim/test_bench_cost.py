@@ -8,7 +8,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from scheduler.core.model.state import Job, Node, Request
+from scheduler.core.model.snapshot import Job, Node, Request
 from scheduler.core.model.vocabulary import CapacityTier, Interconnect, JobKind, JobTier, Priority
 from scheduler.sim.bench.cost import (
     AWS_NOTICE_S,

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from django.core.management import call_command
 
-from scheduler.core.model.state import Job, Request
+from scheduler.core.model.snapshot import Job, Request
 from scheduler.core.model.vocabulary import JobKind, JobTier, Priority
 from scheduler.core.rules.checkpointing import DEFAULT_COST_S, DEFAULT_MAX_INTERVAL_S, checkpoint_interval
 from scheduler.sim import parse_scenario, replay

@@ -17,9 +17,9 @@ from django.core.management import CommandError, call_command
 
 from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME, validate_layout
 from scheduler.core.gpus.units import FULL_GPU_MILLI
-from scheduler.core.model.capacity import ClusterState
+from scheduler.core.model.cluster_state import ClusterState
 from scheduler.core.model.plan import Bind, Plan, Reject, Waiting
-from scheduler.core.model.state import Slot, Snapshot
+from scheduler.core.model.snapshot import Slot, Snapshot
 from scheduler.core.model.vocabulary import JobKind
 from scheduler.core.sizing.layouts import named_layout
 from scheduler.sim.bench import ClusterShape, scale, synthetic_snapshot

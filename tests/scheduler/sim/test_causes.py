@@ -10,7 +10,7 @@ import pytest
 
 from scheduler.core.model.plan import Bind, Evict, Plan, Reconfigure, Waiting
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job, Node, Request, Running, Slot, Snapshot
+from scheduler.core.model.snapshot import Job, Node, Request, Running, Slot, Snapshot
 from scheduler.core.model.vocabulary import BlockerKind, CapacityTier, JobKind, Priority
 from scheduler.sim.causes.idle import gang_size, idle_causes
 from scheduler.sim.causes.kinds import BETWEEN_CYCLES, EVICTED, NO_KIND, UNEXPLAINED, ordered

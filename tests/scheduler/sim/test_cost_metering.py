@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.core.model.state import Job, Node, Request, Slot
+from scheduler.core.model.snapshot import Job, Node, Request, Slot
 from scheduler.core.model.vocabulary import CapacityTier, JobKind
 from scheduler.sim.bench.metering import held_seconds, metered_cost, metered_node_hours, reserved_cost
 from scheduler.sim.prices import price_per_gpu_hour

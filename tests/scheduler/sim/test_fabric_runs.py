@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.core.model.state import Job, Node, Request, Slot
+from scheduler.core.model.snapshot import Job, Node, Request, Slot
 from scheduler.core.model.vocabulary import Fabric, Interconnect, JobKind
 from scheduler.sim.fabric_runs import without_fabric
 from scheduler.sim.records import RunLog

@@ -7,7 +7,7 @@ import pytest
 
 from scheduler.core.model.plan import Evict, Plan, Waiting
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job, Node, Request, Slot
+from scheduler.core.model.snapshot import Job, Node, Request, Slot
 from scheduler.core.model.vocabulary import CapacityTier, JobKind, JobTier
 from scheduler.sim import replay
 from scheduler.sim.eta_error import eta_error_summary, eta_errors, prediction_at

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job, ModelProfile, Node, Request, Slot
+from scheduler.core.model.snapshot import Job, ModelProfile, Node, Request, Slot
 from scheduler.core.model.vocabulary import JobKind, Priority
 from scheduler.sim.metrics import percentile, replica_need, utilization_series, window_metrics
 from scheduler.sim.records import RunLog

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from scheduler.core.model.state import Job
+from scheduler.core.model.snapshot import Job
 from scheduler.core.model.vocabulary import CapacityTier, JobKind, Priority
 from scheduler.core.sizing.need import replica_need
 from scheduler.sim.scenario import Submit

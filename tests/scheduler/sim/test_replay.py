@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from scheduler.core.model.plan import Bind, Evict, Plan, Reconfigure, Reject, Waiting
-from scheduler.core.model.state import Slot
+from scheduler.core.model.snapshot import Slot
 from scheduler.sim import PlanViolation, parse_scenario, render_timeline, replay
 from tests.scheduler.sim.fakes import first_fit, recording, scripted
 

@@ -10,8 +10,8 @@ import pytest
 
 from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.gpus.units import UNITS_PER_GPU
-from scheduler.core.model.capacity import slot_units
-from scheduler.core.model.state import Node
+from scheduler.core.model.cluster_state import slot_units
+from scheduler.core.model.snapshot import Node
 from scheduler.core.model.vocabulary import CapacityTier, Interconnect
 from scheduler.sim import parse_scenario, replay
 from scheduler.sim.bench.mixed_run import Repairs, guarded

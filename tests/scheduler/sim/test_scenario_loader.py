@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from scheduler.core.model.state import ModelProfile, Node, Request, Team
+from scheduler.core.model.snapshot import ModelProfile, Node, Request, Team
 from scheduler.core.model.vocabulary import (
     CapacityTier,
     Dtype,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.core.model.state import Job, Node, Request, Slot
+from scheduler.core.model.snapshot import Job, Node, Request, Slot
 from scheduler.core.model.vocabulary import Fabric as NodeFabric
 from scheduler.core.model.vocabulary import Interconnect, JobKind
 from scheduler.sim.topology_model import (

@@ -8,7 +8,7 @@ import pytest
 
 from scheduler.core import plan_cycle
 from scheduler.core.decisions.choose import Choice, choose
-from scheduler.core.model.state import Job, Node, Request, Running, Slot, Snapshot, Team
+from scheduler.core.model.snapshot import Job, Node, Request, Running, Slot, Snapshot, Team
 from scheduler.core.model.vocabulary import JobKind, Priority
 from scheduler.core.placement import IndexedClusterState, find_slots
 from scheduler.core.rules.fairshare import FairShare

@@ -12,10 +12,10 @@ from dataclasses import replace
 import pytest
 
 from scheduler.core.decisions.preemption import candidates, find_victims
-from scheduler.core.model.capacity import ClusterState, model_matches
+from scheduler.core.model.cluster_state import ClusterState, model_matches
 from scheduler.core.model.plan import Evict
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job, Node, Preemption, Request, Running, Slot, Slots, Snapshot, Team
+from scheduler.core.model.snapshot import Job, Node, Preemption, Request, Running, Slot, Slots, Snapshot, Team
 from scheduler.core.model.vocabulary import Priority
 from scheduler.core.rules.fairshare import FairShare
 from scheduler.core.rules.limits import placement_units

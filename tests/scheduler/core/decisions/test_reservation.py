@@ -10,7 +10,7 @@ import pytest
 from scheduler.core import Plan, Policy, plan_cycle
 from scheduler.core.decisions.reservation import Reservation, Reservations, expected_runtime, may_backfill
 from scheduler.core.model.demand import Demand
-from scheduler.core.model.state import Job, Node, Running, Team
+from scheduler.core.model.snapshot import Job, Node, Running, Team
 from scheduler.core.model.vocabulary import Priority
 from scheduler.core.placement import IndexedClusterState
 from scheduler.core.placement.options import Option, options_for

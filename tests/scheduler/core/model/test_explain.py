@@ -15,7 +15,7 @@ from scheduler.core.model.explain import (
     reason_text,
     standing_text,
 )
-from scheduler.core.model.state import Job, Slot
+from scheduler.core.model.snapshot import Job, Slot
 from scheduler.core.model.tables import FORGET, Tables
 from scheduler.core.model.vocabulary import BlockerKind
 from scheduler.core.speedups.memo import Memo

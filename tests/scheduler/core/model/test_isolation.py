@@ -10,7 +10,7 @@ import pytest
 
 from scheduler.core import Plan, Policy, Reject, plan_cycle
 from scheduler.core.model.isolation import Evaluating, JobFailed
-from scheduler.core.model.state import Job, Snapshot
+from scheduler.core.model.snapshot import Job, Snapshot
 from scheduler.core.model.vocabulary import JobKind
 from scheduler.core.planning import cycle as cycle_module
 from scheduler.core.planning import steps as steps_module

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from scheduler.core.model.plan import Bind, Evict, Plan, Reconfigure, Reject, Waiting
-from scheduler.core.model.state import Slot
+from scheduler.core.model.snapshot import Slot
 
 
 @pytest.mark.parametrize(

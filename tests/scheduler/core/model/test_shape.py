@@ -8,7 +8,7 @@ from dataclasses import fields, replace
 import pytest
 
 from scheduler.core.model.shape import IRRELEVANT, Shape, placement_shape
-from scheduler.core.model.state import Job, Request
+from scheduler.core.model.snapshot import Job, Request
 from scheduler.core.model.vocabulary import JobKind, JobTier, Priority
 
 BASE = Job(id="a", team="t", request=Request(gpus=1))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from scheduler.core import plan_cycle
 from scheduler.core.model.plan import Plan
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job, Node, Slot
+from scheduler.core.model.snapshot import Job, Node, Slot
 from scheduler.core.model.vocabulary import JobKind, Priority
 from scheduler.core.placement.drain import drain_for
 from scheduler.core.placement.fallback import fallback_slots

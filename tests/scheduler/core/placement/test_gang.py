@@ -6,7 +6,7 @@ import pytest
 
 from scheduler.core.model.plan import Bind
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job, Node, Slot
+from scheduler.core.model.snapshot import Job, Node, Slot
 from scheduler.core.model.vocabulary import CapacityTier, JobKind, JobTier, Priority
 from scheduler.core.placement.gang import (
     GangError,

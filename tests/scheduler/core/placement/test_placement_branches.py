@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job, Node, Running, Slot, Slots
+from scheduler.core.model.snapshot import Job, Node, Running, Slot, Slots
 from scheduler.core.model.vocabulary import Interconnect, JobKind
 from scheduler.core.placement import find_slots
 from tests.scheduler.properties.builders import A100, H100, job, node, running, state_of, whole

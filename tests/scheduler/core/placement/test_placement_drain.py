@@ -5,7 +5,7 @@ from __future__ import annotations
 from scheduler.core.model.demand import Demand
 from scheduler.core.model.plan import Evict
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Slot
+from scheduler.core.model.snapshot import Slot
 from scheduler.core.model.vocabulary import JobKind, Priority
 from scheduler.core.placement import IndexedClusterState
 from scheduler.core.placement.drain import drain_for

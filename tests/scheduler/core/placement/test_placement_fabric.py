@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Node, Running
+from scheduler.core.model.snapshot import Node, Running
 from scheduler.core.model.vocabulary import Fabric
 from scheduler.core.placement import find_slots
 from tests.scheduler.properties.builders import job, node, running, state_of, whole

@@ -7,9 +7,9 @@ import copy
 
 import pytest
 
-from scheduler.core.model.capacity import ClusterState
+from scheduler.core.model.cluster_state import ClusterState
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Slot
+from scheduler.core.model.snapshot import Slot
 from scheduler.core.placement import CapacityIndex, IndexedClusterState, find_slots, index_of
 from scheduler.core.placement.index import discard_sorted, node_ready
 from scheduler.core.placement.options import options_for

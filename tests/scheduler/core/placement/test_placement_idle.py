@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from scheduler.core.model.capacity import ClusterState
+from scheduler.core.model.cluster_state import ClusterState
 from scheduler.core.model.demand import Demand
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job, Request
+from scheduler.core.model.snapshot import Job, Request
 from scheduler.core.model.vocabulary import JobKind
 from scheduler.core.placement import IndexedClusterState
 from scheduler.core.rules.reconfiguration import IdleKey, idle_key, plan_reconfiguration

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.core.model.state import Job, Slot
+from scheduler.core.model.snapshot import Job, Slot
 from tests.scheduler.properties.builders import A100, job, node, running, state_of, whole
 
 NODES = [node("a", A100, 2, cpu_milli=8_000, memory_mib=65_536), node("b", A100, 2, cpu_milli=8_000)]

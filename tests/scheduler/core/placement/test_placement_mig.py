@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.core.model.capacity import ClusterState
+from scheduler.core.model.cluster_state import ClusterState
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job, Slot
+from scheduler.core.model.snapshot import Job, Slot
 from scheduler.core.model.vocabulary import JobKind
 from scheduler.core.placement import find_slots, index_of
 from scheduler.core.placement.mig import fragmentation, take_delta

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from scheduler.core.gpus.units import UNITS_PER_GPU
-from scheduler.core.model.capacity import ClusterState
+from scheduler.core.model.cluster_state import ClusterState
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job, Running, Slot
+from scheduler.core.model.snapshot import Job, Running, Slot
 from scheduler.core.placement import find_slots, index_of
 from scheduler.core.placement.mix import DemandMix, observe
 from scheduler.core.placement.shares import fragmentation

@@ -8,7 +8,7 @@ from scheduler.core import plan_cycle, rejection_reason
 from scheduler.core.gpus.units import UNITS_PER_GPU
 from scheduler.core.model.demand import Demand
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job, Node, Running
+from scheduler.core.model.snapshot import Job, Node, Running
 from scheduler.core.model.vocabulary import CapacityTier, JobTier
 from scheduler.core.placement import find_slots, index_of
 from scheduler.core.placement.options import options_for

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Running
+from scheduler.core.model.snapshot import Running
 from scheduler.core.model.vocabulary import CapacityTier, Interconnect
 from scheduler.core.placement import find_slots
 from scheduler.core.placement.topology import _from_hist

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Node, Running, Slot
+from scheduler.core.model.snapshot import Node, Running, Slot
 from scheduler.core.model.vocabulary import CapacityTier, Interconnect, JobKind, JobTier, Priority
 from scheduler.core.placement import find_slots
 from scheduler.core.placement.whole import choose_gpus, has_free_pair, static_penalty

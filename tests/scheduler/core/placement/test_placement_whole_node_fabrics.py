@@ -15,7 +15,7 @@ import pytest
 
 from scheduler.core import rejection_reason
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Node
+from scheduler.core.model.snapshot import Node
 from scheduler.core.model.vocabulary import Fabric
 from scheduler.core.placement import find_slots
 from tests.scheduler.properties.builders import job, node, state_of

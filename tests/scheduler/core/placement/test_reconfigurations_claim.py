@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job, Node, Request, Snapshot, Team
+from scheduler.core.model.snapshot import Job, Node, Request, Snapshot, Team
 from scheduler.core.model.vocabulary import JobKind
 from scheduler.core.placement import IndexedClusterState
 from scheduler.core.placement.reconfigurations import Reconfigurations

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import pytest
 
 from scheduler.core import Bind, Evict, Plan, Policy, Preemption, Reject, Snapshot, plan_cycle, rejection_reason
-from scheduler.core.model.state import Job, Node, Request, Running, Slot, Team
+from scheduler.core.model.snapshot import Job, Node, Request, Running, Slot, Team
 from scheduler.core.model.vocabulary import CapacityTier, JobKind, JobTier, Priority
 from tests.scheduler.properties.apply import apply_plan
 from tests.scheduler.properties.builders import A100, H100, NOW, job, node, running, snapshot, team, whole

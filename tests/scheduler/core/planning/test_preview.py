@@ -9,7 +9,7 @@ from scheduler.core import PreviewOutcome, offers, plan_cycle, preview
 from scheduler.core.model.demand import Demand
 from scheduler.core.model.plan import Bind, Evict, Plan, Reconfigure, Reject
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job, Node, Request, Running, Slot, Snapshot, Team
+from scheduler.core.model.snapshot import Job, Node, Request, Running, Slot, Snapshot, Team
 from scheduler.core.model.vocabulary import CapacityTier, EvictionReason, JobKind, JobTier, Priority
 from scheduler.core.planning.preview import PREVIEW_JOB, _applied
 

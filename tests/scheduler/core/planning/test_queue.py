@@ -8,7 +8,7 @@ import pytest
 
 from scheduler.core import QueuePlace, plan_cycle, queue_order, reposition
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Snapshot
+from scheduler.core.model.snapshot import Snapshot
 from scheduler.core.model.vocabulary import Priority
 from tests.scheduler.core.decisions.test_preemption import job, node, on, run, team
 

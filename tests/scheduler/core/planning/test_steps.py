@@ -15,7 +15,7 @@ import scheduler.core.planning.steps as steps_module
 from scheduler.core.model.explain import Blocker
 from scheduler.core.model.plan import Evict
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job, Node, Running, Slot, Team
+from scheduler.core.model.snapshot import Job, Node, Running, Slot, Team
 from scheduler.core.model.vocabulary import BlockerKind, EvictionReason, JobKind, Priority
 from scheduler.core.placement.fallback import fallback_slots
 from scheduler.core.placement.mix import observe

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from scheduler.core.model.state import ModelProfile
+from scheduler.core.model.snapshot import ModelProfile
 from scheduler.core.model.vocabulary import CapacityTier, Dtype, JobTier, ModelMode, Priority
 from scheduler.core.rules.checkpointing import (
     DEFAULT_COST_S,

@@ -6,7 +6,7 @@ import pytest
 
 from scheduler.core.gpus.units import UNITS_PER_GPU, gpus_text
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job, Node, Running, Slot, Team
+from scheduler.core.model.snapshot import Job, Node, Running, Slot, Team
 from scheduler.core.model.vocabulary import Priority
 from scheduler.core.rules.fairshare import FairShare, job_class
 from scheduler.core.rules.limits import ANY, Admission, Limits, burst_limits, exceeds, guarantee_limits, placement_units

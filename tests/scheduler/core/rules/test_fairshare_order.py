@@ -10,7 +10,7 @@ import pytest
 from scheduler.core import plan_cycle
 from scheduler.core.gpus.units import UNITS_PER_GPU
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job, ModelProfile, Request, Snapshot
+from scheduler.core.model.snapshot import Job, ModelProfile, Request, Snapshot
 from scheduler.core.model.vocabulary import JobKind, Priority
 from tests.scheduler.core.decisions.test_preemption import H100, job, node, on, run, team, world
 

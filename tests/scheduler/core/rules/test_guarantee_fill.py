@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from scheduler.core import borrowed_in_fill, fill_order, guarantee_limits
 from scheduler.core.gpus.units import UNITS_PER_GPU
-from scheduler.core.model.state import Team
+from scheduler.core.model.snapshot import Team
 from scheduler.core.model.vocabulary import Priority
 from scheduler.core.rules.limits import GuaranteeFill
 

@@ -10,11 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from scheduler.core.gpus.catalog import validate_layout
-from scheduler.core.model.capacity import ClusterState
+from scheduler.core.model.cluster_state import ClusterState
 from scheduler.core.model.demand import Demand
 from scheduler.core.model.plan import Reconfigure
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job, MigLayout, Node, Request, Running, Slot, Snapshot
+from scheduler.core.model.snapshot import Job, MigLayout, Node, Request, Running, Slot, Snapshot
 from scheduler.core.model.vocabulary import CapacityTier, JobKind, Priority
 from scheduler.core.rules.reconfiguration import WHOLE_KEY, demand_key, plan_reconfiguration
 from scheduler.core.sizing.layouts import named_layout

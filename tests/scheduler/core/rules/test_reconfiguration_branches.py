@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.core.model.capacity import ClusterState
+from scheduler.core.model.cluster_state import ClusterState
 from scheduler.core.model.demand import Demand
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job, Node, Request, Snapshot
+from scheduler.core.model.snapshot import Job, Node, Request, Snapshot
 from scheduler.core.model.vocabulary import CapacityTier, JobKind, JobTier, Priority
 from scheduler.core.rules.reconfiguration import plan_reconfiguration
 

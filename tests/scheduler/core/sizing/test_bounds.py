@@ -7,7 +7,7 @@ import math
 import pytest
 
 from scheduler.core import bounds
-from scheduler.core.model.state import Job, ModelProfile, Request
+from scheduler.core.model.snapshot import Job, ModelProfile, Request
 
 
 def _job(request: Request | None = None, **fields: object) -> Job:

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from scheduler.core.model.state import ModelProfile
+from scheduler.core.model.snapshot import ModelProfile
 from scheduler.core.model.vocabulary import Dtype, JobKind, ModelMode
 from scheduler.core.sizing.memory import (
     BYTES_PER_PARAM,

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from scheduler.core import Policy, replica_need
-from scheduler.core.model.state import Job, ModelProfile, Request
+from scheduler.core.model.snapshot import Job, ModelProfile, Request
 from scheduler.core.model.vocabulary import JobKind, ModelMode
 
 POLICY = Policy()

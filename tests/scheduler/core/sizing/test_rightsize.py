@@ -8,7 +8,7 @@ import pytest
 
 from scheduler.core.model.demand import Demand
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job, ModelProfile, Request
+from scheduler.core.model.snapshot import Job, ModelProfile, Request
 from scheduler.core.model.vocabulary import JobKind, ModelMode
 from scheduler.core.sizing.memory import estimate
 from scheduler.core.sizing.rightsize import MAX_GPUS_PER_REPLICA, memory_need_mib, resolve, unplaceable_reason

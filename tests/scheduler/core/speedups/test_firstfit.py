@@ -9,7 +9,7 @@ import pytest
 
 from scheduler.core.decisions.preemption import NO_SHORTCUTS, FirstFit, Shortcuts, find_victims
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job, Node, Request, Running, Slot, Slots, Snapshot, Team
+from scheduler.core.model.snapshot import Job, Node, Request, Running, Slot, Slots, Snapshot, Team
 from scheduler.core.model.vocabulary import JobKind, Priority
 from scheduler.core.placement import IndexedClusterState
 from scheduler.core.rules.eviction import Candidate

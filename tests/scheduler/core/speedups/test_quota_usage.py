@@ -4,7 +4,7 @@ guard that the victims' nodes cannot make room for it (speedups.firstfit.room_ad
 from __future__ import annotations
 
 from scheduler.core.decisions.preemption import FirstFit
-from scheduler.core.model.state import Job, Node, Request, Running, Slot, Snapshot, Team
+from scheduler.core.model.snapshot import Job, Node, Request, Running, Slot, Snapshot, Team
 from scheduler.core.model.vocabulary import JobKind, Priority
 from scheduler.core.placement import IndexedClusterState
 from scheduler.core.rules.fairshare import FairShare

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.state import Job, Node, Request, Running, Slot, Snapshot, Team
+from scheduler.core.model.snapshot import Job, Node, Request, Running, Slot, Snapshot, Team
 from scheduler.core.model.vocabulary import Priority
 from scheduler.core.placement import IndexedClusterState
 from scheduler.core.placement.holdings import possible_units

@@ -1,6 +1,6 @@
 """Per-cycle memories behind preemption: team candidate lists (victims.py, which must equal the plain rule
 ``rules.eviction.team_candidates``), the resumable borrowed fill and the state's record of evicted running jobs
-(fairshare.py, capacity.py), the share Δ memo (placement/mix.py)."""
+(fairshare.py, cluster_state.py), the share Δ memo (placement/mix.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from scheduler.core import Policy, Snapshot, plan_cycle
 from scheduler.core.decisions.preemption import candidates
 from scheduler.core.gpus.units import UNITS_PER_GPU
-from scheduler.core.model.state import Running, Team
+from scheduler.core.model.snapshot import Running, Team
 from scheduler.core.model.vocabulary import Priority
 from scheduler.core.placement.mix import DemandMix
 from scheduler.core.rules.eviction import fresh_until, is_fresh, lost_work, preference, team_candidates

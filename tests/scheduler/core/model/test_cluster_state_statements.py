@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from scheduler.core.model.capacity import ClusterState
-from scheduler.core.model.state import Job, Node, Request, Slot, Snapshot
+from scheduler.core.model.cluster_state import ClusterState
+from scheduler.core.model.snapshot import Job, Node, Request, Slot, Snapshot
 
 
 def _state() -> ClusterState:

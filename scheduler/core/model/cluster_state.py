@@ -1,6 +1,6 @@
 """The cluster as one cycle sees it: who holds which GPU, MIG instance or share, changed tentatively.
 
-:class:`ClusterState` is built from a :class:`~scheduler.core.model.state.Snapshot` and then mutated by the
+:class:`ClusterState` is built from a :class:`~scheduler.core.model.snapshot.Snapshot` and then mutated by the
 cycle: placing a gang, evicting victims, changing a layout. Every change is recorded in the open
 :class:`Statement` (the KAI-Scheduler idea), so a gang that does not fit, or a preemption that would not make
 room after all, is rolled back exactly. Nothing here decides anything; plugins ask and the cycle acts.
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME, GpuModelSpec
 from scheduler.core.gpus.units import FULL_GPU_MILLI, UNITS_PER_MILLI, UNITS_PER_SLICE
-from scheduler.core.model.state import Job, MigLayout, Node, Running, Slot, Snapshot
+from scheduler.core.model.snapshot import Job, MigLayout, Node, Running, Slot, Snapshot
 from scheduler.core.model.tables import FORGET, Tables
 
 

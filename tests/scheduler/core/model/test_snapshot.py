@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.core.model.state import ModelProfile, Node, Request, Team
+from scheduler.core.model.snapshot import ModelProfile, Node, Request, Team
 
 ONE_WAY = "state the request in exactly one way"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME, validate_layout
-from scheduler.core.model.capacity import ClusterState, gpu_class_of, model_matches, slot_units
-from scheduler.core.model.state import Node, Slot
+from scheduler.core.model.cluster_state import ClusterState, gpu_class_of, model_matches, slot_units
+from scheduler.core.model.snapshot import Node, Slot
 from scheduler.core.model.tables import Tables
 from scheduler.core.speedups.memo import Memo
 from tests.scheduler.properties.builders import A100, H100, job, node, running, snapshot, whole
