@@ -8,6 +8,7 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from jobs.models import Job, JobEvent
+from tests.api_client import api
 from tests.factories import JobFactory
 from tests.portal.fleet import fleet, pending_queue, running_job
 
@@ -20,13 +21,6 @@ SPEC = {
     "model": {"params_b": 7, "dtype": "bf16", "context": 4096, "batch": 8},
     "replicas": 2,
 }
-
-
-def api(user=None) -> APIClient:
-    client = APIClient()
-    if user is not None:
-        client.force_authenticate(user)
-    return client
 
 
 @pytest.fixture

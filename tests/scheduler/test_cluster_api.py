@@ -3,18 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from rest_framework.test import APIClient
 
+from tests.api_client import api
 from tests.portal.fleet import fleet, running_job
 
 pytestmark = pytest.mark.django_db
-
-
-def api(user=None) -> APIClient:
-    client = APIClient()
-    if user is not None:
-        client.force_authenticate(user)
-    return client
 
 
 @pytest.fixture

@@ -5,18 +5,11 @@ An outsider's 404 on every team endpoint is tests/jobs/test_api.py's, with the o
 from __future__ import annotations
 
 import pytest
-from rest_framework.test import APIClient
 
+from tests.api_client import api
 from tests.portal.fleet import fleet, running_job
 
 pytestmark = pytest.mark.django_db
-
-
-def api(user=None) -> APIClient:
-    client = APIClient()
-    if user is not None:
-        client.force_authenticate(user)
-    return client
 
 
 @pytest.fixture
