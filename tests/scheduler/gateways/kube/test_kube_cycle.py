@@ -50,7 +50,7 @@ def test_a_submitted_gang_is_bound_pod_by_pod_then_requeued_when_its_node_goes(c
     assert [p["metadata"]["name"] for p in pods] == [f"mc-{job.pk}-0", f"mc-{job.pk}-1"]
     assert {p["spec"]["nodeName"] for p in pods} == {"p5-od-1"}
     assert {p["spec"]["schedulerName"] for p in pods} == {"microcosm"}
-    host = ("cpu", "memory")  # host resources: tests/scheduler/test_kube_pod_resources.py
+    host = ("cpu", "memory")  # host resources: tests/scheduler/gateways/kube/test_kube_pod_resources.py
     limits = [p["spec"]["containers"][0]["resources"]["limits"] for p in pods]
     assert [{k: v for k, v in lim.items() if k not in host} for lim in limits] == [{"nvidia.com/gpu": "4"}] * 2
     binds = [path for _m, path in cluster.requests("POST", "/binding$")]

@@ -301,7 +301,7 @@ def test_impossible_requests_are_conflicts(cluster, gateway) -> None:
 
 # -- With the harness: the modelled MIG Manager and device plugin (tests/scheduler/kube_harness/) -----------------
 
-UPSTREAM_CONFIG = Path(__file__).parent / "kube_harness" / "default_mig_parted_config.yaml"
+UPSTREAM_CONFIG = Path(__file__).resolve().parents[2] / "kube_harness" / "default_mig_parted_config.yaml"
 
 
 @pytest.fixture

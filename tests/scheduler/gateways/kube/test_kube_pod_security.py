@@ -21,7 +21,7 @@ from tests.scheduler.kube_emulator import H100_ONE_LEAF, cluster_fixture
 from tests.scheduler.kube_harness import pod_security
 from tests.scheduler.kube_harness.pod_security import forbidden_detail, refusal, violations
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[4]
 cluster = pytest.fixture(cluster_fixture)
 
 SETTINGS = FabricSettings(

@@ -11,7 +11,7 @@ from jobs.models import Job
 from jobs.services import job_submit
 from scheduler.loop.cycle import cycle_run
 from tests.scheduler.loop_helpers import Clock, fleet, fleet_seed, team_seed
-from tests.scheduler.test_cycle_service import NO_WAIT
+from tests.scheduler.loop.test_cycle_service import NO_WAIT
 
 pytestmark = pytest.mark.django_db
 

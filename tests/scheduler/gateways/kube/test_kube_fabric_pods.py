@@ -69,7 +69,7 @@ def _pods(cluster) -> dict[str, dict[str, Any]]:
 
 
 def _devices(limits: dict[str, str]) -> dict[str, str]:
-    """The extended resources of a container (its cpu and memory: tests/scheduler/test_kube_pod_resources.py)."""
+    """The extended resources of a container (its cpu and memory: tests/scheduler/gateways/kube/test_kube_pod_resources.py)."""
     return {k: v for k, v in limits.items() if k not in ("cpu", "memory")}
 
 
@@ -239,7 +239,7 @@ def test_a_gang_on_gke_a3_mega_gets_the_plugin_profile_settings(cluster, gateway
         )
         assert env["NCCL_BUFFSIZE"] == "8388608" and env["NCCL_FASTRAK_NUM_FLOWS"] == "2"
     # The profile step Google's README asks of the workload is documented with the variable the pods carry.
-    deploy = (Path(__file__).resolve().parents[2] / "docs" / "deploy.md").read_text(encoding="utf-8")
+    deploy = (Path(__file__).resolve().parents[4] / "docs" / "deploy.md").read_text(encoding="utf-8")
     (command,) = re.findall(r"```json\n\s*(\[\"bash\", \"-c\", \"source .*\])\n\s*```", deploy)
     assert json.loads(command)[2].startswith('source "$NCCL_LIB_DIR/nccl-env-profile.sh" && exec ')
 

@@ -1,0 +1,1 @@
+"""Tests of scheduler/gateways/, laid out as the source is."""

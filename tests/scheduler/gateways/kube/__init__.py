@@ -1,0 +1,1 @@
+"""Tests of scheduler/gateways/kube/, laid out as the source is."""

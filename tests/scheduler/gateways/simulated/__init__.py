@@ -1,0 +1,1 @@
+"""Tests of scheduler/gateways/simulated/, laid out as the source is."""

@@ -1,0 +1,1 @@
+"""Tests of scheduler/loop/, laid out as the source is."""
