@@ -69,7 +69,8 @@ def _pods(cluster) -> dict[str, dict[str, Any]]:
 
 
 def _devices(limits: dict[str, str]) -> dict[str, str]:
-    """The extended resources of a container (its cpu and memory: tests/scheduler/gateways/kube/test_kube_pod_resources.py)."""
+    """The extended resources of a container (its cpu and memory:
+    tests/scheduler/gateways/kube/test_kube_pod_resources.py)."""
     return {k: v for k, v in limits.items() if k not in ("cpu", "memory")}
 
 
