@@ -10,8 +10,8 @@ from django.db.models import F
 from jobs.models import Job
 from jobs.services import job_submit
 from scheduler.loop.cycle import cycle_run
-from tests.scheduler.loop_helpers import Clock, fleet, fleet_seed, team_seed
 from tests.scheduler.loop.test_cycle_service import NO_WAIT
+from tests.scheduler.loop_helpers import Clock, fleet, fleet_seed, team_seed
 
 pytestmark = pytest.mark.django_db
 
