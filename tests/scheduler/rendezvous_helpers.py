@@ -1,8 +1,8 @@
 """Running a gang's pods as real processes: one process per pod with exactly the environment of its manifest,
 the names the job's headless Service publishes resolved to loopback through nss_wrapper
 (``LD_PRELOAD=libnss_wrapper.so``, Debian package ``libnss-wrapper``, which .ci/run installs), with an IPv4 and an
-IPv6 loopback address as a dual-stack cluster's DNS answers both (tests/scheduler/gateways/kube/test_rendezvous_torch.py says
-why this is the proof)."""
+IPv6 loopback address as a dual-stack cluster's DNS answers both
+(tests/scheduler/gateways/kube/test_rendezvous_torch.py says why this is the proof)."""
 
 from __future__ import annotations
 
