@@ -70,7 +70,6 @@ class _Gpu:
     layout: tuple[tuple[str, int], ...]
     whole_held: bool = False  # MIG off: held whole by work that is not available
     milli_held: int = 0  # MIG off: milli held by work that is not available
-    lower: bool = False  # MIG off: some available (lower) work holds part of it
     instances_held: set[int] = field(default_factory=set)  # MIG starts held by work that is not available
 
 
@@ -119,7 +118,7 @@ def _gpus(snapshot: Snapshot, job: Job) -> dict[tuple[str, int], _Gpu]:
                     if not available and slot.mig_start is not None:
                         gpu.instances_held.add(slot.mig_start)
                 elif available:
-                    gpu.lower = True
+                    continue  # lower work on a GPU with MIG off: evicted, it leaves the GPU whole
                 elif slot.milli >= FULL_GPU_MILLI:
                     gpu.whole_held = True
                 else:
@@ -148,7 +147,12 @@ def _places(node: Node, demand: Demand, gpus: list[_Gpu]) -> int:
             1
             for gpu in gpus
             if _whole(gpu)
-            or (not gpu.layout and node.sharing and not gpu.whole_held and gpu.milli_held + demand.milli <= FULL_GPU_MILLI)
+            or (
+                not gpu.layout
+                and node.sharing
+                and not gpu.whole_held
+                and gpu.milli_held + demand.milli <= FULL_GPU_MILLI
+            )
         )
     spec = GPU_MODEL_BY_NAME.get(node.gpu_model)
     assert spec is not None and demand.mig_profile is not None  # resolve gives a MIG demand only on a MIG model
@@ -157,9 +161,7 @@ def _places(node: Node, demand: Demand, gpus: list[_Gpu]) -> int:
     total = 0
     for gpu in gpus:
         fitting = sum(
-            1
-            for name, start in gpu.layout
-            if start not in gpu.instances_held and _serves(profiles[name], wanted)
+            1 for name, start in gpu.layout if start not in gpu.instances_held and _serves(profiles[name], wanted)
         )
         total += max(1, fitting) if _whole(gpu) else fitting
     return total

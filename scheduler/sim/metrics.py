@@ -30,10 +30,10 @@ A window ``[start, end)`` excludes the warm-up. Definitions:
 
 With the replay's per-cycle record (``cycles``, a :class:`~scheduler.sim.records.CycleLog`) also
 ``idle_while_pending`` (:mod:`scheduler.sim.idle_pending`), ``eta_error`` (:mod:`scheduler.sim.eta_error`) and,
-for the production inference jobs ``production_inference_wait_s`` counts, the part of their wait that was
-avoidable (:mod:`scheduler.sim.avoidable`): ``avoidable_production_wait_s`` (p50 / p95 / max over those jobs of
-one cycle for every cycle before its first start whose verdict was ``avoidable``) and
-``unavoidable_production_wait_s`` (the other judged seconds of those jobs, summed, by ``cause/GPU class``).
+for the production jobs ``queue_wait_s`` counts (in B2 these are the production inference services), the part
+of their wait that was avoidable (:mod:`scheduler.sim.avoidable`): ``production_avoidable_wait_s`` (p50 / p95 /
+max over those jobs of one cycle for every cycle before its first start whose verdict was ``avoidable``) and
+``production_unavoidable_wait_s`` (the other judged seconds of those jobs, summed, by ``cause/GPU class``).
 """
 
 from __future__ import annotations
@@ -157,9 +157,10 @@ def window_metrics(
         else:
             wait = started - job.submitted_at
         waits[job.priority.value].append(wait)
-        if job.priority == Priority.PRODUCTION and job.kind == JobKind.INFERENCE:
-            production_inference.append(wait)
+        if job.priority == Priority.PRODUCTION:
             production_ids.append(job.id)
+            if job.kind == JobKind.INFERENCE:
+                production_inference.append(wait)
     figures: dict[str, object] = {
         "effective_utilization": round((need_s - lost_need_s) / capacity, 6) if capacity else 0.0,
         "allocation_ratio": round(held_s / capacity, 6) if capacity else 0.0,
@@ -191,7 +192,7 @@ def window_metrics(
 def _avoidable(
     jobs: Sequence[str], first_start: Mapping[str, float], cycles: CycleLog, cycle_s: float
 ) -> dict[str, object]:
-    """``avoidable_production_wait_s`` and ``unavoidable_production_wait_s`` of ``jobs`` (module docstring)."""
+    """``production_avoidable_wait_s`` and ``production_unavoidable_wait_s`` of ``jobs`` (module docstring)."""
     avoidable = dict.fromkeys(jobs, 0.0)
     unavoidable: dict[str, float] = {}
     for t, verdicts in cycles.verdicts:
@@ -204,8 +205,8 @@ def _avoidable(
                 key = f"{verdict.cause}/{verdict.gpu_class}"
                 unavoidable[key] = unavoidable.get(key, 0.0) + cycle_s
     return {
-        "avoidable_production_wait_s": _summary(list(avoidable.values())),
-        "unavoidable_production_wait_s": dict(sorted(unavoidable.items())),
+        "production_avoidable_wait_s": _summary(list(avoidable.values())),
+        "production_unavoidable_wait_s": dict(sorted(unavoidable.items())),
     }
 
 

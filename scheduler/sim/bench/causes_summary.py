@@ -12,7 +12,7 @@ Keys of :func:`flat` (shares are fractions of 1; None when the run had nothing t
   where (a) room was free (any tier) and (b) lower-priority work ran where the job could (``…b_preemptible``:
   some of it preemptible), each whatever the other;
 - ``production.avoidable_p95_s``, ``production.avoidable_max_s``: ``bench mixed``'s avoidable production wait
-  (:mod:`scheduler.sim.avoidable`; every production inference job, any wait); ``production.unavoidable_h``: the
+  (:mod:`scheduler.sim.avoidable`; every production job, any wait); ``production.unavoidable_h``: the
   rest of their judged wait, in hours;
 - ``production.unavoidable.<cause/class>``: share of that rest by why no placement existed — ``burst/<class>``:
   room only above the team's burst limit, ``held/<class>``: none even with all lower-priority work evicted
@@ -64,8 +64,8 @@ def flat(run: CauseRun) -> Flat | None:
         return None
     waits, idle = run.waits, run.idle
     capacity_s = sum(waits.capacity.values())
-    avoidable = run.metrics.get("avoidable_production_wait_s") or {}
-    unavoidable = run.metrics.get("unavoidable_production_wait_s") or {}
+    avoidable = run.metrics.get("production_avoidable_wait_s") or {}
+    unavoidable = run.metrics.get("production_unavoidable_wait_s") or {}
     unavoidable_s = sum(unavoidable.values())
     figures: dict[str, float | None] = {
         "production.p95_s": run.metrics["production_inference_wait_s"]["p95"],

@@ -80,8 +80,8 @@ def _mix_block(mix: str, runs: Sequence[CauseRun]) -> list[str]:
     add("    (a) room free, any tier, whatever (b)", "production.capacity.a_room")
     add("    (b) lower-priority work there, whatever (a)", "production.capacity.b_lower")
     add("      some of it preemptible", "production.capacity.b_preemptible")
-    add("prod. inference wait avoidable, p95, s", "production.avoidable_p95_s", _num)
-    add("prod. inference wait avoidable, max, s", "production.avoidable_max_s", _num)
+    add("production wait avoidable, p95 (bench mixed), s", "production.avoidable_p95_s", _num)
+    add("production wait avoidable, max (bench mixed), s", "production.avoidable_max_s", _num)
     add("  the unavoidable rest, hours", "production.unavoidable_h", _hours)
     lines.append("  share of that rest by why no placement existed (cause / GPU class):")
     for cell in sorted(group_labels(ok, "production.unavoidable")):

@@ -18,9 +18,7 @@ def _node(name: str = "n1", gpus: int = 1, model: str = H100, mig: tuple = (), *
 
 
 def _prod(request: Request, *, team: str = "a", replicas: int = 1, gpu_model: str | None = None) -> Job:
-    return Job(
-        id="p", team=team, request=request, priority=Priority.PRODUCTION, replicas=replicas, gpu_model=gpu_model
-    )
+    return Job(id="p", team=team, request=request, priority=Priority.PRODUCTION, replicas=replicas, gpu_model=gpu_model)
 
 
 def _run(job_id: str, priority: Priority, *slots: Slot, team: str = "b") -> Running:

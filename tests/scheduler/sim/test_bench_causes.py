@@ -77,7 +77,7 @@ def test_the_production_wait_splits_into_avoidable_and_an_unavoidable_rest_by_ca
     causes = run_causes(workload_of(TINY, "serving", 3), "serving", 3)  # a seed whose production also waits in vain
     metrics = causes.metrics
     assert metrics is not None
-    avoidable, total = metrics["avoidable_production_wait_s"], metrics["production_inference_wait_s"]
+    avoidable, total = metrics["production_avoidable_wait_s"], metrics["production_inference_wait_s"]
     assert avoidable["max"] is not None and avoidable["max"] <= total["max"]
     row = flat(causes)
     assert row is not None and row.figures["production.avoidable_max_s"] == avoidable["max"]
