@@ -24,9 +24,9 @@ can serve it, :func:`scheduler.core.sizing.rightsize.resolve`):
 
 Otherwise the second is unavoidable, and the :class:`Verdict` says why, by GPU class: ``burst`` — room existed
 only above the team's burst limit; ``held`` — no room even with every lower-priority job evicted (production
-holds the capacity, or the nodes take no new work). The count is optimistic (it ignores MIG geometry, the
-time a reconfiguration takes, ping-pong protection and other production waiting for the same places): what it
-calls unavoidable no scheduler could have avoided at that cycle.
+holds the capacity, or the nodes take no new work), named by the class that came closest. The count is
+optimistic (it ignores MIG geometry, the time a reconfiguration takes, ping-pong protection and other production
+waiting for the same places): what it calls unavoidable no scheduler could have avoided at that cycle.
 """
 
 from __future__ import annotations
@@ -53,7 +53,9 @@ EPSILON = 1e-9
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """One waiting production job at one cycle: ``cause`` is ``avoidable``, ``burst`` or ``held`` (module doc);
-    ``gpu_class``: where room was found (avoidable, burst), else the class the job asks for or ``any``."""
+    ``gpu_class``: where room was found (avoidable, burst); for ``held``, the class of the nodes the job may use
+    that came closest (most places, then most whole GPUs, then by name), or, with no such node, the class the job
+    asks for (``any`` when it names none)."""
 
     cause: str
     gpu_class: str
@@ -84,7 +86,8 @@ def judge(snapshot: Snapshot, job: Job, policy: Policy) -> Verdict:
     """Was a placement for pending ``job`` available in ``snapshot`` (module doc)?"""
     gpus = _gpus(snapshot, job)
     tiers = {str(tier) for tier in allowed_tiers(job)}
-    places: dict[str, int] = {}
+    places: dict[str, int] = {}  # per GPU class: replicas its available capacity holds
+    whole: dict[str, int] = {}  # per GPU class: its whole GPUs (rule 2)
     for node in snapshot.nodes:
         if not node.schedulable or node.reconfiguring_until is not None or str(node.tier) not in tiers:
             continue
@@ -92,15 +95,19 @@ def judge(snapshot: Snapshot, job: Job, policy: Policy) -> Verdict:
         if demand is None:
             continue
         gpu_class = gpu_class_of(node.gpu_model)
-        found = _places(node, demand, [gpus[(node.name, index)] for index in range(node.gpu_count)])
-        places[gpu_class] = places.get(gpu_class, 0) + found
+        on_node = [gpus[(node.name, index)] for index in range(node.gpu_count)]
+        places[gpu_class] = places.get(gpu_class, 0) + _places(node, demand, on_node)
+        whole[gpu_class] = whole.get(gpu_class, 0) + sum(_whole(gpu) for gpu in on_node)
     roomy = sorted(gpu_class for gpu_class, count in places.items() if count >= job.replicas)
     for gpu_class in roomy:
         if _within_burst(snapshot, job, gpu_class, policy):
             return Verdict(AVOIDABLE, gpu_class)
     if roomy:
         return Verdict(BURST, roomy[0])
-    return Verdict(HELD, gpu_class_of(job.gpu_model) if job.gpu_model else ANY)
+    if not places:
+        return Verdict(HELD, gpu_class_of(job.gpu_model) if job.gpu_model else ANY)
+    closest = min(places, key=lambda gpu_class: (-places[gpu_class], -whole[gpu_class], gpu_class))
+    return Verdict(HELD, closest)
 
 
 def _gpus(snapshot: Snapshot, job: Job) -> dict[tuple[str, int], _Gpu]:

@@ -48,7 +48,7 @@ def test_lower_priority_work_of_any_team_even_not_preemptible_counts_as_availabl
 
 def test_capacity_held_by_production_is_not_available() -> None:
     running = (_run("other", Priority.PRODUCTION, Slot("n1", 0)),)
-    assert _judge((_node(),), _prod(WHOLE), running) == Verdict(HELD, "any")
+    assert _judge((_node(),), _prod(WHOLE), running) == Verdict(HELD, "H100")
 
 
 def test_a_node_that_takes_no_new_work_offers_nothing() -> None:
@@ -57,7 +57,7 @@ def test_a_node_that_takes_no_new_work_offers_nothing() -> None:
 
 
 def test_production_never_counts_spot_capacity() -> None:
-    assert not _judge((_node(tier=CapacityTier.SPOT),), _prod(WHOLE)).avoidable
+    assert _judge((_node(tier=CapacityTier.SPOT),), _prod(WHOLE)) == Verdict(HELD, "any")  # no node it may use
     assert _judge((_node(tier=CapacityTier.RESERVED),), _prod(WHOLE)).avoidable
 
 
@@ -106,7 +106,7 @@ def test_a_free_larger_instance_serves_a_smaller_profile_and_a_smaller_one_does_
     holders = (_run("prod", Priority.PRODUCTION, Slot("n1", 0, "2g.20gb", 4)),)  # the GPU is not whole
     assert _judge((node,), _prod(THREE_G), holders).avoidable  # the free 4g.40gb holds a 3g.40gb replica
     taken = (*holders, _run("prod2", Priority.PRODUCTION, Slot("n1", 0, "4g.40gb", 0)))
-    assert _judge((node,), _prod(THREE_G), taken) == Verdict(HELD, "any")  # only a 1g.10gb is left
+    assert _judge((node,), _prod(THREE_G), taken) == Verdict(HELD, "H100")  # only a 1g.10gb is left
 
 
 def test_an_instance_with_less_memory_does_not_serve() -> None:
@@ -178,3 +178,13 @@ def test_judge_pending_judges_production_only() -> None:
     prod = _prod(WHOLE)
     snapshot = Snapshot(nodes=(_node(),), teams=(), pending=(low, prod))
     assert judge_pending(snapshot, POLICY) == (("p", Verdict(AVOIDABLE, "H100")),)
+
+
+def test_a_held_wait_is_named_by_the_class_that_came_closest() -> None:
+    two = _prod(Request(gpus=2))
+    nodes = (_node("h", model=H100), _node("a", gpus=2, model=A100))
+    held = (_run("prod", Priority.PRODUCTION, Slot("a", 0)),)
+    # neither class holds a 2-GPU replica; each has one whole GPU left, A100 wins the tie by name
+    assert _judge(nodes, two, held) == Verdict(HELD, "A100")
+    busier = (*held, _run("prod2", Priority.PRODUCTION, Slot("a", 1)))
+    assert _judge(nodes, two, busier) == Verdict(HELD, "H100")  # H100 still has a whole GPU, A100 none
