@@ -29,7 +29,11 @@ A window ``[start, end)`` excludes the warm-up. Definitions:
   why they happened, and their count scaled to an 8-hour window.
 
 With the replay's per-cycle record (``cycles``, a :class:`~scheduler.sim.records.CycleLog`) also
-``idle_while_pending`` (:mod:`scheduler.sim.idle_pending`) and ``eta_error`` (:mod:`scheduler.sim.eta_error`).
+``idle_while_pending`` (:mod:`scheduler.sim.idle_pending`), ``eta_error`` (:mod:`scheduler.sim.eta_error`) and,
+for the production jobs ``queue_wait_s`` counts (in B2 these are the production inference services), the part
+of their wait that was avoidable (:mod:`scheduler.sim.avoidable`): ``production_avoidable_wait_s`` (p50 / p95 /
+max over those jobs of one cycle for every cycle before its first start whose verdict was ``avoidable``) and
+``production_unavoidable_wait_s`` (the other judged seconds of those jobs, summed, by ``cause/GPU class``).
 """
 
 from __future__ import annotations
@@ -141,6 +145,7 @@ def window_metrics(
     rejected = {event["job"] for event in result.events if event["type"] == "rejected"}
     waits: dict[str, list[float]] = {p.value: [] for p in Priority}
     production_inference: list[float] = []
+    production_ids: list[str] = []
     still_waiting: dict[str, int] = {p.value: 0 for p in Priority}
     for job in jobs:
         if not window[0] <= job.submitted_at < window[1] or job.id in rejected:
@@ -152,8 +157,10 @@ def window_metrics(
         else:
             wait = started - job.submitted_at
         waits[job.priority.value].append(wait)
-        if job.priority == Priority.PRODUCTION and job.kind == JobKind.INFERENCE:
-            production_inference.append(wait)
+        if job.priority == Priority.PRODUCTION:
+            production_ids.append(job.id)
+            if job.kind == JobKind.INFERENCE:
+                production_inference.append(wait)
     figures: dict[str, object] = {
         "effective_utilization": round((need_s - lost_need_s) / capacity, 6) if capacity else 0.0,
         "allocation_ratio": round(held_s / capacity, 6) if capacity else 0.0,
@@ -178,7 +185,29 @@ def window_metrics(
         began = {job: t for job, t in first_start.items() if t < result.end}
         errors, without = eta_errors(jobs, began, cycles.etas, window, policy.cycle_s)
         figures["eta_error"] = eta_error_summary(errors, without)
+        figures.update(_avoidable(production_ids, first_start, cycles, policy.cycle_s))
     return figures
+
+
+def _avoidable(
+    jobs: Sequence[str], first_start: Mapping[str, float], cycles: CycleLog, cycle_s: float
+) -> dict[str, object]:
+    """``production_avoidable_wait_s`` and ``production_unavoidable_wait_s`` of ``jobs`` (module docstring)."""
+    avoidable = dict.fromkeys(jobs, 0.0)
+    unavoidable: dict[str, float] = {}
+    for t, verdicts in cycles.verdicts:
+        for job, verdict in verdicts:
+            if job not in avoidable or t >= first_start.get(job, math.inf):
+                continue
+            if verdict.avoidable:
+                avoidable[job] += cycle_s
+            else:
+                key = f"{verdict.cause}/{verdict.gpu_class}"
+                unavoidable[key] = unavoidable.get(key, 0.0) + cycle_s
+    return {
+        "production_avoidable_wait_s": _summary(list(avoidable.values())),
+        "production_unavoidable_wait_s": dict(sorted(unavoidable.items())),
+    }
 
 
 def _summary(values: Sequence[float]) -> dict[str, float | None]:

@@ -25,6 +25,7 @@ from scheduler.core.gpus.units import UNITS_PER_GPU
 from scheduler.core.model.cluster_state import ClusterState, Gpu, slot_units
 from scheduler.core.model.snapshot import Job, Node, Running, Slots
 from scheduler.core.model.vocabulary import JobState, NodeState
+from scheduler.sim.avoidable import Verdict
 
 EPSILON_S = 1e-9  # float slack when comparing work done with a duration
 
@@ -191,6 +192,9 @@ class CycleLog:
     replays pay nothing for it.
 
     - ``samples``: one :class:`CycleSample` per cycle whose time falls in ``window`` (every cycle when None).
+    - ``verdicts``: from the window's start on (no end: a wait may outlast the window), for every cycle that
+      left production work pending, each such job's :class:`~scheduler.sim.avoidable.Verdict` on the cluster as
+      the plan left it (:func:`scheduler.sim.avoidable.judge_pending`), as ``(t, ((job, verdict), …))``.
     - ``etas``: per job, the changes of its predicted start as ``(t, predicted start or None)``: the plan's
       ``Waiting.eta_s`` added to the cycle's time, None when that cycle gave no estimate. A step function:
       the prediction at time τ is the last entry at or before τ.
@@ -199,9 +203,14 @@ class CycleLog:
     window: tuple[float, float] | None = None
     samples: list[CycleSample] = field(default_factory=list)
     etas: dict[str, list[tuple[float, float | None]]] = field(default_factory=dict)
+    verdicts: list[tuple[float, tuple[tuple[str, Verdict], ...]]] = field(default_factory=list)
 
     def wants(self, t: float) -> bool:
         return self.window is None or self.window[0] <= t < self.window[1]
+
+    def judges(self, t: float) -> bool:
+        """Whether the cycle at ``t`` records production's verdicts: from the window's start on."""
+        return self.window is None or self.window[0] <= t
 
     def eta(self, job: str, t: float, predicted: float | None) -> None:
         history = self.etas.setdefault(job, [])

@@ -42,9 +42,17 @@ from scheduler.core.gpus.catalog import LayoutError, validate_layout
 from scheduler.core.model.cluster_state import ClusterState
 from scheduler.core.model.plan import Plan, Reconfigure
 from scheduler.core.model.snapshot import Node, Preemption, Snapshot, Team
-from scheduler.core.model.vocabulary import INFRASTRUCTURE_LOSSES, EventType, EvictionReason, JobState, NodeState
+from scheduler.core.model.vocabulary import (
+    INFRASTRUCTURE_LOSSES,
+    EventType,
+    EvictionReason,
+    JobState,
+    NodeState,
+    Priority,
+)
 from scheduler.gcpause import gc_paused
 from scheduler.sim import events as ev
+from scheduler.sim.avoidable import judge_pending
 from scheduler.sim.planners import Planner, microcosm
 from scheduler.sim.records import (
     EPSILON_S,
@@ -400,6 +408,23 @@ class _Replay:
             cycles.eta(record.job.id, self.now, record.eta_at)
         if cycles.wants(self.now):
             cycles.samples.append(sample(self.now, self.nodes, state, [r.job for r in pending]))
+        if cycles.judges(self.now) and any(r.job.priority == Priority.PRODUCTION for r in pending):
+            cycles.verdicts.append((self.now, judge_pending(self._left(), self.policy)))
+
+    def _left(self) -> Snapshot:
+        """The cluster as this cycle's plan left it, as a snapshot (the preemption history left out)."""
+        nodes = []
+        for record in self.nodes.values():
+            if record.present:
+                busy_until = max((t for t in record.reconfiguring.values() if t > self.now), default=None)
+                ready = record.state == NodeState.READY
+                nodes.append(replace(record.node, schedulable=ready, reconfiguring_until=busy_until))
+        return Snapshot(
+            nodes=tuple(nodes),
+            teams=tuple(self.teams.values()),
+            running=tuple(r.running() for r in sorted(self.running.values(), key=lambda r: r.order)),
+            pending=tuple(r.job for r in sorted(self.pending.values(), key=lambda r: r.order)),
+        )
 
     def _violation(self, what: str) -> PlanViolation:
         return PlanViolation(f"{self.scenario.source}: cycle at t={self.now:g}: {what}")

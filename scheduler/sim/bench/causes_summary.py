@@ -11,6 +11,12 @@ Keys of :func:`flat` (shares are fractions of 1; None when the run had nothing t
   :mod:`~scheduler.sim.causes.room` category; ``production.capacity.a_room`` and ``…b_lower``: the shares
   where (a) room was free (any tier) and (b) lower-priority work ran where the job could (``…b_preemptible``:
   some of it preemptible), each whatever the other;
+- ``production.avoidable_p95_s``, ``production.avoidable_max_s``: ``bench mixed``'s avoidable production wait
+  (:mod:`scheduler.sim.avoidable`; every production job, any wait); ``production.unavoidable_h``: the
+  rest of their judged wait, in hours;
+- ``production.unavoidable.<cause/class>``: share of that rest by why no placement existed — ``burst/<class>``:
+  room only above the team's burst limit, ``held/<class>``: none even with all lower-priority work evicted
+  (production's own demand above what production may hold on that class);
 - ``idle.figure``: ``idle_while_pending`` (``bench mixed``'s figure); ``idle.gap_gpu_h``: its GPU-hours;
 - ``idle.<dimension>.<label>``: share of the gap's GPU-time (:mod:`scheduler.sim.causes.idle`);
 - ``idle.blocker_class.<blocker / class>``, ``idle.blocker_place.<blocker / place>``: the same by blocker and
@@ -28,6 +34,7 @@ from scheduler.sim.bench.seeds import Spread, spread
 
 GROUPS = (
     "production.kind",
+    "production.unavoidable",
     "production.capacity",
     "idle.blocker",
     "idle.priority",
@@ -57,6 +64,9 @@ def flat(run: CauseRun) -> Flat | None:
         return None
     waits, idle = run.waits, run.idle
     capacity_s = sum(waits.capacity.values())
+    avoidable = run.metrics.get("production_avoidable_wait_s") or {}
+    unavoidable = run.metrics.get("production_unavoidable_wait_s") or {}
+    unavoidable_s = sum(unavoidable.values())
     figures: dict[str, float | None] = {
         "production.p95_s": run.metrics["production_inference_wait_s"]["p95"],
         "production.jobs": float(waits.jobs),
@@ -64,12 +74,16 @@ def flat(run: CauseRun) -> Flat | None:
         "production.capacity.a_room": waits.room_s / capacity_s if capacity_s else None,
         "production.capacity.b_lower": waits.lower_s / capacity_s if capacity_s else None,
         "production.capacity.b_preemptible": waits.lower_preemptible_s / capacity_s if capacity_s else None,
+        "production.avoidable_p95_s": avoidable.get("p95"),
+        "production.avoidable_max_s": avoidable.get("max"),
+        "production.unavoidable_h": unavoidable_s / 3600.0,
         "idle.figure": run.metrics.get("idle_while_pending"),
         "idle.gap_gpu_h": idle.gap_gpu_s / 3600.0,
     }
     groups = {
         "production.kind": _shares(waits.by_kind, waits.wait_s),
         "production.capacity": _shares(waits.capacity, capacity_s),
+        "production.unavoidable": _shares(unavoidable, unavoidable_s),
         **{f"idle.{dimension}": _shares(parts, idle.gap_gpu_s) for dimension, parts in idle.by.items()},
     }
     return Flat(figures, groups)

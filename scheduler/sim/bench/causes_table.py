@@ -80,6 +80,12 @@ def _mix_block(mix: str, runs: Sequence[CauseRun]) -> list[str]:
     add("    (a) room free, any tier, whatever (b)", "production.capacity.a_room")
     add("    (b) lower-priority work there, whatever (a)", "production.capacity.b_lower")
     add("      some of it preemptible", "production.capacity.b_preemptible")
+    add("production wait avoidable, p95 (bench mixed), s", "production.avoidable_p95_s", _num)
+    add("production wait avoidable, max (bench mixed), s", "production.avoidable_max_s", _num)
+    add("  the unavoidable rest, hours", "production.unavoidable_h", _hours)
+    lines.append("  share of that rest by why no placement existed (cause / GPU class):")
+    for cell in sorted(group_labels(ok, "production.unavoidable")):
+        add(f"    {cell}", f"production.unavoidable.{cell}")
     add("idle while pending (bench mixed's figure)", "idle.figure")
     add("  its GPU-hours", "idle.gap_gpu_h", _hours)
     for dimension, title, order in (

@@ -44,6 +44,9 @@ def flat(metrics: Mapping[str, Any]) -> dict[str, float | None]:
         out[f"evictions.{cause}"] = metrics.get("evictions_by_cause", {}).get(cause)
     for stat in ("p50", "p95", "max"):
         out[f"production_inference_wait_s.{stat}"] = metrics["production_inference_wait_s"][stat]
+    avoidable = metrics.get("production_avoidable_wait_s") or {}
+    for stat in ("p95", "max"):
+        out[f"production_avoidable_wait_s.{stat}"] = avoidable.get(stat)
     for cls in Priority:
         waits = metrics["queue_wait_s"].get(cls.value) or {}
         for stat in ("p50", "p95", "max", "still_waiting"):

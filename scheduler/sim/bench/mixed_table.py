@@ -39,6 +39,8 @@ ROWS: tuple[tuple[str, str, Callable[[float], str]], ...] = (
     ("prod. inference wait p50", "production_inference_wait_s.p50", _s),
     ("prod. inference wait p95", "production_inference_wait_s.p95", _s),
     ("prod. inference wait max", "production_inference_wait_s.max", _s),
+    ("production wait avoidable p95", "production_avoidable_wait_s.p95", _s),
+    ("production wait avoidable max", "production_avoidable_wait_s.max", _s),
     *(
         row
         for cls in Priority
@@ -107,6 +109,9 @@ def table(payload: dict[str, Any], summaries: Mapping[str, Mapping[str, PlannerS
         "MIG profile holding its memory, /7) over capacity, work lost to evictions taken out.",
         "idle while pending: time-average share of capacity idle while pending jobs could have used it (first fit "
         "of the queue into the idle GPUs and free shares of open nodes, by true need, ignoring quotas).",
+        "production wait avoidable: per production job, its waiting cycles at which a placement existed within its "
+        "burst limit on free capacity and lower-priority work (a whole GPU serving any MIG profile, a larger "
+        "instance a smaller one; scheduler/sim/avoidable.py), one cycle each.",
         "eta_error: |predicted − actual start| / wait for jobs that waited over one cycle, the prediction taken at a "
         "quarter of the wait; over the jobs that had one (baselines give none).",
         "Waits of jobs still waiting at the end count as their wait so far.",

@@ -17,6 +17,7 @@ from scheduler.core.model.policy import Policy
 from scheduler.core.model.snapshot import Node
 from scheduler.sim.bench import all_cli, causes_cli
 from scheduler.sim.bench.causes_run import CauseRun, run_causes
+from scheduler.sim.bench.causes_summary import flat
 from scheduler.sim.bench.mixed_matrix import Setup, workload_of
 from scheduler.sim.bench.mixed_run import run_planner
 from scheduler.sim.bench.registry import benchmarks
@@ -70,6 +71,20 @@ def test_every_second_of_the_production_waits_is_labelled(causes: CauseRun) -> N
     assert waits.room_s <= sum(waits.capacity.values()) + 1e-9 and waits.lower_s <= waits.by_kind["capacity"] + 1e-9
     assert all(step[1] > 0 for wait in waits.longest for step in wait.sequence)
     assert all(wait.last_reason.startswith("waiting for") for wait in waits.longest)
+
+
+def test_the_production_wait_splits_into_avoidable_and_an_unavoidable_rest_by_cause() -> None:
+    causes = run_causes(workload_of(TINY, "serving", 3), "serving", 3)  # a seed whose production also waits in vain
+    metrics = causes.metrics
+    assert metrics is not None
+    avoidable, total = metrics["production_avoidable_wait_s"], metrics["production_inference_wait_s"]
+    assert avoidable["max"] is not None and avoidable["max"] <= total["max"]
+    row = flat(causes)
+    assert row is not None and row.figures["production.avoidable_max_s"] == avoidable["max"]
+    shares = row.groups["production.unavoidable"]
+    assert shares, "production waited where no placement existed"
+    assert sum(shares.values()) == pytest.approx(1.0)
+    assert all(label.split("/")[0] in ("burst", "held") for label in shares)
 
 
 def test_idle_while_pending_split_job_by_job_is_the_metrics_figure(causes: CauseRun) -> None:

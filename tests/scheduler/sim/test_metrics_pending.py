@@ -3,16 +3,19 @@ evictions by cause; and that the replay records what they need (per-cycle sample
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from scheduler.core.model.plan import Evict, Plan, Waiting
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.snapshot import Job, Node, Request, Slot
-from scheduler.core.model.vocabulary import CapacityTier, JobKind, JobTier
+from scheduler.core.model.snapshot import Job, Node, Request, Slot, Snapshot
+from scheduler.core.model.vocabulary import CapacityTier, JobKind, JobTier, Priority
 from scheduler.sim import replay
 from scheduler.sim.eta_error import eta_error_summary, eta_errors, prediction_at
 from scheduler.sim.evictions import cause, evictions_by_cause, per_window
 from scheduler.sim.idle_pending import cycle_gap, idle_while_pending
+from scheduler.sim.metrics import window_metrics
 from scheduler.sim.records import CycleLog, CycleSample, RunLog
 from tests.scheduler.sim.fakes import first_fit, scripted
 from tests.scheduler.sim.test_replay import job as job_event
@@ -153,3 +156,34 @@ def test_the_cycle_log_only_observes() -> None:
     plain = replay(scenario(events), first_fit)
     logged = replay(scenario(events), first_fit, cycles=CycleLog(window=(0.0, 50.0)))
     assert plain.as_dict() == logged.as_dict()
+
+
+# -- avoidable production wait -------------------------------------------------------------------------------------
+
+
+def test_avoidable_production_wait_counts_the_cycles_with_room_and_splits_the_rest() -> None:
+    # p (1 GPU) could bind at once on node a but the planner idles three cycles; q asks for an H100 and the
+    # cluster has none: all of its wait is unavoidable, "held" on its class.
+    events = [
+        job_event("p", priority="production", kind="inference", duration_s=100),
+        job_event("q", gpu_model="H100", priority="production", kind="inference", duration_s=100),
+    ]
+
+    def planner(snapshot: Snapshot, policy: Policy, now: float) -> Plan:  # binds p from t = 30, q never
+        if now < 30.0:
+            return Plan()
+        return first_fit(replace(snapshot, pending=tuple(j for j in snapshot.pending if j.id != "q")), policy, now)
+
+    log = CycleLog(window=(0.0, 200.0))
+    run = replay(scenario(events), planner, cycles=log)
+    nodes = {node.name: node for node in scenario(events).nodes}
+    jobs = [r.job for r in run.runs] + [
+        Job("q", "t", Request(gpus=1), kind=JobKind.INFERENCE, priority=Priority.PRODUCTION, gpu_model="H100")
+    ]
+    metrics = window_metrics(run, jobs, nodes, POLICY, (0.0, 200.0), log)
+    total = metrics["production_inference_wait_s"]
+    assert isinstance(total, dict) and total["max"] == 200.0  # q never starts
+    assert metrics["production_avoidable_wait_s"] == {"p50": 0.0, "p95": 30.0, "max": 30.0}
+    held_cycles = sum(1 for _, verdicts in log.verdicts for job, _ in verdicts if job == "q")
+    assert metrics["production_unavoidable_wait_s"] == {"held/H100": 10.0 * held_cycles}
+    assert held_cycles == 14  # the cycles 0–130: then nothing is left to happen and the replay skips to its end

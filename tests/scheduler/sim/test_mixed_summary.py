@@ -35,6 +35,9 @@ def test_flat_names_every_figure_and_leaves_unmeasured_ones_none() -> None:
     assert row["effective_utilization"] == 0.5 and row["evictions.priority"] == 3 and row["evictions.spot"] is None
     assert row["production_inference_wait_s.p95"] == 10.0 and row["queue_wait_s.low.p95"] is None
     assert row["eta_error.p90"] == 0.5
+    assert row["production_avoidable_wait_s.p95"] is None  # a run without the cycle log
+    judged = flat({**figures(0.5, 10.0, 0.1, 3, (0.2, 0.5)), "production_avoidable_wait_s": {"p95": 10.0, "max": 20.0}})
+    assert (judged["production_avoidable_wait_s.p95"], judged["production_avoidable_wait_s.max"]) == (10.0, 20.0)
 
 
 def test_claims_are_judged_on_medians_and_the_production_wait_on_the_worst_seed() -> None:
