@@ -21,7 +21,7 @@ whose least preferred victim comes earliest in that order, the next least prefer
 2. The same on each domain — the candidates holding a slot on one node, as Kubernetes' default preemption
    weighs each node's victims (``pickOneNodeForPreemption``): a prefix of the whole pool reaches every node's
    candidates in turn, so it may empty a full node where another node needs two. A domain is skipped when
-   its GPUs, emptied, could host no more replicas than now (:class:`_Rooms`).
+   its nodes, emptied, could host no replica, or a gang's replicas with the cluster's idle GPUs (:class:`_Rooms`).
 3. Every set smaller than the best so far, smallest first, on each domain and then on the whole pool, when
    they number at most :data:`EXHAUSTIVE_TRIALS`: the best-ranked set of the first size that makes room.
 
@@ -270,31 +270,31 @@ def _trial(
 
 class _Rooms:
     """Whether evicting a domain could let ``job`` in, told from the GPUs alone where that is sure: a job asking
-    for whole GPUs, and victims of other teams only (so the job's quota reads the same usage)."""
+    for whole GPUs and no host CPU or memory, and victims of other teams only (so the job's quota reads the same
+    usage). Every GPU without a layout counts, usable by the job or not: too many can only let a domain be
+    searched in vain, never skip one that could make room."""
 
     def __init__(self, state: ClusterState, job: Job) -> None:
         self.state = state
         self.job = job
-        self._elsewhere: int | None = None  # replicas the whole cluster's idle GPUs could host now
+        self._idle: int | None = None  # replicas the cluster's idle GPUs could host now
 
     def could_make_room(self, members: Sequence[Candidate]) -> bool:
-        """False only when, with every one of ``members`` gone, the GPUs of the nodes they hold could still not
-        host one more replica than now — and, for a gang, not all its replicas with the cluster's idle GPUs
-        elsewhere: the placement would fail as it does now."""
+        """False only when, with every one of ``members`` gone, the nodes they hold could host no replica — or,
+        for a gang, fewer than its replicas with the cluster's idle GPUs besides."""
         gpus = self.job.request.gpus
-        if not gpus or any(c.job.team == self.job.team for c in members):
+        if not gpus or self.job.cpu_milli or self.job.memory_mib:
+            return True
+        if any(c.job.team == self.job.team for c in members):
             return True
         gone = {c.job.id for c in members}
         nodes = dict.fromkeys(slot.node for c in members for replica in c.slots for slot in replica)
-        now = sum(self._hosts(node, gpus, frozenset()) for node in nodes)
         after = sum(self._hosts(node, gpus, gone) for node in nodes)
-        if after == now:
-            return False
-        if self.job.replicas == 1:
-            return True
-        if self._elsewhere is None:
-            self._elsewhere = sum(self._hosts(node, gpus, frozenset()) for node in self.state.nodes)
-        return self._elsewhere - now + after >= self.job.replicas
+        if after == 0 or self.job.replicas == 1:
+            return after > 0
+        if self._idle is None:
+            self._idle = sum(self._hosts(node, gpus, frozenset()) for node in self.state.nodes)
+        return self._idle + after >= self.job.replicas
 
     def _hosts(self, node: str, gpus: int, gone: Set[str]) -> int:
         """Replicas of ``gpus`` whole GPUs each that ``node``'s GPUs without a layout could host were the jobs

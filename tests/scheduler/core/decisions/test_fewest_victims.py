@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from scheduler.core.decisions.preemption import Candidate, _Rooms, candidates, find_victims, rank
 from scheduler.core.model.cluster_state import ClusterState
-from scheduler.core.model.snapshot import Job, Running, Slots
+from scheduler.core.model.snapshot import Job, Request, Running, Slots
 from scheduler.core.model.vocabulary import EvictionReason, Priority
 from scheduler.core.rules.fairshare import FairShare
 from tests.scheduler.core.decisions.test_preemption import (
@@ -213,3 +213,13 @@ def test_a_gang_counts_the_idle_gpus_elsewhere() -> None:
     state, fairness = cluster(idle=False)  # production holds n0: both n1 and n2 must be emptied
     result = victims_for(state, fairness, pending)
     assert result is not None and len(result[0]) == 6
+
+
+def test_no_domain_is_skipped_where_the_gpus_cannot_tell() -> None:
+    """Host CPU or memory, or a demand other than whole GPUs: evicting anything on a node may make room."""
+    state, _ = world([node("n1", gpus=1)], [team("a"), team("b")])
+    for pending in (
+        job("p", "a", gpus=2, cpu_milli=1000),
+        Job(id="p", team="a", request=Request(mig_profile="1g.10gb"), priority=Priority.PRODUCTION),
+    ):
+        assert _Rooms(state, pending).could_make_room([]) is True
