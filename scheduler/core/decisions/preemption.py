@@ -1,4 +1,4 @@
-"""Reclaim and preemption: which running jobs a pending job may evict, and the minimal set that makes room.
+"""Reclaim and preemption: which running jobs a pending job may evict, and the fewest that make room.
 
 The rules — protections, grounds and the order victims are preferred in — are :mod:`scheduler.core.rules.eviction`'s;
 this module finds, among the candidates they allow, the fewest that make room.
@@ -8,11 +8,26 @@ reconfiguration, and takes non-preemptible work only after (:mod:`scheduler.core
 
 Choice: candidates are ordered by (non-preemptible last, borrowed first, lower priority first, least work lost
 since the last checkpoint — ``(now - max(started_at, last_checkpoint_at)) × GPU-equivalents`` — first, most
-recently started first, id). The shortest prefix of that order after whose removal ``try_place()`` succeeds is
-found (doubling then bisection: the same prefix as adding one by one when placement is monotone, in
-O(log n) placement calls), then a pruning pass puts back, from the least preferred victim to the most
-preferred, every victim the placement does not need; the result is minimal: putting back any one victim
-makes ``try_place()`` fail. If removing every candidate does not make room, nothing is evicted.
+recently started first, id). The victims are the fewest candidates that make room; among equally few, the set
+whose least preferred victim comes earliest in that order, the next least preferred breaking a tie
+(:func:`rank`). Three searches, each through ``try_place()`` alone, propose sets and the best is kept:
+
+1. The prefix search on the whole pool: the shortest prefix after whose removal ``try_place()`` succeeds
+   (doubling then bisection: the same prefix as adding one by one when placement is monotone, in O(log n)
+   placement calls), then a pruning pass that puts back, from the least preferred victim to the most
+   preferred, every victim the placement does not need — a set from which no victim can be spared. When it
+   is one victim it is the best there is: no set is smaller, and it is the earliest that works alone (any
+   such victim ends the prefix).
+2. The same on each domain — the candidates holding a slot on one node, as Kubernetes' default preemption
+   weighs each node's victims (``pickOneNodeForPreemption``): a prefix of the whole pool reaches every node's
+   candidates in turn, so it may empty a full node where another node needs two. A domain is skipped when
+   its nodes, emptied, could host no replica, or a gang's replicas with the cluster's idle GPUs (:class:`_Rooms`).
+3. Every set smaller than the best so far, smallest first, on each domain and then on the whole pool, when
+   they number at most :data:`EXHAUSTIVE_TRIALS`: the best-ranked set of the first size that makes room.
+
+A job of one replica needs one node, so (2) and (3) make its set the fewest there is whenever no domain has
+more smaller sets than that. A gang across nodes gets the fewest on a small pool, else the best of (1) and (2).
+If removing every candidate does not make room, nothing is evicted.
 
 Speed, never a different choice: the caller may pass :class:`Shortcuts`, exact answers about ``try_place()``
 that let the search skip a trial — a pruning put-back proven to leave a placement, or (for a pool of at most
@@ -25,8 +40,10 @@ search is the plain one: every trial run, each team's candidates found afresh by
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Sequence, Set
 from dataclasses import dataclass
+from itertools import combinations
+from math import comb
 from typing import Protocol
 
 from scheduler.core.model.cluster_state import ClusterState
@@ -36,6 +53,7 @@ from scheduler.core.model.snapshot import Job, Preemption, Slots
 from scheduler.core.model.vocabulary import EvictionReason, Priority
 from scheduler.core.rules.eviction import (
     Candidate,
+    Preference,
     as_production,
     by_key,
     reclaims_own,
@@ -53,6 +71,10 @@ Keeps = Callable[[Job, Slots, Slots], bool]
 # searches that fail have small pools, and removing a large pool at once only to put it back costs more than
 # the trials the probe saves. A matter of speed only: the answer is the same either way.
 FAIL_FAST_POOL = 32
+
+# Every set smaller than the best found is tried when there are at most this many of them (module doc): small
+# pools get the fewest victims for certain, large ones the best of the whole pool's and each domain's search.
+EXHAUSTIVE_TRIALS = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +137,7 @@ def find_victims(
     victim_cache: TeamCandidates | None = None,
     preemptible_only: bool = False,
 ) -> tuple[list[Evict], Slots] | None:
-    """A minimal set of evictions that lets ``job`` be placed, and the slots it gets; None if there is none.
+    """The fewest evictions (module doc) that let ``job`` be placed, and the slots it gets; None if there is none.
 
     ``try_place()`` must return a placement for ``job`` on the state's currently free capacity, or None, and
     must leave the state as it found it; it should also return None when the placement would fail
@@ -132,7 +154,7 @@ def find_victims(
 
     def search(reclaim: bool) -> tuple[list[Candidate], Slots] | None:
         pool = candidates(state, job, fairness, policy, now, preemptions, reclaim, victim_cache, preemptible_only)
-        return _search(state, try_place, pool, shortcuts)
+        return _search(state, job, try_place, pool, shortcuts)
 
     found = search(allow_reclaim)
     if found is not None and allow_reclaim and any(c.reason == EvictionReason.RECLAIM for c in found[0]):
@@ -190,6 +212,108 @@ def candidates(
 
 
 def _search(
+    state: ClusterState, job: Job, try_place: TryPlace, pool: list[Candidate], shortcuts: Shortcuts
+) -> tuple[list[Candidate], Slots] | None:
+    """The best victim set (:func:`rank`) the search finds (module doc): the whole pool's, then each domain's
+    that could make room, then every smaller set while they are few. Explores inside its own Statements and
+    always rolls back."""
+    best = _prefix_search(state, try_place, pool, shortcuts)
+    if best is None or len(best[0]) <= 1:
+        return best  # one victim is the fewest, and the earliest that works alone (module doc)
+    rooms = _Rooms(state, job)
+    for members in _domains(pool):
+        if len(members) == len(pool) or not rooms.could_make_room(members):
+            continue
+        found = _prefix_search(state, try_place, members, shortcuts)
+        if found is not None and rank(found[0]) < rank(best[0]):
+            best = found
+        best = _fewer(state, try_place, members, best)
+    return _fewer(state, try_place, pool, best)
+
+
+def rank(victims: Sequence[Candidate]) -> tuple[int, list[Preference]]:
+    """A victim set's place among those that make room, least first: fewest victims, then the set whose least
+    preferred victim comes earliest in the order, the next least preferred breaking a tie, and so on."""
+    return len(victims), sorted((c.key for c in victims), reverse=True)
+
+
+def _fewer(
+    state: ClusterState, try_place: TryPlace, pool: list[Candidate], best: tuple[list[Candidate], Slots]
+) -> tuple[list[Candidate], Slots]:
+    """``best``, or a smaller set found by trying every set of each smaller size, smallest first — when all of
+    them together are at most :data:`EXHAUSTIVE_TRIALS`; the best-ranked of the first size that makes room."""
+    sizes = range(1, len(best[0]))
+    if sum(comb(len(pool), size) for size in sizes) > EXHAUSTIVE_TRIALS:
+        return best
+    for size in sizes:
+        trials = (_trial(state, try_place, subset) for subset in combinations(pool, size))
+        made = [found for found in trials if found is not None]
+        if made:
+            return min(made, key=lambda found: rank(found[0]))
+    return best
+
+
+def _trial(
+    state: ClusterState, try_place: TryPlace, victims: Sequence[Candidate]
+) -> tuple[list[Candidate], Slots] | None:
+    """``victims`` and the placement ``try_place()`` finds with them removed, or None; the state is left as it
+    was."""
+    statement = state.begin()
+    try:
+        for victim in victims:
+            state.remove(victim.job.id)
+        slots = try_place()
+    finally:
+        statement.rollback()
+    return (list(victims), slots) if slots is not None else None
+
+
+class _Rooms:
+    """Whether evicting a domain could let ``job`` in, told from the GPUs alone where that is sure: a job asking
+    for whole GPUs and no host CPU or memory, and victims of other teams only (so the job's quota reads the same
+    usage). Every GPU without a layout counts, usable by the job or not: too many can only let a domain be
+    searched in vain, never skip one that could make room."""
+
+    def __init__(self, state: ClusterState, job: Job) -> None:
+        self.state = state
+        self.job = job
+        self._idle: int | None = None  # replicas the cluster's idle GPUs could host now
+
+    def could_make_room(self, members: Sequence[Candidate]) -> bool:
+        """False only when, with every one of ``members`` gone, the nodes they hold could host no replica — or,
+        for a gang, fewer than its replicas with the cluster's idle GPUs besides."""
+        gpus = self.job.request.gpus
+        if not gpus or self.job.cpu_milli or self.job.memory_mib:
+            return True
+        if any(c.job.team == self.job.team for c in members):
+            return True
+        gone = {c.job.id for c in members}
+        nodes = dict.fromkeys(slot.node for c in members for replica in c.slots for slot in replica)
+        after = sum(self._hosts(node, gpus, gone) for node in nodes)
+        if after == 0 or self.job.replicas == 1:
+            return after > 0
+        if self._idle is None:
+            self._idle = sum(self._hosts(node, gpus, frozenset()) for node in self.state.nodes)
+        return self._idle + after >= self.job.replicas
+
+    def _hosts(self, node: str, gpus: int, gone: Set[str]) -> int:
+        """Replicas of ``gpus`` whole GPUs each that ``node``'s GPUs without a layout could host were the jobs
+        ``gone`` gone."""
+        free = sum(1 for gpu in self.state.node_gpus(node) if not gpu.mig_on and gpu.holders() <= gone)
+        return free // gpus
+
+
+def _domains(pool: Sequence[Candidate]) -> list[list[Candidate]]:
+    """The pool's candidates by node, in pool order (a candidate holding several nodes is in each), nodes in the
+    order the pool first reaches them: what evictions on one node alone can free."""
+    by_node: dict[str, list[Candidate]] = {}
+    for candidate in pool:
+        for node in dict.fromkeys(slot.node for replica in candidate.slots for slot in replica):
+            by_node.setdefault(node, []).append(candidate)
+    return list(by_node.values())
+
+
+def _prefix_search(
     state: ClusterState, try_place: TryPlace, pool: list[Candidate], shortcuts: Shortcuts
 ) -> tuple[list[Candidate], Slots] | None:
     """Shortest successful prefix of ``pool``, then pruning; explores inside its own Statement and always rolls
