@@ -49,9 +49,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # Scenarios whose expectation the engine does not meet yet: stem → what is wrong (see the helper's report).
 # Scenarios the engine is known to fail, with the reason (strict xfail: fixing the engine must remove the entry).
-KNOWN_ENGINE_GAPS: dict[str, str] = {
-    "57_production_evicts_on_a_mig_off_gpu": "the MIG-off rule applies only to idle GPUs: production drains a MIG GPU",
-}
+KNOWN_ENGINE_GAPS: dict[str, str] = {}
 
 Json = dict[str, Any]
 
