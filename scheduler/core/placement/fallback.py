@@ -30,15 +30,19 @@ reconfiguration or evicts anyone. The rules:
 priority: a MIG demand for the profile that takes every compute slice of the GPU (``7g.80gb``, ``7g.40gb``)
 holds the whole GPU either way, so an idle GPU with MIG off serves it now — instead of a reconfiguration to a
 single instance (300 s), and another back when whole-GPU work wants the GPU (the flip-flop ``bench causes``
-measured).
+measured). :func:`whole_gpu_options` says where such a GPU serves a job; production that finds none of them
+idle evicts lower work from one before any layout change (the planning step ``preempt_whole_gpu``, which asks
+the eviction rules for candidates as :func:`as_whole_gpus` sees the job).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from scheduler.core.gpus.catalog import COMPUTE_SLICES, GPU_MODEL_BY_NAME
 from scheduler.core.model.demand import Demand, DemandKind
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.snapshot import Job, Slot, Slots
+from scheduler.core.model.snapshot import Job, Request, Slot, Slots
 from scheduler.core.model.vocabulary import Priority
 from scheduler.core.placement.find import replica_by_replica
 from scheduler.core.placement.index import CapacityIndex, IndexedClusterState
@@ -103,17 +107,30 @@ def _best_replica(
     return best[1] if best is not None else None
 
 
-def whole_gpu_slots(state: IndexedClusterState, job: Job, policy: Policy) -> Slots | None:
-    """Slots on idle MIG-off GPUs for every replica of ``job`` when its MIG demand takes every compute slice
-    of the GPU (module doc), or None. The state is left unchanged."""
-    index = state.index
-    assert index is not None
-    full = tuple(
+def whole_gpu_options(index: CapacityIndex, job: Job, policy: Policy) -> tuple[Option, ...]:
+    """One whole-GPU option for each of ``job``'s MIG options whose profile takes every compute slice of the
+    GPU (module doc): where a GPU with MIG off serves it. Empty for any other job."""
+    return tuple(
         Option(o.tier_rank, o.model_rank, o.group, Demand.whole(1))
         for o in options_for(index, job, policy)
         if o.demand.kind == DemandKind.MIG
         and GPU_MODEL_BY_NAME[o.model].profiles()[o.demand.mig_profile or ""].compute_slices == COMPUTE_SLICES
     )
+
+
+def as_whole_gpus(job: Job) -> Job:
+    """``job`` asking for one whole GPU per replica: what a preemption on GPUs with MIG off searches for it. The
+    eviction rules then take another team's work as a candidate only where it holds a GPU with MIG off
+    (:func:`~scheduler.core.rules.eviction.could_help`), the only capacity such a search can free for it."""
+    return replace(job, request=Request(gpus=1))
+
+
+def whole_gpu_slots(state: IndexedClusterState, job: Job, policy: Policy) -> Slots | None:
+    """Slots on idle MIG-off GPUs for every replica of ``job`` when its MIG demand takes every compute slice
+    of the GPU (module doc), or None. The state is left unchanged."""
+    index = state.index
+    assert index is not None
+    full = whole_gpu_options(index, job, policy)
     if not full:
         return None
     return replica_by_replica(state, index, job, lambda: _whole_replica(index, job, full))

@@ -16,7 +16,7 @@ Steps:
    :data:`~scheduler.core.planning.steps.OTHER_STEPS` for the rest —
 
    not_ready → choose → backfill → idle_whole_gpu → (production: fallback → preempt_preemptible →
-   reconfigure_idle) → preempt → (production: reconfigure_by_drain → hold) → reserve → wait.
+   preempt_whole_gpu → reconfigure_idle) → preempt → (production: reconfigure_by_drain → hold) → reserve → wait.
 
    Free capacity is taken at a placement the quota admits (:func:`choose.choose`); a preemption
    (:func:`preemption.find_victims`, whose rules decide who may be evicted) evicts and binds in one Statement;
@@ -46,13 +46,15 @@ then the whole value);
 a pending id that is already running is ignored (it was bound by an earlier cycle whose plan was applied).
 
 Speed: a failed placement is remembered per job shape until capacity is freed (see
-:mod:`placement.find`), and so is a failed preemption, per (shape, team, priority, preemptible) — except
-for a job that was itself recently evicted, whose ping-pong protection depends on its identity. Binding
-only takes capacity and adds usage, and the eviction candidates are snapshot-running jobs (whose borrowed
-status depends only on which of them are still placed), so a preemption that failed keeps failing until
-something is freed (an eviction, a reconfiguration, a committed Statement). A search itself runs its trial
-placements through :class:`~scheduler.core.speedups.trial.TrialPlacement`, whose exact shortcuts skip trials whose
-answer is known, and reads candidates from one :class:`~scheduler.core.speedups.victims.Victims` per cycle (rebuilt
+:mod:`placement.find`), and so is a failed preemption, per (shape, team, priority, preemptible, the kind of
+search: of preemptible work only, on MIG-off GPUs only) — except for a job that was itself recently evicted,
+whose ping-pong protection depends on its identity. Binding only takes capacity and adds usage, and the
+eviction candidates are snapshot-running jobs (whose borrowed status depends only on which of them are still
+placed), so a preemption that failed keeps failing until something is freed (an eviction, a reconfiguration,
+a committed Statement). A search itself runs its trial placements through
+:class:`~scheduler.core.speedups.trial.TrialPlacement` (on MIG-off GPUs only,
+:class:`~scheduler.core.speedups.wholetrial.WholeGpuTrial`), whose exact shortcuts skip trials whose answer is
+known, and reads candidates from one :class:`~scheduler.core.speedups.victims.Victims` per cycle (rebuilt
 after a reconfiguration closes a node; with the speed-ups off, from the plain rule
 :func:`~scheduler.core.rules.eviction.team_candidates`). Every such cache and shortcut goes through the cycle's memo
 (:mod:`scheduler.core.speedups`); ``plan_cycle(..., speedups=False)`` switches all of them off.

@@ -21,6 +21,7 @@ from scheduler.core.model.policy import Policy
 from scheduler.core.model.shape import Shape
 from scheduler.core.model.snapshot import Job, Slots, Snapshot
 from scheduler.core.placement import IndexedClusterState
+from scheduler.core.placement.fallback import as_whole_gpus
 from scheduler.core.placement.gang import bind
 from scheduler.core.placement.index import CapacityIndex
 from scheduler.core.placement.options import Option
@@ -31,6 +32,7 @@ from scheduler.core.rules.limits import Admission, placement_units
 from scheduler.core.speedups.memo import current_memo
 from scheduler.core.speedups.switch import team_candidates
 from scheduler.core.speedups.trial import TrialPlacement
+from scheduler.core.speedups.wholetrial import WholeGpuTrial
 
 
 def live_index(state: IndexedClusterState) -> CapacityIndex:
@@ -76,28 +78,35 @@ class Run:
         self.binds.append(bind(self.state, job, slots))
         self.reconfigurations.bound(slots)  # a node bound to this cycle is not reconfigured in it
 
-    def preempt_fails(self, job: Job, preemptible_only: bool = False) -> bool:
-        """Is a preemption for ``job`` known to fail: one for its shape failed and nothing was freed since? Not
-        remembered for a recent victim, whose ping-pong protection depends on its identity
-        (:mod:`scheduler.core.planning.cycle`,
-        Speed)."""
+    def preempt_fails(self, job: Job, preemptible_only: bool = False, whole_gpu: bool = False) -> bool:
+        """Is a preemption for ``job`` (of the kind :meth:`preempt` is asked) known to fail: one for its shape
+        failed and nothing was freed since? Not remembered for a recent victim, whose ping-pong protection
+        depends on its identity (:mod:`scheduler.core.planning.cycle`, Speed)."""
         remember = job.id not in self.recent_victims
-        return remember and self._preempt_failed.get(self._preempt_key(job, preemptible_only)) == self.index.freed
+        key = self._preempt_key(job, preemptible_only, whole_gpu)
+        return remember and self._preempt_failed.get(key) == self.index.freed
 
-    def preempt(self, job: Job, preemptible_only: bool = False) -> bool:
+    def preempt(self, job: Job, preemptible_only: bool = False, whole_gpu: bool = False) -> bool:
         """Evict for ``job`` (only preemptible work when ``preemptible_only``) and bind it, both in one Statement;
-        False, with nothing changed, when no set of victims makes room its quota admits. The caller has checked
-        :meth:`preempt_fails`."""
-        key = self._preempt_key(job, preemptible_only)
+        False, with nothing changed, when no set of victims makes room its quota admits. ``whole_gpu``: only on
+        GPUs with MIG off, for a profile that takes every compute slice of the GPU
+        (:class:`~scheduler.core.speedups.wholetrial.WholeGpuTrial`). The caller has checked :meth:`preempt_fails`."""
+        key = self._preempt_key(job, preemptible_only, whole_gpu)
         remember = job.id not in self.recent_victims
         statement = self.state.begin()
-        trial = TrialPlacement(self.state, self.index, self.fairness, job, self.policy)
+        trial: WholeGpuTrial | TrialPlacement
+        if whole_gpu:
+            trial = WholeGpuTrial(self.state, self.fairness, job, self.policy)
+            searched = as_whole_gpus(job)  # its candidates: what holds a GPU with MIG off (or its team's quota)
+        else:
+            trial = TrialPlacement(self.state, self.index, self.fairness, job, self.policy)
+            searched = job
         if len(self.reconfigurations.changes) != self._victims_at:  # a node closed: candidates may change
             self._victims = self._new_victims()
             self._victims_at = len(self.reconfigurations.changes)
         found = find_victims(
             self.state,
-            job,
+            searched,
             self.fairness,
             trial,
             self.policy,
@@ -120,8 +129,8 @@ class Run:
         return True
 
     @staticmethod
-    def _preempt_key(job: Job, preemptible_only: bool) -> Hashable:
-        return (Shape.of(job).preemption, job.team, preemptible_only)
+    def _preempt_key(job: Job, preemptible_only: bool, whole_gpu: bool) -> Hashable:
+        return (Shape.of(job).preemption, job.team, preemptible_only, whole_gpu)
 
     def _new_victims(self) -> TeamCandidates | None:
         """A memory of each team's eviction candidates for the cycle, or None with the speed-ups off: preemption

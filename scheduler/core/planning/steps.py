@@ -4,7 +4,8 @@ A turn runs the steps of its order one after another until one ends it. The orde
 else:
 
 - production work: :data:`PRODUCTION_STEPS` — not_ready → choose → backfill → idle_whole_gpu → fallback →
-  preempt_preemptible → reconfigure_idle → preempt → reconfigure_by_drain → hold → reserve → wait;
+  preempt_preemptible → preempt_whole_gpu → reconfigure_idle → preempt → reconfigure_by_drain → hold → reserve →
+  wait;
 - other work: :data:`OTHER_STEPS` — not_ready → choose → backfill → idle_whole_gpu → preempt → reserve → wait.
 
 Each step is a function ``step(run, turn) -> bool`` whose docstring is its contract: when it acts (what it
@@ -16,14 +17,15 @@ whole-GPU step may set), the rest of the cycle's working state in the :class:`~s
 Why this order. Free capacity first: the best placement its quota admits, then GPUs a reservation holds
 that the job will have left by the time the reservation starts, then an idle MIG-off GPU (the same
 capacity as a full-GPU MIG instance). Production must start now, so it goes on: a larger free instance or
-a whole idle GPU; preemptible work yields before it waits minutes for a reconfiguration; an idle GPU's
-change before firm work is evicted; then a preemption; a GPU drained of lower work only when that failed
-(eviction is the last resort); and failing all, a node bound this cycle held for its change next cycle
-rather than let lower work start there. Production's own steps run only while the quota has not refused
-the job (:attr:`Turn.production`): a production job its quota refused waits as other work does. Other
-work evicts as the last resort: not while a reconfiguration of an idle GPU could serve it — it waits for
-the change the cycle plans after placement (:mod:`scheduler.core.planning.cycle`, step 4). What still waits gets a
-reservation of GPUs that will free for it, else its blocker: the quota or capacity.
+a whole idle GPU; preemptible work yields before it waits minutes for a reconfiguration; a MIG-off GPU an
+eviction frees serves a profile that takes the whole GPU before any layout change (the same capacity, now);
+an idle GPU's change before firm work is evicted elsewhere; then a preemption; a GPU drained of lower work
+only when that failed (eviction is the last resort); and failing all, a node bound this cycle held for its
+change next cycle rather than let lower work start there. Production's own steps run only while the quota
+has not refused the job (:attr:`Turn.production`): a production job its quota refused waits as other work
+does. Other work evicts as the last resort: not while a reconfiguration of an idle GPU could serve it — it
+waits for the change the cycle plans after placement (:mod:`scheduler.core.planning.cycle`, step 4). What
+still waits gets a reservation of GPUs that will free for it, else its blocker: the quota or capacity.
 
 Adding a scheduling rule: state it in ``scheduler/core/rules/`` as plain code; write the step that applies
 it here, with its contract; put the step in its place in :data:`PRODUCTION_STEPS` and/or
@@ -40,7 +42,7 @@ from scheduler.core.decisions.reservation import expected_runtime
 from scheduler.core.model.explain import Blocker
 from scheduler.core.model.snapshot import Job
 from scheduler.core.model.vocabulary import BlockerKind, Priority
-from scheduler.core.placement.fallback import fallback_slots, whole_gpu_slots
+from scheduler.core.placement.fallback import fallback_slots, whole_gpu_options, whole_gpu_slots
 from scheduler.core.placement.options import Option
 from scheduler.core.planning.run import Run
 from scheduler.core.rules.limits import Admission, placement_units
@@ -160,6 +162,25 @@ def preempt_preemptible(run: Run, turn: Turn) -> bool:
     return run.preempt(turn.job, True)
 
 
+def preempt_whole_gpu(run: Run, turn: Turn) -> bool:
+    """Evict lower work from a GPU with MIG off for production work whose MIG profile takes every compute slice
+    of the GPU, and bind it there (:meth:`Run.preempt`, ``whole_gpu``): such a GPU is the same capacity as the
+    instance (:func:`idle_whole_gpu`), and an eviction serves production now where a layout change — of an
+    idle GPU or a drained one — makes it wait minutes. Only whole MIG-off GPUs its quota admits are taken; the
+    victims are the fewest the preemption rules allow, preemptible work first.
+
+    Acts only for :attr:`Turn.production` with such a profile
+    (:func:`~scheduler.core.placement.fallback.whole_gpu_options`), and not when such a preemption is known to
+    fail (:meth:`Run.preempt_fails`). Changes: the evictions and the binds, or nothing. Returns True when
+    bound."""
+    job = turn.job
+    if not turn.production or not whole_gpu_options(run.index, job, run.policy):
+        return False
+    if run.preempt_fails(job, whole_gpu=True):
+        return False
+    return run.preempt(job, whole_gpu=True)
+
+
 def reconfigure_idle(run: Run, turn: Turn) -> bool:
     """Production work waits for a reconfiguration that offers its instance: one under way, else a change of an idle
     GPU made now (:meth:`~scheduler.core.placement.reconfigurations.Reconfigurations.for_production`) — before
@@ -263,6 +284,7 @@ PRODUCTION_STEPS: tuple[Step, ...] = (
     idle_whole_gpu,
     fallback,
     preempt_preemptible,
+    preempt_whole_gpu,
     reconfigure_idle,
     preempt,
     reconfigure_by_drain,

@@ -34,6 +34,7 @@ from scheduler.core.planning.steps import (
     not_ready,
     preempt,
     preempt_preemptible,
+    preempt_whole_gpu,
     reconfigure_by_drain,
     reconfigure_idle,
     reserve,
@@ -288,6 +289,73 @@ def test_preempt_preemptible_acts_only_for_production_and_not_when_known_to_fail
     assert preempt_preemptible(run, _turn(run, prod, REFUSED)) is False
 
 
+# -- preempt_whole_gpu ------------------------------------------------------------------------------------------
+
+
+def _mig_off_world(prod: Job, *, preemptible: Sequence[bool] = (False,), svc: Team | None = None) -> Run:
+    """Node m's one GPU in 1g.10gb instances, one held by team lab's low preemptible inference; nodes w0, w1, …
+    one GPU each with MIG off, each held by lab's low training, preemptible as ``preemptible`` says."""
+    small = running(
+        job("small", "lab", mig="1g.10gb", kind=JobKind.INFERENCE, priority=Priority.LOW),
+        ((Slot("m", 0, "1g.10gb", 0),),),
+        started_at=NOW - 1000,
+    )
+    trains = [
+        running(
+            job(f"train{i}", "lab", gpus=1, priority=Priority.LOW, preemptible=flag),
+            (whole(f"w{i}", 0),),
+            started_at=NOW - 1000,
+        )
+        for i, flag in enumerate(preemptible)
+    ]
+    nodes = [node("m", A100, 1, mig="all-1g.10gb"), *(node(f"w{i}", A100, 1) for i in range(len(trains)))]
+    teams = [svc or team("svc", guaranteed=1), team("lab", guaranteed=8)]
+    return _run(nodes, [prod], teams=teams, running_jobs=[small, *trains])
+
+
+def test_preempt_whole_gpu_evicts_lower_work_from_a_mig_off_gpu_for_a_profile_that_takes_the_whole_gpu() -> None:
+    prod = _production("p", "svc", mig="7g.80gb")
+    run = _mig_off_world(prod)
+    turn = _turn(run, prod)
+    for step in (choose, idle_whole_gpu, fallback, preempt_preemptible):
+        assert step(run, turn) is False  # no free or preemptible 7g.80gb instance, no idle MIG-off GPU
+    assert preempt_whole_gpu(run, turn) is True
+    assert run.evictions == [Evict("train0", EvictionReason.PRODUCTION, "p")]
+    assert _bound(run) == {"p": [Slot("w0", 0)]}
+    assert not run.reconfigurations.changes and "small" in run.state.placed  # no layout change, no MIG victim
+
+
+def test_preempt_whole_gpu_takes_preemptible_work_before_firm_work() -> None:
+    prod = _production("p", "svc", mig="7g.80gb")
+    run = _mig_off_world(prod, preemptible=(False, True))
+    assert preempt_whole_gpu(run, _turn(run, prod)) is True
+    assert [e.job for e in run.evictions] == ["train1"] and _bound(run) == {"p": [Slot("w1", 0)]}
+
+
+def test_preempt_whole_gpu_takes_only_a_gpu_its_quota_admits_and_remembers_a_failure() -> None:
+    prod = _production("p", "svc", mig="7g.80gb")
+    run = _mig_off_world(prod, svc=team("svc", guaranteed=0.5, burst=0.9))  # a whole GPU is over the burst limit
+    assert preempt_whole_gpu(run, _turn(run, prod)) is False
+    assert not run.evictions and not run.binds and "train0" in run.state.placed
+    assert run.preempt_fails(prod, whole_gpu=True) and not run.preempt_fails(prod)  # remembered for its kind only
+
+
+def test_preempt_whole_gpu_acts_only_for_production_with_such_a_profile_and_not_when_known_to_fail(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    prod = _production("p", "svc", mig="7g.80gb")
+    other = job("o", "svc", mig="7g.80gb", kind=JobKind.INFERENCE, priority=Priority.HIGH, preemptible=False)
+    smaller = _production("p3", "svc", mig="3g.40gb")  # a whole GPU would be a fallback for it, not its capacity
+    run = _mig_off_world(prod)
+    monkeypatch.setattr(run, "preempt", _refuse)
+    assert preempt_whole_gpu(run, _turn(run, other)) is False
+    assert preempt_whole_gpu(run, _turn(run, prod, REFUSED)) is False
+    assert preempt_whole_gpu(run, _turn(run, smaller)) is False
+    monkeypatch.setattr(run, "preempt_fails", lambda job, preemptible_only=False, whole_gpu=False: whole_gpu)
+    assert preempt_whole_gpu(run, _turn(run, prod)) is False
+    assert not run.evictions and not run.binds
+
+
 # -- reconfigure_idle -------------------------------------------------------------------------------------------
 
 
@@ -483,6 +551,7 @@ PRODUCTION_ORDER = [
     "idle_whole_gpu",
     "fallback",
     "preempt_preemptible",
+    "preempt_whole_gpu",
     "reconfigure_idle",
     "preempt",
     "reconfigure_by_drain",
