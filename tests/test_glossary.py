@@ -35,12 +35,6 @@ ALLOWED: tuple[tuple[str, str, str], ...] = (
     ),
     ("*", r"MigRepartition", "the Kubernetes Event reason of that eviction, which alert rules and filters match"),
     (
-        "*",
-        r"MIG layout change under way|held for its MIG layout change next cycle",
-        "the engine's reason text, inside every plan the plan digests hash: rewording it belongs in a commit that "
-        "records new digests, not in a rename that must leave them equal",
-    ),
-    (
         "scheduler/models.py",
         r"""help_text=["']MIG changes""",
         "a field's help text is in its migration: changing it needs a new migration, for no stored change",

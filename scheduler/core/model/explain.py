@@ -141,11 +141,11 @@ def reason_text(need: str, blocker: Blocker, standing: str, ahead: int, now: flo
         head = f"waiting for {need} within quota: {blocker.detail}"
     elif blocker.kind == BlockerKind.RECONFIGURING:
         ready = "" if blocker.ready_at is None else f", ready in {max(0, round(blocker.ready_at - now))} s"
-        head = f"waiting for {need}; MIG layout change under way on {blocker.detail}{ready}"
+        head = f"waiting for {need}; MIG reconfiguration under way on {blocker.detail}{ready}"
     elif blocker.kind == BlockerKind.HELD:
         ready = "" if blocker.ready_at is None else f", ready in about {max(0, round(blocker.ready_at - now))} s"
         head = (
-            f"waiting for {need}; {blocker.detail} is held for its MIG layout change next cycle (it took a bind "
+            f"waiting for {need}; {blocker.detail} is held for its MIG reconfiguration next cycle (it took a bind "
             f"in this one){ready}"
         )
     elif blocker.kind == BlockerKind.RESERVED:

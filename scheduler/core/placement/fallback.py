@@ -31,7 +31,7 @@ priority: a MIG demand for the profile that takes every compute slice of the GPU
 holds the whole GPU either way, so an idle GPU with MIG off serves it now — instead of a reconfiguration to a
 single instance (300 s), and another back when whole-GPU work wants the GPU (the flip-flop ``bench causes``
 measured). :func:`whole_gpu_options` says where such a GPU serves a job; production that finds none of them
-idle evicts lower work from one before any layout change (the planning step ``preempt_whole_gpu``, which asks
+idle evicts lower work from one before any reconfiguration (the planning step ``preempt_whole_gpu``, which asks
 the eviction rules for candidates as :func:`as_whole_gpus` sees the job).
 """
 

@@ -18,7 +18,7 @@ Why this order. Free capacity first: the best placement its quota admits, then G
 that the job will have left by the time the reservation starts, then an idle MIG-off GPU (the same
 capacity as a full-GPU MIG instance). Production must start now, so it goes on: a larger free instance or
 a whole idle GPU; preemptible work yields before it waits minutes for a reconfiguration; a MIG-off GPU an
-eviction frees serves a profile that takes the whole GPU before any layout change (the same capacity, now);
+eviction frees serves a profile that takes the whole GPU before any reconfiguration (the same capacity, now);
 an idle GPU's change before firm work is evicted elsewhere; then a preemption; a GPU drained of lower work
 only when that failed (eviction is the last resort); and failing all, a node bound this cycle held for its
 change next cycle rather than let lower work start there. Production's own steps run only while the quota
@@ -165,7 +165,7 @@ def preempt_preemptible(run: Run, turn: Turn) -> bool:
 def preempt_whole_gpu(run: Run, turn: Turn) -> bool:
     """Evict lower work from a GPU with MIG off for production work whose MIG profile takes every compute slice
     of the GPU, and bind it there (:meth:`Run.preempt`, ``whole_gpu``): such a GPU is the same capacity as the
-    instance (:func:`idle_whole_gpu`), and an eviction serves production now where a layout change — of an
+    instance (:func:`idle_whole_gpu`), and an eviction serves production now where a reconfiguration — of an
     idle GPU or a drained one — makes it wait minutes. Only whole MIG-off GPUs its quota admits are taken; the
     victims are the fewest the preemption rules allow, preemptible work first.
 

@@ -3,7 +3,7 @@
 A MIG demand for the profile that takes every compute slice of the GPU (``7g.80gb``, ``7g.40gb``) holds the
 whole GPU either way, so a GPU with MIG off serves it (:func:`~scheduler.core.placement.fallback.whole_gpu_slots`).
 Production asks a preemption search (:func:`scheduler.core.decisions.preemption.find_victims`) for such a GPU
-before any layout change; :class:`WholeGpuTrial` is that search's ``try_place``: slots on idle MIG-off GPUs for
+before any reconfiguration; :class:`WholeGpuTrial` is that search's ``try_place``: slots on idle MIG-off GPUs for
 every replica, when the quota admits what they hold (counted at :func:`~scheduler.core.rules.limits.placement_units`,
 as :func:`~scheduler.core.placement.fallback.whole_gpu_slots`' own step counts it), else None. Nothing else — no
 MIG instance, no larger one — is accepted: the job's other placements are the other preemption steps'.

@@ -1,6 +1,6 @@
 """A MIG demand for the profile that takes every compute slice holds the whole GPU either way: an idle MIG-off
 GPU serves it now, at any priority, instead of a reconfiguration (placement.fallback.whole_gpu_slots); and for
-production, a MIG-off GPU an eviction frees does too, before any layout change (planning.steps.preempt_whole_gpu)."""
+production, a MIG-off GPU an eviction frees does too, before any reconfiguration (planning.steps.preempt_whole_gpu)."""
 
 from __future__ import annotations
 

@@ -77,12 +77,12 @@ def test_standing_text(guarantee: int, held: int, under: bool, expected: str) ->
         ),
         (
             Blocker(BlockerKind.RECONFIGURING, "node a GPU 1", NOW + 299.6),
-            "waiting for 4 H100 GPUs; MIG layout change under way on node a GPU 1, ready in 300 s; "
+            "waiting for 4 H100 GPUs; MIG reconfiguration under way on node a GPU 1, ready in 300 s; "
             "team above its guarantee; 3 jobs ahead",
         ),
         (
             Blocker(BlockerKind.RECONFIGURING, "node a GPU 1"),
-            "waiting for 4 H100 GPUs; MIG layout change under way on node a GPU 1; team above its guarantee; "
+            "waiting for 4 H100 GPUs; MIG reconfiguration under way on node a GPU 1; team above its guarantee; "
             "3 jobs ahead",
         ),
         (

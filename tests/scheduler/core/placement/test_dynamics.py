@@ -126,7 +126,7 @@ def test_aged_demand_left_unserved_by_one_change_gets_the_next_node_in_the_same_
     assert [c.node for c in plan.reconfigurations] == ["n00", "n01"]
     reasons = {w.job: w.reason for w in plan.waiting}
     assert "node n00 GPU 0" in reasons["j0"] and "node n01 GPU 0" in reasons["j1"]
-    assert "MIG layout change under way" not in reasons["j2"]  # the budget is spent: next cycle
+    assert "MIG reconfiguration under way" not in reasons["j2"]  # the budget is spent: next cycle
     # Production changes count against the budget: with one production change, one more node changes.
     prod = job("p", mig="7g.80gb", kind=JobKind.INFERENCE, priority=Priority.PRODUCTION, submitted_at=OLD)
     plan = plan_cycle(snapshot(nodes, [prod, *pending], [team("t", guaranteed=16)]), POLICY, NOW)

@@ -193,7 +193,7 @@ def test_unplaced_mig_demand_gets_a_reconfiguration_and_is_told_so() -> None:
     assert change.node == "a" and change.ready_at == NOW + POLICY.mig_reconfigure_s
     assert sum(name == "1g.10gb" for name, _ in change.new) >= 3
     for waiting in plan.waiting:
-        assert "MIG layout change under way on node a GPU 0, ready in 300 s" in waiting.reason
+        assert "MIG reconfiguration under way on node a GPU 0, ready in 300 s" in waiting.reason
         assert waiting.eta_s == POLICY.mig_reconfigure_s
 
 
@@ -209,7 +209,7 @@ def test_jobs_a_reconfiguration_does_not_serve_are_not_told_to_wait_for_it() -> 
     )
     assert [c.node for c in plan.reconfigurations] == ["a"]
     reasons = {w.job: w.reason for w in plan.waiting}
-    assert "MIG layout change under way" in reasons["i0"]
+    assert "MIG reconfiguration under way" in reasons["i0"]
     assert reasons["other"].startswith("waiting for a 1g.10gb MIG instance; team within its guarantee")
 
 
@@ -220,7 +220,7 @@ def test_production_mig_demand_drains_a_gpu_of_lower_work_and_re_cuts_it() -> No
     plan = _plan([node("m", A100, 1, mig="all-1g.10gb")], [prod], teams=teams, running_jobs=[low])
     assert plan.evictions == (Evict("low", "repartition", "p"),)
     assert [(c.node, c.gpu, c.new) for c in plan.reconfigurations] == [("m", 0, (("7g.80gb", 0),))]
-    assert "MIG layout change under way on node m GPU 0" in plan.waiting[0].reason
+    assert "MIG reconfiguration under way on node m GPU 0" in plan.waiting[0].reason
 
 
 @pytest.mark.parametrize(
@@ -265,7 +265,7 @@ def test_production_gets_its_reconfiguration_before_lower_work_takes_the_idle_gp
     assert [(c.node, c.gpu) for c in plan.reconfigurations] == [("w", 0)]
     assert not plan.binds  # "low" would have taken an instance of the idle GPU; the node is closed while it changes
     reasons = {w.job: w.reason for w in plan.waiting}
-    assert "MIG layout change under way on node w GPU 0" in reasons["p"]
+    assert "MIG reconfiguration under way on node w GPU 0" in reasons["p"]
     assert reasons["low"].startswith("waiting for a 1g.10gb MIG instance; ")
 
 
@@ -286,11 +286,11 @@ def test_jobs_wait_for_an_instance_a_change_under_way_will_offer() -> None:
     ]
     plan = _plan([changing, node("idle", A100, 1, mig="all-1g.10gb")], pending)  # no fallback for p
     rows = {w.job: (w.reason.split("; ")[1], w.eta_s) for w in plan.waiting}
-    assert rows["p"] == ("MIG layout change under way on node m GPU 0, ready in 120 s", 120.0)
-    assert rows["q"] == ("MIG layout change under way on node m GPU 0, ready in 120 s", 120.0)
+    assert rows["p"] == ("MIG reconfiguration under way on node m GPU 0, ready in 120 s", 120.0)
+    assert rows["q"] == ("MIG reconfiguration under way on node m GPU 0, ready in 120 s", 120.0)
     # Both instances are promised: "r" asks for a change of its own, on the idle GPU.
     assert [(c.node, c.gpu) for c in plan.reconfigurations] == [("idle", 0)]
-    assert rows["r"][0].startswith("MIG layout change under way on node idle GPU 0")
+    assert rows["r"][0].startswith("MIG reconfiguration under way on node idle GPU 0")
 
 
 @pytest.mark.parametrize(
@@ -311,7 +311,7 @@ def test_every_production_job_gets_a_change_sharing_one_where_it_fits(profile: s
     assert sorted({c.node for c in plan.reconfigurations}) == sorted(set(changed.values()))
     reasons = {w.job: w.reason for w in plan.waiting}
     for job_id, name in changed.items():
-        assert f"MIG layout change under way on node {name} GPU 0" in reasons[job_id]
+        assert f"MIG reconfiguration under way on node {name} GPU 0" in reasons[job_id]
     assert [b.job for b in plan.binds] == ["low"]
     assert plan.binds[0].slots[0][0].node not in set(changed.values())  # on a node nobody changes
 
@@ -326,7 +326,7 @@ def test_a_production_gang_gets_as_many_changes_as_its_replicas_need() -> None:
     # Next cycle (same time): it waits for the changes under way, and nothing new is changed or evicted.
     again = plan_cycle(apply_plan(world, plan, NOW), POLICY, NOW)
     assert not again.reconfigurations and not again.evictions
-    assert "MIG layout change under way on node" in again.waiting[0].reason
+    assert "MIG reconfiguration under way on node" in again.waiting[0].reason
 
 
 def test_a_change_for_other_production_demand_is_not_mistaken_for_ones_own() -> None:
@@ -379,7 +379,7 @@ def test_changes_under_way_serve_only_jobs_of_their_tier_and_model() -> None:
 def test_unplaced_whole_gpu_demand_may_turn_an_idle_mig_gpu_off() -> None:
     plan = _plan([node("a", A100, 1, mig="all-3g.40gb")], [job("w", gpus=1, submitted_at=0)])
     assert [(c.gpu, c.new) for c in plan.reconfigurations] == [(0, ())]
-    assert "MIG layout change under way" in plan.waiting[0].reason
+    assert "MIG reconfiguration under way" in plan.waiting[0].reason
 
 
 # -- explanations --------------------------------------------------------------------------------------------
@@ -502,7 +502,7 @@ def test_production_holds_a_node_bound_this_cycle_for_its_reconfiguration_next_c
     assert [b.job for b in plan.binds] == ["p0"]  # the share does not start on the GPU p1 needs
     assert not plan.evictions and not plan.reconfigurations
     reasons = {w.job: w.reason for w in plan.waiting}
-    assert "node n1 is held for its MIG layout change next cycle" in reasons["p1"]
+    assert "node n1 is held for its MIG reconfiguration next cycle" in reasons["p1"]
     assert "held" not in reasons["p2"]  # one change of GPU 1 offers one 3g.40gb: p2 waits for capacity
     assert {w.job: w.eta_s for w in plan.waiting}["p1"] == POLICY.cycle_s + POLICY.mig_reconfigure_s
 

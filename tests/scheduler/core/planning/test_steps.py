@@ -322,7 +322,7 @@ def test_preempt_whole_gpu_evicts_lower_work_from_a_mig_off_gpu_for_a_profile_th
     assert preempt_whole_gpu(run, turn) is True
     assert run.evictions == [Evict("train0", EvictionReason.PRODUCTION, "p")]
     assert _bound(run) == {"p": [Slot("w0", 0)]}
-    assert not run.reconfigurations.changes and "small" in run.state.placed  # no layout change, no MIG victim
+    assert not run.reconfigurations.changes and "small" in run.state.placed  # no reconfiguration, no MIG victim
 
 
 def test_preempt_whole_gpu_takes_preemptible_work_before_firm_work() -> None:
