@@ -437,6 +437,26 @@ def cluster_fixture() -> Iterator[Cluster]:
         cluster.close()
 
 
+# An idle MIG-capable H100 node as the GPU Operator labels it before any reconfiguration (docs/gpu-facts.md, GPU
+# Operator labels): MIG off ("all-disabled") and the last reconfiguration a success.
+MIG_NODE_LABELS = {
+    "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
+    "nvidia.com/gpu.count": "2",
+    "nvidia.com/gpu.memory": "81559",
+    "nvidia.com/mig.capable": "true",
+    "nvidia.com/mig.strategy": "mixed",
+    "nvidia.com/mig.config": "all-disabled",
+    "nvidia.com/mig.config.state": "success",
+}
+
+
+class Sleeps(list[float]):
+    """The gateway's ``sleep``: records each wait it asked for instead of waiting, so a test asserts the backoff."""
+
+    def __call__(self, seconds: float) -> None:
+        self.append(seconds)
+
+
 class ManualClock:
     """The gateway's clock in MIG-flow tests: time moves only when a test sets ``now``."""
 

@@ -9,7 +9,7 @@ import pytest
 from scheduler.errors import GatewayConflict, GatewayError, GatewayRetryable
 from scheduler.gateways.kube.gateway import KubeGateway
 from scheduler.gateways.protocol import BindRequest, ClusterGateway, Device, ReplicaPhase, ReplicaPlacement
-from tests.scheduler.kube_emulator import cluster_fixture, iso
+from tests.scheduler.kube_emulator import Sleeps, cluster_fixture, iso
 
 cluster = pytest.fixture(cluster_fixture)
 
@@ -27,11 +27,6 @@ A100_40 = {
     "nvidia.com/mig.capable": "true",
 }
 NOW = 1_800_000_000.0
-
-
-class Sleeps(list):
-    def __call__(self, seconds: float) -> None:
-        self.append(seconds)
 
 
 @pytest.fixture

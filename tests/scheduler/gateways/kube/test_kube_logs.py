@@ -9,7 +9,7 @@ from scheduler.errors import GatewayError, GatewayRetryable
 from scheduler.gateways.kube.gateway import KubeGateway
 from scheduler.gateways.kube.pods import pod_name
 from scheduler.gateways.protocol import BindRequest, Device, LogSource, ReplicaPlacement
-from tests.scheduler.kube_emulator import cluster_fixture
+from tests.scheduler.kube_emulator import Sleeps, cluster_fixture
 
 cluster = pytest.fixture(cluster_fixture)
 
@@ -22,11 +22,6 @@ H100 = {
 }
 NAMESPACE = "team-nlp"
 LINES = [f"epoch {i // 10} step {i} loss {1 / (i + 1):.4f}\n" for i in range(500)]
-
-
-class Sleeps(list):
-    def __call__(self, seconds: float) -> None:
-        self.append(seconds)
 
 
 @pytest.fixture

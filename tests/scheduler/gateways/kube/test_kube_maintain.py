@@ -12,20 +12,12 @@ from scheduler.gateways.protocol import MaintainedGateway, MigConfigState, Obser
 from scheduler.gateways.simulated import SimulatedFleet
 from scheduler.services.mig import cluster_maintain
 from scheduler.tasks import mig_watch_task
-from tests.scheduler.kube_emulator import ManualClock, cluster_fixture, manual_gateway
+from tests.scheduler.kube_emulator import MIG_NODE_LABELS, ManualClock, cluster_fixture, manual_gateway
 
 cluster = pytest.fixture(cluster_fixture)
 
 NODE = "mig-1"
-LABELS = {
-    "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
-    "nvidia.com/gpu.count": "2",
-    "nvidia.com/gpu.memory": "81559",
-    "nvidia.com/mig.capable": "true",
-    "nvidia.com/mig.strategy": "mixed",
-    "nvidia.com/mig.config": "all-disabled",
-    "nvidia.com/mig.config.state": "success",
-}
+LABELS = MIG_NODE_LABELS
 WANTED = ((("3g.40gb", 0), ("3g.40gb", 4)), ())
 TIMEOUT_S = 900.0
 

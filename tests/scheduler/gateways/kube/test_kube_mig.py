@@ -22,22 +22,14 @@ from scheduler.gateways.kube.gateway import KubeGateway
 from scheduler.gateways.kube.mig import DEVICE_FILTERS, Step, config_name, operator_configs
 from scheduler.gateways.kube.mig_drain import resources_in_the_way
 from scheduler.gateways.protocol import BindRequest, Device, MigConfigState, ReplicaPlacement
-from tests.scheduler.kube_emulator import ManualClock, cluster_fixture, manual_gateway
+from tests.scheduler.kube_emulator import MIG_NODE_LABELS, ManualClock, cluster_fixture, manual_gateway
 from tests.scheduler.kube_harness.device_plugin import DevicePlugin
 from tests.scheduler.kube_harness.mig_manager import MigManagers
 
 cluster = pytest.fixture(cluster_fixture)
 
 NODE = "mig-1"
-LABELS = {
-    "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
-    "nvidia.com/gpu.count": "2",
-    "nvidia.com/gpu.memory": "81559",
-    "nvidia.com/mig.capable": "true",
-    "nvidia.com/mig.strategy": "mixed",
-    "nvidia.com/mig.config": "all-disabled",
-    "nvidia.com/mig.config.state": "success",
-}
+LABELS = MIG_NODE_LABELS
 TWO_3G = (("3g.40gb", 0), ("3g.40gb", 4))
 WANTED = (TWO_3G, ())
 TIMEOUT_S = 900.0
