@@ -92,7 +92,11 @@ def test_a_real_worker_runs_the_cycle_and_places_a_job(celery_app):
     assert stored["samples"] == 3
 
 
-def _worker_process(hostname: str, queue: str, lock_name: str, delay_s: float) -> subprocess.Popen[bytes]:
+def _worker_process(
+    hostname: str, queue: str, lock_name: str, delay_s: float, lock_ttl_s: float | None = None
+) -> subprocess.Popen[bytes]:
+    """A real worker of the project in its own process (tests/scheduler/celery_worker_launcher.py) on the test
+    database and Redis, its observations taking ``delay_s``, its lock's TTL ``lock_ttl_s`` when given."""
     db = connection.settings_dict
     url = (
         f"postgres://{db['USER']}:{db['PASSWORD'] or ''}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
@@ -104,6 +108,8 @@ def _worker_process(hostname: str, queue: str, lock_name: str, delay_s: float) -
         "DJANGO_SETTINGS_MODULE": "tests.settings",
     }
     command = [sys.executable, "-m", "tests.scheduler.celery_worker_launcher", hostname, queue, lock_name, str(delay_s)]
+    if lock_ttl_s is not None:
+        command.append(str(lock_ttl_s))
     return subprocess.Popen(command, cwd=settings.BASE_DIR, env=env, start_new_session=True)
 
 

@@ -10,14 +10,12 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 from datetime import UTC
 
 import pytest
 import redis
-from django.conf import settings
 from django.db import connection
 
 from jobs.models import Job
@@ -29,7 +27,7 @@ from scheduler.models import SchedulerFence, SimulatedPod
 from scheduler.tasks import cycle_run_task
 from tests.scheduler.loop_helpers import SlowFleet, fleet_seed, team_seed
 from tests.scheduler.redis_helpers import redis_client, redis_prefix  # noqa: F401 (fixtures)
-from tests.scheduler.test_tasks_celery import _forget, _wait_until_consuming, celery_app  # noqa: F401 (fixture)
+from tests.scheduler.test_tasks_celery import _forget, _wait_until_consuming, _worker_process, celery_app  # noqa: F401 (fixture)
 
 TTL_S = 1.5  # short, so that a cycle of a few seconds outlives it several times
 
@@ -193,22 +191,6 @@ PERIOD_S = 3.0  # the beat period of this test; the lock's TTL is the same, as b
 TOLERANCE_S = 2.5
 
 
-def _worker_process(hostname: str, queue: str, lock_name: str, delay_s: float) -> subprocess.Popen[bytes]:
-    db = connection.settings_dict
-    url = (
-        f"postgres://{db['USER']}:{db['PASSWORD'] or ''}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}/{db['NAME']}"
-    )
-    env = {
-        **os.environ,
-        "DATABASE_URL": url,
-        "REDIS_URL": settings.REDIS_URL,
-        "DJANGO_SETTINGS_MODULE": "tests.settings",
-    }
-    command = [sys.executable, "-m", "tests.scheduler.celery_worker_launcher", hostname, queue, lock_name]
-    command += [str(delay_s), str(PERIOD_S)]
-    return subprocess.Popen(command, cwd=settings.BASE_DIR, env=env, start_new_session=True)
-
-
 @pytest.mark.django_db(transaction=True)
 def test_a_worker_killed_mid_cycle_costs_at_most_two_cycles(celery_app, redis_client, redis_prefix):  # noqa: F811
     """Two real worker processes on one queue, a beat of PERIOD_S sent from here (as Celery beat sends it, with
@@ -225,7 +207,7 @@ def test_a_worker_killed_mid_cycle_costs_at_most_two_cycles(celery_app, redis_cl
     victim_name, survivor_name = f"victim-{redis_prefix}@test", f"survivor-{redis_prefix}@test"
     # The victim alone first, so that it surely takes the first cycle (two workers on one queue share the
     # messages as the broker pleases: the fast one may take every tick); the survivor joins while it observes.
-    victim = _worker_process(victim_name, queue, lock_name, delay_s=60.0)
+    victim = _worker_process(victim_name, queue, lock_name, delay_s=60.0, lock_ttl_s=PERIOD_S)
     survivor: subprocess.Popen[bytes] | None = None
     ticks: list = []
     stop = threading.Event()
@@ -243,7 +225,7 @@ def test_a_worker_killed_mid_cycle_costs_at_most_two_cycles(celery_app, redis_cl
         while redis_client.get(f"{lock_name}:observing") != victim_name.encode():
             assert time.monotonic() < deadline, "the victim took no cycle within 60 s"
             time.sleep(0.05)
-        survivor = _worker_process(survivor_name, queue, lock_name, delay_s=0.0)
+        survivor = _worker_process(survivor_name, queue, lock_name, delay_s=0.0, lock_ttl_s=PERIOD_S)
         _wait_until_consuming(celery_app, [survivor_name])
         beat_thread.start()
         token = redis_client.get(lock_name)
