@@ -438,7 +438,8 @@ def cluster_fixture() -> Iterator[Cluster]:
 
 
 # An idle MIG-capable H100 node as the GPU Operator labels it before any reconfiguration (docs/gpu-facts.md, GPU
-# Operator labels): MIG off ("all-disabled") and the last reconfiguration a success.
+# Feature Discovery labels, MIG Manager reconfiguration flow): MIG off ("all-disabled"), the last reconfiguration a
+# success.
 MIG_NODE_LABELS = {
     "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3",
     "nvidia.com/gpu.count": "2",
