@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from scheduler.core.model.snapshot import MigLayout, Slot
+from scheduler.core.model.snapshot import MigLayout, Slot, Slots
 from scheduler.core.model.vocabulary import BlockerKind, EvictionReason
 
 
@@ -37,6 +37,17 @@ class Reconfigure:
 
 
 @dataclass(frozen=True, slots=True)
+class Move:
+    """Consolidate running ``job`` make-before-break: its replicas start again on ``slots`` (its right-sized
+    capacity) while the old ones keep serving on ``released``, which is given back once the new replicas are ready
+    — as a rolling update does. The job keeps running throughout; nothing is lost."""
+
+    job: str
+    slots: Slots  # the new placement, one tuple per replica
+    released: Slots  # the placement it holds now, released when the new replicas are ready
+
+
+@dataclass(frozen=True, slots=True)
 class Reject:
     """The job can never run on this cluster; ``reason`` says why in words a person can act on."""
 
@@ -63,7 +74,8 @@ class Plan:
     binds: tuple[Bind, ...] = ()
     rejections: tuple[Reject, ...] = ()
     waiting: tuple[Waiting, ...] = ()
+    moves: tuple[Move, ...] = ()
 
     @property
     def is_empty(self) -> bool:
-        return not (self.evictions or self.reconfigurations or self.binds or self.rejections)
+        return not (self.evictions or self.reconfigurations or self.binds or self.rejections or self.moves)

@@ -36,6 +36,7 @@ IRRELEVANT: dict[str, str] = {
     "submitted_at": "queue order and ageing only, read live",
     "project": "billing only",
     "resumes": "queue order only, read live",
+    "consolidate": "read live when running production is moved to its right size, after placement",
 }
 
 

@@ -102,6 +102,9 @@ class Job:
     # Its latest requeue lost its run to the infrastructure (a spot interruption, a lost node): it goes first among
     # its team's jobs of the same priority, ahead of the lead's rank (fairshare.job_key).
     resumes: bool = False
+    # Production placed on larger capacity than its right size may later be moved to its right-sized slice
+    # make-before-break (docs/scheduling-rules.md); False: the job opted out and stays where it started.
+    consolidate: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +127,9 @@ class Running:
     slots: Slots
     started_at: float
     last_checkpoint_at: float | None = None
+    # A move under way (plan.Move): the placement the old replicas still hold until the new ones on ``slots``
+    # are ready; counted as held, and no other move starts for the job meanwhile.
+    moving_from: Slots = ()
 
 
 @dataclass(frozen=True, slots=True)
