@@ -236,7 +236,9 @@ class SimulatedPod(models.Model):
     class Meta:
         ordering = ["job_id", "generation", "replica"]
         constraints = [
-            models.UniqueConstraint(fields=["job", "generation", "replica"], name="simpod_unique_job_generation_replica")
+            models.UniqueConstraint(
+                fields=["job", "generation", "replica"], name="simpod_unique_job_generation_replica"
+            )
         ]
 
     def __str__(self) -> str:

@@ -5,34 +5,77 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('jobs', '0006_job_host_resources'),
+        ("jobs", "0006_job_host_resources"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.RemoveConstraint(
-            model_name='jobevent',
-            name='jobevent_type_valid',
+            model_name="jobevent",
+            name="jobevent_type_valid",
         ),
         migrations.AddField(
-            model_name='allocation',
-            name='generation',
+            model_name="allocation",
+            name="generation",
             field=models.PositiveSmallIntegerField(default=0),
         ),
         migrations.AddField(
-            model_name='job',
-            name='consolidate',
-            field=models.BooleanField(default=True, help_text='May be moved to its right-sized slice while it runs (new replicas ready before the old go).'),
+            model_name="job",
+            name="consolidate",
+            field=models.BooleanField(
+                default=True,
+                help_text="May be moved to its right-sized slice while it runs (new replicas ready before the old go).",
+            ),
         ),
         migrations.AlterField(
-            model_name='jobevent',
-            name='type',
-            field=models.CharField(choices=[('submitted', 'submitted'), ('bound', 'bound'), ('moved', 'moved'), ('preempted', 'preempted'), ('requeued', 'requeued'), ('reconfigured', 'reconfigured'), ('draining', 'draining'), ('checkpointed', 'checkpointed'), ('completed', 'completed'), ('failed', 'failed'), ('cancelled', 'cancelled'), ('rejected', 'rejected'), ('priority_changed', 'priority_changed'), ('rank_changed', 'rank_changed')], max_length=24),
+            model_name="jobevent",
+            name="type",
+            field=models.CharField(
+                choices=[
+                    ("submitted", "submitted"),
+                    ("bound", "bound"),
+                    ("moved", "moved"),
+                    ("preempted", "preempted"),
+                    ("requeued", "requeued"),
+                    ("reconfigured", "reconfigured"),
+                    ("draining", "draining"),
+                    ("checkpointed", "checkpointed"),
+                    ("completed", "completed"),
+                    ("failed", "failed"),
+                    ("cancelled", "cancelled"),
+                    ("rejected", "rejected"),
+                    ("priority_changed", "priority_changed"),
+                    ("rank_changed", "rank_changed"),
+                ],
+                max_length=24,
+            ),
         ),
         migrations.AddConstraint(
-            model_name='jobevent',
-            constraint=models.CheckConstraint(condition=models.Q(('type__in', ['submitted', 'bound', 'moved', 'preempted', 'requeued', 'reconfigured', 'draining', 'checkpointed', 'completed', 'failed', 'cancelled', 'rejected', 'priority_changed', 'rank_changed'])), name='jobevent_type_valid'),
+            model_name="jobevent",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    (
+                        "type__in",
+                        [
+                            "submitted",
+                            "bound",
+                            "moved",
+                            "preempted",
+                            "requeued",
+                            "reconfigured",
+                            "draining",
+                            "checkpointed",
+                            "completed",
+                            "failed",
+                            "cancelled",
+                            "rejected",
+                            "priority_changed",
+                            "rank_changed",
+                        ],
+                    )
+                ),
+                name="jobevent_type_valid",
+            ),
         ),
     ]

@@ -248,9 +248,10 @@ def _running_job(
     job_id = str(job.pk)
     at = context.at
     observed = context.observation.jobs.get(job_id)
-    moves: list[Op] = []
+    moves: list[Op] = []  # what the job's move needs: applied only if it runs on (below)
+    moving = False
     if allocations:
-        allocations, observed = _generations(job, allocations, observed, context, repairs, moves)
+        allocations, observed, moving = _generations(job, allocations, observed, context, repairs, moves)
     phases = observed.phases() if observed is not None else frozenset()
     lost_nodes = sorted({a.node.name for a in allocations} - context.present)
     if (
@@ -289,6 +290,8 @@ def _running_job(
     # The job runs on: what its move (or the clean-up of an earlier one) needs is applied. Had it stopped above,
     # its eviction would stop every generation's replicas, and a move's would only start new ones.
     repairs.ops.extend(moves)
+    if moving:
+        repairs.moving.append(job_id)
     if observed is None or len(observed.replicas) < job.replicas:
         # Recorded, not (fully) applied: the crash-between-record-and-apply case. Apply the same bind again.
         resumed = job.events.filter(type=EventType.REQUEUED).exists()
@@ -303,14 +306,16 @@ def _generations(
     context: _Context,
     repairs: Repairs,
     ops: list[Op],
-) -> tuple[list[Allocation], JobObservation | None]:
+) -> tuple[list[Allocation], JobObservation | None, bool]:
     """Carry a move under way one step (complete it, give it up, apply it again, or wait) and clean up the
     replicas of generations the job no longer holds; return the allocations and the replicas of the generation
-    the job serves from now, which the rest of the repairs read (module doc, Moving)."""
+    the job serves from now, which the rest of the repairs read (module doc, Moving), and whether its move still
+    waits for the new replicas."""
     job_id = str(job.pk)
     generations = sorted({a.generation for a in allocations})
     oldest, newest = generations[0], generations[-1]
     serving = oldest
+    waiting = False
     if len(generations) > 1:
         new = [a for a in allocations if a.generation == newest]
         fresh = [r for r in observed.replicas if r.generation == newest] if observed is not None else []
@@ -325,18 +330,18 @@ def _generations(
         else:
             if len(fresh) < job.replicas:  # recorded, not (fully) applied: start the new replicas again
                 ops.append(start_op(job, new, resume=False))
-            repairs.moving.append(job_id)
+            waiting = True
         allocations = [a for a in allocations if a.generation == serving]
         newest = oldest if serving == oldest and why else newest
     if observed is None:
-        return allocations, None
+        return allocations, None, waiting
     seen = {r.generation for r in observed.replicas}
     if any(g < oldest for g in seen):  # a completed move's old replicas (its release not applied yet)
         ops.append(ReleaseOp(job=job_id, namespace=observed.namespace, generation=oldest))
     if any(g > newest for g in seen):  # a move given up: its replicas (the abandon not applied yet)
         ops.append(AbandonOp(job=job_id, namespace=observed.namespace, generation=newest + 1))
     replicas = tuple(r for r in observed.replicas if r.generation == serving)
-    return allocations, JobObservation(
+    serving_only = JobObservation(
         job=observed.job,
         namespace=observed.namespace,
         replicas=replicas,
@@ -344,6 +349,7 @@ def _generations(
         last_checkpoint_step=observed.last_checkpoint_step,
         last_checkpoint_path=observed.last_checkpoint_path,
     )
+    return allocations, serving_only, waiting
 
 
 def _move_trouble(job: Job, new: list[Allocation], fresh: list[ReplicaObservation], context: _Context) -> str:

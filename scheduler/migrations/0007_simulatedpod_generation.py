@@ -4,28 +4,29 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('jobs', '0007_remove_jobevent_jobevent_type_valid_and_more'),
-        ('scheduler', '0006_node_state_source'),
+        ("jobs", "0007_moves"),
+        ("scheduler", "0006_node_state_source"),
     ]
 
     operations = [
         migrations.AlterModelOptions(
-            name='simulatedpod',
-            options={'ordering': ['job_id', 'generation', 'replica']},
+            name="simulatedpod",
+            options={"ordering": ["job_id", "generation", "replica"]},
         ),
         migrations.RemoveConstraint(
-            model_name='simulatedpod',
-            name='simpod_unique_job_replica',
+            model_name="simulatedpod",
+            name="simpod_unique_job_replica",
         ),
         migrations.AddField(
-            model_name='simulatedpod',
-            name='generation',
+            model_name="simulatedpod",
+            name="generation",
             field=models.PositiveSmallIntegerField(default=0),
         ),
         migrations.AddConstraint(
-            model_name='simulatedpod',
-            constraint=models.UniqueConstraint(fields=('job', 'generation', 'replica'), name='simpod_unique_job_generation_replica'),
+            model_name="simulatedpod",
+            constraint=models.UniqueConstraint(
+                fields=("job", "generation", "replica"), name="simpod_unique_job_generation_replica"
+            ),
         ),
     ]
