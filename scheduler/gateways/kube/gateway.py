@@ -526,20 +526,26 @@ class KubeGateway:
         """A move is complete: delete the job's pods of every generation older than ``generation`` as an eviction
         deletes them (their own termination grace unless ``grace_s`` is shorter; the kubelet sends SIGTERM, so
         a server drains its connections). The job's Service and report Secret stay: the new pods use them."""
-        self._generations_stop(job=job, namespace=namespace, keep=lambda g: g >= generation, reason="moved")
+        self._generations_stop(
+            job=job, namespace=namespace, keep=lambda g: g >= generation, reason="moved", grace_s=grace_s
+        )
 
     def job_move_abandon(self, *, job: str, namespace: str, generation: int, grace_s: float) -> None:
         """A move is given up: delete the job's pods of ``generation`` and newer; the older ones serve on."""
-        self._generations_stop(job=job, namespace=namespace, keep=lambda g: g < generation, reason="move-abandoned")
+        self._generations_stop(
+            job=job, namespace=namespace, keep=lambda g: g < generation, reason="move-abandoned", grace_s=grace_s
+        )
 
-    def _generations_stop(self, *, job: str, namespace: str, keep: Callable[[int], bool], reason: str) -> None:
+    def _generations_stop(
+        self, *, job: str, namespace: str, keep: Callable[[int], bool], reason: str, grace_s: float
+    ) -> None:
         for pod in self.client.pods_ours(namespace, job):
             if keep(generation_of(pod)) or terminating(pod):
                 continue
             if finished(pod) or node_of(pod) is None:
                 self.client.pod_delete(pod, grace_s=0)  # holds nothing: goes at once
                 continue
-            self.client.pod_delete(pod, grace_s=None)
+            self.client.pod_delete(pod, grace_s=grace_s)
             logger.info("job %s: deleted pod %s/%s (%s)", job, namespace, name_of(pod), reason)
             self._record(stopped(Ref(namespace, name_of(pod), uid_of(pod)), node=node_of(pod), reason=reason))
 
