@@ -217,8 +217,8 @@ class SimulatedPod(models.Model):
 
     job = models.ForeignKey("jobs.Job", on_delete=models.CASCADE, related_name="simulated_pods")
     replica = models.PositiveSmallIntegerField()
-    # The start of the job's replicas this pod belongs to (jobs.Allocation.generation): a move starts the next
-    # generation beside the current one, which is released once the new pods are ready.
+    # The start of the job's replicas this pod belongs to (``Allocation.generation`` of the jobs app): a move
+    # starts the next generation beside the current one, which is released once the new pods are ready.
     generation = models.PositiveSmallIntegerField(default=0)
     node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="simulated_pods")
     devices = models.JSONField(default=list, help_text="[[gpu, mig_profile or null, mig_start or null], ...]")
