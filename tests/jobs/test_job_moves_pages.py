@@ -14,9 +14,11 @@ from django.utils import timezone
 
 from jobs.models import Allocation, Job
 from jobs.selectors.moves import job_moves, with_moving
+from jobs.selectors.network import job_network
 from jobs.services import job_move_abandon, job_move_complete, job_move_start, job_submit
 from scheduler.core import Slot
 from tests.api_client import api
+from tests.factories import NodeFactory
 from tests.jobs.test_views_pages import SUBMIT
 from tests.portal.fleet import fleet, running_job
 
@@ -143,3 +145,12 @@ def test_jobs_submit_reads_the_key_from_a_spec_file(team, node, tmp_path) -> Non
 
     assert Job.objects.get().consolidate is False
     assert job_submit(team=team, spec={"kind": "inference", "gpus": 1}, actor=None).consolidate is True
+
+
+def test_a_one_replica_job_moving_to_another_node_spans_no_network(team, node) -> None:
+    other = NodeFactory(name="a100-res-02", gpu_model=node.gpu_model, gpu_count=8, tier="reserved")
+    job = running_job(team, node, name="chat-7b")
+
+    job_move_start(job=job, slots=((Slot(node=other.name, gpu=2),),), nodes={other.name: other}, at=timezone.now())
+
+    assert job_network(job=job) is None  # its replicas talk within the placement it moves to, not across both
