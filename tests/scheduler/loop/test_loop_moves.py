@@ -7,9 +7,6 @@ cycle's plan by hand (:func:`_with_move`)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -19,11 +16,9 @@ from jobs.services import job_submit
 from scheduler.bridge.policy import policy_current
 from scheduler.bridge.snapshot import build
 from scheduler.core import Slot
-from scheduler.core.model.plan import Move
-from scheduler.loop import cycle as cycle_module
 from scheduler.loop.cycle import cycle_run
 from scheduler.models import Node, SimulatedNodeState, SimulatedPod
-from tests.scheduler.loop_helpers import Clock, fleet, fleet_seed, team_seed
+from tests.scheduler.loop_helpers import Clock, fleet, fleet_seed, plan_with_move, team_seed
 
 pytestmark = pytest.mark.django_db
 
@@ -40,26 +35,6 @@ def clock() -> Clock:
 def team(db: Any) -> Any:
     fleet_seed()
     return team_seed()
-
-
-@contextmanager
-def _with_move(job: Job, to: tuple[tuple[Slot, ...], ...]) -> Iterator[None]:
-    """The next cycles plan as usual plus a move of ``job`` from what it holds now to ``to``."""
-    real = cycle_module.plan_cycle
-    released = tuple(
-        (Slot(node=a.node.name, gpu=a.gpu_index, mig_profile=a.mig_profile or None, mig_start=a.mig_start),)
-        for a in Allocation.objects.filter(job=job, ended_at__isnull=True).order_by("replica")
-    )
-
-    def planned(*args: Any, **kwargs: Any) -> Any:
-        plan = real(*args, **kwargs)
-        return replace(plan, moves=(Move(job=str(job.pk), slots=to, released=released),))
-
-    cycle_module.plan_cycle = planned  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        cycle_module.plan_cycle = real
 
 
 def _running_inference(team: Any, clock: Clock, **spec: Any) -> tuple[Job, Any]:
@@ -88,7 +63,7 @@ def test_a_move_starts_beside_the_old_replicas_and_completes_once_the_new_are_re
     old = _open(job, 0)
     assert [a.node.name for a in old] == ["a100-res-1"]
 
-    with _with_move(job, SLICE):
+    with plan_with_move(job, SLICE):
         report = cycle_run(gateway=gateway)
     assert report.decisions["moves"][0]["generation"] == 1
     assert f"move {job.pk} (generation 1)" in report.applied
@@ -130,7 +105,7 @@ def test_a_move_starts_beside_the_old_replicas_and_completes_once_the_new_are_re
 
 def test_a_moved_job_that_loses_a_pod_gets_it_back_as_its_own_generation(team, clock):
     job, gateway = _running_inference(team, clock)
-    with _with_move(job, SLICE):
+    with plan_with_move(job, SLICE):
         cycle_run(gateway=gateway)
     clock.advance(2)
     cycle_run(gateway=gateway)
@@ -145,7 +120,7 @@ def test_a_moved_job_that_loses_a_pod_gets_it_back_as_its_own_generation(team, c
 def test_a_move_not_ready_in_time_is_given_up_and_the_job_keeps_serving(team, clock, settings):
     settings.SCHEDULER = {**settings.SCHEDULER, "move_ready_s": 30.0}
     job, gateway = _running_inference(team, clock, fleet={"startup_s": 1e6})
-    with _with_move(job, SLICE):
+    with plan_with_move(job, SLICE):
         cycle_run(gateway=gateway)
     clock.advance(10)
     assert cycle_run(gateway=gateway).repairs["moving"] == [str(job.pk)]
@@ -166,7 +141,7 @@ def test_a_move_not_ready_in_time_is_given_up_and_the_job_keeps_serving(team, cl
 
 def test_a_move_whose_new_replica_is_lost_is_given_up(team, clock):
     job, gateway = _running_inference(team, clock)
-    with _with_move(job, SLICE):
+    with plan_with_move(job, SLICE):
         cycle_run(gateway=gateway)
     SimulatedPod.objects.filter(job=job, generation=1).update(stop_requested_at=clock.now)  # stopped from outside
 
@@ -181,7 +156,7 @@ def test_a_move_the_cluster_refuses_is_given_up_at_once(team, clock):
     job, gateway = _running_inference(team, clock)
     nowhere = ((Slot(node="mig-od-1", gpu=1, mig_profile="3g.40gb", mig_start=4),),)  # GPU 1 has MIG off
 
-    with _with_move(job, nowhere):
+    with plan_with_move(job, nowhere):
         report = cycle_run(gateway=gateway)
 
     assert report.moves_refused == [str(job.pk)] and not report.requeued_after_refusal
@@ -195,7 +170,7 @@ def test_a_move_the_cluster_refuses_is_given_up_at_once(team, clock):
 
 def test_the_old_placement_lost_mid_move_requeues_the_job_and_stops_the_new_replicas_too(team, clock):
     job, gateway = _running_inference(team, clock)
-    with _with_move(job, SLICE):
+    with plan_with_move(job, SLICE):
         cycle_run(gateway=gateway)
     node = Node.objects.get(name="a100-res-1")
     SimulatedNodeState.objects.update_or_create(node=node, defaults={"notice_at": clock.now, "gone_at": clock.now})
@@ -211,7 +186,7 @@ def test_the_old_placement_lost_mid_move_requeues_the_job_and_stops_the_new_repl
 def test_a_job_that_opted_out_is_not_moved(team, clock):
     job, gateway = _running_inference(team, clock, consolidate=False)
 
-    with _with_move(job, SLICE):
+    with plan_with_move(job, SLICE):
         report = cycle_run(gateway=gateway)
 
     assert report.decisions["moves"] == [] and not _open(job, 1) and not _moved(job)
@@ -220,7 +195,7 @@ def test_a_job_that_opted_out_is_not_moved(team, clock):
 def test_a_move_recorded_but_not_applied_is_applied_by_the_next_cycle(team, clock, monkeypatch):
     job, gateway = _running_inference(team, clock)
     monkeypatch.setattr(gateway, "job_move", lambda **_kw: None)  # the worker died before it started them
-    with _with_move(job, SLICE):
+    with plan_with_move(job, SLICE):
         cycle_run(gateway=gateway)
     assert len(_open(job, 1)) == 1 and not SimulatedPod.objects.filter(job=job, generation=1).exists()
     monkeypatch.undo()

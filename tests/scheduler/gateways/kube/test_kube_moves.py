@@ -11,10 +11,18 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from jobs.models import Allocation
+from jobs.services import job_submit
+from scheduler.core import Slot
 from scheduler.errors import GatewayConflict, GatewayRetryable
 from scheduler.gateways.kube.gateway import KubeGateway
 from scheduler.gateways.protocol import BindRequest, ClusterGateway, Device, ReplicaPhase, ReplicaPlacement
-from tests.scheduler.kube_emulator import cluster_fixture
+from scheduler.loop.apply import Retry
+from scheduler.loop.cycle import cycle_run
+from scheduler.services.fleet import gpu_models_sync
+from scheduler.services.sync import cluster_sync
+from tests.scheduler.kube_emulator import H100_ONE_LEAF, cluster_fixture
+from tests.scheduler.loop_helpers import plan_with_move, team_seed
 
 cluster = pytest.fixture(cluster_fixture)
 
@@ -210,3 +218,49 @@ def test_the_log_of_a_moved_replica_is_its_new_pods(cluster, gateway) -> None:
     log = gateway.job_logs(job="42", namespace=NAMESPACE, replica=0, tail_lines=10)
 
     assert log.text == "serving on 3g.40gb\n"
+
+
+# -- the loop driving a move on the emulator -------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_the_loop_carries_a_move_through_on_the_emulator(cluster) -> None:
+    """What a platform team sees: the job's pod serves on while ``mc-<job>-g1-0`` is bound to the MIG slice; once
+    the kubelet marks the new pod Ready, the next cycle deletes the old one (a Moved Event) and the job runs on
+    the slice."""
+    no_wait = Retry(attempts=3, backoff_s=0.0, sleep=lambda _s: None)
+    cluster.add_node("p5-od-1", {**H100_ONE_LEAF, "karpenter.sh/capacity-type": "reserved"})
+    cluster.add_node("mig-od-1", {**MIG_NODE, "karpenter.sh/capacity-type": "reserved"})
+    gateway = KubeGateway(cluster.new_api_client(), consistent_reads=True, namespace_create=True, sleep=lambda _s: None)
+    gpu_models_sync()
+    cluster_sync(observation=gateway.observe())
+    team = team_seed()
+    spec = {"kind": "inference", "gpus": 1, "gpu_model": "H100-SXM5-80GB", "image": "acme/vllm:1"}
+    job = job_submit(team=team, spec=spec, actor=None)
+    assert cycle_run(gateway=gateway, retry=no_wait).applied == [f"bind {job.pk}"]
+    ns, old, new = team.namespace, f"mc-{job.pk}-0", f"mc-{job.pk}-g1-0"
+    cluster.set_pod_phase(ns, old, "Running", conditions=READY)
+    start = dict({n.name: n for n in gateway.observe().nodes}["mig-od-1"].mig[0])["3g.40gb"]
+    slice_ = ((Slot(node="mig-od-1", gpu=0, mig_profile="3g.40gb", mig_start=start),),)
+
+    with plan_with_move(job, slice_):
+        report = cycle_run(gateway=gateway, retry=no_wait)
+
+    assert report.applied == [f"move {job.pk} (generation 1)"], report.failed
+    pods = {p["metadata"]["name"]: p for p in cluster.pods(ns)}
+    assert sorted(pods) == [old, new] and pods[new]["spec"]["nodeName"] == "mig-od-1"
+    cluster.set_pod_phase(ns, new, "Running", conditions=NOT_READY)
+    assert cycle_run(gateway=gateway, retry=no_wait).repairs["moving"] == [str(job.pk)]
+    assert sorted(p["metadata"]["name"] for p in cluster.pods(ns)) == [old, new]  # the old one serves meanwhile
+
+    cluster.set_pod_phase(ns, new, "Running", conditions=READY)
+    report = cycle_run(gateway=gateway, retry=no_wait)
+
+    assert report.repairs["moved"] == [str(job.pk)]
+    assert report.applied == [f"release {job.pk} (older than generation 1)"]
+    assert [p["metadata"]["name"] for p in cluster.pods(ns)] == [new]
+    assert [e["regarding"]["name"] for e in _events(cluster) if e["reason"] == "Moved"] == [old]
+    live = Allocation.objects.get(job=job, ended_at__isnull=True)
+    assert (live.node.name, live.mig_profile, live.generation) == ("mig-od-1", "3g.40gb", 1)
+    cluster.clear_log()
+    assert not cycle_run(gateway=gateway, retry=no_wait).applied and not cluster.requests("POST")
