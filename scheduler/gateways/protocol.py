@@ -15,7 +15,10 @@ decides the details):
   ``nvidia.com/mig.config`` / ``nvidia.com/mig.config.state``; :meth:`ClusterGateway.node_reconfigure` writes a
   mig-parted config and sets ``nvidia.com/mig.config`` (``docs/gpu-facts.md``, mig-parted config format,
   MIG Manager reconfiguration flow);
-- :class:`Interruption` comes from spot taints and labels (``docs/gpu-facts.md``, Spot and preemption signals).
+- :class:`Interruption` comes from spot taints and labels (``docs/gpu-facts.md``, Spot and preemption signals);
+- a move (:meth:`ClusterGateway.job_move`) starts the job's pods again as a new *generation* beside the running
+  ones (``mc-<job>-g<n>-<replica>``, label ``microcosm.io/generation``), :attr:`ReplicaObservation.ready` is the
+  pod's ``Ready`` condition, and :meth:`ClusterGateway.job_release` deletes the older generation's pods.
 
 Identifiers: a job is named by its database id as a string (``"42"``), a node by its Kubernetes node name,
 a GPU by its index on the node, a MIG instance by its profile and start memory slice. Times are epoch
