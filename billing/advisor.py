@@ -29,12 +29,23 @@ which ``s_h ≤ d_h`` could run on spot (checkpointed, preemptible training), wi
 - own cost per used GPU-hour = ``(opex + capex / amortization months) ÷ (g × hours × u)``.
 Not included (as in ``docs/gpu-facts.md``, Ownership inputs and break-even): staff, spares and failures, financing,
 resale value.
+
+**Production wait** (:func:`advise_production_wait`), from the cycles at which production waited although no
+placement could be found for it even evicting lower-priority work (:class:`WaitRecord`, one per cycle, GPU class,
+cause and, for ``burst``, team): per GPU class, the hours production waited (a cycle counts once, whatever waited
+in it), and per cause the peak and the time-weighted p95 of the GPUs that waited —
+
+- ``held``: production's own demand above what production could hold on that class: reserve ``M`` more GPUs,
+  ``M`` = the p95 rounded up to the purchase unit (the rare peak above it is not worth a purchase: it is the
+  same critical-ratio argument as the tier mix, with the wait, not the price, as the cost);
+- ``burst``: the team's burst limit refused it while room existed: raise that limit (on the class, or overall
+  when the overall limit is the one set) by the p95, rounded up to whole GPUs.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 
 from billing.errors import AdvisorInputError
@@ -338,3 +349,164 @@ def breakeven(inputs: BreakevenInputs) -> Breakeven:
 def breakeven_curve(inputs: BreakevenInputs, *, steps: int = 20) -> list[Breakeven]:
     """:func:`breakeven` at utilizations 1/steps, 2/steps, …, 100 %."""
     return [breakeven(replace(inputs, utilization=i / steps)) for i in range(1, steps + 1)]
+
+
+# Production wait (module doc, Production wait).
+WAIT_HELD = "held"
+WAIT_BURST = "burst"
+WAIT_CAUSES = (WAIT_HELD, WAIT_BURST)
+WAIT_PERCENTILE = 95.0
+OVERALL = "any"  # the quota class that bounds a team over every class
+
+
+def weighted_percentile(values: Sequence[float], weights: Sequence[float], q: float) -> float:
+    """The smallest of ``values`` at or below which lies ``q`` % of the total weight (a weighted nearest rank:
+    each value is a level of demand, each weight the time it lasted; a level held for no time never counts)."""
+    if len(values) != len(weights):
+        raise AdvisorInputError(f"give one weight per value: {len(values)} values, {len(weights)} weights")
+    if not values:
+        raise AdvisorInputError("there is no production wait to weigh: the period has no waiting cycle")
+    if not 0 <= q <= 100:
+        raise AdvisorInputError(f"percentile {q} is outside 0–100")
+    if any(not math.isfinite(v) for v in values) or any(not math.isfinite(w) or w < 0 for w in weights):
+        raise AdvisorInputError("values and weights must be finite, and weights ≥ 0 (seconds)")
+    total = sum(weights)
+    if total <= 0:
+        raise AdvisorInputError("the values were held for no time: give each its seconds")
+    pairs = sorted((v, w) for v, w in zip(values, weights, strict=True) if w > 0)
+    reached = 0.0
+    for value, weight in pairs:
+        reached += weight
+        if reached >= total * q / 100 - 1e-9:
+            return value
+    return pairs[-1][0]  # pragma: no cover - the last pair always reaches the total
+
+
+@dataclass(frozen=True)
+class WaitRecord:
+    """One cycle's production wait on one GPU class for one cause: ``gpus`` GPU-equivalents waited for
+    ``seconds`` (the cycle's length); ``team`` is the team whose burst limit refused them (``burst`` only)."""
+
+    at: float  # the cycle's instant (epoch seconds): records of one cycle share it
+    gpu_class: str
+    cause: str  # held | burst
+    team: str
+    gpus: float
+    seconds: float
+
+    def check(self) -> None:
+        if self.cause not in WAIT_CAUSES:
+            raise AdvisorInputError(f"cause {self.cause!r} is not one of {', '.join(WAIT_CAUSES)}")
+        if not self.gpu_class:
+            raise AdvisorInputError("a production wait record has no GPU class: name the class that waited")
+        if self.cause == WAIT_BURST and not self.team:
+            raise AdvisorInputError("a burst wait record names no team: name the team whose burst limit refused it")
+        if not math.isfinite(self.gpus) or self.gpus < 0:
+            raise AdvisorInputError(f"a wait record must count GPUs ≥ 0, got {self.gpus:g}")
+        if not math.isfinite(self.seconds) or self.seconds <= 0:
+            raise AdvisorInputError(f"a wait record must last seconds above 0, got {self.seconds:g}")
+
+
+@dataclass(frozen=True)
+class HeldAdvice:
+    """Production's demand above what it could hold on a class, and the GPUs to reserve for it."""
+
+    gpu_hours: float
+    peak_gpus: float
+    p95_gpus: float
+    reserve_gpus: int
+
+
+@dataclass(frozen=True)
+class BurstAdvice:
+    """One team's production refused by its burst limit on a class, and the limit that would have let it run."""
+
+    team: str
+    gpu_hours: float
+    peak_gpus: float
+    p95_gpus: float
+    limit_gpus: float | None  # the limit now; None when none is set (raised or removed since)
+    limit_class: str  # the class of the limit to raise, or ``any`` for the team's overall limit
+    raise_to_gpus: float | None
+
+    def clause(self, gpu_class: str) -> str:
+        if self.limit_gpus is None or self.raise_to_gpus is None:
+            return (
+                f"check team {self.team}'s burst limit on {gpu_class} "
+                "(none is set now: it was raised or removed since)"
+            )
+        where = "overall burst" if self.limit_class == OVERALL else f"burst on {self.limit_class}"
+        return (
+            f"raise team {self.team}'s {where} from {number_text(self.limit_gpus)} "
+            f"to {number_text(self.raise_to_gpus)} GPUs"
+        )
+
+
+@dataclass(frozen=True)
+class ClassWaitAdvice:
+    """What a period's unavoidable production wait on one GPU class advises."""
+
+    gpu_class: str
+    hours: float
+    held: HeldAdvice | None
+    bursts: tuple[BurstAdvice, ...]
+    sentence: str
+
+
+def _levels(records: Sequence[WaitRecord]) -> tuple[float, float, float]:
+    """GPU-hours, peak and p95 of the GPUs that waited, one level per cycle (records of a cycle add up)."""
+    by_cycle: dict[float, list[float]] = {}
+    for record in records:
+        level = by_cycle.setdefault(record.at, [0.0, 0.0])
+        level[0] += record.gpus
+        level[1] = max(level[1], record.seconds)
+    levels = [level for level, _ in by_cycle.values()]
+    seconds = [length for _, length in by_cycle.values()]
+    gpu_hours = sum(g * s for g, s in zip(levels, seconds, strict=True)) / 3600
+    return gpu_hours, max(levels), weighted_percentile(levels, seconds, WAIT_PERCENTILE)
+
+
+def advise_production_wait(
+    records: Sequence[WaitRecord],
+    *,
+    purchase_unit_gpus: int,
+    period: str,
+    burst_limits: Mapping[tuple[str, str], tuple[float, str]] | None = None,
+) -> tuple[ClassWaitAdvice, ...]:
+    """Per GPU class, most hours waited first: the advice of ``records`` (module doc, Production wait).
+    ``burst_limits``: (team, class) → (the burst limit in force now, the class it is set on, or ``any``);
+    ``period`` words the period in the sentence ("this week")."""
+    if not 1 <= purchase_unit_gpus <= MAX_PURCHASE_UNIT_GPUS:
+        raise AdvisorInputError(
+            f"the purchase unit must be 1 to {MAX_PURCHASE_UNIT_GPUS} GPUs, got {purchase_unit_gpus}: "
+            "give the GPUs of one reserved instance (8 for a p5)"
+        )
+    for record in records:
+        record.check()
+    limits = burst_limits or {}
+    advices = []
+    for gpu_class in sorted({record.gpu_class for record in records}):
+        mine = [record for record in records if record.gpu_class == gpu_class]
+        cycles: dict[float, float] = {}
+        for record in mine:
+            cycles[record.at] = max(cycles.get(record.at, 0.0), record.seconds)
+        held_records = [record for record in mine if record.cause == WAIT_HELD]
+        held = None
+        if held_records:
+            gpu_hours, peak, p95 = _levels(held_records)
+            reserve = math.ceil(p95 / purchase_unit_gpus - 1e-9) * purchase_unit_gpus
+            held = HeldAdvice(gpu_hours=gpu_hours, peak_gpus=peak, p95_gpus=p95, reserve_gpus=reserve)
+        bursts = []
+        for team in sorted({record.team for record in mine if record.cause == WAIT_BURST}):
+            gpu_hours, peak, p95 = _levels([r for r in mine if r.cause == WAIT_BURST and r.team == team])
+            found = limits.get((team, gpu_class))
+            limit, limit_class = found if found is not None else (None, gpu_class)
+            raise_to = None if limit is None else limit + math.ceil(p95 - 1e-9)
+            bursts.append(BurstAdvice(team, gpu_hours, peak, p95, limit, limit_class, raise_to))
+        hours = sum(cycles.values()) / 3600
+        clauses = ([f"reserve {held.reserve_gpus} more {gpu_class} GPUs"] if held is not None else []) + [
+            burst.clause(gpu_class) for burst in bursts
+        ]
+        sentence = f"Production waited {hours:.1f} h {period} on {gpu_class}: " + ", or ".join(clauses)
+        advices.append(ClassWaitAdvice(gpu_class, hours, held, tuple(bursts), sentence))
+    return tuple(sorted(advices, key=lambda advice: (-advice.hours, advice.gpu_class)))
