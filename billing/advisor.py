@@ -35,9 +35,11 @@ placement could be found for it even evicting lower-priority work (:class:`WaitR
 cause and, for ``burst``, team): per GPU class, the hours production waited (a cycle counts once, whatever waited
 in it), and per cause the peak and the time-weighted p95 of the GPUs that waited —
 
-- ``held``: production's own demand above what production could hold on that class: reserve ``M`` more GPUs,
-  ``M`` = the p95 rounded up to the purchase unit (the rare peak above it is not worth a purchase: it is the
-  same critical-ratio argument as the tier mix, with the wait, not the price, as the cost);
+- ``held``: no room for it even evicting lower work; what counts for a purchase is production's demand on the
+  class (what it held plus what waited) above the class's capacity, ``short_gpus``: reserve ``M`` more GPUs,
+  ``M`` = the time-weighted p95 of the shortfall over the cycles production waited, rounded up to the purchase
+  unit (the rare peak above it is not worth a purchase). A wait with no shortfall (a MIG-split GPU not
+  reconfigured, free GPUs scattered over nodes) is reported with nothing to reserve: GPUs would not end it;
 - ``burst``: the team's burst limit refused it while room existed: raise that limit (on the class, or overall
   when the overall limit is the one set) by the p95, rounded up to whole GPUs.
 """
@@ -385,7 +387,8 @@ def weighted_percentile(values: Sequence[float], weights: Sequence[float], q: fl
 @dataclass(frozen=True)
 class WaitRecord:
     """One cycle's production wait on one GPU class for one cause: ``gpus`` GPU-equivalents waited for
-    ``seconds`` (the cycle's length); ``team`` is the team whose burst limit refused them (``burst`` only)."""
+    ``seconds`` (the cycle's length); ``team`` is the team whose burst limit refused them (``burst`` only);
+    ``short_gpus`` how far production's demand exceeded the class's capacity (``held`` only)."""
 
     at: float  # the cycle's instant (epoch seconds): records of one cycle share it
     gpu_class: str
@@ -393,6 +396,7 @@ class WaitRecord:
     team: str
     gpus: float
     seconds: float
+    short_gpus: float = 0.0
 
     def check(self) -> None:
         if self.cause not in WAIT_CAUSES:
@@ -401,20 +405,31 @@ class WaitRecord:
             raise AdvisorInputError("a production wait record has no GPU class: name the class that waited")
         if self.cause == WAIT_BURST and not self.team:
             raise AdvisorInputError("a burst wait record names no team: name the team whose burst limit refused it")
-        if not math.isfinite(self.gpus) or self.gpus < 0:
-            raise AdvisorInputError(f"a wait record must count GPUs ≥ 0, got {self.gpus:g}")
+        for value in (self.gpus, self.short_gpus):
+            if not math.isfinite(value) or value < 0:
+                raise AdvisorInputError(f"a wait record must count GPUs ≥ 0, got {value:g}")
         if not math.isfinite(self.seconds) or self.seconds <= 0:
             raise AdvisorInputError(f"a wait record must last seconds above 0, got {self.seconds:g}")
 
 
 @dataclass(frozen=True)
 class HeldAdvice:
-    """Production's demand above what it could hold on a class, and the GPUs to reserve for it."""
+    """Production that found no room on a class: what waited, how far its demand exceeded the class's capacity,
+    and the GPUs to reserve for that."""
 
-    gpu_hours: float
-    peak_gpus: float
-    p95_gpus: float
+    gpu_hours: float  # of production that waited
+    peak_gpus: float  # that waited
+    short_peak_gpus: float
+    short_p95_gpus: float
     reserve_gpus: int
+
+    def clause(self, gpu_class: str) -> str:
+        if self.reserve_gpus == 0:
+            return (
+                f"reserve no more {gpu_class} GPUs: the class had room for production at the p95 "
+                "(MIG-split or scattered GPUs kept it waiting)"
+            )
+        return f"reserve {self.reserve_gpus} more {gpu_class} GPUs"
 
 
 @dataclass(frozen=True)
@@ -432,8 +447,7 @@ class BurstAdvice:
     def clause(self, gpu_class: str) -> str:
         if self.limit_gpus is None or self.raise_to_gpus is None:
             return (
-                f"check team {self.team}'s burst limit on {gpu_class} "
-                "(none is set now: it was raised or removed since)"
+                f"check team {self.team}'s burst limit on {gpu_class} (none is set now: it was raised or removed since)"
             )
         where = "overall burst" if self.limit_class == OVERALL else f"burst on {self.limit_class}"
         return (
@@ -453,12 +467,22 @@ class ClassWaitAdvice:
     sentence: str
 
 
-def _levels(records: Sequence[WaitRecord]) -> tuple[float, float, float]:
-    """GPU-hours, peak and p95 of the GPUs that waited, one level per cycle (records of a cycle add up)."""
+def wait_text(seconds: float) -> str:
+    """ "40 s", "17 min", "5.2 h": how long production waited, as the advice's sentence says it."""
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _levels(records: Sequence[WaitRecord], *, short: bool = False) -> tuple[float, float, float]:
+    """GPU-hours, peak and p95 of the GPUs that waited (``short``: of the shortfall), one level per cycle (records
+    of a cycle add up)."""
     by_cycle: dict[float, list[float]] = {}
     for record in records:
         level = by_cycle.setdefault(record.at, [0.0, 0.0])
-        level[0] += record.gpus
+        level[0] += record.short_gpus if short else record.gpus
         level[1] = max(level[1], record.seconds)
     levels = [level for level, _ in by_cycle.values()]
     seconds = [length for _, length in by_cycle.values()]
@@ -493,9 +517,10 @@ def advise_production_wait(
         held_records = [record for record in mine if record.cause == WAIT_HELD]
         held = None
         if held_records:
-            gpu_hours, peak, p95 = _levels(held_records)
-            reserve = math.ceil(p95 / purchase_unit_gpus - 1e-9) * purchase_unit_gpus
-            held = HeldAdvice(gpu_hours=gpu_hours, peak_gpus=peak, p95_gpus=p95, reserve_gpus=reserve)
+            gpu_hours, peak, _ = _levels(held_records)
+            _, short_peak, short_p95 = _levels(held_records, short=True)
+            reserve = math.ceil(short_p95 / purchase_unit_gpus - 1e-9) * purchase_unit_gpus
+            held = HeldAdvice(gpu_hours, peak, short_peak, short_p95, reserve)
         bursts = []
         for team in sorted({record.team for record in mine if record.cause == WAIT_BURST}):
             gpu_hours, peak, p95 = _levels([r for r in mine if r.cause == WAIT_BURST and r.team == team])
@@ -504,9 +529,7 @@ def advise_production_wait(
             raise_to = None if limit is None else limit + math.ceil(p95 - 1e-9)
             bursts.append(BurstAdvice(team, gpu_hours, peak, p95, limit, limit_class, raise_to))
         hours = sum(cycles.values()) / 3600
-        clauses = ([f"reserve {held.reserve_gpus} more {gpu_class} GPUs"] if held is not None else []) + [
-            burst.clause(gpu_class) for burst in bursts
-        ]
-        sentence = f"Production waited {hours:.1f} h {period} on {gpu_class}: " + ", or ".join(clauses)
+        clauses = ([held.clause(gpu_class)] if held is not None else []) + [burst.clause(gpu_class) for burst in bursts]
+        sentence = f"Production waited {wait_text(hours * 3600)} {period} on {gpu_class}: " + ", or ".join(clauses)
         advices.append(ClassWaitAdvice(gpu_class, hours, held, tuple(bursts), sentence))
     return tuple(sorted(advices, key=lambda advice: (-advice.hours, advice.gpu_class)))

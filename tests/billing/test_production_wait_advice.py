@@ -11,18 +11,30 @@ from billing.advisor import (
     AdvisorInputError,
     WaitRecord,
     advise_production_wait,
+    wait_text,
     weighted_percentile,
 )
 
 H = 3600.0
 
 
-def held(at: float, gpus: float, gpu_class: str = "H100", seconds: float = 10.0) -> WaitRecord:
-    return WaitRecord(at=at, gpu_class=gpu_class, cause="held", team="", gpus=gpus, seconds=seconds)
+def held(
+    at: float, gpus: float, gpu_class: str = "H100", seconds: float = 10.0, short: float | None = None
+) -> WaitRecord:
+    """Production held out of a class, ``short`` GPUs short of its capacity (by default all that waited)."""
+    short = gpus if short is None else short
+    return WaitRecord(at=at, gpu_class=gpu_class, cause="held", team="", gpus=gpus, seconds=seconds, short_gpus=short)
 
 
 def burst(at: float, gpus: float, team: str = "nlp", gpu_class: str = "H100", seconds: float = 10.0) -> WaitRecord:
     return WaitRecord(at=at, gpu_class=gpu_class, cause="burst", team=team, gpus=gpus, seconds=seconds)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"), [(0, "0 s"), (59, "59 s"), (60, "1 min"), (3599, "60 min"), (3600, "1.0 h"), (18_720, "5.2 h")]
+)
+def test_how_long_production_waited_reads(seconds, text) -> None:
+    assert wait_text(seconds) == text
 
 
 @pytest.mark.parametrize(
@@ -66,16 +78,36 @@ def test_held_wait_becomes_gpus_to_reserve_rounded_up_to_the_purchase_unit() -> 
     assert advice.gpu_class == "H100"
     assert advice.hours == pytest.approx(1000 / H)
     assert advice.held is not None and advice.bursts == ()
-    assert advice.held.peak_gpus == 10.0 and advice.held.p95_gpus == 3.0
+    assert advice.held.short_peak_gpus == 10.0 and advice.held.short_p95_gpus == 3.0
     assert advice.held.gpu_hours == pytest.approx((95 * 3 + 5 * 10) * 10 / H)
     assert advice.held.reserve_gpus == 8  # 3 GPUs, rounded up to one purchase of 8
-    assert advice.sentence == "Production waited 0.3 h this week on H100: reserve 8 more H100 GPUs"
+    assert advice.sentence == "Production waited 17 min this week on H100: reserve 8 more H100 GPUs"
 
 
-@pytest.mark.parametrize(("unit", "p95", "expected"), [(1, 3.0, 3), (1, 3.2, 4), (8, 8.0, 8), (8, 8.5, 16), (4, 0.3, 4)])
+@pytest.mark.parametrize(
+    ("unit", "p95", "expected"), [(1, 3.0, 3), (1, 3.2, 4), (8, 8.0, 8), (8, 8.5, 16), (4, 0.3, 4)]
+)
 def test_the_reserve_is_the_p95_rounded_up_to_whole_purchases(unit, p95, expected) -> None:
     (advice,) = advise_production_wait([held(0.0, p95)], purchase_unit_gpus=unit, period="this week")
     assert advice.held is not None and advice.held.reserve_gpus == expected
+
+
+def test_the_reserve_counts_only_what_the_class_was_short_of() -> None:
+    # 4 GPUs waited in every cycle, but the class was short of 1 in 19 cycles of 20, and of none in the last.
+    records = [held(i * 10.0, 4.0, short=1.0) for i in range(19)] + [held(190.0, 4.0, short=0.0)]
+    (advice,) = advise_production_wait(records, purchase_unit_gpus=1, period="this week")
+    assert advice.held is not None
+    assert (advice.held.peak_gpus, advice.held.short_peak_gpus, advice.held.short_p95_gpus) == (4.0, 1.0, 1.0)
+    assert advice.held.reserve_gpus == 1
+
+
+def test_a_wait_with_room_on_the_class_advises_no_purchase() -> None:
+    (advice,) = advise_production_wait([held(0.0, 2.0, short=0.0)], purchase_unit_gpus=8, period="this week")
+    assert advice.held is not None and advice.held.reserve_gpus == 0
+    assert advice.sentence == (
+        "Production waited 10 s this week on H100: reserve no more H100 GPUs: the class had room for production "
+        "at the p95 (MIG-split or scattered GPUs kept it waiting)"
+    )
 
 
 def test_burst_wait_says_which_teams_limit_to_raise_and_to_what() -> None:
@@ -90,10 +122,16 @@ def test_burst_wait_says_which_teams_limit_to_raise_and_to_what() -> None:
 
     assert advice.held is None and advice.hours == pytest.approx(100 / H)
     nlp, vision = advice.bursts
-    assert (nlp.team, nlp.p95_gpus, nlp.limit_gpus, nlp.limit_class, nlp.raise_to_gpus) == ("nlp", 2.0, 4.0, "H100", 6.0)
+    assert (nlp.team, nlp.p95_gpus, nlp.limit_gpus, nlp.limit_class, nlp.raise_to_gpus) == (
+        "nlp",
+        2.0,
+        4.0,
+        "H100",
+        6.0,
+    )
     assert (vision.team, vision.limit_class, vision.raise_to_gpus) == ("vision", "any", 7.0)
     assert advice.sentence == (
-        "Production waited 0.0 h this week on H100: raise team nlp's burst on H100 from 4 to 6 GPUs, "
+        "Production waited 2 min this week on H100: raise team nlp's burst on H100 from 4 to 6 GPUs, "
         "or raise team vision's overall burst from 6 to 7 GPUs"
     )
 
@@ -108,7 +146,7 @@ def test_held_and_burst_on_one_class_share_its_hours_and_its_sentence() -> None:
     assert advice.hours == pytest.approx(40 / H)  # three cycles, one of them 20 s: a cycle counts once
     assert advice.held is not None and advice.held.reserve_gpus == 2
     assert advice.sentence == (
-        "Production waited 0.0 h this week on H100: reserve 2 more H100 GPUs, "
+        "Production waited 40 s this week on H100: reserve 2 more H100 GPUs, "
         "or raise team nlp's overall burst from 8 to 10 GPUs"
     )
 
@@ -136,6 +174,7 @@ def test_classes_come_most_waited_first_and_no_records_is_no_advice() -> None:
         (WaitRecord(at=0.0, gpu_class="H100", cause="burst", team="", gpus=1.0, seconds=10.0), 1, "names no team"),
         (WaitRecord(at=0.0, gpu_class="", cause="held", team="", gpus=1.0, seconds=10.0), 1, "no GPU class"),
         (WaitRecord(at=0.0, gpu_class="H100", cause="held", team="", gpus=-1.0, seconds=10.0), 1, "GPUs ≥ 0"),
+        (held(0.0, 1.0, short=math.nan), 1, "GPUs ≥ 0"),
         (WaitRecord(at=0.0, gpu_class="H100", cause="held", team="", gpus=1.0, seconds=0.0), 1, "seconds above 0"),
         (WaitRecord(at=0.0, gpu_class="H100", cause="held", team="", gpus=1.0, seconds=math.inf), 1, "seconds above 0"),
         (held(0.0, 1.0), 0, "purchase unit must be 1 to 64"),
