@@ -169,7 +169,18 @@ class ProductionWait(models.Model):
                 name="productionwait_team_iff_burst",
                 violation_error_message="A burst wait names its team; a held wait names none.",
             ),
+            models.CheckConstraint(
+                condition=Q(cause=WaitCause.HELD) | Q(short_units=0),
+                name="productionwait_short_only_held",
+                violation_error_message="Only a held wait is short of capacity; a burst wait had room.",
+            ),
         ]
+
+    def __str__(self) -> str:
+        who = f" ({self.team.slug})" if self.team is not None else ""
+        return (
+            f"{self.gpus:g} {self.gpu_class} GPUs of production waited ({self.cause}{who}) at {self.at:%Y-%m-%d %H:%M}"
+        )
 
     @property
     def gpus(self) -> float:
@@ -178,12 +189,6 @@ class ProductionWait(models.Model):
     @property
     def short_gpus(self) -> float:
         return self.short_units / UNITS_PER_GPU
-
-    def __str__(self) -> str:
-        who = f" ({self.team.slug})" if self.team is not None else ""
-        return (
-            f"{self.gpus:g} {self.gpu_class} GPUs of production waited ({self.cause}{who}) at {self.at:%Y-%m-%d %H:%M}"
-        )
 
 
 class GpuPrice(models.Model):
