@@ -130,6 +130,10 @@ class WaitCause(models.TextChoices):
     BURST = "burst", "burst limit: the team's burst limit refused it"
 
 
+# The advisor reads at most this many days back (billing.procurement.MAX_HISTORY_DAYS); older rows are deleted.
+PRODUCTION_WAIT_KEPT_DAYS = 366
+
+
 class ProductionWait(models.Model):
     """The GPU-equivalents of production that waited at one scheduling cycle, per GPU class and cause (and, for
     ``burst``, team), for ``seconds`` (the cycle's length); for ``held``, also how far production's demand on the
@@ -137,7 +141,8 @@ class ProductionWait(models.Model):
 
     Written by the cycle's record step in its transaction (scheduler/loop/production_wait.py), one row per class
     and cause that had production waiting, none in a cycle where no production waits: the procurement advisor
-    reads a period's rows (``billing.procurement.production_wait_advise``).
+    reads a period's rows (``billing.procurement.production_wait_advise``). A cycle that writes rows deletes those
+    older than ``PRODUCTION_WAIT_KEPT_DAYS``, so a year of constant waiting is the most the table holds.
     """
 
     at = models.DateTimeField(help_text="The cycle's instant.")

@@ -18,14 +18,14 @@ from billing.advisor import (
     advise_production_wait,
 )
 from billing.intervals import floor_hour
-from billing.models import ProductionWait
+from billing.models import PRODUCTION_WAIT_KEPT_DAYS, ProductionWait
 from billing.selectors import DemandSeries, demand_series
 from billing.services import price_book_load
 from scheduler.core.gpus.units import UNITS_PER_GPU
 from scheduler.core.model.vocabulary import CapacityTier
 from teams.models import Quota
 
-MAX_HISTORY_DAYS = 366
+MAX_HISTORY_DAYS = PRODUCTION_WAIT_KEPT_DAYS  # a year and a day, for the ledger's demand and production wait alike
 WAIT_DAYS = 7  # the advice's default period: the week the sentence speaks of
 PURCHASE_UNIT_GPUS = 8  # one server of 8 GPUs (an HGX board, a p5): the advisor page's default too
 

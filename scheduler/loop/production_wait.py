@@ -33,11 +33,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from django.conf import settings
 
-from billing.models import ProductionWait, WaitCause
+from billing.models import PRODUCTION_WAIT_KEPT_DAYS, ProductionWait, WaitCause
 from jobs.models import Allocation, Job
 from scheduler.bridge.policy import policy_at_speed
 from scheduler.bridge.snapshot import core_job
@@ -112,6 +112,8 @@ def production_wait_record(plan: Plan, jobs: Mapping[str, Job], observation: Obs
             )
         )
     ProductionWait.objects.bulk_create(rows)
+    # Only a cycle that writes deletes (one indexed query): the table grows only while production waits.
+    ProductionWait.objects.filter(at__lt=at - timedelta(days=PRODUCTION_WAIT_KEPT_DAYS)).delete()
     return len(rows)
 
 

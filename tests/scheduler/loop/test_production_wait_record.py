@@ -4,6 +4,7 @@ below production."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
@@ -89,3 +90,21 @@ def test_work_below_production_that_waits_is_not_counted(team, clock) -> None:
     cycle_run(gateway=gateway)
 
     assert not ProductionWait.objects.exists()
+
+
+def test_a_cycle_that_records_deletes_what_the_advisor_no_longer_reads(team, clock) -> None:
+    old = ProductionWait.objects.create(
+        at=clock.now - timedelta(days=367), gpu_class="A100", cause="held", gpu_units=7000, jobs=1, seconds=10
+    )
+    kept = ProductionWait.objects.create(
+        at=clock.now - timedelta(days=365), gpu_class="A100", cause="held", gpu_units=7000, jobs=1, seconds=10
+    )
+    gateway = fleet(clock)
+    cycle_run(gateway=gateway)  # nothing waits: nothing is written, nothing deleted
+    assert ProductionWait.objects.count() == 2
+    _production(team, 8, name="fits")
+    _production(team, 8, name="waits")
+
+    cycle_run(gateway=gateway)
+
+    assert not ProductionWait.objects.filter(pk=old.pk).exists() and ProductionWait.objects.filter(pk=kept.pk).exists()
