@@ -60,7 +60,7 @@ class LostWorkAdmin(_ViewOnly):
 class ProductionWaitAdmin(_ViewOnly):
     """What production waited for, cycle by cycle (the scheduling cycle writes it; the advisor reads it)."""
 
-    list_display = ("at", "gpu_class", "cause", "team", "gpus", "short_gpus", "jobs", "seconds")
+    list_display = ("at", "gpu_class", "cause", "team", "gpus", "short_gpus", "scope", "need_gpus", "jobs", "seconds")
     list_filter = ("cause", "gpu_class", "team")
     date_hierarchy = "at"
     list_select_related = ("team",)

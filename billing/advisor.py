@@ -40,8 +40,10 @@ in it), and per cause the peak and the time-weighted p95 of the GPUs that waited
   ``M`` = the time-weighted p95 of the shortfall over the cycles production waited, rounded up to the purchase
   unit (the rare peak above it is not worth a purchase). A wait with no shortfall (a MIG-split GPU not
   reconfigured, free GPUs scattered over nodes) is reported with nothing to reserve: GPUs would not end it;
-- ``burst``: the team's burst limit refused it while room existed: raise that limit (on the class, or overall
-  when the overall limit is the one set) by the p95, rounded up to whole GPUs.
+- ``burst``: the team's burst limit refused it while room existed: raise that limit (the one on the class, or
+  the team's overall one: ``scope``, whichever refused it) to the p95 of what the team's production needed under
+  it (what it held there plus what waited, ``need_gpus``), rounded up to whole GPUs — unless the limit in force
+  now is already that high.
 """
 
 from __future__ import annotations
@@ -387,8 +389,10 @@ def weighted_percentile(values: Sequence[float], weights: Sequence[float], q: fl
 @dataclass(frozen=True)
 class WaitRecord:
     """One cycle's production wait on one GPU class for one cause: ``gpus`` GPU-equivalents waited for
-    ``seconds`` (the cycle's length); ``team`` is the team whose burst limit refused them (``burst`` only);
-    ``short_gpus`` how far production's demand exceeded the class's capacity (``held`` only)."""
+    ``seconds`` (the cycle's length). ``held`` only: ``short_gpus``, how far production's demand exceeded the
+    class's capacity. ``burst`` only: ``team``, whose limit refused them, ``scope``, the class that limit is set
+    on (or ``any``, the team's overall limit), and ``need_gpus``, the team's production under that limit (what
+    it held plus what waited): the limit that would have let it all run."""
 
     at: float  # the cycle's instant (epoch seconds): records of one cycle share it
     gpu_class: str
@@ -397,6 +401,8 @@ class WaitRecord:
     gpus: float
     seconds: float
     short_gpus: float = 0.0
+    scope: str = ""
+    need_gpus: float = 0.0
 
     def check(self) -> None:
         if self.cause not in WAIT_CAUSES:
@@ -405,7 +411,11 @@ class WaitRecord:
             raise AdvisorInputError("a production wait record has no GPU class: name the class that waited")
         if self.cause == WAIT_BURST and not self.team:
             raise AdvisorInputError("a burst wait record names no team: name the team whose burst limit refused it")
-        for value in (self.gpus, self.short_gpus):
+        if self.cause == WAIT_BURST and not self.scope:
+            raise AdvisorInputError(
+                f"a burst wait record of team {self.team} names no scope: the class its limit is set on, or any"
+            )
+        for value in (self.gpus, self.short_gpus, self.need_gpus):
             if not math.isfinite(value) or value < 0:
                 raise AdvisorInputError(f"a wait record must count GPUs ≥ 0, got {value:g}")
         if not math.isfinite(self.seconds) or self.seconds <= 0:
@@ -434,26 +444,28 @@ class HeldAdvice:
 
 @dataclass(frozen=True)
 class BurstAdvice:
-    """One team's production refused by its burst limit on a class, and the limit that would have let it run."""
+    """One team's production refused by one of its burst limits, and the limit that would have let it run."""
 
     team: str
-    gpu_hours: float
-    peak_gpus: float
-    p95_gpus: float
-    limit_gpus: float | None  # the limit now; None when none is set (raised or removed since)
-    limit_class: str  # the class of the limit to raise, or ``any`` for the team's overall limit
-    raise_to_gpus: float | None
+    scope: str  # the class the limit is set on, or ``any`` for the team's overall limit
+    gpu_hours: float  # of production that waited
+    peak_gpus: float  # that waited
+    need_peak_gpus: float
+    need_p95_gpus: float
+    limit_gpus: float | None  # the limit in force now; None when none is set now (removed since)
+    raise_to_gpus: int
 
-    def clause(self, gpu_class: str) -> str:
-        if self.limit_gpus is None or self.raise_to_gpus is None:
+    def clause(self) -> str:
+        where = "overall burst" if self.scope == OVERALL else f"burst on {self.scope}"
+        if self.limit_gpus is None:
+            limit = "overall burst limit" if self.scope == OVERALL else f"burst limit on {self.scope}"
+            return f"team {self.team} has no {limit} now (removed since): nothing to raise"
+        if self.raise_to_gpus <= self.limit_gpus + 1e-9:
             return (
-                f"check team {self.team}'s burst limit on {gpu_class} (none is set now: it was raised or removed since)"
+                f"team {self.team}'s {where} is {number_text(self.limit_gpus)} GPUs now, enough for the p95 of "
+                f"its production ({self.raise_to_gpus} GPUs)"
             )
-        where = "overall burst" if self.limit_class == OVERALL else f"burst on {self.limit_class}"
-        return (
-            f"raise team {self.team}'s {where} from {number_text(self.limit_gpus)} "
-            f"to {number_text(self.raise_to_gpus)} GPUs"
-        )
+        return f"raise team {self.team}'s {where} from {number_text(self.limit_gpus)} to {self.raise_to_gpus} GPUs"
 
 
 @dataclass(frozen=True)
@@ -476,13 +488,13 @@ def wait_text(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def _levels(records: Sequence[WaitRecord], *, short: bool = False) -> tuple[float, float, float]:
-    """GPU-hours, peak and p95 of the GPUs that waited (``short``: of the shortfall), one level per cycle (records
-    of a cycle add up)."""
+def _levels(records: Sequence[WaitRecord], field: str = "gpus") -> tuple[float, float, float]:
+    """GPU-hours, peak and p95 of the records' ``field`` (what waited, the shortfall, the need), one level per
+    cycle (records of a cycle add up)."""
     by_cycle: dict[float, list[float]] = {}
     for record in records:
         level = by_cycle.setdefault(record.at, [0.0, 0.0])
-        level[0] += record.short_gpus if short else record.gpus
+        level[0] += getattr(record, field)
         level[1] = max(level[1], record.seconds)
     levels = [level for level, _ in by_cycle.values()]
     seconds = [length for _, length in by_cycle.values()]
@@ -495,10 +507,10 @@ def advise_production_wait(
     *,
     purchase_unit_gpus: int,
     period: str,
-    burst_limits: Mapping[tuple[str, str], tuple[float, str]] | None = None,
+    burst_limits: Mapping[tuple[str, str], float] | None = None,
 ) -> tuple[ClassWaitAdvice, ...]:
     """Per GPU class, most hours waited first: the advice of ``records`` (module doc, Production wait).
-    ``burst_limits``: (team, class) → (the burst limit in force now, the class it is set on, or ``any``);
+    ``burst_limits``: (team, class or ``any``) → the burst limit in force now (a team's limit absent: none);
     ``period`` words the period in the sentence ("this week")."""
     if not 1 <= purchase_unit_gpus <= MAX_PURCHASE_UNIT_GPUS:
         raise AdvisorInputError(
@@ -518,18 +530,19 @@ def advise_production_wait(
         held = None
         if held_records:
             gpu_hours, peak, _ = _levels(held_records)
-            _, short_peak, short_p95 = _levels(held_records, short=True)
+            _, short_peak, short_p95 = _levels(held_records, "short_gpus")
             reserve = math.ceil(short_p95 / purchase_unit_gpus - 1e-9) * purchase_unit_gpus
             held = HeldAdvice(gpu_hours, peak, short_peak, short_p95, reserve)
         bursts = []
-        for team in sorted({record.team for record in mine if record.cause == WAIT_BURST}):
-            gpu_hours, peak, p95 = _levels([r for r in mine if r.cause == WAIT_BURST and r.team == team])
-            found = limits.get((team, gpu_class))
-            limit, limit_class = found if found is not None else (None, gpu_class)
-            raise_to = None if limit is None else limit + math.ceil(p95 - 1e-9)
-            bursts.append(BurstAdvice(team, gpu_hours, peak, p95, limit, limit_class, raise_to))
+        for team, scope in sorted({(r.team, r.scope) for r in mine if r.cause == WAIT_BURST}):
+            refused = [r for r in mine if r.cause == WAIT_BURST and r.team == team and r.scope == scope]
+            gpu_hours, peak, _ = _levels(refused)
+            _, need_peak, need_p95 = _levels(refused, "need_gpus")
+            raise_to = math.ceil(need_p95 - 1e-9)
+            limit = limits.get((team, scope))
+            bursts.append(BurstAdvice(team, scope, gpu_hours, peak, need_peak, need_p95, limit, raise_to))
         hours = sum(cycles.values()) / 3600
-        clauses = ([held.clause(gpu_class)] if held is not None else []) + [burst.clause(gpu_class) for burst in bursts]
+        clauses = ([held.clause(gpu_class)] if held is not None else []) + [burst.clause() for burst in bursts]
         sentence = f"Production waited {wait_text(hours * 3600)} {period} on {gpu_class}: " + ", or ".join(clauses)
         advices.append(ClassWaitAdvice(gpu_class, hours, held, tuple(bursts), sentence))
     return tuple(sorted(advices, key=lambda advice: (-advice.hours, advice.gpu_class)))

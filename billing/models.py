@@ -136,8 +136,10 @@ PRODUCTION_WAIT_KEPT_DAYS = 366
 
 class ProductionWait(models.Model):
     """The GPU-equivalents of production that waited at one scheduling cycle, per GPU class and cause (and, for
-    ``burst``, team), for ``seconds`` (the cycle's length); for ``held``, also how far production's demand on the
-    class (what it holds and what waited) exceeded the class's capacity that takes new work (``short_units``).
+    ``burst``, team), for ``seconds`` (the cycle's length). For ``held``, also how far production's demand on the
+    class (what it holds and what waited) exceeded the class's capacity that takes new work (``short_units``); for
+    ``burst``, the limit that refused it (``scope``: its class, or ``any``) and the team's production under that
+    limit, held plus waited (``need_units``): the limit that would have let it run.
 
     Written by the cycle's record step in its transaction (scheduler/loop/production_wait.py), one row per class
     and cause that had production waiting, none in a cycle where no production waits: the procurement advisor
@@ -161,6 +163,13 @@ class ProductionWait(models.Model):
         default=0,
         help_text="Held only: production's demand above the class's capacity, in 1/7000 GPU (0: it had room).",
     )
+    scope = models.CharField(
+        max_length=64, blank=True, help_text="Burst only: the class of the limit that refused it, or any (overall)."
+    )
+    need_units = models.PositiveBigIntegerField(
+        default=0,
+        help_text="Burst only: the team's production under that limit (held plus waited), in 1/7000 GPU.",
+    )
     jobs = models.PositiveIntegerField(help_text="Production jobs that waited.")
     seconds = models.FloatField(validators=[MinValueValidator(0)], help_text="The cycle's length.")
 
@@ -175,9 +184,13 @@ class ProductionWait(models.Model):
                 violation_error_message="A burst wait names its team; a held wait names none.",
             ),
             models.CheckConstraint(
-                condition=Q(cause=WaitCause.HELD) | Q(short_units=0),
-                name="productionwait_short_only_held",
-                violation_error_message="Only a held wait is short of capacity; a burst wait had room.",
+                condition=Q(cause=WaitCause.HELD, scope="", need_units=0)
+                | Q(cause=WaitCause.BURST, short_units=0) & ~Q(scope=""),
+                name="productionwait_fields_of_its_cause",
+                violation_error_message=(
+                    "A held wait has a shortfall and no scope or need; a burst wait names the scope of its limit "
+                    "and had room (no shortfall)."
+                ),
             ),
         ]
 
@@ -194,6 +207,10 @@ class ProductionWait(models.Model):
     @property
     def short_gpus(self) -> float:
         return self.short_units / UNITS_PER_GPU
+
+    @property
+    def need_gpus(self) -> float:
+        return self.need_units / UNITS_PER_GPU
 
 
 class GpuPrice(models.Model):

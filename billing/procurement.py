@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from billing.advisor import (
-    OVERALL,
     AdvisorInputError,
     ClassWaitAdvice,
     MixAdvice,
@@ -104,23 +103,12 @@ class ProductionWaitAdvice:
     classes: tuple[ClassWaitAdvice, ...]
 
 
-def burst_limits_now(teams: set[str], classes: set[str]) -> dict[tuple[str, str], tuple[float, str]]:
-    """(team slug, class) → the burst limit in force on that class, else the team's overall one, and where it is
-    set; a pair without either is absent (no ceiling)."""
-    quotas = {
-        (slug, gpu_class): float(burst)
-        for slug, gpu_class, burst in Quota.objects.filter(team__slug__in=teams).values_list(
-            "team__slug", "gpu_class", "burst_gpus"
-        )
-    }
-    limits = {}
-    for team in teams:
-        for gpu_class in classes:
-            for where in (gpu_class, OVERALL):
-                if (team, where) in quotas:
-                    limits[(team, gpu_class)] = (quotas[(team, where)], where)
-                    break
-    return limits
+def burst_limits_now(teams: set[str]) -> dict[tuple[str, str], float]:
+    """(team slug, class or ``any``) → the team's burst limit in force there now (never below its guarantee)."""
+    rows = Quota.objects.filter(team__slug__in=teams).values_list(
+        "team__slug", "gpu_class", "burst_gpus", "guaranteed_gpus"
+    )
+    return {(slug, gpu_class): float(max(burst, guaranteed)) for slug, gpu_class, burst, guaranteed in rows}
 
 
 def production_wait_advise(
@@ -134,7 +122,7 @@ def production_wait_advise(
         )
     start = now - timedelta(days=days)
     rows = ProductionWait.objects.filter(at__gte=start, at__lt=now).values_list(
-        "at", "gpu_class", "cause", "team__slug", "gpu_units", "short_units", "seconds"
+        "at", "gpu_class", "cause", "team__slug", "gpu_units", "short_units", "scope", "need_units", "seconds"
     )
     records = [
         WaitRecord(
@@ -145,10 +133,12 @@ def production_wait_advise(
             gpus=units / UNITS_PER_GPU,
             seconds=seconds,
             short_gpus=short / UNITS_PER_GPU,
+            scope=scope,
+            need_gpus=need / UNITS_PER_GPU,
         )
-        for at, gpu_class, cause, team, units, short, seconds in rows
+        for at, gpu_class, cause, team, units, short, scope, need, seconds in rows
     ]
-    limits = burst_limits_now({r.team for r in records if r.team}, {r.gpu_class for r in records})
+    limits = burst_limits_now({r.team for r in records if r.team})
     period = "in the last week" if days == WAIT_DAYS else f"in the last {days} days"
     classes = advise_production_wait(records, purchase_unit_gpus=purchase_unit_gpus, period=period, burst_limits=limits)
     return ProductionWaitAdvice(

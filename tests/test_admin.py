@@ -193,7 +193,15 @@ _BUILDERS: dict[type[Model], Callable[[], Model]] = {
     LedgerEntry: _build_ledger_entry,
     LostWork: _build_lost_work,
     ProductionWait: lambda: ProductionWait.objects.create(
-        at=timezone.now(), gpu_class="H100", cause="burst", team=_build_team(), gpu_units=7000, jobs=1, seconds=10
+        at=timezone.now(),
+        gpu_class="H100",
+        cause="burst",
+        team=_build_team(),
+        gpu_units=7000,
+        scope="H100",
+        need_units=7000,
+        jobs=1,
+        seconds=10,
     ),
     GpuPrice: _build_gpu_price,
     ReservedCommitment: _build_commitment,

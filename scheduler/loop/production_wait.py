@@ -10,7 +10,9 @@ simulator's causes of unavoidable wait (``bench causes``, whose oracle ``schedul
 not import):
 
 - ``quota`` → ``burst``: production may exceed its team's guarantee, so its quota refuses it only at the burst
-  limit;
+  limit. The row names that limit (``scope``: the one on the class, else the team's overall one — the first
+  that the team's production, held plus waiting, exceeds) and that need (``need_units``): the limit that would
+  have let it run;
 - ``capacity``, ``reserved`` (GPUs are reserved for it from the expected ends of work production may not evict)
   and ``not-ready`` (no node that could run it takes new work) → ``held``;
 - ``reconfiguring`` and ``held`` (a MIG reconfiguration under way or due next cycle) are not counted: production
@@ -50,6 +52,7 @@ from scheduler.core.model.explain import demand_units
 from scheduler.core.model.vocabulary import BlockerKind, JobState, Priority
 from scheduler.core.rules.tiers import allowed_tiers
 from scheduler.gateways.protocol import Observation
+from teams.models import Quota
 
 CAUSE_OF_BLOCKER: dict[BlockerKind, str] = {
     BlockerKind.QUOTA: WaitCause.BURST,
@@ -86,31 +89,31 @@ def production_wait_record(plan: Plan, jobs: Mapping[str, Job], observation: Obs
         total.tiers |= tiers
     if not waited:
         return 0
-    held = _production_held(observation)
+    held = _ProductionHeld(observation)
+    limits = _burst_limits({team for _, cause, team in waited if team is not None})
     seconds = float(settings.SCHEDULER["cycle_s"])
     rows = []
     for (gpu_class, cause, team), total in sorted(waited.items(), key=str):
-        short = 0
-        if cause == WaitCause.HELD:
-            classes = set(gpu_class.split("/"))
+        row = ProductionWait(
+            at=at,
+            gpu_class=gpu_class,
+            cause=cause,
+            team_id=team,
+            gpu_units=total.units,
+            jobs=total.jobs,
+            seconds=seconds,
+        )
+        classes = set(gpu_class.split("/"))
+        if team is None:
             capacity = sum(
                 node.gpu_count * UNITS_PER_GPU
                 for node in observation.nodes
                 if node.schedulable and node.tier in total.tiers and gpu_class_of(node.gpu_model) in classes
             )
-            short = max(0, sum(held.get(c, 0) for c in classes) + total.units - capacity)
-        rows.append(
-            ProductionWait(
-                at=at,
-                gpu_class=gpu_class,
-                cause=cause,
-                team_id=team,
-                gpu_units=total.units,
-                short_units=short,
-                jobs=total.jobs,
-                seconds=seconds,
-            )
-        )
+            row.short_units = max(0, sum(held.open_nodes.get(c, 0) for c in classes) + total.units - capacity)
+        else:
+            row.scope, row.need_units = _refusing_limit(team, classes, total.units, held, limits)
+        rows.append(row)
     ProductionWait.objects.bulk_create(rows)
     # Only a cycle that writes deletes (one indexed query): the table grows only while production waits.
     ProductionWait.objects.filter(at__lt=at - timedelta(days=PRODUCTION_WAIT_KEPT_DAYS)).delete()
@@ -131,15 +134,42 @@ def _need(job: CoreJob, observation: Observation, tiers: set[str], policy: Polic
     return "/".join(sorted(need)), min(need.values())
 
 
-def _production_held(observation: Observation) -> dict[str, int]:
-    """Units production holds per GPU class on the nodes that take new work (its live allocations)."""
-    open_nodes = {node.name for node in observation.nodes if node.schedulable}
-    held: dict[str, int] = {}
-    live = Allocation.objects.filter(ended_at__isnull=True, job__priority=Priority.PRODUCTION)
-    for node, model, profile in live.values_list("node__name", "node__gpu_model__name", "mig_profile"):
-        if node not in open_nodes:
-            continue
-        spec = GPU_MODEL_BY_NAME.get(model)
-        units = spec.profiles()[profile].compute_slices * UNITS_PER_SLICE if profile and spec else UNITS_PER_GPU
-        held[gpu_class_of(model)] = held.get(gpu_class_of(model), 0) + units
-    return held
+class _ProductionHeld:
+    """What production holds now (its live allocations, this cycle's binds included), in units: per GPU class on
+    the nodes that take new work (``open_nodes``), and per team on every node, per class and overall (``ANY``), as
+    its burst limits count it."""
+
+    def __init__(self, observation: Observation) -> None:
+        schedulable = {node.name for node in observation.nodes if node.schedulable}
+        self.open_nodes: dict[str, int] = {}
+        self.by_team: dict[tuple[int, str], int] = {}
+        live = Allocation.objects.filter(ended_at__isnull=True, job__priority=Priority.PRODUCTION)
+        rows = live.values_list("job__team_id", "node__name", "node__gpu_model__name", "mig_profile")
+        for team, node, model, profile in rows:
+            spec = GPU_MODEL_BY_NAME.get(model)
+            units = spec.profiles()[profile].compute_slices * UNITS_PER_SLICE if profile and spec else UNITS_PER_GPU
+            gpu_class = gpu_class_of(model)
+            if node in schedulable:
+                self.open_nodes[gpu_class] = self.open_nodes.get(gpu_class, 0) + units
+            for scope in (gpu_class, ANY):
+                self.by_team[(team, scope)] = self.by_team.get((team, scope), 0) + units
+
+
+def _burst_limits(teams: set[int]) -> dict[tuple[int, str], int]:
+    """(team, class or ``any``) → its burst limit in units (never below its guarantee, as admission counts it)."""
+    rows = Quota.objects.filter(team_id__in=teams).values_list("team_id", "gpu_class", "burst_gpus", "guaranteed_gpus")
+    return {(team, c): round(max(burst, guaranteed) * UNITS_PER_GPU) for team, c, burst, guaranteed in rows}
+
+
+def _refusing_limit(
+    team: int, classes: set[str], waited: int, held: _ProductionHeld, limits: Mapping[tuple[int, str], int]
+) -> tuple[str, int]:
+    """The limit that refused ``team``'s waiting production (its class's, else its overall one: the first that
+    what it holds plus what waited exceeds) and that need; the class's, or overall, when none is exceeded now."""
+    scopes = [*sorted(classes), ANY] if len(classes) == 1 else [ANY]
+    needs = {scope: held.by_team.get((team, scope), 0) + waited for scope in scopes}
+    for scope in scopes:
+        if (team, scope) in limits and needs[scope] > limits[(team, scope)]:
+            return scope, needs[scope]
+    scope = next((scope for scope in scopes if (team, scope) in limits), scopes[0])
+    return scope, needs[scope]

@@ -26,8 +26,19 @@ def held(
     return WaitRecord(at=at, gpu_class=gpu_class, cause="held", team="", gpus=gpus, seconds=seconds, short_gpus=short)
 
 
-def burst(at: float, gpus: float, team: str = "nlp", gpu_class: str = "H100", seconds: float = 10.0) -> WaitRecord:
-    return WaitRecord(at=at, gpu_class=gpu_class, cause="burst", team=team, gpus=gpus, seconds=seconds)
+def burst(
+    at: float,
+    gpus: float,
+    need: float,
+    team: str = "nlp",
+    scope: str = "H100",
+    gpu_class: str = "H100",
+    seconds: float = 10.0,
+) -> WaitRecord:
+    """``gpus`` of team ``team``'s production refused by its limit on ``scope``, under which it needed ``need``."""
+    return WaitRecord(
+        at=at, gpu_class=gpu_class, cause="burst", team=team, gpus=gpus, seconds=seconds, scope=scope, need_gpus=need
+    )
 
 
 @pytest.mark.parametrize(
@@ -111,25 +122,30 @@ def test_a_wait_with_room_on_the_class_advises_no_purchase() -> None:
 
 
 def test_burst_wait_says_which_teams_limit_to_raise_and_to_what() -> None:
-    records = [burst(i * 10.0, 2.0) for i in range(10)] + [burst(0.0, 1.0, team="vision")]
+    # nlp held 4 H100 GPUs of production at its limit of 4 on H100, and 2 more waited: it needed 6. vision's
+    # overall limit refused 1 GPU when it needed 6.5 under it: 7 in whole GPUs.
+    records = [burst(i * 10.0, 2.0, need=6.0) for i in range(10)] + [
+        burst(0.0, 1.0, need=6.5, team="vision", scope="any")
+    ]
 
     (advice,) = advise_production_wait(
         records,
         purchase_unit_gpus=8,
         period="this week",
-        burst_limits={("nlp", "H100"): (4.0, "H100"), ("vision", "H100"): (6.0, "any")},
+        burst_limits={("nlp", "H100"): 4.0, ("nlp", "any"): 100.0, ("vision", "any"): 6.0},
     )
 
     assert advice.held is None and advice.hours == pytest.approx(100 / H)
     nlp, vision = advice.bursts
-    assert (nlp.team, nlp.p95_gpus, nlp.limit_gpus, nlp.limit_class, nlp.raise_to_gpus) == (
+    assert (nlp.team, nlp.scope, nlp.peak_gpus, nlp.need_p95_gpus, nlp.limit_gpus, nlp.raise_to_gpus) == (
         "nlp",
-        2.0,
-        4.0,
         "H100",
+        2.0,
         6.0,
+        4.0,
+        6,
     )
-    assert (vision.team, vision.limit_class, vision.raise_to_gpus) == ("vision", "any", 7.0)
+    assert (vision.team, vision.scope, vision.limit_gpus, vision.raise_to_gpus) == ("vision", "any", 6.0, 7)
     assert advice.sentence == (
         "Production waited 2 min this week on H100: raise team nlp's burst on H100 from 4 to 6 GPUs, "
         "or raise team vision's overall burst from 6 to 7 GPUs"
@@ -137,10 +153,11 @@ def test_burst_wait_says_which_teams_limit_to_raise_and_to_what() -> None:
 
 
 def test_held_and_burst_on_one_class_share_its_hours_and_its_sentence() -> None:
-    records = [held(0.0, 1.0), burst(0.0, 2.0), burst(10.0, 2.0), held(20.0, 1.5, seconds=20.0)]
+    records = [held(0.0, 1.0), burst(0.0, 2.0, need=10.0, scope="any"), burst(10.0, 2.0, need=9.0, scope="any")]
+    records.append(held(20.0, 1.5, seconds=20.0))
 
     (advice,) = advise_production_wait(
-        records, purchase_unit_gpus=1, period="this week", burst_limits={("nlp", "H100"): (8.0, "any")}
+        records, purchase_unit_gpus=1, period="this week", burst_limits={("nlp", "any"): 8.0}
     )
 
     assert advice.hours == pytest.approx(40 / H)  # three cycles, one of them 20 s: a cycle counts once
@@ -151,20 +168,22 @@ def test_held_and_burst_on_one_class_share_its_hours_and_its_sentence() -> None:
     )
 
 
-def test_a_team_without_a_burst_limit_is_told_so() -> None:
-    (advice,) = advise_production_wait([burst(0.0, 1.0)], purchase_unit_gpus=1, period="this week")
-    (only,) = advice.bursts
-    assert only.limit_gpus is None and only.raise_to_gpus is None
-    assert "team nlp's burst limit on H100 (none is set now" in advice.sentence
-
-
-def test_classes_come_most_waited_first_and_no_records_is_no_advice() -> None:
-    records = [held(0.0, 1.0, gpu_class="A100"), held(0.0, 1.0), held(10.0, 1.0)]
-    assert [a.gpu_class for a in advise_production_wait(records, purchase_unit_gpus=1, period="this week")] == [
-        "H100",
-        "A100",
-    ]
-    assert advise_production_wait([], purchase_unit_gpus=1, period="this week") == ()
+@pytest.mark.parametrize(
+    ("limits", "clause"),
+    [
+        ({}, "team nlp has no burst limit on H100 now (removed since): nothing to raise"),
+        (
+            {("nlp", "H100"): 6.0},
+            "team nlp's burst on H100 is 6 GPUs now, enough for the p95 of its production (5 GPUs)",
+        ),
+        ({("nlp", "H100"): 4.5}, "raise team nlp's burst on H100 from 4.5 to 5 GPUs"),
+    ],
+)
+def test_the_limit_in_force_now_decides_what_is_said(limits, clause) -> None:
+    (advice,) = advise_production_wait(
+        [burst(0.0, 1.0, need=4.2)], purchase_unit_gpus=1, period="this week", burst_limits=limits
+    )
+    assert advice.sentence.endswith(": " + clause)
 
 
 @pytest.mark.parametrize(
@@ -172,6 +191,8 @@ def test_classes_come_most_waited_first_and_no_records_is_no_advice() -> None:
     [
         (WaitRecord(at=0.0, gpu_class="H100", cause="late", team="", gpus=1.0, seconds=10.0), 1, "cause 'late'"),
         (WaitRecord(at=0.0, gpu_class="H100", cause="burst", team="", gpus=1.0, seconds=10.0), 1, "names no team"),
+        (burst(0.0, 1.0, need=2.0, scope=""), 1, "team nlp names no scope"),
+        (burst(0.0, 1.0, need=-2.0), 1, "GPUs ≥ 0"),
         (WaitRecord(at=0.0, gpu_class="", cause="held", team="", gpus=1.0, seconds=10.0), 1, "no GPU class"),
         (WaitRecord(at=0.0, gpu_class="H100", cause="held", team="", gpus=-1.0, seconds=10.0), 1, "GPUs ≥ 0"),
         (held(0.0, 1.0, short=math.nan), 1, "GPUs ≥ 0"),

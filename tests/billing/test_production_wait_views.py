@@ -10,6 +10,7 @@ from io import StringIO
 
 import pytest
 from django.core.management import CommandError, call_command
+from django.db import IntegrityError, transaction
 from django.urls import reverse
 from django.utils import timezone
 
@@ -34,8 +35,8 @@ def _now(monkeypatch):
 
 @pytest.fixture
 def waits(team):
-    """An hour ago, 60 cycles of 10 s: 3 H100 GPUs of production short of capacity, and team nlp's 2 over its burst
-    limit of 4 on H100; 8 days ago, a wait the week no longer counts."""
+    """An hour ago, 60 cycles of 10 s: 3 H100 GPUs of production short of capacity, and team nlp's 2 refused by its
+    burst limit of 4 on H100 while it held 4 (it needed 6); 8 days ago, a wait the week no longer counts."""
     Quota.objects.create(team=team, gpu_class="H100", guaranteed_gpus=Decimal(2), burst_gpus=Decimal(4))
     start = NOW - timedelta(hours=1)
     rows = []
@@ -47,7 +48,17 @@ def waits(team):
             )
         )
         rows.append(
-            ProductionWait(at=at, gpu_class="H100", cause="burst", team=team, gpu_units=2 * 7000, jobs=1, seconds=10)
+            ProductionWait(
+                at=at,
+                gpu_class="H100",
+                cause="burst",
+                team=team,
+                gpu_units=2 * 7000,
+                scope="H100",
+                need_units=6 * 7000,
+                jobs=1,
+                seconds=10,
+            )
         )
     old = NOW - timedelta(days=8)
     rows.append(
@@ -63,15 +74,31 @@ def test_the_service_reads_the_week_and_the_burst_limits_in_force(waits) -> None
     assert h100.hours == pytest.approx(600 / 3600)
     assert h100.held is not None and (h100.held.short_p95_gpus, h100.held.reserve_gpus) == (3.0, 8)
     (nlp,) = h100.bursts
-    assert (nlp.team, nlp.limit_gpus, nlp.limit_class, nlp.raise_to_gpus) == ("nlp", 4.0, "H100", 6.0)
+    assert (nlp.team, nlp.scope, nlp.limit_gpus, nlp.raise_to_gpus) == ("nlp", "H100", 4.0, 6)
     assert [c.gpu_class for c in production_wait_advise(now=NOW, days=9).classes] == ["H100", "A100"]
 
 
-def test_the_overall_burst_limit_is_named_when_the_class_has_none(waits, team) -> None:
+def test_the_limit_in_force_now_is_read(waits, team) -> None:
+    Quota.objects.filter(team=team, gpu_class="H100").update(burst_gpus=Decimal(5))
+    assert "from 5 to 6 GPUs" in production_wait_advise(now=NOW).classes[0].sentence
     Quota.objects.filter(team=team, gpu_class="H100").delete()
     Quota.objects.create(team=team, gpu_class="any", guaranteed_gpus=Decimal(8), burst_gpus=Decimal(10))
-    (nlp,) = production_wait_advise(now=NOW).classes[0].bursts
-    assert (nlp.limit_gpus, nlp.limit_class, nlp.raise_to_gpus) == (10.0, "any", 12.0)
+    sentence = production_wait_advise(now=NOW).classes[0].sentence
+    assert sentence.endswith("team nlp has no burst limit on H100 now (removed since): nothing to raise")
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"cause": "held", "scope": "H100"},  # a held wait has no limit
+        {"cause": "burst", "scope": ""},  # a burst wait names its limit
+        {"cause": "burst", "scope": "any", "short_units": 7000},  # and had room
+    ],
+)
+def test_a_row_keeps_the_fields_of_its_cause(team, fields) -> None:
+    fields = {**fields, "team": team if fields["cause"] == "burst" else None}
+    with pytest.raises(IntegrityError), transaction.atomic():
+        ProductionWait.objects.create(at=NOW, gpu_class="H100", gpu_units=7000, jobs=1, seconds=10, **fields)
 
 
 def test_the_period_is_checked(db) -> None:

@@ -80,6 +80,21 @@ def test_a_burst_limit_that_refuses_production_is_recorded_with_its_team(team, c
 
     row = ProductionWait.objects.get()
     assert (row.gpu_class, row.cause, row.team, row.gpus, row.jobs) == ("A100", "burst", team, 4.0, 1)
+    assert (row.scope, row.need_gpus, row.short_units) == ("any", 4.0, 0)  # its overall limit of 2 refused it
+
+
+def test_the_class_limit_is_named_when_it_is_the_one_exceeded(team, clock) -> None:
+    Quota.objects.create(team=team, gpu_class="A100", guaranteed_gpus=Decimal(2), burst_gpus=Decimal(3))
+    gateway = fleet(clock)
+    _production(team, 2, name="runs")  # within 3 on A100
+    cycle_run(gateway=gateway)
+    _production(team, 2, name="refused")  # 2 held + 2 = 4 > 3 on A100 (and within 40 overall)
+
+    clock.advance(10)
+    cycle_run(gateway=gateway)
+
+    row = ProductionWait.objects.get()
+    assert (row.cause, row.scope, row.gpus, row.need_gpus) == ("burst", "A100", 2.0, 4.0)
 
 
 def test_work_below_production_that_waits_is_not_counted(team, clock) -> None:
