@@ -13,8 +13,8 @@ not import):
   limit. The row names that limit (``scope``: the one on the class, else the team's overall one — the first
   that the team's production, held plus waiting, exceeds) and that need (``need_units``): the limit that would
   have let it run;
-- ``capacity``, ``reserved`` (GPUs are reserved for it from the expected ends of work production may not evict)
-  and ``not-ready`` (no node that could run it takes new work) → ``held``;
+- ``capacity``, ``reserved`` (no room now: GPUs are reserved for it from the running work's expected ends) and
+  ``not-ready`` (no node that could run it takes new work) → ``held``;
 - ``reconfiguring`` and ``held`` (a MIG reconfiguration under way or due next cycle) are not counted: production
   is already being given room, and the wait is the reconfiguration's time, not missing capacity.
 
