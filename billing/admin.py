@@ -6,7 +6,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.http import HttpRequest
 
-from billing.models import GpuPrice, LedgerEntry, LostWork, ReservedCommitment
+from billing.models import GpuPrice, LedgerEntry, LostWork, ProductionWait, ReservedCommitment
 
 
 class _ViewOnly(admin.ModelAdmin):
@@ -54,6 +54,16 @@ class LostWorkAdmin(_ViewOnly):
     date_hierarchy = "preempted_at"
     list_select_related = ("team", "job__team")
     raw_id_fields = ("allocation", "job")
+
+
+@admin.register(ProductionWait)
+class ProductionWaitAdmin(_ViewOnly):
+    """What production waited for, cycle by cycle (the scheduling cycle writes it; the advisor reads it)."""
+
+    list_display = ("at", "gpu_class", "cause", "team", "gpus", "short_gpus", "scope", "need_gpus", "jobs", "seconds")
+    list_filter = ("cause", "gpu_class", "team")
+    date_hierarchy = "at"
+    list_select_related = ("team",)
 
 
 @admin.register(GpuPrice)

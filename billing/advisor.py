@@ -29,12 +29,27 @@ which ``s_h ≤ d_h`` could run on spot (checkpointed, preemptible training), wi
 - own cost per used GPU-hour = ``(opex + capex / amortization months) ÷ (g × hours × u)``.
 Not included (as in ``docs/gpu-facts.md``, Ownership inputs and break-even): staff, spares and failures, financing,
 resale value.
+
+**Production wait** (:func:`advise_production_wait`), from the cycles at which production waited although no
+placement could be found for it even evicting lower-priority work (:class:`WaitRecord`, one per cycle, GPU class,
+cause and, for ``burst``, team): per GPU class, the hours production waited (a cycle counts once, whatever waited
+in it), and per cause the peak and the time-weighted p95 of the GPUs that waited —
+
+- ``held``: no room for it even evicting lower work; what counts for a purchase is production's demand on the
+  class (what it held plus what waited) above the class's capacity, ``short_gpus``: reserve ``M`` more GPUs,
+  ``M`` = the time-weighted p95 of the shortfall over the cycles production waited, rounded up to the purchase
+  unit (the rare peak above it is not worth a purchase). A wait with no shortfall (a MIG-split GPU not
+  reconfigured, free GPUs scattered over nodes) is reported with nothing to reserve: GPUs would not end it;
+- ``burst``: the team's burst limit refused it while room existed: raise that limit (the one on the class, or
+  the team's overall one: ``scope``, whichever refused it) to the p95 of what the team's production needed under
+  it (what it held there plus what waited, ``need_gpus``), rounded up to whole GPUs — unless the limit in force
+  now is already that high.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 
 from billing.errors import AdvisorInputError
@@ -338,3 +353,196 @@ def breakeven(inputs: BreakevenInputs) -> Breakeven:
 def breakeven_curve(inputs: BreakevenInputs, *, steps: int = 20) -> list[Breakeven]:
     """:func:`breakeven` at utilizations 1/steps, 2/steps, …, 100 %."""
     return [breakeven(replace(inputs, utilization=i / steps)) for i in range(1, steps + 1)]
+
+
+# Production wait (module doc, Production wait).
+WAIT_HELD = "held"
+WAIT_BURST = "burst"
+WAIT_CAUSES = (WAIT_HELD, WAIT_BURST)
+WAIT_PERCENTILE = 95.0
+OVERALL = "any"  # the quota class that bounds a team over every class
+
+
+def weighted_percentile(values: Sequence[float], weights: Sequence[float], q: float) -> float:
+    """The smallest of ``values`` at or below which lies ``q`` % of the total weight (a weighted nearest rank:
+    each value is a level of demand, each weight the time it lasted; a level held for no time never counts)."""
+    if len(values) != len(weights):
+        raise AdvisorInputError(f"give one weight per value: {len(values)} values, {len(weights)} weights")
+    if not values:
+        raise AdvisorInputError("there is no production wait to weigh: the period has no waiting cycle")
+    if not 0 <= q <= 100:
+        raise AdvisorInputError(f"percentile {q} is outside 0–100")
+    if any(not math.isfinite(v) for v in values) or any(not math.isfinite(w) or w < 0 for w in weights):
+        raise AdvisorInputError("values and weights must be finite, and weights ≥ 0 (seconds)")
+    total = sum(weights)
+    if total <= 0:
+        raise AdvisorInputError("the values were held for no time: give each its seconds")
+    pairs = sorted((v, w) for v, w in zip(values, weights, strict=True) if w > 0)
+    reached = 0.0
+    for value, weight in pairs:
+        reached += weight
+        if reached >= total * q / 100 - 1e-9:
+            return value
+    return pairs[-1][0]  # pragma: no cover - the last pair always reaches the total
+
+
+@dataclass(frozen=True)
+class WaitRecord:
+    """One cycle's production wait on one GPU class for one cause: ``gpus`` GPU-equivalents waited for
+    ``seconds`` (the cycle's length). ``held`` only: ``short_gpus``, how far production's demand exceeded the
+    class's capacity. ``burst`` only: ``team``, whose limit refused them, ``scope``, the class that limit is set
+    on (or ``any``, the team's overall limit), and ``need_gpus``, the team's production under that limit (what
+    it held plus what waited): the limit that would have let it all run."""
+
+    at: float  # the cycle's instant (epoch seconds): records of one cycle share it
+    gpu_class: str
+    cause: str  # held | burst
+    team: str
+    gpus: float
+    seconds: float
+    short_gpus: float = 0.0
+    scope: str = ""
+    need_gpus: float = 0.0
+
+    def check(self) -> None:
+        if self.cause not in WAIT_CAUSES:
+            raise AdvisorInputError(f"cause {self.cause!r} is not one of {', '.join(WAIT_CAUSES)}")
+        if not self.gpu_class:
+            raise AdvisorInputError("a production wait record has no GPU class: name the class that waited")
+        if self.cause == WAIT_BURST and not self.team:
+            raise AdvisorInputError("a burst wait record names no team: name the team whose burst limit refused it")
+        if self.cause == WAIT_BURST and not self.scope:
+            raise AdvisorInputError(
+                f"a burst wait record of team {self.team} names no scope: the class its limit is set on, or any"
+            )
+        for value in (self.gpus, self.short_gpus, self.need_gpus):
+            if not math.isfinite(value) or value < 0:
+                raise AdvisorInputError(f"a wait record must count GPUs ≥ 0, got {value:g}")
+        if not math.isfinite(self.seconds) or self.seconds <= 0:
+            raise AdvisorInputError(f"a wait record must last seconds above 0, got {self.seconds:g}")
+
+
+@dataclass(frozen=True)
+class HeldAdvice:
+    """Production that found no room on a class: what waited, how far its demand exceeded the class's capacity,
+    and the GPUs to reserve for that."""
+
+    gpu_hours: float  # of production that waited
+    peak_gpus: float  # that waited
+    short_peak_gpus: float
+    short_p95_gpus: float
+    reserve_gpus: int
+
+    def clause(self, gpu_class: str) -> str:
+        if self.reserve_gpus == 0:
+            return (
+                f"reserve no more {gpu_class} GPUs: the class had room for production at the p95 "
+                "(MIG-split or scattered GPUs kept it waiting)"
+            )
+        return f"reserve {self.reserve_gpus} more {gpu_class} GPUs"
+
+
+@dataclass(frozen=True)
+class BurstAdvice:
+    """One team's production refused by one of its burst limits, and the limit that would have let it run."""
+
+    team: str
+    scope: str  # the class the limit is set on, or ``any`` for the team's overall limit
+    gpu_hours: float  # of production that waited
+    peak_gpus: float  # that waited
+    need_peak_gpus: float
+    need_p95_gpus: float
+    limit_gpus: float | None  # the limit in force now; None when none is set now (removed since)
+    raise_to_gpus: int
+
+    def clause(self) -> str:
+        where = "overall burst" if self.scope == OVERALL else f"burst on {self.scope}"
+        if self.limit_gpus is None:
+            limit = "overall burst limit" if self.scope == OVERALL else f"burst limit on {self.scope}"
+            return f"team {self.team} has no {limit} now (removed since): nothing to raise"
+        if self.raise_to_gpus <= self.limit_gpus + 1e-9:
+            return (
+                f"team {self.team}'s {where} is {number_text(self.limit_gpus)} GPUs now, enough for the p95 of "
+                f"its production ({self.raise_to_gpus} GPUs)"
+            )
+        return f"raise team {self.team}'s {where} from {number_text(self.limit_gpus)} to {self.raise_to_gpus} GPUs"
+
+
+@dataclass(frozen=True)
+class ClassWaitAdvice:
+    """What a period's unavoidable production wait on one GPU class advises."""
+
+    gpu_class: str
+    hours: float
+    held: HeldAdvice | None
+    bursts: tuple[BurstAdvice, ...]
+    sentence: str
+
+
+def wait_text(seconds: float) -> str:
+    """ "40 s", "17 min", "5.2 h": how long production waited, as the advice's sentence says it."""
+    if seconds < 60:
+        return f"{seconds:.0f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _levels(records: Sequence[WaitRecord], field: str = "gpus") -> tuple[float, float, float]:
+    """GPU-hours, peak and p95 of the records' ``field`` (what waited, the shortfall, the need), one level per
+    cycle (records of a cycle add up)."""
+    by_cycle: dict[float, list[float]] = {}
+    for record in records:
+        level = by_cycle.setdefault(record.at, [0.0, 0.0])
+        level[0] += getattr(record, field)
+        level[1] = max(level[1], record.seconds)
+    levels = [level for level, _ in by_cycle.values()]
+    seconds = [length for _, length in by_cycle.values()]
+    gpu_hours = sum(g * s for g, s in zip(levels, seconds, strict=True)) / 3600
+    return gpu_hours, max(levels), weighted_percentile(levels, seconds, WAIT_PERCENTILE)
+
+
+def advise_production_wait(
+    records: Sequence[WaitRecord],
+    *,
+    purchase_unit_gpus: int,
+    period: str,
+    burst_limits: Mapping[tuple[str, str], float] | None = None,
+) -> tuple[ClassWaitAdvice, ...]:
+    """Per GPU class, most hours waited first: the advice of ``records`` (module doc, Production wait).
+    ``burst_limits``: (team, class or ``any``) → the burst limit in force now (a team's limit absent: none);
+    ``period`` words the period in the sentence ("this week")."""
+    if not 1 <= purchase_unit_gpus <= MAX_PURCHASE_UNIT_GPUS:
+        raise AdvisorInputError(
+            f"the purchase unit must be 1 to {MAX_PURCHASE_UNIT_GPUS} GPUs, got {purchase_unit_gpus}: "
+            "give the GPUs of one reserved instance (8 for a p5)"
+        )
+    for record in records:
+        record.check()
+    limits = burst_limits or {}
+    advices = []
+    for gpu_class in sorted({record.gpu_class for record in records}):
+        mine = [record for record in records if record.gpu_class == gpu_class]
+        cycles: dict[float, float] = {}
+        for record in mine:
+            cycles[record.at] = max(cycles.get(record.at, 0.0), record.seconds)
+        held_records = [record for record in mine if record.cause == WAIT_HELD]
+        held = None
+        if held_records:
+            gpu_hours, peak, _ = _levels(held_records)
+            _, short_peak, short_p95 = _levels(held_records, "short_gpus")
+            reserve = math.ceil(short_p95 / purchase_unit_gpus - 1e-9) * purchase_unit_gpus
+            held = HeldAdvice(gpu_hours, peak, short_peak, short_p95, reserve)
+        bursts = []
+        for team, scope in sorted({(r.team, r.scope) for r in mine if r.cause == WAIT_BURST}):
+            refused = [r for r in mine if r.cause == WAIT_BURST and r.team == team and r.scope == scope]
+            gpu_hours, peak, _ = _levels(refused)
+            _, need_peak, need_p95 = _levels(refused, "need_gpus")
+            raise_to = math.ceil(need_p95 - 1e-9)
+            limit = limits.get((team, scope))
+            bursts.append(BurstAdvice(team, scope, gpu_hours, peak, need_peak, need_p95, limit, raise_to))
+        hours = sum(cycles.values()) / 3600
+        clauses = ([held.clause(gpu_class)] if held is not None else []) + [burst.clause() for burst in bursts]
+        sentence = f"Production waited {wait_text(hours * 3600)} {period} on {gpu_class}: " + ", or ".join(clauses)
+        advices.append(ClassWaitAdvice(gpu_class, hours, held, tuple(bursts), sentence))
+    return tuple(sorted(advices, key=lambda advice: (-advice.hours, advice.gpu_class)))

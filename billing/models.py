@@ -122,6 +122,97 @@ class LostWork(models.Model):
         return f"{self.team.slug} lost {self.gpu_hours} GPU-h at {self.preempted_at:%Y-%m-%d %H:%M}"
 
 
+class WaitCause(models.TextChoices):
+    """Why production waited at a cycle although production preempts lower work (docs/billing.md, Procurement
+    advisor): the stored values are the simulator's causes of unavoidable wait (``bench causes``)."""
+
+    HELD = "held", "capacity: production's demand above what production could hold"
+    BURST = "burst", "burst limit: the team's burst limit refused it"
+
+
+# The advisor reads at most this many days back (billing.procurement.MAX_HISTORY_DAYS); older rows are deleted.
+PRODUCTION_WAIT_KEPT_DAYS = 366
+
+
+class ProductionWait(models.Model):
+    """The GPU-equivalents of production that waited at one scheduling cycle, per GPU class and cause (and, for
+    ``burst``, team), for ``seconds`` (the cycle's length). For ``held``, also how far production's demand on the
+    class (what it holds and what waited) exceeded the class's capacity that takes new work (``short_units``); for
+    ``burst``, the limit that refused it (``scope``: its class, or ``any``) and the team's production under that
+    limit, held plus waited (``need_units``): the limit that would have let it run.
+
+    Written by the cycle's record step in its transaction (scheduler/loop/production_wait.py), one row per class
+    and cause that had production waiting, none in a cycle where no production waits: the procurement advisor
+    reads a period's rows (``billing.procurement.production_wait_advise``). A cycle that writes rows deletes those
+    older than ``PRODUCTION_WAIT_KEPT_DAYS``, so a year of constant waiting is the most the table holds.
+    """
+
+    at = models.DateTimeField(help_text="The cycle's instant.")
+    gpu_class = models.CharField(max_length=64, help_text="The GPU class production waited for.")
+    cause = models.CharField(max_length=8, choices=WaitCause.choices)
+    team = models.ForeignKey(
+        "teams.Team",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="production_waits",
+        help_text="The team whose burst limit refused it (burst only).",
+    )
+    gpu_units = models.PositiveBigIntegerField(help_text="What waited, in 1/7000 GPU.")
+    short_units = models.PositiveBigIntegerField(
+        default=0,
+        help_text="Held only: production's demand above the class's capacity, in 1/7000 GPU (0: it had room).",
+    )
+    scope = models.CharField(
+        max_length=64, blank=True, help_text="Burst only: the class of the limit that refused it, or any (overall)."
+    )
+    need_units = models.PositiveBigIntegerField(
+        default=0,
+        help_text="Burst only: the team's production under that limit (held plus waited), in 1/7000 GPU.",
+    )
+    jobs = models.PositiveIntegerField(help_text="Production jobs that waited.")
+    seconds = models.FloatField(validators=[MinValueValidator(0)], help_text="The cycle's length.")
+
+    class Meta:
+        ordering = ["-at", "gpu_class", "cause"]
+        indexes = [models.Index(fields=["at"], name="productionwait_at")]
+        constraints = [
+            models.CheckConstraint(condition=Q(seconds__gt=0), name="productionwait_seconds_positive"),
+            models.CheckConstraint(
+                condition=Q(cause=WaitCause.HELD, team__isnull=True) | Q(cause=WaitCause.BURST, team__isnull=False),
+                name="productionwait_team_iff_burst",
+                violation_error_message="A burst wait names its team; a held wait names none.",
+            ),
+            models.CheckConstraint(
+                condition=Q(cause=WaitCause.HELD, scope="", need_units=0)
+                | Q(cause=WaitCause.BURST, short_units=0) & ~Q(scope=""),
+                name="productionwait_fields_of_its_cause",
+                violation_error_message=(
+                    "A held wait has a shortfall and no scope or need; a burst wait names the scope of its limit "
+                    "and had room (no shortfall)."
+                ),
+            ),
+        ]
+
+    def __str__(self) -> str:
+        who = f" ({self.team.slug})" if self.team is not None else ""
+        return (
+            f"{self.gpus:g} {self.gpu_class} GPUs of production waited ({self.cause}{who}) at {self.at:%Y-%m-%d %H:%M}"
+        )
+
+    @property
+    def gpus(self) -> float:
+        return self.gpu_units / UNITS_PER_GPU
+
+    @property
+    def short_gpus(self) -> float:
+        return self.short_units / UNITS_PER_GPU
+
+    @property
+    def need_gpus(self) -> float:
+        return self.need_units / UNITS_PER_GPU
+
+
 class GpuPrice(models.Model):
     """The price of one GPU-hour of ``gpu_model`` bought in ``tier``, from ``effective_from`` (00:00 UTC) on.
 

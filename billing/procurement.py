@@ -1,17 +1,32 @@
-"""Glue between the ledger and the pure advisor: demand history and prices in force, then ``advise_mix``."""
+"""Glue between the database and the pure advisor: the ledger's demand history and the prices in force, then
+``advise_mix``; the cycles' record of production wait and the burst limits in force, then
+``advise_production_wait``."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from billing.advisor import AdvisorInputError, MixAdvice, TierPrices, advise_mix
+from billing.advisor import (
+    AdvisorInputError,
+    ClassWaitAdvice,
+    MixAdvice,
+    TierPrices,
+    WaitRecord,
+    advise_mix,
+    advise_production_wait,
+)
 from billing.intervals import floor_hour
+from billing.models import PRODUCTION_WAIT_KEPT_DAYS, ProductionWait
 from billing.selectors import DemandSeries, demand_series
 from billing.services import price_book_load
+from scheduler.core.gpus.units import UNITS_PER_GPU
 from scheduler.core.model.vocabulary import CapacityTier
+from teams.models import Quota
 
-MAX_HISTORY_DAYS = 366
+MAX_HISTORY_DAYS = PRODUCTION_WAIT_KEPT_DAYS  # a year and a day, for the ledger's demand and production wait alike
+WAIT_DAYS = 7  # the advice's default period: the week the issue's sentence speaks of
+PURCHASE_UNIT_GPUS = 8  # one server of 8 GPUs (an HGX board, a p5): the advisor page's default too
 
 
 @dataclass(frozen=True)
@@ -77,3 +92,55 @@ def procurement_advise(
         spot_lost_fraction=lost,
     )
     return ProcurementAdvice(series=series, prices=prices, spot_lost_fraction=lost, advice=advice)
+
+
+@dataclass(frozen=True)
+class ProductionWaitAdvice:
+    start: datetime
+    end: datetime
+    period: str
+    purchase_unit_gpus: int
+    classes: tuple[ClassWaitAdvice, ...]
+
+
+def burst_limits_now(teams: set[str]) -> dict[tuple[str, str], float]:
+    """(team slug, class or ``any``) → the team's burst limit in force there now (never below its guarantee)."""
+    rows = Quota.objects.filter(team__slug__in=teams).values_list(
+        "team__slug", "gpu_class", "burst_gpus", "guaranteed_gpus"
+    )
+    return {(slug, gpu_class): float(max(burst, guaranteed)) for slug, gpu_class, burst, guaranteed in rows}
+
+
+def production_wait_advise(
+    *, now: datetime, days: int = WAIT_DAYS, purchase_unit_gpus: int = PURCHASE_UNIT_GPUS
+) -> ProductionWaitAdvice:
+    """Advise from the production wait recorded in the last ``days`` days (docs/billing.md, Procurement advisor)."""
+    if not 1 <= days <= MAX_HISTORY_DAYS:
+        raise AdvisorInputError(
+            f"the period must be 1 to {MAX_HISTORY_DAYS} days, got {days}: how many days of production wait to "
+            f"read ({WAIT_DAYS} is the default)"
+        )
+    start = now - timedelta(days=days)
+    rows = ProductionWait.objects.filter(at__gte=start, at__lt=now).values_list(
+        "at", "gpu_class", "cause", "team__slug", "gpu_units", "short_units", "scope", "need_units", "seconds"
+    )
+    records = [
+        WaitRecord(
+            at=at.timestamp(),
+            gpu_class=gpu_class,
+            cause=cause,
+            team=team or "",
+            gpus=units / UNITS_PER_GPU,
+            seconds=seconds,
+            short_gpus=short / UNITS_PER_GPU,
+            scope=scope,
+            need_gpus=need / UNITS_PER_GPU,
+        )
+        for at, gpu_class, cause, team, units, short, scope, need, seconds in rows
+    ]
+    limits = burst_limits_now({r.team for r in records if r.team})
+    period = "in the last week" if days == WAIT_DAYS else f"in the last {days} days"
+    classes = advise_production_wait(records, purchase_unit_gpus=purchase_unit_gpus, period=period, burst_limits=limits)
+    return ProductionWaitAdvice(
+        start=start, end=now, period=period, purchase_unit_gpus=purchase_unit_gpus, classes=classes
+    )

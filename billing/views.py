@@ -21,7 +21,7 @@ from billing.advisor import AdvisorInputError, TierPrices, breakeven, breakeven_
 from billing.cents import report_cents
 from billing.exports import JOB_COLUMNS, SUMMARY_COLUMNS, file_name, job_records, summary_records, to_csv, to_xlsx
 from billing.forms import AdvisorForm, BreakevenForm, ReportForm
-from billing.procurement import catalog_prices, procurement_advise
+from billing.procurement import PURCHASE_UNIT_GPUS, catalog_prices, procurement_advise, production_wait_advise
 from billing.report import Report
 from billing.selectors import (
     Scope,
@@ -138,7 +138,8 @@ def report_file(report: Report, *, detail: bool, fmt: str, scope_label: str) -> 
 @login_required
 @require_GET
 def advisor(request: HttpRequest) -> HttpResponse:
-    """The procurement advisor: a tier mix from the ledger's demand, and colocation break-even (finance, admins)."""
+    """The procurement advisor: a tier mix from the ledger's demand, what production waited for, and colocation
+    break-even (finance, admins)."""
     if not _scope(request).all_teams:
         raise PermissionDenied("The procurement advisor is for finance and platform admins.")
     now = timezone.now()
@@ -193,6 +194,9 @@ def advisor(request: HttpRequest) -> HttpResponse:
             figures["fig-tier-mix"] = charts.tier_mix(result.advice, start=result.series.start)
     elif data is not None:
         status = 400
+    # The purchase unit as given, even when another input of the tier mix is wrong: the two advices share it.
+    unit = getattr(advisor_form, "cleaned_data", {}).get("purchase_unit_gpus") or PURCHASE_UNIT_GPUS
+    context["production_wait"] = production_wait_advise(now=now, purchase_unit_gpus=unit)
     if breakeven_form.is_valid():
         inputs = breakeven_form.inputs()
         try:

@@ -30,7 +30,7 @@ from django.utils import timezone
 from pytest_django.asserts import assertContains
 from rest_framework.authtoken.models import Token, TokenProxy
 
-from billing.models import GpuPrice, LedgerEntry, LostWork, ReservedCommitment
+from billing.models import GpuPrice, LedgerEntry, LostWork, ProductionWait, ReservedCommitment
 from jobs.models import Allocation, Job, JobEvent
 from scheduler.core.gpus.catalog import GPU_MODELS
 from scheduler.models import Gpu, GpuModel, Node
@@ -73,7 +73,7 @@ DOMAIN_MODELS: set[type[Model]] = {
 }
 # Rows that only services and the scheduler write; the admin shows them and nothing more.
 # The audit trail (audit/) is read-only too: its rows are written by the changes they record.
-VIEW_ONLY_MODELS: set[type[Model]] = {JobEvent, Allocation, LedgerEntry, LostWork, LogEntry}
+VIEW_ONLY_MODELS: set[type[Model]] = {JobEvent, Allocation, LedgerEntry, LostWork, ProductionWait, LogEntry}
 
 REGISTERED: list[type[Model]] = sorted(admin.site._registry, key=lambda m: m._meta.label)
 MODEL_IDS = [m._meta.label for m in REGISTERED]
@@ -192,6 +192,17 @@ _BUILDERS: dict[type[Model], Callable[[], Model]] = {
     Allocation: lambda: AllocationFactory(job=_job()),
     LedgerEntry: _build_ledger_entry,
     LostWork: _build_lost_work,
+    ProductionWait: lambda: ProductionWait.objects.create(
+        at=timezone.now(),
+        gpu_class="H100",
+        cause="burst",
+        team=_build_team(),
+        gpu_units=7000,
+        scope="H100",
+        need_units=7000,
+        jobs=1,
+        seconds=10,
+    ),
     GpuPrice: _build_gpu_price,
     ReservedCommitment: _build_commitment,
     User: lambda: MembershipFactory().user,

@@ -30,6 +30,7 @@ from scheduler.core.model.vocabulary import EventType, JobState
 from scheduler.errors import FencingError
 from scheduler.gateways.protocol import JobWaiting, MigConfigState, Observation
 from scheduler.loop.apply import BindOp, EvictOp, MoveOp, Op, ReconfigureOp, bind_request
+from scheduler.loop.production_wait import production_wait_record
 from scheduler.models import Node, SchedulerFence
 
 log = logging.getLogger(__name__)
@@ -90,6 +91,7 @@ def record_plan(
         result.decisions["moves"] = _moves(plan, jobs, at, result.ops)
         result.decisions["rejections"] = _rejections(plan, jobs, at)
         result.decisions["waiting"] = _waiting(plan, jobs, at, ordered)
+        production_wait_record(plan, jobs, observation, at)  # what production waited for, for the advisor
     result.waiting = [
         JobWaiting(job=w.job, namespace=job.team.namespace, reason=w.reason, kind=w.blocker)
         for w in plan.waiting

@@ -1,10 +1,12 @@
-"""``manage.py procurement advise|breakeven [--json]``: the procurement advisor from the command line.
+"""``manage.py procurement advise|breakeven|waits [--json]``: the procurement advisor from the command line.
 
 ``advise`` reads the ledger's hourly demand for a GPU model (or a JSON/CSV series given with ``--series``)
 and prints the reserved baseline, the spot share, the on-demand peak and the cost against all on-demand.
 ``breakeven`` prints colocation break-even months for one server (defaults: ``docs/gpu-facts.md``, Ownership
 inputs and break-even), at the given
-utilization or over a range of them. Formulas: billing/advisor.py.
+utilization or over a range of them. ``waits`` says, per GPU class, how long production waited although it
+preempts lower work, and what to reserve or which burst limit to raise (from the cycles' record,
+``billing.ProductionWait``). Formulas: billing/advisor.py.
 """
 
 from __future__ import annotations
@@ -27,7 +29,13 @@ from billing.advisor import (
     breakeven_curve,
     reserved_use_sentence,
 )
-from billing.procurement import catalog_prices, procurement_advise
+from billing.procurement import (
+    PURCHASE_UNIT_GPUS,
+    WAIT_DAYS,
+    catalog_prices,
+    procurement_advise,
+    production_wait_advise,
+)
 from billing.selectors import ledger_gpu_models
 
 
@@ -58,7 +66,10 @@ def _read_series(path: str) -> tuple[list[float], list[float] | None]:
 
 
 class Command(BaseCommand):
-    help = "Procurement advice: `advise` (reserved / spot / on-demand mix) or `breakeven` (owning vs cloud)."
+    help = (
+        "Procurement advice: `advise` (reserved / spot / on-demand mix), `breakeven` (owning vs cloud) or `waits` "
+        "(production wait: what to reserve, which burst limit to raise)."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
@@ -83,11 +94,22 @@ class Command(BaseCommand):
                 even.add_argument(flag, type=kind, default=field.default, help=f"default {field.default}")
         even.add_argument("--curve", action="store_true", help="Also every 5 %% of utilization.")
         even.add_argument("--json", action="store_true", help="Print JSON.")
+        waits = actions.add_parser("waits", help="How long production waited per GPU class, and what would end it.")
+        waits.add_argument("--days", type=int, default=WAIT_DAYS, help=f"Days to read (default {WAIT_DAYS}).")
+        waits.add_argument(
+            "--purchase-unit",
+            type=int,
+            default=PURCHASE_UNIT_GPUS,
+            help=f"GPUs per reserved purchase (default {PURCHASE_UNIT_GPUS}).",
+        )
+        waits.add_argument("--json", action="store_true", help="Print JSON.")
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
             if options["action"] == "advise":
                 self._advise(options)
+            elif options["action"] == "waits":
+                self._waits(options)
             else:
                 self._breakeven(options)
         except AdvisorInputError as exc:
@@ -158,6 +180,24 @@ class Command(BaseCommand):
             + (f" ({a.savings_pct:.1f} %)" if a.savings_pct is not None else ""),
         ]
         self.stdout.write("\n".join(lines))
+
+    def _waits(self, options: dict[str, Any]) -> None:
+        result = production_wait_advise(
+            now=timezone.now(), days=options["days"], purchase_unit_gpus=options["purchase_unit"]
+        )
+        if options["json"]:
+            payload = {
+                "start": result.start.isoformat(),
+                "end": result.end.isoformat(),
+                "purchase_unit_gpus": result.purchase_unit_gpus,
+                "classes": [asdict(advice) for advice in result.classes],
+            }
+            self.stdout.write(json.dumps(payload, indent=2))
+            return
+        if not result.classes:
+            self.stdout.write(f"Production did not wait for want of capacity or burst limit {result.period}.")
+            return
+        self.stdout.write("\n".join(advice.sentence + "." for advice in result.classes))
 
     def _breakeven(self, options: dict[str, Any]) -> None:
         values = {field.name: options[field.name] for field in fields(BreakevenInputs)}
