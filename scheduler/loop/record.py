@@ -179,6 +179,11 @@ def _moves(plan: Plan, jobs: Mapping[str, Job], at: datetime, ops: list[Op]) -> 
         if len({a.generation for a in held}) != 1 or _slots_of(held) != _slots_key(move.released):
             log.info("cycle: job %s no longer holds what its move releases; the move waits for the next plan", job.pk)
             continue
+        taken = _taken(move.slots)
+        if len(move.slots) != job.replicas or taken:
+            # A device held meanwhile would make the allocation constraints fail the cycle's whole record.
+            log.warning("cycle: job %s's move is not recorded: %s", job.pk, taken or "its replica count changed")
+            continue
         created = job_move_start(job=job, slots=move.slots, nodes=nodes, at=at)
         generation = created[0].generation
         request = bind_request(job, created, resume=False)
@@ -188,6 +193,22 @@ def _moves(plan: Plan, jobs: Mapping[str, Job], at: datetime, ops: list[Op]) -> 
 
 
 _SlotKey = tuple[str, int, str | None, int | None]
+
+
+def _taken(slots: Slots) -> str:
+    """Which of ``slots`` a live allocation holds already ("" when none): a whole GPU with anything on it, a MIG
+    instance held, or a GPU held whole under an instance."""
+    wanted = [slot for replica in slots for slot in replica]
+    live = Allocation.objects.filter(
+        ended_at__isnull=True, node__name__in={s.node for s in wanted}, gpu_index__in={s.gpu for s in wanted}
+    ).select_related("node")
+    held = {(a.node.name, a.gpu_index, a.mig_start) for a in live}
+    for slot in wanted:
+        on_gpu = {start for node, gpu, start in held if (node, gpu) == (slot.node, slot.gpu)}
+        if on_gpu and (slot.mig_start is None or None in on_gpu or slot.mig_start in on_gpu):
+            instance = f" {slot.mig_profile}@{slot.mig_start}" if slot.mig_profile else ""
+            return f"{slot.node} GPU {slot.gpu}{instance} is held"
+    return ""
 
 
 def _slots_of(allocations: list[Allocation]) -> list[list[_SlotKey]]:

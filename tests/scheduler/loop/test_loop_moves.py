@@ -204,3 +204,17 @@ def test_a_move_recorded_but_not_applied_is_applied_by_the_next_cycle(team, cloc
 
     assert report.repairs["moving"] == [str(job.pk)] and f"move {job.pk} (generation 1)" in report.applied
     assert SimulatedPod.objects.filter(job=job, generation=1).exists()
+
+
+def test_a_move_onto_a_device_held_meanwhile_is_not_recorded_and_the_cycle_records_the_rest(team, clock):
+    job, gateway = _running_inference(team, clock)
+    other = job_submit(team=team, spec={"mig_profile": "3g.40gb", "gpu_model": "A100-SXM4-80GB"}, actor=None)
+    cycle_run(gateway=gateway)  # the other job takes mig-od-1's 3g.40gb instance: the move's target
+    assert Allocation.objects.filter(job=other, ended_at__isnull=True, node__name="mig-od-1").exists()
+    late = job_submit(team=team, spec={"gpus": 1, "gpu_model": "A100-SXM4-80GB"}, actor=None)
+
+    with plan_with_move(job, SLICE):
+        report = cycle_run(gateway=gateway)
+
+    assert report.decisions["moves"] == [] and not _open(job, 1) and not _moved(job)
+    assert f"bind {late.pk}" in report.applied  # the rest of the plan is recorded and applied
