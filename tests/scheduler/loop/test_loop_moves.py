@@ -16,7 +16,10 @@ from jobs.services import job_submit
 from scheduler.bridge.policy import policy_current
 from scheduler.bridge.snapshot import build
 from scheduler.core import Slot
+from scheduler.core.model.plan import Move, Plan
+from scheduler.errors import GatewayConflict
 from scheduler.loop.cycle import cycle_run
+from scheduler.loop.record import record_plan
 from scheduler.models import Node, SimulatedNodeState, SimulatedPod
 from tests.scheduler.loop_helpers import Clock, fleet, fleet_seed, plan_with_move, team_seed
 
@@ -218,3 +221,48 @@ def test_a_move_onto_a_device_held_meanwhile_is_not_recorded_and_the_cycle_recor
 
     assert report.decisions["moves"] == [] and not _open(job, 1) and not _moved(job)
     assert f"bind {late.pk}" in report.applied  # the rest of the plan is recorded and applied
+
+
+def test_a_move_whose_new_node_goes_is_given_up(team, clock):
+    job, gateway = _running_inference(team, clock)
+    with plan_with_move(job, SLICE):
+        cycle_run(gateway=gateway)
+    SimulatedPod.objects.filter(job=job, generation=1).delete()
+    SimulatedNodeState.objects.update_or_create(
+        node=Node.objects.get(name="mig-od-1"), defaults={"notice_at": clock.now, "gone_at": clock.now}
+    )
+
+    report = cycle_run(gateway=gateway)
+
+    assert report.repairs["move_abandoned"] == [str(job.pk)] and not report.repairs["lost"]
+    assert _moved(job)[-1]["reason"] == "node mig-od-1 of the new placement is gone"
+    assert [a.node.name for a in _open(job, 0)] == ["a100-res-1"]
+
+
+def test_a_move_planned_from_a_placement_the_job_no_longer_holds_is_not_recorded(team, clock):
+    job, gateway = _running_inference(team, clock)
+    elsewhere = ((Slot(node="a100-res-1", gpu=7),),)
+    plan = Plan(moves=(Move(job=str(job.pk), slots=SLICE, released=elsewhere),))
+
+    recorded = record_plan(plan, gateway.observe(), at=clock.now, fence_token=None)
+
+    assert recorded.decisions["moves"] == [] and not recorded.ops and not _moved(job)
+
+
+def test_a_moved_job_whose_restart_the_cluster_refuses_goes_back_to_the_queue(team, clock, monkeypatch):
+    job, gateway = _running_inference(team, clock)
+    with plan_with_move(job, SLICE):
+        cycle_run(gateway=gateway)
+    clock.advance(2)
+    cycle_run(gateway=gateway)  # the move completes: the job runs as generation 1
+    SimulatedPod.objects.filter(job=job).delete()
+
+    def refuse(**_kwargs: Any) -> None:
+        raise GatewayConflict("node mig-od-1 takes no new work")
+
+    monkeypatch.setattr(gateway, "job_move", refuse)
+    report = cycle_run(gateway=gateway)
+
+    assert report.requeued_after_refusal == [str(job.pk)] and report.moves_refused == []
+    job.refresh_from_db()
+    assert job.state == "pending" and "takes no new work" in job.state_reason
