@@ -20,7 +20,7 @@ from scheduler.core.model.plan import Move, Plan
 from scheduler.errors import GatewayConflict
 from scheduler.loop.cycle import cycle_run
 from scheduler.loop.record import record_plan
-from scheduler.models import Node, SimulatedNodeState, SimulatedPod
+from scheduler.models import CycleStats, Node, SimulatedNodeState, SimulatedPod
 from tests.scheduler.loop_helpers import Clock, fleet, fleet_seed, plan_with_move, team_seed
 
 pytestmark = pytest.mark.django_db
@@ -266,3 +266,14 @@ def test_a_moved_job_whose_restart_the_cluster_refuses_goes_back_to_the_queue(te
     assert report.requeued_after_refusal == [str(job.pk)] and report.moves_refused == []
     job.refresh_from_db()
     assert job.state == "pending" and "takes no new work" in job.state_reason
+
+
+def test_a_recorded_move_is_logged_and_counted(team, clock, caplog):
+    job, gateway = _running_inference(team, clock)
+
+    with caplog.at_level("INFO", logger="scheduler.loop.cycle"), plan_with_move(job, SLICE):
+        cycle_run(gateway=gateway)
+
+    assert "0 rejections, 1 move, 0 waiting" in caplog.text
+    assert f"1 move: job {job.pk} (nlp) on mig-od-1: to 1 × 3g.40gb, from 1 GPU (generation 1)" in caplog.text
+    assert CycleStats.objects.get().decisions["move"] == 1
