@@ -313,33 +313,33 @@ def _generations(
     waits for the new replicas."""
     job_id = str(job.pk)
     generations = sorted({a.generation for a in allocations})
-    oldest, newest = generations[0], generations[-1]
-    serving = oldest
+    serving, held = generations[0], set(generations)  # where it serves from; what it still holds
     waiting = False
     if len(generations) > 1:
+        newest = generations[-1]
         new = [a for a in allocations if a.generation == newest]
         fresh = [r for r in observed.replicas if r.generation == newest] if observed is not None else []
         why = _move_trouble(job, new, fresh, context)
         if why:
             job_move_abandon(job=job, generation=newest, at=context.at, reason=why)
             repairs.move_abandoned.append(job_id)
+            held.discard(newest)
         elif len({r.replica for r in fresh if r.phase == ReplicaPhase.RUNNING and r.ready}) >= job.replicas:
             job_move_complete(job=job, generation=newest, at=context.at)
             repairs.moved.append(job_id)
-            serving = oldest = newest
+            serving, held = newest, {newest}
         else:
             if len(fresh) < job.replicas:  # recorded, not (fully) applied: start the new replicas again
                 ops.append(start_op(job, new, resume=False))
             waiting = True
         allocations = [a for a in allocations if a.generation == serving]
-        newest = oldest if serving == oldest and why else newest
     if observed is None:
         return allocations, None, waiting
     seen = {r.generation for r in observed.replicas}
-    if any(g < oldest for g in seen):  # a completed move's old replicas (its release not applied yet)
-        ops.append(ReleaseOp(job=job_id, namespace=observed.namespace, generation=oldest))
-    if any(g > newest for g in seen):  # a move given up: its replicas (the abandon not applied yet)
-        ops.append(AbandonOp(job=job_id, namespace=observed.namespace, generation=newest + 1))
+    if any(g < min(held) for g in seen):  # a completed move's old replicas (its release not applied yet)
+        ops.append(ReleaseOp(job=job_id, namespace=observed.namespace, generation=min(held)))
+    if any(g > max(held) for g in seen):  # a move given up: its replicas (the abandon not applied yet)
+        ops.append(AbandonOp(job=job_id, namespace=observed.namespace, generation=max(held) + 1))
     replicas = tuple(r for r in observed.replicas if r.generation == serving)
     serving_only = JobObservation(
         job=observed.job,
