@@ -173,7 +173,10 @@ def _moves(plan: Plan, jobs: Mapping[str, Job], at: datetime, ops: list[Op]) -> 
     done = []
     for move in plan.moves:
         job = jobs.get(move.job)
-        if job is None or job.state != JobState.RUNNING or not job.consolidate:
+        if job is None or job.state != JobState.RUNNING:
+            continue
+        if not job.consolidate:  # the engine reads the same flag: a plan made before the job opted out
+            log.info("cycle: job %s opted out of moves since the snapshot; its move is not recorded", job.pk)
             continue
         held = list(job.allocations.filter(ended_at__isnull=True).select_related("node"))
         if len({a.generation for a in held}) != 1 or _slots_of(held) != _slots_key(move.released):
