@@ -175,8 +175,10 @@ def _moves(plan: Plan, jobs: Mapping[str, Job], at: datetime, ops: list[Op]) -> 
         job = jobs.get(move.job)
         if job is None or job.state != JobState.RUNNING:
             continue
-        if not job.consolidate:  # the engine reads the same flag: a plan made before the job opted out
-            log.info("cycle: job %s opted out of moves since the snapshot; its move is not recorded", job.pk)
+        if not job.consolidate:  # the engine reads the same flag; the live side keeps the job's word regardless
+            log.warning(
+                "cycle: job %s opted out of moves (consolidate false); its planned move is not recorded", job.pk
+            )
             continue
         held = list(job.allocations.filter(ended_at__isnull=True).select_related("node"))
         if len({a.generation for a in held}) != 1 or _slots_of(held) != _slots_key(move.released):
