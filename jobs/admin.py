@@ -70,6 +70,7 @@ class JobEventInline(ViewOnlyMixin, admin.TabularInline):
 # What an allocation row shows, on the job page and in the allocation list alike.
 ALLOCATION_COLUMNS = (
     "replica",
+    "generation",
     "node",
     "gpu_index",
     "mig_profile",
@@ -139,7 +140,17 @@ class JobAdmin(admin.ModelAdmin):
         ),
         (
             "Scheduling",
-            {"fields": ("priority", "rank", "preemptible", "tier", "checkpoint_interval_s", "duration_s")},
+            {
+                "fields": (
+                    "priority",
+                    "rank",
+                    "preemptible",
+                    "consolidate",
+                    "tier",
+                    "checkpoint_interval_s",
+                    "duration_s",
+                )
+            },
         ),
         ("State (set by the scheduler)", {"fields": readonly_fields}),
     )

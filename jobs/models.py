@@ -94,6 +94,12 @@ class Job(models.Model):
     priority = models.CharField(max_length=16, choices=choices_of(Priority), default=Priority.NORMAL)
     rank = models.IntegerField(default=0, help_text="Order within the team, set by its lead (lower runs first).")
     preemptible = models.BooleanField(default=False)
+    # Production inference started on larger capacity than its right size may later be moved to its right-sized
+    # slice make-before-break (docs/job-spec.md); False: the job opted out and stays where it started.
+    consolidate = models.BooleanField(
+        default=True,
+        help_text="May be moved to its right-sized slice while it runs (new replicas ready before the old go).",
+    )
     checkpoint_interval_s = models.PositiveIntegerField(null=True, blank=True, validators=[MinValueValidator(1)])
     tier = models.CharField(max_length=16, choices=choices_of(JobTier), default=JobTier.ANY)
     duration_s = models.PositiveIntegerField(
@@ -267,6 +273,10 @@ class Allocation(models.Model):
     started_at = models.DateTimeField()
     ended_at = models.DateTimeField(null=True, blank=True)
     end_reason = models.CharField(max_length=32, blank=True)
+    # Which start of the job's replicas this row belongs to: a bind is generation 0, each move one more. While a
+    # move is under way the job holds two generations at once (the old replicas serve until the new are ready);
+    # its newest open generation is where it runs, the older open ones what it is moving from.
+    generation = models.PositiveSmallIntegerField(default=0)
 
     class Meta:
         ordering = ["-started_at", "id"]

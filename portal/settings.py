@@ -44,11 +44,13 @@ class SchedulerSettings(TypedDict):
     simulated_replace_after_s: float
     simulated_mig_reconfigure_s: float
     simulated_checkpoint_cost_s: float
+    simulated_startup_s: float
     lock_backend: str
     lock_name: NotRequired[str]  # the Redis lock's key; absent: scheduler.loop.locks.CYCLE_LOCK
     lock_ttl_s: float
     lock_hold_max_s: float
     evict_grace_s: float
+    move_ready_s: float
     apply_attempts: int
     apply_backoff_s: float
 
@@ -150,6 +152,8 @@ SCHEDULER: SchedulerSettings = {
     "simulated_mig_reconfigure_s": env_float("SIMULATED_MIG_RECONFIGURE_S", default=300.0, minimum=0.0, maximum=1e5),
     # How long a simulated checkpointed job takes to save when a spot notice's eviction asks it to (virtual seconds).
     "simulated_checkpoint_cost_s": env_float("SIMULATED_CHECKPOINT_COST_S", default=30.0, minimum=0.0, maximum=1e5),
+    # How long a simulated pod takes from its bind to being ready to serve (virtual seconds): what a move waits for.
+    "simulated_startup_s": env_float("SIMULATED_STARTUP_S", default=60.0, minimum=0.0, maximum=1e5),
     # The loop: the single-flight lock (redis: REDIS_URL; file: a lock file under var/, one machine only),
     # how long a Redis lock outlives its holder's last renewal (renewed every third of it while a cycle runs; one
     # period by default, so a worker dying mid-cycle costs at most two cycles: scheduler/loop/locks.py), how long
@@ -160,6 +164,9 @@ SCHEDULER: SchedulerSettings = {
     ),
     "lock_hold_max_s": env_float("SCHEDULER_LOCK_HOLD_MAX_S", default=600.0, minimum=10.0, maximum=86400.0),
     "evict_grace_s": env_float("SCHEDULER_EVICT_GRACE_S", default=30.0, minimum=0.0, maximum=3600.0),
+    # A move (running work restarted on its right-sized capacity, make-before-break) whose new replicas are not all
+    # running and ready this many seconds after they were started is given up: the job keeps its old placement.
+    "move_ready_s": env_float("SCHEDULER_MOVE_READY_S", default=600.0, minimum=10.0, maximum=86400.0),
     "apply_attempts": env_int("SCHEDULER_APPLY_ATTEMPTS", default=3, minimum=1, maximum=20),
     "apply_backoff_s": 0.2,
 }

@@ -217,6 +217,9 @@ class SimulatedPod(models.Model):
 
     job = models.ForeignKey("jobs.Job", on_delete=models.CASCADE, related_name="simulated_pods")
     replica = models.PositiveSmallIntegerField()
+    # The start of the job's replicas this pod belongs to (``Allocation.generation`` of the jobs app): a move
+    # starts the next generation beside the current one, which is released once the new pods are ready.
+    generation = models.PositiveSmallIntegerField(default=0)
     node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="simulated_pods")
     devices = models.JSONField(default=list, help_text="[[gpu, mig_profile or null, mig_start or null], ...]")
     namespace = models.CharField(max_length=63)
@@ -231,8 +234,12 @@ class SimulatedPod(models.Model):
     exits_at = models.DateTimeField(null=True, blank=True, help_text="When a stopping pod's process exits.")
 
     class Meta:
-        ordering = ["job_id", "replica"]
-        constraints = [models.UniqueConstraint(fields=["job", "replica"], name="simpod_unique_job_replica")]
+        ordering = ["job_id", "generation", "replica"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["job", "generation", "replica"], name="simpod_unique_job_generation_replica"
+            )
+        ]
 
     def __str__(self) -> str:
         return f"simulated pod {self.job_id}/{self.replica} on {self.node_id}"

@@ -11,6 +11,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from jobs.models import Allocation, Job, JobEvent
+from jobs.selectors.moves import job_is_moving
 from jobs.selectors.network import job_network
 from jobs.selectors.waiting import EtaDisplay, EtaStatus, eta_display, waiting_reason
 from scheduler.core import PreviewOutcome, bounds
@@ -56,6 +57,10 @@ class JobSerializer(serializers.ModelSerializer):
         "that is not pending."
     )
     url = serializers.HyperlinkedIdentityField(view_name="api:job-detail", lookup_url_kwarg="pk")
+    moving = serializers.SerializerMethodField(
+        help_text="A move is under way: the job is starting again on its right-sized capacity while its old "
+        "replicas serve (both placements are held until the new replicas are ready). Read-only."
+    )
 
     class Meta:
         model = Job
@@ -78,6 +83,8 @@ class JobSerializer(serializers.ModelSerializer):
             "priority",
             "rank",
             "preemptible",
+            "consolidate",
+            "moving",
             "checkpoint_interval_s",
             "tier",
             "duration_s",
@@ -103,6 +110,13 @@ class JobSerializer(serializers.ModelSerializer):
     @extend_schema_field(serializers.CharField(allow_null=True))
     def get_waiting_reason(self, job: Job) -> str | None:
         return waiting_reason(job)
+
+    @extend_schema_field(serializers.BooleanField())
+    def get_moving(self, job: Job) -> bool:
+        if job.state != JobState.RUNNING:
+            return False  # only running work moves: no query for the queue's pages
+        annotated = getattr(job, "moving", None)  # jobs.selectors.moves.with_moving: one query for a page
+        return bool(annotated) if annotated is not None else job_is_moving(job)
 
     def _eta(self, job: Job) -> EtaDisplay | None:
         if job.state != JobState.PENDING:
@@ -147,6 +161,24 @@ class JobEventSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+class MoveSerializer(serializers.Serializer):
+    """One move of a job (``jobs.selectors.moves``), read-only."""
+
+    generation = serializers.IntegerField(help_text="The start of the job's replicas the move made (1, 2, …)")
+    started_at = serializers.DateTimeField()
+    source = serializers.CharField(  # type: ignore[assignment]  # a declared field, not Field.source
+        help_text='The placement it leaves, e.g. "a100-1 GPU 3"'
+    )
+    target = serializers.CharField(help_text='The placement it starts, e.g. "mig-1 GPU 0 (3g.40gb)"')
+    outcome = serializers.ChoiceField(
+        choices=["under-way", "completed", "abandoned"],
+        help_text="under-way: the old replicas serve until the new are ready; completed: the old ones stopped; "
+        "abandoned: the new ones stopped and the job kept its old placement (reason says why)",
+    )
+    ended_at = serializers.DateTimeField(allow_null=True)
+    reason = serializers.CharField(allow_blank=True)
+
+
 class AllocationSerializer(serializers.ModelSerializer):
     node = serializers.CharField(source="node.name", read_only=True)
     gpu_model = serializers.CharField(source="node.gpu_model.name", read_only=True)
@@ -155,6 +187,7 @@ class AllocationSerializer(serializers.ModelSerializer):
         model = Allocation
         fields = [
             "replica",
+            "generation",
             "node",
             "gpu_model",
             "gpu_index",
@@ -186,13 +219,14 @@ class NetworkSerializer(serializers.Serializer):
 class JobDetailSerializer(JobSerializer):
     events = JobEventSerializer(many=True, read_only=True)
     allocations = AllocationSerializer(many=True, read_only=True)
+    moves = MoveSerializer(many=True, read_only=True)
     usage = UsageSerializer(read_only=True)
     network = serializers.SerializerMethodField(
         help_text="The network between the nodes of a placement that spans more than one; null otherwise"
     )
 
     class Meta(JobSerializer.Meta):
-        fields = [*JobSerializer.Meta.fields, "env", "events", "allocations", "usage", "network"]
+        fields = [*JobSerializer.Meta.fields, "env", "events", "allocations", "moves", "usage", "network"]
         read_only_fields = fields
 
     @extend_schema_field(NetworkSerializer(allow_null=True))
@@ -264,6 +298,12 @@ class JobSubmitSerializer(RequestSerializer):
     priority = serializers.ChoiceField(choices=choices_of(Priority), default=Priority.NORMAL.value)
     rank = serializers.IntegerField(min_value=-bounds.MAX_RANK, max_value=bounds.MAX_RANK, required=False)
     preemptible = serializers.BooleanField(required=False)
+    consolidate = serializers.BooleanField(
+        required=False,
+        default=True,
+        help_text="Production inference started on larger capacity than its right size may later be moved to its "
+        "right-sized slice, make-before-break; false keeps it where it starts",
+    )
     checkpoint_interval_s = serializers.IntegerField(min_value=1, max_value=bounds.MAX_SECONDS, required=False)
     tier = serializers.ChoiceField(choices=choices_of(JobTier), default=JobTier.ANY.value)
     duration_s = serializers.IntegerField(min_value=1, max_value=bounds.MAX_SECONDS, required=False)

@@ -50,6 +50,7 @@ from jobs.selectors.jobs import (
     jobs_for_user_by_ids,
 )
 from jobs.selectors.logs import DOWNLOAD_LIMIT_BYTES, MAX_TAIL_LINES, PAGE_TAIL_LINES, job_log_read, log_params
+from jobs.selectors.moves import moves_of, with_moving
 from jobs.selectors.rightsizing import RIGHTSIZE_KEYS, suggest
 from jobs.services import (
     job_cancel,
@@ -73,7 +74,7 @@ class JobViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.Gene
     filterset_class = JobFilter
 
     def get_queryset(self) -> QuerySet[Job]:
-        return job_list_for_user(user=self.request.user)
+        return with_moving(job_list_for_user(user=self.request.user))
 
     def get_object(self) -> Job:
         try:
@@ -224,6 +225,7 @@ class _Detail:
         self._job = job
         self.events = events
         self.allocations = allocations
+        self.moves = moves_of(events)
         self.usage = usage
 
     def __getattr__(self, name: str) -> Any:

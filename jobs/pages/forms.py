@@ -172,6 +172,14 @@ class SubmitForm(RequestForm):
     preemptible = forms.BooleanField(
         required=False, help_text="May be stopped for higher-priority work (and resumed from a checkpoint)."
     )
+    consolidate = forms.BooleanField(
+        label="May be moved to its right-sized slice",
+        required=False,
+        initial=True,
+        help_text="Inference only: production started on a larger GPU than it needs may later be moved to the slice "
+        "it fits, make-before-break (the new replicas are ready before the old ones stop). Clear it to keep the job "
+        "where it starts.",
+    )
     checkpoint_interval_s = forms.IntegerField(
         label="Checkpoint every (seconds)",
         min_value=1,
@@ -252,6 +260,7 @@ class SubmitForm(RequestForm):
         "host_memory_gib",
         "priority",
         "preemptible",
+        "consolidate",
         "checkpoint_interval_s",
         "restart_limit",
         "tier",
@@ -363,6 +372,8 @@ class SubmitForm(RequestForm):
                 spec[key] = float(data[key])
         if data.get("duration_h"):
             spec["duration_s"] = max(1, round(float(data["duration_h"]) * 3600))
+        if (data.get("kind") or DEFAULT_JOB_KIND) == JobKind.INFERENCE and not data.get("consolidate"):
+            spec["consolidate"] = False  # only inference is ever moved: other kinds keep the default
         return spec
 
     def add_spec_errors(self, errors: dict[str, list[str]]) -> None:

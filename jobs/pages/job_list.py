@@ -20,6 +20,7 @@ from jobs.api.filters import JobFilter
 from jobs.errors import JobsError, JobSpecInvalid
 from jobs.models import Job
 from jobs.selectors.jobs import job_list_for_user, jobs_for_user_by_ids
+from jobs.selectors.moves import with_moving
 from jobs.services import job_cancel_bulk
 from scheduler.core.model.vocabulary import JobState
 from teams.http import SignedInRequest
@@ -40,7 +41,7 @@ def job_list(request: SignedInRequest) -> HttpResponse:
     if request.method == "POST":
         _cancel_selected(request)
         return redirect(here)
-    jobs = job_list_for_user(user=request.user)
+    jobs = with_moving(job_list_for_user(user=request.user))
     filters = JobFilter(request.GET, queryset=jobs, request=request)
     filtered = filters.qs if filters.is_valid() else jobs.none()
     page = Paginator(filtered, JOBS_PAGE_SIZE).get_page(request.GET.get("page"))

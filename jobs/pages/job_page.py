@@ -82,6 +82,10 @@ class JobHistory:
     placed_before: list[Allocation]  # ended allocations, newest first
     timeline: Fold[Line]
     checkpoints: Fold[JobEvent]
+    # While a move is under way the job holds two generations of allocations: the newest is where it is
+    # starting, the older where it still serves until the new replicas are ready.
+    newest_generation: int = 0
+    moving: bool = False
 
 
 def job_history(
@@ -93,11 +97,15 @@ def job_history(
     """``events`` oldest first (``job_events``), ``allocations`` live first then newest (``job_allocations``),
     ``preemptors`` by event id for the viewer (:func:`jobs.selectors.preemptions.preemptors_for_user`)."""
     checkpoints = [e for e in events if e.type == EventType.CHECKPOINTED]
+    placed_now = [a for a in allocations if a.ended_at is None]
+    generations = {a.generation for a in placed_now}
     return JobHistory(
-        placed_now=[a for a in allocations if a.ended_at is None],
+        placed_now=sorted(placed_now, key=lambda a: (a.generation, a.replica, a.gpu_index)),
         placed_before=[a for a in allocations if a.ended_at is not None],
         timeline=fold_changes(timeline_lines(events, preemptors or {}), shown=TIMELINE_SHOWN),
         checkpoints=fold(checkpoints, shown=CHECKPOINTS_SHOWN),
+        newest_generation=max(generations, default=0),
+        moving=len(generations) > 1,
     )
 
 

@@ -58,6 +58,7 @@ from jobs.selectors.logs import (
     job_log_read,
     log_params,
 )
+from jobs.selectors.moves import job_moves
 from jobs.selectors.network import fabric_warning, job_network
 from jobs.selectors.preemptions import preemptors_for_user
 from jobs.selectors.rightsizing import Suggestion, errors_by_key, suggest
@@ -323,6 +324,7 @@ def detail(request: SignedInRequest, job_id: int) -> HttpResponse:
         # The status poll (htmx) redraws only the status: no proposal to compute for it.
         "proposal": None if request.htmx else _job_proposal(job),
         "network": None if request.htmx else job_network(job=job),
+        "moves": [] if request.htmx else job_moves(job=job, events=events),
         # The status poll redraws only the status; the log has a poll of its own (job_logs).
         "log_panel": None if request.htmx else _log_panel(request, job),
     }

@@ -35,10 +35,13 @@ class JobNetwork:
 
 
 def job_network(*, job: Job) -> JobNetwork | None:
-    """The fabric of the job's current placement (its live allocations, else its latest run's) when that
-    placement spans more than one node; None for a job on one node or never placed."""
+    """The fabric of the job's current placement (its live allocations of its newest generation, else its latest
+    run's) when that placement spans more than one node; None for a job on one node or never placed. While a move
+    is under way the job holds two placements; its replicas talk within the one it is moving to, not across both."""
     allocations = Allocation.objects.filter(job_id=job.pk).select_related("node")
     live = [a for a in allocations if a.ended_at is None]
+    newest = max((a.generation for a in live), default=0)
+    live = [a for a in live if a.generation == newest]
     if not live:
         every = list(allocations)
         latest = max((a.started_at for a in every), default=None)

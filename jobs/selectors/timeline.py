@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from jobs.models import JobEvent
+from jobs.selectors.moves import placement_text
 from jobs.selectors.preemptions import preempted_words
 from scheduler.bridge.vocabulary import ADMIN_DRAIN
 from scheduler.core.model.vocabulary import EventType, EvictionReason
@@ -38,6 +39,8 @@ def event_text(event: JobEvent) -> str:
         return preempted_text(details)
     if kind == EventType.BOUND:
         return _bound(details)
+    if kind == EventType.MOVED:
+        return _moved(details)
     if kind in (EventType.PRIORITY_CHANGED, EventType.RANK_CHANGED):
         return f"{_words(kind)}: {details.get('old')} → {details.get('new')}"
     text = _words(kind)
@@ -68,6 +71,18 @@ def _bound(details: Mapping[str, Any]) -> str:
     if isinstance(step, int):
         return f"Resumed from step {step}{where}"
     return f"Restarted from the beginning{where} (no checkpoint to resume from)"
+
+
+def _moved(details: Mapping[str, Any]) -> str:
+    """A move's step: "Moving from a100-1 GPU 3 to mig-1 GPU 0 (3g.40gb)", "Moved to …", "Move to … abandoned: why"."""
+    source, target = placement_text(details.get("from")), placement_text(details.get("to"))
+    outcome = details.get("outcome")
+    if outcome == "completed":
+        return f"Moved to {target}" + (f" (from {source})" if source else "")
+    if outcome == "abandoned":
+        why = details.get("reason") or "unknown"
+        return f"Move to {target} abandoned: {why}; it serves on from {source}" if source else f"Move abandoned: {why}"
+    return f"Moving from {source} to {target}: the old replicas serve until the new ones are ready"
 
 
 def _reason(value: object) -> str:

@@ -5,7 +5,8 @@
   place up or down, by the rank rule of :mod:`jobs.services.ranks`) and, for many jobs of a team at once,
   ``job_list_reorder``, ``job_cancel_bulk``, ``job_set_priority_bulk`` and ``job_requeue_bulk`` (each one
   transaction);
-- :mod:`jobs.services.loop`: the transitions the scheduling loop records (bind, requeue, finish);
+- :mod:`jobs.services.loop`: the transitions the scheduling loop records (bind, requeue, finish, and a
+  running job's move to its right-sized capacity: ``job_move_start``, ``job_move_complete``, ``job_move_abandon``);
 - :mod:`jobs.services.checkpoints`: ``checkpoint_record``, the checkpoints a job reports;
 - :mod:`jobs.services.restarts`: ``job_fail_or_restart``, the restart budget an application failure spends.
 
@@ -30,12 +31,21 @@ from jobs.services.changes import (
     team_order_key,
 )
 from jobs.services.checkpoints import CheckpointReport, checkpoint_latest, checkpoint_record
-from jobs.services.loop import job_bind_record, job_finish, job_requeue
+from jobs.services.loop import (
+    MoveOutcome,
+    job_bind_record,
+    job_finish,
+    job_move_abandon,
+    job_move_complete,
+    job_move_start,
+    job_requeue,
+)
 from jobs.services.restarts import RestartOutcome, job_fail_or_restart
 from jobs.services.submit import job_submit
 
 __all__ = [
     "CheckpointReport",
+    "MoveOutcome",
     "RestartOutcome",
     "checkpoint_latest",
     "checkpoint_record",
@@ -46,6 +56,9 @@ __all__ = [
     "job_finish",
     "job_list_reorder",
     "job_move",
+    "job_move_abandon",
+    "job_move_complete",
+    "job_move_start",
     "job_requeue",
     "job_requeue_bulk",
     "job_set_priority",

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from enum import StrEnum
 
 from django.contrib.auth.models import User
+from django.db.models import Max
 
 from jobs.models import Allocation, Job, JobEvent
 from jobs.selectors.preemptions import preempted_words, preemptor_details
@@ -57,6 +59,105 @@ def job_bind_record(*, job: Job, slots: Sequence[Sequence[Slot]], nodes: Mapping
         step = latest.details.get("step") if latest is not None and isinstance(latest.details, dict) else None
         details.update(resumed=True, resumed_from_step=step if isinstance(step, int) else None)
     JobEvent.objects.create(job=job, type=EventType.BOUND, at=at, details=details)
+
+
+class MoveOutcome(StrEnum):
+    """The ``outcome`` of a ``moved`` event: a move is recorded when it starts, then completes or is abandoned."""
+
+    STARTED = "started"
+    COMPLETED = "completed"
+    ABANDONED = "abandoned"
+
+
+# Allocation.end_reason of the rows a move leaves: the old placement once the new replicas serve, or the new
+# placement of a move given up. Neither is a preemption (billing.services.PREEMPTION_END_REASONS): no work is lost.
+MOVED_END_REASON = "moved"
+MOVE_ABANDONED_END_REASON = "move-abandoned"
+
+
+def _placements(allocations: Sequence[Allocation]) -> list[list[dict[str, object]]]:
+    """The placement of open allocations as the ``bound`` event writes one: a list of slots per replica."""
+    by_replica: dict[int, list[dict[str, object]]] = {}
+    for a in sorted(allocations, key=lambda a: (a.replica, a.gpu_index, a.mig_start or 0)):
+        by_replica.setdefault(a.replica, []).append(
+            {"node": a.node.name, "gpu": a.gpu_index, "mig_profile": a.mig_profile or None, "mig_start": a.mig_start}
+        )
+    return [slots for _, slots in sorted(by_replica.items())]
+
+
+def job_move_start(
+    *, job: Job, slots: Sequence[Sequence[Slot]], nodes: Mapping[str, Node], at: datetime
+) -> list[Allocation]:
+    """Record that running ``job`` starts moving to ``slots`` (one tuple per replica), make-before-break: new
+    allocations of the next generation beside the open ones, which stay open until the move completes (both are
+    held, and billed, meanwhile), and a ``moved`` event (``started``, from where to where). Returns the new rows.
+
+    The generation is one above any the job has had, so a retried move never shares a generation (nor, on a
+    cluster, pod names) with an abandoned one whose pods may still be stopping."""
+    current = list(job.allocations.filter(ended_at__isnull=True).select_related("node"))
+    last = job.allocations.aggregate(last=Max("generation"))["last"] or 0
+    generation = last + 1
+    created = []
+    for replica, replica_slots in enumerate(slots):
+        for slot in replica_slots:
+            node = nodes[slot.node]
+            created.append(
+                Allocation.objects.create(
+                    job=job,
+                    replica=replica,
+                    node=node,
+                    gpu_index=slot.gpu,
+                    mig_profile=slot.mig_profile or "",
+                    mig_start=slot.mig_start,
+                    tier=node.tier,
+                    price_per_gpu_hour=node.price_per_gpu_hour,
+                    started_at=at,
+                    generation=generation,
+                )
+            )
+    JobEvent.objects.create(
+        job=job,
+        type=EventType.MOVED,
+        at=at,
+        details={
+            "outcome": MoveOutcome.STARTED,
+            "generation": generation,
+            "from": _placements(current),
+            "to": _placements(created),
+        },
+    )
+    return created
+
+
+def job_move_complete(*, job: Job, generation: int, at: datetime) -> None:
+    """Every replica of ``generation`` serves: the older open allocations end (``moved``), and a ``moved`` event
+    (``completed``) records it. The overlap, both placements held, is billed as it was held."""
+    older = list(job.allocations.filter(ended_at__isnull=True, generation__lt=generation).select_related("node"))
+    Allocation.objects.filter(pk__in=[a.pk for a in older]).update(ended_at=at, end_reason=MOVED_END_REASON)
+    new = list(job.allocations.filter(ended_at__isnull=True, generation=generation).select_related("node"))
+    details = {"outcome": MoveOutcome.COMPLETED, "generation": generation, "from": _placements(older)}
+    JobEvent.objects.create(job=job, type=EventType.MOVED, at=at, details={**details, "to": _placements(new)})
+
+
+def job_move_abandon(*, job: Job, generation: int, at: datetime, reason: str) -> None:
+    """A move is given up (``reason`` says why, in words a person can act on): the allocations of ``generation``
+    and newer end (``move-abandoned``), the job keeps its older placement, and a ``moved`` event (``abandoned``)
+    records it."""
+    new = list(job.allocations.filter(ended_at__isnull=True, generation__gte=generation).select_related("node"))
+    Allocation.objects.filter(pk__in=[a.pk for a in new]).update(ended_at=at, end_reason=MOVE_ABANDONED_END_REASON)
+    kept = list(job.allocations.filter(ended_at__isnull=True).select_related("node"))
+    JobEvent.objects.create(
+        job=job,
+        type=EventType.MOVED,
+        at=at,
+        details={
+            "outcome": MoveOutcome.ABANDONED,
+            "generation": generation,
+            "from": _placements(kept),
+            "to": _placements(new),
+            "reason": reason,
+        },
+    )
 
 
 def job_requeue(

@@ -142,6 +142,7 @@ def _fields_from_spec(spec: Mapping[str, Any], team: Team, source: str) -> dict[
         "priority": str(parsed.priority),
         "rank": parsed.rank,
         "preemptible": parsed.preemptible,
+        "consolidate": parsed.consolidate,
         "checkpoint_interval_s": int(parsed.checkpoint_interval_s) if parsed.checkpoint_interval_s else None,
         "tier": str(parsed.tier),
         "duration_s": int(parsed.duration_s) if parsed.duration_s else None,

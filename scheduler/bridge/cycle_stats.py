@@ -15,6 +15,7 @@ DECISION_KINDS = {
     "evictions": "eviction",
     "reconfigurations": "reconfiguration",
     "rejections": "rejection",
+    "moves": "move",
 }
 MIG_OUTCOMES = ("success", "failed")
 ETA_ERROR_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0)

@@ -16,7 +16,16 @@ from scheduler.core import Policy
 POLICY_KEYS = frozenset(f.name for f in fields(Policy))
 # settings.SCHEDULER keys that tune the loop rather than the engine (simulated_* tune the simulated fleet).
 LOOP_KEYS = frozenset(
-    {"lock_backend", "lock_name", "lock_ttl_s", "lock_hold_max_s", "evict_grace_s", "apply_attempts", "apply_backoff_s"}
+    {
+        "lock_backend",
+        "lock_name",
+        "lock_ttl_s",
+        "lock_hold_max_s",
+        "evict_grace_s",
+        "move_ready_s",
+        "apply_attempts",
+        "apply_backoff_s",
+    }
 )
 
 

@@ -271,6 +271,7 @@ def _job(job: Job, speed: float, *, resumes: bool = False) -> CoreJob:
         submitted_at=job.submitted_at.timestamp(),
         project=job.project.code if job.project is not None else None,
         resumes=resumes,
+        consolidate=job.consolidate,
     )
 
 
@@ -294,15 +295,18 @@ def _request(job: Job) -> Request:
 
 
 def _running(jobs: Iterable[Job], observation: Observation | None, speed: float) -> tuple[Running, ...]:
+    """Each running job with what it holds: its newest generation's open allocations are where it runs, any older
+    open ones the placement a move under way is leaving (``moving_from``, held until the new replicas are ready)."""
     by_id = {job.pk: job for job in jobs}
-    slots: dict[int, dict[int, list[Slot]]] = defaultdict(lambda: defaultdict(list))
+    # job -> generation -> replica -> slots
+    slots: dict[int, dict[int, dict[int, list[Slot]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     allocations = (
         Allocation.objects.filter(job_id__in=list(by_id), ended_at__isnull=True)
         .select_related("node")
-        .order_by("job_id", "replica", "gpu_index", "mig_start")
+        .order_by("job_id", "generation", "replica", "gpu_index", "mig_start")
     )
     for allocation in allocations:
-        slots[allocation.job_id][allocation.replica].append(
+        slots[allocation.job_id][allocation.generation][allocation.replica].append(
             Slot(
                 node=allocation.node.name,
                 gpu=allocation.gpu_index,
@@ -314,15 +318,28 @@ def _running(jobs: Iterable[Job], observation: Observation | None, speed: float)
     for job_id in sorted(slots):
         job = by_id[job_id]
         observed = observation.jobs.get(str(job_id)) if observation is not None else None
+        generations = slots[job_id]
+        newest = max(generations)
+        older = [
+            replica
+            for generation in sorted(generations)
+            if generation != newest
+            for replica in _replica_slots(generations[generation])
+        ]
         result.append(
             Running(
                 job=_job(job, speed),
-                slots=tuple(tuple(replica) for _, replica in sorted(slots[job_id].items())),
+                slots=_replica_slots(generations[newest]),
                 started_at=(job.started_at or job.submitted_at).timestamp(),
                 last_checkpoint_at=observed.last_checkpoint_at if observed is not None else None,
+                moving_from=tuple(older),
             )
         )
     return tuple(result)
+
+
+def _replica_slots(replicas: Mapping[int, list[Slot]]) -> tuple[tuple[Slot, ...], ...]:
+    return tuple(tuple(replica) for _, replica in sorted(replicas.items()))
 
 
 def _preemptions(since: float) -> tuple[Preemption, ...]:

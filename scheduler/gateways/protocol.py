@@ -15,7 +15,10 @@ decides the details):
   ``nvidia.com/mig.config`` / ``nvidia.com/mig.config.state``; :meth:`ClusterGateway.node_reconfigure` writes a
   mig-parted config and sets ``nvidia.com/mig.config`` (``docs/gpu-facts.md``, mig-parted config format,
   MIG Manager reconfiguration flow);
-- :class:`Interruption` comes from spot taints and labels (``docs/gpu-facts.md``, Spot and preemption signals).
+- :class:`Interruption` comes from spot taints and labels (``docs/gpu-facts.md``, Spot and preemption signals);
+- a move (:meth:`ClusterGateway.job_move`) starts the job's pods again as a new *generation* beside the running
+  ones (``mc-<job>-g<n>-<replica>``, label ``microcosm.io/generation``), :attr:`ReplicaObservation.ready` is the
+  pod's ``Ready`` condition, and :meth:`ClusterGateway.job_release` deletes the older generation's pods.
 
 Identifiers: a job is named by its database id as a string (``"42"``), a node by its Kubernetes node name,
 a GPU by its index on the node, a MIG instance by its profile and start memory slice. Times are epoch
@@ -157,6 +160,12 @@ class ReplicaObservation:
     node: str | None = None  # None while pending
     devices: tuple[Device, ...] = ()  # what the backend knows of the devices; may be empty on Kubernetes
     message: str = ""  # why pending or failed, in the cluster's words
+    # Which start of the job's replicas this one belongs to: 0 for a bind, one more for each move
+    # (:meth:`ClusterGateway.job_move`); while a move is under way a job has replicas of two generations.
+    generation: int = 0
+    # Ready to serve (Kubernetes: the pod's Ready condition as the kubelet sets it; the simulated fleet: its
+    # start-up has passed). A move completes only once every replica of its generation is running and ready.
+    ready: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -297,6 +306,37 @@ class ClusterGateway(Protocol):
         ``failed``, ``unknown-job``. The reasons after which the job does not come back (:data:`FINAL_EVICTIONS`)
         also remove what the backend keeps for the job's runs (its report credential). Idempotent: a job with no
         replicas left is a no-op. Raises ``GatewayRetryable`` on transient failures.
+        """
+        ...
+
+    def job_move(self, *, request: BindRequest, generation: int) -> None:
+        """Start every replica of ``request.job`` again on ``request.placements`` as replicas of ``generation``,
+        while the replicas of older generations keep running (a move, make-before-break, as a rolling update
+        surges new pods before it deletes old ones). All replicas of the generation or none, as :meth:`job_bind`.
+
+        Idempotent: replicas of ``generation`` already on the same node (and devices) are left alone, the missing
+        ones are created. The loop also calls it to re-apply a bind whose generation is above 0 (the job was
+        moved before). Readiness shows in :attr:`ReplicaObservation.ready` of the new replicas; the caller then
+        releases the old ones with :meth:`job_release`, or gives the move up with :meth:`job_move_abandon`.
+
+        Raises ``GatewayConflict`` when a node is gone, cordoned or under reconfiguration, a device is held by
+        another job (or by the job's own older replicas), or the generation's replicas are elsewhere;
+        ``GatewayRetryable`` on transient failures (after undoing its partial work).
+        """
+        ...
+
+    def job_release(self, *, job: str, namespace: str, generation: int, grace_s: float) -> None:
+        """A move is complete: stop every replica of ``job`` of a generation older than ``generation``, within
+        their termination grace as :meth:`job_evict` does (``grace_s`` a deadline), and keep ``generation``'s.
+        Keeps what the job's runs share (its report credential, its rendezvous). Idempotent: nothing older left
+        is a no-op. Raises ``GatewayRetryable`` on transient failures.
+        """
+        ...
+
+    def job_move_abandon(self, *, job: str, namespace: str, generation: int, grace_s: float) -> None:
+        """A move is given up (its new replicas failed or were not ready in time): stop the replicas of
+        ``generation`` and of any newer one, keep the older ones, which still serve. Idempotent. Raises
+        ``GatewayRetryable`` on transient failures.
         """
         ...
 

@@ -1,11 +1,13 @@
 """Applying recorded decisions through the gateway (DESIGN.md §1, step 4): one operation at a time, each
 idempotent, retried with exponential backoff on :class:`~scheduler.errors.GatewayRetryable`.
 
-Order: cordons (an admin's cordon or drain carried to the cluster), evictions (they free the devices), reconfigurations
-(on GPUs the evictions emptied), binds. A failure is
+Order: cordons (an admin's cordon or drain carried to the cluster), evictions and abandoned moves (they free the
+devices), reconfigurations (on GPUs the evictions emptied), binds and moves (a move's new replicas beside its old),
+then releases (a completed move's old replicas). A failure is
 never fatal to the rest: what could not be applied is left for the next cycle's reconciliation, which sees
 the database and the cluster disagree and repairs it. A bind the cluster refuses
-(:class:`~scheduler.errors.GatewayConflict`) is returned to the caller, which requeues the job.
+(:class:`~scheduler.errors.GatewayConflict`) is returned to the caller, which requeues the job; a move it refuses is
+returned too, and the caller gives the move up (the job keeps its old placement).
 """
 
 from __future__ import annotations
@@ -61,7 +63,35 @@ class BindOp:
     team: str  # slug, for namespace_ensure
 
 
-Op = EvictOp | ReconfigureOp | CordonOp | BindOp
+@dataclass(frozen=True, slots=True)
+class MoveOp:
+    """Start the job's replicas of ``generation`` on ``request``'s placement beside the running ones
+    (``ClusterGateway.job_move``); also how a bind whose generation is above 0 is applied again."""
+
+    request: BindRequest
+    team: str  # slug, for namespace_ensure
+    generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseOp:
+    """A move completed: stop the job's replicas older than ``generation`` (``ClusterGateway.job_release``)."""
+
+    job: str
+    namespace: str
+    generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class AbandonOp:
+    """A move given up: stop the job's replicas of ``generation`` and newer (``ClusterGateway.job_move_abandon``)."""
+
+    job: str
+    namespace: str
+    generation: int
+
+
+Op = EvictOp | ReconfigureOp | CordonOp | BindOp | MoveOp | ReleaseOp | AbandonOp
 
 
 @dataclass
@@ -69,6 +99,7 @@ class ApplyResult:
     applied: list[str] = field(default_factory=list)  # "bind 42", "evict 7 (priority)", "mig dgx-1"
     failed: list[str] = field(default_factory=list)  # gave up after retries: left to the next cycle
     refused: list[tuple[BindOp, str]] = field(default_factory=list)  # binds the cluster refused: requeue
+    moves_refused: list[tuple[MoveOp, str]] = field(default_factory=list)  # moves the cluster refused
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +121,8 @@ def apply_ops(gateway: ClusterGateway, ops: Iterable[Op], *, grace_s: float, ret
         except GatewayConflict as exc:
             if isinstance(op, BindOp):
                 result.refused.append((op, str(exc)))
+            elif isinstance(op, MoveOp):
+                result.moves_refused.append((op, str(exc)))
             else:
                 log.warning("%s refused by the cluster: %s", label, exc)
                 result.failed.append(f"{label}: {exc}")
@@ -113,10 +146,15 @@ def waiting_record(gateway: ClusterGateway, waiting: Sequence[JobWaiting]) -> No
 
 
 def _order(op: Op) -> int:
-    # A cordon first: nothing else should land on a node whose jobs are about to be asked to leave.
-    return (
-        0 if isinstance(op, CordonOp) else 1 if isinstance(op, EvictOp) else 2 if isinstance(op, ReconfigureOp) else 3
-    )
+    # A cordon first: nothing else should land on a node whose jobs are about to be asked to leave. A release
+    # last: a completed move's old replicas go once everything else this cycle has been started.
+    if isinstance(op, CordonOp):
+        return 0
+    if isinstance(op, EvictOp | AbandonOp):
+        return 1
+    if isinstance(op, ReconfigureOp):
+        return 2
+    return 4 if isinstance(op, ReleaseOp) else 3
 
 
 def _call(gateway: ClusterGateway, op: Op, grace_s: float) -> tuple[str, Callable[[], None]]:
@@ -134,6 +172,24 @@ def _call(gateway: ClusterGateway, op: Op, grace_s: float) -> tuple[str, Callabl
     if isinstance(op, CordonOp):
         label = f"{'cordon' if op.cordoned else 'uncordon'} {op.node}"
         return label, lambda: gateway.node_cordon(node=op.node, cordoned=op.cordoned)
+    if isinstance(op, ReleaseOp):
+        return f"release {op.job} (older than generation {op.generation})", lambda: gateway.job_release(
+            job=op.job, namespace=op.namespace, generation=op.generation, grace_s=grace_s
+        )
+    if isinstance(op, AbandonOp):
+        return f"abandon move {op.job} (generation {op.generation})", lambda: gateway.job_move_abandon(
+            job=op.job, namespace=op.namespace, generation=op.generation, grace_s=grace_s
+        )
+    if isinstance(op, MoveOp):
+        move = op
+
+        def start() -> None:
+            gateway.namespace_ensure(
+                namespace=move.request.namespace, team=move.team, checkpoint_claim=move.request.checkpoint_claim
+            )
+            gateway.job_move(request=move.request, generation=move.generation)
+
+        return f"move {op.request.job} (generation {op.generation})", start
 
     def bind() -> None:
         gateway.namespace_ensure(
@@ -156,6 +212,16 @@ def _with_retries(call: Callable[[], None], retry: Retry, label: str) -> None:
             log.info("%s: attempt %d failed (%s); retrying in %.2fs", label, attempt, exc, delay)
             retry.sleep(delay)
             delay *= 2
+
+
+def start_op(job: Job, allocations: Sequence[Allocation], *, resume: bool) -> BindOp | MoveOp:
+    """The operation that starts ``job``'s replicas on ``allocations`` (one generation): a bind for generation
+    0, else a move to that generation (the job was moved before: its pods are of that generation)."""
+    request = bind_request(job, allocations, resume=resume)
+    generation = max((a.generation for a in allocations), default=0)
+    if generation:
+        return MoveOp(request=request, team=job.team.slug, generation=generation)
+    return BindOp(request=request, team=job.team.slug)
 
 
 def bind_request(job: Job, allocations: Sequence[Allocation], *, resume: bool) -> BindRequest:

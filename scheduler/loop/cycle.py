@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db import transaction
 
 from jobs.models import Job
-from jobs.services import job_requeue
+from jobs.services import job_move_abandon, job_requeue
 from scheduler.bridge.policy import policy_at_speed
 from scheduler.bridge.snapshot import build
 from scheduler.core import Reject, plan_cycle
@@ -50,6 +50,7 @@ class CycleReport:
     applied: list[str] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
     requeued_after_refusal: list[str] = field(default_factory=list)
+    moves_refused: list[str] = field(default_factory=list)  # moves the cluster refused: given up at once
     plan_ms: float = 0.0
     total_ms: float = 0.0
 
@@ -64,6 +65,7 @@ class CycleReport:
             "applied": self.applied,
             "failed": self.failed,
             "requeued_after_refusal": self.requeued_after_refusal,
+            "moves_refused": self.moves_refused,
             "plan_ms": round(self.plan_ms, 1),
             "total_ms": round(self.total_ms, 1),
         }
@@ -101,7 +103,13 @@ def cycle_run(
         fence_check(fence_token)
         # The simulated fleet reports its simulated jobs' checkpoints; a cluster, its job directories' manifests.
         source = "simulated" if gateway.name == "simulated" else "manifest"
-        repairs = reconcile(observation, at=at, checkpoint_source=source, evict_grace_s=grace_s)
+        repairs = reconcile(
+            observation,
+            at=at,
+            checkpoint_source=source,
+            evict_grace_s=grace_s,
+            move_ready_s=float(loop.get("move_ready_s", 600.0)),
+        )
     report.repairs = repairs.as_json()
     phases_s["reconcile"] = time.perf_counter() - phase_started
 
@@ -135,6 +143,8 @@ def cycle_run(
     waiting_record(gateway, recorded.waiting)
     report.applied, report.failed = result.applied, result.failed
     report.requeued_after_refusal = _requeue_refused(result, at)
+    report.moves_refused, requeued = _moves_refused(result, at)
+    report.requeued_after_refusal += requeued
     phases_s["apply"] = time.perf_counter() - phase_started
     report.total_ms = (time.perf_counter() - started) * 1000
     ended = datetime.fromtimestamp(observation.observed_at + report.total_ms / 1000, tz=UTC)
@@ -159,3 +169,22 @@ def _requeue_refused(result: ApplyResult, at: datetime) -> list[str]:
                 job_requeue(job=job, reason="bind-refused", by=None, at=at, message=message)
                 requeued.append(op.request.job)
     return requeued
+
+
+def _moves_refused(result: ApplyResult, at: datetime) -> tuple[list[str], list[str]]:
+    """Moves the cluster refused (a node went, a device was taken) are given up at once: the job keeps serving
+    from its old placement. A refused move that re-applies the generation the job serves from (it holds nothing
+    older) is a refused bind: the job goes back to the queue."""
+    given_up, requeued = [], []
+    with transaction.atomic():
+        for op, message in result.moves_refused:
+            job = Job.objects.select_for_update().filter(pk=int(op.request.job), state=JobState.RUNNING).first()
+            if job is None:
+                continue
+            if job.allocations.filter(ended_at__isnull=True, generation__lt=op.generation).exists():
+                job_move_abandon(job=job, generation=op.generation, at=at, reason=f"refused by the cluster: {message}")
+                given_up.append(op.request.job)
+            else:
+                job_requeue(job=job, reason="bind-refused", by=None, at=at, message=message)
+                requeued.append(op.request.job)
+    return given_up, requeued

@@ -2,7 +2,7 @@
 
 - INFO, one per cycle: the counts (``cycle 1234: 3 binds, 1 eviction, … in 40 ms``), with ``cycle`` and each
   count as fields;
-- INFO, one per decision kind the cycle made (binds, evictions, reconfigurations, rejections), naming the jobs
+- INFO, one per decision kind the cycle made (binds, evictions, reconfigurations, rejections, moves), naming the jobs
   and nodes, with ``cycle``, ``kind`` and the ``jobs`` / ``teams`` / ``nodes`` as lists;
 - DEBUG, one per decision, with ``cycle``, ``kind``, ``job``, ``team`` and ``node`` where they apply, so a
   log pipeline answers "what did the loop do with job 41" by a field (``LOG_FORMAT=json``, docs/deploy.md).
@@ -24,12 +24,12 @@ log = logging.getLogger("scheduler.loop.cycle")
 
 # Listing every job of a 500-bind cycle in one line helps nobody reading plain text; the fields keep them all.
 NAMED_IN_MESSAGE = 10
-_KINDS = ("bind", "eviction", "reconfiguration", "rejection")
+_KINDS = ("bind", "eviction", "reconfiguration", "rejection", "move")
 
 
 @dataclass(frozen=True)
 class Decision:
-    kind: str  # bind, eviction, reconfiguration, rejection
+    kind: str  # bind, eviction, reconfiguration, rejection, move
     job: str | None
     team: str | None
     node: str | None
@@ -53,7 +53,8 @@ def decisions_of(decisions: Mapping[str, Any]) -> list[Decision]:
     evictions: Sequence[Mapping[str, Any]] = decisions.get("evictions", [])
     reconfigurations: Sequence[Mapping[str, Any]] = decisions.get("reconfigurations", [])
     rejections: Sequence[Mapping[str, Any]] = decisions.get("rejections", [])
-    teams = _teams_of(str(d["job"]) for d in (*binds, *evictions, *rejections))
+    moves: Sequence[Mapping[str, Any]] = decisions.get("moves", [])
+    teams = _teams_of(str(d["job"]) for d in (*binds, *evictions, *rejections, *moves))
     found: list[Decision] = []
     for bind in binds:
         nodes = sorted({slot["node"] for replica in bind["placements"] for slot in replica})
@@ -68,6 +69,11 @@ def decisions_of(decisions: Mapping[str, Any]) -> list[Decision]:
     for reject in rejections:
         job = str(reject["job"])
         found.append(Decision("rejection", job, teams.get(job), None, str(reject["reason"])))
+    for move in moves:
+        job = str(move["job"])
+        nodes = sorted({slot["node"] for replica in move["to"] for slot in replica})
+        detail = f"to {_size(move['to'])}, from {_size(move['from'])} (generation {move['generation']})"
+        found.append(Decision("move", job, teams.get(job), ",".join(nodes) or None, detail))
     return found
 
 

@@ -24,11 +24,25 @@ running / a replica gone, or a node       requeue (``node-lost``): its work sinc
 of its allocations no longer reported     checkpoint is lost; clean up what is left
 running / no pods, or fewer than its      the bind was recorded but never (fully) applied:
 replicas, its nodes all present           apply it again (idempotent)
+running, moving / every new replica       the move is complete: end the old allocations (``moved``),
+running and ready                         release the old replicas, record ``moved`` (completed)
+running, moving / a new replica failed    give the move up: end the new allocations, stop the new
+or gone, or not all ready within          replicas, record ``moved`` (abandoned, why); the job keeps
+``move_ready_s`` of the move's start      its old placement
+running, moving / fewer new replicas      the move was recorded but never (fully) applied: apply it
+                                          again (idempotent)
+running / replicas of a generation it     a release or an abandon was recorded but not applied:
+holds no open allocation of               apply it again
 pending, ended, or unknown / pods         an eviction, cancel or clean-up was recorded but not
                                           applied: evict the pods (not those already stopping)
 a node an admin holds / open; a node no   cordon it; lift Microcosm's cordon
 admin holds / Microcosm's cordon on it    (:mod:`scheduler.loop.cordons`)
 ========================================  ======================================================
+
+"Moving" is a job with open allocations of two generations (:mod:`jobs.services.loop`, ``job_move_start``): the
+older still serve while the newer start. Every other row of the table reads the generation the job serves from —
+the old one until the move completes — so a failure of the old replicas mid-move is handled as it always is (and
+its eviction stops the new replicas with them).
 
 "Drained" is a ``draining`` event since the job's last bind: that is what tells a drained job whose pods are gone
 (requeue it) from a bind recorded but not applied (apply it again).
@@ -55,10 +69,18 @@ from django.db.models import Max
 
 from jobs.errors import CheckpointInvalid, JobStateError
 from jobs.models import Allocation, Job, JobEvent
-from jobs.services import CheckpointReport, checkpoint_record, job_fail_or_restart, job_finish, job_requeue
+from jobs.services import (
+    CheckpointReport,
+    checkpoint_record,
+    job_fail_or_restart,
+    job_finish,
+    job_move_abandon,
+    job_move_complete,
+    job_requeue,
+)
 from scheduler.core.model.vocabulary import EventType, EvictionReason, JobState
-from scheduler.gateways.protocol import JobObservation, Observation, ReplicaPhase
-from scheduler.loop.apply import BindOp, EvictOp, Op, bind_request
+from scheduler.gateways.protocol import JobObservation, Observation, ReplicaObservation, ReplicaPhase
+from scheduler.loop.apply import AbandonOp, EvictOp, Op, ReleaseOp, start_op
 from scheduler.loop.cordons import cordons_wanted
 from scheduler.loop.notice import Drain, drains_current, drains_record, notice_grace_s
 
@@ -83,6 +105,9 @@ class Repairs:
     requeued: list[str] = field(
         default_factory=list
     )  # drained, then requeued whole (an interruption, an admin's drain)
+    moving: list[str] = field(default_factory=list)  # a move under way: its new replicas not all ready yet
+    moved: list[str] = field(default_factory=list)  # a move completed: the old replicas released
+    move_abandoned: list[str] = field(default_factory=list)  # a move given up: the job keeps its old placement
 
     def as_json(self) -> dict[str, list[str]]:
         return {
@@ -96,6 +121,9 @@ class Repairs:
             "drained": self.drained,
             "stopping": self.stopping,
             "requeued": self.requeued,
+            "moving": self.moving,
+            "moved": self.moved,
+            "move_abandoned": self.move_abandoned,
         }
 
 
@@ -107,20 +135,27 @@ class _Context:
     present: frozenset[str]
     at: datetime
     evict_grace_s: float
+    move_ready_s: float = 600.0
 
 
 def reconcile(
-    observation: Observation, *, at: datetime, checkpoint_source: str = "manifest", evict_grace_s: float = 30.0
+    observation: Observation,
+    *,
+    at: datetime,
+    checkpoint_source: str = "manifest",
+    evict_grace_s: float = 30.0,
+    move_ready_s: float = 600.0,
 ) -> Repairs:
     """Record what the cluster did since the last cycle and list the operations that bring it in line.
 
     One transaction; the returned ``ops`` are applied by the caller after it commits. ``checkpoint_source`` names
     where the observation's checkpoints come from (``manifest``: the job directory's manifest on a cluster;
     ``simulated``: the simulated fleet); ``evict_grace_s`` is the loop's usual eviction grace, which a spot
-    notice's eviction may shorten (:func:`scheduler.loop.notice.notice_grace_s`).
+    notice's eviction may shorten (:func:`scheduler.loop.notice.notice_grace_s`); ``move_ready_s`` how long a move's
+    new replicas have to be running and ready before the move is given up.
     """
     repairs = Repairs()
-    context = _Context(observation, frozenset(node.name for node in observation.nodes), at, evict_grace_s)
+    context = _Context(observation, frozenset(node.name for node in observation.nodes), at, evict_grace_s, move_ready_s)
     with transaction.atomic():
         running = {
             str(job.pk): job
@@ -213,6 +248,10 @@ def _running_job(
     job_id = str(job.pk)
     at = context.at
     observed = context.observation.jobs.get(job_id)
+    moves: list[Op] = []  # what the job's move needs: applied only if it runs on (below)
+    moving = False
+    if allocations:
+        allocations, observed, moving = _generations(job, allocations, observed, context, repairs, moves)
     phases = observed.phases() if observed is not None else frozenset()
     lost_nodes = sorted({a.node.name for a in allocations} - context.present)
     if (
@@ -248,11 +287,86 @@ def _running_job(
         job_requeue(job=job, reason=EvictionReason.NODE_LOST, by=None, at=at, message=message)
         repairs.lost.append(job_id)
         return
+    # The job runs on: what its move (or the clean-up of an earlier one) needs is applied. Had it stopped above,
+    # its eviction would stop every generation's replicas, and a move's would only start new ones.
+    repairs.ops.extend(moves)
+    if moving:
+        repairs.moving.append(job_id)
     if observed is None or len(observed.replicas) < job.replicas:
         # Recorded, not (fully) applied: the crash-between-record-and-apply case. Apply the same bind again.
         resumed = job.events.filter(type=EventType.REQUEUED).exists()
-        repairs.ops.append(BindOp(request=bind_request(job, allocations, resume=resumed), team=job.team.slug))
+        repairs.ops.append(start_op(job, allocations, resume=resumed))
         repairs.rebound.append(job_id)
+
+
+def _generations(
+    job: Job,
+    allocations: list[Allocation],
+    observed: JobObservation | None,
+    context: _Context,
+    repairs: Repairs,
+    ops: list[Op],
+) -> tuple[list[Allocation], JobObservation | None, bool]:
+    """Carry a move under way one step (complete it, give it up, apply it again, or wait) and clean up the
+    replicas of generations the job no longer holds; return the allocations and the replicas of the generation
+    the job serves from now, which the rest of the repairs read (module doc, Moving), and whether its move still
+    waits for the new replicas."""
+    job_id = str(job.pk)
+    generations = sorted({a.generation for a in allocations})
+    serving, held = generations[0], set(generations)  # where it serves from; what it still holds
+    waiting = False
+    if len(generations) > 1:
+        newest = generations[-1]
+        new = [a for a in allocations if a.generation == newest]
+        fresh = [r for r in observed.replicas if r.generation == newest] if observed is not None else []
+        why = _move_trouble(job, new, fresh, context)
+        if why:
+            job_move_abandon(job=job, generation=newest, at=context.at, reason=why)
+            repairs.move_abandoned.append(job_id)
+            held.discard(newest)
+        elif len({r.replica for r in fresh if r.phase == ReplicaPhase.RUNNING and r.ready}) >= job.replicas:
+            job_move_complete(job=job, generation=newest, at=context.at)
+            repairs.moved.append(job_id)
+            serving, held = newest, {newest}
+        else:
+            if len(fresh) < job.replicas:  # recorded, not (fully) applied: start the new replicas again
+                ops.append(start_op(job, new, resume=False))
+            waiting = True
+        allocations = [a for a in allocations if a.generation == serving]
+    if observed is None:
+        return allocations, None, waiting
+    seen = {r.generation for r in observed.replicas}
+    if any(g < min(held) for g in seen):  # a completed move's old replicas (its release not applied yet)
+        ops.append(ReleaseOp(job=job_id, namespace=observed.namespace, generation=min(held)))
+    if any(g > max(held) for g in seen):  # a move given up: its replicas (the abandon not applied yet)
+        ops.append(AbandonOp(job=job_id, namespace=observed.namespace, generation=max(held) + 1))
+    replicas = tuple(r for r in observed.replicas if r.generation == serving)
+    serving_only = JobObservation(
+        job=observed.job,
+        namespace=observed.namespace,
+        replicas=replicas,
+        last_checkpoint_at=observed.last_checkpoint_at,
+        last_checkpoint_step=observed.last_checkpoint_step,
+        last_checkpoint_path=observed.last_checkpoint_path,
+    )
+    return allocations, serving_only, waiting
+
+
+def _move_trouble(job: Job, new: list[Allocation], fresh: list[ReplicaObservation], context: _Context) -> str:
+    """Why a move under way must be given up ("" when it may go on): a new replica failed or was lost, a node of
+    the new placement is gone, or the new replicas are not all ready ``move_ready_s`` after they were started."""
+    for replica in fresh:
+        if replica.phase in (ReplicaPhase.FAILED, ReplicaPhase.GONE, ReplicaPhase.SUCCEEDED, ReplicaPhase.STOPPING):
+            detail = f": {replica.message}" if replica.message else ""
+            return f"new replica {replica.replica} {replica.phase}{detail}"
+    lost = sorted({a.node.name for a in new} - context.present)
+    if lost:
+        return f"node {', '.join(lost)} of the new placement is gone"
+    started = min(a.started_at for a in new)
+    waited = (context.at - started).total_seconds()
+    if waited >= context.move_ready_s:
+        return f"the new replicas were not all ready within {context.move_ready_s:g} s"
+    return ""
 
 
 def _drained_job(job: Job, drain: Drain, observed: JobObservation | None, context: _Context, repairs: Repairs) -> None:

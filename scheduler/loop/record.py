@@ -1,7 +1,9 @@
 """Record one cycle's :class:`~scheduler.core.Plan` in one transaction (DESIGN.md §1, step 3).
 
 Allocations, job states, job events and every pending job's queue position, ETA and reason are written
-together, or not at all. Operations on jobs whose state changed since the snapshot (cancelled meanwhile) are
+together, or not at all. A move (``plan.moves``) is recorded as the next generation's allocations beside the job's
+open ones and a ``moved`` event; the old rows stay open until reconciliation sees the new replicas ready
+(:mod:`scheduler.loop.reconcile`). Operations on jobs whose state changed since the snapshot (cancelled meanwhile) are
 skipped. Positions, ETAs and reasons are written only when every waiting job still has the priority and rank
 the plan ordered it by (``ordered``): a lead who reordered or re-prioritised meanwhile has had fresh positions
 written at once (:mod:`jobs.services.positions`), which a plan of the order before would make stale again; the
@@ -19,15 +21,15 @@ from typing import Any
 
 from django.db import transaction
 
-from jobs.models import Job
-from jobs.services import job_bind_record, job_finish, job_requeue
+from jobs.models import Allocation, Job
+from jobs.services import job_bind_record, job_finish, job_move_start, job_requeue
 from scheduler.bridge.vocabulary import FENCE_NAME
 from scheduler.core import Plan
-from scheduler.core.model.snapshot import MigLayout
+from scheduler.core.model.snapshot import MigLayout, Slots
 from scheduler.core.model.vocabulary import EventType, JobState
 from scheduler.errors import FencingError
 from scheduler.gateways.protocol import JobWaiting, MigConfigState, Observation
-from scheduler.loop.apply import BindOp, EvictOp, Op, ReconfigureOp, bind_request
+from scheduler.loop.apply import BindOp, EvictOp, MoveOp, Op, ReconfigureOp, bind_request
 from scheduler.loop.production_wait import production_wait_record
 from scheduler.models import Node, SchedulerFence
 
@@ -75,6 +77,7 @@ def record_plan(
         | {int(b.job) for b in plan.binds}
         | {int(r.job) for r in plan.rejections}
         | {int(w.job) for w in plan.waiting}
+        | {int(m.job) for m in plan.moves}
     )
     result = Recorded()
     with transaction.atomic():
@@ -85,6 +88,7 @@ def record_plan(
         result.decisions["evictions"] = _evictions(plan, jobs, at, result.ops)
         result.decisions["reconfigurations"] = _reconfigurations(plan, observation, result.ops)
         result.decisions["binds"] = _binds(plan, jobs, at, result.ops)
+        result.decisions["moves"] = _moves(plan, jobs, at, result.ops)
         result.decisions["rejections"] = _rejections(plan, jobs, at)
         result.decisions["waiting"] = _waiting(plan, jobs, at, ordered)
         production_wait_record(plan, jobs, observation, at)  # what production waited for, for the advisor
@@ -158,6 +162,77 @@ def _binds(plan: Plan, jobs: Mapping[str, Job], at: datetime, ops: list[Op]) -> 
             }
         )
     return done
+
+
+def _moves(plan: Plan, jobs: Mapping[str, Job], at: datetime, ops: list[Op]) -> list[dict[str, Any]]:
+    """Record each move whose job is as the plan saw it: running, not opted out, no move already under way, and
+    holding exactly the placement the move releases. Anything else changed since the snapshot: skipped, the next
+    cycle plans again."""
+    names = {slot.node for move in plan.moves for replica in move.slots for slot in replica}
+    nodes = {node.name: node for node in Node.objects.filter(name__in=names)}
+    done = []
+    for move in plan.moves:
+        job = jobs.get(move.job)
+        if job is None or job.state != JobState.RUNNING:
+            continue
+        if not job.consolidate:  # the engine reads the same flag; the live side keeps the job's word regardless
+            log.warning(
+                "cycle: job %s opted out of moves (consolidate false); its planned move is not recorded", job.pk
+            )
+            continue
+        held = list(job.allocations.filter(ended_at__isnull=True).select_related("node"))
+        if len({a.generation for a in held}) != 1 or _slots_of(held) != _slots_key(move.released):
+            log.info("cycle: job %s no longer holds what its move releases; the move waits for the next plan", job.pk)
+            continue
+        taken = _taken(move.slots)
+        if len(move.slots) != job.replicas or taken:
+            # A device held meanwhile would make the allocation constraints fail the cycle's whole record.
+            log.warning("cycle: job %s's move is not recorded: %s", job.pk, taken or "its replica count changed")
+            continue
+        created = job_move_start(job=job, slots=move.slots, nodes=nodes, at=at)
+        generation = created[0].generation
+        request = bind_request(job, created, resume=False)
+        ops.append(MoveOp(request=request, team=job.team.slug, generation=generation))
+        done.append({"job": move.job, "generation": generation, "from": _json(move.released), "to": _json(move.slots)})
+    return done
+
+
+_SlotKey = tuple[str, int, str | None, int | None]
+
+
+def _taken(slots: Slots) -> str:
+    """Which of ``slots`` a live allocation holds already ("" when none): a whole GPU with anything on it, a MIG
+    instance held, or a GPU held whole under an instance."""
+    wanted = [slot for replica in slots for slot in replica]
+    live = Allocation.objects.filter(
+        ended_at__isnull=True, node__name__in={s.node for s in wanted}, gpu_index__in={s.gpu for s in wanted}
+    ).select_related("node")
+    held = {(a.node.name, a.gpu_index, a.mig_start) for a in live}
+    for slot in wanted:
+        on_gpu = {start for node, gpu, start in held if (node, gpu) == (slot.node, slot.gpu)}
+        if on_gpu and (slot.mig_start is None or None in on_gpu or slot.mig_start in on_gpu):
+            instance = f" {slot.mig_profile}@{slot.mig_start}" if slot.mig_profile else ""
+            return f"{slot.node} GPU {slot.gpu}{instance} is held"
+    return ""
+
+
+def _slots_of(allocations: list[Allocation]) -> list[list[_SlotKey]]:
+    """Open allocations as comparable slots per replica (to check a move's ``released`` against the rows)."""
+    by_replica: dict[int, list[_SlotKey]] = {}
+    for a in allocations:
+        by_replica.setdefault(a.replica, []).append((a.node.name, a.gpu_index, a.mig_profile or None, a.mig_start))
+    return [sorted(slots, key=str) for _, slots in sorted(by_replica.items())]
+
+
+def _slots_key(slots: Slots) -> list[list[_SlotKey]]:
+    return [sorted(((s.node, s.gpu, s.mig_profile, s.mig_start) for s in replica), key=str) for replica in slots]
+
+
+def _json(slots: Slots) -> list[list[dict[str, Any]]]:
+    return [
+        [{"node": s.node, "gpu": s.gpu, "mig_profile": s.mig_profile, "mig_start": s.mig_start} for s in replica]
+        for replica in slots
+    ]
 
 
 def _rejections(plan: Plan, jobs: Mapping[str, Job], at: datetime) -> list[dict[str, Any]]:

@@ -56,6 +56,7 @@ JOB_KEYS = (
     "replicas",
     "gpu_model",
     "preemptible",
+    "consolidate",
     "checkpoint_interval_s",
     "tier",
     "duration_s",
@@ -93,6 +94,10 @@ def parse_job(errors: Errors, path: str, value: Any, submitted_at: float) -> Job
         options["replicas"] = _read_bounded_int(errors, join(path, "replicas"), "replicas", data["replicas"])
     if "preemptible" in data:
         options["preemptible"] = read_bool(errors, join(path, "preemptible"), data["preemptible"])
+    if "consolidate" in data:
+        # true (the default): production placed on larger capacity than its right size may later be moved to its
+        # right-sized slice make-before-break; false keeps it where it starts (docs/job-spec.md).
+        options["consolidate"] = read_bool(errors, join(path, "consolidate"), data["consolidate"])
     for key in ("checkpoint_interval_s", "duration_s"):
         if key in data:
             options[key] = _read_bounded_number(errors, join(path, key), key, data[key])

@@ -4,13 +4,21 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
 from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 from django.utils import timezone
 
+from jobs.models import Allocation, Job
+from scheduler.core import Slot
+from scheduler.core.model.plan import Move
 from scheduler.gateways.protocol import Observation
 from scheduler.gateways.simulated import FleetSettings, SimulatedFleet
+from scheduler.loop import cycle as cycle_module
 from scheduler.services.fleet import gpu_models_sync, node_register
 from teams.models import Quota, Team
 
@@ -91,3 +99,24 @@ class SlowFleet(SimulatedFleet):
         self.observers.append(threading.current_thread().name)
         time.sleep(self.delay_s)
         return super().observe()
+
+
+@contextmanager
+def plan_with_move(job: Job, to: tuple[tuple[Slot, ...], ...]) -> Iterator[None]:
+    """The next cycles plan as usual plus a move of ``job`` from what it holds now to ``to``: the live side of a
+    move is tested before (and apart from) the engine deciding one."""
+    real = cycle_module.plan_cycle
+    released = tuple(
+        (Slot(node=a.node.name, gpu=a.gpu_index, mig_profile=a.mig_profile or None, mig_start=a.mig_start),)
+        for a in Allocation.objects.filter(job=job, ended_at__isnull=True).order_by("replica")
+    )
+
+    def planned(*args: Any, **kwargs: Any) -> Any:
+        plan = real(*args, **kwargs)
+        return replace(plan, moves=(Move(job=str(job.pk), slots=to, released=released),))
+
+    cycle_module.plan_cycle = planned  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        cycle_module.plan_cycle = real

@@ -163,6 +163,8 @@ class EventType(StrEnum):
 
     SUBMITTED = "submitted"
     BOUND = "bound"
+    # A running job moved make-before-break (plan.Move): its details say started, completed or abandoned.
+    MOVED = "moved"
     PREEMPTED = "preempted"
     REQUEUED = "requeued"
     RECONFIGURED = "reconfigured"

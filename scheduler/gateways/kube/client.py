@@ -67,6 +67,7 @@ from scheduler.gateways.kube.pods import (
     REPLICA_LABEL,
     SCHEDULER_NAME,
     TEAM_LABEL,
+    generation_of,
     node_of,
     terminating,
 )
@@ -295,8 +296,11 @@ class KubeClient:
             if node_of(pod) == node and labels_of(pod).get("app") == "nvidia-mig-manager"
         ]
 
-    def pod_create(self, namespace: str, job: str, replica: int, manifest: dict[str, Any]) -> str:
-        """Create the replica's pod; its ``metadata.uid``, which the binding names (:meth:`pod_bind`)."""
+    def pod_create(
+        self, namespace: str, job: str, replica: int, manifest: dict[str, Any], *, generation: int = 0
+    ) -> str:
+        """Create the replica's pod (of ``generation``: a move's); its ``metadata.uid``, which the binding names
+        (:meth:`pod_bind`)."""
         name = manifest["metadata"]["name"]
         try:
             created = self.call(
@@ -314,7 +318,12 @@ class KubeClient:
             except ApiNotFound:
                 raise GatewayRetryable(f"pod {namespace}/{name} vanished while being created") from None
             labels = labels_of(found)
-            if labels.get(JOB_LABEL) != job or labels.get(REPLICA_LABEL) != str(replica) or terminating(found):
+            if (
+                labels.get(JOB_LABEL) != job
+                or labels.get(REPLICA_LABEL) != str(replica)
+                or generation_of(found) != generation
+                or terminating(found)
+            ):
                 raise GatewayRetryable(f"pod name {namespace}/{name} is taken by an older pod") from None
             return uid_of(found)
         return uid_of(created)

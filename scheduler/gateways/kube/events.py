@@ -60,6 +60,8 @@ EVICTION_REASONS: Mapping[str, str] = {
     "failed": "Failed",
     "completed": "Completed",
     "unknown-job": "UnknownJob",
+    "moved": "Moved",
+    "move-abandoned": "MoveAbandoned",
 }
 EVICTION_NOTES: Mapping[str, str] = {
     "priority": "higher-priority work of the same team",
@@ -73,6 +75,8 @@ EVICTION_NOTES: Mapping[str, str] = {
     "app-failure": "a restart after its own failure",
     "bind-refused": "the cluster refusing part of its gang",
     "cancelled": "its cancellation",
+    "moved": "its job's move to its right-sized capacity (the new pods are ready)",
+    "move-abandoned": "its job's move being given up (the old pods serve on)",
 }
 
 # client-go's broadcaster ends a series this long after its last occurrence (event_broadcaster.go finishTime).

@@ -81,6 +81,7 @@ from scheduler.gateways.kube.pods import (
     TEAM_LABEL,
     device_resources,
     finished,
+    generation_of,
     gpu_requests,
     node_of,
     parse_devices,
@@ -232,6 +233,18 @@ class KubeGateway:
         self.checkpoints.claim_ensure(namespace=namespace, team=team, checkpoint_claim=checkpoint_claim)
 
     def job_bind(self, *, request: BindRequest) -> None:
+        self._start(request, generation=0)
+
+    def job_move(self, *, request: BindRequest, generation: int) -> None:
+        """The job's replicas again on the request's placement as pods of ``generation`` (``mc-<job>-g<n>-<r>``),
+        beside the running ones, bound exactly as a bind binds (the same checks, devices and resources); the old
+        pods' devices count as held, so the new placement never shares one with them."""
+        if generation < 1:
+            raise GatewayConflict(f"job {request.job}: a move starts a generation above 0, not {generation}")
+        self._start(request, generation=generation)
+
+    def _start(self, request: BindRequest, *, generation: int) -> None:
+        """Create and bind the missing pods of ``generation`` (0: a bind): all of the generation or none."""
         placements = sorted(request.placements, key=lambda p: p.replica)
         if [p.replica for p in placements] != list(range(len(placements))) or not placements:
             raise GatewayConflict(f"job {request.job}: replicas must be numbered 0..n-1")
@@ -240,9 +253,19 @@ class KubeGateway:
             raise GatewayConflict(
                 f"job {request.job} names no container image and KUBE_DEFAULT_IMAGE is not set; give the job an image"
             )
-        existing = {
-            int(labels_of(p).get(REPLICA_LABEL, "-1")): p for p in self.client.pods_ours(request.namespace, request.job)
-        }
+        pods = self.client.pods_ours(request.namespace, request.job)
+        existing = {int(labels_of(p).get(REPLICA_LABEL, "-1")): p for p in pods if generation_of(p) == generation}
+        if generation == 0:
+            # A bind starts the job's run: a pod of another generation still there is an earlier run's.
+            for other in (p for p in pods if generation_of(p) != 0):
+                if terminating(other):
+                    raise GatewayRetryable(
+                        f"job {request.job}: pod {name_of(other)} of an earlier run is still terminating"
+                    )
+                if not finished(other):
+                    raise GatewayConflict(
+                        f"job {request.job}: pod {name_of(other)} of a move still runs; evict the job first"
+                    )
         extra = sorted(set(existing) - {p.replica for p in placements})
         if extra:
             raise GatewayConflict(f"job {request.job} has replicas {extra} the request does not name")
@@ -267,7 +290,7 @@ class KubeGateway:
         if not todo:
             return
         fabrics = self._fabrics(request)
-        nodes = self._check_placements(request, todo, fabrics)
+        nodes = self._check_placements(request, todo, fabrics, generation=generation)
         team = self.client.namespace_team(request.namespace)
         self.checkpoints.claim_check(request)
         bound: list[tuple[Ref, str]] = []
@@ -278,7 +301,7 @@ class KubeGateway:
             if needs_rendezvous(request):
                 self._service_ensure(request, team=team)  # before the pods that resolve each other through it
             for placement in todo:
-                name = pod_name(request.job, placement.replica)
+                name = pod_name(request.job, placement.replica, generation)
                 if placement.replica in existing:
                     uid = uid_of(existing[placement.replica])
                 else:
@@ -292,12 +315,15 @@ class KubeGateway:
                         fabric=fabrics.get(placement.replica),
                         rendezvous_port=self.rendezvous_port,
                         host=self._host_resources(request, nodes[placement.node], placement.devices),
+                        generation=generation,
                     )
-                    uid = self.client.pod_create(request.namespace, request.job, placement.replica, manifest)
+                    uid = self.client.pod_create(
+                        request.namespace, request.job, placement.replica, manifest, generation=generation
+                    )
                 self.client.pod_bind(request.namespace, name, placement.node, uid=uid)
                 bound.append((Ref(request.namespace, name, uid), placement.node))
         except GatewayError as exc:
-            self._undo(request, exc)
+            self._undo(request, exc, generation=generation)
             raise
         for ref, node in bound:  # once the whole gang is bound: an undone bind is no "Scheduled"
             self._record(scheduled(ref, node))
@@ -318,11 +344,16 @@ class KubeGateway:
         return {p.replica: replica_fabric(request, p, nodes[p.node], self.fabric) for p in request.placements}
 
     def _check_placements(
-        self, request: BindRequest, todo: Sequence[Any], fabrics: Mapping[int, ReplicaFabric | None]
+        self,
+        request: BindRequest,
+        todo: Sequence[Any],
+        fabrics: Mapping[int, ReplicaFabric | None],
+        *,
+        generation: int = 0,
     ) -> dict[str, tuple[Mapping[str, Any], NodeObservation]]:
         """Refuse (GatewayConflict) before touching anything: a node gone or closed, a device that does not
-        exist or is held by another job's pod, or more GPU or fabric resources than the node has left. Returns
-        the nodes read, raw and observed, by name.
+        exist or is held by another job's pod (or, for a move, by the job's own pods of another generation), or
+        more GPU or fabric resources than the node has left. Returns the nodes read, raw and observed, by name.
 
         Everything here is read from the API server, not from the caches: the node by a GET, the pods on it by a
         LIST the server filters by ``spec.nodeName``, so a pod another worker bound a moment ago counts."""
@@ -340,7 +371,7 @@ class KubeGateway:
             on_node = self.client.pods_on(node_name)
             held: set[tuple[int, int | None]] = set()
             for pod in on_node:
-                ours = labels_of(pod).get(MANAGED_BY) == SCHEDULER_NAME and labels_of(pod).get(JOB_LABEL) != request.job
+                ours = labels_of(pod).get(MANAGED_BY) == SCHEDULER_NAME and _holder(pod, request.job, generation)
                 if ours and not finished(pod):
                     held.update(
                         (d.gpu, d.mig_start) for d in parse_devices(annotations_of(pod).get(DEVICES_ANNOTATION, ""))
@@ -355,7 +386,7 @@ class KubeGateway:
                     **(fabric.resources if fabric is not None else {}),
                 }.items():
                     needed[resource] = needed.get(resource, 0) + count
-            self._check_allocatable(node_name, raw, needed, request.job, on_node)
+            self._check_allocatable(node_name, raw, needed, request.job, on_node, generation=generation)
         return read
 
     def _shm_size_limit(self, node: tuple[Mapping[str, Any], NodeObservation], devices: Sequence[Device]) -> str | None:
@@ -425,13 +456,15 @@ class KubeGateway:
         needed: Mapping[str, int],
         job: str,
         on_node: Sequence[Mapping[str, Any]],
+        *,
+        generation: int = 0,
     ) -> None:
         allocatable = (raw.get("status") or {}).get("allocatable")
         if not allocatable:
             return  # the node reports nothing yet: the device plugin's own admission decides
         used: dict[str, int] = {}
         for pod in on_node:
-            if terminating(pod) or finished(pod) or labels_of(pod).get(JOB_LABEL) == job:
+            if terminating(pod) or finished(pod) or not _holder(pod, job, generation):
                 continue
             fabric_names = {EFA_RESOURCE, self.fabric.rdma_resource} - {""}
             for resource, count in {**gpu_requests(pod), **fabric_requests(pod, fabric_names)}.items():
@@ -443,17 +476,22 @@ class KubeGateway:
                     f"node {node} offers {offered} {resource}, {used.get(resource, 0)} in use; job {job} needs {count}"
                 )
 
-    def _undo(self, request: BindRequest, cause: Exception) -> None:
+    def _undo(self, request: BindRequest, cause: Exception, *, generation: int = 0) -> None:
         """A gang never runs partly: delete every pod of the job, and its Service and report Secret (the next bind
         creates them again; left behind, a job cancelled before it had pods again would keep them), then let
-        ``cause`` propagate."""
+        ``cause`` propagate. A move's (``generation`` above 0) deletes only its own generation's pods: the older
+        ones serve on, with the Service and Secret they use."""
         logger.warning("job %s: binding failed (%s); removing its pods", request.job, cause)
         try:
             for pod in self.client.pods_ours(request.namespace, request.job):
+                if generation and generation_of(pod) != generation:
+                    continue
                 # A pod bound moments ago may be running already: it stops within its own grace, never forced.
                 # One never bound, or finished, holds nothing and goes at once.
                 never_ran = node_of(pod) is None or finished(pod)
                 self.client.pod_delete(pod, grace_s=0 if never_ran else None)
+            if generation:
+                return
             self._service_remove(job=request.job, namespace=request.namespace)
             self.checkpoints.credential_remove(job=request.job, namespace=request.namespace)
         except GatewayError as exc:  # the next cycle's reconcile finds and removes what is left
@@ -483,6 +521,33 @@ class KubeGateway:
             self.checkpoints.credential_remove(job=job, namespace=namespace)
             # Kept on every other reason: the job comes back under the same names.
             self._service_remove(job=job, namespace=namespace)
+
+    def job_release(self, *, job: str, namespace: str, generation: int, grace_s: float) -> None:
+        """A move is complete: delete the job's pods of every generation older than ``generation`` as an eviction
+        deletes them (their own termination grace unless ``grace_s`` is shorter; the kubelet sends SIGTERM, so
+        a server drains its connections). The job's Service and report Secret stay: the new pods use them."""
+        self._generations_stop(
+            job=job, namespace=namespace, keep=lambda g: g >= generation, reason="moved", grace_s=grace_s
+        )
+
+    def job_move_abandon(self, *, job: str, namespace: str, generation: int, grace_s: float) -> None:
+        """A move is given up: delete the job's pods of ``generation`` and newer; the older ones serve on."""
+        self._generations_stop(
+            job=job, namespace=namespace, keep=lambda g: g < generation, reason="move-abandoned", grace_s=grace_s
+        )
+
+    def _generations_stop(
+        self, *, job: str, namespace: str, keep: Callable[[int], bool], reason: str, grace_s: float
+    ) -> None:
+        for pod in self.client.pods_ours(namespace, job):
+            if keep(generation_of(pod)) or terminating(pod):
+                continue
+            if finished(pod) or node_of(pod) is None:
+                self.client.pod_delete(pod, grace_s=0)  # holds nothing: goes at once
+                continue
+            self.client.pod_delete(pod, grace_s=grace_s)
+            logger.info("job %s: deleted pod %s/%s (%s)", job, namespace, name_of(pod), reason)
+            self._record(stopped(Ref(namespace, name_of(pod), uid_of(pod)), node=node_of(pod), reason=reason))
 
     # -- Events (scheduler.gateways.kube.events) ---------------------------------------------------------------
 
@@ -517,13 +582,22 @@ class KubeGateway:
     def job_logs(
         self, *, job: str, namespace: str, replica: int, tail_lines: int, limit_bytes: int = LOG_LIMIT_BYTES
     ) -> ReplicaLog:
-        """The job container's log of the replica's pod (the fabric daemon beside it has its own, not shown)."""
-        name = pod_name(job, replica)
+        """The job container's log of the replica's pod (the fabric daemon beside it has its own, not shown). A
+        job that has been moved has its replica's pod under its generation's name (``mc-<job>-g<n>-<r>``): when the
+        first pod's is gone, the newest generation's is read."""
         limit = max(1, min(limit_bytes, LOG_LIMIT_BYTES))
+        name = pod_name(job, replica)
         try:
-            text = self.client.pod_log(
-                namespace, name, container=MAIN_CONTAINER, tail_lines=max(tail_lines, 1), limit_bytes=limit
-            )
+            text = self._log(namespace, name, tail_lines, limit)
+            if text is None:
+                generations = [
+                    generation_of(pod)
+                    for pod in self.client.pods_ours(namespace, job)
+                    if labels_of(pod).get(REPLICA_LABEL) == str(replica) and generation_of(pod) > 0
+                ]
+                if generations:
+                    name = pod_name(job, replica, max(generations))
+                    text = self._log(namespace, name, tail_lines, limit)
         except GatewayConflict as exc:  # 400: the container has nothing to give yet
             return ReplicaLog(replica=replica, text="", source=LogSource.KUBERNETES, note=str(exc))
         if text is None:
@@ -532,6 +606,11 @@ class KubeGateway:
         # The API server stops at the limit, mid-line perhaps: that many bytes means there was more.
         truncated = len(text.encode("utf-8")) >= limit
         return ReplicaLog(replica=replica, text=text, source=LogSource.KUBERNETES, truncated=truncated)
+
+    def _log(self, namespace: str, name: str, tail_lines: int, limit: int) -> str | None:
+        return self.client.pod_log(
+            namespace, name, container=MAIN_CONTAINER, tail_lines=max(tail_lines, 1), limit_bytes=limit
+        )
 
     # -- an admin's cordon -----------------------------------------------------------------------------------
 
@@ -635,3 +714,12 @@ def fabric_settings_from_settings() -> FabricSettings:
         tcpxo_daemon_image=kube["tcpxo_daemon_image"],
         gke_networks=tuple(kube["gke_networks"]),
     )
+
+
+def _holder(pod: Mapping[str, Any], job: str, generation: int) -> bool:
+    """Does ``pod`` hold devices a start of ``job``'s ``generation`` must leave alone? Another job's pods do;
+    for a move (``generation`` above 0), so do the job's own pods of other generations, which keep serving."""
+    labels = labels_of(pod)
+    if labels.get(JOB_LABEL) != job:
+        return True
+    return generation > 0 and generation_of(pod) != generation

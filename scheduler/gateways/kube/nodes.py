@@ -227,7 +227,7 @@ def jobs_of(pods: Iterable[Mapping[str, Any]], live_nodes: set[str]) -> dict[str
         job: JobObservation(
             job=job,
             namespace=str(found[0]["metadata"].get("namespace", "")),
-            replicas=tuple(sorted((replica_of(p, live_nodes) for p in found), key=lambda r: r.replica)),
+            replicas=tuple(sorted((replica_of(p, live_nodes) for p in found), key=lambda r: (r.generation, r.replica))),
         )
         for job, found in sorted(by_job.items())
     }

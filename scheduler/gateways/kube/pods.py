@@ -1,7 +1,9 @@
 """Microcosm's pods as plain JSON (no ``kubernetes`` import): the manifest of one replica, what a pod's
 status means for the scheduler, and which GPU resources a pod holds.
 
-A job's replica is one pod in its team's namespace, named ``mc-<job>-<replica>``, created with
+A job's replica is one pod in its team's namespace, named ``mc-<job>-<replica>`` (``mc-<job>-g<generation>-<replica>``
+with the label ``microcosm.io/generation`` once the job has been moved: a move starts the next generation's pods beside
+the running ones, so both coexist until the old are released), created with
 ``schedulerName: microcosm`` so no other scheduler touches it, and bound with the ``pods/binding``
 subresource. Its GPUs are ``nvidia.com/gpu: <n>`` or, under the GPU Operator's mixed strategy,
 ``nvidia.com/mig-<profile>: 1`` with ``+`` written ``.`` (``docs/gpu-facts.md``, MIG strategies and
@@ -27,6 +29,7 @@ SCHEDULER_NAME = "microcosm"
 MANAGED_BY = "app.kubernetes.io/managed-by"
 JOB_LABEL = "microcosm.io/job"
 REPLICA_LABEL = "microcosm.io/replica"
+GENERATION_LABEL = "microcosm.io/generation"  # absent: 0, the job's bind
 TEAM_LABEL = "microcosm.io/team"
 PRIORITY_LABEL = "microcosm.io/priority"
 DEVICES_ANNOTATION = "microcosm.io/devices"  # [[gpu, profile|null, start|null], ...]
@@ -40,8 +43,28 @@ MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
 _LOST_REASONS = ("Evicted", "NodeLost", "Shutdown", "NodeShutdown", "Terminated", "UnexpectedAdmissionError")
 
 
-def pod_name(job: str, replica: int) -> str:
-    return f"mc-{job}-{replica}"
+def pod_name(job: str, replica: int, generation: int = 0) -> str:
+    return f"mc-{job}-{replica}" if generation == 0 else f"mc-{job}-g{generation}-{replica}"
+
+
+def generation_of(pod: Mapping[str, Any]) -> int:
+    """The generation a pod of ours belongs to (its label; absent or damaged: 0, a bind's)."""
+    value = ((pod.get("metadata") or {}).get("labels") or {}).get(GENERATION_LABEL, "0")
+    try:
+        return max(int(value), 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def ready(pod: Mapping[str, Any]) -> bool:
+    """The pod's ``Ready`` condition is ``True``: every container ready and every readiness gate met, as the
+    kubelet's status manager computes and writes it (kubernetes pkg/kubelet/status/generate.go
+    ``GeneratePodReadyCondition``, written by pkg/kubelet/status/status_manager.go). A terminating pod is never
+    counted ready here: it is leaving."""
+    if terminating(pod):
+        return False
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
 
 
 def mig_resource(profile: str) -> str:
@@ -85,6 +108,7 @@ def pod_manifest(
     rendezvous_port: int = DEFAULT_PORT,
     shm_size_limit: str | None = None,
     host: HostResources | None = None,
+    generation: int = 0,
 ) -> dict[str, Any]:
     """The pod for one replica, as the API's JSON (camelCase). Not bound: ``nodeName`` is left out, the
     binding subresource sets it, so a half-created gang is visibly unbound and cleaned up.
@@ -99,7 +123,8 @@ def pod_manifest(
     the job's container requests that CPU and memory with limits equal to requests, shm is sized by it (its memory
     holds the shm), and every sidecar a fabric adds gets its own small requests = limits: the pod is Guaranteed.
     A replica of a multi-replica job also gets its rendezvous
-    (:mod:`scheduler.gateways.kube.rendezvous`), whose headless Service the caller creates."""
+    (:mod:`scheduler.gateways.kube.rendezvous`), whose headless Service the caller creates. ``generation`` above 0:
+    the pod of a move (module doc), named and labelled with it."""
     rendezvous = pod_rendezvous(request, placement, port=rendezvous_port)
     replicas = len(request.placements)
     env = {
@@ -131,6 +156,8 @@ def pod_manifest(
     }
     if team:
         labels[TEAM_LABEL] = team
+    if generation:
+        labels[GENERATION_LABEL] = str(generation)
     container: dict[str, Any] = {
         "name": "main",
         "image": image,
@@ -161,7 +188,7 @@ def pod_manifest(
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
-            "name": pod_name(request.job, placement.replica),
+            "name": pod_name(request.job, placement.replica, generation),
             "namespace": request.namespace,
             "labels": labels,
             "annotations": {DEVICES_ANNOTATION: format_devices(placement.devices), JOB_NAME_ANNOTATION: request.name},
@@ -197,8 +224,18 @@ def replica_of(pod: Mapping[str, Any], live_nodes: set[str]) -> ReplicaObservati
     replica = int(meta.get("labels", {}).get(REPLICA_LABEL, "0"))
     devices = parse_devices(meta.get("annotations", {}).get(DEVICES_ANNOTATION, ""))
 
+    generation, is_ready = generation_of(pod), ready(pod)
+
     def seen(phase: ReplicaPhase, message: str = "") -> ReplicaObservation:
-        return ReplicaObservation(replica=replica, phase=phase, node=node, devices=devices, message=message)
+        return ReplicaObservation(
+            replica=replica,
+            phase=phase,
+            node=node,
+            devices=devices,
+            message=message,
+            generation=generation,
+            ready=is_ready and phase == ReplicaPhase.RUNNING,
+        )
 
     if node is not None and node not in live_nodes:
         return seen(ReplicaPhase.GONE, f"node {node} is gone")

@@ -17,6 +17,10 @@ SIGTERM if ``checkpoint_cost_s`` fits in the grace and before the node goes, rep
 ``jobs.services.checkpoint_record`` (source ``simulated``) as a job does through its credential, and exits once
 saved; its next run starts from that work. Any other eviction stops the pods at once, keeping the work up to the
 last periodic save.
+
+A move starts the job's pods again as the next generation (``SimulatedPod.generation``) beside the running ones;
+a pod is ready ``startup_s`` virtual seconds after its bind, and a release deletes the older generation's pods at
+once (a server that checkpoints nothing has nothing to save), an abandon the newer one's.
 """
 
 from scheduler.gateways.simulated.fleet import FleetSettings, SimulatedFleet

@@ -57,6 +57,9 @@ class FleetSettings:
     # How long a checkpointed job takes to save on SIGTERM: a save fits in an eviction's grace, or is not made.
     # Half a minute writes a few tens of GB to a shared volume; a notice's grace (scheduler.loop.notice) is longer.
     checkpoint_cost_s: float = 30.0
+    # How long a pod takes from its bind to being ready to serve (image pull, loading weights): what a move waits
+    # for before it releases the old replicas (ReplicaObservation.ready).
+    startup_s: float = 60.0
     seed: int | None = None  # fixes the interruption draws (tests); None: fresh randomness
 
     @classmethod
@@ -249,8 +252,15 @@ class SimulatedFleet:
             phase, message = ReplicaPhase.SUCCEEDED, ""
         else:
             phase, message = ReplicaPhase.RUNNING, ""
+        ready = phase == ReplicaPhase.RUNNING and now >= pod.bound_at + self._real(self.settings.startup_s)
         return ReplicaObservation(
-            replica=pod.replica, phase=phase, node=pod.node.name, devices=_devices(pod.devices), message=message
+            replica=pod.replica,
+            phase=phase,
+            node=pod.node.name,
+            devices=_devices(pod.devices),
+            message=message,
+            generation=pod.generation,
+            ready=ready,
         )
 
     def _last_checkpoint(
@@ -289,21 +299,38 @@ class SimulatedFleet:
         """Namespaces cost nothing on the simulated fleet: pods carry theirs. Always succeeds."""
 
     def job_bind(self, *, request: BindRequest) -> None:
+        self._start(request, generation=0)
+
+    def job_move(self, *, request: BindRequest, generation: int) -> None:
+        """The job's replicas again on the request's placement as pods of ``generation``, beside the running ones
+        (:meth:`~scheduler.gateways.protocol.ClusterGateway.job_move`); ready after ``startup_s``."""
+        if generation < 1:
+            raise GatewayConflict(f"job {request.job}: a move starts a generation above 0, not {generation}")
+        self._start(request, generation=generation)
+
+    def _start(self, request: BindRequest, *, generation: int) -> None:
+        """Create the missing pods of ``generation`` on the request's placement: all of them or none (one
+        transaction). A bind (generation 0) first clears the job's previous run still stopping; a move keeps
+        the older generations running, and their devices count as held."""
         now = self.clock()
         self.advance(now)
         with transaction.atomic():
-            existing = {p.replica: p for p in SimulatedPod.objects.select_for_update().filter(job_id=int(request.job))}
+            pods = list(SimulatedPod.objects.select_for_update().filter(job_id=int(request.job)))
+            if generation == 0:
+                # The job's previous run, still stopping, is over: its processes make way for the new ones.
+                stopping = [pod.pk for pod in pods if pod.stop_requested_at is not None]
+                SimulatedPod.objects.filter(pk__in=stopping).delete()
+                pods = [pod for pod in pods if pod.stop_requested_at is None]
+            existing = {p.replica: p for p in pods if p.generation == generation}
             wanted = sorted(p.replica for p in request.placements)
             if wanted != list(range(len(request.placements))):
                 raise GatewayConflict(f"job {request.job}: replicas must be numbered 0..n-1, got {wanted}")
             extra = sorted(set(existing) - set(wanted))
             if extra:
                 raise GatewayConflict(f"job {request.job} has replicas {extra} the request does not name")
-            # The job's previous run, still stopping, is over: its processes make way for the new ones.
-            stopping = [replica for replica, pod in existing.items() if pod.stop_requested_at is not None]
-            SimulatedPod.objects.filter(pk__in=[existing.pop(replica).pk for replica in stopping]).delete()
             progress = SimulatedProgress.objects.filter(job_id=int(request.job)).first()
             work_start = progress.saved_work_s if progress else 0.0
+            own = [pod for pod in pods if pod.generation != generation]
             for placement in sorted(request.placements, key=lambda p: p.replica):
                 devices = _device_rows(placement.devices)
                 pod = existing.get(placement.replica)
@@ -315,10 +342,11 @@ class SimulatedFleet:
                         )
                     continue
                 node = self._open_node(placement.node, now)
-                self._check_devices(node, request.job, placement.devices)
+                self._check_devices(node, request.job, placement.devices, own=own)
                 SimulatedPod.objects.create(
                     job_id=int(request.job),
                     replica=placement.replica,
+                    generation=generation,
                     node=node,
                     devices=devices,
                     namespace=request.namespace,
@@ -328,6 +356,15 @@ class SimulatedFleet:
                     checkpoint_interval_s=request.checkpoint_interval_s,
                     checkpoint_dir=request.checkpoint_dir,
                 )
+
+    def job_release(self, *, job: str, namespace: str, generation: int, grace_s: float) -> None:
+        """A move is complete: the pods of older generations go at once (a server that checkpoints nothing
+        has nothing to save), the new ones keep serving."""
+        SimulatedPod.objects.filter(job_id=int(job), generation__lt=generation).delete()
+
+    def job_move_abandon(self, *, job: str, namespace: str, generation: int, grace_s: float) -> None:
+        """A move is given up: the pods of ``generation`` and newer go, the older ones keep serving."""
+        SimulatedPod.objects.filter(job_id=int(job), generation__gte=generation).delete()
 
     def _open_node(self, name: str, now: datetime) -> Node:
         node = Node.objects.select_related("gpu_model").filter(name=name).first()
@@ -340,10 +377,16 @@ class SimulatedFleet:
             raise GatewayConflict(f"node {name} is changing its MIG layout until {state.mig_ready_at:%H:%M:%S}")
         return node
 
-    def _check_devices(self, node: Node, job: str, devices: Iterable[Device]) -> None:
+    def _check_devices(
+        self, node: Node, job: str, devices: Iterable[Device], *, own: Iterable[SimulatedPod] = ()
+    ) -> None:
+        """Refuse a device that does not exist or is held: by another job, or by ``own`` (the job's replicas of
+        another generation, which a move runs beside)."""
         layouts = {gpu.index: _layout(gpu.mig_layout) for gpu in node.gpus.all()}
         held: set[tuple[int, int | None]] = set()
-        for pod in SimulatedPod.objects.filter(node=node).exclude(job_id=int(job)):
+        for pod in [*SimulatedPod.objects.filter(node=node).exclude(job_id=int(job)), *own]:
+            if pod.node_id != node.pk:
+                continue
             held.update((gpu, start) for gpu, _profile, start in pod.devices)
         for device in devices:
             where = f"{node.name} GPU {device.gpu}"

@@ -90,8 +90,9 @@ def test_every_cycle_line_is_json_with_the_cycle_and_each_decision_its_job_team_
 def test_the_same_lines_read_as_plain_text(plain_lines):
     placed = _cycle_with_binds_and_waiting(token=7)
     text = plain_lines.getvalue()
-    assert "INFO scheduler.loop.cycle: cycle 7: 2 binds, 0 evictions, 0 reconfigurations, 0 rejections, 1 waiting" in (
-        text
+    assert (
+        "INFO scheduler.loop.cycle: cycle 7: 2 binds, 0 evictions, 0 reconfigurations, 0 rejections, 0 moves, 1 waiting"
+        in (text)
     )
     assert f"job {placed[0]} (nlp) on a100-res-1: 4 GPUs" in text
     assert not any(line.startswith("{") for line in text.splitlines())
