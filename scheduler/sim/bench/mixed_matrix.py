@@ -1,10 +1,10 @@
 """B2's runs — every load × mix × seed × policy — spread over a pool of worker processes.
 
 Each run is one policy replaying one generated workload (:func:`scheduler.sim.bench.mixed_run.run_planner`) of
-one load (its :class:`Setup`); runs are independent, so ``workers`` processes (``--jobs``, default 2: the machine's two cores) take them in
-turn, as ``bench openb`` does (:mod:`scheduler.sim.openb.matrix`). A worker regenerates the workload of its
-run from the seed (the generator is pure and fast), so nothing large crosses the process boundary; results
-come back in the order of ``tasks`` whatever the order they finished in.
+one load (its :class:`Setup`); runs are independent, so ``workers`` processes (``--jobs``, default 2: the
+machine's two cores) take them in turn, as ``bench openb`` does (:mod:`scheduler.sim.openb.matrix`). A worker
+regenerates the workload of its run from the seed (the generator is pure and fast), so nothing large crosses the
+process boundary; results come back in the order of the runs whatever the order they finished in.
 """
 
 from __future__ import annotations

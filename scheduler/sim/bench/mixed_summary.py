@@ -15,7 +15,7 @@ from typing import Any
 from scheduler.core.model.vocabulary import Priority
 from scheduler.sim.bench.mixed_run import PlannerResult
 from scheduler.sim.bench.registry import Claim
-from scheduler.sim.bench.seeds import Spread, seed_spread, spread
+from scheduler.sim.bench.seeds import Spread, seed_spread
 from scheduler.sim.evictions import CAUSES
 
 # The targets B2 is held to, at every load: on the median over the seeds unless the name says worst (the worst
@@ -95,7 +95,9 @@ class PlannerSummary:
             key: seed_spread({seed: row[key] for seed, row in per_seed.items()}, higher_is_better=higher_is_better(key))
             for key in keys
         }
-        figures["plan_repairs"] = seed_spread({s: r.plan_repairs for s, r in self.seeds.items()}, higher_is_better=False)
+        figures["plan_repairs"] = seed_spread(
+            {s: r.plan_repairs for s, r in self.seeds.items()}, higher_is_better=False
+        )
         figures["wall_s"] = seed_spread({s: r.wall_s for s, r in self.seeds.items()}, higher_is_better=False)
         return figures
 

@@ -13,6 +13,7 @@ from django.core.management import CommandError, call_command
 
 from scheduler.sim.bench import mixed_cli
 from scheduler.sim.bench.registry import BenchUsageError, benchmarks
+from scheduler.sim.bench.seeds import parse_seeds
 
 POLICY_KEYS = {
     "status",
@@ -217,7 +218,7 @@ def test_several_loads_make_a_table_per_mix_and_load_with_the_worst_seed(trace: 
     assert payload["loads"] == [0.8, 1.6] and "load" not in payload
     assert "--loads 0.8,1.6 " in payload["command"] and "--load " not in payload["command"]
     assert list(payload["by_load"]) == ["0.8", "1.6"]
-    for load, entry in payload["by_load"].items():
+    for entry in payload["by_load"].values():
         assert list(entry["mixes"]) == ["balanced"]
         figures = entry["mixes"]["balanced"]["policies"]["microcosm"]["median"]
         assert set(figures["effective_utilization"]) == {"median", "min", "max", "worst", "worst_seed"}
@@ -241,3 +242,19 @@ def test_the_quick_run_keeps_one_load_and_its_command(trace: Path) -> None:
     assert outcome.payload["loads"] == [1.2] and list(outcome.payload["by_load"]) == ["1.2"]
     assert "--load 1.2 " in outcome.payload["command"]
     assert outcome.table.startswith("Mixed (B2): mixed-64 at load 1.2, mixes balanced, serving, seeds 1,")
+
+
+def test_bench_all_runs_the_headline_and_the_quick_run_of_every_policy() -> None:
+    from scheduler.sim.bench import all_cli
+
+    runs = {run.key: all_cli._options(run) for run in all_cli.runs() if run.module is mixed_cli}
+    assert list(runs) == ["mixed", "mixed-quick"]  # the headline holds B2's section and its notes
+    headline, quick = runs["mixed"], runs["mixed-quick"]
+    assert parse_seeds(headline["seeds"]) == list(range(42, 62))
+    assert headline["loads"] == [0.8, 1.2, 1.6] and headline["load"] is None
+    assert headline["policies"] == ["naive", "microcosm"]
+    assert parse_seeds(quick["seeds"]) == [42, 43, 44, 45, 46] and mixed_cli.loads_of(quick) == [1.2]
+    assert quick["policies"] == ["naive", "k8s-default", "binpack", "fgd", "microcosm"]
+    for options in (headline, quick):  # the protocol is the same; only seeds, loads and policies differ
+        assert options["mix"] == ["balanced", "serving"] and options["cluster"] == "mixed-64"
+        assert (options["hours"], options["warmup_hours"]) == (8.0, 2.0)

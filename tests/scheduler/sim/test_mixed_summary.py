@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from scheduler.sim.bench.mixed_run import PlannerResult
 import pytest
 
+from scheduler.sim.bench.mixed_run import PlannerResult
 from scheduler.sim.bench.mixed_summary import PlannerSummary, claims, flat, higher_is_better
 
 
@@ -113,7 +113,10 @@ def test_a_good_median_does_not_hide_a_bad_worst_seed() -> None:
     assert verdicts["idle_while_pending ≤ 5 % (median)"][1] is True
     assert verdicts["idle_while_pending ≤ 8 % on the worst seed"] == ("12.0% (seed 44)", False)
     assert verdicts["production wait avoidable p95 ≤ one cycle (10 s) on every seed"][1] is False
-    assert verdicts["production wait avoidable max ≤ 30 s on every seed"] == ("worst seed 44: 310 s (median 0 s)", False)
+    assert verdicts["production wait avoidable max ≤ 30 s on every seed"] == (
+        "worst seed 44: 310 s (median 0 s)",
+        False,
+    )
 
 
 def test_a_run_that_did_not_judge_production_waits_says_so() -> None:
