@@ -46,7 +46,7 @@ DEFAULT_JOBS = min(2, os.cpu_count() or 1)
 
 # B2's headline (spec/benchmarks.md: seeds 42–61 at loads 0.8, 1.2 and 1.6): naive and microcosm only, so that
 # bench all's B2 stays a bounded run on 2 cores; the other three policies run in the quick run, which keeps the
-# defaults (docs/benchmarks/mixed.md, "The headline", gives both run times)
+# defaults (docs/benchmarks/mixed.md, "The headline: 20 seeds at three loads", gives both run times)
 HEADLINE_SEEDS = "42-61"
 HEADLINE_LOADS = "0.8,1.2,1.6"
 HEADLINE_POLICIES = "naive,microcosm"
