@@ -3,7 +3,9 @@
 Each registered benchmark module says what ``bench all`` runs through ``ALL_RUNS``: a mapping of section key to
 the arguments of one run (default: one run, key = the benchmark's name, no arguments, i.e. its defaults). Runs
 too long for the default sweep go in ``SLOW_RUNS`` (same shape) and run only when named with ``--only`` — the
-full 17-variant × 10-seed B1 matrix is one.
+full 17-variant × 10-seed B1 matrix is one. B2 runs twice: its headline (seeds 42–61 at loads 0.8, 1.2 and 1.6,
+``naive`` and ``microcosm``) as ``mixed``, and the quick run of every policy as ``mixed-quick``
+(:data:`scheduler.sim.bench.mixed_cli.ALL_RUNS`).
 
 ``--write`` regenerates the file section by section. A section sits between ``<!-- bench:KEY -->`` and
 ``<!-- /bench:KEY -->`` markers; a section not run this time is kept as it was, so ``--only`` refreshes one

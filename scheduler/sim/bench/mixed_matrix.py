@@ -1,10 +1,10 @@
-"""B2's runs — every mix × seed × policy — spread over a pool of worker processes.
+"""B2's runs — every load × mix × seed × policy — spread over a pool of worker processes.
 
-Each run is one policy replaying one generated workload (:func:`scheduler.sim.bench.mixed_run.run_planner`);
-runs are independent, so ``workers`` processes (``--jobs``, default 2: the machine's two cores) take them in
-turn, as ``bench openb`` does (:mod:`scheduler.sim.openb.matrix`). A worker regenerates the workload of its
-run from the seed (the generator is pure and fast), so nothing large crosses the process boundary; results
-come back in the order of ``tasks`` whatever the order they finished in.
+Each run is one policy replaying one generated workload (:func:`scheduler.sim.bench.mixed_run.run_planner`) of
+one load (its :class:`Setup`); runs are independent, so ``workers`` processes (``--jobs``, default 2: the
+machine's two cores) take them in turn, as ``bench openb`` does (:mod:`scheduler.sim.openb.matrix`). A worker
+regenerates the workload of its run from the seed (the generator is pure and fast), so nothing large crosses the
+process boundary; results come back in the order of the runs whatever the order they finished in.
 """
 
 from __future__ import annotations
@@ -57,10 +57,11 @@ def _run(setup: Setup, task: Task) -> PlannerResult:
     return run_planner(_workload(setup, task.mix, task.seed), task.policy, strict=setup.strict, cycles=True)
 
 
-def run_tasks(setup: Setup, tasks: Sequence[Task], workers: int = 1) -> list[PlannerResult]:
-    """Every task's result, in ``tasks`` order; ``workers`` > 1 runs them in that many processes (fork)."""
-    if workers <= 1 or len(tasks) <= 1:
-        return [_run(setup, task) for task in tasks]
+def run_tasks(runs: Sequence[tuple[Setup, Task]], workers: int = 1) -> list[PlannerResult]:
+    """Every run's result, in ``runs`` order (a run: the setup of its load and its task); ``workers`` > 1 runs
+    them in that many processes (fork)."""
+    if workers <= 1 or len(runs) <= 1:
+        return [_run(setup, task) for setup, task in runs]
     context = multiprocessing.get_context("fork")  # workers inherit the loaded run-time sample and planners
-    with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), mp_context=context) as pool:
-        return list(pool.map(_run, [setup] * len(tasks), tasks))
+    with ProcessPoolExecutor(max_workers=min(workers, len(runs)), mp_context=context) as pool:
+        return list(pool.map(_run, [setup for setup, _ in runs], [task for _, task in runs]))

@@ -1,6 +1,9 @@
-"""B2's figures over seeds: each policy's per-seed figures flattened, their median and spread, and the claims
-of B2 judged on the medians (the production wait target says "every seed": judged on the worst seed). The
-targets are stated in ``docs/benchmarks/mixed.md``."""
+"""B2's figures over seeds: each policy's per-seed figures flattened, their median, spread and worst seed, and
+the claims of B2 judged as each target states — on the median, on the worst seed, or on every seed (which is the
+worst seed too). The targets are stated in ``docs/benchmarks/mixed.md``.
+
+The worst seed of a figure follows its direction (:func:`higher_is_better`): the lowest utilization, throughput or
+count of completed jobs, the highest wait, idle share, eviction count or error."""
 
 from __future__ import annotations
 
@@ -12,17 +15,32 @@ from typing import Any
 from scheduler.core.model.vocabulary import Priority
 from scheduler.sim.bench.mixed_run import PlannerResult
 from scheduler.sim.bench.registry import Claim
-from scheduler.sim.bench.seeds import Spread, spread
+from scheduler.sim.bench.seeds import Spread, seed_spread
 from scheduler.sim.evictions import CAUSES
 
-# The targets B2 is held to (medians over seeds 42–46)
-TARGET_PRODUCTION_P95_S = 30.0  # three cycles, on every seed
-TARGET_IDLE_WHILE_PENDING = 0.05
+# The targets B2 is held to, at every load: on the median over the seeds unless the name says worst (the worst
+# seed) or the claim says "every seed"
 TARGET_EFFECTIVE = 0.80
+TARGET_EFFECTIVE_WORST = 0.72
+TARGET_IDLE_WHILE_PENDING = 0.05
+TARGET_IDLE_WHILE_PENDING_WORST = 0.08
 TARGET_OVER_NAIVE = 2.0  # serving
 TARGET_EVICTIONS_PER_8H = 30.0  # balanced
 TARGET_ETA_P50 = 0.25
 TARGET_ETA_P90 = 0.60
+TARGET_AVOIDABLE_P95_CYCLES = 1  # production wait avoidable p95, on every seed
+TARGET_AVOIDABLE_MAX_S = 30.0  # production wait avoidable max, on every seed
+
+# Figures where more is better; every other figure (waits, idle shares, evictions, errors, run time, and any
+# figure added later unless it is named here) is worse the higher it is
+HIGHER_IS_BETTER = frozenset(
+    {"effective_utilization", "allocation_ratio", "training_throughput", "completed", "eta_error.with_eta"}
+)
+
+
+def higher_is_better(key: str) -> bool:
+    """Whether a larger value of the figure ``key`` is the better one (its worst seed is then the lowest)."""
+    return key in HIGHER_IS_BETTER
 
 
 def flat(metrics: Mapping[str, Any]) -> dict[str, float | None]:
@@ -70,11 +88,17 @@ class PlannerSummary:
 
     @cached_property
     def figures(self) -> dict[str, Spread]:
-        per_seed = [flat(result.metrics) for result in self.ok.values() if result.metrics is not None]
-        keys = list(per_seed[0]) if per_seed else []
-        figures = {key: spread(row[key] for row in per_seed) for key in keys}
-        figures["plan_repairs"] = spread(r.plan_repairs for r in self.seeds.values())
-        figures["wall_s"] = spread(r.wall_s for r in self.seeds.values())
+        """Every figure's median, spread and worst seed (:func:`scheduler.sim.bench.seeds.seed_spread`)."""
+        per_seed = {seed: flat(result.metrics) for seed, result in self.seeds.items() if result.metrics is not None}
+        keys = list(next(iter(per_seed.values()))) if per_seed else []
+        figures = {
+            key: seed_spread({seed: row[key] for seed, row in per_seed.items()}, higher_is_better=higher_is_better(key))
+            for key in keys
+        }
+        figures["plan_repairs"] = seed_spread(
+            {s: r.plan_repairs for s, r in self.seeds.items()}, higher_is_better=False
+        )
+        figures["wall_s"] = seed_spread({s: r.wall_s for s, r in self.seeds.items()}, higher_is_better=False)
         return figures
 
     def median(self, key: str) -> float | None:
@@ -98,59 +122,97 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{value:.1%}"
 
 
-def claims(mix: str, policies: Mapping[str, PlannerSummary], seeds: Sequence[int]) -> list[Claim]:
-    """The B2 targets for ``mix``, judged on microcosm's medians (module docstring)."""
+def _worst_pct(figure: Spread) -> str:
+    return f"{_pct(figure['worst'])} (seed {figure['worst_seed']:g})" if figure["worst"] is not None else "-"
+
+
+def _at_most(value: float | None, target: float) -> bool | None:
+    return None if value is None else value <= target
+
+
+def claims(
+    mix: str,
+    policies: Mapping[str, PlannerSummary],
+    seeds: Sequence[int],
+    *,
+    load: float | None = None,
+    cycle_s: float = 10.0,
+) -> list[Claim]:
+    """The B2 targets for ``mix`` (at ``load``, named in each claim), judged on microcosm's figures: the median,
+    the worst seed or every seed, as each target says (module docstring); ``cycle_s``: the replay's cycle, the
+    unit of the avoidable production wait."""
     ours, naive = policies.get("microcosm"), policies.get("naive")
     if ours is None or not ours.ok:
         return []
-    tag = f"B2 {mix}"
+    tag = f"B2 {mix}" if load is None else f"B2 {mix} at load {load:g}"
     figures = ours.figures
     out = []
-    effective = ours.median("effective_utilization")
-    assert effective is not None
+    effective = figures["effective_utilization"]
+    median = effective["median"]
+    assert median is not None
     out.append(
         Claim(
             f"{tag}: microcosm effective utilization ≥ {_share(TARGET_EFFECTIVE)} (median)",
-            _pct(effective),
-            effective >= TARGET_EFFECTIVE,
+            _pct(median),
+            median >= TARGET_EFFECTIVE,
+        )
+    )
+    assert effective["worst"] is not None
+    out.append(
+        Claim(
+            f"{tag}: microcosm effective utilization ≥ {_share(TARGET_EFFECTIVE_WORST)} on the worst seed",
+            _worst_pct(effective),
+            effective["worst"] >= TARGET_EFFECTIVE_WORST,
         )
     )
     if mix == "serving" and naive is not None and naive.ok:
         base = naive.median("effective_utilization") or 0.0
-        ratio = effective / base if base else float("inf")
+        ratio = median / base if base else float("inf")
         out.append(
             Claim(
                 f"{tag}: microcosm effective utilization ≥ {TARGET_OVER_NAIVE:g}× naive (medians)",
-                f"{ratio:.2f}× ({_pct(effective)} vs {_pct(base)})",
+                f"{ratio:.2f}× ({_pct(median)} vs {_pct(base)})",
                 ratio >= TARGET_OVER_NAIVE,
             )
         )
-    worst = figures["production_inference_wait_s.p95"]["max"]
-    median = figures["production_inference_wait_s.p95"]["median"]
-    out.append(
-        Claim(
-            f"{tag}: production inference wait p95 ≤ {TARGET_PRODUCTION_P95_S:g} s on every seed",
-            "no production inference in the window"
-            if worst is None
-            else f"worst seed {worst:,.0f} s (median {median:,.0f} s)",
-            None if worst is None else worst <= TARGET_PRODUCTION_P95_S,
-        )
-    )
-    idle = ours.median("idle_while_pending")
+    idle = figures["idle_while_pending"]
     out.append(
         Claim(
             f"{tag}: idle_while_pending ≤ {_share(TARGET_IDLE_WHILE_PENDING)} (median)",
-            _pct(idle),
-            None if idle is None else idle <= TARGET_IDLE_WHILE_PENDING,
+            _pct(idle["median"]),
+            _at_most(idle["median"], TARGET_IDLE_WHILE_PENDING),
         )
     )
+    out.append(
+        Claim(
+            f"{tag}: idle_while_pending ≤ {_share(TARGET_IDLE_WHILE_PENDING_WORST)} on the worst seed",
+            _worst_pct(idle),
+            _at_most(idle["worst"], TARGET_IDLE_WHILE_PENDING_WORST),
+        )
+    )
+    one_cycle = TARGET_AVOIDABLE_P95_CYCLES * cycle_s
+    for stat, target, text in (
+        ("p95", one_cycle, f"one cycle ({one_cycle:g} s)"),
+        ("max", TARGET_AVOIDABLE_MAX_S, f"{TARGET_AVOIDABLE_MAX_S:g} s"),
+    ):
+        avoidable = figures[f"production_avoidable_wait_s.{stat}"]
+        worst, seed = avoidable["worst"], avoidable["worst_seed"]
+        out.append(
+            Claim(
+                f"{tag}: production wait avoidable {stat} ≤ {text} on every seed",
+                "no production job in the window"
+                if worst is None or seed is None
+                else f"worst seed {seed:g}: {worst:,.0f} s (median {avoidable['median'] or 0:,.0f} s)",
+                _at_most(worst, target),
+            )
+        )
     if mix == "balanced":
         evictions = ours.median("evictions_per_8h")
         out.append(
             Claim(
                 f"{tag}: evictions per 8 h window ≤ {TARGET_EVICTIONS_PER_8H:g} (median)",
                 "-" if evictions is None else f"{evictions:g}",
-                None if evictions is None else evictions <= TARGET_EVICTIONS_PER_8H,
+                _at_most(evictions, TARGET_EVICTIONS_PER_8H),
             )
         )
     p50, p90 = ours.median("eta_error.p50"), ours.median("eta_error.p90")

@@ -1,5 +1,6 @@
-"""``bench mixed``'s table and charts: per mix, one row per figure and one column per policy, each cell the
-median over the seeds with the spread (min–max) when the seeds disagree."""
+"""``bench mixed``'s table and charts: per load and mix, one row per figure and two columns per policy — the
+median over the seeds with the spread (min–max) when the seeds disagree, and beside it the worst seed's figure
+and that seed (worst in the figure's direction: :func:`scheduler.sim.bench.mixed_summary.higher_is_better`)."""
 
 from __future__ import annotations
 
@@ -61,10 +62,14 @@ ROWS: tuple[tuple[str, str, Callable[[float], str]], ...] = (
 )
 
 
+def _figure(summary: PlannerSummary, key: str) -> Spread:
+    return summary.figures.get(key, {"median": None, "min": None, "max": None, "worst": None, "worst_seed": None})
+
+
 def _cell(summary: PlannerSummary, key: str, render: Callable[[float], str]) -> str:
     if not summary.ok:
         return "FAILED"
-    figure: Spread = summary.figures.get(key, {"median": None, "min": None, "max": None})
+    figure = _figure(summary, key)
     if figure["median"] is None:
         return "-"
     median = render(figure["median"])
@@ -73,36 +78,71 @@ def _cell(summary: PlannerSummary, key: str, render: Callable[[float], str]) -> 
     return median if low == high else f"{median} ({low}–{high})"
 
 
-def mix_table(mix: str, policies: Mapping[str, PlannerSummary]) -> list[str]:
-    """The rows of one mix."""
-    names = list(policies)
-    cells = [[_cell(policies[name], key, render) for name in names] for _, key, render in ROWS]
-    label_width = max(len(label) for label, _, _ in ROWS)
+def _worst_cell(summary: PlannerSummary, key: str, render: Callable[[float], str]) -> str:
+    """The worst seed's figure and the seed; blank when every seed measured the same (no seed is worse)."""
+    figure = _figure(summary, key)
+    if not summary.ok or figure["worst"] is None or figure["worst_seed"] is None:
+        return ""
+    assert figure["min"] is not None and figure["max"] is not None
+    if render(figure["min"]) == render(figure["max"]):
+        return ""
+    return f"{render(figure['worst'])} (seed {figure['worst_seed']:g})"
+
+
+def mix_table(label: str, policies: Mapping[str, PlannerSummary]) -> list[str]:
+    """The rows of one mix at one load, headed by ``label``."""
+    names = [column for name in policies for column in (name, "worst")]
+    cells = [
+        [
+            cell
+            for summary in policies.values()
+            for cell in (_cell(summary, key, render), _worst_cell(summary, key, render))
+        ]
+        for _, key, render in ROWS
+    ]
+    label_width = max(len(label), *(len(row_label) for row_label, _, _ in ROWS))
     widths = [max(len(name), *(len(row[i]) for row in cells)) for i, name in enumerate(names)]
-    lines = [f"{mix:<{label_width}}  " + "  ".join(f"{n:>{w}}" for n, w in zip(names, widths, strict=True))]
-    for (label, _, _), row in zip(ROWS, cells, strict=True):
-        lines.append(f"{label:<{label_width}}  " + "  ".join(f"{c:>{w}}" for c, w in zip(row, widths, strict=True)))
-    return lines
+    rows = [(label, names), *((row_label, row) for (row_label, _, _), row in zip(ROWS, cells, strict=True))]
+    return [
+        (f"{text:<{label_width}}  " + "  ".join(f"{c:>{w}}" for c, w in zip(row, widths, strict=True))).rstrip()
+        for text, row in rows
+    ]
 
 
-def table(payload: dict[str, Any], summaries: Mapping[str, Mapping[str, PlannerSummary]]) -> str:
-    seeds = payload["seeds"]
+def _label(mix: str, load: float, loads: Sequence[float]) -> str:
+    """A mix's name, with its load when the run has several."""
+    return mix if len(loads) == 1 else f"{mix} at load {load:g}"
+
+
+def table(payload: dict[str, Any], summaries: Mapping[float, Mapping[str, Mapping[str, PlannerSummary]]]) -> str:
+    """The whole text: the head (command, machine, workloads), a block per load and mix, then the notes."""
+    seeds, loads = payload["seeds"], payload["loads"]
+    mixes = list(next(iter(summaries.values())))
+    at = f"load {loads[0]:g}" if len(loads) == 1 else f"loads {', '.join(f'{x:g}' for x in loads)}"
     head = [
-        f"Mixed (B2): {payload['cluster']['name']} at load {payload['load']:g}, mixes {', '.join(summaries)}, "
+        f"Mixed (B2): {payload['cluster']['name']} at {at}, mixes {', '.join(mixes)}, "
         f"seeds {seed_text(seeds)}, window {payload['window_s'][0] / 3600:g}–{payload['window_s'][1] / 3600:g} h",
         f"command: {payload['command']}",
         started_line(payload),
         f"cluster: {payload['cluster']['description']}",
     ]
-    for mix, entry in payload["mixes"].items():
-        head.append(f"workload {mix} (inference {entry['inference_share']:.0%} of the offered demand): ")
-        for seed, workload in entry["workloads"].items():
-            head[-1] += f"seed {seed}: {workload['jobs']} jobs, realised load {workload['realised_load']:.2f}; "
-        head[-1] = head[-1].rstrip("; ")
-    head.append("each cell: median over the seeds (min–max when they differ)")
+    for load in loads:
+        for mix, entry in payload["by_load"][f"{load:g}"]["mixes"].items():
+            head.append(
+                f"workload {_label(mix, load, loads)} (inference {entry['inference_share']:.0%} of the offered "
+                "demand): "
+            )
+            for seed, workload in entry["workloads"].items():
+                head[-1] += f"seed {seed}: {workload['jobs']} jobs, realised load {workload['realised_load']:.2f}; "
+            head[-1] = head[-1].rstrip("; ")
+    head.append(
+        "each cell: median over the seeds (min–max when they differ); worst: the worst seed's figure and the seed "
+        "(lowest utilization, throughput or completed; highest of the others), blank when the seeds agree"
+    )
     lines: list[str] = []
-    for mix, policies in summaries.items():
-        lines += ["", *mix_table(mix, policies)]
+    for load, by_mix in summaries.items():
+        for mix, policies in by_mix.items():
+            lines += ["", *mix_table(_label(mix, load, loads), policies)]
     notes = [
         "",
         "effective utilization: time-average of the true need of running work (an inference service: the smallest "
@@ -116,16 +156,19 @@ def table(payload: dict[str, Any], summaries: Mapping[str, Mapping[str, PlannerS
         "quarter of the wait; over the jobs that had one (baselines give none).",
         "Waits of jobs still waiting at the end count as their wait so far.",
     ]
-    for mix, policies in summaries.items():
-        for name, summary in policies.items():
-            for seed, result in summary.seeds.items():
-                if result.error is not None:
-                    notes.append(f"{mix} seed {seed}: {name} FAILED: {result.error}")
-                elif result.plan_repairs:
-                    notes.append(
-                        f"{mix} seed {seed}: {name}: {result.plan_repairs} bind(s) on a node being reconfigured were "
-                        f"dropped and re-planned (first: {result.first_repair}); --strict stops at the first instead."
-                    )
+    for load, by_mix in summaries.items():
+        for mix, policies in by_mix.items():
+            for name, summary in policies.items():
+                for seed, result in summary.seeds.items():
+                    where = f"{_label(mix, load, loads)} seed {seed}"
+                    if result.error is not None:
+                        notes.append(f"{where}: {name} FAILED: {result.error}")
+                    elif result.plan_repairs:
+                        notes.append(
+                            f"{where}: {name}: {result.plan_repairs} bind(s) on a node being reconfigured were "
+                            f"dropped and re-planned (first: {result.first_repair}); --strict stops at the first "
+                            "instead."
+                        )
     return "\n".join(head + lines + notes)
 
 

@@ -2,17 +2,19 @@
 
 One seed is an anecdote (spec/benchmarks.md: heavy-tailed run times move single-seed figures by 10+ points), so
 B1, B2 and B4 run several seeds and report each figure as its median with the spread (min–max) over them;
-claims are judged on the median unless a target says "every seed".
+claims are judged on the median unless a target says "every seed" or names the worst seed, the seed whose figure
+is worst in the figure's own direction (:func:`worst`).
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 
 from scheduler.sim.bench.registry import BenchUsageError
 
 Spread = dict[str, float | None]  # {"median", "min", "max"} (None when no seed measured the figure)
+# and, from seed_spread, "worst" and "worst_seed"
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -51,6 +53,27 @@ def spread(values: Iterable[float | None]) -> Spread:
         "min": round(min(measured), 6),
         "max": round(max(measured), 6),
     }
+
+
+def worst(values: Mapping[int, float | None], *, higher_is_better: bool) -> tuple[int, float] | None:
+    """The seed whose figure is worst and that figure: the lowest when higher is better (utilization), the highest
+    otherwise (a wait); seeds that did not measure it are left out, a tie goes to the lowest seed so the same runs
+    always name the same seed. None when no seed measured it."""
+    measured = sorted((seed, float(value)) for seed, value in values.items() if value is not None)
+    if not measured:
+        return None
+    pick = min if higher_is_better else max
+    return pick(measured, key=lambda item: item[1])  # min and max keep the first of equals: the lowest seed
+
+
+def seed_spread(values: Mapping[int, float | None], *, higher_is_better: bool) -> Spread:
+    """:func:`spread` of the values by seed, with the worst seed and its figure beside it (``worst``,
+    ``worst_seed``; None when no seed measured the figure)."""
+    figure = spread(values.values())
+    found = worst(values, higher_is_better=higher_is_better)
+    figure["worst"] = None if found is None else round(found[1], 6)
+    figure["worst_seed"] = None if found is None else found[0]
+    return figure
 
 
 def spread_text(figure: Spread, render: str = "{:g}") -> str:
