@@ -326,6 +326,8 @@ class EtaEstimator:
         for gpu in state.gpus.values():
             if gpu.node.name in ready_at:
                 self._by_model.setdefault(gpu.node.gpu_model, []).append(gpu)
+        self._holders_of: dict[str, list[dict[str, float]]] = {}  # per model, each GPU's holders and their ends
+        self._model_releases: dict[tuple[str, str], list[tuple[float, int]]] = {}
         self._pools: dict[tuple[tuple[str, ...], str], _Profile] = {}
 
     def _changed(self, empty: float) -> float:
@@ -342,15 +344,25 @@ class EtaEstimator:
             holders[job_id] = ends[job_id]
         return holders
 
+    def _releases(self, model: str, shape: str) -> list[tuple[float, int]]:
+        """What the GPUs of ``model`` offer a demand of ``shape`` over time; a pool is the union of its models'."""
+        key = (model, shape)
+        if key not in self._model_releases:
+            gpus = self._by_model.get(model, ())
+            if model not in self._holders_of:
+                self._holders_of[model] = [self._holders(gpu) for gpu in gpus]
+            ready_at = self.ready_at
+            self._model_releases[key] = [
+                release
+                for gpu, holders in zip(gpus, self._holders_of[model], strict=True)
+                for release in supply(gpu, shape, ready_at[gpu.node.name], holders, self._changed)
+            ]
+        return self._model_releases[key]
+
     def _pool(self, models: tuple[str, ...], shape: str) -> _Profile:
         key = (models, shape)
         if key not in self._pools:
-            releases = [
-                release
-                for model in models
-                for gpu in self._by_model.get(model, ())
-                for release in supply(gpu, shape, self.ready_at[gpu.node.name], self._holders(gpu), self._changed)
-            ]
+            releases = [release for model in models for release in self._releases(model, shape)]
             self._pools[key] = _Profile(self.now, releases, self.tables)
         return self._pools[key]
 

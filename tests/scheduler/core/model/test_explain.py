@@ -221,6 +221,7 @@ def _changed(empty: float) -> float:
             [(NOW, 1000), (NOW + 900, 1000), (NOW + 1200, 5000)],
         ),
         (_gpu(node("n", A100, 1, mig="all-7g.80gb")), "7g.80gb", {}, [(NOW, GPU)]),
+        (_gpu(node("n", A100_40, 1, mig="all-balanced")), "7g.80gb", {}, [(NOW + 310, GPU)]),  # not on this model
         (_gpu(node("n", A100, 1, mig="all-3g.40gb")), WHOLE, {}, [(NOW + 310, GPU)]),
         (_gpu(node("n", A100, 1, mig="all-3g.40gb")), SHARE, {}, [(NOW + 310, GPU)]),
         # Shares: what the others leave of a GPU with MIG off, and each share as it ends
