@@ -20,7 +20,8 @@ policy's default), in units of 1/7000 GPU:
   in a hole that job leaves, as backfill lets it — and holds them for the jobs behind it (a reserved job claims
   them at its reservation's start). A job blocked by capacity this cycle starts no sooner than the pool's next
   change: the cycle has just found that what is free now does not take it (its gang does not fit on the nodes
-  the free GPUs are on, say). Only the first :data:`PROFILE_DEPTH` jobs of a pool get a time;
+  the free GPUs are on, say). Only the first :data:`PROFILE_DEPTH` jobs on the same GPU models get a time,
+  whatever their shapes;
 - blocked by its team's quota: no time — whether the team's work ends, or is evicted, or the limit is
   raised is not a matter of expected ends; the reason says what would unblock it (fair share's refusal).
   That includes a job blocked by free capacity whose quota — guarantee or burst limit — refuses it now and
@@ -49,8 +50,8 @@ from scheduler.core.model.snapshot import Job
 from scheduler.core.model.tables import FORGET, Tables
 from scheduler.core.model.vocabulary import BlockerKind
 
-# A pool answers this many jobs in queue order; those behind get no time (the profile grows with each job, and
-# a start hours behind hundreds of others is no estimate a person can use).
+# The jobs on the same GPU models get a time for this many in queue order, whatever shapes they ask; those behind get
+# none (a profile grows with each job, and a start hours behind hundreds of others is no estimate a person can use).
 PROFILE_DEPTH = 100
 
 
@@ -182,7 +183,6 @@ class _Profile:
                 frees.append(frees[-1] + units)
         self.times, self.frees = times, frees
         self.peak = frees[-1]  # what is free once all of it has ended: every claim ends, so it stays
-        self.claims = 0
         # (units, whether now is ruled out) → the first time a start could come
         self._floor: dict[tuple[int, bool], float] = tables.table()
 
@@ -191,13 +191,11 @@ class _Profile:
     ) -> float | None:
         """The earliest time ``units`` are free for ``duration_s`` — after now when ``later`` (the job could not
         start now), or ``at``, a start already decided (a reservation's) — and they are then taken (unless
-        ``claim`` is False: the question is only asked); None when the pool never has that many, or when it has
-        answered :data:`PROFILE_DEPTH` jobs already."""
-        if units > self.peak or self.claims >= PROFILE_DEPTH:
+        ``claim`` is False: the question is only asked); None when the pool never has that many."""
+        if units > self.peak:
             return None
         times, frees = self.times, self.frees
         if at is not None:
-            self.claims += 1
             self._hold(self._breakpoint(max(at, times[0])), at + duration_s, units)
             return at
         # Speed, never a different answer: claims only lower the profile, so where ``units`` were first free at
@@ -219,7 +217,6 @@ class _Profile:
                 i = j + 1
                 continue
             if claim:
-                self.claims += 1
                 self._hold(i, end, units)
             return times[i]
 
@@ -329,6 +326,7 @@ class EtaEstimator:
         self._holders_of: dict[str, list[dict[str, float]]] = {}  # per model, each GPU's holders and their ends
         self._model_releases: dict[tuple[str, str], list[tuple[float, int]]] = {}
         self._pools: dict[tuple[tuple[str, ...], str], _Profile] = {}
+        self._answered: dict[tuple[str, ...], int] = {}  # jobs given a time, per GPU models (PROFILE_DEPTH)
 
     def _changed(self, empty: float) -> float:
         return max(empty, self.soonest_change) + self.reconfigure_s
@@ -381,5 +379,11 @@ class EtaEstimator:
         ``duration_s`` (at ``start_at`` when that is decided; after now when ``later``: it could not start now);
         it then holds them for the jobs asked about after it (module doc) — unless ``claim`` is False, which
         only asks (a job its quota may refuse then)."""
+        if self._answered.get(models, 0) >= PROFILE_DEPTH:
+            return None
         at = self._pool(models, shape).start(units, duration_s, start_at, claim=claim, later=later)
-        return None if at is None else at - self.now
+        if at is None:
+            return None
+        if claim:
+            self._answered[models] = self._answered.get(models, 0) + 1
+        return at - self.now

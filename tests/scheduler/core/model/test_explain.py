@@ -171,13 +171,15 @@ def test_capacity_eta_replays_the_queue_with_backfill(tables: Tables) -> None:
     assert estimator.capacity_eta((H100,), WHOLE, 2 * GPU, 10.0) == 361.0
 
 
-def test_a_pool_gives_a_time_to_its_first_jobs_only() -> None:
+def test_the_jobs_on_some_gpu_models_get_a_time_for_the_first_ones_only() -> None:
     estimator = _estimator()
-    for _ in range(PROFILE_DEPTH):
+    assert estimator.capacity_eta((H100,), "1g.10gb", 1, 1.0) == 310.0  # an idle H100, once changed next cycle
+    assert estimator.capacity_eta((H100,), WHOLE, 1, 1.0, claim=False) == 0.0  # asking answers nobody
+    for _ in range(PROFILE_DEPTH - 1):
         assert estimator.capacity_eta((H100,), WHOLE, 1, 1.0) is not None
     assert estimator.capacity_eta((H100,), WHOLE, 1, 1.0) is None
-    assert estimator.capacity_eta((H100, A100), WHOLE, 1, 1.0) == 0.0  # another pool counts its own
-    assert estimator.capacity_eta((H100,), "1g.10gb", 1, 1.0) == 310.0  # an idle H100 once changed next cycle
+    assert estimator.capacity_eta((H100,), "1g.10gb", 1, 1.0) is None  # another shape on the same models too
+    assert estimator.capacity_eta((H100, A100), WHOLE, 1, 1.0) == 0.0  # other models count their own
 
 
 def test_work_past_its_expected_end_counts_as_ending_now() -> None:
