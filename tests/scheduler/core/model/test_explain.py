@@ -7,8 +7,8 @@ from dataclasses import replace
 
 import pytest
 
-from scheduler.core.model.demand import Demand
 from scheduler.core.model.cluster_state import Gpu
+from scheduler.core.model.demand import Demand
 from scheduler.core.model.explain import (
     PROFILE_DEPTH,
     SHARE,
@@ -205,7 +205,7 @@ def _changed(empty: float) -> float:
         (_gpu(node("n", A100, 1)), WHOLE, {}, [(NOW, GPU)]),
         (_gpu(node("n", A100, 1)), "7g.80gb", {}, [(NOW, GPU)]),
         (_gpu(node("n", A100, 1)), "1g.10gb", {}, [(NOW + 310, GPU)]),
-        (_gpu(node("n", 1)), "1g.10gb", {}, [(NOW + 310, GPU)]),
+        (_gpu(node("n", H100, 1)), "1g.10gb", {}, [(NOW + 310, GPU)]),
         # MIG on: its profile's instances as they free, the rest once empty and changed
         (
             _gpu(node("n", A100, 1, mig="all-balanced")),
@@ -239,7 +239,12 @@ def _changed(empty: float) -> float:
             {},  # a hold: it counts free
             [(NOW, GPU)],
         ),
-        (_gpu(node("n", 1), [running(job("w", gpus=1), (whole("n", 0),))]), SHARE, {"w": NOW + 60}, [(NOW + 60, GPU)]),
+        (
+            _gpu(node("n", H100, 1), [running(job("w", gpus=1), (whole("n", 0),))]),
+            SHARE,
+            {"w": NOW + 60},
+            [(NOW + 60, GPU)],
+        ),
     ],
 )
 def test_supply(gpu: Gpu, shape: str, holders: dict[str, float], expected: list[tuple[float, int]]) -> None:
