@@ -9,12 +9,19 @@ estimates as :mod:`scheduler.core.decisions.reservation` makes them: ``duration_
 policy's default), in units of 1/7000 GPU:
 
 - holding a reservation: the reservation's start (the reservation plan);
-- blocked by free capacity: a replay per pool of GPU models (the models the job may use) as a backfilling
-  scheduler runs it. The pool's free units over time start at what is free now and rise as the placed work
-  is expected to end; the capacity-blocked and reserved jobs take their turn in queue order, each at the
-  earliest time its units are free for its whole expected run time — before a job ahead of it when it fits
-  in a hole that job leaves, as backfill lets it — and holds them for the jobs behind it (a reserved job
-  claims them at its reservation's start). Only the first :data:`PROFILE_DEPTH` jobs of a pool get a time;
+- blocked by free capacity: a replay per pool — the GPU models the job may use and the shape it asks (whole
+  GPUs, one MIG profile, or shares) — as a backfilling scheduler runs it. The pool's free units over time start
+  at what that shape can use now and rise as the placed work is expected to end, GPU by GPU (:func:`supply`):
+  a whole GPU once everything on it has ended, a MIG instance of the job's profile when its holder ends, and the
+  rest of a GPU the job cannot use as it is laid out (another MIG layout, or MIG off for a sliced profile) once
+  the GPU is empty and a reconfiguration has changed it — planned a cycle later at the soonest, and taking the
+  policy's ``mig_reconfigure_s``. The capacity-blocked and reserved jobs take their turn in queue order, each at
+  the earliest time its units are free for its whole expected run time — before a job ahead of it when it fits
+  in a hole that job leaves, as backfill lets it — and holds them for the jobs behind it (a reserved job claims
+  them at its reservation's start). A job blocked by capacity this cycle starts no sooner than the pool's next
+  change: the cycle has just found that what is free now does not take it (its gang does not fit on the nodes
+  the free GPUs are on, say). Only the first :data:`PROFILE_DEPTH` jobs on the same GPU models get a time,
+  whatever their shapes;
 - blocked by its team's quota: no time — whether the team's work ends, or is evicted, or the limit is
   raised is not a matter of expected ends; the reason says what would unblock it (fair share's refusal).
   That includes a job blocked by free capacity whose quota — guarantee or burst limit — refuses it now and
@@ -25,7 +32,8 @@ policy's default), in units of 1/7000 GPU:
 - None when it cannot be told: even all of the pool's work ending would not make room, or the job is deeper
   in its pool's queue than the depth.
 
-Placement shape (fragmentation, topology) is ignored, so the estimate is optimistic by design.
+Placement across nodes (a gang's replicas each on one node, topology) is ignored, and pools of different shapes
+do not take from each other, so the estimate stays optimistic by design.
 """
 
 from __future__ import annotations
@@ -34,16 +42,16 @@ from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME
-from scheduler.core.gpus.units import FULL_GPU_MILLI, UNITS_PER_GPU
-from scheduler.core.model.cluster_state import ClusterState, gpu_class_of, slot_units
+from scheduler.core.gpus.catalog import COMPUTE_SLICES, GPU_MODEL_BY_NAME
+from scheduler.core.gpus.units import FULL_GPU_MILLI, UNITS_PER_GPU, UNITS_PER_MILLI, UNITS_PER_SLICE
+from scheduler.core.model.cluster_state import ClusterState, Gpu, gpu_class_of
 from scheduler.core.model.demand import Demand, DemandKind
 from scheduler.core.model.snapshot import Job
 from scheduler.core.model.tables import FORGET, Tables
 from scheduler.core.model.vocabulary import BlockerKind
 
-# A pool answers this many jobs in queue order; those behind get no time (the profile grows with each job, and
-# a start hours behind hundreds of others is no estimate a person can use).
+# The jobs on the same GPU models get a time for this many in queue order, whatever shapes they ask; those behind get
+# none (a profile grows with each job, and a start hours behind hundreds of others is no estimate a person can use).
 PROFILE_DEPTH = 100
 
 
@@ -165,8 +173,8 @@ class _Profile:
     """One pool's free units over time, from now on: a step function (``frees[i]`` units free from
     ``times[i]`` to the next breakpoint, the last for ever), lowered by each job given a start on it."""
 
-    def __init__(self, now: float, free: int, releases: Iterable[tuple[float, int]], tables: Tables) -> None:
-        times, frees = [now], [free]
+    def __init__(self, now: float, releases: Iterable[tuple[float, int]], tables: Tables) -> None:
+        times, frees = [now], [0]
         for at, units in sorted(releases):
             if at <= times[-1]:
                 frees[-1] += units
@@ -175,27 +183,28 @@ class _Profile:
                 frees.append(frees[-1] + units)
         self.times, self.frees = times, frees
         self.peak = frees[-1]  # what is free once all of it has ended: every claim ends, so it stays
-        self.claims = 0
-        self._floor: dict[int, float] = tables.table()  # units → the first time a start could come
+        # (units, whether now is ruled out) → the first time a start could come
+        self._floor: dict[tuple[int, bool], float] = tables.table()
 
-    def start(self, units: int, duration_s: float, at: float | None = None, *, claim: bool = True) -> float | None:
-        """The earliest time ``units`` are free for ``duration_s`` — or ``at``, a start already decided (a
-        reservation's) — and they are then taken (unless ``claim`` is False: the question is only asked); None
-        when the pool never has that many, or when it has answered :data:`PROFILE_DEPTH` jobs already."""
-        if units > self.peak or self.claims >= PROFILE_DEPTH:
+    def start(
+        self, units: int, duration_s: float, at: float | None = None, *, claim: bool = True, later: bool = False
+    ) -> float | None:
+        """The earliest time ``units`` are free for ``duration_s`` — after now when ``later`` (the job could not
+        start now), or ``at``, a start already decided (a reservation's) — and they are then taken (unless
+        ``claim`` is False: the question is only asked); None when the pool never has that many."""
+        if units > self.peak:
             return None
         times, frees = self.times, self.frees
         if at is not None:
-            self.claims += 1
             self._hold(self._breakpoint(max(at, times[0])), at + duration_s, units)
             return at
         # Speed, never a different answer: claims only lower the profile, so where ``units`` were first free at
         # an earlier question they are first free now at the earliest; the scan starts there.
-        floor = self._floor.get(units, times[0])
-        i = bisect_left(times, floor)
+        floor = self._floor.get((units, later), times[0])
+        i = max(bisect_left(times, floor), 1 if later else 0)
         while frees[i] < units:
             i += 1
-        self._floor[units] = times[i]
+        self._floor[(units, later)] = times[i]
         while True:
             if frees[i] < units:
                 i += 1
@@ -208,7 +217,6 @@ class _Profile:
                 i = j + 1
                 continue
             if claim:
-                self.claims += 1
                 self._hold(i, end, units)
             return times[i]
 
@@ -228,55 +236,154 @@ class _Profile:
             frees[k] -= units
 
 
+WHOLE = "whole"  # the shape of a demand for whole GPUs
+SHARE = "share"  # the shape of a demand for a share of a time-sliced GPU
+
+
+def demand_shape(demand: Demand) -> str:
+    """The shape a pool of the replay is kept for: :data:`WHOLE`, :data:`SHARE`, or the MIG profile's name."""
+    if demand.kind == DemandKind.WHOLE:
+        return WHOLE
+    if demand.kind == DemandKind.MIG:
+        return demand.mig_profile or ""
+    return SHARE
+
+
+def supply(
+    gpu: Gpu,
+    shape: str,
+    ready_at: float,
+    holders: Mapping[str, float],
+    changed: Callable[[float], float],
+) -> list[tuple[float, int]]:
+    """When ``gpu``'s capacity becomes usable by a demand of ``shape`` (module doc), as (time, units): its node
+    takes work from ``ready_at``; ``holders`` maps the jobs on it to their expected ends; ``changed(t)`` is when
+    a reconfiguration of a GPU empty from ``t`` would be done.
+
+    Only the rest of a GPU waits for a reconfiguration: the MIG instances of the job's own profile are its to use
+    as they free, and a profile that takes every compute slice runs on a GPU with MIG off as well (§4 of
+    docs/scheduling-rules.md)."""
+    empty = max([ready_at, *holders.values()])
+    if shape == SHARE:  # a share takes what other shares leave of a GPU with MIG off, and each share that ends
+        if gpu.layout or (gpu.whole is not None and gpu.whole in holders):
+            return [(changed(empty) if gpu.layout else empty, UNITS_PER_GPU)]
+        shares = [(holders[job], milli * UNITS_PER_MILLI) for job, milli in gpu.shares.items() if job in holders]
+        return [(ready_at, UNITS_PER_GPU - sum(units for _, units in shares)), *shares]
+    if shape == WHOLE:
+        return [(changed(empty) if gpu.layout else empty, UNITS_PER_GPU)]
+    profile = gpu.spec.profiles().get(shape) if gpu.spec is not None else None
+    if not gpu.layout:
+        whole_gpu = profile is not None and profile.compute_slices == COMPUTE_SLICES
+        return [(empty if whole_gpu else changed(empty), UNITS_PER_GPU)]
+    releases: list[tuple[float, int]] = []
+    kept = 0
+    if profile is not None:
+        units = profile.compute_slices * UNITS_PER_SLICE
+        for name, start in gpu.layout:
+            if name == shape:
+                holder = gpu.instances.get(start)
+                releases.append((ready_at if holder is None or holder not in holders else holders[holder], units))
+                kept += units
+    if kept < UNITS_PER_GPU:
+        releases.append((changed(empty), UNITS_PER_GPU - kept))
+    return releases
+
+
 class EtaEstimator:
     """ETAs from the expected ends of the work placed in ``state`` (module doc).
 
-    ``free_units`` gives the units free now on ready GPUs, per GPU model; ``expected_end(job_id)`` when a placed
-    job is expected to end (:mod:`scheduler.core.decisions.reservation`, rule 5); ``skip`` names placed jobs that
-    hold nothing for the estimate (reservation holds, whose GPUs ``free_units`` counts free). Ask
-    :meth:`capacity_eta` in queue order. Each pool remembers where a start was first possible in a table of
-    ``tables`` (the cycle's memo; by default they forget)."""
+    ``ready_at`` maps each node that takes new work now or later to when it does (absent: never, a cordoned
+    node); ``expected_end(job_id)`` is when a placed job is expected to end
+    (:mod:`scheduler.core.decisions.reservation`, rule 5); ``skip`` names placed jobs that hold nothing for the
+    estimate (reservation holds: their GPUs count free, for their reserving jobs take them in queue order).
+    ``reconfigure_s`` is how long a MIG reconfiguration takes and ``cycle_s`` the time to the next cycle, the
+    soonest one may be planned. Ask :meth:`capacity_eta` in queue order. Each pool remembers where a start was
+    first possible in a table of ``tables`` (the cycle's memo; by default they forget)."""
 
     def __init__(
         self,
         state: ClusterState,
         now: float,
-        free_units: Mapping[str, int],
+        ready_at: Mapping[str, float],
         expected_end: Callable[[str], float],
         skip: Callable[[str], bool],
+        reconfigure_s: float,
+        cycle_s: float,
         tables: Tables = FORGET,
     ) -> None:
         self.now = now
         self.tables = tables
-        self.free_units = free_units
-        by_model: dict[str, list[tuple[float, int]]] = {}
-        for job_id, slots in sorted(state.placed.items()):
-            if skip(job_id):
+        self.ready_at = ready_at
+        self.expected_end = expected_end
+        self.skip = skip
+        self.reconfigure_s = reconfigure_s
+        self.soonest_change = now + cycle_s
+        self._ends: dict[str, float] = {}
+        self._by_model: dict[str, list[Gpu]] = {}
+        for gpu in state.gpus.values():
+            if gpu.node.name in ready_at:
+                self._by_model.setdefault(gpu.node.gpu_model, []).append(gpu)
+        self._holders_of: dict[str, list[dict[str, float]]] = {}  # per model, each GPU's holders and their ends
+        self._model_releases: dict[tuple[str, str], list[tuple[float, int]]] = {}
+        self._pools: dict[tuple[tuple[str, ...], str], _Profile] = {}
+        self._answered: dict[tuple[str, ...], int] = {}  # jobs given a time, per GPU models (PROFILE_DEPTH)
+
+    def _changed(self, empty: float) -> float:
+        return max(empty, self.soonest_change) + self.reconfigure_s
+
+    def _holders(self, gpu: Gpu) -> dict[str, float]:
+        ends = self._ends
+        holders: dict[str, float] = {}
+        for job_id in gpu.holders():
+            if self.skip(job_id):
                 continue
-            end = expected_end(job_id)
-            for replica in slots:
-                for slot in replica:
-                    gpu = state.gpus[(slot.node, slot.gpu)]
-                    units = slot_units(slot, gpu.spec)
-                    by_model.setdefault(gpu.node.gpu_model, []).append((end, units))
-        self._by_model = by_model
-        self._pools: dict[tuple[str, ...], _Profile] = {}
+            if job_id not in ends:
+                ends[job_id] = self.expected_end(job_id)
+            holders[job_id] = ends[job_id]
+        return holders
+
+    def _releases(self, model: str, shape: str) -> list[tuple[float, int]]:
+        """What the GPUs of ``model`` offer a demand of ``shape`` over time; a pool is the union of its models'."""
+        key = (model, shape)
+        if key not in self._model_releases:
+            gpus = self._by_model.get(model, ())
+            if model not in self._holders_of:
+                self._holders_of[model] = [self._holders(gpu) for gpu in gpus]
+            ready_at = self.ready_at
+            self._model_releases[key] = [
+                release
+                for gpu, holders in zip(gpus, self._holders_of[model], strict=True)
+                for release in supply(gpu, shape, ready_at[gpu.node.name], holders, self._changed)
+            ]
+        return self._model_releases[key]
+
+    def _pool(self, models: tuple[str, ...], shape: str) -> _Profile:
+        key = (models, shape)
+        if key not in self._pools:
+            releases = [release for model in models for release in self._releases(model, shape)]
+            self._pools[key] = _Profile(self.now, releases, self.tables)
+        return self._pools[key]
 
     def capacity_eta(
         self,
         models: tuple[str, ...],
+        shape: str,
         units: int,
         duration_s: float,
         start_at: float | None = None,
         *,
         claim: bool = True,
+        later: bool = False,
     ) -> float | None:
-        """Seconds until the next job in queue order on ``models`` could start with ``units`` for
-        ``duration_s`` (at ``start_at`` when that is decided); it then holds them for the jobs asked about after
-        it (module doc) — unless ``claim`` is False, which only asks (a job its quota may refuse then)."""
-        if models not in self._pools:
-            free = sum(self.free_units.get(model, 0) for model in models)
-            releases = (r for model in models for r in self._by_model.get(model, ()))
-            self._pools[models] = _Profile(self.now, free, releases, self.tables)
-        at = self._pools[models].start(units, duration_s, start_at, claim=claim)
-        return None if at is None else at - self.now
+        """Seconds until the next job in queue order on ``models`` asking ``shape`` could start with ``units`` for
+        ``duration_s`` (at ``start_at`` when that is decided; after now when ``later``: it could not start now);
+        it then holds them for the jobs asked about after it (module doc) — unless ``claim`` is False, which
+        only asks (a job its quota may refuse then)."""
+        if self._answered.get(models, 0) >= PROFILE_DEPTH:
+            return None
+        at = self._pool(models, shape).start(units, duration_s, start_at, claim=claim, later=later)
+        if at is None:
+            return None
+        if claim:
+            self._answered[models] = self._answered.get(models, 0) + 1
+        return at - self.now

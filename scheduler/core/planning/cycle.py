@@ -73,10 +73,16 @@ from dataclasses import replace
 
 from scheduler.core.decisions.reservation import expected_runtime
 from scheduler.core.decisions.screening import rejection_reason, screen
-from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME
-from scheduler.core.gpus.units import FULL_GPU_MILLI, UNITS_PER_GPU
 from scheduler.core.model.demand import Demand
-from scheduler.core.model.explain import Blocker, EtaEstimator, demand_units, need_text, reason_text, standing_text
+from scheduler.core.model.explain import (
+    Blocker,
+    EtaEstimator,
+    demand_shape,
+    demand_units,
+    need_text,
+    reason_text,
+    standing_text,
+)
 from scheduler.core.model.isolation import Evaluating, JobFailed
 from scheduler.core.model.plan import Plan, Reject, Waiting
 from scheduler.core.model.policy import Policy
@@ -223,13 +229,20 @@ class _Explanation:
         bound = {b.job for b in run.binds}
         holders = {reservation.holder.id for reservation in run.reservations.made}
         estimator = EtaEstimator(
-            run.state, run.now, self._free_units(), run.expected_end, holders.__contains__, current_memo()
+            run.state,
+            run.now,
+            self._ready_at(),
+            run.expected_end,
+            holders.__contains__,
+            run.policy.mig_reconfigure_s,
+            run.policy.cycle_s,
+            current_memo(),
         )
         team_positions: dict[str, int] = {}
         waiting: list[Waiting] = []
         # Nothing changes while the cycle explains: what depends only on a job's shape, or on its team and
         # class, is worked out once.
-        needs: dict[Hashable, tuple[Demand | None, tuple[str, ...], int, str]] = {}
+        needs: dict[Hashable, tuple[Demand | None, tuple[str, ...], int, str, str]] = {}
         standings: dict[tuple[str, str], str] = {}
         for job in run.order:
             if job.id in bound:
@@ -243,7 +256,7 @@ class _Explanation:
         job: Job,
         position: int,
         team_positions: dict[str, int],
-        needs: dict[Hashable, tuple[Demand | None, tuple[str, ...], int, str]],
+        needs: dict[Hashable, tuple[Demand | None, tuple[str, ...], int, str, str]],
         standings: dict[tuple[str, str], str],
         estimator: EtaEstimator,
     ) -> Waiting:
@@ -253,8 +266,9 @@ class _Explanation:
         if shape not in needs:
             demand, model, models = self._demand(job)
             units = demand_units(demand, model) * job.replicas if demand is not None else 0
-            needs[shape] = (demand, models, units, need_text(job, demand, models))
-        demand, models, units, need = needs[shape]
+            kind = demand_shape(demand) if demand is not None else ""
+            needs[shape] = (demand, models, units, need_text(job, demand, models), kind)
+        demand, models, units, need, kind = needs[shape]
         blocker = run.blockers[job.id]
         eta: float | None = None
         if blocker.kind in (BlockerKind.CAPACITY, BlockerKind.RESERVED) and units:
@@ -262,12 +276,13 @@ class _Explanation:
             runtime_s = expected_runtime(job, run.fairness.teams.get(job.team), run.policy)
             start_at = blocker.ready_at if blocker.kind == BlockerKind.RESERVED else None
             refusal = None
-            if blocker.kind == BlockerKind.CAPACITY:  # a reservation's job was put to its quota when it was reserved
-                refusal = self._refused_at_capacity(job, models, units, runtime_s, estimator)
+            blocked = blocker.kind == BlockerKind.CAPACITY  # this cycle found no room for it now
+            if blocked:  # a reservation's job was put to its quota when it was reserved
+                refusal = self._refused_at_capacity(job, models, kind, units, runtime_s, estimator)
             if refusal is not None:
                 blocker = Blocker(BlockerKind.QUOTA, refusal.reason)
             else:
-                eta = estimator.capacity_eta(models, units, runtime_s, start_at)
+                eta = estimator.capacity_eta(models, kind, units, runtime_s, start_at, later=blocked)
         # A job blocked by its quota gets no time: the reason says what would unblock it.
         if blocker.kind in (BlockerKind.RECONFIGURING, BlockerKind.HELD) and blocker.ready_at is not None:
             eta = max(0.0, blocker.ready_at - run.now)
@@ -282,7 +297,7 @@ class _Explanation:
         return Waiting(job.id, position, team_positions[job.team], reason, eta, blocker.kind)
 
     def _refused_at_capacity(
-        self, job: Job, models: tuple[str, ...], units: int, runtime_s: float, estimator: EtaEstimator
+        self, job: Job, models: tuple[str, ...], kind: str, units: int, runtime_s: float, estimator: EtaEstimator
     ) -> Admission | None:
         """The quota's refusal of capacity-blocked ``job`` when its quota (guarantee or burst limit) refuses it on
         every option now and still would when the replay finds it room, once its team's work expected to end by
@@ -293,7 +308,7 @@ class _Explanation:
         refusal = run.quota_refusal(job, options)
         if refusal is None:
             return None
-        eta = estimator.capacity_eta(models, units, runtime_s, claim=False)
+        eta = estimator.capacity_eta(models, kind, units, runtime_s, claim=False, later=True)
         if eta is not None and run.admits_at(job, options, run.now + eta):
             return None
         return refusal
@@ -311,29 +326,15 @@ class _Explanation:
                 return demand, model, (model,)
         return None, "", ()  # pragma: no cover - such a job was rejected
 
-    def _free_units(self) -> dict[str, int]:
-        """Units free now on ready GPUs, per GPU model."""
+    def _ready_at(self) -> dict[str, float]:
+        """When each node takes new work: now when it is ready and this cycle changes none of its GPUs, else when
+        its reconfiguration (under way, or planned by this cycle) is done; a node that is cordoned, draining or
+        gone takes none and is left out."""
         run = self.run
-        free: dict[str, int] = {}
-        index = run.index
-        held = run.reservations.held()  # free for the replay: their reserving jobs take them in queue order
-        for gpu in index.gpus:
-            if gpu.node.name not in index.group_of:
-                continue
-            if gpu.key in held:
-                units = UNITS_PER_GPU
-            elif gpu.layout:
-                profiles = GPU_MODEL_BY_NAME[gpu.node.gpu_model].profiles()
-                units = sum(
-                    profiles[name].compute_slices * FULL_GPU_MILLI
-                    for name, start in gpu.layout
-                    if start not in gpu.instances
-                )
-            elif gpu.whole is not None:
-                units = 0
-            elif gpu.shares:
-                units = (FULL_GPU_MILLI - gpu.milli_used) * (UNITS_PER_GPU // FULL_GPU_MILLI) if gpu.node.sharing else 0
-            else:
-                units = UNITS_PER_GPU
-            free[gpu.node.gpu_model] = free.get(gpu.node.gpu_model, 0) + units
-        return free
+        ready: dict[str, float] = dict.fromkeys(run.index.group_of, run.now)
+        for name, node in run.state.nodes.items():
+            if node.schedulable and node.reconfiguring_until is not None and node.reconfiguring_until > run.now:
+                ready[name] = node.reconfiguring_until
+        for change in run.reconfigurations.changes:
+            ready[change.node] = max(ready.get(change.node, run.now), change.ready_at)
+        return ready

@@ -2,20 +2,28 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import replace
+
 import pytest
 
+from scheduler.core.model.cluster_state import Gpu
 from scheduler.core.model.demand import Demand
 from scheduler.core.model.explain import (
     PROFILE_DEPTH,
+    SHARE,
+    WHOLE,
     Blocker,
     EtaEstimator,
     ahead_text,
+    demand_shape,
     demand_units,
     need_text,
     reason_text,
     standing_text,
+    supply,
 )
-from scheduler.core.model.snapshot import Job, Slot
+from scheduler.core.model.snapshot import Job, Node, Running, Slot
 from scheduler.core.model.tables import FORGET, Tables
 from scheduler.core.model.vocabulary import BlockerKind
 from scheduler.core.speedups.memo import Memo
@@ -114,50 +122,138 @@ def _estimator(tables: Tables = FORGET) -> EtaEstimator:
     b = running(job("b", "y", gpus=2), (whole("n", 4, 5),), started_at=NOW - 100)
     c = running(job("c", "y", gpus=1), (whole("n", 6),), started_at=NOW - 100)  # a reservation hold, say
     m = running(job("m", "x", mig="3g.40gb"), ((Slot("g", 0, "3g.40gb", 4),),), started_at=NOW - 100)
-    state = state_of([node("n"), node("g", A100, 1, mig="all-3g.40gb")], [a, b, c, m])
+    cordoned = replace(node("off"), schedulable=False)
+    state = state_of([node("n"), node("g", A100, 1, mig="all-3g.40gb"), cordoned], [a, b, c, m])
     ends = {"a": NOW + 300, "b": NOW + 7100, "m": NOW + 50}
-    return EtaEstimator(state, NOW, {H100: 1 * GPU}, ends.__getitem__, lambda job_id: job_id == "c", tables)
+    ready = {"n": NOW, "g": NOW}
+    return EtaEstimator(state, NOW, ready, ends.__getitem__, lambda job_id: job_id == "c", 300.0, 10.0, tables)
 
 
 @pytest.mark.parametrize(
-    ("models", "units", "expected"),
+    ("models", "shape", "units", "expected"),
     [
-        ((H100,), 1 * GPU, 0.0),  # free now
-        ((H100,), 5 * GPU, 300.0),  # 1 free + 4 released when "a" ends
-        ((H100,), 7 * GPU, 7100.0),
-        ((H100,), 8 * GPU, None),  # "c" holds its GPU for nothing the estimate counts: never 8
-        ((A100,), 3000, 50.0),  # the MIG slice that "m" frees
-        ((A100, H100), 7 * GPU + 3000, 7100.0),  # a pool of two models
+        ((H100,), WHOLE, 2 * GPU, 0.0),  # free now: GPU 7, and GPU 6, whose hold counts free
+        ((H100,), WHOLE, 6 * GPU, 300.0),  # 2 free + 4 released when "a" ends
+        ((H100,), WHOLE, 8 * GPU, 7100.0),
+        ((H100,), WHOLE, 9 * GPU, None),  # the cordoned node's GPUs never count
+        ((A100,), "3g.40gb", 3000, 0.0),  # the free instance of its profile
+        ((A100,), "3g.40gb", 6000, 50.0),  # and the one "m" frees
+        ((A100,), "3g.40gb", 7000, 350.0),  # the last slice once the GPU is empty (+50) and changed (+300)
+        ((A100,), "1g.10gb", 1000, 350.0),  # no such instance there: the GPU must be changed first
+        ((A100,), WHOLE, GPU, 350.0),  # MIG must be turned off first
+        ((A100, H100), WHOLE, 9 * GPU, 7100.0),  # a pool of two models
     ],
 )
-def test_capacity_eta_of_a_single_job(models: tuple[str, ...], units: int, expected: float | None) -> None:
-    assert _estimator().capacity_eta(models, units, 600.0) == expected
+def test_capacity_eta_of_a_single_job(models: tuple[str, ...], shape: str, units: int, expected: float | None) -> None:
+    assert _estimator().capacity_eta(models, shape, units, 600.0) == expected
+
+
+def test_a_job_blocked_now_starts_at_the_next_change_of_its_pool() -> None:
+    # 2 GPUs are free now, yet the cycle could not place it (its gang does not fit one node, say): not now.
+    assert _estimator().capacity_eta((H100,), WHOLE, 2 * GPU, 600.0, later=True) == 300.0
+    assert _estimator().capacity_eta((A100,), "3g.40gb", 3000, 600.0, later=True) == 50.0
 
 
 # The plain estimator, and the cycle's with the speed-ups on: its pools remember where a start was first possible.
 @pytest.mark.parametrize("tables", [FORGET, Memo()], ids=["plain", "remembering"])
 def test_capacity_eta_replays_the_queue_with_backfill(tables: Tables) -> None:
     estimator = _estimator(tables)
-    # 1 GPU free now; "a" gives 4 back at +300, "b" 2 at +7100.
-    assert estimator.capacity_eta((H100,), 2 * GPU, 100.0) == 300.0  # waits for "a"; holds 2 from 300 to 400
-    assert estimator.capacity_eta((H100,), 1 * GPU, 300.0) == 0.0  # backfills the hole before it
-    assert estimator.capacity_eta((H100,), 1 * GPU, 301.0) == 300.0  # 3 free from 300: beside the first job
-    assert estimator.capacity_eta((H100,), 3 * GPU, 50.0) == 400.0  # 2 free from 300 to 400: after it
-    assert estimator.capacity_eta((H100,), 99 * GPU, 50.0) is None  # can never start: holds nothing up
-    assert estimator.capacity_eta((H100,), 5 * GPU, 7000.0) == 601.0  # 5 free from 601 on (7 from 7100)
-    assert estimator.capacity_eta((H100,), 2 * GPU, 60.0, start_at=NOW + 50) == 50.0  # a reservation's start
-    assert estimator.capacity_eta((H100,), 1 * GPU, 10.0) == 300.0  # nothing free before "a" ends now
+    # 2 GPUs free now; "a" gives 4 back at +300, "b" 2 at +7100.
+    assert estimator.capacity_eta((H100,), WHOLE, 3 * GPU, 100.0) == 300.0  # waits for "a"; holds 3 to 400
+    assert estimator.capacity_eta((H100,), WHOLE, 2 * GPU, 300.0) == 0.0  # backfills the hole before it
+    assert estimator.capacity_eta((H100,), WHOLE, 1 * GPU, 1.0) == 300.0  # nothing free before "a" ends
+    assert estimator.capacity_eta((H100,), WHOLE, 3 * GPU, 50.0) == 301.0  # 2 free from 300 to 301: after it
+    assert estimator.capacity_eta((H100,), WHOLE, 99 * GPU, 50.0) is None  # can never start: holds nothing up
+    assert estimator.capacity_eta((H100,), WHOLE, 1 * GPU, 60.0, later=True) == 351.0  # none free from 301 to 351
+    assert estimator.capacity_eta((H100,), WHOLE, 2 * GPU, 60.0, start_at=NOW + 50) == 50.0  # a reservation's start
+    assert estimator.capacity_eta((H100,), WHOLE, 2 * GPU, 10.0, claim=False) == 351.0  # asked only: takes nothing
+    assert estimator.capacity_eta((H100,), WHOLE, 2 * GPU, 10.0) == 351.0
+    assert estimator.capacity_eta((H100,), WHOLE, 2 * GPU, 10.0) == 361.0
 
 
-def test_a_pool_gives_a_time_to_its_first_jobs_only() -> None:
+def test_the_jobs_on_some_gpu_models_get_a_time_for_the_first_ones_only() -> None:
     estimator = _estimator()
-    for _ in range(PROFILE_DEPTH):
-        assert estimator.capacity_eta((H100,), 1, 1.0) is not None
-    assert estimator.capacity_eta((H100,), 1, 1.0) is None
-    assert estimator.capacity_eta((H100, A100), 1, 1.0) == 0.0  # another pool counts its own
+    assert estimator.capacity_eta((H100,), "1g.10gb", 1, 1.0) == 310.0  # an idle H100, once changed next cycle
+    assert estimator.capacity_eta((H100,), WHOLE, 1, 1.0, claim=False) == 0.0  # asking answers nobody
+    for _ in range(PROFILE_DEPTH - 1):
+        assert estimator.capacity_eta((H100,), WHOLE, 1, 1.0) is not None
+    assert estimator.capacity_eta((H100,), WHOLE, 1, 1.0) is None
+    assert estimator.capacity_eta((H100,), "1g.10gb", 1, 1.0) is None  # another shape on the same models too
+    assert estimator.capacity_eta((H100, A100), WHOLE, 1, 1.0) == 0.0  # other models count their own
 
 
 def test_work_past_its_expected_end_counts_as_ending_now() -> None:
     late = running(job("a", gpus=8, duration_s=60), (whole("n", *range(8)),), started_at=NOW - 3600)
-    estimator = EtaEstimator(state_of([node("n")], [late]), NOW, {}, lambda job_id: NOW - 3540, lambda _: False)
-    assert estimator.capacity_eta((H100,), 8 * GPU, 60.0) == 0.0
+    estimator = EtaEstimator(
+        state_of([node("n")], [late]), NOW, {"n": NOW}, lambda job_id: NOW - 3540, lambda _: False, 300.0, 10.0
+    )
+    assert estimator.capacity_eta((H100,), WHOLE, 8 * GPU, 60.0) == 0.0
+
+
+def _gpu(the_node: Node, placed: Sequence[Running] = (), index: int = 0) -> Gpu:
+    return state_of([the_node], placed).gpus[(the_node.name, index)]
+
+
+def _changed(empty: float) -> float:
+    return max(empty, NOW + 10) + 300
+
+
+@pytest.mark.parametrize(
+    ("gpu", "shape", "holders", "expected"),
+    [
+        # MIG off: whole work once it is empty; a profile that takes all 7 slices as well, another after a change
+        (_gpu(node("n", A100, 1)), WHOLE, {}, [(NOW, GPU)]),
+        (_gpu(node("n", A100, 1)), "7g.80gb", {}, [(NOW, GPU)]),
+        (_gpu(node("n", A100, 1)), "1g.10gb", {}, [(NOW + 310, GPU)]),
+        (_gpu(node("n", H100, 1)), "1g.10gb", {}, [(NOW + 310, GPU)]),
+        # MIG on: its profile's instances as they free, the rest once empty and changed
+        (
+            _gpu(node("n", A100, 1, mig="all-balanced")),
+            "1g.10gb",
+            {},
+            [(NOW, 1000), (NOW, 1000), (NOW + 310, 5000)],
+        ),
+        (
+            _gpu(
+                node("n", A100, 1, mig="all-balanced"),
+                [running(job("i", mig="1g.10gb"), ((Slot("n", 0, "1g.10gb", 1),),))],
+            ),
+            "1g.10gb",
+            {"i": NOW + 900},
+            [(NOW, 1000), (NOW + 900, 1000), (NOW + 1200, 5000)],
+        ),
+        (_gpu(node("n", A100, 1, mig="all-7g.80gb")), "7g.80gb", {}, [(NOW, GPU)]),
+        (_gpu(node("n", A100_40, 1, mig="all-balanced")), "7g.80gb", {}, [(NOW + 310, GPU)]),  # not on this model
+        (_gpu(node("n", A100, 1, mig="all-3g.40gb")), WHOLE, {}, [(NOW + 310, GPU)]),
+        (_gpu(node("n", A100, 1, mig="all-3g.40gb")), SHARE, {}, [(NOW + 310, GPU)]),
+        # Shares: what the others leave of a GPU with MIG off, and each share as it ends
+        (
+            _gpu(node("n", sharing=True), [running(job("s", milli=250), ((Slot("n", 0, milli=250),),))]),
+            SHARE,
+            {"s": NOW + 60},
+            [(NOW, GPU - 1750), (NOW + 60, 1750)],
+        ),
+        (
+            _gpu(node("n", sharing=True), [running(job("s", milli=250), ((Slot("n", 0, milli=250),),))]),
+            SHARE,
+            {},  # a hold: it counts free
+            [(NOW, GPU)],
+        ),
+        (
+            _gpu(node("n", H100, 1), [running(job("w", gpus=1), (whole("n", 0),))]),
+            SHARE,
+            {"w": NOW + 60},
+            [(NOW + 60, GPU)],
+        ),
+    ],
+)
+def test_supply(gpu: Gpu, shape: str, holders: dict[str, float], expected: list[tuple[float, int]]) -> None:
+    assert supply(gpu, shape, NOW, holders, _changed) == expected
+
+
+@pytest.mark.parametrize(
+    ("demand", "shape"),
+    [(Demand.whole(2), WHOLE), (Demand.mig("3g.40gb"), "3g.40gb"), (Demand.share(250), SHARE)],
+)
+def test_demand_shape(demand: Demand, shape: str) -> None:
+    assert demand_shape(demand) == shape

@@ -407,6 +407,32 @@ def test_every_pending_job_gets_positions_a_reason_and_an_eta() -> None:
     assert plan.waiting[2].reason == "waiting for 4 H100 GPUs; team has no guaranteed quota; 2 jobs ahead"
 
 
+def test_a_job_blocked_now_is_not_told_it_starts_now() -> None:
+    # Two GPUs are free, one on each node: a replica of 2 GPUs fits on neither, so the cycle leaves it waiting. Its
+    # start is when "x" frees a's second GPU, not now. (No reservations: the replay answers, not the reservation.)
+    x = running(job("x", "t", gpus=1, duration_s=1200), (whole("a", 0),), started_at=NOW - 600)
+    y = running(job("y", "t", gpus=1, duration_s=2400), (whole("b", 0),), started_at=NOW - 600)
+    plan = plan_cycle(
+        snapshot([node("a", H100, 2), node("b", H100, 2)], [job("g", "t", gpus=2)], [team("t")], [x, y]),
+        Policy(reservation_depth=0),
+        NOW,
+    )
+    assert not plan.binds
+    assert [(w.job, w.blocker, w.eta_s) for w in plan.waiting] == [("g", "capacity", 600.0)]
+
+
+def test_a_slice_waits_for_its_own_profile_or_an_empty_gpu_changed() -> None:
+    # GPU 0 holds a free 3g.40gb and a busy one (its holder ends in 900 s); GPU 1 is busy whole for an hour. A
+    # 1g.10gb job cannot use the free 3g.40gb: it waits until GPU 0 is empty and changed, not "now".
+    m = running(job("m", "t", mig="3g.40gb", duration_s=1500), ((Slot("a", 0, "3g.40gb", 4),),), started_at=NOW - 600)
+    w = running(job("w", "t", gpus=1, duration_s=4200), (whole("a", 1),), started_at=NOW - 600)
+    pending = [job("s", "t", mig="1g.10gb", kind=JobKind.INFERENCE, submitted_at=NOW - 5)]
+    plan = plan_cycle(
+        snapshot([node("a", A100, 2, mig=["all-3g.40gb", ""])], pending, [team("t")], [m, w]), POLICY, NOW
+    )
+    assert [(v.job, v.blocker, v.eta_s) for v in plan.waiting] == [("s", "capacity", 900.0 + POLICY.mig_reconfigure_s)]
+
+
 # -- determinism ---------------------------------------------------------------------------------------------
 
 

@@ -67,7 +67,9 @@ def test_a_slice_on_a_full_fleet_waits_after_looking_ahead_a_few_cycles() -> Non
     snapshot = _snapshot([Node("n1", A100_80, 1)], running=(_busy("n1", 1, duration_s=3600.0),))
     answer = preview(snapshot, _job(Request(mig_profile="1g.10gb"), kind=JobKind.INFERENCE), POLICY, NOW)
     assert answer.outcome == PreviewOutcome.WAITS and "1g.10gb" in answer.reason
-    assert answer.eta_s == pytest.approx(3540.0)  # from now, whatever cycle the look-ahead stopped at
+    # From now, whatever cycle the look-ahead stopped at: the GPU is empty when the whole-GPU job ends (+3540) and
+    # then takes the reconfiguration that makes the slice (+300); the slice cannot come sooner.
+    assert answer.eta_s == pytest.approx(3540.0 + POLICY.mig_reconfigure_s)
 
 
 def test_a_slice_held_by_quota_waits_at_once() -> None:
