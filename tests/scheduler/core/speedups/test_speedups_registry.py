@@ -31,6 +31,14 @@ WORKING_STATE = {
     ("planning/cycle.py", "_blocked_production"),
     ("planning/cycle.py", "_pending_teams"),
     ("model/explain.py", "_pools"),  # each pool's profile, lowered by the jobs given a start on it
+    ("model/explain.py", "_answered"),  # jobs given a time per GPU models, counted against the depth
+    # The estimator's own build of its pools over the state the explanation reads after every decision (which
+    # no longer changes): each GPU model's GPUs, their holders' ends and what they offer each shape, built
+    # once per estimator, that is once per cycle — not answers carried from cycle to cycle.
+    ("model/explain.py", "_by_model"),
+    ("model/explain.py", "_ends"),
+    ("model/explain.py", "_holders_of"),
+    ("model/explain.py", "_model_releases"),
     ("placement/index.py", "group_of"),
     ("placement/index.py", "node_leaf"),
     ("placement/index.py", "node_spine"),
