@@ -71,6 +71,7 @@ import logging
 from collections.abc import Hashable
 from dataclasses import replace
 
+from scheduler.core.decisions import consolidation
 from scheduler.core.decisions.reservation import expected_runtime
 from scheduler.core.decisions.screening import rejection_reason, screen
 from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME
@@ -151,13 +152,19 @@ def _plan(snapshot: Snapshot, policy: Policy, now: float) -> Plan:
     turns = _Turns(run)
     for job in fairness.iter_pending(pending, now):
         turns.take(job)
-    reconfigurations = run.reconfigurations.after_placement(run.order)
+    # Consolidation after every pending turn and after the reconfigurations: a move takes only what no pending
+    # job could take this cycle (scheduler.core.decisions.consolidation, rule 4).
+    movable = consolidation.candidates(state, policy, now)
+    oversized = consolidation.demand(state, index, movable, policy)
+    reconfigurations = run.reconfigurations.after_placement(run.order, oversized)
+    moves = consolidation.plan_moves(state, movable, policy)
     return Plan(
         evictions=tuple(run.evictions + run.reconfigurations.evictions),
         reconfigurations=tuple(reconfigurations),
         binds=tuple(run.binds),
         rejections=tuple(rejections),
         waiting=tuple(_Explanation(run).waiting()),
+        moves=tuple(moves),
     )
 
 
