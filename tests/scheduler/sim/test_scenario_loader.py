@@ -676,6 +676,8 @@ def test_a_job_may_opt_out_of_consolidation() -> None:
     opted_out = _valid(_submit(consolidate=False))
     stated = _valid(_submit(consolidate=True))
     default = _valid(_submit())
-    jobs = [next(e.action.job for e in s.events if isinstance(e.action, sc.Submit) and e.action.job.id == "j9")
-            for s in (opted_out, stated, default)]
+    jobs = [
+        next(e.action.job for e in s.events if isinstance(e.action, sc.Submit) and e.action.job.id == "j9")
+        for s in (opted_out, stated, default)
+    ]
     assert [job.consolidate for job in jobs] == [False, True, True]

@@ -95,8 +95,10 @@ def test_right_sized_or_not_production_inference_stays() -> None:
         running(service("seven", "7g.80gb"), whole("whole-1", 0)),
         running(service("train", "1g.10gb", kind=JobKind.TRAINING), whole("whole-1", 1)),
         running(service("high", "1g.10gb", priority=Priority.HIGH), whole("whole-1", 2)),
-        running(Job("gpus", "svc", Request(gpus=1), kind=JobKind.INFERENCE, priority=Priority.PRODUCTION),
-                whole("whole-1", 3)),
+        running(
+            Job("gpus", "svc", Request(gpus=1), kind=JobKind.INFERENCE, priority=Priority.PRODUCTION),
+            whole("whole-1", 3),
+        ),
     )
     assert plan(nodes, runs).moves == ()
 
@@ -132,7 +134,9 @@ def test_cluster_state_counts_the_old_placement_of_a_move_as_held() -> None:
 
 def test_a_move_in_the_state_rolls_back_exactly_and_refuses_a_busy_slot() -> None:
     p1 = service()
-    state = ClusterState(Snapshot(nodes=(mig_node(), whole_node()), teams=TEAMS, running=(running(p1, whole("whole-1")),)))
+    state = ClusterState(
+        Snapshot(nodes=(mig_node(), whole_node()), teams=TEAMS, running=(running(p1, whole("whole-1")),))
+    )
     statement = state.begin()
     state.move("p1", instance("mig-1", "4g.40gb", 0))
     assert state.placed["p1"] == instance("mig-1", "4g.40gb", 0) + whole("whole-1")
@@ -236,8 +240,6 @@ def test_the_reconfiguration_hysteresis_bounds_a_move_demand() -> None:
 
 
 def test_held_of_a_gpu_outside_the_catalog_and_of_a_share() -> None:
-    state = ClusterState(
-        Snapshot(nodes=(Node("t4", "T4", 1, sharing=True), whole_node()), teams=TEAMS)
-    )
+    state = ClusterState(Snapshot(nodes=(Node("t4", "T4", 1, sharing=True), whole_node()), teams=TEAMS))
     assert consolidation.held(state, Slot("t4", 0)) == (7000, 0)
     assert consolidation.held(state, Slot("whole-1", 0, milli=500)) == (3500, 81920 // 2)
