@@ -30,7 +30,9 @@ pending turn, :mod:`scheduler.core.planning.cycle`):
 4. **Never before pending work.** Moves are decided after every pending turn and after the cycle's
    reconfigurations, so a move takes only capacity no pending job could take this cycle, and never a node a
    reconfiguration changes.
-5. **A reconfiguration.** A candidate with no free right-sized placement is demand for its right-sized profile
+5. **A reconfiguration** (only with the policy's ``consolidation_reconfigures``, off by default: on B2 it closed
+   nodes for a change's minutes and production waited for them, docs/benchmarks/consolidation.md). A candidate
+   with no free right-sized placement is demand for its right-sized profile
    (:func:`demand`): the cycle's reconfigurations of idle GPUs count it after the pending demand, aged by the
    time it has run oversized, so the existing reconfiguration hysteresis and node budget bound it. Nothing is
    promised to it: when the new instance is ready, pending work takes it first if it wants it.

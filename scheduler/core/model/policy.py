@@ -25,6 +25,10 @@ class Policy:
     consolidation_interval_s: float = 3600.0  # and has not moved in the last this many seconds
     moves_per_cycle: int = 2  # at most this many moves start per cycle (0: consolidation off)
     moves_per_job_per_day: int = 3  # and at most this many per job in any 24 hours
+    # Count such production as demand for its right-sized profile when idle MIG GPUs are reconfigured. Off: on B2 it
+    # closed nodes for the change's minutes and raised production's wait p95 from 10 s to 300 s
+    # (docs/benchmarks/consolidation.md).
+    consolidation_reconfigures: bool = False
 
     @classmethod
     def from_mapping(cls, values: dict[str, Any]) -> Policy:

@@ -32,8 +32,9 @@ Steps:
    :data:`rules.reconfiguration.NODES_PER_CHANGE` ready MIG-capable nodes, at least one and at most
    :data:`rules.reconfiguration.MAX_NODES_PER_CYCLE`), and each instance a change offers is promised to one
    waiting job.
-   Running production that holds more than its right size and has no free right-sized slice counts as demand
-   too, after the pending demand, on idle MIG GPUs only (:mod:`scheduler.core.decisions.consolidation`, rule 5).
+   With the policy's ``consolidation_reconfigures``, running production that holds more than its right size and
+   has no free right-sized slice counts as demand too, after the pending demand, on idle MIG GPUs only
+   (:mod:`scheduler.core.decisions.consolidation`, rule 5).
 4a. Then move running production on larger capacity than its right size to a free right-sized slice,
    make-before-break, within the consolidation's bounds (:func:`consolidation.plan_moves`): after every pending
    turn and every reconfiguration, so a move takes only what no pending job could take this cycle.
@@ -159,7 +160,7 @@ def _plan(snapshot: Snapshot, policy: Policy, now: float) -> Plan:
         turns.take(job)
     # Consolidation after every pending turn and after the reconfigurations (module doc, step 4a).
     movable = consolidation.candidates(state, policy, now)
-    oversized = consolidation.demand(state, index, movable, policy)
+    oversized = consolidation.demand(state, index, movable, policy) if policy.consolidation_reconfigures else []
     reconfigurations = run.reconfigurations.after_placement(run.order, oversized)
     moves = consolidation.plan_moves(state, movable, policy)
     return Plan(

@@ -21,6 +21,7 @@ A100 = "A100-SXM4-80GB"
 SPLIT: MigLayout = (("4g.40gb", 0), ("3g.40gb", 4))
 ALL_1G: MigLayout = tuple(("1g.10gb", start) for start in range(7))
 POLICY = Policy()
+RECUTS = Policy(consolidation_reconfigures=True)
 TEAMS = (Team("svc", guaranteed=(("any", 4.0),)), Team("lab", guaranteed=(("any", 4.0),)))
 
 
@@ -68,6 +69,8 @@ def test_production_on_a_whole_gpu_moves_to_a_free_right_sized_instance() -> Non
     planned = plan((mig_node(), whole_node()), (running(p1, whole("whole-1")),))
     assert planned.moves == (Move("p1", instance("mig-1", "4g.40gb", 0), whole("whole-1")),)
     assert not planned.binds and not planned.evictions
+    recut = plan((mig_node(), whole_node()), (running(p1, whole("whole-1")),), policy=RECUTS)
+    assert recut.moves == planned.moves and recut.reconfigurations == ()  # a free slice: no demand
 
 
 def test_a_larger_instance_moves_to_the_right_size_and_memory_counts() -> None:
@@ -210,21 +213,24 @@ def test_an_evicted_or_moved_job_is_no_candidate() -> None:
 
 
 def test_an_oversized_job_with_no_free_slice_asks_for_a_reconfiguration_of_an_idle_mig_gpu() -> None:
-    """No free 4g.40gb instance: an idle MIG GPU (all 1g.10gb) is re-cut for the running service, which moves once
-    the change is ready; an idle GPU with MIG off is never turned into slices for a move."""
+    """With ``consolidation_reconfigures`` (off by default), no free 4g.40gb instance: an idle MIG GPU (all
+    1g.10gb) is re-cut for the running service, which moves once the change is ready; an idle GPU with MIG off is
+    never turned into slices for a move."""
     p1 = service()
+    runs = (running(p1, whole("whole-1")),)
     nodes = (mig_node("mig-1", ALL_1G), whole_node("whole-1"))
-    planned = plan(nodes, (running(p1, whole("whole-1")),))
+    assert plan(nodes, runs).reconfigurations == ()  # off by default
+    planned = plan(nodes, runs, policy=RECUTS)
     assert [(c.node, any(p == "4g.40gb" for p, _ in c.new)) for c in planned.reconfigurations] == [("mig-1", True)]
     assert planned.moves == ()
     # A change under way already offers it: no second change.
     changing = replace(nodes[0], mig=(SPLIT,), reconfiguring_until=NOW + 100.0)
-    assert plan((changing, nodes[1]), (running(p1, whole("whole-1")),)).reconfigurations == ()
+    assert plan((changing, nodes[1]), runs, policy=RECUTS).reconfigurations == ()
     # No MIG node ready: no demand.
     cordoned = tuple(replace(node, schedulable=False) for node in nodes)
-    assert plan(cordoned, (running(p1, whole("whole-1")),)).reconfigurations == ()
+    assert plan(cordoned, runs, policy=RECUTS).reconfigurations == ()
     # Only an idle MIG-off GPU: nothing is changed.
-    assert plan((whole_node("whole-1", gpus=2),), (running(p1, whole("whole-1")),)).reconfigurations == ()
+    assert plan((whole_node("whole-1", gpus=2),), runs, policy=RECUTS).reconfigurations == ()
 
 
 def test_the_reconfiguration_hysteresis_bounds_a_move_demand() -> None:
@@ -232,7 +238,7 @@ def test_the_reconfiguration_hysteresis_bounds_a_move_demand() -> None:
     hysteresis changes no layout (consolidation's own hysteresis set lower to show it)."""
     p1 = service()
     nodes = (mig_node("mig-1", ALL_1G), whole_node("whole-1"))
-    policy = replace(POLICY, consolidation_hysteresis_cycles=0, reconfiguration_hysteresis_cycles=5)
+    policy = replace(RECUTS, consolidation_hysteresis_cycles=0, reconfiguration_hysteresis_cycles=5)
     young = running(p1, whole("whole-1"), started_at=NOW - 30.0)
     assert plan(nodes, (young,), policy=policy).reconfigurations == ()
     aged = running(p1, whole("whole-1"), started_at=NOW - 60.0)
