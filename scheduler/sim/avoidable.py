@@ -116,7 +116,7 @@ def _gpus(snapshot: Snapshot, job: Job) -> dict[tuple[str, int], _Gpu]:
     rank = PRIORITY_INDEX[job.priority]
     for running in snapshot.running:
         available = PRIORITY_INDEX[running.job.priority] > rank
-        for replica in running.slots:
+        for replica in running.slots + running.moving_from:  # a move under way holds both placements
             for slot in replica:
                 gpu = gpus.get((slot.node, slot.gpu))
                 if gpu is None:
@@ -219,7 +219,7 @@ def _production_held(snapshot: Snapshot, job: Job, gpu_class: str) -> tuple[floa
     for running in snapshot.running:
         if running.job.team != job.team or PRIORITY_INDEX[running.job.priority] > rank:
             continue
-        for slot in (slot for replica in running.slots for slot in replica):
+        for slot in (slot for replica in running.slots + running.moving_from for slot in replica):
             model = models.get(slot.node)
             if model is None:
                 continue

@@ -27,6 +27,10 @@ A window ``[start, end)`` excludes the warm-up. Definitions:
   speed (:mod:`scheduler.sim.fabric_runs`).
 - ``evictions_by_cause`` (:mod:`scheduler.sim.evictions`) and ``evictions_per_8h``: the evictions split by
   why they happened, and their count scaled to an 8-hour window.
+- ``moves`` and ``moves_per_8h``: the moves (production moved make-before-break to its right-sized slice,
+  docs/scheduling-rules.md, Place now, consolidate later) begun inside the window, and their count scaled to an
+  8-hour window. A move loses no work and is no eviction; the run log splits a moved run at the move (outcome
+  ``moved``), so each placement is counted at what it holds.
 
 With the replay's per-cycle record (``cycles``, a :class:`~scheduler.sim.records.CycleLog`) also
 ``idle_while_pending`` (:mod:`scheduler.sim.idle_pending`), ``eta_error`` (:mod:`scheduler.sim.eta_error`) and,
@@ -123,7 +127,7 @@ def window_metrics(
     hours = (window[1] - window[0]) / 3600.0
     need_s = held_s = lost_need_s = work_gpu_s = lost_work_gpu_s = spread_gpu_s = spread_work_gpu_s = 0.0
     first_start: dict[str, float] = {}
-    completed = evictions = 0
+    completed = evictions = moves = 0
     for run in result.runs:
         first_start[run.job.id] = min(first_start.get(run.job.id, math.inf), run.start)
         amounts = _figures(run, nodes, policy)
@@ -142,6 +146,7 @@ def window_metrics(
         if window[0] <= run.end < window[1]:
             completed += run.outcome == "completed"
             evictions += run.outcome == "evicted"
+            moves += run.outcome == "moved"
     rejected = {event["job"] for event in result.events if event["type"] == "rejected"}
     waits: dict[str, list[float]] = {p.value: [] for p in Priority}
     production_inference: list[float] = []
@@ -177,6 +182,8 @@ def window_metrics(
         "evictions": evictions,
         "evictions_per_8h": per_window(evictions, window),
         "evictions_by_cause": evictions_by_cause(result.runs, nodes, window),
+        "moves": moves,
+        "moves_per_8h": per_window(moves, window),
         "rejected": len(rejected),
         "without_fabric": without_fabric(result.runs, nodes, window),
     }

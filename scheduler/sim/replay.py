@@ -8,7 +8,17 @@ from t = 0). At one instant they apply in this order:
    then nodes going away (each group in the order it was scheduled);
 2. the scenario's events at this t, in file order (an ``observe`` sees the state as it is at that point);
 3. the cycle tick, if one falls now: a :class:`Snapshot` goes to the planner and the plan is applied —
-   evictions, then reconfigurations, then binds, then rejections, then the waiting list.
+   evictions, then reconfigurations, then binds, then moves, then rejections, then the waiting list; then the
+   moves begun a cycle ago or more complete.
+
+Moves (``Plan.moves``, make-before-break): the new slots are held at once and the job runs on them from then on,
+losing no work; its old slots (``Running.moving_from`` in the next snapshot) are released once the new replicas
+are ready. The replay takes them ready one cycle after the move (a serving replica with its image cached loads its
+model in seconds to a minute; the cycle is the finest grain the planner sees) and, as the loop does, releases the
+old slots when it acts on that: after the next cycle's plan, which still sees the job moving. The events are
+``moving`` (the new placements and the old, ``from``) and ``moved`` (the old released); the run log splits the run
+at the move (outcome ``moved``, then the new placement), the ledger charges both placements while both are held,
+and the metrics count ``moves``. A job evicted or ended while moving gives back both placements.
 
 A plan that breaks an invariant (binding a busy slot, evicting a job that is not running, reconfiguring a
 busy GPU, binding on a node that takes no new work) stops the replay with :class:`PlanViolation`.
@@ -40,8 +50,8 @@ from typing import Any
 
 from scheduler.core.gpus.catalog import LayoutError, validate_layout
 from scheduler.core.model.cluster_state import ClusterState
-from scheduler.core.model.plan import Plan, Reconfigure
-from scheduler.core.model.snapshot import Node, Preemption, Snapshot, Team
+from scheduler.core.model.plan import Move, Plan, Reconfigure
+from scheduler.core.model.snapshot import Node, Preemption, Running, Snapshot, Team
 from scheduler.core.model.vocabulary import (
     INFRASTRUCTURE_LOSSES,
     EventType,
@@ -69,8 +79,10 @@ from scheduler.sim.report import Json, ReplayResult, layout_json, num, placement
 from scheduler.sim.scenario import Scenario
 from scheduler.sim.topology_model import Speed
 
+DAY_S = 86400.0  # a running job's moves of the last day are in its snapshot (the per-job budget's window)
 MAX_CYCLES = 2_000_000  # without until, a planner that never settles must not hang the caller
 _COMPLETE, _CHECKPOINT, _READY, _GONE = range(4)  # order of the replay's own happenings at one instant
+MOVING, MOVED = "moving", "moved"  # the events of a move: begun (new slots held), completed (old ones released)
 
 
 class PlanViolation(RuntimeError):
@@ -118,6 +130,11 @@ class _Replay:
         self.observations: list[Json] = []
         self.ledger = Ledger()
         self.last_change = 0.0
+        # Moves under way: job → (the old slots, when the move began, their GPU-equivalents and price per hour).
+        self.moving: dict[str, tuple[Slots, float, float, float]] = {}
+        self.moved_at: dict[str, list[float]] = {}  # job → when each of its moves began
+        self.segment_start: dict[str, float] = {}  # job → when its current placement began, if since a move
+        self.moves = 0
         for node in scenario.nodes:
             self._add_node(node)
         self._log_capacity()
@@ -164,7 +181,7 @@ class _Replay:
             observations=tuple(self.observations),
             final=self._view(None),
             events=tuple(self.events),
-            metrics=self.ledger.metrics(list(self.running.values()), final_t),
+            metrics={**self.ledger.metrics(list(self.running.values()), final_t), "moves": self.moves},
             runs=tuple(self.runs),
             capacity=tuple(self.capacity),
             end=final_t,
@@ -179,7 +196,8 @@ class _Replay:
         self, record: JobRecord, end: float, outcome: str, lost_s: float = 0.0, reason: str | None = None
     ) -> None:
         assert record.run_started is not None
-        start, rate = record.run_started, record.rate
+        start, rate = self.segment_start.pop(record.job.id, record.run_started), record.rate
+        self._release_moving(record)
         self.runs.append(RunLog(record.job, record.slots, start, end, rate, outcome, lost_s=lost_s, reason=reason))
 
     def _advance(self, now: float) -> None:
@@ -285,6 +303,10 @@ class _Replay:
         name = node.node.name
         for record in [r for r in self.running.values() if any(s.node == name for rep in r.slots for s in rep)]:
             self._evict(record, reason=EvictionReason.NODE_LOST, by=None)
+        for job_id, (old, *_) in sorted(self.moving.items()):
+            if any(s.node == name for rep in old for s in rep):  # the old replicas went with the node; the new serve
+                self._release_moving(self.jobs[job_id])
+                self._record(MOVED, job=job_id)
         node.state = NodeState.GONE
         node.gone_at = self.now
         node.reconfiguring.clear()
@@ -378,7 +400,7 @@ class _Replay:
                 replace(record.node, schedulable=record.state == NodeState.READY, reconfiguring_until=busy_until)
             )
         pending = [r.job for r in sorted(self.pending.values(), key=lambda r: r.order)]
-        running = [r.running() for r in sorted(self.running.values(), key=lambda r: r.order)]
+        running = [self._running(r) for r in sorted(self.running.values(), key=lambda r: r.order)]
         return Snapshot(
             nodes=tuple(nodes),
             teams=tuple(self.teams.values()),
@@ -387,6 +409,16 @@ class _Replay:
             preemptions=tuple(self.preemptions),
         )
 
+    def _running(self, record: JobRecord) -> Running:
+        """The snapshot's view of a running job: its move under way and its moves of the last day included."""
+        running = record.running()
+        job_id = record.job.id
+        moving = self.moving.get(job_id)
+        moved_at = tuple(t for t in self.moved_at.get(job_id, ()) if self.now - t < DAY_S)
+        if moving is None and not moved_at:
+            return running
+        return replace(running, moving_from=moving[0] if moving else (), moved_at=moved_at)
+
     def _cycle(self) -> bool:
         """Plan and apply one cycle; True when the plan changed anything."""
         snapshot = self.snapshot()
@@ -394,9 +426,10 @@ class _Replay:
             plan = self.planner(snapshot, self.policy, self.now)
         state = ClusterState(snapshot)
         self._apply_plan(plan, state)
+        moved = self._complete_moves(state)
         if self.cycles is not None:
             self._sample(state, self.cycles)
-        if plan.is_empty:
+        if plan.is_empty and not moved:
             return False
         self.last_change = self.now
         return True
@@ -422,7 +455,7 @@ class _Replay:
         return Snapshot(
             nodes=tuple(nodes),
             teams=tuple(self.teams.values()),
-            running=tuple(r.running() for r in sorted(self.running.values(), key=lambda r: r.order)),
+            running=tuple(self._running(r) for r in sorted(self.running.values(), key=lambda r: r.order)),
             pending=tuple(r.job for r in sorted(self.pending.values(), key=lambda r: r.order)),
         )
 
@@ -451,6 +484,8 @@ class _Replay:
             except (ValueError, KeyError) as exc:
                 raise self._violation(f"binds {bind.job!r} on a slot that is not free: {exc}") from exc
             self._start(record, bind.slots)
+        for move in plan.moves:
+            self._move(move, state)
         for reject in plan.rejections:
             record = self.pending.pop(reject.job, None)
             if record is None:
@@ -464,6 +499,60 @@ class _Replay:
             if record is not None:
                 record.queue_position, record.reason = waiting.position, waiting.reason
                 record.eta_at = self.now + waiting.eta_s if waiting.eta_s is not None else None
+
+    def _move(self, move: Move, state: ClusterState) -> None:
+        """Begin ``move`` make-before-break (module doc): the new slots are held now, the old ones a cycle more."""
+        record = self.running.get(move.job)
+        if record is None:
+            raise self._violation(f"moves {move.job!r}, which is not running")
+        if move.job in self.moving:
+            raise self._violation(f"moves {move.job!r}, whose previous move is still under way")
+        if move.released != record.slots:
+            raise self._violation(f"moves {move.job!r} from {move.released}, which is not where it runs")
+        if len(move.slots) != record.job.replicas or not all(move.slots):
+            raise self._violation(f"moves {move.job!r} with {len(move.slots)} replicas, not {record.job.replicas}")
+        for node in sorted({slot.node for replica in move.slots for slot in replica}):
+            self._check_open(node, f"moves {move.job!r} to {node}")
+        try:
+            state.move(move.job, move.slots)
+        except (ValueError, KeyError) as exc:
+            raise self._violation(f"moves {move.job!r} to a slot that is not free: {exc}") from exc
+        assert record.run_started is not None
+        start = self.segment_start.get(move.job, record.run_started)
+        self.runs.append(RunLog(record.job, record.slots, start, self.now, record.rate, "moved"))
+        # The ledger charges a run at its final size from its start: charge the old size up to now instead, and
+        # the old slots for as long as they stay held (when the move completes).
+        old_gpus, old_price = record.gpu_equivalents, record.price_per_hour
+        record.gpu_equivalents, record.price_per_hour = gpu_equivalents(move.slots, self.nodes)
+        ran = self.now - record.run_started
+        self.ledger.allocated_gpu_s += (old_gpus - record.gpu_equivalents) * ran
+        self.ledger.cost += (old_price - record.price_per_hour) * ran / 3600.0
+        self.moving[move.job] = (record.slots, self.now, old_gpus, old_price)
+        self.moved_at.setdefault(move.job, []).append(self.now)
+        self.segment_start[move.job] = self.now
+        record.slots = move.slots
+        self.moves += 1
+        self._record(MOVING, job=move.job, placements=placements(move.slots), **{"from": placements(move.released)})
+
+    def _complete_moves(self, state: ClusterState) -> bool:
+        """Release the old slots of every move begun a cycle ago or more (module doc); True when one completed."""
+        due = [job for job, (_, began, _, _) in self.moving.items() if self.now - began >= self.policy.cycle_s - 1e-9]
+        for job_id in sorted(due):
+            record = self.jobs[job_id]
+            old = self.moving[job_id][0]
+            self._release_moving(record)
+            state.remove(job_id)  # the state now holds the job on its new placement alone
+            state.place(record.job, record.slots)
+            self._record(MOVED, job=job_id, released=placements(old))
+        return bool(due)
+
+    def _release_moving(self, record: JobRecord) -> None:
+        """Give back the old slots of ``record``'s move under way, if any, charging them for the time held."""
+        moving = self.moving.pop(record.job.id, None)
+        if moving is not None:
+            _, began, gpus, price = moving
+            self.ledger.allocated_gpu_s += gpus * (self.now - began)
+            self.ledger.cost += price * (self.now - began) / 3600.0
 
     def _check_open(self, name: str, what: str) -> NodeRecord:
         node = self.nodes.get(name)

@@ -8,14 +8,15 @@ duplicate job ids, a negative ``t`` and requests stated in more or fewer than on
 
 Test extension: a top-level ``"expect"`` key is accepted and not interpreted here (it is kept verbatim in
 :attr:`Scenario.expect`); ``tests/scheduler/test_scenarios.py`` reads it as the file's expected outcome.
-Other extensions: a job's ``gpu_milli`` and a node's ``sharing`` (see :mod:`scheduler.specs.job` and ``cluster_spec``).
+Other extensions: a job's ``gpu_milli`` and a node's ``sharing`` (see :mod:`scheduler.specs.job` and ``cluster_spec``),
+and a job's ``consolidate`` (read here: false keeps production where it starts, docs/job-spec.md).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -267,8 +268,7 @@ def _read_t(errors: Errors, path: str, value: Any, until: float | None) -> float
 
 def _parse_action(errors: Errors, path: str, kind: str, value: Any, t: float) -> Action | None:
     if kind == "submit":
-        job = parse_job(errors, path, value, submitted_at=t)
-        return Submit(job) if job else None
+        return _parse_submit(errors, path, value, t)
     if kind in ("cancel", "finish", "checkpoint"):
         job_id = read_str(errors, path, value)
         if job_id is None:
@@ -299,6 +299,28 @@ def _parse_action(errors: Errors, path: str, kind: str, value: Any, t: float) ->
         errors.add(path, f"{FINAL_LABEL!r} names the final state; choose another label")
         return None
     return Observe(label) if label else None
+
+
+def _parse_submit(errors: Errors, path: str, value: Any, t: float) -> Submit | None:
+    """A ``submit`` event's job; the scenario's own job key ``consolidate`` (docs/job-spec.md) is read here."""
+    consolidate = True
+    if isinstance(value, dict) and "consolidate" in value:
+        value = dict(value)
+        stated = value.pop("consolidate")
+        if isinstance(stated, bool):
+            consolidate = stated
+        else:
+            errors.add(
+                join(path, "consolidate"),
+                f"must be true (production started on larger capacity may be moved to its right-sized slice, the "
+                f"default) or false (the job stays where it starts), got {describe(stated)}",
+            )
+            parse_job(errors, path, value, submitted_at=t)  # its other problems are reported in the same run
+            return None
+    job = parse_job(errors, path, value, submitted_at=t)
+    if job is None:
+        return None
+    return Submit(job if consolidate else replace(job, consolidate=False))
 
 
 def _parse_set_priority(errors: Errors, path: str, value: Any) -> SetPriority | None:

@@ -144,7 +144,9 @@ class ClusterState:
         self._ops: dict[str, tuple[tuple[tuple[Slot, ...], ...], tuple[_SlotOp, ...]]] = tables.table()
         for running in snapshot.running:
             self.running[running.job.id] = running
-            self._occupy(running.job, running.slots)
+            # A job whose move is under way holds its old placement too until the move completes: nothing binds
+            # there meanwhile, and evicting the job frees both.
+            self._occupy(running.job, running.slots + running.moving_from if running.moving_from else running.slots)
 
     # -- tentative changes -------------------------------------------------------------------------------
 
@@ -172,6 +174,23 @@ class ClusterState:
         slots = self._vacate(job_id)
         self._record(lambda: self._occupy(job, slots))
         return slots
+
+    def move(self, job_id: str, slots: tuple[tuple[Slot, ...], ...]) -> None:
+        """Start placed ``job_id`` again on ``slots`` while it keeps what it holds (a move, make-before-break): it
+        holds both until the move completes. Raises if any new slot is not free."""
+        for replica in slots:
+            for slot in replica:
+                if not self.slot_free(slot):
+                    raise ValueError(f"{slot} is not free for job {job_id}")
+        job = self.jobs[job_id]
+        old = self._vacate(job_id)
+        self._occupy(job, slots + old)
+
+        def undo() -> None:
+            self._vacate(job_id)
+            self._occupy(job, old)
+
+        self._record(undo)
 
     def set_layout(self, node: str, gpu: int, layout: MigLayout) -> None:
         """Change an idle GPU's MIG layout (the cycle has validated it)."""

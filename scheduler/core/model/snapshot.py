@@ -130,6 +130,9 @@ class Running:
     # A move under way (plan.Move): the placement the old replicas still hold until the new ones on ``slots``
     # are ready; counted as held, and no other move starts for the job meanwhile.
     moving_from: Slots = ()
+    # When the job's moves of the last 24 hours started, oldest first: the consolidation's per-job budget and
+    # interval read them (scheduler.core.decisions.consolidation).
+    moved_at: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -190,8 +190,12 @@ class Reconfigurations:
                 return False
         return True
 
-    def after_placement(self, order: Sequence[Job]) -> list[Reconfigure]:
-        """The cycle's reconfigurations, after every job of ``order`` was tried (module doc)."""
+    def after_placement(self, order: Sequence[Job], oversized: Sequence[tuple[Job, Demand]] = ()) -> list[Reconfigure]:
+        """The cycle's reconfigurations, after every job of ``order`` was tried (module doc). ``oversized``: the
+        right-sized MIG demand of running production that holds more than its right size and has no free
+        right-sized slice (:func:`scheduler.core.decisions.consolidation.demand`), counted after the pending
+        demand. Its quota is not asked (the move it waits for gives back more than it takes) and nothing is
+        promised to it: a change under way that offers its profile covers it, so it asks for no second one."""
         pending_mig: list[tuple[Job, Demand]] = []
         pending_whole: list[tuple[Job, Demand]] = []
         for job in order:
@@ -221,7 +225,31 @@ class Reconfigurations:
             budget -= 1
             pending_mig = [(j, d) for j, d in pending_mig if not self._claim(j, self._units(j), partial=False)]
             pending_whole = [(j, d) for j, d in pending_whole if not self._claim(j, self._units(j), partial=False)]
+        moving = self._uncovered(oversized) if budget > 0 else []
+        if moving:
+            # Re-cut idle MIG GPUs only: an idle GPU with MIG off is what production starts on at once, and turning
+            # it into slices to free another whole GPU gains nothing.
+            whole_idle = {gpu.node.name for gpu in self.state.gpus.values() if gpu.idle and not gpu.layout}
+            exclude = self.bound_nodes | whole_idle
+        while budget > 0 and moving:
+            changes = plan_reconfiguration(self.state, moving, self.policy, self.now, exclude=exclude)
+            if not changes:
+                break
+            self._apply(changes)
+            budget -= 1
+            moving = self._uncovered(moving)
         return self.changes
+
+    def _uncovered(self, oversized: Sequence[tuple[Job, Demand]]) -> list[tuple[Job, Demand]]:
+        """The running jobs of ``oversized`` no change (under way or made this cycle) offers a free instance of
+        their right size; an instance that covers one is set aside for it, so it covers no other, but the job is
+        told nothing (it is running)."""
+        left = []
+        for job, wanted in oversized:
+            with Evaluating(job.id):
+                if not self._claim(job, job.replicas, partial=False, tell=False):
+                    left.append((job, wanted))
+        return left
 
     # -- changing ----------------------------------------------------------------------------------------
 
@@ -323,10 +351,10 @@ class Reconfigurations:
             scanned[0] = len(self._changing)
         return offered
 
-    def _claim(self, job: Job, wanted: int, partial: bool, claim: bool = True) -> int:
+    def _claim(self, job: Job, wanted: int, partial: bool, claim: bool = True, tell: bool = True) -> int:
         """Promise the job up to ``wanted`` free instances (or idle MIG-off GPUs) on changing nodes — all or
-        none unless ``partial`` — and tell it it waits for them; return how many were promised. ``claim``
-        False: only count them, promising nothing."""
+        none unless ``partial`` — and tell it it waits for them (``tell`` False: a running job, told nothing);
+        return how many were promised. ``claim`` False: only count them, promising nothing."""
         if not self._changing:
             return 0
         claimed = self._claimed
@@ -343,8 +371,9 @@ class Reconfigurations:
         if not chosen or (len(chosen) < wanted and not partial):
             return 0
         self._claimed.update(key for key, _ in chosen)
-        (name, gpu, _), until = max(chosen, key=lambda c: (c[1], c[0]))
-        self.blockers[job.id] = Blocker(BlockerKind.RECONFIGURING, f"node {name} GPU {gpu}", until)
+        if tell:
+            (name, gpu, _), until = max(chosen, key=lambda c: (c[1], c[0]))
+            self.blockers[job.id] = Blocker(BlockerKind.RECONFIGURING, f"node {name} GPU {gpu}", until)
         return len(chosen)
 
     # -- quota -------------------------------------------------------------------------------------------

@@ -32,6 +32,12 @@ Steps:
    :data:`rules.reconfiguration.NODES_PER_CHANGE` ready MIG-capable nodes, at least one and at most
    :data:`rules.reconfiguration.MAX_NODES_PER_CYCLE`), and each instance a change offers is promised to one
    waiting job.
+   With the policy's ``consolidation_reconfigures``, running production that holds more than its right size and
+   has no free right-sized slice counts as demand too, after the pending demand, on idle MIG GPUs only
+   (:mod:`scheduler.core.decisions.consolidation`, rule 5).
+4a. Then move running production on larger capacity than its right size to a free right-sized slice,
+   make-before-break, within the consolidation's bounds (:func:`consolidation.plan_moves`): after every pending
+   turn and every reconfiguration, so a move takes only what no pending job could take this cycle.
 5. Explain every job still pending (:mod:`explain`): 1-based global and team positions in the order the
    cycle took them, a reason and an ETA.
 
@@ -71,6 +77,7 @@ import logging
 from collections.abc import Hashable
 from dataclasses import replace
 
+from scheduler.core.decisions import consolidation
 from scheduler.core.decisions.reservation import expected_runtime
 from scheduler.core.decisions.screening import rejection_reason, screen
 from scheduler.core.model.demand import Demand
@@ -157,13 +164,18 @@ def _plan(snapshot: Snapshot, policy: Policy, now: float) -> Plan:
     turns = _Turns(run)
     for job in fairness.iter_pending(pending, now):
         turns.take(job)
-    reconfigurations = run.reconfigurations.after_placement(run.order)
+    # Consolidation after every pending turn and after the reconfigurations (module doc, step 4a).
+    movable = consolidation.candidates(state, policy, now)
+    oversized = consolidation.demand(state, index, movable, policy) if policy.consolidation_reconfigures else []
+    reconfigurations = run.reconfigurations.after_placement(run.order, oversized)
+    moves = consolidation.plan_moves(state, movable, policy)
     return Plan(
         evictions=tuple(run.evictions + run.reconfigurations.evictions),
         reconfigurations=tuple(reconfigurations),
         binds=tuple(run.binds),
         rejections=tuple(rejections),
         waiting=tuple(_Explanation(run).waiting()),
+        moves=tuple(moves),
     )
 
 

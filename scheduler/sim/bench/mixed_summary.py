@@ -54,6 +54,7 @@ def flat(metrics: Mapping[str, Any]) -> dict[str, float | None]:
         "completed",
         "evictions",
         "evictions_per_8h",
+        "moves_per_8h",
         "lost_gpu_hours",
         "rejected",
     ):

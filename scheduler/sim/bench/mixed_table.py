@@ -36,6 +36,7 @@ ROWS: tuple[tuple[str, str, Callable[[float], str]], ...] = (
     ("completed", "completed", _n),
     ("evictions per 8 h", "evictions_per_8h", _n),
     *((f"  by {cause}", f"evictions.{cause}", _n) for cause in CAUSES),
+    ("moves per 8 h", "moves_per_8h", _n),
     ("lost GPU-hours", "lost_gpu_hours", lambda v: f"{v:.1f}"),
     ("prod. inference wait p50", "production_inference_wait_s.p50", _s),
     ("prod. inference wait p95", "production_inference_wait_s.p95", _s),

@@ -4,6 +4,7 @@ properties ("a plan applied twice changes nothing").
 - Evictions stop the job and requeue it (pending again) and record a :class:`Preemption` when ``by`` is set.
 - Reconfigurations replace the GPU's layout and mark the node reconfiguring until ``ready_at``.
 - Binds start the job at ``now`` on its slots.
+- Moves begin: the job runs on its new slots and holds the old ones (``moving_from``) until the move completes.
 - Rejections drop the job.
 """
 
@@ -37,6 +38,9 @@ def apply_plan(snapshot: Snapshot, plan: Plan, now: float) -> Snapshot:
     for bind in plan.binds:
         job = pending.pop(bind.job)
         running[bind.job] = Running(job=job, slots=bind.slots, started_at=now)
+    for move in plan.moves:
+        moved = running[move.job]
+        running[move.job] = replace(moved, slots=move.slots, moving_from=move.released, moved_at=(*moved.moved_at, now))
     for reject in plan.rejections:
         pending.pop(reject.job, None)
     return Snapshot(

@@ -51,6 +51,19 @@ def test_capacity_held_by_production_is_not_available() -> None:
     assert _judge((_node(),), _prod(WHOLE), running) == Verdict(HELD, "H100")
 
 
+def test_the_old_placement_of_a_move_under_way_is_held() -> None:
+    """Production moving away from a GPU still holds it until the move completes; its team is charged for both."""
+    mover = Running(
+        job=Job(id="m", team="a", request=Request(mig_profile="1g.10gb"), priority=Priority.PRODUCTION),
+        slots=((Slot("n2", 0, mig_profile="1g.10gb", mig_start=0),),),
+        started_at=0.0,
+        moving_from=((Slot("n1", 0),),),
+    )
+    nodes = (_node("n1"), _node("n2", mig=((("1g.10gb", 0),),)))
+    assert _judge(nodes, _prod(WHOLE), (mover,)) == Verdict(HELD, "H100")
+    assert _judge(nodes, _prod(WHOLE), (mover,), (Team("a", burst=(("H100", 1.0),)),)) == Verdict(HELD, "H100")
+
+
 def test_a_node_that_takes_no_new_work_offers_nothing() -> None:
     for node in (_node(schedulable=False), _node(reconfiguring_until=100.0)):
         assert not _judge((node,), _prod(WHOLE)).avoidable

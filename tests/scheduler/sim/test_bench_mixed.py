@@ -28,6 +28,7 @@ POLICY_KEYS = {
     "training_throughput",
     "evictions_by_cause",
     "evictions_per_8h",
+    "moves_per_8h",
     "eta_error",
     "plan_repairs",
     "wall_s",

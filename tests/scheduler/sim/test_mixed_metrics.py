@@ -91,6 +91,22 @@ def test_an_evicted_service_loses_no_served_time() -> None:
     assert (metrics["evictions"], metrics["lost_gpu_hours"]) == (1, 0.0)
 
 
+def test_a_moved_service_counts_each_placement_and_one_move() -> None:
+    """A move splits the run (outcome ``moved``): the whole GPU held until the move, the slice after; no work is
+    lost, no eviction counted, one move inside the window (scaled to 8 h)."""
+    job = service("s", priority=Priority.PRODUCTION)
+    slice_slot = Slot("b", 0, mig_profile="1g.10gb", mig_start=0)
+    runs = (
+        RunLog(job, ((Slot("a", 0),),), 0.0, 400.0, 1.0, "moved"),
+        RunLog(job, ((slice_slot,),), 400.0, 1000.0, 1.0, "running"),
+    )
+    metrics = window_metrics(result(*runs), [job], NODES, POLICY, (0.0, 1000.0))
+    assert metrics["allocation_ratio"] == pytest.approx((400 + 600 / 7) / 8000, abs=1e-6)
+    assert metrics["effective_utilization"] == pytest.approx(1000 / 7 / 8000, abs=1e-6)
+    assert (metrics["evictions"], metrics["moves"], metrics["moves_per_8h"]) == (0, 1, round(8 * 3600 / 1000, 3))
+    assert metrics["production_inference_wait_s"]["max"] == 0.0
+
+
 def test_percentile_is_nearest_rank() -> None:
     values = list(range(1, 21))
     assert percentile(values, 95) == 19 and percentile(values, 50) == 10 and percentile([3.0], 95) == 3.0

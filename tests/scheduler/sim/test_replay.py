@@ -417,7 +417,14 @@ def test_observation_shape() -> None:
     assert now["nodes"] == {"a": {"state": "ready", "mig": {}}, "b": {"state": "ready", "mig": {}}}
     assert now["teams"] == {"t": {"allocated_gpus": 4.0, "guaranteed_gpus": 2, "borrowed_gpus": 2.0}}
     assert list(result.final) == ["t", "jobs", "nodes", "teams"]
-    assert set(result.metrics) == {"allocation_ratio", "effective_utilization", "completed", "lost_gpu_hours", "cost"}
+    assert set(result.metrics) == {
+        "allocation_ratio",
+        "effective_utilization",
+        "completed",
+        "lost_gpu_hours",
+        "cost",
+        "moves",
+    }
 
 
 def test_placements_of_mig_shares_and_gangs() -> None:
@@ -472,6 +479,7 @@ def test_metrics() -> None:
         "completed": 1,
         "lost_gpu_hours": round(20 / 3600, 6),
         "cost": round(3.6 * 50 / 3600, 6),
+        "moves": 0,
     }
 
 

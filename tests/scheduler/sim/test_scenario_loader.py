@@ -306,6 +306,14 @@ INVALID: list[tuple[str, Callable[[dict[str, Any]], None], str, str]] = [
     ("bad tier", _submit(tier="spot"), "events[2].submit.tier", "one of any, reserved-only, spot-ok"),
     ("replicas zero", _submit(replicas=0), "events[2].submit.replicas", "at least 1 and at most 512"),
     ("preemptible a string", _submit(preemptible="yes"), "events[2].submit.preemptible", "true or false"),
+    (
+        "consolidate a string",
+        _submit(consolidate="no"),
+        "events[2].submit.consolidate",
+        "must be true (production started on larger capacity may be moved to its right-sized slice, the default) "
+        "or false (the job stays where it starts), got 'no'",
+    ),
+    ("consolidate and another problem", _submit(consolidate=1, gpus=0), "events[2].submit.gpus", "got 0"),
     ("duration zero", _submit(duration_s=0), "events[2].submit.duration_s", "positive number"),
     (
         "checkpoint interval negative",
@@ -661,3 +669,15 @@ def test_load_scenario_reads_a_file(tmp_path: Path) -> None:
     scenario = load_scenario(path)
     assert scenario.source == str(path)
     assert scenario.name == "base"
+
+
+def test_a_job_may_opt_out_of_consolidation() -> None:
+    """``consolidate`` (docs/job-spec.md): true by default, false keeps production where it starts."""
+    opted_out = _valid(_submit(consolidate=False))
+    stated = _valid(_submit(consolidate=True))
+    default = _valid(_submit())
+    jobs = [
+        next(e.action.job for e in s.events if isinstance(e.action, sc.Submit) and e.action.job.id == "j9")
+        for s in (opted_out, stated, default)
+    ]
+    assert [job.consolidate for job in jobs] == [False, True, True]

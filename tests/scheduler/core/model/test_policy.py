@@ -34,5 +34,9 @@ def test_unknown_keys_are_an_error_that_names_them_and_lists_the_known(values: d
         Policy.from_mapping(values)
     message = str(raised.value)
     assert message.startswith(named)
-    known = "known: cycle_s, default_runtime_s, fairness, memory_safety_margin, mig, mig_reconfigure_s, min_runtime_s"
+    known = (
+        "known: consolidation_hysteresis_cycles, consolidation_interval_s, consolidation_reconfigures, cycle_s, "
+        "default_runtime_s, fairness, "
+        "memory_safety_margin, mig, mig_reconfigure_s, min_runtime_s, moves_per_cycle, moves_per_job_per_day"
+    )
     assert known in message
