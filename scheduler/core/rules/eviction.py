@@ -192,7 +192,8 @@ def backfill_candidates(
     state: ClusterState, fairness: FairShare, policy: Policy, now: float, job: Job, spared: frozenset[str]
 ) -> list[Candidate]:
     """Every running job that yields to ``job`` on the backfill ground (module doc), past its minimum runtime and
-    not in ``spared`` (the jobs that evicted ``job`` within the ping-pong window), in victim-preference order."""
+    not in ``spared`` (the jobs that evicted ``job`` within the ping-pong window), in victim-preference order;
+    each named by the first ground that applies to it (priority or reclaim within the team), else backfill."""
     found: list[Candidate] = []
     for team in fairness.teams_with_running():
         if team != job.team and not fairness.over_guarantee(team):
@@ -207,7 +208,10 @@ def backfill_candidates(
                 continue
             lost = lost_work(entry, sum(fairness.running_units(victim_id).values()), now)
             key = preference(entry.job, victim_id in borrowed, lost, entry.started_at)
-            found.append(Candidate(entry.job, state.placed[victim_id], EvictionReason.BACKFILL, key))
+            # The first ground that applies names the reason: the team's own lower or borrowed work is taken on
+            # the priority or reclaim ground it has always been (reclaim across teams has its own cap: not here).
+            reason = ground(job, entry.job, victim_id in borrowed, False, False, policy) or EvictionReason.BACKFILL
+            found.append(Candidate(entry.job, state.placed[victim_id], reason, key))
     found.sort(key=by_key)
     return found
 
