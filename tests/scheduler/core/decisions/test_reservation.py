@@ -452,3 +452,12 @@ def test_the_job_that_evicted_it_within_the_ping_pong_window_is_spared() -> None
     )
     plan = plan_cycle(snap, POLICY, NOW)
     assert not plan.evictions and not plan.binds
+
+
+def test_nothing_yields_while_the_other_work_still_keeps_the_job_out() -> None:
+    """The backfilled job would yield, but a's other GPUs are still busy: evicting it alone makes no room, so it
+    runs on and the gang keeps its reservation. (Its start is still read from the backfilled job's own expected end,
+    not from when it would yield: the reservation does not yet count the backfill ground.)"""
+    plan = _plan([node("a", H100)], [_gang()], [_backfilled(NOW - 1000), *_busy(300)], teams=_backfill_teams())
+    assert not plan.evictions and not plan.binds
+    assert plan.waiting[0].blocker == "reserved"
