@@ -13,7 +13,8 @@ Rules (``docs/scheduling-rules.md`` §5a):
    MIG layout on a ready node of an allowed tier and group is *expected free* at: now when it is idle; else
    the latest time the work on it frees it for this job — its expected end (rule 5), or, for work the job may
    evict on a ground of :mod:`scheduler.core.decisions.preemption`, the time that work may be evicted (its minimum
-   runtime passed; at once for production) when that comes first: the job then starts by preemption. GPUs
+   runtime passed; at once for production) when that comes first: the job then starts by preemption; work
+   that would yield to the job (rule 6) alike, once its minimum runtime has passed. GPUs
    of an earlier reservation of the cycle are not counted. A replica needs its GPUs on one node, so a node
    can host ``k`` replicas from the time its ``k × gpus``-th earliest GPU is free; the reservation's start
    ``T`` is the time the job's last replica can be hosted, and its GPUs those of the nodes that host

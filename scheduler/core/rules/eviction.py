@@ -196,10 +196,10 @@ def backfill_candidates(
     each named by the first ground that applies to it (priority or reclaim within the team), else backfill."""
     found: list[Candidate] = []
     for team in fairness.teams_with_running():
-        if team != job.team and not fairness.over_guarantee(team):
-            continue  # another team's work yields only from borrowed capacity, and it has none
+        if team != job.team and not (policy.fairness and fairness.over_guarantee(team)):
+            continue  # another team's work yields only from borrowed capacity (fair share's), and it has none
         running = fairness.running_jobs(team)
-        borrowed = set(fairness.borrowed(team, running))
+        borrowed = set(fairness.borrowed(team, running)) if policy.fairness else set()
         for victim_id in running:
             entry = state.running[victim_id]
             if victim_id in spared or is_fresh(entry, policy, now):

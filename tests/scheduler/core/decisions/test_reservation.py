@@ -456,8 +456,18 @@ def test_the_job_that_evicted_it_within_the_ping_pong_window_is_spared() -> None
 
 def test_nothing_yields_while_the_other_work_still_keeps_the_job_out() -> None:
     """The backfilled job would yield, but a's other GPUs are still busy: evicting it alone makes no room, so it
-    runs on and the gang keeps its reservation. (Its start is still read from the backfilled job's own expected end,
-    not from when it would yield: the reservation does not yet count the backfill ground.)"""
+    runs on and the gang keeps its reservation, starting when that work ends: the backfilled job's GPU counts as
+    free from when it would yield (its minimum runtime is past), not from its own end hours away."""
     plan = _plan([node("a", H100)], [_gang()], [_backfilled(NOW - 1000), *_busy(300)], teams=_backfill_teams())
     assert not plan.evictions and not plan.binds
-    assert plan.waiting[0].blocker == "reserved"
+    assert (plan.waiting[0].blocker, plan.waiting[0].eta_s) == ("reserved", 300)
+
+
+def test_after_a_backfill_the_start_holds_and_work_that_would_delay_it_still_may_not_backfill() -> None:
+    """Were the start read from the backfilled job's own end (hours away), a job that may not yield (it was
+    submitted before the gang) but ends before that would take the gang's last held GPU and delay it."""
+    # submitted before the gang, so it would not yield; it states host CPU, so it takes nothing back itself
+    early = job("early", "u", gpus=1, duration_s=5000, preemptible=True, submitted_at=0.5, cpu_milli=100)
+    plan = _plan([node("a", H100)], [_gang(), early], [_backfilled(NOW - 1000), *_busy(300)], teams=_backfill_teams())
+    assert not plan.binds
+    assert {w.job: (w.blocker, w.eta_s) for w in plan.waiting}["big"] == ("reserved", 300)
