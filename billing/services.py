@@ -57,6 +57,7 @@ PREEMPTION_END_REASONS = frozenset(
     {
         EvictionReason.RECLAIM,
         EvictionReason.PRIORITY,
+        EvictionReason.BACKFILL,
         EvictionReason.PRODUCTION,
         EvictionReason.RECONFIGURE,
         EvictionReason.NODE_LOST,

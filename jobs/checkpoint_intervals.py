@@ -52,7 +52,13 @@ EVICTION_WINDOW_S = 7 * 86_400
 # reclaims and node losses are the tier's interruptions, already in its rate; an admin's requeue and the job's
 # own failure are neither.
 SCHEDULER_EVICTIONS = frozenset(
-    {EvictionReason.RECLAIM, EvictionReason.PRIORITY, EvictionReason.PRODUCTION, EvictionReason.RECONFIGURE}
+    {
+        EvictionReason.RECLAIM,
+        EvictionReason.PRIORITY,
+        EvictionReason.PRODUCTION,
+        EvictionReason.BACKFILL,
+        EvictionReason.RECONFIGURE,
+    }
 )
 
 

@@ -1,12 +1,13 @@
 """Evictions split by why they happened (spec B2: "evictions, split by reason").
 
 The replay keeps each eviction's reason (:attr:`scheduler.sim.records.RunLog.reason`): the plan's own
-``Evict.reason`` or the replay's ``node-lost``. They fold into four causes a reader can act on:
+``Evict.reason`` or the replay's ``node-lost``. They fold into the causes a reader can act on:
 
 | cause | reasons | what happened |
 |---|---|---|
 | ``priority`` | ``priority``, ``production`` | a higher-priority job preempted it (baselines: kube-scheduler's rule) |
 | ``reclaim`` | ``reclaim`` | its team was borrowing; the lender took its guarantee back |
+| ``backfill`` | ``backfill`` | it backfilled GPUs a reservation held, and yielded them when the reservation started |
 | ``reconfiguration`` | ``repartition`` | its GPU was drained for a MIG reconfiguration |
 | ``spot`` | ``node-lost`` on a spot node | a spot interruption took the node |
 | ``node-lost`` | ``node-lost`` on any other node | the node went away (removed, failed) |
@@ -22,11 +23,12 @@ from scheduler.core.model.snapshot import Node
 from scheduler.core.model.vocabulary import CapacityTier, EvictionReason
 from scheduler.sim.records import RunLog
 
-CAUSES = ("priority", "reclaim", "reconfiguration", "spot", "node-lost")
+CAUSES = ("priority", "reclaim", "backfill", "reconfiguration", "spot", "node-lost")
 _BY_REASON: dict[str, str] = {
     EvictionReason.PRIORITY: "priority",
     EvictionReason.PRODUCTION: "priority",
     EvictionReason.RECLAIM: "reclaim",
+    EvictionReason.BACKFILL: "backfill",
     EvictionReason.RECONFIGURE: "reconfiguration",
 }
 WINDOW_HOURS = 8.0  # the B2 eviction target is per 8 h window (docs/benchmarks/mixed.md)

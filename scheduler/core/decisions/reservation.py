@@ -13,7 +13,8 @@ Rules (``docs/scheduling-rules.md`` §5a):
    MIG layout on a ready node of an allowed tier and group is *expected free* at: now when it is idle; else
    the latest time the work on it frees it for this job — its expected end (rule 5), or, for work the job may
    evict on a ground of :mod:`scheduler.core.decisions.preemption`, the time that work may be evicted (its minimum
-   runtime passed; at once for production) when that comes first: the job then starts by preemption. GPUs
+   runtime passed; at once for production) when that comes first: the job then starts by preemption; work
+   that would yield to the job (rule 6) alike, once its minimum runtime has passed. GPUs
    of an earlier reservation of the cycle are not counted. A replica needs its GPUs on one node, so a node
    can host ``k`` replicas from the time its ``k × gpus``-th earliest GPU is free; the reservation's start
    ``T`` is the time the job's last replica can be hosted, and its GPUs those of the nodes that host
@@ -24,13 +25,24 @@ Rules (``docs/scheduling-rules.md`` §5a):
    rest of the cycle (it counts against no team), so no later job binds there and no MIG reconfiguration
    touches their nodes — except by backfill.
 4. **Backfill.** A later job may take held GPUs when it is production (production must always run), when
-   it is expected to end by ``T`` (now + its estimate ≤ ``T``), or when it is preemptible work of the
-   reserving job's own team at a lower priority (the reserving job takes the GPUs back at ``T`` by priority
-   preemption). Such a job is offered the held GPUs after free capacity and before any eviction.
+   it is expected to end by ``T`` (now + its estimate ≤ ``T``), or when it is preemptible work that would
+   yield them back (:func:`~scheduler.core.rules.eviction.may_yield`: behind the reserving job in the order,
+   and of its team or borrowing on the GPUs it takes), however long it runs: the reserving job takes the GPUs
+   back when it can start on them (rule 6). Such a job is offered the held GPUs after free capacity and
+   before any eviction.
 5. **Run-time estimates.** A job's ``duration_s``; else its team's history (``Team.typical_runtime_s``, the
    median run time of its recently finished jobs); else ``policy.default_runtime_s``. A running job is
    expected to end at its start plus its estimate, and one already past it one cycle from now (never in the
    past).
+
+6. **Taking back.** A job whose turn may make a reservation (it asks whole GPUs, and fewer than
+   ``policy.reservation_depth`` were made before it) and that free capacity cannot take evicts the work
+   that backfilled in front of it (:func:`~scheduler.core.rules.eviction.backfill_candidates`: preemptible,
+   behind it in the order, started while it waited, of its team or borrowed, past its minimum runtime) when
+   that alone lets it start: the ``"backfill"`` eviction, *yielded to the reservation it backfilled*
+   (:func:`take_back`). The victims are the fewest that make room, found by the preemption search
+   (:mod:`scheduler.core.decisions.preemption`) among these candidates alone. Nothing remembers which job
+   backfilled which reservation: the ground is read from the running work, so it holds in every later cycle.
 
 The reservation's start is the reserving job's expected start (its ETA, :mod:`scheduler.core.model.explain`).
 Reservations are planned anew every cycle from the running work's expected ends; nothing is remembered.
@@ -42,13 +54,18 @@ import heapq
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from scheduler.core.decisions.preemption import NO_SHORTCUTS
+from scheduler.core.decisions.preemption import _search as fewest_victims
 from scheduler.core.model.cluster_state import ClusterState
 from scheduler.core.model.demand import DemandKind
+from scheduler.core.model.plan import Evict
 from scheduler.core.model.policy import Policy
 from scheduler.core.model.snapshot import Job, Request, Slot, Slots, Team
-from scheduler.core.model.vocabulary import PRIORITY_INDEX, Priority
+from scheduler.core.model.vocabulary import Priority
 from scheduler.core.placement.index import CapacityIndex
 from scheduler.core.placement.options import Option
+from scheduler.core.rules.eviction import backfill_candidates, by_key, may_yield
+from scheduler.core.rules.fairshare import FairShare
 
 GpuKey = tuple[str, int]
 
@@ -82,16 +99,50 @@ def reservable(job: Job, options: tuple[Option, ...]) -> bool:
     return bool(options) and options[0].demand.kind == DemandKind.WHOLE and not (job.cpu_milli or job.memory_mib)
 
 
-def may_backfill(job: Job, reservation: Reservation, runtime_s: float, now: float) -> bool:
-    """Rule 4: may ``job`` (expected to run ``runtime_s``) take ``reservation``'s held GPUs?"""
+def may_backfill(job: Job, reservation: Reservation, runtime_s: float, now: float, borrowing: bool) -> bool:
+    """Rule 4: may ``job`` (expected to run ``runtime_s``; ``borrowing``: above its guarantee on the GPUs it
+    would take) take ``reservation``'s held GPUs?"""
     if job.priority == Priority.PRODUCTION or now + runtime_s <= reservation.start_at:
         return True
-    reserving = reservation.job
-    return (
-        job.preemptible
-        and job.team == reserving.team
-        and PRIORITY_INDEX[job.priority] > PRIORITY_INDEX[reserving.priority]
-    )
+    return may_yield(job, reservation.job, borrowing)
+
+
+def may_ever_backfill(job: Job, reservation: Reservation, runtime_s: float, now: float) -> bool:
+    """Could :func:`may_backfill` say yes for some placement: it is asked before one is looked for."""
+    return may_backfill(job, reservation, runtime_s, now, True)
+
+
+def would_reserve(job: Job, options: tuple[Option, ...], made: int, policy: Policy) -> bool:
+    """Rule 6, who takes back: a job whose turn may still make a reservation (rule 1, what it asks, and the
+    depth), other than production (which evicts lower work on its own ground)."""
+    return job.priority != Priority.PRODUCTION and made < policy.reservation_depth and reservable(job, options)
+
+
+def take_back(
+    state: ClusterState,
+    fairness: FairShare,
+    job: Job,
+    policy: Policy,
+    now: float,
+    spared: frozenset[str],
+    place: Callable[[], Slots | None],
+) -> tuple[list[Evict], Slots] | None:
+    """Rule 6: the ``"backfill"`` evictions that let ``job`` start, and the slots ``place()`` (a placement on free
+    capacity, admitted by the quota) then gives it, or None with nothing changed. ``spared``: the jobs that
+    evicted ``job`` within the ping-pong window. On success the victims are removed from ``state`` and
+    reported to fair share; the caller binds the job on the slots."""
+    pool = backfill_candidates(state, fairness, policy, now, job, spared)
+    if not pool:
+        return None
+    found = fewest_victims(state, job, place, pool, NO_SHORTCUTS)
+    if found is None:
+        return None
+    victims, slots = found
+    for victim in victims:
+        state.remove(victim.job.id)
+    for team in sorted({victim.job.team for victim in victims}):
+        fairness.changed(team)
+    return [Evict(job=c.job.id, reason=c.reason, by=job.id) for c in sorted(victims, key=by_key)], slots
 
 
 class Reservations:
@@ -193,18 +244,26 @@ class Reservations:
             self.state.place(reservation.holder, slots)
             self.bound(slots)
 
-    def backfill(self, job: Job, runtime_s: float, place: Callable[[], Slots | None]) -> Slots | None:
+    def backfill(
+        self,
+        job: Job,
+        runtime_s: float,
+        place: Callable[[], Slots | None],
+        borrowing: Callable[[Slots], bool],
+    ) -> Slots | None:
         """Rule 4: a placement of ``job`` that uses the held GPUs of a reservation it may backfill, found by
         ``place()`` (a placement on free capacity, admitted by the quota) with that reservation's hold lifted,
-        or None. On success the hold keeps only the GPUs the placement leaves; the caller binds the job."""
+        or None. ``borrowing(slots)``: would the job hold ``slots`` above its guarantee (asked with the hold
+        lifted). On success the hold keeps only the GPUs the placement leaves; the caller binds the job."""
         for position, reservation in enumerate(self.made):
-            if not reservation.held or not may_backfill(job, reservation, runtime_s, self.now):
+            if not reservation.held or not may_ever_backfill(job, reservation, runtime_s, self.now):
                 continue
             statement = self.state.begin()
             self.state.remove(reservation.holder.id)
             slots = place()
+            allowed = slots is not None and may_backfill(job, reservation, runtime_s, self.now, borrowing(slots))
             statement.rollback()
-            if slots is None:
+            if slots is None or not allowed:
                 continue
             taken = {(slot.node, slot.gpu) for replica in slots for slot in replica}
             self.state.remove(reservation.holder.id)

@@ -12,7 +12,7 @@ from enum import StrEnum
 class EvictionReason(StrEnum):
     """Why a running job was stopped and requeued (``Evict.reason``, the requeue event's reason).
 
-    The engine writes the first four; the loop and the simulator write the others when they find a job's
+    The engine writes the first five; the loop and the simulator write the others when they find a job's
     node or process gone, a node under a spot notice or drained by an admin, or a bind refused; ``ADMIN`` is a
     platform admin's requeue. ``APP_FAILURE`` is the job's own doing
     (a non-zero exit, an OOM kill): a restart within the job's restart budget, never a preemption
@@ -22,6 +22,7 @@ class EvictionReason(StrEnum):
     RECLAIM = "reclaim"  # a team takes back its guarantee from another team's borrowed work
     PRIORITY = "priority"  # higher-priority work of the same team
     PRODUCTION = "production"  # production inference, which preempts lower work in any team
+    BACKFILL = "backfill"  # yielded to the reservation it backfilled: work that started while the job waited
     RECONFIGURE = "repartition"  # drained for a MIG reconfiguration (the stored value predates the name)
     NODE_LOST = "node-lost"
     COMPLETED = "completed"

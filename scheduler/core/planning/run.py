@@ -26,7 +26,7 @@ from scheduler.core.placement.gang import bind
 from scheduler.core.placement.index import CapacityIndex
 from scheduler.core.placement.options import Option
 from scheduler.core.placement.reconfigurations import Reconfigurations
-from scheduler.core.rules.eviction import fresh_until, ground
+from scheduler.core.rules.eviction import fresh_until, ground, yields_to
 from scheduler.core.rules.fairshare import FairShare, job_class
 from scheduler.core.rules.limits import Admission, placement_units
 from scheduler.core.speedups.memo import current_memo
@@ -178,7 +178,10 @@ class Run:
     def frees_at(self, job: Job, holder: str) -> float:
         """When placed job ``holder`` frees its GPUs for ``job`` (:mod:`reservation`, rule 2): its expected end,
         or earlier, when a ground of :mod:`preemption` lets ``job`` evict it — at once, or once its minimum
-        runtime is past. Ping-pong and whether the eviction makes room are left to the preemption itself."""
+        runtime is past — or it would yield to ``job`` as work that backfilled in front of it (:mod:`reservation`,
+        rule 6), once its minimum runtime is past: else a reservation's start would move to the backfilled
+        work's own end, and work that ends before that later start could backfill what the job needs. Ping-pong
+        and whether the eviction makes room are left to the preemption itself."""
         end = self.expected_end(holder)
         running = self.state.running.get(holder)
         if running is None:
@@ -188,7 +191,8 @@ class Run:
         allow_reclaim = self.policy.fairness and self.fairness.under_guarantee(job.team, job_class(job))
         if ground(job, victim, borrowed, allow_reclaim, True, self.policy) is not None:
             return self.now  # production's ground: the minimum runtime does not protect from it
-        if ground(job, victim, borrowed, allow_reclaim, False, self.policy) is not None:
+        yields = yields_to(job, running, borrowed and self.policy.fairness)  # borrowing is fair share's idea
+        if ground(job, victim, borrowed, allow_reclaim, False, self.policy) is not None or yields:
             return min(end, max(self.now, fresh_until(running, self.policy)))
         return end
 

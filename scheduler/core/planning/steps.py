@@ -38,7 +38,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from scheduler.core.decisions.choose import choose as choose_placement
-from scheduler.core.decisions.reservation import expected_runtime
+from scheduler.core.decisions.reservation import expected_runtime, take_back, would_reserve
 from scheduler.core.model.explain import Blocker
 from scheduler.core.model.snapshot import Job
 from scheduler.core.model.vocabulary import BlockerKind, Priority
@@ -99,20 +99,35 @@ def choose(run: Run, turn: Turn) -> bool:
 
 def backfill(run: Run, turn: Turn) -> bool:
     """Bind the job on GPUs a reservation holds, when it will have left them by the time the reservation
-    starts (:mod:`scheduler.core.decisions.reservation`, rule 4).
+    starts or is preemptible work that yields them back (:mod:`scheduler.core.decisions.reservation`, rule 4);
+    else, for a job whose turn may make a reservation, evict the work that backfilled in front of it when that
+    alone lets it start, and bind it (rule 6: the ``backfill`` eviction).
 
-    Acts only when the quota has not refused the job and the cycle has made a reservation. Changes: the binds.
+    Acts only when the quota has not refused the job. Changes: the binds, and the evictions of taking back.
     Returns True when bound."""
-    if turn.admission is not None or not run.reservations.made:
+    if turn.admission is not None:
         return False
     job = turn.job
-    runtime_s = expected_runtime(job, run.fairness.teams.get(job.team), run.policy)
-    slots = run.reservations.backfill(
-        job, runtime_s, lambda: choose_placement(run.state, run.fairness, job, run.policy).slots
-    )
-    if slots is None:
+    place = lambda: choose_placement(run.state, run.fairness, job, run.policy).slots  # noqa: E731
+    if run.reservations.made:
+        runtime_s = expected_runtime(job, run.fairness.teams.get(job.team), run.policy)
+        slots = run.reservations.backfill(
+            job, runtime_s, place, lambda held: run.fairness.admit(job, placement_units(run.state, held)).borrowing
+        )
+        if slots is not None:
+            run.bind(job, slots)
+            return True
+    if not would_reserve(job, turn.options, len(run.reservations.made), run.policy):
         return False
+    spared = frozenset(
+        p.by for p in run.preemptions if p.victim == job.id and run.now - p.at < run.policy.ping_pong_window_s
+    )
+    found = take_back(run.state, run.fairness, job, run.policy, run.now, spared, place)
+    if found is None:
+        return False
+    evictions, slots = found
     run.bind(job, slots)
+    run.evictions.extend(evictions)
     return True
 
 

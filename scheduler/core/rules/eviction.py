@@ -27,6 +27,16 @@ Grounds (the first that applies names the :class:`Evict` reason):
   before non-preemptible ones (sort key below), so non-preemptible work goes only when nothing else frees
   enough room.
 
+The backfill ground stands apart: it is asked only by a job whose turn may make a reservation
+(:mod:`scheduler.core.decisions.reservation`, rule 6), and reaches only work that started while that job waited.
+
+- ``"backfill"``: V is preemptible (not production), comes after J in the order (:func:`queued_behind`: lower
+  priority, or the same and submitted later), started after J was submitted, and is J's own team's work or
+  sits on borrowed capacity (:func:`yields_to`). Such work took GPUs J could not use yet — a reservation's
+  held GPUs, or free ones that did not hold J — and yields them when J can start on them: *yielded to the
+  reservation it backfilled*. Work within another team's guarantee never yields, as it never yields to a
+  reclaim. The minimum runtime and ping-pong protections apply as to every ground but production's.
+
 Choice: candidates are ordered by (non-preemptible last, borrowed first, lower priority first, least work lost
 since the last checkpoint (:func:`lost_work`: ``(now - max(started_at, last_checkpoint_at)) × GPU-equivalents``)
 first, most recently started first, id): a :class:`Candidate`'s ``key`` (:func:`preference`). A reclaim must
@@ -155,6 +165,55 @@ def ground(
     if job.priority == Priority.PRODUCTION and lower:
         return EvictionReason.PRODUCTION
     return None
+
+
+def queued_behind(victim: Job, job: Job) -> bool:
+    """Does ``victim`` come after ``job`` in the order of pending work: a lower priority, or the same priority and
+    a later submission? Never both ways round, so two jobs never yield to each other."""
+    victim_rank, job_rank = PRIORITY_INDEX[victim.priority], PRIORITY_INDEX[job.priority]
+    return victim_rank > job_rank or (victim_rank == job_rank and victim.submitted_at > job.submitted_at)
+
+
+def may_yield(victim: Job, job: Job, borrowed: bool) -> bool:
+    """Would ``victim``, running, yield its GPUs to pending ``job`` on the backfill ground (module doc) once it
+    has started? Preemptible work other than production, behind ``job`` in the order, of ``job``'s team or on
+    borrowed capacity."""
+    if not victim.preemptible or victim.priority == Priority.PRODUCTION or not queued_behind(victim, job):
+        return False
+    return borrowed or victim.team == job.team
+
+
+def yields_to(job: Job, running: Running, borrowed: bool) -> bool:
+    """The backfill ground (module doc): did ``running`` start while ``job`` waited, and would it yield to it?"""
+    return running.started_at > job.submitted_at and may_yield(running.job, job, borrowed)
+
+
+def backfill_candidates(
+    state: ClusterState, fairness: FairShare, policy: Policy, now: float, job: Job, spared: frozenset[str]
+) -> list[Candidate]:
+    """Every running job that yields to ``job`` on the backfill ground (module doc), past its minimum runtime and
+    not in ``spared`` (the jobs that evicted ``job`` within the ping-pong window), in victim-preference order;
+    each named by the first ground that applies to it (priority or reclaim within the team), else backfill."""
+    found: list[Candidate] = []
+    for team in fairness.teams_with_running():
+        if team != job.team and not (policy.fairness and fairness.over_guarantee(team)):
+            continue  # another team's work yields only from borrowed capacity (fair share's), and it has none
+        running = fairness.running_jobs(team)
+        borrowed = set(fairness.borrowed(team, running)) if policy.fairness else set()
+        for victim_id in running:
+            entry = state.running[victim_id]
+            if victim_id in spared or is_fresh(entry, policy, now):
+                continue
+            if not yields_to(job, entry, victim_id in borrowed):
+                continue
+            lost = lost_work(entry, sum(fairness.running_units(victim_id).values()), now)
+            key = preference(entry.job, victim_id in borrowed, lost, entry.started_at)
+            # The first ground that applies names the reason: the team's own lower or borrowed work is taken on
+            # the priority or reclaim ground it has always been (reclaim across teams has its own cap: not here).
+            reason = ground(job, entry.job, victim_id in borrowed, False, False, policy) or EvictionReason.BACKFILL
+            found.append(Candidate(entry.job, state.placed[victim_id], reason, key))
+    found.sort(key=by_key)
+    return found
 
 
 def reclaims_own(job: Job, policy: Policy) -> bool:

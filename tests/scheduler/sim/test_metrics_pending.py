@@ -119,6 +119,7 @@ def run(reason: str | None, node: str = "a", end: float = 50.0, outcome: str = "
 def test_eviction_causes() -> None:
     assert cause(run("priority"), NODES) == cause(run("production"), NODES) == "priority"
     assert cause(run("reclaim"), NODES) == "reclaim"
+    assert cause(run("backfill"), NODES) == "backfill"
     assert cause(run("repartition"), NODES) == "reconfiguration"
     assert cause(run("node-lost", node="b"), NODES) == "spot"
     assert cause(run("node-lost", node="a"), NODES) == "node-lost"
@@ -128,7 +129,7 @@ def test_eviction_causes() -> None:
 def test_evictions_by_cause_counts_inside_the_window_only() -> None:
     runs = [run("priority"), run("priority", end=500.0), run("reclaim"), run(None, outcome="completed")]
     counts = evictions_by_cause(runs, NODES, (0.0, 100.0))
-    assert counts == {"priority": 1, "reclaim": 1, "reconfiguration": 0, "spot": 0, "node-lost": 0}
+    assert counts == {"priority": 1, "reclaim": 1, "backfill": 0, "reconfiguration": 0, "spot": 0, "node-lost": 0}
     assert per_window(3, (0.0, 4 * 3600.0)) == 6.0
 
 

@@ -10,7 +10,7 @@ import pytest
 from scheduler.core import Plan, Policy, plan_cycle
 from scheduler.core.decisions.reservation import Reservation, Reservations, expected_runtime, may_backfill
 from scheduler.core.model.demand import Demand
-from scheduler.core.model.snapshot import Job, Node, Running, Team
+from scheduler.core.model.snapshot import Job, Node, Preemption, Running, Team
 from scheduler.core.model.vocabulary import Priority
 from scheduler.core.placement import IndexedClusterState
 from scheduler.core.placement.options import Option, options_for
@@ -56,19 +56,22 @@ def _reservation(start_at: float, team_name: str = "t", priority: Priority = Pri
 
 
 @pytest.mark.parametrize(
-    ("candidate", "runtime_s", "allowed"),
+    ("candidate", "runtime_s", "borrowing", "allowed"),
     [
-        (job("p", "u", priority=Priority.PRODUCTION, preemptible=False), 10_000, True),  # production always runs
-        (job("s", "u", preemptible=False), 600, True),  # ends exactly at the start
-        (job("s", "u", preemptible=False), 601, False),  # would delay it
-        (job("l", "t", priority=Priority.LOW, preemptible=True), 10_000, True),  # its own team's lower work
-        (job("l", "t", priority=Priority.LOW, preemptible=False), 10_000, False),  # ... only when preemptible
-        (job("l", "t", priority=Priority.NORMAL, preemptible=True), 10_000, False),  # ... and lower
-        (job("l", "u", priority=Priority.LOW, preemptible=True), 10_000, False),  # another team's: no ground
+        (job("p", "u", priority=Priority.PRODUCTION, preemptible=False), 10_000, False, True),  # production runs
+        (job("s", "u", preemptible=False), 600, False, True),  # ends exactly at the start
+        (job("s", "u", preemptible=False), 601, True, False),  # would delay it, and cannot yield
+        (job("l", "t", priority=Priority.LOW, preemptible=True), 10_000, False, True),  # its own team's lower work
+        (job("l", "t", priority=Priority.LOW, preemptible=False), 10_000, False, False),  # ... only when preemptible
+        (job("l", "t", preemptible=True), 10_000, False, False),  # ... and behind it: not submitted with it
+        (job("l", "t", preemptible=True, submitted_at=5), 10_000, False, True),  # ... submitted after it
+        (job("l", "u", priority=Priority.LOW, preemptible=True), 10_000, False, False),  # another team's guarantee
+        (job("l", "u", priority=Priority.LOW, preemptible=True), 10_000, True, True),  # ... its borrowed work
+        (job("h", "u", priority=Priority.HIGH, preemptible=True), 10_000, True, False),  # ... not ahead of it
     ],
 )
-def test_what_may_backfill(candidate: Job, runtime_s: float, allowed: bool) -> None:
-    assert may_backfill(candidate, _reservation(NOW + 600), runtime_s, NOW) is allowed
+def test_what_may_backfill(candidate: Job, runtime_s: float, borrowing: bool, allowed: bool) -> None:
+    assert may_backfill(candidate, _reservation(NOW + 600), runtime_s, NOW, borrowing) is allowed
 
 
 def test_a_gang_gets_the_gpus_freed_first_and_its_eta_is_the_reservation_start() -> None:
@@ -344,3 +347,127 @@ def test_its_own_borrowed_work_frees_its_gpus_for_a_job_that_is_not_preemptible(
     nodes = [node("a", H100), node("b", H100, 4)]
     plan = _plan(nodes, [reserving], [firm, *_occupied_by(victim)], teams=[team("t", guaranteed=8)])
     assert (plan.waiting[0].blocker, plan.waiting[0].eta_s) == ("reserved", 200.0)
+
+
+# -- preemptible work backfills past the start, and yields when the reservation starts (rules 4 and 6) -----------
+
+
+def _backfill_teams() -> list[Team]:
+    """Both teams' work is borrowed, so no reclaim reaches across: only the backfill ground does."""
+    return [team("t", guaranteed=0), team("u", guaranteed=0)]
+
+
+def _gang() -> Job:
+    return job("big", "t", gpus=8, preemptible=True, submitted_at=1)
+
+
+def test_preemptible_borrowed_work_backfills_held_gpus_however_long_it_runs() -> None:
+    """The gang holds GPUs 6 and 7 of a for 5 minutes; another team's preemptible job submitted after it, that
+    would run for hours, takes one anyway (it yields it back when the gang can start); one submitted before the
+    gang is not behind it in the order, so it may not."""
+    nodes = [node("a", H100)]
+    early = job("early", "u", gpus=1, duration_s=10_000, preemptible=True, submitted_at=0.5)
+    late = job("late", "u", gpus=1, duration_s=10_000, preemptible=True, submitted_at=2)
+    plan = _plan(nodes, [_gang(), early, late], _busy(300), teams=_backfill_teams())
+    assert [b.job for b in plan.binds] == ["late"]
+    assert {w.job: w.blocker for w in plan.waiting} == {"big": "reserved", "early": "capacity"}
+    assert plan.waiting[0].eta_s == 300 and not plan.evictions
+
+
+def _backfilled(started_at: float, the_job: Job | None = None) -> Running:
+    """A preemptible job of team u on GPU 7 of a (borrowed: u is guaranteed nothing), started at ``started_at``."""
+    the_job = the_job or job("bf", "u", gpus=1, duration_s=100_000, preemptible=True, submitted_at=2)
+    return running(the_job, (whole("a", 7),), started_at=started_at)
+
+
+def test_the_reserving_job_takes_back_what_was_backfilled_when_it_can_start() -> None:
+    """The work that ran on a's other GPUs has ended: only the backfilled job stands in the gang's way, so it yields
+    its GPU — evicted with the reason ``backfill``, for the gang — and the gang starts."""
+    plan = _plan([node("a", H100)], [_gang()], [_backfilled(NOW - 1000)], teams=_backfill_teams())
+    assert [(e.job, e.reason, e.by) for e in plan.evictions] == [("bf", "backfill", "big")]
+    assert [b.job for b in plan.binds] == ["big"]
+
+
+@pytest.mark.parametrize(
+    ("backfilled", "teams", "why"),
+    [
+        (_backfilled(NOW - 1000), [team("t", guaranteed=0), team("u", guaranteed=8)], "within its team's guarantee"),
+        (_backfilled(0.5), None, "started before the gang was submitted"),
+        (_backfilled(NOW - 10), None, "within its minimum runtime"),
+        (
+            _backfilled(NOW - 1000, job("bf", "u", gpus=1, priority=Priority.HIGH, preemptible=True, submitted_at=2)),
+            None,
+            "ahead of the gang in the order",
+        ),
+        (
+            _backfilled(NOW - 1000, job("bf", "u", gpus=1, preemptible=False, submitted_at=2)),
+            None,
+            "not preemptible",
+        ),
+    ],
+)
+def test_work_that_did_not_backfill_in_front_of_the_job_does_not_yield(
+    backfilled: Running, teams: list[Team] | None, why: str
+) -> None:
+    plan = _plan([node("a", H100)], [_gang()], [backfilled], teams=teams or _backfill_teams())
+    assert not plan.evictions, why
+    assert not plan.binds, why
+
+
+def test_a_job_past_the_reservation_depth_takes_nothing_back() -> None:
+    plan = _plan(
+        [node("a", H100)],
+        [_gang()],
+        [_backfilled(NOW - 1000)],
+        teams=_backfill_teams(),
+        policy=Policy(reservation_depth=0),
+    )
+    assert not plan.evictions and not plan.binds
+
+
+def test_taking_back_evicts_only_the_work_under_the_placement_it_gets() -> None:
+    """Two nodes: a has the backfilled job, b one backfilled job on each of two GPUs. The gang of 8 takes a, and
+    only a's job yields; b's work runs on."""
+    nodes = [node("a", H100), node("b", H100)]
+    on_b = [
+        running(
+            job(f"b{gpu}", "u", gpus=1, duration_s=100_000, preemptible=True, submitted_at=2),
+            (whole("b", gpu),),
+            NOW - 1000,
+        )
+        for gpu in range(2)
+    ]
+    plan = _plan(nodes, [_gang()], [_backfilled(NOW - 1000), *on_b], teams=_backfill_teams())
+    assert [(b.job, b.slots[0][0].node) for b in plan.binds] == [("big", "a")]
+    assert [e.job for e in plan.evictions] == ["bf"]
+
+
+def test_the_job_that_evicted_it_within_the_ping_pong_window_is_spared() -> None:
+    snap = snapshot(
+        [node("a", H100)],
+        [_gang()],
+        _backfill_teams(),
+        [_backfilled(NOW - 1000)],
+        preemptions=(Preemption(victim="big", by="bf", at=NOW - 60),),
+    )
+    plan = plan_cycle(snap, POLICY, NOW)
+    assert not plan.evictions and not plan.binds
+
+
+def test_nothing_yields_while_the_other_work_still_keeps_the_job_out() -> None:
+    """The backfilled job would yield, but a's other GPUs are still busy: evicting it alone makes no room, so it
+    runs on and the gang keeps its reservation, starting when that work ends: the backfilled job's GPU counts as
+    free from when it would yield (its minimum runtime is past), not from its own end hours away."""
+    plan = _plan([node("a", H100)], [_gang()], [_backfilled(NOW - 1000), *_busy(300)], teams=_backfill_teams())
+    assert not plan.evictions and not plan.binds
+    assert (plan.waiting[0].blocker, plan.waiting[0].eta_s) == ("reserved", 300)
+
+
+def test_after_a_backfill_the_start_holds_and_work_that_would_delay_it_still_may_not_backfill() -> None:
+    """Were the start read from the backfilled job's own end (hours away), a job that may not yield (it was
+    submitted before the gang) but ends before that would take the gang's last held GPU and delay it."""
+    # submitted before the gang, so it would not yield; it states host CPU, so it takes nothing back itself
+    early = job("early", "u", gpus=1, duration_s=5000, preemptible=True, submitted_at=0.5, cpu_milli=100)
+    plan = _plan([node("a", H100)], [_gang(), early], [_backfilled(NOW - 1000), *_busy(300)], teams=_backfill_teams())
+    assert not plan.binds
+    assert {w.job: (w.blocker, w.eta_s) for w in plan.waiting}["big"] == ("reserved", 300)

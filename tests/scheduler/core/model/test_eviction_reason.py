@@ -16,6 +16,7 @@ def test_values_are_the_stored_strings() -> None:
         "reclaim",
         "priority",
         "production",
+        "backfill",
         "repartition",
         "node-lost",
         "completed",
@@ -51,7 +52,7 @@ def test_the_engine_names_its_grounds_in_one_module() -> None:
             ):
                 named.setdefault(path.relative_to(core).as_posix(), set()).add(node.attr)
     assert named == {
-        "rules/eviction.py": {"PRIORITY", "RECLAIM", "PRODUCTION"},
+        "rules/eviction.py": {"PRIORITY", "RECLAIM", "PRODUCTION", "BACKFILL"},
         "placement/drain.py": {"RECONFIGURE"},
         "decisions/preemption.py": {"RECLAIM"},
     }
