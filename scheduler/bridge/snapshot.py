@@ -18,13 +18,14 @@ import statistics
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from django.db.models import F, Window
 from django.db.models.functions import RowNumber
 
 from jobs.models import Allocation, Job, JobEvent
 from jobs.selectors.jobs import resuming_jobs
+from jobs.services.loop import MoveOutcome
 from scheduler.core import Job as CoreJob
 from scheduler.core import (
     ModelProfile,
@@ -296,8 +297,11 @@ def _request(job: Job) -> Request:
 
 def _running(jobs: Iterable[Job], observation: Observation | None, speed: float) -> tuple[Running, ...]:
     """Each running job with what it holds: its newest generation's open allocations are where it runs, any older
-    open ones the placement a move under way is leaving (``moving_from``, held until the new replicas are ready)."""
+    open ones the placement a move under way is leaving (``moving_from``, held until the new replicas are ready);
+    ``moved_at``: when its moves of the last day started (the ``moved`` events), which the consolidation's per-job
+    budget and interval read."""
     by_id = {job.pk: job for job in jobs}
+    moved_at = _moves_started(by_id)
     # job -> generation -> replica -> slots
     slots: dict[int, dict[int, dict[int, list[Slot]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     allocations = (
@@ -333,9 +337,21 @@ def _running(jobs: Iterable[Job], observation: Observation | None, speed: float)
                 started_at=(job.started_at or job.submitted_at).timestamp(),
                 last_checkpoint_at=observed.last_checkpoint_at if observed is not None else None,
                 moving_from=tuple(older),
+                moved_at=moved_at.get(job_id, ()),
             )
         )
     return tuple(result)
+
+
+def _moves_started(jobs: Mapping[int, Job]) -> dict[int, tuple[float, ...]]:
+    """Per running job, when its moves of the last 24 hours started, oldest first (one query)."""
+    since = datetime.now(UTC) - timedelta(days=1)
+    started: dict[int, list[float]] = defaultdict(list)
+    events = JobEvent.objects.filter(job_id__in=list(jobs), type=EventType.MOVED, at__gte=since).order_by("at", "pk")
+    for job_id, at, details in events.values_list("job_id", "at", "details"):
+        if isinstance(details, dict) and details.get("outcome") == MoveOutcome.STARTED:
+            started[job_id].append(at.timestamp())
+    return {job_id: tuple(times) for job_id, times in started.items()}
 
 
 def _replica_slots(replicas: Mapping[int, list[Slot]]) -> tuple[tuple[Slot, ...], ...]:

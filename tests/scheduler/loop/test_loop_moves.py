@@ -81,6 +81,9 @@ def test_a_move_starts_beside_the_old_replicas_and_completes_once_the_new_are_re
     assert started[0]["from"][0][0]["node"] == "a100-res-1"
     running = {r.job.id: r for r in build(gateway.observe(), policy_current(), clock.now.timestamp()).snapshot.running}
     assert running[str(job.pk)].slots == SLICE and running[str(job.pk)].moving_from[0][0].node == "a100-res-1"
+    # The consolidation's per-job budget reads when the job's moves started.
+    started_at = JobEvent.objects.get(job=job, type="moved", details__outcome="started").at.timestamp()
+    assert running[str(job.pk)].moved_at == (started_at,)
 
     # Not ready yet (the fleet's start-up is 60 virtual seconds, one real second at 60x): the move waits.
     clock.advance(0.5)
