@@ -13,7 +13,7 @@ from scheduler.sim.bench.synthetic import NOW, ClusterShape, synthetic_snapshot
 
 SHAPES = [
     ClusterShape(24, 700, seed=3, teams=3, gpus_per_node=4),
-    ClusterShape(40, 900, seed=23, teams=4, nodes_per_leaf=8),
+    ClusterShape(40, 900, seed=38, teams=4, nodes_per_leaf=8),
     ClusterShape(40, 900, seed=25, teams=4, nodes_per_leaf=8),
 ]
 
