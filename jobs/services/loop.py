@@ -27,20 +27,7 @@ def job_bind_record(*, job: Job, slots: Sequence[Sequence[Slot]], nodes: Mapping
     the caller's transaction (nothing bound twice).
     """
     resumed = job.events.filter(type=EventType.REQUEUED).exists()
-    for replica, replica_slots in enumerate(slots):
-        for slot in replica_slots:
-            node = nodes[slot.node]
-            Allocation.objects.create(
-                job=job,
-                replica=replica,
-                node=node,
-                gpu_index=slot.gpu,
-                mig_profile=slot.mig_profile or "",
-                mig_start=slot.mig_start,
-                tier=node.tier,
-                price_per_gpu_hour=node.price_per_gpu_hour,
-                started_at=at,
-            )
+    _allocations_create(job, slots, nodes, at, generation=0)
     job.state = JobState.RUNNING
     job.started_at = max(at, job.submitted_at)
     job.state_reason = ""
@@ -85,18 +72,10 @@ def _placements(allocations: Sequence[Allocation]) -> list[list[dict[str, object
     return [slots for _, slots in sorted(by_replica.items())]
 
 
-def job_move_start(
-    *, job: Job, slots: Sequence[Sequence[Slot]], nodes: Mapping[str, Node], at: datetime
+def _allocations_create(
+    job: Job, slots: Sequence[Sequence[Slot]], nodes: Mapping[str, Node], at: datetime, *, generation: int
 ) -> list[Allocation]:
-    """Record that running ``job`` starts moving to ``slots`` (one tuple per replica), make-before-break: new
-    allocations of the next generation beside the open ones, which stay open until the move completes (both are
-    held, and billed, meanwhile), and a ``moved`` event (``started``, from where to where). Returns the new rows.
-
-    The generation is one above any the job has had, so a retried move never shares a generation (nor, on a
-    cluster, pod names) with an abandoned one whose pods may still be stopping."""
-    current = list(job.allocations.filter(ended_at__isnull=True).select_related("node"))
-    last = job.allocations.aggregate(last=Max("generation"))["last"] or 0
-    generation = last + 1
+    """One allocation per slot of each replica of ``job``, at its node's tier and price, from ``at``."""
     created = []
     for replica, replica_slots in enumerate(slots):
         for slot in replica_slots:
@@ -115,6 +94,22 @@ def job_move_start(
                     generation=generation,
                 )
             )
+    return created
+
+
+def job_move_start(
+    *, job: Job, slots: Sequence[Sequence[Slot]], nodes: Mapping[str, Node], at: datetime
+) -> list[Allocation]:
+    """Record that running ``job`` starts moving to ``slots`` (one tuple per replica), make-before-break: new
+    allocations of the next generation beside the open ones, which stay open until the move completes (both are
+    held, and billed, meanwhile), and a ``moved`` event (``started``, from where to where). Returns the new rows.
+
+    The generation is one above any the job has had, so a retried move never shares a generation (nor, on a
+    cluster, pod names) with an abandoned one whose pods may still be stopping."""
+    current = list(job.allocations.filter(ended_at__isnull=True).select_related("node"))
+    last = job.allocations.aggregate(last=Max("generation"))["last"] or 0
+    generation = last + 1
+    created = _allocations_create(job, slots, nodes, at, generation=generation)
     JobEvent.objects.create(
         job=job,
         type=EventType.MOVED,

@@ -154,7 +154,7 @@ def find_victims(
 
     def search(reclaim: bool) -> tuple[list[Candidate], Slots] | None:
         pool = candidates(state, job, fairness, policy, now, preemptions, reclaim, victim_cache, preemptible_only)
-        return _search(state, job, try_place, pool, shortcuts)
+        return fewest_victims(state, job, try_place, pool, shortcuts)
 
     found = search(allow_reclaim)
     if found is not None and allow_reclaim and any(c.reason == EvictionReason.RECLAIM for c in found[0]):
@@ -169,11 +169,16 @@ def find_victims(
     if found is None:
         return None
     victims, slots = found
+    victims_remove(state, fairness, victims)
+    return [Evict(job=c.job.id, reason=c.reason, by=job.id) for c in victims], slots
+
+
+def victims_remove(state: ClusterState, fairness: FairShare, victims: Sequence[Candidate]) -> None:
+    """Take ``victims`` off ``state`` and tell fair share which teams' usage changed (once per team)."""
     for victim in victims:
         state.remove(victim.job.id)
     for team in sorted({victim.job.team for victim in victims}):
         fairness.changed(team)
-    return [Evict(job=c.job.id, reason=c.reason, by=job.id) for c in victims], slots
 
 
 def candidates(
@@ -211,7 +216,7 @@ def candidates(
     return found
 
 
-def _search(
+def fewest_victims(
     state: ClusterState, job: Job, try_place: TryPlace, pool: list[Candidate], shortcuts: Shortcuts
 ) -> tuple[list[Candidate], Slots] | None:
     """The best victim set (:func:`rank`) the search finds (module doc): the whole pool's, then each domain's

@@ -54,8 +54,7 @@ import heapq
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from scheduler.core.decisions.preemption import NO_SHORTCUTS
-from scheduler.core.decisions.preemption import _search as fewest_victims
+from scheduler.core.decisions.preemption import NO_SHORTCUTS, fewest_victims, victims_remove
 from scheduler.core.model.cluster_state import ClusterState
 from scheduler.core.model.demand import DemandKind
 from scheduler.core.model.plan import Evict
@@ -138,10 +137,7 @@ def take_back(
     if found is None:
         return None
     victims, slots = found
-    for victim in victims:
-        state.remove(victim.job.id)
-    for team in sorted({victim.job.team for victim in victims}):
-        fairness.changed(team)
+    victims_remove(state, fairness, victims)
     return [Evict(job=c.job.id, reason=c.reason, by=job.id) for c in sorted(victims, key=by_key)], slots
 
 
