@@ -110,18 +110,25 @@ def job_move_start(
     last = job.allocations.aggregate(last=Max("generation"))["last"] or 0
     generation = last + 1
     created = _allocations_create(job, slots, nodes, at, generation=generation)
-    JobEvent.objects.create(
-        job=job,
-        type=EventType.MOVED,
-        at=at,
-        details={
-            "outcome": MoveOutcome.STARTED,
-            "generation": generation,
-            "from": _placements(current),
-            "to": _placements(created),
-        },
-    )
+    _move_event(job, at, MoveOutcome.STARTED, generation, moved_from=current, moved_to=created)
     return created
+
+
+def _move_event(
+    job: Job,
+    at: datetime,
+    outcome: MoveOutcome,
+    generation: int,
+    *,
+    moved_from: Sequence[Allocation],
+    moved_to: Sequence[Allocation],
+    **extra: str,
+) -> None:
+    """The ``moved`` event of one step of a move: its outcome, generation, and the placements from and to."""
+    details = {"outcome": outcome, "generation": generation, "from": _placements(moved_from)}
+    JobEvent.objects.create(
+        job=job, type=EventType.MOVED, at=at, details={**details, "to": _placements(moved_to), **extra}
+    )
 
 
 def job_move_complete(*, job: Job, generation: int, at: datetime) -> None:
@@ -130,8 +137,7 @@ def job_move_complete(*, job: Job, generation: int, at: datetime) -> None:
     older = list(job.allocations.filter(ended_at__isnull=True, generation__lt=generation).select_related("node"))
     Allocation.objects.filter(pk__in=[a.pk for a in older]).update(ended_at=at, end_reason=MOVED_END_REASON)
     new = list(job.allocations.filter(ended_at__isnull=True, generation=generation).select_related("node"))
-    details = {"outcome": MoveOutcome.COMPLETED, "generation": generation, "from": _placements(older)}
-    JobEvent.objects.create(job=job, type=EventType.MOVED, at=at, details={**details, "to": _placements(new)})
+    _move_event(job, at, MoveOutcome.COMPLETED, generation, moved_from=older, moved_to=new)
 
 
 def job_move_abandon(*, job: Job, generation: int, at: datetime, reason: str) -> None:
@@ -141,18 +147,7 @@ def job_move_abandon(*, job: Job, generation: int, at: datetime, reason: str) ->
     new = list(job.allocations.filter(ended_at__isnull=True, generation__gte=generation).select_related("node"))
     Allocation.objects.filter(pk__in=[a.pk for a in new]).update(ended_at=at, end_reason=MOVE_ABANDONED_END_REASON)
     kept = list(job.allocations.filter(ended_at__isnull=True).select_related("node"))
-    JobEvent.objects.create(
-        job=job,
-        type=EventType.MOVED,
-        at=at,
-        details={
-            "outcome": MoveOutcome.ABANDONED,
-            "generation": generation,
-            "from": _placements(kept),
-            "to": _placements(new),
-            "reason": reason,
-        },
-    )
+    _move_event(job, at, MoveOutcome.ABANDONED, generation, moved_from=kept, moved_to=new, reason=reason)
 
 
 def job_requeue(
