@@ -1,9 +1,10 @@
-"""``bench causes [--mix balanced|serving|both] [--seeds 42-46] [--jobs N] [--trace PATH] [--json]``: where
+"""``bench causes [--mix balanced|serving|both] [--seeds 42-46] [--load L] [--jobs N] [--trace PATH] [--json]``: where
 production inference waits and idle-while-pending come from, for the engine on B2.
 
 Only ``microcosm`` runs, on exactly ``bench mixed``'s protocol (:mod:`scheduler.sim.bench.mixed_cli`: the
-``mixed-64`` cluster at load 1.2, 8 h measured after 2 h of warm-up, 10 s cycles, seeds 42–46 by default),
-replayed as ``bench mixed`` replays it (:mod:`scheduler.sim.bench.causes_run`); the attribution is
+``mixed-64`` cluster at load 1.2 — ``--load`` for another of the headline's loads —, 8 h measured after 2 h of
+warm-up, 10 s cycles, seeds 42–46 by default), replayed as ``bench mixed`` replays it
+(:mod:`scheduler.sim.bench.causes_run`); the attribution is
 :mod:`scheduler.sim.causes`. Per mix and seed, and as the median (min–max) over the seeds: the production
 inference wait split by the engine's own ``Waiting.blocker``, the capacity-blocked part split by whether the
 cluster had room (a rule) or lower-priority work where the job could run, the longest waits with their
@@ -30,6 +31,7 @@ from scheduler.sim.bench.mixed_cli import (
     DEFAULT_WARMUP_HOURS,
     load_runtimes,
     mix_list,
+    positive_float,
 )
 from scheduler.sim.bench.mixed_matrix import Setup
 from scheduler.sim.bench.registry import Outcome, positive
@@ -47,6 +49,7 @@ SLOW_RUNS: dict[str, tuple[str, ...]] = {NAME: ()}
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mix", type=mix_list, default=list(MIXES), help="balanced, serving or both (default: both).")
     parser.add_argument("--seeds", default=DEFAULT_SEEDS, help=f"Seeds, e.g. 42-46 or 42,45 (default {DEFAULT_SEEDS}).")
+    parser.add_argument("--load", type=positive_float, help=f"Offered load (default {DEFAULT_LOAD:g}).")
     parser.add_argument("--jobs", type=positive, default=1, help="Worker processes (default 1).")
     parser.add_argument("--trace", type=Path, help="Philly run times (default ../shared/traces/philly/...).")
 
@@ -63,8 +66,11 @@ def run(options: dict[str, Any]) -> Outcome:
     if warmup_h is None:
         warmup_h = DEFAULT_WARMUP_HOURS
     cluster = cluster_named(CLUSTER)
-    setup = Setup(cluster=cluster.name, load=DEFAULT_LOAD, hours=hours, warmup_s=3600.0 * warmup_h, runtimes=runtimes)
+    load = float(options.get("load") or DEFAULT_LOAD)
+    setup = Setup(cluster=cluster.name, load=load, hours=hours, warmup_s=3600.0 * warmup_h, runtimes=runtimes)
     command = f"python manage.py bench causes --mix {','.join(mixes)} --seeds {seeds_text}"
+    if load != DEFAULT_LOAD:
+        command += f" --load {load:g}"
     if options.get("trace"):
         command += f" --trace {trace}"
     record = RunRecord(NAME, with_flags(command, options, "json"))

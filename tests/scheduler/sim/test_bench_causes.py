@@ -155,9 +155,19 @@ def test_the_table_and_the_json_name_the_command(trace: Path) -> None:
     assert serving["seeds"]["2"]["status"] == "ok"
 
 
+def test_another_load_of_the_headline_is_named_in_the_title_and_the_command(trace: Path) -> None:
+    options = {"hours": 0.1, "warmup_hours": 0.05, "seeds": "2", "mix": ["balanced"], "trace": trace, "load": 1.6}
+    outcome = causes_cli.run(options)
+    lines = outcome.table.splitlines()
+    assert lines[0].startswith("Causes (B2): microcosm on mixed-64 at load 1.6, mixes balanced, seeds 2")
+    assert lines[1] == f"command: python manage.py bench causes --mix balanced --seeds 2 --load 1.6 --trace {trace}"
+    assert outcome.payload["load"] == 1.6
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
+        (["--load", "0"], "0 must be greater than 0"),
         (["--mix", "busy"], "unknown mix busy; known: balanced, serving or both"),
         (["--seeds", "46-42"], "--seeds '46-42': range '46-42' must go up"),
         (["--seeds", "x"], "--seeds 'x': 'x' is not a seed"),
