@@ -50,12 +50,18 @@ its eviction stops the new replicas with them).
 The ``checkpointed`` events feed the ledger's lost-work rule (docs/billing.md: the work lost to a preemption is
 counted from the job's last checkpoint) and the resume point of the job's next run. They are recorded only when
 the cluster reports a checkpoint strictly later than the job's last recorded one and no later than the
-observation, so re-running a cycle on the same view records nothing twice; one with a step goes through
-:func:`jobs.services.checkpoint_record` (idempotent per step, so a checkpoint the job also reported itself is
-kept once), one without (a backend that knows only the time) is an event without a step.
+observation, so re-running a cycle on the same view records nothing twice; those with a step go through
+:func:`jobs.services.checkpoints_many.checkpoints_record`, the rules of ``checkpoint_record`` for every job at once
+(idempotent per step, so a checkpoint the job also reported itself is kept once), one without (a backend that
+knows only the time) is an event without a step.
 
 Nothing here binds twice: a re-applied bind uses the job's own live allocations, which the database's
 constraints keep exclusive.
+
+The reads and writes are batched, so a cycle's queries do not grow with the running jobs: each kind of row is
+read once for all of them (running jobs, live allocations, last checkpoints, drains, requeued jobs) and each
+kind of record written in one insert. Only a job whose state changes (it completed, failed, was lost or moved)
+costs its own writes, through the services that record that change.
 """
 
 from __future__ import annotations
