@@ -102,29 +102,8 @@ class _JobRow(NamedTuple):
     model: Any  # JSON as stored: read by _request, which rejects what is not a model profile
 
 
-# The columns of _JobRow, in its order.
-_JOB_COLUMNS = (
-    "pk",
-    "state",
-    "team__slug",
-    "project__code",
-    "kind",
-    "priority",
-    "replicas",
-    "gpu_model",
-    "preemptible",
-    "checkpoint_interval_s",
-    "tier",
-    "duration_s",
-    "rank",
-    "submitted_at",
-    "started_at",
-    "consolidate",
-    "gpus",
-    "mig_profile",
-    "memory_gib",
-    "model",
-)
+# The columns of _JobRow, in its order: its fields, the team and the project through their relations.
+_JOB_COLUMNS = tuple({"team": "team__slug", "project": "project__code"}.get(name, name) for name in _JobRow._fields)
 
 
 def _job_rows(jobs: QuerySet[Job]) -> Iterator[_JobRow]:
