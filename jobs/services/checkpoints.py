@@ -39,20 +39,7 @@ def checkpoint_record(*, job: Job, report: CheckpointReport, now: datetime) -> t
     cannot be true (a negative step, size or duration; a time before the job was submitted or in the future) and
     :class:`~jobs.errors.JobStateError` for a job that has ended.
     """
-    errors: dict[str, list[str]] = {}
-    if report.step < 0:
-        errors.setdefault("step", []).append("A step is a count of training steps: give 0 or more.")
-    if report.size_bytes < 0:
-        errors.setdefault("size_bytes", []).append("A size is a count of bytes: give 0 or more.")
-    if report.duration_s < 0:
-        errors.setdefault("duration_s", []).append("A duration is in seconds: give 0 or more.")
-    if report.saved_at > now + CLOCK_SKEW:
-        errors.setdefault("saved_at", []).append(
-            f"{report.saved_at.isoformat()} is in the future (the server's time is {now.isoformat()}): check the "
-            "job's clock."
-        )
-    if report.saved_at < job.submitted_at:
-        errors.setdefault("saved_at", []).append("This time is before the job was submitted: check the job's clock.")
+    errors = checkpoint_errors(report, submitted_at=job.submitted_at, now=now)
     if errors:
         raise CheckpointInvalid(errors)
     with transaction.atomic():
@@ -66,16 +53,40 @@ def checkpoint_record(*, job: Job, report: CheckpointReport, now: datetime) -> t
         )
         if existing is not None:
             return existing, False
-        details = {
-            "step": report.step,
-            "size_bytes": report.size_bytes,
-            "duration_s": round(report.duration_s, 3),
-            "path": report.path,
-            "replica": report.replica,
-            "source": report.source,
-        }
+        details = checkpoint_details(report)
         event = JobEvent.objects.create(job=locked, type=EventType.CHECKPOINTED, at=report.saved_at, details=details)
         return event, True
+
+
+def checkpoint_errors(report: CheckpointReport, *, submitted_at: datetime, now: datetime) -> dict[str, list[str]]:
+    """Why ``report`` cannot be true of a job submitted at ``submitted_at``, by field (empty: it can)."""
+    errors: dict[str, list[str]] = {}
+    if report.step < 0:
+        errors.setdefault("step", []).append("A step is a count of training steps: give 0 or more.")
+    if report.size_bytes < 0:
+        errors.setdefault("size_bytes", []).append("A size is a count of bytes: give 0 or more.")
+    if report.duration_s < 0:
+        errors.setdefault("duration_s", []).append("A duration is in seconds: give 0 or more.")
+    if report.saved_at > now + CLOCK_SKEW:
+        errors.setdefault("saved_at", []).append(
+            f"{report.saved_at.isoformat()} is in the future (the server's time is {now.isoformat()}): check the "
+            "job's clock."
+        )
+    if report.saved_at < submitted_at:
+        errors.setdefault("saved_at", []).append("This time is before the job was submitted: check the job's clock.")
+    return errors
+
+
+def checkpoint_details(report: CheckpointReport) -> dict[str, object]:
+    """What a ``checkpointed`` event records of ``report`` (read back by ``jobs.selectors.jobs.checkpoint_row``)."""
+    return {
+        "step": report.step,
+        "size_bytes": report.size_bytes,
+        "duration_s": round(report.duration_s, 3),
+        "path": report.path,
+        "replica": report.replica,
+        "source": report.source,
+    }
 
 
 def checkpoint_latest(job: Job) -> JobEvent | None:

@@ -16,11 +16,13 @@ from __future__ import annotations
 import logging
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any, NamedTuple
 
-from django.db.models import F, Window
+from django.db.models import F, QuerySet, Window
 from django.db.models.functions import RowNumber
 
 from jobs.models import Allocation, Job, JobEvent
@@ -54,6 +56,8 @@ from scheduler.core.model.vocabulary import (
 )
 from scheduler.gateways.protocol import MigConfigState, NodeObservation, Observation
 from scheduler.models import Node as NodeRow
+from scheduler.models import admin_holds
+from teams.models import Quota
 from teams.models import Team as TeamRow
 
 log = logging.getLogger(__name__)
@@ -63,42 +67,121 @@ RUNTIME_HISTORY_JOBS = 50  # a team's typical run time is the median over this m
 
 @dataclass(frozen=True, slots=True)
 class SnapshotBuild:
-    """The snapshot and the rows it came from, so the cycle records decisions without reading them again."""
+    """The snapshot and the pending rows it could not read."""
 
     snapshot: Snapshot
-    jobs: Mapping[str, Job]  # pending and running jobs by snapshot id
-    nodes: Mapping[str, NodeRow]  # inventory rows by node name (only nodes the observation reports)
     # Pending rows that could not be read as an engine job (a row written past the services), by snapshot id,
     # with why: the cycle rejects them, so one bad row never stops the cycle.
     unreadable: Mapping[str, str] = field(default_factory=dict)
 
 
+class _JobRow(NamedTuple):
+    """What the snapshot reads of a job row. The bulk reads fetch it as a value tuple, not a model instance: a
+    cycle reads every pending and running job, and a model instance costs several times a tuple to load (every
+    column converted, JSON decoded, related rows built)."""
+
+    pk: int
+    state: str
+    team: str  # the team's slug
+    project: str | None  # the project's code
+    kind: str
+    priority: str
+    replicas: int
+    gpu_model: str
+    preemptible: bool
+    checkpoint_interval_s: int | None
+    tier: str
+    duration_s: int | None
+    rank: int
+    submitted_at: datetime
+    started_at: datetime | None
+    consolidate: bool
+    gpus: int | None
+    mig_profile: str
+    memory_gib: Decimal | None
+    model: Any  # JSON as stored: read by _request, which rejects what is not a model profile
+
+
+# The columns of _JobRow, in its order: its fields, the team and the project through their relations.
+_JOB_COLUMNS = tuple({"team": "team__slug", "project": "project__code"}.get(name, name) for name in _JobRow._fields)
+
+
+def _job_rows(jobs: QuerySet[Job]) -> Iterator[_JobRow]:
+    return map(_JobRow._make, jobs.values_list(*_JOB_COLUMNS))
+
+
+def _row_of(job: Job) -> _JobRow:
+    """A model instance a caller already holds, as the snapshot reads a row."""
+    return _JobRow(
+        pk=job.pk,
+        state=job.state,
+        team=job.team.slug,
+        project=job.project.code if job.project is not None else None,
+        kind=job.kind,
+        priority=job.priority,
+        replicas=job.replicas,
+        gpu_model=job.gpu_model,
+        preemptible=job.preemptible,
+        checkpoint_interval_s=job.checkpoint_interval_s,
+        tier=job.tier,
+        duration_s=job.duration_s,
+        rank=job.rank,
+        submitted_at=job.submitted_at,
+        started_at=job.started_at,
+        consolidate=job.consolidate,
+        gpus=job.gpus,
+        mig_profile=job.mig_profile,
+        memory_gib=job.memory_gib,
+        model=job.model,
+    )
+
+
+class _NodeRow(NamedTuple):
+    """What the snapshot reads of an observed node's inventory row (:func:`_node`)."""
+
+    state: str
+    state_source: str
+    price_per_gpu_hour: Decimal
+
+    @property
+    def held_closed(self) -> bool:
+        return admin_holds(state=self.state, source=self.state_source)
+
+
 def build(observation: Observation, policy: Policy, now: float) -> SnapshotBuild:
     """The engine's view of ``observation`` and the database at ``now`` (module doc)."""
     speed = observation.clock_speed if observation.clock_speed > 0 else 1.0
-    inventory = {node.name: node for node in NodeRow.objects.select_related("gpu_model").prefetch_related("gpus")}
-    observed = {obs.name for obs in observation.nodes}
-    rows = {name: row for name, row in inventory.items() if name in observed}
-    nodes = tuple(_node(obs, rows.get(obs.name), now) for obs in observation.nodes) + tuple(
-        _absent(row) for name, row in sorted(inventory.items()) if name not in observed
-    )
-    jobs = {
-        str(job.pk): job
-        for job in Job.objects.filter(state__in=[JobState.PENDING, JobState.RUNNING]).select_related("team", "project")
+    inventory = {
+        name: _NodeRow(state, source, price)
+        for name, state, source, price in NodeRow.objects.values_list(
+            "name", "state", "state_source", "price_per_gpu_hour"
+        )
     }
+    observed = {obs.name for obs in observation.nodes}
+    absent = sorted(name for name in inventory if name not in observed)
+    nodes = tuple(_node(obs, inventory.get(obs.name), now) for obs in observation.nodes)
+    if absent:  # rare (a node being replaced): only these need their GPUs' layouts
+        rows = NodeRow.objects.filter(name__in=absent).select_related("gpu_model").prefetch_related("gpus")
+        nodes += tuple(_absent(row) for row in rows.order_by("name"))
+    # Newest first, as the job table's default order has always given them (the engine orders them itself).
+    jobs = list(
+        _job_rows(Job.objects.filter(state__in=[JobState.PENDING, JobState.RUNNING]).order_by("-submitted_at", "-id"))
+    )
     pending_jobs: list[CoreJob] = []
     unreadable: dict[str, str] = {}
-    resuming = resuming_jobs([job.pk for job in jobs.values() if job.state == JobState.PENDING])
-    for job_id, job in jobs.items():
+    resuming = resuming_jobs([job.pk for job in jobs if job.state == JobState.PENDING])
+    for job in jobs:
         if job.state != JobState.PENDING:
             continue
         try:
             pending_jobs.append(_job(job, speed, resumes=job.pk in resuming))
         except (ValueError, TypeError, KeyError, ArithmeticError) as error:
-            log.error("job %s: its row cannot be read as a job (%r); rejected", job_id, error)
-            unreadable[job_id] = f"invalid request: the stored job cannot be read ({type(error).__name__}: {error})"
+            log.error("job %s: its row cannot be read as a job (%r); rejected", job.pk, error)
+            unreadable[str(job.pk)] = (
+                f"invalid request: the stored job cannot be read ({type(error).__name__}: {error})"
+            )
     pending = tuple(pending_jobs)
-    running = _running([job for job in jobs.values() if job.state == JobState.RUNNING], observation, speed)
+    running = _running([job for job in jobs if job.state == JobState.RUNNING], observation, speed)
     snapshot = Snapshot(
         nodes=nodes,
         teams=teams_current(),
@@ -106,10 +189,10 @@ def build(observation: Observation, policy: Policy, now: float) -> SnapshotBuild
         pending=pending,
         preemptions=_preemptions(now - policy.ping_pong_window_s),
     )
-    return SnapshotBuild(snapshot=snapshot, jobs=jobs, nodes=rows, unreadable=unreadable)
+    return SnapshotBuild(snapshot=snapshot, unreadable=unreadable)
 
 
-def _node(obs: NodeObservation, row: NodeRow | None, now: float) -> Node:
+def _node(obs: NodeObservation, row: _NodeRow | None, now: float) -> Node:
     mig = obs.mig
     reconfiguring_until = None
     status = obs.mig_status
@@ -192,13 +275,13 @@ def queue_snapshot(pending: Iterable[Job]) -> Snapshot:
     nodes (closed, as :func:`inventory_nodes`), the teams, the running work as its live allocations hold it, and
     ``pending`` (rows that cannot be read as an engine job are left out: the next cycle rejects them). Job
     durations stay in the rows' seconds: the order does not depend on them."""
-    running = Job.objects.filter(state=JobState.RUNNING).select_related("team", "project")
+    running = _job_rows(Job.objects.filter(state=JobState.RUNNING))
     jobs: list[CoreJob] = []
-    rows = list(pending)
+    rows = [_row_of(job) for job in pending]
     resuming = resuming_jobs([job.pk for job in rows])
-    for job in rows:
+    for row in rows:
         try:
-            jobs.append(_job(job, 1.0, resumes=job.pk in resuming))
+            jobs.append(_job(row, 1.0, resumes=row.pk in resuming))
         except (ValueError, TypeError, KeyError, ArithmeticError):
             continue
     return Snapshot(
@@ -209,17 +292,25 @@ def queue_snapshot(pending: Iterable[Job]) -> Snapshot:
 def teams_current() -> tuple[Team, ...]:
     """Every team with its quotas and its typical run time, as the engine's :class:`~scheduler.core.Team`
     (named by slug)."""
+    quotas: dict[int, list[tuple[str, Decimal, Decimal]]] = defaultdict(list)
+    for team_id, gpu_class, guaranteed, burst in Quota.objects.order_by().values_list(
+        "team_id", "gpu_class", "guaranteed_gpus", "burst_gpus"
+    ):
+        quotas[team_id].append((gpu_class, guaranteed, burst))
     runtimes = typical_runtimes_s()
     result = []
-    for team in TeamRow.objects.prefetch_related("quotas").order_by("slug"):
-        quotas = sorted(team.quotas.all(), key=lambda q: q.gpu_class)
+    for team_id, slug, weight in TeamRow.objects.order_by("slug").values_list("pk", "slug", "weight"):
+        # By class in Python's (code point) order, not the database's: PostgreSQL sorts text by the database's
+        # collation (https://www.postgresql.org/docs/current/collation.html), which may put "any" before or after
+        # "H100", and the engine's tuples must not depend on the database.
+        mine = sorted(quotas.get(team_id, []))
         result.append(
             Team(
-                name=team.slug,
-                weight=float(team.weight),
-                guaranteed=tuple((q.gpu_class, float(q.guaranteed_gpus)) for q in quotas),
-                burst=tuple((q.gpu_class, float(q.burst_gpus)) for q in quotas),
-                typical_runtime_s=runtimes.get(team.pk),
+                name=slug,
+                weight=float(weight),
+                guaranteed=tuple((gpu_class, float(guaranteed)) for gpu_class, guaranteed, _ in mine),
+                burst=tuple((gpu_class, float(burst)) for gpu_class, _, burst in mine),
+                typical_runtime_s=runtimes.get(team_id),
             )
         )
     return tuple(result)
@@ -252,13 +343,13 @@ def typical_runtimes_s() -> dict[int, float]:
 
 def core_job(job: Job, speed: float = 1.0) -> CoreJob:
     """A database job as the engine's :class:`~scheduler.core.Job`."""
-    return _job(job, speed)
+    return _job(_row_of(job), speed)
 
 
-def _job(job: Job, speed: float, *, resumes: bool = False) -> CoreJob:
+def _job(job: _JobRow, speed: float, *, resumes: bool = False) -> CoreJob:
     return CoreJob(
         id=str(job.pk),
-        team=job.team.slug,
+        team=job.team,
         request=_request(job),
         kind=JobKind(job.kind),
         priority=Priority(job.priority),
@@ -270,13 +361,13 @@ def _job(job: Job, speed: float, *, resumes: bool = False) -> CoreJob:
         duration_s=job.duration_s / speed if job.duration_s else None,
         rank=job.rank,
         submitted_at=job.submitted_at.timestamp(),
-        project=job.project.code if job.project is not None else None,
+        project=job.project,
         resumes=resumes,
         consolidate=job.consolidate,
     )
 
 
-def _request(job: Job) -> Request:
+def _request(job: _JobRow) -> Request:
     if job.gpus is not None:
         return Request(gpus=job.gpus)
     if job.mig_profile:
@@ -295,7 +386,7 @@ def _request(job: Job) -> Request:
     )
 
 
-def _running(jobs: Iterable[Job], observation: Observation | None, speed: float) -> tuple[Running, ...]:
+def _running(jobs: Iterable[_JobRow], observation: Observation | None, speed: float) -> tuple[Running, ...]:
     """Each running job with what it holds: its newest generation's open allocations are where it runs, any older
     open ones the placement a move under way is leaving (``moving_from``, held until the new replicas are ready);
     ``moved_at``: when its moves of the last day started (the ``moved`` events), which the consolidation's per-job
@@ -304,19 +395,13 @@ def _running(jobs: Iterable[Job], observation: Observation | None, speed: float)
     moved_at = _moves_started(by_id)
     # job -> generation -> replica -> slots
     slots: dict[int, dict[int, dict[int, list[Slot]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
-    allocations = (
-        Allocation.objects.filter(job_id__in=list(by_id), ended_at__isnull=True)
-        .select_related("node")
-        .order_by("job_id", "generation", "replica", "gpu_index", "mig_start")
+    allocations = Allocation.objects.filter(job_id__in=list(by_id), ended_at__isnull=True).order_by(
+        "job_id", "generation", "replica", "gpu_index", "mig_start"
     )
-    for allocation in allocations:
-        slots[allocation.job_id][allocation.generation][allocation.replica].append(
-            Slot(
-                node=allocation.node.name,
-                gpu=allocation.gpu_index,
-                mig_profile=allocation.mig_profile or None,
-                mig_start=allocation.mig_start,
-            )
+    columns = ("job_id", "generation", "replica", "node__name", "gpu_index", "mig_profile", "mig_start")
+    for job_id, generation, replica, node, gpu, mig_profile, mig_start in allocations.values_list(*columns):
+        slots[job_id][generation][replica].append(
+            Slot(node=node, gpu=gpu, mig_profile=mig_profile or None, mig_start=mig_start)
         )
     result = []
     for job_id in sorted(slots):
@@ -343,7 +428,7 @@ def _running(jobs: Iterable[Job], observation: Observation | None, speed: float)
     return tuple(result)
 
 
-def _moves_started(jobs: Mapping[int, Job]) -> dict[int, tuple[float, ...]]:
+def _moves_started(jobs: Mapping[int, _JobRow]) -> dict[int, tuple[float, ...]]:
     """Per running job, when its moves of the last 24 hours started, oldest first (one query)."""
     since = datetime.now(UTC) - timedelta(days=1)
     started: dict[int, list[float]] = defaultdict(list)
@@ -361,8 +446,8 @@ def _replica_slots(replicas: Mapping[int, list[Slot]]) -> tuple[tuple[Slot, ...]
 def _preemptions(since: float) -> tuple[Preemption, ...]:
     events = JobEvent.objects.filter(type=EventType.PREEMPTED, at__gte=datetime.fromtimestamp(since, tz=UTC))
     result = []
-    for event in events.order_by("at", "id"):
-        by = (event.details or {}).get("by")
+    for job_id, at, details in events.order_by("at", "id").values_list("job_id", "at", "details"):
+        by = (details or {}).get("by")
         if by:
-            result.append(Preemption(victim=str(event.job_id), by=str(by), at=event.at.timestamp()))
+            result.append(Preemption(victim=str(job_id), by=str(by), at=at.timestamp()))
     return tuple(result)

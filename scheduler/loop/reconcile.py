@@ -50,34 +50,40 @@ its eviction stops the new replicas with them).
 The ``checkpointed`` events feed the ledger's lost-work rule (docs/billing.md: the work lost to a preemption is
 counted from the job's last checkpoint) and the resume point of the job's next run. They are recorded only when
 the cluster reports a checkpoint strictly later than the job's last recorded one and no later than the
-observation, so re-running a cycle on the same view records nothing twice; one with a step goes through
-:func:`jobs.services.checkpoint_record` (idempotent per step, so a checkpoint the job also reported itself is
-kept once), one without (a backend that knows only the time) is an event without a step.
+observation, so re-running a cycle on the same view records nothing twice; those with a step go through
+:func:`jobs.services.checkpoints_many.checkpoints_record`, the rules of ``checkpoint_record`` for every job at once
+(idempotent per step, so a checkpoint the job also reported itself is kept once), one without (a backend that
+knows only the time) is an event without a step.
 
 Nothing here binds twice: a re-applied bind uses the job's own live allocations, which the database's
 constraints keep exclusive.
+
+The reads and writes are batched, so a cycle's queries do not grow with the running jobs: each kind of row is
+read once for all of them (running jobs, live allocations, last checkpoints, drains, requeued jobs) and each
+kind of record written in one insert. Only a job whose state changes (it completed, failed, was lost or moved)
+costs its own writes, through the services that record that change.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from django.db import transaction
 from django.db.models import Max
 
-from jobs.errors import CheckpointInvalid, JobStateError
 from jobs.models import Allocation, Job, JobEvent
 from jobs.services import (
     CheckpointReport,
-    checkpoint_record,
     job_fail_or_restart,
     job_finish,
     job_move_abandon,
     job_move_complete,
     job_requeue,
 )
+from jobs.services.checkpoints_many import checkpoints_record
 from scheduler.core.model.vocabulary import EventType, EvictionReason, JobState
 from scheduler.gateways.protocol import JobObservation, Observation, ReplicaObservation, ReplicaPhase
 from scheduler.loop.apply import AbandonOp, EvictOp, Op, ReleaseOp, start_op
@@ -127,15 +133,32 @@ class Repairs:
         }
 
 
+class _Requeued:
+    """Which running jobs were requeued before, so a bind applied again resumes from their checkpoint. Read once
+    for every running job, the first time a cycle applies a bind again (most cycles apply none)."""
+
+    def __init__(self, running: Iterable[int]) -> None:
+        self._running = list(running)
+        self._requeued: frozenset[int] | None = None
+
+    def __contains__(self, job_id: int) -> bool:
+        if self._requeued is None:
+            events = JobEvent.objects.filter(job_id__in=self._running, type=EventType.REQUEUED)
+            self._requeued = frozenset(events.values_list("job_id", flat=True).distinct())
+        return job_id in self._requeued
+
+
 @dataclass(frozen=True, slots=True)
 class _Context:
-    """What every job's repair reads: the observation, the nodes present, the cycle's instant, the usual grace."""
+    """What every job's repair reads: the observation, the nodes present, the cycle's instant, the usual grace,
+    how long a move may wait, which jobs were requeued before."""
 
     observation: Observation
     present: frozenset[str]
     at: datetime
     evict_grace_s: float
-    move_ready_s: float = 600.0
+    move_ready_s: float
+    requeued: _Requeued
 
 
 def reconcile(
@@ -155,12 +178,14 @@ def reconcile(
     new replicas have to be running and ready before the move is given up.
     """
     repairs = Repairs()
-    context = _Context(observation, frozenset(node.name for node in observation.nodes), at, evict_grace_s, move_ready_s)
     with transaction.atomic():
         running = {
             str(job.pk): job
             for job in Job.objects.select_for_update().filter(state=JobState.RUNNING).select_related("team")
         }
+        present = frozenset(node.name for node in observation.nodes)
+        requeued = _Requeued(job.pk for job in running.values())
+        context = _Context(observation, present, at, evict_grace_s, move_ready_s, requeued)
         allocations: dict[int, list[Allocation]] = {}
         for allocation in Allocation.objects.filter(job__state=JobState.RUNNING, ended_at__isnull=True).select_related(
             "node"
@@ -217,11 +242,14 @@ def _checkpoints_record(
         .annotate(last=Max("at"))
         .values_list("job_id", "last")
     )
+    advanced = [
+        (job_pk, checkpoint_at, observed)
+        for job_pk, (checkpoint_at, observed) in sorted(reported.items())
+        if job_pk not in recorded or checkpoint_at > recorded[job_pk]
+    ]
     new = []
-    for job_pk, (checkpoint_at, observed) in sorted(reported.items()):
-        last = recorded.get(job_pk)
-        if last is not None and checkpoint_at <= last:
-            continue
+    stepped: list[tuple[Job, CheckpointReport]] = []
+    for job_pk, checkpoint_at, observed in advanced:
         if observed.last_checkpoint_step is None:
             new.append(JobEvent(job_id=job_pk, type=EventType.CHECKPOINTED, at=checkpoint_at, details={}))
         else:
@@ -231,14 +259,16 @@ def _checkpoints_record(
                 path=observed.last_checkpoint_path,
                 source=source,
             )
-            try:
-                _event, created = checkpoint_record(job=running[str(job_pk)], report=report, now=at)
-            except (CheckpointInvalid, JobStateError) as error:  # the cluster's word against the job's row
-                log.warning("job %s: the checkpoint the cluster reports is not recorded: %s", job_pk, error)
-                continue
-            if not created:
-                continue
-        repairs.checkpointed.append(str(job_pk))
+            stepped.append((running[str(job_pk)], report))
+    # One batch for every job's step (the rules of checkpoint_record, a constant number of queries), written
+    # before the events without a step, as one call per job used to write them.
+    outcome = checkpoints_record(reports=stepped, now=at)
+    for job_pk, _checkpoint_at, observed in advanced:
+        error = outcome.refused.get(job_pk)
+        if error is not None:  # the cluster's word against the job's row
+            log.warning("job %s: the checkpoint the cluster reports is not recorded: %s", job_pk, error)
+        elif observed.last_checkpoint_step is None or job_pk in outcome.created:
+            repairs.checkpointed.append(str(job_pk))
     JobEvent.objects.bulk_create(new)
 
 
@@ -294,8 +324,7 @@ def _running_job(
         repairs.moving.append(job_id)
     if observed is None or len(observed.replicas) < job.replicas:
         # Recorded, not (fully) applied: the crash-between-record-and-apply case. Apply the same bind again.
-        resumed = job.events.filter(type=EventType.REQUEUED).exists()
-        repairs.ops.append(start_op(job, allocations, resume=resumed))
+        repairs.ops.append(start_op(job, allocations, resume=job.pk in context.requeued))
         repairs.rebound.append(job_id)
 
 
