@@ -4,10 +4,11 @@ Applied one by one, each bind or reconfiguration lets the simulated cloud act fi
 every node and its state) and commits on its own, so a first cycle's thousands of binds each cost a walk of the
 whole fleet and a commit. Within a batch the operations happen at one instant, read once from the fleet's clock:
 the walk is made once, at the first operation that would have made it, and is not repeated, because a second
-walk at the same instant changes nothing (spot draws are made once per instant, replacements and MIG changes
-fall due once); what an operation of the batch can still make due at that instant is handled where it arises
-(a stopping pod whose process exits at once, a MIG change with no delay). Nodes are read once each, by name,
-with their GPUs and state, and forgotten when an operation changes them. The whole batch is one transaction.
+walk at the same instant changes nothing (spot draws are made once per instant, replacements and MIG
+reconfigurations fall due once); what an operation of the batch can still make due at that instant is handled
+where it arises (a stopping pod whose process exits at once, a MIG reconfiguration with no delay). Nodes are read
+once each, by name, with their GPUs and state, and forgotten when an operation changes them. The whole batch is
+one transaction.
 """
 
 from __future__ import annotations
