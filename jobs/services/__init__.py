@@ -1,6 +1,7 @@
 """Writes to jobs. Every change records a :class:`~jobs.models.JobEvent` with its actor (None: the system).
 
-- :mod:`jobs.services.submit`: ``job_submit`` validates a spec whole and creates a pending job;
+- :mod:`jobs.services.submit`: ``job_submit`` validates a spec whole and creates a pending job (``job_submit_bulk``:
+  many at once, with the same checks);
 - :mod:`jobs.services.changes`: ``job_cancel``, ``job_set_priority``, ``job_set_rank``, ``job_move`` (one
   place up or down, by the rank rule of :mod:`jobs.services.ranks`) and, for many jobs of a team at once,
   ``job_list_reorder``, ``job_cancel_bulk``, ``job_set_priority_bulk`` and ``job_requeue_bulk`` (each one
@@ -41,10 +42,11 @@ from jobs.services.loop import (
     job_requeue,
 )
 from jobs.services.restarts import RestartOutcome, job_fail_or_restart
-from jobs.services.submit import job_submit
+from jobs.services.submit import JobSubmission, job_submit, job_submit_bulk
 
 __all__ = [
     "CheckpointReport",
+    "JobSubmission",
     "MoveOutcome",
     "RestartOutcome",
     "checkpoint_latest",
@@ -65,5 +67,6 @@ __all__ = [
     "job_set_priority_bulk",
     "job_set_rank",
     "job_submit",
+    "job_submit_bulk",
     "team_order_key",
 ]

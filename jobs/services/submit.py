@@ -10,11 +10,16 @@ cannot both take the last place.
 
 A job spec uses the job keys of ``spec/scenario.md`` (one spec works in a scenario, ``manage.py jobs submit``
 and the API); every problem is reported at once and nothing is written then.
+
+:func:`job_submit_bulk` submits many jobs at once with the same checks, each spec judged as :func:`job_submit`
+judges it; it reads the inventory once instead of once per job and writes every row in one transaction (the
+live-loop benchmark seeds its queue with it: one by one, 14,000 submits re-read a 1,000-node inventory 14,000 times).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -30,7 +35,8 @@ from jobs.models import Job, JobEvent
 from scheduler.bridge.policy import policy_current
 from scheduler.bridge.snapshot import inventory_nodes
 from scheduler.core import Job as CoreJob
-from scheduler.core import bounds, rejection_reason
+from scheduler.core import Node as CoreNode
+from scheduler.core import Policy, bounds, rejection_reason
 from scheduler.core.model.vocabulary import EventType, JobState
 from scheduler.specs.fields import Errors, describe
 from scheduler.specs.job import parse_job
@@ -79,6 +85,88 @@ def job_submit(
     return job
 
 
+@dataclass(frozen=True, slots=True)
+class JobSubmission:
+    """One job of :func:`job_submit_bulk`: the team (a Team or its slug), the spec, and when it was submitted
+    (None: the call's ``now``)."""
+
+    team: Team | str
+    spec: Mapping[str, Any]
+    at: datetime | None = None
+
+
+def job_submit_bulk(
+    *, submissions: Sequence[JobSubmission], actor: User | None, source: str = "spec", now: datetime | None = None
+) -> list[Job]:
+    """:func:`job_submit` for many jobs at once: every submission is checked as that function checks one (spec,
+    grant, role, never-runs on the inventory as it is), the pending caps with the whole batch counted, and then
+    every job and its ``submitted`` event are written in one transaction. Returns the jobs in submission order.
+
+    All or nothing: the first refusal raises what :func:`job_submit` raises (:class:`JobSpecInvalid` collects the
+    spec problems of every submission, each message prefixed ``source[i]``) and nothing is written.
+    """
+    at = now or timezone.now()
+    nodes = inventory_nodes()  # once for the batch: what _never_runs reads per job
+    policy = policy_current()
+    teams: dict[str, Team] = {}
+    roles: dict[int, str] = {}
+    problems: list[str] = []
+    rows: list[tuple[Team, dict[str, Any], Mapping[str, Any], datetime]] = []
+    for index, item in enumerate(submissions):
+        key = item.team if isinstance(item.team, str) else item.team.slug
+        team_row = teams.get(key) or _team(item.team)
+        teams[key] = team_row
+        if team_row.pk not in roles:
+            roles[team_row.pk] = check_member(actor=actor, team=team_row)
+        try:
+            fields = _fields_from_spec(item.spec, team_row, f"{source}[{index}]", nodes=nodes, policy=policy)
+        except JobSpecInvalid as error:
+            problems.extend(error.errors)
+            continue
+        role = roles[team_row.pk]
+        check_submit(
+            actor=actor, team=team_row, role=role, priority=fields["priority"], kind=fields["kind"], rank=fields["rank"]
+        )
+        rows.append((team_row, fields, item.spec, item.at or at))
+    if problems:
+        raise JobSpecInvalid(problems)
+    with transaction.atomic():
+        per_team: dict[int, int] = {}
+        for team_row, _fields, _spec, _at in rows:
+            per_team[team_row.pk] = per_team.get(team_row.pk, 0) + 1
+        for team_row in sorted(teams.values(), key=lambda t: t.pk):  # a fixed lock order: no deadlock between batches
+            Team.objects.select_for_update().filter(pk=team_row.pk).first()
+        for team_row in teams.values():
+            _check_pending_limits(team_row, actor, adding=per_team.get(team_row.pk, 0), adding_by_actor=len(rows))
+        jobs = Job.objects.bulk_create(
+            [
+                Job(
+                    team=team_row,
+                    submitted_by=actor if actor is not None else None,
+                    submitted_at=submitted_at,
+                    state=JobState.PENDING,
+                    state_reason="submitted; waits for the next scheduling cycle",
+                    **fields,
+                )
+                for team_row, fields, _spec, submitted_at in rows
+            ],
+            batch_size=_BULK_BATCH,
+        )
+        JobEvent.objects.bulk_create(
+            [
+                JobEvent(job=job, type=EventType.SUBMITTED, at=job.submitted_at, actor=actor, details={"spec": spec})
+                for job, spec in zip(jobs, (dict(row[2]) for row in rows), strict=True)
+            ],
+            batch_size=_BULK_BATCH,
+        )
+    return jobs
+
+
+# Rows per INSERT: SQLite allows 32,766 parameters per statement (https://www.sqlite.org/limits.html, "Maximum
+# Number Of Host Parameters"); a job row has about 35 columns.
+_BULK_BATCH = 500
+
+
 def _team(team: Team | str) -> Team:
     if isinstance(team, Team):
         return team
@@ -89,8 +177,16 @@ def _team(team: Team | str) -> Team:
     return row
 
 
-def _fields_from_spec(spec: Mapping[str, Any], team: Team, source: str) -> dict[str, Any]:
-    """The Job fields a spec sets, or :class:`JobSpecInvalid` with every problem."""
+def _fields_from_spec(
+    spec: Mapping[str, Any],
+    team: Team,
+    source: str,
+    *,
+    nodes: Sequence[CoreNode] | None = None,
+    policy: Policy | None = None,
+) -> dict[str, Any]:
+    """The Job fields a spec sets, or :class:`JobSpecInvalid` with every problem. ``nodes`` and ``policy``: the
+    inventory and policy a batch read once (None: read them now)."""
     errors = Errors(source)
     if not isinstance(spec, Mapping):
         errors.add("", f"a job spec must be a JSON object, got {describe(spec)}")
@@ -111,7 +207,7 @@ def _fields_from_spec(spec: Mapping[str, Any], team: Team, source: str) -> dict[
     project = _project(errors, team, data)
     if errors.messages or parsed is None:
         raise JobSpecInvalid(errors.messages or [f"{source}: the spec is not a valid job"])
-    never = _never_runs(parsed)
+    never = _never_runs(parsed, nodes, policy)
     if never is not None:
         raise JobSpecInvalid([f"{source}: this job could never run on this cluster: {never}"])
     request = parsed.request
@@ -157,11 +253,12 @@ def _fields_from_spec(spec: Mapping[str, Any], team: Team, source: str) -> dict[
     return fields
 
 
-def _never_runs(job: CoreJob) -> str | None:
+def _never_runs(job: CoreJob, nodes: Sequence[CoreNode] | None = None, policy: Policy | None = None) -> str | None:
     """The engine's reason to reject ``job`` on the inventory as it is, or None. An empty inventory judges
-    nothing: nodes may yet register, and the cycle judges the job then."""
-    nodes = inventory_nodes()
-    return rejection_reason(job, nodes, policy_current()) if nodes else None
+    nothing: nodes may yet register, and the cycle judges the job then. ``nodes``/``policy``: read once by the
+    caller for a batch (None: read now)."""
+    nodes = inventory_nodes() if nodes is None else nodes
+    return rejection_reason(job, nodes, policy if policy is not None else policy_current()) if nodes else None
 
 
 def _check_whole_seconds(errors: Errors, data: dict[str, Any]) -> None:
@@ -171,19 +268,20 @@ def _check_whole_seconds(errors: Errors, data: dict[str, Any]) -> None:
             errors.add(key, f"must be a whole number of seconds, got {describe(data[key])}")
 
 
-def _check_pending_limits(team: Team, actor: User | None) -> None:
-    """Refuse a submit that would take the team, or the actor, past its cap on pending jobs (settings.JOBS).
-    Called with the team's row locked, so concurrent submits cannot both take the last place."""
+def _check_pending_limits(team: Team, actor: User | None, *, adding: int = 1, adding_by_actor: int = 1) -> None:
+    """Refuse a submit of ``adding`` jobs to ``team`` (``adding_by_actor`` of the actor's in all) that would take
+    the team, or the actor, past its cap on pending jobs (settings.JOBS). Called with the team's row locked, so
+    concurrent submits cannot both take the last place."""
     limits = settings.JOBS
     pending = Job.objects.filter(state=JobState.PENDING)
     team_limit = limits["pending_limit_team"]
-    if pending.filter(team=team).count() >= team_limit:
+    if pending.filter(team=team).count() + adding > team_limit:
         raise PendingLimitReached(
             f"team {team.slug} already has {team_limit} pending jobs, its limit: wait for some to start, or "
             "cancel some (a platform admin can raise JOBS_PENDING_LIMIT_TEAM)"
         )
     user_limit = limits["pending_limit_user"]
-    if actor is not None and pending.filter(submitted_by=actor).count() >= user_limit:
+    if actor is not None and pending.filter(submitted_by=actor).count() + adding_by_actor > user_limit:
         raise PendingLimitReached(
             f"you already have {user_limit} pending jobs, the limit per user: wait for some to start, or cancel "
             "some (a platform admin can raise JOBS_PENDING_LIMIT_USER)"

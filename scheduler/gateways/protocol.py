@@ -27,6 +27,11 @@ seconds on the gateway's clock (:attr:`Observation.observed_at`).
 Recording: a backend that can record on the cluster why the scheduler acted (Kubernetes Events) also implements
 :class:`RecordingGateway`; the loop tells it which job an eviction makes room for and why jobs wait.
 
+Batches: a backend that applies many operations faster together than one by one (the simulated fleet: one walk
+of the fleet and one transaction per cycle instead of per bind) also implements :class:`BatchingGateway`; the
+loop applies each cycle's operations inside one batch, and applies them one by one, in the same order, to a
+backend without it.
+
 Maintenance: a backend whose cluster needs the scheduler to drive multi-step work between cycles (the
 Kubernetes MIG flow: drain, relabel, wait, recover, uncordon) also implements
 :class:`MaintainedGateway`; :func:`scheduler.services.mig.cluster_maintain` calls it on the MIG-watch beat.
@@ -39,6 +44,7 @@ Errors: every method raises only :class:`~scheduler.errors.GatewayError` subclas
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol, runtime_checkable
@@ -411,6 +417,29 @@ class MaintainedGateway(Protocol):
     """
 
     def maintain(self) -> tuple[MaintenanceEvent, ...]: ...
+
+
+@runtime_checkable
+class BatchingGateway(Protocol):
+    """Optional: a gateway that applies a cycle's operations as one batch (module doc, Batches).
+
+    Contract of :meth:`batch`, a context manager the loop enters around one cycle's operations:
+
+    - the operations called inside it have exactly the effects, refusals and errors they have called one by one in
+      the same order, except that they may all take effect at one instant (the gateway's clock read once);
+    - each operation stays all-or-nothing on its own: a refused one (``GatewayConflict``) or a failed one
+      (``GatewayRetryable``) leaves nothing behind and the next ones go on; what happened to the earlier ones
+      stands once the batch ends;
+    - the effects may become visible to other readers only when the batch ends (one transaction); an exception
+      that is no :class:`~scheduler.errors.GatewayError` may undo the whole batch, which the next cycle's
+      reconciliation repairs as it repairs any operation that was recorded but not applied;
+    - entering a batch inside a batch is the one batch.
+
+    A backend whose every operation is a separate API call anyway (Kubernetes) gains nothing from it and does
+    not implement it: the loop then applies the operations one by one.
+    """
+
+    def batch(self) -> AbstractContextManager[None]: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,6 @@
 """Applying recorded decisions through the gateway (DESIGN.md §1, step 4): one operation at a time, each
-idempotent, retried with exponential backoff on :class:`~scheduler.errors.GatewayRetryable`.
+idempotent, retried with exponential backoff on :class:`~scheduler.errors.GatewayRetryable`; a gateway that batches
+(:class:`~scheduler.gateways.protocol.BatchingGateway`) gets a cycle's operations inside one batch.
 
 Order: cordons (an admin's cordon or drain carried to the cluster), evictions and abandoned moves (they free the
 devices), reconfigurations (on GPUs the evictions emptied), binds and moves (a move's new replicas beside its old),
@@ -16,6 +17,7 @@ import logging
 import posixpath
 import time
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 
 from jobs.credentials import job_token
@@ -24,6 +26,7 @@ from jobs.services import checkpoint_latest
 from scheduler.core.model.snapshot import MigLayout
 from scheduler.errors import GatewayConflict, GatewayError, GatewayRetryable
 from scheduler.gateways.protocol import (
+    BatchingGateway,
     BindRequest,
     ClusterGateway,
     Device,
@@ -114,24 +117,29 @@ def apply_ops(gateway: ClusterGateway, ops: Iterable[Op], *, grace_s: float, ret
     retry = retry or Retry()
     ordered = sorted(ops, key=_order)
     result = ApplyResult()
-    for op in ordered:
-        label, call = _call(gateway, op, grace_s)
-        try:
-            _with_retries(call, retry, label)
-        except GatewayConflict as exc:
-            if isinstance(op, BindOp):
-                result.refused.append((op, str(exc)))
-            elif isinstance(op, MoveOp):
-                result.moves_refused.append((op, str(exc)))
-            else:
-                log.warning("%s refused by the cluster: %s", label, exc)
+    with _batch(gateway):  # same effects, in the same order; a batching gateway saves once for them all
+        for op in ordered:
+            label, call = _call(gateway, op, grace_s)
+            try:
+                _with_retries(call, retry, label)
+            except GatewayConflict as exc:
+                if isinstance(op, BindOp):
+                    result.refused.append((op, str(exc)))
+                elif isinstance(op, MoveOp):
+                    result.moves_refused.append((op, str(exc)))
+                else:
+                    log.warning("%s refused by the cluster: %s", label, exc)
+                    result.failed.append(f"{label}: {exc}")
+            except GatewayError as exc:
+                log.warning("%s not applied, left to the next cycle: %s", label, exc)
                 result.failed.append(f"{label}: {exc}")
-        except GatewayError as exc:
-            log.warning("%s not applied, left to the next cycle: %s", label, exc)
-            result.failed.append(f"{label}: {exc}")
-        else:
-            result.applied.append(label)
+            else:
+                result.applied.append(label)
     return result
+
+
+def _batch(gateway: ClusterGateway) -> AbstractContextManager[None]:
+    return gateway.batch() if isinstance(gateway, BatchingGateway) else nullcontext()
 
 
 def waiting_record(gateway: ClusterGateway, waiting: Sequence[JobWaiting]) -> None:

@@ -6,7 +6,8 @@ one JSON object, and always the exact command that reproduces it; ``--report FIL
 self-contained page with the table and the benchmark's plotly charts.
 
 Beside the registry's pure simulations, ``bench portal`` (:mod:`benchmarks.portal_bench`) times the portal
-itself; it needs a migrated database, and so does ``bench all``, which runs it too. ``bench kube``
+itself; it needs a migrated database, and so does ``bench all``, which runs it too. ``bench loop``
+(:mod:`benchmarks.loop_bench`) times whole live cycles in a scratch database of its own. ``bench kube``
 (:mod:`benchmarks.kube_bench`) measures the Kubernetes gateway's API traffic and memory against the test emulator.
 """
 
@@ -19,16 +20,22 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from benchmarks import kube_bench, portal_bench
+from benchmarks import kube_bench, loop_bench, portal_bench
 from scheduler.sim.bench.html import write_report
 from scheduler.sim.bench.registry import BenchUsageError, benchmarks
 
 
 def _known() -> dict[str, ModuleType]:
-    """The registry's benchmarks with ``portal`` and ``kube`` placed before ``all``."""
+    """The registry's benchmarks with ``portal``, ``loop`` and ``kube`` placed before ``all``."""
     known = benchmarks()
     last = known.pop("all")
-    return {**known, portal_bench.NAME: portal_bench, kube_bench.NAME: kube_bench, "all": last}
+    return {
+        **known,
+        portal_bench.NAME: portal_bench,
+        loop_bench.NAME: loop_bench,
+        kube_bench.NAME: kube_bench,
+        "all": last,
+    }
 
 
 class Command(BaseCommand):

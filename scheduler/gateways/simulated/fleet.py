@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -34,6 +35,7 @@ from scheduler.gateways.protocol import (
     UtilizationReading,
     device_check,
 )
+from scheduler.gateways.simulated.batch import Batch
 from scheduler.gateways.simulated.checkpoints import SimulatedCheckpoint, checkpoint_of, checkpoint_report
 from scheduler.gateways.simulated.lifecycle import replica_lifecycle
 from scheduler.models import Gpu, Node, SimulatedNodeState, SimulatedPod, SimulatedProgress
@@ -82,6 +84,42 @@ class SimulatedFleet:
     def __init__(self, settings: FleetSettings | None = None, *, clock: Callable[[], datetime] = timezone.now) -> None:
         self.settings = settings or FleetSettings()
         self.clock = clock
+        self._batch: Batch | None = None
+
+    # -- batches ---------------------------------------------------------------------------------------------
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """:class:`~scheduler.gateways.protocol.BatchingGateway`: the operations called inside happen at one
+        instant, in one transaction, with the fleet walked once (:mod:`scheduler.gateways.simulated.batch`); each
+        keeps its own all-or-nothing (a refused one is undone alone, a savepoint of the batch's transaction). An
+        exception that is no :class:`~scheduler.errors.GatewayError` undoes the whole batch. Nested: one batch."""
+        if self._batch is not None:
+            yield
+            return
+        self._batch = Batch(now=self.clock())
+        try:
+            with transaction.atomic():
+                yield
+        finally:
+            self._batch = None
+
+    def _now(self) -> datetime:
+        return self._batch.now if self._batch is not None else self.clock()
+
+    def _advance_before(self, now: datetime) -> None:
+        """What an operation lets the simulated cloud do first: :meth:`advance`; in a batch, the walk once and
+        then only the stopping pods whose processes have exited since (module doc of the batch)."""
+        batch = self._batch
+        if batch is None or not batch.advanced:
+            self.advance(now)
+            if batch is not None:
+                batch.advanced, batch.exits_due = True, False
+                batch.nodes.clear()  # the walk may have changed node states
+            return
+        if batch.exits_due:
+            SimulatedPod.objects.filter(exits_at__lte=now).delete()
+            batch.exits_due = False
 
     # -- time ------------------------------------------------------------------------------------------------
 
@@ -104,7 +142,7 @@ class SimulatedFleet:
         """Let the simulated cloud act up to ``now``: replacements return, spot notices arrive, MIG reconfigurations
         finish. Idempotent for one ``now``; called by :meth:`observe`. Returns the nodes whose MIG reconfiguration went
         live in this call (the node states are locked, so concurrent callers never both report one)."""
-        now = now or self.clock()
+        now = now or self._now()
         live = []
         with transaction.atomic():
             SimulatedPod.objects.filter(exits_at__lte=now).delete()  # stopped pods whose process has exited
@@ -159,8 +197,10 @@ class SimulatedFleet:
         ``replace_after_s`` later. Returns when the node goes. For demos and tests that need a reclaim at a
         chosen moment; raises :class:`~scheduler.errors.GatewayConflict` for a node not in the fleet or one under
         a notice already."""
-        now = self.clock()
-        self.advance(now)
+        now = self._now()
+        self._advance_before(now)
+        if self._batch is not None:
+            self._batch.forget(node)
         with transaction.atomic():
             row = self._open_or_cordoned(node, now)
             state, _ = SimulatedNodeState.objects.select_for_update().get_or_create(node=row)
@@ -312,8 +352,8 @@ class SimulatedFleet:
         """Create the missing pods of ``generation`` on the request's placement: all of them or none (one
         transaction). A bind (generation 0) first clears the job's previous run still stopping; a move keeps
         the older generations running, and their devices count as held."""
-        now = self.clock()
-        self.advance(now)
+        now = self._now()
+        self._advance_before(now)
         with transaction.atomic():
             pods = list(SimulatedPod.objects.select_for_update().filter(job_id=int(request.job)))
             if generation == 0:
@@ -366,9 +406,14 @@ class SimulatedFleet:
         """A move is given up: the pods of ``generation`` and newer go, the older ones keep serving."""
         SimulatedPod.objects.filter(job_id=int(job), generation__gte=generation).delete()
 
-    def _open_node(self, name: str, now: datetime) -> Node:
+    def _node_and_state(self, name: str) -> tuple[Node | None, SimulatedNodeState | None]:
+        if self._batch is not None:
+            return self._batch.node(name)
         node = Node.objects.select_related("gpu_model").filter(name=name).first()
-        state = SimulatedNodeState.objects.filter(node__name=name).first()
+        return node, SimulatedNodeState.objects.filter(node__name=name).first()
+
+    def _open_node(self, name: str, now: datetime) -> Node:
+        node, state = self._node_and_state(name)
         if node is None or (state is not None and state.gone_at is not None and state.gone_at <= now):
             raise GatewayConflict(f"node {name} is not in the fleet")
         if node.held_closed or (state is not None and state.notice_at is not None):
@@ -398,7 +443,7 @@ class SimulatedFleet:
         """Stop the job's pods. On a node under a spot notice or drained by an admin, with a grace, they get SIGTERM
         and stay ``stopping`` while a checkpointed job saves (:meth:`_stop`); otherwise they go at once, keeping the
         work up to their last periodic checkpoint. Pods already stopping are left to finish."""
-        now = self.clock()
+        now = self._now()
         with transaction.atomic():
             pods = list(SimulatedPod.objects.select_for_update().filter(job_id=int(job)).order_by("replica"))
             if not pods or all(pod.stop_requested_at is not None for pod in pods):
@@ -448,6 +493,8 @@ class SimulatedFleet:
             self._save_progress(first, now)
             exits_at = now + grace
         SimulatedPod.objects.filter(pk__in=[pod.pk for pod in pods]).update(stop_requested_at=now, exits_at=exits_at)
+        if self._batch is not None and exits_at <= now:
+            self._batch.exits_due = True  # one by one, the next operation's advance would remove them
 
     def _save_progress(self, pod: SimulatedPod, now: datetime) -> None:
         """What an evicted job keeps: its work up to its last checkpoint (none without checkpoints)."""
@@ -470,8 +517,10 @@ class SimulatedFleet:
         """A no-op: an admin's cordon or drain in the inventory is this cluster's cordon (:meth:`_node`)."""
 
     def node_reconfigure(self, *, node: str, layouts: tuple[MigLayout, ...]) -> None:
-        now = self.clock()
-        self.advance(now)
+        now = self._now()
+        self._advance_before(now)
+        if self._batch is not None:
+            self._batch.forget(node)
         with transaction.atomic():
             row = self._open_or_cordoned(node, now)
             if len(layouts) > row.gpu_count:
@@ -499,11 +548,25 @@ class SimulatedFleet:
             state.mig_since = now
             state.mig_ready_at = now + self._real(self.settings.mig_reconfigure_s)
             state.save()
-        self.advance(now)  # a zero delay applies at once
+        self._advance_after(row, now)  # a zero delay applies at once
+
+    def _advance_after(self, row: Node, now: datetime) -> None:
+        """After a reconfiguration of ``row``: :meth:`advance`; in a batch, only what the change can make due at
+        the batch's instant, the change itself (the rest of the fleet was walked at this instant already)."""
+        if self._batch is None:
+            self.advance(now)
+            return
+        self._batch.forget(row.name)
+        if self._batch.exits_due:
+            SimulatedPod.objects.filter(exits_at__lte=now).delete()
+            self._batch.exits_due = False
+        with transaction.atomic():
+            state = SimulatedNodeState.objects.select_for_update().get(node=row)
+            if self._mig_progress(row, state, now):
+                state.save()
 
     def _open_or_cordoned(self, name: str, now: datetime) -> Node:
-        node = Node.objects.select_related("gpu_model").filter(name=name).first()
-        state = SimulatedNodeState.objects.filter(node__name=name).first()
+        node, state = self._node_and_state(name)
         if node is None or (state is not None and state.gone_at is not None and state.gone_at <= now):
             raise GatewayConflict(f"node {name} is not in the fleet")
         return node
