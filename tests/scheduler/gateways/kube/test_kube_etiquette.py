@@ -149,6 +149,8 @@ def test_an_eviction_keeps_the_pods_own_grace_unless_a_deadline_is_shorter(clust
 def test_finished_pods_go_at_once(cluster, gateway, deletes) -> None:
     gateway.job_bind(request=_gang(replicas=1))
     cluster.set_pod_phase("team-nlp", "mc-42-0", "Succeeded")
+    # The eviction reads the job's pods from the cache: read back at once, the kubelet's report must be in it.
+    gateway.client.consistent_reads = True
 
     gateway.job_evict(job="42", namespace="team-nlp", grace_s=30, reason="completed")
 
