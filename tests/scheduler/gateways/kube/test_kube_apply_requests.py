@@ -1,6 +1,6 @@
 """How many API requests one apply batch costs (scheduler.loop.apply through the Kubernetes gateway), pinned so it
 cannot grow back: reads are made once a cycle or come from the caches; what stays per pod is what the API has no
-collective form for (docs/deploy.md, Scale).
+collective form for (docs/deploy.md, Memory and API traffic).
 
 Per bind: one LIST of the pods on each of its nodes (every owner's, which no cache of Microcosm's holds), the job's
 report Secret, for a gang its headless Service, and per pod its create, its binding (Kubernetes has no batch

@@ -21,7 +21,7 @@ from scheduler.gateways.protocol import (
     RecordingGateway,
     ReplicaPlacement,
 )
-from tests.scheduler.kube_emulator import PODS, ManualClock, cluster_fixture
+from tests.scheduler.kube_emulator import PODS, cluster_fixture
 from tests.scheduler.kube_harness.graceful_delete import GracefulDelete
 
 cluster = pytest.fixture(cluster_fixture)
@@ -32,11 +32,6 @@ H100 = {
     "nvidia.com/gpu.memory": "81559",
     "nvidia.com/mig.capable": "true",
 }
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
 
 
 @pytest.fixture
