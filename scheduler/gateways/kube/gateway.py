@@ -24,10 +24,12 @@ cache's snapshot, then ``bind``). What the caches cannot hold is read from the s
 a bind's nodes (a LIST the server filters by ``spec.nodeName``: another owner's GPU pod, or one another worker
 bound a moment ago, counts), and the pods an undone bind removes (a binding of a moment ago decides their grace).
 A team namespace's label and its checkpoint claims are read once a cycle
-(:mod:`scheduler.gateways.kube.cycle_reads`). What stays one request per pod, and why: docs/deploy.md, Memory and API traffic.
-``consistent_reads`` (off by default, as in production) makes each cached
-read wait until the cache has reached the server's current resourceVersion: what tests that change the cluster
-between two calls and read it back at once opt in to; a worker 10 s apart from its last cycle does not need it.
+(:mod:`scheduler.gateways.kube.cycle_reads`). What stays one request per pod, and why: docs/deploy.md, Memory
+and API traffic.
+
+``consistent_reads`` (off by default, as in production) makes each cached read wait until the cache has reached
+the server's current resourceVersion: what tests that change the cluster between two calls and read it back at
+once opt in to; a worker 10 s apart from its last cycle does not need it.
 """
 
 from __future__ import annotations
