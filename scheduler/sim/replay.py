@@ -305,8 +305,7 @@ class _Replay:
             self._evict(record, reason=EvictionReason.NODE_LOST, by=None)
         for job_id, (old, *_) in sorted(self.moving.items()):
             if any(s.node == name for rep in old for s in rep):  # the old replicas went with the node; the new serve
-                self._release_moving(self.jobs[job_id])
-                self._record(MOVED, job=job_id)
+                self._move_complete(job_id, released=False)
         node.state = NodeState.GONE
         node.gone_at = self.now
         node.reconfiguring.clear()
@@ -538,13 +537,19 @@ class _Replay:
         """Release the old slots of every move begun a cycle ago or more (module doc); True when one completed."""
         due = [job for job, (_, began, _, _) in self.moving.items() if self.now - began >= self.policy.cycle_s - 1e-9]
         for job_id in sorted(due):
+            self._move_complete(job_id, released=True)
             record = self.jobs[job_id]
-            old = self.moving[job_id][0]
-            self._release_moving(record)
             state.remove(job_id)  # the state now holds the job on its new placement alone
             state.place(record.job, record.slots)
-            self._record(MOVED, job=job_id, released=placements(old))
         return bool(due)
+
+    def _move_complete(self, job_id: str, *, released: bool) -> None:
+        """End ``job_id``'s move under way: its old slots are given back (:meth:`_release_moving`) and ``moved``
+        is recorded, naming the slots ``released`` when they return to the cluster (not when they went with their
+        node). The one way a move completes, whichever way its old placement goes."""
+        old = self.moving[job_id][0]
+        self._release_moving(self.jobs[job_id])
+        self._record(MOVED, job=job_id, **({"released": placements(old)} if released else {}))
 
     def _release_moving(self, record: JobRecord) -> None:
         """Give back the old slots of ``record``'s move under way, if any, charging them for the time held."""

@@ -23,7 +23,7 @@ from scheduler.node_states import StateChange, node_cordon, node_drain, node_mar
 from scheduler.services.sync import cluster_sync
 from tests.audit.helpers import changes, entries_for, who
 from tests.factories import UserFactory
-from tests.scheduler.loop_helpers import Clock, fleet, fleet_seed, team_seed
+from tests.scheduler.loop_helpers import fleet, fleet_seed, team_seed
 
 pytestmark = pytest.mark.django_db
 
@@ -72,11 +72,6 @@ BACK = StateChange(NodeState.READY, NodeStateSource.CLUSTER, "")
 )  # fmt: skip
 def test_the_sync_changes_only_what_it_or_a_notice_set(state, source, reported, notice, expected) -> None:
     assert observed_change(state=state, source=source, reported=reported, notice=notice) == expected
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from scheduler.loop.cycle import cycle_run
 from scheduler.loop.notice import MIN_GRACE_S
 from scheduler.models import Node, SimulatedPod
 from tests.factories import MembershipFactory, UserFactory
-from tests.scheduler.loop_helpers import Clock, fleet, fleet_seed, team_seed
+from tests.scheduler.loop_helpers import fleet, fleet_seed, team_seed
 
 pytestmark = pytest.mark.django_db
 
@@ -36,11 +36,6 @@ SPOT_TRAINING = {
     "checkpoint_interval_s": 600,
     "duration_s": 100_000,
 }
-
-
-@pytest.fixture
-def clock():
-    return Clock()
 
 
 @pytest.fixture

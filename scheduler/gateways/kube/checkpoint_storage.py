@@ -16,6 +16,7 @@ import logging
 
 from scheduler.errors import GatewayConflict, GatewayRetryable
 from scheduler.gateways.kube.client import KubeClient
+from scheduler.gateways.kube.cycle_reads import CycleReads
 from scheduler.gateways.kube.job_objects import job_object_existing, job_object_remove
 from scheduler.gateways.kube.pods import JOB_LABEL, MANAGED_BY, SCHEDULER_NAME, TEAM_LABEL
 from scheduler.gateways.kube.volumes import (
@@ -35,11 +36,21 @@ class CheckpointStorage:
     """The teams' checkpoint claims and the jobs' report Secrets through ``client`` (module doc).
 
     ``storage_class`` ("": the cluster's default) and ``size`` shape the claims Microcosm creates; ``root`` is
-    where this process sees the teams' volumes as ``<root>/<namespace>/job-<id>/`` ("": it does not).
+    where this process sees the teams' volumes as ``<root>/<namespace>/job-<id>/`` ("": it does not). A claim
+    found is remembered in ``reads`` for the rest of the cycle (:mod:`scheduler.gateways.kube.cycle_reads`).
     """
 
-    def __init__(self, client: KubeClient, *, storage_class: str = "", size: str = "100Gi", root: str = "") -> None:
+    def __init__(
+        self,
+        client: KubeClient,
+        *,
+        storage_class: str = "",
+        size: str = "100Gi",
+        root: str = "",
+        reads: CycleReads | None = None,
+    ) -> None:
         self.client = client
+        self.reads = reads
         self.storage_class = storage_class
         self.size = size
         self.root = root
@@ -48,13 +59,15 @@ class CheckpointStorage:
 
     def claim_ensure(self, *, namespace: str, team: str, checkpoint_claim: str) -> None:
         """Create ``microcosm-checkpoints`` in ``namespace`` if missing; a team naming its own claim gets none."""
-        if checkpoint_claim or self.client.claim_read(namespace, CHECKPOINT_CLAIM) is not None:
+        if checkpoint_claim or self._claim_exists(namespace, CHECKPOINT_CLAIM):
             return
         labels = {MANAGED_BY: SCHEDULER_NAME, TEAM_LABEL: team}
         manifest = claim_manifest(
             namespace, CHECKPOINT_CLAIM, labels=labels, storage_class=self.storage_class, size=self.size
         )
         self.client.claim_create(manifest)
+        if self.reads is not None:
+            self.reads.claim_found(namespace, CHECKPOINT_CLAIM)
         logger.info("namespace %s: created checkpoint claim %s (%s)", namespace, CHECKPOINT_CLAIM, self.size)
 
     def claim_check(self, request: BindRequest) -> None:
@@ -62,11 +75,20 @@ class CheckpointStorage:
         if not request.checkpoint_dir:
             return
         claim = request.checkpoint_claim or CHECKPOINT_CLAIM
-        if self.client.claim_read(request.namespace, claim) is None:
+        if not self._claim_exists(request.namespace, claim):
             raise GatewayConflict(
                 f"job {request.job} is checkpointed but namespace {request.namespace} has no PersistentVolumeClaim "
                 f"{claim}: create it, or clear the team's checkpoint claim so that Microcosm creates {CHECKPOINT_CLAIM}"
             )
+
+    def _claim_exists(self, namespace: str, name: str) -> bool:
+        """Is the claim there? Read once a cycle when it is (:mod:`scheduler.gateways.kube.cycle_reads`)."""
+        if self.reads is not None and self.reads.claim(namespace, name):
+            return True
+        found = self.client.claim_read(namespace, name) is not None
+        if found and self.reads is not None:
+            self.reads.claim_found(namespace, name)
+        return found
 
     # -- the job's report credential -------------------------------------------------------------------------
 

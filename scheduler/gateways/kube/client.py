@@ -143,7 +143,7 @@ class KubeClient:
                     found = Informer("nodes", source, compact=compact_node)
                 else:
                     source = _ListWatchSource(self, "list Microcosm's pods", "list_pod_for_all_namespaces", OUR_PODS)
-                    found = Informer("Microcosm's pods", source, compact=compact_pod)
+                    found = Informer("Microcosm's pods", source, compact=compact_pod, index=job_key)
                 found.page_size = self.page_size
                 found.sync_timeout_s = self.sync_timeout_s
                 found.watch_timeout_s = self.watch_timeout_s
@@ -160,9 +160,10 @@ class KubeClient:
                 informer.stop()
             self._informers.clear()
 
-    def cached(self, resource: str) -> list[dict[str, Any]]:
+    def cached(self, resource: str, *, key: str | None = None, index: str | None = None) -> list[dict[str, Any]]:
         """The cache of ``resource`` once it has applied this client's last write to it (and, with
-        ``consistent_reads``, everything the server had when this was called)."""
+        ``consistent_reads``, everything the server had when this was called): all of it, or the object of ``key``
+        (none or one), or the objects of the cache's index value ``index`` (:func:`job_key`)."""
         informer = self.informer(resource)
         informer.items()  # the first sync first: its failures are the read's
         wanted = [self._written.get(resource)]
@@ -177,6 +178,11 @@ class KubeClient:
                     f"the {informer.what} cache has not reached resourceVersion {version} within "
                     f"{self.sync_timeout_s:g} s (at {informer.resource_version or 'none'})"
                 )
+        if key is not None:
+            found = informer.get(key)
+            return [] if found is None else [found]
+        if index is not None:
+            return informer.indexed(index)
         return informer.items()
 
     def _wrote(self, resource: str, answer: Any) -> None:
@@ -239,6 +245,13 @@ class KubeClient:
         """Every node, from the cache (module doc)."""
         return self.cached("nodes")
 
+    def node_cached(self, node: str) -> dict[str, Any]:
+        """One node, from the cache (:meth:`cached`); a node not there is a conflict, as the server's 404 is."""
+        found = self.cached("nodes", key=node)
+        if not found:
+            raise GatewayConflict(f"node {node} is not in the cluster")
+        return found[0]
+
     def node_read(self, node: str) -> dict[str, Any]:
         try:
             found: dict[str, Any] = self.call(f"read node {node}", self.core.read_node, node)
@@ -257,19 +270,25 @@ class KubeClient:
 
     # -- pods ------------------------------------------------------------------------------------------------
 
-    def pods_ours(self, namespace: str | None = None, job: str | None = None) -> list[dict[str, Any]]:
-        """Microcosm's pods (of one job); labels are checked here too, not only by the selector. Cluster-wide, from
-        the cache (module doc); of one job in one namespace, a LIST the server filters by the job's label."""
-        selector = OUR_PODS if job is None else f"{OUR_PODS},{JOB_LABEL}={job}"
+    def pods_ours(
+        self, namespace: str | None = None, job: str | None = None, *, from_server: bool = False
+    ) -> list[dict[str, Any]]:
+        """Microcosm's pods (of one job); labels are checked here too, not only by the selector. From the cache
+        (module doc): cluster-wide, or one job's in one namespace by the cache's index (:func:`job_key`). With
+        ``from_server``, one job's are a LIST the server filters by the job's label: what a caller reads that
+        must see a pod's binding of a moment ago, or that runs where no worker keeps the caches (the web tier)."""
         if namespace is None:
             pods = [pod for pod in self.cached("pods") if job is None or labels_of(pod).get(JOB_LABEL) == job]
-        else:
+        elif from_server or job is None:
+            selector = OUR_PODS if job is None else f"{OUR_PODS},{JOB_LABEL}={job}"
             pods = self.items(
                 f"list pods of job {job} in {namespace}",
                 self.core.list_namespaced_pod,
                 namespace,
                 label_selector=selector,
             )
+        else:
+            pods = self.cached("pods", index=f"{namespace}/{job}")
         return [
             pod
             for pod in pods
@@ -310,6 +329,8 @@ class KubeClient:
                 client.V1Pod.from_dict(manifest),
             )
             self._wrote("pods", created)
+        except ApiNotFound:
+            raise GatewayConflict(f"namespace {namespace} does not exist; ensure the team's namespace first") from None
         except ApiConflict:
             # A retried POST whose first attempt did reach the server, or a concurrent worker: fine if it
             # is this replica's fresh pod, otherwise the name is taken by something we must not touch.
@@ -328,7 +349,7 @@ class KubeClient:
             return uid_of(found)
         return uid_of(created)
 
-    def pod_bind(self, namespace: str, name: str, node: str, *, uid: str) -> None:
+    def pod_bind(self, namespace: str, name: str, node: str, *, uid: str, remember: bool = True) -> None:
         """Bind pod ``namespace/name`` to ``node``, on the condition that it is still the pod ``uid``.
 
         The Binding carries the pod's UID as kube-scheduler's binds do (kubernetes pkg/scheduler/framework/plugins/
@@ -363,7 +384,11 @@ class KubeClient:
             self._wrote("pods", found)
             return
         # A binding's answer is a Status without the pod's new resourceVersion: read it, so that the next read
-        # of the cache waits until the watch has brought the bound pod.
+        # of the cache waits until the watch has brought the bound pod. Without ``remember`` the caller binds
+        # another pod after this one and reads that one: resourceVersions only grow (the etcd revision), so
+        # waiting for the last binding's waits for this one too.
+        if not remember:
+            return
         with contextlib.suppress(ApiNotFound, ApiConflict, GatewayRetryable):
             self._wrote(
                 "pods", self.call(f"read pod {namespace}/{name}", self.core.read_namespaced_pod, name, namespace)
@@ -651,6 +676,11 @@ class KubeClient:
             except (ApiConflict, ApiNotFound):
                 continue  # someone else wrote it in between: read again
         raise GatewayRetryable(f"ConfigMap {ns}/{cm} kept changing under us; try again")
+
+
+def job_key(pod: Mapping[str, Any]) -> str:
+    """The pods cache's index: ``<namespace>/<job>`` of one of Microcosm's pods."""
+    return f"{(pod.get('metadata') or {}).get('namespace')}/{labels_of(pod).get(JOB_LABEL, '')}"
 
 
 def uid_of(obj: Mapping[str, Any]) -> str:

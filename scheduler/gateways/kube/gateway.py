@@ -15,14 +15,21 @@ ends, like its report Secret; every pod's ``/dev/shm`` is sized from its node he
 (:mod:`scheduler.gateways.kube.shared_memory`). A Binding names its pod's UID; a pod is stopped within its own
 termination grace unless a deadline is shorter (:mod:`scheduler.gateways.kube.grace`); binds, evictions and why
 jobs wait are recorded as Events (:mod:`scheduler.gateways.kube.events`, best effort).
-(:mod:`scheduler.gateways.kube.shared_memory`).
 
 Nodes and Microcosm's pods are read from the client's list-then-watch caches
-(:mod:`scheduler.gateways.kube.informer`): ``observe()`` and the MIG flow make no LIST once they have synced. A
-bind's checks read what they decide on from the server itself: the node by a GET, the pods on it by a LIST the
-server filters by ``spec.nodeName``. ``consistent_reads`` (off by default, as in production) makes each cached
-read wait until the cache has reached the server's current resourceVersion: what tests that change the cluster
-between two calls and read it back at once opt in to; a worker 10 s apart from its last cycle does not need it.
+(:mod:`scheduler.gateways.kube.informer`): ``observe()`` and the MIG flow make no LIST once they have synced, and
+an operation reads its job's pods and its nodes from them too, as kube-scheduler decides on its informers' cache
+and leaves the last word to the API server (kubernetes pkg/scheduler/schedule_one.go: ``schedulingCycle`` on the
+cache's snapshot, then ``bind``). What the caches cannot hold is read from the server: the pods of every owner on
+a bind's nodes (a LIST the server filters by ``spec.nodeName``: another owner's GPU pod, or one another worker
+bound a moment ago, counts), and the pods an undone bind removes (a binding of a moment ago decides their grace).
+A team namespace's label and its checkpoint claims are read once a cycle
+(:mod:`scheduler.gateways.kube.cycle_reads`). What stays one request per pod, and why: docs/deploy.md, Memory
+and API traffic.
+
+``consistent_reads`` (off by default, as in production) makes each cached read wait until the cache has reached
+the server's current resourceVersion: what tests that change the cluster between two calls and read it back at
+once opt in to; a worker 10 s apart from its last cycle does not need it.
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ from scheduler.core.model.snapshot import MigLayout
 from scheduler.errors import GatewayConflict, GatewayError, GatewayRetryable
 from scheduler.gateways.kube.checkpoint_storage import CheckpointStorage
 from scheduler.gateways.kube.client import ApiClient, KubeClient, uid_of
+from scheduler.gateways.kube.cycle_reads import CycleReads
 from scheduler.gateways.kube.events import Occurrence, Ref, Series, WaitNotes, scheduled, stopped
 from scheduler.gateways.kube.events import waiting as waiting_event
 from scheduler.gateways.kube.fabrics import (
@@ -173,8 +181,13 @@ class KubeGateway:
         self.prometheus = PrometheusClient(prometheus_url) if prometheus_url else None
         self.report_url = report_url
         self.fabric = fabric
+        self.reads = CycleReads(clock)
         self.checkpoints = CheckpointStorage(
-            self.client, storage_class=checkpoint_storage_class, size=checkpoint_size, root=checkpoint_root
+            self.client,
+            storage_class=checkpoint_storage_class,
+            size=checkpoint_size,
+            root=checkpoint_root,
+            reads=self.reads,
         )
         self.rendezvous_port = rendezvous_port
         self.shm_fraction = shm_fraction
@@ -208,6 +221,7 @@ class KubeGateway:
 
     def observe(self) -> Observation:
         now = self.clock()
+        self.reads.clear()  # a new cycle (scheduler.gateways.kube.cycle_reads)
         raw_nodes = self.client.nodes()
         pods = self.client.pods_ours()
         nodes = tuple(n for n in (self._node(raw, now) for raw in raw_nodes) if n is not None)
@@ -228,8 +242,10 @@ class KubeGateway:
     # -- namespaces and binding ------------------------------------------------------------------------------
 
     def namespace_ensure(self, *, namespace: str, team: str, checkpoint_claim: str = "") -> None:
-        level = team_level(team, self.pod_security_level, self.pod_security_team_levels)
-        self.client.namespace_ensure(namespace, team, create=self.namespace_create, level=level)
+        if self.reads.team(namespace) != team:
+            level = team_level(team, self.pod_security_level, self.pod_security_team_levels)
+            self.client.namespace_ensure(namespace, team, create=self.namespace_create, level=level)
+            self.reads.team_found(namespace, team)
         self.checkpoints.claim_ensure(namespace=namespace, team=team, checkpoint_claim=checkpoint_claim)
 
     def job_bind(self, *, request: BindRequest) -> None:
@@ -291,7 +307,10 @@ class KubeGateway:
             return
         fabrics = self._fabrics(request)
         nodes = self._check_placements(request, todo, fabrics, generation=generation)
-        team = self.client.namespace_team(request.namespace)
+        team = self.reads.team(request.namespace)
+        if team is None:
+            team = self.client.namespace_team(request.namespace)
+            self.reads.team_found(request.namespace, team)
         self.checkpoints.claim_check(request)
         bound: list[tuple[Ref, str]] = []
         try:
@@ -301,6 +320,7 @@ class KubeGateway:
             if needs_rendezvous(request):
                 self._service_ensure(request, team=team)  # before the pods that resolve each other through it
             for placement in todo:
+                last = placement is todo[-1]
                 name = pod_name(request.job, placement.replica, generation)
                 if placement.replica in existing:
                     uid = uid_of(existing[placement.replica])
@@ -320,9 +340,11 @@ class KubeGateway:
                     uid = self.client.pod_create(
                         request.namespace, request.job, placement.replica, manifest, generation=generation
                     )
-                self.client.pod_bind(request.namespace, name, placement.node, uid=uid)
+                # The last binding's pod is read back for the caches' sake (KubeClient.pod_bind): one read per gang.
+                self.client.pod_bind(request.namespace, name, placement.node, uid=uid, remember=last)
                 bound.append((Ref(request.namespace, name, uid), placement.node))
         except GatewayError as exc:
+            self.reads.forget(request.namespace)  # it may be the namespace that refused: the next bind reads it
             self._undo(request, exc, generation=generation)
             raise
         for ref, node in bound:  # once the whole gang is bound: an undone bind is no "Scheduled"
@@ -336,7 +358,7 @@ class KubeGateway:
         now = self.clock()
         nodes: dict[str, NodeObservation] = {}
         for name in sorted({p.node for p in request.placements}):
-            node = self._node(self.client.node_read(name), now)
+            node = self._node(self.client.node_cached(name), now)
             if node is None:
                 return {}  # not a GPU node Microcosm knows: _check_placements refuses it
             nodes[name] = node
@@ -355,13 +377,14 @@ class KubeGateway:
         exist or is held by another job's pod (or, for a move, by the job's own pods of another generation), or
         more GPU or fabric resources than the node has left. Returns the nodes read, raw and observed, by name.
 
-        Everything here is read from the API server, not from the caches: the node by a GET, the pods on it by a
-        LIST the server filters by ``spec.nodeName``, so a pod another worker bound a moment ago counts."""
+        The node is the nodes cache's (module doc); the pods on it are read from the API server, a LIST it filters by
+        ``spec.nodeName``: the cache holds Microcosm's pods only, and a pod another worker bound a moment ago
+        counts."""
         now = self.clock()
         wanted: set[tuple[str, int, int | None]] = set()
         read: dict[str, tuple[Mapping[str, Any], NodeObservation]] = {}
         for node_name in sorted({p.node for p in todo}):
-            raw = self.client.node_read(node_name)
+            raw = self.client.node_cached(node_name)
             node = self._node(raw, now)
             if node is None or not node.schedulable:
                 raise GatewayConflict(
@@ -483,7 +506,7 @@ class KubeGateway:
         ones serve on, with the Service and Secret they use."""
         logger.warning("job %s: binding failed (%s); removing its pods", request.job, cause)
         try:
-            for pod in self.client.pods_ours(request.namespace, request.job):
+            for pod in self.client.pods_ours(request.namespace, request.job, from_server=True):
                 if generation and generation_of(pod) != generation:
                     continue
                 # A pod bound moments ago may be running already: it stops within its own grace, never forced.
@@ -592,7 +615,7 @@ class KubeGateway:
             if text is None:
                 generations = [
                     generation_of(pod)
-                    for pod in self.client.pods_ours(namespace, job)
+                    for pod in self.client.pods_ours(namespace, job, from_server=True)  # the web tier keeps no cache
                     if labels_of(pod).get(REPLICA_LABEL) == str(replica) and generation_of(pod) > 0
                 ]
                 if generations:

@@ -22,6 +22,10 @@ What it does, and where client-go does the same (k8s.io/client-go/tools/cache/re
   :class:`~scheduler.errors.GatewayRetryable`; :meth:`Informer.wait_for` waits until the store has applied a
   given resourceVersion (a write of this process, or the version the server reported for a consistent read).
 
+An ``index`` (a function of an object, as one of client-go's ``Indexers``: tools/cache/index.go, read with
+``ByIndex`` in tools/cache/thread_safe_store.go) keeps the store's keys by that function's value, so a reader
+asks for one job's pods without walking every pod of the cluster.
+
 The store keeps what ``compact`` leaves of each object (the gateway keeps only the fields it reads: no
 ``managedFields``, no image lists) with its strings interned, so 5,000 nodes' identical label keys and values
 are held once.
@@ -95,6 +99,7 @@ class Informer:
         watch_timeout_s: int = 300,
         backoff_s: float = 0.8,
         max_backoff_s: float = 30.0,
+        index: Callable[[Mapping[str, Any]], str] | None = None,
     ) -> None:
         self.what = what
         self.source = source
@@ -105,6 +110,8 @@ class Informer:
         self.backoff_s = backoff_s
         self.max_backoff_s = max_backoff_s
         self._store: dict[str, dict[str, Any]] = {}
+        self.index = index
+        self._indexed: dict[str, set[str]] = {}  # the index's value -> the keys of the objects that have it
         self._version = ""  # the last resourceVersion applied (list, event or bookmark)
         self._changed = threading.Condition()
         self._synced = False
@@ -118,15 +125,31 @@ class Informer:
 
     def items(self) -> list[dict[str, Any]]:
         """Every object in the store, after the first sync (GatewayRetryable when it does not come in time)."""
-        self.start()
         with self._changed:
-            if not self._changed.wait_for(lambda: self._synced or self._failure is not None, self.sync_timeout_s):
-                raise GatewayRetryable(f"the {self.what} cache has not synced within {self.sync_timeout_s:g} s")
-            if not self._synced and self._failure is not None:
-                # The list failed (after KubeClient's own retries): say why now, rather than after the timeout;
-                # the thread lists again after its backoff.
-                raise self._failure
+            self._wait_synced()
             return list(self._store.values())
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        """The object of ``key`` (``namespace/name``, or the name of a cluster-wide object), after the first sync."""
+        with self._changed:
+            self._wait_synced()
+            return self._store.get(key)
+
+    def indexed(self, value: str) -> list[dict[str, Any]]:
+        """The objects whose ``index`` is ``value``, after the first sync (an informer without an index: none)."""
+        with self._changed:
+            self._wait_synced()
+            return [self._store[key] for key in sorted(self._indexed.get(value, ()))]
+
+    def _wait_synced(self) -> None:
+        """Called holding ``_changed``: return once the first list is in the store (module doc)."""
+        self.start()
+        if not self._changed.wait_for(lambda: self._synced or self._failure is not None, self.sync_timeout_s):
+            raise GatewayRetryable(f"the {self.what} cache has not synced within {self.sync_timeout_s:g} s")
+        if not self._synced and self._failure is not None:
+            # The list failed (after KubeClient's own retries): say why now, rather than after the timeout;
+            # the thread lists again after its backoff.
+            raise self._failure
 
     @property
     def resource_version(self) -> str:
@@ -201,8 +224,13 @@ class Informer:
             token = (page.get("metadata") or {}).get("continue") or None
             if not token:
                 break
+        indexed: dict[str, set[str]] = {}
+        if self.index is not None:
+            for key, obj in store.items():
+                indexed.setdefault(self.index(obj), set()).add(key)
         with self._changed:
-            self._store, self._version, self._synced, self._failure = store, version, True, None
+            self._store, self._indexed = store, indexed
+            self._version, self._synced, self._failure = version, True, None
             self.lists += 1
             self._changed.notify_all()
 
@@ -219,12 +247,27 @@ class Informer:
             with self._changed:
                 if kind in ("ADDED", "MODIFIED"):
                     obj = self.compact(raw)
+                    self._unindex(key_of(obj))
                     self._store[key_of(obj)] = obj
+                    if self.index is not None:
+                        self._indexed.setdefault(self.index(obj), set()).add(key_of(obj))
                 elif kind == "DELETED":
+                    self._unindex(key_of(raw))
                     self._store.pop(key_of(raw), None)
                 if version:
                     self._version = version
                 self._changed.notify_all()
+
+    def _unindex(self, key: str) -> None:
+        """Called holding ``_changed``: take the stored object of ``key`` out of the index (before it changes)."""
+        old = self._store.get(key)
+        if old is None or self.index is None:
+            return
+        keys = self._indexed.get(self.index(old))
+        if keys is not None:
+            keys.discard(key)
+            if not keys:
+                del self._indexed[self.index(old)]
 
 
 def key_of(obj: Mapping[str, Any]) -> str:

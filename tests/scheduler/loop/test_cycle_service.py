@@ -18,16 +18,11 @@ from scheduler.loop.apply import Retry, apply_ops
 from scheduler.loop.cycle import cycle_run
 from scheduler.loop.record import record_plan
 from scheduler.models import SchedulerFence, SimulatedPod
-from tests.scheduler.loop_helpers import Clock, fleet, fleet_seed, team_seed
+from tests.scheduler.loop_helpers import fleet, fleet_seed, team_seed
 
 pytestmark = pytest.mark.django_db
 
 NO_WAIT = Retry(attempts=3, backoff_s=0.0, sleep=lambda _s: None)
-
-
-@pytest.fixture
-def clock():
-    return Clock()
 
 
 @pytest.fixture

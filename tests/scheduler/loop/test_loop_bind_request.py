@@ -11,14 +11,9 @@ from jobs.credentials import job_for_token, token_job_id
 from jobs.services import CheckpointReport, checkpoint_record, job_submit
 from scheduler.gateways.protocol import BindRequest
 from scheduler.loop.apply import BindOp, Retry, apply_ops, bind_request
-from tests.scheduler.loop_helpers import Clock, team_seed
+from tests.scheduler.loop_helpers import team_seed
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
 
 
 @pytest.fixture

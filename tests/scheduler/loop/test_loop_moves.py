@@ -30,11 +30,6 @@ SLICE = ((Slot(node="mig-od-1", gpu=0, mig_profile="3g.40gb", mig_start=4),),)
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock()
-
-
-@pytest.fixture
 def team(db: Any) -> Any:
     fleet_seed()
     return team_seed()

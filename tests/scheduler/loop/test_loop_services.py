@@ -26,11 +26,6 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def clock():
-    return Clock()
-
-
-@pytest.fixture
 def team(db):
     fleet_seed()
     return team_seed()

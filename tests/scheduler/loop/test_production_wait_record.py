@@ -14,14 +14,9 @@ from jobs.models import Job
 from jobs.services import job_submit
 from scheduler.loop.cycle import cycle_run
 from teams.models import Quota
-from tests.scheduler.loop_helpers import Clock, fleet, fleet_seed, team_seed
+from tests.scheduler.loop_helpers import fleet, fleet_seed, team_seed
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def clock():
-    return Clock()
 
 
 @pytest.fixture

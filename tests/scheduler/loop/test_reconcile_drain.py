@@ -45,11 +45,6 @@ def test_the_grace_fits_inside_the_notice(deadline_in_s, evict_grace_s, expected
 
 
 @pytest.fixture
-def clock():
-    return Clock()
-
-
-@pytest.fixture
 def running(db, clock):
     """A 2-replica gang running on the spot server, bound by a real cycle."""
     fleet_seed()

@@ -1,15 +1,10 @@
-"""A seeded fleet and team, and a clock the simulated fleet reads, for the scheduler app's services."""
+"""A seeded fleet and team for the scheduler app's services (the clock: tests/scheduler/conftest.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from tests.scheduler.loop_helpers import Clock, fleet_seed, team_seed
-
-
-@pytest.fixture
-def clock() -> Clock:
-    return Clock()
+from tests.scheduler.loop_helpers import fleet_seed, team_seed
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from scheduler.gateways.protocol import (
     RecordingGateway,
     ReplicaPlacement,
 )
-from tests.scheduler.kube_emulator import PODS, ManualClock, cluster_fixture
+from tests.scheduler.kube_emulator import PODS, cluster_fixture
 from tests.scheduler.kube_harness.graceful_delete import GracefulDelete
 
 cluster = pytest.fixture(cluster_fixture)
@@ -32,11 +32,6 @@ H100 = {
     "nvidia.com/gpu.memory": "81559",
     "nvidia.com/mig.capable": "true",
 }
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
 
 
 @pytest.fixture
@@ -149,6 +144,8 @@ def test_an_eviction_keeps_the_pods_own_grace_unless_a_deadline_is_shorter(clust
 def test_finished_pods_go_at_once(cluster, gateway, deletes) -> None:
     gateway.job_bind(request=_gang(replicas=1))
     cluster.set_pod_phase("team-nlp", "mc-42-0", "Succeeded")
+    # The eviction reads the job's pods from the cache: read back at once, the kubelet's report must be in it.
+    gateway.client.consistent_reads = True
 
     gateway.job_evict(job="42", namespace="team-nlp", grace_s=30, reason="completed")
 

@@ -85,11 +85,34 @@ def test_a_bind_lists_no_pods_cluster_wide_and_a_mig_config_write_lists_no_nodes
     gateway.job_bind(request=BindRequest(job="42", namespace="team-nlp", name="j", placements=placements))
     gateway.client.mig_config_write("custom-1", ((("1g.10gb", 0), ("1g.10gb", 1)),), also_keep=set(), now=1.0)
 
-    # The bind reads the node by GET and the pods on it by a LIST the server filters by spec.nodeName.
+    # The bind reads the node from the cache and the pods on it by a LIST the server filters by spec.nodeName.
     wide = [q for path, q in _lists(cluster) if "fieldSelector" not in q and "limit=1" not in q]
     assert wide == []
     assert [n.name for n in gateway.observe().nodes] == ["gpu-a"]
     assert gateway.observe().jobs["42"].replicas[0].node == "gpu-a"  # its own bind, read from the cache
+
+
+def test_the_pods_cache_finds_a_jobs_pods_by_its_index_through_relabels_and_deletes(cluster) -> None:
+    cluster.add_node("gpu-a", {**H100_ONE_LEAF}, allocatable={"nvidia.com/gpu": "8"})
+    gateway = _gateway(cluster, default_image="ghcr.io/acme/train:1", consistent_reads=True)
+    gateway.namespace_ensure(namespace="team-nlp", team="nlp")
+    for job, first_gpu in (("42", 0), ("43", 2)):
+        placements = tuple(ReplicaPlacement(r, "gpu-a", (Device(first_gpu + r),)) for r in range(2))
+        gateway.job_bind(request=BindRequest(job=job, namespace="team-nlp", name="j", placements=placements))
+
+    def names(job: str) -> list[str]:
+        return sorted(p["metadata"]["name"] for p in gateway.client.pods_ours("team-nlp", job))
+
+    assert (names("42"), names("43")) == (["mc-42-0", "mc-42-1"], ["mc-43-0", "mc-43-1"])
+    cluster.core.patch_namespaced_pod(  # a pod relabelled (by hand) to another job moves in the index
+        "mc-42-1",
+        "team-nlp",
+        {"metadata": {"labels": {"microcosm.io/job": "43"}}},
+        _content_type="application/merge-patch+json",
+    )
+    cluster.core.delete_namespaced_pod("mc-43-0", "team-nlp")
+    assert (names("42"), names("43")) == (["mc-42-0"], ["mc-42-1", "mc-43-1"])
+    assert gateway.client.pods_ours("team-other", "42") == []  # the index is per namespace
 
 
 def test_a_watch_too_old_for_the_history_relists(cluster) -> None:

@@ -12,7 +12,7 @@ from scheduler.gateways.protocol import MaintainedGateway, MigConfigState, Obser
 from scheduler.gateways.simulated import SimulatedFleet
 from scheduler.services.mig import cluster_maintain
 from scheduler.tasks import mig_watch_task
-from tests.scheduler.kube_emulator import MIG_NODE_LABELS, ManualClock, cluster_fixture, manual_gateway
+from tests.scheduler.kube_emulator import MIG_NODE_LABELS, cluster_fixture, manual_gateway
 
 cluster = pytest.fixture(cluster_fixture)
 
@@ -20,11 +20,6 @@ NODE = "mig-1"
 LABELS = MIG_NODE_LABELS
 WANTED = ((("3g.40gb", 0), ("3g.40gb", 4)), ())
 TIMEOUT_S = 900.0
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from scheduler.gateways.kube.gateway import KubeGateway
 from scheduler.gateways.kube.mig import DEVICE_FILTERS, Step, config_name, operator_configs
 from scheduler.gateways.kube.mig_drain import resources_in_the_way
 from scheduler.gateways.protocol import BindRequest, Device, MigConfigState, ReplicaPlacement
-from tests.scheduler.kube_emulator import MIG_NODE_LABELS, ManualClock, cluster_fixture, manual_gateway
+from tests.scheduler.kube_emulator import MIG_NODE_LABELS, cluster_fixture, manual_gateway
 from tests.scheduler.kube_harness.device_plugin import DevicePlugin
 from tests.scheduler.kube_harness.mig_manager import MigManagers
 
@@ -34,11 +34,6 @@ TWO_3G = (("3g.40gb", 0), ("3g.40gb", 4))
 WANTED = (TWO_3G, ())
 TIMEOUT_S = 900.0
 PROPAGATION_S = 120.0  # the gateway's default MIG_CONFIG_PROPAGATION_S
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
 
 
 @pytest.fixture

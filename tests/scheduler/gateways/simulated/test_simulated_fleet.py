@@ -21,20 +21,9 @@ from scheduler.gateways.protocol import (
 )
 from scheduler.models import Gpu, SimulatedPod, SimulatedProgress
 from tests.factories import JobFactory
-from tests.scheduler.loop_helpers import BALANCED_80GB, Clock, fleet, fleet_seed, team_seed
+from tests.scheduler.loop_helpers import BALANCED_80GB, fleet
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def clock():
-    return Clock()
-
-
-@pytest.fixture
-def team(db):
-    fleet_seed()
-    return team_seed()
 
 
 def _request(job, placements, duration_s=600.0, checkpoint_s=None):

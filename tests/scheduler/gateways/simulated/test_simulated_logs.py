@@ -12,7 +12,7 @@ from jobs.services import job_submit
 from scheduler.gateways.protocol import LogSource
 from scheduler.loop.apply import Retry
 from scheduler.loop.cycle import cycle_run
-from tests.scheduler.loop_helpers import Clock, fleet, fleet_seed, team_seed
+from tests.scheduler.loop_helpers import fleet
 
 pytestmark = pytest.mark.django_db
 
@@ -22,17 +22,6 @@ STAMP = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ"
 LIFECYCLE = re.compile(
     rf"^{STAMP} (bound to node \S+ \(.+\): .+|checkpoint saved.*|stopped on node \S+: .+|asked to stop.*)$"
 )
-
-
-@pytest.fixture
-def clock():
-    return Clock()
-
-
-@pytest.fixture
-def team(db):
-    fleet_seed()
-    return team_seed()
 
 
 def _lines(text: str) -> list[str]:
