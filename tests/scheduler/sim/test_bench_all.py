@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from benchmarks import kube_bench, portal_bench
+from benchmarks import kube_bench, loop_bench, portal_bench
 from scheduler.sim.bench import all_cli, registry
 
 FAKE = "tests.scheduler.sim.fake_bench"
@@ -21,6 +21,8 @@ def _fake_registry(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(registry, "MODULES", (FAKE, "scheduler.sim.bench.all_cli"))
     monkeypatch.setattr(portal_bench, "ALL_RUNS", {}, raising=False)  # the command adds it; it needs a database
     monkeypatch.setattr(kube_bench, "SLOW_RUNS", {})  # the command adds it too; it runs minutes
+    monkeypatch.setattr(loop_bench, "ALL_RUNS", {})  # the command adds it too; it seeds a database of its own
+    monkeypatch.setattr(loop_bench, "SLOW_RUNS", {})
     monkeypatch.chdir(tmp_path)  # docs/benchmarks/ and BENCHMARKS.md are relative to the working directory
 
 
