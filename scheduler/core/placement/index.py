@@ -17,7 +17,8 @@ placement question, see :func:`~scheduler.core.placement.find.index_of`) re-file
 :class:`IndexedClusterState` is a :class:`ClusterState` that updates its index on every change, including
 the undo of a rolled-back Statement (a committed inner Statement hands its undo log to the enclosing one, so
 rolling back the outer Statement undoes everything). Two tokens let placement remember failures safely:
-``freed`` changes whenever capacity is freed (or a Statement opens), ``version`` whenever anything changes;
+``freed`` changes whenever capacity the index offers is freed (or a Statement opens; a layout change of a node out
+of the index frees nothing it offers), ``version`` whenever anything changes;
 a rollback restores both to their values at ``begin`` — the state is then exactly what it was, so what
 failed then still fails.
 """
@@ -213,7 +214,13 @@ class CapacityIndex:
         self._resources(job, slots, -1)
 
     def reconfigured(self, gpu: Gpu) -> None:
-        self.freed = self.version = next(self._tokens)
+        if gpu.node.name in self.group_of:
+            self.freed = self.version = next(self._tokens)
+        else:
+            # A node out of the index (retired, not ready) offers nothing to placement whatever its layout: what
+            # failed still fails. Reconfigurations retire a node before changing it for this reason, so that a
+            # change does not make every remembered failure of the cycle look stale.
+            self.version = next(self._tokens)
         self._dirty.add(gpu.ordinal)
 
     def flush(self) -> None:

@@ -286,10 +286,14 @@ class Reconfigurations:
 
     def _apply(self, changes: Sequence[Reconfigure]) -> None:
         """Apply ``changes`` to the state and close their nodes to new work for the rest of the cycle."""
+        names = sorted({change.node for change in changes})
+        # Closed first, then changed: a layout change of a node out of the index frees no capacity placement
+        # could use, so the cycle's memory of failed placements and preemptions stays valid (CapacityIndex.freed).
+        for name in names:
+            self.index.retire(name)
         for change in changes:
             self.state.set_layout(change.node, change.gpu, change.new)
-        for name in sorted({change.node for change in changes}):
-            self.index.retire(name)
+        for name in names:
             # Mark the node busy in the state as the next snapshot will, so that no later question this cycle
             # (another change, a preemption) counts it as ready; its new instances may be claimed meanwhile.
             ready_at = max(change.ready_at for change in changes if change.node == name)
