@@ -163,6 +163,10 @@ class CapacityIndex:
         self._tokens = itertools.count(1)
         self.freed = 0
         self.version = 0
+        # Counts jobs placed on or taken off GPUs of nodes out of the index (changing, cordoned, retired); never
+        # restored by a rollback. What is remembered about such nodes' free capacity (the instances changes under
+        # way offer, :mod:`.reconfigurations`) holds while it stays put, whatever is freed on ready nodes.
+        self.outside = 0
         self._dirty: set[int] = set()  # GPU ordinals changed since the last flush
         # The demand mix placement scores fragmentation against (:mod:`.mix`): the cycle's observation, or,
         # when none was given, the running jobs' alone (worked out at the first question).
@@ -250,8 +254,12 @@ class CapacityIndex:
 
     def _touch(self, job: Job, slots: Slots) -> None:
         dirty = self._dirty
+        group_of = self.group_of
         for op in self.state.slot_ops(job.id, slots):
-            dirty.add(op[0].ordinal)
+            gpu = op[0]
+            dirty.add(gpu.ordinal)
+            if gpu.node.name not in group_of:
+                self.outside += 1
 
     def _resources(self, job: Job, slots: Slots, sign: int) -> None:
         if not (job.cpu_milli or job.memory_mib):

@@ -75,8 +75,6 @@ class Victims:
 
     def closed(self, nodes: Set[str]) -> None:
         """``nodes`` are no longer ready (a reconfiguration closed them): forget what their readiness decided."""
-        if not nodes:
-            return
         self._lists.clear()  # each was filtered by could_help; a rescan of the kept grounds is cheap
         for helps_at in self._helps_at.values():
             for node in nodes:
