@@ -17,7 +17,7 @@ placement question, see :func:`~scheduler.core.placement.find.index_of`) re-file
 :class:`IndexedClusterState` is a :class:`ClusterState` that updates its index on every change, including
 the undo of a rolled-back Statement (a committed inner Statement hands its undo log to the enclosing one, so
 rolling back the outer Statement undoes everything). Two tokens let placement remember failures safely:
-``freed`` changes whenever capacity the index offers is freed (or a Statement opens; a layout change of a node out
+``freed`` changes whenever capacity the index offers is freed (or a Statement opens; a reconfiguration of a node out
 of the index frees nothing it offers), ``version`` whenever anything changes;
 a rollback restores both to their values at ``begin`` — the state is then exactly what it was, so what
 failed then still fails.

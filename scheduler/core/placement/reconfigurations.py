@@ -288,7 +288,7 @@ class Reconfigurations:
     def _apply(self, changes: Sequence[Reconfigure]) -> None:
         """Apply ``changes`` to the state and close their nodes to new work for the rest of the cycle."""
         names = sorted({change.node for change in changes})
-        # Closed first, then changed: a layout change of a node out of the index frees no capacity placement
+        # Closed first, then changed: a reconfiguration of a node out of the index frees no capacity placement
         # could use, so the cycle's memory of failed placements and preemptions stays valid (CapacityIndex.freed).
         for name in names:
             self.index.retire(name)

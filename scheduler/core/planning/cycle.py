@@ -58,7 +58,7 @@ whose ping-pong protection depends on its identity. Binding only takes capacity 
 eviction candidates are snapshot-running jobs (whose borrowed status depends only on which of them are still
 placed), so a preemption that failed keeps failing until something is freed (an eviction, a committed
 Statement). A reconfiguration frees nothing placement is offered — its node leaves the capacity index before
-its layout changes — and closing a node only removes eviction candidates, so it forgets neither. A search
+its new layout is set — and closing a node only removes eviction candidates, so it forgets neither. A search
 itself runs its trial placements through :class:`~scheduler.core.speedups.trial.TrialPlacement` (on MIG-off GPUs
 only, :class:`~scheduler.core.speedups.wholetrial.WholeGpuTrial`), whose exact shortcuts skip trials whose answer
 is known, and reads candidates from one :class:`~scheduler.core.speedups.victims.Victims` per cycle (told of each
