@@ -91,11 +91,16 @@ class FirstFit:
 class TeamCandidates(Protocol):
     """Each team's eviction candidates for the cycle, as the plain rule
     (:func:`~scheduler.core.rules.eviction.team_candidates`) finds them: the speed-up
-    :class:`scheduler.core.speedups.victims.Victims` remembers them while the team's running jobs stay put."""
+    :class:`scheduler.core.speedups.victims.Victims` remembers them while the team's running jobs stay put, told by
+    the cycle of each node a reconfiguration closes."""
 
     def of_team(self, team: str, job: Job, allow_reclaim: bool) -> list[Candidate]:
         """The candidates among ``team``'s running jobs for ``job`` (ping-pong aside), in victim-preference order;
         the caller does not modify the list."""
+        ...
+
+    def closed(self, nodes: Set[str]) -> None:
+        """``nodes`` are no longer ready (a reconfiguration closed them): their running jobs may no longer help."""
         ...
 
 

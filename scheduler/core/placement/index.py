@@ -17,7 +17,8 @@ placement question, see :func:`~scheduler.core.placement.find.index_of`) re-file
 :class:`IndexedClusterState` is a :class:`ClusterState` that updates its index on every change, including
 the undo of a rolled-back Statement (a committed inner Statement hands its undo log to the enclosing one, so
 rolling back the outer Statement undoes everything). Two tokens let placement remember failures safely:
-``freed`` changes whenever capacity is freed (or a Statement opens), ``version`` whenever anything changes;
+``freed`` changes whenever capacity the index offers is freed (or a Statement opens; a reconfiguration of a node out
+of the index frees nothing it offers), ``version`` whenever anything changes;
 a rollback restores both to their values at ``begin`` — the state is then exactly what it was, so what
 failed then still fails.
 """
@@ -162,6 +163,10 @@ class CapacityIndex:
         self._tokens = itertools.count(1)
         self.freed = 0
         self.version = 0
+        # Counts jobs placed on or taken off GPUs of nodes out of the index (changing, cordoned, retired); never
+        # restored by a rollback. What is remembered about such nodes' free capacity (the instances changes under
+        # way offer, :mod:`.reconfigurations`) holds while it stays put, whatever is freed on ready nodes.
+        self.outside = 0
         self._dirty: set[int] = set()  # GPU ordinals changed since the last flush
         # The demand mix placement scores fragmentation against (:mod:`.mix`): the cycle's observation, or,
         # when none was given, the running jobs' alone (worked out at the first question).
@@ -213,7 +218,13 @@ class CapacityIndex:
         self._resources(job, slots, -1)
 
     def reconfigured(self, gpu: Gpu) -> None:
-        self.freed = self.version = next(self._tokens)
+        if gpu.node.name in self.group_of:
+            self.freed = self.version = next(self._tokens)
+        else:
+            # A node out of the index (retired, not ready) offers nothing to placement whatever its layout: what
+            # failed still fails. Reconfigurations retire a node before changing it for this reason, so that a
+            # change does not make every remembered failure of the cycle look stale.
+            self.version = next(self._tokens)
         self._dirty.add(gpu.ordinal)
 
     def flush(self) -> None:
@@ -243,8 +254,12 @@ class CapacityIndex:
 
     def _touch(self, job: Job, slots: Slots) -> None:
         dirty = self._dirty
+        group_of = self.group_of
         for op in self.state.slot_ops(job.id, slots):
-            dirty.add(op[0].ordinal)
+            gpu = op[0]
+            dirty.add(gpu.ordinal)
+            if gpu.node.name not in group_of:
+                self.outside += 1
 
     def _resources(self, job: Job, slots: Slots, sign: int) -> None:
         if not (job.cpu_milli or job.memory_mib):

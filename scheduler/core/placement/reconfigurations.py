@@ -32,7 +32,8 @@ change and drain.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+import itertools
+from collections.abc import Hashable, Iterator, Sequence
 from dataclasses import replace
 
 from scheduler.core.model.cluster_state import gpu_class_of
@@ -83,7 +84,7 @@ class Reconfigurations:
         tables = self.index.tables  # the cycle's caches, as the index was given them
         self._offer_lists: dict[Hashable, tuple[int, list[int], list[tuple[Key, float]]]] = (
             tables.table()
-        )  # see _offered
+        )  # see _unclaimed
         self._unit_scans: dict[Hashable, tuple[int, int | None]] = tables.table()  # see _units
         # could_change_for's answers per job shape: (freed token, answer, the node whose reconfiguration answered yes)
         self._could: dict[Hashable, tuple[int, bool, tuple[str, ...]]] = tables.table()
@@ -286,10 +287,14 @@ class Reconfigurations:
 
     def _apply(self, changes: Sequence[Reconfigure]) -> None:
         """Apply ``changes`` to the state and close their nodes to new work for the rest of the cycle."""
+        names = sorted({change.node for change in changes})
+        # Closed first, then changed: a reconfiguration of a node out of the index frees no capacity placement
+        # could use, so the cycle's memory of failed placements and preemptions stays valid (CapacityIndex.freed).
+        for name in names:
+            self.index.retire(name)
         for change in changes:
             self.state.set_layout(change.node, change.gpu, change.new)
-        for name in sorted({change.node for change in changes}):
-            self.index.retire(name)
+        for name in names:
             # Mark the node busy in the state as the next snapshot will, so that no later question this cycle
             # (another change, a preemption) counts it as ready; its new instances may be claimed meanwhile.
             ready_at = max(change.ready_at for change in changes if change.node == name)
@@ -322,20 +327,23 @@ class Reconfigurations:
             self._unit_scans[shape] = (len(self._changing), gpus)
         return job.replicas * gpus if gpus is not None else job.replicas
 
-    def _offered(self, job: Job) -> list[tuple[Key, float]]:
-        """Every instance (or idle MIG-off GPU) that changing nodes offer the job, promised or not, with its
-        node's ready time, in node, GPU and start order. Kept per job shape: extended over the nodes that
-        started changing since, rebuilt when capacity was freed (an eviction can free an instance there;
-        nothing binds on a changing node)."""
+    def _unclaimed(self, job: Job) -> Iterator[tuple[Key, float]]:
+        """Every instance (or idle MIG-off GPU) that changing nodes offer the job and no job was promised, with its
+        node's ready time, in node, GPU and start order. The offers are kept per job shape: extended over the nodes
+        that started changing since, rebuilt when a job left or took a GPU of a node out of the index
+        (:attr:`CapacityIndex.outside`: an eviction can free an instance on a changing node; nothing binds there,
+        and a changing node is never changed again, so its offers move with nothing else). Promises are never
+        taken back within a cycle, so the offers before the first unpromised one are skipped from then on: a
+        question asked for every waiting job does not walk hundreds of promised instances again each time."""
         shape = placement_shape(job)
-        freed = self.index.freed
+        outside = self.index.outside
         entry = self._offer_lists.get(shape)
-        if entry is None or entry[0] != freed:
-            entry = self._offer_lists[shape] = (freed, [0], [])
-        _, scanned, offered = entry
-        if scanned[0] < len(self._changing):
+        if entry is None or entry[0] != outside:
+            entry = self._offer_lists[shape] = (outside, [0, 0], [])
+        _, cursor, offered = entry  # cursor: [changing nodes scanned, offers known promised]
+        if cursor[0] < len(self._changing):
             tiers = tier_rank(job)
-            for name, until in self._changing[scanned[0] :]:
+            for name, until in self._changing[cursor[0] :]:
                 node = self.state.nodes[name]
                 demand = resolve(job, node.gpu_model, self.policy) if str(node.tier) in tiers else None
                 if demand is None:
@@ -348,8 +356,11 @@ class Reconfigurations:
                     else:
                         starts = []
                     offered += [((name, gpu.index, s), until) for s in starts]
-            scanned[0] = len(self._changing)
-        return offered
+            cursor[0] = len(self._changing)
+        claimed = self._claimed
+        while cursor[1] < len(offered) and offered[cursor[1]][0] in claimed:
+            cursor[1] += 1
+        return (offer for offer in itertools.islice(offered, cursor[1], None) if offer[0] not in claimed)
 
     def _claim(self, job: Job, wanted: int, partial: bool, claim: bool = True, tell: bool = True) -> int:
         """Promise the job up to ``wanted`` free instances (or idle MIG-off GPUs) on changing nodes — all or
@@ -357,17 +368,14 @@ class Reconfigurations:
         return how many were promised. ``claim`` False: only count them, promising nothing."""
         if not self._changing:
             return 0
-        claimed = self._claimed
         if not claim:  # count only, stopping at ``wanted``: asked for every waiting job, over long offer lists
             count = 0
-            for key, _ in self._offered(job):
-                if key not in claimed:
-                    count += 1
-                    if count == wanted:
-                        return count
+            for _ in self._unclaimed(job):
+                count += 1
+                if count == wanted:
+                    return count
             return count if partial else 0
-        found = [(key, until) for key, until in self._offered(job) if key not in claimed]
-        chosen = found[:wanted]
+        chosen = list(itertools.islice(self._unclaimed(job), wanted))
         if not chosen or (len(chosen) < wanted and not partial):
             return 0
         self._claimed.update(key for key, _ in chosen)

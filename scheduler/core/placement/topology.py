@@ -66,8 +66,8 @@ def place_gang(index: CapacityIndex, job: Job, options: Sequence[Option]) -> Slo
     by_model: dict[str, list[Option]] = {}
     for option in options:
         by_model.setdefault(option.model, []).append(option)
-    singles = [opts for opts in by_model.values() if _replicas_held(index, opts) >= job.replicas]
-    classes = [pool for pool in class_pools(options) if _replicas_held(index, pool) >= job.replicas]
+    singles = [opts for opts in by_model.values() if replicas_held(index, opts) >= job.replicas]
+    classes = [pool for pool in class_pools(options) if replicas_held(index, pool) >= job.replicas]
     ranks = sorted({o.tier_rank for pools in (singles, classes) for opts in pools for o in opts})
     stages: list[Callable[[Option], bool]] = [_at_rank(rank) for rank in ranks]
     if len(ranks) > 1:
@@ -102,8 +102,9 @@ def _best_pool(
     return best
 
 
-def _replicas_held(index: CapacityIndex, options: Sequence[Option]) -> int:
-    """An upper bound on the replicas the options' free whole GPUs hold (CPU and memory aside)."""
+def replicas_held(index: CapacityIndex, options: Sequence[Option]) -> int:
+    """An upper bound on the replicas the options' free whole GPUs hold (CPU and memory aside): the replicas of
+    the spread stage's histogram, so exact for options whose nodes the fabric rule and host limits leave alone."""
     gpus = options[0].demand.gpus
     return sum(len(nodes) * (k // gpus) for o in options for k, nodes in index.buckets[o.group].items())
 

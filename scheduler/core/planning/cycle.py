@@ -56,14 +56,15 @@ Speed: a failed placement is remembered per job shape until capacity is freed (s
 search: of preemptible work only, on MIG-off GPUs only) — except for a job that was itself recently evicted,
 whose ping-pong protection depends on its identity. Binding only takes capacity and adds usage, and the
 eviction candidates are snapshot-running jobs (whose borrowed status depends only on which of them are still
-placed), so a preemption that failed keeps failing until something is freed (an eviction, a reconfiguration,
-a committed Statement). A search itself runs its trial placements through
-:class:`~scheduler.core.speedups.trial.TrialPlacement` (on MIG-off GPUs only,
-:class:`~scheduler.core.speedups.wholetrial.WholeGpuTrial`), whose exact shortcuts skip trials whose answer is
-known, and reads candidates from one :class:`~scheduler.core.speedups.victims.Victims` per cycle (rebuilt
-after a reconfiguration closes a node; with the speed-ups off, from the plain rule
-:func:`~scheduler.core.rules.eviction.team_candidates`). Every such cache and shortcut goes through the cycle's memo
-(:mod:`scheduler.core.speedups`); ``plan_cycle(..., speedups=False)`` switches all of them off.
+placed), so a preemption that failed keeps failing until something is freed (an eviction, a committed
+Statement). A reconfiguration frees nothing placement is offered — its node leaves the capacity index before
+its new layout is set — and closing a node only removes eviction candidates, so it forgets neither. A search
+itself runs its trial placements through :class:`~scheduler.core.speedups.trial.TrialPlacement` (on MIG-off GPUs
+only, :class:`~scheduler.core.speedups.wholetrial.WholeGpuTrial`), whose exact shortcuts skip trials whose answer
+is known, and reads candidates from one :class:`~scheduler.core.speedups.victims.Victims` per cycle (told of each
+node a reconfiguration closes, it forgets only what that node's readiness decided; with the speed-ups off, from
+the plain rule :func:`~scheduler.core.rules.eviction.team_candidates`). Every such cache and shortcut goes through
+the cycle's memo (:mod:`scheduler.core.speedups`); ``plan_cycle(..., speedups=False)`` switches all of them off.
 
 A caller that plans many cycles in a process holding a large heap may pause the cyclic garbage collector
 around each one (the loop and the simulator do, :mod:`scheduler.gcpause`): a cycle allocates hundreds of thousands

@@ -68,8 +68,8 @@ class Run:
         self.reconfigurations = Reconfigurations(state, fairness, policy, now, self.preemptions, self.blockers, pending)
         self.reservations = Reservations(state, self.index, policy, now, self.frees_at, self.reconfigurations.bound)
         self._preempt_failed: dict[Hashable, int] = current_memo().table()
-        self._victims = self._new_victims()  # valid until a reconfiguration closes a node
-        self._victims_at = 0  # len(self.reconfigurations.changes) when it was built
+        self._victims = self._new_victims()  # told of the nodes each reconfiguration closes
+        self._victims_at = 0  # len(self.reconfigurations.changes) when it was last told
 
     # -- binding and evicting ----------------------------------------------------------------------------
 
@@ -101,9 +101,10 @@ class Run:
         else:
             trial = TrialPlacement(self.state, self.index, self.fairness, job, self.policy)
             searched = job
-        if len(self.reconfigurations.changes) != self._victims_at:  # a node closed: candidates may change
-            self._victims = self._new_victims()
-            self._victims_at = len(self.reconfigurations.changes)
+        changes = self.reconfigurations.changes
+        if len(changes) != self._victims_at and self._victims is not None:  # nodes closed: candidates may change
+            self._victims.closed({change.node for change in changes[self._victims_at :]})
+        self._victims_at = len(changes)
         found = find_victims(
             self.state,
             searched,

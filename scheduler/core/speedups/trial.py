@@ -26,15 +26,19 @@ the answer is yes. It says True only when one of these holds:
    an instance of the job's own profile, or a larger instance on a GPU in use (putting victims back never
    makes a GPU idle) — so it finds one, and what it finds is admitted.
 
-Anything else (a gang or a job with host needs whose victim is seen or of its own team, an holding admission
-could refuse) gets False, and the search runs the trial.
+4. The job is a gang of whole GPUs without host needs, and counting free GPUs proves that ``choose`` finds a
+   placement its quota admits (:mod:`scheduler.core.speedups.gangfit`): the pruning of a gang's victims then runs
+   no topology search per victim put back.
 
-4. :meth:`TrialPlacement.first_fit`, for the same one-replica jobs, when ``find_slots`` finds nothing now:
+Anything else (a gang the count cannot decide, or a job with host needs whose victim is seen or of its own team,
+an holding admission could refuse) gets False, and the search runs the trial.
+
+5. :meth:`TrialPlacement.first_fit`, for the same one-replica jobs, when ``find_slots`` finds nothing now:
    where the job first fits as the pool is removed is a question about single nodes once what it could hold
    on the first node that fits is admitted at the team's usage now (:mod:`scheduler.core.speedups.firstfit`):
    the search removes only that node's victims, checks with a real trial and prunes them, instead of
    removing and putting back a prefix of the whole pool.
-5. ... and when the job fits now but its quota refuses it: :mod:`scheduler.core.speedups.quotafit` replays the team's
+6. ... and when the job fits now but its quota refuses it: :mod:`scheduler.core.speedups.quotafit` replays the team's
    usage (where the quota admits only the cheaper placements, where one first fits; where the victims' nodes
    cannot offer an admitted holding, the usage alone).
 """
@@ -54,6 +58,7 @@ from scheduler.core.placement.index import CapacityIndex
 from scheduler.core.rules.fairshare import FairShare
 from scheduler.core.rules.limits import placement_units
 from scheduler.core.speedups.firstfit import first_fit
+from scheduler.core.speedups.gangfit import gang_fits
 from scheduler.core.speedups.memo import current_memo
 from scheduler.core.speedups.quotafit import QuotaFit
 from scheduler.core.speedups.unseen import Unseen, unseen_by
@@ -98,7 +103,7 @@ class TrialPlacement:
 
     def first_fit(self, pool: Sequence[Candidate]) -> FirstFit | None:
         """Where the search first succeeds as ``pool`` is removed, for a job of one replica without host
-        needs (module doc, 4 and 5); None when that cannot be told."""
+        needs (module doc, 5 and 6); None when that cannot be told."""
         index, _ = index_of(self.state)
         if find_slots(self.state, self.job, self.policy) is None:
             slots = [(c.job.id, c.slots) for c in pool]
@@ -116,7 +121,7 @@ class TrialPlacement:
         if unseen and victim.team != self.job.team:
             return True
         if not self._simple:
-            return False
+            return gang_fits(index_of(self.state)[0], self.fairness, self.job, self.policy)  # 4 of the module doc
         still_free = all(self.state.slot_free(slot) for replica in slots for slot in replica)
         if still_free and self.fairness.admit(self.job, placement_units(self.state, slots)).ok:
             return True  # 3 of the module doc

@@ -146,7 +146,11 @@ def test_gangs_and_host_needs_get_no_simple_shortcuts() -> None:
     assert slots is not None
     mine = gpus_job("a-mine", "a")
     state.place(mine, whole("n1", 7))
-    assert not gang.keeps(mine, whole("n1", 7), slots)  # own team, seen, and a gang: no promise
+    assert gang.keeps(mine, whole("n1", 7), slots) and gang() is not None  # counted: 7 free GPUs hold it (gangfit)
+    more = gpus_job("a-more", "a", gpus=5)
+    state.place(more, whole("n1", 2, 3, 4, 5, 6))
+    assert not gang.keeps(more, whole("n1", 2, 3, 4, 5, 6), slots)  # own team, seen, and too few GPUs: no promise
+    assert gang() is None
     host = trial_for(state, fairness, gpus_job("c", "a", cpu_milli=100))
     assert host.shortcuts().fails_for_less is None
 
