@@ -1,7 +1,9 @@
 """The billing app's writes, one room each (HackSoft services):
 
 - :mod:`billing.services.ledger`: the ledger: allocations' intervals closed exactly once, lost work, the price
-  catalog seeded.
+  catalog seeded;
+- :mod:`billing.services.production_waits`: what production waited for at each scheduling cycle, for the
+  procurement advisor.
 
 The ledger's names are re-exported here, where their callers have always imported them.
 """

@@ -21,6 +21,7 @@ from typing import Any
 
 from django.db import transaction
 
+from billing.services.production_waits import production_wait_record
 from jobs.models import Allocation, Job
 from jobs.services import job_bind_record, job_finish, job_move_start, job_requeue
 from scheduler.bridge.vocabulary import FENCE_NAME
@@ -30,7 +31,7 @@ from scheduler.core.model.vocabulary import EventType, JobState
 from scheduler.errors import FencingError
 from scheduler.gateways.protocol import JobWaiting, MigConfigState, Observation
 from scheduler.loop.apply import BindOp, EvictOp, MoveOp, Op, ReconfigureOp, bind_request
-from scheduler.loop.production_wait import production_wait_record
+from scheduler.loop.production_wait import production_wait_rows, production_wait_seconds
 from scheduler.models import Node, SchedulerFence
 
 log = logging.getLogger(__name__)
@@ -91,7 +92,10 @@ def record_plan(
         result.decisions["moves"] = _moves(plan, jobs, at, result.ops)
         result.decisions["rejections"] = _rejections(plan, jobs, at)
         result.decisions["waiting"] = _waiting(plan, jobs, at, ordered)
-        production_wait_record(plan, jobs, observation, at)  # what production waited for, for the advisor
+        # What production waited for, for the advisor: decided by the loop, written by billing.
+        production_wait_record(
+            rows=production_wait_rows(plan, jobs, observation), at=at, seconds=production_wait_seconds()
+        )
     result.waiting = [
         JobWaiting(job=w.job, namespace=job.team.namespace, reason=w.reason, kind=w.blocker)
         for w in plan.waiting
