@@ -141,8 +141,9 @@ class ProductionWait(models.Model):
     ``burst``, the limit that refused it (``scope``: its class, or ``any``) and the team's production under that
     limit, held plus waited (``need_units``): the limit that would have let it run.
 
-    Written by the cycle's record step in its transaction (scheduler/loop/production_wait.py), one row per class
-    and cause that had production waiting, none in a cycle where no production waits: the procurement advisor
+    Decided by the cycle (scheduler/loop/production_wait.py) and written by its record step in its transaction
+    through ``billing.services.production_waits.production_wait_record``, one row per class and cause that had
+    production waiting, none in a cycle where no production waits: the procurement advisor
     reads a period's rows (``billing.procurement.production_wait_advise``). A cycle that writes rows deletes those
     older than ``PRODUCTION_WAIT_KEPT_DAYS``, so a year of constant waiting is the most the table holds.
     """

@@ -365,7 +365,7 @@ def price_shown(
     *, gpu_model: str, tier: str, node_price: Decimal, at: datetime, prices: PriceBook | None = None
 ) -> ShownPrice:
     """The price the ledger bills an hour of ``gpu_model`` in ``tier`` at ``at``: the catalog's in force, or,
-    where the catalog has none, the node's own price (billing.services ``_price``: PriceSource.ALLOCATION).
+    where the catalog has none, the node's own price (billing.services.ledger ``_price``: PriceSource.ALLOCATION).
 
     Pages show this, never ``Node.price_per_gpu_hour`` on its own: a catalog edit by finance would otherwise
     leave the cluster map and a job's page quoting a price the ledger no longer bills. Pass ``prices`` when

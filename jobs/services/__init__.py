@@ -8,6 +8,8 @@
   transaction);
 - :mod:`jobs.services.loop`: the transitions the scheduling loop records (bind, requeue, finish, and a
   running job's move to its right-sized capacity: ``job_move_start``, ``job_move_complete``, ``job_move_abandon``);
+- :mod:`jobs.services.queue_fields`: ``job_queue_fields_write_bulk``, pending jobs' queue positions, start
+  estimates and reasons, many rows in one statement (the loop's record step, an order change);
 - :mod:`jobs.services.checkpoints`: ``checkpoint_record``, the checkpoints a job reports;
 - :mod:`jobs.services.restarts`: ``job_fail_or_restart``, the restart budget an application failure spends.
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 
 from jobs.models import Job
+from jobs.services.queue_fields import QueueFields, job_queue_fields_write_bulk
 from scheduler.bridge.policy import policy_current
 from scheduler.bridge.snapshot import queue_snapshot
 from scheduler.bridge.vocabulary import FENCE_NAME
@@ -65,11 +66,10 @@ def positions_refresh(*, now: float) -> int:
         team_position = place.team_position if place is not None else None
         if (job.queue_position, job.team_queue_position) == (position, team_position):
             continue
+        eta_at, reason = job.eta_at, job.state_reason
         if job.queue_position != position:
-            job.eta_at = None
+            eta_at = None
             if position is not None:
-                job.state_reason = reposition(job.state_reason, position - 1)
-        job.queue_position, job.team_queue_position = position, team_position
-        changed.append(job)
-    Job.objects.bulk_update(changed, ["queue_position", "team_queue_position", "eta_at", "state_reason"])
-    return len(changed)
+                reason = reposition(reason, position - 1)
+        changed.append((job.pk, QueueFields(position, team_position, eta_at, reason)))
+    return job_queue_fields_write_bulk(changed)

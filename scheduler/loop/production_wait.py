@@ -1,7 +1,9 @@
-"""Record, in the cycle's record transaction, what production waited for although production preempts lower work:
-one ``billing.ProductionWait`` row per GPU class and cause (and, for ``burst``, team) — none in a cycle where no
-production waits — so the procurement advisor can say "production waited N h this week on H100: reserve M more
-GPUs, or raise team X's burst" (docs/billing.md, Procurement advisor).
+"""What production waited for at a cycle although production preempts lower work: one ``billing.ProductionWait``
+row per GPU class and cause (and, for ``burst``, team) — none in a cycle where no production waits — so the
+procurement advisor can say "production waited N h this week on H100: reserve M more GPUs, or raise team X's burst"
+(docs/billing.md, Procurement advisor). This module decides the rows; the billing service
+:func:`billing.services.production_waits.production_wait_record` writes them, in the cycle's record transaction
+(:mod:`scheduler.loop.record`).
 
 The source is the plan's own verdict on each waiting production job, its blocker (``Waiting.blocker``): the engine
 has already tried every step production may take (lower work of any team evicted, a reconfiguration without the
@@ -34,12 +36,12 @@ cycle of wait per waiting cycle.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from dataclasses import dataclass, field, replace
 
 from django.conf import settings
 
-from billing.models import PRODUCTION_WAIT_KEPT_DAYS, ProductionWait, WaitCause
+from billing.models import WaitCause
+from billing.services.production_waits import ProductionWaitRow
 from jobs.models import Allocation, Job
 from scheduler.bridge.policy import policy_at_speed
 from scheduler.bridge.snapshot import core_job
@@ -70,8 +72,14 @@ class _Waited:
     tiers: set[str] = field(default_factory=set)
 
 
-def production_wait_record(plan: Plan, jobs: Mapping[str, Job], observation: Observation, at: datetime) -> int:
-    """Inside the record transaction: write this cycle's production wait (module doc); the rows written."""
+def production_wait_seconds() -> float:
+    """How long each row's wait lasts: one cycle period (module doc)."""
+    return float(settings.SCHEDULER["cycle_s"])
+
+
+def production_wait_rows(plan: Plan, jobs: Mapping[str, Job], observation: Observation) -> list[ProductionWaitRow]:
+    """This cycle's production wait (module doc), from ``plan``'s waiting jobs found pending in ``jobs`` (a job
+    missing from ``jobs`` is not counted); none when no production waits."""
     waited: dict[tuple[str, str, int | None], _Waited] = {}  # (class, cause, team) → what waited
     policy: Policy | None = None
     for waiting in plan.waiting:
@@ -88,36 +96,26 @@ def production_wait_record(plan: Plan, jobs: Mapping[str, Job], observation: Obs
         total.jobs += 1
         total.tiers |= tiers
     if not waited:
-        return 0
+        return []
     held = _ProductionHeld(observation)
     limits = _burst_limits({team for _, cause, team in waited if team is not None})
-    seconds = float(settings.SCHEDULER["cycle_s"])
     rows = []
     for (gpu_class, cause, team), total in sorted(waited.items(), key=str):
-        row = ProductionWait(
-            at=at,
-            gpu_class=gpu_class,
-            cause=cause,
-            team_id=team,
-            gpu_units=total.units,
-            jobs=total.jobs,
-            seconds=seconds,
-        )
         classes = set(gpu_class.split("/"))
+        row = ProductionWaitRow(gpu_class=gpu_class, cause=cause, team_id=team, gpu_units=total.units, jobs=total.jobs)
         if team is None:
             capacity = sum(
                 node.gpu_count * UNITS_PER_GPU
                 for node in observation.nodes
                 if node.schedulable and node.tier in total.tiers and gpu_class_of(node.gpu_model) in classes
             )
-            row.short_units = max(0, sum(held.open_nodes.get(c, 0) for c in classes) + total.units - capacity)
+            short = max(0, sum(held.open_nodes.get(c, 0) for c in classes) + total.units - capacity)
+            row = replace(row, short_units=short)
         else:
-            row.scope, row.need_units = _refusing_limit(team, classes, total.units, held, limits)
+            scope, need = _refusing_limit(team, classes, total.units, held, limits)
+            row = replace(row, scope=scope, need_units=need)
         rows.append(row)
-    ProductionWait.objects.bulk_create(rows)
-    # Only a cycle that writes deletes (one indexed query): the table grows only while production waits.
-    ProductionWait.objects.filter(at__lt=at - timedelta(days=PRODUCTION_WAIT_KEPT_DAYS)).delete()
-    return len(rows)
+    return rows
 
 
 def _need(job: CoreJob, observation: Observation, tiers: set[str], policy: Policy) -> tuple[str, int]:

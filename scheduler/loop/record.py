@@ -9,6 +9,11 @@ the plan ordered it by (``ordered``): a lead who reordered or re-prioritised mea
 written at once (:mod:`jobs.services.positions`), which a plan of the order before would make stale again; the
 next cycle writes them. With a fencing token, the transaction first checks that no newer cycle has recorded (else
 :class:`~scheduler.errors.FencingError` and nothing is written), then raises the fence to its token.
+
+What it costs at scale (thousands of waiting jobs, a few binds): the jobs whose state the plan changes (binds,
+evictions, moves, rejections: few) are locked and written one by one through :mod:`jobs.services`; the waiting
+jobs are read as value tuples, not locked, and only those whose queue fields changed are written, in one
+statement for all (:mod:`jobs.services.queue_fields`). So the record's queries do not grow with the queue.
 """
 
 from __future__ import annotations
@@ -17,20 +22,22 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.db import transaction
 
+from billing.services.production_waits import production_wait_record
 from jobs.models import Allocation, Job
 from jobs.services import job_bind_record, job_finish, job_move_start, job_requeue
+from jobs.services.queue_fields import QUEUE_FIELDS, QueueFields, job_queue_fields_write_bulk
 from scheduler.bridge.vocabulary import FENCE_NAME
 from scheduler.core import Plan
 from scheduler.core.model.snapshot import MigLayout, Slots
-from scheduler.core.model.vocabulary import EventType, JobState
+from scheduler.core.model.vocabulary import EventType, JobState, Priority
 from scheduler.errors import FencingError
 from scheduler.gateways.protocol import JobWaiting, MigConfigState, Observation
 from scheduler.loop.apply import BindOp, EvictOp, MoveOp, Op, ReconfigureOp, bind_request
-from scheduler.loop.production_wait import production_wait_record
+from scheduler.loop.production_wait import production_wait_rows, production_wait_seconds
 from scheduler.models import Node, SchedulerFence
 
 log = logging.getLogger(__name__)
@@ -44,10 +51,12 @@ class Recorded:
 
 
 def fence_check(token: int | None) -> None:
-    """Inside a transaction: refuse a token older than the last one that recorded, then store this one."""
+    """Inside a transaction: lock the fence row, whatever the token (it serialises the record with a lead's order
+    change, :func:`jobs.services.positions.positions_lock`); then refuse a token older than the last one that
+    recorded, and store this one."""
+    fence, _ = SchedulerFence.objects.select_for_update().get_or_create(name=FENCE_NAME)
     if token is None:
         return
-    fence, _ = SchedulerFence.objects.select_for_update().get_or_create(name=FENCE_NAME)
     if token < fence.token:
         raise FencingError(f"fencing token {token} is older than {fence.token}: a newer cycle has recorded")
     if token != fence.token:
@@ -76,12 +85,16 @@ def record_plan(
         {int(e.job) for e in plan.evictions}
         | {int(b.job) for b in plan.binds}
         | {int(r.job) for r in plan.rejections}
-        | {int(w.job) for w in plan.waiting}
         | {int(m.job) for m in plan.moves}
     )
     result = Recorded()
     with transaction.atomic():
+        # The fence row first, always: it is what keeps a lead's order change (jobs.services.positions, which
+        # takes the same row before any job row) from interleaving with this record, so the waiting jobs' rows
+        # need no lock of their own (_waiting_read).
         fence_check(fence_token)
+        # The jobs whose state the plan changes are locked: a cancel waits for this record, or this record
+        # reads the job cancelled and skips it.
         jobs: dict[str, Job] = {
             str(job.pk): job for job in Job.objects.select_for_update().filter(pk__in=ids).select_related("team")
         }
@@ -90,12 +103,19 @@ def record_plan(
         result.decisions["binds"] = _binds(plan, jobs, at, result.ops)
         result.decisions["moves"] = _moves(plan, jobs, at, result.ops)
         result.decisions["rejections"] = _rejections(plan, jobs, at)
-        result.decisions["waiting"] = _waiting(plan, jobs, at, ordered)
-        production_wait_record(plan, jobs, observation, at)  # what production waited for, for the advisor
+        # Read after the writes above, in this transaction: a job evicted this cycle is pending again.
+        waiting = _waiting_read(plan)
+        result.decisions["waiting"] = _waiting(plan, waiting, at, ordered)
+        # What production waited for, for the advisor: decided by the loop, written by billing.
+        production_wait_record(
+            rows=production_wait_rows(plan, _production_waiting(waiting), observation),
+            at=at,
+            seconds=production_wait_seconds(),
+        )
     result.waiting = [
-        JobWaiting(job=w.job, namespace=job.team.namespace, reason=w.reason, kind=w.blocker)
+        JobWaiting(job=w.job, namespace=row.namespace, reason=w.reason, kind=w.blocker)
         for w in plan.waiting
-        if (job := jobs.get(w.job)) is not None and job.state == JobState.PENDING
+        if (row := waiting.get(w.job)) is not None and row.state == JobState.PENDING
     ]
     return result
 
@@ -246,30 +266,76 @@ def _rejections(plan: Plan, jobs: Mapping[str, Job], at: datetime) -> list[dict[
     return done
 
 
-def _reordered(plan: Plan, jobs: Mapping[str, Job], ordered: Mapping[str, tuple[str, int]] | None) -> bool:
+class _WaitingRow(NamedTuple):
+    """A waiting job's row as the record needs it, read as values (no model instance)."""
+
+    state: str
+    priority: str
+    rank: int
+    namespace: str
+    fields: QueueFields
+
+
+def _waiting_read(plan: Plan) -> dict[str, _WaitingRow]:
+    """The rows of ``plan``'s waiting jobs, by job id (a job deleted meanwhile is missing), in one query.
+
+    Not locked (``select_for_update``), on purpose: the lock it would add protects nothing the fence row does not.
+    A waiting row is written here only for its queue fields, and the writers that could race with that are
+    (1) an order change, which writes fresh positions and takes the fence row first (serialised with this whole
+    record, so either its priorities and ranks are read here and the positions left alone, or it waits and
+    writes after), and (2) a state change (a cancel), which the write leaves alone by itself: it writes only
+    rows still pending and, on PostgreSQL, skips a row another transaction holds rather than waiting for it
+    (:mod:`jobs.services.queue_fields`). Locking thousands of waiting rows up front would only make every cancel
+    of a waiting job wait for the record, and could deadlock with a bulk cancel that locks in another order."""
+    ids = [int(w.job) for w in plan.waiting]
+    rows = Job.objects.filter(pk__in=ids).values_list(
+        "pk", "state", "priority", "rank", "team__namespace", *QUEUE_FIELDS
+    )
+    return {
+        str(pk): _WaitingRow(state, priority, rank, namespace, QueueFields(*fields))
+        for pk, state, priority, rank, namespace, *fields in rows
+    }
+
+
+def _production_waiting(waiting: Mapping[str, _WaitingRow]) -> dict[str, Job]:
+    """The pending production jobs among the waiting ones, as instances (the engine's view of a job needs them):
+    few, and read only when there are any."""
+    ids = [
+        int(pk) for pk, row in waiting.items() if row.state == JobState.PENDING and row.priority == Priority.PRODUCTION
+    ]
+    if not ids:
+        return {}
+    return {str(job.pk): job for job in Job.objects.filter(pk__in=ids).select_related("team", "project")}
+
+
+def _reordered(waiting: Mapping[str, _WaitingRow], ordered: Mapping[str, tuple[str, int]] | None) -> bool:
     """Has a waiting job's priority or rank changed since the snapshot the plan ordered?"""
     if ordered is None:
         return False
-    for waiting in plan.waiting:
-        job, seen = jobs.get(waiting.job), ordered.get(waiting.job)
-        if job is not None and seen is not None and (job.priority, job.rank) != seen:
+    for job, row in waiting.items():
+        seen = ordered.get(job)
+        if seen is not None and (row.priority, row.rank) != seen:
             return True
     return False
 
 
-def _waiting(plan: Plan, jobs: Mapping[str, Job], at: datetime, ordered: Mapping[str, tuple[str, int]] | None) -> int:
-    if _reordered(plan, jobs, ordered):
+def _waiting(
+    plan: Plan, waiting: Mapping[str, _WaitingRow], at: datetime, ordered: Mapping[str, tuple[str, int]] | None
+) -> int:
+    """Write the queue fields of the waiting jobs still pending whose fields the plan changes (none when the queue
+    was reordered since the snapshot); the number of waiting jobs that still exist."""
+    count = len([w for w in plan.waiting if w.job in waiting])
+    if _reordered(waiting, ordered):
         log.info("cycle: the queue was reordered since the snapshot; its positions stay until the next cycle")
-        return len([w for w in plan.waiting if w.job in jobs])
+        return count
     changed = []
-    for waiting in plan.waiting:
-        job = jobs.get(waiting.job)
-        if job is None or job.state != JobState.PENDING:
+    for w in plan.waiting:
+        row = waiting.get(w.job)
+        if row is None or row.state != JobState.PENDING:
             continue
-        eta = at + timedelta(seconds=waiting.eta_s) if waiting.eta_s is not None else None
-        values = (waiting.position, waiting.team_position, eta, waiting.reason)
-        if (job.queue_position, job.team_queue_position, job.eta_at, job.state_reason) != values:
-            job.queue_position, job.team_queue_position, job.eta_at, job.state_reason = values
-            changed.append(job)
-    Job.objects.bulk_update(changed, ["queue_position", "team_queue_position", "eta_at", "state_reason"])
-    return len([w for w in plan.waiting if w.job in jobs])
+        eta = at + timedelta(seconds=w.eta_s) if w.eta_s is not None else None
+        fields = QueueFields(w.position, w.team_position, eta, w.reason)
+        if row.fields != fields:
+            changed.append((int(w.job), fields))
+    job_queue_fields_write_bulk(changed)
+    return count

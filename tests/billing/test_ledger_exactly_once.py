@@ -12,10 +12,9 @@ from django.db import connection, connections
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from billing import services
 from billing.intervals import accrued_gpu_hours
 from billing.models import LedgerEntry, LostWork
-from billing.services import ledger_close_due, ledger_close_interval
+from billing.services import ledger, ledger_close_due, ledger_close_interval
 from jobs.models import Allocation
 from tests.billing.conftest import T0, at
 from tests.factories import AllocationFactory, JobEventFactory, JobFactory
@@ -75,7 +74,7 @@ def test_a_loser_of_the_unique_constraint_writes_nothing_and_is_reported_skipped
     ledger_close_interval(allocation_id=allocation.pk, until=at(2, 11))
     before = list(LedgerEntry.objects.values_list("id", "interval_start", "gpu_hours"))
     # A closer that read a stale watermark (as if no row lock existed) collides with the rows already there.
-    monkeypatch.setattr(services, "_closed_until", lambda allocation_id: None)
+    monkeypatch.setattr(ledger, "_closed_until", lambda allocation_id: None)
     result = ledger_close_interval(allocation_id=allocation.pk, until=at(3))
     assert result.skipped and result.entries == 0
     assert list(LedgerEntry.objects.values_list("id", "interval_start", "gpu_hours")) == before
@@ -96,7 +95,7 @@ def test_a_crash_mid_close_writes_nothing_and_the_next_run_bills_everything_once
         raise RuntimeError("worker killed")
 
     # The entries are inserted, then the process dies before the lost work (the last write) is recorded.
-    monkeypatch.setattr(services, "_lost_work_record", crash)
+    monkeypatch.setattr(ledger, "_lost_work_record", crash)
     with pytest.raises(RuntimeError):
         ledger_close_due(now=at(3))
     assert not LedgerEntry.objects.exists()
