@@ -26,9 +26,8 @@ from decimal import Decimal
 from typing import Any
 
 from jobs.services import JobSubmission, job_submit, job_submit_bulk
-from scheduler.core import Job, Policy, rejection_reason
-from scheduler.core.model.snapshot import Node as CoreNode
-from scheduler.core.model.snapshot import Snapshot
+from scheduler.core import Job, Policy, Snapshot, rejection_reason
+from scheduler.core import Node as CoreNode
 from scheduler.models import Node
 from scheduler.node_states import node_cordon
 from scheduler.services.fleet import gpu_models_sync, node_register
