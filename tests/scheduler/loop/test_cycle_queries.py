@@ -2,7 +2,8 @@
 the worker passes one), pinned so that they cannot grow unnoticed:
 
 - a steady cycle (nothing starts or ends, the fleet's clock one cycle on) makes the same number of queries whatever
-  the number of pending and running jobs, and that number is pinned;
+  the number of pending and running jobs, every running job reporting a new checkpoint or none of them, and that
+  number is pinned;
 - the first cycle on an empty cluster makes a pinned number of queries per bind, per GPU of a bind beyond its first
   and per node bound on, above a pinned base.
 
@@ -40,20 +41,24 @@ NO_WAIT = Retry(attempts=3, backoff_s=0.0, sleep=lambda _s: None)
 GPUS_PER_NODE = 8
 # Virtual seconds: at the test fleet's 60× speed, 46 hours of wall clock; nothing ends while the test runs.
 LONG_S = 10_000_000
+CHECKPOINT_S = 60  # one real second: every cycle, every checkpointing job has saved since the last
 
 # A steady cycle, by phase:
 # - observe, 10: the fleet's advance (a savepoint, exited pods deleted, node states locked, nodes, release), then
 #   its view (node states, nodes, their GPUs, pods, saved progress);
 # - reconcile, 12: a savepoint, the fence locked and raised to the cycle's token (2), reconcile's own savepoint,
 #   running jobs, open allocations, admin drains, held nodes, the last checkpoint of each running job (its id,
-#   then the rows), both releases;
+#   then the rows), both releases; and 6 more when running jobs report new checkpoints (by step): when each was
+#   last recorded, and the checkpoint service's savepoint, the jobs' states, the steps recorded, one insert of
+#   all the new ones, release (SQLite takes at most 999 parameters a statement, so Django inserts at most 199
+#   events at once there: django.db.backends.sqlite3.operations.bulk_batch_size; the sizes here stay under it);
 # - snapshot, 9: nodes, jobs, pending jobs' events, running jobs' recent events, allocations, quotas, recent
 #   finishes per team, teams, recent preemptions;
 # - record, 4: a savepoint, the fence, the waiting jobs' queue fields (read, not locked), release; and one
 #   statement more when any waiting job's position, ETA or reason changed (all of them written at once);
 # - apply, 6: three empty transactions (the fleet's apply batch, binds refused, moves refused);
 # - stats, 6: a savepoint, the stats row locked, pending jobs' ETAs, ETA histories, the stats row written, release.
-STEADY_QUERIES = 47
+STEADY_QUERIES = {False: 47, True: 53}  # by whether the running jobs report checkpoints
 
 # The first cycle on an empty cluster, above what its binds cost (FIRST_BASE), by phase:
 # - observe, 13: as in a steady cycle, less the saved progress (no pod to ask for), plus one simulated node state
@@ -116,8 +121,10 @@ def _team() -> Team:
     return team_seed(guaranteed=1000, burst=1000)
 
 
-def _submit(team: Team, clock: Clock, jobs: int, *, prefix: str, gpus: int = 1) -> None:
+def _submit(team: Team, clock: Clock, jobs: int, *, prefix: str, gpus: int = 1, checkpoints: bool = False) -> None:
     spec = {"kind": "training", "gpus": gpus, "duration_s": LONG_S}
+    if checkpoints:
+        spec["checkpoint_interval_s"] = CHECKPOINT_S
     job_submit_bulk(
         submissions=[JobSubmission(team=team, spec={**spec, "name": f"{prefix}-{i}"}) for i in range(jobs)],
         actor=None,
@@ -135,12 +142,18 @@ def _waiting_writes(queries: list[str]) -> int:
     return sum(1 for sql in queries if QUEUE_FIELDS_WRITE.search(sql))
 
 
-@pytest.mark.parametrize(("nodes", "pending"), [(2, 10), (2, 60), (8, 60)])
-def test_a_steady_cycle_makes_the_same_pinned_queries_whatever_waits_and_runs(clock, nodes, pending) -> None:
+@pytest.mark.parametrize(
+    ("nodes", "pending", "checkpoints"),
+    [(2, 10, False), (2, 60, False), (8, 60, False), (2, 10, True), (8, 60, True)],
+)
+def test_a_steady_cycle_makes_the_same_pinned_queries_whatever_waits_and_runs(
+    clock, nodes, pending, checkpoints
+) -> None:
     loop = _Loop(clock)
     _nodes_seed(nodes)
     team = _team()
-    _submit(team, clock, nodes * GPUS_PER_NODE, prefix="run")  # one job a GPU: the cluster is full
+    # One job a GPU: the cluster is full.
+    _submit(team, clock, nodes * GPUS_PER_NODE, prefix="run", checkpoints=checkpoints)
     loop.cycle()
     _submit(team, clock, pending, prefix="wait")
     loop.steady_cycle()  # the waiting jobs' positions, ETAs and reasons first written
@@ -149,11 +162,13 @@ def test_a_steady_cycle_makes_the_same_pinned_queries_whatever_waits_and_runs(cl
         report, queries = loop.steady_cycle()
 
         assert (report.pending, report.running) == (pending, nodes * GPUS_PER_NODE)
+        checkpointed = report.repairs.pop("checkpointed")
+        assert len(checkpointed) == (report.running if checkpoints else 0)
         assert report.applied == [] and not any(report.repairs.values())
         assert [report.decisions[kind] for kind in ("binds", "evictions", "moves", "reconfigurations")] == [[]] * 4
         writes = _waiting_writes(queries)
         assert writes <= 1, _listing(queries)
-        assert len(queries) == STEADY_QUERIES + writes, _listing(queries)
+        assert len(queries) == STEADY_QUERIES[checkpoints] + writes, _listing(queries)
 
 
 @pytest.mark.parametrize(
