@@ -9,8 +9,9 @@ the worker passes one), pinned so that they cannot grow unnoticed:
 
 Counted with ``CaptureQueriesContext``: every statement Django sends, savepoints included (the test runs in a
 transaction, so each ``atomic`` block of the cycle is a savepoint and its release; outside a test the outermost ones
-are a BEGIN and a COMMIT instead, which Django logs as well: ``debug_transaction`` in django/db/backends/utils.py,
-called by ``set_autocommit`` and ``_commit`` in django/db/backends/base/base.py; the same counts, checked on SQLite
+are a BEGIN and a COMMIT instead, which Django logs as well: ``debug_transaction`` in Django's
+``django.db.backends.utils``, called by ``set_autocommit`` and ``_commit`` in ``django.db.backends.base.base``; the
+same counts, checked on SQLite
 with ``django_db(transaction=True)``). An ``executemany`` is one statement. SQLite and PostgreSQL send as many
 statements here (SQLite leaves out ``FOR UPDATE``; the queue fields' write differs in form, one statement on both),
 so one figure holds for both; run with ``DATABASE_URL=postgres://…`` for the second.
