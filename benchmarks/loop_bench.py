@@ -39,6 +39,7 @@ from django.test.utils import override_settings
 from django.utils import timezone
 
 from benchmarks.loop_seed import Seeded, seed
+from benchmarks.query_count import QueryCounter
 from benchmarks.scratch_db import scratch_database
 from scheduler.bridge.cycle_stats import PHASES, STATS_NAME
 from scheduler.gateways.simulated import FleetSettings, SimulatedFleet
@@ -191,15 +192,6 @@ class _Clock:
         return self.now
 
 
-class _QueryCounter:
-    def __init__(self) -> None:
-        self.count = 0
-
-    def __call__(self, execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
-        self.count += 1
-        return execute(sql, params, many, context)
-
-
 def _phase_sums() -> dict[str, float]:
     stats = CycleStats.objects.filter(name=STATS_NAME).first()
     phases = stats.phases if stats is not None else {}
@@ -208,7 +200,7 @@ def _phase_sums() -> dict[str, float]:
 
 def _cycle(label: str, fleet: SimulatedFleet) -> CycleFigures:
     before = _phase_sums()
-    counter = _QueryCounter()
+    counter = QueryCounter()
     with connection.execute_wrapper(counter):
         began, began_cpu = time.perf_counter(), time.process_time()
         report = cycle_run(gateway=fleet)

@@ -32,6 +32,7 @@ from django.test import Client
 from django.test.utils import override_settings
 from django.utils import timezone
 
+from benchmarks.query_count import QueryCounter
 from jobs.models import Allocation, Job, JobEvent
 from scheduler.models import Gpu, GpuModel, Node, UtilizationSample
 from scheduler.sim.bench.registry import Claim, Outcome, whole_number
@@ -263,7 +264,7 @@ def _measure(lead: Any, team: Team, repeat: int, pending: int) -> list[Timing]:
             for _ in range(2):
                 _call(client, url, headers, secure, body)
             # Counted with a wrapper: the request_started signal empties connection.queries mid-request.
-            counter = _QueryCounter()
+            counter = QueryCounter()
             with connection.execute_wrapper(counter):
                 _call(client, url, headers, secure, body)
             samples, cpu = [], []
@@ -286,15 +287,6 @@ def _measure(lead: Any, team: Team, repeat: int, pending: int) -> list[Timing]:
                 )
             )
     return results
-
-
-class _QueryCounter:
-    def __init__(self) -> None:
-        self.count = 0
-
-    def __call__(self, execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
-        self.count += 1
-        return execute(sql, params, many, context)
 
 
 def _call(client: Client, url: str, headers: dict[str, str], secure: bool, body: dict[str, Any] | None) -> None:
