@@ -217,8 +217,7 @@ def preempt(run: Run, turn: Turn) -> bool:
     idle GPU could serve it (:meth:`~scheduler.core.placement.reconfigurations.Reconfigurations.could_change_for`):
     eviction is the last resort, and such a job waits for the change the cycle plans after placement. The bound
     and the known failure are asked first: they are cheap, and could_change_for only answers (it changes
-    nothing). Changes: the evictions and the
-    binds, or nothing. Returns True when bound."""
+    nothing). Changes: the evictions and the binds, or nothing. Returns True when bound."""
     job = turn.job
     if job.id in run.past_bound or run.preempt_fails(job):
         return False
