@@ -24,7 +24,9 @@ only when that failed (eviction is the last resort); and failing all, a node bou
 change next cycle rather than let lower work start there. Production's own steps run only while the quota
 has not refused the job (:attr:`Turn.production`): a production job its quota refused waits as other work
 does. Other work evicts as the last resort: not while a reconfiguration of an idle GPU could serve it — it
-waits for the change the cycle plans after placement (:mod:`scheduler.core.planning.cycle`, step 4). What
+waits for the change the cycle plans after placement (:mod:`scheduler.core.planning.cycle`, step 4); with the
+policy's ``preemption_search_per_team``, other work past its team's first N in the cycle's order does not try a
+preemption at all (:mod:`scheduler.core.rules.search_bound`: on a long queue most searches fail). What
 still waits gets a reservation of GPUs that will free for it, else its blocker: the quota or capacity.
 
 Adding a scheduling rule: state it in ``scheduler/core/rules/`` as plain code; write the step that applies
