@@ -57,8 +57,9 @@ PROFILE_DEPTH = 100
 
 @dataclass(frozen=True, slots=True)
 class Blocker:
-    """What stopped a job this cycle: ``kind`` says what; ``detail`` is the admission's reason (quota) or the
-    node being reconfigured; ``ready_at`` when a reconfiguration ends."""
+    """What stopped a job this cycle: ``kind`` says what; ``detail`` is the admission's reason (quota), the
+    node being reconfigured, or for capacity why no eviction was searched for; ``ready_at`` when a
+    reconfiguration ends."""
 
     kind: BlockerKind
     detail: str = ""
@@ -164,6 +165,8 @@ def reason_text(need: str, blocker: Blocker, standing: str, ahead: int, now: flo
         )
     elif blocker.kind == BlockerKind.NOT_READY:
         head = f"waiting for {need}; no node that could run it is ready (cordoned, draining or reconfiguring)"
+    elif blocker.detail:  # capacity, and why no eviction was looked for (rules/search_bound.py)
+        head = f"waiting for {need}; {blocker.detail}"
     else:
         head = f"waiting for {need}"
     return f"{head}; {standing}; {ahead_text(ahead)}"

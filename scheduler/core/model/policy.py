@@ -29,6 +29,14 @@ class Policy:
     # closed nodes for the change's minutes and raised production's wait p95 from 10 s to 300 s
     # (docs/benchmarks/consolidation.md).
     consolidation_reconfigures: bool = False
+    # Only the first N non-production pending jobs of each team, in the cycle's order, search for work to evict;
+    # the rest take free capacity only (scheduler/core/rules/search_bound.py). None: unbounded.
+    preemption_search_per_team: int | None = None
+
+    def __post_init__(self) -> None:
+        bound = self.preemption_search_per_team
+        if bound is not None and (isinstance(bound, bool) or not isinstance(bound, int) or bound < 0):
+            raise ValueError(f"preemption_search_per_team must be None or a whole number >= 0, got {bound!r}")
 
     @classmethod
     def from_mapping(cls, values: dict[str, Any]) -> Policy:

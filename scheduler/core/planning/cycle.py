@@ -191,7 +191,7 @@ class _Turns:
 
     def take(self, job: Job) -> None:
         """Take ``job``'s turn."""
-        self.run.order.append(job)
+        self.run.enter(job)
         self._try(job)
 
     def _try(self, job: Job) -> None:

@@ -29,6 +29,7 @@ from scheduler.core.placement.reconfigurations import Reconfigurations
 from scheduler.core.rules.eviction import fresh_until, ground, yields_to
 from scheduler.core.rules.fairshare import FairShare, job_class
 from scheduler.core.rules.limits import Admission, placement_units
+from scheduler.core.rules.search_bound import counts, may_search
 from scheduler.core.speedups.memo import current_memo
 from scheduler.core.speedups.switch import team_candidates
 from scheduler.core.speedups.trial import TrialPlacement
@@ -64,12 +65,23 @@ class Run:
         self.binds: list[Bind] = []
         self.evictions: list[Evict] = []
         self.order: list[Job] = []  # every job that took a turn, in the order taken
+        self._counted: dict[str, int] = {}  # team → its jobs counted against the search bound so far
+        self.past_bound: set[str] = set()  # jobs that may not search for victims this cycle (search_bound)
         self.blockers: dict[str, Blocker] = {}  # why each job that took a turn waits; none for a bound job
         self.reconfigurations = Reconfigurations(state, fairness, policy, now, self.preemptions, self.blockers, pending)
         self.reservations = Reservations(state, self.index, policy, now, self.frees_at, self.reconfigurations.bound)
         self._preempt_failed: dict[Hashable, int] = current_memo().table()
         self._victims = self._new_victims()  # told of the nodes each reconfiguration closes
         self._victims_at = 0  # len(self.reconfigurations.changes) when it was last told
+
+    def enter(self, job: Job) -> None:
+        """``job`` takes its first turn: it joins the order, and its place in its team's order decides whether it
+        may search for victims (:mod:`scheduler.core.rules.search_bound`)."""
+        self.order.append(job)
+        if counts(job):
+            position = self._counted[job.team] = self._counted.get(job.team, 0) + 1
+            if not may_search(job, position, self.policy):
+                self.past_bound.add(job.id)
 
     # -- binding and evicting ----------------------------------------------------------------------------
 

@@ -24,7 +24,9 @@ only when that failed (eviction is the last resort); and failing all, a node bou
 change next cycle rather than let lower work start there. Production's own steps run only while the quota
 has not refused the job (:attr:`Turn.production`): a production job its quota refused waits as other work
 does. Other work evicts as the last resort: not while a reconfiguration of an idle GPU could serve it — it
-waits for the change the cycle plans after placement (:mod:`scheduler.core.planning.cycle`, step 4). What
+waits for the change the cycle plans after placement (:mod:`scheduler.core.planning.cycle`, step 4); with the
+policy's ``preemption_search_per_team``, other work past its team's first N in the cycle's order does not try a
+preemption at all (:mod:`scheduler.core.rules.search_bound`: on a long queue most searches fail). What
 still waits gets a reservation of GPUs that will free for it, else its blocker: the quota or capacity.
 
 Adding a scheduling rule: state it in ``scheduler/core/rules/`` as plain code; write the step that applies
@@ -46,6 +48,7 @@ from scheduler.core.placement.fallback import fallback_slots, whole_gpu_options,
 from scheduler.core.placement.options import Option
 from scheduler.core.planning.run import Run
 from scheduler.core.rules.limits import Admission, placement_units
+from scheduler.core.rules.search_bound import skipped_text
 
 
 @dataclass
@@ -210,14 +213,15 @@ def preempt(run: Run, turn: Turn) -> bool:
     """Evict for the job and bind it (:meth:`Run.preempt`; :mod:`scheduler.core.decisions.preemption` decides who may be
     evicted).
 
-    Acts for every job, but not when a preemption for its shape is known to fail (:meth:`Run.preempt_fails`),
-    nor — for other work its quota has not refused — while a reconfiguration of an idle GPU could serve it
-    (:meth:`~scheduler.core.placement.reconfigurations.Reconfigurations.could_change_for`): eviction is the last
-    resort, and such a job waits for the change the cycle plans after placement. The known failure is asked
-    first: it is cheap, and could_change_for only answers (it changes nothing). Changes: the evictions and the
-    binds, or nothing. Returns True when bound."""
+    Acts for every job, but not for one past its team's search bound (:attr:`Run.past_bound`,
+    :mod:`scheduler.core.rules.search_bound`), nor when a preemption for its shape is known to fail
+    (:meth:`Run.preempt_fails`), nor — for other work its quota has not refused — while a reconfiguration of an
+    idle GPU could serve it (:meth:`~scheduler.core.placement.reconfigurations.Reconfigurations.could_change_for`):
+    eviction is the last resort, and such a job waits for the change the cycle plans after placement. The bound
+    and the known failure are asked first: they are cheap, and could_change_for only answers (it changes
+    nothing). Changes: the evictions and the binds, or nothing. Returns True when bound."""
     job = turn.job
-    if run.preempt_fails(job):
+    if job.id in run.past_bound or run.preempt_fails(job):
         return False
     lower = job.priority != Priority.PRODUCTION and turn.admission is None
     if lower and run.reconfigurations.could_change_for(job):
@@ -280,11 +284,14 @@ def reserve(run: Run, turn: Turn) -> bool:
 
 def wait(run: Run, turn: Turn) -> bool:
     """The job waits: for its quota when the quota refused a placement found for it (``quota``, with the
-    refusal's reason), else for capacity (``capacity``).
+    refusal's reason), else for capacity (``capacity``) — saying so when it was past its team's search bound and
+    did not search for work to evict (:mod:`scheduler.core.rules.search_bound`).
 
     The last step of every order. Changes: the job's blocker. Returns True."""
     if turn.admission is not None:
         run.blockers[turn.job.id] = Blocker(BlockerKind.QUOTA, turn.admission.reason)
+    elif turn.job.id in run.past_bound:
+        run.blockers[turn.job.id] = Blocker(BlockerKind.CAPACITY, skipped_text(run.policy))
     else:
         run.blockers[turn.job.id] = Blocker(BlockerKind.CAPACITY)
     return True

@@ -15,6 +15,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
 
+from scheduler.core.model.policy import Policy
 from scheduler.sim.bench.mixed_run import PlannerResult, run_planner
 from scheduler.sim.workload.clusters import cluster_named
 from scheduler.sim.workload.mixed import MIXES, Workload, WorkloadConfig, generate
@@ -30,10 +31,16 @@ class Setup:
     warmup_s: float
     runtimes: tuple[float, ...]
     strict: bool = False
+    preemption_search_per_team: int | None = None  # the policy's setting (rules/search_bound.py); None: unbounded
 
     def config(self, mix: str, seed: int) -> WorkloadConfig:
         return WorkloadConfig(
-            seed=seed, load=self.load, hours=self.hours, warmup_s=self.warmup_s, inference_share=MIXES[mix]
+            seed=seed,
+            load=self.load,
+            hours=self.hours,
+            warmup_s=self.warmup_s,
+            inference_share=MIXES[mix],
+            policy=Policy(preemption_search_per_team=self.preemption_search_per_team),
         )
 
 

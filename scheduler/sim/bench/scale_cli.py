@@ -1,8 +1,10 @@
-"""``bench scale [--nodes N --gpus-per-node G --pending P --seed S --repeat R] [--json]`` (B5).
+"""``bench scale [--nodes N --gpus-per-node G --pending P --seed S --repeat R --preemption-search-per-team K] [--json]``
+(B5).
 
 One scheduling cycle of the real engine on a synthetic cluster. Without ``--nodes`` it runs the two target
 sizes, 1,000 × 8 GPUs with 10,000 pending jobs and 5,000 × 8 with 50,000 (targets 1 s and 10 s,
-``docs/benchmarks/scale.md``); ``--pending`` defaults to 10 per node.
+``docs/benchmarks/scale.md``); ``--pending`` defaults to 10 per node. ``--preemption-search-per-team`` plans
+with the policy's bound on preemption searches (``scheduler/core/rules/search_bound.py``; default unbounded).
 """
 
 from __future__ import annotations
@@ -13,9 +15,11 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from scheduler.core import Policy
 from scheduler.sim.bench.machine import RunRecord, started_line, with_flags
 from scheduler.sim.bench.registry import BenchUsageError, Claim, Outcome, positive, whole_number
 from scheduler.sim.bench.scale import DEFAULT_SIZES, PENDING_PER_NODE, ScaleResult, measure
+from scheduler.sim.bench.search_bound_option import add_search_bound, search_bound_flag
 from scheduler.sim.bench.synthetic import ClusterShape
 
 NAME = "scale"
@@ -37,6 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--repeat", type=positive, default=DEFAULT_REPEAT, help=f"Timed cycles per size (default {DEFAULT_REPEAT})."
     )
+    add_search_bound(parser)
 
 
 def run(options: dict[str, Any]) -> Outcome:
@@ -46,6 +51,8 @@ def run(options: dict[str, Any]) -> Outcome:
     gpus = options.get("gpus_per_node") or DEFAULT_GPUS_PER_NODE
     seed = options.get("seed", DEFAULT_SEED)
     repeat = options.get("repeat") or DEFAULT_REPEAT
+    bound = options.get("preemption_search_per_team")
+    policy = Policy(preemption_search_per_team=bound)
     if nodes is None:
         sizes: Sequence[tuple[int, int]] = DEFAULT_SIZES
         command = f"python manage.py bench scale --gpus-per-node {gpus} --seed {seed} --repeat {repeat}"
@@ -56,15 +63,20 @@ def run(options: dict[str, Any]) -> Outcome:
             f"python manage.py bench scale --nodes {nodes} --gpus-per-node {gpus} --pending {pending} "
             f"--seed {seed} --repeat {repeat}"
         )
-    record = RunRecord(NAME, with_flags(command, options, "json"))
+    record = RunRecord(NAME, with_flags(command + search_bound_flag(bound), options, "json"))
     results = [
-        measure(ClusterShape(nodes=size_nodes, pending=size_pending, gpus_per_node=gpus, seed=seed), repeat=repeat)
+        measure(
+            ClusterShape(nodes=size_nodes, pending=size_pending, gpus_per_node=gpus, seed=seed),
+            repeat=repeat,
+            policy=policy,
+        )
         for size_nodes, size_pending in sizes
     ]
     payload = {
         **record.head(),
         "seed": seed,
         "repeat": repeat,
+        "preemption_search_per_team": bound,
         "sizes": [result.as_dict() for result in results],
     }
     return Outcome(

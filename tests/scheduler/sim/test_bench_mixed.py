@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
+from scheduler.core.model.policy import Policy
 from scheduler.sim.bench import mixed_cli
+from scheduler.sim.bench.mixed_matrix import Setup
 from scheduler.sim.bench.registry import BenchUsageError, benchmarks
 from scheduler.sim.bench.seeds import parse_seeds
 
@@ -110,6 +112,22 @@ def test_one_mix_and_the_table_names_the_command_and_every_policy(trace: Path) -
     assert not any(line.startswith("balanced") for line in lines)
     for row in ("effective utilization", "idle while pending", "  by priority", "eta_error p90", "low wait max"):
         assert any(line.startswith(row) for line in lines), row
+
+
+def test_the_preemption_search_bound_reaches_the_policy_and_the_command(trace: Path) -> None:
+    setup = Setup(cluster="mixed-64", load=1.2, hours=0.1, warmup_s=0.0, runtimes=(60.0,), preemption_search_per_team=5)
+    assert setup.config("balanced", 1).policy.preemption_search_per_team == 5
+    assert (
+        Setup(cluster="mixed-64", load=1.2, hours=0.1, warmup_s=0.0, runtimes=(60.0,)).config("balanced", 1).policy
+        == Policy()
+    )  # unbounded: the policy every other run plans with
+    table = bench(
+        "--hours", "0.1", "--warmup-hours", "0", "--policies", "microcosm", "--mix", "serving", "--seeds", "42",
+        "--trace", str(trace), "--preemption-search-per-team", "5",
+    )  # fmt: skip
+    assert "--policies microcosm --preemption-search-per-team 5" in table.splitlines()[1]
+    with pytest.raises(CommandError, match="must be at least 0"):
+        bench("--preemption-search-per-team", "-1")
 
 
 def test_mix_both_is_every_mix_and_an_unknown_mix_is_refused() -> None:

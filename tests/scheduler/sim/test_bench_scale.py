@@ -227,7 +227,10 @@ def test_bench_scale_json_shape() -> None:
     assert payload["command"] == (
         "python manage.py bench scale --nodes 10 --gpus-per-node 8 --pending 50 --seed 42 --repeat 1 --json"
     )
-    assert set(payload) == {"benchmark", "command", "date", "machine", "seed", "repeat", "sizes"}
+    assert set(payload) == {
+        "benchmark", "command", "date", "machine", "seed", "repeat", "preemption_search_per_team", "sizes"
+    }  # fmt: skip
+    assert payload["preemption_search_per_team"] is None
     assert set(payload["machine"]) == {"nproc", "cpu_model", "python", "load_average_at_start", "load_average_at_end"}
     (size,) = payload["sizes"]
     assert (size["nodes"], size["gpus_per_node"], size["gpus"], size["pending"]) == (10, 8, 80, 50)
@@ -250,9 +253,20 @@ def test_bench_scale_table_prints_the_command_and_the_figures() -> None:
     assert "6 × 4" in text
 
 
+def test_bench_scale_plans_with_the_preemption_search_bound_it_is_given() -> None:
+    args = ("scale", "--json", "--nodes", "10", "--pending", "50", "--repeat", "1")
+    payload = json.loads(_run(*args, "--preemption-search-per-team", "0"))
+    assert payload["command"].endswith("--repeat 1 --preemption-search-per-team 0 --json")
+    assert payload["preemption_search_per_team"] == 0
+    unbounded = json.loads(_run(*args))
+    # Bound 0: no non-production job tries a preemption, so there are at most as many evictions.
+    assert payload["sizes"][0]["decisions"]["evictions"] <= unbounded["sizes"][0]["decisions"]["evictions"]
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [
+        (("scale", "--nodes", "3", "--preemption-search-per-team", "-1"), "must be at least 0"),
         (("scale", "--pending", "10"), "--pending needs --nodes"),
         (("scale", "--nodes", "0"), "must be at least 1"),
         (("scale", "--nodes", "x"), "not a whole number"),

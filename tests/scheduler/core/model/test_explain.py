@@ -94,6 +94,10 @@ def test_standing_text(guarantee: int, held: int, under: bool, expected: str) ->
             "3 jobs ahead",
         ),
         (
+            Blocker(BlockerKind.CAPACITY, "no preemption tried for it this cycle"),
+            "waiting for 4 H100 GPUs; no preemption tried for it this cycle; team above its guarantee; 3 jobs ahead",
+        ),
+        (
             Blocker(BlockerKind.NOT_READY),
             "waiting for 4 H100 GPUs; no node that could run it is ready (cordoned, draining or reconfiguring); "
             "team above its guarantee; 3 jobs ahead",

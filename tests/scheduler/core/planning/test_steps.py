@@ -43,6 +43,7 @@ from scheduler.core.planning.steps import (
     wait,
 )
 from scheduler.core.rules.limits import Admission
+from scheduler.core.rules.search_bound import skipped_text
 from scheduler.core.speedups.memo import Memo, current_memo
 from scheduler.core.speedups.switch import fair_share, indexed_state
 from tests.scheduler.properties.builders import A100, H100, NOW, job, node, running, snapshot, team, whole
@@ -436,6 +437,27 @@ def test_preempt_known_to_fail_is_not_searched_again(monkeypatch: pytest.MonkeyP
     assert preempt(run, _turn(run, the_job)) is False
 
 
+def test_preempt_skips_a_job_past_its_teams_search_bound(monkeypatch: pytest.MonkeyPatch) -> None:
+    first, second = job("j1", "t", gpus=4, preemptible=False), job("j2", "t", gpus=4, preemptible=False)
+    run = _borrowed_world(first, second)
+    run.policy = Policy(preemption_search_per_team=1)
+    run.enter(first)
+    run.enter(second)
+    assert run.past_bound == {"j2"}
+    monkeypatch.setattr(run, "preempt", _refuse)  # past the bound, the search is never started
+    assert preempt(run, _turn(run, second)) is False
+
+
+def test_enter_counts_only_non_production_work_against_the_bound() -> None:
+    prod, other = _production("p", "t", gpus=4), job("j", "t", gpus=4, preemptible=False)
+    run = _borrowed_world(prod, other)
+    run.policy = Policy(preemption_search_per_team=1)
+    run.enter(prod)
+    run.enter(other)
+    assert run.order == [prod, other] and not run.past_bound
+    assert preempt(run, _turn(run, other)) is True
+
+
 # -- reconfigure_by_drain ---------------------------------------------------------------------------------------
 
 
@@ -535,6 +557,16 @@ def test_wait_ends_every_turn_with_the_quotas_refusal_or_capacity() -> None:
     assert run.blockers["j"] == Blocker(BlockerKind.CAPACITY)
     assert wait(run, _turn(run, the_job, REFUSED)) is True
     assert run.blockers["j"] == Blocker(BlockerKind.QUOTA, "over the team's guarantee")
+
+
+def test_wait_says_when_a_capacity_blocked_job_was_past_its_teams_search_bound() -> None:
+    the_job = job("j")
+    run = _run([node("a")], [the_job], policy=Policy(preemption_search_per_team=0))
+    run.enter(the_job)
+    assert wait(run, _turn(run, the_job)) is True
+    assert run.blockers["j"] == Blocker(BlockerKind.CAPACITY, skipped_text(run.policy))
+    assert wait(run, _turn(run, the_job, REFUSED)) is True  # the quota, not the bound, is what it waits for
+    assert run.blockers["j"].kind == BlockerKind.QUOTA
 
 
 # -- the orders -------------------------------------------------------------------------------------------------

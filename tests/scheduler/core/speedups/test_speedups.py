@@ -10,6 +10,7 @@ from hypothesis import HealthCheck, given, settings
 
 from scheduler.core import Policy, Snapshot, plan_cycle
 from scheduler.core.model.tables import FORGET
+from scheduler.core.model.vocabulary import Priority
 from scheduler.core.rules.fairshare import FairShare
 from scheduler.core.speedups import Memo, current_memo
 from scheduler.core.speedups.fairshare import RememberingFairShare
@@ -35,6 +36,19 @@ def test_plans_are_the_same_with_and_without_the_speedups(shape: ClusterShape) -
     fast = plan_cycle(snapshot, Policy(), NOW)
     assert fast.evictions, "the shape must exercise preemption, or the comparison proves little"
     assert fast == plan_cycle(snapshot, Policy(), NOW, speedups=False)
+
+
+def test_a_bounded_search_plans_the_same_with_and_without_the_speedups() -> None:
+    """The search bound is a rule (it changes plans), so both paths apply it alike; heavy pressure, bound 5."""
+    snapshot = synthetic_snapshot(ClusterShape(48, 900, seed=2, teams=4))
+    bounded = Policy(preemption_search_per_team=5)
+    fast = plan_cycle(snapshot, bounded, NOW)
+    assert fast == plan_cycle(snapshot, bounded, NOW, speedups=False)
+    unbounded = plan_cycle(snapshot, Policy(), NOW)
+    assert len(fast.evictions) < len(unbounded.evictions), "the bound must bind here, or the comparison proves little"
+    production = {job.id for job in snapshot.pending if job.priority == Priority.PRODUCTION}
+    skipped = {w.job for w in fast.waiting if "no preemption tried" in w.reason}
+    assert skipped and not skipped & production
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -28,6 +28,8 @@ WORKING_STATE = {
     ("model/cluster_state.py", "running_gone"),
     ("model/cluster_state.py", "held"),
     ("planning/run.py", "blockers"),
+    ("planning/run.py", "_counted"),  # each team's jobs counted against the preemption search bound so far
+    ("planning/run.py", "past_bound"),  # the jobs past it: this cycle's rule, not a remembered answer
     ("planning/cycle.py", "_blocked_production"),
     ("planning/cycle.py", "_pending_teams"),
     ("model/explain.py", "_pools"),  # each pool's profile, lowered by the jobs given a start on it
