@@ -4,6 +4,7 @@ scheduler, so there is no permission to check; the caller holds the transaction 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
@@ -18,7 +19,17 @@ from scheduler.core.model.vocabulary import EventType, JobState
 from scheduler.models import Node
 
 
-def job_bind_record(*, job: Job, slots: Sequence[Sequence[Slot]], nodes: Mapping[str, Node], at: datetime) -> None:
+@dataclass(frozen=True)
+class Bound:
+    """What :func:`job_bind_record` wrote that its caller needs next: the allocations it created (their nodes
+    loaded) and whether the run resumes a requeued job — so the loop builds the bind's request without reading
+    either back."""
+
+    allocations: list[Allocation]
+    resumed: bool
+
+
+def job_bind_record(*, job: Job, slots: Sequence[Sequence[Slot]], nodes: Mapping[str, Node], at: datetime) -> Bound:
     """Record that ``job`` (pending) now holds ``slots`` (one tuple per replica): allocations, state, event.
 
     The ``bound`` event names the placements and the nodes; for a job that was requeued it also says that the run
@@ -27,7 +38,7 @@ def job_bind_record(*, job: Job, slots: Sequence[Sequence[Slot]], nodes: Mapping
     the caller's transaction (nothing bound twice).
     """
     resumed = job.events.filter(type=EventType.REQUEUED).exists()
-    _allocations_create(job, slots, nodes, at, generation=0)
+    allocations = _allocations_create(job, slots, nodes, at, generation=0)
     job.state = JobState.RUNNING
     job.started_at = max(at, job.submitted_at)
     job.state_reason = ""
@@ -46,6 +57,7 @@ def job_bind_record(*, job: Job, slots: Sequence[Sequence[Slot]], nodes: Mapping
         step = latest.details.get("step") if latest is not None and isinstance(latest.details, dict) else None
         details.update(resumed=True, resumed_from_step=step if isinstance(step, int) else None)
     JobEvent.objects.create(job=job, type=EventType.BOUND, at=at, details=details)
+    return Bound(allocations=allocations, resumed=resumed)
 
 
 class MoveOutcome(StrEnum):

@@ -33,7 +33,7 @@ from jobs.services.queue_fields import QUEUE_FIELDS, QueueFields, job_queue_fiel
 from scheduler.bridge.vocabulary import FENCE_NAME
 from scheduler.core import Plan
 from scheduler.core.model.snapshot import MigLayout, Slots
-from scheduler.core.model.vocabulary import EventType, JobState, Priority
+from scheduler.core.model.vocabulary import JobState, Priority
 from scheduler.errors import FencingError
 from scheduler.gateways.protocol import JobWaiting, MigConfigState, Observation
 from scheduler.loop.apply import BindOp, EvictOp, MoveOp, Op, ReconfigureOp, bind_request
@@ -168,10 +168,8 @@ def _binds(plan: Plan, jobs: Mapping[str, Job], at: datetime, ops: list[Op]) -> 
         job = jobs.get(bind.job)
         if job is None or job.state != JobState.PENDING:
             continue
-        resumed = job.events.filter(type=EventType.REQUEUED).exists()
-        job_bind_record(job=job, slots=bind.slots, nodes=nodes, at=at)
-        allocations = list(job.allocations.filter(ended_at__isnull=True).select_related("node"))
-        ops.append(BindOp(request=bind_request(job, allocations, resume=resumed), team=job.team.slug))
+        bound = job_bind_record(job=job, slots=bind.slots, nodes=nodes, at=at)
+        ops.append(BindOp(request=bind_request(job, bound.allocations, resume=bound.resumed), team=job.team.slug))
         done.append(
             {
                 "job": bind.job,

@@ -75,10 +75,10 @@ STEADY_QUERIES = {False: 47, True: 53}  # by whether the running jobs report che
 # - stats, 9: as in a steady cycle, with its row created (a savepoint, insert, release);
 # - the cycle's log line, 1: the bound jobs' teams.
 FIRST_BASE = 59
-# Each bind: record 6 (whether the job was requeued, asked twice: by the record and by the bind service; the
-# allocation; the job's state; its ``bound`` event; its open allocations for the bind request) and apply 6 (a
-# savepoint, the job's pods locked, its saved progress, the pods on the node, the pod, release).
-FIRST_PER_BIND = 12
+# Each bind: record 4 (whether the job was requeued; the allocation; the job's state; its ``bound`` event — the bind
+# request is built from what the bind service returns, nothing read back) and apply 6 (a savepoint, the job's pods
+# locked, its saved progress, the pods on the node, the pod, release).
+FIRST_PER_BIND = 10
 FIRST_PER_EXTRA_GPU = 1  # one allocation row per GPU
 FIRST_PER_NODE = 3  # the first bind on a node in the apply batch reads it, its GPUs and its simulated state
 # The queue fields' write, as logged: "N times: UPDATE … = %s" (SQLite's executemany) or "UPDATE … AS j SET … =
