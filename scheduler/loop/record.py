@@ -19,7 +19,7 @@ statement for all (:mod:`jobs.services.queue_fields`). So the record's queries d
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple
@@ -160,9 +160,14 @@ def _reconfigurations(plan: Plan, observation: Observation, ops: list[Op]) -> li
     return done
 
 
+def _nodes_of(placements: Iterable[Slots]) -> dict[str, Node]:
+    """The inventory rows of every node the placements use, read in one query."""
+    names = {slot.node for slots in placements for replica in slots for slot in replica}
+    return {node.name: node for node in Node.objects.filter(name__in=names)}
+
+
 def _binds(plan: Plan, jobs: Mapping[str, Job], at: datetime, ops: list[Op]) -> list[dict[str, Any]]:
-    names = {slot.node for bind in plan.binds for replica in bind.slots for slot in replica}
-    nodes = {node.name: node for node in Node.objects.filter(name__in=names)}
+    nodes = _nodes_of(bind.slots for bind in plan.binds)
     done = []
     for bind in plan.binds:
         job = jobs.get(bind.job)
@@ -186,8 +191,7 @@ def _moves(plan: Plan, jobs: Mapping[str, Job], at: datetime, ops: list[Op]) -> 
     """Record each move whose job is as the plan saw it: running, not opted out, no move already under way, and
     holding exactly the placement the move releases. Anything else changed since the snapshot: skipped, the next
     cycle plans again."""
-    names = {slot.node for move in plan.moves for replica in move.slots for slot in replica}
-    nodes = {node.name: node for node in Node.objects.filter(name__in=names)}
+    nodes = _nodes_of(move.slots for move in plan.moves)
     done = []
     for move in plan.moves:
         job = jobs.get(move.job)
