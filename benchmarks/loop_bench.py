@@ -34,7 +34,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.db import DEFAULT_DB_ALIAS, connection
 from django.test.utils import override_settings
 from django.utils import timezone
 
@@ -46,7 +46,7 @@ from scheduler.gateways.simulated import FleetSettings, SimulatedFleet
 from scheduler.loop.cycle import cycle_run
 from scheduler.models import CycleStats
 from scheduler.sim.bench.machine import RunRecord, started_line
-from scheduler.sim.bench.registry import BenchUsageError, Claim, Outcome, positive, whole_number
+from scheduler.sim.bench.registry import Claim, Outcome, positive, whole_number
 from scheduler.sim.bench.synthetic import ClusterShape, synthetic_snapshot
 
 NAME = "loop"
@@ -74,12 +74,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=positive,
         default=DEFAULT_CYCLES,
         help=f"Steady cycles after the first (default {DEFAULT_CYCLES}).",
-    )
-    parser.add_argument(
-        "--database",
-        default=DEFAULT_DB_ALIAS,
-        help="Database alias whose server holds the scratch database (default: the configured one; "
-        "PostgreSQL is selected with DATABASE_URL).",
     )
     parser.add_argument("--seed", type=int, default=DEFAULT_SEED, help=f"Workload seed (default {DEFAULT_SEED}).")
 
@@ -128,31 +122,17 @@ def run(options: dict[str, Any]) -> Outcome:
     pending: int = options.get("pending") or PENDING_PER_NODE * nodes
     cycles: int = options.get("cycles") or DEFAULT_CYCLES
     seed_value: int = options.get("seed", DEFAULT_SEED)
-    alias: str = options.get("database") or DEFAULT_DB_ALIAS
-    _check_database(alias)
-    command = (
-        f"python manage.py bench loop --nodes {nodes} --pending {pending} --cycles {cycles} --seed {seed_value}"
-        + (f" --database {alias}" if alias != DEFAULT_DB_ALIAS else "")
-    )
+    # The loop reads and writes through Django's default database, so the scratch database sits on its server:
+    # DATABASE_URL chooses PostgreSQL, as for the portal.
+    command = f"python manage.py bench loop --nodes {nodes} --pending {pending} --cycles {cycles} --seed {seed_value}"
     record = RunRecord(NAME, command)
     shape = ClusterShape(nodes=nodes, pending=pending, seed=seed_value)
     began = time.perf_counter()
-    with scratch_database(alias), _limits_lifted():
+    with scratch_database(DEFAULT_DB_ALIAS), _limits_lifted():
         setup_s = time.perf_counter() - began
         result = measure(shape, cycles)
     result.setup_s = setup_s
     return _outcome(record, result)
-
-
-def _check_database(alias: str) -> None:
-    known = list(connections.databases)
-    if alias not in known:
-        raise BenchUsageError(f"--database {alias!r}: no such database alias; configured: {', '.join(known)}")
-    if alias != DEFAULT_DB_ALIAS:
-        raise BenchUsageError(
-            f"--database {alias!r}: the live loop reads and writes through Django's {DEFAULT_DB_ALIAS!r} database; "
-            "point DATABASE_URL at the server to measure instead"
-        )
 
 
 def _limits_lifted() -> Any:

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parents[2]
         (["--nodes", "0"], "argument --nodes: 0 must be at least 1"),
         (["--pending", "many"], "argument --pending: 'many' is not a whole number"),
         (["--cycles", "0"], "argument --cycles: 0 must be at least 1"),
-        (["--database", "elsewhere"], "--database 'elsewhere': no such database alias; configured: default"),
+        (["--database", "other"], "unrecognized arguments: --database other"),
     ],
 )
 def test_bad_options_are_refused_with_what_to_change(args: list[str], message: str) -> None:
