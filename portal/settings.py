@@ -38,6 +38,7 @@ class SchedulerSettings(TypedDict):
     cycle_s: int
     reservation_depth: int
     default_runtime_s: float
+    preemption_search_per_team: int
     simulated_speed: float
     simulated_interruptions_per_node_hour: float
     simulated_notice_s: float
@@ -140,6 +141,11 @@ SCHEDULER: SchedulerSettings = {
     # and the run time assumed for a job with no duration_s whose team has no history yet.
     "reservation_depth": env_int("SCHEDULER_RESERVATION_DEPTH", default=4, minimum=0, maximum=1000),
     "default_runtime_s": env_float("SCHEDULER_DEFAULT_RUNTIME_S", default=3600.0, minimum=1.0, maximum=31_536_000.0),
+    # How many of each team's non-production pending jobs, first in its queue order, may search for work to evict in
+    # a cycle (docs/scheduling-rules.md §5, A bounded search); a number above any team's queue lifts the bound.
+    "preemption_search_per_team": env_int(
+        "SCHEDULER_PREEMPTION_SEARCH_PER_TEAM", default=100, minimum=0, maximum=10_000_000
+    ),
     "simulated_speed": env_float("SIMULATED_SPEED", default=60.0, minimum=0.001, maximum=1e6),
     # The simulated fleet (durations in virtual seconds): spot interruptions per spot node and virtual hour, their
     # notice (AWS: 2 min, docs/gpu-facts.md, Spot and preemption signals), when a replacement joins, and how long a

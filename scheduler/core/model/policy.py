@@ -30,8 +30,9 @@ class Policy:
     # (docs/benchmarks/consolidation.md).
     consolidation_reconfigures: bool = False
     # Only the first N non-production pending jobs of each team, in the cycle's order, search for work to evict;
-    # the rest take free capacity only (scheduler/core/rules/search_bound.py). None: unbounded.
-    preemption_search_per_team: int | None = None
+    # the rest take free capacity only (scheduler/core/rules/search_bound.py). None: unbounded. 100 kept every
+    # scenario's plans and B2's, and took a 5,000-node cycle to a third of its time (docs/benchmarks/scale.md).
+    preemption_search_per_team: int | None = 100
 
     def __post_init__(self) -> None:
         bound = self.preemption_search_per_team

@@ -30,7 +30,7 @@ from scheduler.sim.bench.mixed_summary import PlannerSummary
 from scheduler.sim.bench.mixed_summary import claims as mix_claims
 from scheduler.sim.bench.mixed_table import table, utilization_figure, wait_figure
 from scheduler.sim.bench.registry import BenchUsageError, Claim, Outcome, positive
-from scheduler.sim.bench.search_bound_option import add_search_bound, search_bound_flag
+from scheduler.sim.bench.search_bound_option import add_search_bound, search_bound, search_bound_flag
 from scheduler.sim.bench.seeds import parse_seeds
 from scheduler.sim.traces import TraceError
 from scheduler.sim.traces.philly import load_philly_runtimes
@@ -184,7 +184,7 @@ def run(options: dict[str, Any]) -> Outcome:
             warmup_s=3600.0 * warmup_h,
             runtimes=runtimes,
             strict=bool(options.get("strict")),
-            preemption_search_per_team=options.get("preemption_search_per_team"),
+            preemption_search_per_team=search_bound(options),
         )
         for load in loads
     }
@@ -192,7 +192,7 @@ def run(options: dict[str, Any]) -> Outcome:
     command = (
         f"python manage.py bench mixed --mix {','.join(mixes)} --seeds {options.get('seeds') or DEFAULT_SEEDS} "
         f"{load_flag} --cluster {cluster.name} --hours {hours:g} --warmup-hours {warmup_h:g} "
-        f"--policies {','.join(policies)}{search_bound_flag(options.get('preemption_search_per_team'))}"
+        f"--policies {','.join(policies)}{search_bound_flag(search_bound(options))}"
     )
     record = RunRecord(NAME, with_flags(command, options, "strict", "json"))
     runs = [

@@ -31,7 +31,8 @@ class Setup:
     warmup_s: float
     runtimes: tuple[float, ...]
     strict: bool = False
-    preemption_search_per_team: int | None = None  # the policy's setting (rules/search_bound.py); None: unbounded
+    # The policy's setting (rules/search_bound.py); None: unbounded.
+    preemption_search_per_team: int | None = Policy().preemption_search_per_team
 
     def config(self, mix: str, seed: int) -> WorkloadConfig:
         return WorkloadConfig(

@@ -19,7 +19,7 @@ from scheduler.core import Policy
 from scheduler.sim.bench.machine import RunRecord, started_line, with_flags
 from scheduler.sim.bench.registry import BenchUsageError, Claim, Outcome, positive, whole_number
 from scheduler.sim.bench.scale import DEFAULT_SIZES, PENDING_PER_NODE, ScaleResult, measure
-from scheduler.sim.bench.search_bound_option import add_search_bound, search_bound_flag
+from scheduler.sim.bench.search_bound_option import add_search_bound, search_bound, search_bound_flag
 from scheduler.sim.bench.synthetic import ClusterShape
 
 NAME = "scale"
@@ -51,7 +51,7 @@ def run(options: dict[str, Any]) -> Outcome:
     gpus = options.get("gpus_per_node") or DEFAULT_GPUS_PER_NODE
     seed = options.get("seed", DEFAULT_SEED)
     repeat = options.get("repeat") or DEFAULT_REPEAT
-    bound = options.get("preemption_search_per_team")
+    bound = search_bound(options)
     policy = Policy(preemption_search_per_team=bound)
     if nodes is None:
         sizes: Sequence[tuple[int, int]] = DEFAULT_SIZES

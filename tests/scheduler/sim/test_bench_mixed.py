@@ -120,7 +120,7 @@ def test_the_preemption_search_bound_reaches_the_policy_and_the_command(trace: P
     assert (
         Setup(cluster="mixed-64", load=1.2, hours=0.1, warmup_s=0.0, runtimes=(60.0,)).config("balanced", 1).policy
         == Policy()
-    )  # unbounded: the policy every other run plans with
+    )  # the policy's default bound: the policy every other run plans with
     table = bench(
         "--hours", "0.1", "--warmup-hours", "0", "--policies", "microcosm", "--mix", "serving", "--seeds", "42",
         "--trace", str(trace), "--preemption-search-per-team", "5",

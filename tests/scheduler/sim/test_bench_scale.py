@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
+from scheduler.core import Policy
 from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME, validate_layout
 from scheduler.core.gpus.units import FULL_GPU_MILLI
 from scheduler.core.model.cluster_state import ClusterState
@@ -230,7 +231,7 @@ def test_bench_scale_json_shape() -> None:
     assert set(payload) == {
         "benchmark", "command", "date", "machine", "seed", "repeat", "preemption_search_per_team", "sizes"
     }  # fmt: skip
-    assert payload["preemption_search_per_team"] is None
+    assert payload["preemption_search_per_team"] == Policy().preemption_search_per_team == 100
     assert set(payload["machine"]) == {"nproc", "cpu_model", "python", "load_average_at_start", "load_average_at_end"}
     (size,) = payload["sizes"]
     assert (size["nodes"], size["gpus_per_node"], size["gpus"], size["pending"]) == (10, 8, 80, 50)
@@ -258,7 +259,9 @@ def test_bench_scale_plans_with_the_preemption_search_bound_it_is_given() -> Non
     payload = json.loads(_run(*args, "--preemption-search-per-team", "0"))
     assert payload["command"].endswith("--repeat 1 --preemption-search-per-team 0 --json")
     assert payload["preemption_search_per_team"] == 0
-    unbounded = json.loads(_run(*args))
+    unbounded = json.loads(_run(*args, "--preemption-search-per-team", "none"))
+    assert unbounded["command"].endswith("--repeat 1 --preemption-search-per-team none --json")
+    assert unbounded["preemption_search_per_team"] is None
     # Bound 0: no non-production job tries a preemption, so there are at most as many evictions.
     assert payload["sizes"][0]["decisions"]["evictions"] <= unbounded["sizes"][0]["decisions"]["evictions"]
 
@@ -267,6 +270,7 @@ def test_bench_scale_plans_with_the_preemption_search_bound_it_is_given() -> Non
     ("args", "message"),
     [
         (("scale", "--nodes", "3", "--preemption-search-per-team", "-1"), "must be at least 0"),
+        (("scale", "--nodes", "3", "--preemption-search-per-team", "all"), "'all' is not a whole number"),
         (("scale", "--pending", "10"), "--pending needs --nodes"),
         (("scale", "--nodes", "0"), "must be at least 1"),
         (("scale", "--nodes", "x"), "not a whole number"),
