@@ -28,6 +28,7 @@ Same interface as the modules of ``scheduler.sim.bench.registry`` (``NAME``, ``H
 from __future__ import annotations
 
 import argparse
+import gc
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -38,6 +39,7 @@ from django.db import DEFAULT_DB_ALIAS, connection
 from django.test.utils import override_settings
 from django.utils import timezone
 
+from benchmarks.footprint import database_mib, peak_reset, peak_rss_mib
 from benchmarks.loop_seed import Seeded, seed
 from benchmarks.query_count import QueryCounter
 from benchmarks.scratch_db import scratch_database
@@ -92,6 +94,7 @@ class CycleFigures:
     decided: dict[str, int] = field(default_factory=dict)
     applied: int = 0
     failed: int = 0
+    peak_rss_mib: float = 0.0  # the process's resident high-water mark over the cycle (benchmarks/footprint.py)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -105,6 +108,7 @@ class CycleFigures:
             "decided": self.decided,
             "applied": self.applied,
             "failed": self.failed,
+            "peak_rss_mib": round(self.peak_rss_mib, 1),
         }
 
 
@@ -115,6 +119,7 @@ class LoopResult:
     seeded: Seeded
     cycles: list[CycleFigures]
     setup_s: float = 0.0  # creating and migrating the scratch database
+    database_mib: float = 0.0  # the scratch database's size after the last cycle
 
 
 def run(options: dict[str, Any]) -> Outcome:
@@ -143,9 +148,9 @@ def _limits_lifted() -> Any:
 def measure(shape: ClusterShape, cycles: int, *, one_by_one: int = 20) -> LoopResult:
     """Seed ``shape`` into the current database and run the first cycle and ``cycles`` steady ones (module doc).
     The database must hold no nodes or jobs of its own (the scratch database of :func:`run`, or a test's)."""
-    snapshot = synthetic_snapshot(shape)
     start = timezone.now().replace(microsecond=0)
-    seeded = seed(snapshot, start=start, one_by_one=one_by_one)
+    seeded = seed(synthetic_snapshot(shape), start=start, one_by_one=one_by_one)
+    gc.collect()  # the synthetic snapshot is garbage now: a worker holds no such thing
     clock = _Clock(start)
     fleet = SimulatedFleet(FleetSettings(speed=1.0, seed=shape.seed, **_fleet_rates()), clock=clock)
     period = float(settings.SCHEDULER["cycle_s"])
@@ -153,7 +158,9 @@ def measure(shape: ClusterShape, cycles: int, *, one_by_one: int = 20) -> LoopRe
     for n in range(cycles):
         clock.now += timedelta(seconds=period)
         figures.append(_cycle(f"steady {n + 1}", fleet))
-    return LoopResult(shape=shape, database=connection.vendor, seeded=seeded, cycles=figures)
+    return LoopResult(
+        shape=shape, database=connection.vendor, seeded=seeded, cycles=figures, database_mib=database_mib()
+    )
 
 
 def _fleet_rates() -> dict[str, float]:
@@ -181,6 +188,7 @@ def _phase_sums() -> dict[str, float]:
 def _cycle(label: str, fleet: SimulatedFleet) -> CycleFigures:
     before = _phase_sums()
     counter = QueryCounter()
+    peak_reset()
     with connection.execute_wrapper(counter):
         began, began_cpu = time.perf_counter(), time.process_time()
         report = cycle_run(gateway=fleet)
@@ -213,6 +221,7 @@ def _cycle(label: str, fleet: SimulatedFleet) -> CycleFigures:
         decided=decided,
         applied=len(report.applied),
         failed=len(report.failed),
+        peak_rss_mib=peak_rss_mib(),
     )
 
 
@@ -252,6 +261,7 @@ def _outcome(record: RunRecord, result: LoopResult) -> Outcome:
         "pending": result.shape.pending,
         "seed": result.shape.seed,
         "setup_s": round(result.setup_s, 2),
+        "database_mib": round(result.database_mib, 1),
         "seeded": result.seeded.as_json(),
         "cycles": [c.as_json() for c in result.cycles],
         "claims": [c.__dict__ for c in claims],
@@ -275,20 +285,22 @@ def _table(payload: dict[str, Any], result: LoopResult, title: str) -> str:
         "",
         f"{'cycle':10} {'pending':>7} {'running':>7} {'binds':>6} {'evict':>5} {'SQL':>6} "
         + " ".join(f"{c:>9}" for c in COLUMNS)
-        + f" {'total':>8} {'CPU':>8}",
+        + f" {'total':>8} {'CPU':>8} {'RSS':>9}",
     ]
     for c in result.cycles:
         lines.append(
             f"{c.label:10} {c.pending:>7,} {c.running:>7,} {c.decided.get('binds', 0):>6,} "
             f"{c.decided.get('evictions', 0):>5,} {c.queries:>6,} "
             + " ".join(f"{c.phases_s[col]:>8.2f}s" for col in COLUMNS)
-            + f" {c.wall_s:>7.2f}s {c.cpu_s:>7.2f}s"
+            + f" {c.wall_s:>7.2f}s {c.cpu_s:>7.2f}s {c.peak_rss_mib:>5,.0f} MiB"
         )
     lines.append("")
     lines.append(
         "snapshot: the plan phase less the engine; stats: the cycle's record of itself after its timed phases; "
-        "total: wall clock around cycle_run; CPU: this process's (with SQLite, the database's too)"
+        "total: wall clock around cycle_run; CPU: this process's (with SQLite, the database's too); "
+        "RSS: the process's resident peak in the cycle"
     )
+    lines.append(f"database after the cycles: {result.database_mib:,.0f} MiB ({result.database})")
     for claim in _claims(result):
         verdict = "reproduced" if claim.reproduced else "NOT reproduced"
         lines.append(f"target: {claim.claim}: {verdict} ({claim.measured})")

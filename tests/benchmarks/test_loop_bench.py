@@ -66,6 +66,8 @@ def test_a_small_run_times_every_phase_and_counts_the_queries_of_each_cycle(monk
         assert all(seconds >= 0 for seconds in cycle["phases_s"].values())
         assert sum(cycle["phases_s"].values()) == pytest.approx(cycle["wall_s"], abs=0.05)
         assert cycle["queries"] > 0 and not cycle["failed"]
+        assert cycle["peak_rss_mib"] > 10  # a Django process with the cycle's state: tens of MiB at least
+    assert payload["database_mib"] > 0  # the seeded jobs and nodes, and what the cycles wrote
     assert payload["claims"] == []  # 20 nodes: no target at this size
 
 
