@@ -26,8 +26,7 @@ from decimal import Decimal
 from typing import Any
 
 from jobs.services import JobSubmission, job_submit, job_submit_bulk
-from scheduler.core import Job, Policy, Snapshot, rejection_reason
-from scheduler.core import Node as CoreNode
+from scheduler.core import Job, NodeCensus, Policy, Snapshot, rejection_reason
 from scheduler.models import Node
 from scheduler.node_states import node_cordon
 from scheduler.services.fleet import gpu_models_sync, node_register
@@ -123,7 +122,7 @@ def _team(team: Any, total_gpus: int) -> dict[str, Any]:
 
 def _submissions(snapshot: Snapshot, start: datetime, left_out: dict[str, int]) -> list[JobSubmission]:
     """Every synthetic job the services accept, running work first (it was submitted earlier), as submissions."""
-    nodes: tuple[CoreNode, ...] = snapshot.nodes
+    nodes = NodeCensus.of(snapshot.nodes)
     policy = Policy()
     jobs = [running.job for running in snapshot.running] + list(snapshot.pending)
     submissions = []

@@ -35,8 +35,7 @@ from jobs.models import Job, JobEvent
 from scheduler.bridge.policy import policy_current
 from scheduler.bridge.snapshot import inventory_nodes
 from scheduler.core import Job as CoreJob
-from scheduler.core import Node as CoreNode
-from scheduler.core import Policy, bounds, rejection_reason
+from scheduler.core import NodeCensus, Policy, bounds, rejection_reason
 from scheduler.core.model.vocabulary import EventType, JobState
 from scheduler.specs.fields import Errors, describe
 from scheduler.specs.job import parse_job
@@ -106,7 +105,7 @@ def job_submit_bulk(
     spec problems of every submission, each message prefixed ``source[i]``) and nothing is written.
     """
     at = now or timezone.now()
-    nodes = inventory_nodes()  # once for the batch: what _never_runs reads per job
+    nodes = NodeCensus.of(inventory_nodes())  # once for the batch: what _never_runs reads per job
     policy = policy_current()
     teams: dict[str, Team] = {}
     roles: dict[int, str] = {}
@@ -182,11 +181,11 @@ def _fields_from_spec(
     team: Team,
     source: str,
     *,
-    nodes: Sequence[CoreNode] | None = None,
+    nodes: NodeCensus | None = None,
     policy: Policy | None = None,
 ) -> dict[str, Any]:
     """The Job fields a spec sets, or :class:`JobSpecInvalid` with every problem. ``nodes`` and ``policy``: the
-    inventory and policy a batch read once (None: read them now)."""
+    inventory (as its census) and policy a batch read once (None: read them now)."""
     errors = Errors(source)
     if not isinstance(spec, Mapping):
         errors.add("", f"a job spec must be a JSON object, got {describe(spec)}")
@@ -253,11 +252,11 @@ def _fields_from_spec(
     return fields
 
 
-def _never_runs(job: CoreJob, nodes: Sequence[CoreNode] | None = None, policy: Policy | None = None) -> str | None:
+def _never_runs(job: CoreJob, nodes: NodeCensus | None = None, policy: Policy | None = None) -> str | None:
     """The engine's reason to reject ``job`` on the inventory as it is, or None. An empty inventory judges
     nothing: nodes may yet register, and the cycle judges the job then. ``nodes``/``policy``: read once by the
-    caller for a batch (None: read now)."""
-    nodes = inventory_nodes() if nodes is None else nodes
+    caller for a batch, the nodes as their census (None: read now)."""
+    nodes = NodeCensus.of(inventory_nodes()) if nodes is None else nodes
     return rejection_reason(job, nodes, policy if policy is not None else policy_current()) if nodes else None
 
 

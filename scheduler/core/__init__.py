@@ -20,7 +20,7 @@ from scheduler.core.model.plan import Bind, Evict, Plan, Reconfigure, Reject, Wa
 from scheduler.core.model.policy import Policy
 from scheduler.core.model.snapshot import Job, ModelProfile, Node, Preemption, Request, Running, Slot, Snapshot, Team
 from scheduler.core.placement.offers import Offer, offers
-from scheduler.core.planning.cycle import plan_cycle, rejection_reason
+from scheduler.core.planning.cycle import NodeCensus, plan_cycle, rejection_reason
 from scheduler.core.planning.preview import Preview, PreviewOutcome, preview
 from scheduler.core.planning.queue import QueuePlace, queue_order
 from scheduler.core.rules import checkpointing
@@ -41,6 +41,7 @@ __all__ = [
     "Job",
     "ModelProfile",
     "Node",
+    "NodeCensus",
     "Offer",
     "Plan",
     "Policy",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 
 from scheduler.core.model.demand import DemandKind
 from scheduler.core.model.explain import need_text
@@ -31,10 +32,25 @@ from scheduler.core.sizing.rightsize import resolve, unplaceable_reason
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True, slots=True)
+class NodeCensus:
+    """The nodes as a rejection reads them: their kinds with counts and their GPU models. Built once for many
+    jobs (a cycle's queue, a bulk submit): a few kinds stand for thousands of nodes."""
+
+    kinds: tuple[tuple[NodeKind, int], ...]
+    models: tuple[str, ...]
+
+    @classmethod
+    def of(cls, nodes: Sequence[Node]) -> NodeCensus:
+        return cls(node_kinds(nodes), tuple(sorted({node.gpu_model for node in nodes})))
+
+    def __bool__(self) -> bool:  # as the nodes it counts: an empty inventory is falsy
+        return bool(self.kinds)
+
+
 def screen(snapshot: Snapshot, state: IndexedClusterState, policy: Policy) -> tuple[list[Job], list[Reject]]:
     """Pending jobs that could ever run (deduplicated, sorted by id) and the rejections of the others."""
-    models = sorted({node.gpu_model for node in snapshot.nodes})
-    kinds = node_kinds(snapshot.nodes)
+    census = NodeCensus.of(snapshot.nodes)
     seen: set[str] = set(state.placed)
     keep: list[Job] = []
     rejections: list[Reject] = []
@@ -55,7 +71,7 @@ def screen(snapshot: Snapshot, state: IndexedClusterState, policy: Policy) -> tu
         shape = placement_shape(job)
         if shape not in reasons:
             try:
-                reasons[shape] = never_runs_reason(job, kinds, models, policy)
+                reasons[shape] = never_runs_reason(job, census.kinds, census.models, policy)
             except Exception as error:  # isolation: this shape's judgement failed, the others' did not
                 failure = JobFailed(job.id, error)
                 log.error("job %s: %s; rejected", job.id, failure.reason, exc_info=error)
@@ -68,14 +84,15 @@ def screen(snapshot: Snapshot, state: IndexedClusterState, policy: Policy) -> tu
     return keep, rejections
 
 
-def rejection_reason(job: Job, nodes: Sequence[Node], policy: Policy) -> str | None:
+def rejection_reason(job: Job, nodes: Sequence[Node] | NodeCensus, policy: Policy) -> str | None:
     """The reason a cycle on a cluster of ``nodes`` would reject ``job`` (step 2), or None when it would take
     it. What a submit asks before it writes anything, so a job that could never run is refused with the
-    engine's own words."""
+    engine's own words. Asking for many jobs, pass the nodes' :class:`NodeCensus`, built once."""
     problems = job_problems(job)
     if problems:
         return _invalid(problems)
-    return never_runs_reason(job, node_kinds(nodes), sorted({node.gpu_model for node in nodes}), policy)
+    census = nodes if isinstance(nodes, NodeCensus) else NodeCensus.of(nodes)
+    return never_runs_reason(job, census.kinds, census.models, policy)
 
 
 def _invalid(problems: Sequence[tuple[str, str]]) -> str:

@@ -80,7 +80,7 @@ from dataclasses import replace
 
 from scheduler.core.decisions import consolidation
 from scheduler.core.decisions.reservation import expected_runtime
-from scheduler.core.decisions.screening import rejection_reason, screen
+from scheduler.core.decisions.screening import NodeCensus, rejection_reason, screen
 from scheduler.core.model.demand import Demand
 from scheduler.core.model.explain import (
     Blocker,
@@ -107,7 +107,8 @@ from scheduler.core.sizing.rightsize import resolve
 from scheduler.core.speedups.memo import Memo, current_memo
 from scheduler.core.speedups.switch import fair_share, indexed_state
 
-__all__ = ["plan_cycle", "rejection_reason"]  # rejection_reason: the question a submit asks (screening)
+# rejection_reason: the question a submit asks (screening), over a NodeCensus when it asks for many jobs.
+__all__ = ["NodeCensus", "plan_cycle", "rejection_reason"]
 
 log = logging.getLogger(__name__)
 

@@ -18,6 +18,7 @@ PUBLIC = [
     "Job",
     "ModelProfile",
     "Node",
+    "NodeCensus",
     "Offer",
     "Plan",
     "Policy",
@@ -69,7 +70,7 @@ def test_every_public_name_is_importable_and_frozen() -> None:
 
 
 def test_rejection_reason_signature() -> None:
-    signature = "(job: 'Job', nodes: 'Sequence[Node]', policy: 'Policy') -> 'str | None'"
+    signature = "(job: 'Job', nodes: 'Sequence[Node] | NodeCensus', policy: 'Policy') -> 'str | None'"
     assert str(inspect.signature(core.rejection_reason)) == signature
 
 

@@ -10,7 +10,18 @@ from collections.abc import Sequence
 
 import pytest
 
-from scheduler.core import Bind, Evict, Plan, Policy, Preemption, Reject, Snapshot, plan_cycle, rejection_reason
+from scheduler.core import (
+    Bind,
+    Evict,
+    NodeCensus,
+    Plan,
+    Policy,
+    Preemption,
+    Reject,
+    Snapshot,
+    plan_cycle,
+    rejection_reason,
+)
 from scheduler.core.model.snapshot import Job, Node, Request, Running, Slot, Team
 from scheduler.core.model.vocabulary import CapacityTier, JobKind, JobTier, Priority
 from tests.scheduler.properties.apply import apply_plan
@@ -544,4 +555,6 @@ def test_rejection_reason_is_the_cycles_own_before_anything_is_written() -> None
     for the_job in (job("j", gpus=16), job("j", memory_gib=700), job("j", gpus=0)):
         cycle = _plan(nodes, [the_job]).rejections[0].reason
         assert rejection_reason(the_job, nodes, POLICY) == cycle
+        assert rejection_reason(the_job, NodeCensus.of(nodes), POLICY) == cycle  # the census, built once for many
     assert rejection_reason(job("j", gpus=8), nodes, POLICY) is None
+    assert NodeCensus.of(nodes) and not NodeCensus.of([])  # truthy as the nodes it counts
