@@ -21,7 +21,7 @@ from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 
 from jobs.credentials import job_token
-from jobs.models import Allocation, Job
+from jobs.models import Allocation, Job, JobEvent
 from jobs.services import checkpoint_latest
 from scheduler.core.model.snapshot import MigLayout
 from scheduler.errors import GatewayConflict, GatewayError, GatewayRetryable
@@ -232,12 +232,23 @@ def start_op(job: Job, allocations: Sequence[Allocation], *, resume: bool) -> Bi
     return BindOp(request=request, team=job.team.slug)
 
 
-def bind_request(job: Job, allocations: Sequence[Allocation], *, resume: bool) -> BindRequest:
+class _Unread:
+    """The job's newest checkpoint was not read by the caller: :func:`bind_request` reads it when it needs it."""
+
+
+UNREAD = _Unread()
+
+
+def bind_request(
+    job: Job, allocations: Sequence[Allocation], *, resume: bool, checkpoint: JobEvent | _Unread | None = UNREAD
+) -> BindRequest:
     """The gateway's view of a recorded bind: the job and its live allocations, grouped by replica.
 
     A checkpointed job (one with an interval) keeps its checkpoints in ``/checkpoints/job-<id>`` on its team's
     checkpoint volume (``Team.checkpoint_claim``, "": the backend's own) and reports them with its credential
-    (:mod:`jobs.credentials`). ``resume`` (the job was requeued) sets ``RESUME_FROM``: :func:`resume_point`.
+    (:mod:`jobs.credentials`). ``resume`` (the job was requeued) sets ``RESUME_FROM``: :func:`resume_point`, from
+    ``checkpoint``, the job's newest recorded checkpoint when the caller has read it already (the record step's
+    binds, :mod:`jobs.services.binds`), else read here.
     """
     by_replica: dict[int, list[Allocation]] = {}
     for allocation in sorted(allocations, key=lambda a: (a.replica, a.gpu_index, a.mig_start or 0)):
@@ -266,7 +277,7 @@ def bind_request(job: Job, allocations: Sequence[Allocation], *, resume: bool) -
         duration_s=float(job.duration_s) if job.duration_s else None,
         checkpoint_interval_s=float(job.checkpoint_interval_s) if job.checkpoint_interval_s else None,
         checkpoint_dir=checkpoint_dir,
-        resume_from=resume_point(job, checkpoint_dir) if resume and checkpointed else "",
+        resume_from=resume_point(job, checkpoint_dir, checkpoint) if resume and checkpointed else "",
         credential=job_token(job.pk) if checkpointed else "",
         checkpoint_claim=job.team.checkpoint_claim,
         cpu=float(job.cpu) if job.cpu is not None else None,
@@ -274,13 +285,13 @@ def bind_request(job: Job, allocations: Sequence[Allocation], *, resume: bool) -
     )
 
 
-def resume_point(job: Job, checkpoint_dir: str) -> str:
+def resume_point(job: Job, checkpoint_dir: str, checkpoint: JobEvent | _Unread | None = UNREAD) -> str:
     """Where a requeued job resumes: its newest recorded checkpoint when that lies in ``checkpoint_dir``, else
     the directory itself (the job-side library then takes the newest complete checkpoint it finds there).
 
     A recorded path is the job's own word; one outside its directory (another job's, ``..`` tricks) or unknown
     (a checkpoint seen only by time) is not trusted to point the resume."""
-    latest = checkpoint_latest(job)
+    latest = checkpoint_latest(job) if isinstance(checkpoint, _Unread) else checkpoint
     path = str((latest.details or {}).get("path") or "") if latest is not None else ""
     normal = posixpath.normpath(path) if path.startswith("/") else ""
     return normal if normal.startswith(checkpoint_dir + "/") else checkpoint_dir

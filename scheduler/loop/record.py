@@ -28,7 +28,7 @@ from django.db import transaction
 
 from billing.services.production_waits import production_wait_record
 from jobs.models import Allocation, Job
-from jobs.services import job_bind_record, job_finish, job_move_start, job_requeue
+from jobs.services import job_bind_record_many, job_finish, job_move_start, job_requeue
 from jobs.services.queue_fields import QUEUE_FIELDS, QueueFields, job_queue_fields_write_bulk
 from scheduler.bridge.vocabulary import FENCE_NAME
 from scheduler.core import Plan
@@ -167,14 +167,17 @@ def _nodes_of(placements: Iterable[Slots]) -> dict[str, Node]:
 
 
 def _binds(plan: Plan, jobs: Mapping[str, Job], at: datetime, ops: list[Op]) -> list[dict[str, Any]]:
+    """Record every bind whose job is still pending, all at once (:mod:`jobs.services.binds`: a fixed number of
+    statements whatever the number of binds); the operations and decisions in the plan's order."""
     nodes = _nodes_of(bind.slots for bind in plan.binds)
+    kept = [
+        (job, bind) for bind in plan.binds if (job := jobs.get(bind.job)) is not None and job.state == JobState.PENDING
+    ]
+    bounds = job_bind_record_many(binds=[(job, bind.slots) for job, bind in kept], nodes=nodes, at=at)
     done = []
-    for bind in plan.binds:
-        job = jobs.get(bind.job)
-        if job is None or job.state != JobState.PENDING:
-            continue
-        bound = job_bind_record(job=job, slots=bind.slots, nodes=nodes, at=at)
-        ops.append(BindOp(request=bind_request(job, bound.allocations, resume=bound.resumed), team=job.team.slug))
+    for (job, bind), bound in zip(kept, bounds, strict=True):
+        request = bind_request(job, bound.allocations, resume=bound.resumed, checkpoint=bound.checkpoint)
+        ops.append(BindOp(request=request, team=job.team.slug))
         done.append(
             {
                 "job": bind.job,

@@ -69,17 +69,21 @@ STEADY_QUERIES = {False: 47, True: 53}  # by whether the running jobs report che
 # - reconcile, 13: as in a steady cycle, less the checkpoints (nothing runs), plus the fence row created (a
 #   savepoint, insert, release);
 # - snapshot, 7: as in a steady cycle, less the running jobs' events and allocations;
-# - record, 5: a savepoint, the fence, the jobs to bind locked, their nodes, release;
+# - record, 9: a savepoint, the fence, the jobs to bind locked, their nodes, then all the binds at once
+#   (jobs.services.binds: which jobs were requeued, one insert of every allocation, one update of every job's
+#   state, one insert of every ``bound`` event), release;
 # - apply, 11: the batch's savepoint, the fleet's advance again at the batch's instant (5), release, and the two
 #   empty transactions (binds refused, moves refused);
 # - stats, 9: as in a steady cycle, with its row created (a savepoint, insert, release);
 # - the cycle's log line, 1: the bound jobs' teams.
-FIRST_BASE = 59
-# Each bind: record 4 (whether the job was requeued; the allocation; the job's state; its ``bound`` event — the bind
-# request is built from what the bind service returns, nothing read back) and apply 6 (a savepoint, the job's pods
-# locked, its saved progress, the pods on the node, the pod, release).
-FIRST_PER_BIND = 10
-FIRST_PER_EXTRA_GPU = 1  # one allocation row per GPU
+FIRST_BASE = 63
+# Each bind: record none (its rows go into the statements above, which do not grow with the binds — SQLite splits
+# an insert past 999 parameters, some 90 allocations, which these cases stay under; the bind request is built from
+# what the bind service returns, nothing read back) and apply 6 (a savepoint, the job's pods locked, its saved
+# progress, the pods on the node, the pod, release). One by one, the record took 4 statements a bind and one more
+# for each GPU of a bind beyond its first.
+FIRST_PER_BIND = 6
+FIRST_PER_EXTRA_GPU = 0  # every allocation row goes into the one insert
 FIRST_PER_NODE = 3  # the first bind on a node in the apply batch reads it, its GPUs and its simulated state
 # The queue fields' write, as logged: "N times: UPDATE … = %s" (SQLite's executemany) or "UPDATE … AS j SET … =
 # v.…" (PostgreSQL); a bind's own UPDATE sets them to NULL and does not match.
