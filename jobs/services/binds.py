@@ -64,7 +64,10 @@ def job_bind_record_many(
     if len(set(ids)) != len(ids):
         raise ValueError("job_bind_record_many takes one bind per job")
     resumed = set(
-        JobEvent.objects.filter(job_id__in=ids, type=EventType.REQUEUED).values_list("job_id", flat=True).distinct()
+        JobEvent.objects.filter(job_id__in=ids, type=EventType.REQUEUED)
+        .order_by()  # no default ordering: it would add the events' time and id to what is DISTINCT
+        .values_list("job_id", flat=True)
+        .distinct()
     )
     checkpoints = _checkpoints_latest(resumed)
     allocations = [_allocations(job, slots, nodes, at) for job, slots in binds]

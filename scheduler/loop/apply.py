@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 import posixpath
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 
@@ -27,6 +27,7 @@ from scheduler.core.model.snapshot import MigLayout
 from scheduler.errors import GatewayConflict, GatewayError, GatewayRetryable
 from scheduler.gateways.protocol import (
     BatchingGateway,
+    BindingManyGateway,
     BindRequest,
     ClusterGateway,
     Device,
@@ -113,12 +114,26 @@ class Retry:
 
 
 def apply_ops(gateway: ClusterGateway, ops: Iterable[Op], *, grace_s: float, retry: Retry | None = None) -> ApplyResult:
-    """Apply ``ops`` (evictions, then MIG reconfigurations, then binds, whatever order they come in)."""
+    """Apply ``ops`` (evictions, then MIG reconfigurations, then binds, whatever order they come in). A gateway that
+    binds many at once (:class:`~scheduler.gateways.protocol.BindingManyGateway`) gets each run of consecutive
+    binds in one call, with the same results as one by one."""
     retry = retry or Retry()
     ordered = sorted(ops, key=_order)
     result = ApplyResult()
+    together = _binds_together(gateway)
     with _batch(gateway):  # same effects, in the same order; a batching gateway saves once for them all
-        for op in ordered:
+        start = 0
+        while start < len(ordered):
+            op = ordered[start]
+            if together is not None and isinstance(op, BindOp):
+                end = start
+                while end < len(ordered) and isinstance(ordered[end], BindOp):
+                    end += 1
+                binds = [o for o in ordered[start:end] if isinstance(o, BindOp)]
+                _binds_apply(gateway, together, binds, retry, result)
+                start = end
+                continue
+            start += 1
             label, call = _call(gateway, op, grace_s)
             try:
                 _with_retries(call, retry, label)
@@ -136,6 +151,41 @@ def apply_ops(gateway: ClusterGateway, ops: Iterable[Op], *, grace_s: float, ret
             else:
                 result.applied.append(label)
     return result
+
+
+def _binds_together(gateway: ClusterGateway) -> BindingManyGateway | None:
+    """The gateway, when it binds many jobs in one call."""
+    return gateway if isinstance(gateway, BindingManyGateway) else None
+
+
+def _binds_apply(
+    gateway: ClusterGateway, together: BindingManyGateway, ops: list[BindOp], retry: Retry, result: ApplyResult
+) -> None:
+    """Consecutive binds in one call, each with the outcome it would have one by one: applied, refused (the caller
+    requeues the job) or, when the call as a whole fails after its retries, left to the next cycle. Each namespace
+    is ensured once, before the binds."""
+    label = f"{len(ops)} binds"
+    refused: Mapping[str, str] = {}
+    namespaces = dict.fromkeys((op.request.namespace, op.team, op.request.checkpoint_claim) for op in ops)
+
+    def call() -> None:
+        nonlocal refused
+        for namespace, team, claim in namespaces:
+            gateway.namespace_ensure(namespace=namespace, team=team, checkpoint_claim=claim)
+        refused = together.jobs_bind(requests=[op.request for op in ops])
+
+    try:
+        _with_retries(call, retry, label)
+    except GatewayError as exc:
+        log.warning("%s not applied, left to the next cycle: %s", label, exc)
+        result.failed.extend(f"bind {op.request.job}: {exc}" for op in ops)
+        return
+    for op in ops:
+        message = refused.get(op.request.job)
+        if message is None:
+            result.applied.append(f"bind {op.request.job}")
+        else:
+            result.refused.append((op, message))
 
 
 def _batch(gateway: ClusterGateway) -> AbstractContextManager[None]:
