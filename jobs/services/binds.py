@@ -9,9 +9,9 @@ Here, for all the binds of a cycle at once:
 1. which of the jobs were requeued before (one read of their ``requeued`` events) and, only when some were, their
    newest checkpoints (one read), for the event's resume step and the bind's ``RESUME_FROM``;
 2. every allocation in one ``INSERT`` (``bulk_create``: on PostgreSQL one statement whatever the rows, through
-   ``unnest`` (``SQLInsertCompiler.assemble_as_sql`` in github.com/django/django/blob/stable/5.2.x/django/db/
-   backends/postgresql/compiler.py); on SQLite Django splits it into statements of at most 999 parameters,
-   ``django.db.backends.sqlite3.operations.bulk_batch_size``);
+   ``unnest``: ``SQLInsertCompiler.assemble_as_sql`` in ``django.db.backends.postgresql.compiler``; on SQLite
+   Django splits it into statements of at most 999 parameters, ``django.db.backends.sqlite3.operations``'s
+   ``bulk_batch_size``);
 3. every job's state in one ``UPDATE`` that matches only jobs still pending (``started_at`` the later of the
    bind's instant and the job's submission, computed by the database);
 4. every ``bound`` event in one ``INSERT``.

@@ -10,10 +10,13 @@ written at once (:mod:`jobs.services.positions`), which a plan of the order befo
 next cycle writes them. With a fencing token, the transaction first checks that no newer cycle has recorded (else
 :class:`~scheduler.errors.FencingError` and nothing is written), then raises the fence to its token.
 
-What it costs at scale (thousands of waiting jobs, a few binds): the jobs whose state the plan changes (binds,
-evictions, moves, rejections: few) are locked and written one by one through :mod:`jobs.services`; the waiting
-jobs are read as value tuples, not locked, and only those whose queue fields changed are written, in one
-statement for all (:mod:`jobs.services.queue_fields`). So the record's queries do not grow with the queue.
+What it costs at scale (thousands of waiting jobs; a few binds in a steady cycle, thousands in the first on an
+empty cluster): the jobs whose state the plan changes are locked in one query; the binds are written all at once,
+in a fixed number of statements (:mod:`jobs.services.binds`: one insert of every allocation, one update of every
+state, one insert of every event), and the evictions, moves and rejections (few) one by one through
+:mod:`jobs.services`; the waiting jobs are read as value tuples, not locked, and only those whose queue fields
+changed are written, in one statement for all (:mod:`jobs.services.queue_fields`). So the record's queries grow
+neither with the queue nor with the binds.
 """
 
 from __future__ import annotations
