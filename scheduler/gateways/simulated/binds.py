@@ -35,8 +35,9 @@ class BindView:
         jobs = sorted({int(request.job) for request in requests})
         names = sorted({placement.node for request in requests for placement in request.placements})
         pods: dict[int, list[SimulatedPod]] = {job: [] for job in jobs}
-        # In job order: two callers over the same jobs take their locks in the same order.
-        locked = SimulatedPod.objects.select_for_update().filter(job_id__in=jobs).select_related("node")
+        # In job order: two callers over the same jobs take their locks in the same order. Only the pods' rows
+        # (``of``): their nodes, joined to name them, are not locked, as one bind does not lock them.
+        locked = SimulatedPod.objects.select_for_update(of=("self",)).filter(job_id__in=jobs).select_related("node")
         for pod in locked.order_by("job_id", "pk"):
             pods[pod.job_id].append(pod)
         progress = {p.job_id: p for p in SimulatedProgress.objects.filter(job_id__in=jobs)}
