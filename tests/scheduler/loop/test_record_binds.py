@@ -19,6 +19,7 @@ from scheduler.bridge.vocabulary import FENCE_NAME
 from scheduler.core import Bind, Plan, Slot
 from scheduler.core.model.vocabulary import EventType, JobState
 from scheduler.gateways.protocol import Observation
+from scheduler.loop import apply as apply_module
 from scheduler.loop.apply import BindOp
 from scheduler.loop.record import record_plan
 from scheduler.models import Node, SchedulerFence
@@ -71,7 +72,7 @@ def _written() -> tuple[int, int, list[str]]:
     )
 
 
-def test_each_bind_writes_the_rows_one_bind_did(team, at) -> None:
+def test_each_bind_writes_the_rows_one_bind_did(team, at, monkeypatch) -> None:
     """Allocations at the node's tier and price, one per slot of each replica; the job running from the bind (or
     from its submission when that is later), its queue fields cleared; a ``bound`` event with its placements and,
     for a requeued job, the step it resumes from."""
@@ -80,13 +81,16 @@ def test_each_bind_writes_the_rows_one_bind_did(team, at) -> None:
     later.refresh_from_db()
     Job.objects.filter(pk=gang.pk).update(gpus=2, replicas=2)
     gang.refresh_from_db()
+    Job.objects.filter(pk=requeued.pk).update(checkpoint_interval_s=600)
+    requeued.refresh_from_db()
     JobEvent.objects.create(job=requeued, type=EventType.REQUEUED, at=at - timedelta(minutes=9))
+    directory = f"/checkpoints/job-{requeued.pk}"
     for step in (100, 300):
         JobEvent.objects.create(
             job=requeued,
             type=EventType.CHECKPOINTED,
             at=at - timedelta(minutes=30 - step // 100),
-            details={"step": step},
+            details={"step": step, "path": f"{directory}/step-{step:09d}.ckpt"},
         )
     gang_slots = (
         (Slot(node=RESERVED, gpu=2), Slot(node=RESERVED, gpu=3)),
@@ -101,6 +105,10 @@ def test_each_bind_writes_the_rows_one_bind_did(team, at) -> None:
         )
     )
 
+    def unread(job: Job) -> None:
+        raise AssertionError(f"job {job.pk}'s newest checkpoint read again for its bind request")
+
+    monkeypatch.setattr(apply_module, "checkpoint_latest", unread)
     ops, _ = _record(plan, at)
 
     assert [op.request.job for op in ops] == [str(j.pk) for j in (plain, later, gang, requeued)]
@@ -151,6 +159,11 @@ def test_each_bind_writes_the_rows_one_bind_did(team, at) -> None:
         "resumed_from_step": 300,
     }
     assert "resumed" not in events[plain.pk]
+    # The bind request resumes from the newest checkpoint the batch read, not read again per job.
+    resume = {op.request.job: op.request.resume_from for op in ops}
+    assert resume == {str(requeued.pk): f"{directory}/step-000000300.ckpt"} | {
+        str(j.pk): "" for j in (plain, later, gang)
+    }
     assert [op.request.placements[1].node for op in ops if op.request.job == str(gang.pk)] == [SPOT]
 
 
