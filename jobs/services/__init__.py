@@ -8,6 +8,8 @@
   transaction);
 - :mod:`jobs.services.loop`: the transitions the scheduling loop records (bind, requeue, finish, and a
   running job's move to its right-sized capacity: ``job_move_start``, ``job_move_complete``, ``job_move_abandon``);
+- :mod:`jobs.services.binds`: ``job_bind_record_many``, a cycle's binds recorded in a fixed number of statements
+  (the loop's record step; ``job_bind_record`` is one of them);
 - :mod:`jobs.services.queue_fields`: ``job_queue_fields_write_bulk``, pending jobs' queue positions, start
   estimates and reasons, many rows in one statement (the loop's record step, an order change);
 - :mod:`jobs.services.checkpoints`: ``checkpoint_record``, the checkpoints a job reports;
@@ -22,6 +24,7 @@ team is not granted is refused to everyone, the system included (``PriorityNotGr
 first to answer with the right HTTP status; these checks are the guarantee.
 """
 
+from jobs.services.binds import Bound, job_bind_record_many
 from jobs.services.changes import (
     job_cancel,
     job_cancel_bulk,
@@ -47,6 +50,7 @@ from jobs.services.restarts import RestartOutcome, job_fail_or_restart
 from jobs.services.submit import JobSubmission, job_submit, job_submit_bulk
 
 __all__ = [
+    "Bound",
     "CheckpointReport",
     "JobSubmission",
     "MoveOutcome",
@@ -54,6 +58,7 @@ __all__ = [
     "checkpoint_latest",
     "checkpoint_record",
     "job_bind_record",
+    "job_bind_record_many",
     "job_cancel",
     "job_cancel_bulk",
     "job_fail_or_restart",

@@ -4,7 +4,6 @@ scheduler, so there is no permission to check; the caller holds the transaction 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 
@@ -13,51 +12,18 @@ from django.db.models import Max
 
 from jobs.models import Allocation, Job, JobEvent
 from jobs.selectors.preemptions import preempted_words, preemptor_details
-from jobs.services.checkpoints import checkpoint_latest
+from jobs.services.binds import Bound, job_bind_record_many
 from scheduler.core import Slot
 from scheduler.core.model.vocabulary import EventType, JobState
 from scheduler.models import Node
 
 
-@dataclass(frozen=True)
-class Bound:
-    """What :func:`job_bind_record` wrote that its caller needs next: the allocations it created (their nodes
-    loaded) and whether the run resumes a requeued job — so the loop builds the bind's request without reading
-    either back."""
-
-    allocations: list[Allocation]
-    resumed: bool
-
-
 def job_bind_record(*, job: Job, slots: Sequence[Sequence[Slot]], nodes: Mapping[str, Node], at: datetime) -> Bound:
-    """Record that ``job`` (pending) now holds ``slots`` (one tuple per replica): allocations, state, event.
-
-    The ``bound`` event names the placements and the nodes; for a job that was requeued it also says that the run
-    resumes (``resumed``) and from which checkpoint step (``resumed_from_step``: the newest checkpoint's, None
-    without one), which the job page's timeline reads. The allocation constraints make a double booking fail
-    the caller's transaction (nothing bound twice).
-    """
-    resumed = job.events.filter(type=EventType.REQUEUED).exists()
-    allocations = _allocations_create(job, slots, nodes, at, generation=0)
-    job.state = JobState.RUNNING
-    job.started_at = max(at, job.submitted_at)
-    job.state_reason = ""
-    job.queue_position = job.team_queue_position = job.eta_at = None
-    job.save(update_fields=["state", "started_at", "state_reason", "queue_position", "team_queue_position", "eta_at"])
-    placements = [
-        [{"node": s.node, "gpu": s.gpu, "mig_profile": s.mig_profile, "mig_start": s.mig_start} for s in replica]
-        for replica in slots
-    ]
-    details: dict[str, object] = {
-        "placements": placements,
-        "nodes": list(dict.fromkeys(s.node for r in slots for s in r)),
-    }
-    if resumed:
-        latest = checkpoint_latest(job)
-        step = latest.details.get("step") if latest is not None and isinstance(latest.details, dict) else None
-        details.update(resumed=True, resumed_from_step=step if isinstance(step, int) else None)
-    JobEvent.objects.create(job=job, type=EventType.BOUND, at=at, details=details)
-    return Bound(allocations=allocations, resumed=resumed)
+    """Record that ``job`` (pending) now holds ``slots`` (one tuple per replica): allocations, state, event — one
+    bind of :func:`jobs.services.binds.job_bind_record_many`, which the loop's record step calls for all of a
+    cycle's binds at once. The allocation constraints make a double booking fail the caller's transaction
+    (nothing bound twice)."""
+    return job_bind_record_many(binds=[(job, slots)], nodes=nodes, at=at)[0]
 
 
 class MoveOutcome(StrEnum):

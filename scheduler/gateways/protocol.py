@@ -30,7 +30,8 @@ Recording: a backend that can record on the cluster why the scheduler acted (Kub
 Batches: a backend that applies many operations faster together than one by one (the simulated fleet: one walk
 of the fleet and one transaction per cycle instead of per bind) also implements :class:`BatchingGateway`; the
 loop applies each cycle's operations inside one batch, and applies them one by one, in the same order, to a
-backend without it.
+backend without it. One that binds many jobs in one call faster than one by one also implements
+:class:`BindingManyGateway`; the loop hands it each run of consecutive binds at once.
 
 Maintenance: a backend whose cluster needs the scheduler to drive multi-step work between cycles (the
 Kubernetes MIG flow: drain, relabel, wait, recover, uncordon) also implements
@@ -440,6 +441,21 @@ class BatchingGateway(Protocol):
     """
 
     def batch(self) -> AbstractContextManager[None]: ...
+
+
+@runtime_checkable
+class BindingManyGateway(Protocol):
+    """Optional: a gateway that binds many jobs in one call faster than one by one (the simulated fleet: its reads
+    and writes shared by every bind of the call). The loop calls it, inside the batch, for each run of consecutive
+    binds of a cycle.
+
+    Contract of :meth:`jobs_bind`: the requests have exactly the effects and refusals that :meth:`job_bind` would
+    give them called one by one in the same order (a refused one leaves nothing behind, and the ones after it go
+    on); it returns the refused ones' reasons by job (those :meth:`job_bind` would raise as
+    :class:`~scheduler.errors.GatewayConflict`). An error it raises applies none of them.
+    """
+
+    def jobs_bind(self, *, requests: Sequence[BindRequest]) -> Mapping[str, str]: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,17 +16,18 @@ from __future__ import annotations
 import logging
 import posixpath
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 
 from jobs.credentials import job_token
-from jobs.models import Allocation, Job
+from jobs.models import Allocation, Job, JobEvent
 from jobs.services import checkpoint_latest
 from scheduler.core.model.snapshot import MigLayout
 from scheduler.errors import GatewayConflict, GatewayError, GatewayRetryable
 from scheduler.gateways.protocol import (
     BatchingGateway,
+    BindingManyGateway,
     BindRequest,
     ClusterGateway,
     Device,
@@ -113,12 +114,26 @@ class Retry:
 
 
 def apply_ops(gateway: ClusterGateway, ops: Iterable[Op], *, grace_s: float, retry: Retry | None = None) -> ApplyResult:
-    """Apply ``ops`` (evictions, then MIG reconfigurations, then binds, whatever order they come in)."""
+    """Apply ``ops`` (evictions, then MIG reconfigurations, then binds, whatever order they come in). A gateway that
+    binds many at once (:class:`~scheduler.gateways.protocol.BindingManyGateway`) gets each run of consecutive
+    binds in one call, with the same results as one by one."""
     retry = retry or Retry()
     ordered = sorted(ops, key=_order)
     result = ApplyResult()
+    together = _binds_together(gateway)
     with _batch(gateway):  # same effects, in the same order; a batching gateway saves once for them all
-        for op in ordered:
+        start = 0
+        while start < len(ordered):
+            op = ordered[start]
+            if together is not None and isinstance(op, BindOp):
+                end = start
+                while end < len(ordered) and isinstance(ordered[end], BindOp):
+                    end += 1
+                binds = [o for o in ordered[start:end] if isinstance(o, BindOp)]
+                _binds_apply(gateway, together, binds, retry, result)
+                start = end
+                continue
+            start += 1
             label, call = _call(gateway, op, grace_s)
             try:
                 _with_retries(call, retry, label)
@@ -136,6 +151,41 @@ def apply_ops(gateway: ClusterGateway, ops: Iterable[Op], *, grace_s: float, ret
             else:
                 result.applied.append(label)
     return result
+
+
+def _binds_together(gateway: ClusterGateway) -> BindingManyGateway | None:
+    """The gateway, when it binds many jobs in one call."""
+    return gateway if isinstance(gateway, BindingManyGateway) else None
+
+
+def _binds_apply(
+    gateway: ClusterGateway, together: BindingManyGateway, ops: list[BindOp], retry: Retry, result: ApplyResult
+) -> None:
+    """Consecutive binds in one call, each with the outcome it would have one by one: applied, refused (the caller
+    requeues the job) or, when the call as a whole fails after its retries, left to the next cycle. Each namespace
+    is ensured once, before the binds."""
+    label = f"{len(ops)} binds"
+    refused: Mapping[str, str] = {}
+    namespaces = dict.fromkeys((op.request.namespace, op.team, op.request.checkpoint_claim) for op in ops)
+
+    def call() -> None:
+        nonlocal refused
+        for namespace, team, claim in namespaces:
+            gateway.namespace_ensure(namespace=namespace, team=team, checkpoint_claim=claim)
+        refused = together.jobs_bind(requests=[op.request for op in ops])
+
+    try:
+        _with_retries(call, retry, label)
+    except GatewayError as exc:
+        log.warning("%s not applied, left to the next cycle: %s", label, exc)
+        result.failed.extend(f"bind {op.request.job}: {exc}" for op in ops)
+        return
+    for op in ops:
+        message = refused.get(op.request.job)
+        if message is None:
+            result.applied.append(f"bind {op.request.job}")
+        else:
+            result.refused.append((op, message))
 
 
 def _batch(gateway: ClusterGateway) -> AbstractContextManager[None]:
@@ -232,12 +282,23 @@ def start_op(job: Job, allocations: Sequence[Allocation], *, resume: bool) -> Bi
     return BindOp(request=request, team=job.team.slug)
 
 
-def bind_request(job: Job, allocations: Sequence[Allocation], *, resume: bool) -> BindRequest:
+class _Unread:
+    """The job's newest checkpoint was not read by the caller: :func:`bind_request` reads it when it needs it."""
+
+
+UNREAD = _Unread()
+
+
+def bind_request(
+    job: Job, allocations: Sequence[Allocation], *, resume: bool, checkpoint: JobEvent | _Unread | None = UNREAD
+) -> BindRequest:
     """The gateway's view of a recorded bind: the job and its live allocations, grouped by replica.
 
     A checkpointed job (one with an interval) keeps its checkpoints in ``/checkpoints/job-<id>`` on its team's
     checkpoint volume (``Team.checkpoint_claim``, "": the backend's own) and reports them with its credential
-    (:mod:`jobs.credentials`). ``resume`` (the job was requeued) sets ``RESUME_FROM``: :func:`resume_point`.
+    (:mod:`jobs.credentials`). ``resume`` (the job was requeued) sets ``RESUME_FROM``: :func:`resume_point`, from
+    ``checkpoint``, the job's newest recorded checkpoint when the caller has read it already (the record step's
+    binds, :mod:`jobs.services.binds`), else read here.
     """
     by_replica: dict[int, list[Allocation]] = {}
     for allocation in sorted(allocations, key=lambda a: (a.replica, a.gpu_index, a.mig_start or 0)):
@@ -266,7 +327,7 @@ def bind_request(job: Job, allocations: Sequence[Allocation], *, resume: bool) -
         duration_s=float(job.duration_s) if job.duration_s else None,
         checkpoint_interval_s=float(job.checkpoint_interval_s) if job.checkpoint_interval_s else None,
         checkpoint_dir=checkpoint_dir,
-        resume_from=resume_point(job, checkpoint_dir) if resume and checkpointed else "",
+        resume_from=resume_point(job, checkpoint_dir, checkpoint) if resume and checkpointed else "",
         credential=job_token(job.pk) if checkpointed else "",
         checkpoint_claim=job.team.checkpoint_claim,
         cpu=float(job.cpu) if job.cpu is not None else None,
@@ -274,13 +335,13 @@ def bind_request(job: Job, allocations: Sequence[Allocation], *, resume: bool) -
     )
 
 
-def resume_point(job: Job, checkpoint_dir: str) -> str:
+def resume_point(job: Job, checkpoint_dir: str, checkpoint: JobEvent | _Unread | None = UNREAD) -> str:
     """Where a requeued job resumes: its newest recorded checkpoint when that lies in ``checkpoint_dir``, else
     the directory itself (the job-side library then takes the newest complete checkpoint it finds there).
 
     A recorded path is the job's own word; one outside its directory (another job's, ``..`` tricks) or unknown
     (a checkpoint seen only by time) is not trusted to point the resume."""
-    latest = checkpoint_latest(job)
+    latest = checkpoint_latest(job) if isinstance(checkpoint, _Unread) else checkpoint
     path = str((latest.details or {}).get("path") or "") if latest is not None else ""
     normal = posixpath.normpath(path) if path.startswith("/") else ""
     return normal if normal.startswith(checkpoint_dir + "/") else checkpoint_dir

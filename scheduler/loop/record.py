@@ -10,10 +10,13 @@ written at once (:mod:`jobs.services.positions`), which a plan of the order befo
 next cycle writes them. With a fencing token, the transaction first checks that no newer cycle has recorded (else
 :class:`~scheduler.errors.FencingError` and nothing is written), then raises the fence to its token.
 
-What it costs at scale (thousands of waiting jobs, a few binds): the jobs whose state the plan changes (binds,
-evictions, moves, rejections: few) are locked and written one by one through :mod:`jobs.services`; the waiting
-jobs are read as value tuples, not locked, and only those whose queue fields changed are written, in one
-statement for all (:mod:`jobs.services.queue_fields`). So the record's queries do not grow with the queue.
+What it costs at scale (thousands of waiting jobs; a few binds in a steady cycle, thousands in the first on an
+empty cluster): the jobs whose state the plan changes are locked in one query; the binds are written all at once,
+in a fixed number of statements (:mod:`jobs.services.binds`: one insert of every allocation, one update of every
+state, one insert of every event), and the evictions, moves and rejections (few) one by one through
+:mod:`jobs.services`; the waiting jobs are read as value tuples, not locked, and only those whose queue fields
+changed are written, in one statement for all (:mod:`jobs.services.queue_fields`). So the record's queries grow
+neither with the queue nor with the binds.
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from django.db import transaction
 
 from billing.services.production_waits import production_wait_record
 from jobs.models import Allocation, Job
-from jobs.services import job_bind_record, job_finish, job_move_start, job_requeue
+from jobs.services import job_bind_record_many, job_finish, job_move_start, job_requeue
 from jobs.services.queue_fields import QUEUE_FIELDS, QueueFields, job_queue_fields_write_bulk
 from scheduler.bridge.vocabulary import FENCE_NAME
 from scheduler.core import Plan
@@ -167,14 +170,17 @@ def _nodes_of(placements: Iterable[Slots]) -> dict[str, Node]:
 
 
 def _binds(plan: Plan, jobs: Mapping[str, Job], at: datetime, ops: list[Op]) -> list[dict[str, Any]]:
+    """Record every bind whose job is still pending, all at once (:mod:`jobs.services.binds`: a fixed number of
+    statements whatever the number of binds); the operations and decisions in the plan's order."""
     nodes = _nodes_of(bind.slots for bind in plan.binds)
+    kept = [
+        (job, bind) for bind in plan.binds if (job := jobs.get(bind.job)) is not None and job.state == JobState.PENDING
+    ]
+    bounds = job_bind_record_many(binds=[(job, bind.slots) for job, bind in kept], nodes=nodes, at=at)
     done = []
-    for bind in plan.binds:
-        job = jobs.get(bind.job)
-        if job is None or job.state != JobState.PENDING:
-            continue
-        bound = job_bind_record(job=job, slots=bind.slots, nodes=nodes, at=at)
-        ops.append(BindOp(request=bind_request(job, bound.allocations, resume=bound.resumed), team=job.team.slug))
+    for (job, bind), bound in zip(kept, bounds, strict=True):
+        request = bind_request(job, bound.allocations, resume=bound.resumed, checkpoint=bound.checkpoint)
+        ops.append(BindOp(request=request, team=job.team.slug))
         done.append(
             {
                 "job": bind.job,

@@ -13,6 +13,7 @@ one transaction.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -33,6 +34,21 @@ class Batch:
             state = SimulatedNodeState.objects.filter(node=row).first() if row is not None else None
             self.nodes[name] = (row, state)
         return self.nodes[name]
+
+    def nodes_read(self, names: Iterable[str]) -> None:
+        """Read every node of ``names`` not read yet, as :meth:`node` does, in three queries for all of them (the
+        nodes, their GPUs, their states): the binds of a batch name hundreds of nodes at once."""
+        missing = sorted(set(names) - set(self.nodes))
+        if not missing:
+            return
+        rows = {
+            n.name: n
+            for n in Node.objects.select_related("gpu_model").prefetch_related("gpus").filter(name__in=missing)
+        }
+        states = {s.node_id: s for s in SimulatedNodeState.objects.filter(node__in=list(rows.values()))}
+        for name in missing:
+            row = rows.get(name)
+            self.nodes[name] = (row, states.get(row.pk) if row is not None else None)
 
     def forget(self, name: str) -> None:
         """Node ``name`` changed (its state or its GPUs' layouts): read it again when next asked."""

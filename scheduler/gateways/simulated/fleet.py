@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -36,6 +36,7 @@ from scheduler.gateways.protocol import (
     device_check,
 )
 from scheduler.gateways.simulated.batch import Batch
+from scheduler.gateways.simulated.binds import BindView
 from scheduler.gateways.simulated.checkpoints import SimulatedCheckpoint, checkpoint_of, checkpoint_report
 from scheduler.gateways.simulated.lifecycle import replica_lifecycle
 from scheduler.models import Gpu, Node, SimulatedNodeState, SimulatedPod, SimulatedProgress
@@ -356,34 +357,79 @@ class SimulatedFleet:
         self._advance_before(now)
         with transaction.atomic():
             pods = list(SimulatedPod.objects.select_for_update().filter(job_id=int(request.job)))
-            if generation == 0:
-                # The job's previous run, still stopping, is over: its processes make way for the new ones.
-                stopping = [pod.pk for pod in pods if pod.stop_requested_at is not None]
-                SimulatedPod.objects.filter(pk__in=stopping).delete()
-                pods = [pod for pod in pods if pod.stop_requested_at is None]
-            existing = {p.replica: p for p in pods if p.generation == generation}
-            wanted = sorted(p.replica for p in request.placements)
-            if wanted != list(range(len(request.placements))):
-                raise GatewayConflict(f"job {request.job}: replicas must be numbered 0..n-1, got {wanted}")
-            extra = sorted(set(existing) - set(wanted))
-            if extra:
-                raise GatewayConflict(f"job {request.job} has replicas {extra} the request does not name")
             progress = SimulatedProgress.objects.filter(job_id=int(request.job)).first()
-            work_start = progress.saved_work_s if progress else 0.0
-            own = [pod for pod in pods if pod.generation != generation]
-            for placement in sorted(request.placements, key=lambda p: p.replica):
-                devices = _device_rows(placement.devices)
-                pod = existing.get(placement.replica)
-                if pod is not None:
-                    if pod.node.name != placement.node or pod.devices != devices:
-                        raise GatewayConflict(
-                            f"job {request.job} replica {placement.replica} is already on {pod.node.name} "
-                            f"{pod.devices}, not {placement.node} {devices}"
-                        )
+            stopping, new = self._start_pods(request, generation, pods, progress, now, on_node=self._pods_on)
+            SimulatedPod.objects.filter(pk__in=[pod.pk for pod in stopping]).delete()
+            SimulatedPod.objects.bulk_create(new)
+
+    def jobs_bind(self, *, requests: Sequence[BindRequest]) -> dict[str, str]:
+        """:class:`~scheduler.gateways.protocol.BindingManyGateway`: each request as :meth:`job_bind` would apply it
+        after the ones before it, with the reads and writes of all of them shared
+        (:mod:`scheduler.gateways.simulated.binds`); returns why each refused request was refused, by job. A refused
+        one leaves nothing behind; the others stand."""
+        now = self._now()
+        self._advance_before(now)
+        with transaction.atomic():
+            if self._batch is not None:
+                self._batch.nodes_read({p.node for request in requests for p in request.placements})
+            view = BindView.read(requests)
+            refused: dict[str, str] = {}
+            for request in requests:
+                job = int(request.job)
+                try:
+                    stopping, new = self._start_pods(
+                        request, 0, view.pods_of(job), view.progress.get(job), now, on_node=view.pods_on
+                    )
+                except GatewayConflict as exc:
+                    refused[request.job] = str(exc)
                     continue
-                node = self._open_node(placement.node, now)
-                self._check_devices(node, request.job, placement.devices, own=own)
-                SimulatedPod.objects.create(
+                view.started(job, stopping, new)
+            view.write()
+        return refused
+
+    def _start_pods(
+        self,
+        request: BindRequest,
+        generation: int,
+        pods: list[SimulatedPod],
+        progress: SimulatedProgress | None,
+        now: datetime,
+        *,
+        on_node: Callable[[Node], Iterable[SimulatedPod]],
+    ) -> tuple[list[SimulatedPod], list[SimulatedPod]]:
+        """What starting ``request``'s pods of ``generation`` takes (:meth:`_start`), or
+        :class:`~scheduler.errors.GatewayConflict`: the job's stopping pods to remove and the pods to create
+        (not saved). ``pods``: the job's pods; ``progress``: its saved work; ``on_node``: every job's pods on a
+        node."""
+        stopping: list[SimulatedPod] = []
+        if generation == 0:
+            # The job's previous run, still stopping, is over: its processes make way for the new ones.
+            stopping = [pod for pod in pods if pod.stop_requested_at is not None]
+            pods = [pod for pod in pods if pod.stop_requested_at is None]
+        existing = {p.replica: p for p in pods if p.generation == generation}
+        wanted = sorted(p.replica for p in request.placements)
+        if wanted != list(range(len(request.placements))):
+            raise GatewayConflict(f"job {request.job}: replicas must be numbered 0..n-1, got {wanted}")
+        extra = sorted(set(existing) - set(wanted))
+        if extra:
+            raise GatewayConflict(f"job {request.job} has replicas {extra} the request does not name")
+        work_start = progress.saved_work_s if progress else 0.0
+        own = [pod for pod in pods if pod.generation != generation]
+        new = []
+        for placement in sorted(request.placements, key=lambda p: p.replica):
+            devices = _device_rows(placement.devices)
+            pod = existing.get(placement.replica)
+            if pod is not None:
+                if pod.node.name != placement.node or pod.devices != devices:
+                    raise GatewayConflict(
+                        f"job {request.job} replica {placement.replica} is already on {pod.node.name} "
+                        f"{pod.devices}, not {placement.node} {devices}"
+                    )
+                continue
+            node = self._open_node(placement.node, now)
+            self._check_devices(node, request.job, placement.devices, own=own, on_node=on_node(node))
+            new.append(
+                SimulatedPod(
                     job_id=int(request.job),
                     replica=placement.replica,
                     generation=generation,
@@ -396,6 +442,12 @@ class SimulatedFleet:
                     checkpoint_interval_s=request.checkpoint_interval_s,
                     checkpoint_dir=request.checkpoint_dir,
                 )
+            )
+        return stopping, new
+
+    @staticmethod
+    def _pods_on(node: Node) -> list[SimulatedPod]:
+        return list(SimulatedPod.objects.filter(node=node))
 
     def job_release(self, *, job: str, namespace: str, generation: int, grace_s: float) -> None:
         """A move is complete: the pods of older generations go at once (a server that checkpoints nothing
@@ -423,13 +475,20 @@ class SimulatedFleet:
         return node
 
     def _check_devices(
-        self, node: Node, job: str, devices: Iterable[Device], *, own: Iterable[SimulatedPod] = ()
+        self,
+        node: Node,
+        job: str,
+        devices: Iterable[Device],
+        *,
+        own: Iterable[SimulatedPod] = (),
+        on_node: Iterable[SimulatedPod],
     ) -> None:
-        """Refuse a device that does not exist or is held: by another job, or by ``own`` (the job's replicas of
-        another generation, which a move runs beside)."""
+        """Refuse a device that does not exist or is held: by another job (``on_node``: the pods on the node,
+        every job's), or by ``own`` (the job's replicas of another generation, which a move runs beside)."""
         layouts = {gpu.index: _layout(gpu.mig_layout) for gpu in node.gpus.all()}
         held: set[tuple[int, int | None]] = set()
-        for pod in [*SimulatedPod.objects.filter(node=node).exclude(job_id=int(job)), *own]:
+        others = [pod for pod in on_node if pod.job_id != int(job)]
+        for pod in [*others, *own]:
             if pod.node_id != node.pk:
                 continue
             held.update((gpu, start) for gpu, _profile, start in pod.devices)

@@ -48,6 +48,17 @@ class Crashing:
     def job_bind(self, *, request):
         raise RuntimeError("worker lost between record and apply")
 
+    def jobs_bind(self, *, requests):
+        """A cycle's binds in one call (the loop calls it on a gateway that has it, as the fleet does): each through
+        this double's ``job_bind``, a refusal returned, any other error raised for the whole call."""
+        refused = {}
+        for request in requests:
+            try:
+                self.job_bind(request=request)
+            except GatewayConflict as exc:
+                refused[request.job] = str(exc)
+        return refused
+
 
 class Flaky(Crashing):
     """``job_bind`` fails with a transient error ``failures`` times, then works."""

@@ -68,10 +68,12 @@ def _state() -> dict[str, Any]:
 
 
 def _applied(gateway: Any, ops: list[Any], *, batched: bool, monkeypatch: pytest.MonkeyPatch) -> tuple[Any, ...]:
-    """Apply ``ops`` (batched or one by one), read the result and the fleet, and undo it all."""
+    """Apply ``ops`` (batched, consecutive binds in one call, or one by one), read the result and the fleet, and undo
+    it all."""
     with monkeypatch.context() as patch:
         if not batched:
             patch.setattr(apply_module, "_batch", lambda gateway: transaction.atomic(savepoint=False))
+            patch.setattr(apply_module, "_binds_together", lambda gateway: None)
         with transaction.atomic():
             result: ApplyResult = apply_ops(gateway, ops, grace_s=30.0, retry=NO_WAIT)
             state = _state()
@@ -184,21 +186,27 @@ def test_an_error_that_is_no_gateway_error_undoes_the_whole_batch(monkeypatch: p
     fleet_seed()
     team = team_seed()
     gateway = fleet(Clock())
-    first, second = JobFactory(team=team, gpus=1), JobFactory(team=team, gpus=1)
-    real = gateway.job_bind
+    first, second, third = JobFactory(team=team, gpus=1), JobFactory(team=team, gpus=1), JobFactory(team=team, gpus=1)
+    real = gateway._start_pods
 
-    def bind(*, request: BindRequest) -> None:
-        if request.job == str(second.pk):
+    def start_pods(request: BindRequest, *args: Any, **kwargs: Any) -> Any:
+        if request.job == str(third.pk):
             raise RuntimeError("a bug")
-        real(request=request)
+        return real(request, *args, **kwargs)
 
-    monkeypatch.setattr(gateway, "job_bind", bind)
-    ops = [
-        BindOp(_request(job, [_whole(0, "a100-res-1", gpu)]), team=team.slug) for gpu, job in enumerate((first, second))
+    monkeypatch.setattr(gateway, "_start_pods", start_pods)
+    ops: list[Any] = [
+        EvictOp(job=str(first.pk), namespace=team.namespace, reason="priority"),  # nothing to evict: applied
+        *(
+            BindOp(_request(job, [_whole(0, "a100-res-1", gpu)]), team=team.slug)
+            for gpu, job in enumerate((second, third))
+        ),
     ]
+    gateway.job_bind(request=_request(first, [_whole(0, "a100-res-1", 7)]))
     with pytest.raises(RuntimeError, match="a bug"):
         apply_ops(gateway, ops, grace_s=30.0, retry=NO_WAIT)
-    assert not SimulatedPod.objects.exists()  # the first bind went with it: the next cycle repairs both
+    # The eviction and the first bind went with it: the next cycle repairs them.
+    assert list(SimulatedPod.objects.values_list("job_id", flat=True)) == [first.pk]
 
 
 def test_a_batch_inside_a_batch_is_the_one_batch() -> None:
