@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 
 from scheduler.core.decisions.preemption import TeamCandidates, find_victims
-from scheduler.core.decisions.reservation import Reservations, expected_runtime
+from scheduler.core.decisions.reservation import expected_runtime
 from scheduler.core.model.cluster_state import gpu_class_of
 from scheduler.core.model.explain import Blocker, demand_units
 from scheduler.core.model.plan import Bind, Evict
@@ -31,7 +31,7 @@ from scheduler.core.rules.fairshare import FairShare, job_class
 from scheduler.core.rules.limits import Admission, placement_units
 from scheduler.core.rules.search_bound import counts, may_search
 from scheduler.core.speedups.memo import current_memo
-from scheduler.core.speedups.switch import team_candidates
+from scheduler.core.speedups.switch import reservations, team_candidates, team_placed
 from scheduler.core.speedups.trial import TrialPlacement
 from scheduler.core.speedups.wholetrial import WholeGpuTrial
 
@@ -69,8 +69,11 @@ class Run:
         self.past_bound: set[str] = set()  # jobs that may not search for victims this cycle (search_bound)
         self.blockers: dict[str, Blocker] = {}  # why each job that took a turn waits; none for a bound job
         self.reconfigurations = Reconfigurations(state, fairness, policy, now, self.preemptions, self.blockers, pending)
-        self.reservations = Reservations(state, self.index, policy, now, self.frees_at, self.reconfigurations.bound)
+        self.reservations = reservations(
+            state, fairness, policy, now, self.frees_at, self.expected_end, self.reconfigurations.bound, current_memo()
+        )
         self._preempt_failed: dict[Hashable, int] = current_memo().table()
+        self._team_placed = team_placed(state, current_memo())
         self._victims = self._new_victims()  # told of the nodes each reconfiguration closes
         self._victims_at = 0  # len(self.reconfigurations.changes) when it was last told
 
@@ -169,7 +172,7 @@ class Run:
         by then has ended (:mod:`reservation`, rule 1)? Its own work ending is what frees its GPUs and its quota."""
         usage = dict(self.state.usage.get(job.team, {}))
         firm = dict(self.state.firm_usage.get(job.team, {}))
-        for job_id, slots in self.state.placed.items():
+        for job_id, slots in self._team_placed(job.team):  # every placed job, or the team's (a speed-up)
             placed = self.state.jobs.get(job_id)
             if placed is None or placed.team != job.team or self.expected_end(job_id) > at:
                 continue

@@ -6,21 +6,26 @@ builds them here instead, handing them its :class:`~.memo.Memo` as their cache t
 own interface: fair share that remembers its answers and resumes its fill
 (:class:`~.fairshare.RememberingFairShare`), the idle classes the capacity index keeps for reconfiguration
 (:class:`~.idle.IdleClasses`) and the memory of each team's eviction candidates the preemption search reads
-(:class:`~.victims.Victims`). Disabled, the cycle gets the plain rules, whose tables forget.
+(:class:`~.victims.Victims`), and the reservations' search that keeps each node's expected-free times
+(:class:`~.freetimes.KeptReservations`) and the placed jobs filed by team that the quota's look-ahead reads
+(:class:`~.teamplaced.TeamPlaced`). Disabled, the cycle gets the plain rules, whose tables forget.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from scheduler.core.decisions.preemption import TeamCandidates
+from scheduler.core.decisions.reservation import Reservations
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.snapshot import Snapshot, Team
+from scheduler.core.model.snapshot import Job, Slots, Snapshot, Team
 from scheduler.core.placement.index import IndexedClusterState
 from scheduler.core.rules.fairshare import FairShare
 from scheduler.core.speedups.fairshare import RememberingFairShare
+from scheduler.core.speedups.freetimes import KeptReservations
 from scheduler.core.speedups.idle import IdleClasses
 from scheduler.core.speedups.memo import Memo
+from scheduler.core.speedups.teamplaced import TeamPlaced, every_placed
 from scheduler.core.speedups.victims import Victims
 
 
@@ -43,3 +48,30 @@ def team_candidates(
     off, and the search asks the plain rule (:func:`~scheduler.core.rules.eviction.team_candidates`) team by
     team."""
     return Victims(state, fairness, policy, now) if memo.enabled else None
+
+
+def reservations(
+    state: IndexedClusterState,
+    fairness: FairShare,
+    policy: Policy,
+    now: float,
+    frees_at: Callable[[Job, str], float],
+    expected_end: Callable[[str], float],
+    bound: Callable[[Slots], None],
+    memo: Memo,
+) -> Reservations:
+    """The cycle's reservations: their search keeps each node's expected-free times while ``memo`` is on, and asks
+    ``frees_at`` of every GPU's holders off."""
+    index = state.index
+    assert index is not None
+    if memo.enabled:
+        return KeptReservations(state, index, policy, now, frees_at, bound, expected_end, fairness)
+    return Reservations(state, index, policy, now, frees_at, bound)
+
+
+def team_placed(state: IndexedClusterState, memo: Memo) -> Callable[[str], Iterable[tuple[str, Slots]]]:
+    """What the quota's look-ahead scans for a team's placed jobs: filed by team while ``memo`` is on, and every
+    placed job off."""
+    if memo.enabled:
+        return TeamPlaced(state).of
+    return lambda team: every_placed(state, team)
