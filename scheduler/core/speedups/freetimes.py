@@ -12,13 +12,16 @@ does not depend on the job: ``frees_at`` is the holder's expected end unless the
   within the team, the backfill ground) or borrowed (reclaim across teams, the backfill ground on borrowed capacity).
 
 Every other holder frees its GPUs at its expected end whoever asks (the grounds and
-:func:`~scheduler.core.rules.eviction.yields_to` all need one of these). So :class:`KeptReservations` keeps, per
-node, the GPUs' times from expected ends alone (sorted as the search sorts them) and what on the node a job could
-reach (the teams of its preemptible work, whether any of it is borrowed, whether it runs work other than
-production); a node with nothing the job reaches, and no GPU of an earlier reservation, takes the kept times, and
-any other node is searched as before, each holder asked once per search. What is kept is forgotten whenever the
-capacity index's ``version`` moves (any change to the state; a rolled-back Statement restores it, and the state
-is then exactly as it was): expected ends, borrowed work and who holds what all follow from the state.
+:func:`~scheduler.core.rules.eviction.yields_to` all need one of these), and so does a reachable one whose minimum
+runtime ends no earlier than its expected end. Of borrowed work of another team, only a job whose team may reclaim
+reaches it on a ground; else only by the backfill ground: when the work started while the job waited and is queued
+behind it — a lower priority, or the same and a later submission. So :class:`KeptReservations` keeps, per node, the
+GPUs' times from expected ends alone (sorted as the search sorts them) and a summary of what a job could reach
+there (:class:`NodeTimes`); a node on which the job reaches nothing, and with no GPU of an earlier reservation,
+takes the kept times, and any other node is searched as before, each holder asked once per search. What is kept is
+forgotten whenever the capacity index's ``version`` moves (any change to the state; a rolled-back Statement
+restores it, and the state is then exactly as it was): expected ends, borrowed work and who holds what all follow
+from the state.
 ``tests/scheduler/core/speedups/test_freetimes.py`` compares the searches with the plain ones.
 """
 
@@ -30,9 +33,10 @@ from dataclasses import dataclass
 from scheduler.core.decisions.reservation import GpuKey, Reservations
 from scheduler.core.model.policy import Policy
 from scheduler.core.model.snapshot import Job, Slots
-from scheduler.core.model.vocabulary import Priority
+from scheduler.core.model.vocabulary import PRIORITY_INDEX, Priority
 from scheduler.core.placement.index import CapacityIndex, IndexedClusterState
-from scheduler.core.rules.fairshare import FairShare
+from scheduler.core.rules.eviction import fresh_until
+from scheduler.core.rules.fairshare import FairShare, job_class
 
 _Times = list[tuple[float, int]]  # (expected free, GPU index), sorted
 
@@ -40,18 +44,34 @@ _Times = list[tuple[float, int]]  # (expected free, GPU index), sorted
 @dataclass(frozen=True, slots=True)
 class NodeTimes:
     """One node's GPUs (without a MIG layout) freed at their holders' expected ends, and what a job could reach
-    there (module doc)."""
+    there (module doc): its running work other than production (``lower``, what the production ground reaches), and
+    of its preemptible work other than production that frees its GPUs earlier once past its minimum runtime, the
+    teams (``teams``) and, for the borrowed part, per priority rank the latest start and the latest of (start,
+    submission) taken together (``borrowed``: what the backfill ground on borrowed capacity asks)."""
 
     times: _Times
-    teams: frozenset[str]  # the teams of its running preemptible work other than production
-    borrowed: bool  # some of that work is borrowed
-    lower: bool  # it runs work other than production (what the production ground reaches)
+    lower: bool
+    teams: frozenset[str]
+    borrowed: dict[int, tuple[float, float]]
 
-    def reached_by(self, job: Job) -> bool:
-        """Could ``job`` see any GPU here freed before its holders' expected ends?"""
-        if job.priority == Priority.PRODUCTION and self.lower:
-            return True
-        return self.borrowed or job.team in self.teams
+    def reached_by(self, job: Job, allow_reclaim: bool, fairness: bool) -> bool:
+        """Could ``job`` see any GPU here freed before its holders' expected ends? ``allow_reclaim``: the job's team
+        may reclaim from other teams; ``fairness``: the policy's."""
+        if job.priority == Priority.PRODUCTION:
+            return self.lower  # the production ground reaches all of it, at once; production work stays
+        if job.team in self.teams:
+            return True  # the grounds within the team, or its own work yielding: asked holder by holder
+        if not self.borrowed or allow_reclaim:
+            return bool(self.borrowed)  # reclaim across teams takes any borrowed work
+        if not fairness:
+            return False  # no borrowed work without fair share, so none yields
+        rank = PRIORITY_INDEX[job.priority]
+        submitted = job.submitted_at
+        for victim_rank, (started, both) in self.borrowed.items():
+            # It yields when it started while the job waited and is queued behind it (yields_to).
+            if (victim_rank > rank and started > submitted) or (victim_rank == rank and both > submitted):
+                return True
+        return False
 
 
 class KeptReservations(Reservations):
@@ -85,6 +105,7 @@ class KeptReservations(Reservations):
             self._nodes.clear()
             self._ends.clear()
         taken_nodes = {node for node, _ in self._taken}
+        allow_reclaim = self.policy.fairness and self.fairness.under_guarantee(job.team, job_class(job))
         asked: dict[str, float] = {}  # holder → when it frees its GPUs for the job, asked once per search
         hosts: list[tuple[float, int, str]] = []
         free_at: dict[str, _Times] = {}
@@ -92,7 +113,11 @@ class KeptReservations(Reservations):
             kept = self._nodes.get(name)
             if kept is None:
                 kept = self._nodes[name] = self._node_times(name)
-            times = self._searched(job, name, asked) if name in taken_nodes or kept.reached_by(job) else kept.times
+            times = (
+                self._searched(job, name, asked)
+                if name in taken_nodes or kept.reached_by(job, allow_reclaim, self.policy.fairness)
+                else kept.times
+            )
             free_at[name] = times
             for k in range(1, len(times) // per_replica + 1):
                 hosts.append((times[k * per_replica - 1][0], -k, name))
@@ -121,7 +146,8 @@ class KeptReservations(Reservations):
     def _node_times(self, name: str) -> NodeTimes:
         times: _Times = []
         teams: set[str] = set()
-        borrowed = lower = False
+        borrowed: dict[int, tuple[float, float]] = {}
+        lower = False
         running = self.state.running
         for gpu in self.state.node_gpus(name):
             if gpu.layout:
@@ -137,12 +163,18 @@ class KeptReservations(Reservations):
                 latest = end if latest is None or end > latest else latest
                 entry = running.get(holder)
                 if entry is None or entry.job.priority == Priority.PRODUCTION:
-                    continue
+                    continue  # bound this cycle, a placeholder, or production: frees its GPUs at its end for all
                 lower = True
-                if entry.job.preemptible:
-                    teams.add(entry.job.team)
-                    borrowed = borrowed or self.fairness.is_borrowed(entry.job.team, holder)
+                victim = entry.job
+                if not victim.preemptible or max(self.now, fresh_until(entry, self.policy)) >= end:
+                    continue  # no ground but production's reaches it, or reaching it frees nothing earlier
+                teams.add(victim.team)
+                if self.fairness.is_borrowed(victim.team, holder):
+                    rank = PRIORITY_INDEX[victim.priority]
+                    started, both = borrowed.get(rank, (float("-inf"), float("-inf")))
+                    start = entry.started_at
+                    borrowed[rank] = (max(started, start), max(both, min(start, victim.submitted_at)))
             assert latest is not None
             times.append((latest, gpu.index))
         times.sort()
-        return NodeTimes(times, frozenset(teams), borrowed, lower)
+        return NodeTimes(times, lower, frozenset(teams), borrowed)

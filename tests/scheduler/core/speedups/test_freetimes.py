@@ -14,7 +14,7 @@ from scheduler.core.decisions.reservation import Reservations
 from scheduler.core.decisions.screening import screen
 from scheduler.core.model.demand import DemandKind
 from scheduler.core.model.snapshot import Job, Request, Running
-from scheduler.core.model.vocabulary import BlockerKind, Priority
+from scheduler.core.model.vocabulary import PRIORITY_INDEX, BlockerKind, Priority
 from scheduler.core.placement.options import options_for
 from scheduler.core.planning.run import Run
 from scheduler.core.speedups.freetimes import KeptReservations, NodeTimes
@@ -63,10 +63,11 @@ def _run(snapshot: Snapshot, policy: Policy) -> tuple[Run, list[Job]]:
     return Run(state, fairness, policy, NOW + 10, snapshot, pending), list(pending)
 
 
-def test_every_search_finds_what_the_plain_search_finds_through_changes_and_their_undo() -> None:
+@pytest.mark.parametrize("fairness", [True, False], ids=["fair-share", "plain-order"])
+def test_every_search_finds_what_the_plain_search_finds_through_changes_and_their_undo(fairness: bool) -> None:
     snapshot = steady(ClusterShape(40, 700, seed=5, teams=4))
     production = [replace(j, id=f"{j.id}-prod", priority=Priority.PRODUCTION) for j in snapshot.pending[:20]]
-    policy = Policy(reservation_depth=1000)
+    policy = Policy(reservation_depth=1000, fairness=fairness)
     run, pending = _run(replace(snapshot, pending=snapshot.pending + tuple(production)), policy)
     kept = run.reservations
     assert isinstance(kept, KeptReservations)
@@ -91,7 +92,7 @@ def test_every_search_finds_what_the_plain_search_finds_through_changes_and_thei
             ordered = sorted(set(names))
             expected = Reservations._earliest(kept, job, ordered, per_replica)
             assert kept._earliest(job, ordered, per_replica) == expected
-            reached += sum(kept._nodes[name].reached_by(job) for name in ordered)
+            reached += sum(kept._nodes[name].reached_by(job, True, True) for name in ordered)
             compared += 1
         if statement is not None:
             statement.rollback()
@@ -100,13 +101,22 @@ def test_every_search_finds_what_the_plain_search_finds_through_changes_and_thei
 
 def test_what_a_job_reaches_on_a_node() -> None:
     times = [(1.0, 0)]
-    job = Job(id="j", team="a", request=Request(gpus=1))
-    assert not NodeTimes(times, frozenset({"b"}), False, True).reached_by(job)
-    assert NodeTimes(times, frozenset({"a"}), False, True).reached_by(job)  # its team's preemptible work
-    assert NodeTimes(times, frozenset(), True, True).reached_by(job)  # borrowed work
+    job = Job(id="j", team="a", request=Request(gpus=1), priority=Priority.NORMAL, submitted_at=100.0)
+    normal, low = PRIORITY_INDEX[Priority.NORMAL], PRIORITY_INDEX[Priority.LOW]
+    assert not NodeTimes(times, True, frozenset({"b"}), {}).reached_by(job, True, True)
+    assert NodeTimes(times, True, frozenset({"a"}), {}).reached_by(job, False, True)  # its team's preemptible work
+    # Another team's borrowed work: reclaim takes it; else it yields only when started later and queued behind.
+    late_low = {low: (200.0, 50.0)}
+    assert NodeTimes(times, True, frozenset({"b"}), late_low).reached_by(job, True, True)
+    assert NodeTimes(times, True, frozenset({"b"}), late_low).reached_by(job, False, True)
+    assert not NodeTimes(times, True, frozenset({"b"}), late_low).reached_by(job, False, False)
+    assert not NodeTimes(times, True, frozenset({"b"}), {low: (50.0, 50.0)}).reached_by(job, False, True)
+    assert NodeTimes(times, True, frozenset({"b"}), {normal: (200.0, 150.0)}).reached_by(job, False, True)
+    assert not NodeTimes(times, True, frozenset({"b"}), {normal: (200.0, 90.0)}).reached_by(job, False, True)
+    assert not NodeTimes(times, True, frozenset({"b"}), {0: (200.0, 150.0)}).reached_by(job, False, True)
     production = replace(job, priority=Priority.PRODUCTION)
-    assert NodeTimes(times, frozenset(), False, True).reached_by(production)  # lower work, by production
-    assert not NodeTimes(times, frozenset(), False, False).reached_by(production)  # production alone
+    assert NodeTimes(times, True, frozenset(), {}).reached_by(production, False, True)  # lower work, by production
+    assert not NodeTimes(times, False, frozenset(), {}).reached_by(production, False, True)  # production alone
 
 
 def test_the_switch_builds_the_plain_reservations_off_and_the_kept_ones_on() -> None:
