@@ -23,6 +23,7 @@ from django.db import transaction
 from jobs.models import Job
 from jobs.services import job_move_abandon, job_requeue
 from scheduler.bridge.policy import policy_at_speed
+from scheduler.bridge.preview_state import publish
 from scheduler.bridge.snapshot import build
 from scheduler.core import Reject, plan_cycle
 from scheduler.core.model.vocabulary import JobState
@@ -145,6 +146,8 @@ def cycle_run(
     report.requeued_after_refusal = _requeue_refused(result, at)
     report.moves_refused, requeued = _moves_refused(result, at)
     report.requeued_after_refusal += requeued
+    # Applied and recorded: the state it leaves is what the submit previews start from until the next cycle.
+    publish(built.snapshot, plan, now, observation.clock_speed if observation.clock_speed > 0 else 1.0)
     phases_s["apply"] = time.perf_counter() - phase_started
     report.total_ms = (time.perf_counter() - started) * 1000
     ended = datetime.fromtimestamp(observation.observed_at + report.total_ms / 1000, tz=UTC)
