@@ -273,14 +273,42 @@ class _Explanation:
         # class, is worked out once.
         needs: dict[Hashable, tuple[Demand | None, tuple[str, ...], int, str, str]] = {}
         standings: dict[tuple[str, str], str] = {}
+        replay = self._replay_of(focus, bound, needs)  # the GPU models the focus job's ETA replays on, if any
+        position = 0
         for job in run.order:
             if job.id in bound:
                 continue
+            position += 1
+            if focus.passes(job.id, replay, estimator):  # nothing this job's explanation does reaches the focus's
+                team_positions[job.team] = team_positions.get(job.team, 0) + 1
+                continue
             with Evaluating(job.id):
-                waiting.append(self._explain(job, len(waiting) + 1, team_positions, needs, standings, estimator))
+                waiting.append(self._explain(job, position, team_positions, needs, standings, estimator))
             if focus.last(job.id):
                 break
         return waiting
+
+    def _replay_of(
+        self,
+        focus: Focus,
+        bound: set[str],
+        needs: dict[Hashable, tuple[Demand | None, tuple[str, ...], int, str, str]],
+    ) -> tuple[str, ...] | None:
+        """The GPU models on which the focus job's explanation asks the ETA replay (:meth:`_explain`: a job
+        blocked by capacity or holding a reservation, with units), None when it asks none or the cycle has no
+        focus job waiting."""
+        run = self.run
+        if focus.job is None or focus.job in bound or focus.job not in run.blockers:
+            return None
+        if run.blockers[focus.job].kind not in (BlockerKind.CAPACITY, BlockerKind.RESERVED):
+            return None
+        job = next(j for j in run.order if j.id == focus.job)
+        shape = placement_shape(job)
+        demand, model, models = self._demand(job)
+        units = demand_units(demand, model) * job.replicas if demand is not None else 0
+        kind = demand_shape(demand) if demand is not None else ""
+        needs[shape] = (demand, models, units, need_text(job, demand, models), kind)
+        return models if units else None
 
     def _explain(
         self,

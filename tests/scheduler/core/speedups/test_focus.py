@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from scheduler.core import Job, Plan, Policy, Request, Snapshot, plan_cycle, preview
-from scheduler.core.model.vocabulary import JobKind, Priority
+from scheduler.core.model.vocabulary import BlockerKind, JobKind, Priority
 from scheduler.core.planning.cycle import plan_for
 from scheduler.sim import load_scenario, replay
 from scheduler.sim.bench.synthetic import NOW, ClusterShape, synthetic_snapshot
@@ -71,6 +71,20 @@ def test_a_focused_plan_answers_for_its_job_as_the_whole_plan(shape: ClusterShap
     ids = sorted(job.id for job in snapshot.pending)
     whole = assert_focused_as_whole(snapshot, Policy(), NOW, ids[:: max(1, len(ids) // 40)])
     assert whole.binds and whole.waiting and whole.evictions, "the shape must bind, evict and leave work waiting"
+
+
+def test_a_job_deep_in_a_long_queue_is_explained_after_only_the_jobs_that_reach_its_answer() -> None:
+    """Past the replay's depth on its GPU models (or with no ETA to give), the jobs before it are only counted;
+    its answer is still the whole plan's, for the last waiting jobs, blocked by capacity or by quota alike."""
+    snapshot = synthetic_snapshot(ClusterShape(8, 1500, seed=4, teams=3))
+    whole = plan_cycle(snapshot, Policy(), NOW)
+    deep = whole.waiting[-40:]
+    assert {w.blocker for w in deep} >= {BlockerKind.CAPACITY, BlockerKind.QUOTA}, "both kinds must be checked"
+    assert any(w.eta_s is None for w in deep if w.blocker == BlockerKind.CAPACITY), "the depth must be reached"
+    for waiting in deep:
+        focused = plan_for(snapshot, Policy(), NOW, waiting.job)
+        assert _answer(focused, waiting.job) == _answer(whole, waiting.job)
+        assert len(focused.waiting) < waiting.position / 2, "the jobs before it were counted, not explained"
 
 
 @pytest.mark.parametrize(
