@@ -146,9 +146,10 @@ def cycle_run(
     report.requeued_after_refusal = _requeue_refused(result, at)
     report.moves_refused, requeued = _moves_refused(result, at)
     report.requeued_after_refusal += requeued
-    # Applied and recorded: the state it leaves is what the submit previews start from until the next cycle.
-    publish(built.snapshot, plan, now, observation.clock_speed if observation.clock_speed > 0 else 1.0)
     phases_s["apply"] = time.perf_counter() - phase_started
+    # Applied and recorded: the state it leaves is what the submit previews start from until the next cycle (with
+    # a shared cache only; 0.15-0.2 s at 12,000 pending, in the cycle's total but no phase's).
+    publish(built.snapshot, plan, now, observation.clock_speed if observation.clock_speed > 0 else 1.0)
     report.total_ms = (time.perf_counter() - started) * 1000
     ended = datetime.fromtimestamp(observation.observed_at + report.total_ms / 1000, tz=UTC)
     cycle_stats_record(observation=observation, phases_s=phases_s, decisions=report.decisions, at=ended)
