@@ -451,3 +451,19 @@ def _preemptions(since: float) -> tuple[Preemption, ...]:
         if by:
             result.append(Preemption(victim=str(job_id), by=str(by), at=at.timestamp()))
     return tuple(result)
+
+
+def pending_read(pks: Iterable[int], speed: float) -> tuple[CoreJob, ...]:
+    """The pending jobs among ``pks`` as :func:`build` reads them (durations divided by ``speed``), newest first;
+    a row that cannot be read as an engine job is left out (the next cycle rejects it)."""
+    rows = list(
+        _job_rows(Job.objects.filter(pk__in=list(pks), state=JobState.PENDING).order_by("-submitted_at", "-id"))
+    )
+    resuming = resuming_jobs([row.pk for row in rows])
+    jobs: list[CoreJob] = []
+    for row in rows:
+        try:
+            jobs.append(_job(row, speed, resumes=row.pk in resuming))
+        except (ValueError, TypeError, KeyError, ArithmeticError):
+            continue
+    return tuple(jobs)

@@ -23,6 +23,7 @@ from django.db import transaction
 from jobs.models import Job
 from jobs.services import job_move_abandon, job_requeue
 from scheduler.bridge.policy import policy_at_speed
+from scheduler.bridge.preview_state import publish
 from scheduler.bridge.snapshot import build
 from scheduler.core import Reject, plan_cycle
 from scheduler.core.model.vocabulary import JobState
@@ -146,6 +147,9 @@ def cycle_run(
     report.moves_refused, requeued = _moves_refused(result, at)
     report.requeued_after_refusal += requeued
     phases_s["apply"] = time.perf_counter() - phase_started
+    # Applied and recorded: the state it leaves is what the submit previews start from until the next cycle (with
+    # a shared cache only; 0.15-0.2 s at 12,000 pending, in the cycle's total but no phase's).
+    publish(built.snapshot, plan, now, observation.clock_speed if observation.clock_speed > 0 else 1.0)
     report.total_ms = (time.perf_counter() - started) * 1000
     ended = datetime.fromtimestamp(observation.observed_at + report.total_ms / 1000, tz=UTC)
     cycle_stats_record(observation=observation, phases_s=phases_s, decisions=report.decisions, at=ended)
