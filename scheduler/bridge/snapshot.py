@@ -169,7 +169,8 @@ def build(observation: Observation, policy: Policy, now: float) -> SnapshotBuild
     )
     pending_jobs: list[CoreJob] = []
     unreadable: dict[str, str] = {}
-    resuming = resuming_jobs([job.pk for job in jobs if job.state == JobState.PENDING])
+    # Every pending job's, asked of the database as a subquery (resuming_jobs): the rows above are those jobs.
+    resuming = resuming_jobs(Job.objects.filter(state=JobState.PENDING).values("pk"))
     for job in jobs:
         if job.state != JobState.PENDING:
             continue
@@ -395,11 +396,15 @@ def _running(jobs: Iterable[_JobRow], observation: Observation | None, speed: fl
     moved_at = _moves_started(by_id)
     # job -> generation -> replica -> slots
     slots: dict[int, dict[int, dict[int, list[Slot]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
-    allocations = Allocation.objects.filter(job_id__in=list(by_id), ended_at__isnull=True).order_by(
+    # The running jobs' allocations chosen by a join, not by thousands of ids as parameters (they cost more to
+    # pass than the rows to read); a job that started running since its row was read is left out, as it was.
+    allocations = Allocation.objects.filter(job__state=JobState.RUNNING, ended_at__isnull=True).order_by(
         "job_id", "generation", "replica", "gpu_index", "mig_start"
     )
     columns = ("job_id", "generation", "replica", "node__name", "gpu_index", "mig_profile", "mig_start")
     for job_id, generation, replica, node, gpu, mig_profile, mig_start in allocations.values_list(*columns):
+        if job_id not in by_id:
+            continue
         slots[job_id][generation][replica].append(
             Slot(node=node, gpu=gpu, mig_profile=mig_profile or None, mig_start=mig_start)
         )
@@ -429,12 +434,13 @@ def _running(jobs: Iterable[_JobRow], observation: Observation | None, speed: fl
 
 
 def _moves_started(jobs: Mapping[int, _JobRow]) -> dict[int, tuple[float, ...]]:
-    """Per running job, when its moves of the last 24 hours started, oldest first (one query)."""
+    """Per running job, when its moves of the last 24 hours started, oldest first (one query: the last day's
+    ``moved`` events, few, rather than thousands of job ids as parameters)."""
     since = datetime.now(UTC) - timedelta(days=1)
     started: dict[int, list[float]] = defaultdict(list)
-    events = JobEvent.objects.filter(job_id__in=list(jobs), type=EventType.MOVED, at__gte=since).order_by("at", "pk")
+    events = JobEvent.objects.filter(type=EventType.MOVED, at__gte=since).order_by("at", "pk")
     for job_id, at, details in events.values_list("job_id", "at", "details"):
-        if isinstance(details, dict) and details.get("outcome") == MoveOutcome.STARTED:
+        if job_id in jobs and isinstance(details, dict) and details.get("outcome") == MoveOutcome.STARTED:
             started[job_id].append(at.timestamp())
     return {job_id: tuple(times) for job_id, times in started.items()}
 
