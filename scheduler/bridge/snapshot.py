@@ -13,6 +13,7 @@ is measured from its jobs' real start and finish times, so it is in real seconds
 
 from __future__ import annotations
 
+import functools
 import logging
 import statistics
 from collections import defaultdict
@@ -20,7 +21,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Any, NamedTuple
+from enum import Enum
+from typing import Any, NamedTuple, TypeVar, cast
 
 from django.db.models import F, QuerySet, Window
 from django.db.models.functions import RowNumber
@@ -61,6 +63,8 @@ from teams.models import Quota
 from teams.models import Team as TeamRow
 
 log = logging.getLogger(__name__)
+
+_E = TypeVar("_E", bound=Enum)
 
 RUNTIME_HISTORY_JOBS = 50  # a team's typical run time is the median over this many of its latest completed jobs
 
@@ -352,13 +356,13 @@ def _job(job: _JobRow, speed: float, *, resumes: bool = False) -> CoreJob:
         id=str(job.pk),
         team=job.team,
         request=_request(job),
-        kind=JobKind(job.kind),
-        priority=Priority(job.priority),
+        kind=_member(JobKind, job.kind),
+        priority=_member(Priority, job.priority),
         replicas=job.replicas,
         gpu_model=job.gpu_model or None,
         preemptible=job.preemptible,
         checkpoint_interval_s=job.checkpoint_interval_s / speed if job.checkpoint_interval_s else None,
-        tier=JobTier(job.tier),
+        tier=_member(JobTier, job.tier),
         duration_s=job.duration_s / speed if job.duration_s else None,
         rank=job.rank,
         submitted_at=job.submitted_at.timestamp(),
@@ -366,6 +370,21 @@ def _job(job: _JobRow, speed: float, *, resumes: bool = False) -> CoreJob:
         resumes=resumes,
         consolidate=job.consolidate,
     )
+
+
+@functools.cache
+def _members(cls: type[Enum]) -> dict[Any, Enum]:
+    return {member.value: member for member in cls}
+
+
+def _member(cls: type[_E], value: Any) -> _E:
+    """``cls(value)``, through a map of the class's values first: an enum's call costs several times a dict look-up,
+    and the snapshot makes three for every job of the queue. A value the map lacks goes to the call, which raises
+    the enum's own error (the reason an unreadable row is rejected with)."""
+    try:
+        return cast(_E, _members(cls)[value])
+    except (KeyError, TypeError):
+        return cls(value)
 
 
 def _request(job: _JobRow) -> Request:
@@ -393,6 +412,8 @@ def _running(jobs: Iterable[_JobRow], observation: Observation | None, speed: fl
     ``moved_at``: when its moves of the last day started (the ``moved`` events), which the consolidation's per-job
     budget and interval read."""
     by_id = {job.pk: job for job in jobs}
+    if not by_id:
+        return ()
     moved_at = _moves_started(by_id)
     # job -> generation -> replica -> slots
     slots: dict[int, dict[int, dict[int, list[Slot]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))

@@ -215,7 +215,7 @@ def reconcile(
         _checkpoints_record(running, observation, at, repairs, checkpoint_source)
         drains_record(observation=observation, at=at, evict_grace_s=evict_grace_s)
         repairs.ops.extend(cordons_wanted(observation))
-        drains = drains_running()  # the jobs read above: they are locked until this transaction ends
+        drains = drains_running() if running else {}  # the jobs read above, locked until this transaction ends
         restless = sorted(
             row.pk
             for job_id, row in running.items()

@@ -341,9 +341,8 @@ class SimulatedFleet:
         for pod in pod_rows():
             by_job.setdefault(pod.job_id, []).append(pod)
         # The jobs with pods, as a subquery: thousands of ids as parameters cost more to pass than the rows to read.
-        progress = {
-            p.job_id: p for p in SimulatedProgress.objects.filter(job_id__in=SimulatedPod.objects.values("job_id"))
-        }
+        with_pods = SimulatedProgress.objects.filter(job_id__in=SimulatedPod.objects.values("job_id"))
+        progress = {p.job_id: p for p in with_pods} if by_job else {}
         result = {}
         for job_id, pods in by_job.items():
             replicas = tuple(self._replica(pod, now, gone.get(pod.node_id)) for pod in pods)
