@@ -179,7 +179,7 @@ def build(observation: Observation, policy: Policy, now: float) -> SnapshotBuild
         if job.state != JobState.PENDING:
             continue
         try:
-            pending_jobs.append(_job(job, speed, resumes=job.pk in resuming))
+            pending_jobs.append(_engine_jobs.get(job, speed, resumes=job.pk in resuming))
         except (ValueError, TypeError, KeyError, ArithmeticError) as error:
             log.error("job %s: its row cannot be read as a job (%r); rejected", job.pk, error)
             unreadable[str(job.pk)] = (
@@ -187,6 +187,7 @@ def build(observation: Observation, policy: Policy, now: float) -> SnapshotBuild
             )
     pending = tuple(pending_jobs)
     running = _running([job for job in jobs if job.state == JobState.RUNNING], observation, speed)
+    _engine_jobs.turn()
     snapshot = Snapshot(
         nodes=nodes,
         teams=teams_current(),
@@ -346,6 +347,35 @@ def typical_runtimes_s() -> dict[int, float]:
     return {team_id: float(statistics.median(seconds)) for team_id, seconds in runs.items()}
 
 
+class _EngineJobs:
+    """The engine jobs of the last :func:`build`, by the row (and speed, and resumption) each was made from: a job
+    whose row did not change since is the same frozen object, not made again (most of a queue, most cycles). Only
+    the last build's are kept, so the memory is one queue's. A row whose stored model is a JSON object cannot be a
+    key and is made every time, as are rows that cannot be read (their error is raised again)."""
+
+    def __init__(self) -> None:
+        self._last: dict[tuple[_JobRow, float, bool], CoreJob] = {}
+        self._now: dict[tuple[_JobRow, float, bool], CoreJob] = {}
+
+    def get(self, row: _JobRow, speed: float, *, resumes: bool = False) -> CoreJob:
+        key = (row, speed, resumes)
+        try:
+            job = self._last.get(key)
+        except TypeError:  # unhashable: the model's JSON object
+            return _job(row, speed, resumes=resumes)
+        if job is None:
+            job = _job(row, speed, resumes=resumes)
+        self._now[key] = job
+        return job
+
+    def turn(self) -> None:
+        """The build is done: what it made is what the next one may reuse."""
+        self._last, self._now = self._now, {}
+
+
+_engine_jobs = _EngineJobs()
+
+
 def core_job(job: Job, speed: float = 1.0) -> CoreJob:
     """A database job as the engine's :class:`~scheduler.core.Job`."""
     return _job(_row_of(job), speed)
@@ -443,7 +473,7 @@ def _running(jobs: Iterable[_JobRow], observation: Observation | None, speed: fl
         ]
         result.append(
             Running(
-                job=_job(job, speed),
+                job=_engine_jobs.get(job, speed),
                 slots=_replica_slots(generations[newest]),
                 started_at=(job.started_at or job.submitted_at).timestamp(),
                 last_checkpoint_at=observed.last_checkpoint_at if observed is not None else None,
