@@ -86,6 +86,16 @@ def cycle_run(
     and :class:`~scheduler.errors.FencingError` when a newer cycle has recorded since this one took its lock, or
     the lease was lost.
     """
+    # The cyclic collector is paused for the whole cycle, not only its plan: a cycle reads thousands of rows into
+    # short-lived tuples that reference counting frees, and a collection on the way walks the worker's whole heap
+    # whichever phase triggers it (scheduler.gcpause).
+    with gc_paused():
+        return _cycle_run(gateway=gateway, fence_token=fence_token, lease=lease, retry=retry)
+
+
+def _cycle_run(
+    *, gateway: ClusterGateway | None, fence_token: int | None, lease: Lease | None, retry: Retry | None
+) -> CycleReport:
     started = time.perf_counter()
     phases_s: dict[str, float] = {}
     gateway = gateway or gateway_get()
@@ -120,8 +130,7 @@ def cycle_run(
     built = build(observation, policy, now)
     report.pending, report.running = len(built.snapshot.pending), len(built.snapshot.running)
     plan_started = time.perf_counter()
-    with gc_paused():  # a worker plans every few seconds: its garbage is freed by reference counting
-        plan = plan_cycle(built.snapshot, policy, now)
+    plan = plan_cycle(built.snapshot, policy, now)
     if built.unreadable:  # rows the snapshot could not read are rejected like jobs the engine refuses
         unreadable = tuple(Reject(job=job_id, reason=reason) for job_id, reason in sorted(built.unreadable.items()))
         plan = replace(plan, rejections=plan.rejections + unreadable)
@@ -140,7 +149,9 @@ def cycle_run(
     retry = retry or Retry(
         attempts=int(loop.get("apply_attempts", 3)), backoff_s=float(loop.get("apply_backoff_s", 0.2))
     )
-    result = apply_ops(gateway, [*repairs.ops, *recorded.ops], grace_s=grace_s, retry=retry)
+    ops = [*repairs.ops, *recorded.ops]
+    # Nothing to apply (most steady cycles): no batch, so no empty transaction on the gateway's side either.
+    result = apply_ops(gateway, ops, grace_s=grace_s, retry=retry) if ops else ApplyResult()
     waiting_record(gateway, recorded.waiting)
     report.applied, report.failed = result.applied, result.failed
     report.requeued_after_refusal = _requeue_refused(result, at)
@@ -165,7 +176,9 @@ def cycle_run(
 
 def _requeue_refused(result: ApplyResult, at: datetime) -> list[str]:
     """Binds the cluster refused (a node went, a device was taken) go back to the queue at once."""
-    requeued = []
+    requeued: list[str] = []
+    if not result.refused:
+        return requeued
     with transaction.atomic():
         for op, message in result.refused:
             job = Job.objects.select_for_update().filter(pk=int(op.request.job), state=JobState.RUNNING).first()
@@ -179,7 +192,10 @@ def _moves_refused(result: ApplyResult, at: datetime) -> tuple[list[str], list[s
     """Moves the cluster refused (a node went, a device was taken) are given up at once: the job keeps serving
     from its old placement. A refused move that re-applies the generation the job serves from (it holds nothing
     older) is a refused bind: the job goes back to the queue."""
-    given_up, requeued = [], []
+    given_up: list[str] = []
+    requeued: list[str] = []
+    if not result.moves_refused:
+        return given_up, requeued
     with transaction.atomic():
         for op, message in result.moves_refused:
             job = Job.objects.select_for_update().filter(pk=int(op.request.job), state=JobState.RUNNING).first()
