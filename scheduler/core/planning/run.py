@@ -69,7 +69,9 @@ class Run:
         self.past_bound: set[str] = set()  # jobs that may not search for victims this cycle (search_bound)
         self.blockers: dict[str, Blocker] = {}  # why each job that took a turn waits; none for a bound job
         self.reconfigurations = Reconfigurations(state, fairness, policy, now, self.preemptions, self.blockers, pending)
-        self.reservations = Reservations(state, self.index, policy, now, self.frees_at, self.reconfigurations.bound)
+        self.reservations = Reservations(
+            state, self.index, policy, now, self.frees_at, self.reconfigurations.bound, current_memo()
+        )
         self._preempt_failed: dict[Hashable, int] = current_memo().table()
         self._victims = self._new_victims()  # told of the nodes each reconfiguration closes
         self._victims_at = 0  # len(self.reconfigurations.changes) when it was last told
