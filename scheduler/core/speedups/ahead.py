@@ -2,12 +2,12 @@
 
 Whether the quota admits a job at a later time (:meth:`~scheduler.core.planning.run.Run.admits_at`, the reservations'
 rule 1 and the explanation of a capacity-blocked job) reads the team's usage once its work expected to end by
-then has ended. The plain rule (:func:`~scheduler.core.planning.run.usage_at`) walks every placed job of the
+then has ended. The plain rule (:meth:`~scheduler.core.planning.run.Run.usage_at`) walks every placed job of the
 cluster per question — 6,000 jobs each at 1,000 nodes, for the ~100 questions a cycle's explanation asks while
 the state no longer changes. :class:`UsageAhead` answers the same from each team's placed work sorted by expected
 end, with the units per GPU class summed over every prefix: a question is a bisection and a copy. The tables are
 built from one walk and kept while the capacity index's ``version`` stands (it moves whenever a job is placed or
-taken off, or a layout changes, and a rollback restores it with the state), so a question asked between two
+taken off, or a GPU is reconfigured, and a rollback restores it with the state), so a question asked between two
 binds costs the walk the plain rule takes, and the explanation's questions share one.
 
 The answer is the rule's exactly: the units are integers, so the order they are taken off in changes no sum, and
