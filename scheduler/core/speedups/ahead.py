@@ -5,10 +5,11 @@ rule 1 and the explanation of a capacity-blocked job) reads the team's usage onc
 then has ended. The plain rule (:meth:`~scheduler.core.planning.run.Run.usage_at`) walks every placed job of the
 cluster per question — 6,000 jobs each at 1,000 nodes, for the ~100 questions a cycle's explanation asks while
 the state no longer changes. :class:`UsageAhead` answers the same from each team's placed work sorted by expected
-end, with the units per GPU class summed over every prefix: a question is a bisection and a copy. The tables are
-built from one walk and kept while the capacity index's ``version`` stands (it moves whenever a job is placed or
-taken off, or a GPU is reconfigured, and a rollback restores it with the state), so a question asked between two
-binds costs the walk the plain rule takes, and the explanation's questions share one.
+end, with the units per GPU class summed over every prefix: a question is a bisection and a copy. A team's table
+is built at its first question by one walk that works out the ends and units of that team's jobs alone, and kept
+while the capacity index's ``version`` stands (it moves whenever a job is placed or taken off, or a GPU is
+reconfigured, and a rollback restores it with the state), so a question asked between two binds costs about the
+walk the plain rule takes, and the explanation's questions share one walk per team.
 
 The answer is the rule's exactly: the units are integers, so the order they are taken off in changes no sum, and
 a GPU class that a job ending by then holds is in the answer (at its difference) whether or not the team's usage
@@ -38,9 +39,6 @@ class _TeamEnds:
     firm_taken: tuple[Usage, ...]
 
 
-_NONE = _TeamEnds((), ({},), ({},))
-
-
 class UsageAhead:
     """``usage_at(team, at)`` of the plain rule, from tables of ``tables`` kept per index version (module doc)."""
 
@@ -49,12 +47,12 @@ class UsageAhead:
         self.state = state
         self.index = state.index
         self.expected_end = expected_end
-        self._built: dict[int, dict[str, _TeamEnds]] = tables.table()  # index version → each team's ends
+        self._version: int | None = None  # the index version the kept ends were built at
+        self._built: dict[str, _TeamEnds] = tables.table()  # team → its ends, at that version
 
     def __call__(self, team: str, at: float) -> tuple[Usage, Usage]:
         """The team's usage and non-preemptible usage once its placed work expected to end by ``at`` has ended."""
-        teams = self._teams()
-        ends = teams.get(team, _NONE)
+        ends = self._ends(team)
         count = bisect_right(ends.ends, at)  # the jobs whose end is ≤ at
         usage = dict(self.state.usage.get(team, {}))
         firm = dict(self.state.firm_usage.get(team, {}))
@@ -64,32 +62,30 @@ class UsageAhead:
             firm[gpu_class] = firm.get(gpu_class, 0) - units
         return usage, firm
 
-    def _teams(self) -> dict[str, _TeamEnds]:
-        version = self.index.version
-        teams = self._built.get(version)
-        if teams is None:
+    def _ends(self, team: str) -> _TeamEnds:
+        if self.index.version != self._version:
             self._built.clear()  # only the version now is ever asked again
-            teams = self._built[version] = self._build()
-        return teams
+            self._version = self.index.version
+        ends = self._built.get(team)
+        if ends is None:
+            ends = self._built[team] = self._build(team)
+        return ends
 
-    def _build(self) -> dict[str, _TeamEnds]:
+    def _build(self, team: str) -> _TeamEnds:
+        """The team's ends: a walk of the placed jobs that works out the ends and units of the team's alone (the
+        questions of a cycle come from a few teams)."""
         state = self.state
-        by_team: dict[str, list[tuple[float, str]]] = {}
-        for job_id in state.placed:  # a placed job is always one of the state's jobs (ClusterState._occupy)
-            by_team.setdefault(state.jobs[job_id].team, []).append((self.expected_end(job_id), job_id))
-        built: dict[str, _TeamEnds] = {}
-        for team, jobs in by_team.items():
-            jobs.sort()
-            taken: list[Usage] = [{}]
-            firm_taken: list[Usage] = [{}]
-            for _, job_id in jobs:
-                units = placement_units(state, state.placed[job_id])
-                total, firm = dict(taken[-1]), dict(firm_taken[-1])
-                for gpu_class, amount in units.items():
-                    total[gpu_class] = total.get(gpu_class, 0) + amount
-                    if not state.jobs[job_id].preemptible:
-                        firm[gpu_class] = firm.get(gpu_class, 0) + amount
-                taken.append(total)
-                firm_taken.append(firm)
-            built[team] = _TeamEnds(tuple(end for end, _ in jobs), tuple(taken), tuple(firm_taken))
-        return built
+        jobs = state.jobs  # a placed job is always one of the state's jobs (ClusterState._occupy)
+        mine = sorted((self.expected_end(job_id), job_id) for job_id in state.placed if jobs[job_id].team == team)
+        taken: list[Usage] = [{}]
+        firm_taken: list[Usage] = [{}]
+        for _, job_id in mine:
+            units = placement_units(state, state.placed[job_id])
+            total, firm = dict(taken[-1]), dict(firm_taken[-1])
+            for gpu_class, amount in units.items():
+                total[gpu_class] = total.get(gpu_class, 0) + amount
+                if not jobs[job_id].preemptible:
+                    firm[gpu_class] = firm.get(gpu_class, 0) + amount
+            taken.append(total)
+            firm_taken.append(firm)
+        return _TeamEnds(tuple(end for end, _ in mine), tuple(taken), tuple(firm_taken))
