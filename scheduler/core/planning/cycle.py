@@ -98,7 +98,7 @@ from scheduler.core.model.shape import placement_shape
 from scheduler.core.model.snapshot import Job, Snapshot
 from scheduler.core.model.vocabulary import BlockerKind, Priority
 from scheduler.core.placement.mix import observe
-from scheduler.core.placement.options import options_for
+from scheduler.core.placement.options import Option, options_for
 from scheduler.core.planning.run import Run, live_index
 from scheduler.core.planning.steps import Turn, steps_for, take_turn
 from scheduler.core.rules.fairshare import job_class
@@ -250,6 +250,9 @@ class _Explanation:
 
     def __init__(self, run: Run) -> None:
         self.run = run
+        # Nothing changes while the cycle explains, and the quota reads of a job only its team, whether it is
+        # preemptible or production, and its options' units: its refusal now is remembered per that key.
+        self._refusals: dict[Hashable, Admission | None] = current_memo().table()
 
     def waiting(self, focus: Focus) -> list[Waiting]:
         """Every job that took a turn and was not bound, in the order the cycle took them (up to the focus job's
@@ -364,12 +367,20 @@ class _Explanation:
         quota admits it now — most — costs one cached admission per option."""
         run = self.run
         options = options_for(run.index, job, run.policy)
-        refusal = run.quota_refusal(job, options)
+        refusal = self._quota_refusal(job, options)
         if refusal is None:
             return None
         eta = estimator.capacity_eta(models, kind, units, runtime_s, claim=False, later=True)
         if eta is not None and run.admits_at(job, options, run.now + eta):
             return None
+        return refusal
+
+    def _quota_refusal(self, job: Job, options: tuple[Option, ...]) -> Admission | None:
+        """:meth:`Run.quota_refusal` of ``job`` on ``options`` (its options now), remembered per what it reads."""
+        key = (job.team, job.preemptible, job.priority == Priority.PRODUCTION, placement_shape(job))
+        if key in self._refusals:
+            return self._refusals[key]
+        refusal = self._refusals[key] = self.run.quota_refusal(job, options)
         return refusal
 
     def _demand(self, job: Job) -> tuple[Demand | None, str, tuple[str, ...]]:

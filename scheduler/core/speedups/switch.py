@@ -6,18 +6,20 @@ builds them here instead, handing them its :class:`~.memo.Memo` as their cache t
 own interface: fair share that remembers its answers and resumes its fill
 (:class:`~.fairshare.RememberingFairShare`), the idle classes the capacity index keeps for reconfiguration
 (:class:`~.idle.IdleClasses`) and the memory of each team's eviction candidates the preemption search reads
-(:class:`~.victims.Victims`). Disabled, the cycle gets the plain rules, whose tables forget.
+(:class:`~.victims.Victims`), and each team's usage at a later time kept while nothing is placed or taken
+(:class:`~.ahead.UsageAhead`). Disabled, the cycle gets the plain rules, whose tables forget.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from scheduler.core.decisions.preemption import TeamCandidates
 from scheduler.core.model.policy import Policy
 from scheduler.core.model.snapshot import Snapshot, Team
 from scheduler.core.placement.index import IndexedClusterState
 from scheduler.core.rules.fairshare import FairShare
+from scheduler.core.speedups.ahead import UsageAhead
 from scheduler.core.speedups.fairshare import RememberingFairShare
 from scheduler.core.speedups.idle import IdleClasses
 from scheduler.core.speedups.memo import Memo
@@ -43,3 +45,10 @@ def team_candidates(
     off, and the search asks the plain rule (:func:`~scheduler.core.rules.eviction.team_candidates`) team by
     team."""
     return Victims(state, fairness, policy, now) if memo.enabled else None
+
+
+def usage_ahead(state: IndexedClusterState, expected_end: Callable[[str], float], memo: Memo) -> UsageAhead | None:
+    """Each team's usage at a later time for the cycle's quota questions ahead: kept per index version while
+    ``memo`` is on; None off, and the run walks its placed work per question
+    (:meth:`~scheduler.core.planning.run.Run.usage_at`)."""
+    return UsageAhead(state, expected_end, memo) if memo.enabled else None
