@@ -464,6 +464,9 @@ AXES_CLIENT_IP_CALLABLE = "portal.views.client_address"
 # Shared state of the API throttles. Each web replica keeps its own memory, so in production the counts live
 # in Redis (REDIS_URL) where all replicas see one budget; the embedded default and the tests use memory.
 CACHE_BACKEND = env_choice("CACHE_BACKEND", ("redis", "locmem"), default="locmem" if DEBUG else "redis")
+# The loop's worker leaves the state its cycle planned in the cache for the submit preview
+# (scheduler/bridge/preview_state.py): worth it only where the web processes share the worker's cache (Redis).
+PREVIEW_STATE_PUBLISH = CACHE_BACKEND == "redis"
 CACHES: dict[str, dict[str, Any]] = {
     "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
     if CACHE_BACKEND == "redis"

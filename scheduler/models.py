@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from decimal import Decimal
+from typing import Any, NamedTuple
 
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 
 from scheduler.core.gpus.catalog import GPU_CLASSES, LayoutError, validate_layout
 from scheduler.core.model.vocabulary import CapacityTier, Fabric, Interconnect, NodeState, NodeStateSource, choices_of
@@ -103,27 +105,31 @@ class Node(models.Model):
     def observation(
         self, *, schedulable: bool, interruption: Interruption | None = None, mig_status: MigStatus | None = None
     ) -> NodeObservation:
-        """This row as a cluster reports the node (the GPUs prefetched): its layouts, labels, price and fabric as
-        recorded; whether it takes new work, a notice and a MIG reconfiguration in flight are the caller's to say."""
-        layouts = {gpu.index: tuple((str(p), int(s)) for p, s in gpu.mig_layout) for gpu in self.gpus.all()}
-        return NodeObservation(
+        """This row as a cluster reports the node (the GPUs prefetched): :func:`node_observation`."""
+        layouts = {gpu.index: gpu.mig_layout for gpu in self.gpus.all()}
+        return node_observation(
+            self.facts(), layouts, schedulable=schedulable, interruption=interruption, mig_status=mig_status
+        )
+
+    def facts(self) -> NodeFacts:
+        """This row as :func:`node_facts` reads it (the GPU model loaded)."""
+        return NodeFacts(
+            pk=self.pk,
             name=self.name,
             gpu_model=self.gpu_model.name,
             gpu_count=self.gpu_count,
             interconnect=self.interconnect,
             tier=self.tier,
-            leaf=self.leaf_switch,
+            leaf_switch=self.leaf_switch,
             spine=self.spine,
             zone=self.zone,
-            mig=tuple(layouts.get(index, ()) for index in range(self.gpu_count)),
-            schedulable=schedulable,
-            interruption=interruption,
-            mig_status=mig_status or MigStatus(),
-            price_per_gpu_hour=float(self.price_per_gpu_hour),
-            labels=dict(self.labels),
+            price_per_gpu_hour=self.price_per_gpu_hour,
+            labels=self.labels,
             fabric=self.fabric,
             fabric_devices=self.fabric_devices,
             placement_group=self.placement_group,
+            state=self.state,
+            state_source=self.state_source,
         )
 
     def clean(self) -> None:
@@ -131,6 +137,85 @@ class Node(models.Model):
             isinstance(k, str) and isinstance(v, str) for k, v in self.labels.items()
         ):
             raise ValidationError({"labels": 'Labels must be an object of strings, e.g. {"zone": "a"}.'})
+
+
+class NodeFacts(NamedTuple):
+    """What a node's observation reads of its inventory row (:func:`node_observation`), as a value tuple: a cycle
+    reads every node, and a model instance costs several times a tuple to load."""
+
+    pk: int
+    name: str
+    gpu_model: str  # the GPU model's name
+    gpu_count: int
+    interconnect: str
+    tier: str
+    leaf_switch: str
+    spine: str
+    zone: str
+    price_per_gpu_hour: Decimal
+    labels: dict[str, str]
+    fabric: str
+    fabric_devices: int
+    placement_group: str
+    state: str
+    state_source: str
+
+    @property
+    def held_closed(self) -> bool:
+        """As :attr:`Node.held_closed`."""
+        return admin_holds(state=self.state, source=self.state_source)
+
+
+# The columns of NodeFacts, in its order: the GPU model's name through its relation.
+_NODE_FACTS_COLUMNS = tuple("gpu_model__name" if name == "gpu_model" else name for name in NodeFacts._fields)
+
+
+def node_facts(nodes: QuerySet[Node]) -> list[NodeFacts]:
+    """``nodes`` as value tuples, in the query's order."""
+    return [NodeFacts._make(row) for row in nodes.values_list(*_NODE_FACTS_COLUMNS)]
+
+
+def gpu_layouts() -> dict[int, dict[int, list[list[Any]]]]:
+    """Node id → GPU index → its MIG layout as stored (``[[profile, start], ...]``), for every GPU with MIG
+    instances: a GPU left out has none (MIG off), as :func:`node_observation` reads a missing index."""
+    layouts: dict[int, dict[int, list[list[Any]]]] = {}
+    rows = Gpu.objects.exclude(mig_layout=[]).order_by().values_list("node_id", "index", "mig_layout")
+    for node_id, index, layout in rows:
+        layouts.setdefault(node_id, {})[index] = layout
+    return layouts
+
+
+def node_observation(
+    node: NodeFacts,
+    layouts: Mapping[int, Iterable[Iterable[Any]]],
+    *,
+    schedulable: bool,
+    interruption: Interruption | None = None,
+    mig_status: MigStatus | None = None,
+) -> NodeObservation:
+    """``node`` as a cluster reports it, ``layouts`` its GPUs' as stored (GPU index → ``[[profile, start], ...]``):
+    its layouts, labels, price and fabric as recorded; whether it takes new work, a notice and a MIG
+    reconfiguration in flight are the caller's to say."""
+    mig = {index: tuple((str(p), int(s)) for p, s in layout) for index, layout in layouts.items()}
+    return NodeObservation(
+        name=node.name,
+        gpu_model=node.gpu_model,
+        gpu_count=node.gpu_count,
+        interconnect=node.interconnect,
+        tier=node.tier,
+        leaf=node.leaf_switch,
+        spine=node.spine,
+        zone=node.zone,
+        mig=tuple(mig.get(index, ()) for index in range(node.gpu_count)),
+        schedulable=schedulable,
+        interruption=interruption,
+        mig_status=mig_status or MigStatus(),
+        price_per_gpu_hour=float(node.price_per_gpu_hour),
+        labels=dict(node.labels),
+        fabric=node.fabric,
+        fabric_devices=node.fabric_devices,
+        placement_group=node.placement_group,
+    )
 
 
 class Gpu(models.Model):

@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
+from typing import Any
 
 from django.db.models import F, QuerySet
 from django.utils import timezone
@@ -200,15 +201,16 @@ def job_list_for_operator(*, team: str | None = None, states: list[str] | None =
     return jobs.order_by("-submitted_at", "-id")
 
 
-def resuming_jobs(job_ids: Iterable[int]) -> set[int]:
+def resuming_jobs(job_ids: Iterable[int] | QuerySet[Job, Any]) -> set[int]:
     """The jobs among ``job_ids`` whose latest requeue lost their run to the infrastructure (a spot interruption, a
     lost node: :data:`~scheduler.core.model.vocabulary.INFRASTRUCTURE_LOSSES`): the engine puts them first within
     their priority (``Job.resumes``), and the lead's manage page orders them the same (``team_order_key``).
-    The reason is the latest ``preempted`` event's, which every requeue records."""
+    The reason is the latest ``preempted`` event's, which every requeue records. ``job_ids`` may be a query of
+    job ids (``.values("pk")``), passed to the database as a subquery: the cycle asks for every pending job, and
+    thousands of ids as parameters cost more to pass than the rows to read."""
     latest: dict[int, str] = {}
-    events = JobEvent.objects.filter(job_id__in=list(job_ids), type=EventType.PREEMPTED).order_by(
-        "job_id", "-at", "-id"
-    )
+    ids = job_ids if isinstance(job_ids, QuerySet) else list(job_ids)
+    events = JobEvent.objects.filter(job_id__in=ids, type=EventType.PREEMPTED).order_by("job_id", "-at", "-id")
     for job_id, details in events.values_list("job_id", "details"):
         if job_id not in latest:
             latest[job_id] = str((details or {}).get("reason", ""))

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
 from django.db import transaction
 
@@ -27,13 +28,26 @@ class CheckpointsRecorded:
     refused: Mapping[int, CheckpointInvalid | JobStateError]  # job id -> why its report was not recorded
 
 
-def checkpoints_record(*, reports: Sequence[tuple[Job, CheckpointReport]], now: datetime) -> CheckpointsRecorded:
+class CheckpointingJob(Protocol):
+    """What is read of a job reporting a checkpoint: a :class:`~jobs.models.Job`, or a value tuple of its id and
+    submission time (the loop reads every running job so: :mod:`scheduler.loop.reconcile`)."""
+
+    @property
+    def pk(self) -> int: ...
+
+    @property
+    def submitted_at(self) -> datetime: ...
+
+
+def checkpoints_record(
+    *, reports: Sequence[tuple[CheckpointingJob, CheckpointReport]], now: datetime
+) -> CheckpointsRecorded:
     """Record each ``(job, report)`` as :func:`~jobs.services.checkpoints.checkpoint_record` would, one job at most
     once; events are created in the order given. One transaction: a failure writes none of them."""
     if len({job.pk for job, _ in reports}) != len(reports):
         raise ValueError("checkpoints_record takes one report per job")
     refused: dict[int, CheckpointInvalid | JobStateError] = {}
-    valid: list[tuple[Job, CheckpointReport]] = []
+    valid: list[tuple[CheckpointingJob, CheckpointReport]] = []
     for job, report in reports:
         errors = checkpoint_errors(report, submitted_at=job.submitted_at, now=now)
         if errors:

@@ -13,6 +13,7 @@ is measured from its jobs' real start and finish times, so it is in real seconds
 
 from __future__ import annotations
 
+import functools
 import logging
 import statistics
 from collections import defaultdict
@@ -20,7 +21,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from typing import Any, NamedTuple
+from enum import Enum
+from typing import Any, NamedTuple, TypeVar, cast
 
 from django.db.models import F, QuerySet, Window
 from django.db.models.functions import RowNumber
@@ -61,6 +63,8 @@ from teams.models import Quota
 from teams.models import Team as TeamRow
 
 log = logging.getLogger(__name__)
+
+_E = TypeVar("_E", bound=Enum)
 
 RUNTIME_HISTORY_JOBS = 50  # a team's typical run time is the median over this many of its latest completed jobs
 
@@ -169,12 +173,13 @@ def build(observation: Observation, policy: Policy, now: float) -> SnapshotBuild
     )
     pending_jobs: list[CoreJob] = []
     unreadable: dict[str, str] = {}
-    resuming = resuming_jobs([job.pk for job in jobs if job.state == JobState.PENDING])
+    # Every pending job's, asked of the database as a subquery (resuming_jobs): the rows above are those jobs.
+    resuming = resuming_jobs(Job.objects.filter(state=JobState.PENDING).values("pk"))
     for job in jobs:
         if job.state != JobState.PENDING:
             continue
         try:
-            pending_jobs.append(_job(job, speed, resumes=job.pk in resuming))
+            pending_jobs.append(_engine_jobs.get(job, speed, resumes=job.pk in resuming))
         except (ValueError, TypeError, KeyError, ArithmeticError) as error:
             log.error("job %s: its row cannot be read as a job (%r); rejected", job.pk, error)
             unreadable[str(job.pk)] = (
@@ -182,6 +187,7 @@ def build(observation: Observation, policy: Policy, now: float) -> SnapshotBuild
             )
     pending = tuple(pending_jobs)
     running = _running([job for job in jobs if job.state == JobState.RUNNING], observation, speed)
+    _engine_jobs.turn()
     snapshot = Snapshot(
         nodes=nodes,
         teams=teams_current(),
@@ -341,6 +347,35 @@ def typical_runtimes_s() -> dict[int, float]:
     return {team_id: float(statistics.median(seconds)) for team_id, seconds in runs.items()}
 
 
+class _EngineJobs:
+    """The engine jobs of the last :func:`build`, by the row (and speed, and resumption) each was made from: a job
+    whose row did not change since is the same frozen object, not made again (most of a queue, most cycles). Only
+    the last build's are kept, so the memory is one queue's. A row whose stored model is a JSON object cannot be a
+    key and is made every time, as are rows that cannot be read (their error is raised again)."""
+
+    def __init__(self) -> None:
+        self._last: dict[tuple[_JobRow, float, bool], CoreJob] = {}
+        self._now: dict[tuple[_JobRow, float, bool], CoreJob] = {}
+
+    def get(self, row: _JobRow, speed: float, *, resumes: bool = False) -> CoreJob:
+        key = (row, speed, resumes)
+        try:
+            job = self._last.get(key)
+        except TypeError:  # unhashable: the model's JSON object
+            return _job(row, speed, resumes=resumes)
+        if job is None:
+            job = _job(row, speed, resumes=resumes)
+        self._now[key] = job
+        return job
+
+    def turn(self) -> None:
+        """The build is done: what it made is what the next one may reuse."""
+        self._last, self._now = self._now, {}
+
+
+_engine_jobs = _EngineJobs()
+
+
 def core_job(job: Job, speed: float = 1.0) -> CoreJob:
     """A database job as the engine's :class:`~scheduler.core.Job`."""
     return _job(_row_of(job), speed)
@@ -351,13 +386,13 @@ def _job(job: _JobRow, speed: float, *, resumes: bool = False) -> CoreJob:
         id=str(job.pk),
         team=job.team,
         request=_request(job),
-        kind=JobKind(job.kind),
-        priority=Priority(job.priority),
+        kind=_member(JobKind, job.kind),
+        priority=_member(Priority, job.priority),
         replicas=job.replicas,
         gpu_model=job.gpu_model or None,
         preemptible=job.preemptible,
         checkpoint_interval_s=job.checkpoint_interval_s / speed if job.checkpoint_interval_s else None,
-        tier=JobTier(job.tier),
+        tier=_member(JobTier, job.tier),
         duration_s=job.duration_s / speed if job.duration_s else None,
         rank=job.rank,
         submitted_at=job.submitted_at.timestamp(),
@@ -365,6 +400,21 @@ def _job(job: _JobRow, speed: float, *, resumes: bool = False) -> CoreJob:
         resumes=resumes,
         consolidate=job.consolidate,
     )
+
+
+@functools.cache
+def _members(cls: type[Enum]) -> dict[Any, Enum]:
+    return {member.value: member for member in cls}
+
+
+def _member(cls: type[_E], value: Any) -> _E:
+    """``cls(value)``, through a map of the class's values first: an enum's call costs several times a dict look-up,
+    and the snapshot makes three for every job of the queue. A value the map lacks goes to the call, which raises
+    the enum's own error (the reason an unreadable row is rejected with)."""
+    try:
+        return cast(_E, _members(cls)[value])
+    except (KeyError, TypeError):
+        return cls(value)
 
 
 def _request(job: _JobRow) -> Request:
@@ -392,14 +442,20 @@ def _running(jobs: Iterable[_JobRow], observation: Observation | None, speed: fl
     ``moved_at``: when its moves of the last day started (the ``moved`` events), which the consolidation's per-job
     budget and interval read."""
     by_id = {job.pk: job for job in jobs}
+    if not by_id:
+        return ()
     moved_at = _moves_started(by_id)
     # job -> generation -> replica -> slots
     slots: dict[int, dict[int, dict[int, list[Slot]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
-    allocations = Allocation.objects.filter(job_id__in=list(by_id), ended_at__isnull=True).order_by(
+    # The running jobs' allocations chosen by a join, not by thousands of ids as parameters (they cost more to
+    # pass than the rows to read); a job that started running since its row was read is left out, as it was.
+    allocations = Allocation.objects.filter(job__state=JobState.RUNNING, ended_at__isnull=True).order_by(
         "job_id", "generation", "replica", "gpu_index", "mig_start"
     )
     columns = ("job_id", "generation", "replica", "node__name", "gpu_index", "mig_profile", "mig_start")
     for job_id, generation, replica, node, gpu, mig_profile, mig_start in allocations.values_list(*columns):
+        if job_id not in by_id:
+            continue
         slots[job_id][generation][replica].append(
             Slot(node=node, gpu=gpu, mig_profile=mig_profile or None, mig_start=mig_start)
         )
@@ -417,7 +473,7 @@ def _running(jobs: Iterable[_JobRow], observation: Observation | None, speed: fl
         ]
         result.append(
             Running(
-                job=_job(job, speed),
+                job=_engine_jobs.get(job, speed),
                 slots=_replica_slots(generations[newest]),
                 started_at=(job.started_at or job.submitted_at).timestamp(),
                 last_checkpoint_at=observed.last_checkpoint_at if observed is not None else None,
@@ -429,12 +485,13 @@ def _running(jobs: Iterable[_JobRow], observation: Observation | None, speed: fl
 
 
 def _moves_started(jobs: Mapping[int, _JobRow]) -> dict[int, tuple[float, ...]]:
-    """Per running job, when its moves of the last 24 hours started, oldest first (one query)."""
+    """Per running job, when its moves of the last 24 hours started, oldest first (one query: the last day's
+    ``moved`` events, few, rather than thousands of job ids as parameters)."""
     since = datetime.now(UTC) - timedelta(days=1)
     started: dict[int, list[float]] = defaultdict(list)
-    events = JobEvent.objects.filter(job_id__in=list(jobs), type=EventType.MOVED, at__gte=since).order_by("at", "pk")
+    events = JobEvent.objects.filter(type=EventType.MOVED, at__gte=since).order_by("at", "pk")
     for job_id, at, details in events.values_list("job_id", "at", "details"):
-        if isinstance(details, dict) and details.get("outcome") == MoveOutcome.STARTED:
+        if job_id in jobs and isinstance(details, dict) and details.get("outcome") == MoveOutcome.STARTED:
             started[job_id].append(at.timestamp())
     return {job_id: tuple(times) for job_id, times in started.items()}
 
@@ -451,3 +508,19 @@ def _preemptions(since: float) -> tuple[Preemption, ...]:
         if by:
             result.append(Preemption(victim=str(job_id), by=str(by), at=at.timestamp()))
     return tuple(result)
+
+
+def pending_read(pks: Iterable[int], speed: float) -> tuple[CoreJob, ...]:
+    """The pending jobs among ``pks`` as :func:`build` reads them (durations divided by ``speed``), newest first;
+    a row that cannot be read as an engine job is left out (the next cycle rejects it)."""
+    rows = list(
+        _job_rows(Job.objects.filter(pk__in=list(pks), state=JobState.PENDING).order_by("-submitted_at", "-id"))
+    )
+    resuming = resuming_jobs([row.pk for row in rows])
+    jobs: list[CoreJob] = []
+    for row in rows:
+        try:
+            jobs.append(_job(row, speed, resumes=row.pk in resuming))
+        except (ValueError, TypeError, KeyError, ArithmeticError):
+            continue
+    return tuple(jobs)

@@ -1,17 +1,17 @@
 """The decision engine: pure Python, no Django, Celery, Redis or kubernetes (see DESIGN.md §2).
 
 The public API — what the rest of Microcosm may import from ``scheduler.core`` — is pinned by
-``tests/scheduler/core/test_public_api.py``: the cycle's entry point, the question a submit asks it before
-writing (:func:`rejection_reason`), and the frozen values they take and give; and the rules the apps show or
-re-apply outside a cycle: the table of job-request ranges (``bounds``, :func:`text_problem`), right-sizing, the
-order in which the engine tries a fleet's GPU models and tiers (:func:`offers`), what it would do with a job
-submitted now (:func:`preview`) and the memory estimate the submit form shows, the quota limits and priority order
-the team pages and billing's guarantee check read, and the size of a GPU in capacity units; the checkpoint
-interval the submit and job pages propose (:func:`checkpoint_interval`, with its inputs in ``checkpointing``); and
-the queue's order between cycles (:func:`queue_order`) with a waiting reason told again for a new position
-(:func:`reposition`), which a lead's reorder writes at once; and a job's true need (:func:`replica_need`), which
-the live utilization gauge shares with the benchmarks. ``scheduler.core.model.vocabulary`` and
-``scheduler.core.gpus.catalog`` are public modules of their own.
+``tests/scheduler/core/test_public_api.py``: the cycle's entry point, the question a submit asks it before writing
+(:func:`rejection_reason`), and the frozen values they take and give; and the rules the apps show or re-apply
+outside a cycle: the table of job-request ranges (``bounds``, :func:`text_problem`), right-sizing, the order in
+which the engine tries a fleet's GPU models and tiers (:func:`offers`), what it would do with a job submitted now
+(:func:`preview`), from the state a cycle leaves (:func:`carried`), and the memory estimate the submit form shows,
+the quota limits and priority order the team pages and billing's guarantee check read, and the size of a GPU in
+capacity units; the checkpoint interval the submit and job pages propose (:func:`checkpoint_interval`, with its
+inputs in ``checkpointing``); and the queue's order between cycles (:func:`queue_order`) with a waiting reason told
+again for a new position (:func:`reposition`), which a lead's reorder writes at once; and a job's true need
+(:func:`replica_need`), which the live utilization gauge shares with the benchmarks.
+``scheduler.core.model.vocabulary`` and ``scheduler.core.gpus.catalog`` are public modules of their own.
 """
 
 from scheduler.core.model.demand import DemandKind
@@ -20,6 +20,7 @@ from scheduler.core.model.plan import Bind, Evict, Plan, Reconfigure, Reject, Wa
 from scheduler.core.model.policy import Policy
 from scheduler.core.model.snapshot import Job, ModelProfile, Node, Preemption, Request, Running, Slot, Snapshot, Team
 from scheduler.core.placement.offers import Offer, offers
+from scheduler.core.planning.carry import carried
 from scheduler.core.planning.cycle import NodeCensus, plan_cycle, rejection_reason
 from scheduler.core.planning.preview import Preview, PreviewOutcome, preview
 from scheduler.core.planning.queue import QueuePlace, queue_order
@@ -60,6 +61,7 @@ __all__ = [
     "borrowed_in_fill",
     "bounds",
     "burst_limits",
+    "carried",
     "checkpoint_interval",
     "checkpointing",
     "estimate",

@@ -23,6 +23,7 @@ from django.db import transaction
 from jobs.models import Job
 from jobs.services import job_move_abandon, job_requeue
 from scheduler.bridge.policy import policy_at_speed
+from scheduler.bridge.preview_state import publish
 from scheduler.bridge.snapshot import build
 from scheduler.core import Reject, plan_cycle
 from scheduler.core.model.vocabulary import JobState
@@ -85,6 +86,16 @@ def cycle_run(
     and :class:`~scheduler.errors.FencingError` when a newer cycle has recorded since this one took its lock, or
     the lease was lost.
     """
+    # The cyclic collector is paused for the whole cycle, not only its plan: a cycle reads thousands of rows into
+    # short-lived tuples that reference counting frees, and a collection on the way walks the worker's whole heap
+    # whichever phase triggers it (scheduler.gcpause).
+    with gc_paused():
+        return _cycle_run(gateway=gateway, fence_token=fence_token, lease=lease, retry=retry)
+
+
+def _cycle_run(
+    *, gateway: ClusterGateway | None, fence_token: int | None, lease: Lease | None, retry: Retry | None
+) -> CycleReport:
     started = time.perf_counter()
     phases_s: dict[str, float] = {}
     gateway = gateway or gateway_get()
@@ -119,8 +130,7 @@ def cycle_run(
     built = build(observation, policy, now)
     report.pending, report.running = len(built.snapshot.pending), len(built.snapshot.running)
     plan_started = time.perf_counter()
-    with gc_paused():  # a worker plans every few seconds: its garbage is freed by reference counting
-        plan = plan_cycle(built.snapshot, policy, now)
+    plan = plan_cycle(built.snapshot, policy, now)
     if built.unreadable:  # rows the snapshot could not read are rejected like jobs the engine refuses
         unreadable = tuple(Reject(job=job_id, reason=reason) for job_id, reason in sorted(built.unreadable.items()))
         plan = replace(plan, rejections=plan.rejections + unreadable)
@@ -139,13 +149,18 @@ def cycle_run(
     retry = retry or Retry(
         attempts=int(loop.get("apply_attempts", 3)), backoff_s=float(loop.get("apply_backoff_s", 0.2))
     )
-    result = apply_ops(gateway, [*repairs.ops, *recorded.ops], grace_s=grace_s, retry=retry)
+    ops = [*repairs.ops, *recorded.ops]
+    # Nothing to apply (most steady cycles): no batch, so no empty transaction on the gateway's side either.
+    result = apply_ops(gateway, ops, grace_s=grace_s, retry=retry) if ops else ApplyResult()
     waiting_record(gateway, recorded.waiting)
     report.applied, report.failed = result.applied, result.failed
     report.requeued_after_refusal = _requeue_refused(result, at)
     report.moves_refused, requeued = _moves_refused(result, at)
     report.requeued_after_refusal += requeued
     phases_s["apply"] = time.perf_counter() - phase_started
+    # Applied and recorded: the state it leaves is what the submit previews start from until the next cycle (with
+    # a shared cache only; 0.15-0.2 s at 12,000 pending, in the cycle's total but no phase's).
+    publish(built.snapshot, plan, now, observation.clock_speed if observation.clock_speed > 0 else 1.0)
     report.total_ms = (time.perf_counter() - started) * 1000
     ended = datetime.fromtimestamp(observation.observed_at + report.total_ms / 1000, tz=UTC)
     cycle_stats_record(observation=observation, phases_s=phases_s, decisions=report.decisions, at=ended)
@@ -161,7 +176,9 @@ def cycle_run(
 
 def _requeue_refused(result: ApplyResult, at: datetime) -> list[str]:
     """Binds the cluster refused (a node went, a device was taken) go back to the queue at once."""
-    requeued = []
+    requeued: list[str] = []
+    if not result.refused:
+        return requeued
     with transaction.atomic():
         for op, message in result.refused:
             job = Job.objects.select_for_update().filter(pk=int(op.request.job), state=JobState.RUNNING).first()
@@ -175,7 +192,10 @@ def _moves_refused(result: ApplyResult, at: datetime) -> tuple[list[str], list[s
     """Moves the cluster refused (a node went, a device was taken) are given up at once: the job keeps serving
     from its old placement. A refused move that re-applies the generation the job serves from (it holds nothing
     older) is a refused bind: the job goes back to the queue."""
-    given_up, requeued = [], []
+    given_up: list[str] = []
+    requeued: list[str] = []
+    if not result.moves_refused:
+        return given_up, requeued
     with transaction.atomic():
         for op, message in result.moves_refused:
             job = Job.objects.select_for_update().filter(pk=int(op.request.job), state=JobState.RUNNING).first()

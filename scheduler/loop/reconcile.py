@@ -62,6 +62,12 @@ The reads and writes are batched, so a cycle's queries do not grow with the runn
 read once for all of them (running jobs, live allocations, last checkpoints, drains, requeued jobs) and each
 kind of record written in one insert. Only a job whose state changes (it completed, failed, was lost or moved)
 costs its own writes, through the services that record that change.
+
+The work is proportional to change, too: every running job is read as a value tuple (its id, replicas and
+submission time) with the generations and nodes of its live allocations, which tell most jobs apart as *quiet* —
+one generation, every replica of it reported and none failed, gone or all succeeded, every node present, no drain:
+the table above has nothing to do for them (:func:`_quiet`). Only the others, few in a steady cycle, are loaded as
+model instances with their allocations (two queries for all of them), which the services and the operations take.
 """
 
 from __future__ import annotations
@@ -70,6 +76,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import NamedTuple
 
 from django.db import transaction
 from django.db.models import Max
@@ -88,7 +95,7 @@ from scheduler.core.model.vocabulary import EventType, EvictionReason, JobState
 from scheduler.gateways.protocol import JobObservation, Observation, ReplicaObservation, ReplicaPhase
 from scheduler.loop.apply import AbandonOp, EvictOp, Op, ReleaseOp, start_op
 from scheduler.loop.cordons import cordons_wanted
-from scheduler.loop.notice import Drain, drains_current, drains_record, notice_grace_s
+from scheduler.loop.notice import Drain, drains_record, drains_running, notice_grace_s
 
 log = logging.getLogger(__name__)
 
@@ -148,6 +155,21 @@ class _Requeued:
         return job_id in self._requeued
 
 
+class _RunningRow(NamedTuple):
+    """A running job as every cycle reads it: what tells a quiet job, and what its checkpoints are checked against."""
+
+    pk: int
+    replicas: int
+    submitted_at: datetime
+
+
+class _Held(NamedTuple):
+    """A live allocation as every cycle reads it: its generation and its node."""
+
+    generation: int
+    node: str
+
+
 @dataclass(frozen=True, slots=True)
 class _Context:
     """What every job's repair reads: the observation, the nodes present, the cycle's instant, the usual grace,
@@ -179,24 +201,35 @@ def reconcile(
     """
     repairs = Repairs()
     with transaction.atomic():
-        running = {
-            str(job.pk): job
-            for job in Job.objects.select_for_update().filter(state=JobState.RUNNING).select_related("team")
-        }
+        rows = (
+            Job.objects.select_for_update().filter(state=JobState.RUNNING).order_by().values_list(*_RunningRow._fields)
+        )
+        running = {str(row.pk): row for row in map(_RunningRow._make, rows)}
         present = frozenset(node.name for node in observation.nodes)
-        requeued = _Requeued(job.pk for job in running.values())
+        requeued = _Requeued(row.pk for row in running.values())
         context = _Context(observation, present, at, evict_grace_s, move_ready_s, requeued)
-        allocations: dict[int, list[Allocation]] = {}
-        for allocation in Allocation.objects.filter(job__state=JobState.RUNNING, ended_at__isnull=True).select_related(
-            "node"
-        ):
-            allocations.setdefault(allocation.job_id, []).append(allocation)
+        held: dict[int, list[_Held]] = {}
+        live = Allocation.objects.filter(job__state=JobState.RUNNING, ended_at__isnull=True).order_by()
+        for job_pk, generation, node in live.values_list("job_id", "generation", "node__name"):
+            held.setdefault(job_pk, []).append(_Held(generation, node))
         _checkpoints_record(running, observation, at, repairs, checkpoint_source)
         drains_record(observation=observation, at=at, evict_grace_s=evict_grace_s)
         repairs.ops.extend(cordons_wanted(observation))
-        drains = drains_current(job.pk for job in running.values())
-        for _job_id, job in sorted(running.items(), key=lambda item: int(item[0])):
-            _running_job(job, allocations.get(job.pk, []), drains.get(job.pk), context, repairs)
+        drains = drains_running() if running else {}  # the jobs read above, locked until this transaction ends
+        restless = sorted(
+            row.pk
+            for job_id, row in running.items()
+            if not _quiet(row, held.get(row.pk, []), observation.jobs.get(job_id), drains.get(row.pk), present)
+        )
+        if restless:
+            jobs = Job.objects.select_related("team").in_bulk(restless)
+            allocations: dict[int, list[Allocation]] = {}
+            for allocation in Allocation.objects.filter(job_id__in=restless, ended_at__isnull=True).select_related(
+                "node"
+            ):
+                allocations.setdefault(allocation.job_id, []).append(allocation)
+            for pk in restless:
+                _running_job(jobs[pk], allocations.get(pk, []), drains.get(pk), context, repairs)
         others = [job_id for job_id in observation.jobs if job_id not in running]
         states = dict(Job.objects.filter(pk__in=[int(j) for j in others if j.isdigit()]).values_list("pk", "state"))
         for job_id in sorted(others):
@@ -222,8 +255,28 @@ def reconcile(
     return repairs
 
 
+def _quiet(
+    row: _RunningRow, held: list[_Held], observed: JobObservation | None, drain: Drain | None, present: frozenset[str]
+) -> bool:
+    """Whether :func:`_running_job` has nothing to record nor apply for the job (module doc): no drain, live
+    allocations of one generation on nodes all present, at least its replicas reported, all of that generation,
+    none failed or gone, not all succeeded. Errs only towards "not quiet", which loads the job and decides as
+    always."""
+    if drain is not None or not held or observed is None:
+        return False
+    generation = held[0].generation
+    if any(h.generation != generation or h.node not in present for h in held):
+        return False
+    if any(replica.generation != generation for replica in observed.replicas):
+        return False
+    phases = observed.phases()
+    if not phases or phases <= {ReplicaPhase.SUCCEEDED} or phases & {ReplicaPhase.FAILED, ReplicaPhase.GONE}:
+        return False
+    return len(observed.replicas) >= row.replicas
+
+
 def _checkpoints_record(
-    running: dict[str, Job], observation: Observation, at: datetime, repairs: Repairs, source: str
+    running: dict[str, _RunningRow], observation: Observation, at: datetime, repairs: Repairs, source: str
 ) -> None:
     """A ``checkpointed`` event for every running job whose reported checkpoint advanced (module doc)."""
     reported: dict[int, tuple[datetime, JobObservation]] = {}
@@ -248,7 +301,7 @@ def _checkpoints_record(
         if job_pk not in recorded or checkpoint_at > recorded[job_pk]
     ]
     new = []
-    stepped: list[tuple[Job, CheckpointReport]] = []
+    stepped: list[tuple[_RunningRow, CheckpointReport]] = []
     for job_pk, checkpoint_at, observed in advanced:
         if observed.last_checkpoint_step is None:
             new.append(JobEvent(job_id=job_pk, type=EventType.CHECKPOINTED, at=checkpoint_at, details={}))

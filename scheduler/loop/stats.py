@@ -40,7 +40,8 @@ from scheduler.bridge.cycle_stats import (
 )
 from scheduler.core.model.vocabulary import EventType, JobState
 from scheduler.gateways.protocol import MigConfigState, Observation
-from scheduler.models import CycleStats, EtaHistory
+from scheduler.loop.eta_history import Changes, histories_create, histories_delete, histories_locked, histories_write
+from scheduler.models import CycleStats
 
 
 def histogram_add(histogram: Mapping[str, Any], value: float, bounds: Sequence[float]) -> dict[str, Any]:
@@ -109,20 +110,22 @@ def _notices(observation: Observation, before: Mapping[str, Any]) -> tuple[dict[
 
 def _eta_errors(now: float, cycle_s: float) -> list[float]:
     """Keep every pending job's estimates as they change; return the errors of the jobs that first started since
-    (module doc) and forget their estimates."""
+    (module doc) and forget their estimates. Only the histories whose estimate changed are written
+    (:mod:`scheduler.loop.eta_history`)."""
     pending = dict(Job.objects.filter(state=JobState.PENDING).values_list("pk", "eta_at"))
-    histories = {history.job_id: history for history in EtaHistory.objects.select_for_update()}
-    changed, created = [], []
+    histories = histories_locked()
+    changed: list[tuple[int, Changes]] = []
+    created: list[tuple[int, Changes]] = []
     for job_id, eta_at in pending.items():
         eta = eta_at.timestamp() if eta_at is not None else None
-        history = histories.get(job_id)
-        if history is None:
-            created.append(EtaHistory(job_id=job_id, changes=[[now, eta]]))
-        elif not history.changes or history.changes[-1][1] != eta:
-            history.changes.append([now, eta])
-            changed.append(history)
-    EtaHistory.objects.bulk_create(created)
-    EtaHistory.objects.bulk_update(changed, ["changes"])
+        changes = histories.get(job_id)
+        if changes is None:
+            created.append((job_id, [[now, eta]]))
+        elif not changes or changes[-1][1] != eta:
+            changes.append([now, eta])
+            changed.append((job_id, changes))
+    histories_create(created)
+    histories_write(changed)
     gone = [job_id for job_id in histories if job_id not in pending]
     if not gone:
         return []
@@ -140,10 +143,10 @@ def _eta_errors(now: float, cycle_s: float) -> list[float]:
         start, wait = first_start.timestamp(), (first_start - submitted_at).total_seconds()
         if wait <= cycle_s:
             continue
-        predicted = _shown_at(histories[job_id].changes, submitted_at.timestamp() + wait / 4)
+        predicted = _shown_at(histories[job_id], submitted_at.timestamp() + wait / 4)
         if predicted is not None:
             errors.append(abs(predicted - start) / wait)
-    EtaHistory.objects.filter(job_id__in=gone).delete()
+    histories_delete(gone)
     return errors
 
 

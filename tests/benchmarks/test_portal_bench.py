@@ -22,9 +22,11 @@ def test_bench_portal_prints_figures_and_rolls_back() -> None:
     assert payload["command"] == "python manage.py bench portal --pending 40 --repeat 1"
     labels = {t["label"]: t for t in payload["timings"]}
     assert {"queue page", "queue API", "dashboard page", "cluster page", "metrics scrape"} <= set(labels)
-    assert {"submit preview API, 1-GPU training", "submit preview API, 18 GiB inference"} <= set(labels)
+    previews = {"submit preview API, 1-GPU training", "submit preview API, 18 GiB inference"}
+    assert previews | {"submit preview API, no cycle state"} <= set(labels)
+    assert all(labels[label]["target_ms"] == 300.0 for label in previews)
     assert all(t["median_ms"] > 0 and t["queries"] > 0 for t in payload["timings"])
-    assert [c["claim"][:10] for c in payload["claims"]] == ["queue page", "dashboard "]
+    assert [c["claim"][:10] for c in payload["claims"]] == ["queue page", "dashboard ", "submit pre"]
     assert not Job.objects.exists() and not Team.objects.exists() and not Node.objects.exists()
     assert not UtilizationSample.objects.exists()
 

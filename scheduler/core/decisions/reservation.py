@@ -51,15 +51,18 @@ Reservations are planned anew every cycle from the running work's expected ends;
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
+from scheduler.core.decisions.choose import Choice
 from scheduler.core.decisions.preemption import NO_SHORTCUTS, fewest_victims, victims_remove
 from scheduler.core.model.cluster_state import ClusterState
 from scheduler.core.model.demand import DemandKind
 from scheduler.core.model.plan import Evict
 from scheduler.core.model.policy import Policy
+from scheduler.core.model.shape import Shape, placement_shape
 from scheduler.core.model.snapshot import Job, Request, Slot, Slots, Team
+from scheduler.core.model.tables import FORGET, Tables
 from scheduler.core.model.vocabulary import Priority
 from scheduler.core.placement.index import CapacityIndex
 from scheduler.core.placement.options import Option
@@ -155,6 +158,7 @@ class Reservations:
         now: float,
         frees_at: Callable[[Job, str], float],
         bound: Callable[[Slots], None],
+        tables: Tables = FORGET,
     ) -> None:
         self.state = state
         self.index = index
@@ -164,6 +168,9 @@ class Reservations:
         self.bound = bound
         self.made: list[Reservation] = []
         self._taken: set[GpuKey] = set()  # GPUs of the reservations made so far (rule 2)
+        # ((holder, its held GPUs), placement shape, or team and Shape.preemption) → the index's ``freed`` when
+        # the choice found no slots with that hold lifted (see backfill)
+        self._unplaced: dict[Hashable, int] = tables.table()
 
     def held(self) -> frozenset[GpuKey]:
         """Every GPU held now, by any reservation."""
@@ -252,21 +259,36 @@ class Reservations:
         self,
         job: Job,
         runtime_s: float,
-        place: Callable[[], Slots | None],
+        choose: Callable[[], Choice],
         borrowing: Callable[[Slots], bool],
     ) -> Slots | None:
         """Rule 4: a placement of ``job`` that uses the held GPUs of a reservation it may backfill, found by
-        ``place()`` (a placement on free capacity, admitted by the quota) with that reservation's hold lifted,
+        ``choose()`` (the choice on free capacity, :func:`~scheduler.core.decisions.choose.choose`: its ``slots``
+        are admitted by the quota) with that reservation's hold lifted,
         or None. ``borrowing(slots)``: would the job hold ``slots`` above its guarantee (asked with the hold
-        lifted). On success the hold keeps only the GPUs the placement leaves; the caller binds the job."""
+        lifted). On success the hold keeps only the GPUs the placement leaves; the caller binds the job.
+
+        Speed: when the choice found no slots with a hold lifted, it finds none with the same hold lifted until
+        capacity is freed (the index's ``freed``) — binding only takes capacity and adds usage, as for a failed
+        preemption (:mod:`scheduler.core.planning.cycle`, Speed) — for any job of the same placement shape when
+        nothing fitted (``best`` None: placement reads nothing else of a job), else for a job alike in what the
+        quota reads too (its team, and :attr:`Shape.preemption`)."""
         for position, reservation in enumerate(self.made):
             if not reservation.held or not may_ever_backfill(job, reservation, runtime_s, self.now):
                 continue
+            hold = (reservation.holder.id, reservation.held)
+            unfitted, refused = (hold, placement_shape(job)), (hold, job.team, Shape.of(job).preemption)
+            freed = self.index.freed
+            if self._unplaced.get(unfitted) == freed or self._unplaced.get(refused) == freed:
+                continue
             statement = self.state.begin()
             self.state.remove(reservation.holder.id)
-            slots = place()
+            choice = choose()
+            slots = choice.slots
             allowed = slots is not None and may_backfill(job, reservation, runtime_s, self.now, borrowing(slots))
             statement.rollback()
+            if slots is None:
+                self._unplaced[unfitted if choice.best is None else refused] = freed
             if slots is None or not allowed:
                 continue
             taken = {(slot.node, slot.gpu) for replica in slots for slot in replica}

@@ -331,6 +331,11 @@ class EtaEstimator:
         self._pools: dict[tuple[tuple[str, ...], str], _Profile] = {}
         self._answered: dict[tuple[str, ...], int] = {}  # jobs given a time, per GPU models (PROFILE_DEPTH)
 
+    def exhausted(self, models: tuple[str, ...]) -> bool:
+        """Has every time this estimator gives on ``models`` been given (:data:`PROFILE_DEPTH`)? Then
+        :meth:`capacity_eta` on them answers None from now on, whatever is asked before."""
+        return self._answered.get(models, 0) >= PROFILE_DEPTH
+
     def _changed(self, empty: float) -> float:
         return max(empty, self.soonest_change) + self.reconfigure_s
 

@@ -108,5 +108,23 @@ class Shape(NamedTuple):
 
 
 def placement_shape(job: Job) -> tuple[object, ...]:
-    """:attr:`Shape.placement` of ``job``: everything :func:`find_slots` depends on in it."""
-    return Shape.of(job).placement
+    """:attr:`Shape.placement` of ``job``: everything :func:`find_slots` depends on in it. Built directly, not
+    through :meth:`Shape.of`: a cycle asks it of every pending job several times (hundreds of thousands of times
+    at 5,000 nodes), and the whole shape's named tuple costs more than the projection
+    (``tests/scheduler/core/model/test_shape.py`` checks the two agree)."""
+    return (
+        request_key(job.request),
+        job.kind,
+        job.gpu_model,
+        job.tier,
+        job.priority == Priority.PRODUCTION,
+        job.replicas,
+        job.cpu_milli,
+        job.memory_mib,
+    )
+
+
+def sizing_shape(job: Job) -> tuple[object, ...]:
+    """:attr:`Shape.demand` of ``job`` (what right-sizing and tier routing read), built directly as
+    :func:`placement_shape` is: a job's options are looked up by it several times per turn."""
+    return (request_key(job.request), job.kind, job.gpu_model, job.tier, job.priority == Priority.PRODUCTION)

@@ -15,7 +15,7 @@ from typing import cast
 from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.model.demand import Demand, DemandKind
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.shape import Shape
+from scheduler.core.model.shape import sizing_shape
 from scheduler.core.model.snapshot import Job
 from scheduler.core.placement.index import CapacityIndex, Group
 from scheduler.core.rules.tiers import tier_rank
@@ -55,7 +55,7 @@ def model_order(model: str) -> tuple[int, str]:
 
 def options_for(index: CapacityIndex, job: Job, policy: Policy) -> tuple[Option, ...]:
     """The job's options on the index's ready nodes, sorted by (tier rank, kind, model rank, group)."""
-    key = ("options", Shape.of(job).demand)
+    key = ("options", sizing_shape(job))
     cached = stored_answer(index, key, policy)
     if cached is not None:
         return cast(tuple[Option, ...], cached)

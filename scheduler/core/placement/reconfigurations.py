@@ -199,6 +199,9 @@ class Reconfigurations:
         promised to it: a change under way that offers its profile covers it, so it asks for no second one."""
         pending_mig: list[tuple[Job, Demand]] = []
         pending_whole: list[tuple[Job, Demand]] = []
+        # What a job wants reads of it only its options, its team, whether it is preemptible or production, and
+        # its replicas, and nothing this loop does changes a team's usage: kept per those.
+        wants: dict[Hashable, tuple[bool, Demand] | None] = self.index.tables.table()
         for job in order:
             blocker = self.blockers.get(job.id)
             if blocker is None or blocker.kind not in (BlockerKind.CAPACITY, BlockerKind.NOT_READY):
@@ -206,14 +209,10 @@ class Reconfigurations:
             with Evaluating(job.id):  # isolation: a job whose wants cannot be worked out fails alone
                 if self._claim(job, self._units(job), partial=False):
                     continue
-                options = options_for(self.index, job, self.policy)
-                mig = next((o for o in options if o.demand.kind == DemandKind.MIG), None)
-                whole = next((o for o in options if o.demand.kind == DemandKind.WHOLE), None)
-                if mig is not None:
-                    if self._would_admit(job, mig):
-                        pending_mig.append((job, mig.demand))
-                elif whole is not None and self._would_admit(job, whole):
-                    pending_whole.append((job, whole.demand))
+                key = (job.team, job.preemptible, job.priority == Priority.PRODUCTION, placement_shape(job))
+                want = wants[key] if key in wants else wants.setdefault(key, self._wants(job))
+                if want is not None:
+                    (pending_mig if want[0] else pending_whole).append((job, want[1]))
         # Nodes production changed this cycle count against the budget (they were ready when it was taken).
         budget = self._budget - len({change.node for change in self.changes})
         while budget > 0 and (pending_mig or pending_whole):
@@ -240,6 +239,18 @@ class Reconfigurations:
             budget -= 1
             moving = self._uncovered(moving)
         return self.changes
+
+    def _wants(self, job: Job) -> tuple[bool, Demand] | None:
+        """The demand a job no free capacity took asks a reconfiguration for — (True, its preferred MIG demand), else
+        (False, its preferred whole-GPU demand) — when its quota would admit it; None otherwise."""
+        options = options_for(self.index, job, self.policy)
+        mig = next((o for o in options if o.demand.kind == DemandKind.MIG), None)
+        whole = next((o for o in options if o.demand.kind == DemandKind.WHOLE), None)
+        if mig is not None:
+            return (True, mig.demand) if self._would_admit(job, mig) else None
+        if whole is not None and self._would_admit(job, whole):
+            return (False, whole.demand)
+        return None
 
     def _uncovered(self, oversized: Sequence[tuple[Job, Demand]]) -> list[tuple[Job, Demand]]:
         """The running jobs of ``oversized`` no change (under way or made this cycle) offers a free instance of

@@ -98,17 +98,18 @@ from scheduler.core.model.shape import placement_shape
 from scheduler.core.model.snapshot import Job, Snapshot
 from scheduler.core.model.vocabulary import BlockerKind, Priority
 from scheduler.core.placement.mix import observe
-from scheduler.core.placement.options import options_for
+from scheduler.core.placement.options import Option, options_for
 from scheduler.core.planning.run import Run, live_index
 from scheduler.core.planning.steps import Turn, steps_for, take_turn
 from scheduler.core.rules.fairshare import job_class
 from scheduler.core.rules.limits import Admission
 from scheduler.core.sizing.rightsize import resolve
+from scheduler.core.speedups.focus import Focus
 from scheduler.core.speedups.memo import Memo, current_memo
 from scheduler.core.speedups.switch import fair_share, indexed_state
 
 # rejection_reason: the question a submit asks (screening), over a NodeCensus when it asks for many jobs.
-__all__ = ["NodeCensus", "plan_cycle", "rejection_reason"]
+__all__ = ["NodeCensus", "plan_cycle", "plan_for", "rejection_reason"]
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +121,15 @@ def plan_cycle(snapshot: Snapshot, policy: Policy, now: float, *, speedups: bool
         return _plan_isolated(snapshot, policy, now)
 
 
-def _plan_isolated(snapshot: Snapshot, policy: Policy, now: float) -> Plan:
+def plan_for(snapshot: Snapshot, policy: Policy, now: float, job_id: str, *, speedups: bool = True) -> Plan:
+    """:func:`plan_cycle` when only pending job ``job_id``'s answer is wanted (its bind, rejection or waiting):
+    with the speed-ups on, the plan is right about that job only and skips what cannot change its answer
+    (:mod:`scheduler.core.speedups.focus`); off, it is the whole plan."""
+    with Memo(speedups).current():
+        return _plan_isolated(snapshot, policy, now, job_id)
+
+
+def _plan_isolated(snapshot: Snapshot, policy: Policy, now: float, focus: str | None = None) -> Plan:
     """:func:`_plan`, again without each pending job whose evaluation raised (:mod:`isolation`).
 
     A job is planned around alone; when a second job of the same placement shape fails too, every pending
@@ -131,7 +140,7 @@ def _plan_isolated(snapshot: Snapshot, policy: Policy, now: float) -> Plan:
     by_id = {job.id: job for job in snapshot.pending}
     while True:
         try:
-            plan = _plan(snapshot, policy, now)
+            plan = _plan(snapshot, policy, now, focus)
         except JobFailed as failure:
             job = by_id.get(failure.job_id)
             if job is None or failure.job_id in failed:
@@ -155,8 +164,9 @@ def _plan_isolated(snapshot: Snapshot, policy: Policy, now: float) -> Plan:
         return replace(plan, rejections=tuple(sorted(plan.rejections + isolated, key=lambda r: r.job)))
 
 
-def _plan(snapshot: Snapshot, policy: Policy, now: float) -> Plan:
+def _plan(snapshot: Snapshot, policy: Policy, now: float, focus_id: str | None = None) -> Plan:
     memo = current_memo()  # the one switch: plain rules, or the rules wrapped by the speed-ups
+    focus = Focus(focus_id, memo)
     state = indexed_state(snapshot, now, memo)
     fairness = fair_share(snapshot.teams, state, policy, memo)
     pending, rejections = screen(snapshot, state, policy)
@@ -166,6 +176,10 @@ def _plan(snapshot: Snapshot, policy: Policy, now: float) -> Plan:
     turns = _Turns(run)
     for job in fairness.iter_pending(pending, now):
         turns.take(job)
+        focus.took(job.id)
+        if focus.bound(run.blockers):  # nothing later undoes its bind (speedups.focus)
+            evictions = tuple(run.evictions + run.reconfigurations.evictions)
+            return Plan(evictions=evictions, binds=tuple(run.binds), rejections=tuple(rejections))
     # Consolidation after every pending turn and after the reconfigurations (module doc, step 4a).
     movable = consolidation.candidates(state, policy, now)
     oversized = consolidation.demand(state, index, movable, policy) if policy.consolidation_reconfigures else []
@@ -176,7 +190,7 @@ def _plan(snapshot: Snapshot, policy: Policy, now: float) -> Plan:
         reconfigurations=tuple(reconfigurations),
         binds=tuple(run.binds),
         rejections=tuple(rejections),
-        waiting=tuple(_Explanation(run).waiting()),
+        waiting=tuple(_Explanation(run).waiting(focus)),
         moves=tuple(moves),
     )
 
@@ -236,9 +250,13 @@ class _Explanation:
 
     def __init__(self, run: Run) -> None:
         self.run = run
+        # Nothing changes while the cycle explains, and the quota reads of a job only its team, whether it is
+        # preemptible or production, and its options' units: its refusal now is remembered per that key.
+        self._refusals: dict[Hashable, Admission | None] = current_memo().table()
 
-    def waiting(self) -> list[Waiting]:
-        """Every job that took a turn and was not bound, in the order the cycle took them."""
+    def waiting(self, focus: Focus) -> list[Waiting]:
+        """Every job that took a turn and was not bound, in the order the cycle took them (up to the focus job's
+        explanation, when the cycle has one: :mod:`scheduler.core.speedups.focus`)."""
         run = self.run
         bound = {b.job for b in run.binds}
         holders = {reservation.holder.id for reservation in run.reservations.made}
@@ -258,12 +276,42 @@ class _Explanation:
         # class, is worked out once.
         needs: dict[Hashable, tuple[Demand | None, tuple[str, ...], int, str, str]] = {}
         standings: dict[tuple[str, str], str] = {}
+        replay = self._replay_of(focus, bound, needs)  # the GPU models the focus job's ETA replays on, if any
+        position = 0
         for job in run.order:
             if job.id in bound:
                 continue
+            position += 1
+            if focus.passes(job.id, replay, estimator):  # nothing this job's explanation does reaches the focus's
+                team_positions[job.team] = team_positions.get(job.team, 0) + 1
+                continue
             with Evaluating(job.id):
-                waiting.append(self._explain(job, len(waiting) + 1, team_positions, needs, standings, estimator))
+                waiting.append(self._explain(job, position, team_positions, needs, standings, estimator))
+            if focus.last(job.id):
+                break
         return waiting
+
+    def _replay_of(
+        self,
+        focus: Focus,
+        bound: set[str],
+        needs: dict[Hashable, tuple[Demand | None, tuple[str, ...], int, str, str]],
+    ) -> tuple[str, ...] | None:
+        """The GPU models on which the focus job's explanation asks the ETA replay (:meth:`_explain`: a job
+        blocked by capacity or holding a reservation, with units), None when it asks none or the cycle has no
+        focus job waiting."""
+        run = self.run
+        if focus.job is None or focus.job in bound or focus.job not in run.blockers:
+            return None
+        if run.blockers[focus.job].kind not in (BlockerKind.CAPACITY, BlockerKind.RESERVED):
+            return None
+        job = next(j for j in run.order if j.id == focus.job)
+        shape = placement_shape(job)
+        demand, model, models = self._demand(job)
+        units = demand_units(demand, model) * job.replicas if demand is not None else 0
+        kind = demand_shape(demand) if demand is not None else ""
+        needs[shape] = (demand, models, units, need_text(job, demand, models), kind)
+        return models if units else None
 
     def _explain(
         self,
@@ -319,12 +367,20 @@ class _Explanation:
         quota admits it now — most — costs one cached admission per option."""
         run = self.run
         options = options_for(run.index, job, run.policy)
-        refusal = run.quota_refusal(job, options)
+        refusal = self._quota_refusal(job, options)
         if refusal is None:
             return None
         eta = estimator.capacity_eta(models, kind, units, runtime_s, claim=False, later=True)
         if eta is not None and run.admits_at(job, options, run.now + eta):
             return None
+        return refusal
+
+    def _quota_refusal(self, job: Job, options: tuple[Option, ...]) -> Admission | None:
+        """:meth:`Run.quota_refusal` of ``job`` on ``options`` (its options now), remembered per what it reads."""
+        key = (job.team, job.preemptible, job.priority == Priority.PRODUCTION, placement_shape(job))
+        if key in self._refusals:
+            return self._refusals[key]
+        refusal = self._refusals[key] = self.run.quota_refusal(job, options)
         return refusal
 
     def _demand(self, job: Job) -> tuple[Demand | None, str, tuple[str, ...]]:

@@ -2,14 +2,16 @@
 runs — the answer the submit page and the ``rightsize`` API give before anything is written.
 
 The job is added to the snapshot's pending work (behind the jobs already there, as a new submission is) and the
-cycle is planned exactly as the loop plans it (:func:`scheduler.core.planning.cycle.plan_cycle`). When the plan binds
-the
-job, that placement is the answer (``starts``). A MIG job often cannot bind at once: once its demand has been
-unmet for ``policy.reconfiguration_hysteresis_cycles`` cycles, the engine changes an idle GPU's layout to cut the
-slice, and binds on a later cycle. So while the job waits for a MIG instance — its demand still younger than the
-hysteresis, or a reconfiguration planned, under way or held for the next cycle — the preview applies the plan (the
-layouts as planned, the binds as running work, the evictions requeued), moves the clock to the next cycle or to
-when the changes are done, and plans again, up to ``hysteresis + 3`` cycles (``after-mig-change``). Any other
+cycle is planned exactly as the loop plans it (:func:`scheduler.core.planning.cycle.plan_cycle`), through
+:func:`~scheduler.core.planning.cycle.plan_for`: with the speed-ups on, the cycle stops once the job is bound and
+explains no job taken after it (:mod:`scheduler.core.speedups.focus`: nothing there changes its answer). When
+the plan binds the job, that placement is the answer (``starts``). A MIG job often cannot bind at once: once its
+demand has been unmet for ``policy.reconfiguration_hysteresis_cycles`` cycles, the engine changes an idle GPU's
+layout to cut the slice, and binds on a later cycle. So while the job waits for a MIG instance — its demand still
+younger than the hysteresis, or a reconfiguration planned, under way or held for the next cycle — the preview
+applies the plan (the layouts as planned, the binds as running work, the evictions requeued), moves the clock to
+the next cycle or to when the changes are done, and plans again, up to ``hysteresis + 3`` cycles
+(``after-mig-change``). Any other
 wait is the answer (``waits``, with the engine's reason and start estimate), as is a rejection (``never``).
 
 Other pending jobs are planned too, so a job behind a queue is told it waits. What the preview cannot know is
@@ -27,7 +29,7 @@ from scheduler.core.model.policy import Policy
 from scheduler.core.model.snapshot import Job, MigLayout, Node, Running, Slots, Snapshot
 from scheduler.core.model.vocabulary import BlockerKind
 from scheduler.core.placement.offers import offers
-from scheduler.core.planning.cycle import plan_cycle
+from scheduler.core.planning.cycle import plan_for
 
 # Cycles planned beyond the hysteresis: one that changes a layout, one that binds, and one more for a change
 # that follows when the first one's slice went to a job ahead. A job still waiting then waits for something else.
@@ -52,15 +54,16 @@ class Preview:
     eta_s: float | None = None  # when it waits: the engine's start estimate, seconds from now, if it has one
 
 
-def preview(snapshot: Snapshot, job: Job, policy: Policy, now: float) -> Preview:
-    """The engine's answer for ``job`` submitted at ``now`` on ``snapshot`` (module doc)."""
+def preview(snapshot: Snapshot, job: Job, policy: Policy, now: float, *, speedups: bool = True) -> Preview:
+    """The engine's answer for ``job`` submitted at ``now`` on ``snapshot`` (module doc). ``speedups=False``:
+    every cycle planned whole by the plain rules — the same answer, found slower."""
     candidate = replace(job, id=PREVIEW_JOB, submitted_at=now)
     state = replace(snapshot, pending=(*snapshot.pending, candidate))
     at = planned_at = now
     evictions = 0
     wants_mig = any(offer.demand.kind == DemandKind.MIG for offer in offers(candidate, snapshot.nodes, policy))
     for _ in range(policy.reconfiguration_hysteresis_cycles + EXTRA_ROUNDS):
-        plan = plan_cycle(state, policy, at)
+        plan = plan_for(state, policy, at, PREVIEW_JOB, speedups=speedups)
         evictions += sum(1 for evict in plan.evictions if evict.by == PREVIEW_JOB)
         bind = next((b for b in plan.binds if b.job == PREVIEW_JOB), None)
         if bind is not None:

@@ -31,7 +31,7 @@ from scheduler.core.rules.fairshare import FairShare, job_class
 from scheduler.core.rules.limits import Admission, placement_units
 from scheduler.core.rules.search_bound import counts, may_search
 from scheduler.core.speedups.memo import current_memo
-from scheduler.core.speedups.switch import reservations, team_candidates, team_placed
+from scheduler.core.speedups.switch import reservations, team_candidates, usage_ahead
 from scheduler.core.speedups.trial import TrialPlacement
 from scheduler.core.speedups.wholetrial import WholeGpuTrial
 
@@ -73,9 +73,9 @@ class Run:
             state, fairness, policy, now, self.frees_at, self.expected_end, self.reconfigurations.bound, current_memo()
         )
         self._preempt_failed: dict[Hashable, int] = current_memo().table()
-        self._team_placed = team_placed(state, current_memo())
         self._victims = self._new_victims()  # told of the nodes each reconfiguration closes
         self._victims_at = 0  # len(self.reconfigurations.changes) when it was last told
+        self._ahead = usage_ahead(state, self.expected_end, current_memo())
 
     def enter(self, job: Job) -> None:
         """``job`` takes its first turn: it joins the order, and its place in its team's order decides whether it
@@ -170,18 +170,26 @@ class Run:
     def admits_at(self, job: Job, options: Sequence[Option], at: float) -> bool:
         """Does the quota admit ``job`` on one of ``options`` at ``at``, once the work of its team expected to end
         by then has ended (:mod:`reservation`, rule 1)? Its own work ending is what frees its GPUs and its quota."""
-        usage = dict(self.state.usage.get(job.team, {}))
-        firm = dict(self.state.firm_usage.get(job.team, {}))
-        for job_id, slots in self._team_placed(job.team):  # every placed job, or the team's (a speed-up)
+        usage, firm = self.usage_at(job.team, at)
+        holdings = (option_units(job, option) for option in options)
+        return any(self.fairness.admit(job, held, usage=usage, firm_usage=firm).ok for held in holdings)
+
+    def usage_at(self, team: str, at: float) -> tuple[dict[str, int], dict[str, int]]:
+        """The usage and the non-preemptible usage of ``team`` once its placed work expected to end by ``at`` has
+        ended (by :class:`~scheduler.core.speedups.ahead.UsageAhead` while the speed-ups are on)."""
+        if self._ahead is not None:
+            return self._ahead(team, at)
+        usage = dict(self.state.usage.get(team, {}))
+        firm = dict(self.state.firm_usage.get(team, {}))
+        for job_id, slots in self.state.placed.items():
             placed = self.state.jobs.get(job_id)
-            if placed is None or placed.team != job.team or self.expected_end(job_id) > at:
+            if placed is None or placed.team != team or self.expected_end(job_id) > at:
                 continue
             for gpu_class, units in placement_units(self.state, slots).items():
                 usage[gpu_class] = usage.get(gpu_class, 0) - units
                 if not placed.preemptible:
                     firm[gpu_class] = firm.get(gpu_class, 0) - units
-        holdings = (option_units(job, option) for option in options)
-        return any(self.fairness.admit(job, held, usage=usage, firm_usage=firm).ok for held in holdings)
+        return usage, firm
 
     def expected_end(self, job_id: str) -> float:
         """When a placed job is expected to end (:mod:`reservation`, rule 5): never before the next cycle."""

@@ -39,10 +39,11 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from scheduler.core.decisions.choose import Choice
 from scheduler.core.decisions.choose import choose as choose_placement
 from scheduler.core.decisions.reservation import expected_runtime, take_back, would_reserve
 from scheduler.core.model.explain import Blocker
-from scheduler.core.model.snapshot import Job
+from scheduler.core.model.snapshot import Job, Slots
 from scheduler.core.model.vocabulary import BlockerKind, Priority
 from scheduler.core.placement.fallback import fallback_slots, whole_gpu_options, whole_gpu_slots
 from scheduler.core.placement.options import Option
@@ -111,11 +112,17 @@ def backfill(run: Run, turn: Turn) -> bool:
     if turn.admission is not None:
         return False
     job = turn.job
-    place = lambda: choose_placement(run.state, run.fairness, job, run.policy).slots  # noqa: E731
+
+    def choice() -> Choice:
+        return choose_placement(run.state, run.fairness, job, run.policy)
+
+    def place() -> Slots | None:
+        return choice().slots
+
     if run.reservations.made:
         runtime_s = expected_runtime(job, run.fairness.teams.get(job.team), run.policy)
         slots = run.reservations.backfill(
-            job, runtime_s, place, lambda held: run.fairness.admit(job, placement_units(run.state, held)).borrowing
+            job, runtime_s, choice, lambda held: run.fairness.admit(job, placement_units(run.state, held)).borrowing
         )
         if slots is not None:
             run.bind(job, slots)

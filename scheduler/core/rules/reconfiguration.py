@@ -55,7 +55,7 @@ from scheduler.core.model.cluster_state import ClusterState, Gpu
 from scheduler.core.model.demand import Demand, DemandKind
 from scheduler.core.model.plan import Reconfigure
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.shape import Shape
+from scheduler.core.model.shape import sizing_shape
 from scheduler.core.model.snapshot import Job, MigLayout
 from scheduler.core.rules.tiers import allowed_tiers
 from scheduler.core.sizing.layouts import maximal_layouts
@@ -220,7 +220,7 @@ def _by_shape(jobs: Iterable[Job]) -> list[tuple[Job, int]]:
     replicas: dict[tuple[object, ...], int] = {}
     first: dict[tuple[object, ...], Job] = {}
     for job in jobs:
-        shape = Shape.of(job).demand
+        shape = sizing_shape(job)
         replicas[shape] = replicas.get(shape, 0) + job.replicas
         first.setdefault(shape, job)
     return [(first[shape], count) for shape, count in replicas.items()]

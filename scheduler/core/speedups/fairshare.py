@@ -4,7 +4,9 @@ kept for the cycle and its guarantee fill resumed (:mod:`.fill`), behind the sam
 A cycle asks fair share the same questions again and again while little changes: quotas per team, the fewest
 units a job of one size could hold, admission of one holding while the team's usage stands still, a running job's
 units and slot nodes (fixed for the cycle), the team's running jobs still placed and the borrowed ones among them
-(changed only by evictions and their undo). Each answer here is kept in a table of the cycle's memo, keyed or
+(changed only by evictions and their undo), and a team's standing in the fair order — its borrowed share and
+whether a head of a given size fits its guarantee — while its usage stands still (a turn that binds nothing leaves
+it so, and the team's next job is keyed at once). Each answer here is kept in a table of the cycle's memo, keyed or
 stamped by what it depends on, so an answer handed out is the rule's answer now. The cycle builds this class
 while the speed-ups are on (:mod:`.switch`); ``tests/scheduler/core/speedups/test_speedups.py`` compares the plans.
 """
@@ -19,7 +21,7 @@ from scheduler.core.model.shape import Shape
 from scheduler.core.model.snapshot import Job, Team
 from scheduler.core.model.tables import Tables
 from scheduler.core.model.vocabulary import Priority
-from scheduler.core.rules.fairshare import FairShare, Holding
+from scheduler.core.rules.fairshare import FairShare, Holding, job_class
 from scheduler.core.rules.limits import Admission, GuaranteeFill, Limits
 from scheduler.core.speedups.fill import FillResume
 
@@ -44,6 +46,9 @@ class RememberingFairShare(FairShare):
         self._slot_nodes: dict[str, tuple[tuple[str, bool], ...]] = tables.table()
         self._fill_cache: dict[str, tuple[int, tuple[tuple[str, int], ...]]] = tables.table()
         self._resume = FillResume(tables)  # where the next fill of a team resumes
+        # Per team, and per (team, fewest units, class): (the team's usage as a tuple, the answer).
+        self._borrowed_shares: dict[str, tuple[tuple[tuple[str, int], ...], float]] = tables.table()
+        self._fits: dict[tuple[str, int, str], tuple[tuple[tuple[str, int], ...], bool]] = tables.table()
 
     # -- quotas: fixed for the cycle ---------------------------------------------------------------------
 
@@ -91,6 +96,31 @@ class RememberingFairShare(FairShare):
         allowed = super().admitted(job, holdings)
         self._admitted[key] = (stamp, allowed)
         return allowed
+
+    # -- order: a team's standing, kept while its usage stands still ------------------------------------------
+
+    def borrowed_share(self, team: str) -> float:
+        """Asked whenever the team's next job is keyed (rule 3): most of the time its last job did not bind, and
+        its usage, all the share reads besides the cycle's fixed capacity and quotas, is what it was."""
+        stamp = self._usage_stamp(team)
+        cached = self._borrowed_shares.get(team)
+        if cached is None or cached[0] != stamp:
+            cached = self._borrowed_shares[team] = (stamp, super().borrowed_share(team))
+        return cached[1]
+
+    def fits_guarantee(self, team: str, head: Job) -> bool:
+        """Reads of ``head`` only the fewest units it could hold and its class; kept per those while the team's
+        usage stands still."""
+        key = (team, self.need_units(head), job_class(head))
+        stamp = self._usage_stamp(team)
+        cached = self._fits.get(key)
+        if cached is None or cached[0] != stamp:
+            cached = self._fits[key] = (stamp, super().fits_guarantee(team, head))
+        return cached[1]
+
+    def _usage_stamp(self, team: str) -> tuple[tuple[str, int], ...]:
+        usage = self.state.usage.get(team)
+        return tuple(usage.items()) if usage else ()
 
     # -- running and borrowed work: fixed per running job, and per the team's running jobs still placed -----
 

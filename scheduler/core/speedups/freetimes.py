@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from scheduler.core.decisions.reservation import GpuKey, Reservations
 from scheduler.core.model.policy import Policy
 from scheduler.core.model.snapshot import Job, Slots
+from scheduler.core.model.tables import FORGET, Tables
 from scheduler.core.model.vocabulary import PRIORITY_INDEX, Priority
 from scheduler.core.placement.index import CapacityIndex, IndexedClusterState
 from scheduler.core.rules.eviction import fresh_until
@@ -89,8 +90,9 @@ class KeptReservations(Reservations):
         bound: Callable[[Slots], None],
         expected_end: Callable[[str], float],
         fairness: FairShare,
+        tables: Tables = FORGET,
     ) -> None:
-        super().__init__(state, index, policy, now, frees_at, bound)
+        super().__init__(state, index, policy, now, frees_at, bound, tables)
         self.expected_end = expected_end
         self.fairness = fairness
         self._version = -1

@@ -6,14 +6,14 @@ builds them here instead, handing them its :class:`~.memo.Memo` as their cache t
 own interface: fair share that remembers its answers and resumes its fill
 (:class:`~.fairshare.RememberingFairShare`), the idle classes the capacity index keeps for reconfiguration
 (:class:`~.idle.IdleClasses`) and the memory of each team's eviction candidates the preemption search reads
-(:class:`~.victims.Victims`), and the reservations' search that keeps each node's expected-free times
-(:class:`~.freetimes.KeptReservations`) and the placed jobs filed by team that the quota's look-ahead reads
-(:class:`~.teamplaced.TeamPlaced`). Disabled, the cycle gets the plain rules, whose tables forget.
+(:class:`~.victims.Victims`), each team's usage at a later time kept while nothing is placed or taken
+(:class:`~.ahead.UsageAhead`), and the reservations' search that keeps each node's expected-free times
+(:class:`~.freetimes.KeptReservations`). Disabled, the cycle gets the plain rules, whose tables forget.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 
 from scheduler.core.decisions.preemption import TeamCandidates
 from scheduler.core.decisions.reservation import Reservations
@@ -21,11 +21,11 @@ from scheduler.core.model.policy import Policy
 from scheduler.core.model.snapshot import Job, Slots, Snapshot, Team
 from scheduler.core.placement.index import IndexedClusterState
 from scheduler.core.rules.fairshare import FairShare
+from scheduler.core.speedups.ahead import UsageAhead
 from scheduler.core.speedups.fairshare import RememberingFairShare
 from scheduler.core.speedups.freetimes import KeptReservations
 from scheduler.core.speedups.idle import IdleClasses
 from scheduler.core.speedups.memo import Memo
-from scheduler.core.speedups.teamplaced import TeamPlaced, every_placed
 from scheduler.core.speedups.victims import Victims
 
 
@@ -65,13 +65,12 @@ def reservations(
     index = state.index
     assert index is not None
     if memo.enabled:
-        return KeptReservations(state, index, policy, now, frees_at, bound, expected_end, fairness)
-    return Reservations(state, index, policy, now, frees_at, bound)
+        return KeptReservations(state, index, policy, now, frees_at, bound, expected_end, fairness, memo)
+    return Reservations(state, index, policy, now, frees_at, bound, memo)
 
 
-def team_placed(state: IndexedClusterState, memo: Memo) -> Callable[[str], Iterable[tuple[str, Slots]]]:
-    """What the quota's look-ahead scans for a team's placed jobs: filed by team while ``memo`` is on, and every
-    placed job off."""
-    if memo.enabled:
-        return TeamPlaced(state).of
-    return lambda team: every_placed(state, team)
+def usage_ahead(state: IndexedClusterState, expected_end: Callable[[str], float], memo: Memo) -> UsageAhead | None:
+    """Each team's usage at a later time for the cycle's quota questions ahead: kept per index version while
+    ``memo`` is on; None off, and the run walks its placed work per question
+    (:meth:`~scheduler.core.planning.run.Run.usage_at`)."""
+    return UsageAhead(state, expected_end, memo) if memo.enabled else None

@@ -11,6 +11,7 @@ from jobs.errors import CheckpointInvalid, JobStateError
 from jobs.models import Job
 from jobs.services.checkpoints import CheckpointReport, checkpoint_record
 from microcosm_checkpoint.manifest import file_name
+from scheduler.gateways.simulated.pods import Pod
 from scheduler.models import SimulatedPod
 
 log = logging.getLogger(__name__)
@@ -23,7 +24,7 @@ class SimulatedCheckpoint:
     path: str  # <CHECKPOINT_DIR>/step-NNNNNNNNN.ckpt; "" for a pod without a checkpoint directory
 
 
-def checkpoint_of(pod: SimulatedPod, at: datetime, work_s: float) -> SimulatedCheckpoint:
+def checkpoint_of(pod: Pod, at: datetime, work_s: float) -> SimulatedCheckpoint:
     """The checkpoint ``pod`` saved at ``at`` holding ``work_s`` virtual seconds of work."""
     step = int(work_s + 1e-6)  # whole seconds, robust to the last bit of a float sum (600.0000000001 is 600)
     path = f"{pod.checkpoint_dir}/{file_name(step)}" if pod.checkpoint_dir else ""

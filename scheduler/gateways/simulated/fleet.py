@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Protocol
 
 from django.db import transaction
 from django.utils import timezone
@@ -39,7 +39,18 @@ from scheduler.gateways.simulated.batch import Batch
 from scheduler.gateways.simulated.binds import BindView
 from scheduler.gateways.simulated.checkpoints import SimulatedCheckpoint, checkpoint_of, checkpoint_report
 from scheduler.gateways.simulated.lifecycle import replica_lifecycle
-from scheduler.models import Gpu, Node, SimulatedNodeState, SimulatedPod, SimulatedProgress
+from scheduler.gateways.simulated.pods import Pod, PodRow, pod_rows
+from scheduler.models import (
+    Gpu,
+    Node,
+    NodeFacts,
+    SimulatedNodeState,
+    SimulatedPod,
+    SimulatedProgress,
+    gpu_layouts,
+    node_facts,
+    node_observation,
+)
 
 # How hard each kind of work drives the GPUs it holds, for the utilization graphs: training saturates,
 # inference idles between requests. Made-up but stable figures: the simulated fleet has no real load.
@@ -75,6 +86,41 @@ class FleetSettings:
         if unknown:
             raise ValueError(f"unknown simulated fleet settings: {', '.join(prefix + k for k in unknown)}")
         return cls(**picked)
+
+
+class NodeKey(Protocol):
+    """What the walk's steps read of a node: a :class:`~scheduler.models.Node` or its :class:`NodeFacts`."""
+
+    @property
+    def pk(self) -> int: ...
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def tier(self) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Walk:
+    """What one walk over the fleet read (:meth:`SimulatedFleet._walk`): the states as it left them."""
+
+    live: list[str]  # the nodes whose MIG reconfiguration went live
+    nodes: list[NodeFacts]  # every node, by name
+    states: dict[int, SimulatedNodeState]  # node id -> its state (every node has one after the walk)
+
+
+def _state_values(state: SimulatedNodeState) -> tuple[Any, ...]:
+    """A state's columns, ``interruptions_checked_at`` last."""
+    return (
+        state.notice_at,
+        state.gone_at,
+        state.back_at,
+        state.mig_desired,
+        state.mig_since,
+        state.mig_ready_at,
+        state.interruptions_checked_at,
+    )
 
 
 class SimulatedFleet:
@@ -130,11 +176,11 @@ class SimulatedFleet:
     def _virtual(self, real: timedelta) -> float:
         return max(real.total_seconds(), 0.0) * self.settings.speed
 
-    def _work_end(self, pod: SimulatedPod, now: datetime, gone_at: datetime | None) -> datetime:
+    def _work_end(self, pod: Pod, now: datetime, gone_at: datetime | None) -> datetime:
         """When the pod stopped working: now, or when its node went, or when it was asked to stop."""
         return min(t for t in (now, gone_at, pod.stop_requested_at) if t is not None)
 
-    def _work_done(self, pod: SimulatedPod, now: datetime, gone_at: datetime | None) -> float:
+    def _work_done(self, pod: Pod, now: datetime, gone_at: datetime | None) -> float:
         return pod.work_start_s + self._virtual(self._work_end(pod, now, gone_at) - pod.bound_at)
 
     # -- what happens by itself ------------------------------------------------------------------------------
@@ -143,21 +189,41 @@ class SimulatedFleet:
         """Let the simulated cloud act up to ``now``: replacements return, spot notices arrive, MIG reconfigurations
         finish. Idempotent for one ``now``; called by :meth:`observe`. Returns the nodes whose MIG reconfiguration went
         live in this call (the node states are locked, so concurrent callers never both report one)."""
-        now = now or self._now()
+        return self._walk(now or self._now()).live
+
+    def _walk(self, now: datetime) -> _Walk:
+        """:meth:`advance`, returning besides what it read: every node's row and state, which :meth:`observe`
+        reports from instead of reading them again. A state is written only when it changed; the spot nodes whose
+        only change is the time of their interruption draw (every spot node, every cycle, most cycles) are written
+        in one statement, and the states of nodes seen for the first time in one insert."""
         live = []
         with transaction.atomic():
             SimulatedPod.objects.filter(exits_at__lte=now).delete()  # stopped pods whose process has exited
             states = {s.node_id: s for s in SimulatedNodeState.objects.select_for_update()}
-            for node in Node.objects.order_by("name"):
-                state = states.get(node.pk) or SimulatedNodeState(node=node)
+            nodes = node_facts(Node.objects.order_by("name"))
+            created, drawn = [], []
+            for node in nodes:
+                state = states.get(node.pk)
+                if state is None:
+                    state = states[node.pk] = SimulatedNodeState(node_id=node.pk)
+                    created.append(state)
+                before = _state_values(state)
                 changed = self._replacement(node, state, now)
                 changed |= self._interruption(node, state, now)
                 if self._mig_progress(node, state, now):
                     changed = True
                     live.append(node.name)
-                if changed or state.pk is None:
+                if state.pk is None or not changed:
+                    continue
+                after = _state_values(state)
+                if after[:-1] != before[:-1]:
                     state.save()
-        return live
+                elif after != before:  # the draw's time alone (interruptions_checked_at, the last value)
+                    drawn.append(state.pk)
+            SimulatedNodeState.objects.bulk_create(created)
+            if drawn:
+                SimulatedNodeState.objects.filter(pk__in=drawn).update(interruptions_checked_at=now)
+        return _Walk(live=live, nodes=nodes, states=states)
 
     def maintain(self) -> tuple[MaintenanceEvent, ...]:
         """:class:`~scheduler.gateways.protocol.MaintainedGateway`. The simulated fleet drains at request time and
@@ -165,16 +231,16 @@ class SimulatedFleet:
         simulated cloud act now (:meth:`advance`) and reports the MIG reconfigurations that went live in doing so."""
         return tuple(MaintenanceEvent(node=name, step="mig-live") for name in self.advance())
 
-    def _replacement(self, node: Node, state: SimulatedNodeState, now: datetime) -> bool:
+    def _replacement(self, node: NodeKey, state: SimulatedNodeState, now: datetime) -> bool:
         if state.back_at is None or state.back_at > now:
             return False
         # A fresh machine: whatever the scheduler did not clean up went down with the old one.
-        SimulatedPod.objects.filter(node=node).delete()
+        SimulatedPod.objects.filter(node_id=node.pk).delete()
         state.notice_at = state.gone_at = state.back_at = None
         state.interruptions_checked_at = now
         return True
 
-    def _interruption(self, node: Node, state: SimulatedNodeState, now: datetime) -> bool:
+    def _interruption(self, node: NodeKey, state: SimulatedNodeState, now: datetime) -> bool:
         rate = self.settings.interruptions_per_node_hour
         if node.tier != CapacityTier.SPOT or rate <= 0 or state.notice_at is not None:
             return False
@@ -213,10 +279,10 @@ class SimulatedFleet:
             state.save()
             return state.gone_at
 
-    def _mig_progress(self, node: Node, state: SimulatedNodeState, now: datetime) -> bool:
+    def _mig_progress(self, node: NodeKey, state: SimulatedNodeState, now: datetime) -> bool:
         if state.mig_desired is None or state.mig_ready_at is None or state.mig_ready_at > now:
             return False
-        for gpu in Gpu.objects.filter(node=node):
+        for gpu in Gpu.objects.filter(node_id=node.pk):
             wanted = state.mig_desired[gpu.index] if gpu.index < len(state.mig_desired) else []
             if gpu.mig_layout != wanted:
                 gpu.mig_layout = wanted
@@ -227,22 +293,26 @@ class SimulatedFleet:
     # -- observe ---------------------------------------------------------------------------------------------
 
     def observe(self) -> Observation:
+        """The fleet after :meth:`advance`, from the rows its walk read (nodes, their states) and the GPUs' layouts
+        read after it (a reconfiguration may have gone live in it)."""
         now = self.clock()
-        self.advance(now)
-        states = {s.node_id: s for s in SimulatedNodeState.objects.all()}
+        walk = self._walk(now)
+        layouts = gpu_layouts()
         nodes = []
         gone: dict[int, datetime] = {}
-        for node in Node.objects.select_related("gpu_model").prefetch_related("gpus").order_by("name"):
-            state = states.get(node.pk)
+        for node in walk.nodes:
+            state = walk.states.get(node.pk)
             if state is not None and state.gone_at is not None and state.gone_at <= now:
                 gone[node.pk] = state.gone_at
                 continue
-            nodes.append(self._node(node, state, now))
+            nodes.append(self._node(node, layouts.get(node.pk, {}), state, now))
         return Observation(
             observed_at=now.timestamp(), nodes=tuple(nodes), jobs=self._jobs(now, gone), clock_speed=self.settings.speed
         )
 
-    def _node(self, node: Node, state: SimulatedNodeState | None, now: datetime) -> NodeObservation:
+    def _node(
+        self, node: NodeFacts, layouts: Mapping[int, Any], state: SimulatedNodeState | None, now: datetime
+    ) -> NodeObservation:
         interruption = None
         mig_status = MigStatus()
         if state is not None and state.notice_at is not None:
@@ -262,13 +332,17 @@ class SimulatedFleet:
         # own node states are derived. The simulated cluster has the fabric the inventory says: a sync keeps it
         # instead of erasing it.
         schedulable = interruption is None and not node.held_closed
-        return node.observation(schedulable=schedulable, interruption=interruption, mig_status=mig_status)
+        return node_observation(
+            node, layouts, schedulable=schedulable, interruption=interruption, mig_status=mig_status
+        )
 
     def _jobs(self, now: datetime, gone: Mapping[int, datetime]) -> dict[str, JobObservation]:
-        by_job: dict[int, list[SimulatedPod]] = {}
-        for pod in SimulatedPod.objects.select_related("node").order_by("job_id", "replica"):
+        by_job: dict[int, list[PodRow]] = {}
+        for pod in pod_rows():
             by_job.setdefault(pod.job_id, []).append(pod)
-        progress = {p.job_id: p for p in SimulatedProgress.objects.filter(job_id__in=list(by_job))}
+        # The jobs with pods, as a subquery: thousands of ids as parameters cost more to pass than the rows to read.
+        with_pods = SimulatedProgress.objects.filter(job_id__in=SimulatedPod.objects.values("job_id"))
+        progress = {p.job_id: p for p in with_pods} if by_job else {}
         result = {}
         for job_id, pods in by_job.items():
             replicas = tuple(self._replica(pod, now, gone.get(pod.node_id)) for pod in pods)
@@ -284,9 +358,9 @@ class SimulatedFleet:
             )
         return result
 
-    def _replica(self, pod: SimulatedPod, now: datetime, gone_at: datetime | None) -> ReplicaObservation:
+    def _replica(self, pod: PodRow, now: datetime, gone_at: datetime | None) -> ReplicaObservation:
         if gone_at is not None:
-            phase, message = ReplicaPhase.GONE, f"node {pod.node.name} was interrupted"
+            phase, message = ReplicaPhase.GONE, f"node {pod.node_name} was interrupted"
         elif pod.stop_requested_at is not None:
             phase, message = ReplicaPhase.STOPPING, "asked to stop: saving a checkpoint within its grace"
         elif pod.duration_s is not None and self._work_done(pod, now, None) >= pod.duration_s:
@@ -297,7 +371,7 @@ class SimulatedFleet:
         return ReplicaObservation(
             replica=pod.replica,
             phase=phase,
-            node=pod.node.name,
+            node=pod.node_name,
             devices=_devices(pod.devices),
             message=message,
             generation=pod.generation,
@@ -305,7 +379,7 @@ class SimulatedFleet:
         )
 
     def _last_checkpoint(
-        self, pod: SimulatedPod, now: datetime, gone_at: datetime | None, progress: SimulatedProgress | None
+        self, pod: Pod, now: datetime, gone_at: datetime | None, progress: SimulatedProgress | None
     ) -> SimulatedCheckpoint | None:
         """The job's (its first replica's) newest checkpoint of this run: its last periodic save, or the save it
         made on SIGTERM (``progress``, when it is from this run). A pod saves nothing after its node went or after
@@ -328,7 +402,7 @@ class SimulatedFleet:
             latest = on_sigterm
         return latest
 
-    def _saved_this_run(self, pod: SimulatedPod, progress: SimulatedProgress | None) -> SimulatedCheckpoint | None:
+    def _saved_this_run(self, pod: Pod, progress: SimulatedProgress | None) -> SimulatedCheckpoint | None:
         """The save the pod's run made on SIGTERM, if any: saved progress stamped since the pod was bound."""
         if progress is None or progress.checkpointed_at is None or progress.checkpointed_at < pod.bound_at:
             return None

@@ -37,6 +37,7 @@ PUBLIC = [
     "borrowed_in_fill",
     "bounds",
     "burst_limits",
+    "carried",
     "checkpoint_interval",
     "checkpointing",
     "estimate",

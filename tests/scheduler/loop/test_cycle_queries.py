@@ -47,8 +47,10 @@ LONG_S = 10_000_000
 CHECKPOINT_S = 60  # one real second: every cycle, every checkpointing job has saved since the last
 
 # A steady cycle, by phase:
-# - observe, 10: the fleet's advance (a savepoint, exited pods deleted, node states locked, nodes, release), then
-#   its view (node states, nodes, their GPUs, pods, saved progress);
+# - observe, 8: the fleet's advance (a savepoint, exited pods deleted, node states locked, nodes, release), then
+#   its view from the rows the advance read (the GPUs' MIG layouts, pods, saved progress); 10 before the view reused
+#   the advance's node states and nodes instead of reading them again. A spot node's interruption draw would add
+#   one statement for all of them (its time written), not one per node: these nodes are reserved;
 # - reconcile, 12: a savepoint, the fence locked and raised to the cycle's token (2), reconcile's own savepoint,
 #   running jobs, open allocations, admin drains, held nodes, the last checkpoint of each running job (its id,
 #   then the rows), both releases; and 6 more when running jobs report new checkpoints (by step): when each was
@@ -59,23 +61,26 @@ CHECKPOINT_S = 60  # one real second: every cycle, every checkpointing job has s
 #   finishes per team, teams, recent preemptions;
 # - record, 4: a savepoint, the fence, the waiting jobs' queue fields (read, not locked), release; and one
 #   statement more when any waiting job's position, ETA or reason changed (all of them written at once);
-# - apply, 6: three empty transactions (the fleet's apply batch, binds refused, moves refused);
-# - stats, 6: a savepoint, the stats row locked, pending jobs' ETAs, ETA histories, the stats row written, release.
-STEADY_QUERIES = {False: 47, True: 53}  # by whether the running jobs report checkpoints
+# - apply, 0: nothing to apply, nothing refused (6 before: three empty transactions, the fleet's apply batch, binds
+#   refused, moves refused);
+# - stats, 6: a savepoint, the stats row locked, pending jobs' ETAs, ETA histories, the stats row written, release;
+#   and one statement more when any pending job's ETA changed (all the changed histories written at once).
+STEADY_QUERIES = {False: 39, True: 45}  # by whether the running jobs report checkpoints
 
 # The first cycle on an empty cluster, whatever it binds (its binds recorded and applied set-based), by phase:
-# - observe, 13: as in a steady cycle, less the saved progress (no pod to ask for), plus one simulated node state
-#   created per node of the fleet (4 here);
+# - observe, 8: as in a steady cycle, less the saved progress (no pod to ask for), plus the simulated node states
+#   created, every node's in one insert (13 before: one insert per node, and the states and nodes read again);
 # - reconcile, 13: as in a steady cycle, less the checkpoints (nothing runs), plus the fence row created (a
 #   savepoint, insert, release);
 # - snapshot, 7: as in a steady cycle, less the running jobs' events and allocations;
 # - record, 9: a savepoint, the fence, the jobs to bind locked, their nodes, then all the binds at once
 #   (jobs.services.binds: which jobs were requeued, one insert of every allocation, one update of every job's
 #   state, one insert of every ``bound`` event), release;
-# - apply, 20: the batch's savepoint, the fleet's advance again at the batch's instant (5), then every bind in one
+# - apply, 16: the batch's savepoint, the fleet's advance again at the batch's instant (5), then every bind in one
 #   call (scheduler.gateways.simulated.binds: a savepoint, the nodes bound on, their GPUs and their simulated
 #   states, the jobs' pods locked, their saved progress, the pods on those nodes, one insert of every pod, release),
-#   the batch's release, and the two empty transactions (binds refused, moves refused);
+#   the batch's release (20 before: and two empty transactions, binds refused and moves refused, now left out when
+#   nothing was refused);
 # - stats, 9: as in a steady cycle, with its row created (a savepoint, insert, release);
 # - the cycle's log line, 1: the bound jobs' teams.
 # One bind at a time, the record took 4 statements a bind and one more for each GPU beyond a bind's first, the apply
@@ -83,7 +88,7 @@ STEADY_QUERIES = {False: 47, True: 53}  # by whether the running jobs report che
 # of more rows than that allows (some 90 allocations, 199 events, 76 pods: bulk_batch_size in
 # django.db.backends.sqlite3.operations) into several; these cases stay under it, and PostgreSQL inserts every row
 # in one statement.
-FIRST_QUERIES = 72
+FIRST_QUERIES = 63
 # The queue fields' write, as logged: "N times: UPDATE … = %s" (SQLite's executemany) or "UPDATE … AS j SET … =
 # v.…" (PostgreSQL); a bind's own UPDATE sets them to NULL and does not match.
 QUEUE_FIELDS_WRITE = re.compile(r'UPDATE "jobs_job" (AS j )?SET "queue_position" = (%s|v\.)')

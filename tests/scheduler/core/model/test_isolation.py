@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from typing import Any
 
 import pytest
 
@@ -92,9 +93,9 @@ def test_copies_of_one_bad_request_are_rejected_by_shape_after_the_second(monkey
     calls: list[str] = []
     real = cycle_module._plan
 
-    def counting(snap: Snapshot, policy: Policy, now: float) -> Plan:
+    def counting(snap: Snapshot, policy: Policy, now: float, *rest: Any) -> Plan:
         calls.append("pass")
-        return real(snap, policy, now)
+        return real(snap, policy, now, *rest)
 
     monkeypatch.setattr(cycle_module, "_plan", counting)
     _poison(monkeypatch, steps_module, "choose_placement", {c.id for c in copies})
@@ -107,7 +108,7 @@ def test_copies_of_one_bad_request_are_rejected_by_shape_after_the_second(monkey
 
 
 def test_an_error_not_of_a_pending_job_is_the_engines_and_is_raised(monkeypatch: pytest.MonkeyPatch) -> None:
-    def broken(snap: Snapshot, policy: Policy, now: float) -> Plan:
+    def broken(snap: Snapshot, policy: Policy, now: float, *rest: Any) -> Plan:
         raise JobFailed("no-such-job", ZeroDivisionError("engine bug"))
 
     monkeypatch.setattr(cycle_module, "_plan", broken)
@@ -116,7 +117,7 @@ def test_an_error_not_of_a_pending_job_is_the_engines_and_is_raised(monkeypatch:
 
 
 def test_a_job_failing_again_without_itself_is_not_retried_for_ever(monkeypatch: pytest.MonkeyPatch) -> None:
-    def always(snap: Snapshot, policy: Policy, now: float) -> Plan:
+    def always(snap: Snapshot, policy: Policy, now: float, *rest: Any) -> Plan:
         raise JobFailed("a", ValueError("still"))
 
     monkeypatch.setattr(cycle_module, "_plan", always)

@@ -7,7 +7,7 @@ from dataclasses import fields, replace
 
 import pytest
 
-from scheduler.core.model.shape import IRRELEVANT, Shape, placement_shape
+from scheduler.core.model.shape import IRRELEVANT, Shape, placement_shape, sizing_shape
 from scheduler.core.model.snapshot import Job, Request
 from scheduler.core.model.vocabulary import JobKind, JobTier, Priority
 
@@ -20,19 +20,19 @@ def test_every_job_field_is_in_the_shape_or_declared_irrelevant() -> None:
     assert not set(Shape._fields) & set(IRRELEVANT)
 
 
-@pytest.mark.parametrize(
-    "change",
-    [
-        {"request": Request(gpus=2)},
-        {"kind": JobKind.INFERENCE},
-        {"gpu_model": "H100"},
-        {"tier": JobTier.RESERVED_ONLY},
-        {"priority": Priority.PRODUCTION},
-        {"replicas": 2},
-        {"cpu_milli": 500},
-        {"memory_mib": 1024},
-    ],
-)
+CHANGES: list[dict[str, object]] = [
+    {"request": Request(gpus=2)},
+    {"kind": JobKind.INFERENCE},
+    {"gpu_model": "H100"},
+    {"tier": JobTier.RESERVED_ONLY},
+    {"priority": Priority.PRODUCTION},
+    {"replicas": 2},
+    {"cpu_milli": 500},
+    {"memory_mib": 1024},
+]
+
+
+@pytest.mark.parametrize("change", CHANGES)
 def test_what_placement_reads_changes_the_placement_shape(change: dict[str, object]) -> None:
     assert placement_shape(replace(BASE, **change)) != placement_shape(BASE)  # type: ignore[arg-type]
 
@@ -52,3 +52,12 @@ def test_projections_keep_only_what_their_answer_reads() -> None:
     assert host.helps != low.helps and host.demand == low.demand and host.size == low.size
     assert Shape.of(replace(BASE, replicas=3)).demand == low.demand
     assert Shape.of(replace(BASE, priority=Priority.PRODUCTION)).production and not low.production
+
+
+def test_the_direct_projections_are_the_shapes() -> None:
+    """placement_shape and sizing_shape build their tuples without the whole shape: they must stay its projections."""
+    jobs = [BASE, *(replace(BASE, **change) for change in CHANGES)]  # type: ignore[arg-type]
+    jobs += [replace(BASE, priority=priority) for priority in Priority]
+    for job in jobs:
+        assert placement_shape(job) == Shape.of(job).placement
+        assert sizing_shape(job) == Shape.of(job).demand

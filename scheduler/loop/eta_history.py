@@ -1,0 +1,64 @@
+"""The start estimates each pending job was shown, kept as they change (:class:`~scheduler.models.EtaHistory`), for
+the error of the estimates that the loop's stats measure (:mod:`scheduler.loop.stats`).
+
+Every cycle compares each pending job's estimate with the last one kept for it; at scale that is thousands of
+jobs, of which few change. So the histories are read as value tuples (not model instances) and the changed ones
+written in one statement, not with ``bulk_update`` (its ``CASE`` per row: :mod:`jobs.services.queue_fields` says
+why that grows with the square of the rows on PostgreSQL): one ``UPDATE … FROM unnest(…)`` on PostgreSQL, one
+``executemany`` of a row's ``UPDATE`` elsewhere (SQLite). Both store what the ORM would store: the JSON text of
+the list (Django's ``JSONField`` writes ``json.dumps`` of the value).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from django.db import connection
+
+from scheduler.models import EtaHistory
+
+Changes = list[list[float | None]]  # [[at, eta or None], ...] (Unix times)
+
+
+def histories_locked() -> dict[int, Changes]:
+    """Every job's kept estimates, by job id, locked until the caller's transaction ends."""
+    return dict(EtaHistory.objects.select_for_update().values_list("job_id", "changes"))
+
+
+def histories_create(rows: Sequence[tuple[int, Changes]]) -> None:
+    """A history for each (job id, changes): the jobs' first estimates (a new job's, one per job)."""
+    EtaHistory.objects.bulk_create(EtaHistory(job_id=job_id, changes=changes) for job_id, changes in rows)
+
+
+def histories_write(rows: Sequence[tuple[int, Changes]]) -> None:
+    """Set each (job id, changes) in one statement (module doc); a job without a history is left out."""
+    if not rows:
+        return
+    quote = connection.ops.quote_name
+    table = quote(EtaHistory._meta.db_table)
+    job, changes = quote(_column("job")), quote(_column("changes"))
+    ids = [job_id for job_id, _ in rows]
+    texts = [json.dumps(values) for _, values in rows]
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                f"UPDATE {table} AS h SET {changes} = v.changes::jsonb "
+                f"FROM unnest(%s::bigint[], %s::text[]) AS v(job, changes) WHERE h.{job} = v.job",
+                [ids, texts],
+            )
+        else:
+            cursor.executemany(
+                f"UPDATE {table} SET {changes} = %s WHERE {job} = %s", list(zip(texts, ids, strict=True))
+            )
+
+
+def histories_delete(job_ids: Sequence[int]) -> None:
+    """Forget the histories of ``job_ids`` (jobs no longer pending)."""
+    EtaHistory.objects.filter(job_id__in=job_ids).delete()
+
+
+def _column(name: str) -> str:
+    field: Any = EtaHistory._meta.get_field(name)
+    return str(field.column)
