@@ -225,6 +225,14 @@ class Reservations:
             free_at[name] = times
             for k in range(1, len(times) // per_replica + 1):
                 hosts.append((times[k * per_replica - 1][0], -k, name))
+        return self._chosen(job, hosts, free_at, per_replica)
+
+    @staticmethod
+    def _chosen(
+        job: Job, hosts: list[tuple[float, int, str]], free_at: dict[str, list[tuple[float, int]]], per_replica: int
+    ) -> tuple[float, tuple[GpuKey, ...]] | None:
+        """Rule 2's choice among the nodes' ``hosts`` (time a node hosts its k-th replica, -k, node), given each
+        node's GPUs ``free_at`` (time, GPU index), sorted: (T, the GPUs) or None."""
         if len(hosts) < job.replicas:
             return None
         first = heapq.nsmallest(job.replicas, hosts)

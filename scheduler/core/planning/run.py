@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 
 from scheduler.core.decisions.preemption import TeamCandidates, find_victims
-from scheduler.core.decisions.reservation import Reservations, expected_runtime
+from scheduler.core.decisions.reservation import expected_runtime
 from scheduler.core.model.cluster_state import gpu_class_of
 from scheduler.core.model.explain import Blocker, demand_units
 from scheduler.core.model.plan import Bind, Evict
@@ -31,7 +31,7 @@ from scheduler.core.rules.fairshare import FairShare, job_class
 from scheduler.core.rules.limits import Admission, placement_units
 from scheduler.core.rules.search_bound import counts, may_search
 from scheduler.core.speedups.memo import current_memo
-from scheduler.core.speedups.switch import team_candidates, usage_ahead
+from scheduler.core.speedups.switch import reservations, team_candidates, usage_ahead
 from scheduler.core.speedups.trial import TrialPlacement
 from scheduler.core.speedups.wholetrial import WholeGpuTrial
 
@@ -69,8 +69,8 @@ class Run:
         self.past_bound: set[str] = set()  # jobs that may not search for victims this cycle (search_bound)
         self.blockers: dict[str, Blocker] = {}  # why each job that took a turn waits; none for a bound job
         self.reconfigurations = Reconfigurations(state, fairness, policy, now, self.preemptions, self.blockers, pending)
-        self.reservations = Reservations(
-            state, self.index, policy, now, self.frees_at, self.reconfigurations.bound, current_memo()
+        self.reservations = reservations(
+            state, fairness, policy, now, self.frees_at, self.expected_end, self.reconfigurations.bound, current_memo()
         )
         self._preempt_failed: dict[Hashable, int] = current_memo().table()
         self._victims = self._new_victims()  # told of the nodes each reconfiguration closes

@@ -6,8 +6,9 @@ builds them here instead, handing them its :class:`~.memo.Memo` as their cache t
 own interface: fair share that remembers its answers and resumes its fill
 (:class:`~.fairshare.RememberingFairShare`), the idle classes the capacity index keeps for reconfiguration
 (:class:`~.idle.IdleClasses`) and the memory of each team's eviction candidates the preemption search reads
-(:class:`~.victims.Victims`), and each team's usage at a later time kept while nothing is placed or taken
-(:class:`~.ahead.UsageAhead`). Disabled, the cycle gets the plain rules, whose tables forget.
+(:class:`~.victims.Victims`), each team's usage at a later time kept while nothing is placed or taken
+(:class:`~.ahead.UsageAhead`), and the reservations' search that keeps each node's expected-free times
+(:class:`~.freetimes.KeptReservations`). Disabled, the cycle gets the plain rules, whose tables forget.
 """
 
 from __future__ import annotations
@@ -15,12 +16,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from scheduler.core.decisions.preemption import TeamCandidates
+from scheduler.core.decisions.reservation import Reservations
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.snapshot import Snapshot, Team
+from scheduler.core.model.snapshot import Job, Slots, Snapshot, Team
 from scheduler.core.placement.index import IndexedClusterState
 from scheduler.core.rules.fairshare import FairShare
 from scheduler.core.speedups.ahead import UsageAhead
 from scheduler.core.speedups.fairshare import RememberingFairShare
+from scheduler.core.speedups.freetimes import KeptReservations
 from scheduler.core.speedups.idle import IdleClasses
 from scheduler.core.speedups.memo import Memo
 from scheduler.core.speedups.victims import Victims
@@ -45,6 +48,25 @@ def team_candidates(
     off, and the search asks the plain rule (:func:`~scheduler.core.rules.eviction.team_candidates`) team by
     team."""
     return Victims(state, fairness, policy, now) if memo.enabled else None
+
+
+def reservations(
+    state: IndexedClusterState,
+    fairness: FairShare,
+    policy: Policy,
+    now: float,
+    frees_at: Callable[[Job, str], float],
+    expected_end: Callable[[str], float],
+    bound: Callable[[Slots], None],
+    memo: Memo,
+) -> Reservations:
+    """The cycle's reservations: their search keeps each node's expected-free times while ``memo`` is on, and asks
+    ``frees_at`` of every GPU's holders off."""
+    index = state.index
+    assert index is not None
+    if memo.enabled:
+        return KeptReservations(state, index, policy, now, frees_at, bound, expected_end, fairness, memo)
+    return Reservations(state, index, policy, now, frees_at, bound, memo)
 
 
 def usage_ahead(state: IndexedClusterState, expected_end: Callable[[str], float], memo: Memo) -> UsageAhead | None:
