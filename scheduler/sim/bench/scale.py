@@ -38,8 +38,9 @@ from scheduler.sim.bench.synthetic import NOW, ClusterShape, synthetic_snapshot
 
 MIB = 1024 * 1024
 
-# The targets, for (nodes, GPUs per node, pending jobs) on the project's 2-core machine.
-TARGETS_S: dict[tuple[int, int, int], float] = {(1_000, 8, 10_000): 1.0, (5_000, 8, 50_000): 10.0}
+# The targets of B5 in the shared benchmark spec, for (nodes, GPUs per node, pending jobs), on the project's 2-core
+# machine: 2.3 s at 5,000 nodes is what KAI-Scheduler reports per cycle at about 4,000.
+TARGETS_S: dict[tuple[int, int, int], float] = {(1_000, 8, 10_000): 0.5, (5_000, 8, 50_000): 2.3}
 DEFAULT_SIZES: tuple[tuple[int, int], ...] = ((1_000, 10_000), (5_000, 50_000))  # (nodes, pending)
 PENDING_PER_NODE = 10  # --nodes without --pending: the ratio
 
