@@ -155,6 +155,9 @@ class NodeObservation:
     fabric: str = "tcp"
     fabric_devices: int = 0
     placement_group: str = ""
+    # The autoscaled pool that added the node (model/provisioning.py; the loop matches it to an AutoscaledPool by the
+    # pool's node labels); "": a node no pool of Microcosm's added.
+    pool: str = ""
     # The node carries the cordon Microcosm set for an admin's cordon or drain (ClusterGateway.node_cordon): the
     # loop lifts it once the admin marks the node ready. A cordon somebody else set is never Microcosm's to lift.
     cordoned_by_admin: bool = False
@@ -192,6 +195,27 @@ class JobObservation:
         return frozenset(replica.phase for replica in self.replicas)
 
 
+class NodeRequestState(StrEnum):
+    """Where a node request stands, in the autoscaler's terms (Cluster Autoscaler: a ProvisioningRequest's
+    conditions; Karpenter: its NodeClaims' Launched/Registered/Initialized)."""
+
+    PENDING = "pending"  # asked; the autoscaler has not decided (CA: not Accepted yet, or Accepted)
+    PROVISIONED = "provisioned"  # every node asked for exists or is coming up (CA: Provisioned=True)
+    FAILED = "failed"  # the autoscaler gave up (CA: Failed=True; Karpenter: the launch failed, e.g. no capacity)
+    REVOKED = "revoked"  # capacity provisioned earlier was taken back (CA: CapacityRevoked=True)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRequestObservation:
+    id: str  # the id Microcosm gave it (NodeRequestSpec.id)
+    job: str
+    pool: str
+    state: NodeRequestState
+    message: str = ""  # the autoscaler's own words (a condition's reason and message)
+    since: float | None = None  # when the state began, when the backend knows
+    nodes: tuple[str, ...] = ()  # the nodes it brought, when the backend can tell
+
+
 @dataclass(frozen=True, slots=True)
 class Observation:
     """Everything :meth:`ClusterGateway.observe` reports at one instant."""
@@ -202,6 +226,8 @@ class Observation:
     # Virtual seconds of job work per real second: 1 on a real cluster, the speed factor on the simulated
     # fleet. The snapshot divides job durations by it so the engine's ETAs are in real seconds.
     clock_speed: float = 1.0
+    # Node requests the backend holds (ProvisioningGateway), whatever their state; () for a backend that cannot grow.
+    node_requests: tuple[NodeRequestObservation, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -456,6 +482,47 @@ class BindingManyGateway(Protocol):
     """
 
     def jobs_bind(self, *, requests: Sequence[BindRequest]) -> Mapping[str, str]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRequestSpec:
+    """Everything a backend needs to ask its autoscaler for nodes for one job (a plan's ``Provision``)."""
+
+    id: str  # unique; the backend names its objects after it and reports it back in NodeRequestObservation
+    job: str
+    namespace: str  # the job's team namespace (a ProvisioningRequest and its PodTemplate live there)
+    pool: str
+    nodes: int
+    gpu_model: str
+    gpus_per_node: int
+    placement_group: bool  # all nodes in one placement group / under one leaf (a gang's)
+    autoscaler: str  # "cluster-autoscaler" | "karpenter" | "simulated" (the pool's, AutoscaledPool.autoscaler)
+    provisioning_class: str = ""  # the ProvisioningRequest class (Cluster Autoscaler / GKE); "" for Karpenter
+    node_selector: Mapping[str, str] = field(default_factory=dict)  # labels that pick the pool's nodes
+    price_per_gpu_hour: float = 0.0  # the simulated fleet's new nodes carry it
+
+
+@runtime_checkable
+class ProvisioningGateway(Protocol):
+    """Optional: a gateway whose cluster can grow and shrink through an autoscaler (docs/scheduling-rules.md §9).
+
+    - :meth:`nodes_request` asks for ``request.nodes`` nodes for one job, all or none; it returns at once, and the
+      request's progress is reported in :attr:`Observation.node_requests` until :meth:`nodes_request_withdraw`.
+      Asking again with an id it already holds does nothing (idempotent).
+    - :meth:`nodes_request_withdraw` gives a request up (failed, timed out, or no longer needed) and forgets it;
+      nodes it already brought stay until released. An unknown id does nothing.
+    - :meth:`node_release` gives one autoscaled node back: it is cordoned at once (nothing new lands on it) and the
+      autoscaler removes it as it does (Cluster Autoscaler: scale-down of an empty node; Karpenter: the NodeClaim's
+      deletion). A node that no longer exists does nothing.
+
+    Errors as every gateway method: GatewayRetryable, GatewayConflict.
+    """
+
+    def nodes_request(self, *, request: NodeRequestSpec) -> None: ...
+
+    def nodes_request_withdraw(self, *, request: str, namespace: str) -> None: ...
+
+    def node_release(self, *, node: str) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)

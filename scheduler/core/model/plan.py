@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from scheduler.core.model.provisioning import Provision, Release, Withdraw
 from scheduler.core.model.snapshot import MigLayout, Slot, Slots
 from scheduler.core.model.vocabulary import BlockerKind, EvictionReason
 
@@ -75,6 +76,9 @@ class Plan:
     rejections: tuple[Reject, ...] = ()
     waiting: tuple[Waiting, ...] = ()
     moves: tuple[Move, ...] = ()
+    provisions: tuple[Provision, ...] = ()  # on-demand nodes to ask for (model/provisioning.py)
+    withdrawals: tuple[Withdraw, ...] = ()  # node requests to give up
+    releases: tuple[Release, ...] = ()  # autoscaled nodes to give back
 
     @property
     def is_empty(self) -> bool:

@@ -33,6 +33,13 @@ class Policy:
     # the rest take free capacity only (scheduler/core/rules/search_bound.py). None: unbounded. 100 kept every
     # scenario's plans and B2's, and took a 5,000-node cycle to a third of its time (docs/benchmarks/scale.md).
     preemption_search_per_team: int | None = 100
+    # On-demand capacity for peaks (docs/scheduling-rules.md §9; only where the snapshot offers autoscaled pools): a
+    # waiting job that may use on-demand and would otherwise wait longer than provision_wait_s gets nodes asked for;
+    # after a request of its fails it asks again provision_retry_s later; an autoscaled node empty for
+    # release_idle_s is given back.
+    provision_wait_s: float = 300.0
+    provision_retry_s: float = 900.0
+    release_idle_s: float = 600.0
 
     def __post_init__(self) -> None:
         bound = self.preemption_search_per_team

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from scheduler.core.gpus.units import FULL_GPU_MILLI
+from scheduler.core.model.provisioning import Provisioning
 from scheduler.core.model.vocabulary import (
     DEFAULT_JOB_KIND,
     CapacityTier,
@@ -47,6 +48,7 @@ class Node:
     memory_mib: int | None = None
     fabric: Fabric = Fabric.TCP  # the network a gang spanning this node and others talks over
     placement_group: str = ""  # the cloud placement group (or cluster network block) the node belongs to
+    pool: str = ""  # the autoscaled pool that added the node (model/provisioning.py); "": not an autoscaled node
 
     def layout(self, gpu: int) -> MigLayout:
         return self.mig[gpu] if gpu < len(self.mig) else ()
@@ -170,3 +172,4 @@ class Snapshot:
     running: tuple[Running, ...] = ()
     pending: tuple[Job, ...] = ()
     preemptions: tuple[Preemption, ...] = field(default=())
+    provisioning: Provisioning = field(default=Provisioning())  # on-demand capacity that can be asked for

@@ -56,6 +56,7 @@ class BlockerKind(StrEnum):
     HELD = "held"  # production waits for a node held for its reconfiguration next cycle (placement/reconfigurations.py)
     NOT_READY = "not-ready"  # no node that could run it is ready (cordoned, draining or reconfiguring)
     RESERVED = "reserved"  # GPUs are reserved for it from the running work's expected ends (reservation.py)
+    PROVISIONING = "provisioning"  # waits for on-demand nodes asked for it (decisions/provisioning.py)
 
     def __repr__(self) -> str:
         return repr(self.value)
