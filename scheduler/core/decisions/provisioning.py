@@ -222,6 +222,7 @@ class _Ledger:
                     placement_group=offering.placement_group and nodes > 1,
                     gpu_hours=gpu_hours,
                     arrives_at=arrives_at,
+                    team=job.team,
                 )
             )
             spare = [float(offering.gpu_count)] * nodes

@@ -5,6 +5,7 @@ module on a plan of the whole cycle."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import pytest
 
@@ -18,6 +19,7 @@ from scheduler.core import (
     Provisioning,
     Release,
     Withdraw,
+    carried,
     plan_cycle,
 )
 from scheduler.core.decisions import provisioning
@@ -88,6 +90,7 @@ def test_a_job_that_would_wait_past_the_bound_gets_its_nodes_asked_all_at_once()
             placement_group=False,
             gpu_hours=pytest.approx(2 * 8 * (480 + POLICY.default_runtime_s + POLICY.release_idle_s) / 3600),
             arrives_at=NOW + 480,
+            team="t",
         ),
     )
     told = _waiting(plan, "gang")
@@ -348,3 +351,43 @@ def test_a_pool_at_its_ceiling_adds_nothing_to_the_census() -> None:
     full = Offering(pool="full", gpu_model=A100, gpu_count=8, price_per_gpu_hour=3.0, arrival_s=600, max_nodes=1)
     census = NodeCensus.of([node("f1", A100, pool="full")], [full])
     assert sum(count for _, count in census.kinds) == 1
+
+
+def test_a_job_with_nodes_coming_holds_no_reservation_that_would_start_later() -> None:
+    pending = [job("j", gpus=8, preemptible=False)]
+    assert _waiting(_plan(pending, offerings=()), "j").blocker == BlockerKind.RESERVED  # GPUs free in 2 h
+    coming = NodeRequest(id="r", job="j", pool="h100", nodes=1, requested_at=NOW - 60, arrives_at=NOW + 420)
+    plan = _plan(pending, requests=[coming])
+    told = _waiting(plan, "j")
+    assert told.blocker == BlockerKind.PROVISIONING and told.eta_s == 420
+    assert "reserved on" not in told.reason
+    late = NodeRequest(id="r", job="j", pool="h100", nodes=1, requested_at=NOW - 60, arrives_at=NOW + 3 * 3600)
+    assert "reserved on r1" in _waiting(_plan(pending, requests=[late]), "j").reason  # existing GPUs free first
+
+
+def test_the_state_a_cycle_leaves_carries_its_requests_budgets_and_releases() -> None:
+    idle = node("od-1", tier=CapacityTier.ON_DEMAND, pool="h100")
+    nodes, busy = _full_reserved()
+    stale = NodeRequest(id="r0", job="gone", pool="h100", nodes=1, requested_at=NOW - 60, arrives_at=NOW + 400)
+    pools = Provisioning(
+        offerings=(H100_POOL,),
+        requests=(stale,),
+        idle_since=(("od-1", NOW - 9000),),
+        budget_gpu_hours=(("", 500.0), ("t", 100.0)),
+    )
+    teams = [team("t", guaranteed=64), team("u", guaranteed=64)]
+    snap = snapshot(
+        [*nodes, idle], [job("j", gpus=8, replicas=2, preemptible=False, gpu_model=H100)], teams, busy, provisioning=pools
+    )
+    plan = plan_cycle(snap, POLICY, NOW)
+    assert [p.job for p in plan.provisions] == ["j"] and [w.request for w in plan.withdrawals] == ["r0"]
+    after = carried(snap, plan, NOW)
+    charge = plan.provisions[0].gpu_hours
+    assert after.provisioning.requests == (
+        NodeRequest(id="j", job="j", pool="h100", nodes=2, requested_at=NOW, arrives_at=NOW + 480),
+    )
+    assert after.provisioning.budget_gpu_hours == (("", 500.0 - charge), ("t", 100.0 - charge))
+    assert "od-1" not in {n.name for n in after.nodes} and after.provisioning.idle_since == ()
+    assert carried(snap, replace(plan, provisions=(), withdrawals=(), releases=()), NOW).provisioning == pools
+    cluster_only = replace(snap, provisioning=replace(pools, budget_gpu_hours=(("", 500.0),)))
+    assert carried(cluster_only, plan, NOW).provisioning.budget_gpu_hours == (("", 500.0 - charge),)
