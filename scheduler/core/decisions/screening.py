@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from scheduler.core.model.demand import DemandKind
@@ -47,26 +47,45 @@ class NodeCensus:
     def of(cls, nodes: Sequence[Node], offerings: Sequence[Offering] = ()) -> NodeCensus:
         """The census of ``nodes`` and of the nodes autoscaled pools could still add (each offering's ceiling less
         the pool's nodes): a job only a pool can serve is not one that can never run."""
-        kinds = node_kinds(nodes)
-        if offerings:
-            counts = dict(kinds)
-            held = Counter(node.pool for node in nodes if node.pool)
-            for offering in offerings:
-                room = offering.max_nodes - held[offering.pool]
-                if room > 0:
-                    kind = NodeKind(
-                        offering.gpu_model,
-                        offering.gpu_count,
-                        str(CapacityTier.ON_DEMAND),
-                        False,
-                        None,
-                        None,
-                        str(offering.fabric),
-                    )
-                    counts[kind] = counts.get(kind, 0) + room
-            kinds = tuple(sorted(counts.items(), key=lambda item: astuple_key(item[0])))
-        models = {node.gpu_model for node in nodes} | {offering.gpu_model for offering in offerings}
-        return cls(kinds, tuple(sorted(models)))
+        pooled = Counter(node.pool for node in nodes if node.pool)
+        return cls._merged(node_kinds(nodes), pooled, offerings)
+
+    @classmethod
+    def of_counts(
+        cls,
+        counts: Iterable[tuple[str, int, str, str, int]],
+        pooled: Mapping[str, int],
+        offerings: Sequence[Offering] = (),
+    ) -> NodeCensus:
+        """:meth:`of` from nodes already counted (a database's GROUP BY): ``counts`` rows of (GPU model, GPUs per
+        node, tier, fabric, how many nodes) of nodes that neither time-slice their GPUs nor state host limits;
+        ``pooled`` how many of them each autoscaled pool holds."""
+        kinds = [(NodeKind(model, gpus, tier, False, None, None, fabric), n) for model, gpus, tier, fabric, n in counts]
+        return cls._merged(kinds, pooled, offerings)
+
+    @classmethod
+    def _merged(
+        cls, kinds: Iterable[tuple[NodeKind, int]], pooled: Mapping[str, int], offerings: Sequence[Offering]
+    ) -> NodeCensus:
+        counts: dict[NodeKind, int] = {}
+        for kind, count in kinds:
+            counts[kind] = counts.get(kind, 0) + count
+        for offering in offerings:
+            room = offering.max_nodes - pooled.get(offering.pool, 0)
+            if room > 0:
+                kind = NodeKind(
+                    offering.gpu_model,
+                    offering.gpu_count,
+                    str(CapacityTier.ON_DEMAND),
+                    False,
+                    None,
+                    None,
+                    str(offering.fabric),
+                )
+                counts[kind] = counts.get(kind, 0) + room
+        ordered = tuple(sorted(counts.items(), key=lambda item: astuple_key(item[0])))
+        models = {kind.gpu_model for kind in counts}
+        return cls(ordered, tuple(sorted(models)))
 
     def __bool__(self) -> bool:  # as the nodes it counts: an empty inventory is falsy
         return bool(self.kinds)
