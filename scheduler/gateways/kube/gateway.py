@@ -34,6 +34,7 @@ once opt in to; a worker 10 s apart from its last cycle does not need it.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import socket
@@ -70,6 +71,7 @@ from scheduler.gateways.kube.labels import DEFAULT_SHUTDOWN_GRACE_S, DEFAULT_TOP
 from scheduler.gateways.kube.mig import CORDONED_BY_ADMIN, CORDONED_BY_US, FLOW_ANNOTATIONS
 from scheduler.gateways.kube.mig_flow import MigEvent, MigFlow
 from scheduler.gateways.kube.namespaces import team_level
+from scheduler.gateways.kube.node_requests import NodeRequests
 from scheduler.gateways.kube.nodes import (
     annotations_of,
     check_device,
@@ -98,6 +100,7 @@ from scheduler.gateways.kube.pods import (
     terminating,
 )
 from scheduler.gateways.kube.prometheus import PrometheusClient
+from scheduler.gateways.kube.provisioning import pool_of
 from scheduler.gateways.kube.rendezvous import DEFAULT_PORT, needs_rendezvous, service_manifest, service_name
 from scheduler.gateways.kube.shared_memory import DEFAULT_FRACTION, quantity_bytes, shm_size_limit
 from scheduler.gateways.protocol import (
@@ -109,6 +112,7 @@ from scheduler.gateways.protocol import (
     LogSource,
     MaintenanceEvent,
     NodeObservation,
+    NodeRequestSpec,
     Observation,
     ReplicaLog,
     UtilizationReading,
@@ -161,6 +165,7 @@ class KubeGateway:
         sleep: Callable[[float], None] = time.sleep,
         consistent_reads: bool = False,
         cache_sync_timeout_s: float = 60.0,
+        node_requests: bool = False,
     ) -> None:
         self.client = KubeClient(
             api_client,
@@ -212,6 +217,10 @@ class KubeGateway:
         self.event_instance = f"microcosm-{socket.gethostname()}"
         self.event_series = Series()
         self.wait_notes = WaitNotes()
+        # On-demand nodes through the cluster's autoscaler (scheduler.gateways.kube.node_requests): observed only
+        # where the deployment says pools can grow (KUBE_NODE_REQUESTS), so other clusters pay no LIST for them.
+        self.node_requests_observed = node_requests
+        self.requests = NodeRequests(self.client, clock=clock)
 
     def close(self) -> None:
         """Stop the node and pod caches' watch threads (:mod:`scheduler.gateways.kube.informer`)."""
@@ -227,10 +236,11 @@ class KubeGateway:
         nodes = tuple(n for n in (self._node(raw, now) for raw in raw_nodes) if n is not None)
         live = {name_of(raw) for raw in raw_nodes}
         jobs = {job: self.checkpoints.observed(observed) for job, observed in jobs_of(pods, live).items()}
-        return Observation(observed_at=now, nodes=nodes, jobs=jobs)
+        requests = self.requests.observe(raw_nodes) if self.node_requests_observed else ()
+        return Observation(observed_at=now, nodes=nodes, jobs=jobs, node_requests=requests)
 
     def _node(self, raw: Mapping[str, Any], now: float) -> NodeObservation | None:
-        return node_observation(
+        found = node_observation(
             raw,
             now=now,
             topology_labels=self.topology_labels,
@@ -238,6 +248,19 @@ class KubeGateway:
             fabric_settings=self.fabric,
             shutdown_grace_s=self.shutdown_grace_s,
         )
+        pool = pool_of(labels_of(raw))  # scheduler.gateways.kube.provisioning, Pools
+        return dataclasses.replace(found, pool=pool) if found is not None and pool else found
+
+    # -- on-demand nodes (ProvisioningGateway; scheduler.gateways.kube.node_requests) -------------------------
+
+    def nodes_request(self, *, request: NodeRequestSpec) -> None:
+        self.requests.request(request)
+
+    def nodes_request_withdraw(self, *, request: str, namespace: str) -> None:
+        self.requests.withdraw(request=request, namespace=namespace)
+
+    def node_release(self, *, node: str) -> None:
+        self.requests.release(node=node)
 
     # -- namespaces and binding ------------------------------------------------------------------------------
 
@@ -313,6 +336,7 @@ class KubeGateway:
             self.reads.team_found(request.namespace, team)
         self.checkpoints.claim_check(request)
         bound: list[tuple[Ref, str]] = []
+        consumed: dict[str, str] | None = None
         try:
             # Inside the undo: a quota or admission refusal of either leaves nothing behind.
             if request.credential:
@@ -325,6 +349,10 @@ class KubeGateway:
                 if placement.replica in existing:
                     uid = uid_of(existing[placement.replica])
                 else:
+                    if consumed is None:  # the job's node request, if its pods land on its nodes (node_requests)
+                        consumed = self.requests.consume(
+                            namespace=request.namespace, job=request.job, nodes={p.node for p in todo}
+                        )
                     manifest = pod_manifest(
                         request,
                         placement,
@@ -337,6 +365,7 @@ class KubeGateway:
                         host=self._host_resources(request, nodes[placement.node], placement.devices),
                         generation=generation,
                     )
+                    manifest["metadata"]["annotations"].update(consumed)
                     uid = self.client.pod_create(
                         request.namespace, request.job, placement.replica, manifest, generation=generation
                     )
@@ -721,6 +750,7 @@ def gateway_from_settings() -> KubeGateway:
         # A worker reads nodes and pods from watch caches; a cycle 10 s apart needs no read-after-read consistency.
         consistent_reads=False,
         cache_sync_timeout_s=kube["cache_sync_timeout_s"],
+        node_requests=kube["node_requests"],
     )
 
 
