@@ -346,7 +346,8 @@ def _placeholders(cluster: Cluster) -> list[dict]:
     return [p for p in cluster.pods(NS) if "microcosm.io/node-request" in (p["metadata"].get("labels") or {})]
 
 
-def _run(karpenter: Karpenter, clock: ManualClock, seconds: float, every: float = 2.0) -> None:
+def _run(karpenter: Karpenter, clock: ManualClock, seconds: float, every: float = 10.0) -> None:
+    """Karpenter's loop every ``every`` seconds for ``seconds`` (its batch window closes between two steps)."""
     end = clock.now + seconds
     while clock.now < end:
         clock.now += every
@@ -418,7 +419,7 @@ def test_an_insufficient_capacity_launch_deletes_the_nodeclaim_and_karpenter_tri
 ) -> None:
     karpenter = _karpenter(cluster, ice=1)
     gateway.nodes_request(request=_spec("karpenter", nodes=1))
-    _run(karpenter, clock, 40)
+    _run(karpenter, clock, 50)  # kube-scheduler's verdict, the batch, its NodeClaim and the launch 30 s later
     assert [e[1] for e in karpenter.events] == ["InsufficientCapacityError"]
     assert _request(gateway).state is NodeRequestState.PENDING
 
@@ -429,7 +430,7 @@ def test_an_insufficient_capacity_launch_deletes_the_nodeclaim_and_karpenter_tri
 def test_a_launch_failure_is_the_requests_message(cluster, gateway, clock) -> None:
     karpenter = _karpenter(cluster, launch_error="creating instance, InvalidParameter: no such subnet")
     gateway.nodes_request(request=_spec("karpenter", nodes=1))
-    _run(karpenter, clock, 40)
+    _run(karpenter, clock, 50)
     request = _request(gateway)
     assert (request.state, request.message) == (
         NodeRequestState.PENDING,
