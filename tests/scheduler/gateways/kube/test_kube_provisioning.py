@@ -9,11 +9,12 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+import aiohttp.web
 import pytest
 
 from scheduler.errors import GatewayConflict, GatewayError, GatewayRetryable
 from scheduler.gateways.kube.gateway import KubeGateway
-from scheduler.gateways.kube.provisioning import CONSUME_ANNOTATION, NODES_ANNOTATION, pool_of
+from scheduler.gateways.kube.provisioning import CONSUME_ANNOTATION, NODES_ANNOTATION, pool_of, request_state
 from scheduler.gateways.protocol import (
     BindRequest,
     Device,
@@ -23,7 +24,7 @@ from scheduler.gateways.protocol import (
     ProvisioningGateway,
     ReplicaPlacement,
 )
-from tests.scheduler.kube_emulator import H100_ONE_LEAF, Cluster, ManualClock, cluster_fixture
+from tests.scheduler.kube_emulator import H100_ONE_LEAF, Cluster, ManualClock, cluster_fixture, status_response
 from tests.scheduler.kube_harness.cluster_autoscaler import ClusterAutoscaler, NodeGroup
 from tests.scheduler.kube_harness.karpenter import Karpenter, NodePool
 
@@ -285,12 +286,80 @@ def test_bad_input_is_refused_naming_the_field_and_nothing_is_created(cluster, g
 # -- API errors, as the rest of the gateway maps them --------------------------------------------------------
 
 
-def test_a_refused_provisioning_request_leaves_no_template_behind(cluster, gateway) -> None:
-    cluster.fail("POST", r"/provisioningrequests$", 403)
-    with pytest.raises(GatewayError) as raised:
+async def _no_provisioning_request_grant(
+    _emulator: object, raw: aiohttp.web.BaseRequest
+) -> aiohttp.web.Response | None:
+    """RBAC's refusal without the node-request grant (tests/scheduler/kube_harness/authorization.py, its words)."""
+    if raw.method != "POST" or not raw.path.endswith("/provisioningrequests"):
+        return None
+    message = (
+        'provisioningrequests.autoscaling.x-k8s.io is forbidden: User "system:serviceaccount:microcosm:microcosm" '
+        f'cannot create resource "provisioningrequests" in API group "autoscaling.x-k8s.io" in the namespace "{NS}"'
+    )
+    return status_response(403, "Forbidden", message, group="autoscaling.x-k8s.io", kind="provisioningrequests")
+
+
+def test_a_refusal_without_the_rbac_grant_is_a_deployment_error_and_leaves_no_template_behind(cluster, gateway) -> None:
+    assert cluster.handler is not None
+    cluster.handler.interceptors.append(_no_provisioning_request_grant)
+    with pytest.raises(GatewayError, match=re.escape("apply deploy/rbac.yaml")) as raised:
         gateway.nodes_request(request=_spec())
-    assert not isinstance(raised.value, GatewayRetryable)
+    assert not isinstance(raised.value, GatewayConflict | GatewayRetryable)
     assert cluster.core.list_namespaced_pod_template(NS).items == []
+
+
+def test_a_namespace_gone_or_no_provisioning_request_api_is_a_conflict_that_says_how_to_fix_it(
+    cluster, gateway
+) -> None:
+    cluster.fail("POST", r"/provisioningrequests$", 404)
+    with pytest.raises(GatewayConflict, match="--enable-provisioning-requests"):
+        gateway.nodes_request(request=_spec())
+    assert cluster.core.list_namespaced_pod_template(NS).items == []
+
+
+@pytest.mark.parametrize(
+    ("conditions", "state", "message"),
+    [
+        ([], NodeRequestState.PENDING, "not accepted by the Cluster Autoscaler yet"),
+        ([("Accepted", "True", "Accepted", "ok")], NodeRequestState.PENDING, "Accepted: ok"),
+        (
+            [("Provisioned", "False", "CapacityIsNotFound", "later")],
+            NodeRequestState.PENDING,
+            "CapacityIsNotFound: later",
+        ),
+        ([("Provisioned", "True", "CapacityIsProvisioned", "")], NodeRequestState.PROVISIONED, "CapacityIsProvisioned"),
+        (
+            [
+                ("Provisioned", "True", "CapacityIsFound", "x"),
+                ("BookingExpired", "True", "CapacityBookingConsumed", ""),
+            ],
+            NodeRequestState.PROVISIONED,
+            "CapacityIsFound: x; CapacityBookingConsumed",
+        ),
+        (
+            [("Provisioned", "True", "P", ""), ("CapacityRevoked", "True", "R", "gone")],
+            NodeRequestState.REVOKED,
+            "R: gone",
+        ),
+        (
+            [("Failed", "True", "FailedToCreatePods", "no template")],
+            NodeRequestState.FAILED,
+            "FailedToCreatePods: no template",
+        ),
+    ],
+)
+def test_a_provisioning_requests_conditions_are_its_state(conditions, state, message) -> None:
+    pr = {
+        "status": {
+            "conditions": [
+                {"type": t, "status": st, "reason": r, "message": m, "lastTransitionTime": "2027-01-15T08:00:00Z"}
+                for t, st, r, m in conditions
+            ]
+        }
+    }
+    found = request_state(pr)
+    assert found[:2] == (state, message)
+    assert found[2] == (None if not conditions else 1800000000.0)  # 2027-01-15T08:00:00Z
 
 
 def test_a_server_error_is_retried_and_then_retryable(cluster, gateway) -> None:
