@@ -100,7 +100,7 @@ from scheduler.gateways.kube.pods import (
     terminating,
 )
 from scheduler.gateways.kube.prometheus import PrometheusClient
-from scheduler.gateways.kube.provisioning import pool_of
+from scheduler.gateways.kube.provisioning import DO_NOT_DISRUPT, KARPENTER_POOL_LABEL, pool_of
 from scheduler.gateways.kube.rendezvous import DEFAULT_PORT, needs_rendezvous, service_manifest, service_name
 from scheduler.gateways.kube.shared_memory import DEFAULT_FRACTION, quantity_bytes, shm_size_limit
 from scheduler.gateways.protocol import (
@@ -254,7 +254,7 @@ class KubeGateway:
     # -- on-demand nodes (ProvisioningGateway; scheduler.gateways.kube.node_requests) -------------------------
 
     def nodes_request(self, *, request: NodeRequestSpec) -> None:
-        self.requests.request(request)
+        self.requests.request(request, observed=self.node_requests_observed)
 
     def nodes_request_withdraw(self, *, request: str, namespace: str) -> None:
         self.requests.withdraw(request=request, namespace=namespace)
@@ -350,9 +350,8 @@ class KubeGateway:
                     uid = uid_of(existing[placement.replica])
                 else:
                     if consumed is None:  # the job's node request, if its pods land on its nodes (node_requests)
-                        consumed = self.requests.consume(
-                            namespace=request.namespace, job=request.job, nodes={p.node for p in todo}
-                        )
+                        pools = {name: observed.pool for name, (_raw, observed) in nodes.items()}
+                        consumed = self.requests.consume(namespace=request.namespace, job=request.job, nodes=pools)
                     manifest = pod_manifest(
                         request,
                         placement,
@@ -366,6 +365,11 @@ class KubeGateway:
                         generation=generation,
                     )
                     manifest["metadata"]["annotations"].update(consumed)
+                    if labels_of(nodes[placement.node][0]).get(KARPENTER_POOL_LABEL):
+                        # Karpenter's consolidation and drift would evict the replica to repack its node; Microcosm
+                        # moves its own work (kubernetes-sigs/karpenter website/content/en/docs/concepts/
+                        # disruption.md, Pod-level controls). Interruptions are involuntary and still come.
+                        manifest["metadata"]["annotations"][DO_NOT_DISRUPT] = "true"
                     uid = self.client.pod_create(
                         request.namespace, request.job, placement.replica, manifest, generation=generation
                     )

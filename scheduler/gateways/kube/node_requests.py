@@ -67,6 +67,7 @@ class _Held:
     autoscaler: str
     namespace: str
     name: str
+    pool: str
     provisioning_class: str = ""
     placeholders: list[dict[str, Any]] = field(default_factory=list)
     nodes: tuple[str, ...] = ()
@@ -82,7 +83,14 @@ class NodeRequests:
 
     # -- asking ----------------------------------------------------------------------------------------------
 
-    def request(self, spec: NodeRequestSpec) -> None:
+    def request(self, spec: NodeRequestSpec, *, observed: bool = True) -> None:
+        """Ask for ``spec``'s nodes (module doc). ``observed`` False: the deployment does not read requests back
+        (``KUBE_NODE_REQUESTS`` off), so a request would never be seen to arrive: refused, saying so."""
+        if not observed:
+            raise GatewayConflict(
+                f"node request {spec.id}: pool {spec.pool} is autoscaled but the worker does not observe node "
+                "requests; set KUBE_NODE_REQUESTS=1 (docs/deploy.md, On-demand capacity through the cloud's autoscaler)"
+            )
         _check(spec)
         name = object_name(spec.id)
         template = _marked(pod_template_manifest(spec), spec.autoscaler)
@@ -128,7 +136,7 @@ class NodeRequests:
             meta = pr.get("metadata") or {}
             klass = str((pr.get("spec") or {}).get("provisioningClassName") or DEFAULT_CLASS)
             held[(meta.get("namespace", ""), observation.job)] = _Held(
-                CLUSTER_AUTOSCALER, meta.get("namespace", ""), meta.get("name", ""), klass
+                CLUSTER_AUTOSCALER, meta.get("namespace", ""), meta.get("name", ""), observation.pool, klass
             )
             found.append(observation)
         templates = [
@@ -149,21 +157,24 @@ class NodeRequests:
             key = (meta.get("namespace", ""), meta.get("name", ""))
             pods = by_request.get(key, [])
             observation = karpenter_observation(template, pods, ready_nodes=ready, failures=failures)
-            held[(key[0], observation.job)] = _Held(KARPENTER, key[0], key[1], placeholders=pods)
+            held[(key[0], observation.job)] = _Held(KARPENTER, key[0], key[1], observation.pool, placeholders=pods)
             found.append(observation)
         self._held = held
         return tuple(found)
 
     # -- a bind onto the request's nodes ---------------------------------------------------------------------
 
-    def consume(self, *, namespace: str, job: str, nodes: set[str]) -> dict[str, str]:
-        """What a bind of ``job`` onto ``nodes`` does about the job's request (module doc): the annotations its pods
-        carry (Cluster Autoscaler), or the placeholders on those nodes removed (Karpenter). Reads the last
+    def consume(self, *, namespace: str, job: str, nodes: Mapping[str, str]) -> dict[str, str]:
+        """What a bind of ``job`` onto ``nodes`` (name → pool) does about the job's request (module doc): the
+        annotations its pods carry (Cluster Autoscaler: only when they land in the request's pool; elsewhere the
+        booking runs out by itself), or the placeholders on those nodes removed (Karpenter). Reads the last
         :meth:`observe`: a job with no request seen there is left alone."""
         held = self._held.get((namespace, job))
         if held is None:
             return {}
         if held.autoscaler == CLUSTER_AUTOSCALER:
+            if held.pool not in nodes.values():
+                return {}
             return {CONSUME_ANNOTATION: held.name, CLASS_ANNOTATION: held.provisioning_class}
         mine = [p for p in held.placeholders if (p.get("spec") or {}).get("nodeName") in nodes]
         if mine:

@@ -74,6 +74,7 @@ POOL_LABELS = (
     "kubernetes.azure.com/agentpool",
 )
 KARPENTER_POOL_LABEL = POOL_LABELS[0]
+DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"  # on a pod: Karpenter never voluntarily disrupts its node
 PLACEHOLDER_IMAGE = "registry.k8s.io/pause:3.10"
 # A gang's nodes in one zone at least: the autoscalers honour pod affinity in their scheduling simulation; the pool's
 # own placement (an EC2 placement group in its launch template, a GKE compact placement policy) gives one leaf.

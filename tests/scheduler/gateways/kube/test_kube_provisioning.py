@@ -267,6 +267,13 @@ def test_withdraw_deletes_every_object_and_asking_twice_creates_nothing_more(clu
     assert gateway.observe().node_requests == ()
 
 
+def test_a_worker_that_does_not_observe_node_requests_refuses_to_make_one(cluster, clock) -> None:
+    gateway = KubeGateway(cluster.new_api_client(), clock=clock, sleep=lambda _s: None, request_timeout_s=2)
+    with pytest.raises(GatewayConflict, match="KUBE_NODE_REQUESTS=1"):
+        gateway.nodes_request(request=_spec())
+    assert _prs(cluster) == []
+
+
 @pytest.mark.parametrize(
     ("change", "field"),
     [
@@ -449,6 +456,8 @@ def test_a_peak_arrives_is_served_on_new_nodes_and_leaves_with_the_nodes_release
 
     _bind(gateway, nodes)  # the placeholders make way for the job's pods
     assert _placeholders(cluster) == []
+    # Karpenter never repacks a node under a replica: Microcosm moves its own work.
+    assert {p["metadata"]["annotations"].get("karpenter.sh/do-not-disrupt") for p in cluster.pods(NS)} == {"true"}
     template = cluster.core.read_namespaced_pod_template("mc-nr-r1", NS)
     assert template.metadata.annotations[NODES_ANNOTATION] == ",".join(nodes)
     _run(karpenter, clock, 60)
