@@ -367,7 +367,7 @@ class KubeGateway:
                     manifest["metadata"]["annotations"].update(consumed)
                     if labels_of(nodes[placement.node][0]).get(KARPENTER_POOL_LABEL):
                         # Karpenter's consolidation and drift would evict the replica to repack its node; Microcosm
-                        # moves its own work (kubernetes-sigs/karpenter website/content/en/docs/concepts/
+                        # moves its own work (aws/karpenter-provider-aws website/content/en/docs/concepts/
                         # disruption.md, Pod-level controls). Interruptions are involuntary and still come.
                         manifest["metadata"]["annotations"][DO_NOT_DISRUPT] = "true"
                     uid = self.client.pod_create(

@@ -18,7 +18,8 @@ mean: :mod:`scheduler.gateways.kube.provisioning`; every API call: :class:`~sche
   ``cluster-autoscaler/core/scaledown/eligibility/eligibility.go``: a node below the GPU utilization threshold is
   unneeded unless annotated ``cluster-autoscaler.kubernetes.io/scale-down-disabled``; a cordon does not stop it);
   Karpenter's node is removed by deleting its NodeClaim, whose termination finalizer drains the node and terminates
-  the instance (``website/content/en/docs/concepts/disruption.md``, Manual methods) — not left to consolidation,
+  the instance (the Karpenter docs, aws/karpenter-provider-aws ``website/content/en/docs/concepts/disruption.md``,
+  Manual methods) — not left to consolidation,
   which a NodePool may disable (``consolidateAfter: Never``).
 """
 

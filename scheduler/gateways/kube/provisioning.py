@@ -17,8 +17,9 @@ and Karpenter provision for. Each autoscaler is asked the way it listens instead
   provisions for pending pods that kube-scheduler marked unschedulable (kubernetes-sigs/karpenter
   ``pkg/controllers/provisioning/provisioner.go``, ``GetPendingPods`` and ``pkg/utils/pod/scheduling.go``
   ``IsProvisionable``), on every v1 release. Creating NodeClaims by hand is documented only from Karpenter v1.9
-  (``website/content/en/docs/concepts/nodeclaims.md``: "You can also create NodeClaims manually") and would make
-  Microcosm name the cloud's NodeClass kind (EC2NodeClass, AKSNodeClass); placeholders need neither. A
+  (the Karpenter docs, aws/karpenter-provider-aws ``website/content/en/docs/concepts/nodeclaims.md``: "You can
+  also create NodeClaims manually") and would make Microcosm name the cloud's NodeClass kind (EC2NodeClass,
+  AKSNodeClass); placeholders need neither. Replicas bound to a Karpenter node carry :data:`DO_NOT_DISRUPT`. A
   ``PodTemplate`` labelled like the placeholders records the request (pool, job, the nodes it brought) for as long
   as the request lives: the placeholders go once the job's own pods take their place (:func:`consumed_nodes`).
   Karpenter batches pending pods (``pkg/controllers/provisioning/batcher.go``: ``batchIdleDuration`` 1 s,

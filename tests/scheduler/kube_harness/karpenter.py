@@ -4,7 +4,8 @@ Modelled on kubernetes-sigs/karpenter (snapshot 2026) and the kube-scheduler beh
 :meth:`Karpenter.step` runs, in order:
 
 - **Termination.** A NodeClaim carries the ``karpenter.sh/termination`` finalizer; once deleted (by Karpenter or
-  anyone: ``website/content/en/docs/concepts/disruption.md``, Manual methods) its node is cordoned and drained and the
+  anyone: the Karpenter docs, aws/karpenter-provider-aws ``website/content/en/docs/concepts/disruption.md``, Manual
+  methods) its node is cordoned and drained and the
   node and the NodeClaim go (``pkg/controllers/node/termination/controller.go``,
   ``pkg/controllers/nodeclaim/lifecycle/termination.go``).
 - **Launch and registration** (``pkg/controllers/nodeclaim/lifecycle/launch.go``, ``registration.go``,
