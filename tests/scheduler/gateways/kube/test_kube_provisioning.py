@@ -267,6 +267,19 @@ def test_withdraw_deletes_every_object_and_asking_twice_creates_nothing_more(clu
     assert gateway.observe().node_requests == ()
 
 
+def test_a_cluster_without_the_autoscalers_crds_has_no_node_requests(cluster, gateway) -> None:
+    cluster.fail("GET", r"/provisioningrequests$", 404)  # the CRD is not installed: the API does not serve it
+    assert gateway.observe().node_requests == ()
+
+
+def test_asking_karpenter_twice_makes_one_placeholder_per_node(cluster, gateway) -> None:
+    gateway.nodes_request(request=_spec("karpenter"))
+    gateway.nodes_request(request=_spec("karpenter"))
+    assert sorted(p["metadata"]["name"] for p in _placeholders(cluster)) == ["mc-nr-r1-0", "mc-nr-r1-1"]
+    gateway.nodes_request_withdraw(request="r1", namespace=NS)
+    assert _placeholders(cluster) == [] and cluster.core.list_namespaced_pod_template(NS).items == []
+
+
 def test_a_worker_that_does_not_observe_node_requests_refuses_to_make_one(cluster, clock) -> None:
     gateway = KubeGateway(cluster.new_api_client(), clock=clock, sleep=lambda _s: None, request_timeout_s=2)
     with pytest.raises(GatewayConflict, match="KUBE_NODE_REQUESTS=1"):
