@@ -14,7 +14,10 @@ Service (:mod:`scheduler.gateways.kube.rendezvous`) is created before its pods a
 ends, like its report Secret; every pod's ``/dev/shm`` is sized from its node here
 (:mod:`scheduler.gateways.kube.shared_memory`). A Binding names its pod's UID; a pod is stopped within its own
 termination grace unless a deadline is shorter (:mod:`scheduler.gateways.kube.grace`); binds, evictions and why
-jobs wait are recorded as Events (:mod:`scheduler.gateways.kube.events`, best effort).
+jobs wait are recorded as Events (:mod:`scheduler.gateways.kube.events`, best effort). On-demand nodes are asked of
+the cluster's autoscaler and given back by the :class:`~scheduler.gateways.kube.node_requests.NodeRequests` it holds
+(:class:`~scheduler.gateways.protocol.ProvisioningGateway`); a node's pool is the autoscaler's label on it
+(:func:`~scheduler.gateways.kube.provisioning.pool_of`).
 
 Nodes and Microcosm's pods are read from the client's list-then-watch caches
 (:mod:`scheduler.gateways.kube.informer`): ``observe()`` and the MIG flow make no LIST once they have synced, and
