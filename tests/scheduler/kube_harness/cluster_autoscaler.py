@@ -5,19 +5,21 @@ Modelled on kubernetes/autoscaler ``cluster-autoscaler/`` (snapshot 2026): one :
 one CA loop (``--scan-interval`` 10 s by default; the test calls it as often as it likes).
 
 - **Accepted.** Each loop picks ProvisioningRequests of a supported class that are neither ``Provisioned=True``
-  nor ``Failed=True`` and marks them ``Accepted`` ("ProvisioningRequest is accepted by ClusterAutoscaler"); one
-  whose last ``Provisioned=False`` is recent waits for its backoff, 1 min doubling to 10 min
-  (``processors/provreq/injector.go``: ``GetPodsFromNextRequest``, ``IsAvailableForProvisioning``,
-  ``MarkAsAccepted``). A request whose PodTemplate is missing cannot give its pods: ``Failed``, reason
-  ``FailedToCreatePods`` (``provisioningrequest/pods/pods.go`` ``PodsForProvisioningRequest``; injector.go
-  ``MarkAsFailed``). An unsupported class is left alone (injector.go logs "Provisioning Class %s is not supported").
+  nor ``Failed=True`` and marks them ``Accepted`` ("ProvisioningRequest is accepted by ClusterAutoscaler"), one
+  with ``Provisioned=False`` again at every loop (``processors/provreq/injector.go``: ``GetPodsFromNextRequest``,
+  ``IsAvailableForProvisioning``, ``MarkAsAccepted``). A request whose PodTemplate is missing cannot give its
+  pods: ``Failed``, reason ``FailedToCreatePods`` (``provisioningrequest/pods/pods.go``
+  ``PodsForProvisioningRequest``; injector.go ``MarkAsFailed``). An unsupported class is left alone (injector.go logs
+  "Provisioning Class %s is not supported").
 - **Provisioned, all or nothing** (``provisioningrequest/besteffortatomic/provisioning_class.go``): the scale-up of
   every pod's node is asked of one node group at once; success is ``Provisioned=True, CapacityIsProvisioned``
   ("Capacity is found in the cluster") *as soon as it is asked* — the class "admits workload immediately after
   successful request, without waiting to verify that resources started" — and the nodes register ``boot_s``
   later. A group that cannot take them all (a stockout of an atomic increase, or its max size) leaves the request
-  ``Provisioned=False, CapacityIsNotFound`` ("Capacity is not found, CA will try to find it later."), retried with the
-  backoff above. A node group is the one whose labels the template's ``nodeSelector`` matches.
+  ``Provisioned=False, CapacityIsNotFound`` ("Capacity is not found, CA will try to find it later."), and the
+  group is backed off: not tried for 5 min, doubling to 30 min (``clusterstate/clusterstate.go``, the node group
+  backoff; ``--initial-node-group-backoff-duration``, ``--max-node-group-backoff-duration``). A node group is the one
+  whose labels the template's ``nodeSelector`` matches.
 - **BookingExpired**: ``Provisioned=True`` for ``booking_s`` (``defaultReservationTime`` 10 min) →
   ``CapacityReservationTimeExpired`` ("Capacity reservation time is expired"); or, sooner, once as many pods as the
   request counts run with ``autoscaling.x-k8s.io/consume-provisioning-request: <name>`` → ``CapacityBookingConsumed``
@@ -50,7 +52,7 @@ SUPPORTED = ("best-effort-atomic-scale-up.autoscaling.x-k8s.io", "check-capacity
 CONSUME = "autoscaling.x-k8s.io/consume-provisioning-request"
 SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 GPU = "nvidia.com/gpu"
-RETRY_S, MAX_BACKOFF_S = 60.0, 600.0  # injector.go defaultRetryTime, maxBackoffTime
+BACKOFF_S, MAX_BACKOFF_S = 300.0, 1800.0  # the node group backoff's defaults (main.go flags)
 
 
 @dataclass
@@ -62,14 +64,15 @@ class NodeGroup:
     gpus: int = 8
     max_size: int = 10
     stockout: bool = False  # the cloud refuses an atomic increase: no capacity of this type in the zone
-    boot_s: float = 300.0  # from the scale-up to a Ready node (GPU nodes: minutes; docs/deploy.md)
+    boot_s: float = 300.0  # from the scale-up to a Ready node (GPU nodes: minutes)
     created: int = 0
+    backoff_s: float = BACKOFF_S
+    backed_off_until: float = 0.0
 
 
 @dataclass
 class _Request:
     group: str = ""
-    backoff_s: float = RETRY_S
     nodes_at: float | None = None  # when its nodes register
     nodes: list[str] = field(default_factory=list)
 
@@ -176,9 +179,6 @@ class ClusterAutoscaler:
         if self._true(pr, "Failed") or self._true(pr, "Provisioned"):
             return
         state = self.requests.setdefault(key, _Request())
-        provisioned = self.condition(pr, "Provisioned")
-        if provisioned is not None and seconds(provisioned["lastTransitionTime"]) + state.backoff_s > now:
-            return  # injector.go IsAvailableForProvisioning: not yet
         template = self._template(pr)
         if template is None:
             message = f"podtemplates {pr['spec']['podSets'][0]['podTemplateRef']['name']!r} not found"
@@ -187,9 +187,15 @@ class ClusterAutoscaler:
         self._set(pr, "Accepted", "True", "Accepted", "ProvisioningRequest is accepted by ClusterAutoscaler", now)
         count = sum(int(s["count"]) for s in pr["spec"]["podSets"])
         group = self._group_for(template)
-        if group is None or group.stockout or self._size(group) + count > group.max_size:
-            if provisioned is not None:
-                state.backoff_s = min(2 * state.backoff_s, MAX_BACKOFF_S)
+        if (
+            group is None
+            or now < group.backed_off_until
+            or group.stockout
+            or self._size(group) + count > group.max_size
+        ):
+            if group is not None and now >= group.backed_off_until and group.stockout:
+                group.backed_off_until = now + group.backoff_s
+                group.backoff_s = min(2 * group.backoff_s, MAX_BACKOFF_S)
             message = "Capacity is not found, CA will try to find it later."
             self._set(pr, "Provisioned", "False", "CapacityIsNotFound", message, now)
             return

@@ -182,9 +182,10 @@ def test_a_peak_arrives_is_served_on_new_nodes_and_leaves_with_the_nodes_release
     gateway.node_release(node=f"{GKE_POOL}-1")  # gone: nothing to do
 
 
-def test_a_stockout_is_the_autoscalers_words_then_failed_once_the_request_expires(cluster, gateway, clock) -> None:
+def test_a_stockout_is_the_autoscalers_words_and_the_group_is_retried_after_its_backoff(
+    cluster, gateway, clock
+) -> None:
     ca = _ca(cluster, stockout=True)
-    ca.expiration_s = 3600.0
     gateway.nodes_request(request=_spec())
 
     ca.step(clock.now)
@@ -193,11 +194,21 @@ def test_a_stockout_is_the_autoscalers_words_then_failed_once_the_request_expire
         NodeRequestState.PENDING,
         "CapacityIsNotFound: Capacity is not found, CA will try to find it later.",
     )
-    clock.now += 30
-    ca.step(clock.now)  # within the retry backoff: not tried again
-    assert ca.condition(_prs(cluster)[0], "Provisioned")["lastTransitionTime"] != ""
+    ca.groups[GKE_POOL].stockout = False  # the cloud has capacity again, but the group is backed off for 5 min
+    clock.now += 60
+    ca.step(clock.now)
+    assert _request(gateway).state is NodeRequestState.PENDING
+    clock.now += 240
+    ca.step(clock.now)
+    assert _request(gateway).state is NodeRequestState.PROVISIONED
 
-    clock.now += 3600
+
+def test_a_request_never_provisioned_fails_when_it_expires(cluster, gateway, clock) -> None:
+    ca = _ca(cluster, stockout=True)
+    ca.expiration_s = 3600.0  # 7 days upstream
+    gateway.nodes_request(request=_spec())
+    ca.step(clock.now)
+    clock.now += 3601
     ca.step(clock.now)
     request = _request(gateway)
     assert (request.state, request.message) == (NodeRequestState.FAILED, "Expired: ProvisioningRequest is expired")
