@@ -439,3 +439,7 @@ class GpuAdmin(admin.ModelAdmin):
         wanted = _gpu_layouts_hold_back([form]) if change else {}
         super().save_model(request, obj, form, change)
         _gpu_layouts_save(self, request, wanted)
+
+
+# Autoscaled pools, node requests and the on-demand budget: their admin lives beside their models.
+import scheduler.autoscaled_admin  # noqa: E402, F401
