@@ -176,6 +176,9 @@ class NodeRequest(models.Model):
     requested_at = models.DateTimeField()
     state_since = models.DateTimeField()
     arrives_at = models.DateTimeField(help_text="The estimate when it was asked.")
+    provisioned_at = models.DateTimeField(
+        null=True, blank=True, help_text="When the autoscaler said its nodes were there: the pool's arrival history."
+    )
     message = models.CharField(max_length=500, blank=True, help_text="The autoscaler's or the loop's words.")
     node_names = models.JSONField(default=list, blank=True, help_text="The nodes it brought, as the autoscaler said.")
 

@@ -374,6 +374,31 @@ class SimulatedProgress(models.Model):
         return f"job {self.job_id}: {self.saved_work_s:g} s saved"
 
 
+class SimulatedNodeRequest(models.Model):
+    """A node request the simulated fleet's autoscaler holds (:mod:`scheduler.gateways.simulated.autoscaler`): what a
+    ProvisioningRequest object is on a real cluster. Times are real datetimes."""
+
+    request_id = models.CharField(max_length=64, unique=True, help_text="NodeRequestSpec.id")
+    job = models.CharField(max_length=64)
+    namespace = models.CharField(max_length=63)
+    pool = models.CharField(max_length=50)
+    nodes = models.PositiveSmallIntegerField()
+    spec = models.JSONField(default=dict, help_text="The rest of the NodeRequestSpec, as asked.")
+    asked_at = models.DateTimeField()
+    ready_at = models.DateTimeField(help_text="When its nodes join (or it fails, when it finds no capacity).")
+    fails = models.CharField(max_length=300, blank=True, help_text="Why it will fail when due; empty: it will not.")
+    state = models.CharField(max_length=16, default="pending")
+    message = models.CharField(max_length=300, blank=True)
+    since = models.DateTimeField(null=True, blank=True)
+    node_names = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["asked_at", "id"]
+
+    def __str__(self) -> str:
+        return f"simulated node request {self.request_id} ({self.state})"
+
+
 class CycleStats(models.Model):
     """The scheduling loop's running totals since it was installed (one row per loop, like :class:`SchedulerFence`).
 
