@@ -82,9 +82,9 @@ def provisioning_read(
     )
     since = at - timedelta(seconds=retry_s)
     rows = list(
-        NodeRequest.objects.filter(Q(state__in=IN_FLIGHT) | Q(state__in=FAILURES, state_since__gte=since)).order_by(
-            "requested_at", "id"
-        )
+        NodeRequest.objects.filter(Q(state__in=IN_FLIGHT) | Q(state__in=FAILURES, state_since__gte=since))
+        .select_related("job__team")
+        .order_by("requested_at", "id")
     )
     requests, failed, notes = [], [], {}
     for row in rows:
@@ -236,11 +236,7 @@ def _budget_left(
         used[CLUSTER] += hours
         if node.team is not None:
             used[node.team] += hours
-    if in_flight:
-        teams = dict(
-            NodeRequest.objects.filter(pk__in=[row.pk for row in in_flight]).values_list("pk", "job__team__slug")
-        )
-        for row in in_flight:
-            used[CLUSTER] += float(row.gpu_hours)
-            used[teams[row.pk]] += float(row.gpu_hours)
+    for row in in_flight:  # read with their jobs' teams
+        used[CLUSTER] += float(row.gpu_hours)
+        used[row.job.team.slug] += float(row.gpu_hours)
     return tuple(sorted((key, max(0.0, limit - used[key])) for key, limit in budgets.items()))

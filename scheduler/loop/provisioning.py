@@ -26,8 +26,8 @@ failed / revoked               ``failed`` / ``revoked`` with the autoscaler's me
 nothing (provisioned row)      ``fulfilled`` when its nodes are there, else ``failed`` (the autoscaler forgot it)
 =============================  ====================================================================================
 
-And the autoscaled nodes' ``idle_since``: set when a node of a pool holds no live allocation, cleared when it holds
-one (what ``Release`` waits ``Policy.release_idle_s`` on).
+And the autoscaled nodes' ``idle_since`` (:func:`idle_track`): when a node of a pool last became empty, while it holds
+no live allocation (what ``Release`` waits ``Policy.release_idle_s`` on).
 """
 
 from __future__ import annotations
@@ -39,7 +39,8 @@ from decimal import Decimal
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import F, Max, OuterRef, Q, Subquery
+from django.db.models.functions import Coalesce
 
 from jobs.models import Allocation, Job
 from scheduler.autoscaled import GIVEN_UP, IN_FLIGHT, AutoscaledPool, NodeRequest, NodeRequestStatus
@@ -243,7 +244,7 @@ def requests_reconcile(observation: Observation, *, at: datetime, timeout_s: flo
         _reconcile_one(row, seen, present, at, timeout_s, prices, repairs)
     _nodes_link(rows, observed)
     _released_again(observation, repairs)
-    idle_track(at=at)
+    idle_track()
     return repairs
 
 
@@ -311,10 +312,14 @@ def _released_again(observation: Observation, repairs: RequestRepairs) -> None:
         repairs.released_again.append(name)
 
 
-def idle_track(*, at: datetime) -> None:
-    """Autoscaled nodes not released: ``idle_since`` set when one holds no live allocation, cleared when it holds
-    one (two statements for every node)."""
+def idle_track() -> None:
+    """Autoscaled nodes not released: ``idle_since`` is when one last became empty — the end of its last allocation,
+    or its arrival when it never held one — while it holds no live allocation, and empty while it holds one. Two
+    statements for every node; from the allocations' own times, so a cycle's timing never moves it."""
     busy = Allocation.objects.filter(ended_at__isnull=True).values("node_id")
+    last_end = (
+        Allocation.objects.filter(node_id=OuterRef("pk")).order_by().values("node_id").annotate(at=Max("ended_at"))
+    )
     autoscaled = Node.objects.exclude(pool="").filter(released_at__isnull=True)
-    autoscaled.filter(idle_since__isnull=True).exclude(pk__in=busy).update(idle_since=at)
+    autoscaled.exclude(pk__in=busy).update(idle_since=Coalesce(Subquery(last_end.values("at")), F("created_at")))
     autoscaled.filter(idle_since__isnull=False, pk__in=busy).update(idle_since=None)
