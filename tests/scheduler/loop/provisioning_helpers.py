@@ -78,7 +78,7 @@ def plans(decide: Decide) -> Iterator[list[Snapshot]]:
         seen.append(snapshot)
         return decide(snapshot, real(snapshot, *args, **kwargs))
 
-    cycle_module.plan_cycle = planned  # type: ignore[assignment]
+    cycle_module.plan_cycle = planned
     try:
         yield seen
     finally:
