@@ -3,11 +3,16 @@ refusal, a request given up that the autoscaler still holds; and why the job wai
 
 from __future__ import annotations
 
+from dataclasses import replace
+from datetime import timedelta
+
 import pytest
 
 from jobs.models import Job
 from scheduler.autoscaled import NodeRequest, NodeRequestStatus
+from scheduler.core import Plan, Snapshot
 from scheduler.core.model.provisioning import Provision, Withdraw
+from scheduler.core.model.vocabulary import BlockerKind
 from scheduler.errors import GatewayConflict
 from scheduler.gateways.protocol import NodeRequestSpec
 from scheduler.gateways.simulated import SimulatedFleet
@@ -202,3 +207,23 @@ def test_a_disabled_or_unknown_pool_records_nothing(clock: Clock) -> None:
         report = cycle_run(gateway=gateway, retry=NO_WAIT)
     assert "provisions" not in report.decisions and not NodeRequest.objects.exists()
     assert snapshots[0].provisioning.offerings == ()
+
+
+def test_a_job_waiting_for_its_nodes_shows_the_engines_reason(clock: Clock) -> None:
+    gateway = fleet(clock)
+    _team, job = _waiting(clock, gateway)
+    reason = "waits for 1 on-demand node of a100-od, expected in about 10 min"
+
+    def decide(_snapshot: Snapshot, plan: Plan) -> Plan:
+        waiting = tuple(
+            replace(w, reason=reason, blocker=BlockerKind.PROVISIONING, eta_s=600.0) if w.job == str(job.pk) else w
+            for w in plan.waiting
+        )
+        return replace(plan, waiting=waiting)
+
+    with plans(decide):
+        clock.advance(1)
+        cycle_run(gateway=gateway, retry=NO_WAIT)
+    job.refresh_from_db()
+    assert job.state_reason == reason
+    assert job.eta_at == clock.now + timedelta(seconds=600)
