@@ -1,4 +1,4 @@
-"""Autoscaled pools, the node requests asked of them, and the cluster's on-demand budget (issue 32; the engine's side
+"""Autoscaled pools, the node requests asked of them, and the cluster's on-demand budget (the engine's side
 is scheduler/core/model/provisioning.py, the rules in docs/scheduling-rules.md §9).
 
 An *autoscaled pool* is a pool of on-demand nodes an autoscaler can grow: a Cluster Autoscaler node group behind a
@@ -29,8 +29,8 @@ BEST_EFFORT_ATOMIC = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
 CHECK_CAPACITY = "check-capacity.autoscaling.x-k8s.io"
 
 # Seconds from a request to nodes ready for work when a pool has neither observed history nor a default of its own.
-# A placeholder of this module until scheduler/core/gpus/arrival.py documents one per GPU model and cloud (the
-# integrator replaces it): ten minutes, a GPU node's boot plus its driver and device plugin.
+# A placeholder of this module until the engine's GPU tables document one per GPU model and cloud (then that replaces
+# it): ten minutes, a GPU node's boot plus its driver and device plugin.
 DEFAULT_ARRIVAL_S = 600.0
 
 
@@ -206,7 +206,7 @@ class NodeRequest(models.Model):
 
 class OnDemandBudget(models.Model):
     """The whole cluster's on-demand budget: GPU-hours of autoscaled node time a UTC day (one row; each team's own is
-    ``teams.Team.on_demand_gpu_hours_per_day``).
+    the team's ``on_demand_gpu_hours_per_day``, teams.Team).
 
     In GPU-hours rather than money: the engine weighs a request against it in the unit it plans in (a request's
     nodes × GPUs × expected hours, ``Provision.gpu_hours``), and a budget in GPU-hours keeps its meaning when the

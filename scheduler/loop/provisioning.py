@@ -1,4 +1,4 @@
-"""Node requests and autoscaled nodes in the loop (issue 32; the rows in :mod:`scheduler.autoscaled`): the plan's
+"""Node requests and autoscaled nodes in the loop (the rows in :mod:`scheduler.autoscaled`): the plan's
 ``Provision`` / ``Withdraw`` / ``Release`` recorded, and the requests reconciled with what the autoscaler reports.
 
 Recorded before applied, as everything the loop decides (RELIABILITY.md, A node request):

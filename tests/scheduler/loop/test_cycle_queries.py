@@ -47,7 +47,7 @@ LONG_S = 10_000_000
 CHECKPOINT_S = 60  # one real second: every cycle, every checkpointing job has saved since the last
 
 # A steady cycle, by phase:
-# - on-demand capacity, 2 (issue 32): the loop reads the autoscaled pools (scheduler.bridge.provisioning; with none
+# - on-demand capacity, 2: the loop reads the autoscaled pools (scheduler.bridge.provisioning; with none
 #   enabled nothing else of node requests is read or written), and the simulated fleet reads the node requests its
 #   autoscaler holds (scheduler.gateways.simulated.autoscaler, as a cluster lists its ProvisioningRequests);
 # - observe, 8: the fleet's advance (a savepoint, exited pods deleted, node states locked, nodes, release), then
