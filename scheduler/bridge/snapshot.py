@@ -169,7 +169,12 @@ def build(
     observed = {obs.name for obs in observation.nodes}
     # A released autoscaled node the cluster no longer reports is gone for good, not capacity to wait for.
     absent = sorted(name for name, row in inventory.items() if name not in observed and not row.released)
-    nodes = tuple(_node(obs, inventory.get(obs.name), now) for obs in observation.nodes)
+    # A released autoscaled node is never capacity again, even while the autoscaler still reports it: left out.
+    nodes = tuple(
+        _node(obs, row, now)
+        for obs in observation.nodes
+        if (row := inventory.get(obs.name)) is None or not row.released
+    )
     if absent:  # rare (a node being replaced): only these need their GPUs' layouts
         rows = NodeRow.objects.filter(name__in=absent).select_related("gpu_model").prefetch_related("gpus")
         nodes += tuple(_absent(row) for row in rows.order_by("name"))
@@ -215,9 +220,8 @@ def _node(obs: NodeObservation, row: _NodeRow | None, now: float) -> Node:
         if status.desired is not None:
             mig = status.desired
         reconfiguring_until = status.ready_at if status.ready_at and status.ready_at > now else now + 1.0
-    # An admin's cordon or drain closes the node whatever the cluster says (a notice closes it below); so does its
-    # release, while the autoscaler removes it.
-    closed = row is not None and (row.held_closed or row.released)
+    # An admin's cordon or drain closes the node whatever the cluster says (a notice closes it below).
+    closed = row is not None and row.held_closed
     price = obs.price_per_gpu_hour
     if price is None:
         price = float(row.price_per_gpu_hour) if row is not None else 0.0

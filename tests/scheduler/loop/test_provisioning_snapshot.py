@@ -15,6 +15,9 @@ from billing.models import GpuPrice
 from jobs.models import Job
 from scheduler.autoscaled import DEFAULT_ARRIVAL_S, AutoscaledPool, NodeRequest, NodeRequestStatus, OnDemandBudget
 from scheduler.bridge.provisioning import pools_read, provisioning_read
+from scheduler.bridge.snapshot import build, inventory_nodes
+from scheduler.core import Policy
+from scheduler.gateways.protocol import Observation
 from scheduler.models import GpuModel, Node
 from scheduler.services.fleet import node_register
 from teams.models import Team
@@ -164,3 +167,27 @@ def test_budget_left_today_counts_the_autoscaled_nodes_hours_and_the_requests_in
 def test_no_budget_set_tells_none() -> None:
     pool_seed()
     assert provisioning_read(pools=pools_read(), now=NOW.timestamp()).provisioning.budget_gpu_hours == ()
+
+
+def test_a_released_node_is_no_capacity_whether_the_cluster_still_reports_it_or_not() -> None:
+    pool_seed()
+    for name in ("od-1", "od-2", "od-3"):
+        node_register(
+            name=name,
+            gpu_model=A100,
+            gpu_count=8,
+            interconnect="nvswitch",
+            leaf_switch="",
+            spine="",
+            tier="on-demand",
+            price_per_gpu_hour="3.43",
+            pool="a100-od",
+        )
+    Node.objects.filter(name__in=["od-1", "od-2"]).update(released_at=NOW - timedelta(minutes=1))
+    # od-1 is still reported (the autoscaler removes it later), od-2 is gone, od-3 stands.
+    observed = tuple(
+        node.observation(schedulable=True) for node in Node.objects.filter(name__in=["od-1", "od-3"]).order_by("name")
+    )
+    built = build(Observation(observed_at=NOW.timestamp(), nodes=observed, jobs={}), Policy(), NOW.timestamp())
+    assert [(node.name, node.pool) for node in built.snapshot.nodes] == [("od-3", "a100-od")]
+    assert [node.name for node in inventory_nodes()] == ["od-3"]
