@@ -10,6 +10,7 @@ from django.test import Client
 from scheduler.autoscaled import BEST_EFFORT_ATOMIC, DEFAULT_ARRIVAL_S, AutoscaledPool, Autoscaler, OnDemandBudget
 from scheduler.models import GpuModel
 from scheduler.services.fleet import gpu_models_sync
+from teams.models import Team
 
 pytestmark = pytest.mark.django_db
 
@@ -75,3 +76,12 @@ def test_the_admin_lists_pools_requests_and_the_budget_and_requests_are_read_onl
     assert client.get("/admin/scheduler/ondemandbudget/add/").status_code == 403  # one row only
     page = client.get("/admin/scheduler/autoscaledpool/add/")
     assert page.status_code == 200 and b"provisioning_class" in page.content
+
+
+def test_a_teams_on_demand_budget_is_kept_on_its_admin_page() -> None:
+    team = Team.objects.create(name="NLP", slug="nlp", namespace="team-nlp")
+    admin = User.objects.create_superuser("root", "root@example.com", "pw")
+    client = Client()
+    client.force_login(admin)
+    page = client.get(f"/admin/teams/team/{team.pk}/change/").content.decode()
+    assert "On-demand budget" in page and 'name="on_demand_gpu_hours_per_day"' in page

@@ -11,12 +11,12 @@ import pytest
 from jobs.models import Job
 from scheduler.autoscaled import NodeRequest, NodeRequestStatus
 from scheduler.core import Plan, Snapshot
-from scheduler.core.model.provisioning import Provision, Withdraw
+from scheduler.core.model.provisioning import Provision, Release, Withdraw
 from scheduler.core.model.vocabulary import BlockerKind
-from scheduler.errors import GatewayConflict
+from scheduler.errors import GatewayConflict, GatewayRetryable
 from scheduler.gateways.protocol import NodeRequestSpec
 from scheduler.gateways.simulated import SimulatedFleet
-from scheduler.loop.apply import Retry
+from scheduler.loop.apply import NodeReleaseOp, ProvisionOp, Retry, apply_ops
 from scheduler.loop.cycle import cycle_run
 from scheduler.models import Node, SimulatedNodeRequest
 from teams.models import Team
@@ -227,3 +227,58 @@ def test_a_job_waiting_for_its_nodes_shows_the_engines_reason(clock: Clock) -> N
     job.refresh_from_db()
     assert job.state_reason == reason
     assert job.eta_at == clock.now + timedelta(seconds=600)
+
+
+class _ReleaseLost(SimulatedFleet):
+    """The first release never reaches the cloud (every retry fails)."""
+
+    lost = 0
+
+    def node_release(self, *, node: str) -> None:
+        if self.lost < NO_WAIT.attempts:
+            self.lost += 1
+            raise GatewayRetryable("connection reset")
+        super().node_release(node=node)
+
+
+def test_a_lost_release_is_applied_again_and_the_cost_stopped_at_the_recorded_release(clock: Clock) -> None:
+    gateway = _ReleaseLost(fleet(clock).settings, clock=clock)
+    pool_seed()
+    team_seed()
+    gateway.nodes_request(request=replace(_spec(999, Job(pk=0, team=Team(namespace="team-nlp"))), job="0"))
+    clock.advance(11)
+    cycle_run(gateway=gateway, retry=NO_WAIT)  # the node joins (a request no row knows: the loop leaves it be)
+    (node,) = Node.objects.filter(pool="a100-od")
+    release = Release(node=node.name, pool="a100-od", idle_since=clock.now.timestamp())
+    with plans(once(releases=(release,))):
+        clock.advance(1)
+        report = cycle_run(gateway=gateway, retry=NO_WAIT)
+    released_at = clock.now
+    assert report.failed == [f"release node {node.name}: connection reset"]
+    clock.advance(1)
+    report = cycle_run(gateway=gateway, retry=NO_WAIT)
+    assert report.repairs["nodes_released_again"] == [node.name]
+    node.refresh_from_db()
+    assert node.released_at == released_at
+    assert node.name not in {n.name for n in gateway.observe().nodes}
+
+
+def test_a_gateway_that_cannot_grow_refuses_node_operations() -> None:
+    spec = NodeRequestSpec(
+        id="1",
+        job="1",
+        namespace="team-nlp",
+        pool="p",
+        nodes=1,
+        gpu_model=A100,
+        gpus_per_node=8,
+        placement_group=False,
+        autoscaler="cluster-autoscaler",
+    )
+    result = apply_ops(_NoAutoscaler(), [ProvisionOp(spec=spec), NodeReleaseOp(node="n")], grace_s=0, retry=NO_WAIT)
+    assert [message for _op, message in result.provisions_refused] == ["the plain cluster has no autoscaler to ask"]
+    assert result.failed == ["release node n: the plain cluster has no autoscaler to ask"]
+
+
+class _NoAutoscaler:
+    name = "plain"
