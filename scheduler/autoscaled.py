@@ -152,8 +152,10 @@ class NodeRequestStatus(models.TextChoices):
 IN_FLIGHT = (NodeRequestStatus.PENDING, NodeRequestStatus.PROVISIONED)
 # Rows a job asks again after (Policy.provision_retry_s).
 FAILURES = (NodeRequestStatus.FAILED, NodeRequestStatus.REVOKED, NodeRequestStatus.TIMED_OUT)
-# Rows the gateway should no longer hold: one it still reports is withdrawn again.
+# Rows given up.
 GIVEN_UP = (*FAILURES, NodeRequestStatus.WITHDRAWN)
+# Rows done with: one the gateway still reports is withdrawn (a fulfilled one's nodes stay).
+SETTLED = (*GIVEN_UP, NodeRequestStatus.FULFILLED)
 
 
 class NodeRequest(models.Model):

@@ -1,7 +1,8 @@
 """Node requests and autoscaled nodes in the loop (the rows in :mod:`scheduler.autoscaled`): the plan's
 ``Provision`` / ``Withdraw`` / ``Release`` recorded, and the requests reconciled with what the autoscaler reports.
 
-Recorded before applied, as everything the loop decides (RELIABILITY.md, A node request):
+Recorded before applied, as everything the loop decides (RELIABILITY.md, A node request that fails leaves the
+job waiting):
 
 - a ``Provision`` is a :class:`~scheduler.autoscaled.NodeRequest` row (pending) written in the record's transaction,
   then asked of the gateway (:class:`~scheduler.loop.apply.ProvisionOp`). A refusal marks the row failed; a worker
@@ -19,22 +20,26 @@ gateway reports                row becomes
 =============================  ====================================================================================
 nothing (pending row)          asked again (recorded, not applied)
 pending, past the timeout      ``timed-out``, withdrawn (``SCHEDULER["node_request_timeout_s"]``)
-provisioned                    ``provisioned`` (``provisioned_at``: the pool's arrival history), its nodes linked to
-                               it (billing); ``fulfilled`` once every node it names is in the observation
+provisioned                    ``provisioned`` (``provisioned_at``: the pool's arrival history); ``fulfilled`` once
+                               every node it names is in the observation (then withdrawn, a clean-up: the nodes
+                               stay), ``timed-out`` when they have not joined within the timeout
 failed / revoked               ``failed`` / ``revoked`` with the autoscaler's message, withdrawn; the job's reason
                                says so and it asks again ``Policy.provision_retry_s`` later
-nothing (provisioned row)      ``fulfilled`` when its nodes are there, else ``failed`` (the autoscaler forgot it)
+nothing (provisioned row)      as provisioned, from the names it recorded
+settled, still reported        withdrawn again (failed, revoked, withdrawn, timed out or fulfilled)
 =============================  ====================================================================================
 
-And the autoscaled nodes' ``idle_since`` (:func:`idle_track`): when a node of a pool last became empty, while it holds
-no live allocation (what ``Release`` waits ``Policy.release_idle_s`` on).
+The nodes a request brought are linked to it by the names the autoscaler gave, once the inventory has them
+(:func:`_nodes_link`: billed from the request). And the autoscaled nodes' ``idle_since`` (:func:`idle_track`): when
+a node of a pool last became empty, while it holds no live allocation (what ``Release`` waits
+``Policy.release_idle_s`` on).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -43,7 +48,7 @@ from django.db.models import F, Max, OuterRef, Q, Subquery
 from django.db.models.functions import Coalesce
 
 from jobs.models import Allocation, Job
-from scheduler.autoscaled import GIVEN_UP, IN_FLIGHT, AutoscaledPool, NodeRequest, NodeRequestStatus
+from scheduler.autoscaled import IN_FLIGHT, SETTLED, AutoscaledPool, NodeRequest, NodeRequestStatus
 from scheduler.bridge.provisioning import pool_prices
 from scheduler.core import Plan
 from scheduler.core.model.vocabulary import JobState
@@ -230,19 +235,19 @@ def requests_reconcile(observation: Observation, *, at: datetime, timeout_s: flo
     reported_ids = [int(i) for i in observed if i.isdigit()]
     rows = list(
         NodeRequest.objects.select_for_update(of=("self",))
-        .filter(Q(state__in=IN_FLIGHT) | Q(pk__in=reported_ids, state__in=GIVEN_UP))
+        .filter(Q(state__in=IN_FLIGHT) | Q(pk__in=reported_ids, state__in=SETTLED))
         .select_related("job__team", "pool__gpu_model")
         .order_by("pk")
     )
     prices = pool_prices({row.pool_id: row.pool for row in rows}.values(), at) if rows else {}
     for row in rows:
         seen = observed.get(str(row.pk))
-        if row.state in GIVEN_UP:  # the gateway still holds a request given up: withdraw it again
+        if row.state in SETTLED:  # the gateway still holds a request settled: withdraw it again
             repairs.ops.append(WithdrawOp(request=str(row.pk), namespace=row.job.team.namespace))
             repairs.withdrawn_again.append(str(row.pk))
             continue
         _reconcile_one(row, seen, present, at, timeout_s, prices, repairs)
-    _nodes_link(rows, observed)
+    _nodes_link(at)
     _released_again(observation, repairs)
     idle_track()
     return repairs
@@ -267,19 +272,27 @@ def _reconcile_one(
         repairs.failed.append(request)
         return
     if state == NodeRequestState.PROVISIONED or (seen is None and row.state == NodeRequestStatus.PROVISIONED):
-        names = list(seen.nodes) if seen is not None else list(row.node_names)
+        names = list(seen.nodes) if seen is not None and seen.nodes else list(row.node_names)
         if row.state != NodeRequestStatus.PROVISIONED:
             since = datetime.fromtimestamp(seen.since, tz=UTC) if seen is not None and seen.since else at
             row.provisioned_at, row.node_names = since, names
             _settle(row, NodeRequestStatus.PROVISIONED, at, seen.message if seen is not None else "")
             row.save(update_fields=["provisioned_at", "node_names"])
             repairs.provisioned.append(request)
-        if names and all(name in present for name in names):
+        elif names != row.node_names:
+            row.node_names = names
+            row.save(update_fields=["node_names"])
+        # Every node it names is there (vacuously, when the autoscaler cannot say which): fulfilled, ordinary
+        # on-demand nodes now. The request itself is withdrawn, a clean-up: the nodes it brought stay.
+        if all(name in present for name in names):
             _settle(row, NodeRequestStatus.FULFILLED, at, "")
             repairs.fulfilled.append(request)
-        elif seen is None:
-            _settle(row, NodeRequestStatus.FAILED, at, "the autoscaler no longer reports the request")
-            repairs.failed.append(request)
+            if seen is not None:
+                repairs.ops.append(WithdrawOp(request=request, namespace=namespace))
+        elif (at - (row.provisioned_at or at)).total_seconds() > timeout_s:
+            _settle(row, NodeRequestStatus.TIMED_OUT, at, f"its nodes did not join within {timeout_s / 60:g} min")
+            repairs.ops.append(WithdrawOp(request=request, namespace=namespace))
+            repairs.timed_out.append(request)
         return
     # Pending, or not reported at all.
     if (at - row.requested_at).total_seconds() > timeout_s:
@@ -294,12 +307,26 @@ def _reconcile_one(
         repairs.asked_again.append(request)
 
 
-def _nodes_link(rows: Sequence[NodeRequest], observed: Mapping[str, Any]) -> None:
-    """The nodes each request brought, as the autoscaler names them, point at it (billed from the request)."""
-    for row in rows:
-        seen = observed.get(str(row.pk))
-        if seen is not None and seen.nodes:
-            Node.objects.filter(name__in=list(seen.nodes), node_request__isnull=True).update(node_request=row)
+def _nodes_link(at: datetime) -> None:
+    """Autoscaled nodes not linked to the request that brought them yet point at it, by the names the autoscaler gave
+    (``NodeRequest.node_names``): billed from the request (docs/billing.md). A node joins the inventory when the
+    cluster sync registers it, which may be after its request was fulfilled: so the requests of the last day are
+    matched, and only when some autoscaled node is unlinked (one read otherwise)."""
+    unlinked = set(
+        Node.objects.exclude(pool="")
+        .filter(node_request__isnull=True, released_at__isnull=True)
+        .values_list("name", flat=True)
+    )
+    if not unlinked:
+        return
+    recent = NodeRequest.objects.filter(
+        state__in=(NodeRequestStatus.PROVISIONED, NodeRequestStatus.FULFILLED),
+        provisioned_at__gte=at - timedelta(days=1),
+    )
+    for pk, names in recent.values_list("pk", "node_names"):
+        mine = unlinked.intersection(str(name) for name in names or [])
+        if mine:
+            Node.objects.filter(name__in=sorted(mine), node_request__isnull=True).update(node_request_id=pk)
 
 
 def _released_again(observation: Observation, repairs: RequestRepairs) -> None:

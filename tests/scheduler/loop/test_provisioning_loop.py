@@ -78,12 +78,20 @@ def test_a_peak_grows_an_autoscaled_pool_is_served_and_the_node_is_released(cloc
     assert row.node_names == [node.name] and node.node_request_id == row.pk
     assert (node.tier, node.gpu_count, node.price_per_gpu_hour) == ("on-demand", 8, Decimal("3.4300"))
     assert str(row.pk) in report.repairs["requests_fulfilled"]
+    # Fulfilled, the request is withdrawn at the autoscaler (a clean-up): the nodes it brought stay.
+    assert f"withdraw node request {row.pk}" in report.applied and not SimulatedNodeRequest.objects.exists()
+    # A node the inventory registered after its request was settled is linked to it by name all the same.
+    Node.objects.filter(pk=node.pk).update(node_request=None)
+    clock.advance(1)
+    cycle_run(gateway=gateway, retry=NO_WAIT)
+    node.refresh_from_db()
+    assert node.node_request_id == row.pk
     peak.refresh_from_db()
     assert peak.state == JobState.RUNNING
     assert set(Allocation.objects.filter(job=peak).values_list("node__name", flat=True)) == {node.name}
 
     # The peak ends (600 virtual s: 10 s); the node stands empty from then, and the engine gives it back.
-    clock.advance(11)
+    clock.advance(10)
     cycle_run(gateway=gateway, retry=NO_WAIT)
     peak.refresh_from_db()
     node.refresh_from_db()

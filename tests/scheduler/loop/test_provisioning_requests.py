@@ -14,7 +14,7 @@ from scheduler.core import Plan, Snapshot
 from scheduler.core.model.provisioning import Provision, Release, Withdraw
 from scheduler.core.model.vocabulary import BlockerKind
 from scheduler.errors import GatewayConflict, GatewayRetryable
-from scheduler.gateways.protocol import NodeRequestSpec
+from scheduler.gateways.protocol import NodeRequestSpec, NodeRequestState, Observation
 from scheduler.gateways.simulated import SimulatedFleet
 from scheduler.loop.apply import NodeReleaseOp, ProvisionOp, Retry, apply_ops
 from scheduler.loop.cycle import cycle_run
@@ -282,3 +282,34 @@ def test_a_gateway_that_cannot_grow_refuses_node_operations() -> None:
 
 class _NoAutoscaler:
     name = "plain"
+
+
+class _NodesNeverJoin(SimulatedFleet):
+    """An autoscaler that says its request is provisioned and names nodes that never register."""
+
+    def observe(self) -> Observation:
+        observation = super().observe()
+        requests = tuple(
+            replace(r, state=NodeRequestState.PROVISIONED, nodes=("ghost-1",), since=observation.observed_at)
+            for r in observation.node_requests
+        )
+        return replace(observation, node_requests=requests)
+
+
+def test_a_provisioned_request_whose_nodes_never_join_times_out(clock: Clock, settings) -> None:
+    settings.SCHEDULER = {**settings.SCHEDULER, "node_request_timeout_s": 60.0}
+    gateway = _NodesNeverJoin(fleet(clock).settings, clock=clock)
+    _team, job = _waiting(clock, gateway)
+    pool_seed()
+    with plans(once(provisions=(_ask(job, clock),))):
+        cycle_run(gateway=gateway, retry=NO_WAIT)
+        clock.advance(1)
+        report = cycle_run(gateway=gateway, retry=NO_WAIT)
+    row = NodeRequest.objects.get()
+    assert report.repairs["requests_provisioned"] == [str(row.pk)]
+    assert (row.state, row.node_names, row.provisioned_at) == (NodeRequestStatus.PROVISIONED, ["ghost-1"], clock.now)
+    clock.advance(61)
+    report = cycle_run(gateway=gateway, retry=NO_WAIT)
+    row.refresh_from_db()
+    assert (row.state, row.message) == (NodeRequestStatus.TIMED_OUT, "its nodes did not join within 1 min")
+    assert f"withdraw node request {row.pk}" in report.applied
