@@ -17,7 +17,7 @@ from scheduler.core.model.provisioning import Provision, Release
 from scheduler.core.model.vocabulary import JobState
 from scheduler.loop.apply import Retry
 from scheduler.loop.cycle import cycle_run
-from scheduler.models import Node, SimulatedNodeRequest
+from scheduler.models import CycleStats, Node, SimulatedNodeRequest
 from tests.scheduler.loop.provisioning_helpers import A100, full_fleet, once, plans, pool_seed, submit
 from tests.scheduler.loop_helpers import Clock, fleet, team_seed
 
@@ -54,6 +54,7 @@ def test_a_peak_grows_an_autoscaled_pool_is_served_and_the_node_is_released(cloc
         ]
         assert f"node request {row.pk} (1 × a100-od for job {peak.pk})" in report.applied
         assert (row.state, row.requested_at, row.gpu_hours) == (NodeRequestStatus.PENDING, clock.now, 80)
+        assert CycleStats.objects.get().decisions["provision"] == 1  # /metrics: microcosm_cycle_decisions_total
         assert SimulatedNodeRequest.objects.get().request_id == str(row.pk)
         # The pool is offered to the engine: its price, its own arrival at the fleet's speed (600 virtual s, 60×).
         (offering,) = snapshots[0].provisioning.offerings
