@@ -2,7 +2,8 @@
 
 A node's GPUs are paid from its registration (``Node.created_at``) until it is marked gone (the
 ``updated_at`` of a node in state ``gone``); a node that comes back under the same name was paid meanwhile,
-as a cloud bills a replacement. Hours are split at the price catalog's effective days, so each piece is
+as a cloud bills a replacement. An autoscaled node is paid from its node request to its release
+(:func:`node_lives`). Hours are split at the price catalog's effective days, so each piece is
 priced at the rate in force; without a catalog row, the node's own price applies (as in the ledger).
 """
 
@@ -33,13 +34,25 @@ class NodeLife:
 
 
 def node_lives() -> list[NodeLife]:
+    """Every node's paid life. An autoscaled node (``Node.pool``) is paid from its node request (``requested_at``: the
+    cloud bills the instance from its launch, which the request starts) to its release (``released_at``), when the
+    loop linked it to a request; a node without either keeps the registration and the ``gone`` mark."""
     rows = Node.objects.values_list(
-        "gpu_model__name", "tier", "gpu_count", "price_per_gpu_hour", "created_at", "state", "updated_at"
+        "gpu_model__name",
+        "tier",
+        "gpu_count",
+        "price_per_gpu_hour",
+        "created_at",
+        "state",
+        "updated_at",
+        "node_request__requested_at",
+        "released_at",
     )
-    return [
-        NodeLife(model, tier, count, price, created, updated if state == NodeState.GONE else None)
-        for model, tier, count, price, created, state, updated in rows
-    ]
+    lives = []
+    for model, tier, count, price, created, state, updated, requested, released in rows:
+        gone = released or (updated if state == NodeState.GONE else None)
+        lives.append(NodeLife(model, tier, count, price, requested or created, gone))
+    return lives
 
 
 def _midnight(day: date) -> datetime:

@@ -17,9 +17,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from demo.billing import billing_demo_seed
+from scheduler.autoscaled import AutoscaledPool, Autoscaler
 from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.model.vocabulary import CapacityTier, Fabric, Interconnect
-from scheduler.models import Gpu, Node
+from scheduler.models import Gpu, GpuModel, Node
 from scheduler.services.fleet import gpu_models_sync, node_register
 from teams.models import Team
 from teams.orgfile import validate_org
@@ -242,6 +243,7 @@ def demo_seed(*, history: bool = True) -> DemoSeedResult:
         gpu_models_sync()
         for plan in _FLEET:
             _node_seed(plan)
+        _pool_seed()
     # Billing: the price catalog, reserved commitments and a closed ledger of past work.
     closed = billing_demo_seed(now=timezone.now(), history=history)
     return DemoSeedResult(
@@ -255,6 +257,28 @@ def demo_seed(*, history: bool = True) -> DemoSeedResult:
         history_entries=closed.entries if closed is not None else 0,
         seconds=time.monotonic() - started,
     )
+
+
+# One small autoscaled pool of the simulated cloud, so the demo shows on-demand capacity for peaks: two 8-GPU H100
+# nodes at most, at the price catalog's on-demand price, arriving after the documented default.
+DEMO_POOL = "h100-on-demand"
+
+
+def _pool_seed() -> AutoscaledPool:
+    """The demo's autoscaled pool, as the admin would keep it; a re-seed leaves an admin's changes to it alone."""
+    pool, _ = AutoscaledPool.objects.get_or_create(
+        name=DEMO_POOL,
+        defaults={
+            "autoscaler": Autoscaler.SIMULATED,
+            "provisioning_class": "",
+            "node_selector": {"microcosm.io/pool": DEMO_POOL},
+            "gpu_model": GpuModel.objects.get(name="H100-SXM5-80GB"),
+            "gpus_per_node": 8,
+            "interconnect": Interconnect.NVSWITCH,
+            "max_nodes": 2,
+        },
+    )
+    return pool
 
 
 def _users_ensure(usernames: list[str]) -> list[str]:

@@ -54,6 +54,8 @@ class SchedulerSettings(TypedDict):
     move_ready_s: float
     apply_attempts: int
     apply_backoff_s: float
+    node_request_timeout_s: float
+    simulated_stockout_probability: float
 
 
 class CheckpointSettings(TypedDict):
@@ -175,6 +177,15 @@ SCHEDULER: SchedulerSettings = {
     "move_ready_s": env_float("SCHEDULER_MOVE_READY_S", default=600.0, minimum=10.0, maximum=86400.0),
     "apply_attempts": env_int("SCHEDULER_APPLY_ATTEMPTS", default=3, minimum=1, maximum=20),
     "apply_backoff_s": 0.2,
+    # A node request (on-demand nodes asked of an autoscaled pool, scheduler/loop/provisioning.py) not provisioned
+    # within this many seconds is withdrawn and its job's reason says so; it asks again later.
+    "node_request_timeout_s": env_float(
+        "SCHEDULER_NODE_REQUEST_TIMEOUT_S", default=1800.0, minimum=60.0, maximum=86400.0
+    ),
+    # The simulated fleet's autoscaler: the chance a node request finds no capacity (a stockout) and fails.
+    "simulated_stockout_probability": env_float(
+        "SIMULATED_STOCKOUT_PROBABILITY", default=0.0, minimum=0.0, maximum=1.0
+    ),
 }
 SCHEDULER_LOCK_FILE = VAR_DIR / "scheduler.lock"
 

@@ -71,6 +71,20 @@ class Node(models.Model):
     state_reason = models.CharField(max_length=200, blank=True, help_text="Why the node is in its state.")
     state_changed_at = models.DateTimeField(null=True, blank=True)
     labels = models.JSONField(default=dict, blank=True, help_text="Kubernetes node labels as observed.")
+    # An autoscaled node (scheduler.autoscaled): the pool that added it, the request that asked for it (billed from
+    # the request: docs/billing.md), when it last became empty, and when Microcosm gave it back (its cost stops).
+    pool = models.CharField(
+        max_length=50, blank=True, default="", help_text="The autoscaled pool that added the node; empty: none."
+    )
+    node_request = models.ForeignKey(
+        "scheduler.NodeRequest", on_delete=models.SET_NULL, null=True, blank=True, related_name="nodes_brought"
+    )
+    idle_since = models.DateTimeField(
+        null=True, blank=True, help_text="An autoscaled node: since when it has held no work (empty: it holds some)."
+    )
+    released_at = models.DateTimeField(
+        null=True, blank=True, help_text="An autoscaled node: when it was given back to its pool (its cost stops)."
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -130,6 +144,7 @@ class Node(models.Model):
             placement_group=self.placement_group,
             state=self.state,
             state_source=self.state_source,
+            pool=self.pool,
         )
 
     def clean(self) -> None:
@@ -159,6 +174,7 @@ class NodeFacts(NamedTuple):
     placement_group: str
     state: str
     state_source: str
+    pool: str
 
     @property
     def held_closed(self) -> bool:
@@ -215,6 +231,7 @@ def node_observation(
         fabric=node.fabric,
         fabric_devices=node.fabric_devices,
         placement_group=node.placement_group,
+        pool=node.pool,
     )
 
 
@@ -357,6 +374,31 @@ class SimulatedProgress(models.Model):
         return f"job {self.job_id}: {self.saved_work_s:g} s saved"
 
 
+class SimulatedNodeRequest(models.Model):
+    """A node request the simulated fleet's autoscaler holds (:mod:`scheduler.gateways.simulated.autoscaler`): what a
+    ProvisioningRequest object is on a real cluster. Times are real datetimes."""
+
+    request_id = models.CharField(max_length=64, unique=True, help_text="NodeRequestSpec.id")
+    job = models.CharField(max_length=64)
+    namespace = models.CharField(max_length=63)
+    pool = models.CharField(max_length=50)
+    nodes = models.PositiveSmallIntegerField()
+    spec = models.JSONField(default=dict, help_text="The rest of the NodeRequestSpec, as asked.")
+    asked_at = models.DateTimeField()
+    ready_at = models.DateTimeField(help_text="When its nodes join (or it fails, when it finds no capacity).")
+    fails = models.CharField(max_length=300, blank=True, help_text="Why it will fail when due; empty: it will not.")
+    state = models.CharField(max_length=16, default="pending")
+    message = models.CharField(max_length=300, blank=True)
+    since = models.DateTimeField(null=True, blank=True)
+    node_names = models.JSONField(default=list, blank=True)
+
+    class Meta:
+        ordering = ["asked_at", "id"]
+
+    def __str__(self) -> str:
+        return f"simulated node request {self.request_id} ({self.state})"
+
+
 class CycleStats(models.Model):
     """The scheduling loop's running totals since it was installed (one row per loop, like :class:`SchedulerFence`).
 
@@ -413,3 +455,11 @@ class EtaHistory(models.Model):
 
     def __str__(self) -> str:
         return f"start estimates of job {self.job_id}"
+
+
+# The autoscaled pools, their node requests and the on-demand budget live beside the inventory
+# (scheduler.autoscaled); imported here so Django registers them with the app's models, and re-exported.
+from scheduler.autoscaled import AutoscaledPool as AutoscaledPool  # noqa: E402
+from scheduler.autoscaled import NodeRequest as NodeRequest  # noqa: E402
+from scheduler.autoscaled import NodeRequestStatus as NodeRequestStatus  # noqa: E402
+from scheduler.autoscaled import OnDemandBudget as OnDemandBudget  # noqa: E402

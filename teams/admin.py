@@ -52,7 +52,16 @@ class TeamAdminForm(forms.ModelForm):
 
     class Meta:
         model = Team
-        fields = ("name", "slug", "namespace", "weight", "checkpoint_claim", "max_priority", "production_kinds")
+        fields = (
+            "name",
+            "slug",
+            "namespace",
+            "weight",
+            "checkpoint_claim",
+            "max_priority",
+            "production_kinds",
+            "on_demand_gpu_hours_per_day",
+        )
 
     def clean_production_kinds(self) -> list[str]:
         return kinds_normalized(self.cleaned_data["production_kinds"])
@@ -73,6 +82,8 @@ class TeamAdmin(admin.ModelAdmin):
             "Priority grant: production preempts other teams' work, so it is granted here, not self-served",
             {"fields": ("max_priority", "production_kinds")},
         ),
+        # On-demand capacity for peaks is paid for while it stands: the admin bounds what a team's jobs may ask for.
+        ("On-demand budget", {"fields": ("on_demand_gpu_hours_per_day",)}),
     )
     inlines = (ProjectInline, MembershipInline, QuotaInline)
 

@@ -66,6 +66,16 @@ class Team(models.Model):
             "unless you also allow training or batch."
         ),
     )
+    # The team's on-demand budget (scheduler.autoscaled.OnDemandBudget for the cluster's, and why GPU-hours).
+    on_demand_gpu_hours_per_day = models.DecimalField(
+        "on-demand GPU-hours a day",
+        max_digits=12,
+        decimal_places=3,
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(Decimal(0))],
+        help_text="Autoscaled node time the team's jobs may ask for in a UTC day; empty: no budget of its own.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

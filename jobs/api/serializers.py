@@ -13,6 +13,7 @@ from rest_framework import serializers
 from jobs.models import Allocation, Job, JobEvent
 from jobs.selectors.moves import job_is_moving
 from jobs.selectors.network import job_network
+from jobs.selectors.node_requests import job_node_request
 from jobs.selectors.waiting import EtaDisplay, EtaStatus, eta_display, waiting_reason
 from scheduler.core import PreviewOutcome, bounds
 from scheduler.core.model.vocabulary import (
@@ -216,6 +217,20 @@ class NetworkSerializer(serializers.Serializer):
     )
 
 
+class NodeRequestSerializer(serializers.Serializer):
+    state = serializers.CharField(
+        help_text="pending, provisioned, fulfilled, failed, revoked, withdrawn or timed-out (docs/billing.md)"
+    )
+    pool = serializers.CharField(help_text="The autoscaled pool asked")
+    nodes = serializers.IntegerField()
+    gpus_per_node = serializers.IntegerField()
+    requested_at = serializers.DateTimeField(help_text="When the nodes were asked for")
+    arrives_at = serializers.DateTimeField(help_text="When they were expected, as estimated when asked")
+    state_since = serializers.DateTimeField()
+    message = serializers.CharField(help_text="The autoscaler's words (why it failed), or the loop's")
+    node_names = serializers.ListField(child=serializers.CharField(), help_text="The nodes it brought")
+
+
 class JobDetailSerializer(JobSerializer):
     events = JobEventSerializer(many=True, read_only=True)
     allocations = AllocationSerializer(many=True, read_only=True)
@@ -225,14 +240,32 @@ class JobDetailSerializer(JobSerializer):
         help_text="The network between the nodes of a placement that spans more than one; null otherwise"
     )
 
+    node_request = serializers.SerializerMethodField(
+        help_text="The on-demand nodes last asked of an autoscaled pool for the job; null when none were"
+    )
+
     class Meta(JobSerializer.Meta):
-        fields = [*JobSerializer.Meta.fields, "env", "events", "allocations", "moves", "usage", "network"]
+        fields = [
+            *JobSerializer.Meta.fields,
+            "env",
+            "events",
+            "allocations",
+            "moves",
+            "usage",
+            "network",
+            "node_request",
+        ]
         read_only_fields = fields
 
     @extend_schema_field(NetworkSerializer(allow_null=True))
     def get_network(self, job: Job) -> dict[str, Any] | None:
         network = job_network(job=job)
         return None if network is None else NetworkSerializer(network).data
+
+    @extend_schema_field(NodeRequestSerializer(allow_null=True))
+    def get_node_request(self, job: Job) -> dict[str, Any] | None:
+        request = job_node_request(job=job)  # the job was read through the caller's scope (JobViewSet.get_object)
+        return None if request is None else NodeRequestSerializer(request).data
 
 
 # --- writes --------------------------------------------------------------------------------------------------

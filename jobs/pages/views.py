@@ -60,6 +60,7 @@ from jobs.selectors.logs import (
 )
 from jobs.selectors.moves import job_moves
 from jobs.selectors.network import fabric_warning, job_network
+from jobs.selectors.node_requests import job_node_request
 from jobs.selectors.preemptions import preemptors_for_user
 from jobs.selectors.rightsizing import Suggestion, errors_by_key, suggest
 from jobs.selectors.team_usage import DEFAULT_WINDOW, WINDOWS_S, team_dashboard, team_utilization_series
@@ -324,6 +325,7 @@ def detail(request: SignedInRequest, job_id: int) -> HttpResponse:
         # The status poll (htmx) redraws only the status: no proposal to compute for it.
         "proposal": None if request.htmx else _job_proposal(job),
         "network": None if request.htmx else job_network(job=job),
+        "node_request": None if request.htmx else job_node_request(job=job),
         "moves": [] if request.htmx else job_moves(job=job, events=events),
         # The status poll redraws only the status; the log has a poll of its own (job_logs).
         "log_panel": None if request.htmx else _log_panel(request, job),

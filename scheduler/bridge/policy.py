@@ -25,6 +25,7 @@ LOOP_KEYS = frozenset(
         "move_ready_s",
         "apply_attempts",
         "apply_backoff_s",
+        "node_request_timeout_s",
     }
 )
 

@@ -44,6 +44,7 @@ from scheduler.core import (
     Team,
     memory_model_for,
 )
+from scheduler.core.model.provisioning import Provisioning
 from scheduler.core.model.vocabulary import (
     CapacityTier,
     Dtype,
@@ -147,24 +148,34 @@ class _NodeRow(NamedTuple):
     state: str
     state_source: str
     price_per_gpu_hour: Decimal
+    released: bool  # an autoscaled node given back to its pool (scheduler.autoscaled): never capacity again
 
     @property
     def held_closed(self) -> bool:
         return admin_holds(state=self.state, source=self.state_source)
 
 
-def build(observation: Observation, policy: Policy, now: float) -> SnapshotBuild:
-    """The engine's view of ``observation`` and the database at ``now`` (module doc)."""
+def build(
+    observation: Observation, policy: Policy, now: float, provisioning: Provisioning | None = None
+) -> SnapshotBuild:
+    """The engine's view of ``observation`` and the database at ``now`` (module doc); ``provisioning``: the on-demand
+    capacity that can be asked for (:mod:`scheduler.bridge.provisioning`; None: none)."""
     speed = observation.clock_speed if observation.clock_speed > 0 else 1.0
     inventory = {
-        name: _NodeRow(state, source, price)
-        for name, state, source, price in NodeRow.objects.values_list(
-            "name", "state", "state_source", "price_per_gpu_hour"
+        name: _NodeRow(state, source, price, released_at is not None)
+        for name, state, source, price, released_at in NodeRow.objects.values_list(
+            "name", "state", "state_source", "price_per_gpu_hour", "released_at"
         )
     }
     observed = {obs.name for obs in observation.nodes}
-    absent = sorted(name for name in inventory if name not in observed)
-    nodes = tuple(_node(obs, inventory.get(obs.name), now) for obs in observation.nodes)
+    # A released autoscaled node the cluster no longer reports is gone for good, not capacity to wait for.
+    absent = sorted(name for name, row in inventory.items() if name not in observed and not row.released)
+    # A released autoscaled node is never capacity again, even while the autoscaler still reports it: left out.
+    nodes = tuple(
+        _node(obs, row, now)
+        for obs in observation.nodes
+        if (row := inventory.get(obs.name)) is None or not row.released
+    )
     if absent:  # rare (a node being replaced): only these need their GPUs' layouts
         rows = NodeRow.objects.filter(name__in=absent).select_related("gpu_model").prefetch_related("gpus")
         nodes += tuple(_absent(row) for row in rows.order_by("name"))
@@ -195,6 +206,7 @@ def build(observation: Observation, policy: Policy, now: float) -> SnapshotBuild
         running=running,
         pending=pending,
         preemptions=_preemptions(now - policy.ping_pong_window_s),
+        provisioning=provisioning or Provisioning(),
     )
     return SnapshotBuild(snapshot=snapshot, unreadable=unreadable)
 
@@ -229,6 +241,7 @@ def _node(obs: NodeObservation, row: _NodeRow | None, now: float) -> Node:
         reconfiguring_until=reconfiguring_until,
         fabric=_fabric(obs.fabric),
         placement_group=obs.placement_group,
+        pool=obs.pool,
     )
 
 
@@ -256,14 +269,15 @@ def _absent(row: NodeRow) -> Node:
         fabric=_fabric(row.fabric),
         placement_group=row.placement_group,
         mig=tuple(layouts.get(i, ()) for i in range(row.gpu_count)),
+        pool=row.pool,
     )
 
 
 def inventory_nodes() -> tuple[Node, ...]:
     """Every inventory node as capacity that exists (closed to placement, as :func:`_absent` makes it): what a
     submit judges a job against, to refuse one the engine could never run."""
-    rows = NodeRow.objects.select_related("gpu_model").prefetch_related("gpus").order_by("name")
-    return tuple(_absent(row) for row in rows)
+    rows = NodeRow.objects.filter(released_at__isnull=True).select_related("gpu_model").prefetch_related("gpus")
+    return tuple(_absent(row) for row in rows.order_by("name"))
 
 
 def inventory_census() -> NodeCensus:
@@ -282,7 +296,12 @@ def inventory_observation(now: float, clock_speed: float) -> Observation:
     is the last cycle's view less what the inventory does not keep: a reconfiguration in flight shows its old layout,
     and an interruption notice shows as a draining node. Only ready nodes take new work; a gone node is left out
     (:func:`build` counts it as capacity that exists)."""
-    rows = NodeRow.objects.exclude(state=NodeState.GONE).select_related("gpu_model").prefetch_related("gpus")
+    rows = (
+        NodeRow.objects.exclude(state=NodeState.GONE)
+        .filter(released_at__isnull=True)
+        .select_related("gpu_model")
+        .prefetch_related("gpus")
+    )
     nodes = [row.observation(schedulable=row.state == NodeState.READY) for row in rows.order_by("name")]
     return Observation(observed_at=now, nodes=tuple(nodes), jobs={}, clock_speed=clock_speed)
 

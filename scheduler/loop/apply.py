@@ -32,6 +32,8 @@ from scheduler.gateways.protocol import (
     ClusterGateway,
     Device,
     JobWaiting,
+    NodeRequestSpec,
+    ProvisioningGateway,
     RecordingGateway,
     ReplicaPlacement,
     job_checkpoint_dir,
@@ -95,7 +97,40 @@ class AbandonOp:
     generation: int
 
 
-Op = EvictOp | ReconfigureOp | CordonOp | BindOp | MoveOp | ReleaseOp | AbandonOp
+@dataclass(frozen=True, slots=True)
+class ProvisionOp:
+    """Ask the autoscaler for a recorded node request's nodes (``ProvisioningGateway.nodes_request``, idempotent)."""
+
+    spec: NodeRequestSpec
+
+
+@dataclass(frozen=True, slots=True)
+class WithdrawOp:
+    """Give a node request up at the autoscaler (``ProvisioningGateway.nodes_request_withdraw``)."""
+
+    request: str
+    namespace: str
+
+
+@dataclass(frozen=True, slots=True)
+class NodeReleaseOp:
+    """Give an autoscaled node back to its pool (``ProvisioningGateway.node_release``)."""
+
+    node: str
+
+
+Op = (
+    EvictOp
+    | ReconfigureOp
+    | CordonOp
+    | BindOp
+    | MoveOp
+    | ReleaseOp
+    | AbandonOp
+    | ProvisionOp
+    | WithdrawOp
+    | NodeReleaseOp
+)
 
 
 @dataclass
@@ -104,6 +139,8 @@ class ApplyResult:
     failed: list[str] = field(default_factory=list)  # gave up after retries: left to the next cycle
     refused: list[tuple[BindOp, str]] = field(default_factory=list)  # binds the cluster refused: requeue
     moves_refused: list[tuple[MoveOp, str]] = field(default_factory=list)  # moves the cluster refused
+    # node requests the autoscaler refused outright: recorded as failed (scheduler.loop.provisioning)
+    provisions_refused: list[tuple[ProvisionOp, str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +179,8 @@ def apply_ops(gateway: ClusterGateway, ops: Iterable[Op], *, grace_s: float, ret
                     result.refused.append((op, str(exc)))
                 elif isinstance(op, MoveOp):
                     result.moves_refused.append((op, str(exc)))
+                elif isinstance(op, ProvisionOp):
+                    result.provisions_refused.append((op, str(exc)))
                 else:
                     log.warning("%s refused by the cluster: %s", label, exc)
                     result.failed.append(f"{label}: {exc}")
@@ -212,10 +251,16 @@ def _order(op: Op) -> int:
         return 1
     if isinstance(op, ReconfigureOp):
         return 2
-    return 4 if isinstance(op, ReleaseOp) else 3
+    # Node requests after the binds (a bind needs none); an autoscaled node given back after everything, as a move's
+    # old replicas are.
+    if isinstance(op, ProvisionOp | WithdrawOp):
+        return 4
+    return 5 if isinstance(op, ReleaseOp | NodeReleaseOp) else 3
 
 
 def _call(gateway: ClusterGateway, op: Op, grace_s: float) -> tuple[str, Callable[[], None]]:
+    if isinstance(op, ProvisionOp | WithdrawOp | NodeReleaseOp):
+        return _provisioning_call(gateway, op)
     if isinstance(op, EvictOp):
         grace = op.grace_s if op.grace_s is not None else grace_s
         if op.by and isinstance(gateway, RecordingGateway):
@@ -256,6 +301,30 @@ def _call(gateway: ClusterGateway, op: Op, grace_s: float) -> tuple[str, Callabl
         gateway.job_bind(request=op.request)
 
     return f"bind {op.request.job}", bind
+
+
+def _provisioning_call(
+    gateway: ClusterGateway, op: ProvisionOp | WithdrawOp | NodeReleaseOp
+) -> tuple[str, Callable[[], None]]:
+    """A node request's or an autoscaled node's operation; a gateway that cannot grow refuses it (the loop asks only
+    a :class:`~scheduler.gateways.protocol.ProvisioningGateway`, so this is a configuration's mistake)."""
+    if isinstance(op, ProvisionOp):
+        label = f"node request {op.spec.id} ({op.spec.nodes} × {op.spec.pool} for job {op.spec.job})"
+    elif isinstance(op, WithdrawOp):
+        label = f"withdraw node request {op.request}"
+    else:
+        label = f"release node {op.node}"
+    if not isinstance(gateway, ProvisioningGateway):
+
+        def refuse() -> None:
+            raise GatewayConflict(f"the {gateway.name} cluster has no autoscaler to ask")
+
+        return label, refuse
+    if isinstance(op, ProvisionOp):
+        return label, lambda: gateway.nodes_request(request=op.spec)
+    if isinstance(op, WithdrawOp):
+        return label, lambda: gateway.nodes_request_withdraw(request=op.request, namespace=op.namespace)
+    return label, lambda: gateway.node_release(node=op.node)
 
 
 def _with_retries(call: Callable[[], None], retry: Retry, label: str) -> None:

@@ -24,15 +24,17 @@ from jobs.models import Job
 from jobs.services import job_move_abandon, job_requeue
 from scheduler.bridge.policy import policy_at_speed
 from scheduler.bridge.preview_state import publish
+from scheduler.bridge.provisioning import pools_read, provisioning_read
 from scheduler.bridge.snapshot import build
 from scheduler.core import Reject, plan_cycle
 from scheduler.core.model.vocabulary import JobState
 from scheduler.gateways import gateway_get
-from scheduler.gateways.protocol import ClusterGateway
+from scheduler.gateways.protocol import ClusterGateway, ProvisioningGateway
 from scheduler.gcpause import gc_paused
 from scheduler.loop.apply import ApplyResult, Retry, apply_ops, waiting_record
 from scheduler.loop.cycle_log import cycle_log
 from scheduler.loop.locks import Lease
+from scheduler.loop.provisioning import DEFAULT_TIMEOUT_S, RequestRepairs, provisions_refused, requests_reconcile
 from scheduler.loop.reconcile import reconcile
 from scheduler.loop.record import fence_check, record_plan
 from scheduler.loop.stats import cycle_stats_record
@@ -52,6 +54,7 @@ class CycleReport:
     failed: list[str] = field(default_factory=list)
     requeued_after_refusal: list[str] = field(default_factory=list)
     moves_refused: list[str] = field(default_factory=list)  # moves the cluster refused: given up at once
+    requests_refused: list[str] = field(default_factory=list)  # node requests the autoscaler refused: failed
     plan_ms: float = 0.0
     total_ms: float = 0.0
 
@@ -67,6 +70,7 @@ class CycleReport:
             "failed": self.failed,
             "requeued_after_refusal": self.requeued_after_refusal,
             "moves_refused": self.moves_refused,
+            "requests_refused": self.requests_refused,
             "plan_ms": round(self.plan_ms, 1),
             "total_ms": round(self.total_ms, 1),
         }
@@ -108,6 +112,9 @@ def _cycle_run(
     loop = settings.SCHEDULER
     grace_s = float(loop.get("evict_grace_s", 30.0))
     phase_started = time.perf_counter()
+    # On-demand capacity for peaks, only with a cluster that can grow (scheduler.loop.provisioning): the pools are
+    # the one read a cluster without any pays.
+    pools = pools_read() if isinstance(gateway, ProvisioningGateway) else []
     if lease is not None:
         lease.confirm()
     with transaction.atomic():
@@ -121,13 +128,19 @@ def _cycle_run(
             evict_grace_s=grace_s,
             move_ready_s=float(loop.get("move_ready_s", 600.0)),
         )
+        requests = RequestRepairs()
+        if pools or observation.node_requests:
+            timeout_s = float(loop.get("node_request_timeout_s", DEFAULT_TIMEOUT_S))
+            requests = requests_reconcile(observation, at=at, timeout_s=timeout_s)
     report.repairs = repairs.as_json()
+    report.repairs.update({kind: done for kind, done in requests.as_json().items() if done})
     phases_s["reconcile"] = time.perf_counter() - phase_started
 
     phase_started = time.perf_counter()
     policy = policy_at_speed(observation.clock_speed)
     now = at.timestamp()
-    built = build(observation, policy, now)
+    offered = provisioning_read(pools=pools, now=now, speed=observation.clock_speed, retry_s=policy.provision_retry_s)
+    built = build(observation, policy, now, offered.provisioning)
     report.pending, report.running = len(built.snapshot.pending), len(built.snapshot.running)
     plan_started = time.perf_counter()
     plan = plan_cycle(built.snapshot, policy, now)
@@ -141,7 +154,9 @@ def _cycle_run(
     ordered = {job.id: (job.priority.value, job.rank) for job in built.snapshot.pending}
     if lease is not None:
         lease.confirm()
-    recorded = record_plan(plan, observation, at=at, fence_token=fence_token, ordered=ordered)
+    recorded = record_plan(
+        plan, observation, at=at, fence_token=fence_token, ordered=ordered, notes=offered.failure_notes
+    )
     report.decisions = recorded.decisions
     phases_s["record"] = time.perf_counter() - phase_started
 
@@ -149,7 +164,7 @@ def _cycle_run(
     retry = retry or Retry(
         attempts=int(loop.get("apply_attempts", 3)), backoff_s=float(loop.get("apply_backoff_s", 0.2))
     )
-    ops = [*repairs.ops, *recorded.ops]
+    ops = [*repairs.ops, *requests.ops, *recorded.ops]
     # Nothing to apply (most steady cycles): no batch, so no empty transaction on the gateway's side either.
     result = apply_ops(gateway, ops, grace_s=grace_s, retry=retry) if ops else ApplyResult()
     waiting_record(gateway, recorded.waiting)
@@ -157,6 +172,7 @@ def _cycle_run(
     report.requeued_after_refusal = _requeue_refused(result, at)
     report.moves_refused, requeued = _moves_refused(result, at)
     report.requeued_after_refusal += requeued
+    report.requests_refused = provisions_refused(result.provisions_refused, at=at)
     phases_s["apply"] = time.perf_counter() - phase_started
     # Applied and recorded: the state it leaves is what the submit previews start from until the next cycle (with
     # a shared cache only; 0.15-0.2 s at 12,000 pending, in the cycle's total but no phase's).

@@ -41,6 +41,7 @@ from scheduler.errors import FencingError
 from scheduler.gateways.protocol import JobWaiting, MigConfigState, Observation
 from scheduler.loop.apply import BindOp, EvictOp, MoveOp, Op, ReconfigureOp, bind_request
 from scheduler.loop.production_wait import production_wait_rows, production_wait_seconds
+from scheduler.loop.provisioning import provisioning_record
 from scheduler.models import Node, SchedulerFence
 
 log = logging.getLogger(__name__)
@@ -80,10 +81,12 @@ def record_plan(
     at: datetime,
     fence_token: int | None,
     ordered: Mapping[str, tuple[str, int]] | None = None,
+    notes: Mapping[str, str] | None = None,
 ) -> Recorded:
     """Write ``plan``'s decisions at ``at``; return the operations to apply and a summary of the decisions.
     ``ordered``: the (priority, rank) of each pending job as the plan's snapshot read them (module doc); None
-    writes the waiting jobs' positions whatever their rows hold now."""
+    writes the waiting jobs' positions whatever their rows hold now. ``notes``: a waiting job's reason the loop
+    knows better than the engine (a node request of its failed: :mod:`scheduler.bridge.provisioning`)."""
     ids = (
         {int(e.job) for e in plan.evictions}
         | {int(b.job) for b in plan.binds}
@@ -106,9 +109,13 @@ def record_plan(
         result.decisions["binds"] = _binds(plan, jobs, at, result.ops)
         result.decisions["moves"] = _moves(plan, jobs, at, result.ops)
         result.decisions["rejections"] = _rejections(plan, jobs, at)
+        # Node requests and autoscaled nodes (scheduler.loop.provisioning): keys only when the plan has any.
+        result.decisions.update(
+            {kind: done for kind, done in provisioning_record(plan, at=at, ops=result.ops).items() if done}
+        )
         # Read after the writes above, in this transaction: a job evicted this cycle is pending again.
         waiting = _waiting_read(plan)
-        result.decisions["waiting"] = _waiting(plan, waiting, at, ordered)
+        result.decisions["waiting"] = _waiting(plan, waiting, at, ordered, notes or {})
         # What production waited for, for the advisor: decided by the loop, written by billing.
         production_wait_record(
             rows=production_wait_rows(plan, _production_waiting(waiting), observation),
@@ -116,7 +123,7 @@ def record_plan(
             seconds=production_wait_seconds(),
         )
     result.waiting = [
-        JobWaiting(job=w.job, namespace=row.namespace, reason=w.reason, kind=w.blocker)
+        JobWaiting(job=w.job, namespace=row.namespace, reason=(notes or {}).get(w.job) or w.reason, kind=w.blocker)
         for w in plan.waiting
         if (row := waiting.get(w.job)) is not None and row.state == JobState.PENDING
     ]
@@ -328,7 +335,11 @@ def _reordered(waiting: Mapping[str, _WaitingRow], ordered: Mapping[str, tuple[s
 
 
 def _waiting(
-    plan: Plan, waiting: Mapping[str, _WaitingRow], at: datetime, ordered: Mapping[str, tuple[str, int]] | None
+    plan: Plan,
+    waiting: Mapping[str, _WaitingRow],
+    at: datetime,
+    ordered: Mapping[str, tuple[str, int]] | None,
+    notes: Mapping[str, str],
 ) -> int:
     """Write the queue fields of the waiting jobs still pending whose fields the plan changes (none when the queue
     was reordered since the snapshot); the number of waiting jobs that still exist."""
@@ -342,7 +353,7 @@ def _waiting(
         if row is None or row.state != JobState.PENDING:
             continue
         eta = at + timedelta(seconds=w.eta_s) if w.eta_s is not None else None
-        fields = QueueFields(w.position, w.team_position, eta, w.reason)
+        fields = QueueFields(w.position, w.team_position, eta, notes.get(w.job) or w.reason)
         if row.fields != fields:
             changed.append((int(w.job), fields))
     job_queue_fields_write_bulk(changed)

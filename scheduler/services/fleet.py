@@ -62,6 +62,7 @@ def node_register(
     fabric: str = Fabric.TCP.value,
     fabric_devices: int = 0,
     placement_group: str = "",
+    pool: str = "",
 ) -> Node:
     """Create or update node ``name`` with exactly ``gpu_count`` GPUs (indices 0..n-1); return the node.
 
@@ -71,7 +72,8 @@ def node_register(
 
     Raises :class:`InventoryError` (and writes nothing) for an unknown model, tier or interconnect, a count
     out of range, a negative price, non-string labels, an impossible MIG layout, an unknown fabric, fabric
-    devices on a node without a fabric, or a shrink that would drop a GPU a live allocation holds.
+    devices on a node without a fabric, or a shrink that would drop a GPU a live allocation holds. ``pool``: the
+    autoscaled pool that added the node (``NodeObservation.pool``; "": none).
     """
     spec = GPU_MODEL_BY_NAME.get(gpu_model)
     if spec is None:
@@ -81,6 +83,8 @@ def node_register(
     _check_choice("interconnect", interconnect, Interconnect)
     _check_choice("fabric", fabric, Fabric)
     _check_fabric_devices(Fabric(fabric), fabric_devices)
+    if not isinstance(pool, str) or len(pool) > 50:
+        raise InventoryError(f"pool must be an autoscaled pool's name of at most 50 characters, not {pool!r}")
     if isinstance(gpu_count, bool) or not isinstance(gpu_count, int) or not 1 <= gpu_count <= MAX_GPUS_PER_NODE:
         raise InventoryError(f"gpu_count must be a whole number from 1 to {MAX_GPUS_PER_NODE}, not {gpu_count!r}")
     # Plain strings, so the returned Node holds exactly what a fresh read of the row would.
@@ -111,6 +115,7 @@ def node_register(
             "fabric": fabric,
             "fabric_devices": fabric_devices,
             "placement_group": placement_group,
+            "pool": pool,
         }
         if node is None:
             node = Node.objects.create(name=name, **values)

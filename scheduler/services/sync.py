@@ -64,6 +64,7 @@ def cluster_sync(*, observation: Observation) -> SyncReport:
                 fabric=obs.fabric,
                 fabric_devices=obs.fabric_devices,
                 placement_group=obs.placement_group,
+                pool=obs.pool,
             )
         except InventoryError as exc:
             report.skipped.append(f"{obs.name}: {exc}")

@@ -10,7 +10,8 @@ from django.contrib.auth.models import Group
 from django.core.management import CommandError, call_command
 from django.db.models import Model
 
-from demo.seed import DEMO_PASSWORD, demo_org, demo_seed, price_per_gpu_hour
+from demo.seed import DEMO_PASSWORD, DEMO_POOL, demo_org, demo_seed, price_per_gpu_hour
+from scheduler.autoscaled import AutoscaledPool
 from scheduler.core.gpus.catalog import validate_layout
 from scheduler.models import Gpu, GpuModel, Node
 from teams.models import Membership, Project, Quota, Team
@@ -20,7 +21,18 @@ from teams.roles import FINANCE, PLATFORM_ADMIN
 pytestmark = pytest.mark.django_db
 
 User = get_user_model()
-SEEDED_MODELS: tuple[type[Model], ...] = (Team, Project, Quota, Membership, User, Node, Gpu, GpuModel, Group)
+SEEDED_MODELS: tuple[type[Model], ...] = (
+    Team,
+    Project,
+    Quota,
+    Membership,
+    User,
+    Node,
+    Gpu,
+    GpuModel,
+    Group,
+    AutoscaledPool,
+)
 
 
 def _counts() -> dict[str, int]:
@@ -250,3 +262,16 @@ def test_the_reserved_training_boxes_have_efa_in_one_placement_group(seeded):
     assert set(efa.values_list("placement_group", flat=True)) == {"pg-training-1"}
     others = Node.objects.exclude(fabric="efa")
     assert set(others.values_list("fabric", "fabric_devices", "placement_group")) == {("tcp", 0, "")}
+
+
+def test_the_demo_has_one_small_autoscaled_pool_of_the_simulated_cloud(seeded):
+    (pool,) = AutoscaledPool.objects.all()
+    assert (pool.name, pool.autoscaler, pool.gpu_model.name, pool.gpus_per_node, pool.max_nodes, pool.enabled) == (
+        DEMO_POOL,
+        "simulated",
+        "H100-SXM5-80GB",
+        8,
+        2,
+        True,
+    )
+    pool.full_clean()

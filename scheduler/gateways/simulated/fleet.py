@@ -28,12 +28,20 @@ from scheduler.gateways.protocol import (
     MigConfigState,
     MigStatus,
     NodeObservation,
+    NodeRequestSpec,
     Observation,
     ReplicaLog,
     ReplicaObservation,
     ReplicaPhase,
     UtilizationReading,
     device_check,
+)
+from scheduler.gateways.simulated.autoscaler import (
+    node_remove,
+    request_forget,
+    request_hold,
+    request_observations,
+    requests_advance,
 )
 from scheduler.gateways.simulated.batch import Batch
 from scheduler.gateways.simulated.binds import BindView
@@ -74,7 +82,9 @@ class FleetSettings:
     # How long a pod takes from its bind to being ready to serve (image pull, loading weights): what a move waits
     # for before it releases the old replicas (ReplicaObservation.ready).
     startup_s: float = 60.0
-    seed: int | None = None  # fixes the interruption draws (tests); None: fresh randomness
+    # The chance a node request finds no capacity (a stockout) and fails (scheduler.gateways.simulated.autoscaler).
+    stockout_probability: float = 0.0
+    seed: int | None = None  # fixes the interruption and stockout draws (tests); None: fresh randomness
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> FleetSettings:
@@ -296,6 +306,7 @@ class SimulatedFleet:
         """The fleet after :meth:`advance`, from the rows its walk read (nodes, their states) and the GPUs' layouts
         read after it (a reconfiguration may have gone live in it)."""
         now = self.clock()
+        requests = requests_advance(now)  # first: the nodes a request brings join the walk below
         walk = self._walk(now)
         layouts = gpu_layouts()
         nodes = []
@@ -307,7 +318,11 @@ class SimulatedFleet:
                 continue
             nodes.append(self._node(node, layouts.get(node.pk, {}), state, now))
         return Observation(
-            observed_at=now.timestamp(), nodes=tuple(nodes), jobs=self._jobs(now, gone), clock_speed=self.settings.speed
+            observed_at=now.timestamp(),
+            nodes=tuple(nodes),
+            jobs=self._jobs(now, gone),
+            clock_speed=self.settings.speed,
+            node_requests=request_observations(requests),
         )
 
     def _node(
@@ -703,6 +718,27 @@ class SimulatedFleet:
         if node is None or (state is not None and state.gone_at is not None and state.gone_at <= now):
             raise GatewayConflict(f"node {name} is not in the fleet")
         return node
+
+    # -- the autoscaler (scheduler.gateways.simulated.autoscaler) --------------------------------------------
+
+    def nodes_request(self, *, request: NodeRequestSpec) -> None:
+        """:class:`~scheduler.gateways.protocol.ProvisioningGateway`: hold the request; its nodes join after the
+        pool's arrival time, all or none."""
+        request_hold(
+            request,
+            now=self._now(),
+            real=self._real,
+            stockout_probability=self.settings.stockout_probability,
+            seed=self.settings.seed,
+        )
+
+    def nodes_request_withdraw(self, *, request: str, namespace: str) -> None:
+        request_forget(request)
+
+    def node_release(self, *, node: str) -> None:
+        if self._batch is not None:
+            self._batch.forget(node)
+        node_remove(node, now=self._now())
 
     # -- logs ------------------------------------------------------------------------------------------------
 

@@ -47,6 +47,9 @@ LONG_S = 10_000_000
 CHECKPOINT_S = 60  # one real second: every cycle, every checkpointing job has saved since the last
 
 # A steady cycle, by phase:
+# - on-demand capacity, 2: the loop reads the autoscaled pools (scheduler.bridge.provisioning; with none
+#   enabled nothing else of node requests is read or written), and the simulated fleet reads the node requests its
+#   autoscaler holds (scheduler.gateways.simulated.autoscaler, as a cluster lists its ProvisioningRequests);
 # - observe, 8: the fleet's advance (a savepoint, exited pods deleted, node states locked, nodes, release), then
 #   its view from the rows the advance read (the GPUs' MIG layouts, pods, saved progress); 10 before the view reused
 #   the advance's node states and nodes instead of reading them again. A spot node's interruption draw would add
@@ -65,9 +68,10 @@ CHECKPOINT_S = 60  # one real second: every cycle, every checkpointing job has s
 #   refused, moves refused);
 # - stats, 6: a savepoint, the stats row locked, pending jobs' ETAs, ETA histories, the stats row written, release;
 #   and one statement more when any pending job's ETA changed (all the changed histories written at once).
-STEADY_QUERIES = {False: 39, True: 45}  # by whether the running jobs report checkpoints
+STEADY_QUERIES = {False: 41, True: 47}  # by whether the running jobs report checkpoints
 
-# The first cycle on an empty cluster, whatever it binds (its binds recorded and applied set-based), by phase:
+# The first cycle on an empty cluster, whatever it binds (its binds recorded and applied set-based), by phase (and the
+# 2 of on-demand capacity, as in a steady cycle):
 # - observe, 8: as in a steady cycle, less the saved progress (no pod to ask for), plus the simulated node states
 #   created, every node's in one insert (13 before: one insert per node, and the states and nodes read again);
 # - reconcile, 13: as in a steady cycle, less the checkpoints (nothing runs), plus the fence row created (a
@@ -88,7 +92,7 @@ STEADY_QUERIES = {False: 39, True: 45}  # by whether the running jobs report che
 # of more rows than that allows (some 90 allocations, 199 events, 76 pods: bulk_batch_size in
 # django.db.backends.sqlite3.operations) into several; these cases stay under it, and PostgreSQL inserts every row
 # in one statement.
-FIRST_QUERIES = 63
+FIRST_QUERIES = 65
 # The queue fields' write, as logged: "N times: UPDATE … = %s" (SQLite's executemany) or "UPDATE … AS j SET … =
 # v.…" (PostgreSQL); a bind's own UPDATE sets them to NULL and does not match.
 QUEUE_FIELDS_WRITE = re.compile(r'UPDATE "jobs_job" (AS j )?SET "queue_position" = (%s|v\.)')
