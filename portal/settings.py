@@ -39,6 +39,9 @@ class SchedulerSettings(TypedDict):
     reservation_depth: int
     default_runtime_s: float
     preemption_search_per_team: int
+    provision_wait_s: float
+    provision_retry_s: float
+    release_idle_s: float
     simulated_speed: float
     simulated_interruptions_per_node_hour: float
     simulated_notice_s: float
@@ -148,6 +151,12 @@ SCHEDULER: SchedulerSettings = {
     "preemption_search_per_team": env_int(
         "SCHEDULER_PREEMPTION_SEARCH_PER_TEAM", default=100, minimum=0, maximum=10_000_000
     ),
+    # On-demand capacity for peaks (docs/scheduling-rules.md §9): a waiting job that may use on-demand gets nodes asked
+    # of an autoscaled pool once its expected start is later than this; after a request of its fails it asks again
+    # this much later; an autoscaled node that held no work this long is released.
+    "provision_wait_s": env_float("SCHEDULER_PROVISION_WAIT_S", default=300.0, minimum=0.0, maximum=86400.0),
+    "provision_retry_s": env_float("SCHEDULER_PROVISION_RETRY_S", default=900.0, minimum=0.0, maximum=86400.0),
+    "release_idle_s": env_float("SCHEDULER_RELEASE_IDLE_S", default=600.0, minimum=0.0, maximum=86400.0),
     "simulated_speed": env_float("SIMULATED_SPEED", default=60.0, minimum=0.001, maximum=1e6),
     # The simulated fleet (durations in virtual seconds): spot interruptions per spot node and virtual hour, their
     # notice (AWS: 2 min, docs/gpu-facts.md, Spot and preemption signals), when a replacement joins, and how long a
