@@ -124,6 +124,27 @@ def provisioning_read(
     )
 
 
+def census_offerings() -> tuple[Offering, ...]:
+    """What each enabled pool can add, for a census (:func:`scheduler.bridge.snapshot.inventory_census`): the node's
+    shape and the pool's ceiling only — a census counts nodes, so price and arrival are not read (0 and the pool's
+    default). One query."""
+    pools = AutoscaledPool.objects.filter(enabled=True).select_related("gpu_model").order_by("name")
+    return tuple(
+        Offering(
+            pool=pool.name,
+            gpu_model=pool.gpu_model.name,
+            gpu_count=pool.gpus_per_node,
+            price_per_gpu_hour=0.0,
+            arrival_s=pool.arrival_default_s,
+            max_nodes=pool.max_nodes,
+            interconnect=Interconnect(pool.interconnect),
+            fabric=Fabric(pool.fabric),
+            placement_group=pool.placement_group,
+        )
+        for pool in pools
+    )
+
+
 def failure_note(row: NodeRequest, *, now: datetime, retry_s: float) -> str:
     """Why a job whose request failed still waits: the autoscaler's words and when it asks again."""
     again = row.state_since + timedelta(seconds=retry_s)
