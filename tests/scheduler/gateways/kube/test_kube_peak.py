@@ -71,8 +71,9 @@ def _cluster_autoscaler(cluster: Cluster, **group: Any) -> tuple[Autoscaled, Clu
 
 
 def _karpenter(cluster: Cluster) -> tuple[Autoscaled, Karpenter]:
-    # consolidateAfter longer than a cycle, as docs/deploy.md asks of a NodePool Microcosm asks nodes of.
-    karpenter = Karpenter(cluster, [NodePool(POOL, dict(H100_ONE_LEAF), consolidate_after_s=120.0)])
+    # consolidateAfter: Never, so the loop's idle time governs and its release (the NodeClaim deleted) removes the
+    # nodes; a shorter one lets Karpenter remove them first (docs/deploy.md; the test after this one).
+    karpenter = Karpenter(cluster, [NodePool(POOL, dict(H100_ONE_LEAF), consolidate_after_s=None)])
     return Autoscaled(Autoscaler.KARPENTER, "karpenter.sh/nodepool", karpenter.step), karpenter
 
 
