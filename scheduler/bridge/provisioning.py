@@ -100,6 +100,7 @@ def provisioning_read(
                     nodes=row.nodes,
                     requested_at=row.requested_at.timestamp(),
                     arrives_at=row.arrives_at.timestamp(),
+                    message=row.message,
                 )
             )
             continue

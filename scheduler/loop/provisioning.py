@@ -299,9 +299,13 @@ def _reconcile_one(
             repairs.ops.append(WithdrawOp(request=request, namespace=namespace))
             repairs.timed_out.append(request)
         return
-    # Pending, or not reported at all.
+    # Pending, or not reported at all; the autoscaler's words on it kept (a stockout: its job's reason says so).
+    if seen is not None and seen.message and seen.message[:500] != row.message:
+        row.message = seen.message[:500]
+        row.save(update_fields=["message"])
     if (at - row.requested_at).total_seconds() > timeout_s:
-        _settle(row, NodeRequestStatus.TIMED_OUT, at, f"not provisioned within {timeout_s / 60:g} min")
+        said = f" ({row.message})" if row.message else ""
+        _settle(row, NodeRequestStatus.TIMED_OUT, at, f"not provisioned within {timeout_s / 60:g} min{said}")
         repairs.ops.append(WithdrawOp(request=request, namespace=namespace))
         repairs.timed_out.append(request)
         return

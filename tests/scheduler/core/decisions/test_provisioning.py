@@ -165,6 +165,15 @@ def test_a_request_in_flight_is_waited_for_and_its_spare_gpus_serve_others() -> 
     assert small.eta_s == 420 and small.blocker == BlockerKind.PROVISIONING
 
 
+def test_a_request_in_flight_tells_its_job_what_the_autoscaler_says() -> None:
+    said = "CapacityIsNotFound: Capacity is not found, CA will try to find it later."
+    asked = NodeRequest(
+        id="r7", job="big", pool="h100", nodes=1, requested_at=NOW - 60, arrives_at=NOW + 420, message=said
+    )
+    reason = _waiting(_plan([job("big", gpus=4, preemptible=False)], requests=[asked]), "big").reason
+    assert f"1 on-demand node asked of pool h100 for it, expected in 7 min; the autoscaler: {said}" in reason
+
+
 def test_the_cheapest_pool_that_serves_the_job_is_asked() -> None:
     dear = Offering(pool="dear", gpu_model=H100, gpu_count=8, price_per_gpu_hour=9.0, arrival_s=60, max_nodes=4)
     a100 = Offering(pool="a100", gpu_model=A100, gpu_count=8, price_per_gpu_hour=3.0, arrival_s=600, max_nodes=4)

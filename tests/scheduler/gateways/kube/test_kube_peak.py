@@ -290,11 +290,12 @@ def test_a_stockout_says_so_and_the_loops_timeout_withdraws_the_provisioning_req
     row.refresh_from_db()
     said = "CapacityIsNotFound: Capacity is not found, CA will try to find it later."
     assert (row.state, row.message) == (NodeRequestStatus.PENDING, said)
-    assert job.state == "pending" and POOL in job.state_reason, job.state_reason
+    assert job.state == "pending" and f"asked of pool {POOL}" in job.state_reason, job.state_reason
+    assert f"the autoscaler: {said}" in job.state_reason
 
     # The CA retries after its backoff and finds nothing; past the loop's timeout the request is withdrawn.
     while (loop.at - row.requested_at).total_seconds() <= TIMEOUT_S:
-        _step(loop, autoscaled, 120.0)
+        _step(loop, autoscaled, 300.0, every=60.0)
         report = loop.cycle()
     row.refresh_from_db()
     assert row.state == NodeRequestStatus.TIMED_OUT and str(row.pk) in report.repairs["requests_timed_out"]
@@ -303,6 +304,7 @@ def test_a_stockout_says_so_and_the_loops_timeout_withdraws_the_provisioning_req
     assert cluster.core.list_namespaced_pod_template(team.namespace).items == []
     job.refresh_from_db()
     assert job.state == "pending" and "timed out" in job.state_reason, job.state_reason
+    assert "CapacityIsNotFound" in job.state_reason  # the autoscaler's last words, and when it asks again
     assert not Node.objects.filter(pool=POOL).exists()
 
 
