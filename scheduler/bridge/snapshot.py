@@ -30,6 +30,7 @@ from django.db.models.functions import RowNumber
 from jobs.models import Allocation, Job, JobEvent
 from jobs.selectors.jobs import resuming_jobs
 from jobs.services.loop import MoveOutcome
+from scheduler.bridge.provisioning import census_offerings
 from scheduler.core import Job as CoreJob
 from scheduler.core import (
     ModelProfile,
@@ -44,7 +45,6 @@ from scheduler.core import (
     Team,
     memory_model_for,
 )
-from scheduler.bridge.provisioning import census_offerings
 from scheduler.core.model.provisioning import Provisioning
 from scheduler.core.model.vocabulary import (
     CapacityTier,
@@ -290,7 +290,8 @@ def inventory_census() -> NodeCensus:
     columns = ("gpu_model__name", "gpu_count", "tier", "fabric", "pool")
     rows = NodeRow.objects.filter(released_at__isnull=True).order_by().values_list(*columns).annotate(count=Count("pk"))
     # As inventory_nodes makes them (_absent): no time-slicing, no host limits, an unknown fabric counted as TCP.
-    counts, pooled = [], defaultdict(int)
+    counts: list[tuple[str, int, str, str, int]] = []
+    pooled: defaultdict[str, int] = defaultdict(int)
     for model, gpus, tier, fabric, pool, n in rows:
         counts.append((model, gpus, str(CapacityTier(tier)), str(_fabric(fabric)), n))
         if pool:

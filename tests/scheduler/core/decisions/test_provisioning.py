@@ -386,7 +386,11 @@ def test_the_state_a_cycle_leaves_carries_its_requests_budgets_and_releases() ->
     )
     teams = [team("t", guaranteed=64), team("u", guaranteed=64)]
     snap = snapshot(
-        [*nodes, idle], [job("j", gpus=8, replicas=2, preemptible=False, gpu_model=H100)], teams, busy, provisioning=pools
+        [*nodes, idle],
+        [job("j", gpus=8, replicas=2, preemptible=False, gpu_model=H100)],
+        teams,
+        busy,
+        provisioning=pools,
     )
     plan = plan_cycle(snap, POLICY, NOW)
     assert [p.job for p in plan.provisions] == ["j"] and [w.request for w in plan.withdrawals] == ["r0"]

@@ -22,8 +22,8 @@ import pytest
 
 from billing.capacity import capacity_lines, node_lives
 from billing.intervals import money
-from billing.services.ledger import price_book_load
 from billing.periods import Period
+from billing.services.ledger import price_book_load
 from jobs.models import Job
 from jobs.services import job_submit
 from scheduler.autoscaled import BEST_EFFORT_ATOMIC, AutoscaledPool, Autoscaler, NodeRequest, NodeRequestStatus
@@ -165,7 +165,11 @@ def _step(loop: Loop, autoscaled: Autoscaled, seconds: float, *, every: float = 
 
 
 def _our_pods(loop: Loop, namespace: str) -> list[dict[str, Any]]:
-    return [p for p in loop.cluster.pods(namespace) if p["metadata"]["name"].startswith("mc-") and "-nr-" not in p["metadata"]["name"]]
+    return [
+        p
+        for p in loop.cluster.pods(namespace)
+        if p["metadata"]["name"].startswith("mc-") and "-nr-" not in p["metadata"]["name"]
+    ]
 
 
 @pytest.mark.parametrize("which", ["cluster-autoscaler", "karpenter"])
@@ -262,7 +266,8 @@ def test_a_peak_grows_on_demand_capacity_is_served_there_and_the_nodes_are_relea
     start, as_of = min(requested_at.values()) - timedelta(hours=1), released + timedelta(hours=2)
     period = Period(month=start.date(), start=start, end=as_of, as_of=as_of)
     (line,) = [
-        line for (model, tier), line in capacity_lines(period=period, lives=lives, prices=price_book_load()).items()
+        line
+        for (model, tier), line in capacity_lines(period=period, lives=lives, prices=price_book_load()).items()
         if tier == "on-demand"
     ]
     # Each node's hours are rounded to the micro-GPU-hour on their own (billing.capacity).
@@ -276,7 +281,7 @@ def test_a_peak_grows_on_demand_capacity_is_served_there_and_the_nodes_are_relea
 
 
 def test_a_stockout_says_so_and_the_loops_timeout_withdraws_the_provisioning_request(cluster, clock, loop) -> None:
-    autoscaled, ca = _cluster_autoscaler(cluster, stockout=True)
+    autoscaled, _ca = _cluster_autoscaler(cluster, stockout=True)
     team = _seed(loop, autoscaled)
     job = _submit(loop, team, "peak", gpus=8)
     loop.cycle()
