@@ -1,5 +1,5 @@
 """A peak in the test cluster grows and shrinks on-demand capacity through each autoscaler, end to end through the
-scheduling loop (issue 32's done-when): the reserved node is full → a peak of jobs is submitted → the engine asks an
+scheduling loop: the reserved node is full → a peak of jobs is submitted → the engine asks an
 autoscaled pool for nodes (scheduler.loop.provisioning records and applies each node request) → the emulated
 Cluster Autoscaler (a ProvisioningRequest) or Karpenter (placeholder pods) brings the nodes → the jobs bind there →
 they finish → the nodes stand empty for ``Policy.release_idle_s`` → the loop releases them → the autoscaler removes
