@@ -72,7 +72,7 @@ def _cluster_autoscaler(cluster: Cluster, **group: Any) -> tuple[Autoscaled, Clu
 
 def _karpenter(cluster: Cluster) -> tuple[Autoscaled, Karpenter]:
     # consolidateAfter: Never, so the loop's idle time governs and its release (the NodeClaim deleted) removes the
-    # nodes; a shorter one lets Karpenter remove them first (docs/deploy.md; the test after this one).
+    # nodes; a shorter one lets Karpenter remove them first (docs/deploy.md, Karpenter).
     karpenter = Karpenter(cluster, [NodePool(POOL, dict(H100_ONE_LEAF), consolidate_after_s=None)])
     return Autoscaled(Autoscaler.KARPENTER, "karpenter.sh/nodepool", karpenter.step), karpenter
 
@@ -192,6 +192,14 @@ def test_a_peak_grows_on_demand_capacity_is_served_there_and_the_nodes_are_relea
     assert {r.state for r in rows} == {NodeRequestStatus.PENDING}
     assert {f"node request {r.pk}" for r in rows} <= {a.split(" (")[0] for a in report.applied}, report.failed
     requested_at = {r.pk: r.requested_at for r in rows}
+    if which == "cluster-autoscaler":  # one ProvisioningRequest a request, its pod set a node each
+        counts = {pr["metadata"]["name"]: pr["spec"]["podSets"][0]["count"] for pr in _prs(cluster, team.namespace)}
+        assert counts == {f"mc-nr-{rows[0].pk}": 2, f"mc-nr-{rows[1].pk}": 1}
+    else:  # a placeholder pod a node, for kube-scheduler to find unschedulable and Karpenter to provision for
+        held = [p for p in cluster.pods(team.namespace) if "-nr-" in p["metadata"]["name"]]
+        assert sorted(p["metadata"]["name"] for p in held) == sorted(
+            [f"mc-nr-{rows[0].pk}-0", f"mc-nr-{rows[0].pk}-1", f"mc-nr-{rows[1].pk}-0"]
+        )
     assert set(requested_at.values()) == {loop.at}
     for job in peak:
         job.refresh_from_db()
@@ -255,6 +263,9 @@ def test_a_peak_grows_on_demand_capacity_is_served_there_and_the_nodes_are_relea
     assert not {n.name for n in loop.gateway.observe().nodes} & set(new_nodes)
     assert set(Node.objects.filter(name__in=new_nodes).values_list("state", flat=True)) == {"gone"}
     assert loop.gateway.observe().node_requests == ()  # every request object withdrawn
+    assert _prs(cluster, team.namespace) == [] and not [p for p in cluster.pods() if "-nr-" in p["metadata"]["name"]]
+    if which == "karpenter":  # the release deleted the NodeClaims; their finalizer drained and removed the nodes
+        assert cluster.custom.list_cluster_custom_object("karpenter.sh", "v1", "nodeclaims")["items"] == []
     assert {r.state for r in NodeRequest.objects.all()} == {NodeRequestStatus.FULFILLED}
 
     # Billed from each node's request to its release, at the pool's price: nothing before, nothing after.
