@@ -362,6 +362,16 @@ def test_a_pool_at_its_ceiling_adds_nothing_to_the_census() -> None:
     assert sum(count for _, count in census.kinds) == 1
 
 
+def test_a_census_counted_elsewhere_is_the_census_of_the_nodes_and_what_the_pools_can_add() -> None:
+    """NodeCensus.of_counts (a database's GROUP BY: what a submit judges a job against) counts the pools as
+    NodeCensus.of does."""
+    reserved = CapacityTier.RESERVED
+    nodes = [node("a1", A100, tier=reserved), node("a2", A100, tier=reserved), node("h1", H100, pool="h100")]
+    counts = [(A100, 8, "reserved", "tcp", 2), (H100, 8, "on-demand", "tcp", 1)]
+    assert NodeCensus.of_counts(counts, {"h100": 1}, [H100_POOL]) == NodeCensus.of(nodes, [H100_POOL])
+    assert sum(count for _, count in NodeCensus.of_counts(counts, {"h100": 1}, [H100_POOL]).kinds) == 6
+
+
 def test_a_job_with_nodes_coming_holds_no_reservation_that_would_start_later() -> None:
     pending = [job("j", gpus=8, preemptible=False)]
     assert _waiting(_plan(pending, offerings=()), "j").blocker == BlockerKind.RESERVED  # GPUs free in 2 h
