@@ -100,3 +100,12 @@ def on_demand_overheads(*, period: Period, prices: PriceBook) -> list[OnDemandOv
             )
         )
     return result
+
+
+def on_demand_overhead_by_team(*, period: Period, prices: PriceBook) -> dict[int, tuple[Decimal, Decimal]]:
+    """Team id → (GPU-hours, cost) of the overhead of the nodes its jobs asked for within ``period``."""
+    totals: dict[int, tuple[Decimal, Decimal]] = {}
+    for overhead in on_demand_overheads(period=period, prices=prices):
+        hours, cost = totals.get(overhead.team, (Decimal(0), Decimal(0)))
+        totals[overhead.team] = (hours + overhead.gpu_hours, cost + overhead.cost)
+    return totals

@@ -183,6 +183,11 @@ class Report:
     lost_gpu_hours: Decimal = ZERO
     lost_cost: Decimal = ZERO
     lost_by_team: dict[int, tuple[Decimal, Decimal]] = field(default_factory=dict)  # team id → (GPU-h, cost)
+    # Autoscaled nodes' hours from their request to their first work, charged to the team that asked
+    # (billing.on_demand): a figure beside the lines, which hold them as idle capacity.
+    overhead_gpu_hours: Decimal = ZERO
+    overhead_cost: Decimal = ZERO
+    overhead_by_team: dict[int, tuple[Decimal, Decimal]] = field(default_factory=dict)  # team id → (GPU-h, cost)
     warnings: list[str] = field(default_factory=list)
 
     # -- the month's standing ----------------------------------------------------------------------------

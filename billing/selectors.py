@@ -18,6 +18,7 @@ from django.db.models.functions import TruncHour, TruncMonth
 from billing.capacity import capacity_lines, commitment_lines, node_lives
 from billing.errors import PeriodInvalid
 from billing.models import LedgerEntry, LostWork
+from billing.on_demand import on_demand_overhead_by_team
 from billing.periods import Period, add_months, month_start, period_for
 from billing.prices import PriceBook
 from billing.provisional import provisional_entries
@@ -99,6 +100,7 @@ def chargeback_report(
     lost = LostWork.objects.filter(
         preempted_at__gte=period.start, preempted_at__lt=period.as_of, team_id__in=team_ids
     ).aggregate(gpu_hours=Sum("gpu_hours"), cost=Sum("cost"))
+    overhead = {k: v for k, v in report.overhead_by_team.items() if k in team_ids or scope.all_teams}
     return replace(
         report,
         scope_all=False,
@@ -107,6 +109,9 @@ def chargeback_report(
         lost_gpu_hours=lost["gpu_hours"] or ZERO,
         lost_cost=lost["cost"] or ZERO,
         lost_by_team={k: v for k, v in report.lost_by_team.items() if k in team_ids or scope.all_teams},
+        overhead_gpu_hours=sum((hours for hours, _cost in overhead.values()), ZERO),
+        overhead_cost=sum((cost for _hours, cost in overhead.values()), ZERO),
+        overhead_by_team=overhead,
     )
 
 
@@ -231,6 +236,7 @@ def _cluster_report(*, period: Period, mode: str, idle_mode: str, now: datetime)
     lost = LostWork.objects.filter(preempted_at__gte=period.start, preempted_at__lt=period.as_of).aggregate(
         gpu_hours=Sum("gpu_hours"), cost=Sum("cost")
     )
+    overhead = on_demand_overhead_by_team(period=period, prices=prices)
     return Report(
         period=period,
         mode=mode,
@@ -244,6 +250,9 @@ def _cluster_report(*, period: Period, mode: str, idle_mode: str, now: datetime)
         lost_gpu_hours=lost["gpu_hours"] or ZERO,
         lost_cost=lost["cost"] or ZERO,
         lost_by_team=lost_work_by_team(period=period),
+        overhead_gpu_hours=sum((hours for hours, _cost in overhead.values()), ZERO),
+        overhead_cost=sum((cost for _hours, cost in overhead.values()), ZERO),
+        overhead_by_team=overhead,
         warnings=warnings,
     )
 

@@ -284,7 +284,18 @@ class NodeAdmin(admin.ModelAdmin):
     search_fields = ("name", "leaf_switch", "spine", "zone", "placement_group")
     ordering = ("name",)
     list_select_related = ("gpu_model",)
-    readonly_fields = ("state_source", "state_reason", "state_changed_at", "created_at", "updated_at")
+    # An autoscaled node's pool, request, idle time and release are the loop's to write (scheduler.loop.provisioning).
+    readonly_fields = (
+        "state_source",
+        "state_reason",
+        "state_changed_at",
+        "pool",
+        "node_request",
+        "idle_since",
+        "released_at",
+        "created_at",
+        "updated_at",
+    )
     inlines = (GpuInline,)
     actions = ("cordon_nodes", "drain_nodes", "mark_nodes_ready")
     form = NodeForm

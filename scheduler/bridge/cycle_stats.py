@@ -16,6 +16,10 @@ DECISION_KINDS = {
     "reconfigurations": "reconfiguration",
     "rejections": "rejection",
     "moves": "move",
+    # On-demand capacity (scheduler.loop.provisioning): node requests asked, given up, autoscaled nodes given back.
+    "provisions": "provision",
+    "withdrawals": "withdrawal",
+    "releases": "release",
 }
 MIG_OUTCOMES = ("success", "failed")
 ETA_ERROR_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0, 10.0)

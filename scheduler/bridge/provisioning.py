@@ -106,6 +106,8 @@ def provisioning_read(
             continue
         failed.append((str(row.job_id), row.state_since.timestamp()))
         notes[str(row.job_id)] = failure_note(row, now=at, retry_s=retry_s)
+    for request in requests:  # a job asking again is told why it waits by the engine, not by its old failure
+        notes.pop(request.job, None)
     nodes = _autoscaled_nodes()
     idle = tuple(
         (node.name, node.idle_since.timestamp())

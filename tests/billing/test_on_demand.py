@@ -7,11 +7,13 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 import pytest
+from django.urls import reverse
 
 from billing.capacity import capacity_lines, node_lives
 from billing.on_demand import on_demand_overheads
 from billing.periods import period_for
 from billing.prices import PriceBook
+from billing.selectors import Scope, chargeback_report
 from jobs.models import Allocation, Job
 from scheduler.autoscaled import AutoscaledPool, Autoscaler, NodeRequest
 from scheduler.models import GpuModel, Node
@@ -109,3 +111,18 @@ def test_a_node_released_without_work_is_overhead_until_its_release() -> None:
     (overhead,) = on_demand_overheads(period=period, prices=PriceBook([]))
     assert overhead.first_work_at is None
     assert (overhead.gpu_hours, overhead.cost) == (Decimal("4.000000"), Decimal("13.720000"))  # the node's price
+
+
+def test_the_chargeback_report_shows_each_teams_overhead_to_whom_may_see_it(client, finance_user) -> None:
+    _node, job = _autoscaled(released_after_h=3, first_work_after_h=0.25)
+    month, now = date(2026, 11, 1), datetime(2026, 12, 1, tzinfo=UTC)
+    everyone = chargeback_report(scope=Scope(all_teams=True), month=month, now=now)
+    assert everyone.overhead_by_team == {job.team_id: (Decimal("2.000000"), Decimal("6.860000"))}
+    assert (everyone.overhead_gpu_hours, everyone.overhead_cost) == (Decimal("2.000000"), Decimal("6.860000"))
+    own = chargeback_report(scope=Scope(all_teams=False, team_ids=frozenset({job.team_id})), month=month, now=now)
+    assert own.overhead_cost == Decimal("6.860000")
+    other = chargeback_report(scope=Scope(all_teams=False, team_ids=frozenset({job.team_id + 1})), month=month, now=now)
+    assert (other.overhead_by_team, other.overhead_cost) == ({}, Decimal(0))
+    client.force_login(finance_user)
+    page = client.get(reverse("billing:reports"), {"month": "2026-11"}).content.decode()
+    assert 'data-testid="on-demand-overhead"' in page and "on-demand overhead" in page

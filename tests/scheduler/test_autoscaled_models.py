@@ -9,7 +9,7 @@ from django.test import Client
 
 from scheduler.autoscaled import BEST_EFFORT_ATOMIC, DEFAULT_ARRIVAL_S, AutoscaledPool, Autoscaler, OnDemandBudget
 from scheduler.models import GpuModel
-from scheduler.services.fleet import gpu_models_sync
+from scheduler.services.fleet import gpu_models_sync, node_register
 from teams.models import Team
 
 pytestmark = pytest.mark.django_db
@@ -99,3 +99,25 @@ def test_a_teams_on_demand_budget_is_kept_on_its_admin_page() -> None:
     client.force_login(admin)
     page = client.get(f"/admin/teams/team/{team.pk}/change/").content.decode()
     assert "On-demand budget" in page and 'name="on_demand_gpu_hours_per_day"' in page
+
+
+def test_an_autoscaled_nodes_pool_request_and_release_are_read_only_in_the_node_admin() -> None:
+    gpu_models_sync()
+    node = node_register(
+        name="od-1",
+        gpu_model="A100-SXM4-80GB",
+        gpu_count=8,
+        interconnect="nvswitch",
+        leaf_switch="",
+        spine="",
+        tier="on-demand",
+        price_per_gpu_hour="3.43",
+        pool="a100-od",
+    )
+    admin = User.objects.create_superuser("root", "root@example.com", "pw")
+    client = Client()
+    client.force_login(admin)
+    page = client.get(f"/admin/scheduler/node/{node.pk}/change/").content.decode()
+    assert "a100-od" in page
+    for field in ("pool", "node_request", "idle_since", "released_at"):
+        assert f'name="{field}"' not in page

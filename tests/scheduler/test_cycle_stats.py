@@ -51,7 +51,16 @@ def test_decisions_and_cycles_add_up():
     _cycle(100.0, decisions={"binds": [{"job": "1"}, {"job": "2"}], "rejections": [{"job": "3"}], "waiting": 4})
     stats = _cycle(110.0, decisions={"binds": [{"job": "4"}]})
     assert stats.cycles == 2 and stats.last_success_at == datetime.fromtimestamp(110.0, tz=UTC)
-    assert stats.decisions == {"bind": 3, "eviction": 0, "reconfiguration": 0, "rejection": 1, "move": 0}
+    assert stats.decisions == {
+        "bind": 3,
+        "eviction": 0,
+        "reconfiguration": 0,
+        "rejection": 1,
+        "move": 0,
+        "provision": 0,
+        "withdrawal": 0,
+        "release": 0,
+    }
     assert {phase: h["count"] for phase, h in stats.phases.items()} == dict.fromkeys(PHASES, 2)
 
 

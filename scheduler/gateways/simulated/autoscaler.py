@@ -85,20 +85,21 @@ def _pool_nodes(pool: str) -> int:
 
 def requests_advance(now: datetime) -> list[SimulatedNodeRequest]:
     """Serve the requests due by ``now`` (module doc); return every request held, as it stands (one read when none
-    is due)."""
+    is due, the usual case)."""
     rows = list(SimulatedNodeRequest.objects.all())
-    due = [row for row in rows if row.state == PENDING and row.ready_at <= now]
+    due = [row.pk for row in rows if row.state == PENDING and row.ready_at <= now]
     if not due:
         return rows
     with transaction.atomic():
-        for row in due:
+        # Locked and read again: another process observing at the same time serves each request once.
+        for row in SimulatedNodeRequest.objects.select_for_update().filter(pk__in=due, state=PENDING):
             if row.fails:
                 row.state, row.message, row.since = FAILED, row.fails, row.ready_at
             else:
                 row.node_names = _nodes_add(row)
                 row.state, row.message, row.since = PROVISIONED, "CapacityIsProvisioned", row.ready_at
             row.save(update_fields=["state", "message", "since", "node_names"])
-    return rows
+    return list(SimulatedNodeRequest.objects.all())
 
 
 def _nodes_add(row: SimulatedNodeRequest) -> list[str]:

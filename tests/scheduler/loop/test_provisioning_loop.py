@@ -4,6 +4,7 @@ job bound on them, the node empty and released, its cost stopping (docs/billing.
 
 from __future__ import annotations
 
+import importlib.util
 from datetime import timedelta
 from decimal import Decimal
 
@@ -16,7 +17,7 @@ from scheduler.core.model.provisioning import Provision, Release
 from scheduler.core.model.vocabulary import JobState
 from scheduler.loop.apply import Retry
 from scheduler.loop.cycle import cycle_run
-from scheduler.models import Node, SimulatedNodeRequest
+from scheduler.models import CycleStats, Node, SimulatedNodeRequest
 from tests.scheduler.loop.provisioning_helpers import A100, full_fleet, once, plans, pool_seed, submit
 from tests.scheduler.loop_helpers import Clock, fleet, team_seed
 
@@ -25,6 +26,7 @@ pytestmark = pytest.mark.django_db
 NO_WAIT = Retry(attempts=2, backoff_s=0.0, sleep=lambda _s: None)
 
 
+@pytest.mark.usefixtures("hand_decided")
 def test_a_peak_grows_an_autoscaled_pool_is_served_and_the_node_is_released(clock: Clock) -> None:
     team = team_seed(guaranteed=100, burst=100)
     gateway = fleet(clock)
@@ -52,6 +54,7 @@ def test_a_peak_grows_an_autoscaled_pool_is_served_and_the_node_is_released(cloc
         ]
         assert f"node request {row.pk} (1 × a100-od for job {peak.pk})" in report.applied
         assert (row.state, row.requested_at, row.gpu_hours) == (NodeRequestStatus.PENDING, clock.now, 80)
+        assert CycleStats.objects.get().decisions["provision"] == 1  # /metrics: microcosm_cycle_decisions_total
         assert SimulatedNodeRequest.objects.get().request_id == str(row.pk)
         # The pool is offered to the engine: its price, its own arrival at the fleet's speed (600 virtual s, 60×).
         (offering,) = snapshots[0].provisioning.offerings
@@ -114,3 +117,46 @@ def test_a_peak_grows_an_autoscaled_pool_is_served_and_the_node_is_released(cloc
     # Billed from the request to the release, whatever the inventory does with the row afterwards.
     (life,) = [life for life in node_lives() if life.tier == "on-demand"]
     assert (life.registered_at, life.gone_at) == (row.requested_at, node.released_at)
+
+
+ENGINE_RULE = importlib.util.find_spec("scheduler.core.decisions.provisioning") is not None
+
+
+@pytest.mark.skipif(not ENGINE_RULE, reason="the engine's provisioning rule (docs/scheduling-rules.md §9) is not here")
+def test_the_engine_asks_for_a_peak_the_loop_serves_it_and_the_engine_gives_the_node_back(
+    clock: Clock, settings
+) -> None:
+    settings.SCHEDULER = {**settings.SCHEDULER, "release_idle_s": 30.0}
+    team = team_seed(guaranteed=100, burst=100)
+    gateway = fleet(clock)
+    full_fleet(team, clock)
+    pool_seed()
+    cycle_run(gateway=gateway, retry=NO_WAIT)  # the reserved node fills
+    (peak,) = submit(team, clock, "peak", gpus=8, duration_s=600)
+
+    clock.advance(1)
+    report = cycle_run(gateway=gateway, retry=NO_WAIT)  # the engine asks; the loop records and asks the fleet
+    row = NodeRequest.objects.get()
+    assert (row.job_id, row.pool.name, row.nodes, row.state) == (peak.pk, "a100-od", 1, NodeRequestStatus.PENDING)
+    assert report.decisions["provisions"][0]["request"] == str(row.pk)
+    peak.refresh_from_db()
+    assert peak.state == JobState.PENDING and "a100-od" in peak.state_reason
+
+    clock.advance(10)
+    cycle_run(gateway=gateway, retry=NO_WAIT)  # arrived: fulfilled and bound on
+    row.refresh_from_db()
+    peak.refresh_from_db()
+    assert row.state == NodeRequestStatus.FULFILLED and peak.state == JobState.RUNNING
+    (node,) = Node.objects.filter(pool="a100-od")
+
+    clock.advance(11)
+    cycle_run(gateway=gateway, retry=NO_WAIT)  # the peak ends: the node stands empty
+    clock.advance(31)
+    report = cycle_run(gateway=gateway, retry=NO_WAIT)  # empty past release_idle_s: given back
+    node.refresh_from_db()
+    assert report.decisions["releases"] == [{"node": node.name, "pool": "a100-od"}]
+    assert node.released_at == clock.now
+    clock.advance(1)
+    cycle_run(gateway=gateway, retry=NO_WAIT)
+    assert node.name not in {n.name for n in gateway.observe().nodes}
+    assert NodeRequest.objects.count() == 1  # nothing more was asked

@@ -122,6 +122,9 @@ def test_requests_in_flight_recent_failures_and_empty_nodes_are_told() -> None:
     assert request.arrives_at == (pending.requested_at + timedelta(minutes=10)).timestamp()
     assert read.provisioning.failed == ((str(other.pk), (NOW - timedelta(minutes=5)).timestamp()),)
     assert read.failure_notes == {str(other.pk): "on-demand request failed: CapacityIsNotFound; asking again in 10 min"}
+    # Asking again, the job is told why it waits by the engine, not by its old failure.
+    _request(other, pool, state=NodeRequestStatus.PENDING, at=NOW - timedelta(minutes=1))
+    assert provisioning_read(pools=pools_read(), now=NOW.timestamp()).failure_notes == {}
     assert read.provisioning.idle_since == (("od-1", (NOW - timedelta(minutes=7)).timestamp()),)
 
 
