@@ -25,7 +25,7 @@ from teams.models import Team
 from tests.scheduler.loop.provisioning_helpers import A100, full_fleet, once, plans, pool_seed, submit
 from tests.scheduler.loop_helpers import Clock, fleet, team_seed
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("hand_decided")]
 
 NO_WAIT = Retry(attempts=2, backoff_s=0.0, sleep=lambda _s: None)
 STOCKOUT = "CapacityIsNotFound: Capacity is not found, CA will try to find it later."
