@@ -19,6 +19,7 @@ from django.db import models
 from django.db.models import Q
 
 from scheduler.core.model.vocabulary import Fabric, Interconnect, choices_of
+from scheduler.gateways.kube.provisioning import POOL_LABELS
 from scheduler.models import GpuModel
 
 # The ProvisioningRequest class a Cluster Autoscaler pool asks through unless the admin says otherwise: all of a
@@ -126,8 +127,23 @@ class AutoscaledPool(models.Model):
                 "Give the node labels that pick the pool's nodes (the autoscaler's node group or NodePool): without "
                 "them its nodes cannot be told from others."
             )
+        elif self._kubernetes_pool_unnamed(errors):
+            errors["node_selector"] = (
+                f"Pick the pool's nodes by the label their autoscaler puts on them, valued with the pool's name "
+                f'{self.name!r}: e.g. {{"karpenter.sh/nodepool": "{self.name}"}} (Karpenter) or '
+                f'{{"cloud.google.com/gke-nodepool": "{self.name}"}} (GKE); one of {", ".join(POOL_LABELS)}. '
+                "Microcosm knows a node's pool by that label, so name the pool after the NodePool or node group."
+            )
         if errors:
             raise ValidationError(errors)
+
+    def _kubernetes_pool_unnamed(self, errors: dict[str, str]) -> bool:
+        """On Kubernetes a node's pool is the value of its autoscaler's own label (POOL_LABELS,
+        scheduler.gateways.kube.provisioning ``pool_of``): a pool whose labels do not name it so would never see its
+        nodes arrive, nor count them against its ceiling."""
+        if self.autoscaler not in (Autoscaler.CLUSTER_AUTOSCALER, Autoscaler.KARPENTER) or "node_selector" in errors:
+            return False
+        return not any(self.node_selector.get(label) == self.name for label in POOL_LABELS)
 
     @property
     def arrival_default_s(self) -> float:

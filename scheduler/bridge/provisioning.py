@@ -100,6 +100,7 @@ def provisioning_read(
                     nodes=row.nodes,
                     requested_at=row.requested_at.timestamp(),
                     arrives_at=row.arrives_at.timestamp(),
+                    message=row.message,
                 )
             )
             continue
@@ -123,6 +124,27 @@ def provisioning_read(
             budget_gpu_hours=budgets,
         ),
         failure_notes=notes,
+    )
+
+
+def census_offerings() -> tuple[Offering, ...]:
+    """What each enabled pool can add, for a census (:func:`scheduler.bridge.snapshot.inventory_census`): the node's
+    shape and the pool's ceiling only — a census counts nodes, so price and arrival are not read (0 and the pool's
+    default). One query."""
+    pools = AutoscaledPool.objects.filter(enabled=True).select_related("gpu_model").order_by("name")
+    return tuple(
+        Offering(
+            pool=pool.name,
+            gpu_model=pool.gpu_model.name,
+            gpu_count=pool.gpus_per_node,
+            price_per_gpu_hour=0.0,
+            arrival_s=pool.arrival_default_s,
+            max_nodes=pool.max_nodes,
+            interconnect=Interconnect(pool.interconnect),
+            fabric=Fabric(pool.fabric),
+            placement_group=pool.placement_group,
+        )
+        for pool in pools
     )
 
 

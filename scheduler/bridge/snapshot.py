@@ -30,6 +30,7 @@ from django.db.models.functions import RowNumber
 from jobs.models import Allocation, Job, JobEvent
 from jobs.selectors.jobs import resuming_jobs
 from jobs.services.loop import MoveOutcome
+from scheduler.bridge.provisioning import census_offerings
 from scheduler.core import Job as CoreJob
 from scheduler.core import (
     ModelProfile,
@@ -281,13 +282,21 @@ def inventory_nodes() -> tuple[Node, ...]:
 
 
 def inventory_census() -> NodeCensus:
-    """:class:`~scheduler.core.NodeCensus` of :func:`inventory_nodes`, counted by the database (one GROUP BY of the
-    few columns a rejection reads, instead of every node and GPU row): what a submit judges a job against."""
-    columns = ("gpu_model__name", "gpu_count", "tier", "fabric")
-    rows = NodeRow.objects.order_by().values_list(*columns).annotate(count=Count("pk"))
+    """:class:`~scheduler.core.NodeCensus` of :func:`inventory_nodes` and of the nodes the enabled autoscaled pools
+    could still add, counted by the database (one GROUP BY of the few columns a rejection reads, instead of every node
+    and GPU row, and one read of the pools): what a submit judges a job against. A job only a pool can serve (a
+    2-node gang on a cluster of one node) is not one that can never run: the cycle's own screening counts the pools
+    too (scheduler.core.decisions.screening)."""
+    columns = ("gpu_model__name", "gpu_count", "tier", "fabric", "pool")
+    rows = NodeRow.objects.filter(released_at__isnull=True).order_by().values_list(*columns).annotate(count=Count("pk"))
     # As inventory_nodes makes them (_absent): no time-slicing, no host limits, an unknown fabric counted as TCP.
-    counts = [(model, gpus, str(CapacityTier(tier)), str(_fabric(fabric)), n) for model, gpus, tier, fabric, n in rows]
-    return NodeCensus.of_counts(counts, {})
+    counts: list[tuple[str, int, str, str, int]] = []
+    pooled: defaultdict[str, int] = defaultdict(int)
+    for model, gpus, tier, fabric, pool, n in rows:
+        counts.append((model, gpus, str(CapacityTier(tier)), str(_fabric(fabric)), n))
+        if pool:
+            pooled[pool] += n
+    return NodeCensus.of_counts(counts, pooled, census_offerings())
 
 
 def inventory_observation(now: float, clock_speed: float) -> Observation:

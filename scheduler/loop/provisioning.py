@@ -240,13 +240,15 @@ def requests_reconcile(observation: Observation, *, at: datetime, timeout_s: flo
         .order_by("pk")
     )
     prices = pool_prices({row.pool_id: row.pool for row in rows}.values(), at) if rows else {}
+    joined = _Joined(observation, rows, at) if rows else None
     for row in rows:
         seen = observed.get(str(row.pk))
         if row.state in SETTLED:  # the gateway still holds a request settled: withdraw it again
             repairs.ops.append(WithdrawOp(request=str(row.pk), namespace=row.job.team.namespace))
             repairs.withdrawn_again.append(str(row.pk))
             continue
-        _reconcile_one(row, seen, present, at, timeout_s, prices, repairs)
+        assert joined is not None  # rows were read
+        _reconcile_one(row, seen, present, at, timeout_s, prices, repairs, joined)
     _nodes_link(at)
     _released_again(observation, repairs)
     idle_track()
@@ -261,6 +263,7 @@ def _reconcile_one(
     timeout_s: float,
     prices: Mapping[int, float],
     repairs: RequestRepairs,
+    joined: _Joined,
 ) -> None:
     request = str(row.pk)
     namespace = row.job.team.namespace
@@ -273,6 +276,8 @@ def _reconcile_one(
         return
     if state == NodeRequestState.PROVISIONED or (seen is None and row.state == NodeRequestStatus.PROVISIONED):
         names = list(seen.nodes) if seen is not None and seen.nodes else list(row.node_names)
+        if seen is None or not seen.nodes:  # the autoscaler cannot say which nodes: the pool's that joined since
+            names += joined.claim(row.pool.name, row.nodes - len(names))
         if row.state != NodeRequestStatus.PROVISIONED:
             since = datetime.fromtimestamp(seen.since, tz=UTC) if seen is not None and seen.since else at
             row.provisioned_at, row.node_names = since, names
@@ -282,9 +287,9 @@ def _reconcile_one(
         elif names != row.node_names:
             row.node_names = names
             row.save(update_fields=["node_names"])
-        # Every node it names is there (vacuously, when the autoscaler cannot say which): fulfilled, ordinary
-        # on-demand nodes now. The request itself is withdrawn, a clean-up: the nodes it brought stay.
-        if all(name in present for name in names):
+        # Every node it asked for is there: fulfilled, ordinary on-demand nodes now. The request itself is
+        # withdrawn, a clean-up: the nodes it brought stay.
+        if len(names) >= row.nodes and all(name in present for name in names):
             _settle(row, NodeRequestStatus.FULFILLED, at, "")
             repairs.fulfilled.append(request)
             if seen is not None:
@@ -294,9 +299,13 @@ def _reconcile_one(
             repairs.ops.append(WithdrawOp(request=request, namespace=namespace))
             repairs.timed_out.append(request)
         return
-    # Pending, or not reported at all.
+    # Pending, or not reported at all; the autoscaler's words on it kept (a stockout: its job's reason says so).
+    if seen is not None and seen.message and seen.message[:500] != row.message:
+        row.message = seen.message[:500]
+        row.save(update_fields=["message"])
     if (at - row.requested_at).total_seconds() > timeout_s:
-        _settle(row, NodeRequestStatus.TIMED_OUT, at, f"not provisioned within {timeout_s / 60:g} min")
+        said = f" ({row.message})" if row.message else ""
+        _settle(row, NodeRequestStatus.TIMED_OUT, at, f"not provisioned within {timeout_s / 60:g} min{said}")
         repairs.ops.append(WithdrawOp(request=request, namespace=namespace))
         repairs.timed_out.append(request)
         return
@@ -307,11 +316,49 @@ def _reconcile_one(
         repairs.asked_again.append(request)
 
 
+class _Joined:
+    """Nodes of each pool that no request accounts for yet, for the requests whose autoscaler cannot name the nodes
+    it brought (the Cluster Autoscaler: a ProvisioningRequest is ``Provisioned`` once the scale-up is asked, and its
+    nodes register minutes later with only their node group's label, scheduler/gateways/kube/provisioning.py).
+    Such a request stays provisioned — capacity coming, in flight for the engine — until as many unaccounted nodes
+    of its pool as it asked for are observed; those are its nodes (:meth:`claim`, oldest request first), linked to
+    it and billed from it. A node is accounted for when the inventory links it to a request or has released it, or
+    a request provisioned in the last day names it."""
+
+    def __init__(self, observation: Observation, rows: Sequence[NodeRequest], at: datetime) -> None:
+        pooled = {node.name: node.pool for node in observation.nodes if node.pool}
+        taken = set(
+            Node.objects.filter(name__in=list(pooled))
+            .filter(Q(node_request__isnull=False) | Q(released_at__isnull=False))
+            .values_list("name", flat=True)
+        )
+        recent = NodeRequest.objects.filter(
+            state__in=(NodeRequestStatus.PROVISIONED, NodeRequestStatus.FULFILLED),
+            provisioned_at__gte=at - timedelta(days=1),
+        ).values_list("node_names", flat=True)
+        for names in [*recent, *(row.node_names for row in rows)]:
+            taken.update(str(name) for name in names or [])
+        self.free: dict[str, list[str]] = {}
+        for name, pool in sorted(pooled.items()):
+            if name not in taken:
+                self.free.setdefault(pool, []).append(name)
+
+    def claim(self, pool: str, count: int) -> list[str]:
+        """Up to ``count`` of ``pool``'s unaccounted nodes, taken from the others' reach."""
+        free = self.free.get(pool, [])
+        mine, self.free[pool] = free[: max(0, count)], free[max(0, count) :]
+        return mine
+
+
 def _nodes_link(at: datetime) -> None:
     """Autoscaled nodes not linked to the request that brought them yet point at it, by the names the autoscaler gave
     (``NodeRequest.node_names``): billed from the request (docs/billing.md). A node joins the inventory when the
     cluster sync registers it, which may be after its request was fulfilled: so the requests of the last day are
-    matched, and only when some autoscaled node is unlinked (one read otherwise)."""
+    matched, and only when some autoscaled node is unlinked (one read otherwise).
+
+    A node the cluster reported no price for (a Kubernetes node carries none: the sync registers it at 0) takes its
+    pool's price per GPU-hour when linked: the price the engine asked it at, and what the ledger bills it at when the
+    price catalog has none for its GPU model (billing.capacity)."""
     unlinked = set(
         Node.objects.exclude(pool="")
         .filter(node_request__isnull=True, released_at__isnull=True)
@@ -322,11 +369,17 @@ def _nodes_link(at: datetime) -> None:
     recent = NodeRequest.objects.filter(
         state__in=(NodeRequestStatus.PROVISIONED, NodeRequestStatus.FULFILLED),
         provisioned_at__gte=at - timedelta(days=1),
-    )
-    for pk, names in recent.values_list("pk", "node_names"):
-        mine = unlinked.intersection(str(name) for name in names or [])
-        if mine:
-            Node.objects.filter(name__in=sorted(mine), node_request__isnull=True).update(node_request_id=pk)
+    ).select_related("pool__gpu_model")
+    prices: dict[int, float] = {}
+    for row in recent:
+        mine = sorted(unlinked.intersection(str(name) for name in row.node_names or []))
+        if not mine:
+            continue
+        Node.objects.filter(name__in=mine, node_request__isnull=True).update(node_request_id=row.pk)
+        if row.pool_id not in prices:
+            prices.update(pool_prices([row.pool], at))
+        unpriced = Node.objects.filter(name__in=mine, price_per_gpu_hour=0)
+        unpriced.update(price_per_gpu_hour=Decimal(str(prices[row.pool_id])))
 
 
 def _released_again(observation: Observation, repairs: RequestRepairs) -> None:

@@ -20,7 +20,7 @@ def _pool(**overrides: object) -> AutoscaledPool:
     values: dict[str, object] = {
         "name": "h100-od",
         "autoscaler": Autoscaler.CLUSTER_AUTOSCALER,
-        "node_selector": {"microcosm.io/pool": "h100-od"},
+        "node_selector": {"cloud.google.com/gke-nodepool": "h100-od"},
         "gpu_model": GpuModel.objects.get(name="H100-SXM5-80GB"),
         "gpus_per_node": 8,
         "max_nodes": 4,
@@ -49,6 +49,20 @@ def test_the_cluster_autoscaler_needs_a_class_and_node_labels() -> None:
     errors = caught.value.message_dict
     assert "needs a ProvisioningRequest class" in errors["provisioning_class"][0]
     assert "node labels" in errors["node_selector"][0]
+
+
+def test_a_kubernetes_pool_is_picked_by_its_autoscalers_label_valued_with_its_name() -> None:
+    """On Kubernetes a node's pool is the value of its autoscaler's label (scheduler.gateways.kube.provisioning
+    pool_of): a pool named otherwise would never see its nodes arrive (tests/scheduler/gateways/kube/
+    test_kube_peak.py)."""
+    for selector in ({"microcosm.io/pool": "h100-od"}, {"karpenter.sh/nodepool": "p5-ondemand"}):
+        with pytest.raises(ValidationError) as caught:
+            _pool(autoscaler=Autoscaler.KARPENTER, provisioning_class="", node_selector=selector).full_clean()
+        message = caught.value.message_dict["node_selector"][0]
+        assert '{"karpenter.sh/nodepool": "h100-od"}' in message and "kubernetes.azure.com/agentpool" in message
+    karpenter = {"karpenter.sh/nodepool": "h100-od"}
+    _pool(autoscaler=Autoscaler.KARPENTER, provisioning_class="", node_selector=karpenter).full_clean()
+    _pool(node_selector={"kubernetes.azure.com/agentpool": "h100-od", "nvidia.com/gpu.product": "H100"}).full_clean()
 
 
 def test_node_labels_must_be_strings() -> None:

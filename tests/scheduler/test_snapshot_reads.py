@@ -8,7 +8,9 @@ from django.utils import timezone
 
 from jobs.models import Job, JobEvent
 from jobs.selectors.jobs import resuming_jobs
+from scheduler.autoscaled import AutoscaledPool
 from scheduler.bridge import snapshot
+from scheduler.bridge.provisioning import census_offerings
 from scheduler.bridge.snapshot import _member, build
 from scheduler.core import NodeCensus, Policy
 from scheduler.core.model.vocabulary import JobKind, JobTier, ModelMode, Priority
@@ -65,7 +67,24 @@ def test_the_inventory_census_counted_by_the_database_is_the_census_of_the_inven
     NodeFactory(tier="spot", fabric="efa")
     NodeFactory(gpu_model=h100, gpu_count=4, tier="on-demand", fabric="gpudirect-tcpx")
     NodeFactory(gpu_model=h100, gpu_count=4, tier="on-demand", state="gone")  # capacity that exists
-    with django_assert_max_num_queries(1):
+    with django_assert_max_num_queries(2):  # the nodes counted, the autoscaled pools read
         counted = snapshot.inventory_census()
     assert counted == NodeCensus.of(snapshot.inventory_nodes())
     assert sum(count for _, count in counted.kinds) == 6
+
+
+@pytest.mark.django_db
+def test_the_inventory_census_counts_what_the_enabled_autoscaled_pools_can_still_add() -> None:
+    """A job only a pool can serve is not one that could never run (a 2-node gang on a cluster of one node): the
+    submit's census counts the pools as the cycle's screening does; a released node is capacity no more."""
+    h100 = GpuModelFactory(name="H100-SXM5-80GB", gpu_class="H100")
+    NodeFactory(gpu_model=h100, gpu_count=8, tier="on-demand", pool="h100-od")
+    NodeFactory(gpu_model=h100, gpu_count=8, tier="on-demand", pool="h100-od", released_at=timezone.now())
+    AutoscaledPool.objects.create(name="h100-od", gpu_model=h100, gpus_per_node=8, max_nodes=3, node_selector={})
+    AutoscaledPool.objects.create(
+        name="off", gpu_model=h100, gpus_per_node=8, max_nodes=5, node_selector={}, enabled=False
+    )
+    counted = snapshot.inventory_census()
+    assert counted == NodeCensus.of(snapshot.inventory_nodes(), census_offerings())
+    # The pool's one node and the two more it may add; the released node and the disabled pool count for nothing.
+    assert sum(count for _, count in counted.kinds) == 3

@@ -165,7 +165,10 @@ class _Ledger:
         own = self.own.get(job.id)
         if own is not None:
             offering = self.by_pool.get(own.pool)
-            return _told(entry, job, offering, own.pool, own.nodes, own.arrives_at, now, "asked", self.policy)
+            told = _told(entry, job, offering, own.pool, own.nodes, own.arrives_at, now, "asked", self.policy)
+            return (
+                replace(told, reason=_inserted(told.reason, f"the autoscaler: {own.message}")) if own.message else told
+            )
         if not self._asks(job, entry, now):
             return entry
         servable = [offering for offering in self.offerings if _serves(offering, job, self.policy)]

@@ -48,6 +48,7 @@ class NodeRequest:
     nodes: int
     requested_at: float
     arrives_at: float  # the estimate: requested_at + the offering's arrival_s when it was asked
+    message: str = ""  # the autoscaler's latest words on it (a stockout): its job's reason tells them
 
 
 @dataclass(frozen=True, slots=True)

@@ -165,6 +165,15 @@ def test_a_request_in_flight_is_waited_for_and_its_spare_gpus_serve_others() -> 
     assert small.eta_s == 420 and small.blocker == BlockerKind.PROVISIONING
 
 
+def test_a_request_in_flight_tells_its_job_what_the_autoscaler_says() -> None:
+    said = "CapacityIsNotFound: Capacity is not found, CA will try to find it later."
+    asked = NodeRequest(
+        id="r7", job="big", pool="h100", nodes=1, requested_at=NOW - 60, arrives_at=NOW + 420, message=said
+    )
+    reason = _waiting(_plan([job("big", gpus=4, preemptible=False)], requests=[asked]), "big").reason
+    assert f"1 on-demand node asked of pool h100 for it, expected in 7 min; the autoscaler: {said}" in reason
+
+
 def test_the_cheapest_pool_that_serves_the_job_is_asked() -> None:
     dear = Offering(pool="dear", gpu_model=H100, gpu_count=8, price_per_gpu_hour=9.0, arrival_s=60, max_nodes=4)
     a100 = Offering(pool="a100", gpu_model=A100, gpu_count=8, price_per_gpu_hour=3.0, arrival_s=600, max_nodes=4)
@@ -353,6 +362,16 @@ def test_a_pool_at_its_ceiling_adds_nothing_to_the_census() -> None:
     assert sum(count for _, count in census.kinds) == 1
 
 
+def test_a_census_counted_elsewhere_is_the_census_of_the_nodes_and_what_the_pools_can_add() -> None:
+    """NodeCensus.of_counts (a database's GROUP BY: what a submit judges a job against) counts the pools as
+    NodeCensus.of does."""
+    reserved = CapacityTier.RESERVED
+    nodes = [node("a1", A100, tier=reserved), node("a2", A100, tier=reserved), node("h1", H100, pool="h100")]
+    counts = [(A100, 8, "reserved", "tcp", 2), (H100, 8, "on-demand", "tcp", 1)]
+    assert NodeCensus.of_counts(counts, {"h100": 1}, [H100_POOL]) == NodeCensus.of(nodes, [H100_POOL])
+    assert sum(count for _, count in NodeCensus.of_counts(counts, {"h100": 1}, [H100_POOL]).kinds) == 6
+
+
 def test_a_job_with_nodes_coming_holds_no_reservation_that_would_start_later() -> None:
     pending = [job("j", gpus=8, preemptible=False)]
     assert _waiting(_plan(pending, offerings=()), "j").blocker == BlockerKind.RESERVED  # GPUs free in 2 h
@@ -377,7 +396,11 @@ def test_the_state_a_cycle_leaves_carries_its_requests_budgets_and_releases() ->
     )
     teams = [team("t", guaranteed=64), team("u", guaranteed=64)]
     snap = snapshot(
-        [*nodes, idle], [job("j", gpus=8, replicas=2, preemptible=False, gpu_model=H100)], teams, busy, provisioning=pools
+        [*nodes, idle],
+        [job("j", gpus=8, replicas=2, preemptible=False, gpu_model=H100)],
+        teams,
+        busy,
+        provisioning=pools,
     )
     plan = plan_cycle(snap, POLICY, NOW)
     assert [p.job for p in plan.provisions] == ["j"] and [w.request for w in plan.withdrawals] == ["r0"]
