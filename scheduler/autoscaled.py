@@ -53,7 +53,12 @@ class AutoscaledPool(models.Model):
         help_text="The ProvisioningRequest class (Cluster Autoscaler, GKE); empty for Karpenter.",
     )
     node_selector = models.JSONField(
-        default=dict, blank=True, help_text='The node labels that pick the pool\'s nodes, e.g. {"pool": "h100-od"}.'
+        default=dict,
+        blank=True,
+        help_text=(
+            "The node labels that pick the pool's nodes: its autoscaler's pool label valued with the pool's name, "
+            'e.g. {"karpenter.sh/nodepool": "h100-od"} or {"cloud.google.com/gke-nodepool": "h100-od"}.'
+        ),
     )
     gpu_model = models.ForeignKey(GpuModel, on_delete=models.PROTECT, related_name="autoscaled_pools")
     gpus_per_node = models.PositiveSmallIntegerField(validators=[MinValueValidator(1), MaxValueValidator(16)])
@@ -111,7 +116,9 @@ class AutoscaledPool(models.Model):
         if not isinstance(selector, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in selector.items()
         ):
-            errors["node_selector"] = 'Node labels must be an object of strings, e.g. {"pool": "h100-od"}.'
+            errors["node_selector"] = (
+                'Node labels must be an object of strings, e.g. {"karpenter.sh/nodepool": "h100-od"}.'
+            )
         if self.autoscaler == Autoscaler.KARPENTER and self.provisioning_class:
             errors["provisioning_class"] = (
                 "Karpenter takes no ProvisioningRequest class: leave it empty (its NodePool is picked by the node "
