@@ -60,6 +60,7 @@ from scheduler.core.model.vocabulary import (
     Priority,
 )
 from scheduler.gateways.protocol import MigConfigState, NodeObservation, Observation
+from scheduler.kept_rows import KeptRows
 from scheduler.models import Node as NodeRow
 from scheduler.models import admin_holds
 from teams.models import Quota
@@ -115,6 +116,9 @@ _JOB_COLUMNS = tuple({"team": "team__slug", "project": "project__code"}.get(name
 
 def _job_rows(jobs: QuerySet[Job]) -> Iterator[_JobRow]:
     return map(_JobRow._make, jobs.values_list(*_JOB_COLUMNS))
+
+
+_kept_job_rows = KeptRows(_JobRow._make)  # the pending and running rows of the last build
 
 
 def _row_of(job: Job) -> _JobRow:
@@ -181,8 +185,11 @@ def build(
         rows = NodeRow.objects.filter(name__in=absent).select_related("gpu_model").prefetch_related("gpus")
         nodes += tuple(_absent(row) for row in rows.order_by("name"))
     # Newest first, as the job table's default order has always given them (the engine orders them itself).
-    jobs = list(
-        _job_rows(Job.objects.filter(state__in=[JobState.PENDING, JobState.RUNNING]).order_by("-submitted_at", "-id"))
+    # Each cycle reads the same rows, most unchanged: those are not converted again (scheduler.kept_rows).
+    jobs = _kept_job_rows.read(
+        Job.objects.filter(state__in=[JobState.PENDING, JobState.RUNNING])
+        .order_by("-submitted_at", "-id")
+        .values_list(*_JOB_COLUMNS)
     )
     pending_jobs: list[CoreJob] = []
     unreadable: dict[str, str] = {}
