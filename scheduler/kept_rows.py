@@ -40,7 +40,7 @@ class KeptRows(Generic[T]):
     def read(self, rows: QuerySet[Any, tuple[Any, ...]]) -> list[T]:
         """``[make(row) for row in rows]``, in the queryset's order, the rows unchanged since the last read not
         converted again (module doc). ``rows`` must be a plain ``values_list`` (not ``flat`` nor ``named``)."""
-        # What ValuesListIterable does (django/db/models/query.py, Django 5.2): the compiler's raw rows, then
+        # What Django 5.2's ValuesListIterable does (QuerySet.values_list's iterator): the compiler's raw rows, then
         # results_iter's converters; here the raw rows first, then results_iter on only those not kept.
         compiler = rows.query.get_compiler(using=rows.db)
         raw: list[tuple[Any, ...]] = list(chain.from_iterable(compiler.execute_sql(MULTI)))
