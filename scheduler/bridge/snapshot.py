@@ -60,6 +60,7 @@ from scheduler.core.model.vocabulary import (
     Priority,
 )
 from scheduler.gateways.protocol import MigConfigState, NodeObservation, Observation
+from scheduler.kept_rows import KeptRows
 from scheduler.models import Node as NodeRow
 from scheduler.models import admin_holds
 from teams.models import Quota
@@ -115,6 +116,9 @@ _JOB_COLUMNS = tuple({"team": "team__slug", "project": "project__code"}.get(name
 
 def _job_rows(jobs: QuerySet[Job]) -> Iterator[_JobRow]:
     return map(_JobRow._make, jobs.values_list(*_JOB_COLUMNS))
+
+
+_kept_job_rows = KeptRows(_JobRow._make)  # the pending and running rows of the last build
 
 
 def _row_of(job: Job) -> _JobRow:
@@ -181,8 +185,11 @@ def build(
         rows = NodeRow.objects.filter(name__in=absent).select_related("gpu_model").prefetch_related("gpus")
         nodes += tuple(_absent(row) for row in rows.order_by("name"))
     # Newest first, as the job table's default order has always given them (the engine orders them itself).
-    jobs = list(
-        _job_rows(Job.objects.filter(state__in=[JobState.PENDING, JobState.RUNNING]).order_by("-submitted_at", "-id"))
+    # Each cycle reads the same rows, most unchanged: those are not converted again (scheduler.kept_rows).
+    jobs = _kept_job_rows.read(
+        Job.objects.filter(state__in=[JobState.PENDING, JobState.RUNNING])
+        .order_by("-submitted_at", "-id")
+        .values_list(*_JOB_COLUMNS)
     )
     pending_jobs: list[CoreJob] = []
     unreadable: dict[str, str] = {}
@@ -201,6 +208,7 @@ def build(
     pending = tuple(pending_jobs)
     running = _running([job for job in jobs if job.state == JobState.RUNNING], observation, speed)
     _engine_jobs.turn()
+    _kept_running.turn()
     snapshot = Snapshot(
         nodes=nodes,
         teams=teams_current(),
@@ -407,6 +415,11 @@ class _EngineJobs:
         self._now[key] = job
         return job
 
+    def keep(self, row: _JobRow, speed: float, job: CoreJob) -> None:
+        """``job``, made from ``row`` at ``speed`` by an earlier build, is this build's too (a kept
+        :class:`Running` holds it), so the next build may reuse it."""
+        self._now[(row, speed, False)] = job
+
     def turn(self) -> None:
         """The build is done: what it made is what the next one may reuse."""
         self._last, self._now = self._now, {}
@@ -479,48 +492,96 @@ def _running(jobs: Iterable[_JobRow], observation: Observation | None, speed: fl
     """Each running job with what it holds: its newest generation's open allocations are where it runs, any older
     open ones the placement a move under way is leaving (``moving_from``, held until the new replicas are ready);
     ``moved_at``: when its moves of the last day started (the ``moved`` events), which the consolidation's per-job
-    budget and interval read."""
+    budget and interval read. In a cycle's build (``observation`` given) a job whose row, allocations, observed
+    checkpoint and moves are those of the last build is the same :class:`Running` (:class:`_KeptRunning`)."""
     by_id = {job.pk: job for job in jobs}
     if not by_id:
         return ()
     moved_at = _moves_started(by_id)
-    # job -> generation -> replica -> slots
-    slots: dict[int, dict[int, dict[int, list[Slot]]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(list)))
     # The running jobs' allocations chosen by a join, not by thousands of ids as parameters (they cost more to
     # pass than the rows to read); a job that started running since its row was read is left out, as it was.
     allocations = Allocation.objects.filter(job__state=JobState.RUNNING, ended_at__isnull=True).order_by(
         "job_id", "generation", "replica", "gpu_index", "mig_start"
     )
     columns = ("job_id", "generation", "replica", "node__name", "gpu_index", "mig_profile", "mig_start")
-    for job_id, generation, replica, node, gpu, mig_profile, mig_start in allocations.values_list(*columns):
-        if job_id not in by_id:
-            continue
-        slots[job_id][generation][replica].append(
-            Slot(node=node, gpu=gpu, mig_profile=mig_profile or None, mig_start=mig_start)
-        )
+    held: dict[int, list[_HeldRow]] = defaultdict(list)
+    for row in allocations.values_list(*columns):
+        if row[0] in by_id:
+            held[row[0]].append(row[1:])
     result = []
-    for job_id in sorted(slots):
+    for job_id in sorted(held):
         job = by_id[job_id]
         observed = observation.jobs.get(str(job_id)) if observation is not None else None
-        generations = slots[job_id]
-        newest = max(generations)
-        older = [
-            replica
-            for generation in sorted(generations)
-            if generation != newest
-            for replica in _replica_slots(generations[generation])
-        ]
-        result.append(
-            Running(
-                job=_engine_jobs.get(job, speed),
-                slots=_replica_slots(generations[newest]),
-                started_at=(job.started_at or job.submitted_at).timestamp(),
-                last_checkpoint_at=observed.last_checkpoint_at if observed is not None else None,
-                moving_from=tuple(older),
-                moved_at=moved_at.get(job_id, ()),
-            )
-        )
+        checkpoint = observed.last_checkpoint_at if observed is not None else None
+        rows, moved = tuple(held[job_id]), moved_at.get(job_id, ())
+        if observation is None:
+            result.append(_running_job(job, speed, rows, checkpoint, moved))
+        else:
+            result.append(_kept_running.get(job, speed, rows, checkpoint, moved))
     return tuple(result)
+
+
+# An open allocation as _running reads it, its job aside: generation, replica, node, GPU, MIG profile, MIG start.
+_HeldRow = tuple[int, int, str, int, str, int | None]
+
+
+def _running_job(
+    job: _JobRow, speed: float, rows: Iterable[_HeldRow], checkpoint: float | None, moved: tuple[float, ...]
+) -> Running:
+    """One running job from its row and its open allocations (in _running's order) (:func:`_running`)."""
+    generations: dict[int, dict[int, list[Slot]]] = defaultdict(lambda: defaultdict(list))  # generation -> replica
+    for generation, replica, node, gpu, mig_profile, mig_start in rows:
+        generations[generation][replica].append(
+            Slot(node=node, gpu=gpu, mig_profile=mig_profile or None, mig_start=mig_start)
+        )
+    newest = max(generations)
+    older = [
+        replica
+        for generation in sorted(generations)
+        if generation != newest
+        for replica in _replica_slots(generations[generation])
+    ]
+    return Running(
+        job=_engine_jobs.get(job, speed),
+        slots=_replica_slots(generations[newest]),
+        started_at=(job.started_at or job.submitted_at).timestamp(),
+        last_checkpoint_at=checkpoint,
+        moving_from=tuple(older),
+        moved_at=moved,
+    )
+
+
+class _KeptRunning:
+    """The running jobs of the last :func:`build`, by what each was made from (its row, the speed, its open
+    allocations, its observed checkpoint, its moves' starts): a running job none of which changed is the same
+    frozen :class:`Running`, its slots not made again (most of the running work, most cycles). Kept like
+    :class:`_EngineJobs`: the last build's only; a row that cannot be a key is made every time."""
+
+    def __init__(self) -> None:
+        self._last: dict[tuple[Any, ...], Running] = {}
+        self._now: dict[tuple[Any, ...], Running] = {}
+
+    def get(
+        self, job: _JobRow, speed: float, rows: tuple[_HeldRow, ...], checkpoint: float | None, moved: tuple[float, ...]
+    ) -> Running:
+        key = (job, speed, rows, checkpoint, moved)
+        try:
+            running = self._last.get(key)
+        except TypeError:  # unhashable: the model's JSON object
+            return _running_job(job, speed, rows, checkpoint, moved)
+        if running is None:
+            running = _running_job(job, speed, rows, checkpoint, moved)
+        else:
+            _engine_jobs.keep(job, speed, running.job)
+        self._now[key] = running
+        return running
+
+    def turn(self) -> None:
+        """The build is done: what it made is what the next one may reuse."""
+        self._last, self._now = self._now, {}
+
+
+_kept_running = _KeptRunning()
 
 
 def _moves_started(jobs: Mapping[int, _JobRow]) -> dict[int, tuple[float, ...]]:

@@ -17,14 +17,20 @@ from typing import Any
 
 from django.db import connection
 
+from scheduler.kept_rows import KeptRows
 from scheduler.models import EtaHistory
 
 Changes = list[list[float | None]]  # [[at, eta or None], ...] (Unix times)
 
 
+# Every cycle reads every history and changes few: an unchanged one is not decoded again (scheduler.kept_rows).
+_kept = KeptRows(tuple)
+
+
 def histories_locked() -> dict[int, Changes]:
-    """Every job's kept estimates, by job id, locked until the caller's transaction ends."""
-    return dict(EtaHistory.objects.select_for_update().values_list("job_id", "changes"))
+    """Every job's kept estimates, by job id, locked until the caller's transaction ends. The lists may be those of
+    the last call (:class:`~scheduler.kept_rows.KeptRows`): a caller makes a new list rather than change one."""
+    return dict(_kept.read(EtaHistory.objects.select_for_update().values_list("job_id", "changes")))
 
 
 def histories_create(rows: Sequence[tuple[int, Changes]]) -> None:

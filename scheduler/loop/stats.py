@@ -40,6 +40,7 @@ from scheduler.bridge.cycle_stats import (
 )
 from scheduler.core.model.vocabulary import EventType, JobState
 from scheduler.gateways.protocol import MigConfigState, Observation
+from scheduler.kept_rows import KeptRows
 from scheduler.loop.eta_history import Changes, histories_create, histories_delete, histories_locked, histories_write
 from scheduler.models import CycleStats
 
@@ -108,11 +109,15 @@ def _notices(observation: Observation, before: Mapping[str, Any]) -> tuple[dict[
     return current, sum(1 for name, noticed_at in current.items() if before.get(name) != noticed_at)
 
 
+# Every cycle reads every pending job's estimate, few of them changed: those are not converted again.
+_pending_kept = KeptRows(tuple)
+
+
 def _eta_errors(now: float, cycle_s: float) -> list[float]:
     """Keep every pending job's estimates as they change; return the errors of the jobs that first started since
     (module doc) and forget their estimates. Only the histories whose estimate changed are written
     (:mod:`scheduler.loop.eta_history`)."""
-    pending = dict(Job.objects.filter(state=JobState.PENDING).values_list("pk", "eta_at"))
+    pending = dict(_pending_kept.read(Job.objects.filter(state=JobState.PENDING).values_list("pk", "eta_at")))
     histories = histories_locked()
     changed: list[tuple[int, Changes]] = []
     created: list[tuple[int, Changes]] = []
@@ -122,8 +127,7 @@ def _eta_errors(now: float, cycle_s: float) -> list[float]:
         if changes is None:
             created.append((job_id, [[now, eta]]))
         elif not changes or changes[-1][1] != eta:
-            changes.append([now, eta])
-            changed.append((job_id, changes))
+            changed.append((job_id, [*changes, [now, eta]]))  # a new list: the one read may be read again
     histories_create(created)
     histories_write(changed)
     gone = [job_id for job_id in histories if job_id not in pending]

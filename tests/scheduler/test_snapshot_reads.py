@@ -3,10 +3,12 @@ the plain forms they replace."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.utils import timezone
 
-from jobs.models import Job, JobEvent
+from jobs.models import Allocation, Job, JobEvent
 from jobs.selectors.jobs import resuming_jobs
 from scheduler.autoscaled import AutoscaledPool
 from scheduler.bridge import snapshot
@@ -14,8 +16,8 @@ from scheduler.bridge.provisioning import census_offerings
 from scheduler.bridge.snapshot import _member, build
 from scheduler.core import NodeCensus, Policy
 from scheduler.core.model.vocabulary import JobKind, JobTier, ModelMode, Priority
-from scheduler.gateways.protocol import Observation
-from tests.factories import GpuModelFactory, JobFactory, NodeFactory, TeamFactory
+from scheduler.gateways.protocol import JobObservation, Observation
+from tests.factories import AllocationFactory, GpuModelFactory, JobFactory, NodeFactory, TeamFactory
 
 
 @pytest.mark.django_db
@@ -55,6 +57,55 @@ def test_an_unchanged_row_is_the_same_engine_job_in_the_next_build_and_a_changed
     assert second[str(changed.pk)] is not first[str(changed.pk)] and second[str(changed.pk)].rank == 5
     monkeypatch.setattr(snapshot, "_engine_jobs", snapshot._EngineJobs())  # nothing kept: every job made from its row
     assert {job.id: job for job in build(view, Policy(), view.observed_at).snapshot.pending} == second
+
+
+@pytest.mark.django_db
+def test_an_unchanged_running_job_is_the_same_running_in_the_next_build_and_a_changed_one_is_made_again(
+    monkeypatch,
+) -> None:
+    team, node = TeamFactory(), NodeFactory()
+    now = timezone.now()
+    submitted = now - timedelta(hours=1)
+    jobs = [JobFactory(team=team, state="running", submitted_at=submitted, started_at=now) for _ in range(5)]
+    kept, checkpointed, moved_gpu, moving, restarted = jobs
+    for index, job in enumerate(jobs):
+        AllocationFactory(job=job, node=node, gpu_index=index, started_at=now)
+    AllocationFactory(job=moving, node=node, gpu_index=7, generation=1, started_at=now)  # a move under way
+    # Not a key (its stored model is a JSON object): made anew every build, as a pending job's engine job is.
+    unkeyed = JobFactory(
+        team=team, state="running", submitted_at=submitted, started_at=now, gpus=None, model={"params_b": 7}
+    )
+    AllocationFactory(job=unkeyed, node=node, gpu_index=5, started_at=now)
+
+    def view(checkpoints: dict[int, float]) -> Observation:
+        observed = {
+            str(pk): JobObservation(job=str(pk), namespace="ns", replicas=(), last_checkpoint_at=at)
+            for pk, at in checkpoints.items()
+        }
+        return Observation(observed_at=now.timestamp(), nodes=(), jobs=observed)
+
+    def running(observation: Observation) -> dict[str, object]:
+        return {r.job.id: r for r in build(observation, Policy(), observation.observed_at).snapshot.running}
+
+    first = running(view({checkpointed.pk: 100.0}))
+    Allocation.objects.filter(job=moved_gpu).update(gpu_index=6)
+    Allocation.objects.filter(job=moving, generation=0).update(ended_at=now)  # the move's old replicas released
+    Job.objects.filter(pk=restarted.pk).update(started_at=now - timedelta(minutes=5))
+    second = running(view({checkpointed.pk: 200.0}))
+    assert second[str(kept.pk)] is first[str(kept.pk)]
+    assert second[str(kept.pk)].job is first[str(kept.pk)].job
+    for job in (checkpointed, moved_gpu, moving, restarted, unkeyed):
+        assert second[str(job.pk)] is not first[str(job.pk)]
+    assert second[str(checkpointed.pk)].last_checkpoint_at == 200.0
+    assert second[str(moved_gpu.pk)].slots[0][0].gpu == 6
+    assert second[str(moving.pk)].moving_from == () and first[str(moving.pk)].moving_from != ()
+    # The same snapshot as one built with nothing kept, from every row.
+    monkeypatch.setattr(snapshot, "_engine_jobs", snapshot._EngineJobs())
+    monkeypatch.setattr(snapshot, "_kept_running", snapshot._KeptRunning())
+    assert running(view({checkpointed.pk: 200.0})) == second
+    # A third build keeps what the second kept (the kept job's engine job among it).
+    third = running(view({checkpointed.pk: 200.0}))
+    assert running(view({checkpointed.pk: 200.0}))[str(kept.pk)] is third[str(kept.pk)]
 
 
 @pytest.mark.django_db

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from django.db import transaction
 from django.utils import timezone
@@ -120,6 +120,14 @@ class _Walk:
     states: dict[int, SimulatedNodeState]  # node id -> its state (every node has one after the walk)
 
 
+class _KeptReplica(NamedTuple):
+    """A replica the last observation reported, with the pod row and the time-dependent state it was made from."""
+
+    pod: PodRow
+    state: tuple[ReplicaPhase, str, bool]
+    observed: ReplicaObservation
+
+
 def _state_values(state: SimulatedNodeState) -> tuple[Any, ...]:
     """A state's columns, ``interruptions_checked_at`` last."""
     return (
@@ -142,6 +150,7 @@ class SimulatedFleet:
         self.settings = settings or FleetSettings()
         self.clock = clock
         self._batch: Batch | None = None
+        self._replicas: dict[int, _KeptReplica] = {}  # the last observation's replicas, by id of their pod row
 
     # -- batches ---------------------------------------------------------------------------------------------
 
@@ -359,8 +368,9 @@ class SimulatedFleet:
         with_pods = SimulatedProgress.objects.filter(job_id__in=SimulatedPod.objects.values("job_id"))
         progress = {p.job_id: p for p in with_pods} if by_job else {}
         result = {}
+        kept, self._replicas = self._replicas, {}
         for job_id, pods in by_job.items():
-            replicas = tuple(self._replica(pod, now, gone.get(pod.node_id)) for pod in pods)
+            replicas = tuple(self._replica_kept(pod, now, gone.get(pod.node_id), kept) for pod in pods)
             first = pods[0]
             checkpoint = self._last_checkpoint(first, now, gone.get(first.node_id), progress.get(job_id))
             result[str(job_id)] = JobObservation(
@@ -373,7 +383,23 @@ class SimulatedFleet:
             )
         return result
 
-    def _replica(self, pod: PodRow, now: datetime, gone_at: datetime | None) -> ReplicaObservation:
+    def _replica_kept(
+        self, pod: PodRow, now: datetime, gone_at: datetime | None, kept: Mapping[int, _KeptReplica]
+    ) -> ReplicaObservation:
+        """:meth:`_replica`, the last observation's object when it was made from this same pod row (the pod rows
+        are kept between reads: :func:`~scheduler.gateways.simulated.pods.pod_rows`) with the same phase, message
+        and readiness, which is all of it that depends on the time (most pods, most observations)."""
+        state = self._replica_state(pod, now, gone_at)
+        entry = kept.get(id(pod))
+        if entry is not None and entry.pod is pod and entry.state == state:
+            observed = entry.observed
+        else:
+            observed = self._replica(pod, *state)
+        self._replicas[id(pod)] = _KeptReplica(pod, state, observed)  # the entry keeps the pod alive: ids stay its
+        return observed
+
+    def _replica_state(self, pod: PodRow, now: datetime, gone_at: datetime | None) -> tuple[ReplicaPhase, str, bool]:
+        """The replica's phase, its message and whether it is ready, at ``now``."""
         if gone_at is not None:
             phase, message = ReplicaPhase.GONE, f"node {pod.node_name} was interrupted"
         elif pod.stop_requested_at is not None:
@@ -383,6 +409,9 @@ class SimulatedFleet:
         else:
             phase, message = ReplicaPhase.RUNNING, ""
         ready = phase == ReplicaPhase.RUNNING and now >= pod.bound_at + self._real(self.settings.startup_s)
+        return phase, message, ready
+
+    def _replica(self, pod: PodRow, phase: ReplicaPhase, message: str, ready: bool) -> ReplicaObservation:
         return ReplicaObservation(
             replica=pod.replica,
             phase=phase,

@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, NamedTuple
 
+from scheduler.kept_rows import KeptRows
 from scheduler.models import SimulatedPod
 
 
@@ -38,6 +39,11 @@ Pod = SimulatedPod | PodRow
 _COLUMNS = tuple("node__name" if name == "node_name" else name for name in PodRow._fields)
 
 
+# Every observation reads every pod, most unchanged since the last: those are not converted again.
+_kept = KeptRows(PodRow._make)
+
+
 def pod_rows() -> list[PodRow]:
-    """Every pod, by job and replica (the order the observation has always read them in)."""
-    return [PodRow._make(row) for row in SimulatedPod.objects.order_by("job_id", "replica").values_list(*_COLUMNS)]
+    """Every pod, by job and replica (the order the observation has always read them in). A pod unchanged since
+    the last call is the same :class:`PodRow` (:class:`~scheduler.kept_rows.KeptRows`): treat it as read-only."""
+    return _kept.read(SimulatedPod.objects.order_by("job_id", "replica").values_list(*_COLUMNS))

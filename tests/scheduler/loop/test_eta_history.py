@@ -57,3 +57,23 @@ def test_only_the_estimates_that_changed_are_kept_and_written() -> None:
         moved.pk: [[now.timestamp(), hour], [now.timestamp() + 10, two]],
         new.pk: [[now.timestamp(), None]],
     }
+
+
+def test_a_pass_leaves_the_lists_it_read_as_they_were_stored() -> None:
+    """The histories read may be the last read's lists (scheduler.kept_rows): a pass that adds an estimate makes a
+    new list, so what the next cycle reads is what is stored."""
+    team = TeamFactory()
+    now = timezone.now().replace(microsecond=0)
+    same, moved = _pending(team, 2)
+    Job.objects.filter(pk__in=[same.pk, moved.pk]).update(eta_at=now + timedelta(hours=1))
+    _eta_errors(now.timestamp(), 10.0)
+    read = histories_locked()
+    first = {same.pk: [[now.timestamp(), (now + timedelta(hours=1)).timestamp()]]}
+    first[moved.pk] = list(first[same.pk])
+    assert read == first
+    Job.objects.filter(pk=moved.pk).update(eta_at=now + timedelta(hours=2))
+    _eta_errors(now.timestamp() + 10, 10.0)
+    assert read == first  # not changed in place
+    stored = dict(EtaHistory.objects.values_list("job_id", "changes"))
+    assert len(stored[moved.pk]) == 2 and histories_locked() == stored
+    assert histories_locked()[same.pk] is histories_locked()[same.pk]  # unchanged: not decoded again

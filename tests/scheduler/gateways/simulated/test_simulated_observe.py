@@ -9,8 +9,10 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from scheduler.models import Node, SimulatedNodeState, gpu_layouts, node_facts, node_observation
+from scheduler.gateways.protocol import BindRequest, Device, ReplicaPhase, ReplicaPlacement
+from scheduler.models import Node, SimulatedNodeState, SimulatedPod, gpu_layouts, node_facts, node_observation
 from scheduler.services.fleet import node_register
+from tests.factories import JobFactory
 from tests.scheduler.loop_helpers import Clock, fleet
 
 pytestmark = pytest.mark.django_db
@@ -65,3 +67,50 @@ def test_the_spot_draws_are_written_in_one_statement_whatever_the_spot_nodes(tea
             assert {state.notice_at for state in states} == {clock.now}
         SimulatedNodeState.objects.all().delete()  # the next count starts from a first look again
     assert counts[6] == counts[0] + (6 if rate > 1 else 0)
+
+
+def test_a_replica_unchanged_since_the_last_observation_is_the_same_and_the_view_is_a_fresh_fleets(
+    team: Any, clock: Clock
+) -> None:
+    """Pods unchanged, with the same phase, message and readiness, give the last observation's replica objects;
+    a replica whose time-dependent state changed (ready after its start-up, succeeded, asked to stop, its node gone)
+    or whose pod changed is made again, and every observation is what a fleet keeping nothing observes."""
+    gateway = fleet(clock)  # 60x: a start-up of 60 virtual seconds takes 1 s, the ending job 5 s
+    jobs = [JobFactory(team=team, gpus=1) for _ in range(4)]
+    steady, ending, stopped, spot = jobs
+    for job, node, gpu, duration in (
+        (steady, "a100-res-1", 0, 100_000.0),
+        (ending, "a100-res-1", 1, 300.0),
+        (stopped, "a100-res-1", 2, 100_000.0),
+        (spot, "pcie-spot-1", 0, 100_000.0),
+    ):
+        request = BindRequest(
+            job=str(job.pk),
+            namespace=job.team.namespace,
+            name=job.name,
+            placements=(ReplicaPlacement(replica=0, node=node, devices=(Device(gpu=gpu),)),),
+            duration_s=duration,
+        )
+        gateway.job_bind(request=request)
+
+    def replicas() -> dict[Any, Any]:
+        observation = gateway.observe()
+        assert observation == fleet(clock).observe()  # what a fleet that kept nothing sees
+        return {job.pk: observation.jobs[str(job.pk)].replicas[0] for job in jobs if str(job.pk) in observation.jobs}
+
+    first = replicas()
+    assert not any(replica.ready for replica in first.values())
+    clock.advance(1.5)  # start-up over: every replica ready, made again
+    second = replicas()
+    assert all(second[pk].ready and second[pk] is not first[pk] for pk in first)
+    clock.advance(1)
+    third = replicas()
+    assert all(third[pk] is second[pk] for pk in first)  # nothing changed
+    SimulatedPod.objects.filter(job=stopped).update(stop_requested_at=clock.now)  # its row changed
+    gateway.notice_give(node="pcie-spot-1", notice_s=0.0)  # the node goes now
+    clock.advance(3)  # the ending job's 300 virtual seconds are done
+    fourth = replicas()
+    assert fourth[steady.pk] is third[steady.pk]
+    assert fourth[ending.pk].phase == ReplicaPhase.SUCCEEDED and fourth[ending.pk] is not third[ending.pk]
+    assert fourth[stopped.pk].phase == ReplicaPhase.STOPPING
+    assert fourth[spot.pk].phase == ReplicaPhase.GONE

@@ -1,0 +1,75 @@
+"""Value rows read every cycle, each converted once: a row unchanged since the last read is the same value.
+
+A cycle reads thousands of rows as value tuples (every pending and running job, every simulated pod), and about
+half of that read is Django converting each column as the database returned it into a Python value: datetimes
+parsed and made aware, JSON decoded, decimals and booleans made (``SQLCompiler.apply_converters``: measured at 0.05 s
+of the snapshot's 0.1 s read of 11,941 job rows on SQLite). In a steady cycle almost none of those rows changed.
+:class:`KeptRows` executes a ``values_list`` queryset itself, keys each row by the values the database returned,
+and converts (and makes into the caller's value) only the rows it did not see in its last read; the others are
+the objects it made then. So the values are those of iterating the queryset, made from the same converted row.
+
+Keys compare with ``==``, as the rows' converted values already did where a cache kept engine jobs by their row
+(:mod:`scheduler.bridge.snapshot`): equal raw values of one column convert to equal values. A row that cannot be a
+key (a backend returning an unhashable value) is converted every time.
+
+Only the last read's rows are kept, so the memory is one read's; each call site keeps its own :class:`KeptRows`,
+and only a caller that reads the same query every cycle gains from one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from itertools import chain
+from typing import Any, Generic, TypeVar, cast
+
+from django.db.models import QuerySet
+from django.db.models.sql.constants import MULTI
+
+T = TypeVar("T")
+
+_MISSING: Any = object()  # a row not kept (None may be a value)
+
+
+class KeptRows(Generic[T]):
+    """``make`` of each row of a ``values_list`` queryset (module doc); ``make`` must be a function of the row."""
+
+    def __init__(self, make: Callable[[tuple[Any, ...]], T]) -> None:
+        self._make = make
+        self._last: dict[tuple[Any, ...], T] = {}
+
+    def read(self, rows: QuerySet[Any, tuple[Any, ...]]) -> list[T]:
+        """``[make(row) for row in rows]``, in the queryset's order, the rows unchanged since the last read not
+        converted again (module doc). ``rows`` must be a plain ``values_list`` (not ``flat`` nor ``named``)."""
+        # What Django 5.2's ValuesListIterable does (QuerySet.values_list's iterator): the compiler's raw rows, then
+        # results_iter's converters; here the raw rows first, then results_iter on only those not kept.
+        compiler = rows.query.get_compiler(using=rows.db)
+        raw: list[tuple[Any, ...]] = list(chain.from_iterable(compiler.execute_sql(MULTI)))
+        get = self._last.get
+        values: list[Any] = []
+        missing: list[int] = []
+        for row in raw:
+            try:
+                value = get(row, _MISSING)
+            except TypeError:  # unhashable: converted every time
+                value = _MISSING
+            if value is _MISSING:
+                missing.append(len(values))
+            values.append(value)
+        if missing:
+            made = compiler.results_iter(results=[[raw[i] for i in missing]], tuple_expected=True)
+            for index, converted in zip(missing, made, strict=True):
+                values[index] = self._make(converted)
+        try:
+            self._last = dict(zip(raw, values, strict=True))
+        except TypeError:
+            self._last = {}
+            for row, value in zip(raw, values, strict=True):
+                try:
+                    self._last[row] = value
+                except TypeError:
+                    continue
+        return cast(list[T], values)
+
+    def forget(self) -> None:
+        """Keep nothing: the next read converts every row."""
+        self._last = {}

@@ -1,0 +1,106 @@
+"""Rows read every cycle and converted once (scheduler.kept_rows): the values of iterating the queryset, in its
+order and in its one query, with an unchanged row the same object as in the last read."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from django.db.models.sql.compiler import SQLCompiler
+from django.utils import timezone
+
+from jobs.models import Job
+from scheduler.bridge.snapshot import _JOB_COLUMNS, _JobRow
+from scheduler.kept_rows import KeptRows
+from tests.factories import JobFactory, ProjectFactory, TeamFactory
+
+
+def _varied() -> list[Job]:
+    """Jobs whose rows hold every kind of column the cycle's reads convert: datetimes (some null), JSON, decimals,
+    booleans, and a related row's column."""
+    team = TeamFactory()
+    now = timezone.now()
+    return [
+        JobFactory(team=team, state="pending", submitted_at=now - timedelta(hours=2)),
+        JobFactory(team=team, state="pending", gpus=None, model={"params_b": 7, "dtype": "bf16"}, preemptible=False),
+        JobFactory(team=team, state="pending", gpus=None, memory_gib=Decimal("18.5"), consolidate=True),
+        JobFactory(team=team, state="running", submitted_at=now - timedelta(hours=1), started_at=now),
+        JobFactory(team=team, state="pending", project=ProjectFactory(team=team), checkpoint_interval_s=600),
+    ]
+
+
+def _rows() -> Any:
+    return Job.objects.order_by("-submitted_at", "-id").values_list(*_JOB_COLUMNS)
+
+
+@pytest.mark.django_db
+def test_the_rows_are_those_of_the_queryset_in_its_order_and_its_one_query(django_assert_num_queries) -> None:
+    _varied()
+    kept = KeptRows(_JobRow._make)
+    expected = [_JobRow._make(row) for row in _rows()]
+    with django_assert_num_queries(1):
+        first = kept.read(_rows())
+    with django_assert_num_queries(1):
+        second = kept.read(_rows())
+    assert first == second == expected
+    assert [type(value) for value in first[1]] == [type(value) for value in expected[1]]  # converted, not raw
+
+
+@pytest.mark.django_db
+def test_an_unchanged_row_is_the_same_value_and_a_changed_one_is_made_again() -> None:
+    jobs = _varied()
+    made: list[tuple[Any, ...]] = []
+
+    def make(row: tuple[Any, ...]) -> _JobRow:
+        made.append(row)
+        return _JobRow._make(row)
+
+    kept = KeptRows(make)
+    first = {row.pk: row for row in kept.read(_rows())}
+    assert len(made) == len(jobs)
+    Job.objects.filter(pk=jobs[1].pk).update(model={"params_b": 13, "dtype": "bf16"})
+    Job.objects.filter(pk=jobs[2].pk).delete()
+    made.clear()
+    second = {row.pk: row for row in kept.read(_rows())}
+    assert [row[0] for row in made] == [jobs[1].pk]  # only the changed row was converted
+    assert second[jobs[1].pk].model == {"params_b": 13, "dtype": "bf16"}
+    assert all(second[job.pk] is first[job.pk] for job in (jobs[0], jobs[3], jobs[4]))
+    assert jobs[2].pk not in second
+    # Only the last read is kept: a row seen two reads ago and back again is converted again.
+    Job.objects.filter(pk=jobs[1].pk).update(model={"params_b": 7, "dtype": "bf16"})
+    made.clear()
+    kept.read(_rows())
+    assert [row[0] for row in made] == [jobs[1].pk]
+    kept.forget()
+    made.clear()
+    kept.read(_rows())
+    assert len(made) == 4
+
+
+@pytest.mark.django_db
+def test_no_rows_and_no_query_are_no_values() -> None:
+    _varied()
+    kept = KeptRows(_JobRow._make)
+    assert kept.read(_rows().filter(state="completed")) == []
+    assert kept.read(_rows().filter(pk__in=[])) == []  # Django sends no query at all
+
+
+@pytest.mark.django_db
+def test_a_row_that_cannot_be_a_key_is_converted_every_time(monkeypatch) -> None:
+    jobs = _varied()
+    execute_sql = SQLCompiler.execute_sql
+
+    def unhashable(self: SQLCompiler, *args: Any, **kwargs: Any) -> Any:
+        # A backend returning a list for a column (psycopg can, for arrays): the row cannot be a dict key.
+        return [[(pk, [name]) for pk, name in chunk] for chunk in execute_sql(self, *args, **kwargs)]
+
+    monkeypatch.setattr(SQLCompiler, "execute_sql", unhashable)
+    made: list[tuple[Any, ...]] = []
+    kept = KeptRows(lambda row: made.append(row) or row)
+    rows = Job.objects.order_by("pk").values_list("pk", "name")
+    expected = [(job.pk, [job.name]) for job in sorted(jobs, key=lambda job: job.pk)]
+    assert kept.read(rows) == expected
+    assert kept.read(rows) == expected
+    assert len(made) == 2 * len(jobs)
