@@ -106,7 +106,7 @@ from scheduler.core.rules.limits import Admission
 from scheduler.core.sizing.rightsize import resolve
 from scheduler.core.speedups.focus import Focus
 from scheduler.core.speedups.memo import Memo, current_memo
-from scheduler.core.speedups.switch import fair_share, indexed_state
+from scheduler.core.speedups.switch import fair_share, indexed_state, turn_repeats
 
 # rejection_reason: the question a submit asks (screening), over a NodeCensus when it asks for many jobs.
 __all__ = ["NodeCensus", "plan_cycle", "plan_for", "rejection_reason"]
@@ -203,6 +203,10 @@ class _Turns:
         self._blocked_production: dict[str, Job] = {}  # production jobs still blocked, in the order taken
         self._retrying = False
         self._pending_teams: set[str] = set()
+        # A turn a later job of the same key would end alike at an unchanged state (speedups.repeat).
+        self._repeats = turn_repeats(
+            run.state, run.reservations, run.policy, run.past_bound, run.blockers, current_memo()
+        )
 
     def take(self, job: Job) -> None:
         """Take ``job``'s turn."""
@@ -219,7 +223,9 @@ class _Turns:
         run = self.run
         evicted, drained = len(run.evictions), len(run.reconfigurations.evictions)
         run.blockers.pop(job.id, None)
-        take_turn(run, Turn(job, options_for(run.index, job, run.policy)), steps_for(job))
+        turn = Turn(job, options_for(run.index, job, run.policy))
+        # Its steps, unless they would end as an earlier job's did at an unchanged state (speedups.repeat).
+        self._repeats.take(job, lambda: take_turn(run, turn, steps_for(job)))
         blocker = run.blockers.get(job.id)  # None: bound
         if job.priority == Priority.PRODUCTION and blocker is not None and blocker.kind != BlockerKind.RECONFIGURING:
             self._blocked_production[job.id] = job
