@@ -262,11 +262,13 @@ class Reservations:
         reservation holding none is always passed over. Asked by a speed-up (:mod:`scheduler.core.speedups.repeat`);
         with the speed-ups off nothing is remembered, and a reservation holding GPUs makes the answer False."""
         freed = self.index.freed
+        placement = placement_shape(job)
+        preemption = (placement, job.priority, job.preemptible)  # Shape.of(job).preemption, built directly
         for reservation in self.made:
             if not reservation.held:
                 continue
             hold = (reservation.holder.id, reservation.held)
-            unfitted, refused = (hold, placement_shape(job)), (hold, job.team, Shape.of(job).preemption)
+            unfitted, refused = (hold, placement), (hold, job.team, preemption)
             if self._unplaced.get(unfitted) != freed and self._unplaced.get(refused) != freed:
                 return False
         return True

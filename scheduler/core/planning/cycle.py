@@ -85,10 +85,11 @@ from scheduler.core.model.demand import Demand
 from scheduler.core.model.explain import (
     Blocker,
     EtaEstimator,
+    ahead_text,
     demand_shape,
     demand_units,
     need_text,
-    reason_text,
+    reason_head,
     standing_text,
 )
 from scheduler.core.model.isolation import Evaluating, JobFailed
@@ -259,6 +260,13 @@ class _Explanation:
         # Nothing changes while the cycle explains, and the quota reads of a job only its team, whether it is
         # preemptible or production, and its options' units: its refusal now is remembered per that key.
         self._refusals: dict[Hashable, Admission | None] = current_memo().table()
+        # A job whose explanation asks the ETA replay nothing — its blocker needs no time from it, it asks no
+        # capacity, or the replay has given every time it gives on its GPU models (monotone: it never gives one
+        # again) — is explained from what the cycle's end state, its blocker and its key (team, preemptible and
+        # placement shape: its need, its quota refusal, its team's standing) decide, so an earlier such job of
+        # the same key and blocker was explained alike but for its position: its reason's head, ETA and blocker
+        # are remembered (docs/benchmarks/scale.md, 2026-12-05 late evening).
+        self._alike: dict[Hashable, tuple[str, float | None, BlockerKind]] = current_memo().table()
 
     def waiting(self, focus: Focus) -> list[Waiting]:
         """Every job that took a turn and was not bound, in the order the cycle took them (up to the focus job's
@@ -331,13 +339,23 @@ class _Explanation:
         """The position, reason and ETA of pending ``job``, ``position``-th in the cycle's order."""
         run = self.run
         shape = placement_shape(job)
+        asked = run.blockers[job.id]
+        team_positions[job.team] = team_positions.get(job.team, 0) + 1
+        alike = (asked, job.team, job.preemptible, shape)
+        if alike in self._alike:  # explained as an earlier job of its key and blocker was (__init__)
+            head, known_eta, waits = self._alike[alike]
+            ahead = ahead_text(position - 1)
+            return Waiting(job.id, position, team_positions[job.team], f"{head}; {ahead}", known_eta, waits)
         if shape not in needs:
             demand, model, models = self._demand(job)
             units = demand_units(demand, model) * job.replicas if demand is not None else 0
             kind = demand_shape(demand) if demand is not None else ""
             needs[shape] = (demand, models, units, need_text(job, demand, models), kind)
         demand, models, units, need, kind = needs[shape]
-        blocker = run.blockers[job.id]
+        blocker = asked
+        # Does its ETA ask the replay (a claim, a time of its own)? Asked before the replay answers it.
+        replays = bool(units) and blocker.kind in (BlockerKind.CAPACITY, BlockerKind.RESERVED)
+        replays = replays and not estimator.exhausted(models)
         eta: float | None = None
         if blocker.kind in (BlockerKind.CAPACITY, BlockerKind.RESERVED) and units:
             # A reserved job still takes its turn in the replay, so the jobs behind it count its GPUs as taken.
@@ -354,15 +372,18 @@ class _Explanation:
         # A job blocked by its quota gets no time: the reason says what would unblock it.
         if blocker.kind in (BlockerKind.RECONFIGURING, BlockerKind.HELD) and blocker.ready_at is not None:
             eta = max(0.0, blocker.ready_at - run.now)
-        team_positions[job.team] = team_positions.get(job.team, 0) + 1
         standing_key = (job.team, job_class(job))
         if standing_key not in standings:
             guarantee = run.fairness.guarantee(job.team).overall or 0
             held = sum(run.state.usage.get(job.team, {}).values())
             under = run.fairness.under_guarantee(*standing_key)
             standings[standing_key] = standing_text(guarantee, held, under)
-        reason = reason_text(need, blocker, standings[standing_key], position - 1, run.now)
-        return Waiting(job.id, position, team_positions[job.team], reason, eta, blocker.kind)
+        head = reason_head(need, blocker, standings[standing_key], run.now)
+        if not replays:
+            self._alike[alike] = (head, eta, blocker.kind)
+        return Waiting(
+            job.id, position, team_positions[job.team], f"{head}; {ahead_text(position - 1)}", eta, blocker.kind
+        )
 
     def _refused_at_capacity(
         self, job: Job, models: tuple[str, ...], kind: str, units: int, runtime_s: float, estimator: EtaEstimator

@@ -101,13 +101,17 @@ class TurnRepeats:
     def take(self, job: Job, turn: Callable[[], None]) -> None:
         """Take ``job``'s turn by running ``turn`` (its steps), or give it the blocker an earlier turn of its key
         ended with when its steps would end alike (module doc)."""
-        repeated = self.repeated(job)
+        key = self._key(job)
+        if key is None:
+            turn()
+            return
+        repeated = self.repeated(job, key)
         if repeated is not None:
             self.blockers[job.id] = repeated
             return
         before = self.stamp()
         turn()
-        self.took(job, before)
+        self.took(job, key, before)
 
     def stamp(self) -> Stamp:
         """The state as a turn reads it: equal stamps, an equal state (module doc, When)."""
@@ -120,23 +124,19 @@ class TurnRepeats:
             return self.stamp()
         return (len(self.index.group_of), self.index.freed, len(self.reservations.made))
 
-    def repeated(self, job: Job) -> Blocker | None:
-        """The blocker ``job``'s turn would end with, known from an earlier turn without running its steps; None
-        when it is not known (module doc)."""
-        key = self._key(job)
-        if key is None:
-            return None
+    def repeated(self, job: Job, key: Hashable) -> Blocker | None:
+        """The blocker ``job`` (of ``key``) would end its turn with, known from an earlier turn without running its
+        steps; None when it is not known (module doc)."""
         outcome = self._outcomes.get(key)
         if outcome is None or outcome[0] != self._state(outcome[1].kind):
             return None
         return outcome[1] if self.reservations.backfill_known_unplaced(job) else None
 
-    def took(self, job: Job, before: Stamp) -> None:
-        """``job`` took its turn, begun at ``before`` (:meth:`stamp`): remember its outcome for the jobs of its key,
-        when it may be repeated (module doc, Whom)."""
-        key = self._key(job)
+    def took(self, job: Job, key: Hashable, before: Stamp) -> None:
+        """``job`` (of ``key``) took its turn, begun at ``before`` (:meth:`stamp`): remember its outcome for the
+        jobs of its key, when it may be repeated (module doc, Whom)."""
         blocker = self.blockers.get(job.id)
-        if key is None or blocker is None or blocker.kind not in REPEATABLE or self.stamp() != before:
+        if blocker is None or blocker.kind not in REPEATABLE or self.stamp() != before:
             return
         options = options_for(self.index, job, self.policy)
         if would_reserve(job, options, len(self.reservations.made), self.policy):
