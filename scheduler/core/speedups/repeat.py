@@ -20,10 +20,13 @@ shape, team and class, and nothing of the cycle beyond its state. A turn is repe
   equal set): what was placed since only took capacity, and nothing that found no room finds room after it — the
   rule every failure memory of placement rests on (:mod:`scheduler.core.planning.cycle`, Speed). Either way the
   number of reservations made is the same, and the earlier turn began and ended at one ``version``.
-- **Backfill.** Each reservation that holds GPUs has a remembered failure of backfill's choice, with its hold
-  lifted, for the job's placement shape or for its team and :attr:`~scheduler.core.model.shape.Shape.preemption`
-  at the index's ``freed`` now (:meth:`~scheduler.core.decisions.reservation.Reservations.backfill_known_unplaced`,
-  asked of the job itself).
+- **Backfill.** When the earlier turn ended, each reservation that held GPUs had a remembered failure of backfill's
+  choice, with its hold lifted, for the job's placement shape or for its team and
+  :attr:`~scheduler.core.model.shape.Shape.preemption`, at the index's ``freed`` then
+  (:meth:`~scheduler.core.decisions.reservation.Reservations.backfill_known_unplaced`). Both stamps above hold the
+  ``freed`` token and the number of reservations made, so that is still so: the holds change only by a
+  reservation made or by backfill shrinking one (which frees its holder's GPUs), and a failure once remembered at
+  a ``freed`` is only ever written again at that ``freed``.
 
 Why each step of :data:`~scheduler.core.planning.steps.OTHER_STEPS` then answers as it did for the earlier job:
 
@@ -36,10 +39,11 @@ Why each step of :data:`~scheduler.core.planning.steps.OTHER_STEPS` then answers
   ``quota``, an admitted one binds), asked no admission, and finds none while nothing is freed.
 - ``backfill``: it acts only while the quota has not refused (the same as the earlier job's). Its loop over the
   reservations reads the job's run-time estimate and its place in the order (:func:`may_ever_backfill`), which
-  may differ — but every reservation holding GPUs is then passed over by the remembered failure (the third
-  condition), and one holding none is always passed over. ``would_reserve`` reads the job's priority, host needs
-  and first option (placement shape, options) and the number of reservations made: False, as it was, so the job
-  takes nothing back (``take_back``, which reads its submit time, is never asked).
+  may differ — but every reservation holding GPUs is then passed over by the remembered failure (the Backfill
+  condition, whose keys are the job's key's), and one holding none is always passed over. ``would_reserve``
+  reads the job's priority, host needs and first option (placement shape, options) and the number of
+  reservations made: False, as it was, so the job takes nothing back (``take_back``, which reads its submit time,
+  is never asked).
 - ``idle_whole_gpu``: :func:`~scheduler.core.placement.fallback.whole_gpu_slots` reads the placement shape and the
   index, and the admission as ``choose``; after a ``capacity`` turn it found no idle GPU, and finds none while
   nothing is freed.
@@ -130,7 +134,7 @@ class TurnRepeats:
         outcome = self._outcomes.get(key)
         if outcome is None or outcome[0] != self._state(outcome[1].kind):
             return None
-        return outcome[1] if self.reservations.backfill_known_unplaced(job) else None
+        return outcome[1]
 
     def took(self, job: Job, key: Hashable, before: Stamp) -> None:
         """``job`` (of ``key``) took its turn, begun at ``before`` (:meth:`stamp`): remember its outcome for the
@@ -140,6 +144,8 @@ class TurnRepeats:
             return
         options = options_for(self.index, job, self.policy)
         if would_reserve(job, options, len(self.reservations.made), self.policy):
+            return
+        if not self.reservations.backfill_known_unplaced(job):
             return
         self._outcomes[key] = (self._state(blocker.kind), blocker)
 
