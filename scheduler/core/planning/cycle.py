@@ -63,7 +63,9 @@ itself runs its trial placements through :class:`~scheduler.core.speedups.trial.
 only, :class:`~scheduler.core.speedups.wholetrial.WholeGpuTrial`), whose exact shortcuts skip trials whose answer
 is known, and reads candidates from one :class:`~scheduler.core.speedups.victims.Victims` per cycle (told of each
 node a reconfiguration closes, it forgets only what that node's readiness decided; with the speed-ups off, from
-the plain rule :func:`~scheduler.core.rules.eviction.team_candidates`). Every such cache and shortcut goes through
+the plain rule :func:`~scheduler.core.rules.eviction.team_candidates`). A turn past the search bound whose steps
+would end as an earlier turn of its key did, at a state unchanged in what they read, is not taken again: the job
+gets that turn's blocker (:mod:`scheduler.core.speedups.repeat`). Every such cache and shortcut goes through
 the cycle's memo (:mod:`scheduler.core.speedups`); ``plan_cycle(..., speedups=False)`` switches all of them off.
 
 A caller that plans many cycles in a process holding a large heap may pause the cyclic garbage collector
