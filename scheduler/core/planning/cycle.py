@@ -344,8 +344,9 @@ class _Explanation:
         asked = run.blockers[job.id]
         team_positions[job.team] = team_positions.get(job.team, 0) + 1
         alike = (asked, job.team, job.preemptible, shape)
-        if alike in self._alike:  # explained as an earlier job of its key and blocker was (__init__)
-            head, known_eta, waits = self._alike[alike]
+        shared = self._alike.get(alike)
+        if shared is not None:  # explained as an earlier job of its key and blocker was (__init__)
+            head, known_eta, waits = shared
             ahead = ahead_text(position - 1)
             return Waiting(job.id, position, team_positions[job.team], f"{head}; {ahead}", known_eta, waits)
         if shape not in needs:
