@@ -255,6 +255,24 @@ class Reservations:
             self.state.place(reservation.holder, slots)
             self.bound(slots)
 
+    def backfill_known_unplaced(self, job: Job) -> bool:
+        """Would :meth:`backfill` pass over every reservation for ``job`` without a choice, whatever the job's run
+        time and place in the order: each one holding GPUs has a remembered failure (its Speed paragraph) for the
+        job's placement shape, or for its team and :attr:`Shape.preemption`, at the index's ``freed`` now? A
+        reservation holding none is always passed over. Asked by a speed-up (:mod:`scheduler.core.speedups.repeat`);
+        with the speed-ups off nothing is remembered, and a reservation holding GPUs makes the answer False."""
+        freed = self.index.freed
+        placement = placement_shape(job)
+        preemption = (placement, job.priority, job.preemptible)  # Shape.of(job).preemption, built directly
+        for reservation in self.made:
+            if not reservation.held:
+                continue
+            hold = (reservation.holder.id, reservation.held)
+            unfitted, refused = (hold, placement), (hold, job.team, preemption)
+            if self._unplaced.get(unfitted) != freed and self._unplaced.get(refused) != freed:
+                return False
+        return True
+
     def backfill(
         self,
         job: Job,

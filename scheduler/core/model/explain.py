@@ -146,6 +146,12 @@ def standing_text(guarantee_units: int, held_units: int, under: bool) -> str:
 
 def reason_text(need: str, blocker: Blocker, standing: str, ahead: int, now: float) -> str:
     """The full reason (module doc)."""
+    return f"{reason_head(need, blocker, standing, now)}; {ahead_text(ahead)}"
+
+
+def reason_head(need: str, blocker: Blocker, standing: str, now: float) -> str:
+    """The reason up to how many jobs are ahead (:func:`reason_text` adds that): what the job waits for, what blocks
+    it and the team's standing."""
     if blocker.kind == BlockerKind.QUOTA:
         head = f"waiting for {need} within quota: {blocker.detail}"
     elif blocker.kind == BlockerKind.RECONFIGURING:
@@ -169,7 +175,7 @@ def reason_text(need: str, blocker: Blocker, standing: str, ahead: int, now: flo
         head = f"waiting for {need}; {blocker.detail}"
     else:
         head = f"waiting for {need}"
-    return f"{head}; {standing}; {ahead_text(ahead)}"
+    return f"{head}; {standing}"
 
 
 class _Profile:

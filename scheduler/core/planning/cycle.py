@@ -65,7 +65,9 @@ itself runs its trial placements through :class:`~scheduler.core.speedups.trial.
 only, :class:`~scheduler.core.speedups.wholetrial.WholeGpuTrial`), whose exact shortcuts skip trials whose answer
 is known, and reads candidates from one :class:`~scheduler.core.speedups.victims.Victims` per cycle (told of each
 node a reconfiguration closes, it forgets only what that node's readiness decided; with the speed-ups off, from
-the plain rule :func:`~scheduler.core.rules.eviction.team_candidates`). Every such cache and shortcut goes through
+the plain rule :func:`~scheduler.core.rules.eviction.team_candidates`). A turn past the search bound whose steps
+would end as an earlier turn of its key did, at a state unchanged in what they read, is not taken again: the job
+gets that turn's blocker (:mod:`scheduler.core.speedups.repeat`). Every such cache and shortcut goes through
 the cycle's memo (:mod:`scheduler.core.speedups`); ``plan_cycle(..., speedups=False)`` switches all of them off.
 
 A caller that plans many cycles in a process holding a large heap may pause the cyclic garbage collector
@@ -87,10 +89,11 @@ from scheduler.core.model.demand import Demand
 from scheduler.core.model.explain import (
     Blocker,
     EtaEstimator,
+    ahead_text,
     demand_shape,
     demand_units,
     need_text,
-    reason_text,
+    reason_head,
     standing_text,
 )
 from scheduler.core.model.isolation import Evaluating, JobFailed
@@ -108,7 +111,7 @@ from scheduler.core.rules.limits import Admission
 from scheduler.core.sizing.rightsize import resolve
 from scheduler.core.speedups.focus import Focus
 from scheduler.core.speedups.memo import Memo, current_memo
-from scheduler.core.speedups.switch import fair_share, indexed_state
+from scheduler.core.speedups.switch import fair_share, indexed_state, turn_repeats
 
 # rejection_reason: the question a submit asks (screening), over a NodeCensus when it asks for many jobs.
 __all__ = ["NodeCensus", "plan_cycle", "plan_for", "rejection_reason"]
@@ -212,6 +215,10 @@ class _Turns:
         self._blocked_production: dict[str, Job] = {}  # production jobs still blocked, in the order taken
         self._retrying = False
         self._pending_teams: set[str] = set()
+        # A turn a later job of the same key would end alike at an unchanged state (speedups.repeat).
+        self._repeats = turn_repeats(
+            run.state, run.reservations, run.policy, run.past_bound, run.blockers, current_memo()
+        )
 
     def take(self, job: Job) -> None:
         """Take ``job``'s turn."""
@@ -228,7 +235,9 @@ class _Turns:
         run = self.run
         evicted, drained = len(run.evictions), len(run.reconfigurations.evictions)
         run.blockers.pop(job.id, None)
-        take_turn(run, Turn(job, options_for(run.index, job, run.policy)), steps_for(job))
+        turn = Turn(job, options_for(run.index, job, run.policy))
+        # Its steps, unless they would end as an earlier job's did at an unchanged state (speedups.repeat).
+        self._repeats.take(job, lambda: take_turn(run, turn, steps_for(job)))
         blocker = run.blockers.get(job.id)  # None: bound
         if job.priority == Priority.PRODUCTION and blocker is not None and blocker.kind != BlockerKind.RECONFIGURING:
             self._blocked_production[job.id] = job
@@ -262,6 +271,13 @@ class _Explanation:
         # Nothing changes while the cycle explains, and the quota reads of a job only its team, whether it is
         # preemptible or production, and its options' units: its refusal now is remembered per that key.
         self._refusals: dict[Hashable, Admission | None] = current_memo().table()
+        # A job whose explanation asks the ETA replay nothing — its blocker needs no time from it, it asks no
+        # capacity, or the replay has given every time it gives on its GPU models (monotone: it never gives one
+        # again) — is explained from what the cycle's end state, its blocker and its key (team, preemptible and
+        # placement shape: its need, its quota refusal, its team's standing) decide, so an earlier such job of
+        # the same key and blocker was explained alike but for its position: its reason's head, ETA and blocker
+        # are remembered (docs/benchmarks/scale.md, 2026-12-05 late evening).
+        self._alike: dict[Hashable, tuple[str, float | None, BlockerKind]] = current_memo().table()
 
     def waiting(self, focus: Focus) -> list[Waiting]:
         """Every job that took a turn and was not bound, in the order the cycle took them (up to the focus job's
@@ -334,13 +350,24 @@ class _Explanation:
         """The position, reason and ETA of pending ``job``, ``position``-th in the cycle's order."""
         run = self.run
         shape = placement_shape(job)
+        asked = run.blockers[job.id]
+        team_positions[job.team] = team_positions.get(job.team, 0) + 1
+        alike = (asked, job.team, job.preemptible, shape)
+        shared = self._alike.get(alike)
+        if shared is not None:  # explained as an earlier job of its key and blocker was (__init__)
+            head, known_eta, waits = shared
+            ahead = ahead_text(position - 1)
+            return Waiting(job.id, position, team_positions[job.team], f"{head}; {ahead}", known_eta, waits)
         if shape not in needs:
             demand, model, models = self._demand(job)
             units = demand_units(demand, model) * job.replicas if demand is not None else 0
             kind = demand_shape(demand) if demand is not None else ""
             needs[shape] = (demand, models, units, need_text(job, demand, models), kind)
         demand, models, units, need, kind = needs[shape]
-        blocker = run.blockers[job.id]
+        blocker = asked
+        # Does its ETA ask the replay (a claim, a time of its own)? Asked before the replay answers it.
+        replays = bool(units) and blocker.kind in (BlockerKind.CAPACITY, BlockerKind.RESERVED)
+        replays = replays and not estimator.exhausted(models)
         eta: float | None = None
         if blocker.kind in (BlockerKind.CAPACITY, BlockerKind.RESERVED) and units:
             # A reserved job still takes its turn in the replay, so the jobs behind it count its GPUs as taken.
@@ -357,15 +384,18 @@ class _Explanation:
         # A job blocked by its quota gets no time: the reason says what would unblock it.
         if blocker.kind in (BlockerKind.RECONFIGURING, BlockerKind.HELD) and blocker.ready_at is not None:
             eta = max(0.0, blocker.ready_at - run.now)
-        team_positions[job.team] = team_positions.get(job.team, 0) + 1
         standing_key = (job.team, job_class(job))
         if standing_key not in standings:
             guarantee = run.fairness.guarantee(job.team).overall or 0
             held = sum(run.state.usage.get(job.team, {}).values())
             under = run.fairness.under_guarantee(*standing_key)
             standings[standing_key] = standing_text(guarantee, held, under)
-        reason = reason_text(need, blocker, standings[standing_key], position - 1, run.now)
-        return Waiting(job.id, position, team_positions[job.team], reason, eta, blocker.kind)
+        head = reason_head(need, blocker, standings[standing_key], run.now)
+        if not replays:
+            self._alike[alike] = (head, eta, blocker.kind)
+        return Waiting(
+            job.id, position, team_positions[job.team], f"{head}; {ahead_text(position - 1)}", eta, blocker.kind
+        )
 
     def _refused_at_capacity(
         self, job: Job, models: tuple[str, ...], kind: str, units: int, runtime_s: float, estimator: EtaEstimator

@@ -8,15 +8,17 @@ own interface: fair share that remembers its answers and resumes its fill
 (:class:`~.idle.IdleClasses`) and the memory of each team's eviction candidates the preemption search reads
 (:class:`~.victims.Victims`), each team's usage at a later time kept while nothing is placed or taken
 (:class:`~.ahead.UsageAhead`), and the reservations' search that keeps each node's expected-free times
-(:class:`~.freetimes.KeptReservations`). Disabled, the cycle gets the plain rules, whose tables forget.
+(:class:`~.freetimes.KeptReservations`), and the memory of the turns that may be repeated without their steps
+(:class:`~.repeat.TurnRepeats`). Disabled, the cycle gets the plain rules, whose tables forget.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, MutableMapping, Sequence, Set
 
 from scheduler.core.decisions.preemption import TeamCandidates
 from scheduler.core.decisions.reservation import Reservations
+from scheduler.core.model.explain import Blocker
 from scheduler.core.model.policy import Policy
 from scheduler.core.model.snapshot import Job, Slots, Snapshot, Team
 from scheduler.core.placement.index import IndexedClusterState
@@ -26,6 +28,7 @@ from scheduler.core.speedups.fairshare import RememberingFairShare
 from scheduler.core.speedups.freetimes import KeptReservations
 from scheduler.core.speedups.idle import IdleClasses
 from scheduler.core.speedups.memo import Memo
+from scheduler.core.speedups.repeat import EveryTurn, TurnRepeats
 from scheduler.core.speedups.victims import Victims
 
 
@@ -74,3 +77,18 @@ def usage_ahead(state: IndexedClusterState, expected_end: Callable[[str], float]
     ``memo`` is on; None off, and the run walks its placed work per question
     (:meth:`~scheduler.core.planning.run.Run.usage_at`)."""
     return UsageAhead(state, expected_end, memo) if memo.enabled else None
+
+
+def turn_repeats(
+    state: IndexedClusterState,
+    reservations: Reservations,
+    policy: Policy,
+    past_bound: Set[str],
+    blockers: MutableMapping[str, Blocker],
+    memo: Memo,
+) -> TurnRepeats | EveryTurn:
+    """How the cycle takes its turns: a turn a later job of the same key would end alike at an unchanged state is
+    repeated without its steps while ``memo`` is on (:mod:`.repeat`); off, every job takes its whole turn."""
+    index = state.index
+    assert index is not None
+    return TurnRepeats(index, reservations, policy, past_bound, blockers, memo) if memo.enabled else EveryTurn()
