@@ -151,7 +151,8 @@ def test_bench_cost_end_to_end_on_a_short_window() -> None:
     assert len(claims) == 7 and all(c.startswith("B4 serving:") for c in claims)
     assert sum(RUN_AUTOSCALED in c for c in claims) == 3
     autoscaled = entry["runs"][RUN_AUTOSCALED]["seeds"]["42"]
-    assert {"node_requests", "node_requests_failed", "autoscaled_node_hours", "stocked_out_node_hours"} <= set(autoscaled)
+    figures = {"node_requests", "node_requests_failed", "autoscaled_node_hours", "stocked_out_node_hours"}
+    assert figures <= set(autoscaled)
     assert "node_requests" not in entry["runs"][RUN_TIERED]["seeds"]["42"]
     assert entry["runs"][RUN_TIERED]["median"]["node_requests"]["median"] is None  # shown "-"
 
