@@ -10,10 +10,13 @@ the quota limits and priority order the team pages and billing's guarantee check
 capacity units; the checkpoint interval the submit and job pages propose (:func:`checkpoint_interval`, with its
 inputs in ``checkpointing``); and the queue's order between cycles (:func:`queue_order`) with a waiting reason told
 again for a new position (:func:`reposition`), which a lead's reorder writes at once; and a job's true need
-(:func:`replica_need`), which the live utilization gauge shares with the benchmarks.
+(:func:`replica_need`), which the live utilization gauge shares with the benchmarks; and the provisioning model
+(:func:`arrival_model`, :func:`default_arrival_s`: how long an on-demand node takes to arrive, how often a request
+stocks out), which the loop's offerings and billing's procurement advisor read.
 ``scheduler.core.model.vocabulary`` and ``scheduler.core.gpus.catalog`` are public modules of their own.
 """
 
+from scheduler.core.gpus.arrival import arrival_model, default_arrival_s
 from scheduler.core.model.demand import DemandKind
 from scheduler.core.model.explain import reposition
 from scheduler.core.model.plan import Bind, Evict, Plan, Reconfigure, Reject, Waiting
@@ -58,12 +61,14 @@ __all__ = [
     "Snapshot",
     "Team",
     "Waiting",
+    "arrival_model",
     "borrowed_in_fill",
     "bounds",
     "burst_limits",
     "carried",
     "checkpoint_interval",
     "checkpointing",
+    "default_arrival_s",
     "estimate",
     "fill_order",
     "guarantee_limits",
