@@ -31,7 +31,7 @@ billing :mod:`scheduler.sim.bench.metering`):
    released through the autoscaler model"): run B's pool, reserved and spot servers and interruptions, but its
    on-demand servers are not there at the start: each GPU model's on-demand servers become one autoscaled pool
    (:mod:`scheduler.sim.autoscaler`) whose ceiling is that many servers, which the engine grows by node requests
-   and shrinks by releases (its provisioning rule, ``scheduler/core/decisions/provisioning.py``). A request's nodes
+   and shrinks by releases (its provisioning rule: ``Plan.provisions``, ``Plan.releases``). A request's nodes
    arrive after a delay drawn from the provisioning model or stock out (:mod:`scheduler.core.gpus.arrival`,
    seeded per run); an autoscaled node is billed from its request to its release, at the on-demand price; a
    stocked-out request is billed nothing. Runs N, A and B (the fixed pools) are reported beside it.

@@ -264,7 +264,7 @@ def _claims(mix: str, by_seed: Mapping[int, CostResult]) -> list[Claim]:
 
 
 def _autoscaled_claims(mix: str, by_seed: Mapping[int, CostResult]) -> list[Claim]:
-    """Run D's claims (spec B4, issue 32): the same targets as run B's, on the autoscaled on-demand pools."""
+    """Run D's claims (spec B4): the same targets as run B's, on the autoscaled on-demand pools."""
     runs = {seed: r.autoscaled for seed, r in by_seed.items()}
     if any(run is None for run in runs.values()):
         return []
