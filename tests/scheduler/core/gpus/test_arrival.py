@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
+from typing import Any
 
 import pytest
 
@@ -72,7 +73,7 @@ def test_draws_are_seeded_bounded_and_take_two_numbers_each() -> None:
         ({"fail_after_s": 0.0}, "fail_after_s"),
     ],
 )
-def test_bad_models_are_refused(kwargs: dict[str, float], message: str) -> None:
+def test_bad_models_are_refused(kwargs: dict[str, Any], message: str) -> None:
     base = ArrivalModel("H100", "*", 260.0, 420.0, 900.0, 0.1)
     with pytest.raises(ValueError, match=message):
         replace(base, **kwargs)
