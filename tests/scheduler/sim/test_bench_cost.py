@@ -24,6 +24,7 @@ from scheduler.sim.bench.cost import (
     priced,
     tiered_nodes,
 )
+from scheduler.sim.bench.cost_cli import _table
 from scheduler.sim.bench.cost_sizing import peak, reserved_baseline, time_quantile
 from scheduler.sim.events import AddNode, Interrupt
 from scheduler.sim.prices import price_per_gpu_hour
@@ -155,6 +156,9 @@ def test_bench_cost_end_to_end_on_a_short_window() -> None:
     assert figures <= set(autoscaled)
     assert "node_requests" not in entry["runs"][RUN_TIERED]["seeds"]["42"]
     assert entry["runs"][RUN_TIERED]["median"]["node_requests"]["median"] is None  # shown "-"
+    table = _table(payload)  # the writer bench all --write puts in BENCHMARKS.md
+    assert RUN_AUTOSCALED in table and "node requests made" in table and "stocked-out node-hours" in table
+    assert f"{RUN_AUTOSCALED}: tiering alone" in table
 
 
 def test_a_stress_rate_adds_run_c() -> None:
