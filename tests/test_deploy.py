@@ -128,6 +128,10 @@ def test_rbac_grants_exactly_the_least_privilege_set() -> None:
         ("", "pods", ("get", "list", "watch")),
         ("", "pods/eviction", ("create",)),
         ("", "namespaces", ("get",)),
+        # Node requests (docs/deploy.md, On-demand capacity through the cloud's autoscaler)
+        ("", "podtemplates", ("list",)),
+        ("autoscaling.x-k8s.io", "provisioningrequests", ("list",)),
+        ("karpenter.sh", "nodeclaims", ("delete", "list")),
     }
     (role,) = _by_kind("Role").values()
     assert role["metadata"]["namespace"] == _settings_default("GPU_OPERATOR_NAMESPACE")

@@ -17,6 +17,7 @@ from tests.scheduler.kube_harness.pod_security import violations
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
 RBAC = "rbac.authorization.k8s.io"
+AUTOSCALING, KARPENTER = "autoscaling.x-k8s.io", "karpenter.sh"
 
 # Where a grant holds: "cluster" (a ClusterRoleBinding), "team" (a team namespace's RoleBinding of
 # scheduler/gateways/kube/namespaces.py), "operator" (the GPU Operator's namespace) or "opt-in" (a ClusterRole that
@@ -60,6 +61,19 @@ USES: dict[str, list[Grant]] = {
     "mig_config_write": [(SCHEDULER, "operator", "", "configmaps", v) for v in ("get", "create", "patch")],
     # Events on pods, events.k8s.io/v1 as kube-scheduler writes them: a new one, or its series' count.
     "event_write": [(SCHEDULER, "team", "events.k8s.io", "events", v) for v in ("create", "patch")],
+    # Node requests (scheduler/gateways/kube/node_requests.py): listed cluster-wide once a cycle, written in the
+    # job's team namespace; Karpenter's NodeClaims are cluster objects.
+    "provisioning_requests": [(SCHEDULER, "cluster", AUTOSCALING, "provisioningrequests", "list")],
+    "provisioning_request_create": [(SCHEDULER, "team", AUTOSCALING, "provisioningrequests", "create")],
+    "provisioning_request_delete": [(SCHEDULER, "team", AUTOSCALING, "provisioningrequests", "delete")],
+    "pod_templates": [(SCHEDULER, "cluster", "", "podtemplates", "list")],
+    "pod_template_create": [(SCHEDULER, "team", "", "podtemplates", "create")],
+    "pod_template_patch": [(SCHEDULER, "team", "", "podtemplates", "patch")],
+    "pod_template_delete": [(SCHEDULER, "team", "", "podtemplates", "delete")],
+    "placeholders": [(SCHEDULER, "cluster", "", "pods", "list")],
+    "placeholder_create": [(SCHEDULER, "team", "", "pods", "create")],
+    "node_claims": [(SCHEDULER, "cluster", KARPENTER, "nodeclaims", "list")],
+    "node_claim_delete": [(SCHEDULER, "cluster", KARPENTER, "nodeclaims", "delete")],
 }
 # KubeClient methods that make no API call of their own.
 NO_CALL = {"call", "items"}
@@ -106,7 +120,8 @@ def _calling_methods() -> set[str]:
         if name.startswith("_"):
             continue
         source = inspect.getsource(method)
-        if any(f"self.{attr}" in source for attr in ("core.", "rbac.", "call(", "_create(", "_read_or_none(")):
+        attrs = ("core.", "rbac.", "call(", "_create(", "_read_or_none(", "_delete(", "_custom_list(")
+        if any(f"self.{attr}" in source for attr in attrs):
             found.add(name)
     return found
 

@@ -33,7 +33,7 @@ from jobs.access import check_member, check_submit
 from jobs.errors import JobSpecInvalid, PendingLimitReached, TeamNotFound
 from jobs.models import Job, JobEvent
 from scheduler.bridge.policy import policy_current
-from scheduler.bridge.snapshot import inventory_nodes
+from scheduler.bridge.snapshot import inventory_census
 from scheduler.core import Job as CoreJob
 from scheduler.core import NodeCensus, Policy, bounds, rejection_reason
 from scheduler.core.model.vocabulary import EventType, JobState
@@ -105,7 +105,7 @@ def job_submit_bulk(
     spec problems of every submission, each message prefixed ``source[i]``) and nothing is written.
     """
     at = now or timezone.now()
-    nodes = NodeCensus.of(inventory_nodes())  # once for the batch: what _never_runs reads per job
+    nodes = inventory_census()  # once for the batch: what _never_runs reads per job
     policy = policy_current()
     teams: dict[str, Team] = {}
     roles: dict[int, str] = {}
@@ -256,7 +256,7 @@ def _never_runs(job: CoreJob, nodes: NodeCensus | None = None, policy: Policy | 
     """The engine's reason to reject ``job`` on the inventory as it is, or None. An empty inventory judges
     nothing: nodes may yet register, and the cycle judges the job then. ``nodes``/``policy``: read once by the
     caller for a batch, the nodes as their census (None: read now)."""
-    nodes = NodeCensus.of(inventory_nodes()) if nodes is None else nodes
+    nodes = inventory_census() if nodes is None else nodes
     return rejection_reason(job, nodes, policy if policy is not None else policy_current()) if nodes else None
 
 

@@ -10,9 +10,11 @@ the quota limits and priority order the team pages and billing's guarantee check
 capacity units; the checkpoint interval the submit and job pages propose (:func:`checkpoint_interval`, with its
 inputs in ``checkpointing``); and the queue's order between cycles (:func:`queue_order`) with a waiting reason told
 again for a new position (:func:`reposition`), which a lead's reorder writes at once; and a job's true need
-(:func:`replica_need`), which the live utilization gauge shares with the benchmarks; and the provisioning model
-(:func:`arrival_model`, :func:`default_arrival_s`: how long an on-demand node takes to arrive, how often a request
-stocks out), which the loop's offerings and billing's procurement advisor read.
+(:func:`replica_need`), which the live utilization gauge shares with the benchmarks; and what the engine is told of
+autoscaled pools and decides about them (:class:`Provisioning`, :class:`Offering`, :class:`NodeRequest`;
+:class:`Provision`, :class:`Withdraw`, :class:`Release`), with the provisioning model (:func:`arrival_model`,
+:func:`default_arrival_s`: how long an on-demand node takes to arrive, how often a request stocks out), which the
+loop's offerings and billing's procurement advisor read.
 ``scheduler.core.model.vocabulary`` and ``scheduler.core.gpus.catalog`` are public modules of their own.
 """
 
@@ -21,6 +23,7 @@ from scheduler.core.model.demand import DemandKind
 from scheduler.core.model.explain import reposition
 from scheduler.core.model.plan import Bind, Evict, Plan, Reconfigure, Reject, Waiting
 from scheduler.core.model.policy import Policy
+from scheduler.core.model.provisioning import NodeRequest, Offering, Provision, Provisioning, Release, Withdraw
 from scheduler.core.model.snapshot import Job, ModelProfile, Node, Preemption, Request, Running, Slot, Snapshot, Team
 from scheduler.core.placement.offers import Offer, offers
 from scheduler.core.planning.carry import carried
@@ -46,21 +49,27 @@ __all__ = [
     "ModelProfile",
     "Node",
     "NodeCensus",
+    "NodeRequest",
     "Offer",
+    "Offering",
     "Plan",
     "Policy",
     "Preemption",
     "Preview",
     "PreviewOutcome",
+    "Provision",
+    "Provisioning",
     "QueuePlace",
     "Reconfigure",
     "Reject",
+    "Release",
     "Request",
     "Running",
     "Slot",
     "Snapshot",
     "Team",
     "Waiting",
+    "Withdraw",
     "arrival_model",
     "borrowed_in_fill",
     "bounds",

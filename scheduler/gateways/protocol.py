@@ -197,11 +197,15 @@ class JobObservation:
 
 class NodeRequestState(StrEnum):
     """Where a node request stands, in the autoscaler's terms (Cluster Autoscaler: a ProvisioningRequest's
-    conditions; Karpenter: its NodeClaims' Launched/Registered/Initialized)."""
+    conditions; Karpenter: whether its placeholder pods run on Ready nodes; scheduler/gateways/kube/provisioning.py).
 
-    PENDING = "pending"  # asked; the autoscaler has not decided (CA: not Accepted yet, or Accepted)
+    A stockout the autoscaler itself retries is PENDING with the autoscaler's words in ``message`` (CA:
+    ``Provisioned=False, CapacityIsNotFound``, retried with backoff; Karpenter: an insufficient-capacity launch deletes
+    its NodeClaim and tries again, and never gives up on a pending pod): the loop's own timeout withdraws it."""
+
+    PENDING = "pending"  # asked; no nodes yet (CA: not Accepted, Accepted, or Provisioned=False)
     PROVISIONED = "provisioned"  # every node asked for exists or is coming up (CA: Provisioned=True)
-    FAILED = "failed"  # the autoscaler gave up (CA: Failed=True; Karpenter: the launch failed, e.g. no capacity)
+    FAILED = "failed"  # the autoscaler gave up (CA: Failed=True; Karpenter never does)
     REVOKED = "revoked"  # capacity provisioned earlier was taken back (CA: CapacityRevoked=True)
 
 

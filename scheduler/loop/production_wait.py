@@ -61,6 +61,7 @@ CAUSE_OF_BLOCKER: dict[BlockerKind, str] = {
     BlockerKind.CAPACITY: WaitCause.HELD,
     BlockerKind.RESERVED: WaitCause.HELD,
     BlockerKind.NOT_READY: WaitCause.HELD,
+    BlockerKind.PROVISIONING: WaitCause.HELD,  # capacity it lacked, asked of an autoscaled pool
 }
 ANY = "any"
 

@@ -14,7 +14,9 @@ loop in a background thread and the tests talk to it over real HTTP. What the em
 - fault injection: the next N requests matching a method and path answer with a status (and headers, e.g.
   ``Retry-After``) or stall longer than the client's timeout.
 
-Everything else (nodes, pods, ConfigMaps, PersistentVolumeClaims, Secrets, Services, events.k8s.io Events) is
+Everything else (nodes, pods, ConfigMaps, PersistentVolumeClaims, Secrets, Services, events.k8s.io Events,
+PodTemplates, and the autoscalers' custom resources: ``autoscaling.x-k8s.io/v1`` ProvisioningRequests and
+``karpenter.sh/v1`` NodeClaims, whose collections the API server harness lists and watches like the core ones) is
 kmock's generic stateful store: create, read, merge-patch, delete. A delete of an object with finalizers only sets
 its ``deletionTimestamp``, which is how :meth:`Cluster.terminate_pod` keeps a pod in its termination grace.
 """
@@ -47,6 +49,11 @@ SECRETS = "v1/secrets"
 SERVICES = "v1/services"
 EVENTS = "events.k8s.io/v1/events"
 ROLE_BINDINGS = "rbac.authorization.k8s.io/v1/rolebindings"  # a team namespace's, when Microcosm creates it
+# Node requests (scheduler/gateways/kube/provisioning.py) and the autoscalers' CRDs (tests/scheduler/kube_harness/
+# cluster_autoscaler.py, karpenter.py).
+PODTEMPLATES = "v1/podtemplates"
+PROVISIONING_REQUESTS = "autoscaling.x-k8s.io/v1/provisioningrequests"
+NODECLAIMS = "karpenter.sh/v1/nodeclaims"
 
 
 @dataclass
@@ -109,6 +116,9 @@ class GatewayEmulator(kmock.KubernetesEmulator):
             (SERVICES, True),
             (EVENTS, True),
             (ROLE_BINDINGS, True),
+            (PODTEMPLATES, True),
+            (PROVISIONING_REQUESTS, True),
+            (NODECLAIMS, False),
         ):
             self.resources[resource] = kmock.ResourceInfo(namespaced=namespaced)
         self["post", kmock.subresource("binding")] << self._bind
@@ -235,6 +245,7 @@ class Cluster:
             raise RuntimeError("the Kubernetes emulator did not start within 10 s")
         self.api_client = self.new_api_client()
         self.core = client.CoreV1Api(self.api_client)
+        self.custom = client.CustomObjectsApi(self.api_client)
 
     async def _serve(self) -> None:
         logging.getLogger("aiohttp.access").setLevel(logging.WARNING)

@@ -10,10 +10,10 @@ from jobs.models import Job, JobEvent
 from jobs.selectors.jobs import resuming_jobs
 from scheduler.bridge import snapshot
 from scheduler.bridge.snapshot import _member, build
-from scheduler.core import Policy
+from scheduler.core import NodeCensus, Policy
 from scheduler.core.model.vocabulary import JobKind, JobTier, ModelMode, Priority
 from scheduler.gateways.protocol import Observation
-from tests.factories import JobFactory, TeamFactory
+from tests.factories import GpuModelFactory, JobFactory, NodeFactory, TeamFactory
 
 
 @pytest.mark.django_db
@@ -53,3 +53,19 @@ def test_an_unchanged_row_is_the_same_engine_job_in_the_next_build_and_a_changed
     assert second[str(changed.pk)] is not first[str(changed.pk)] and second[str(changed.pk)].rank == 5
     monkeypatch.setattr(snapshot, "_engine_jobs", snapshot._EngineJobs())  # nothing kept: every job made from its row
     assert {job.id: job for job in build(view, Policy(), view.observed_at).snapshot.pending} == second
+
+
+@pytest.mark.django_db
+def test_the_inventory_census_counted_by_the_database_is_the_census_of_the_inventory_nodes(
+    django_assert_max_num_queries,
+) -> None:
+    h100 = GpuModelFactory(name="H100-SXM5-80GB", gpu_class="H100")
+    for _ in range(3):
+        NodeFactory()  # reserved A100s
+    NodeFactory(tier="spot", fabric="efa")
+    NodeFactory(gpu_model=h100, gpu_count=4, tier="on-demand", fabric="gpudirect-tcpx")
+    NodeFactory(gpu_model=h100, gpu_count=4, tier="on-demand", state="gone")  # capacity that exists
+    with django_assert_max_num_queries(1):
+        counted = snapshot.inventory_census()
+    assert counted == NodeCensus.of(snapshot.inventory_nodes())
+    assert sum(count for _, count in counted.kinds) == 6

@@ -4,16 +4,17 @@ A job is rejected, with a reason, when it is outside the bounds every edge enfor
 nothing else of it is judged then), when no GPU model of the cluster can serve its request
 (:func:`rightsize.unplaceable_reason`: memory, MIG profile, a ``gpu_model`` constraint matching no node), or when
 its gang is larger than the whole cluster could hold on the nodes its tier and model allow
-(:func:`placement.gang.cluster_capacity`; a gang of replicas smaller than a GPUDirect-TCPX/TCPXO node is told so:
-it may span such nodes only with whole-node replicas, :mod:`placement.fabric` rule 4). A submit asks the same
-question before it writes anything (:func:`rejection_reason`), so a job that could never run is refused with
-the engine's own words.
+(:func:`placement.gang.cluster_capacity`, counting the nodes autoscaled pools could still add; a gang of replicas
+smaller than a GPUDirect-TCPX/TCPXO node is told so: it may span such nodes only with whole-node replicas,
+:mod:`placement.fabric` rule 4). A submit asks the same question before it writes anything
+(:func:`rejection_reason`), so a job that could never run is refused with the engine's own words.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Hashable, Sequence
+from collections import Counter
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from scheduler.core.model.demand import DemandKind
@@ -21,10 +22,12 @@ from scheduler.core.model.explain import need_text
 from scheduler.core.model.isolation import JobFailed
 from scheduler.core.model.plan import Reject
 from scheduler.core.model.policy import Policy
+from scheduler.core.model.provisioning import Offering
 from scheduler.core.model.shape import placement_shape
 from scheduler.core.model.snapshot import Job, Node, Snapshot
+from scheduler.core.model.vocabulary import CapacityTier
 from scheduler.core.placement import IndexedClusterState
-from scheduler.core.placement.gang import NodeKind, cluster_capacity, node_kinds, single_node_only
+from scheduler.core.placement.gang import NodeKind, astuple_key, cluster_capacity, node_kinds, single_node_only
 from scheduler.core.rules.tiers import allowed_tiers
 from scheduler.core.sizing.bounds import job_problems
 from scheduler.core.sizing.rightsize import resolve, unplaceable_reason
@@ -41,8 +44,48 @@ class NodeCensus:
     models: tuple[str, ...]
 
     @classmethod
-    def of(cls, nodes: Sequence[Node]) -> NodeCensus:
-        return cls(node_kinds(nodes), tuple(sorted({node.gpu_model for node in nodes})))
+    def of(cls, nodes: Sequence[Node], offerings: Sequence[Offering] = ()) -> NodeCensus:
+        """The census of ``nodes`` and of the nodes autoscaled pools could still add (each offering's ceiling less
+        the pool's nodes): a job only a pool can serve is not one that can never run."""
+        pooled = Counter(node.pool for node in nodes if node.pool)
+        return cls._merged(node_kinds(nodes), pooled, offerings)
+
+    @classmethod
+    def of_counts(
+        cls,
+        counts: Iterable[tuple[str, int, str, str, int]],
+        pooled: Mapping[str, int],
+        offerings: Sequence[Offering] = (),
+    ) -> NodeCensus:
+        """:meth:`of` from nodes already counted (a database's GROUP BY): ``counts`` rows of (GPU model, GPUs per
+        node, tier, fabric, how many nodes) of nodes that neither time-slice their GPUs nor state host limits;
+        ``pooled`` how many of them each autoscaled pool holds."""
+        kinds = [(NodeKind(model, gpus, tier, False, None, None, fabric), n) for model, gpus, tier, fabric, n in counts]
+        return cls._merged(kinds, pooled, offerings)
+
+    @classmethod
+    def _merged(
+        cls, kinds: Iterable[tuple[NodeKind, int]], pooled: Mapping[str, int], offerings: Sequence[Offering]
+    ) -> NodeCensus:
+        counts: dict[NodeKind, int] = {}
+        for kind, count in kinds:
+            counts[kind] = counts.get(kind, 0) + count
+        for offering in offerings:
+            room = offering.max_nodes - pooled.get(offering.pool, 0)
+            if room > 0:
+                kind = NodeKind(
+                    offering.gpu_model,
+                    offering.gpu_count,
+                    str(CapacityTier.ON_DEMAND),
+                    False,
+                    None,
+                    None,
+                    str(offering.fabric),
+                )
+                counts[kind] = counts.get(kind, 0) + room
+        ordered = tuple(sorted(counts.items(), key=lambda item: astuple_key(item[0])))
+        models = {kind.gpu_model for kind in counts}
+        return cls(ordered, tuple(sorted(models)))
 
     def __bool__(self) -> bool:  # as the nodes it counts: an empty inventory is falsy
         return bool(self.kinds)
@@ -50,7 +93,7 @@ class NodeCensus:
 
 def screen(snapshot: Snapshot, state: IndexedClusterState, policy: Policy) -> tuple[list[Job], list[Reject]]:
     """Pending jobs that could ever run (deduplicated, sorted by id) and the rejections of the others."""
-    census = NodeCensus.of(snapshot.nodes)
+    census = NodeCensus.of(snapshot.nodes, snapshot.provisioning.offerings)
     seen: set[str] = set(state.placed)
     keep: list[Job] = []
     rejections: list[Reject] = []

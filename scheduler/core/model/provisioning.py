@@ -78,6 +78,7 @@ class Provision:
     placement_group: bool
     gpu_hours: float  # what the request is expected to cost the budget (nodes × GPUs × the job's expected hours)
     arrives_at: float  # the engine's estimate, which the job's ETA reads
+    team: str = ""  # the job's team, whose budget the request is charged to
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,7 +11,9 @@ How each part of a plan is carried, as the loop records it (``scheduler.loop.rec
 - a reconfiguration: its GPU has the new layout, and its node takes nothing new until the change is ready (as a
   node whose change is in flight is observed);
 - a move: the job runs on its new slots and still holds the old ones until its new replicas are ready, and the
-  move's start counts toward its budget.
+  move's start counts toward its budget;
+- a provision: a node request in flight (its id the job's, as the cycle's own requests have no other yet), its
+  GPU-hours taken from the budgets; a withdrawal: the request is gone; a release: the node is gone.
 
 What the carried state cannot know is what the cluster and the people did since: jobs finished or submitted,
 nodes lost, a reconfiguration done early. Its user adds what it can read cheaply (the submissions since).
@@ -22,6 +24,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from scheduler.core.model.plan import Plan
+from scheduler.core.model.provisioning import NodeRequest, Provisioning
 from scheduler.core.model.snapshot import MigLayout, Node, Preemption, Running, Snapshot
 
 
@@ -44,12 +47,37 @@ def carried(snapshot: Snapshot, plan: Plan, at: float) -> Snapshot:
     requeued = tuple(r.job for r in snapshot.running if r.job.id in evicted)
     waiting = tuple(job for job in snapshot.pending if job.id not in bound and job.id not in rejected)
     preempted = tuple(Preemption(victim=e.job, by=e.by, at=at) for e in plan.evictions if e.by is not None)
+    released = {release.node for release in plan.releases}
     return replace(
         snapshot,
-        nodes=_nodes(snapshot.nodes, plan),
+        nodes=tuple(node for node in _nodes(snapshot.nodes, plan) if node.name not in released),
         running=tuple(running),
         pending=(*requeued, *waiting),
         preemptions=(*snapshot.preemptions, *preempted),
+        provisioning=_provisioning(snapshot.provisioning, plan, at),
+    )
+
+
+def _provisioning(provisioning: Provisioning, plan: Plan, at: float) -> Provisioning:
+    """The pools' part after the plan's provisions, withdrawals and releases (module doc)."""
+    if not (plan.provisions or plan.withdrawals or plan.releases):
+        return provisioning
+    withdrawn = {withdraw.request for withdraw in plan.withdrawals}
+    released = {release.node for release in plan.releases}
+    asked = tuple(
+        NodeRequest(id=p.job, job=p.job, pool=p.pool, nodes=p.nodes, requested_at=at, arrives_at=p.arrives_at)
+        for p in plan.provisions
+    )
+    budget = dict(provisioning.budget_gpu_hours)
+    for provision in plan.provisions:
+        for key in (provision.team, ""):
+            if key in budget:
+                budget[key] -= provision.gpu_hours
+    return replace(
+        provisioning,
+        requests=(*(r for r in provisioning.requests if r.id not in withdrawn), *asked),
+        idle_since=tuple(entry for entry in provisioning.idle_since if entry[0] not in released),
+        budget_gpu_hours=tuple(sorted(budget.items())),
     )
 
 

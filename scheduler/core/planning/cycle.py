@@ -40,6 +40,8 @@ Steps:
    turn and every reconfiguration, so a move takes only what no pending job could take this cycle.
 5. Explain every job still pending (:mod:`explain`): 1-based global and team positions in the order the
    cycle took them, a reason and an ETA.
+6. Where the snapshot offers autoscaled pools, ask on-demand nodes for jobs that still wait, give up requests no
+   job waits for, and give back autoscaled nodes that stood empty (:mod:`scheduler.core.decisions.provisioning`).
 
 Isolation (:mod:`isolation`): a pending job whose evaluation raises in any step is rejected ("internal error
 evaluating this job: …", logged with its traceback) and the cycle is planned again without it, so the other
@@ -78,7 +80,7 @@ import logging
 from collections.abc import Hashable
 from dataclasses import replace
 
-from scheduler.core.decisions import consolidation
+from scheduler.core.decisions import consolidation, provisioning
 from scheduler.core.decisions.reservation import expected_runtime
 from scheduler.core.decisions.screening import NodeCensus, rejection_reason, screen
 from scheduler.core.model.demand import Demand
@@ -166,7 +168,9 @@ def _plan_isolated(snapshot: Snapshot, policy: Policy, now: float, focus: str | 
 
 def _plan(snapshot: Snapshot, policy: Policy, now: float, focus_id: str | None = None) -> Plan:
     memo = current_memo()  # the one switch: plain rules, or the rules wrapped by the speed-ups
-    focus = Focus(focus_id, memo)
+    # The provisioning rule reads every waiting job before the focus job (budgets, capacity coming), so with it
+    # active every one of them is explained.
+    focus = Focus(focus_id, memo, every_waiting=provisioning.active(snapshot))
     state = indexed_state(snapshot, now, memo)
     fairness = fair_share(snapshot.teams, state, policy, memo)
     pending, rejections = screen(snapshot, state, policy)
@@ -185,13 +189,18 @@ def _plan(snapshot: Snapshot, policy: Policy, now: float, focus_id: str | None =
     oversized = consolidation.demand(state, index, movable, policy) if policy.consolidation_reconfigures else []
     reconfigurations = run.reconfigurations.after_placement(run.order, oversized)
     moves = consolidation.plan_moves(state, movable, policy)
+    # On-demand capacity for peaks last: it asks nodes only for what still waits (step 6).
+    asks = provisioning.decide(snapshot, policy, now, _Explanation(run).waiting(focus), run.binds)
     return Plan(
         evictions=tuple(run.evictions + run.reconfigurations.evictions),
         reconfigurations=tuple(reconfigurations),
         binds=tuple(run.binds),
         rejections=tuple(rejections),
-        waiting=tuple(_Explanation(run).waiting(focus)),
+        waiting=asks.waiting,
         moves=tuple(moves),
+        provisions=asks.provisions,
+        withdrawals=asks.withdrawals,
+        releases=asks.releases,
     )
 
 

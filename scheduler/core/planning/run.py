@@ -10,7 +10,7 @@ what only one step does is written in that step.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 
 from scheduler.core.decisions.preemption import TeamCandidates, find_victims
 from scheduler.core.decisions.reservation import expected_runtime
@@ -18,6 +18,7 @@ from scheduler.core.model.cluster_state import gpu_class_of
 from scheduler.core.model.explain import Blocker, demand_units
 from scheduler.core.model.plan import Bind, Evict
 from scheduler.core.model.policy import Policy
+from scheduler.core.model.provisioning import NodeRequest
 from scheduler.core.model.shape import Shape
 from scheduler.core.model.snapshot import Job, Slots, Snapshot
 from scheduler.core.placement import IndexedClusterState
@@ -42,6 +43,14 @@ def live_index(state: IndexedClusterState) -> CapacityIndex:
     return state.index
 
 
+def arrivals(requests: Sequence[NodeRequest]) -> Mapping[str, float]:
+    """Job → the earliest expected arrival of the node requests in flight for it."""
+    earliest: dict[str, float] = {}
+    for request in requests:
+        earliest[request.job] = min(request.arrives_at, earliest.get(request.job, request.arrives_at))
+    return earliest
+
+
 class Run:
     """The mutable working state of one cycle (module doc)."""
 
@@ -62,6 +71,9 @@ class Run:
         self.preemptions = tuple(sorted(snapshot.preemptions, key=lambda p: (p.at, p.victim, p.by)))
         window = policy.ping_pong_window_s
         self.recent_victims = frozenset(p.victim for p in self.preemptions if now - p.at < window)
+        # When on-demand nodes asked for a job arrive (its node request in flight; the earliest of any): the
+        # reservation step holds nothing for it that would start later (docs/scheduling-rules.md §9).
+        self.nodes_coming_at = arrivals(snapshot.provisioning.requests)
         self.binds: list[Bind] = []
         self.evictions: list[Evict] = []
         self.order: list[Job] = []  # every job that took a turn, in the order taken

@@ -261,15 +261,20 @@ def reserve(run: Run, turn: Turn) -> bool:
     (:mod:`scheduler.core.decisions.reservation`),
     on a GPU model whose quota admits the job by then.
 
-    Acts only when the quota has not refused the job. Changes: the cycle's reservations and the job's blocker —
-    ``reserved`` (the nodes and the start), else ``quota`` when GPUs would free but its quota would not admit
-    it then (no start time). Returns True when it gave the job a blocker; False: it waits for capacity."""
+    Acts only when the quota has not refused the job. A job with on-demand nodes coming (a node request in flight,
+    docs/scheduling-rules.md §9) holds no GPUs that would free for it only after its nodes arrive. Changes: the
+    cycle's reservations and the job's blocker — ``reserved`` (the nodes and the start), else ``quota`` when GPUs
+    would free but its quota would not admit it then (no start time). Returns True when it gave the job a blocker;
+    False: it waits for capacity."""
     if turn.admission is not None:
         return False
     job = turn.job
     refusals: list[Admission] = []  # on the models a reservation was found on, the quota refused
+    coming_at = run.nodes_coming_at.get(job.id)
 
     def admits_at(at: float, model: str) -> bool:
+        if coming_at is not None and at > coming_at:
+            return False  # its own nodes come first
         # Asked only of the models a reservation is found on, so most turns never ask the quota.
         on_model = [o for o in turn.options if o.model == model]
         refusal = run.quota_refusal(job, on_model)

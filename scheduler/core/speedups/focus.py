@@ -15,6 +15,9 @@ need be right about that job only, so the cycle skips what cannot change its ans
   after the replay has given all the times it gives on the job's GPU models (``PROFILE_DEPTH``): from then on
   it answers None there, whatever was claimed before. On a long queue that is all but the first hundred or so.
 
+A cycle that asks on-demand nodes (:mod:`scheduler.core.decisions.provisioning`) explains every waiting job before
+the job: each one's request takes budget and pool room, and may leave spare capacity coming that the job takes.
+
 Exact as long as no later job's evaluation raises: the isolation (:mod:`scheduler.core.model.isolation`) would
 plan the cycle again without that job, which a cycle stopped early never sees — an engine bug, not a rule.
 With the speed-ups off the cycle is planned whole and every job explained; ``tests/scheduler/core/speedups/
@@ -32,9 +35,10 @@ from scheduler.core.speedups.memo import Memo
 class Focus:
     """The job a cycle is planned for (None: every job, as with the speed-ups off)."""
 
-    def __init__(self, job_id: str | None, memo: Memo) -> None:
+    def __init__(self, job_id: str | None, memo: Memo, *, every_waiting: bool = False) -> None:
         self.job = job_id if memo.enabled else None
         self._taken = False
+        self._every_waiting = every_waiting  # explain every waiting job before it, none merely counted
 
     def took(self, job_id: str) -> None:
         """``job_id`` has taken its first turn."""
@@ -48,7 +52,7 @@ class Focus:
     def passes(self, job_id: str, replay: tuple[str, ...] | None, estimator: EtaEstimator) -> bool:
         """May waiting ``job_id``, taken before the job, go unexplained (counted only)? ``replay``: the GPU models
         the job's explanation asks the ETA replay on (None: it asks none)."""
-        if self.job is None or job_id == self.job:
+        if self.job is None or job_id == self.job or self._every_waiting:
             return False
         return replay is None or estimator.exhausted(replay)
 

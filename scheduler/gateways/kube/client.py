@@ -71,6 +71,15 @@ from scheduler.gateways.kube.pods import (
     node_of,
     terminating,
 )
+from scheduler.gateways.kube.provisioning import (
+    NODECLAIM_GROUP,
+    NODECLAIM_PLURAL,
+    NODECLAIM_VERSION,
+    PR_GROUP,
+    PR_PLURAL,
+    PR_VERSION,
+    REQUESTS,
+)
 from scheduler.gateways.kube.refusals import diagnose
 
 logger = logging.getLogger(__name__)
@@ -617,6 +626,134 @@ class KubeClient:
         except ApiNotFound:
             raise GatewayConflict(f"namespace {namespace} does not exist; ensure the team's namespace first") from None
         return True
+
+    # -- node requests (scheduler.gateways.kube.node_requests; their objects: scheduler.gateways.kube.provisioning) --
+
+    def provisioning_requests(self) -> list[dict[str, Any]]:
+        """Microcosm's ProvisioningRequests in every namespace, one LIST; none when the API does not serve them (the
+        Cluster Autoscaler's CRD is not installed)."""
+        return self._custom_list(PR_GROUP, PR_VERSION, PR_PLURAL, "list ProvisioningRequests")
+
+    def provisioning_request_create(self, manifest: Mapping[str, Any]) -> bool:
+        """Create a ProvisioningRequest; False when one of its name exists (a retried or repeated request)."""
+        namespace, name = manifest["metadata"]["namespace"], manifest["metadata"]["name"]
+        custom = client.CustomObjectsApi(self.api)
+        try:
+            self.call(
+                f"create ProvisioningRequest {namespace}/{name}",
+                custom.create_namespaced_custom_object,
+                PR_GROUP,
+                PR_VERSION,
+                namespace,
+                PR_PLURAL,
+                dict(manifest),
+            )
+        except ApiConflict:
+            return False
+        except ApiNotFound:
+            raise GatewayConflict(
+                f"cannot create ProvisioningRequest {namespace}/{name}: the namespace does not exist or the cluster "
+                f"does not serve {PR_PLURAL}.{PR_GROUP}/{PR_VERSION} (install the Cluster Autoscaler's CRD and run it "
+                "with --enable-provisioning-requests; docs/deploy.md, On-demand capacity)"
+            ) from None
+        return True
+
+    def provisioning_request_delete(self, namespace: str, name: str) -> None:
+        custom = client.CustomObjectsApi(self.api)
+        self._delete(
+            f"delete ProvisioningRequest {namespace}/{name}",
+            custom.delete_namespaced_custom_object,
+            PR_GROUP,
+            PR_VERSION,
+            namespace,
+            PR_PLURAL,
+            name,
+        )
+
+    def pod_templates(self) -> list[dict[str, Any]]:
+        """The PodTemplates of Microcosm's node requests in every namespace, one LIST."""
+        return self.items(
+            "list node requests' PodTemplates", self.core.list_pod_template_for_all_namespaces, label_selector=REQUESTS
+        )
+
+    def pod_template_create(self, manifest: Mapping[str, Any]) -> bool:
+        """Create a node request's PodTemplate; False when one of its name exists."""
+        body = client.V1PodTemplate.from_dict(dict(manifest))
+        return self._create(manifest, "PodTemplate", self.core.create_namespaced_pod_template, body)
+
+    def pod_template_patch(self, namespace: str, name: str, body: Mapping[str, Any]) -> None:
+        try:
+            self.call(
+                f"patch PodTemplate {namespace}/{name}",
+                self.core.patch_namespaced_pod_template,
+                name,
+                namespace,
+                dict(body),
+                _content_type=MERGE_PATCH,
+            )
+        except ApiNotFound:
+            raise GatewayConflict(f"PodTemplate {namespace}/{name} is gone: its node request was withdrawn") from None
+        except ApiConflict as exc:
+            raise GatewayRetryable(str(exc)) from None
+
+    def pod_template_delete(self, namespace: str, name: str) -> None:
+        self._delete(
+            f"delete PodTemplate {namespace}/{name}", self.core.delete_namespaced_pod_template, name, namespace
+        )
+
+    def placeholders(self, *, namespace: str | None = None, request: str = "") -> list[dict[str, Any]]:
+        """The placeholder pods of Microcosm's node requests (Karpenter), one LIST: every namespace's, or those of
+        one request (its object name) in ``namespace``."""
+        if namespace is None:
+            return self.items(
+                "list node requests' placeholder pods", self.core.list_pod_for_all_namespaces, label_selector=REQUESTS
+            )
+        return self.items(
+            f"list the placeholder pods of {namespace}/{request}",
+            self.core.list_namespaced_pod,
+            namespace,
+            label_selector=f"{REQUESTS}={request}",
+        )
+
+    def placeholder_create(self, manifest: Mapping[str, Any]) -> bool:
+        """Create a placeholder pod; False when one of its name exists."""
+        body = client.V1Pod.from_dict(dict(manifest))
+        return self._create(manifest, "placeholder pod", self.core.create_namespaced_pod, body)
+
+    def node_claims(self) -> list[dict[str, Any]]:
+        """Karpenter's NodeClaims (cluster-scoped), one LIST; none when the API does not serve them."""
+        return self._custom_list(NODECLAIM_GROUP, NODECLAIM_VERSION, NODECLAIM_PLURAL, "list NodeClaims")
+
+    def node_claim_delete(self, name: str) -> None:
+        """Delete a NodeClaim: Karpenter's termination finalizer drains its node and terminates the instance."""
+        custom = client.CustomObjectsApi(self.api)
+        self._delete(
+            f"delete NodeClaim {name}",
+            custom.delete_cluster_custom_object,
+            NODECLAIM_GROUP,
+            NODECLAIM_VERSION,
+            NODECLAIM_PLURAL,
+            name,
+        )
+
+    def _custom_list(self, group: str, version: str, plural: str, what: str) -> list[dict[str, Any]]:
+        custom = client.CustomObjectsApi(self.api)
+        selector = REQUESTS if plural == PR_PLURAL else None
+        try:
+            found = self.call(what, custom.list_cluster_custom_object, group, version, plural, label_selector=selector)
+        except ApiNotFound:
+            return []  # the CRD is not installed: no such objects
+        except ApiConflict as exc:
+            raise GatewayRetryable(str(exc)) from None
+        return list(found.get("items") or [])
+
+    def _delete(self, what: str, method: Callable[..., Any], *args: Any) -> None:
+        try:
+            self.call(what, method, *args)
+        except ApiNotFound:
+            pass  # already gone: deleted is deleted
+        except ApiConflict as exc:
+            raise GatewayRetryable(str(exc)) from None
 
     # -- the mig-parted ConfigMap ----------------------------------------------------------------------------
 

@@ -14,7 +14,10 @@ Service (:mod:`scheduler.gateways.kube.rendezvous`) is created before its pods a
 ends, like its report Secret; every pod's ``/dev/shm`` is sized from its node here
 (:mod:`scheduler.gateways.kube.shared_memory`). A Binding names its pod's UID; a pod is stopped within its own
 termination grace unless a deadline is shorter (:mod:`scheduler.gateways.kube.grace`); binds, evictions and why
-jobs wait are recorded as Events (:mod:`scheduler.gateways.kube.events`, best effort).
+jobs wait are recorded as Events (:mod:`scheduler.gateways.kube.events`, best effort). On-demand nodes are asked of
+the cluster's autoscaler and given back by the :class:`~scheduler.gateways.kube.node_requests.NodeRequests` it holds
+(:class:`~scheduler.gateways.protocol.ProvisioningGateway`); a node's pool is the autoscaler's label on it
+(:func:`~scheduler.gateways.kube.provisioning.pool_of`).
 
 Nodes and Microcosm's pods are read from the client's list-then-watch caches
 (:mod:`scheduler.gateways.kube.informer`): ``observe()`` and the MIG flow make no LIST once they have synced, and
@@ -34,6 +37,7 @@ once opt in to; a worker 10 s apart from its last cycle does not need it.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import socket
@@ -70,6 +74,7 @@ from scheduler.gateways.kube.labels import DEFAULT_SHUTDOWN_GRACE_S, DEFAULT_TOP
 from scheduler.gateways.kube.mig import CORDONED_BY_ADMIN, CORDONED_BY_US, FLOW_ANNOTATIONS
 from scheduler.gateways.kube.mig_flow import MigEvent, MigFlow
 from scheduler.gateways.kube.namespaces import team_level
+from scheduler.gateways.kube.node_requests import NodeRequests
 from scheduler.gateways.kube.nodes import (
     annotations_of,
     check_device,
@@ -98,6 +103,7 @@ from scheduler.gateways.kube.pods import (
     terminating,
 )
 from scheduler.gateways.kube.prometheus import PrometheusClient
+from scheduler.gateways.kube.provisioning import DO_NOT_DISRUPT, KARPENTER_POOL_LABEL, pool_of
 from scheduler.gateways.kube.rendezvous import DEFAULT_PORT, needs_rendezvous, service_manifest, service_name
 from scheduler.gateways.kube.shared_memory import DEFAULT_FRACTION, quantity_bytes, shm_size_limit
 from scheduler.gateways.protocol import (
@@ -109,6 +115,7 @@ from scheduler.gateways.protocol import (
     LogSource,
     MaintenanceEvent,
     NodeObservation,
+    NodeRequestSpec,
     Observation,
     ReplicaLog,
     UtilizationReading,
@@ -161,6 +168,7 @@ class KubeGateway:
         sleep: Callable[[float], None] = time.sleep,
         consistent_reads: bool = False,
         cache_sync_timeout_s: float = 60.0,
+        node_requests: bool = False,
     ) -> None:
         self.client = KubeClient(
             api_client,
@@ -212,6 +220,10 @@ class KubeGateway:
         self.event_instance = f"microcosm-{socket.gethostname()}"
         self.event_series = Series()
         self.wait_notes = WaitNotes()
+        # On-demand nodes through the cluster's autoscaler (scheduler.gateways.kube.node_requests): observed only
+        # where the deployment says pools can grow (KUBE_NODE_REQUESTS), so other clusters pay no LIST for them.
+        self.node_requests_observed = node_requests
+        self.requests = NodeRequests(self.client, clock=clock)
 
     def close(self) -> None:
         """Stop the node and pod caches' watch threads (:mod:`scheduler.gateways.kube.informer`)."""
@@ -227,10 +239,11 @@ class KubeGateway:
         nodes = tuple(n for n in (self._node(raw, now) for raw in raw_nodes) if n is not None)
         live = {name_of(raw) for raw in raw_nodes}
         jobs = {job: self.checkpoints.observed(observed) for job, observed in jobs_of(pods, live).items()}
-        return Observation(observed_at=now, nodes=nodes, jobs=jobs)
+        requests = self.requests.observe(raw_nodes) if self.node_requests_observed else ()
+        return Observation(observed_at=now, nodes=nodes, jobs=jobs, node_requests=requests)
 
     def _node(self, raw: Mapping[str, Any], now: float) -> NodeObservation | None:
-        return node_observation(
+        found = node_observation(
             raw,
             now=now,
             topology_labels=self.topology_labels,
@@ -238,6 +251,19 @@ class KubeGateway:
             fabric_settings=self.fabric,
             shutdown_grace_s=self.shutdown_grace_s,
         )
+        pool = pool_of(labels_of(raw))  # scheduler.gateways.kube.provisioning, Pools
+        return dataclasses.replace(found, pool=pool) if found is not None and pool else found
+
+    # -- on-demand nodes (ProvisioningGateway; scheduler.gateways.kube.node_requests) -------------------------
+
+    def nodes_request(self, *, request: NodeRequestSpec) -> None:
+        self.requests.request(request, observed=self.node_requests_observed)
+
+    def nodes_request_withdraw(self, *, request: str, namespace: str) -> None:
+        self.requests.withdraw(request=request, namespace=namespace)
+
+    def node_release(self, *, node: str) -> None:
+        self.requests.release(node=node)
 
     # -- namespaces and binding ------------------------------------------------------------------------------
 
@@ -313,6 +339,7 @@ class KubeGateway:
             self.reads.team_found(request.namespace, team)
         self.checkpoints.claim_check(request)
         bound: list[tuple[Ref, str]] = []
+        consumed: dict[str, str] | None = None
         try:
             # Inside the undo: a quota or admission refusal of either leaves nothing behind.
             if request.credential:
@@ -325,6 +352,9 @@ class KubeGateway:
                 if placement.replica in existing:
                     uid = uid_of(existing[placement.replica])
                 else:
+                    if consumed is None:  # the job's node request, if its pods land on its nodes (node_requests)
+                        pools = {name: observed.pool for name, (_raw, observed) in nodes.items()}
+                        consumed = self.requests.consume(namespace=request.namespace, job=request.job, nodes=pools)
                     manifest = pod_manifest(
                         request,
                         placement,
@@ -337,6 +367,12 @@ class KubeGateway:
                         host=self._host_resources(request, nodes[placement.node], placement.devices),
                         generation=generation,
                     )
+                    manifest["metadata"]["annotations"].update(consumed)
+                    if labels_of(nodes[placement.node][0]).get(KARPENTER_POOL_LABEL):
+                        # Karpenter's consolidation and drift would evict the replica to repack its node; Microcosm
+                        # moves its own work (aws/karpenter-provider-aws website/content/en/docs/concepts/
+                        # disruption.md, Pod-level controls). Interruptions are involuntary and still come.
+                        manifest["metadata"]["annotations"][DO_NOT_DISRUPT] = "true"
                     uid = self.client.pod_create(
                         request.namespace, request.job, placement.replica, manifest, generation=generation
                     )
@@ -721,6 +757,7 @@ def gateway_from_settings() -> KubeGateway:
         # A worker reads nodes and pods from watch caches; a cycle 10 s apart needs no read-after-read consistency.
         consistent_reads=False,
         cache_sync_timeout_s=kube["cache_sync_timeout_s"],
+        node_requests=kube["node_requests"],
     )
 
 

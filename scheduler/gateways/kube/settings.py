@@ -51,6 +51,8 @@ class KubernetesSettings(TypedDict):
     pod_security_team_levels: dict[str, str]
     node_shutdown_grace_s: float
     cache_sync_timeout_s: int
+    # On-demand capacity through the cloud's autoscaler (scheduler/gateways/kube/node_requests.py)
+    node_requests: bool
 
 
 def kubernetes_settings(environ: Mapping[str, str] | None = None) -> KubernetesSettings:
@@ -135,6 +137,9 @@ def kubernetes_settings(environ: Mapping[str, str] | None = None) -> KubernetesS
         "cache_sync_timeout_s": env_int(
             "KUBE_CACHE_SYNC_TIMEOUT_S", default=120, minimum=5, maximum=3600, environ=environ
         ),
+        # Autoscaled pools grow through the cluster's autoscaler: observe the node requests (ProvisioningRequests,
+        # Karpenter placeholders) every cycle (docs/deploy.md, On-demand capacity through the cloud's autoscaler).
+        "node_requests": env_bool("KUBE_NODE_REQUESTS", default=False, environ=environ),
     }
     for item in env_list("KUBE_POD_SECURITY_TEAM_LEVELS", default=[], environ=environ):
         team, sep, level = item.partition("=")

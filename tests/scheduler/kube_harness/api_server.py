@@ -48,10 +48,13 @@ import aiohttp.web
 if TYPE_CHECKING:
     from tests.scheduler.kube_emulator import GatewayEmulator
 
-_COLLECTION = re.compile(r"^/api/v1/(?:namespaces/([^/]+)/)?([a-z]+)/?$")
-# The resources the emulator's store keeps (namespaces are served from their own dict, not the store).
+_COLLECTION = re.compile(r"^/(?:api/v1|apis/[^/]+/[^/]+)/(?:namespaces/([^/]+)/)?([a-z]+)/?$")
+# The resources the emulator's store keeps (namespaces are served from their own dict, not the store); the last
+# three are the autoscalers' (a node request's PodTemplate, the Cluster Autoscaler's ProvisioningRequest CRD,
+# Karpenter's NodeClaim CRD), served under /apis/<group>/<version> as the API server serves a CRD.
 SERVED = {"pods": "Pod", "nodes": "Node", "configmaps": "ConfigMap", "persistentvolumeclaims": "PersistentVolumeClaim",
-          "secrets": "Secret", "services": "Service"}  # fmt: skip
+          "secrets": "Secret", "services": "Service", "podtemplates": "PodTemplate",
+          "provisioningrequests": "ProvisioningRequest", "nodeclaims": "NodeClaim"}  # fmt: skip
 CONTINUE_TOO_OLD = (
     "The provided continue parameter is too old to display a consistent list result. You can start a new list "
     "without the continue parameter, or use the continue token in this response to retrieve the remainder of the "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler.core import Evict, Plan, Reject
+from scheduler.core import Evict, Plan, Reject, Withdraw
 from scheduler.core.model.vocabulary import EvictionReason
 from scheduler.sim.bench import digest
 
@@ -15,6 +15,17 @@ def test_an_enum_and_its_value_print_alike_but_a_changed_decision_does_not() -> 
     other = Plan(evictions=(Evict(job="a", reason=EvictionReason.PRIORITY, by="b"),))
     assert digest.canonical(as_enum) == digest.canonical(as_text)
     assert digest.canonical(as_enum) != digest.canonical(other)
+
+
+def test_parts_added_to_the_plan_count_only_when_they_hold_something() -> None:
+    plan = Plan(rejections=(Reject(job="a", reason="r"),))
+    before = (
+        "Plan(evictions=(), reconfigurations=(), binds=(), rejections=(Reject(job='a', reason='r')), waiting=(), "
+        "moves=())"
+    )
+    assert digest.canonical(plan) == before  # as it printed before provisions, withdrawals and releases existed
+    withdrawn = Plan(withdrawals=(Withdraw(request="r1", job="a", reason="gone"),))
+    assert "withdrawals=(Withdraw(" in digest.canonical(withdrawn)
 
 
 def test_the_scenario_family_hashes_every_plan_and_the_speedups_change_none() -> None:

@@ -15,6 +15,7 @@ def test_the_values_are_the_stored_strings() -> None:
         "HELD": "held",
         "NOT_READY": "not-ready",
         "RESERVED": "reserved",
+        "PROVISIONING": "provisioning",
     }
 
 

@@ -55,6 +55,11 @@ WORKING_STATE = {
     ("placement/reconfigurations.py", "_claimed"),
     ("placement/reconfigurations.py", "bound_nodes"),
     ("decisions/reservation.py", "_taken"),
+    # The provisioning rule's running account through one cycle: pools' room, capacity coming, requests, failures.
+    ("decisions/provisioning.py", "coming"),
+    ("decisions/provisioning.py", "failed"),
+    ("decisions/provisioning.py", "held"),
+    ("decisions/provisioning.py", "own"),
 }
 
 # Process-wide tables of static facts (the catalog's): they never branch on the memo, whose switch is per cycle.

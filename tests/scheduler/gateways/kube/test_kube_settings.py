@@ -17,6 +17,11 @@ def test_an_empty_environment_gives_the_defaults() -> None:
     assert kube["gke_networks"] == [f"vpc{n}" for n in range(1, 9)]
     assert kube["pod_security_team_levels"] == {}
     assert (kube["shm_fraction"], kube["rendezvous_port"], kube["cache_sync_timeout_s"]) == (0.5, 29500, 120)
+    assert kube["node_requests"] is False  # no autoscaled pool: no LIST of node requests a cycle
+
+
+def test_node_requests_are_observed_when_pools_can_grow() -> None:
+    assert kubernetes_settings({"KUBE_NODE_REQUESTS": "1"})["node_requests"] is True
 
 
 def test_only_the_mapping_given_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
