@@ -257,10 +257,20 @@ class Autoscaler:
                 ]
         return out
 
+    def _live(self, request: RequestLog, window: tuple[float, float]) -> bool:
+        """Made before ``window`` ends, and in flight, or billed (its nodes held), inside it."""
+        if request.requested_at >= window[1]:
+            return False
+        if request.outcome == ARRIVED:
+            ends = [self.node_bills[name].end for name in request.node_names]
+            return any(end is None or end > window[0] for end in ends)
+        return request.ended_at is None or request.ended_at > window[0]
+
     def summary(self, window: tuple[float, float]) -> dict[str, float | int]:
-        """Requests made, arrived, failed (stocked out), withdrawn and still in flight (made inside ``window``);
-        billed node-hours and cost inside ``window``; node-hours asked for that stocked out."""
-        made = [r for r in self.requests.values() if window[0] <= r.requested_at < window[1]]
+        """Requests live during ``window`` (made before its end, not ended before its start: a request of the
+        warm-up whose nodes are billed in the window counts) by outcome — arrived, failed (stocked out), withdrawn,
+        still in flight; billed node-hours and cost inside ``window``; node-hours asked for that stocked out."""
+        made = [r for r in self.requests.values() if self._live(r, window)]
         cost = node_hours = 0.0
         for bill in self.bills(window[1]):
             assert bill.end is not None

@@ -62,7 +62,11 @@ def test_a_peak_is_served_on_new_nodes_that_are_released_and_billed_from_request
     assert summary["billed_node_hours"] == pytest.approx(1500 / 3600)
     assert summary["cost"] == pytest.approx(1500 / 3600 * 8 * PRICE)
     # Only the window is billed.
-    assert scaler.summary((600, 2000))["billed_node_hours"] == pytest.approx(900 / 3600)
+    later = scaler.summary((600, 2000))
+    assert later["billed_node_hours"] == pytest.approx(900 / 3600)
+    assert later["requests"] == later["arrived"] == 1  # made before the window, its node billed in it
+    assert scaler.summary((1600, 2000))["requests"] == 0  # its node released before
+    assert scaler.summary((-10, 0))["requests"] == 0  # made at the window's end
 
 
 def test_the_snapshot_offers_the_pool_and_shows_requests_in_flight_and_idle_nodes() -> None:
