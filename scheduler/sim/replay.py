@@ -8,8 +8,16 @@ from t = 0). At one instant they apply in this order:
    then nodes going away (each group in the order it was scheduled);
 2. the scenario's events at this t, in file order (an ``observe`` sees the state as it is at that point);
 3. the cycle tick, if one falls now: a :class:`Snapshot` goes to the planner and the plan is applied —
-   evictions, then reconfigurations, then binds, then moves, then rejections, then the waiting list; then the
-   moves begun a cycle ago or more complete.
+   evictions, then reconfigurations, then binds, then moves, then rejections, then the waiting list, then the
+   node requests (withdrawals, releases, provisions); then the moves begun a cycle ago or more complete.
+
+On-demand capacity for peaks (with an ``autoscaler``, :mod:`scheduler.sim.autoscaler`): the snapshot's
+``provisioning`` offers its pools, lists the requests in flight, the failures still within
+``Policy.provision_retry_s`` and the autoscaled nodes that hold no work (idle since the first cycle that saw them
+empty, or their arrival). A provision's nodes join as on-demand nodes (``Node.pool`` set) when its drawn delay is
+up, or it is known to have failed ``fail_after_s`` on (a stockout); the replay's own happenings at that instant
+include it, after nodes going away. A release takes an empty autoscaled node away at once; one holding work, or a
+node of no pool, is a violation.
 
 Moves (``Plan.moves``, make-before-break): the new slots are held at once and the job runs on them from then on,
 losing no work; its old slots (``Running.moving_from`` in the next snapshot) are released once the new replicas
