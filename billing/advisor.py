@@ -17,6 +17,16 @@ which ``s_h ≤ d_h`` could run on spot (checkpointed, preemptible training), wi
 - **Costs**: reserved ``R × H × p_r`` (paid whether used or not); spot ``Σ spot_h × (1 + ℓ) × p_s`` where
   ``ℓ`` is the share of spot work lost to interruptions and redone (from the ledger's lost work); on-demand
   ``Σ od_h × p_o``. Compared with all on-demand, ``Σ d_h × p_o``.
+- **On-demand for peaks, asked for and given back** (with a :class:`PeakProvisioning`: the provisioning model of
+  ``scheduler/core/gpus/arrival.py``, the same the engine's ETAs and B4 use): on-demand GPUs are requested when
+  the on-demand level rises, ``r_h = max(0, od_h − od_{h−1})``, and released when it falls,
+  ``f_h = max(0, od_{h−1} − od_h)`` (``od_{−1} = 0``). They are billed from request to release: each requested
+  GPU that arrives also pays its boot, ``(1 − p) × a`` hours (``a`` the expected arrival, ``p`` the stockout
+  probability: a request that stocks out is billed nothing), and each released GPU its idle time before release,
+  ``i`` hours (the policy's ``release_idle_s``). So on-demand costs ``(Σ od_h + Σ r_h (1 − p) a + Σ f_h i) × p_o``.
+  The peak's work waits for its nodes: ``Σ r_h × (a + p × t_f)`` GPU-hours start late (``t_f`` the time after
+  which a stocked-out request is known to have failed and is asked again), of which ``Σ r_h × p × t_f`` are the
+  share lost to stockouts. Without a model, on-demand is priced as instantly there and given back at once.
 
 **Colocation break-even** (:func:`breakeven`), one server of ``g`` GPUs bought for ``capex``:
 
@@ -99,6 +109,33 @@ def critical_percentile(prices: TierPrices) -> float:
 
 
 @dataclass(frozen=True)
+class PeakProvisioning:
+    """How on-demand capacity for peaks arrives and leaves (module docstring), in seconds and a probability."""
+
+    arrival_s: float  # expected seconds from a node request to a ready node
+    stockout: float  # the probability that a request fails for want of capacity
+    fail_after_s: float  # a failed request is known to have failed this long after it was made
+    release_idle_s: float  # an emptied node stands this long before it is released
+
+    def check(self) -> None:
+        for name in ("arrival_s", "fail_after_s", "release_idle_s"):
+            value = getattr(self, name)
+            if not math.isfinite(value) or not 0 <= value <= MAX_PROVISIONING_S:
+                raise AdvisorInputError(
+                    f"{name.replace('_', ' ')} must be 0 to {MAX_PROVISIONING_S:g} seconds, got {value:g}: "
+                    "give the seconds of one node request"
+                )
+        if not 0 <= self.stockout < 1:
+            raise AdvisorInputError(
+                f"the stockout probability must be in [0, 1), got {self.stockout:g}: the share of node requests "
+                "that fail for want of capacity"
+            )
+
+
+MAX_PROVISIONING_S = 86_400.0  # a day: a node that takes longer is not capacity for a peak
+
+
+@dataclass(frozen=True)
 class MixAdvice:
     hours: int
     percentile: float
@@ -123,6 +160,13 @@ class MixAdvice:
     hourly_spot: tuple[float, ...]
     hourly_on_demand: tuple[float, ...]
     spot_declined: str = ""  # why nothing goes to spot (spot_declined_reason); "" when spot is advised
+    # On-demand for peaks through the provisioning model (module docstring); zeros and None without one.
+    on_demand_requested_gpu_hours: float = 0.0  # Σ r_h: GPUs asked for at the rises (each for an hour)
+    on_demand_boot_gpu_hours: float = 0.0  # billed while booting, request to ready
+    on_demand_idle_gpu_hours: float = 0.0  # billed while empty, before release
+    on_demand_late_gpu_hours: float = 0.0  # peak work that waits for its nodes
+    on_demand_stockout_gpu_hours: float = 0.0  # of which waiting on stocked-out requests
+    provisioning: PeakProvisioning | None = None
 
     def as_dict(self, *, hourly: bool = False) -> dict[str, object]:
         data = asdict(self)
@@ -140,9 +184,13 @@ def advise_mix(
     percentile_q: float | None = None,
     purchase_unit_gpus: int = 1,
     spot_lost_fraction: float = 0.0,
+    provisioning: PeakProvisioning | None = None,
 ) -> MixAdvice:
-    """The reserved / spot / on-demand mix for ``demand_gpus`` and its cost against all on-demand."""
+    """The reserved / spot / on-demand mix for ``demand_gpus`` and its cost against all on-demand; with
+    ``provisioning``, on-demand for peaks is billed from request to release (module docstring)."""
     prices.check()
+    if provisioning is not None:
+        provisioning.check()
     if not 1 <= purchase_unit_gpus <= MAX_PURCHASE_UNIT_GPUS:
         raise AdvisorInputError(
             f"the purchase unit must be 1 to {MAX_PURCHASE_UNIT_GPUS} GPUs, got {purchase_unit_gpus}: "
@@ -176,7 +224,8 @@ def advise_mix(
     rework = spot_work * spot_lost_fraction / (1 - spot_lost_fraction)
     reserved_cost = baseline * hours * prices.reserved
     spot_cost = (spot_work + rework) * prices.spot
-    on_demand_cost = sum(od_h) * prices.on_demand
+    peaks = _peaks(od_h, provisioning)
+    on_demand_cost = (sum(od_h) + peaks["boot"] + peaks["idle"]) * prices.on_demand
     mix = reserved_cost + spot_cost + on_demand_cost
     total_demand = sum(demand)
     all_od = total_demand * prices.on_demand
@@ -204,7 +253,31 @@ def advise_mix(
         hourly_spot=tuple(spot_h),
         hourly_on_demand=tuple(od_h),
         spot_declined=declined,
+        on_demand_requested_gpu_hours=peaks["requested"],
+        on_demand_boot_gpu_hours=peaks["boot"],
+        on_demand_idle_gpu_hours=peaks["idle"],
+        on_demand_late_gpu_hours=peaks["late"],
+        on_demand_stockout_gpu_hours=peaks["stockout"],
+        provisioning=provisioning,
     )
+
+
+def _peaks(od_h: Sequence[float], provisioning: PeakProvisioning | None) -> dict[str, float]:
+    """GPU-hours of on-demand asked for, booting, idle before release, late and late on stockouts (module doc)."""
+    rises = [max(0.0, now - before) for before, now in zip([0.0, *od_h], od_h, strict=False)]
+    falls = [max(0.0, before - now) for before, now in zip([0.0, *od_h], od_h, strict=False)]
+    requested = sum(rises)
+    if provisioning is None:
+        return {"requested": requested, "boot": 0.0, "idle": 0.0, "late": 0.0, "stockout": 0.0}
+    p = provisioning
+    stockout = requested * p.stockout * p.fail_after_s / 3600.0
+    return {
+        "requested": requested,
+        "boot": requested * (1 - p.stockout) * p.arrival_s / 3600.0,
+        "idle": sum(falls) * p.release_idle_s / 3600.0,
+        "late": requested * p.arrival_s / 3600.0 + stockout,
+        "stockout": stockout,
+    }
 
 
 def reserved_use_sentence(advice: MixAdvice) -> str:

@@ -1,5 +1,6 @@
 """Glue between the database and the pure advisor: the ledger's demand history and the prices in force, then
-``advise_mix``; the cycles' record of production wait and the burst limits in force, then
+``advise_mix`` (on-demand for peaks priced with the provisioning model, ``scheduler/core/gpus/arrival.py``); the
+cycles' record of production wait and the burst limits in force, then
 ``advise_production_wait``."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from billing.advisor import (
     AdvisorInputError,
     ClassWaitAdvice,
     MixAdvice,
+    PeakProvisioning,
     TierPrices,
     WaitRecord,
     advise_mix,
@@ -20,6 +22,7 @@ from billing.intervals import floor_hour
 from billing.models import PRODUCTION_WAIT_KEPT_DAYS, ProductionWait
 from billing.selectors import DemandSeries, demand_series
 from billing.services import price_book_load
+from scheduler.core import Policy, arrival_model
 from scheduler.core.gpus.units import UNITS_PER_GPU
 from scheduler.core.model.vocabulary import CapacityTier
 from teams.models import Quota
@@ -56,6 +59,22 @@ def catalog_prices(*, gpu_model: str, at: datetime) -> TierPrices:
     )
 
 
+def peak_provisioning(gpu_model: str) -> PeakProvisioning | None:
+    """The provisioning model of ``gpu_model`` as the advisor reads it: the documented arrival and stockout of its
+    class (``scheduler/core/gpus/arrival.py``, one request of one node), released after the engine policy's idle
+    time; None for a model the catalog does not know (on-demand is then priced as instantly there)."""
+    try:
+        model = arrival_model(gpu_model)
+    except KeyError:
+        return None
+    return PeakProvisioning(
+        arrival_s=model.expected_s,
+        stockout=model.stockout(1),
+        fail_after_s=model.fail_after_s,
+        release_idle_s=Policy().release_idle_s,
+    )
+
+
 def procurement_advise(
     *,
     gpu_model: str,
@@ -66,7 +85,8 @@ def procurement_advise(
     prices: TierPrices | None = None,
     spot_lost_fraction: float | None = None,
 ) -> ProcurementAdvice:
-    """Advise on ``gpu_model`` from the ledger's last ``history_days`` days of closed hours."""
+    """Advise on ``gpu_model`` from the ledger's last ``history_days`` days of closed hours, on-demand for peaks
+    priced with the model's provisioning (:func:`peak_provisioning`)."""
     if not 1 <= history_days <= MAX_HISTORY_DAYS:
         raise AdvisorInputError(
             f"the history must be 1 to {MAX_HISTORY_DAYS} days, got {history_days}: how many days of the ledger "
@@ -90,6 +110,7 @@ def procurement_advise(
         percentile_q=percentile_q,
         purchase_unit_gpus=purchase_unit_gpus,
         spot_lost_fraction=lost,
+        provisioning=peak_provisioning(gpu_model),
     )
     return ProcurementAdvice(series=series, prices=prices, spot_lost_fraction=lost, advice=advice)
 

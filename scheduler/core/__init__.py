@@ -12,10 +12,13 @@ inputs in ``checkpointing``); and the queue's order between cycles (:func:`queue
 again for a new position (:func:`reposition`), which a lead's reorder writes at once; and a job's true need
 (:func:`replica_need`), which the live utilization gauge shares with the benchmarks; and what the engine is told of
 autoscaled pools and decides about them (:class:`Provisioning`, :class:`Offering`, :class:`NodeRequest`;
-:class:`Provision`, :class:`Withdraw`, :class:`Release`).
+:class:`Provision`, :class:`Withdraw`, :class:`Release`), with the provisioning model (:func:`arrival_model`,
+:func:`default_arrival_s`: how long an on-demand node takes to arrive, how often a request stocks out), which the
+loop's offerings and billing's procurement advisor read.
 ``scheduler.core.model.vocabulary`` and ``scheduler.core.gpus.catalog`` are public modules of their own.
 """
 
+from scheduler.core.gpus.arrival import arrival_model, default_arrival_s
 from scheduler.core.model.demand import DemandKind
 from scheduler.core.model.explain import reposition
 from scheduler.core.model.plan import Bind, Evict, Plan, Reconfigure, Reject, Waiting
@@ -67,12 +70,14 @@ __all__ = [
     "Team",
     "Waiting",
     "Withdraw",
+    "arrival_model",
     "borrowed_in_fill",
     "bounds",
     "burst_limits",
     "carried",
     "checkpoint_interval",
     "checkpointing",
+    "default_arrival_s",
     "estimate",
     "fill_order",
     "guarantee_limits",

@@ -8,8 +8,16 @@ from t = 0). At one instant they apply in this order:
    then nodes going away (each group in the order it was scheduled);
 2. the scenario's events at this t, in file order (an ``observe`` sees the state as it is at that point);
 3. the cycle tick, if one falls now: a :class:`Snapshot` goes to the planner and the plan is applied —
-   evictions, then reconfigurations, then binds, then moves, then rejections, then the waiting list; then the
-   moves begun a cycle ago or more complete.
+   evictions, then reconfigurations, then binds, then moves, then rejections, then the waiting list, then the
+   node requests (withdrawals, releases, provisions); then the moves begun a cycle ago or more complete.
+
+On-demand capacity for peaks (with an ``autoscaler``, :mod:`scheduler.sim.autoscaler`): the snapshot's
+``provisioning`` offers its pools, lists the requests in flight, the failures still within
+``Policy.provision_retry_s`` and the autoscaled nodes that hold no work (idle since the first cycle that saw them
+empty, or their arrival). A provision's nodes join as on-demand nodes (``Node.pool`` set) when its drawn delay is
+up, or it is known to have failed ``fail_after_s`` on (a stockout); the replay's own happenings at that instant
+include it, after nodes going away. A release takes an empty autoscaled node away at once; one holding work, or a
+node of no pool, is a violation.
 
 Moves (``Plan.moves``, make-before-break): the new slots are held at once and the job runs on them from then on,
 losing no work; its old slots (``Running.moving_from`` in the next snapshot) are released once the new replicas
@@ -62,6 +70,8 @@ from scheduler.core.model.vocabulary import (
 )
 from scheduler.gcpause import gc_paused
 from scheduler.sim import events as ev
+from scheduler.sim.autoscaler import WITHDRAWN as REQUEST_WITHDRAWN
+from scheduler.sim.autoscaler import Autoscaler, AutoscalerError
 from scheduler.sim.avoidable import judge_pending
 from scheduler.sim.planners import Planner, microcosm
 from scheduler.sim.records import (
@@ -81,8 +91,18 @@ from scheduler.sim.topology_model import Speed
 
 DAY_S = 86400.0  # a running job's moves of the last day are in its snapshot (the per-job budget's window)
 MAX_CYCLES = 2_000_000  # without until, a planner that never settles must not hang the caller
-_COMPLETE, _CHECKPOINT, _READY, _GONE = range(4)  # order of the replay's own happenings at one instant
+# Order of the replay's own happenings at one instant; _DUE: a node request arrives or is known to have failed.
+_COMPLETE, _CHECKPOINT, _READY, _GONE, _DUE = range(5)
 MOVING, MOVED = "moving", "moved"  # the events of a move: begun (new slots held), completed (old ones released)
+# The events of on-demand capacity for peaks (scheduler.sim.autoscaler): a node request made, its nodes joined, it
+# failed (stockout), it was withdrawn; an autoscaled node given back.
+PROVISIONED, NODES_ARRIVED, PROVISION_FAILED, WITHDRAWN, RELEASED = (
+    "provisioned",
+    "nodes_arrived",
+    "provision_failed",
+    "withdrawn",
+    "released",
+)
 
 
 class PlanViolation(RuntimeError):
@@ -95,22 +115,32 @@ def replay(
     *,
     speed: Speed | None = None,
     cycles: CycleLog | None = None,
+    autoscaler: Autoscaler | None = None,
 ) -> ReplayResult:
     """Replay ``scenario`` with ``planner`` (default: the engine's ``plan_cycle``); same input, same output.
 
     ``speed``: a run's progress rate from its job, slots and the nodes present (module docstring); it must be
     in (0, 1]. None: every run progresses at 1. ``cycles``: filled with what each cycle's plan left pending
     and free, and every pending job's predicted start (:class:`~scheduler.sim.records.CycleLog`); it only
-    observes, the replay is the same with or without it.
+    observes, the replay is the same with or without it. ``autoscaler``: the pools the cluster can grow
+    (:mod:`scheduler.sim.autoscaler`); the snapshot offers them, the plan's provisions, withdrawals and releases
+    are carried out through it, and it keeps what it billed. None: nothing can be asked for (an empty
+    ``Snapshot.provisioning``), and a plan that asks is a violation.
     """
-    return _Replay(scenario, planner or microcosm, speed, cycles).run()
+    return _Replay(scenario, planner or microcosm, speed, cycles, autoscaler).run()
 
 
 class _Replay:
     def __init__(
-        self, scenario: Scenario, planner: Planner, speed: Speed | None = None, cycles: CycleLog | None = None
+        self,
+        scenario: Scenario,
+        planner: Planner,
+        speed: Speed | None = None,
+        cycles: CycleLog | None = None,
+        autoscaler: Autoscaler | None = None,
     ) -> None:
         self.scenario = scenario
+        self.autoscaler = autoscaler
         self.planner = planner
         self.speed = speed
         self.cycles = cycles
@@ -205,7 +235,10 @@ class _Replay:
         self.now = now
 
     def _changing(self) -> bool:
-        """A node still leaving or a layout still being applied: the cluster will change by itself."""
+        """A node still leaving, a layout still being applied or a node request in flight: the cluster will change
+        by itself."""
+        if self.autoscaler is not None and self.autoscaler.in_flight():
+            return True
         return any(
             record.present and (record.gone_at is not None or record.reconfiguring) for record in self.nodes.values()
         )
@@ -238,11 +271,13 @@ class _Replay:
                 del node.reconfiguring[gpu]
                 self.last_change = self.now
                 self._record(EventType.RECONFIGURED, node=subject, gpu=gpu, old=layout_json(old), new=layout_json(new))
-        else:
+        elif kind == _GONE:
             node = self.nodes[subject]
             if node.present and node.gone_at == self.now:
                 self.last_change = self.now
                 self._node_gone(node)
+        else:
+            self._request_due(subject)
 
     # -- scenario events ------------------------------------------------------------------------------------
 
@@ -311,6 +346,8 @@ class _Replay:
         node.reconfiguring.clear()
         self.ledger.capacity_gpus -= node.node.gpu_count
         self._log_capacity()
+        if self.autoscaler is not None and node.node.pool:
+            self.autoscaler.node_lost(name, self.now)
 
     # -- runs -----------------------------------------------------------------------------------------------
 
@@ -400,13 +437,23 @@ class _Replay:
             )
         pending = [r.job for r in sorted(self.pending.values(), key=lambda r: r.order)]
         running = [self._running(r) for r in sorted(self.running.values(), key=lambda r: r.order)]
-        return Snapshot(
+        snapshot = Snapshot(
             nodes=tuple(nodes),
             teams=tuple(self.teams.values()),
             running=tuple(running),
             pending=tuple(pending),
             preemptions=tuple(self.preemptions),
         )
+        if self.autoscaler is None:
+            return snapshot
+        self.autoscaler.note_idle(self.now, self._busy_nodes())
+        return replace(snapshot, provisioning=self.autoscaler.provisioning(self.now, self.policy.provision_retry_s))
+
+    def _busy_nodes(self) -> set[str]:
+        """Nodes on which a running job or a move under way holds any slot."""
+        busy = {slot.node for record in self.running.values() for replica in record.slots for slot in replica}
+        busy.update(slot.node for old, *_ in self.moving.values() for replica in old for slot in replica)
+        return busy
 
     def _running(self, record: JobRecord) -> Running:
         """The snapshot's view of a running job: its move under way and its moves of the last day included."""
@@ -498,6 +545,59 @@ class _Replay:
             if record is not None:
                 record.queue_position, record.reason = waiting.position, waiting.reason
                 record.eta_at = self.now + waiting.eta_s if waiting.eta_s is not None else None
+        if plan.provisions or plan.withdrawals or plan.releases:
+            self._apply_provisioning(plan)
+
+    # -- on-demand capacity for peaks (scheduler.sim.autoscaler) -------------------------------------------
+
+    def _apply_provisioning(self, plan: Plan) -> None:
+        """Withdrawals, then releases, then provisions (a withdrawn request or a released node frees room under the
+        pool's ceiling for this cycle's asks)."""
+        autoscaler = self.autoscaler
+        if autoscaler is None:
+            raise self._violation("provisions, withdraws or releases on-demand capacity, but no pool can grow")
+        try:
+            for withdraw in plan.withdrawals:
+                request = autoscaler.withdraw(withdraw.request, self.now)
+                self._record(WITHDRAWN, job=request.job, request=request.id, pool=request.pool, reason=withdraw.reason)
+            for release in plan.releases:
+                node = self.nodes.get(release.node)
+                if node is None or not node.present or node.node.pool != release.pool:
+                    raise AutoscalerError(f"releases {release.node!r}, which is not a node of pool {release.pool!r}")
+                if release.node in self._busy_nodes():
+                    raise AutoscalerError(f"releases {release.node!r}, which holds work")
+                autoscaler.release(release.node, self.now)
+                self._record(RELEASED, node=release.node, pool=release.pool, idle_since=num(release.idle_since))
+                self._node_gone(node)
+            for ask in plan.provisions:
+                if ask.job not in self.pending:
+                    raise AutoscalerError(f"provisions for {ask.job!r}, which is not pending")
+                request = autoscaler.provision(ask, self.now)
+                self._record(
+                    PROVISIONED,
+                    job=ask.job,
+                    request=request.id,
+                    pool=ask.pool,
+                    nodes=ask.nodes,
+                    arrives_at=num(ask.arrives_at),
+                )
+                self._timer(request.due_at, _DUE, request.id, None)
+        except AutoscalerError as exc:
+            raise self._violation(str(exc)) from exc
+
+    def _request_due(self, request_id: str) -> None:
+        """A node request's time has come: its nodes join the cluster, or it is known to have failed."""
+        assert self.autoscaler is not None
+        request = self.autoscaler.requests[request_id]
+        if request.outcome == REQUEST_WITHDRAWN or request.due_at != self.now:
+            return
+        self.last_change = self.now
+        for node in self.autoscaler.due(request_id, self.now):
+            self._add_node(node)
+        if request.node_names:
+            self._record(NODES_ARRIVED, job=request.job, request=request_id, nodes=list(request.node_names))
+        else:
+            self._record(PROVISION_FAILED, job=request.job, request=request_id, pool=request.pool)
 
     def _move(self, move: Move, state: ClusterState) -> None:
         """Begin ``move`` make-before-break (module doc): the new slots are held now, the old ones a cycle more."""

@@ -243,6 +243,7 @@ def test_the_advisor_page_shows_a_mix_and_a_curve(client, october, finance_user,
     page = response.content.decode()
     assert response.status_code == 200
     assert 'data-testid="mix"' in page and 'id="fig-tier-mix"' in page
+    assert 'data-testid="peaks">On-demand for peaks is asked for' in page and "5 % of requests" in page
     assert 'id="fig-breakeven"' in page
     assert 'data-testid="breakeven-months"><strong>12.9 months' in page  # 70 % by default
 

@@ -23,6 +23,7 @@ from django.utils import timezone
 from billing.advisor import (
     AdvisorInputError,
     BreakevenInputs,
+    MixAdvice,
     TierPrices,
     advise_mix,
     breakeven,
@@ -33,6 +34,7 @@ from billing.procurement import (
     PURCHASE_UNIT_GPUS,
     WAIT_DAYS,
     catalog_prices,
+    peak_provisioning,
     procurement_advise,
     production_wait_advise,
 )
@@ -145,6 +147,7 @@ class Command(BaseCommand):
                 percentile_q=options["percentile"],
                 purchase_unit_gpus=options["purchase_unit"],
                 spot_lost_fraction=options["spot_lost"] or 0.0,
+                provisioning=peak_provisioning(options["gpu_model"]) if options["gpu_model"] else None,
             )
             model, lost = options["gpu_model"] or "(series)", options["spot_lost"] or 0.0
         else:
@@ -174,6 +177,7 @@ class Command(BaseCommand):
             f"spot         {a.spot_gpu_hours:,.1f} GPU-hours ({a.spot_share or 0:.0%} of demand)"
             + (f": none advised, {a.spot_declined}" if a.spot_declined else ""),
             f"on-demand    {a.on_demand_gpu_hours:,.1f} GPU-hours, peak {a.on_demand_peak_gpus:.1f} GPUs",
+            _peaks_line(a),
             f"cost         ${a.mix_cost:,.2f} (reserved ${a.reserved_cost:,.2f} + spot ${a.spot_cost:,.2f} "
             f"+ on-demand ${a.on_demand_cost:,.2f})",
             f"all on-demand ${a.all_on_demand_cost:,.2f}: saves ${a.savings:,.2f}"
@@ -224,3 +228,17 @@ class Command(BaseCommand):
                 f"  {point.utilization:4.0%}  {shown} months  own ${point.own_usd_per_used_gpu_hour:.2f}/GPU-h"
             )
         self.stdout.write("\n".join(lines))
+
+
+def _peaks_line(a: MixAdvice) -> str:
+    """How on-demand for peaks was priced: through the provisioning model, or as if instantly there."""
+    p = a.provisioning
+    if p is None:
+        return "             priced as if on-demand were there at once (no provisioning model for this GPU model)"
+    return (
+        f"             asked for at the rises ({a.on_demand_requested_gpu_hours:,.1f} GPUs), billed request to "
+        f"release: + {a.on_demand_boot_gpu_hours:,.1f} GPU-hours booting ({p.arrival_s / 60:.1f} min each), "
+        f"+ {a.on_demand_idle_gpu_hours:,.1f} idle before release ({p.release_idle_s / 60:.0f} min); "
+        f"{a.on_demand_late_gpu_hours:,.1f} GPU-hours of peak work start late, "
+        f"{a.on_demand_stockout_gpu_hours:,.1f} of them on stockouts ({p.stockout:.0%} of requests)"
+    )

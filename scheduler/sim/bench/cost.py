@@ -27,17 +27,26 @@ billing :mod:`scheduler.sim.bench.metering`):
    ``interruptions_per_node_day`` during the arrival window, with AWS's 2-minute notice (``docs/gpu-facts.md``,
    Spot and preemption signals); the interrupted server is replaced by a fresh spot server ``replace_s``
    later; work since a job's last checkpoint is lost and re-run (the replay's work model).
-7. **Run C** (only when ``stress_interruptions_per_node_day`` > 0; off by default) is run B with spot
+7. **Run D, microcosm tiered, autoscaled on-demand** (spec B4: "On-demand capacity for peaks is requested and
+   released through the autoscaler model"): run B's pool, reserved and spot servers and interruptions, but its
+   on-demand servers are not there at the start: each GPU model's on-demand servers become one autoscaled pool
+   (:mod:`scheduler.sim.autoscaler`) whose ceiling is that many servers, which the engine grows by node requests
+   and shrinks by releases (its provisioning rule: ``Plan.provisions``, ``Plan.releases``). A request's nodes
+   arrive after a delay drawn from the provisioning model or stock out (:mod:`scheduler.core.gpus.arrival`,
+   seeded per run); an autoscaled node is billed from its request to its release, at the on-demand price; a
+   stocked-out request is billed nothing. Runs N, A and B (the fixed pools) are reported beside it.
+8. **Run C** (only when ``stress_interruptions_per_node_day`` > 0; off by default) is run B with spot
    interrupted that often — a stress test of the recovery path, as the Spot Advisor's "> 20 % a month"
    rate (about 0.007 per node-day) hardly ever fires in a few hours.
-8. **Figures** over the measured window (after the warm-up; the workload keeps arriving to its end, so the
+9. **Figures** over the measured window (after the warm-up; the workload keeps arriving to its end, so the
    comparison is of a cluster in steady state, not of a draining tail): total cost = reserved for the window +
-   metered node-hours × instance price; useful GPU-hours = what the running work truly needs minus the work lost
-   to preemption (B2's ``effective_utilization`` × the GPU-hours present); cost per useful GPU-hour; lost
-   GPU-hours; production SLO misses = production services submitted in the window that started more than one
+   metered node-hours × instance price (run D: + its autoscaled node-hours, request to release); useful
+   GPU-hours = what the running work truly needs minus the work lost to preemption (B2's
+   ``effective_utilization`` × the GPU-hours present); cost per useful GPU-hour; lost GPU-hours; production
+   SLO misses = production services submitted in the window that started more than one
    scheduling cycle after submission, or never. The two savings: **tiering alone** = 1 − cost(B) / cost(A);
-   **what a user gets** = 1 − cost(B) / cost(N).
-9. **Goodput**, a measure beside the protocol (:mod:`scheduler.sim.bench.goodput`): run B again twice per spot
+   **what a user gets** = 1 − cost(B) / cost(N); the same two for run D against A and N.
+10. **Goodput**, a measure beside the protocol (:mod:`scheduler.sim.bench.goodput`): run B again twice per spot
    rate, every checkpoint now costing GPU time, once with the workload's fixed checkpoint intervals and once with
    the intervals Microcosm proposes (Young's √(2 × cost × MTBF)); lost GPU-hours per interruption and goodput.
 
@@ -54,9 +63,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from scheduler.core.gpus.arrival import ANY_CLOUD, arrival_model
+from scheduler.core.model.provisioning import Offering
 from scheduler.core.model.snapshot import Job, Node
 from scheduler.core.model.vocabulary import CapacityTier, JobKind, JobTier, Priority
 from scheduler.core.rules.checkpointing import DEFAULT_COST_S, DEFAULT_MAX_INTERVAL_S, SPOT_INTERRUPTIONS_PER_NODE_DAY
+from scheduler.sim.autoscaler import AutoscaledPool, Autoscaler
 from scheduler.sim.bench.cost_sizing import demand_by_model, reserved_baseline
 from scheduler.sim.bench.metering import held_seconds, metered_cost, metered_node_hours, reserved_cost
 from scheduler.sim.bench.mixed_run import Repairs, guarded
@@ -89,6 +101,10 @@ class CostConfig:
     # the cap on the proposed interval (the portal's defaults, scheduler/core/rules/checkpointing.py).
     checkpoint_cost_s: float = DEFAULT_COST_S
     max_checkpoint_interval_s: float = DEFAULT_MAX_INTERVAL_S
+    # Run D: on-demand as autoscaled pools (protocol step 7); the provisioning model's cloud (scheduler/core/gpus/
+    # arrival.py: one default for every cloud today).
+    autoscaled: bool = True
+    cloud: str = ANY_CLOUD
 
     def __post_init__(self) -> None:
         problems = []
@@ -127,6 +143,15 @@ class TierRun:
     completed: int
     plan_repairs: int
     wall_s: float
+    # Run D's autoscaled pools (None on the fixed pools): node requests made, stocked out and withdrawn in the
+    # window, the node-hours billed from request to release and what they cost (part of metered_cost), and the
+    # node-hours asked for that stocked out (billed nothing).
+    requests_made: int | None = None
+    requests_failed: int | None = None
+    requests_withdrawn: int | None = None
+    autoscaled_node_hours: float | None = None
+    autoscaled_cost: float | None = None
+    stocked_out_node_hours: float | None = None
 
     @property
     def cost_per_useful_gpu_hour(self) -> float:
@@ -150,6 +175,17 @@ class TierRun:
             "completed": self.completed,
             "plan_repairs": self.plan_repairs,
             "wall_s": round(self.wall_s, 1),
+            **({} if self.requests_made is None else self._autoscaling()),
+        }
+
+    def _autoscaling(self) -> dict[str, Any]:
+        return {
+            "node_requests": self.requests_made,
+            "node_requests_failed": self.requests_failed,
+            "node_requests_withdrawn": self.requests_withdrawn,
+            "autoscaled_node_hours": round(self.autoscaled_node_hours or 0.0, 2),
+            "autoscaled_cost": round(self.autoscaled_cost or 0.0, 2),
+            "stocked_out_node_hours": round(self.stocked_out_node_hours or 0.0, 2),
         }
 
 
@@ -253,11 +289,17 @@ def measure(
     scenario: Scenario,
     planner: str,
     spot_events: int,
+    autoscaler: Autoscaler | None = None,
 ) -> tuple[TierRun, ReplayResult]:
-    """Replay ``scenario`` with ``planner`` and bill it over the workload's window (protocol steps 2 and 8)."""
+    """Replay ``scenario`` with ``planner`` and bill it over the workload's window (protocol steps 2, 7 and 9)."""
     repairs = Repairs()
     started = time.perf_counter()
-    result = replay(scenario, guarded(PLANNERS[planner], repairs), speed=topology_speed(workload.cluster.fabric))
+    result = replay(
+        scenario,
+        guarded(PLANNERS[planner], repairs),
+        speed=topology_speed(workload.cluster.fabric),
+        autoscaler=autoscaler,
+    )
     nodes = {node.name: node for node in scenario.nodes}
     for event in scenario.events:  # replacements join later; bill them like the server they replace
         if isinstance(event.action, AddNode):
@@ -266,7 +308,12 @@ def measure(
     hours = (window[1] - window[0]) / 3600.0
     held = held_seconds(result.runs, window)
     reserved, reserved_gpus = reserved_cost(scenario.nodes, hours)
-    metered = metered_cost(held, nodes)
+    scaled: dict[str, float | int] = {}
+    if autoscaler is not None:  # autoscaled nodes are billed request to release, not while they hold work
+        held = {node: seconds for node, seconds in held.items() if node not in autoscaler.nodes}
+        nodes.update(autoscaler.nodes)
+        scaled = autoscaler.summary(window)
+    metered = metered_cost(held, nodes) + float(scaled.get("cost", 0.0))
     figures = window_metrics(result, workload.jobs, nodes, scenario.policy, window)
     present_gpu_h = capacity_gpu_s(result.capacity, window) / 3600.0
     useful = float(_figure(figures, "effective_utilization")) * present_gpu_h
@@ -290,6 +337,17 @@ def measure(
         plan_repairs=len(repairs.dropped_binds),
         wall_s=time.perf_counter() - started,
     )
+    if autoscaler is not None:
+        run = replace(
+            run,
+            metered_node_hours=run.metered_node_hours + float(scaled["billed_node_hours"]),
+            requests_made=int(scaled["requests"]),
+            requests_failed=int(scaled["failed"]),
+            requests_withdrawn=int(scaled["withdrawn"]),
+            autoscaled_node_hours=float(scaled["billed_node_hours"]),
+            autoscaled_cost=float(scaled["cost"]),
+            stocked_out_node_hours=float(scaled["stocked_out_node_hours"]),
+        )
     return run, result
 
 
@@ -326,11 +384,12 @@ RUN_NAIVE = "naive on-demand"
 RUN_ON_DEMAND = "microcosm on-demand"
 RUN_TIERED = "microcosm tiered"
 RUN_STRESSED = "microcosm tiered, spot stressed"
+RUN_AUTOSCALED = "microcosm tiered, autoscaled on-demand"
 
 
 @dataclass(frozen=True)
 class CostResult:
-    runs: tuple[TierRun, ...]  # N, A, B (and C when stressed), in that order
+    runs: tuple[TierRun, ...]  # N, A, B, D (when autoscaled) and C (when stressed), in that order
     reserved_servers: dict[str, int]
 
     def run(self, name: str) -> TierRun:
@@ -353,6 +412,41 @@ class CostResult:
     def savings_vs_naive(self, run: TierRun) -> float:
         return self._saving(self.run(RUN_NAIVE), run)
 
+    def tiering_alone_of(self, run: TierRun) -> float:
+        """microcosm on-demand → ``run``."""
+        return self._saving(self.run(RUN_ON_DEMAND), run)
+
+    @property
+    def autoscaled(self) -> TierRun | None:
+        return next((run for run in self.runs if run.name == RUN_AUTOSCALED), None)
+
+
+def autoscaled_pools(
+    nodes: Sequence[Node], *, seed: int, cloud: str = ANY_CLOUD
+) -> tuple[tuple[Node, ...], Autoscaler]:
+    """Run D's cluster (protocol step 7): ``nodes`` without their on-demand servers, and an autoscaler whose pool per
+    GPU model (``od-MODEL``) can add up to that many such servers, at the on-demand price, arriving as the
+    provisioning model of the model's class says."""
+    kept: list[Node] = []
+    by_model: dict[str, list[Node]] = defaultdict(list)
+    for node in nodes:
+        (by_model[node.gpu_model] if node.tier == CapacityTier.ON_DEMAND else kept).append(node)
+    pools = []
+    for model, servers in by_model.items():
+        template = servers[0]
+        arrival = arrival_model(model, cloud)
+        offering = Offering(
+            pool=f"od-{model}",
+            gpu_model=model,
+            gpu_count=template.gpu_count,
+            price_per_gpu_hour=price_per_gpu_hour(model, CapacityTier.ON_DEMAND),
+            arrival_s=arrival.expected_s,
+            max_nodes=len(servers),
+            interconnect=template.interconnect,
+        )
+        pools.append(AutoscaledPool(offering, arrival, replace(template, name=offering.pool)))
+    return tuple(kept), Autoscaler(pools, seed=seed)
+
 
 def run_cost(workload: Workload, config: CostConfig) -> CostResult:
     """Runs N, A, B (and C) of the protocol on ``workload``."""
@@ -366,9 +460,10 @@ def run_cost(workload: Workload, config: CostConfig) -> CostResult:
     tiered = tiered_nodes(nodes, servers)
     runs = [run_n, run_a]
     stressed = config.stress_interruptions_per_node_day
-    for name, rate in ((RUN_TIERED, config.interruptions_per_node_day), (RUN_STRESSED, stressed)):
-        if name == RUN_STRESSED and rate <= 0:
-            continue
+    plan = [(RUN_TIERED, config.interruptions_per_node_day)]
+    plan += [(RUN_AUTOSCALED, config.interruptions_per_node_day)] if config.autoscaled else []
+    plan += [(RUN_STRESSED, stressed)] if stressed > 0 else []
+    for name, rate in plan:
         spot = interruptions(
             tiered,
             rate_per_node_day=rate,
@@ -376,7 +471,11 @@ def run_cost(workload: Workload, config: CostConfig) -> CostResult:
             replace_s=config.replace_s,
             seed=workload.config.seed,
         )
-        scenario = scenario_for(workload, tiered, retier=job_tier, extra=spot)
-        run, _ = measure(name, workload, scenario, config.planner, sum(isinstance(a, Interrupt) for _, a in spot))
+        nodes_now, autoscaler = tiered, None
+        if name == RUN_AUTOSCALED:
+            nodes_now, autoscaler = autoscaled_pools(tiered, seed=workload.config.seed, cloud=config.cloud)
+        scenario = scenario_for(workload, nodes_now, retier=job_tier, extra=spot)
+        events = sum(isinstance(a, Interrupt) for _, a in spot)
+        run, _ = measure(name, workload, scenario, config.planner, events, autoscaler)
         runs.append(run)
     return CostResult(tuple(runs), servers)

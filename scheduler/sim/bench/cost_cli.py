@@ -2,15 +2,17 @@
 [--pool-factor K] [--interruptions-per-node-day R] [--stress-interruptions-per-node-day R] [--checkpoint-cost-s C]
 [--jobs N] [--trace PATH] [--json]`` (spec B4).
 
-The B2 workload bought three ways — stock Kubernetes (``naive``) on-demand, Microcosm on-demand, Microcosm's
-tiers (and, when asked, the tiers with spot stressed) — protocol and billing rules in
+The B2 workload bought four ways — stock Kubernetes (``naive``) on-demand, Microcosm on-demand, Microcosm's
+tiers on fixed pools, and the tiers with on-demand as autoscaled pools that start empty (run D: node requests
+through the provisioning model, billed request to release) and, when asked, the tiers with spot stressed —
+protocol and billing rules in
 :mod:`scheduler.sim.bench.cost`, for both mixes and every seed; each figure is reported as its median and
 spread (min–max) over the seeds and the claims are judged on the medians (the SLO targets on every seed). Beside
 them, per spot rate, the goodput of checkpointed training with the workload's fixed checkpoint intervals and with
 the proposed ones, each checkpoint costing ``--checkpoint-cost-s`` (:mod:`scheduler.sim.bench.goodput`).
 The (mix, seed) cases share ``--jobs`` worker processes (default 2). The defaults (2 mixes × 5 seeds × 5
 replays of 5 h on a 128-GPU pool: N, A, B and the goodput pair) took 428 s on 2 cores shared with other work
-(load average 2.5; 2026-12-03).
+(load average 2.5; 2026-12-03); with run D, six replays, 18 min at a load average of 5–9 (2026-12-05).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from scheduler.core.rules.checkpointing import DEFAULT_COST_S
 from scheduler.sim.bench import goodput
 from scheduler.sim.bench.cost import (
     FACTS_INTERRUPTIONS_PER_NODE_DAY,
+    RUN_AUTOSCALED,
     RUN_NAIVE,
     RUN_ON_DEMAND,
     RUN_TIERED,
@@ -48,6 +51,11 @@ from scheduler.sim.workload.clusters import cluster_named
 from scheduler.sim.workload.mixed import MIXES, WorkloadConfig, generate
 
 NAME = "cost"
+# Run D's provisioning model in one line (scheduler/core/gpus/arrival.py, docs/benchmarks/cost.md).
+PROVISIONING_NOTE = (
+    "arrival 260–900 s, mean 527 s; stockout per node A100 5 %, H100 10 %, H200 15 % (an assumption), failed after "
+    "900 s; billed request→release"
+)
 HELP = "Stock Kubernetes on-demand vs Microcosm on-demand vs Microcosm's tiers on the B2 workload (spec B4)."
 DEFAULT_SEEDS = "42-46"
 DEFAULT_LOAD = 1.2
@@ -150,6 +158,7 @@ def run(options: dict[str, Any]) -> Outcome:
         "pool_gpus": cluster.gpus * cost.pool_factor,
         "window_s": list(window),
         "checkpoint_cost_s": cost.checkpoint_cost_s,
+        "provisioning": PROVISIONING_NOTE,
         "mixes": {},
     }
     claims: list[Claim] = []
@@ -197,6 +206,12 @@ FIGURES: tuple[tuple[str, Callable[[CostResult, TierRun], float | None]], ...] =
     ("completed", lambda c, r: r.completed),
     ("plan_repairs", lambda c, r: r.plan_repairs),
     ("wall_s", lambda c, r: r.wall_s),
+    ("savings_vs_microcosm_on_demand", lambda c, r: c.tiering_alone_of(r)),
+    # Run D's autoscaled pools (None, shown "-", on the fixed pools).
+    ("node_requests", lambda c, r: r.requests_made),
+    ("node_requests_failed", lambda c, r: r.requests_failed),
+    ("autoscaled_node_hours", lambda c, r: r.autoscaled_node_hours),
+    ("stocked_out_node_hours", lambda c, r: r.stocked_out_node_hours),
 )
 
 
@@ -210,7 +225,11 @@ def _mix_payload(by_seed: Mapping[int, CostResult], configs: Mapping[Any, Worklo
                 key: spread(figure(by_seed[seed], r) for seed, r in per_seed.items()) for key, figure in FIGURES
             },
             "seeds": {
-                str(seed): {**r.as_dict(), "savings_vs_naive_on_demand": round(by_seed[seed].savings_vs_naive(r), 4)}
+                str(seed): {
+                    **r.as_dict(),
+                    "savings_vs_naive_on_demand": round(by_seed[seed].savings_vs_naive(r), 4),
+                    "savings_vs_microcosm_on_demand": round(by_seed[seed].tiering_alone_of(r), 4),
+                }
                 for seed, r in per_seed.items()
             },
         }
@@ -242,6 +261,40 @@ def _claims(mix: str, by_seed: Mapping[int, CostResult]) -> list[Claim]:
     tiered = [r.run(RUN_TIERED) for r in by_seed.values()]
     misses = [run.slo_misses for run in tiered]
     p95 = [run.production_wait_p95_s for run in tiered if run.production_wait_p95_s is not None]
+    assert for_user["median"] is not None and alone["median"] is not None
+    return _fixed_claims(mix, for_user, alone, misses, p95) + _autoscaled_claims(mix, by_seed)
+
+
+def _autoscaled_claims(mix: str, by_seed: Mapping[int, CostResult]) -> list[Claim]:
+    """Run D's claims (spec B4): the same targets as run B's, on the autoscaled on-demand pools."""
+    runs = {seed: r.autoscaled for seed, r in by_seed.items()}
+    if any(run is None for run in runs.values()):
+        return []
+    for_user = spread(r.savings_vs_naive(run) for r, run in zip(by_seed.values(), runs.values(), strict=True) if run)
+    alone = spread(r.tiering_alone_of(run) for r, run in zip(by_seed.values(), runs.values(), strict=True) if run)
+    misses = [run.slo_misses for run in runs.values() if run]
+    assert for_user["median"] is not None and alone["median"] is not None
+    return [
+        Claim(
+            f"B4 {mix}: naive on-demand → {RUN_AUTOSCALED} costs ≥ {TARGET_FOR_USER:.0%} less (median)",
+            f"{_pct(for_user)} less",
+            for_user["median"] >= TARGET_FOR_USER,
+        ),
+        Claim(
+            f"B4 {mix}: tiering alone (microcosm on-demand → {RUN_AUTOSCALED}) costs ≥ "
+            f"{TARGET_TIERING_ALONE:.0%} less (median)",
+            f"{_pct(alone)} less",
+            alone["median"] >= TARGET_TIERING_ALONE,
+        ),
+        Claim(
+            f"B4 {mix}: no production SLO miss in the {RUN_AUTOSCALED} run (start within one cycle), every seed",
+            f"{sum(misses)} misses over {len(misses)} seeds (per seed {', '.join(str(m) for m in misses)})",
+            sum(misses) == 0,
+        ),
+    ]
+
+
+def _fixed_claims(mix: str, for_user: Spread, alone: Spread, misses: list[int], p95: list[float]) -> list[Claim]:
     assert for_user["median"] is not None and alone["median"] is not None
     return [
         Claim(
@@ -283,6 +336,11 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("completed jobs", "completed", "{:g}"),
     ("plan repairs", "plan_repairs", "{:g}"),
     ("replay wall time", "wall_s", "{:.0f} s"),
+    ("savings vs microcosm on-demand", "savings_vs_microcosm_on_demand", "{:.1%}"),
+    ("node requests made", "node_requests", "{:g}"),
+    ("  of which stocked out", "node_requests_failed", "{:g}"),
+    ("autoscaled node-hours (request→release)", "autoscaled_node_hours", "{:,.1f}"),
+    ("stocked-out node-hours (not billed)", "stocked_out_node_hours", "{:,.1f}"),
 )
 
 
@@ -324,6 +382,13 @@ def _table(payload: dict[str, Any]) -> str:
         savings = entry["savings"]
         lines.append(f"savings, tiering alone ({RUN_ON_DEMAND} → {RUN_TIERED}): {_pct(savings['tiering_alone'])}")
         lines.append(f"savings, what a user gets ({RUN_NAIVE} → {RUN_TIERED}): {_pct(savings['for_user'])}")
+        if RUN_AUTOSCALED in entry["runs"]:
+            median = entry["runs"][RUN_AUTOSCALED]["median"]
+            lines.append(
+                f"{RUN_AUTOSCALED}: tiering alone {_pct(median['savings_vs_microcosm_on_demand'])}, what a user "
+                f"gets {_pct(median['savings_vs_naive_on_demand'])}; on-demand starts empty and grows through node "
+                f"requests ({payload.get('provisioning', PROVISIONING_NOTE)})"
+            )
         lines += goodput.table(entry["goodput"], payload["checkpoint_cost_s"])
     return "\n".join(head + lines)
 

@@ -12,6 +12,7 @@ from scheduler.core.model.snapshot import Job, Node, Request
 from scheduler.core.model.vocabulary import CapacityTier, Interconnect, JobKind, JobTier, Priority
 from scheduler.sim.bench.cost import (
     AWS_NOTICE_S,
+    RUN_AUTOSCALED,
     RUN_NAIVE,
     RUN_ON_DEMAND,
     RUN_TIERED,
@@ -23,6 +24,7 @@ from scheduler.sim.bench.cost import (
     priced,
     tiered_nodes,
 )
+from scheduler.sim.bench.cost_cli import _table
 from scheduler.sim.bench.cost_sizing import peak, reserved_baseline, time_quantile
 from scheduler.sim.events import AddNode, Interrupt
 from scheduler.sim.prices import price_per_gpu_hour
@@ -127,7 +129,8 @@ def test_bench_cost_end_to_end_on_a_short_window() -> None:
     assert payload["command"].startswith("python manage.py bench cost --mix serving --seeds 42-43 --load 1.2")
     assert list(payload["mixes"]) == ["serving"] and payload["seeds"] == [42, 43]
     entry = payload["mixes"]["serving"]
-    assert list(entry["runs"]) == [RUN_NAIVE, RUN_ON_DEMAND, RUN_TIERED]  # run C only when asked for
+    # Run D (autoscaled on-demand) beside the fixed pools; run C only when asked for.
+    assert list(entry["runs"]) == [RUN_NAIVE, RUN_ON_DEMAND, RUN_TIERED, RUN_AUTOSCALED]
     naive = entry["runs"][RUN_NAIVE]
     assert naive["median"]["reserved_cost"]["max"] == 0 and naive["median"]["savings_vs_naive_on_demand"]["max"] == 0
     hours = 0.25
@@ -146,7 +149,16 @@ def test_bench_cost_end_to_end_on_a_short_window() -> None:
         assert savings["tiering_alone"] == pytest.approx(1 - runs[RUN_TIERED] / runs[RUN_ON_DEMAND], abs=1e-3)
         assert savings["for_user"] == pytest.approx(1 - runs[RUN_TIERED] / runs[RUN_NAIVE], abs=1e-3)
     claims = [c["claim"] for c in payload["claims"]]
-    assert len(claims) == 4 and all(c.startswith("B4 serving:") for c in claims)
+    assert len(claims) == 7 and all(c.startswith("B4 serving:") for c in claims)
+    assert sum(RUN_AUTOSCALED in c for c in claims) == 3
+    autoscaled = entry["runs"][RUN_AUTOSCALED]["seeds"]["42"]
+    figures = {"node_requests", "node_requests_failed", "autoscaled_node_hours", "stocked_out_node_hours"}
+    assert figures <= set(autoscaled)
+    assert "node_requests" not in entry["runs"][RUN_TIERED]["seeds"]["42"]
+    assert entry["runs"][RUN_TIERED]["median"]["node_requests"]["median"] is None  # shown "-"
+    table = _table(payload)  # the writer bench all --write puts in BENCHMARKS.md
+    assert RUN_AUTOSCALED in table and "node requests made" in table and "stocked-out node-hours" in table
+    assert f"{RUN_AUTOSCALED}: tiering alone" in table
 
 
 def test_a_stress_rate_adds_run_c() -> None:
@@ -156,7 +168,7 @@ def test_a_stress_rate_adds_run_c() -> None:
         "--mix", "balanced", "--stress-interruptions-per-node-day", "4", "--json", stdout=out, stderr=StringIO(),
     )  # fmt: skip
     payload = json.loads(out.getvalue())
-    assert len(payload["mixes"]["balanced"]["runs"]) == 4
+    assert len(payload["mixes"]["balanced"]["runs"]) == 5
     assert "--stress-interruptions-per-node-day 4" in payload["command"]
 
 
