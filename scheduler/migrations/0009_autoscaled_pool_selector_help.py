@@ -4,15 +4,18 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('scheduler', '0008_autoscaled_pools_node_requests'),
+        ("scheduler", "0008_autoscaled_pools_node_requests"),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name='autoscaledpool',
-            name='node_selector',
-            field=models.JSONField(blank=True, default=dict, help_text='The node labels that pick the pool\'s nodes: its autoscaler\'s pool label valued with the pool\'s name, e.g. {"karpenter.sh/nodepool": "h100-od"} or {"cloud.google.com/gke-nodepool": "h100-od"}.'),
+            model_name="autoscaledpool",
+            name="node_selector",
+            field=models.JSONField(
+                blank=True,
+                default=dict,
+                help_text='The node labels that pick the pool\'s nodes: its autoscaler\'s pool label valued with the pool\'s name, e.g. {"karpenter.sh/nodepool": "h100-od"} or {"cloud.google.com/gke-nodepool": "h100-od"}.',
+            ),
         ),
     ]
