@@ -211,7 +211,9 @@ class _Profile:
         # an earlier question they are first free now at the earliest; the scan starts there.
         floor = self._floor.get((units, later), times[0])
         i = max(bisect_left(times, floor), 1 if later else 0)
-        while frees[i] < units:
+        if i == len(times):  # now is ruled out and nothing frees after it: no start to tell
+            return None
+        while frees[i] < units:  # ends: the last breakpoint holds the peak (every claim ends before it)
             i += 1
         self._floor[(units, later)] = times[i]
         while True:

@@ -15,6 +15,7 @@ from scheduler.core.model.explain import (
     WHOLE,
     Blocker,
     EtaEstimator,
+    _Profile,
     ahead_text,
     demand_shape,
     demand_units,
@@ -261,3 +262,12 @@ def test_supply(gpu: Gpu, shape: str, holders: dict[str, float], expected: list[
 )
 def test_demand_shape(demand: Demand, shape: str) -> None:
     assert demand_shape(demand) == shape
+
+
+def test_a_later_start_on_a_pool_where_nothing_frees_after_now_is_none() -> None:
+    """Found by Hypothesis (tests/scheduler/core/speedups/test_focus.py, a random small cluster): a job that could
+    not start now, on a pool whose GPUs are all free now and none frees later, has no start to tell — the scan
+    ran off the profile's end (IndexError) and the job was rejected as an internal error."""
+    pool = _Profile(0.0, [(0.0, 4)], FORGET)
+    assert pool.start(2, 100.0, later=True) is None
+    assert pool.start(2, 100.0) == 0.0  # now is not ruled out: it starts now
