@@ -18,6 +18,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.db.models import Q
 
+from scheduler.core import default_arrival_s
 from scheduler.core.model.vocabulary import Fabric, Interconnect, choices_of
 from scheduler.gateways.kube.provisioning import POOL_LABELS
 from scheduler.models import GpuModel
@@ -28,11 +29,6 @@ from scheduler.models import GpuModel
 # (ProvisioningClassBestEffortAtomicScaleUp).
 BEST_EFFORT_ATOMIC = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
 CHECK_CAPACITY = "check-capacity.autoscaling.x-k8s.io"
-
-# Seconds from a request to nodes ready for work when a pool has neither observed history nor a default of its own.
-# A placeholder of this module until the engine's GPU tables document one per GPU model and cloud (then that replaces
-# it): ten minutes, a GPU node's boot plus its driver and device plugin.
-DEFAULT_ARRIVAL_S = 600.0
 
 
 class Autoscaler(models.TextChoices):
@@ -84,7 +80,7 @@ class AutoscaledPool(models.Model):
         validators=[MinValueValidator(1.0)],
         help_text=(
             "Seconds from a request to nodes ready, until the pool has history of its own; empty: the documented "
-            f"default ({DEFAULT_ARRIVAL_S:g} s)."
+            "default for its GPU model (docs/benchmarks/cost.md, The provisioning model: about 527 s)."
         ),
     )
     enabled = models.BooleanField(default=True, help_text="Off: no new request is asked of the pool.")
@@ -154,8 +150,9 @@ class AutoscaledPool(models.Model):
 
     @property
     def arrival_default_s(self) -> float:
-        """Seconds from a request to nodes ready when the pool has no history: its own default, else the module's."""
-        return float(self.arrival_s) if self.arrival_s else DEFAULT_ARRIVAL_S
+        """Seconds from a request to nodes ready when the pool has no history: its own default, else the documented
+        one for its GPU model (scheduler.core.default_arrival_s)."""
+        return float(self.arrival_s) if self.arrival_s else default_arrival_s(self.gpu_model.name)
 
 
 class NodeRequestStatus(models.TextChoices):

@@ -7,8 +7,9 @@ that one query a cycle and plans exactly as before (an empty ``Provisioning``).
 
 - An offering's arrival is the median request → provisioned time (real seconds) of the pool's latest
   :data:`ARRIVAL_HISTORY_REQUESTS` provisioned requests; without history, the pool's own default, else
-  :data:`~scheduler.autoscaled.DEFAULT_ARRIVAL_S` — both in the cluster's job time, so divided by the observation's
-  clock speed as the MIG delay is (scheduler.bridge.policy): on the simulated fleet they are virtual seconds.
+  :func:`scheduler.core.default_arrival_s` for its GPU model (the documented provisioning model) — both in the
+  cluster's job time, so divided by the observation's clock speed as the MIG delay is (scheduler.bridge.policy): on
+  the simulated fleet they are virtual seconds.
 - An offering's price: the pool's, else the price catalog's on-demand price for its GPU model today, else the
   default catalog's (billing.prices), else 0.
 - Budget left today (UTC) per team with a budget of its own and for the cluster when it has one: the budget less the

@@ -7,7 +7,8 @@ from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.test import Client
 
-from scheduler.autoscaled import BEST_EFFORT_ATOMIC, DEFAULT_ARRIVAL_S, AutoscaledPool, Autoscaler, OnDemandBudget
+from scheduler.autoscaled import BEST_EFFORT_ATOMIC, AutoscaledPool, Autoscaler, OnDemandBudget
+from scheduler.core import default_arrival_s
 from scheduler.models import GpuModel
 from scheduler.services.fleet import gpu_models_sync, node_register
 from teams.models import Team
@@ -33,7 +34,7 @@ def test_a_cluster_autoscaler_pool_defaults_to_the_atomic_class_and_is_valid() -
     pool = _pool()
     pool.full_clean()
     assert pool.provisioning_class == BEST_EFFORT_ATOMIC
-    assert pool.arrival_default_s == DEFAULT_ARRIVAL_S
+    assert pool.arrival_default_s == default_arrival_s("H100-SXM5-80GB")  # the documented one
 
 
 def test_karpenter_takes_no_provisioning_class() -> None:

@@ -13,10 +13,10 @@ from django.test.utils import CaptureQueriesContext
 
 from billing.models import GpuPrice
 from jobs.models import Job
-from scheduler.autoscaled import DEFAULT_ARRIVAL_S, AutoscaledPool, NodeRequest, NodeRequestStatus, OnDemandBudget
+from scheduler.autoscaled import AutoscaledPool, NodeRequest, NodeRequestStatus, OnDemandBudget
 from scheduler.bridge.provisioning import pools_read, provisioning_read
 from scheduler.bridge.snapshot import build, inventory_nodes
-from scheduler.core import Policy
+from scheduler.core import Policy, default_arrival_s
 from scheduler.gateways.protocol import Observation
 from scheduler.models import GpuModel, Node
 from scheduler.services.fleet import node_register
@@ -74,7 +74,7 @@ def test_arrival_is_the_median_of_the_pools_history_else_its_default_else_the_do
     offerings = {o.pool: o for o in provisioning_read(pools=pools_read(), now=NOW.timestamp()).provisioning.offerings}
     assert offerings["observed"].arrival_s == 360.0
     assert offerings["own"].arrival_s == 120.0
-    assert offerings["documented"].arrival_s == DEFAULT_ARRIVAL_S
+    assert offerings["documented"].arrival_s == default_arrival_s(A100)  # the documented provisioning model
     # The defaults are the cluster's job time: on the simulated fleet at 60×, a sixtieth in real seconds.
     fast = {
         o.pool: o for o in provisioning_read(pools=pools_read(), now=NOW.timestamp(), speed=60).provisioning.offerings
