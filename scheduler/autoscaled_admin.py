@@ -35,7 +35,7 @@ class NodeRequestAdmin(admin.ModelAdmin):
     list_filter = ("state", "pool")
     search_fields = ("job__name", "message")
     ordering = ("-requested_at",)
-    list_select_related = ("job", "pool")
+    list_select_related = ("job__team", "pool")  # a job prints its team
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -32,6 +32,7 @@ from rest_framework.authtoken.models import Token, TokenProxy
 
 from billing.models import GpuPrice, LedgerEntry, LostWork, ProductionWait, ReservedCommitment
 from jobs.models import Allocation, Job, JobEvent
+from scheduler.autoscaled import AutoscaledPool, NodeRequest, OnDemandBudget
 from scheduler.core.gpus.catalog import GPU_MODELS
 from scheduler.models import Gpu, GpuModel, Node
 from teams.admin import MicrocosmUserAdmin, UserMembershipInline
@@ -73,7 +74,15 @@ DOMAIN_MODELS: set[type[Model]] = {
 }
 # Rows that only services and the scheduler write; the admin shows them and nothing more.
 # The audit trail (audit/) is read-only too: its rows are written by the changes they record.
-VIEW_ONLY_MODELS: set[type[Model]] = {JobEvent, Allocation, LedgerEntry, LostWork, ProductionWait, LogEntry}
+VIEW_ONLY_MODELS: set[type[Model]] = {
+    JobEvent,
+    Allocation,
+    LedgerEntry,
+    LostWork,
+    ProductionWait,
+    LogEntry,
+    NodeRequest,  # what the loop asked of the autoscaled pools: a record the loop writes
+}
 
 REGISTERED: list[type[Model]] = sorted(admin.site._registry, key=lambda m: m._meta.label)
 MODEL_IDS = [m._meta.label for m in REGISTERED]
@@ -178,7 +187,37 @@ def _build_commitment() -> ReservedCommitment:
     )
 
 
+def _build_pool() -> AutoscaledPool:
+    name = f"pool-{next(_counter)}"
+    return AutoscaledPool.objects.create(
+        name=name,
+        node_selector={"cloud.google.com/gke-nodepool": name},
+        gpu_model=_build_gpu_model(),
+        gpus_per_node=8,
+        max_nodes=4,
+    )
+
+
+def _build_node_request() -> NodeRequest:
+    now = timezone.now()
+    return NodeRequest.objects.create(
+        job=_job(),
+        pool=_build_pool(),
+        nodes=2,
+        gpus_per_node=8,
+        gpu_hours=Decimal("26.400"),
+        requested_at=now,
+        state_since=now,
+        arrives_at=now + timedelta(minutes=9),
+        message="Capacity is not found, CA will try to find it later.",
+    )
+
+
 _BUILDERS: dict[type[Model], Callable[[], Model]] = {
+    AutoscaledPool: _build_pool,
+    NodeRequest: _build_node_request,
+    # One row, the cluster's (its name is fixed): every call gives that row.
+    OnDemandBudget: lambda: OnDemandBudget.objects.get_or_create(defaults={"gpu_hours_per_day": Decimal("500")})[0],
     Team: _build_team,
     Project: ProjectFactory,
     Membership: MembershipFactory,
