@@ -28,9 +28,10 @@ Rules, in the cycle's order of waiting jobs (production first, then fair share):
 6. **Giving back.** An autoscaled node that has held no work for ``Policy.release_idle_s`` and takes no bind this
    cycle is released.
 
-A job waiting for nodes (its own request, or rule 2's spare) is told so — blocker ``provisioning``, the pool and
-the nodes in its reason — and its ETA is the nodes' expected arrival (plus a MIG reconfiguration for a MIG
-demand: new nodes come with MIG off) when that is sooner than what it had.
+A job waiting for nodes (its own request, or rule 2's spare) while capacity blocks it is told so — blocker
+``provisioning``, the pool and the nodes in its reason — and its ETA is the nodes' expected arrival (plus a MIG
+reconfiguration for a MIG demand: new nodes come with MIG off) when that is sooner than what it had. A job with a
+request that something else blocks now (its quota) keeps the request and is told what blocks it.
 
 With no offerings, no requests and no idle autoscaled nodes in the snapshot, the plan is left exactly as it was.
 """
@@ -163,6 +164,10 @@ class _Ledger:
     def consider(self, job: Job, entry: Waiting, now: float, provisions: list[Provision]) -> Waiting:
         """``entry`` as the rule leaves it, after asking for nodes for ``job`` when rule 1 says so."""
         own = self.own.get(job.id)
+        if own is not None and entry.blocker not in ASKING_BLOCKERS:
+            return (
+                entry  # it keeps its request (what blocks it may lift before the nodes come), told what blocks it now
+            )
         if own is not None:
             offering = self.by_pool.get(own.pool)
             told = _told(entry, job, offering, own.pool, own.nodes, own.arrives_at, now, "asked", self.policy)

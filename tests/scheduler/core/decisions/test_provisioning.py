@@ -262,13 +262,16 @@ def test_a_request_whose_job_no_longer_waits_is_withdrawn() -> None:
     )
 
 
-def test_a_pending_job_that_waits_for_its_quota_gives_its_request_up() -> None:
+def test_a_job_its_quota_refuses_keeps_its_request_and_is_told_its_quota() -> None:
     request = NodeRequest(id="r1", job="over", pool="h100", nodes=1, requested_at=NOW - 60, arrives_at=NOW + 400)
     teams = [team("t", guaranteed=0, burst=0), team("u", guaranteed=64)]
     plan = _plan([job("over", gpus=8, preemptible=False)], requests=[request], teams=teams)
-    # A job that waits keeps its request whatever blocks it now: its quota may free before the nodes arrive.
+    # A job that waits keeps its request whatever blocks it now: its quota may free before the nodes arrive. But
+    # what it is told is its quota, with no start time: the nodes' arrival would not start it.
     assert plan.withdrawals == ()
-    assert _waiting(plan, "over").blocker == BlockerKind.PROVISIONING
+    told = _waiting(plan, "over")
+    assert told.blocker == BlockerKind.QUOTA and told.eta_s is None
+    assert "on-demand" not in told.reason
 
 
 def test_an_autoscaled_node_empty_past_the_idle_time_is_released_unless_it_takes_a_bind() -> None:
