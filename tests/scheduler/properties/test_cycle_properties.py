@@ -370,19 +370,39 @@ def test_no_eviction_is_undone_by_the_next_cycle(snapshot: Snapshot) -> None:
     letter: never bound again on the GPUs they were evicted from. Production may evict work that can run on
     other free capacity production itself cannot use (a larger idle GPU than its cap allows, a spot node
     production may not run on), on whichever ground it evicts — production's own, or priority over its own
-    team's lower work — and a drain empties one GPU for a new layout: then the victim moves, which is no undo."""
+    team's lower work — and a drain empties one GPU for a new layout: then the victim moves, which is no undo.
+    Any other evictor may likewise evict work that then moves to capacity the evictor may not use — a node of
+    a tier it may not run on, a GPU model that cannot serve it, or a GPU class where its team's guarantee is
+    zero, which work that may not be preempted cannot borrow (Hypothesis found two: high-priority work of a team
+    guaranteed nothing on A100 evicts its own team's preemptible work from an H100, which then borrows an A100 on
+    spot; a memory-sized training job, which no T4 serves, evicts its team's 1-GPU work, which moves to a T4)."""
     plan = plan_cycle(snapshot, POLICY, NOW)
     after = apply_plan(snapshot, plan, NOW)
     again = plan_cycle(after, POLICY, NOW + POLICY.cycle_s)
     held = {r.job.id: {(s.node, s.gpu) for rep in r.slots for s in rep} for r in snapshot.running}
     rebound = {b.job: {(s.node, s.gpu) for rep in b.slots for s in rep} for b in again.binds}
     production = {job.id for job in snapshot.pending if job.priority == Priority.PRODUCTION}
+    pending = {job.id: job for job in snapshot.pending}
+    teams = {team.name: team for team in snapshot.teams}
+    nodes = {node.name: node for node in snapshot.nodes}
     for evict in plan.evictions:
         if evict.job not in rebound:
             continue
-        moved_for_production = evict.by in production or evict.reason == "repartition"
-        assert moved_for_production, (evict, rebound[evict.job])
+        moved = evict.by in production or evict.reason == "repartition"
+        if not moved and evict.by in pending:
+            evictor = pending[evict.by]
+            moved = all(_may_not_use(evictor, teams.get(evictor.team), nodes[node]) for node, _ in rebound[evict.job])
+        assert moved, (evict, rebound[evict.job])
         assert not held[evict.job] & rebound[evict.job], (evict, rebound[evict.job])
+
+
+def _may_not_use(job: Job, team: Team | None, node: Node) -> bool:
+    """``job`` may not run on ``node``: its tier is not one the job may use, its GPU model cannot serve the job,
+    or the job may not be preempted and its team's guarantee on the node's GPU class is zero (such work never
+    borrows)."""
+    if CapacityTier(node.tier) not in allowed_tiers(job) or resolve(job, node.gpu_model, POLICY) is None:
+        return True
+    return not job.preemptible and guarantee_limits(team).for_class(gpu_class_of(node.gpu_model)) == 0
 
 
 # -- guarantees ---------------------------------------------------------------------------------------------
