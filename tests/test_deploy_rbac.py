@@ -81,7 +81,7 @@ USES: dict[str, list[Grant]] = {
 # KubeClient methods that make no API call of their own.
 NO_CALL = {"call", "items"}
 # Granted for work not yet in KubeClient (fold each into USES once its call is here): DRA's reads of one slice or one
-# class and a watch of the classes, for the ResourceClaims half of issue 33 (docs/deploy.md, DRA clusters).
+# class and a watch of the classes, for writing ResourceClaims (docs/deploy.md, DRA clusters).
 PENDING: set[Grant] = {
     (SCHEDULER, "cluster", RESOURCE, "resourceslices", "get"),
     (SCHEDULER, "cluster", RESOURCE, "deviceclasses", "get"),
