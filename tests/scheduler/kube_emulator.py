@@ -17,9 +17,10 @@ loop in a background thread and the tests talk to it over real HTTP. What the em
 Everything else (nodes, pods, ConfigMaps, PersistentVolumeClaims, Secrets, Services, events.k8s.io Events,
 PodTemplates, the autoscalers' custom resources: ``autoscaling.x-k8s.io/v1`` ProvisioningRequests and
 ``karpenter.sh/v1`` NodeClaims, and DRA's built-in ``resource.k8s.io/v1`` ResourceSlices and DeviceClasses, whose
-collections the API server harness lists and watches like the core ones) is kmock's generic stateful store
-(a ResourceSlice validated as the API server does: :mod:`tests.scheduler.kube_harness.resource_slices`): create, read, merge-patch, delete. A delete of an object with finalizers only sets
-its ``deletionTimestamp``, which is how :meth:`Cluster.terminate_pod` keeps a pod in its termination grace.
+collections the API server harness lists and watches like the core ones) is kmock's generic stateful store: create,
+read, merge-patch, delete (a ResourceSlice validated first, as the API server does:
+:mod:`tests.scheduler.kube_harness.resource_slices`). A delete of an object with finalizers only sets its
+``deletionTimestamp``, which is how :meth:`Cluster.terminate_pod` keeps a pod in its termination grace.
 """
 
 from __future__ import annotations
@@ -378,9 +379,7 @@ class Cluster:
         self.add_node(name, labels or {}, **node)
         found = None
         if gpus:
-            found = dra_driver.DraGpus(
-                name, board or dra_driver.H100, gpus, mig=mig or (), dynamic_mig=dynamic_mig
-            )
+            found = dra_driver.DraGpus(name, board or dra_driver.H100, gpus, mig=mig or (), dynamic_mig=dynamic_mig)
             self.nvidia_dra.publish(found)
         if efa:
             efa_dra_driver.publish(self, name, efa, ena=ena)
@@ -391,11 +390,17 @@ class Cluster:
         (dra-driver-nvidia-gpu deployments/helm/.../deviceclass-gpu.yaml, deviceclass-mig.yaml) and
         ``efa.networking.k8s.aws`` (dranet examples/aws_eks_examples/gpu-efa/device-class.yaml)."""
         for name, expression in (
-            ("gpu.nvidia.com", "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'"),
-            ("mig.nvidia.com", "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'"),
+            (
+                "gpu.nvidia.com",
+                "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'",
+            ),
+            (
+                "mig.nvidia.com",
+                "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'",
+            ),
             (
                 "efa.networking.k8s.aws",
-                "device.driver == \"dra.net\" && "
+                'device.driver == "dra.net" && '
                 "device.attributes[\"dra.net\"].pciDevice == 'Elastic Fabric Adapter (EFA)'",
             ),
         ):

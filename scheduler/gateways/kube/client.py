@@ -14,9 +14,10 @@ Secrets and their headless Services) and turns the API server's failures into th
   :class:`~scheduler.errors.GatewayConflict` whose message says what refused and how to fix it.
 
 Nodes, Microcosm's pods (cluster-wide) and, on a DRA cluster, ResourceSlices are read from
-:class:`~scheduler.gateways.kube.informer.Informer` caches the client starts on first use: one paged LIST each, then a WATCH, instead of a LIST per read. A read sees this
-client's own writes: it waits until the cache has applied the resourceVersion the server gave each node patch,
-pod creation and deletion (and, after a binding, whose answer carries none, the version a GET of the pod reads).
+:class:`~scheduler.gateways.kube.informer.Informer` caches the client starts on first use: one paged LIST each, then
+a WATCH, instead of a LIST per read. A read sees this client's own writes: it waits until the cache has applied the
+resourceVersion the server gave each node patch, pod creation and deletion (and, after a binding, whose answer
+carries none, the version a GET of the pod reads).
 With ``consistent_reads`` every read also asks the server for its current resourceVersion (a LIST with
 ``limit=1``) and waits until the cache has reached it (through events or bookmarks): what a test that changes the
 cluster between two calls needs; in production the caches lag the cluster by the watch's latency only.

@@ -17,7 +17,10 @@ termination grace unless a deadline is shorter (:mod:`scheduler.gateways.kube.gr
 jobs wait are recorded as Events (:mod:`scheduler.gateways.kube.events`, best effort). On-demand nodes are asked of
 the cluster's autoscaler and given back by the :class:`~scheduler.gateways.kube.node_requests.NodeRequests` it holds
 (:class:`~scheduler.gateways.protocol.ProvisioningGateway`); a node's pool is the autoscaler's label on it
-(:func:`~scheduler.gateways.kube.provisioning.pool_of`).
+(:func:`~scheduler.gateways.kube.provisioning.pool_of`). On a Dynamic Resource Allocation cluster (``dra``:
+``KUBE_DRA``) a node's GPUs, MIG devices and EFA interfaces are read from the DRA drivers' ResourceSlices
+(:mod:`scheduler.gateways.kube.dra_slices`) and each such node's devices are kept for the apply path
+(:meth:`KubeGateway.dra_nodes`).
 
 Nodes and Microcosm's pods are read from the client's list-then-watch caches
 (:mod:`scheduler.gateways.kube.informer`): ``observe()`` and the MIG flow make no LIST once they have synced, and

@@ -13,7 +13,6 @@ from scheduler.gateways.kube.gateway import KubeGateway
 from scheduler.gateways.protocol import DeviceApi
 from tests.scheduler.kube_emulator import H100_ONE_LEAF, RESOURCE_SLICES, cluster_fixture
 from tests.scheduler.kube_harness.dra_driver import A100, DraGpus, pool_slices
-from tests.scheduler.kube_harness.efa_dra_driver import efa_slice
 
 cluster = pytest.fixture(cluster_fixture)
 NOW = 1_800_000_000.0
@@ -66,7 +65,9 @@ def test_a_node_with_efa_through_dra_is_an_efa_node_with_its_interfaces(cluster,
 
 
 def test_a_mixed_cluster_counts_each_node_once_through_its_own_device_api(cluster, gateway) -> None:
-    cluster.add_node("plugin-h100", H100_ONE_LEAF, capacity={"nvidia.com/gpu": "8"}, allocatable={"nvidia.com/gpu": "8"})
+    cluster.add_node(
+        "plugin-h100", H100_ONE_LEAF, capacity={"nvidia.com/gpu": "8"}, allocatable={"nvidia.com/gpu": "8"}
+    )
     cluster.add_dra_node("dra-h100", {**H100_ONE_LEAF, "nvidia.com/gpu.count": "4"})  # GFD's labels do not count
     cluster.add_node("cpu-only", {})
     nodes = _nodes(gateway)
