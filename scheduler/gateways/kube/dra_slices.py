@@ -19,9 +19,10 @@ What the publishers write, and where upstream says so:
   (``deviceinfo.go`` ``GpuInfo.CanonicalName``) with attributes ``type: gpu``, ``uuid``, ``productName`` (NVML's,
   e.g. "NVIDIA H100 80GB HBM3"), ``architecture``, ``cudaComputeCapability`` and capacity ``memory`` in bytes; a
   MIG device is ``gpu-<parent minor>-mig-<profile without dots>-<GI profile id>-<placement start>`` (``mig.go``
-  ``ToCanonicalName``) with ``type: mig``, ``profile``, ``parentUUID``, the parent's product attributes and
-  ``memorySlice<i>`` capacities for its placement. Releases before 25.8 also published ``index``/``parentIndex``
-  attributes (removed in NVIDIA/k8s-dra-driver-gpu 36fc80ab): the name is the one source every release has.
+  ``ToCanonicalName``; v25.8 and before: ``gpu-<minor>-mig-<GI profile id>-<start>-<size>``) with ``type: mig``,
+  ``profile``, ``parentUUID``, the parent's product attributes and ``memorySlice<i>`` capacities for its placement.
+  Releases before v25.8 also published ``index``/``parentIndex`` attributes (removed in NVIDIA/k8s-dra-driver-gpu
+  36fc80ab): the name is the one source every release has.
   Static MIG: a MIG-enabled GPU publishes its existing instances (each with a ``uuid``) and not itself
   (``nvlib.go``); dynamic MIG (Hopper and newer, KEP-4815 partitionable devices: ``partitions.go``,
   ``driver.go`` ``generateSplitResourceSlices``) publishes the whole GPU and every possible partition, each
@@ -62,7 +63,11 @@ EFA_DEVICE_CLASS = "efa.networking.k8s.aws"
 DRIVERS = (NVIDIA_GPU_DRIVER, EFA_DRIVER)
 
 _GPU_NAME = re.compile(r"^gpu-(\d+)$")
-_MIG_NAME = re.compile(r"^gpu-(\d+)-mig-(.+)-(\d+)-(\d+)$")  # mig.go canonicalMigNameRegex
+# A MIG device's name: gpu-<parent minor>-mig-<profile>-<GI profile id>-<start> (mig.go canonicalMigNameRegex), and
+# in NVIDIA/k8s-dra-driver-gpu v25.8 and before gpu-<parent minor>-mig-<GI profile id>-<start>-<size> (deviceinfo.go
+# MigDeviceInfo.CanonicalName at v25.8.1): the profile part has a letter, the old id does not.
+_MIG_NAME = re.compile(r"^gpu-(\d+)-mig-([0-9a-z-]*[a-z][0-9a-z-]*)-(\d+)-(\d+)$")
+_OLD_MIG_NAME = re.compile(r"^gpu-(\d+)-mig-(\d+)-(\d+)-(\d+)$")
 _NODE_SELECTIONS = ("nodeName", "nodeSelector", "allNodes", "perDeviceNodeSelection")
 
 
@@ -270,14 +275,14 @@ def _gpu_reading(node: str, pool: _Pool | None) -> _GpuReading:
             memory_mib = size // (1024 * 1024) if size else memory_mib
             read.append((name, "gpu", minor, "", 0, False))
         elif kind == "mig":
-            found = _MIG_NAME.match(name)
             profile = attribute(device, NVIDIA_GPU_DRIVER, "profile")
-            if found is None or not isinstance(profile, str):
+            placed = _mig_placement(name)
+            if placed is None or not isinstance(profile, str):
                 return _GpuReading(
                     present=True,
                     waiting=f"pool {pool.driver}/{pool.name}: MIG device {name} has no readable parent or profile",
                 )
-            minor, start = int(found.group(1)), int(found.group(4))
+            minor, start = placed
             partition = bool(device.get("consumesCounters")) and attribute(device, NVIDIA_GPU_DRIVER, "uuid") is None
             read.append((name, "mig", minor, profile, start, partition))
         else:
@@ -336,6 +341,15 @@ def _gpu_reading(node: str, pool: _Pool | None) -> _GpuReading:
         mig=tuple(mig),
         dynamic=dynamic,
     )
+
+
+def _mig_placement(name: str) -> tuple[int, int] | None:
+    """``(parent minor, placement start)`` from a MIG device's name, in either release's form (``_MIG_NAME``)."""
+    old = _OLD_MIG_NAME.match(name)
+    if old is not None:
+        return int(old.group(1)), int(old.group(3))
+    new = _MIG_NAME.match(name)
+    return (int(new.group(1)), int(new.group(4))) if new is not None else None
 
 
 def device_classes(raw: Sequence[Mapping[str, Any]]) -> frozenset[str]:

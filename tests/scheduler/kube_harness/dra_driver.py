@@ -198,7 +198,9 @@ class NvidiaDraDriver:
         for body in written:
             name = body["metadata"]["name"]
             if name in before:
-                self.cluster.resource.patch_resource_slice(name, body, _content_type="application/merge-patch+json")
+                # A merge patch keeps the keys it does not name: the controller's update replaces the whole spec.
+                patch = {**body, "spec": {"devices": None, "sharedCounters": None, **body["spec"]}}
+                self.cluster.resource.patch_resource_slice(name, patch, _content_type="application/merge-patch+json")
             else:
                 self.cluster.resource.create_resource_slice(body)
         if slices is None:  # the controller deletes the slices the pool no longer has

@@ -63,6 +63,13 @@ def test_static_mig_instances_are_the_layout_and_serve_the_engines_placements() 
     assert served is not None and served.name == "gpu-0-mig-3g40gb-9-4" and not served.partition
 
 
+def test_mig_devices_named_as_v25_8_and_before_are_read_too() -> None:
+    (slice_,) = _gpus(board=A100, count=1, mig=[[("3g.40gb", 0), ("3g.40gb", 4)]])
+    for device, name in zip(slice_["spec"]["devices"], ("gpu-0-mig-9-0-4", "gpu-0-mig-9-4-4"), strict=True):
+        device["name"] = name  # gpu-<minor>-mig-<GI profile id>-<start>-<size>
+    assert read_slices([slice_]).inventories[NODE].mig == ((("3g.40gb", 0), ("3g.40gb", 4)),)
+
+
 def test_dynamic_mig_publishes_whole_gpus_and_partitions_but_no_instances() -> None:
     slices = _gpus(count=2, dynamic_mig=True)
     assert len(slices) == 3 and "sharedCounters" in slices[0]["spec"]  # the counters' slice, then one per GPU
@@ -150,6 +157,7 @@ def test_slices_of_other_drivers_and_of_several_nodes_are_no_nodes_inventory() -
     [
         (lambda d: d[0].update(name="gpu-x"), "GPU gpu-x is not gpu-<n>"),
         (lambda d: d[1]["attributes"].pop("profile"), "has no readable parent or profile"),
+        (lambda d: d[1].update(name="gpu-1-mig-x"), "has no readable parent or profile"),
         (lambda d: d[1]["attributes"]["productName"].update(string="NVIDIA H200"), "one GPU product per node"),
         (lambda d: d[1]["attributes"]["profile"].update(string="7g.80gb"), "overlaps another instance"),
     ],
