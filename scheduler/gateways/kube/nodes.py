@@ -143,7 +143,9 @@ def _gpus(
     templates/validation.yaml). A device plugin registers ``nvidia.com/gpu`` in the node's capacity; a DRA node has
     none (even a DeviceClass's ``extendedResourceName``, KEP-5004, is served by the scheduler, not the node). If both
     appear, the two components may hand the same GPU to two pods: the node is read once, as the device plugin's
-    (whose pods Microcosm may already run there), and takes no new work until one of them is removed.
+    (whose pods Microcosm may already run there), and takes no new work until one of them is removed. A plugin that
+    has gone leaves ``nvidia.com/gpu: 0`` in the capacity (kubernetes pkg/kubelet/nodestatus/setters.go
+    ``MachineInfo`` zeroes the device manager's removed resources): no device plugin.
     """
     name = name_of(raw)
     plugin_count = int_or_none((raw.get("status") or {}).get("capacity", {}).get("nvidia.com/gpu"))

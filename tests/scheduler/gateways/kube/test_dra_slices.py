@@ -251,6 +251,11 @@ def test_a_node_with_both_the_device_plugin_and_the_dra_driver_is_counted_once_a
     assert "both publish its GPUs and cannot run on one node" in caplog.text
 
 
+def test_a_device_plugin_that_has_left_the_node_leaves_a_zero_that_does_not_count() -> None:
+    found = _observe(_raw_node(capacity={"nvidia.com/gpu": "0"}), _gpus())  # the kubelet zeroes a gone plugin's
+    assert found is not None and (found.device_api, found.schedulable) == (DeviceApi.DRA, True)
+
+
 def test_without_slices_a_node_is_read_as_before() -> None:
     labels = {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "nvidia.com/gpu.count": "8"}
     found = node_observation(_raw_node(labels=labels), now=0.0, topology_labels=(), mig_config_timeout_s=900.0)

@@ -159,6 +159,14 @@ def test_a_malformed_slice_that_got_in_is_logged_and_never_breaks_observe(cluste
     )
 
 
+def test_the_slices_of_a_deleted_node_are_no_inventory(cluster, gateway) -> None:
+    cluster.add_dra_node("dra-h100", efa=4)
+    assert list(_nodes(gateway)) == ["dra-h100"]
+    cluster.delete_node("dra-h100")  # its slices stay until the garbage collector follows their owner
+    assert _nodes(gateway) == {} and gateway.dra_nodes() == {}
+    assert len(cluster.resource_slices()) == 2
+
+
 def test_a_gateway_built_to_apply_reads_the_dra_nodes_without_observing(cluster) -> None:
     cluster.add_dra_node("dra-h100", efa=4)
     gateway = _gateway(cluster)
