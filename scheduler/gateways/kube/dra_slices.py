@@ -51,6 +51,7 @@ from typing import Any
 from scheduler.core.gpus.catalog import LayoutError, validate_layout
 from scheduler.core.model.snapshot import MigLayout
 from scheduler.gateways.kube.dra_devices import DraDevice, DraDeviceKind, DraNode
+from scheduler.gateways.kube.dra_memo import InventoryMemo
 from scheduler.gateways.kube.labels import gpu_model_of
 from scheduler.gateways.kube.shared_memory import quantity_bytes
 
@@ -69,6 +70,7 @@ _GPU_NAME = re.compile(r"^gpu-(\d+)$")
 _MIG_NAME = re.compile(r"^gpu-(\d+)-mig-([0-9a-z-]*[a-z][0-9a-z-]*)-(\d+)-(\d+)$")
 _OLD_MIG_NAME = re.compile(r"^gpu-(\d+)-mig-(\d+)-(\d+)-(\d+)$")
 _NODE_SELECTIONS = ("nodeName", "nodeSelector", "allNodes", "perDeviceNodeSelection")
+_ATTRIBUTE_KINDS = ("string", "int", "bool", "version")  # types.go DeviceAttribute: exactly one is set
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,24 +114,23 @@ class _Pool:
 def attribute(device: Mapping[str, Any], driver: str, name: str) -> object:
     """The value of a device attribute (``string``, ``int``, ``bool`` or ``version``), named with or without the
     driver's domain; None when absent."""
-    attributes = device.get("attributes") or {}
-    if not isinstance(attributes, Mapping):
+    attributes = device.get("attributes")
+    if not isinstance(attributes, dict):  # raw JSON: dicts (an abc check costs 4× more, per device per cycle)
         return None
-    value = attributes.get(name)
-    if value is None:
-        value = attributes.get(f"{driver}/{name}")
-    if not isinstance(value, Mapping):
+    value = attributes.get(name) or attributes.get(f"{driver}/{name}")
+    if not isinstance(value, dict):
         return None
-    for kind in ("string", "int", "bool", "version"):
+    for kind in _ATTRIBUTE_KINDS:
         if kind in value:
             return value[kind]
     return None
 
 
-def read_slices(slices: Iterable[Mapping[str, Any]]) -> DraRead:
+def read_slices(slices: Iterable[Mapping[str, Any]], *, memo: InventoryMemo | None = None) -> DraRead:
     """The complete pools of the known drivers, per node (module doc); malformed slices are skipped, each with
     its reason in :attr:`DraRead.problems`, and a node whose pool is incomplete or invalid gets a ``waiting``
-    reason instead of devices."""
+    reason instead of devices. ``memo`` keeps each node's inventory until its slices change
+    (:mod:`scheduler.gateways.kube.dra_memo`; the same inventories without it)."""
     problems: list[str] = []
     pools: dict[tuple[str, str], _Pool] = {}
     for raw in slices:
@@ -146,8 +147,30 @@ def read_slices(slices: Iterable[Mapping[str, Any]]) -> DraRead:
     by_node: dict[str, dict[str, _Pool]] = {}
     for pool in pools.values():
         by_node.setdefault(pool.node, {})[pool.driver] = pool
-    inventories = {node: _inventory(node, found) for node, found in sorted(by_node.items())}
+    inventories: dict[str, DraInventory] = {}
+    for node, found in sorted(by_node.items()):
+        if memo is None:
+            inventories[node] = _inventory(node, found)
+            continue
+        versions = _versions(found)
+        kept = memo.get(node, versions)
+        inventories[node] = kept if kept is not None else _inventory(node, found)
+        memo.put(node, versions, inventories[node])
+    if memo is not None:
+        memo.done()
     return DraRead(inventories=inventories, problems=tuple(problems))
+
+
+def _versions(pools: Mapping[str, _Pool]) -> tuple[tuple[str, str], ...] | None:
+    """The names and resourceVersions of a node's slices (what the memo keys on); None when one has no version."""
+    found = []
+    for pool in pools.values():
+        for raw in pool.slices:
+            meta = raw.get("metadata") or {}
+            if not meta.get("resourceVersion"):
+                return None
+            found.append((str(meta.get("name")), str(meta["resourceVersion"])))
+    return tuple(sorted(found))
 
 
 def _slice_pool(raw: Mapping[str, Any], problems: list[str]) -> _Pool | None:
@@ -181,9 +204,8 @@ def _slice_pool(raw: Mapping[str, Any], problems: list[str]) -> _Pool | None:
         return None
     if selections != ["nodeName"]:
         return None  # devices reachable from several nodes: no node's inventory
-    devices = spec.get("devices") or []
-    if not isinstance(devices, list) or not all(isinstance(d, Mapping) and d.get("name") for d in devices):
-        problems.append(f"ResourceSlice {name} ({driver}): every device needs a name")
+    if not isinstance(spec.get("devices") or [], list):
+        problems.append(f"ResourceSlice {name} ({driver}): its devices are not a list")
         return None
     node = str(spec["nodeName"])
     return _Pool(str(driver), str(pool["name"]), node, generation, count, [raw])
@@ -203,6 +225,9 @@ def _pool_problem(pool: _Pool) -> str:
             f"{where} is incomplete: {len(pool.slices)} of its {pool.count} ResourceSlices of generation "
             f"{pool.generation} are published; waiting for the driver to finish"
         )
+    # Per device, so here and not in _slice_pool: the memo (dra_memo) skips this for a pool that has not changed.
+    if not all(isinstance(d, dict) and d.get("name") for d in _devices(pool)):
+        return f"{where} is invalid: a device has no name"
     repeated = [name for name, n in Counter(str(d["name"]) for d in _devices(pool)).items() if n > 1]
     if repeated:
         return f"{where} is invalid: duplicate device name {sorted(repeated)[0]}"
@@ -326,6 +351,9 @@ def _gpu_reading(node: str, pool: _Pool | None) -> _GpuReading:
             layouts[index[minor]].append((profile, start))
     mig: list[MigLayout] = []
     for rank, layout in enumerate(layouts):
+        if not layout:
+            mig.append(())
+            continue
         try:
             mig.append(tuple(validate_layout(model, layout)))
         except LayoutError as exc:

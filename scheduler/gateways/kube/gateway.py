@@ -54,6 +54,7 @@ from scheduler.gateways.kube.checkpoint_storage import CheckpointStorage
 from scheduler.gateways.kube.client import ApiClient, KubeClient, uid_of
 from scheduler.gateways.kube.cycle_reads import CycleReads
 from scheduler.gateways.kube.dra_devices import DraNode
+from scheduler.gateways.kube.dra_memo import InventoryMemo
 from scheduler.gateways.kube.dra_slices import DraInventory, device_classes, read_slices
 from scheduler.gateways.kube.events import Occurrence, Ref, Series, WaitNotes, scheduled, stopped
 from scheduler.gateways.kube.events import waiting as waiting_event
@@ -175,6 +176,7 @@ class KubeGateway:
         cache_sync_timeout_s: float = 60.0,
         node_requests: bool = False,
         dra: bool = False,
+        dra_memo: bool = True,
     ) -> None:
         self.client = KubeClient(
             api_client,
@@ -234,6 +236,9 @@ class KubeGateway:
         # the deployment says DRA drivers publish devices (KUBE_DRA), so other clusters pay no watch for them.
         self.dra = dra
         self._dra_nodes: dict[str, DraNode] | None = None  # as of the last observe(); None: not observed yet
+        # Each node's inventory until its slices change (scheduler.gateways.kube.dra_memo); ``dra_memo`` is the off
+        # switch, and the inventories are the same either way.
+        self._dra_memo = InventoryMemo() if dra_memo else None
 
     def close(self) -> None:
         """Stop the node and pod caches' watch threads (:mod:`scheduler.gateways.kube.informer`)."""
@@ -277,7 +282,7 @@ class KubeGateway:
         if not self.dra:
             self._dra_nodes = {}
             return {}
-        read = read_slices(self.client.resource_slices())
+        read = read_slices(self.client.resource_slices(), memo=self._dra_memo)
         for problem in read.problems:
             logger.warning("DRA: %s (ignored; the API server should have refused it)", problem)
         live = {name_of(raw) for raw in raw_nodes}

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from scheduler.gateways.kube.dra_devices import DraDeviceKind
+from scheduler.gateways.kube.dra_memo import InventoryMemo
 from scheduler.gateways.kube.dra_slices import attribute, device_classes, read_slices
 from scheduler.gateways.kube.nodes import node_observation
 from scheduler.gateways.protocol import Device, DeviceApi
@@ -115,6 +116,13 @@ def test_a_device_name_twice_in_a_pool_makes_it_invalid() -> None:
     assert "invalid: duplicate device name gpu-0" in read_slices(slices).inventories[NODE].waiting
 
 
+@pytest.mark.parametrize("nameless", [{"attributes": {}}, "gpu-9"])
+def test_a_device_without_a_name_makes_its_pool_invalid(nameless) -> None:
+    (slice_,) = _gpus(count=2)
+    slice_["spec"]["devices"].append(nameless)
+    assert "invalid: a device has no name" in read_slices([slice_]).inventories[NODE].waiting
+
+
 def test_a_pool_whose_slices_name_two_nodes_is_invalid() -> None:
     slices = _gpus(count=2, dynamic_mig=True)
     slices[1]["spec"]["nodeName"] = "other"
@@ -130,8 +138,7 @@ def test_a_pool_whose_slices_name_two_nodes_is_invalid() -> None:
         (lambda s: s["spec"]["pool"].update(resourceSliceCount=0), "pool.resourceSliceCount 0 is not a number ≥ 1"),
         (lambda s: s["spec"].pop("nodeName"), "sets none of nodeName"),
         (lambda s: s["spec"].update(allNodes=True), "sets nodeName, allNodes of nodeName"),
-        (lambda s: s["spec"]["devices"].append({"attributes": {}}), "every device needs a name"),
-        (lambda s: s["spec"].update(devices="gpu-0"), "every device needs a name"),
+        (lambda s: s["spec"].update(devices="gpu-0"), "its devices are not a list"),
     ],
 )
 def test_a_malformed_slice_is_skipped_with_its_reason_and_never_raises(change, reason) -> None:
@@ -196,6 +203,44 @@ def test_attributes_are_read_with_or_without_the_drivers_domain() -> None:
 
 def test_device_classes_are_their_names() -> None:
     assert device_classes([{"metadata": {"name": "gpu.nvidia.com"}}, {"metadata": {}}]) == {"gpu.nvidia.com"}
+
+
+# -- the memo (scheduler/gateways/kube/dra_memo.py): a speed-up, never a different answer ---------------------
+
+
+def _versioned(slices: list[dict[str, Any]], version: str = "1") -> list[dict[str, Any]]:
+    for raw in slices:
+        raw["metadata"]["resourceVersion"] = version
+    return slices
+
+
+def test_the_memo_gives_the_inventories_read_without_it_and_reads_a_changed_pool_again() -> None:
+    memo = InventoryMemo()
+    a100 = _versioned(pool_slices(DraGpus("a", board=A100, count=2, mig=[[("7g.80gb", 0)], []])))
+    h100 = _versioned([*pool_slices(DraGpus("h", dynamic_mig=True)), efa_slice("h", 4)])
+    broken = _versioned(pool_slices(DraGpus("w", count=2, dynamic_mig=True))[:2])
+    cluster = [*a100, *h100, *broken]
+    first = read_slices(cluster, memo=memo)
+    assert first == read_slices(cluster) and memo.hits == 0
+    again = read_slices(cluster, memo=memo)
+    assert again == read_slices(cluster) and memo.hits == 3
+    assert again.inventories["h"] is first.inventories["h"]  # kept, not read again
+    # The driver republishes node a: a new generation and new resourceVersions; a changes, h does not.
+    a100 = _versioned(pool_slices(DraGpus("a", board=A100, count=2, mig=[[], []]), generation=2), "9")
+    changed = read_slices([*a100, *h100], memo=memo)
+    assert changed == read_slices([*a100, *h100])
+    assert changed.inventories["a"].mig == ((), ()) and changed.inventories["h"] is first.inventories["h"]
+    assert "w" not in changed.inventories
+    read_slices([*a100, *h100, *broken], memo=memo)  # node w was dropped from the memo: read afresh
+    assert memo.misses == 3 + 1 + 1
+
+
+def test_slices_without_a_resource_version_are_never_memoised() -> None:
+    memo = InventoryMemo()
+    slices = _gpus(count=2)
+    read_slices(slices, memo=memo)
+    slices[0]["spec"]["devices"].pop()
+    assert read_slices(slices, memo=memo).inventories[NODE].gpu_count == 1 and memo.hits == 0
 
 
 # -- node_observation on a DRA node ---------------------------------------------------------------------------

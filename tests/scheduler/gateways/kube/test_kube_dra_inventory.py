@@ -167,6 +167,24 @@ def test_the_slices_of_a_deleted_node_are_no_inventory(cluster, gateway) -> None
     assert len(cluster.resource_slices()) == 2
 
 
+def test_the_inventory_memo_is_a_speed_up_not_a_different_answer(cluster) -> None:
+    gpus = cluster.add_dra_node("dra-a100", board=A100, gpus=2, efa=4)
+    cluster.add_dra_node("dra-h100", dynamic_mig=True)
+    memoised, plain = (
+        _gateway(cluster),
+        KubeGateway(cluster.new_api_client(), consistent_reads=True, clock=lambda: NOW, dra=True, dra_memo=False),
+    )
+    try:
+        for _ in range(2):
+            assert memoised.observe() == plain.observe() and memoised.dra_nodes() == plain.dra_nodes()
+            gpus.mig = [[("7g.80gb", 0)], []]
+            cluster.nvidia_dra.publish(gpus)
+        assert memoised._dra_memo is not None and memoised._dra_memo.hits >= 1
+    finally:
+        memoised.close()
+        plain.close()
+
+
 def test_a_gateway_built_to_apply_reads_the_dra_nodes_without_observing(cluster) -> None:
     cluster.add_dra_node("dra-h100", efa=4)
     gateway = _gateway(cluster)
