@@ -148,13 +148,13 @@ def read_slices(slices: Iterable[Mapping[str, Any]], *, memo: InventoryMemo | No
     for pool in pools.values():
         by_node.setdefault(pool.node, {})[pool.driver] = pool
     inventories: dict[str, DraInventory] = {}
-    for node, found in sorted(by_node.items()):
+    for node, node_pools in sorted(by_node.items()):
         if memo is None:
-            inventories[node] = _inventory(node, found)
+            inventories[node] = _inventory(node, node_pools)
             continue
-        versions = _versions(found)
+        versions = _versions(node_pools)
         kept = memo.get(node, versions)
-        inventories[node] = kept if kept is not None else _inventory(node, found)
+        inventories[node] = kept if kept is not None else _inventory(node, node_pools)
         memo.put(node, versions, inventories[node])
     if memo is not None:
         memo.done()
