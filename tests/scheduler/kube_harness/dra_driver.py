@@ -6,7 +6,9 @@ As kubernetes-sigs/dra-driver-nvidia-gpu ``cmd/gpu-kubelet-plugin/`` writes them
 - one pool per node, named after it, ``spec.nodeName`` set (``driver.go`` ``publishResources``); the kubelet
   plugin's helper publishes it through the resourceslice controller (kubernetes ``staging/src/k8s.io/
   dynamic-resource-allocation/resourceslice/resourceslice_controller.go``), which creates one object per slice,
-  raises ``pool.generation`` when the pool changes and sets ``resourceSliceCount`` to the pool's slice count;
+  raises ``pool.generation`` when the pool changes, sets ``resourceSliceCount`` to the pool's slice count and
+  deletes the slices the pool no longer has (it lets the server generate the names; here they are
+  ``<node>-gpu.nvidia.com-<i>``, which no reader depends on);
 - a whole GPU ``gpu-<minor>`` with ``type: gpu``, ``uuid``, ``productName``, ``brand``, ``architecture``,
   ``cudaComputeCapability``, ``driverVersion``, ``cudaDriverVersion`` and capacity ``memory`` in bytes
   (``deviceinfo.go`` ``GpuInfo.GetDevice``);
