@@ -229,7 +229,12 @@ class ApiServer:
             metadata["continue"] = _continue_token(list_rv, page[-1][0] + "\x00")
             metadata["remainingItemCount"] = len(live) - limit
         body = json.dumps(
-            {"kind": f"{SERVED[plural]}List", "apiVersion": "v1", "metadata": metadata, "items": [o for _k, o in page]}
+            {
+                "kind": f"{SERVED[plural]}List",
+                "apiVersion": _api_version(raw.path),
+                "metadata": metadata,
+                "items": [o for _k, o in page],
+            }
         ).encode()
         self.served_bytes["list"] += len(body)
         self.served_requests["list"] += 1
@@ -331,6 +336,12 @@ def install(emulator: GatewayEmulator, server: ApiServer) -> None:
 def _bookmark(plural: str, revision: int) -> dict[str, Any]:
     return {"type": "BOOKMARK", "object": {"kind": SERVED[plural], "apiVersion": "v1",
                                            "metadata": {"resourceVersion": str(revision)}}}  # fmt: skip
+
+
+def _api_version(path: str) -> str:
+    """The group/version a collection's path names (``/apis/resource.k8s.io/v1/…`` → ``resource.k8s.io/v1``)."""
+    parts = path.split("/")
+    return f"{parts[2]}/{parts[3]}" if parts[1] == "apis" else "v1"
 
 
 def _key(obj: Mapping[str, Any]) -> str:
