@@ -275,8 +275,15 @@ class KubeClient:
     # -- Dynamic Resource Allocation (resource.k8s.io/v1; scheduler.gateways.kube.dra_slices) -----------------
 
     def resource_slices(self) -> list[dict[str, Any]]:
-        """Every ResourceSlice, from the cache (module doc): the DRA drivers' inventories."""
-        return self.cached(RESOURCE_SLICES)
+        """Every ResourceSlice, from the cache (module doc): the DRA drivers' inventories. A server that does not
+        serve them (404: Kubernetes before 1.34, or the resource.k8s.io/v1 API turned off) is a deployment error."""
+        try:
+            return self.cached(RESOURCE_SLICES)
+        except ApiNotFound as exc:
+            raise GatewayError(
+                "KUBE_DRA=1 but the API server does not serve resource.k8s.io/v1 ResourceSlices (Dynamic Resource "
+                f"Allocation needs Kubernetes 1.34 or later): unset KUBE_DRA or upgrade the cluster ({exc})"
+            ) from None
 
     def device_classes(self) -> list[dict[str, Any]]:
         """Every DeviceClass (a LIST: a handful of objects that change when a driver is installed)."""

@@ -9,6 +9,7 @@ import logging
 import pytest
 from kubernetes.client.exceptions import ApiException
 
+from scheduler.errors import GatewayError
 from scheduler.gateways.kube.gateway import KubeGateway
 from scheduler.gateways.protocol import DeviceApi
 from tests.scheduler.kube_emulator import H100_ONE_LEAF, RESOURCE_SLICES, cluster_fixture
@@ -201,6 +202,17 @@ def test_without_kube_dra_no_slice_is_read_and_a_dra_node_has_no_gpus(cluster) -
     try:
         assert _nodes(gateway) == {} and gateway.dra_nodes() == {} and gateway.dra_device_classes() == frozenset()
         assert cluster.requests("GET", path="resourceslices") == []
+    finally:
+        gateway.close()
+
+
+def test_a_cluster_without_the_dra_api_is_a_deployment_error_that_says_so(cluster) -> None:
+    cluster.add_dra_node("dra-h100")
+    cluster.fail("GET", r"/apis/resource.k8s.io/v1/resourceslices$", 404, times=1000)  # Kubernetes 1.33
+    gateway = KubeGateway(cluster.new_api_client(), clock=lambda: NOW, dra=True, sleep=lambda _s: None)
+    try:
+        with pytest.raises(GatewayError, match=r"does not serve resource\.k8s\.io/v1 ResourceSlices"):
+            gateway.observe()
     finally:
         gateway.close()
 
