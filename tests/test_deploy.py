@@ -132,6 +132,9 @@ def test_rbac_grants_exactly_the_least_privilege_set() -> None:
         ("", "podtemplates", ("list",)),
         ("autoscaling.x-k8s.io", "provisioningrequests", ("list",)),
         ("karpenter.sh", "nodeclaims", ("delete", "list")),
+        # Dynamic Resource Allocation (docs/deploy.md, Dynamic Resource Allocation (DRA) clusters)
+        ("resource.k8s.io", "resourceslices", ("get", "list", "watch")),
+        ("resource.k8s.io", "deviceclasses", ("get", "list", "watch")),
     }
     (role,) = _by_kind("Role").values()
     assert role["metadata"]["namespace"] == _settings_default("GPU_OPERATOR_NAMESPACE")

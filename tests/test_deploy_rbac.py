@@ -17,7 +17,7 @@ from tests.scheduler.kube_harness.pod_security import violations
 ROOT = Path(__file__).resolve().parents[1]
 DEPLOY = ROOT / "deploy"
 RBAC = "rbac.authorization.k8s.io"
-AUTOSCALING, KARPENTER = "autoscaling.x-k8s.io", "karpenter.sh"
+AUTOSCALING, KARPENTER, RESOURCE = "autoscaling.x-k8s.io", "karpenter.sh", "resource.k8s.io"
 
 # Where a grant holds: "cluster" (a ClusterRoleBinding), "team" (a team namespace's RoleBinding of
 # scheduler/gateways/kube/namespaces.py), "operator" (the GPU Operator's namespace) or "opt-in" (a ClusterRole that
@@ -28,10 +28,13 @@ SCHEDULER, WEB = "microcosm", "microcosm-web"
 # Every KubeClient method that calls the API → the grants its calls need. Reads of a pod after a conflicting
 # create or bind are covered by the cluster-wide pods get (a MIG drain reads every namespace anyway).
 USES: dict[str, list[Grant]] = {
-    # The list-then-watch caches of nodes and of Microcosm's pods (scheduler/gateways/kube/informer.py).
+    # The list-then-watch caches of nodes, of Microcosm's pods and (KUBE_DRA) of ResourceSlices
+    # (scheduler/gateways/kube/informer.py).
     "cached": [
         (SCHEDULER, "cluster", "", resource, verb) for resource in ("nodes", "pods") for verb in ("list", "watch")
-    ],
+    ]
+    + [(SCHEDULER, "cluster", RESOURCE, "resourceslices", verb) for verb in ("list", "watch")],
+    "device_classes": [(SCHEDULER, "cluster", RESOURCE, "deviceclasses", "list")],
     "node_read": [(SCHEDULER, "cluster", "", "nodes", "get")],
     "node_patch": [(SCHEDULER, "cluster", "", "nodes", "patch")],
     "pods_ours": [(SCHEDULER, "cluster", "", "pods", "list")],
@@ -77,8 +80,13 @@ USES: dict[str, list[Grant]] = {
 }
 # KubeClient methods that make no API call of their own.
 NO_CALL = {"call", "items"}
-# Granted for work not yet in KubeClient (fold each into USES once its call is here).
-PENDING: set[Grant] = set()
+# Granted for work not yet in KubeClient (fold each into USES once its call is here): DRA's reads of one slice or one
+# class and a watch of the classes, for writing ResourceClaims (docs/deploy.md, DRA clusters).
+PENDING: set[Grant] = {
+    (SCHEDULER, "cluster", RESOURCE, "resourceslices", "get"),
+    (SCHEDULER, "cluster", RESOURCE, "deviceclasses", "get"),
+    (SCHEDULER, "cluster", RESOURCE, "deviceclasses", "watch"),
+}
 
 
 def _documents() -> list[dict[str, Any]]:
@@ -114,13 +122,14 @@ def _granted() -> set[Grant]:
 
 
 def _calling_methods() -> set[str]:
-    """KubeClient's public methods whose body calls the API (``self.core``/``self.rbac``/``self.call``)."""
+    """KubeClient's public methods whose body calls the API (``self.core``/``self.rbac``/``self.resource``/
+    ``self.call``); those reading a cache (``nodes``, ``resource_slices``) have the grants of ``cached``."""
     found = set()
     for name, method in inspect.getmembers(KubeClient, inspect.isfunction):
         if name.startswith("_"):
             continue
         source = inspect.getsource(method)
-        attrs = ("core.", "rbac.", "call(", "_create(", "_read_or_none(", "_delete(", "_custom_list(")
+        attrs = ("core.", "rbac.", "resource.", "call(", "_create(", "_read_or_none(", "_delete(", "_custom_list(")
         if any(f"self.{attr}" in source for attr in attrs):
             found.add(name)
     return found

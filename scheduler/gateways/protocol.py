@@ -89,6 +89,15 @@ class MigConfigState(StrEnum):
     FAILED = "failed"
 
 
+class DeviceApi(StrEnum):
+    """How a node's GPUs reach pods: the device plugin's extended resources (``nvidia.com/gpu``, ``nvidia.com/mig-*``)
+    or Dynamic Resource Allocation (``resource.k8s.io`` ResourceSlices and ResourceClaims). Never both on one node
+    (scheduler/gateways/kube/nodes.py, node_observation)."""
+
+    DEVICE_PLUGIN = "device-plugin"
+    DRA = "dra"
+
+
 @dataclass(frozen=True, slots=True)
 class Device:
     """One GPU of a node, or one MIG instance of it (``mig_profile`` and ``mig_start`` both set)."""
@@ -161,6 +170,9 @@ class NodeObservation:
     # The node carries the cordon Microcosm set for an admin's cordon or drain (ClusterGateway.node_cordon): the
     # loop lifts it once the admin marks the node ready. A cordon somebody else set is never Microcosm's to lift.
     cordoned_by_admin: bool = False
+    # How the node's GPUs are published (a DeviceApi value): a DRA node's pods get their devices through
+    # ResourceClaims, not through extended resources.
+    device_api: str = DeviceApi.DEVICE_PLUGIN.value
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,10 +15,12 @@ loop in a background thread and the tests talk to it over real HTTP. What the em
   ``Retry-After``) or stall longer than the client's timeout.
 
 Everything else (nodes, pods, ConfigMaps, PersistentVolumeClaims, Secrets, Services, events.k8s.io Events,
-PodTemplates, and the autoscalers' custom resources: ``autoscaling.x-k8s.io/v1`` ProvisioningRequests and
-``karpenter.sh/v1`` NodeClaims, whose collections the API server harness lists and watches like the core ones) is
-kmock's generic stateful store: create, read, merge-patch, delete. A delete of an object with finalizers only sets
-its ``deletionTimestamp``, which is how :meth:`Cluster.terminate_pod` keeps a pod in its termination grace.
+PodTemplates, the autoscalers' custom resources: ``autoscaling.x-k8s.io/v1`` ProvisioningRequests and
+``karpenter.sh/v1`` NodeClaims, and DRA's built-in ``resource.k8s.io/v1`` ResourceSlices and DeviceClasses, whose
+collections the API server harness lists and watches like the core ones) is kmock's generic stateful store: create,
+read, merge-patch, delete (a ResourceSlice validated first, as the API server does:
+:mod:`tests.scheduler.kube_harness.resource_slices`). A delete of an object with finalizers only sets its
+``deletionTimestamp``, which is how :meth:`Cluster.terminate_pod` keeps a pod in its termination grace.
 """
 
 from __future__ import annotations
@@ -54,6 +56,10 @@ ROLE_BINDINGS = "rbac.authorization.k8s.io/v1/rolebindings"  # a team namespace'
 PODTEMPLATES = "v1/podtemplates"
 PROVISIONING_REQUESTS = "autoscaling.x-k8s.io/v1/provisioningrequests"
 NODECLAIMS = "karpenter.sh/v1/nodeclaims"
+# Dynamic Resource Allocation (resource.k8s.io/v1, built in since Kubernetes 1.34): the DRA drivers' inventories
+# (tests/scheduler/kube_harness/dra_driver.py, efa_dra_driver.py) and the classes a claim names.
+RESOURCE_SLICES = "resource.k8s.io/v1/resourceslices"
+DEVICE_CLASSES = "resource.k8s.io/v1/deviceclasses"
 
 
 @dataclass
@@ -119,6 +125,8 @@ class GatewayEmulator(kmock.KubernetesEmulator):
             (PODTEMPLATES, True),
             (PROVISIONING_REQUESTS, True),
             (NODECLAIMS, False),
+            (RESOURCE_SLICES, False),
+            (DEVICE_CLASSES, False),
         ):
             self.resources[resource] = kmock.ResourceInfo(namespaced=namespaced)
         self["post", kmock.subresource("binding")] << self._bind
@@ -246,6 +254,8 @@ class Cluster:
         self.api_client = self.new_api_client()
         self.core = client.CoreV1Api(self.api_client)
         self.custom = client.CustomObjectsApi(self.api_client)
+        self.resource = client.ResourceV1Api(self.api_client)
+        self._nvidia_dra: Any = None
 
     async def _serve(self) -> None:
         logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
@@ -255,6 +265,9 @@ class Cluster:
             # Bookmarks far more often than the real server's minute: a consistent read (KubeClient) waits for
             # its cache to reach the server's version, which a bookmark brings when nothing of its kind changed.
             handler.api_server.bookmark_interval_s = 0.005
+            from tests.scheduler.kube_harness.resource_slices import validate_resource_slice
+
+            handler.interceptors.append(validate_resource_slice)  # the API server always validates
             self.handler = handler
             self.url = str(server.url).rstrip("/")
             self._ready.set()
@@ -333,6 +346,75 @@ class Cluster:
                 },
             }
         )
+
+    # -- Dynamic Resource Allocation (resource.k8s.io/v1) ---------------------------------------------------
+
+    @property
+    def nvidia_dra(self) -> Any:
+        """The NVIDIA GPU DRA driver's kubelet plugin on the DRA nodes (tests/scheduler/kube_harness/dra_driver.py)."""
+        if self._nvidia_dra is None:
+            from tests.scheduler.kube_harness.dra_driver import NvidiaDraDriver
+
+            self._nvidia_dra = NvidiaDraDriver(self)
+        return self._nvidia_dra
+
+    def add_dra_node(
+        self,
+        name: str,
+        labels: dict[str, str] | None = None,
+        *,
+        gpus: int = 8,
+        board: Any = None,
+        mig: list[list[tuple[str, int]]] | None = None,
+        dynamic_mig: bool = False,
+        efa: int = 0,
+        ena: bool = False,
+        **node: Any,
+    ) -> Any:
+        """A node whose GPUs the NVIDIA DRA driver publishes (no ``nvidia.com/gpu`` in its capacity: the device plugin
+        does not run there) and, with ``efa``, whose EFA interfaces the EFA DRA driver publishes. Returns the
+        driver's view of its GPUs (:class:`~tests.scheduler.kube_harness.dra_driver.DraGpus`) for republishing."""
+        from tests.scheduler.kube_harness import dra_driver, efa_dra_driver
+
+        self.add_node(name, labels or {}, **node)
+        found = None
+        if gpus:
+            found = dra_driver.DraGpus(name, board or dra_driver.H100, gpus, mig=mig or (), dynamic_mig=dynamic_mig)
+            self.nvidia_dra.publish(found)
+        if efa:
+            efa_dra_driver.publish(self, name, efa, ena=ena)
+        return found
+
+    def add_device_classes(self) -> None:
+        """The DeviceClasses the drivers' charts install: ``gpu.nvidia.com``, ``mig.nvidia.com``
+        (dra-driver-nvidia-gpu deployments/helm/.../deviceclass-gpu.yaml, deviceclass-mig.yaml) and
+        ``efa.networking.k8s.aws`` (dranet examples/aws_eks_examples/gpu-efa/device-class.yaml)."""
+        for name, expression in (
+            (
+                "gpu.nvidia.com",
+                "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'gpu'",
+            ),
+            (
+                "mig.nvidia.com",
+                "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'mig'",
+            ),
+            (
+                "efa.networking.k8s.aws",
+                'device.driver == "dra.net" && '
+                "device.attributes[\"dra.net\"].pciDevice == 'Elastic Fabric Adapter (EFA)'",
+            ),
+        ):
+            self.resource.create_device_class(
+                {
+                    "apiVersion": "resource.k8s.io/v1",
+                    "kind": "DeviceClass",
+                    "metadata": {"name": name},
+                    "spec": {"selectors": [{"cel": {"expression": expression}}]},
+                }
+            )
+
+    def resource_slices(self) -> list[dict[str, Any]]:
+        return [self.api_client.sanitize_for_serialization(s) for s in self.resource.list_resource_slice().items]
 
     def node(self, name: str) -> dict[str, Any]:
         return self.api_client.sanitize_for_serialization(self.core.read_node(name))

@@ -13,10 +13,11 @@ Secrets and their headless Services) and turns the API server's failures into th
   ResourceQuota, LimitRange, Pod Security or webhook refusal, and an invalid object, refuse that object: a
   :class:`~scheduler.errors.GatewayConflict` whose message says what refused and how to fix it.
 
-Nodes and Microcosm's pods (cluster-wide) are read from :class:`~scheduler.gateways.kube.informer.Informer` caches
-the client starts on first use: one paged LIST each, then a WATCH, instead of a LIST per read. A read sees this
-client's own writes: it waits until the cache has applied the resourceVersion the server gave each node patch,
-pod creation and deletion (and, after a binding, whose answer carries none, the version a GET of the pod reads).
+Nodes, Microcosm's pods (cluster-wide) and, on a DRA cluster, ResourceSlices are read from
+:class:`~scheduler.gateways.kube.informer.Informer` caches the client starts on first use: one paged LIST each, then
+a WATCH, instead of a LIST per read. A read sees this client's own writes: it waits until the cache has applied the
+resourceVersion the server gave each node patch, pod creation and deletion (and, after a binding, whose answer
+carries none, the version a GET of the pod reads).
 With ``consistent_reads`` every read also asks the server for its current resourceVersion (a LIST with
 ``limit=1``) and waits until the cache has reached it (through events or bookmarks): what a test that changes the
 cluster between two calls needs; in production the caches lag the cluster by the watch's latency only.
@@ -48,7 +49,15 @@ from scheduler.core.model.snapshot import MigLayout
 from scheduler.errors import GatewayConflict, GatewayError, GatewayNotConfigured, GatewayRetryable
 from scheduler.gateways.kube.events import Write as EventWrite
 from scheduler.gateways.kube.grace import grace_to_send
-from scheduler.gateways.kube.informer import PAGE_SIZE, Expired, Informer, SourceGone, compact_node, compact_pod
+from scheduler.gateways.kube.informer import (
+    PAGE_SIZE,
+    Expired,
+    Informer,
+    SourceGone,
+    compact_node,
+    compact_pod,
+    compact_slice,
+)
 from scheduler.gateways.kube.labels import MIG_CONFIG
 from scheduler.gateways.kube.mig import (
     ADDED_ANNOTATION,
@@ -85,6 +94,7 @@ from scheduler.gateways.kube.refusals import diagnose
 logger = logging.getLogger(__name__)
 
 MERGE_PATCH = "application/merge-patch+json"
+RESOURCE_SLICES = "resourceslices"  # the informer of resource.k8s.io/v1 ResourceSlices (KubeClient.informer)
 MIG_MANAGER_SELECTOR = "app=nvidia-mig-manager"  # the GPU Operator's MIG Manager DaemonSet pods
 
 # What the API server's Pod Security admission says when it refuses a pod (kubernetes
@@ -125,6 +135,7 @@ class KubeClient:
         self.api = api_client or _api_client_from_environment()
         self.core = client.CoreV1Api(self.api)
         self.rbac = client.RbacAuthorizationV1Api(self.api)
+        self.resource = client.ResourceV1Api(self.api)  # resource.k8s.io/v1: DRA's ResourceSlices and DeviceClasses
         self.operator_namespace = operator_namespace
         self.mig_config_map = mig_config_map
         self.request_timeout_s = request_timeout_s
@@ -143,13 +154,17 @@ class KubeClient:
     # -- the caches (scheduler.gateways.kube.informer) -------------------------------------------------------
 
     def informer(self, resource: str) -> Informer:
-        """The cache of ``resource`` ("nodes" or "pods": Microcosm's, cluster-wide), started on first use."""
+        """The cache of ``resource`` ("nodes", "resourceslices" or "pods": Microcosm's, cluster-wide), started on
+        first use."""
         with self._informers_lock:
             found = self._informers.get(resource)
             if found is None:
                 if resource == "nodes":
                     source = _ListWatchSource(self, "list nodes", "list_node", "")
                     found = Informer("nodes", source, compact=compact_node)
+                elif resource == RESOURCE_SLICES:
+                    source = _ListWatchSource(self, "list ResourceSlices", "list_resource_slice", "", api="resource")
+                    found = Informer("ResourceSlices", source, compact=compact_slice)
                 else:
                     source = _ListWatchSource(self, "list Microcosm's pods", "list_pod_for_all_namespaces", OUR_PODS)
                     found = Informer("Microcosm's pods", source, compact=compact_pod, index=job_key)
@@ -177,8 +192,11 @@ class KubeClient:
         informer.items()  # the first sync first: its failures are the read's
         wanted = [self._written.get(resource)]
         if self.consistent_reads:
-            method = self.core.list_node if resource == "nodes" else self.core.list_pod_for_all_namespaces
-            selector: dict[str, Any] = {} if resource == "nodes" else {"label_selector": OUR_PODS}
+            method = {
+                "nodes": self.core.list_node,
+                RESOURCE_SLICES: self.resource.list_resource_slice,
+            }.get(resource, self.core.list_pod_for_all_namespaces)
+            selector: dict[str, Any] = {"label_selector": OUR_PODS} if resource == "pods" else {}
             probe = self.call(f"read the {resource}' resourceVersion", method, limit=1, **selector)
             wanted.append((probe.get("metadata") or {}).get("resourceVersion"))
         for version in wanted:
@@ -253,6 +271,23 @@ class KubeClient:
     def nodes(self) -> list[dict[str, Any]]:
         """Every node, from the cache (module doc)."""
         return self.cached("nodes")
+
+    # -- Dynamic Resource Allocation (resource.k8s.io/v1; scheduler.gateways.kube.dra_slices) -----------------
+
+    def resource_slices(self) -> list[dict[str, Any]]:
+        """Every ResourceSlice, from the cache (module doc): the DRA drivers' inventories. A server that does not
+        serve them (404: Kubernetes before 1.34, or the resource.k8s.io/v1 API turned off) is a deployment error."""
+        try:
+            return self.cached(RESOURCE_SLICES)
+        except ApiNotFound as exc:
+            raise GatewayError(
+                "KUBE_DRA=1 but the API server does not serve resource.k8s.io/v1 ResourceSlices (Dynamic Resource "
+                f"Allocation needs Kubernetes 1.34 or later): unset KUBE_DRA or upgrade the cluster ({exc})"
+            ) from None
+
+    def device_classes(self) -> list[dict[str, Any]]:
+        """Every DeviceClass (a LIST: a handful of objects that change when a driver is installed)."""
+        return self.items("list DeviceClasses", self.resource.list_device_class)
 
     def node_cached(self, node: str) -> dict[str, Any]:
         """One node, from the cache (:meth:`cached`); a node not there is a conflict, as the server's 404 is."""
@@ -829,10 +864,11 @@ class _ListWatchSource:
     """An informer's LIST and WATCH (:class:`~scheduler.gateways.kube.informer.ListWatch`) through a client it holds
     weakly: the watch thread must not keep a dropped client (and its connection pool) alive."""
 
-    def __init__(self, owner: KubeClient, what: str, method: str, selector: str) -> None:
+    def __init__(self, owner: KubeClient, what: str, method: str, selector: str, *, api: str = "core") -> None:
         self._owner = weakref.ref(owner)
         self._what = what
         self._method = method
+        self._api = api  # the KubeClient attribute holding the API group's client: "core", "resource"
         self._selector: dict[str, Any] = {"label_selector": selector} if selector else {}
 
     def _client(self) -> KubeClient:
@@ -847,13 +883,13 @@ class _ListWatchSource:
         if continue_token:
             paging["_continue"] = continue_token
         answer: Mapping[str, Any] = owner.call(
-            self._what, getattr(owner.core, self._method), **paging, **self._selector
+            self._what, getattr(getattr(owner, self._api), self._method), **paging, **self._selector
         )
         return answer
 
     def watch(self, *, resource_version: str, timeout_s: int) -> Iterator[Mapping[str, Any]]:
         owner = self._client()
-        method = getattr(owner.core, self._method)
+        method = getattr(getattr(owner, self._api), self._method)
         try:
             response = method(
                 watch=True,

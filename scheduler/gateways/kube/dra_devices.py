@@ -33,6 +33,9 @@ class DraDevice:
     gpu_index: int | None = None  # the GPU's index on the node (a MIG device: its parent's); None for a fabric
     profile: str = ""  # a MIG device's profile, e.g. "1g.10gb"
     mig_start: int | None = None  # a MIG device's first memory slice (its placement), where the driver says it
+    # A dynamic-MIG partition (KEP-4815 partitionable device: it consumes its GPU's shared counters and has no
+    # instance, hence no uuid, until a claim allocates it); False for a whole GPU, an existing MIG instance, a fabric.
+    partition: bool = False
 
     def serves(self, device: Device) -> bool:
         """True when this device is the one the engine's placement ``device`` means."""
@@ -61,6 +64,10 @@ class DraNode:
 
     def fabrics(self) -> tuple[DraDevice, ...]:
         return tuple(d for d in self.devices if d.kind is DraDeviceKind.FABRIC)
+
+    def partitions(self) -> tuple[DraDevice, ...]:
+        """The dynamic-MIG partitions the driver creates on allocation (none on a static-MIG or whole-GPU node)."""
+        return tuple(d for d in self.devices if d.partition)
 
     def device_for(self, device: Device) -> DraDevice | None:
         """The published device that serves the engine's ``device``; None when the node publishes none (the

@@ -17,7 +17,10 @@ termination grace unless a deadline is shorter (:mod:`scheduler.gateways.kube.gr
 jobs wait are recorded as Events (:mod:`scheduler.gateways.kube.events`, best effort). On-demand nodes are asked of
 the cluster's autoscaler and given back by the :class:`~scheduler.gateways.kube.node_requests.NodeRequests` it holds
 (:class:`~scheduler.gateways.protocol.ProvisioningGateway`); a node's pool is the autoscaler's label on it
-(:func:`~scheduler.gateways.kube.provisioning.pool_of`).
+(:func:`~scheduler.gateways.kube.provisioning.pool_of`). On a Dynamic Resource Allocation cluster (``dra``:
+``KUBE_DRA``) a node's GPUs, MIG devices and EFA interfaces are read from the DRA drivers' ResourceSlices
+(:mod:`scheduler.gateways.kube.dra_slices`) and each such node's devices are kept for the apply path
+(:meth:`KubeGateway.dra_nodes`).
 
 Nodes and Microcosm's pods are read from the client's list-then-watch caches
 (:mod:`scheduler.gateways.kube.informer`): ``observe()`` and the MIG flow make no LIST once they have synced, and
@@ -50,6 +53,9 @@ from scheduler.errors import GatewayConflict, GatewayError, GatewayRetryable
 from scheduler.gateways.kube.checkpoint_storage import CheckpointStorage
 from scheduler.gateways.kube.client import ApiClient, KubeClient, uid_of
 from scheduler.gateways.kube.cycle_reads import CycleReads
+from scheduler.gateways.kube.dra_devices import DraNode
+from scheduler.gateways.kube.dra_memo import InventoryMemo
+from scheduler.gateways.kube.dra_slices import DraInventory, device_classes, read_slices
 from scheduler.gateways.kube.events import Occurrence, Ref, Series, WaitNotes, scheduled, stopped
 from scheduler.gateways.kube.events import waiting as waiting_event
 from scheduler.gateways.kube.fabrics import (
@@ -169,6 +175,8 @@ class KubeGateway:
         consistent_reads: bool = False,
         cache_sync_timeout_s: float = 60.0,
         node_requests: bool = False,
+        dra: bool = False,
+        dra_memo: bool = True,
     ) -> None:
         self.client = KubeClient(
             api_client,
@@ -224,6 +232,13 @@ class KubeGateway:
         # where the deployment says pools can grow (KUBE_NODE_REQUESTS), so other clusters pay no LIST for them.
         self.node_requests_observed = node_requests
         self.requests = NodeRequests(self.client, clock=clock)
+        # Dynamic Resource Allocation (scheduler.gateways.kube.dra_slices): the ResourceSlices are watched only where
+        # the deployment says DRA drivers publish devices (KUBE_DRA), so other clusters pay no watch for them.
+        self.dra = dra
+        self._dra_nodes: dict[str, DraNode] | None = None  # as of the last observe(); None: not observed yet
+        # Each node's inventory until its slices change (scheduler.gateways.kube.dra_memo); ``dra_memo`` is the off
+        # switch, and the inventories are the same either way.
+        self._dra_memo = InventoryMemo() if dra_memo else None
 
     def close(self) -> None:
         """Stop the node and pod caches' watch threads (:mod:`scheduler.gateways.kube.informer`)."""
@@ -236,13 +251,16 @@ class KubeGateway:
         self.reads.clear()  # a new cycle (scheduler.gateways.kube.cycle_reads)
         raw_nodes = self.client.nodes()
         pods = self.client.pods_ours()
-        nodes = tuple(n for n in (self._node(raw, now) for raw in raw_nodes) if n is not None)
+        inventories = self._dra_read(raw_nodes)
+        nodes = tuple(
+            n for n in (self._node(raw, now, inventories.get(name_of(raw))) for raw in raw_nodes) if n is not None
+        )
         live = {name_of(raw) for raw in raw_nodes}
         jobs = {job: self.checkpoints.observed(observed) for job, observed in jobs_of(pods, live).items()}
         requests = self.requests.observe(raw_nodes) if self.node_requests_observed else ()
         return Observation(observed_at=now, nodes=nodes, jobs=jobs, node_requests=requests)
 
-    def _node(self, raw: Mapping[str, Any], now: float) -> NodeObservation | None:
+    def _node(self, raw: Mapping[str, Any], now: float, dra: DraInventory | None = None) -> NodeObservation | None:
         found = node_observation(
             raw,
             now=now,
@@ -250,9 +268,42 @@ class KubeGateway:
             mig_config_timeout_s=self.mig_config_timeout_s,
             fabric_settings=self.fabric,
             shutdown_grace_s=self.shutdown_grace_s,
+            dra=dra,
         )
         pool = pool_of(labels_of(raw))  # scheduler.gateways.kube.provisioning, Pools
         return dataclasses.replace(found, pool=pool) if found is not None and pool else found
+
+    # -- Dynamic Resource Allocation (scheduler.gateways.kube.dra_slices, dra_devices) ---------------------------
+
+    def _dra_read(self, raw_nodes: Sequence[Mapping[str, Any]]) -> dict[str, DraInventory]:
+        """The nodes' DRA inventories from the ResourceSlices cache (none without ``dra``); remembers each node's
+        :class:`DraNode` for :meth:`dra_nodes`. Slices of nodes that are not in the cluster are ignored (a
+        driver's slices outlive a deleted node until the garbage collector removes them)."""
+        if not self.dra:
+            self._dra_nodes = {}
+            return {}
+        read = read_slices(self.client.resource_slices(), memo=self._dra_memo)
+        for problem in read.problems:
+            logger.warning("DRA: %s (ignored; the API server should have refused it)", problem)
+        live = {name_of(raw) for raw in raw_nodes}
+        inventories = {node: found for node, found in read.inventories.items() if node in live}
+        self._dra_nodes = {node: found.node for node, found in inventories.items() if not found.waiting}
+        return inventories
+
+    def dra_nodes(self) -> Mapping[str, DraNode]:
+        """Every node with devices published through DRA (GPUs, MIG devices, EFA interfaces), by name, as the last
+        :meth:`observe` read them: what a bind's ResourceClaims name (:mod:`scheduler.gateways.kube.dra_devices`). A
+        node whose pools are incomplete or invalid is not here. Read from the slices cache when this gateway has not
+        observed yet (a gateway built to apply only); empty unless ``dra``."""
+        if self._dra_nodes is None:
+            self._dra_read(self.client.nodes())
+        assert self._dra_nodes is not None
+        return self._dra_nodes
+
+    def dra_device_classes(self) -> frozenset[str]:
+        """The DeviceClasses the cluster has (``gpu.nvidia.com``, ``mig.nvidia.com``, ``efa.networking.k8s.aws``...):
+        a claim must name one that exists."""
+        return device_classes(self.client.device_classes()) if self.dra else frozenset()
 
     # -- on-demand nodes (ProvisioningGateway; scheduler.gateways.kube.node_requests) -------------------------
 
@@ -758,6 +809,7 @@ def gateway_from_settings() -> KubeGateway:
         consistent_reads=False,
         cache_sync_timeout_s=kube["cache_sync_timeout_s"],
         node_requests=kube["node_requests"],
+        dra=kube["dra"],
     )
 
 

@@ -308,6 +308,12 @@ def compact_node(raw: Mapping[str, Any]) -> dict[str, Any]:
     return interned(node)
 
 
+def compact_slice(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """A ResourceSlice without its managedFields (the devices and their attributes are what the gateway reads)."""
+    meta = {k: v for k, v in (raw.get("metadata") or {}).items() if k != "managedFields"}
+    return interned({"metadata": meta, "spec": raw.get("spec") or {}})
+
+
 def compact_pod(raw: Mapping[str, Any]) -> dict[str, Any]:
     """A pod without its managedFields (Microcosm's own pods: the gateway reads most of the rest)."""
     meta = {k: v for k, v in (raw.get("metadata") or {}).items() if k != "managedFields"}

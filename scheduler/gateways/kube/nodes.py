@@ -10,13 +10,16 @@ imports ``kubernetes``).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
 from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME, compute_fraction
+from scheduler.core.model.vocabulary import Fabric
 from scheduler.errors import GatewayConflict
+from scheduler.gateways.kube.dra_slices import DraInventory
 from scheduler.gateways.kube.fabrics import NO_FABRIC_SETTINGS, FabricSettings, node_fabric
 from scheduler.gateways.kube.labels import (
     DEFAULT_SHUTDOWN_GRACE_S,
@@ -38,6 +41,7 @@ from scheduler.gateways.kube.pods import JOB_LABEL, replica_of
 from scheduler.gateways.kube.prometheus import GpuSample
 from scheduler.gateways.protocol import (
     Device,
+    DeviceApi,
     JobObservation,
     NodeObservation,
     Observation,
@@ -65,22 +69,23 @@ def node_observation(
     mig_config_timeout_s: float,
     fabric_settings: FabricSettings = NO_FABRIC_SETTINGS,
     shutdown_grace_s: float = DEFAULT_SHUTDOWN_GRACE_S,
+    dra: DraInventory | None = None,
 ) -> NodeObservation | None:
     """A GPU node as the scheduler sees it; None for nodes without GPUs or with a GPU the catalog lacks. Its
     fabric and placement group: :func:`scheduler.gateways.kube.fabrics.node_fabric`; its interruption notice,
     from its taints and conditions: :func:`scheduler.gateways.kube.labels.interruption_of` (a graceful
-    shutdown's deadline ``shutdown_grace_s`` after the kubelet reported it)."""
+    shutdown's deadline ``shutdown_grace_s`` after the kubelet reported it).
+
+    ``dra``: what the node's ResourceSlices publish (:mod:`scheduler.gateways.kube.dra_slices`). A node whose GPUs
+    the NVIDIA DRA driver publishes is read from its slices, GFD labels or not (:func:`_gpus`); EFA interfaces the
+    EFA DRA driver publishes make its fabric ``efa``. While a pool is incomplete or invalid no new work goes there:
+    the node is left out when its GPUs are unknown, else observed unschedulable; either way the reason is logged.
+    """
     labels, annotations = labels_of(raw), annotations_of(raw)
-    product = labels.get(GPU_PRODUCT, "")
-    count = int_or_none(labels.get(GPU_COUNT)) or int_or_none(
-        (raw.get("status") or {}).get("capacity", {}).get("nvidia.com/gpu")
-    )
-    if not product or not count:
+    gpus = _gpus(raw, labels, dra)
+    if gpus is None:
         return None
-    model = gpu_model_of(product, int_or_none(labels.get(GPU_MEMORY)))
-    if model is None:
-        logger.warning("node %s: GPU %r is not in the catalog; the scheduler leaves it alone", name_of(raw), product)
-        return None
+    product, count, model, device_api, refusal = gpus
     spec, status = raw.get("spec") or {}, raw.get("status") or {}
     taints = [taint_of(t) for t in spec.get("taints") or []]
     conditions = [condition_of(c) for c in status.get("conditions") or []]
@@ -90,9 +95,16 @@ def node_observation(
     interruption = interruption_of(taints, now, conditions, shutdown_grace_s=shutdown_grace_s)
     # Under the single strategy GFD renames the product "<model>-MIG-<profile>": its MIG devices are all
     # called nvidia.com/gpu, which cannot express a placement; Microcosm needs the mixed strategy.
-    single = "-MIG-" in product.upper()
+    single = device_api == DeviceApi.DEVICE_PLUGIN and "-MIG-" in product.upper()
     zone, spine, leaf = topology(labels, topology_labels)
     fabric = node_fabric(raw, fabric_settings)
+    if dra is not None and dra.efa_devices and fabric.fabric != Fabric.EFA:
+        # The EFA DRA driver publishes the interfaces (no vpc.amazonaws.com/efa on the node): still EFA, not TCP.
+        fabric = dataclasses.replace(fabric, fabric=Fabric.EFA, devices=dra.efa_devices)
+    waiting = refusal or (dra.waiting if dra is not None else "")
+    if waiting:
+        logger.warning("node %s: no new work until %s", name_of(raw), waiting)
+    layout = dra.mig if device_api == DeviceApi.DRA and dra is not None else None
     return NodeObservation(
         name=name_of(raw),
         gpu_model=model,
@@ -102,12 +114,13 @@ def node_observation(
         leaf=leaf,
         spine=spine,
         zone=zone,
-        mig=current_mig(model, count, labels, annotations),
+        mig=layout if layout is not None else current_mig(model, count, labels, annotations),
         schedulable=schedulable(cordoned=bool(spec.get("unschedulable")), ready=ready, taints=taints)
         and interruption is None
         and flow is None
         and mig.state == "success"
-        and not single,
+        and not single
+        and not waiting,
         interruption=interruption,
         mig_status=mig,
         labels=dict(labels),
@@ -115,7 +128,48 @@ def node_observation(
         fabric_devices=fabric.devices,
         placement_group=fabric.placement_group,
         cordoned_by_admin=CORDONED_BY_ADMIN in annotations,
+        device_api=device_api.value,
     )
+
+
+def _gpus(
+    raw: Mapping[str, Any], labels: Mapping[str, str], dra: DraInventory | None
+) -> tuple[str, int, str, DeviceApi, str] | None:
+    """``(product, count, catalog model, device API, why no new work)`` of a node's GPUs; None (logged when it
+    matters) for a node without GPUs the scheduler can use.
+
+    One source per node, never both: the NVIDIA DRA driver "cannot be deployed alongside the standard GPU device
+    plugin on the same node" (kubernetes-sigs/dra-driver-nvidia-gpu deployments/helm/dra-driver-nvidia-gpu/
+    templates/validation.yaml). A device plugin registers ``nvidia.com/gpu`` in the node's capacity; a DRA node has
+    none (even a DeviceClass's ``extendedResourceName``, KEP-5004, is served by the scheduler, not the node). If both
+    appear, the two components may hand the same GPU to two pods: the node is read once, as the device plugin's
+    (whose pods Microcosm may already run there), and takes no new work until one of them is removed. A plugin that
+    has gone leaves ``nvidia.com/gpu: 0`` in the capacity (kubernetes pkg/kubelet/nodestatus/setters.go
+    ``MachineInfo`` zeroes the device manager's removed resources): no device plugin.
+    """
+    name = name_of(raw)
+    plugin_count = int_or_none((raw.get("status") or {}).get("capacity", {}).get("nvidia.com/gpu"))
+    if dra is not None and dra.gpu_pool and not plugin_count:
+        if not dra.gpu_count:  # the pool is incomplete, invalid or unreadable: its size is not known yet
+            logger.warning("node %s: its DRA GPUs are not counted until %s", name, dra.waiting)
+            return None
+        assert dra.gpu_model is not None  # a complete GPU pool names a catalog model (dra_slices._gpu_reading)
+        return dra.product, dra.gpu_count, dra.gpu_model, DeviceApi.DRA, ""
+    product = labels.get(GPU_PRODUCT, "")
+    count = int_or_none(labels.get(GPU_COUNT)) or plugin_count
+    if not product or not count:
+        return None
+    model = gpu_model_of(product, int_or_none(labels.get(GPU_MEMORY)))
+    if model is None:
+        logger.warning("node %s: GPU %r is not in the catalog; the scheduler leaves it alone", name, product)
+        return None
+    refusal = ""
+    if dra is not None and dra.gpu_pool:
+        refusal = (
+            "one of the GPU device plugin (nvidia.com/gpu in its capacity) and the NVIDIA DRA driver (its "
+            "ResourceSlices) is removed: both publish its GPUs and cannot run on one node"
+        )
+    return product, count, model, DeviceApi.DEVICE_PLUGIN, refusal
 
 
 def utilization_readings(samples: Iterable[GpuSample], observation: Observation) -> tuple[UtilizationReading, ...]:

@@ -53,6 +53,8 @@ class KubernetesSettings(TypedDict):
     cache_sync_timeout_s: int
     # On-demand capacity through the cloud's autoscaler (scheduler/gateways/kube/node_requests.py)
     node_requests: bool
+    # Dynamic Resource Allocation: read the DRA drivers' ResourceSlices (scheduler/gateways/kube/dra_slices.py)
+    dra: bool
 
 
 def kubernetes_settings(environ: Mapping[str, str] | None = None) -> KubernetesSettings:
@@ -140,6 +142,9 @@ def kubernetes_settings(environ: Mapping[str, str] | None = None) -> KubernetesS
         # Autoscaled pools grow through the cluster's autoscaler: observe the node requests (ProvisioningRequests,
         # Karpenter placeholders) every cycle (docs/deploy.md, On-demand capacity through the cloud's autoscaler).
         "node_requests": env_bool("KUBE_NODE_REQUESTS", default=False, environ=environ),
+        # GPUs or EFA interfaces are published through resource.k8s.io (the NVIDIA DRA driver, the EFA DRA driver):
+        # watch the ResourceSlices (docs/deploy.md, Dynamic Resource Allocation (DRA) clusters).
+        "dra": env_bool("KUBE_DRA", default=False, environ=environ),
     }
     for item in env_list("KUBE_POD_SECURITY_TEAM_LEVELS", default=[], environ=environ):
         team, sep, level = item.partition("=")

@@ -50,11 +50,13 @@ if TYPE_CHECKING:
 
 _COLLECTION = re.compile(r"^/(?:api/v1|apis/[^/]+/[^/]+)/(?:namespaces/([^/]+)/)?([a-z]+)/?$")
 # The resources the emulator's store keeps (namespaces are served from their own dict, not the store); the last
-# three are the autoscalers' (a node request's PodTemplate, the Cluster Autoscaler's ProvisioningRequest CRD,
-# Karpenter's NodeClaim CRD), served under /apis/<group>/<version> as the API server serves a CRD.
+# three before DRA's are the autoscalers' (a node request's PodTemplate, the Cluster Autoscaler's ProvisioningRequest
+# CRD, Karpenter's NodeClaim CRD), served under /apis/<group>/<version> as the API server serves a CRD; the last two
+# are DRA's resource.k8s.io/v1 ResourceSlices and DeviceClasses, built into the API server since 1.34.
 SERVED = {"pods": "Pod", "nodes": "Node", "configmaps": "ConfigMap", "persistentvolumeclaims": "PersistentVolumeClaim",
           "secrets": "Secret", "services": "Service", "podtemplates": "PodTemplate",
-          "provisioningrequests": "ProvisioningRequest", "nodeclaims": "NodeClaim"}  # fmt: skip
+          "provisioningrequests": "ProvisioningRequest", "nodeclaims": "NodeClaim",
+          "resourceslices": "ResourceSlice", "deviceclasses": "DeviceClass"}  # fmt: skip
 CONTINUE_TOO_OLD = (
     "The provided continue parameter is too old to display a consistent list result. You can start a new list "
     "without the continue parameter, or use the continue token in this response to retrieve the remainder of the "
@@ -227,7 +229,12 @@ class ApiServer:
             metadata["continue"] = _continue_token(list_rv, page[-1][0] + "\x00")
             metadata["remainingItemCount"] = len(live) - limit
         body = json.dumps(
-            {"kind": f"{SERVED[plural]}List", "apiVersion": "v1", "metadata": metadata, "items": [o for _k, o in page]}
+            {
+                "kind": f"{SERVED[plural]}List",
+                "apiVersion": _api_version(raw.path),
+                "metadata": metadata,
+                "items": [o for _k, o in page],
+            }
         ).encode()
         self.served_bytes["list"] += len(body)
         self.served_requests["list"] += 1
@@ -331,6 +338,12 @@ def _bookmark(plural: str, revision: int) -> dict[str, Any]:
                                            "metadata": {"resourceVersion": str(revision)}}}  # fmt: skip
 
 
+def _api_version(path: str) -> str:
+    """The group/version a collection's path names (``/apis/resource.k8s.io/v1/…`` → ``resource.k8s.io/v1``)."""
+    parts = path.split("/")
+    return f"{parts[2]}/{parts[3]}" if parts[1] == "apis" else "v1"
+
+
 def _key(obj: Mapping[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
@@ -370,12 +383,15 @@ _FIELDS: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "metadata.namespace": lambda o: (o.get("metadata") or {}).get("namespace") or "",
     "spec.nodeName": lambda o: (o.get("spec") or {}).get("nodeName") or "",
     "status.phase": lambda o: (o.get("status") or {}).get("phase") or "",
+    # A ResourceSlice's selectable fields (staging/src/k8s.io/api/resource/v1/types.go ResourceSliceSelector*).
+    "spec.driver": lambda o: (o.get("spec") or {}).get("driver") or "",
+    "spec.pool.name": lambda o: ((o.get("spec") or {}).get("pool") or {}).get("name") or "",
 }
 
 
 def field_selector(text: str) -> Callable[[Mapping[str, Any]], bool]:
     """A field selector's test: the fields the API server indexes for pods and nodes (registry/core/pod/strategy.go
-    ``ToSelectableFields``); an unknown field is refused with 400, as the server does."""
+    ``ToSelectableFields``) and ResourceSlices; an unknown field is refused with 400, as the server does."""
     tests: list[Callable[[Mapping[str, Any]], bool]] = []
     for part in (p.strip() for p in text.split(",") if p.strip()):
         negate = "!=" in part

@@ -18,10 +18,15 @@ def test_an_empty_environment_gives_the_defaults() -> None:
     assert kube["pod_security_team_levels"] == {}
     assert (kube["shm_fraction"], kube["rendezvous_port"], kube["cache_sync_timeout_s"]) == (0.5, 29500, 120)
     assert kube["node_requests"] is False  # no autoscaled pool: no LIST of node requests a cycle
+    assert kube["dra"] is False  # no DRA driver: no watch of ResourceSlices
 
 
 def test_node_requests_are_observed_when_pools_can_grow() -> None:
     assert kubernetes_settings({"KUBE_NODE_REQUESTS": "1"})["node_requests"] is True
+
+
+def test_resource_slices_are_read_on_a_dra_cluster() -> None:
+    assert kubernetes_settings({"KUBE_DRA": "1"})["dra"] is True
 
 
 def test_only_the_mapping_given_is_read(monkeypatch: pytest.MonkeyPatch) -> None:
