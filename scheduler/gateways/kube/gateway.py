@@ -46,10 +46,17 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from scheduler.core.model.snapshot import MigLayout
+from scheduler.core.model.vocabulary import Fabric
 from scheduler.errors import GatewayConflict, GatewayError, GatewayRetryable
 from scheduler.gateways.kube.checkpoint_storage import CheckpointStorage
+from scheduler.gateways.kube.claim_binding import ResourceClaims
 from scheduler.gateways.kube.client import ApiClient, KubeClient, uid_of
 from scheduler.gateways.kube.cycle_reads import CycleReads
+from scheduler.gateways.kube.dra_claims import (
+    claim_name,
+    pod_with_claim,
+)
+from scheduler.gateways.kube.dra_devices import DraNode
 from scheduler.gateways.kube.events import Occurrence, Ref, Series, WaitNotes, scheduled, stopped
 from scheduler.gateways.kube.events import waiting as waiting_event
 from scheduler.gateways.kube.fabrics import (
@@ -130,7 +137,10 @@ class KubeGateway:
     ``api_client`` defaults to the in-cluster service account, else ``KUBECONFIG``/``~/.kube/config``
     (:func:`gateway_from_settings`). ``clock`` and ``sleep`` are injectable so tests need no real waits.
     ``consistent_reads`` and ``cache_sync_timeout_s``: the caches' (module doc, and
-    :class:`~scheduler.gateways.kube.client.KubeClient`).
+    :class:`~scheduler.gateways.kube.client.KubeClient`). ``dra_nodes``: the Dynamic Resource Allocation nodes'
+    published devices by node name (a lookup called once per bind; None: no DRA node); their replicas get their
+    devices through ResourceClaims (:class:`~scheduler.gateways.kube.claim_binding.ResourceClaims`).
+    ``dra_fabric_class``: the DeviceClass of their fabric devices ("": the fabric driver's name).
     """
 
     name = "kubernetes"
@@ -169,6 +179,8 @@ class KubeGateway:
         consistent_reads: bool = False,
         cache_sync_timeout_s: float = 60.0,
         node_requests: bool = False,
+        dra_nodes: Callable[[], Mapping[str, DraNode]] | None = None,
+        dra_fabric_class: str = "",
     ) -> None:
         self.client = KubeClient(
             api_client,
@@ -224,6 +236,10 @@ class KubeGateway:
         # where the deployment says pools can grow (KUBE_NODE_REQUESTS), so other clusters pay no LIST for them.
         self.node_requests_observed = node_requests
         self.requests = NodeRequests(self.client, clock=clock)
+        # Dynamic Resource Allocation nodes (scheduler.gateways.kube.claim_binding): the devices each publishes, by
+        # node name, as the last observe read them from its ResourceSlices. A node absent is a device-plugin node and
+        # keeps the extended resources. None: the cluster has no DRA node, and no call is made for claims.
+        self.claims = ResourceClaims(self.client, lookup=dra_nodes, fabric_class=dra_fabric_class)
 
     def close(self) -> None:
         """Stop the node and pod caches' watch threads (:mod:`scheduler.gateways.kube.informer`)."""
@@ -331,8 +347,10 @@ class KubeGateway:
                 todo.append(placement)  # created by a call that stopped before binding it
         if not todo:
             return
-        fabrics = self._fabrics(request)
-        nodes = self._check_placements(request, todo, fabrics, generation=generation)
+        dra = self.claims.nodes()
+        fabrics = self._fabrics(request, dra)
+        nodes = self._check_placements(request, todo, fabrics, generation=generation, dra=dra)
+        claims = self.claims.requests(request, todo, fabrics, dra, generation=generation)
         team = self.reads.team(request.namespace)
         if team is None:
             team = self.client.namespace_team(request.namespace)
@@ -368,6 +386,8 @@ class KubeGateway:
                         generation=generation,
                     )
                     manifest["metadata"]["annotations"].update(consumed)
+                    if placement.replica in claims:  # a DRA node: the devices come through the replica's claim
+                        manifest = pod_with_claim(manifest, claim_name(request.job, placement.replica, generation))
                     if labels_of(nodes[placement.node][0]).get(KARPENTER_POOL_LABEL):
                         # Karpenter's consolidation and drift would evict the replica to repack its node; Microcosm
                         # moves its own work (aws/karpenter-provider-aws website/content/en/docs/concepts/
@@ -375,6 +395,18 @@ class KubeGateway:
                         manifest["metadata"]["annotations"][DO_NOT_DISRUPT] = "true"
                     uid = self.client.pod_create(
                         request.namespace, request.job, placement.replica, manifest, generation=generation
+                    )
+                if placement.replica in claims:
+                    # Allocated and reserved for the pod before the Binding, as kube-scheduler's PreBind does: the
+                    # kubelet refuses a pod whose claim is not reserved for it (dra_claims module doc).
+                    self.claims.reserve(
+                        request,
+                        placement,
+                        claims[placement.replica],
+                        pod=name,
+                        uid=uid,
+                        team=team,
+                        generation=generation,
                     )
                 # The last binding's pod is read back for the caches' sake (KubeClient.pod_bind): one read per gang.
                 self.client.pod_bind(request.namespace, name, placement.node, uid=uid, remember=last)
@@ -386,9 +418,11 @@ class KubeGateway:
         for ref, node in bound:  # once the whole gang is bound: an undone bind is no "Scheduled"
             self._record(scheduled(ref, node))
 
-    def _fabrics(self, request: BindRequest) -> dict[int, ReplicaFabric | None]:
+    def _fabrics(self, request: BindRequest, dra: Mapping[str, DraNode]) -> dict[int, ReplicaFabric | None]:
         """What each replica of a multi-node job needs for its node's fabric (:mod:`.fabrics`); {} for a
-        single-node job. GatewayConflict when the gang's nodes offer different fabrics or a setting is missing."""
+        single-node job. GatewayConflict when the gang's nodes offer different fabrics or a setting is missing. A DRA
+        node's fabric devices (``dra``) are EFA interfaces the EFA DRA driver publishes instead of advertising
+        ``vpc.amazonaws.com/efa``: the replica gets EFA's settings and its share of them through its claim."""
         if not multi_node(request):
             return {}
         now = self.clock()
@@ -397,6 +431,9 @@ class KubeGateway:
             node = self._node(self.client.node_cached(name), now)
             if node is None:
                 return {}  # not a GPU node Microcosm knows: _check_placements refuses it
+            published = dra[name].fabrics() if name in dra else ()
+            if published:
+                node = dataclasses.replace(node, fabric=Fabric.EFA.value, fabric_devices=len(published))
             nodes[name] = node
         gang_fabric(request, nodes)
         return {p.replica: replica_fabric(request, p, nodes[p.node], self.fabric) for p in request.placements}
@@ -408,6 +445,7 @@ class KubeGateway:
         fabrics: Mapping[int, ReplicaFabric | None],
         *,
         generation: int = 0,
+        dra: Mapping[str, DraNode] | None = None,
     ) -> dict[str, tuple[Mapping[str, Any], NodeObservation]]:
         """Refuse (GatewayConflict) before touching anything: a node gone or closed, a device that does not
         exist or is held by another job's pod (or, for a move, by the job's own pods of another generation), or
@@ -445,7 +483,8 @@ class KubeGateway:
                     **(fabric.resources if fabric is not None else {}),
                 }.items():
                     needed[resource] = needed.get(resource, 0) + count
-            self._check_allocatable(node_name, raw, needed, request.job, on_node, generation=generation)
+            if node_name not in (dra or {}):  # a DRA node advertises no extended resources: its claims say (below)
+                self._check_allocatable(node_name, raw, needed, request.job, on_node, generation=generation)
         return read
 
     def _shm_size_limit(self, node: tuple[Mapping[str, Any], NodeObservation], devices: Sequence[Device]) -> str | None:
@@ -549,6 +588,7 @@ class KubeGateway:
                 # One never bound, or finished, holds nothing and goes at once.
                 never_ran = node_of(pod) is None or finished(pod)
                 self.client.pod_delete(pod, grace_s=0 if never_ran else None)
+            self.claims.release(request.namespace, request.job, keep=lambda g: generation > 0 and g != generation)
             if generation:
                 return
             self._service_remove(job=request.job, namespace=request.namespace)
@@ -576,6 +616,7 @@ class KubeGateway:
             logger.info("job %s: deleted pod %s/%s (%s, deadline %ss)", job, namespace, name_of(pod), reason, grace_s)
             ref = Ref(namespace, name_of(pod), uid_of(pod))
             self._record(stopped(ref, node=node_of(pod), reason=reason, by=by))
+        self.claims.release(namespace, job)  # the pods gone at once free their devices now (dra_claims)
         if reason in FINAL_EVICTIONS:
             self.checkpoints.credential_remove(job=job, namespace=namespace)
             # Kept on every other reason: the job comes back under the same names.
@@ -607,6 +648,7 @@ class KubeGateway:
             self.client.pod_delete(pod, grace_s=grace_s)
             logger.info("job %s: deleted pod %s/%s (%s)", job, namespace, name_of(pod), reason)
             self._record(stopped(Ref(namespace, name_of(pod), uid_of(pod)), node=node_of(pod), reason=reason))
+        self.claims.release(namespace, job, keep=keep)
 
     # -- Events (scheduler.gateways.kube.events) ---------------------------------------------------------------
 
@@ -710,7 +752,9 @@ class KubeGateway:
 
     def maintain(self) -> tuple[MaintenanceEvent, ...]:
         """:class:`~scheduler.gateways.protocol.MaintainedGateway`: one step of every node's MIG flow."""
-        return tuple(MaintenanceEvent(node=e.node, step=str(e.step), detail=e.detail) for e in self.mig_watch())
+        events = tuple(MaintenanceEvent(node=e.node, step=str(e.step), detail=e.detail) for e in self.mig_watch())
+        self.claims.sweep()
+        return events
 
     # -- utilization -----------------------------------------------------------------------------------------
 
