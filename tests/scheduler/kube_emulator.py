@@ -15,9 +15,10 @@ loop in a background thread and the tests talk to it over real HTTP. What the em
   ``Retry-After``) or stall longer than the client's timeout.
 
 Everything else (nodes, pods, ConfigMaps, PersistentVolumeClaims, Secrets, Services, events.k8s.io Events,
-PodTemplates, and the autoscalers' custom resources: ``autoscaling.x-k8s.io/v1`` ProvisioningRequests and
-``karpenter.sh/v1`` NodeClaims, whose collections the API server harness lists and watches like the core ones) is
-kmock's generic stateful store: create, read, merge-patch, delete. A delete of an object with finalizers only sets
+PodTemplates, the autoscalers' custom resources: ``autoscaling.x-k8s.io/v1`` ProvisioningRequests and
+``karpenter.sh/v1`` NodeClaims, and ``resource.k8s.io/v1`` ResourceClaims, whose collections the API server harness
+lists and watches like the core ones, and whose writes :mod:`tests.scheduler.kube_harness.resource_claims` validates)
+is kmock's generic stateful store: create, read, merge-patch, delete. A delete of an object with finalizers only sets
 its ``deletionTimestamp``, which is how :meth:`Cluster.terminate_pod` keeps a pod in its termination grace.
 """
 
@@ -25,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import json
 import logging
 import re
 import threading
@@ -40,6 +42,7 @@ from kubernetes import client
 
 from scheduler.gateways.kube import informer
 from tests.scheduler.kube_harness import api_server as api_server_harness
+from tests.scheduler.kube_harness import resource_claims as resource_claims_harness
 
 _NAMESPACE_PATH = re.compile(r"^/api/v1/namespaces(?:/([^/]+))?/?$")
 _POD_LOG_PATH = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/log/?$")
@@ -54,6 +57,8 @@ ROLE_BINDINGS = "rbac.authorization.k8s.io/v1/rolebindings"  # a team namespace'
 PODTEMPLATES = "v1/podtemplates"
 PROVISIONING_REQUESTS = "autoscaling.x-k8s.io/v1/provisioningrequests"
 NODECLAIMS = "karpenter.sh/v1/nodeclaims"
+# Dynamic Resource Allocation: the replicas' ResourceClaims (tests/scheduler/kube_harness/resource_claims.py).
+RESOURCE_CLAIMS = resource_claims_harness.CLAIMS
 
 
 @dataclass
@@ -119,8 +124,11 @@ class GatewayEmulator(kmock.KubernetesEmulator):
             (PODTEMPLATES, True),
             (PROVISIONING_REQUESTS, True),
             (NODECLAIMS, False),
+            (RESOURCE_CLAIMS, True),
         ):
             self.resources[resource] = kmock.ResourceInfo(namespaced=namespaced)
+        # ResourceClaims' writes as the API server validates them (the harness module); reads are the store's.
+        self.interceptors.append(resource_claims_harness.ClaimApi())
         self["post", kmock.subresource("binding")] << self._bind
         self["post", kmock.subresource("eviction")] << self._evict
 
@@ -371,6 +379,16 @@ class Cluster:
         """What pod ``namespace/name``'s container has written so far (its log, as the kubelet keeps it)."""
         assert self.handler is not None
         self.handler.pod_logs[(namespace, name)] = text
+
+    def resource_claims(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        """The ResourceClaims of ``namespace`` (None: every namespace), as the official client lists them."""
+        api = client.ResourceV1Api(self.api_client)
+        found = (
+            api.list_resource_claim_for_all_namespaces(_preload_content=False)
+            if namespace is None
+            else api.list_namespaced_resource_claim(namespace, _preload_content=False)
+        )
+        return list(json.loads(found.data).get("items") or [])
 
     def claims(self, namespace: str) -> list[dict[str, Any]]:
         found = self.core.list_namespaced_persistent_volume_claim(namespace)

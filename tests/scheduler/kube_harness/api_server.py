@@ -51,10 +51,12 @@ if TYPE_CHECKING:
 _COLLECTION = re.compile(r"^/(?:api/v1|apis/[^/]+/[^/]+)/(?:namespaces/([^/]+)/)?([a-z]+)/?$")
 # The resources the emulator's store keeps (namespaces are served from their own dict, not the store); the last
 # three are the autoscalers' (a node request's PodTemplate, the Cluster Autoscaler's ProvisioningRequest CRD,
-# Karpenter's NodeClaim CRD), served under /apis/<group>/<version> as the API server serves a CRD.
+# Karpenter's NodeClaim CRD), served under /apis/<group>/<version> as the API server serves a CRD; and the
+# resource.k8s.io/v1 ResourceClaims of DRA nodes (tests/scheduler/kube_harness/resource_claims.py).
 SERVED = {"pods": "Pod", "nodes": "Node", "configmaps": "ConfigMap", "persistentvolumeclaims": "PersistentVolumeClaim",
           "secrets": "Secret", "services": "Service", "podtemplates": "PodTemplate",
-          "provisioningrequests": "ProvisioningRequest", "nodeclaims": "NodeClaim"}  # fmt: skip
+          "provisioningrequests": "ProvisioningRequest", "nodeclaims": "NodeClaim",
+          "resourceclaims": "ResourceClaim"}  # fmt: skip
 CONTINUE_TOO_OLD = (
     "The provided continue parameter is too old to display a consistent list result. You can start a new list "
     "without the continue parameter, or use the continue token in this response to retrieve the remainder of the "
