@@ -148,7 +148,8 @@ def claim_manifest(
                     "name": pod,
                     "uid": pod_uid,
                     "controller": True,
-                    "blockOwnerDeletion": True,
+                    # No blockOwnerDeletion: setting it needs the pods/finalizers grant under the API server's
+                    # OwnerReferencesPermissionEnforcement admission, and nothing waits on the claim's deletion.
                 }
             ],
         },

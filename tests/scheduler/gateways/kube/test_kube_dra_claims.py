@@ -1,7 +1,7 @@
 """ResourceClaims on Dynamic Resource Allocation nodes, through the official client against the emulator: the API
 server's ResourceClaim rules, the kubelet's DRA admission and the resourceclaim controller
-(tests/scheduler/kube_harness/resource_claims.py). The DRA nodes' published devices are built here (reading them
-from ResourceSlices is the inventory's part of issue 33)."""
+(tests/scheduler/kube_harness/resource_claims.py). The DRA nodes' published devices are built here, as the
+gateway's reading of ResourceSlices would give them."""
 
 from __future__ import annotations
 
