@@ -388,6 +388,16 @@ def _put_status(cluster, claim: dict[str, Any], status: dict[str, Any]) -> dict[
     return json.loads(answer.data)
 
 
+def _plain_pod(name: str, limits: dict[str, str] | None = None) -> dict[str, Any]:
+    container = {"name": "main", "image": "busybox", "resources": {"limits": limits or {}}}
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS},
+        "spec": {"containers": [container]},
+    }
+
+
 def _bind(cluster, name: str, node: str) -> None:
     """A Binding made by somebody else than Microcosm, as kube-scheduler or ``kubectl`` would post it."""
     binding = client.V1Binding(
@@ -465,11 +475,7 @@ def test_the_kubelet_refuses_a_pod_bound_before_its_claim_is_reserved_and_starts
     """The order kube-scheduler keeps (reserve in PreBind, then bind) matters: bound first, the pod does not start."""
     cluster.add_node("dra-a", H100)
     dra["dra-a"] = DraNode("dra-a", _gpus("dra-a"))
-    manifest = pod_with_claim(
-        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "early", "namespace": NS},
-         "spec": {"containers": [{"name": "main", "image": "busybox", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}},
-        "early-devices",
-    )  # fmt: skip
+    manifest = pod_with_claim(_plain_pod("early", {"nvidia.com/gpu": "1"}), "early-devices")
     pod = cluster.core.create_namespaced_pod(NS, manifest)
     claim = _foreign_claim(
         cluster, NS, "early-devices", {"request": "gpu", "driver": GPU_DRIVER, "pool": "dra-a", "device": "gpu-3"}
@@ -478,10 +484,8 @@ def test_the_kubelet_refuses_a_pod_bound_before_its_claim_is_reserved_and_starts
 
     ((namespace, name, message),) = kubelet.refused
     assert (namespace, name) == (NS, "early")
-    assert (
-        message
-        == f"pod early ({pod.metadata.uid}) is not allowed to use ResourceClaim early-devices ({claim['metadata']['uid']})"
-    )
+    claim_uid = claim["metadata"]["uid"]
+    assert message == f"pod early ({pod.metadata.uid}) is not allowed to use ResourceClaim early-devices ({claim_uid})"
     status = _pod(cluster, "early")["status"]
     assert (
         status["phase"] == "Pending"
@@ -506,8 +510,7 @@ def test_the_kubelet_refuses_a_claim_that_is_missing_or_holds_another_node_s_dev
     dra["dra-a"] = DraNode("dra-a", _gpus("dra-a"))
     cluster.core.create_namespace({"metadata": {"name": NS}})
     for name in ("missing", "elsewhere"):
-        manifest = pod_with_claim({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS},
-                                   "spec": {"containers": [{"name": "main", "image": "busybox"}]}}, f"{name}-devices")  # fmt: skip
+        manifest = pod_with_claim(_plain_pod(name), f"{name}-devices")
         uid = cluster.core.create_namespaced_pod(NS, manifest).metadata.uid
         if name == "elsewhere":
             claim = _foreign_claim(cluster, NS, "elsewhere-devices")
