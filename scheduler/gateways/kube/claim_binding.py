@@ -203,14 +203,25 @@ class ResourceClaims:
         logger.info("deallocated and deleted ResourceClaim %s/%s", namespace, name)
 
     def sweep(self) -> None:
-        """Release every Microcosm claim whose pod is gone or done (:meth:`release`), once a maintenance
-        step: a pod that was terminating when its job was evicted has gone since."""
+        """Release every Microcosm claim whose pod is gone or done (:meth:`release`), once a maintenance step: a
+        pod that was terminating when its job was evicted has gone since. One LIST of claims, checked against the pod
+        cache; only a job with a claim the cache says is free is read again from the server (the cache may lag a
+        pod created a moment ago), as the resourceclaim controller checks with the API server before it removes a
+        reservation whose pod it has not seen."""
         if self.lookup is None:
             return
-        jobs = {
-            (str((c.get("metadata") or {}).get("namespace", "")), labels_of(c).get(JOB_LABEL, ""))
-            for c in self.client.resource_claims(label_selector=f"{MANAGED_BY}={SCHEDULER_NAME}")
+        live = {
+            (str((p.get("metadata") or {}).get("namespace", "")), name_of(p)): p
+            for p in self.client.pods_ours()
+            if not finished(p)
         }
+        jobs: set[tuple[str, str]] = set()
+        for claim in self.client.resource_claims(label_selector=f"{MANAGED_BY}={SCHEDULER_NAME}"):
+            namespace = str((claim.get("metadata") or {}).get("namespace", ""))
+            owner, uid = owner_of(claim)
+            pod = live.get((namespace, owner))
+            if pod is None or uid_of(pod) != uid:
+                jobs.add((namespace, labels_of(claim).get(JOB_LABEL, "")))
         for namespace, job in sorted(jobs):
             if job:
-                self.release(namespace, job, keep=lambda _g: False)
+                self.release(namespace, job)

@@ -333,6 +333,8 @@ def test_a_terminating_pod_keeps_its_devices_until_it_is_gone(cluster, gateway, 
 
     claim = _claim(cluster, "mc-1-0-devices")  # the pod's containers may still run: its devices stay allocated
     assert claim["status"]["allocation"] and claim["status"]["reservedFor"]
+    gateway.maintain()  # still terminating: the sweep leaves it
+    assert _claim(cluster, "mc-1-0-devices")["status"]["reservedFor"]
     cluster.release_pod(NS, "mc-1-0")
     gateway.maintain()
     assert cluster.resource_claims() == []
