@@ -4,9 +4,12 @@
 on DRA nodes (the claims themselves: :mod:`scheduler.gateways.kube.dra_claims`). Before anything is written it works
 out each replica's requests and refuses a device another claim holds (:meth:`ResourceClaims.requests`); between
 creating a replica's pod and binding it, it creates the claim and writes its allocation and the pod's reservation
-(:meth:`ResourceClaims.reserve`, kube-scheduler's PreBind); when the pods go (eviction, completion, a move's release,
-a failed bind's undo) it deallocates and deletes their claims (:meth:`ResourceClaims.release`), and a maintenance
-step releases those whose pod has gone since (:meth:`ResourceClaims.sweep`). With no DRA node lookup it makes no call.
+(:meth:`ResourceClaims.reserve`): kube-scheduler's PreBind, and what KAI's binder does too (NVIDIA/KAI-Scheduler
+pkg/binder/plugins/k8s-plugins/dynamicresources/dra.go ``bindResourceClaim``: the allocation set when there is none,
+the pod added to ``reservedFor``, one status update, retried on conflict). When the pods go (eviction, completion, a
+move's release, a failed bind's undo) it deallocates and deletes their claims (:meth:`ResourceClaims.release`), and
+a maintenance step releases those whose pod has gone since (:meth:`ResourceClaims.sweep`). With no DRA node lookup
+it makes no call.
 """
 
 from __future__ import annotations
@@ -47,6 +50,8 @@ from scheduler.gateways.kube.pods import (
 from scheduler.gateways.protocol import BindRequest, ReplicaPlacement
 
 logger = logging.getLogger(__name__)
+
+CONFLICT_ATTEMPTS = 5  # a status write refused with 409 is read again and retried (client-go retry.DefaultRetry)
 
 
 class ResourceClaims:
@@ -142,27 +147,33 @@ class ResourceClaims:
             name=name, namespace=request.namespace, requests=requests, labels=labels, pod=pod, pod_uid=uid
         )
         self.client.resource_claim_create(manifest)
-        claim = self.client.resource_claim_read(request.namespace, name)
-        if claim is None:
-            raise GatewayRetryable(f"ResourceClaim {request.namespace}/{name} vanished while being created")
-        if owner_of(claim) != (pod, uid):
-            # An earlier pod's claim of the same name: released if that pod is done, and the next cycle binds again.
-            self.release(request.namespace, request.job)
-            raise GatewayRetryable(f"ResourceClaim {request.namespace}/{name} of an earlier pod is still there")
-        status = claim.get("status") or {}
         wanted = {device_key(d) for r in requests for d in r.devices}
-        if not status.get("allocation"):
-            self.client.resource_claim_status(
-                claim, {"allocation": allocation(requests, placement.node), "reservedFor": [consumer(pod, uid)]}
-            )
-        elif results_of(claim) != wanted:
-            raise GatewayConflict(
-                f"ResourceClaim {request.namespace}/{name} is allocated other devices than job {request.job} "
-                f"replica {placement.replica} was placed on"
-            )
-        elif not reserved_for(claim, uid):
-            reserved = [*(status.get("reservedFor") or []), consumer(pod, uid)]
-            self.client.resource_claim_status(claim, {**status, "reservedFor": reserved})
+        for _attempt in range(CONFLICT_ATTEMPTS):  # client-go's retry.DefaultRetry: 5 steps
+            claim = self.client.resource_claim_read(request.namespace, name)
+            if claim is None:
+                raise GatewayRetryable(f"ResourceClaim {request.namespace}/{name} vanished while being created")
+            if owner_of(claim) != (pod, uid):
+                # An earlier pod's claim of the same name: released if that pod is done; the next cycle binds again.
+                self.release(request.namespace, request.job)
+                raise GatewayRetryable(f"ResourceClaim {request.namespace}/{name} of an earlier pod is still there")
+            status = claim.get("status") or {}
+            if not status.get("allocation"):
+                written = self.client.resource_claim_status(
+                    claim, {"allocation": allocation(requests, placement.node), "reservedFor": [consumer(pod, uid)]}
+                )
+            elif results_of(claim) != wanted:
+                raise GatewayConflict(
+                    f"ResourceClaim {request.namespace}/{name} is allocated other devices than job {request.job} "
+                    f"replica {placement.replica} was placed on"
+                )
+            elif not reserved_for(claim, uid):
+                reserved = [*(status.get("reservedFor") or []), consumer(pod, uid)]
+                written = self.client.resource_claim_status(claim, {**status, "reservedFor": reserved})
+            else:
+                return
+            if written is not None:
+                return
+        raise GatewayRetryable(f"ResourceClaim {request.namespace}/{name} kept changing while being reserved")
 
     def release(self, namespace: str, job: str, *, keep: Callable[[int], bool] = lambda _g: False) -> None:
         """Deallocate and delete the job's claims (of the generations ``keep`` does not keep) whose pod is gone, was
@@ -170,7 +181,7 @@ class ResourceClaims:
         syncClaim: reservedFor without it, the allocation cleared with the last reservation, the finalizer removed,
         a claim generated for the pod deleted), done by Microcosm at once rather than left to the controller. A
         claim whose pod still runs (terminating within its grace) keeps its devices: the controller, or
-        :meth:`maintain`, releases it once the pod is gone."""
+        :meth:`sweep`, releases it once the pod is gone."""
         if self.lookup is None:
             return
         selector = f"{MANAGED_BY}={SCHEDULER_NAME},{JOB_LABEL}={job}"
@@ -192,9 +203,20 @@ class ResourceClaims:
         without an allocation), drop its finalizer and delete it."""
         meta = claim.get("metadata") or {}
         namespace, name = str(meta.get("namespace", "")), str(meta.get("name", ""))
-        status = claim.get("status") or {}
-        if status.get("allocation") or status.get("reservedFor"):
-            claim = self.client.resource_claim_status(claim, {})
+        for _attempt in range(CONFLICT_ATTEMPTS):
+            status = claim.get("status") or {}
+            if not (status.get("allocation") or status.get("reservedFor")):
+                break
+            written = self.client.resource_claim_status(claim, {})
+            if written is not None:
+                claim = written
+                break
+            again = self.client.resource_claim_read(namespace, name)
+            if again is None:
+                return  # deleted meanwhile: nothing left to release
+            claim = again
+        else:
+            raise GatewayRetryable(f"ResourceClaim {namespace}/{name} kept changing while being released")
         finalizers = (claim.get("metadata") or {}).get("finalizers") or []
         if DELETE_PROTECTION in finalizers:
             rest = [f for f in finalizers if f != DELETE_PROTECTION]

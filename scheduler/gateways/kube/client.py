@@ -658,13 +658,14 @@ class KubeClient:
         body = client.ResourceV1ResourceClaim.from_dict(dict(manifest))
         return self._create(manifest, "ResourceClaim", api.create_namespaced_resource_claim, body)
 
-    def resource_claim_status(self, claim: Mapping[str, Any], status: Mapping[str, Any]) -> dict[str, Any]:
-        """Replace ``claim``'s status (its ``status`` subresource) with ``status``; the claim as the server stored it.
+    def resource_claim_status(self, claim: Mapping[str, Any], status: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Replace ``claim``'s status (its ``status`` subresource) with ``status``; the claim as the server stored it,
+        or None when the claim changed since it was read (409: the caller reads it again and retries, as
+        kube-scheduler's and KAI's binders do with ``retry.RetryOnConflict``).
 
         A PUT carrying the claim's resourceVersion, as kube-scheduler's ``UpdateStatus`` (dynamicresources.go
-        bindClaim): a claim changed meanwhile answers 409, a GatewayRetryable (the next call reads it again). A claim
-        gone is a GatewayConflict; a status the server refuses (422: e.g. a reservation without an allocation) is
-        one too, with the server's words."""
+        bindClaim). A claim gone is a GatewayConflict; a status the server refuses (422: e.g. a reservation without
+        an allocation) is one too, with the server's words."""
         meta = claim["metadata"]
         namespace, name = meta["namespace"], meta["name"]
         api = client.ResourceV1Api(self.api)
@@ -679,8 +680,8 @@ class KubeClient:
             )
         except ApiNotFound:
             raise GatewayConflict(f"ResourceClaim {namespace}/{name} is gone") from None
-        except ApiConflict as exc:
-            raise GatewayRetryable(str(exc)) from None
+        except ApiConflict:
+            return None
         return stored
 
     def resource_claim_patch(self, namespace: str, name: str, body: Mapping[str, Any]) -> None:

@@ -217,6 +217,18 @@ def test_a_two_node_gang_on_efa_dra_nodes_gets_its_efa_devices_through_its_claim
     assert kubelet.refused == []
 
 
+def test_a_claim_changed_between_its_read_and_its_status_update_is_read_again(cluster, gateway, dra, kubelet) -> None:
+    """409 on the status update (another writer was first): read again and retry, as client-go's RetryOnConflict."""
+    cluster.add_node("dra-a", H100)
+    dra["dra-a"] = DraNode("dra-a", _gpus("dra-a"))
+    cluster.fail("PUT", r"/resourceclaims/mc-3-0-devices/status$", 409)
+
+    gateway.job_bind(request=_request("3", ReplicaPlacement(0, "dra-a", (Device(2),))))
+
+    assert len(cluster.requests("PUT", r"/mc-3-0-devices/status$")) == 2
+    assert _claim(cluster, "mc-3-0-devices")["status"]["reservedFor"] and kubelet.refused == []
+
+
 def test_a_device_another_claim_holds_is_refused_before_anything_is_written(cluster, gateway, dra) -> None:
     cluster.add_node("dra-a", H100)
     dra["dra-a"] = DraNode("dra-a", _gpus("dra-a"))
