@@ -160,6 +160,8 @@ class ClaimApi:
             return None  # reads: the store and the API server harness; deletes: the store (finalizers)
         namespace, name, status = match.group(1), match.group(2), bool(match.group(3))
         body = await raw.json()
+        if not isinstance(body, Mapping):  # a JSON patch: the real server applies it; Microcosm never sends one
+            return _status(415, "UnsupportedMediaType", "the emulator applies merge patches and whole objects only")
         if raw.method == "POST" and name is None:
             return self._create(emulator, namespace, body)
         if name is None or raw.method not in ("PUT", "PATCH"):
