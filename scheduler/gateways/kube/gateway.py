@@ -17,7 +17,9 @@ termination grace unless a deadline is shorter (:mod:`scheduler.gateways.kube.gr
 jobs wait are recorded as Events (:mod:`scheduler.gateways.kube.events`, best effort). On-demand nodes are asked of
 the cluster's autoscaler and given back by the :class:`~scheduler.gateways.kube.node_requests.NodeRequests` it holds
 (:class:`~scheduler.gateways.protocol.ProvisioningGateway`); a node's pool is the autoscaler's label on it
-(:func:`~scheduler.gateways.kube.provisioning.pool_of`).
+(:func:`~scheduler.gateways.kube.provisioning.pool_of`). On a Dynamic Resource Allocation node a replica's devices
+come through a ResourceClaim that is allocated and reserved for its pod before the pod is bound, and released with
+it (:class:`~scheduler.gateways.kube.claim_binding.ResourceClaims`, which it holds).
 
 Nodes and Microcosm's pods are read from the client's list-then-watch caches
 (:mod:`scheduler.gateways.kube.informer`): ``observe()`` and the MIG flow make no LIST once they have synced, and
@@ -52,10 +54,7 @@ from scheduler.gateways.kube.checkpoint_storage import CheckpointStorage
 from scheduler.gateways.kube.claim_binding import ResourceClaims
 from scheduler.gateways.kube.client import ApiClient, KubeClient, uid_of
 from scheduler.gateways.kube.cycle_reads import CycleReads
-from scheduler.gateways.kube.dra_claims import (
-    claim_name,
-    pod_with_claim,
-)
+from scheduler.gateways.kube.dra_claims import claim_name, pod_with_claim
 from scheduler.gateways.kube.dra_devices import DraNode
 from scheduler.gateways.kube.events import Occurrence, Ref, Series, WaitNotes, scheduled, stopped
 from scheduler.gateways.kube.events import waiting as waiting_event
@@ -483,7 +482,8 @@ class KubeGateway:
                     **(fabric.resources if fabric is not None else {}),
                 }.items():
                     needed[resource] = needed.get(resource, 0) + count
-            if node_name not in (dra or {}):  # a DRA node advertises no extended resources: its claims say (below)
+            # A DRA node advertises no extended resources: what other claims hold is ResourceClaims.requests' check.
+            if node_name not in (dra or {}):
                 self._check_allocatable(node_name, raw, needed, request.job, on_node, generation=generation)
         return read
 
