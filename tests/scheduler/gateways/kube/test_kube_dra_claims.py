@@ -194,8 +194,12 @@ def test_a_two_node_gang_on_efa_dra_nodes_gets_its_efa_devices_through_its_claim
         "9", *(ReplicaPlacement(r, n, tuple(Device(i) for i in range(8))) for r, n in enumerate(("dra-a", "dra-b")))
     )
 
+    cluster.clear_log()
     gateway.job_bind(request=gang)
 
+    # One LIST of every claim, then per replica a create, a read and the status update (docs/deploy.md).
+    claim_calls = [m for m, _p in cluster.requests(path="resourceclaims")]
+    assert sorted(claim_calls) == sorted(["GET"] + ["POST", "GET", "PUT"] * 2)
     for replica, node in enumerate(("dra-a", "dra-b")):
         claim = _claim(cluster, claim_name("9", replica))
         fabric = claim["spec"]["devices"]["requests"][-1]
