@@ -468,6 +468,27 @@ def test_the_api_server_refuses_what_validation_go_refuses(cluster) -> None:
     assert code == 422 and "lowercase RFC 1123 label" in message and "must be greater than zero" in message
 
 
+def test_claims_are_listed_by_label_and_watched(cluster, gateway, dra) -> None:
+    cluster.add_node("dra-a", H100)
+    dra["dra-a"] = DraNode("dra-a", _gpus("dra-a"))
+    gateway.job_bind(request=_request("1", ReplicaPlacement(0, "dra-a", (Device(0),))))
+    _foreign_claim(cluster, NS, "theirs")
+    listed = json.loads(
+        _api(cluster)
+        .list_namespaced_resource_claim(NS, label_selector="microcosm.io/job=1", _preload_content=False)
+        .data
+    )
+    assert [c["metadata"]["name"] for c in listed["items"]] == ["mc-1-0-devices"]
+    # The official client's Watch cannot type a resource.k8s.io/v1 claim (it looks for V1ResourceClaim): read the
+    # stream's lines as the gateway reads raw JSON.
+    stream = _api(cluster).list_namespaced_resource_claim(NS, watch=True, timeout_seconds=1, _preload_content=False)
+    events = [json.loads(line) for line in stream.data.decode().splitlines() if line.strip()]
+    assert {(e["type"], e["object"]["metadata"]["name"]) for e in events} == {
+        ("ADDED", "mc-1-0-devices"),
+        ("ADDED", "theirs"),
+    }
+
+
 def test_a_claim_being_deleted_takes_no_new_reservation_and_goes_once_its_finalizer_does(cluster) -> None:
     claim = _foreign_claim(
         cluster, "default", "c", {"request": "gpu", "driver": GPU_DRIVER, "pool": "n", "device": "g"}
