@@ -77,6 +77,14 @@ USES: dict[str, list[Grant]] = {
     "placeholder_create": [(SCHEDULER, "team", "", "pods", "create")],
     "node_claims": [(SCHEDULER, "cluster", KARPENTER, "nodeclaims", "list")],
     "node_claim_delete": [(SCHEDULER, "cluster", KARPENTER, "nodeclaims", "delete")],
+    # ResourceClaims on DRA nodes (scheduler/gateways/kube/claim_binding.py): every claim is listed cluster-wide (the
+    # devices other owners hold), a replica's is written in its team namespace, its status through the subresource.
+    "resource_claims": [(SCHEDULER, "cluster", RESOURCE, "resourceclaims", "list")],
+    "resource_claim_read": [(SCHEDULER, "team", RESOURCE, "resourceclaims", "get")],
+    "resource_claim_create": [(SCHEDULER, "team", RESOURCE, "resourceclaims", "create")],
+    "resource_claim_status": [(SCHEDULER, "team", RESOURCE, "resourceclaims/status", "update")],
+    "resource_claim_patch": [(SCHEDULER, "team", RESOURCE, "resourceclaims", "patch")],
+    "resource_claim_delete": [(SCHEDULER, "team", RESOURCE, "resourceclaims", "delete")],
 }
 # KubeClient methods that make no API call of their own.
 NO_CALL = {"call", "items"}
@@ -129,7 +137,7 @@ def _calling_methods() -> set[str]:
         if name.startswith("_"):
             continue
         source = inspect.getsource(method)
-        attrs = ("core.", "rbac.", "resource.", "call(", "_create(", "_read_or_none(", "_delete(", "_custom_list(")
+        attrs = ("core.", "rbac.", "resource.", "call(", "items(", "_create(", "_read_or_none(", "_delete(", "_custom_list(")
         if any(f"self.{attr}" in source for attr in attrs):
             found.add(name)
     return found

@@ -16,10 +16,11 @@ loop in a background thread and the tests talk to it over real HTTP. What the em
 
 Everything else (nodes, pods, ConfigMaps, PersistentVolumeClaims, Secrets, Services, events.k8s.io Events,
 PodTemplates, the autoscalers' custom resources: ``autoscaling.x-k8s.io/v1`` ProvisioningRequests and
-``karpenter.sh/v1`` NodeClaims, and DRA's built-in ``resource.k8s.io/v1`` ResourceSlices and DeviceClasses, whose
+``karpenter.sh/v1`` NodeClaims, and DRA's built-in ``resource.k8s.io/v1`` ResourceSlices, DeviceClasses and ResourceClaims, whose
 collections the API server harness lists and watches like the core ones) is kmock's generic stateful store: create,
 read, merge-patch, delete (a ResourceSlice validated first, as the API server does:
-:mod:`tests.scheduler.kube_harness.resource_slices`). A delete of an object with finalizers only sets its
+:mod:`tests.scheduler.kube_harness.resource_slices`; a claim's writes:
+:mod:`tests.scheduler.kube_harness.resource_claims`). A delete of an object with finalizers only sets its
 ``deletionTimestamp``, which is how :meth:`Cluster.terminate_pod` keeps a pod in its termination grace.
 """
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import json
 import logging
 import re
 import threading
@@ -42,6 +44,7 @@ from kubernetes import client
 
 from scheduler.gateways.kube import informer
 from tests.scheduler.kube_harness import api_server as api_server_harness
+from tests.scheduler.kube_harness import resource_claims as resource_claims_harness
 
 _NAMESPACE_PATH = re.compile(r"^/api/v1/namespaces(?:/([^/]+))?/?$")
 _POD_LOG_PATH = re.compile(r"^/api/v1/namespaces/([^/]+)/pods/([^/]+)/log/?$")
@@ -60,6 +63,8 @@ NODECLAIMS = "karpenter.sh/v1/nodeclaims"
 # (tests/scheduler/kube_harness/dra_driver.py, efa_dra_driver.py) and the classes a claim names.
 RESOURCE_SLICES = "resource.k8s.io/v1/resourceslices"
 DEVICE_CLASSES = "resource.k8s.io/v1/deviceclasses"
+# Dynamic Resource Allocation: the replicas' ResourceClaims (tests/scheduler/kube_harness/resource_claims.py).
+RESOURCE_CLAIMS = resource_claims_harness.CLAIMS
 
 
 @dataclass
@@ -127,8 +132,11 @@ class GatewayEmulator(kmock.KubernetesEmulator):
             (NODECLAIMS, False),
             (RESOURCE_SLICES, False),
             (DEVICE_CLASSES, False),
+            (RESOURCE_CLAIMS, True),
         ):
             self.resources[resource] = kmock.ResourceInfo(namespaced=namespaced)
+        # ResourceClaims' writes as the API server validates them (the harness module); reads are the store's.
+        self.interceptors.append(resource_claims_harness.ClaimApi())
         self["post", kmock.subresource("binding")] << self._bind
         self["post", kmock.subresource("eviction")] << self._evict
 
@@ -453,6 +461,16 @@ class Cluster:
         """What pod ``namespace/name``'s container has written so far (its log, as the kubelet keeps it)."""
         assert self.handler is not None
         self.handler.pod_logs[(namespace, name)] = text
+
+    def resource_claims(self, namespace: str | None = None) -> list[dict[str, Any]]:
+        """The ResourceClaims of ``namespace`` (None: every namespace), as the official client lists them."""
+        api = client.ResourceV1Api(self.api_client)
+        found = (
+            api.list_resource_claim_for_all_namespaces(_preload_content=False)
+            if namespace is None
+            else api.list_namespaced_resource_claim(namespace, _preload_content=False)
+        )
+        return list(json.loads(found.data).get("items") or [])
 
     def claims(self, namespace: str) -> list[dict[str, Any]]:
         found = self.core.list_namespaced_persistent_volume_claim(namespace)

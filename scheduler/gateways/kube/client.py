@@ -2,7 +2,8 @@
 
 :class:`KubeClient` makes each call the gateway and the MIG flow need (list, read, patch, create, bind,
 delete, evict, record Events, write the mig-parted ConfigMap, the teams' checkpoint claims, the jobs' report
-Secrets and their headless Services) and turns the API server's failures into the gateway's errors:
+Secrets, their headless Services and, on DRA nodes, the replicas' ResourceClaims) and turns the API server's
+failures into the gateway's errors:
 
 - HTTP 429 (honouring ``Retry-After``), 5xx, timeouts and connection failures are retried with exponential
   backoff, then raised as :class:`~scheduler.errors.GatewayRetryable`;
@@ -661,6 +662,83 @@ class KubeClient:
         except ApiNotFound:
             raise GatewayConflict(f"namespace {namespace} does not exist; ensure the team's namespace first") from None
         return True
+
+    # -- ResourceClaims on DRA nodes (scheduler.gateways.kube.dra_claims) ------------------------------------------
+
+    def resource_claims(
+        self, namespace: str | None = None, *, label_selector: str | None = None
+    ) -> list[dict[str, Any]]:
+        """ResourceClaims of every owner, one LIST (of ``namespace``, else of every namespace): the devices they
+        hold are not free, whoever allocated them (kube-scheduler's allocator counts every allocated claim too)."""
+        api = client.ResourceV1Api(self.api)
+        if namespace is None:
+            return self.items(
+                "list ResourceClaims", api.list_resource_claim_for_all_namespaces, label_selector=label_selector
+            )
+        return self.items(
+            f"list ResourceClaims in {namespace}",
+            api.list_namespaced_resource_claim,
+            namespace,
+            label_selector=label_selector,
+        )
+
+    def resource_claim_read(self, namespace: str, name: str) -> dict[str, Any] | None:
+        """The ResourceClaim ``namespace/name``, or None when there is none."""
+        read = client.ResourceV1Api(self.api).read_namespaced_resource_claim
+        return self._read_or_none(f"read ResourceClaim {namespace}/{name}", read, name, namespace)
+
+    def resource_claim_create(self, manifest: Mapping[str, Any]) -> bool:
+        """Create a ResourceClaim; False when one of its name exists (the caller reads it and decides)."""
+        api = client.ResourceV1Api(self.api)
+        body = client.ResourceV1ResourceClaim.from_dict(dict(manifest))
+        return self._create(manifest, "ResourceClaim", api.create_namespaced_resource_claim, body)
+
+    def resource_claim_status(self, claim: Mapping[str, Any], status: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Replace ``claim``'s status (its ``status`` subresource) with ``status``; the claim as the server stored it,
+        or None when the claim changed since it was read (409: the caller reads it again and retries, as
+        kube-scheduler's and KAI's binders do with ``retry.RetryOnConflict``).
+
+        A PUT carrying the claim's resourceVersion, as kube-scheduler's ``UpdateStatus`` (dynamicresources.go
+        bindClaim). A claim gone is a GatewayConflict; a status the server refuses (422: e.g. a reservation without
+        an allocation) is one too, with the server's words."""
+        meta = claim["metadata"]
+        namespace, name = meta["namespace"], meta["name"]
+        api = client.ResourceV1Api(self.api)
+        body = client.ResourceV1ResourceClaim.from_dict({**claim, "status": dict(status)})
+        try:
+            stored: dict[str, Any] = self.call(
+                f"update the status of ResourceClaim {namespace}/{name}",
+                api.replace_namespaced_resource_claim_status,
+                name,
+                namespace,
+                body,
+            )
+        except ApiNotFound:
+            raise GatewayConflict(f"ResourceClaim {namespace}/{name} is gone") from None
+        except ApiConflict:
+            return None
+        return stored
+
+    def resource_claim_patch(self, namespace: str, name: str, body: Mapping[str, Any]) -> None:
+        """Merge-patch a ResourceClaim (its finalizers); one gone is fine: it is what the patch was heading for."""
+        api = client.ResourceV1Api(self.api)
+        try:
+            self.call(
+                f"patch ResourceClaim {namespace}/{name}",
+                api.patch_namespaced_resource_claim,
+                name,
+                namespace,
+                dict(body),
+                _content_type=MERGE_PATCH,
+            )
+        except ApiNotFound:
+            pass
+        except ApiConflict as exc:
+            raise GatewayRetryable(str(exc)) from None
+
+    def resource_claim_delete(self, namespace: str, name: str) -> None:
+        api = client.ResourceV1Api(self.api)
+        self._delete(f"delete ResourceClaim {namespace}/{name}", api.delete_namespaced_resource_claim, name, namespace)
 
     # -- node requests (scheduler.gateways.kube.node_requests; their objects: scheduler.gateways.kube.provisioning) --
 

@@ -20,7 +20,9 @@ the cluster's autoscaler and given back by the :class:`~scheduler.gateways.kube.
 (:func:`~scheduler.gateways.kube.provisioning.pool_of`). On a Dynamic Resource Allocation cluster (``dra``:
 ``KUBE_DRA``) a node's GPUs, MIG devices and EFA interfaces are read from the DRA drivers' ResourceSlices
 (:mod:`scheduler.gateways.kube.dra_slices`) and each such node's devices are kept for the apply path
-(:meth:`KubeGateway.dra_nodes`).
+(:meth:`KubeGateway.dra_nodes`): a replica's devices there come through a ResourceClaim that is allocated and
+reserved for its pod before the pod is bound, and released with it
+(:class:`~scheduler.gateways.kube.claim_binding.ResourceClaims`, which it holds).
 
 Nodes and Microcosm's pods are read from the client's list-then-watch caches
 (:mod:`scheduler.gateways.kube.informer`): ``observe()`` and the MIG flow make no LIST once they have synced, and
@@ -49,10 +51,13 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from scheduler.core.model.snapshot import MigLayout
+from scheduler.core.model.vocabulary import Fabric
 from scheduler.errors import GatewayConflict, GatewayError, GatewayRetryable
 from scheduler.gateways.kube.checkpoint_storage import CheckpointStorage
+from scheduler.gateways.kube.claim_binding import ResourceClaims
 from scheduler.gateways.kube.client import ApiClient, KubeClient, uid_of
 from scheduler.gateways.kube.cycle_reads import CycleReads
+from scheduler.gateways.kube.dra_claims import claim_name, pod_with_claim
 from scheduler.gateways.kube.dra_devices import DraNode
 from scheduler.gateways.kube.dra_memo import InventoryMemo
 from scheduler.gateways.kube.dra_slices import DraInventory, device_classes, read_slices
@@ -136,7 +141,10 @@ class KubeGateway:
     ``api_client`` defaults to the in-cluster service account, else ``KUBECONFIG``/``~/.kube/config``
     (:func:`gateway_from_settings`). ``clock`` and ``sleep`` are injectable so tests need no real waits.
     ``consistent_reads`` and ``cache_sync_timeout_s``: the caches' (module doc, and
-    :class:`~scheduler.gateways.kube.client.KubeClient`).
+    :class:`~scheduler.gateways.kube.client.KubeClient`). ``dra_nodes``: the Dynamic Resource Allocation nodes'
+    published devices by node name (a lookup called once per bind; None: no DRA node); their replicas get their
+    devices through ResourceClaims (:class:`~scheduler.gateways.kube.claim_binding.ResourceClaims`).
+    ``dra_fabric_class``: the DeviceClass of their fabric devices ("": the fabric driver's name).
     """
 
     name = "kubernetes"
@@ -177,6 +185,8 @@ class KubeGateway:
         node_requests: bool = False,
         dra: bool = False,
         dra_memo: bool = True,
+        dra_nodes: Callable[[], Mapping[str, DraNode]] | None = None,
+        dra_fabric_class: str = "",
     ) -> None:
         self.client = KubeClient(
             api_client,
@@ -239,6 +249,11 @@ class KubeGateway:
         # Each node's inventory until its slices change (scheduler.gateways.kube.dra_memo); ``dra_memo`` is the off
         # switch, and the inventories are the same either way.
         self._dra_memo = InventoryMemo() if dra_memo else None
+        # A DRA node's replicas get their devices through ResourceClaims (scheduler.gateways.kube.claim_binding), from
+        # the devices the last observe read from its ResourceSlices (``dra_nodes`` overrides that lookup in tests).
+        # A node absent is a device-plugin node and keeps the extended resources; without DRA no claim call is made.
+        lookup = dra_nodes if dra_nodes is not None else (self.dra_nodes if dra else None)
+        self.claims = ResourceClaims(self.client, lookup=lookup, fabric_class=dra_fabric_class)
 
     def close(self) -> None:
         """Stop the node and pod caches' watch threads (:mod:`scheduler.gateways.kube.informer`)."""
@@ -382,8 +397,10 @@ class KubeGateway:
                 todo.append(placement)  # created by a call that stopped before binding it
         if not todo:
             return
-        fabrics = self._fabrics(request)
-        nodes = self._check_placements(request, todo, fabrics, generation=generation)
+        dra = self.claims.nodes()
+        fabrics = self._fabrics(request, dra)
+        nodes = self._check_placements(request, todo, fabrics, generation=generation, dra=dra)
+        claims = self.claims.requests(request, todo, fabrics, dra, generation=generation)
         team = self.reads.team(request.namespace)
         if team is None:
             team = self.client.namespace_team(request.namespace)
@@ -419,6 +436,8 @@ class KubeGateway:
                         generation=generation,
                     )
                     manifest["metadata"]["annotations"].update(consumed)
+                    if placement.replica in claims:  # a DRA node: the devices come through the replica's claim
+                        manifest = pod_with_claim(manifest, claim_name(request.job, placement.replica, generation))
                     if labels_of(nodes[placement.node][0]).get(KARPENTER_POOL_LABEL):
                         # Karpenter's consolidation and drift would evict the replica to repack its node; Microcosm
                         # moves its own work (aws/karpenter-provider-aws website/content/en/docs/concepts/
@@ -426,6 +445,18 @@ class KubeGateway:
                         manifest["metadata"]["annotations"][DO_NOT_DISRUPT] = "true"
                     uid = self.client.pod_create(
                         request.namespace, request.job, placement.replica, manifest, generation=generation
+                    )
+                if placement.replica in claims:
+                    # Allocated and reserved for the pod before the Binding, as kube-scheduler's PreBind does: the
+                    # kubelet refuses a pod whose claim is not reserved for it (dra_claims module doc).
+                    self.claims.reserve(
+                        request,
+                        placement,
+                        claims[placement.replica],
+                        pod=name,
+                        uid=uid,
+                        team=team,
+                        generation=generation,
                     )
                 # The last binding's pod is read back for the caches' sake (KubeClient.pod_bind): one read per gang.
                 self.client.pod_bind(request.namespace, name, placement.node, uid=uid, remember=last)
@@ -437,9 +468,11 @@ class KubeGateway:
         for ref, node in bound:  # once the whole gang is bound: an undone bind is no "Scheduled"
             self._record(scheduled(ref, node))
 
-    def _fabrics(self, request: BindRequest) -> dict[int, ReplicaFabric | None]:
+    def _fabrics(self, request: BindRequest, dra: Mapping[str, DraNode]) -> dict[int, ReplicaFabric | None]:
         """What each replica of a multi-node job needs for its node's fabric (:mod:`.fabrics`); {} for a
-        single-node job. GatewayConflict when the gang's nodes offer different fabrics or a setting is missing."""
+        single-node job. GatewayConflict when the gang's nodes offer different fabrics or a setting is missing. A DRA
+        node's fabric devices (``dra``) are EFA interfaces the EFA DRA driver publishes instead of advertising
+        ``vpc.amazonaws.com/efa``: the replica gets EFA's settings and its share of them through its claim."""
         if not multi_node(request):
             return {}
         now = self.clock()
@@ -448,6 +481,9 @@ class KubeGateway:
             node = self._node(self.client.node_cached(name), now)
             if node is None:
                 return {}  # not a GPU node Microcosm knows: _check_placements refuses it
+            published = dra[name].fabrics() if name in dra else ()
+            if published:
+                node = dataclasses.replace(node, fabric=Fabric.EFA.value, fabric_devices=len(published))
             nodes[name] = node
         gang_fabric(request, nodes)
         return {p.replica: replica_fabric(request, p, nodes[p.node], self.fabric) for p in request.placements}
@@ -459,6 +495,7 @@ class KubeGateway:
         fabrics: Mapping[int, ReplicaFabric | None],
         *,
         generation: int = 0,
+        dra: Mapping[str, DraNode] | None = None,
     ) -> dict[str, tuple[Mapping[str, Any], NodeObservation]]:
         """Refuse (GatewayConflict) before touching anything: a node gone or closed, a device that does not
         exist or is held by another job's pod (or, for a move, by the job's own pods of another generation), or
@@ -496,7 +533,9 @@ class KubeGateway:
                     **(fabric.resources if fabric is not None else {}),
                 }.items():
                     needed[resource] = needed.get(resource, 0) + count
-            self._check_allocatable(node_name, raw, needed, request.job, on_node, generation=generation)
+            # A DRA node advertises no extended resources: what other claims hold is ResourceClaims.requests' check.
+            if node_name not in (dra or {}):
+                self._check_allocatable(node_name, raw, needed, request.job, on_node, generation=generation)
         return read
 
     def _shm_size_limit(self, node: tuple[Mapping[str, Any], NodeObservation], devices: Sequence[Device]) -> str | None:
@@ -600,6 +639,7 @@ class KubeGateway:
                 # One never bound, or finished, holds nothing and goes at once.
                 never_ran = node_of(pod) is None or finished(pod)
                 self.client.pod_delete(pod, grace_s=0 if never_ran else None)
+            self.claims.release(request.namespace, request.job, keep=lambda g: generation > 0 and g != generation)
             if generation:
                 return
             self._service_remove(job=request.job, namespace=request.namespace)
@@ -627,6 +667,7 @@ class KubeGateway:
             logger.info("job %s: deleted pod %s/%s (%s, deadline %ss)", job, namespace, name_of(pod), reason, grace_s)
             ref = Ref(namespace, name_of(pod), uid_of(pod))
             self._record(stopped(ref, node=node_of(pod), reason=reason, by=by))
+        self.claims.release(namespace, job)  # the pods gone at once free their devices now (dra_claims)
         if reason in FINAL_EVICTIONS:
             self.checkpoints.credential_remove(job=job, namespace=namespace)
             # Kept on every other reason: the job comes back under the same names.
@@ -658,6 +699,7 @@ class KubeGateway:
             self.client.pod_delete(pod, grace_s=grace_s)
             logger.info("job %s: deleted pod %s/%s (%s)", job, namespace, name_of(pod), reason)
             self._record(stopped(Ref(namespace, name_of(pod), uid_of(pod)), node=node_of(pod), reason=reason))
+        self.claims.release(namespace, job, keep=keep)
 
     # -- Events (scheduler.gateways.kube.events) ---------------------------------------------------------------
 
@@ -761,7 +803,9 @@ class KubeGateway:
 
     def maintain(self) -> tuple[MaintenanceEvent, ...]:
         """:class:`~scheduler.gateways.protocol.MaintainedGateway`: one step of every node's MIG flow."""
-        return tuple(MaintenanceEvent(node=e.node, step=str(e.step), detail=e.detail) for e in self.mig_watch())
+        events = tuple(MaintenanceEvent(node=e.node, step=str(e.step), detail=e.detail) for e in self.mig_watch())
+        self.claims.sweep()
+        return events
 
     # -- utilization -----------------------------------------------------------------------------------------
 

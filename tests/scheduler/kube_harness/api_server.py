@@ -51,12 +51,13 @@ if TYPE_CHECKING:
 _COLLECTION = re.compile(r"^/(?:api/v1|apis/[^/]+/[^/]+)/(?:namespaces/([^/]+)/)?([a-z]+)/?$")
 # The resources the emulator's store keeps (namespaces are served from their own dict, not the store); the last
 # three before DRA's are the autoscalers' (a node request's PodTemplate, the Cluster Autoscaler's ProvisioningRequest
-# CRD, Karpenter's NodeClaim CRD), served under /apis/<group>/<version> as the API server serves a CRD; the last two
-# are DRA's resource.k8s.io/v1 ResourceSlices and DeviceClasses, built into the API server since 1.34.
+# CRD, Karpenter's NodeClaim CRD), served under /apis/<group>/<version> as the API server serves a CRD; the last three
+# are DRA's resource.k8s.io/v1 ResourceSlices, DeviceClasses and ResourceClaims (kube_harness/resource_claims.py),
+# built into the API server since 1.34.
 SERVED = {"pods": "Pod", "nodes": "Node", "configmaps": "ConfigMap", "persistentvolumeclaims": "PersistentVolumeClaim",
           "secrets": "Secret", "services": "Service", "podtemplates": "PodTemplate",
           "provisioningrequests": "ProvisioningRequest", "nodeclaims": "NodeClaim",
-          "resourceslices": "ResourceSlice", "deviceclasses": "DeviceClass"}  # fmt: skip
+          "resourceslices": "ResourceSlice", "deviceclasses": "DeviceClass", "resourceclaims": "ResourceClaim"}  # fmt: skip
 CONTINUE_TOO_OLD = (
     "The provided continue parameter is too old to display a consistent list result. You can start a new list "
     "without the continue parameter, or use the continue token in this response to retrieve the remainder of the "
