@@ -137,7 +137,8 @@ def _calling_methods() -> set[str]:
         if name.startswith("_"):
             continue
         source = inspect.getsource(method)
-        attrs = ("core.", "rbac.", "resource.", "call(", "items(", "_create(", "_read_or_none(", "_delete(", "_custom_list(")
+        attrs = ("core.", "rbac.", "resource.", "call(", "items(")
+        attrs += ("_create(", "_read_or_none(", "_delete(", "_custom_list(")
         if any(f"self.{attr}" in source for attr in attrs):
             found.add(name)
     return found

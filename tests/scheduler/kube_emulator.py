@@ -16,9 +16,9 @@ loop in a background thread and the tests talk to it over real HTTP. What the em
 
 Everything else (nodes, pods, ConfigMaps, PersistentVolumeClaims, Secrets, Services, events.k8s.io Events,
 PodTemplates, the autoscalers' custom resources: ``autoscaling.x-k8s.io/v1`` ProvisioningRequests and
-``karpenter.sh/v1`` NodeClaims, and DRA's built-in ``resource.k8s.io/v1`` ResourceSlices, DeviceClasses and ResourceClaims, whose
-collections the API server harness lists and watches like the core ones) is kmock's generic stateful store: create,
-read, merge-patch, delete (a ResourceSlice validated first, as the API server does:
+``karpenter.sh/v1`` NodeClaims, and DRA's built-in ``resource.k8s.io/v1`` ResourceSlices, DeviceClasses and
+ResourceClaims, whose collections the API server harness lists and watches like the core ones) is kmock's generic
+stateful store: create, read, merge-patch, delete (a ResourceSlice validated first, as the API server does:
 :mod:`tests.scheduler.kube_harness.resource_slices`; a claim's writes:
 :mod:`tests.scheduler.kube_harness.resource_claims`). A delete of an object with finalizers only sets its
 ``deletionTimestamp``, which is how :meth:`Cluster.terminate_pod` keeps a pod in its termination grace.

@@ -57,7 +57,8 @@ _COLLECTION = re.compile(r"^/(?:api/v1|apis/[^/]+/[^/]+)/(?:namespaces/([^/]+)/)
 SERVED = {"pods": "Pod", "nodes": "Node", "configmaps": "ConfigMap", "persistentvolumeclaims": "PersistentVolumeClaim",
           "secrets": "Secret", "services": "Service", "podtemplates": "PodTemplate",
           "provisioningrequests": "ProvisioningRequest", "nodeclaims": "NodeClaim",
-          "resourceslices": "ResourceSlice", "deviceclasses": "DeviceClass", "resourceclaims": "ResourceClaim"}  # fmt: skip
+          "resourceslices": "ResourceSlice", "deviceclasses": "DeviceClass",
+          "resourceclaims": "ResourceClaim"}  # fmt: skip
 CONTINUE_TOO_OLD = (
     "The provided continue parameter is too old to display a consistent list result. You can start a new list "
     "without the continue parameter, or use the continue token in this response to retrieve the remainder of the "
