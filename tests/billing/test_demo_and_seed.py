@@ -1,4 +1,4 @@
-"""The price catalog seed, the demo's billing history, and the Celery task."""
+"""The price catalog seed and the Celery task (the demo's billing history: tests/demo/test_demo_history.py)."""
 
 from __future__ import annotations
 
@@ -6,14 +6,13 @@ from datetime import date
 from decimal import Decimal
 
 import pytest
-from django.utils import timezone
 
-from billing.models import GpuPrice, LedgerEntry, LostWork, ReservedCommitment
+from billing.models import GpuPrice
 from billing.prices import AFTER_CUTS, BEFORE_CUTS, PriceBook, default_prices
 from billing.selectors import Scope, chargeback_report
 from billing.services import price_catalog_seed
 from billing.tasks import ledger_close_task
-from demo.seed import demo_seed, price_per_gpu_hour
+from demo.seed import price_per_gpu_hour
 from tests.billing.conftest import at
 from tests.factories import AllocationFactory, NodeFactory
 
@@ -47,19 +46,6 @@ def test_catalog_prices_today_match_the_demo_fleets_node_prices(model, tier):
     assert book.price_at(gpu_model=model, tier=tier, at=at(1, month=11)) == price_per_gpu_hour(
         gpu_model=model, tier=tier
     )
-
-
-def test_the_demo_seed_fills_the_finance_pages_once():
-    demo_seed()  # with its month of history (tests/demo/test_demo_history.py checks its shape)
-    entries = LedgerEntry.objects.count()
-    assert entries > 0 and LostWork.objects.exists()
-    assert ReservedCommitment.objects.count() == 3
-    now = timezone.now()
-    this_month = chargeback_report(scope=Scope(all_teams=True), month=date(now.year, now.month, 1), now=now)
-    assert this_month.reconciled and this_month.usage_total > 0 and this_month.unused_commitment_total > 0
-    assert not [w for w in this_month.warnings if "registered" in w]  # usage never exceeds registered capacity
-    demo_seed()
-    assert LedgerEntry.objects.count() == entries
 
 
 def test_the_task_closes_what_is_due(prices, reserved_node):
