@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
 
 from openpyxl import Workbook
@@ -115,17 +115,18 @@ def summary_records(report: Report) -> list[Record]:
     records += overheads
     for (line, gpu_model, tier, gpu_hours, _cost), cost in zip(other_lines(report), cents.other, strict=True):
         records.append(_blank(**base, line=line, gpu_model=gpu_model, tier=tier, gpu_hours=gpu_hours, total_usd=cost))
-    total = _blank(**base, line="total", total_usd=cents.total)
+    total_row = _blank(**base, line="total", total_usd=cents.total)
     if overheads:
         # What the overhead lines add up to: they are apportioned from this very figure.
-        total["on_demand_overhead_usd"] = to_cents(sum((cost for _h, cost in report.overhead_by_team.values()), ZERO))
-    records.append(total)
+        overhead = sum((cost for _h, cost in report.overhead_by_team.values()), ZERO)
+        total_row["on_demand_overhead_usd"] = to_cents(overhead)
+    records.append(total_row)
     if report.scope_all:
         records.append(_blank(**base, line="cluster-cost", total_usd=cents.cluster_cost))
     return records
 
 
-def overhead_records(report: Report, base: Record) -> list[Record]:
+def overhead_records(report: Report, base: Mapping[str, object]) -> list[Record]:
     """One ``on-demand-overhead`` line per team with overhead in the period, by team slug (module doc)."""
     teams = sorted(report.overhead_by_team, key=lambda team: report.overhead_teams.get(team, (str(team), ""))[0])
     cents = apportion([report.overhead_by_team[team][1] for team in teams])
