@@ -46,18 +46,16 @@ def releases_event(names: Iterable[str], at: datetime) -> None:
     """An event on the job whose request brought each node of ``names`` (a node no request brought has none: the
     simulated fleet's own, or one whose request the inventory never linked)."""
     nodes = Node.objects.filter(name__in=list(names), node_request__isnull=False).select_related("node_request__pool")
-    JobEvent.objects.bulk_create(
-        JobEvent(
-            job_id=node.node_request.job_id,
-            type=EventType.NODE_REQUEST,
-            at=at,
-            details={
-                "state": RELEASED,
-                "request": str(node.node_request_id),
-                "pool": node.node_request.pool.name,
-                "node": node.name,
-                "idle_since": node.idle_since.isoformat() if node.idle_since else None,
-            },
-        )
-        for node in nodes.order_by("name")
-    )
+    events = []
+    for node in nodes.order_by("name"):
+        request = node.node_request
+        assert request is not None  # filtered above
+        details = {
+            "state": RELEASED,
+            "request": str(request.pk),
+            "pool": request.pool.name,
+            "node": node.name,
+            "idle_since": node.idle_since.isoformat() if node.idle_since else None,
+        }
+        events.append(JobEvent(job_id=request.job_id, type=EventType.NODE_REQUEST, at=at, details=details))
+    JobEvent.objects.bulk_create(events)
