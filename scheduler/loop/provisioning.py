@@ -79,6 +79,7 @@ def request_spec(row: NodeRequest, *, namespace: str, price_per_gpu_hour: float)
         provisioning_class=pool.provisioning_class,
         node_selector={str(k): str(v) for k, v in (pool.node_selector or {}).items()},
         price_per_gpu_hour=price_per_gpu_hour,
+        provisioning_parameters={str(k): str(v) for k, v in (pool.provisioning_parameters or {}).items()},
     )
 
 

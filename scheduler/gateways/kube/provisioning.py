@@ -57,6 +57,10 @@ NODECLAIM_GROUP, NODECLAIM_VERSION, NODECLAIM_PLURAL = "karpenter.sh", "v1", "no
 # ProvisioningClassCheckCapacity (only checks what the cluster has).
 BEST_EFFORT_ATOMIC = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
 CHECK_CAPACITY = "check-capacity.autoscaling.x-k8s.io"
+# GKE's cluster autoscaler: a node pool created with queued provisioning takes nodes only through requests of this
+# class, all at once, and its nodes carry the taint labels.TOLERATED_TAINTS tolerates (cloud.google.com
+# kubernetes-engine/docs/how-to/provisioningrequest; the GKE API's NodePool.QueuedProvisioning).
+QUEUED_PROVISIONING = "queued-provisioning.gke.io"
 DEFAULT_CLASS = BEST_EFFORT_ATOMIC
 # types.go: ProvisioningRequestPodAnnotationKey / ProvisioningClassPodAnnotationKey, what a pod that uses the
 # request's capacity carries (the CA counts them: processors/provreq/processor.go bookCapacity).
@@ -178,16 +182,24 @@ def pod_template_manifest(spec: NodeRequestSpec) -> dict[str, Any]:
 
 
 def provisioning_request_manifest(spec: NodeRequestSpec) -> dict[str, Any]:
-    """The ProvisioningRequest: one pod set of ``nodes`` pods of the template (types.go ``ProvisioningRequestSpec``)."""
+    """The ProvisioningRequest: one pod set of ``nodes`` pods of the template (types.go ``ProvisioningRequestSpec``),
+    and the pool's class parameters as they are (types.go ``Parameters``: strings of at most 255 characters, at most
+    100 of them; the pool's admin form checks both). Which parameters a class reads is the class's: the open-source
+    classes read none of them (``processors/provreq/processor.go`` keeps its 10-minute booking and 7-day expiry
+    fixed); ``atomic-scale-up.kubernetes.io`` reads ``ValidUntilSeconds``, how long it retries; GKE's
+    ``queued-provisioning.gke.io`` reads ``maxRunDurationSeconds``, how long its nodes may run."""
     name = object_name(spec.id)
+    body: dict[str, Any] = {
+        "provisioningClassName": spec.provisioning_class or DEFAULT_CLASS,
+        "podSets": [{"podTemplateRef": {"name": name}, "count": spec.nodes}],
+    }
+    if spec.provisioning_parameters:
+        body["parameters"] = {str(k): str(v) for k, v in spec.provisioning_parameters.items()}
     return {
         "apiVersion": f"{PR_GROUP}/{PR_VERSION}",
         "kind": "ProvisioningRequest",
         "metadata": _meta(spec, name),
-        "spec": {
-            "provisioningClassName": spec.provisioning_class or DEFAULT_CLASS,
-            "podSets": [{"podTemplateRef": {"name": name}, "count": spec.nodes}],
-        },
+        "spec": body,
     }
 
 

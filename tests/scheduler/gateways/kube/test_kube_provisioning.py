@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from dataclasses import replace
 
 import aiohttp.web
 import pytest
@@ -17,6 +18,7 @@ from scheduler.gateways.kube.gateway import KubeGateway
 from scheduler.gateways.kube.provisioning import (
     CONSUME_ANNOTATION,
     NODES_ANNOTATION,
+    QUEUED_PROVISIONING,
     insufficient_capacity,
     launch_failures,
     pool_of,
@@ -187,6 +189,69 @@ def test_a_peak_arrives_is_served_on_new_nodes_and_leaves_with_the_nodes_release
     assert ca.removed == [f"{GKE_POOL}-1", f"{GKE_POOL}-2"]
     assert _pools(gateway) == {}
     gateway.node_release(node=f"{GKE_POOL}-1")  # gone: nothing to do
+
+
+def test_gke_queued_provisioning_brings_tainted_nodes_microcosm_binds_on_with_the_class_parameters(
+    cluster, gateway, clock
+) -> None:
+    """A GKE node pool created with queued provisioning: asked with its class and the pool's parameters as they are;
+    its nodes carry cloud.google.com/gke-queued=true:NoSchedule, which Microcosm's pods tolerate, so they are
+    schedulable and the job binds there consuming the request."""
+    labels = {**GFD, "cloud.google.com/gke-nodepool": GKE_POOL}
+    ca = ClusterAutoscaler(cluster, [NodeGroup(GKE_POOL, labels, queued=True)], gke=True)
+    parameters = {"maxRunDurationSeconds": "86400"}
+    gateway.nodes_request(
+        request=replace(_spec(), provisioning_class=QUEUED_PROVISIONING, provisioning_parameters=parameters)
+    )
+    (pr,) = _prs(cluster)
+    assert (pr["spec"]["provisioningClassName"], pr["spec"]["parameters"]) == (QUEUED_PROVISIONING, parameters)
+    template = cluster.api_client.sanitize_for_serialization(cluster.core.read_namespaced_pod_template("mc-nr-r1", NS))
+    queued = {"key": "cloud.google.com/gke-queued", "operator": "Equal", "value": "true"}
+    assert queued in template["template"]["spec"]["tolerations"]
+
+    ca.step(clock.now)
+    assert _request(gateway).state is NodeRequestState.PROVISIONED
+    assert ca.parameters_seen[(NS, "mc-nr-r1")] == parameters
+    clock.now += 300
+    ca.step(clock.now)
+    nodes = (f"{GKE_POOL}-1", f"{GKE_POOL}-2")
+    observed = {n.name: n for n in gateway.observe().nodes}
+    for name in nodes:
+        assert {"key": "cloud.google.com/gke-queued", "value": "true", "effect": "NoSchedule"} in (
+            cluster.node(name)["spec"]["taints"]
+        )
+        assert (observed[name].pool, observed[name].schedulable) == (GKE_POOL, True)
+    _bind(gateway, nodes)
+    pods = cluster.pods(NS)
+    assert {p["metadata"]["annotations"][CONSUME_ANNOTATION] for p in pods} == {"mc-nr-r1"}
+    assert {p["metadata"]["annotations"]["autoscaling.x-k8s.io/provisioning-class-name"] for p in pods} == {
+        QUEUED_PROVISIONING
+    }
+    assert all(queued in p["spec"]["tolerations"] for p in pods)
+
+
+def test_a_queued_pool_takes_only_its_class_and_the_open_source_ca_leaves_that_class_alone(
+    cluster, gateway, clock
+) -> None:
+    labels = {**GFD, "cloud.google.com/gke-nodepool": GKE_POOL}
+    ca = ClusterAutoscaler(cluster, [NodeGroup(GKE_POOL, labels, queued=True)], gke=True)
+    gateway.nodes_request(request=_spec())  # best-effort-atomic, at a queued pool
+    ca.step(clock.now)
+    assert _request(gateway).message == "CapacityIsNotFound: Capacity is not found, CA will try to find it later."
+
+    open_source = ClusterAutoscaler(cluster, [NodeGroup(GKE_POOL, labels)])  # no queued-provisioning.gke.io
+    gateway.nodes_request(request=replace(_spec(id="r2", job="102"), provisioning_class=QUEUED_PROVISIONING))
+    open_source.step(clock.now)
+    assert _request(gateway, "102").message == "not accepted by the Cluster Autoscaler yet"
+
+
+def test_a_group_whose_taint_the_template_does_not_tolerate_cannot_take_the_request(cluster, gateway, clock) -> None:
+    labels = {**GFD, "cloud.google.com/gke-nodepool": GKE_POOL}
+    taint = {"key": "dedicated", "value": "ml", "effect": "NoSchedule"}
+    ca = ClusterAutoscaler(cluster, [NodeGroup(GKE_POOL, labels, taints=[taint])])
+    gateway.nodes_request(request=_spec())
+    ca.step(clock.now)
+    assert _request(gateway).message.startswith("CapacityIsNotFound")
 
 
 def test_a_stockout_is_the_autoscalers_words_and_the_group_is_retried_after_its_backoff(
