@@ -20,8 +20,8 @@ from django.db.models import Q
 
 from scheduler.core import default_arrival_s
 from scheduler.core.model.vocabulary import Fabric, Interconnect, choices_of
-from scheduler.gateways.kube.provisioning import POOL_LABELS
 from scheduler.models import GpuModel
+from scheduler.pool_labels import POOL_LABELS
 
 # The ProvisioningRequest class a Cluster Autoscaler pool asks through unless the admin says otherwise: all of a
 # request's nodes or none (a gang needs every node at once). kubernetes/autoscaler,
@@ -180,7 +180,7 @@ class AutoscaledPool(models.Model):
 
     def _kubernetes_pool_unnamed(self, errors: dict[str, str]) -> bool:
         """On Kubernetes a node's pool is the value of its autoscaler's own label (POOL_LABELS,
-        scheduler.gateways.kube.provisioning ``pool_of``): a pool whose labels do not name it so would never see its
+        scheduler.pool_labels ``pool_of``): a pool whose labels do not name it so would never see its
         nodes arrive, nor count them against its ceiling."""
         if self.autoscaler not in (Autoscaler.CLUSTER_AUTOSCALER, Autoscaler.KARPENTER) or "node_selector" in errors:
             return False

@@ -42,7 +42,6 @@ from scheduler.gateways.kube.provisioning import (
     CONSUME_ANNOTATION,
     DEFAULT_CLASS,
     KARPENTER,
-    KARPENTER_POOL_LABEL,
     NODES_ANNOTATION,
     REQUEST_LABEL,
     ca_observation,
@@ -56,6 +55,7 @@ from scheduler.gateways.kube.provisioning import (
     provisioning_request_manifest,
 )
 from scheduler.gateways.protocol import NodeRequestObservation, NodeRequestSpec
+from scheduler.pool_labels import KARPENTER_POOL_LABEL
 
 logger = logging.getLogger(__name__)
 

@@ -31,7 +31,8 @@ and Karpenter provision for. Each autoscaler is asked the way it listens instead
   ``InsufficientCapacityError`` Event of a NodeClaim of the pool deleted for want of capacity
   (:func:`insufficient_capacity`), else kube-scheduler's verdict on a placeholder.
 
-**Pools.** A node's pool (:func:`pool_of`) is the value of the first of :data:`POOL_LABELS` it carries: the label
+**Pools.** A node's pool (:func:`scheduler.pool_labels.pool_of`) is the value of the first of its ``POOL_LABELS`` it
+carries: the label
 each autoscaler puts on the nodes it adds. The pool's ``node_selector`` names the same label, so the placeholders and
 the template land only on that pool's nodes.
 """
@@ -47,6 +48,7 @@ from typing import Any
 from scheduler.gateways.kube.labels import TOLERATED_TAINTS
 from scheduler.gateways.kube.pods import GPU_RESOURCE, JOB_LABEL, MANAGED_BY, SCHEDULER_NAME
 from scheduler.gateways.protocol import NodeRequestObservation, NodeRequestSpec, NodeRequestState
+from scheduler.pool_labels import KARPENTER_POOL_LABEL
 
 CLUSTER_AUTOSCALER = "cluster-autoscaler"
 KARPENTER = "karpenter"
@@ -74,15 +76,6 @@ NODE_COUNT_ANNOTATION = "microcosm.io/nodes"  # how many nodes the request asked
 ASKED_AT_ANNOTATION = "microcosm.io/asked-at"  # on the PodTemplate: when the worker asked (UTC, RFC 3339)
 REQUESTS = REQUEST_LABEL  # the label selector of every request object (the key exists)
 
-# The label each autoscaler puts on the nodes it adds, in the order pool_of reads them: Karpenter
-# (pkg/apis/v1/labels.go NodePoolLabelKey), GKE (node pools), EKS managed node groups, AKS agent pools.
-POOL_LABELS = (
-    "karpenter.sh/nodepool",
-    "cloud.google.com/gke-nodepool",
-    "eks.amazonaws.com/nodegroup",
-    "kubernetes.azure.com/agentpool",
-)
-KARPENTER_POOL_LABEL = POOL_LABELS[0]
 # Karpenter's reasons (pkg/events/reason.go; the Launched condition's reason in lifecycle/launch.go) and where
 # client-go's recorder puts the Events of a cluster-scoped NodeClaim (tools/record/event.go makeEvent).
 INSUFFICIENT_CAPACITY = "InsufficientCapacityError"
@@ -108,11 +101,6 @@ def object_name(request: str) -> str:
 
 def placeholder_name(request: str, index: int) -> str:
     return f"{object_name(request)[:56]}-{index}"
-
-
-def pool_of(labels: Mapping[str, str]) -> str:
-    """The pool a node belongs to: the value of the first of :data:`POOL_LABELS` it carries ("" none)."""
-    return next((labels[key] for key in POOL_LABELS if labels.get(key)), "")
 
 
 def _labels(spec: NodeRequestSpec) -> dict[str, str]:

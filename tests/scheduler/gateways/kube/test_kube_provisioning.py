@@ -21,7 +21,6 @@ from scheduler.gateways.kube.provisioning import (
     QUEUED_PROVISIONING,
     insufficient_capacity,
     launch_failures,
-    pool_of,
     request_state,
 )
 from scheduler.gateways.protocol import (
@@ -33,6 +32,7 @@ from scheduler.gateways.protocol import (
     ProvisioningGateway,
     ReplicaPlacement,
 )
+from scheduler.pool_labels import pool_of
 from tests.scheduler.kube_emulator import H100_ONE_LEAF, Cluster, ManualClock, cluster_fixture, status_response
 from tests.scheduler.kube_harness.cluster_autoscaler import ClusterAutoscaler, NodeGroup
 from tests.scheduler.kube_harness.karpenter import Karpenter, NodePool
