@@ -10,13 +10,20 @@ rows add up to the team's total and the rows to the ``total`` row, which is the 
 XLSX cells are numbers holding those same decimals, money in a dollar currency format. The summary's last rows
 are ``total`` (what the rows add up to) and, for finance, ``cluster-cost`` (what the cluster cost in the
 period): the two are equal when the report reconciles.
+
+On-demand overhead (:mod:`billing.on_demand`: an autoscaled node's hours from its request to its first work, bought
+for one job) is a summary line ``on-demand-overhead`` per team that asked, its figures in two columns of their own,
+``on_demand_overhead_gpu_hours`` and ``on_demand_overhead_usd`` (apportioned to the cent, their sum on the ``total``
+row), and nothing in ``gpu_hours`` or ``total_usd``: those hours are already in the on-demand idle-capacity line (or
+the idle shares), so the lines still add up to the total and the cluster cost, and finance sees to whom that part of
+the idle line belongs.
 """
 
 from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
 
 from openpyxl import Workbook
@@ -44,7 +51,11 @@ SUMMARY_COLUMNS = (
     "provisional",
     # Appended, so that a finance system reading columns by position still finds the others where they were.
     "status",
+    "on_demand_overhead_gpu_hours",
+    "on_demand_overhead_usd",
 )
+# The summary line of a team's on-demand overhead (module doc).
+OVERHEAD_LINE = "on-demand-overhead"
 JOB_COLUMNS = (
     "period",
     "mode",
@@ -100,11 +111,39 @@ def summary_records(report: Report) -> list[Record]:
                 "provisional": _flag(row.provisional),
             }
         )
+    overheads = overhead_records(report, base)
+    records += overheads
     for (line, gpu_model, tier, gpu_hours, _cost), cost in zip(other_lines(report), cents.other, strict=True):
         records.append(_blank(**base, line=line, gpu_model=gpu_model, tier=tier, gpu_hours=gpu_hours, total_usd=cost))
-    records.append(_blank(**base, line="total", total_usd=cents.total))
+    total_row = _blank(**base, line="total", total_usd=cents.total)
+    if overheads:
+        # What the overhead lines add up to: they are apportioned from this very figure.
+        overhead = sum((cost for _h, cost in report.overhead_by_team.values()), ZERO)
+        total_row["on_demand_overhead_usd"] = to_cents(overhead)
+    records.append(total_row)
     if report.scope_all:
         records.append(_blank(**base, line="cluster-cost", total_usd=cents.cluster_cost))
+    return records
+
+
+def overhead_records(report: Report, base: Mapping[str, object]) -> list[Record]:
+    """One ``on-demand-overhead`` line per team with overhead in the period, by team slug (module doc)."""
+    teams = sorted(report.overhead_by_team, key=lambda team: report.overhead_teams.get(team, (str(team), ""))[0])
+    cents = apportion([report.overhead_by_team[team][1] for team in teams])
+    records = []
+    for team, cost in zip(teams, cents, strict=True):
+        slug, name = report.overhead_teams.get(team, (str(team), ""))
+        records.append(
+            _blank(
+                **base,
+                line=OVERHEAD_LINE,
+                team=slug,
+                team_name=name,
+                tier="on-demand",
+                on_demand_overhead_gpu_hours=report.overhead_by_team[team][0],
+                on_demand_overhead_usd=cost,
+            )
+        )
     return records
 
 

@@ -188,6 +188,9 @@ class Report:
     overhead_gpu_hours: Decimal = ZERO
     overhead_cost: Decimal = ZERO
     overhead_by_team: dict[int, tuple[Decimal, Decimal]] = field(default_factory=dict)  # team id → (GPU-h, cost)
+    # Team id → (slug, name) of each team in ``overhead_by_team``: the files name a team whose only figure of the
+    # period is its overhead (its job never ran there) as they name the others.
+    overhead_teams: dict[int, tuple[str, str]] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
 
     # -- the month's standing ----------------------------------------------------------------------------

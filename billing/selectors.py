@@ -112,6 +112,7 @@ def chargeback_report(
         overhead_gpu_hours=sum((hours for hours, _cost in overhead.values()), ZERO),
         overhead_cost=sum((cost for _hours, cost in overhead.values()), ZERO),
         overhead_by_team=overhead,
+        overhead_teams={k: v for k, v in report.overhead_teams.items() if k in overhead},
     )
 
 
@@ -253,6 +254,10 @@ def _cluster_report(*, period: Period, mode: str, idle_mode: str, now: datetime)
         overhead_gpu_hours=sum((hours for hours, _cost in overhead.values()), ZERO),
         overhead_cost=sum((cost for _hours, cost in overhead.values()), ZERO),
         overhead_by_team=overhead,
+        overhead_teams={
+            pk: (slug, name)
+            for pk, slug, name in Team.objects.filter(pk__in=overhead).values_list("pk", "slug", "name")
+        },
         warnings=warnings,
     )
 

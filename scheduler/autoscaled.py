@@ -20,8 +20,8 @@ from django.db.models import Q
 
 from scheduler.core import default_arrival_s
 from scheduler.core.model.vocabulary import Fabric, Interconnect, choices_of
-from scheduler.gateways.kube.provisioning import POOL_LABELS
 from scheduler.models import GpuModel
+from scheduler.pool_labels import POOL_LABELS
 
 # The ProvisioningRequest class a Cluster Autoscaler pool asks through unless the admin says otherwise: all of a
 # request's nodes or none (a gang needs every node at once). kubernetes/autoscaler,
@@ -29,6 +29,10 @@ from scheduler.models import GpuModel
 # (ProvisioningClassBestEffortAtomicScaleUp).
 BEST_EFFORT_ATOMIC = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
 CHECK_CAPACITY = "check-capacity.autoscaling.x-k8s.io"
+QUEUED_PROVISIONING = "queued-provisioning.gke.io"  # GKE's queued provisioning (docs/deploy.md)
+# A ProvisioningRequest's parameters: at most 100, each value at most 255 characters (types.go Parameters,
+# Parameter's MaxLength).
+MAX_PARAMETERS, MAX_PARAMETER_LENGTH = 100, 255
 
 
 class Autoscaler(models.TextChoices):
@@ -46,7 +50,19 @@ class AutoscaledPool(models.Model):
         max_length=253,
         blank=True,
         default=BEST_EFFORT_ATOMIC,
-        help_text="The ProvisioningRequest class (Cluster Autoscaler, GKE); empty for Karpenter.",
+        help_text=(
+            f"The ProvisioningRequest class (Cluster Autoscaler, GKE); empty for Karpenter. {QUEUED_PROVISIONING} for "
+            "a GKE node pool created with queued provisioning."
+        ),
+    )
+    provisioning_parameters = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text=(
+            "The class's own parameters, passed as they are, e.g. "
+            '{"maxRunDurationSeconds": "86400"} (GKE queued provisioning: how long its nodes may run) or '
+            '{"ValidUntilSeconds": "1800"} (atomic-scale-up: how long it retries). Empty: none.'
+        ),
     )
     node_selector = models.JSONField(
         default=dict,
@@ -120,10 +136,13 @@ class AutoscaledPool(models.Model):
                 "Karpenter takes no ProvisioningRequest class: leave it empty (its NodePool is picked by the node "
                 "labels)."
             )
+        parameters_error = self._parameters_error()
+        if parameters_error:
+            errors["provisioning_parameters"] = parameters_error
         if self.autoscaler == Autoscaler.CLUSTER_AUTOSCALER and not self.provisioning_class:
             errors["provisioning_class"] = (
                 f"The Cluster Autoscaler needs a ProvisioningRequest class: {BEST_EFFORT_ATOMIC} (all nodes or none) "
-                f"or {CHECK_CAPACITY}."
+                f"or {CHECK_CAPACITY} (or {QUEUED_PROVISIONING} for a GKE node pool with queued provisioning)."
             )
         if self.autoscaler in (Autoscaler.CLUSTER_AUTOSCALER, Autoscaler.KARPENTER) and not selector:
             errors["node_selector"] = (
@@ -140,9 +159,28 @@ class AutoscaledPool(models.Model):
         if errors:
             raise ValidationError(errors)
 
+    def _parameters_error(self) -> str:
+        """What is wrong with ``provisioning_parameters`` ("" nothing): strings only, within the API's bounds, and for
+        a ProvisioningRequest class only."""
+        parameters = self.provisioning_parameters
+        if not parameters:
+            return ""
+        if not isinstance(parameters, dict) or not all(
+            isinstance(k, str) and k and isinstance(v, str) for k, v in parameters.items()
+        ):
+            return 'Parameters must be an object of strings, e.g. {"maxRunDurationSeconds": "86400"}.'
+        if self.autoscaler != Autoscaler.CLUSTER_AUTOSCALER:
+            return "Only a ProvisioningRequest class takes parameters: leave them empty for this autoscaler."
+        if len(parameters) > MAX_PARAMETERS:
+            return f"A ProvisioningRequest takes at most {MAX_PARAMETERS} parameters."
+        long = sorted(k for k, v in parameters.items() if len(v) > MAX_PARAMETER_LENGTH)
+        if long:
+            return f"A parameter's value is at most {MAX_PARAMETER_LENGTH} characters: {', '.join(long)}."
+        return ""
+
     def _kubernetes_pool_unnamed(self, errors: dict[str, str]) -> bool:
         """On Kubernetes a node's pool is the value of its autoscaler's own label (POOL_LABELS,
-        scheduler.gateways.kube.provisioning ``pool_of``): a pool whose labels do not name it so would never see its
+        scheduler.pool_labels ``pool_of``): a pool whose labels do not name it so would never see its
         nodes arrive, nor count them against its ceiling."""
         if self.autoscaler not in (Autoscaler.CLUSTER_AUTOSCALER, Autoscaler.KARPENTER) or "node_selector" in errors:
             return False

@@ -18,7 +18,19 @@ class AutoscaledPoolAdmin(admin.ModelAdmin):
     search_fields = ("name",)
     ordering = ("name",)
     fieldsets = (
-        (None, {"fields": ("name", "enabled", "autoscaler", "provisioning_class", "node_selector")}),
+        (
+            None,
+            {
+                "fields": (
+                    "name",
+                    "enabled",
+                    "autoscaler",
+                    "provisioning_class",
+                    "provisioning_parameters",
+                    "node_selector",
+                )
+            },
+        ),
         (
             "The nodes it adds",
             {"fields": ("gpu_model", "gpus_per_node", "interconnect", "fabric", "placement_group", "max_nodes")},

@@ -214,3 +214,26 @@ def test_the_bridge_and_what_the_loop_imports_never_lead_back_to_the_loop() -> N
     assert "jobs.services" in used_by_loop
     chains = {start: _reaches(graph, start, LOOP) for start in sorted(bridge | used_by_loop)}
     assert {start: chain for start, chain in chains.items() if chain} == {}
+
+
+# The fleet's Django models: what the database holds must not depend on how one backend reaches a cluster. They may
+# use the gateways' shared protocol, which is no backend; the vocabulary a model and a backend both need (which label
+# names a node's pool) lives in scheduler/pool_labels.py, beside them.
+MODELS = ("scheduler/models.py", "scheduler/autoscaled.py")
+BACKENDS = ("scheduler.gateways.kube", "scheduler.gateways.simulated")
+
+
+def test_the_fleets_models_import_no_backend_gateway() -> None:
+    offenders = {
+        f"{model}: {module}"
+        for model in MODELS
+        for module in _every_import(ROOT / model)
+        if any(module == backend or module.startswith(backend + ".") for backend in BACKENDS)
+    }
+    assert offenders == set()
+
+
+def test_the_pool_label_vocabulary_is_neutral() -> None:
+    """No framework and no project module: the model and the gateway may both import it."""
+    path = ROOT / "scheduler" / "pool_labels.py"
+    assert _imported_roots(path) <= {"__future__", "collections"}

@@ -135,14 +135,22 @@ def test_rbac_grants_exactly_the_least_privilege_set() -> None:
         # Dynamic Resource Allocation (docs/deploy.md, Dynamic Resource Allocation (DRA) clusters)
         ("resource.k8s.io", "resourceslices", ("get", "list", "watch")),
         ("resource.k8s.io", "deviceclasses", ("get", "list", "watch")),
+        ("resource.k8s.io", "resourceclaims", ("list",)),  # the devices other owners' claims hold
     }
-    (role,) = _by_kind("Role").values()
+    roles = _by_kind("Role")
+    assert set(roles) == {"microcosm-mig-config", "microcosm-autoscaler-events"}
+    role = roles["microcosm-mig-config"]
     assert role["metadata"]["namespace"] == _settings_default("GPU_OPERATOR_NAMESPACE")
     assert _rules(role) == {("", "configmaps", ("create", "get", "patch")), ("", "pods", ("delete",))}
+    # Karpenter's NodeClaim Events, where client-go records a cluster object's: read-only, in default only.
+    events = roles["microcosm-autoscaler-events"]
+    assert events["metadata"]["namespace"] == "default" and _rules(events) == {("", "events", ("list",))}
     for binding in [_by_kind("ClusterRoleBinding")["microcosm-scheduler"], *_by_kind("RoleBinding").values()]:
         assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "microcosm", "namespace": "microcosm"}]
     assert _by_kind("ClusterRoleBinding")["microcosm-scheduler"]["roleRef"]["name"] == cluster_role["metadata"]["name"]
-    assert {b["roleRef"]["name"] for b in _by_kind("RoleBinding").values()} == {role["metadata"]["name"]}
+    assert {b["metadata"]["namespace"]: b["roleRef"]["name"] for b in _by_kind("RoleBinding").values()} == {
+        r["metadata"]["namespace"]: name for name, r in roles.items()
+    }
 
 
 def test_the_web_identity_reads_pod_logs_and_nothing_else() -> None:

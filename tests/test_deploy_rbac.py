@@ -20,9 +20,12 @@ RBAC = "rbac.authorization.k8s.io"
 AUTOSCALING, KARPENTER, RESOURCE = "autoscaling.x-k8s.io", "karpenter.sh", "resource.k8s.io"
 
 # Where a grant holds: "cluster" (a ClusterRoleBinding), "team" (a team namespace's RoleBinding of
-# scheduler/gateways/kube/namespaces.py), "operator" (the GPU Operator's namespace) or "opt-in" (a ClusterRole that
+# scheduler/gateways/kube/namespaces.py), "operator" (the GPU Operator's namespace), "default" (namespace default:
+# Events of cluster-scoped objects) or "opt-in" (a ClusterRole that
 # deploy/rbac.yaml binds to nothing: the administrator binds it with KUBE_NAMESPACE_CREATE).
 Grant = tuple[str, str, str, str, str]  # (identity, scope, API group, resource, verb)
+# A RoleBinding's namespace → its scope: the GPU Operator's, or default (Karpenter's NodeClaim Events).
+NAMESPACE_SCOPES = {"gpu-operator": "operator", "default": "default"}
 SCHEDULER, WEB = "microcosm", "microcosm-web"
 
 # Every KubeClient method that calls the API → the grants its calls need. Reads of a pod after a conflicting
@@ -85,6 +88,8 @@ USES: dict[str, list[Grant]] = {
     "resource_claim_status": [(SCHEDULER, "team", RESOURCE, "resourceclaims/status", "update")],
     "resource_claim_patch": [(SCHEDULER, "team", RESOURCE, "resourceclaims", "patch")],
     "resource_claim_delete": [(SCHEDULER, "team", RESOURCE, "resourceclaims", "delete")],
+    # Karpenter's Events on NodeClaims, where client-go's recorder writes a cluster object's: namespace default.
+    "node_claim_events": [(SCHEDULER, "default", "", "events", "list")],
 }
 # KubeClient methods that make no API call of their own.
 NO_CALL = {"call", "items"}
@@ -111,7 +116,8 @@ def _granted() -> set[Grant]:
     bindings = [d for d in _documents() if d["kind"] in ("ClusterRoleBinding", "RoleBinding")]
     scoped: list[tuple[str, str, dict[str, Any]]] = []  # (identity, scope, role)
     for binding in bindings:
-        scope = "cluster" if binding["kind"] == "ClusterRoleBinding" else "operator"
+        namespace = binding["metadata"].get("namespace", "")
+        scope = "cluster" if binding["kind"] == "ClusterRoleBinding" else NAMESPACE_SCOPES[namespace]
         role = roles[(binding["roleRef"]["kind"], binding["roleRef"]["name"])]
         scoped += [(s["name"], scope, role) for s in binding["subjects"] if s["namespace"] == MICROCOSM_NAMESPACE]
     for binding in role_binding_manifests("team-x", "x"):

@@ -41,6 +41,8 @@ def event_text(event: JobEvent) -> str:
         return _bound(details)
     if kind == EventType.MOVED:
         return _moved(details)
+    if kind == EventType.NODE_REQUEST:
+        return node_request_text(details)
     if kind in (EventType.PRIORITY_CHANGED, EventType.RANK_CHANGED):
         return f"{_words(kind)}: {details.get('old')} → {details.get('new')}"
     text = _words(kind)
@@ -83,6 +85,27 @@ def _moved(details: Mapping[str, Any]) -> str:
         why = details.get("reason") or "unknown"
         return f"Move to {target} abandoned: {why}; it serves on from {source}" if source else f"Move abandoned: {why}"
     return f"Moving from {source} to {target}: the old replicas serve until the new ones are ready"
+
+
+def node_request_text(details: Mapping[str, Any]) -> str:
+    """A node request's step (``scheduler.loop.provisioning_events``): "On-demand nodes requested: 2 × 8 GPUs of pool
+    h100-od (request 7)", "… failed: <the autoscaler's words>", "On-demand node n-1 released (request 7)"."""
+    request = f"request {details.get('request', '?')}"
+    state = str(details.get("state") or "")
+    said = f": {details['message']}" if details.get("message") else ""
+    if state == "released":
+        return f"On-demand node {details.get('node') or 'unknown'} released, its cost stops ({request})"
+    if state == "pending":
+        nodes, gpus = details.get("nodes"), details.get("gpus_per_node")
+        return f"On-demand nodes requested: {nodes} × {gpus} GPUs of pool {details.get('pool', '?')} ({request})"
+    names = details.get("node_names")
+    joined = f": {', '.join(str(n) for n in names)}" if isinstance(names, list) and names else ""
+    if state == "provisioned":
+        return f"On-demand nodes provisioned{joined or said} ({request})"
+    if state == "fulfilled":
+        return f"On-demand nodes joined the cluster{joined} ({request})"
+    words = state.replace("-", " ") or "changed"  # failed, revoked, timed out, withdrawn
+    return f"On-demand node request {words}{said} ({request})"
 
 
 def _reason(value: object) -> str:

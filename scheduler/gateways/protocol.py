@@ -516,6 +516,9 @@ class NodeRequestSpec:
     provisioning_class: str = ""  # the ProvisioningRequest class (Cluster Autoscaler / GKE); "" for Karpenter
     node_selector: Mapping[str, str] = field(default_factory=dict)  # labels that pick the pool's nodes
     price_per_gpu_hour: float = 0.0  # the simulated fleet's new nodes carry it
+    # The class's own parameters, passed as they are (a ProvisioningRequest's spec.parameters: GKE queued
+    # provisioning's maxRunDurationSeconds, atomic-scale-up's ValidUntilSeconds); empty: none.
+    provisioning_parameters: Mapping[str, str] = field(default_factory=dict)
 
 
 @runtime_checkable

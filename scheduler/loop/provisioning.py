@@ -29,6 +29,9 @@ nothing (provisioned row)      as provisioned, from the names it recorded
 settled, still reported        withdrawn again (failed, revoked, withdrawn, timed out or fulfilled)
 =============================  ====================================================================================
 
+Every step of a request, and every release of a node one brought, is a ``node_request`` event on its job's timeline
+(:mod:`scheduler.loop.provisioning_events`), written with the row.
+
 The nodes a request brought are linked to it by the names the autoscaler gave, once the inventory has them
 (:func:`_nodes_link`: billed from the request). And the autoscaled nodes' ``idle_since`` (:func:`idle_track`): when
 a node of a pool last became empty, while it holds no live allocation (what ``Release`` waits
@@ -54,6 +57,7 @@ from scheduler.core import Plan
 from scheduler.core.model.vocabulary import JobState
 from scheduler.gateways.protocol import NodeRequestSpec, NodeRequestState, Observation
 from scheduler.loop.apply import NodeReleaseOp, Op, ProvisionOp, WithdrawOp
+from scheduler.loop.provisioning_events import releases_event, request_event
 from scheduler.models import Node
 
 DEFAULT_TIMEOUT_S = 1800.0  # SCHEDULER["node_request_timeout_s"]'s default: a request not provisioned in 30 min
@@ -75,6 +79,7 @@ def request_spec(row: NodeRequest, *, namespace: str, price_per_gpu_hour: float)
         provisioning_class=pool.provisioning_class,
         node_selector={str(k): str(v) for k, v in (pool.node_selector or {}).items()},
         price_per_gpu_hour=price_per_gpu_hour,
+        provisioning_parameters={str(k): str(v) for k, v in (pool.provisioning_parameters or {}).items()},
     )
 
 
@@ -132,6 +137,7 @@ def _provisions(plan: Plan, at: datetime, ops: list[Op]) -> list[dict[str, Any]]
             arrives_at=datetime.fromtimestamp(provision.arrives_at, tz=UTC),
         )
         asking.add(job.pk)
+        request_event(row, at)
         ops.append(
             ProvisionOp(spec=request_spec(row, namespace=job.team.namespace, price_per_gpu_hour=prices[pool.pk]))
         )
@@ -145,7 +151,7 @@ def _withdrawals(plan: Plan, at: datetime, ops: list[Op]) -> list[dict[str, Any]
         str(row.pk): row
         for row in NodeRequest.objects.select_for_update(of=("self",))
         .filter(pk__in=ids, state__in=IN_FLIGHT)
-        .select_related("job__team")
+        .select_related("job__team", "pool")
     }
     done = []
     for withdraw in plan.withdrawals:
@@ -165,6 +171,7 @@ def _releases(plan: Plan, at: datetime, ops: list[Op]) -> list[dict[str, Any]]:
         Node.objects.filter(name__in=names, released_at__isnull=True).exclude(pool="").values_list("name", flat=True)
     )
     Node.objects.filter(name__in=nodes).update(released_at=at)
+    releases_event(nodes, at)
     done = []
     for release in plan.releases:
         if release.node not in nodes:
@@ -175,8 +182,10 @@ def _releases(plan: Plan, at: datetime, ops: list[Op]) -> list[dict[str, Any]]:
 
 
 def _settle(row: NodeRequest, state: NodeRequestStatus, at: datetime, message: str) -> None:
+    """Record ``row``'s new state, and the step on its job's timeline (its pool loaded)."""
     row.state, row.state_since, row.message = state, at, message[:500]
     row.save(update_fields=["state", "state_since", "message"])
+    request_event(row, at)
 
 
 def provisions_refused(refused: Sequence[tuple[ProvisionOp, str]], *, at: datetime) -> list[str]:
@@ -188,9 +197,9 @@ def provisions_refused(refused: Sequence[tuple[ProvisionOp, str]], *, at: dateti
     with transaction.atomic():
         rows = {
             str(row.pk): row
-            for row in NodeRequest.objects.select_for_update().filter(
-                pk__in=[int(op.spec.id) for op, _ in refused], state__in=IN_FLIGHT
-            )
+            for row in NodeRequest.objects.select_for_update(of=("self",))
+            .filter(pk__in=[int(op.spec.id) for op, _ in refused], state__in=IN_FLIGHT)
+            .select_related("pool")
         }
         for op, message in refused:
             row = rows.get(op.spec.id)

@@ -3,17 +3,26 @@ before their first work charged to the team that asked (billing.capacity, billin
 
 from __future__ import annotations
 
+import csv
+import io
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 import pytest
+from django.db.models import Sum
 from django.urls import reverse
+from openpyxl import load_workbook
 
 from billing.capacity import capacity_lines, node_lives
+from billing.cents import to_cents
+from billing.exports import MONEY_FORMAT, SUMMARY_COLUMNS, summary_records, to_csv, to_xlsx
+from billing.models import LedgerEntry
 from billing.on_demand import on_demand_overheads
 from billing.periods import period_for
 from billing.prices import PriceBook
+from billing.report import Report
 from billing.selectors import Scope, chargeback_report
+from billing.services import ledger_close_due
 from jobs.models import Allocation, Job
 from scheduler.autoscaled import AutoscaledPool, Autoscaler, NodeRequest
 from scheduler.models import GpuModel, Node
@@ -126,3 +135,69 @@ def test_the_chargeback_report_shows_each_teams_overhead_to_whom_may_see_it(clie
     client.force_login(finance_user)
     page = client.get(reverse("billing:reports"), {"month": "2026-11"}).content.decode()
     assert 'data-testid="on-demand-overhead"' in page and "on-demand overhead" in page
+
+
+def _csv(report: Report) -> list[dict[str, str]]:
+    return list(csv.DictReader(io.StringIO(to_csv(summary_records(report), SUMMARY_COLUMNS))))
+
+
+def test_the_chargeback_files_carry_each_teams_overhead_and_still_reconcile() -> None:
+    _node, job = _autoscaled(released_after_h=3, first_work_after_h=0.25)
+    month, now = date(2026, 11, 1), datetime(2026, 12, 1, tzinfo=UTC)
+    ledger_close_due(now=now)
+    report = chargeback_report(scope=Scope(all_teams=True), month=month, now=now)
+    assert report.status == "final"  # every hour from the closed ledger
+    rows = _csv(report)
+    (overhead,) = [r for r in rows if r["line"] == "on-demand-overhead"]
+    assert (overhead["team"], overhead["team_name"], overhead["tier"]) == (job.team.slug, job.team.name, "on-demand")
+    assert (overhead["on_demand_overhead_gpu_hours"], overhead["on_demand_overhead_usd"]) == ("2.000000", "6.86")
+    # Already inside the on-demand idle-capacity line: no GPU-hours nor money of its own in the lines' columns ...
+    assert (overhead["gpu_hours"], overhead["total_usd"]) == ("", "")
+    (idle,) = [r for r in rows if r["line"] == "idle-capacity" and r["tier"] == "on-demand"]
+    assert Decimal(idle["total_usd"]) >= Decimal("6.86")
+    # ... so the lines still add up to the total row and to what the cluster cost, and the ledger's usage is the
+    # usage lines' (the overhead is no ledger entry).
+    (total,) = [r for r in rows if r["line"] == "total"]
+    (cluster,) = [r for r in rows if r["line"] == "cluster-cost"]
+    lines = [r for r in rows if r["line"] not in ("total", "cluster-cost")]
+    assert (
+        sum(Decimal(r["total_usd"] or 0) for r in lines) == Decimal(total["total_usd"]) == to_cents(report.lines_total)
+    )
+    assert Decimal(total["total_usd"]) == Decimal(cluster["total_usd"]) and report.reconciled
+    usage = sum(Decimal(r["usage_cost_usd"]) for r in rows if r["line"] == "usage")
+    ledger = LedgerEntry.objects.aggregate(cost=Sum("cost"))["cost"]
+    assert usage == to_cents(ledger) == Decimal("3.43")  # the ledger's: 1 GPU for 1 h at the node's price
+    assert total["on_demand_overhead_usd"] == "6.86"
+    # The XLSX holds the same figures as numbers in the currency and GPU-hour formats.
+    sheet = load_workbook(io.BytesIO(to_xlsx(summary_records(report), SUMMARY_COLUMNS, title="2026-11"))).active
+    header = [cell.value for cell in sheet[1]]
+    cells = {row[header.index("line")].value: row for row in sheet.iter_rows(min_row=2)}
+    cell = cells["on-demand-overhead"][header.index("on_demand_overhead_usd")]
+    assert (cell.value, cell.number_format) == (6.86, MONEY_FORMAT)  # read back as a float
+    # A lead sees their team's overhead line; another team's lead sees none.
+    own = chargeback_report(scope=Scope(all_teams=False, team_ids=frozenset({job.team_id})), month=month, now=now)
+    assert [r["team"] for r in _csv(own) if r["line"] == "on-demand-overhead"] == [job.team.slug]
+    other = chargeback_report(scope=Scope(all_teams=False, team_ids=frozenset({job.team_id + 1})), month=month, now=now)
+    assert not [r for r in _csv(other) if r["line"] == "on-demand-overhead"]
+    assert _csv(other)[-1]["on_demand_overhead_usd"] == ""
+
+
+def test_overhead_lines_are_apportioned_to_the_cent_and_name_each_team() -> None:
+    period = period_for(date(2026, 11, 1), now=datetime(2026, 12, 1, tzinfo=UTC))
+    report = Report(
+        period=period,
+        mode="chargeback",
+        idle_mode="own-line",
+        scope_all=True,
+        job_lines=[],
+        capacity=[],
+        commitments=[],
+        idle_shared=False,
+        closed_through=None,
+        overhead_by_team={2: (Decimal("1"), Decimal("0.005")), 1: (Decimal("1"), Decimal("0.005"))},
+        overhead_teams={1: ("vision", "Vision"), 2: ("nlp", "NLP")},
+    )
+    rows = _csv(report)
+    overhead = [(r["team"], r["on_demand_overhead_usd"]) for r in rows if r["line"] == "on-demand-overhead"]
+    assert overhead == [("nlp", "0.01"), ("vision", "0.00")]  # 1 cent in all (half-even of 0.010), by slug
+    assert rows[-2]["line"] == "total" and rows[-2]["on_demand_overhead_usd"] == "0.01"

@@ -10,8 +10,9 @@ from django.urls import reverse
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from jobs.models import Job
+from jobs.models import Job, JobEvent
 from scheduler.autoscaled import AutoscaledPool, Autoscaler, NodeRequest
+from scheduler.core.model.vocabulary import EventType
 from scheduler.models import GpuModel
 from scheduler.services.fleet import gpu_models_sync
 
@@ -72,6 +73,22 @@ def test_the_job_page_and_the_api_show_the_node_request(client, team, member) ->
         "message": "",
         "node_names": [],
     }
+
+
+def test_the_job_page_timeline_tells_the_request_steps_and_an_outsider_gets_404(client, team, member, outsider) -> None:
+    job = _waiting_with_request(team, member)
+    row = job.node_requests.get()
+    JobEvent.objects.create(
+        job=job,
+        type=EventType.NODE_REQUEST,
+        at=ASKED + timedelta(minutes=3),
+        details={"state": "failed", "request": str(row.pk), "message": "CapacityIsNotFound: no H100 capacity"},
+    )
+    client.force_login(member)
+    body = client.get(reverse("jobs:detail", args=[job.pk])).content.decode()
+    assert f"On-demand node request failed: CapacityIsNotFound: no H100 capacity (request {row.pk})" in body
+    client.force_login(outsider)
+    assert client.get(reverse("jobs:detail", args=[job.pk])).status_code == 404
 
 
 def test_a_job_without_a_request_shows_none(client, team, member) -> None:

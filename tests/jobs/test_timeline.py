@@ -54,6 +54,33 @@ def _event(type_: str, **details: object) -> JobEvent:
         (_event("priority_changed", old="normal", new="high"), "Priority changed: normal → high"),
         (_event("failed", reason="OOMKilled"), "Failed: OOMKilled"),
         (_event("submitted"), "Submitted"),
+        # A node request's steps (scheduler.loop.provisioning_events), the autoscaler's words kept.
+        (
+            _event("node_request", state="pending", request="7", pool="h100-od", nodes=2, gpus_per_node=8),
+            "On-demand nodes requested: 2 × 8 GPUs of pool h100-od (request 7)",
+        ),
+        (
+            _event("node_request", state="provisioned", request="7", message="Capacity is found"),
+            "On-demand nodes provisioned: Capacity is found (request 7)",
+        ),
+        (
+            _event("node_request", state="fulfilled", request="7", node_names=["od-1", "od-2"]),
+            "On-demand nodes joined the cluster: od-1, od-2 (request 7)",
+        ),
+        (
+            _event("node_request", state="failed", request="7", message="CapacityIsNotFound: no H100 capacity"),
+            "On-demand node request failed: CapacityIsNotFound: no H100 capacity (request 7)",
+        ),
+        (
+            _event("node_request", state="timed-out", request="7", message="not provisioned within 30 min"),
+            "On-demand node request timed out: not provisioned within 30 min (request 7)",
+        ),
+        (_event("node_request", state="withdrawn", request="7"), "On-demand node request withdrawn (request 7)"),
+        (
+            _event("node_request", state="released", request="7", node="od-1"),
+            "On-demand node od-1 released, its cost stops (request 7)",
+        ),
+        (_event("node_request"), "On-demand node request changed (request ?)"),  # details lost: still a line
     ],
 )
 def test_each_event_reads_as_one_line(event: JobEvent, text: str) -> None:

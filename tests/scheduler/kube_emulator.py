@@ -14,7 +14,7 @@ loop in a background thread and the tests talk to it over real HTTP. What the em
 - fault injection: the next N requests matching a method and path answer with a status (and headers, e.g.
   ``Retry-After``) or stall longer than the client's timeout.
 
-Everything else (nodes, pods, ConfigMaps, PersistentVolumeClaims, Secrets, Services, events.k8s.io Events,
+Everything else (nodes, pods, ConfigMaps, PersistentVolumeClaims, Secrets, Services, events.k8s.io and core Events,
 PodTemplates, the autoscalers' custom resources: ``autoscaling.x-k8s.io/v1`` ProvisioningRequests and
 ``karpenter.sh/v1`` NodeClaims, and DRA's built-in ``resource.k8s.io/v1`` ResourceSlices, DeviceClasses and
 ResourceClaims, whose collections the API server harness lists and watches like the core ones) is kmock's generic
@@ -53,6 +53,7 @@ CLAIMS = "v1/persistentvolumeclaims"
 SECRETS = "v1/secrets"
 SERVICES = "v1/services"
 EVENTS = "events.k8s.io/v1/events"
+CORE_EVENTS = "v1/events"  # what client-go's recorder writes (Karpenter's Events: kube_harness/karpenter.py)
 ROLE_BINDINGS = "rbac.authorization.k8s.io/v1/rolebindings"  # a team namespace's, when Microcosm creates it
 # Node requests (scheduler/gateways/kube/provisioning.py) and the autoscalers' CRDs (tests/scheduler/kube_harness/
 # cluster_autoscaler.py, karpenter.py).
@@ -126,6 +127,7 @@ class GatewayEmulator(kmock.KubernetesEmulator):
             (SECRETS, True),
             (SERVICES, True),
             (EVENTS, True),
+            (CORE_EVENTS, True),
             (ROLE_BINDINGS, True),
             (PODTEMPLATES, True),
             (PROVISIONING_REQUESTS, True),

@@ -2,18 +2,30 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.test import Client
 
-from scheduler.autoscaled import BEST_EFFORT_ATOMIC, AutoscaledPool, Autoscaler, OnDemandBudget
+from jobs.models import Job
+from scheduler.autoscaled import (
+    BEST_EFFORT_ATOMIC,
+    QUEUED_PROVISIONING,
+    AutoscaledPool,
+    Autoscaler,
+    NodeRequest,
+    OnDemandBudget,
+)
 from scheduler.core import default_arrival_s
+from scheduler.loop.provisioning import request_spec
 from scheduler.models import GpuModel
 from scheduler.services.fleet import gpu_models_sync, node_register
 from teams.models import Team
 
 pytestmark = pytest.mark.django_db
+ASKED = datetime(2026, 12, 5, 9, 0, tzinfo=UTC)
 
 
 def _pool(**overrides: object) -> AutoscaledPool:
@@ -70,6 +82,52 @@ def test_node_labels_must_be_strings() -> None:
     with pytest.raises(ValidationError) as caught:
         _pool(node_selector={"pool": 3}).full_clean()
     assert "object of strings" in caught.value.message_dict["node_selector"][0]
+
+
+def test_class_parameters_are_strings_within_the_apis_bounds_and_for_a_provisioning_request_only() -> None:
+    pool = _pool(provisioning_class=QUEUED_PROVISIONING, provisioning_parameters={"maxRunDurationSeconds": "86400"})
+    pool.full_clean()
+    for parameters, words in (
+        ({"maxRunDurationSeconds": 86400}, "object of strings"),
+        ({"k": "x" * 256}, "at most 255 characters: k"),
+        ({str(i): "1" for i in range(101)}, "at most 100 parameters"),
+    ):
+        with pytest.raises(ValidationError) as caught:
+            _pool(provisioning_parameters=parameters).full_clean()
+        assert words in caught.value.message_dict["provisioning_parameters"][0]
+    karpenter = _pool(
+        autoscaler=Autoscaler.KARPENTER,
+        provisioning_class="",
+        node_selector={"karpenter.sh/nodepool": "h100-od"},
+        provisioning_parameters={"ValidUntilSeconds": "60"},
+    )
+    with pytest.raises(ValidationError) as caught:
+        karpenter.full_clean()
+    assert (
+        "Only a ProvisioningRequest class takes parameters" in caught.value.message_dict["provisioning_parameters"][0]
+    )
+
+
+def test_a_requests_spec_carries_its_pools_class_and_parameters() -> None:
+    pool = _pool(provisioning_class=QUEUED_PROVISIONING, provisioning_parameters={"maxRunDurationSeconds": "3600"})
+    pool.save()
+    team = Team.objects.create(name="NLP", slug="nlp", namespace="team-nlp")
+    job = Job.objects.create(team=team, name="peak", kind="training", gpus=8, submitted_at=ASKED)
+    row = NodeRequest.objects.create(
+        job=job,
+        pool=pool,
+        nodes=1,
+        gpus_per_node=8,
+        gpu_hours=8,
+        requested_at=ASKED,
+        state_since=ASKED,
+        arrives_at=ASKED,
+    )
+    spec = request_spec(row, namespace=team.namespace, price_per_gpu_hour=4.0)
+    assert (spec.provisioning_class, dict(spec.provisioning_parameters)) == (
+        QUEUED_PROVISIONING,
+        {"maxRunDurationSeconds": "3600"},
+    )
 
 
 def test_a_simulated_pool_needs_no_labels_and_its_own_arrival_wins() -> None:

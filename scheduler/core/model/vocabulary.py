@@ -178,6 +178,10 @@ class EventType(StrEnum):
     REJECTED = "rejected"
     PRIORITY_CHANGED = "priority_changed"
     RANK_CHANGED = "rank_changed"
+    # Nodes asked of an autoscaler for a pending job (scheduler.autoscaled.NodeRequest), one event per step: its
+    # details' ``state`` says pending (asked), provisioned, fulfilled, failed, revoked, timed-out, withdrawn, or
+    # released (an on-demand node it brought given back).
+    NODE_REQUEST = "node_request"
 
 
 def choices_of(enum: type[StrEnum]) -> list[tuple[str, str]]:

@@ -82,6 +82,8 @@ from scheduler.gateways.kube.pods import (
     terminating,
 )
 from scheduler.gateways.kube.provisioning import (
+    EVENT_NAMESPACE,
+    INSUFFICIENT_CAPACITY,
     NODECLAIM_GROUP,
     NODECLAIM_PLURAL,
     NODECLAIM_VERSION,
@@ -836,6 +838,21 @@ class KubeClient:
     def node_claims(self) -> list[dict[str, Any]]:
         """Karpenter's NodeClaims (cluster-scoped), one LIST; none when the API does not serve them."""
         return self._custom_list(NODECLAIM_GROUP, NODECLAIM_VERSION, NODECLAIM_PLURAL, "list NodeClaims")
+
+    def node_claim_events(self) -> list[dict[str, Any]]:
+        """Karpenter's Events of NodeClaims that found no capacity (:data:`~scheduler.gateways.kube.provisioning.
+        INSUFFICIENT_CAPACITY`), one LIST: core/v1 Events in ``default``, where client-go's recorder puts the Events
+        of a cluster-scoped object (client-go ``tools/record/event.go`` ``makeEvent``). Filtered here as well as by
+        the field selector, which an API server proxy may drop."""
+        selector = f"involvedObject.kind=NodeClaim,reason={INSUFFICIENT_CAPACITY}"
+        found = self.items(
+            "list NodeClaim events", self.core.list_namespaced_event, EVENT_NAMESPACE, field_selector=selector
+        )
+        return [
+            e
+            for e in found
+            if e.get("reason") == INSUFFICIENT_CAPACITY and (e.get("involvedObject") or {}).get("kind") == "NodeClaim"
+        ]
 
     def node_claim_delete(self, name: str) -> None:
         """Delete a NodeClaim: Karpenter's termination finalizer drains its node and terminates the instance."""

@@ -17,7 +17,7 @@ termination grace unless a deadline is shorter (:mod:`scheduler.gateways.kube.gr
 jobs wait are recorded as Events (:mod:`scheduler.gateways.kube.events`, best effort). On-demand nodes are asked of
 the cluster's autoscaler and given back by the :class:`~scheduler.gateways.kube.node_requests.NodeRequests` it holds
 (:class:`~scheduler.gateways.protocol.ProvisioningGateway`); a node's pool is the autoscaler's label on it
-(:func:`~scheduler.gateways.kube.provisioning.pool_of`). On a Dynamic Resource Allocation cluster (``dra``:
+(:func:`~scheduler.pool_labels.pool_of`). On a Dynamic Resource Allocation cluster (``dra``:
 ``KUBE_DRA``) a node's GPUs, MIG devices and EFA interfaces are read from the DRA drivers' ResourceSlices
 (:mod:`scheduler.gateways.kube.dra_slices`) and each such node's devices are kept for the apply path
 (:meth:`KubeGateway.dra_nodes`): a replica's devices there come through a ResourceClaim that is allocated and
@@ -114,7 +114,7 @@ from scheduler.gateways.kube.pods import (
     terminating,
 )
 from scheduler.gateways.kube.prometheus import PrometheusClient
-from scheduler.gateways.kube.provisioning import DO_NOT_DISRUPT, KARPENTER_POOL_LABEL, pool_of
+from scheduler.gateways.kube.provisioning import DO_NOT_DISRUPT
 from scheduler.gateways.kube.rendezvous import DEFAULT_PORT, needs_rendezvous, service_manifest, service_name
 from scheduler.gateways.kube.shared_memory import DEFAULT_FRACTION, quantity_bytes, shm_size_limit
 from scheduler.gateways.protocol import (
@@ -131,6 +131,7 @@ from scheduler.gateways.protocol import (
     ReplicaLog,
     UtilizationReading,
 )
+from scheduler.pool_labels import KARPENTER_POOL_LABEL, pool_of
 
 logger = logging.getLogger(__name__)
 
@@ -285,7 +286,7 @@ class KubeGateway:
             shutdown_grace_s=self.shutdown_grace_s,
             dra=dra,
         )
-        pool = pool_of(labels_of(raw))  # scheduler.gateways.kube.provisioning, Pools
+        pool = pool_of(labels_of(raw))  # scheduler.pool_labels
         return dataclasses.replace(found, pool=pool) if found is not None and pool else found
 
     # -- Dynamic Resource Allocation (scheduler.gateways.kube.dra_slices, dra_devices) ---------------------------

@@ -54,6 +54,11 @@ TOLERATED_TAINTS: tuple[tuple[str, str | None], ...] = (
     ("nvidia.com/gpu", None),  # any value
     ("kubernetes.azure.com/scalesetpriority", "spot"),
     ("cloud.google.com/gke-spot", "true"),
+    # GKE's queued provisioning (class queued-provisioning.gke.io): its node pools' nodes carry
+    # cloud.google.com/gke-queued=true:NoSchedule, and the pods that consume a request tolerate it (cloud.google.com
+    # kubernetes-engine/docs/how-to/provisioningrequest). Only a ProvisioningRequest brings such a node
+    # (NodePool.QueuedProvisioning), so tolerating it lets no work onto a node the engine did not ask for.
+    ("cloud.google.com/gke-queued", "true"),
 )
 
 # Interruption signals (docs/gpu-facts.md, Spot and preemption signals): taint key → (source name, seconds of

@@ -29,22 +29,24 @@ import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from scheduler.errors import GatewayConflict, GatewayError
 from scheduler.gateways.kube.client import KubeClient
 from scheduler.gateways.kube.nodes import labels_of, name_of
 from scheduler.gateways.kube.provisioning import (
+    ASKED_AT_ANNOTATION,
     CLASS_ANNOTATION,
     CLUSTER_AUTOSCALER,
     CONSUME_ANNOTATION,
     DEFAULT_CLASS,
     KARPENTER,
-    KARPENTER_POOL_LABEL,
     NODES_ANNOTATION,
     REQUEST_LABEL,
     ca_observation,
     consumed_nodes,
+    insufficient_capacity,
     karpenter_observation,
     launch_failures,
     object_name,
@@ -53,6 +55,7 @@ from scheduler.gateways.kube.provisioning import (
     provisioning_request_manifest,
 )
 from scheduler.gateways.protocol import NodeRequestObservation, NodeRequestSpec
+from scheduler.pool_labels import KARPENTER_POOL_LABEL
 
 logger = logging.getLogger(__name__)
 
@@ -95,6 +98,10 @@ class NodeRequests:
         _check(spec)
         name = object_name(spec.id)
         template = _marked(pod_template_manifest(spec), spec.autoscaler)
+        # When it was asked, by the worker's clock: what an autoscaler's words must be newer than to be this
+        # request's (provisioning.karpenter_observation).
+        asked = datetime.fromtimestamp(self.clock(), tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        template["metadata"]["annotations"][ASKED_AT_ANNOTATION] = asked
         created: list[Callable[[], None]] = []
         try:
             if self.client.pod_template_create(template):
@@ -153,15 +160,27 @@ class NodeRequests:
             by_request.setdefault((meta.get("namespace", ""), labels_of(pod).get(REQUEST_LABEL, "")), []).append(pod)
         ready = {name_of(n) for n in nodes if _ready(n)}
         failures = launch_failures(self.client.node_claims()) if pending else {}
+        stockouts = self._stockouts() if pending else {}
         for template in templates:
             meta = template.get("metadata") or {}
             key = (meta.get("namespace", ""), meta.get("name", ""))
             pods = by_request.get(key, [])
-            observation = karpenter_observation(template, pods, ready_nodes=ready, failures=failures)
+            observation = karpenter_observation(
+                template, pods, ready_nodes=ready, failures=failures, stockouts=stockouts
+            )
             held[(key[0], observation.job)] = _Held(KARPENTER, key[0], key[1], observation.pool, placeholders=pods)
             found.append(observation)
         self._held = held
         return tuple(found)
+
+    def _stockouts(self) -> dict[str, tuple[str, float]]:
+        """Karpenter's insufficient-capacity Events per pool; none, with a warning, when they cannot be read (a
+        missing grant, deploy/rbac.yaml): they only put words on a wait, the requests are read all the same."""
+        try:
+            return insufficient_capacity(self.client.node_claim_events())
+        except GatewayError as exc:
+            logger.warning("Karpenter's NodeClaim events could not be read: %s", exc)
+            return {}
 
     # -- a bind onto the request's nodes ---------------------------------------------------------------------
 

@@ -26,9 +26,13 @@ and Karpenter provision for. Each autoscaler is asked the way it listens instead
   ``batchMaxDuration`` 10 s) and launches NodeClaims one by one, so a gang is **not atomic** there: some nodes may
   come and others not (an insufficient-capacity launch deletes its NodeClaim and the pod stays pending,
   ``pkg/controllers/nodeclaim/lifecycle/launch.go``). The request is PROVISIONED only when every placeholder runs on
-  a Ready node; until then it is PENDING and names the nodes that came, which the loop releases if it withdraws.
+  a Ready node; until then it is PENDING and names the nodes that came, which the loop releases if it withdraws, and
+  says what holds the rest up in Karpenter's words (:func:`karpenter_observation`): a NodeClaim's launch failure, the
+  ``InsufficientCapacityError`` Event of a NodeClaim of the pool deleted for want of capacity
+  (:func:`insufficient_capacity`), else kube-scheduler's verdict on a placeholder.
 
-**Pools.** A node's pool (:func:`pool_of`) is the value of the first of :data:`POOL_LABELS` it carries: the label
+**Pools.** A node's pool (:func:`scheduler.pool_labels.pool_of`) is the value of the first of its ``POOL_LABELS`` it
+carries: the label
 each autoscaler puts on the nodes it adds. The pool's ``node_selector`` names the same label, so the placeholders and
 the template land only on that pool's nodes.
 """
@@ -44,6 +48,7 @@ from typing import Any
 from scheduler.gateways.kube.labels import TOLERATED_TAINTS
 from scheduler.gateways.kube.pods import GPU_RESOURCE, JOB_LABEL, MANAGED_BY, SCHEDULER_NAME
 from scheduler.gateways.protocol import NodeRequestObservation, NodeRequestSpec, NodeRequestState
+from scheduler.pool_labels import KARPENTER_POOL_LABEL
 
 CLUSTER_AUTOSCALER = "cluster-autoscaler"
 KARPENTER = "karpenter"
@@ -54,6 +59,10 @@ NODECLAIM_GROUP, NODECLAIM_VERSION, NODECLAIM_PLURAL = "karpenter.sh", "v1", "no
 # ProvisioningClassCheckCapacity (only checks what the cluster has).
 BEST_EFFORT_ATOMIC = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
 CHECK_CAPACITY = "check-capacity.autoscaling.x-k8s.io"
+# GKE's cluster autoscaler: a node pool created with queued provisioning takes nodes only through requests of this
+# class, all at once, and its nodes carry the taint labels.TOLERATED_TAINTS tolerates (cloud.google.com
+# kubernetes-engine/docs/how-to/provisioningrequest; the GKE API's NodePool.QueuedProvisioning).
+QUEUED_PROVISIONING = "queued-provisioning.gke.io"
 DEFAULT_CLASS = BEST_EFFORT_ATOMIC
 # types.go: ProvisioningRequestPodAnnotationKey / ProvisioningClassPodAnnotationKey, what a pod that uses the
 # request's capacity carries (the CA counts them: processors/provreq/processor.go bookCapacity).
@@ -64,17 +73,18 @@ REQUEST_LABEL = "microcosm.io/node-request"  # the request's id, on every object
 POOL_ANNOTATION = "microcosm.io/pool"  # a pool name need not be a valid label value
 NODES_ANNOTATION = "microcosm.io/node-request-nodes"  # Karpenter: the nodes the placeholders held, once consumed
 NODE_COUNT_ANNOTATION = "microcosm.io/nodes"  # how many nodes the request asked for
+ASKED_AT_ANNOTATION = "microcosm.io/asked-at"  # on the PodTemplate: when the worker asked (UTC, RFC 3339)
 REQUESTS = REQUEST_LABEL  # the label selector of every request object (the key exists)
 
-# The label each autoscaler puts on the nodes it adds, in the order pool_of reads them: Karpenter
-# (pkg/apis/v1/labels.go NodePoolLabelKey), GKE (node pools), EKS managed node groups, AKS agent pools.
-POOL_LABELS = (
-    "karpenter.sh/nodepool",
-    "cloud.google.com/gke-nodepool",
-    "eks.amazonaws.com/nodegroup",
-    "kubernetes.azure.com/agentpool",
-)
-KARPENTER_POOL_LABEL = POOL_LABELS[0]
+# Karpenter's reasons (pkg/events/reason.go; the Launched condition's reason in lifecycle/launch.go) and where
+# client-go's recorder puts the Events of a cluster-scoped NodeClaim (tools/record/event.go makeEvent).
+INSUFFICIENT_CAPACITY = "InsufficientCapacityError"
+LAUNCH_FAILED = "LaunchFailed"
+EVENT_NAMESPACE = "default"
+# A NodeClaim's name: its NodePool's and the five characters the API server adds to the generateName "<nodepool>-"
+# (kubernetes-sigs/karpenter pkg/controllers/provisioning/scheduling/nodeclaimtemplate.go; k8s.io/apimachinery
+# pkg/util/rand's alphabet).
+_NODECLAIM_NAME = re.compile(r"(.+)-[bcdfghjklmnpqrstvwxz2456789]{5}")
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"  # on a pod: Karpenter never voluntarily disrupts its node
 PLACEHOLDER_IMAGE = "registry.k8s.io/pause:3.10"
 # A gang's nodes in one zone at least: the autoscalers honour pod affinity in their scheduling simulation; the pool's
@@ -91,11 +101,6 @@ def object_name(request: str) -> str:
 
 def placeholder_name(request: str, index: int) -> str:
     return f"{object_name(request)[:56]}-{index}"
-
-
-def pool_of(labels: Mapping[str, str]) -> str:
-    """The pool a node belongs to: the value of the first of :data:`POOL_LABELS` it carries ("" none)."""
-    return next((labels[key] for key in POOL_LABELS if labels.get(key)), "")
 
 
 def _labels(spec: NodeRequestSpec) -> dict[str, str]:
@@ -165,16 +170,24 @@ def pod_template_manifest(spec: NodeRequestSpec) -> dict[str, Any]:
 
 
 def provisioning_request_manifest(spec: NodeRequestSpec) -> dict[str, Any]:
-    """The ProvisioningRequest: one pod set of ``nodes`` pods of the template (types.go ``ProvisioningRequestSpec``)."""
+    """The ProvisioningRequest: one pod set of ``nodes`` pods of the template (types.go ``ProvisioningRequestSpec``),
+    and the pool's class parameters as they are (types.go ``Parameters``: strings of at most 255 characters, at most
+    100 of them; the pool's admin form checks both). Which parameters a class reads is the class's: the open-source
+    classes read none of them (``processors/provreq/processor.go`` keeps its 10-minute booking and 7-day expiry
+    fixed); ``atomic-scale-up.kubernetes.io`` reads ``ValidUntilSeconds``, how long it retries; GKE's
+    ``queued-provisioning.gke.io`` reads ``maxRunDurationSeconds``, how long its nodes may run."""
     name = object_name(spec.id)
+    body: dict[str, Any] = {
+        "provisioningClassName": spec.provisioning_class or DEFAULT_CLASS,
+        "podSets": [{"podTemplateRef": {"name": name}, "count": spec.nodes}],
+    }
+    if spec.provisioning_parameters:
+        body["parameters"] = {str(k): str(v) for k, v in spec.provisioning_parameters.items()}
     return {
         "apiVersion": f"{PR_GROUP}/{PR_VERSION}",
         "kind": "ProvisioningRequest",
         "metadata": _meta(spec, name),
-        "spec": {
-            "provisioningClassName": spec.provisioning_class or DEFAULT_CLASS,
-            "podSets": [{"podTemplateRef": {"name": name}, "count": spec.nodes}],
-        },
+        "spec": body,
     }
 
 
@@ -293,11 +306,15 @@ def karpenter_observation(
     *,
     ready_nodes: set[str],
     failures: Mapping[str, str],
+    stockouts: Mapping[str, tuple[str, float]] | None = None,
 ) -> NodeRequestObservation:
     """A Karpenter request from its template and its placeholders: PROVISIONED once every placeholder runs on a Ready
     node (or the job's pods took their place: :func:`consumed_nodes`), else PENDING with the nodes that came and what
-    held the rest up (a launch failure of the pool's NodeClaims in ``failures``, else kube-scheduler's words on the
-    pod). Karpenter never gives up on a pending pod: there is no FAILED here, the loop's timeout withdraws."""
+    held the rest up, in Karpenter's words: a launch failure of the pool's NodeClaims in ``failures``, else the pool's
+    last insufficient-capacity Event in ``stockouts`` (:func:`insufficient_capacity`) if it came after the request,
+    else kube-scheduler's words on the pod. Karpenter never gives up on a pending pod: after a stockout its next batch
+    tries again (launch.go deletes the NodeClaim, the pod stays pending), so there is no FAILED here: the loop's
+    timeout withdraws, with those words."""
     meta = _meta_of(template)
     pool = str((meta.get("annotations") or {}).get(POOL_ANNOTATION, ""))
     job = str((meta.get("labels") or {}).get(JOB_LABEL, ""))
@@ -315,6 +332,10 @@ def karpenter_observation(
     if arrived and not waiting and len(arrived) >= count:
         return NodeRequestObservation(rid, job, pool, NodeRequestState.PROVISIONED, nodes=nodes)
     message = failures.get(pool, "")
+    stockout = (stockouts or {}).get(pool)
+    asked_at = parse_time((meta.get("annotations") or {}).get(ASKED_AT_ANNOTATION) or meta.get("creationTimestamp"))
+    if not message and stockout is not None and (asked_at is None or stockout[1] >= asked_at):
+        message = stockout[0]
     if not message:
         for pod in waiting:
             scheduled = conditions_of(pod).get("PodScheduled")
@@ -326,13 +347,39 @@ def karpenter_observation(
 
 
 def launch_failures(claims: Sequence[Mapping[str, Any]]) -> dict[str, str]:
-    """Per pool, the last NodeClaim launch failure Karpenter wrote (``Launched=False``, reason ``LaunchFailed``:
-    ``pkg/controllers/nodeclaim/lifecycle/launch.go``). An insufficient-capacity failure deletes its NodeClaim instead
-    and leaves an Event: the placeholder stays pending and says so."""
+    """Per pool, the last NodeClaim launch failure Karpenter wrote: ``Launched=Unknown``, reason ``LaunchFailed`` and
+    the cloud's message (``pkg/controllers/nodeclaim/lifecycle/launch.go``, ``SetUnknownWithReason``), or
+    ``Launched=False`` as releases before v1 wrote it. An insufficient-capacity failure deletes its NodeClaim instead
+    and leaves an Event (:func:`insufficient_capacity`)."""
     found: dict[str, str] = {}
     for claim in claims:
         launched = conditions_of(claim).get("Launched")
-        if launched is not None and launched.status == "False":
+        if launched is not None and (
+            launched.status == "False" or (launched.status == "Unknown" and launched.reason == LAUNCH_FAILED)
+        ):
             pool = str((_meta_of(claim).get("labels") or {}).get(KARPENTER_POOL_LABEL, ""))
             found[pool] = _said(launched)
+    return found
+
+
+def insufficient_capacity(events: Sequence[Mapping[str, Any]]) -> dict[str, tuple[str, float]]:
+    """Per pool, Karpenter's last ``InsufficientCapacityError`` Event on a NodeClaim of it, as ``(words, when)``:
+    "InsufficientCapacityError: NodeClaim <name> event: insufficient capacity, <the cloud's words>"
+    (``pkg/controllers/nodeclaim/lifecycle/events.go`` ``InsufficientCapacityErrorEvent``). The NodeClaim itself is
+    deleted by then (launch.go), so its pool is read from its name (:data:`_NODECLAIM_NAME`); a name of another form,
+    or an Event without a time, is left out."""
+    found: dict[str, tuple[str, float]] = {}
+    for event in events:
+        if event.get("reason") != INSUFFICIENT_CAPACITY:
+            continue
+        named = _NODECLAIM_NAME.fullmatch(str((event.get("involvedObject") or {}).get("name") or ""))
+        meta = _meta_of(event)
+        at = parse_time(
+            event.get("lastTimestamp") or event.get("eventTime") or event.get("firstTimestamp")
+        ) or parse_time(meta.get("creationTimestamp"))
+        if named is None or at is None:
+            continue
+        pool = named.group(1)
+        if pool not in found or at >= found[pool][1]:
+            found[pool] = (f"{INSUFFICIENT_CAPACITY}: {event.get('message') or ''}".rstrip(": "), at)
     return found

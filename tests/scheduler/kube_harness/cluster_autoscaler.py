@@ -27,6 +27,20 @@ one CA loop (``--scan-interval`` 10 s by default; the test calls it as often as 
   ``expiration_s`` (``defaultExpirationTime`` 7 days) of its creation (processor.go ``refresh``).
 - **The booking holds nodes**: while a request is Provisioned and not BookingExpired, its pods are simulated on
   the cluster (processor.go ``bookCapacity``): its nodes are not empty to scale-down.
+- **Parameters** (types.go ``Parameters``): the open-source classes read none. ``processor.go`` keeps the booking
+  (``defaultReservationTime``) and the expiry (``defaultExpirationTime``) fixed ("TODO(yaroslava): fetch reservation
+  and expiration time from ProvisioningRequest"), so a ``ValidUntilSeconds`` changes nothing here: the loop's own
+  timeout is what gives a request up. :attr:`ClusterAutoscaler.parameters_seen` records what each request carried.
+- **GKE's queued provisioning** (``gke=True``: GKE's cluster autoscaler, which also serves
+  ``queued-provisioning.gke.io``; cloud.google.com ``kubernetes-engine/docs/how-to/provisioningrequest``). A node
+  group created with queued provisioning (``NodeGroup.queued``) takes nodes only through a request of that class
+  (the GKE API's ``NodePool.QueuedProvisioning``: "nodes can be only obtained through queuing via the Cluster
+  Autoscaler ProvisioningRequest API"); a request of another class finds no capacity there. The class is atomic as
+  best-effort-atomic is, and its nodes carry the label ``cloud.google.com/gke-queued: "true"`` and the taint
+  ``cloud.google.com/gke-queued=true:NoSchedule``.
+- **Taints** (the CA simulates scheduling with kube-scheduler's filters, ``simulator/scheduling/
+  hinting_simulator.go``; the TaintToleration plugin): a group whose nodes carry a ``NoSchedule`` or ``NoExecute``
+  taint the template's pods do not tolerate cannot take them: ``Provisioned=False, CapacityIsNotFound``.
 - **CapacityRevoked**: types.go defines it ("requested resources are not longer valid") and the CA core never sets
   it — providers do (GKE, when the nodes of a queued provisioning request are reclaimed). :meth:`revoke` is the
   test's "the cloud took the nodes back": they go, the condition is set.
@@ -49,6 +63,8 @@ from kubernetes.client.exceptions import ApiException
 
 GROUP, VERSION, PLURAL = "autoscaling.x-k8s.io", "v1", "provisioningrequests"
 SUPPORTED = ("best-effort-atomic-scale-up.autoscaling.x-k8s.io", "check-capacity.autoscaling.x-k8s.io")
+QUEUED = "queued-provisioning.gke.io"  # GKE's cluster autoscaler only
+QUEUED_LABEL = "cloud.google.com/gke-queued"  # label and taint key of a queued-provisioning node pool's nodes
 CONSUME = "autoscaling.x-k8s.io/consume-provisioning-request"
 SCALE_DOWN_DISABLED = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
 GPU = "nvidia.com/gpu"
@@ -65,6 +81,8 @@ class NodeGroup:
     max_size: int = 10
     stockout: bool = False  # the cloud refuses an atomic increase: no capacity of this type in the zone
     boot_s: float = 300.0  # from the scale-up to a Ready node (GPU nodes: minutes)
+    queued: bool = False  # a GKE node pool created with queued provisioning (module doc)
+    taints: list[dict[str, str]] = field(default_factory=list)  # its nodes' own, beside a queued pool's
     created: int = 0
     backoff_s: float = BACKOFF_S
     backed_off_until: float = 0.0
@@ -96,9 +114,12 @@ class ClusterAutoscaler:
         booking_s: float = 600.0,
         expiration_s: float = 7 * 24 * 3600.0,
         unneeded_s: float = 600.0,
+        gke: bool = False,
     ) -> None:
         self.cluster = cluster
         self.groups = {g.name: g for g in groups}
+        self.classes = (*SUPPORTED, QUEUED) if gke else SUPPORTED
+        self.parameters_seen: dict[tuple[str, str], dict[str, str]] = {}
         self.booking_s = booking_s
         self.expiration_s = expiration_s
         self.unneeded_s = unneeded_s
@@ -169,8 +190,9 @@ class ClusterAutoscaler:
         for pr in prs:
             key = (pr["metadata"]["namespace"], pr["metadata"]["name"])
             self.created_at.setdefault(key, now)
-            if pr["spec"].get("provisioningClassName") not in SUPPORTED:
+            if pr["spec"].get("provisioningClassName") not in self.classes:
                 continue
+            self.parameters_seen[key] = dict(pr["spec"].get("parameters") or {})
             self._refresh(pr, key, pods, now)
             self._provision(pr, key, now)
         self._scale_down(prs, pods, now)
@@ -187,6 +209,8 @@ class ClusterAutoscaler:
         self._set(pr, "Accepted", "True", "Accepted", "ProvisioningRequest is accepted by ClusterAutoscaler", now)
         count = sum(int(s["count"]) for s in pr["spec"]["podSets"])
         group = self._group_for(template)
+        if group is not None and not self._takes(group, pr, template):
+            group = None
         if (
             group is None
             or now < group.backed_off_until
@@ -206,6 +230,23 @@ class ClusterAutoscaler:
         state.nodes_at = now + group.boot_s
         self._set(pr, "Provisioned", "True", "CapacityIsProvisioned", "Capacity is found in the cluster", now)
 
+    @staticmethod
+    def _taints(group: NodeGroup) -> list[dict[str, str]]:
+        queued = [{"key": QUEUED_LABEL, "value": "true", "effect": "NoSchedule"}] if group.queued else []
+        return [*group.taints, *queued]
+
+    def _takes(self, group: NodeGroup, pr: dict[str, Any], template: dict[str, Any]) -> bool:
+        """A queued pool only for its class; and every repelling taint of the group tolerated by the template's pods
+        (module doc)."""
+        if group.queued != (pr["spec"].get("provisioningClassName") == QUEUED):
+            return False
+        tolerations = (template["template"].get("spec") or {}).get("tolerations") or []
+        return all(
+            _tolerates(tolerations, taint)
+            for taint in self._taints(group)
+            if taint.get("effect") in ("NoSchedule", "NoExecute")
+        )
+
     def _size(self, group: NodeGroup) -> int:
         return sum(len(r.nodes) for r in self.requests.values() if r.group == group.name)
 
@@ -218,9 +259,12 @@ class ClusterAutoscaler:
 
     def _join(self, state: _Request) -> None:
         group = self.groups[state.group]
+        labels = {**group.labels, **({QUEUED_LABEL: "true"} if group.queued else {})}
         for name in state.nodes:
             gpus = {GPU: str(group.gpus)}
-            self.cluster.add_node(name, dict(group.labels), allocatable=dict(gpus), capacity=dict(gpus))
+            self.cluster.add_node(
+                name, dict(labels), taints=self._taints(group), allocatable=dict(gpus), capacity=dict(gpus)
+            )
         state.nodes_at = None
 
     def _refresh(self, pr: dict[str, Any], key: tuple[str, str], pods: list[dict[str, Any]], now: float) -> None:
@@ -280,3 +324,16 @@ class ClusterAutoscaler:
                 self.cluster.delete_node(name)
                 self.removed.append(name)
                 self.unneeded_since.pop(name)
+
+
+def _tolerates(tolerations: list[dict[str, Any]], taint: dict[str, str]) -> bool:
+    """kubernetes ``pkg/apis/core/v1/helper`` ``TolerationsTolerateTaint``: a toleration of the taint's key (or of
+    every key), with ``Exists`` or an equal value, and the taint's effect or none."""
+    for toleration in tolerations:
+        if toleration.get("effect") and toleration["effect"] != taint.get("effect"):
+            continue
+        if toleration.get("key") and toleration["key"] != taint.get("key"):
+            continue
+        if toleration.get("operator") == "Exists" or toleration.get("value", "") == taint.get("value", ""):
+            return True
+    return False

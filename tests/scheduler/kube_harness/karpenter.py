@@ -10,11 +10,21 @@ Modelled on kubernetes-sigs/karpenter (snapshot 2026) and the kube-scheduler beh
   ``pkg/controllers/nodeclaim/lifecycle/termination.go``).
 - **Launch and registration** (``pkg/controllers/nodeclaim/lifecycle/launch.go``, ``registration.go``,
   ``initialization.go``): ``launch_s`` after its creation the cloud answers. Insufficient capacity (``ice``: the next
-  N launches) publishes an ``InsufficientCapacityError`` event and **deletes the NodeClaim**; its pods stay pending and
-  the next batch tries again. Any other error (``launch_error``) marks ``Launched=False, reason LaunchFailed`` with
-  the cloud's message and retries. Success marks ``Launched=True``; ``register_s`` later the node joins (labels:
-  the pool's, ``karpenter.sh/nodepool``, ``karpenter.sh/capacity-type``; its GPUs in capacity and allocatable, as the
-  device plugin advertises them), Ready, and ``Registered``/``Initialized`` are set with ``status.nodeName``.
+  N launches) publishes a Warning Event ``InsufficientCapacityError`` on the NodeClaim, "NodeClaim <name> event:
+  insufficient capacity, <the cloud's words>" (``lifecycle/events.go`` ``InsufficientCapacityErrorEvent``;
+  ``pkg/cloudprovider/types.go`` ``InsufficientCapacityError.Error``; the words aws/karpenter-provider-aws
+  ``pkg/cloudprovider/cloudprovider.go`` ``Create`` uses when no offering is available), and **deletes the
+  NodeClaim**; its pods stay pending and the next batch tries again. The Event is a core/v1 Event as client-go's
+  recorder writes one (``pkg/operator/operator.go``: ``mgr.GetEventRecorderFor``; client-go
+  ``tools/record/event.go`` ``makeEvent``): a NodeClaim is cluster-scoped, so it lands in namespace ``default``,
+  named ``<object>.<unix nanoseconds in hex>``, ``involvedObject`` the NodeClaim, first and last timestamp now, count
+  1, source ``karpenter``. Any other error (``launch_error``) leaves ``Launched=Unknown, reason LaunchFailed`` with
+  the cloud's message (``SetUnknownWithReason``; older releases set it False) and retries. NodeClaims are named as
+  the API server names a ``generateName`` of ``<nodepool>-`` (``provisioning/scheduling/nodeclaimtemplate.go``): the
+  pool's name and five characters of apimachinery's ``util/rand`` alphabet. Success marks ``Launched=True``;
+  ``register_s`` later the node joins (labels: the pool's, ``karpenter.sh/nodepool``,
+  ``karpenter.sh/capacity-type``; its GPUs in capacity and allocatable, as the device plugin advertises them), Ready,
+  and ``Registered``/``Initialized`` are set with ``status.nodeName``.
 - **kube-scheduler** for pods of the default scheduler (no ``schedulerName``, or ``default-scheduler``): a pending
   pod is bound (the ``pods/binding`` subresource) to a Ready, uncordoned node its ``nodeSelector`` matches with
   enough free ``nvidia.com/gpu``; otherwise it gets ``PodScheduled=False, reason Unschedulable`` and the FitError's
@@ -37,6 +47,7 @@ Karpenter's gangs are not atomic: each NodeClaim launches on its own, which is w
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes import client
@@ -47,6 +58,12 @@ POOL_LABEL = "karpenter.sh/nodepool"
 DO_NOT_DISRUPT = "karpenter.sh/do-not-disrupt"
 FINALIZER = "karpenter.sh/termination"
 GPU = "nvidia.com/gpu"
+EVENT_NAMESPACE = "default"  # where client-go's recorder puts the Events of a cluster-scoped object
+INSUFFICIENT_CAPACITY = "InsufficientCapacityError"  # pkg/events/reason.go
+# The cloud's words when no offering of the NodeClaim's instance types is available (aws/karpenter-provider-aws
+# pkg/cloudprovider/cloudprovider.go, Create), as InsufficientCapacityError.Error wraps them.
+ICE_WORDS = "insufficient capacity, all requested instance types were unavailable during launch"
+_ALPHANUMS = "bcdfghjklmnpqrstvwxz2456789"  # k8s.io/apimachinery/pkg/util/rand: a generated name's suffix
 MERGE_PATCH = "application/merge-patch+json"
 
 
@@ -176,8 +193,9 @@ class Karpenter:
             if claim.launched_at is None and now >= claim.created_at + pool.launch_s:
                 if pool.ice > 0:
                     pool.ice -= 1
-                    message = f"creating instance, insufficient capacity, no {pool.name} capacity in the zone"
-                    self.events.append((name, "InsufficientCapacityError", message))
+                    message = f"NodeClaim {name} event: {ICE_WORDS}"
+                    self.events.append((name, INSUFFICIENT_CAPACITY, message))
+                    self._publish(name, INSUFFICIENT_CAPACITY, message, now)
                     self.cluster.custom.patch_cluster_custom_object(
                         GROUP, VERSION, PLURAL, name, {"metadata": {"finalizers": []}}
                     )
@@ -185,7 +203,7 @@ class Karpenter:
                     del self.claims[name]
                     continue
                 if pool.launch_error:
-                    condition = {"type": "Launched", "status": "False", "reason": "LaunchFailed"}
+                    condition = {"type": "Launched", "status": "Unknown", "reason": "LaunchFailed"}
                     self._set_conditions(name, [{**condition, "message": pool.launch_error}])
                     continue
                 claim.launched_at = now
@@ -200,6 +218,26 @@ class Karpenter:
                     for kind in ("Launched", "Registered", "Initialized")
                 ]
                 self._set_conditions(name, done, nodeName=claim.node)
+
+    def _publish(self, claim: str, reason: str, message: str, now: float) -> None:
+        """A Warning Event on NodeClaim ``claim``, as client-go's recorder writes it (module doc)."""
+        at = datetime.fromtimestamp(now, tz=UTC)
+        uid = self._claim_objects().get(claim, {}).get("metadata", {}).get("uid", "")
+        event = client.CoreV1Event(
+            metadata=client.V1ObjectMeta(name=f"{claim}.{int(now * 1e9):x}", namespace=EVENT_NAMESPACE),
+            involved_object=client.V1ObjectReference(
+                api_version=f"{GROUP}/{VERSION}", kind="NodeClaim", name=claim, uid=uid
+            ),
+            reason=reason,
+            message=message,
+            type="Warning",
+            count=1,
+            first_timestamp=at,
+            last_timestamp=at,
+            source=client.V1EventSource(component="karpenter"),
+            reporting_component="karpenter",
+        )
+        self.cluster.core.create_namespaced_event(EVENT_NAMESPACE, event)
 
     # -- kube-scheduler ------------------------------------------------------------------------------------
 
@@ -296,7 +334,7 @@ class Karpenter:
             if sum(1 for c in self.claims.values() if c.pool == pool.name) >= pool.limit_nodes:
                 continue  # the NodePool's limits
             pool.created += 1
-            name = f"{pool.name}-{pool.created}"
+            name = f"{pool.name}-{_suffix(pool.created)}"
             self.cluster.custom.create_cluster_custom_object(
                 GROUP,
                 VERSION,
@@ -335,3 +373,13 @@ class Karpenter:
             if now - since >= pool.consolidate_after_s:
                 self.events.append((name, "DisruptionTerminating", "Disrupting NodeClaim: Empty"))
                 self.cluster.custom.delete_cluster_custom_object(GROUP, VERSION, PLURAL, name)
+
+
+def _suffix(number: int) -> str:
+    """Five characters of the generated-name alphabet, distinct for each ``number`` (the API server draws them at
+    random; a test wants them repeatable)."""
+    chars = []
+    for _ in range(5):
+        number, digit = divmod(number, len(_ALPHANUMS))
+        chars.append(_ALPHANUMS[digit])
+    return "".join(reversed(chars))

@@ -8,10 +8,12 @@ from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
-from jobs.models import Job
+from jobs.models import Job, JobEvent
+from jobs.selectors.timeline import event_text
 from jobs.services import JobSubmission, job_submit_bulk
 from scheduler.autoscaled import AutoscaledPool, Autoscaler
 from scheduler.core import Plan, Snapshot
+from scheduler.core.model.vocabulary import EventType
 from scheduler.loop import cycle as cycle_module
 from scheduler.models import GpuModel
 from scheduler.services.fleet import gpu_models_sync, node_register
@@ -99,3 +101,9 @@ def once(**elements: Any) -> Decide:
         return replace(plan, **elements)
 
     return decide
+
+
+def request_steps(job: Job) -> list[str]:
+    """The job's node-request events as its timeline words them (scheduler.loop.provisioning_events)."""
+    events = JobEvent.objects.filter(job=job, type=EventType.NODE_REQUEST).order_by("at", "pk")
+    return [event_text(event) for event in events]

@@ -18,7 +18,15 @@ from scheduler.core.model.vocabulary import JobState
 from scheduler.loop.apply import Retry
 from scheduler.loop.cycle import cycle_run
 from scheduler.models import CycleStats, Node, SimulatedNodeRequest
-from tests.scheduler.loop.provisioning_helpers import A100, full_fleet, once, plans, pool_seed, submit
+from tests.scheduler.loop.provisioning_helpers import (
+    A100,
+    full_fleet,
+    once,
+    plans,
+    pool_seed,
+    request_steps,
+    submit,
+)
 from tests.scheduler.loop_helpers import Clock, fleet, team_seed
 
 pytestmark = pytest.mark.django_db
@@ -114,6 +122,13 @@ def test_a_peak_grows_an_autoscaled_pool_is_served_and_the_node_is_released(cloc
     report = cycle_run(gateway=gateway, retry=NO_WAIT)
     assert node.name not in {n.name for n in gateway.observe().nodes}  # the autoscaler removed it
 
+    # The peak's timeline tells where its capacity came from and when its cost stopped.
+    assert request_steps(peak) == [
+        f"On-demand nodes requested: 1 × 8 GPUs of pool a100-od (request {row.pk})",
+        f"On-demand nodes provisioned: {node.name} (request {row.pk})",
+        f"On-demand nodes joined the cluster: {node.name} (request {row.pk})",
+        f"On-demand node {node.name} released, its cost stops (request {row.pk})",
+    ]
     # Billed from the request to the release, whatever the inventory does with the row afterwards.
     (life,) = [life for life in node_lives() if life.tier == "on-demand"]
     assert (life.registered_at, life.gone_at) == (row.requested_at, node.released_at)

@@ -20,7 +20,15 @@ from scheduler.loop.apply import NodeReleaseOp, ProvisionOp, Retry, apply_ops
 from scheduler.loop.cycle import cycle_run
 from scheduler.models import Node, SimulatedNodeRequest
 from teams.models import Team
-from tests.scheduler.loop.provisioning_helpers import A100, full_fleet, once, plans, pool_seed, submit
+from tests.scheduler.loop.provisioning_helpers import (
+    A100,
+    full_fleet,
+    once,
+    plans,
+    pool_seed,
+    request_steps,
+    submit,
+)
 from tests.scheduler.loop_helpers import Clock, fleet, team_seed
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("hand_decided")]
@@ -71,6 +79,11 @@ def test_a_stockout_fails_the_request_withdraws_it_and_the_job_says_when_it_asks
     job.refresh_from_db()
     assert job.state_reason.startswith("on-demand request failed: CapacityIsNotFound: no A100-SXM4-80GB capacity")
     assert job.state_reason.endswith("; asking again in 15 min")
+    # The job's timeline tells both steps, the failure in the autoscaler's words.
+    assert request_steps(job) == [
+        f"On-demand nodes requested: 1 × 8 GPUs of pool a100-od (request {row.pk})",
+        f"On-demand node request failed: {row.message} (request {row.pk})",
+    ]
 
 
 def test_a_pool_at_its_ceiling_fails_the_request_as_no_capacity(clock: Clock) -> None:
@@ -103,6 +116,9 @@ def test_a_request_not_provisioned_in_time_is_withdrawn_as_timed_out(clock: Cloc
     assert not SimulatedNodeRequest.objects.exists()
     job.refresh_from_db()
     assert job.state_reason.startswith("on-demand request timed out: not provisioned within 1 min; asking again in")
+    assert (
+        request_steps(job)[-1] == f"On-demand node request timed out: not provisioned within 1 min (request {row.pk})"
+    )
 
 
 def test_a_request_recorded_but_never_asked_is_asked_again(clock: Clock) -> None:
@@ -140,12 +156,14 @@ def test_a_withdrawal_gives_the_request_up_at_both_ends_and_again_if_the_autosca
         {"request": str(row.pk), "job": str(job.pk), "reason": "bound on reserved capacity"}
     ]
     assert not SimulatedNodeRequest.objects.exists()
+    assert request_steps(job)[-1] == f"On-demand node request withdrawn: bound on reserved capacity (request {row.pk})"
     # A withdrawal lost on the way: the autoscaler still reports the request, so the loop withdraws it again.
     gateway.nodes_request(request=_spec(row.pk, job))
     clock.advance(1)
     report = cycle_run(gateway=gateway, retry=NO_WAIT)
     assert report.repairs["requests_withdrawn_again"] == [str(row.pk)]
     assert not SimulatedNodeRequest.objects.exists()
+    assert len(request_steps(job)) == 2  # withdrawn again at the gateway: no step of the request's own
 
 
 def _spec(pk: int, job: Job) -> NodeRequestSpec:
@@ -177,6 +195,9 @@ def test_a_refused_request_is_failed_with_the_refusal_and_nothing_is_left_half_d
     assert report.requests_refused == [str(row.pk)]
     assert (row.state, row.message) == (NodeRequestStatus.FAILED, "refused: exceeded quota: nvidia.com/gpu")
     assert not SimulatedNodeRequest.objects.exists()
+    assert request_steps(job)[-1] == (
+        f"On-demand node request failed: refused: exceeded quota: nvidia.com/gpu (request {row.pk})"
+    )
 
 
 def test_a_provision_for_a_job_no_longer_waiting_or_already_asking_records_nothing(clock: Clock) -> None:

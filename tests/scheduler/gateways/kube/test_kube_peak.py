@@ -324,6 +324,40 @@ def test_a_stockout_says_so_and_the_loops_timeout_withdraws_the_provisioning_req
     assert not Node.objects.filter(pool=POOL).exists()
 
 
+def test_a_karpenter_stockout_reaches_the_job_in_karpenters_words(cluster, clock, loop) -> None:
+    """Karpenter deletes a NodeClaim that found no capacity and publishes an InsufficientCapacityError Event
+    (kube_harness/karpenter.py); the gateway reads it, so the request and the job's reason say what the Cluster
+    Autoscaler's CapacityIsNotFound says on the other path, and the job's timeline keeps it when the loop gives up."""
+    karpenter = Karpenter(cluster, [NodePool(POOL, dict(H100_ONE_LEAF), consolidate_after_s=None, ice=1000)])
+    autoscaled = Autoscaled(Autoscaler.KARPENTER, "karpenter.sh/nodepool", karpenter.step)
+    team = _seed(loop, autoscaled)
+    job = _submit(loop, team, "peak", gpus=8)
+    loop.cycle()
+    (row,) = NodeRequest.objects.all()
+
+    _step(loop, autoscaled, 60.0)  # kube-scheduler's verdict, the batch, the NodeClaim, its launch 30 s later
+    loop.cycle()
+    row.refresh_from_db()
+    job.refresh_from_db()
+    said = "insufficient capacity, all requested instance types were unavailable during launch"
+    assert row.state == NodeRequestStatus.PENDING
+    assert row.message.startswith(f"InsufficientCapacityError: NodeClaim {POOL}-") and row.message.endswith(said)
+    assert (
+        job.state == "pending" and f"the autoscaler: InsufficientCapacityError: NodeClaim {POOL}-" in job.state_reason
+    )
+
+    while (loop.at - row.requested_at).total_seconds() <= TIMEOUT_S:  # Karpenter retries each batch, in vain
+        _step(loop, autoscaled, 300.0, every=60.0)
+        loop.cycle()
+    row.refresh_from_db()
+    job.refresh_from_db()
+    assert row.state == NodeRequestStatus.TIMED_OUT and said in row.message
+    assert "timed out" in job.state_reason and "InsufficientCapacityError" in job.state_reason
+    assert not Node.objects.filter(pool=POOL).exists()
+    steps = [e.details for e in job.events.filter(type="node_request").order_by("at", "pk")]
+    assert [d["state"] for d in steps] == ["pending", "timed-out"] and said in steps[-1]["message"]
+
+
 def _prs(cluster: Cluster, namespace: str) -> list[dict[str, Any]]:
     return cluster.custom.list_namespaced_custom_object(
         "autoscaling.x-k8s.io", "v1", namespace, "provisioningrequests"

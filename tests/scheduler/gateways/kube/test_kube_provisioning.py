@@ -8,13 +8,21 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from dataclasses import replace
 
 import aiohttp.web
 import pytest
 
 from scheduler.errors import GatewayConflict, GatewayError, GatewayRetryable
 from scheduler.gateways.kube.gateway import KubeGateway
-from scheduler.gateways.kube.provisioning import CONSUME_ANNOTATION, NODES_ANNOTATION, pool_of, request_state
+from scheduler.gateways.kube.provisioning import (
+    CONSUME_ANNOTATION,
+    NODES_ANNOTATION,
+    QUEUED_PROVISIONING,
+    insufficient_capacity,
+    launch_failures,
+    request_state,
+)
 from scheduler.gateways.protocol import (
     BindRequest,
     Device,
@@ -24,6 +32,7 @@ from scheduler.gateways.protocol import (
     ProvisioningGateway,
     ReplicaPlacement,
 )
+from scheduler.pool_labels import pool_of
 from tests.scheduler.kube_emulator import H100_ONE_LEAF, Cluster, ManualClock, cluster_fixture, status_response
 from tests.scheduler.kube_harness.cluster_autoscaler import ClusterAutoscaler, NodeGroup
 from tests.scheduler.kube_harness.karpenter import Karpenter, NodePool
@@ -180,6 +189,69 @@ def test_a_peak_arrives_is_served_on_new_nodes_and_leaves_with_the_nodes_release
     assert ca.removed == [f"{GKE_POOL}-1", f"{GKE_POOL}-2"]
     assert _pools(gateway) == {}
     gateway.node_release(node=f"{GKE_POOL}-1")  # gone: nothing to do
+
+
+def test_gke_queued_provisioning_brings_tainted_nodes_microcosm_binds_on_with_the_class_parameters(
+    cluster, gateway, clock
+) -> None:
+    """A GKE node pool created with queued provisioning: asked with its class and the pool's parameters as they are;
+    its nodes carry cloud.google.com/gke-queued=true:NoSchedule, which Microcosm's pods tolerate, so they are
+    schedulable and the job binds there consuming the request."""
+    labels = {**GFD, "cloud.google.com/gke-nodepool": GKE_POOL}
+    ca = ClusterAutoscaler(cluster, [NodeGroup(GKE_POOL, labels, queued=True)], gke=True)
+    parameters = {"maxRunDurationSeconds": "86400"}
+    gateway.nodes_request(
+        request=replace(_spec(), provisioning_class=QUEUED_PROVISIONING, provisioning_parameters=parameters)
+    )
+    (pr,) = _prs(cluster)
+    assert (pr["spec"]["provisioningClassName"], pr["spec"]["parameters"]) == (QUEUED_PROVISIONING, parameters)
+    template = cluster.api_client.sanitize_for_serialization(cluster.core.read_namespaced_pod_template("mc-nr-r1", NS))
+    queued = {"key": "cloud.google.com/gke-queued", "operator": "Equal", "value": "true"}
+    assert queued in template["template"]["spec"]["tolerations"]
+
+    ca.step(clock.now)
+    assert _request(gateway).state is NodeRequestState.PROVISIONED
+    assert ca.parameters_seen[(NS, "mc-nr-r1")] == parameters
+    clock.now += 300
+    ca.step(clock.now)
+    nodes = (f"{GKE_POOL}-1", f"{GKE_POOL}-2")
+    observed = {n.name: n for n in gateway.observe().nodes}
+    for name in nodes:
+        assert {"key": "cloud.google.com/gke-queued", "value": "true", "effect": "NoSchedule"} in (
+            cluster.node(name)["spec"]["taints"]
+        )
+        assert (observed[name].pool, observed[name].schedulable) == (GKE_POOL, True)
+    _bind(gateway, nodes)
+    pods = cluster.pods(NS)
+    assert {p["metadata"]["annotations"][CONSUME_ANNOTATION] for p in pods} == {"mc-nr-r1"}
+    assert {p["metadata"]["annotations"]["autoscaling.x-k8s.io/provisioning-class-name"] for p in pods} == {
+        QUEUED_PROVISIONING
+    }
+    assert all(queued in p["spec"]["tolerations"] for p in pods)
+
+
+def test_a_queued_pool_takes_only_its_class_and_the_open_source_ca_leaves_that_class_alone(
+    cluster, gateway, clock
+) -> None:
+    labels = {**GFD, "cloud.google.com/gke-nodepool": GKE_POOL}
+    ca = ClusterAutoscaler(cluster, [NodeGroup(GKE_POOL, labels, queued=True)], gke=True)
+    gateway.nodes_request(request=_spec())  # best-effort-atomic, at a queued pool
+    ca.step(clock.now)
+    assert _request(gateway).message == "CapacityIsNotFound: Capacity is not found, CA will try to find it later."
+
+    open_source = ClusterAutoscaler(cluster, [NodeGroup(GKE_POOL, labels)])  # no queued-provisioning.gke.io
+    gateway.nodes_request(request=replace(_spec(id="r2", job="102"), provisioning_class=QUEUED_PROVISIONING))
+    open_source.step(clock.now)
+    assert _request(gateway, "102").message == "not accepted by the Cluster Autoscaler yet"
+
+
+def test_a_group_whose_taint_the_template_does_not_tolerate_cannot_take_the_request(cluster, gateway, clock) -> None:
+    labels = {**GFD, "cloud.google.com/gke-nodepool": GKE_POOL}
+    taint = {"key": "dedicated", "value": "ml", "effect": "NoSchedule"}
+    ca = ClusterAutoscaler(cluster, [NodeGroup(GKE_POOL, labels, taints=[taint])])
+    gateway.nodes_request(request=_spec())
+    ca.step(clock.now)
+    assert _request(gateway).message.startswith("CapacityIsNotFound")
 
 
 def test_a_stockout_is_the_autoscalers_words_and_the_group_is_retried_after_its_backoff(
@@ -412,7 +484,7 @@ def test_a_409_on_create_is_the_request_already_there(cluster, gateway) -> None:
     assert [p.rsplit("/", 1)[1] for _m, p in cluster.requests("POST")] == ["podtemplates", "provisioningrequests"]
 
 
-def test_a_cycle_reads_the_requests_in_two_lists_and_karpenters_in_two_more_only_while_one_waits(
+def test_a_cycle_reads_the_requests_in_two_lists_and_karpenters_in_three_more_only_while_one_waits(
     cluster, gateway
 ) -> None:
     gateway.nodes_request(request=_spec())
@@ -424,14 +496,19 @@ def test_a_cycle_reads_the_requests_in_two_lists_and_karpenters_in_two_more_only
     gateway.nodes_request(request=_spec("karpenter", id="k1", job="102"))
     cluster.clear_log()
     gateway.observe()
-    assert _lists(cluster) == Counter({"provisioningrequests": 1, "podtemplates": 1, "pods": 1, "nodeclaims": 1})
+    assert _lists(cluster) == Counter(
+        {"provisioningrequests": 1, "podtemplates": 1, "pods": 1, "nodeclaims": 1, "events": 1}
+    )
+    # The Events a field selector picks, in default only (deploy/rbac.yaml grants no more).
+    ((_m, path, query),) = [e for e in cluster.handler.log if e[1].endswith("/events")]  # type: ignore[union-attr]
+    assert path == "/api/v1/namespaces/default/events" and "reason%3DInsufficientCapacityError" in query
 
 
 def _lists(cluster: Cluster) -> Counter[str]:
     assert cluster.handler is not None
     found: Counter[str] = Counter()
     for method, path, query in cluster.handler.log:
-        match = re.search(r"/(provisioningrequests|podtemplates|nodeclaims|pods)$", path)
+        match = re.search(r"/(provisioningrequests|podtemplates|nodeclaims|pods|events)$", path)
         if method == "GET" and match and "watch=" not in query and "limit=1" not in query:
             if match.group(1) == "pods" and "node-request" not in query:
                 continue  # the pods cache's own reads
@@ -516,20 +593,55 @@ def test_karpenter_gangs_arrive_in_part_and_a_withdrawal_lets_the_loop_release_w
     assert karpenter.removed == list(request.nodes)
 
 
-def test_an_insufficient_capacity_launch_deletes_the_nodeclaim_and_karpenter_tries_again(
+def test_an_insufficient_capacity_launch_deletes_the_nodeclaim_says_so_and_karpenter_tries_again(
     cluster, gateway, clock
 ) -> None:
     karpenter = _karpenter(cluster, ice=1)
     gateway.nodes_request(request=_spec("karpenter", nodes=1))
     _run(karpenter, clock, 50)  # kube-scheduler's verdict, the batch, its NodeClaim and the launch 30 s later
-    assert [e[1] for e in karpenter.events] == ["InsufficientCapacityError"]
-    assert _request(gateway).state is NodeRequestState.PENDING
+    ((claim, reason, _said),) = karpenter.events
+    assert reason == "InsufficientCapacityError" and re.fullmatch(rf"{KARPENTER_POOL}-[b-z2-9]{{5}}", claim)
+    assert cluster.custom.list_cluster_custom_object("karpenter.sh", "v1", "nodeclaims")["items"] == []
+    # Karpenter's Event, as client-go's recorder writes it for a cluster-scoped NodeClaim: in namespace default.
+    (event,) = cluster.core.list_namespaced_event("default").items
+    assert (event.type, event.reason, event.involved_object.kind, event.involved_object.name) == (
+        "Warning",
+        "InsufficientCapacityError",
+        "NodeClaim",
+        claim,
+    )
+    # The request waits, in Karpenter's words (the job's reason carries them: test_kube_peak.py).
+    request = _request(gateway)
+    assert (request.state, request.message) == (
+        NodeRequestState.PENDING,
+        f"InsufficientCapacityError: NodeClaim {claim} event: insufficient capacity, all requested instance types "
+        "were unavailable during launch",
+    )
 
     _run(karpenter, clock, 240)
     assert _request(gateway).state is NodeRequestState.PROVISIONED
 
 
+def test_a_stockout_before_the_request_is_not_its_words_and_unreadable_events_leave_kube_schedulers(
+    cluster, gateway, clock
+) -> None:
+    karpenter = _karpenter(cluster, ice=1)
+    gateway.nodes_request(request=_spec("karpenter", nodes=1, id="r0", job="100"))
+    _run(karpenter, clock, 50)
+    gateway.nodes_request_withdraw(request="r0", namespace=NS)
+    _run(karpenter, clock, 600)
+    karpenter.pools[KARPENTER_POOL].limit_nodes = 0  # nothing launches: the placeholder stays unschedulable
+    gateway.nodes_request(request=_spec("karpenter", nodes=1))
+    _run(karpenter, clock, 20)
+    request = _request(gateway)
+    assert request.state is NodeRequestState.PENDING and request.message.startswith("Unschedulable: 0/")
+    # Events Microcosm may not read (no grant in default): the request is observed all the same.
+    cluster.fail("GET", r"^/api/v1/namespaces/default/events", status=403, times=10)
+    assert _request(gateway).message.startswith("Unschedulable: 0/")
+
+
 def test_a_launch_failure_is_the_requests_message(cluster, gateway, clock) -> None:
+    """Launched=Unknown, reason LaunchFailed (launch.go SetUnknownWithReason), with the cloud's words."""
     karpenter = _karpenter(cluster, launch_error="creating instance, InvalidParameter: no such subnet")
     gateway.nodes_request(request=_spec("karpenter", nodes=1))
     _run(karpenter, clock, 50)
@@ -555,3 +667,38 @@ def test_karpenter_consolidates_an_empty_node_after_consolidate_after_unless_do_
     _run(karpenter, clock, 220)
     assert karpenter.removed == [nodes[0]]
     assert [e[1] for e in karpenter.events] == ["DisruptionTerminating"]
+
+
+def _ice(claim: str, at: str, *, reason: str = "InsufficientCapacityError") -> dict:
+    return {
+        "metadata": {"name": f"{claim}.1", "namespace": "default"},
+        "involvedObject": {"kind": "NodeClaim", "name": claim},
+        "reason": reason,
+        "message": f"NodeClaim {claim} event: insufficient capacity, none left",
+        "lastTimestamp": at,
+    }
+
+
+def test_stockout_events_are_read_per_pool_by_the_nodeclaims_generated_name_the_newest_winning() -> None:
+    events = [
+        _ice("p5-od-bbbbc", "2026-12-05T10:00:00Z"),
+        _ice("p5-od-bbbbd", "2026-12-05T10:05:00Z"),  # newer: its words
+        _ice("h100-x2z9k", "2026-12-05T09:00:00Z"),
+        _ice("p5-od-manual", "2026-12-05T11:00:00Z"),  # not a generated name: whose pool is unknown
+        _ice("p5-od-bbbbf", "2026-12-05T12:00:00Z", reason="NodeClassNotReady"),
+        {**_ice("p5-od-bbbbg", ""), "metadata": {"name": "x"}},  # no time at all
+    ]
+    found = insufficient_capacity(events)
+    assert sorted(found) == ["h100", "p5-od"]
+    said, _at = found["p5-od"]
+    assert said == "InsufficientCapacityError: NodeClaim p5-od-bbbbd event: insufficient capacity, none left"
+
+
+def test_a_nodeclaim_awaiting_its_first_reconcile_is_no_launch_failure() -> None:
+    def claim(status: str, reason: str) -> dict:
+        condition = {"type": "Launched", "status": status, "reason": reason, "message": "boom"}
+        return {"metadata": {"labels": {"karpenter.sh/nodepool": "p5"}}, "status": {"conditions": [condition]}}
+
+    assert launch_failures([claim("Unknown", "AwaitingReconciliation")]) == {}
+    assert launch_failures([claim("Unknown", "LaunchFailed")]) == {"p5": "LaunchFailed: boom"}
+    assert launch_failures([claim("False", "LaunchFailed")]) == {"p5": "LaunchFailed: boom"}  # before v1
