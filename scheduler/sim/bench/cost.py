@@ -42,9 +42,14 @@ billing :mod:`scheduler.sim.bench.metering`):
    comparison is of a cluster in steady state, not of a draining tail): total cost = reserved for the window +
    metered node-hours × instance price (run D: + its autoscaled node-hours, request to release); useful
    GPU-hours = what the running work truly needs minus the work lost to preemption (B2's
-   ``effective_utilization`` × the GPU-hours present); cost per useful GPU-hour; lost GPU-hours; production
-   SLO misses = production services submitted in the window that started more than one
-   scheduling cycle after submission, or never. The two savings: **tiering alone** = 1 − cost(B) / cost(A);
+   ``effective_utilization`` × the GPU-hours present); cost per useful GPU-hour; lost GPU-hours; **production
+   SLO misses** as the spec defines them, "start later than one cycle, avoidable waits only — B2's definition":
+   production inference services submitted in the window whose avoidable wait (B2's count of the replay's
+   per-cycle verdicts, :mod:`scheduler.sim.avoidable`, recorded in every run) exceeds one cycle — a service that
+   never started is judged on every cycle it waited to the replay's end, a rejected one is left out as B2 leaves
+   it out; and beside them, never hidden, the **late starts** of any cause (first start more than one cycle after
+   submission, or never), each with its recorded cause (:mod:`scheduler.sim.bench.cost_slo`). The two savings:
+   **tiering alone** = 1 − cost(B) / cost(A);
    **what a user gets** = 1 − cost(B) / cost(N); the same two for run D against A and N.
 10. **Goodput**, a measure beside the protocol (:mod:`scheduler.sim.bench.goodput`): run B again twice per spot
    rate, every checkpoint now costing GPU time, once with the workload's fixed checkpoint intervals and once with
