@@ -12,7 +12,9 @@ them, per spot rate, the goodput of checkpointed training with the workload's fi
 the proposed ones, each checkpoint costing ``--checkpoint-cost-s`` (:mod:`scheduler.sim.bench.goodput`).
 The (mix, seed) cases share ``--jobs`` worker processes (default 2). The defaults (2 mixes × 5 seeds × 5
 replays of 5 h on a 128-GPU pool: N, A, B and the goodput pair) took 428 s on 2 cores shared with other work
-(load average 2.5; 2026-12-03); with run D, six replays, 18 min at a load average of 5–9 (2026-12-05).
+(load average 2.5; 2026-12-03); with run D, six replays, 18 min at a load average of 5–9 (2026-12-05); with the
+SLO's per-cycle verdicts recorded, 30 min at a load average of 6–14 (2026-12-05; the verdicts cost 0.6 s of CPU on a
+5.3 s run D replay of serving seed 43, nothing where production never waits).
 """
 
 from __future__ import annotations
