@@ -200,6 +200,19 @@ def _avoidable(
     jobs: Sequence[str], first_start: Mapping[str, float], cycles: CycleLog, cycle_s: float
 ) -> dict[str, object]:
     """``production_avoidable_wait_s`` and ``production_unavoidable_wait_s`` of ``jobs`` (module docstring)."""
+    avoidable, unavoidable = avoidable_wait_s(jobs, first_start, cycles, cycle_s)
+    return {
+        "production_avoidable_wait_s": _summary(list(avoidable.values())),
+        "production_unavoidable_wait_s": dict(sorted(unavoidable.items())),
+    }
+
+
+def avoidable_wait_s(
+    jobs: Sequence[str], first_start: Mapping[str, float], cycles: CycleLog, cycle_s: float
+) -> tuple[dict[str, float], dict[str, float]]:
+    """B2's count of ``jobs``' judged waiting seconds: per job, one cycle for every recorded verdict ``avoidable``
+    before its first start (a job that never started: every verdict to the replay's end); and the other judged
+    seconds of those jobs summed by ``cause/GPU class``. B4's production SLO counts its misses on the first."""
     avoidable = dict.fromkeys(jobs, 0.0)
     unavoidable: dict[str, float] = {}
     for t, verdicts in cycles.verdicts:
@@ -211,10 +224,7 @@ def _avoidable(
             else:
                 key = f"{verdict.cause}/{verdict.gpu_class}"
                 unavoidable[key] = unavoidable.get(key, 0.0) + cycle_s
-    return {
-        "production_avoidable_wait_s": _summary(list(avoidable.values())),
-        "production_unavoidable_wait_s": dict(sorted(unavoidable.items())),
-    }
+    return avoidable, unavoidable
 
 
 def _summary(values: Sequence[float]) -> dict[str, float | None]:

@@ -191,7 +191,8 @@ class CycleLog:
     that need the queue over time (``sim.idle_pending``, ``sim.eta_error``); off by default, so scenario
     replays pay nothing for it.
 
-    - ``samples``: one :class:`CycleSample` per cycle whose time falls in ``window`` (every cycle when None).
+    - ``samples``: one :class:`CycleSample` per cycle whose time falls in ``window`` (every cycle when None); none
+      when ``sampling`` is off (B4 reads only the verdicts, and a sample of every GPU per cycle is not free).
     - ``verdicts``: from the window's start on (no end: a wait may outlast the window), for every cycle that
       left production work pending, each such job's :class:`~scheduler.sim.avoidable.Verdict` on the cluster as
       the plan left it (:func:`scheduler.sim.avoidable.judge_pending`), as ``(t, ((job, verdict), …))``.
@@ -204,9 +205,11 @@ class CycleLog:
     samples: list[CycleSample] = field(default_factory=list)
     etas: dict[str, list[tuple[float, float | None]]] = field(default_factory=dict)
     verdicts: list[tuple[float, tuple[tuple[str, Verdict], ...]]] = field(default_factory=list)
+    sampling: bool = True
 
     def wants(self, t: float) -> bool:
-        return self.window is None or self.window[0] <= t < self.window[1]
+        """Whether the cycle at ``t`` records a :class:`CycleSample`."""
+        return self.sampling and (self.window is None or self.window[0] <= t < self.window[1])
 
     def judges(self, t: float) -> bool:
         """Whether the cycle at ``t`` records production's verdicts: from the window's start on."""

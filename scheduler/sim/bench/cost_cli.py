@@ -12,7 +12,9 @@ them, per spot rate, the goodput of checkpointed training with the workload's fi
 the proposed ones, each checkpoint costing ``--checkpoint-cost-s`` (:mod:`scheduler.sim.bench.goodput`).
 The (mix, seed) cases share ``--jobs`` worker processes (default 2). The defaults (2 mixes × 5 seeds × 5
 replays of 5 h on a 128-GPU pool: N, A, B and the goodput pair) took 428 s on 2 cores shared with other work
-(load average 2.5; 2026-12-03); with run D, six replays, 18 min at a load average of 5–9 (2026-12-05).
+(load average 2.5; 2026-12-03); with run D, six replays, 18 min at a load average of 5–9 (2026-12-05); with the
+SLO's per-cycle verdicts recorded, 30 min at a load average of 6–14 (2026-12-05; the verdicts cost 0.6 s of CPU on a
+5.3 s run D replay of serving seed 43, nothing where production never waits).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from scheduler.sim.bench.cost import (
     TierRun,
     run_cost,
 )
+from scheduler.sim.bench.cost_slo import LATE_CAUSES
 from scheduler.sim.bench.goodput import GoodputRun, run_goodput
 from scheduler.sim.bench.machine import RunRecord, started_line, with_flags
 from scheduler.sim.bench.mixed_cli import load_runtimes, mix_list, non_negative_float, positive_float
@@ -201,6 +204,7 @@ FIGURES: tuple[tuple[str, Callable[[CostResult, TierRun], float | None]], ...] =
     ("lost_gpu_hours", lambda c, r: r.lost_gpu_hours),
     ("spot_interruptions", lambda c, r: r.interruptions),
     ("production_slo_misses", lambda c, r: r.slo_misses),
+    ("production_late_starts", lambda c, r: r.late_starts),
     ("production_services", lambda c, r: r.production_services),
     ("production_wait_p95_s", lambda c, r: r.production_wait_p95_s),
     ("completed", lambda c, r: r.completed),
@@ -259,10 +263,30 @@ def _claims(mix: str, by_seed: Mapping[int, CostResult]) -> list[Claim]:
     for_user = spread(r.for_user for r in by_seed.values())
     alone = spread(r.tiering_alone for r in by_seed.values())
     tiered = [r.run(RUN_TIERED) for r in by_seed.values()]
-    misses = [run.slo_misses for run in tiered]
     p95 = [run.production_wait_p95_s for run in tiered if run.production_wait_p95_s is not None]
     assert for_user["median"] is not None and alone["median"] is not None
-    return _fixed_claims(mix, for_user, alone, misses, p95) + _autoscaled_claims(mix, by_seed)
+    return _fixed_claims(mix, for_user, alone, tiered, p95) + _autoscaled_claims(mix, by_seed)
+
+
+def _slo_claim(mix: str, run_name: str, runs: Sequence[TierRun]) -> Claim:
+    """The SLO target judged as the spec defines a miss (avoidable wait beyond one cycle, B2's definition,
+    scheduler/sim/bench/cost_slo.py); the late starts of any cause are printed beside it, never judged away."""
+    misses = [run.slo_misses for run in runs]
+    late = [run.late_starts for run in runs]
+    causes = _cause_totals(runs)
+    return Claim(
+        f"B4 {mix}: no production SLO miss in the {run_name} run (start within one cycle, avoidable waits only — "
+        "B2's definition), every seed",
+        f"{sum(misses)} misses over {len(misses)} seeds (per seed {', '.join(str(m) for m in misses)}); late starts "
+        f"of any cause {sum(late)} (per seed {', '.join(str(n) for n in late)}{': ' + causes if causes else ''})",
+        sum(misses) == 0,
+    )
+
+
+def _cause_totals(runs: Sequence[TierRun]) -> str:
+    """The late starts of ``runs`` summed by cause, the causes with none left out (``held 3, arrival 2``)."""
+    totals = {cause: sum(run.late_by_cause.get(cause, 0) for run in runs) for cause in LATE_CAUSES}
+    return ", ".join(f"{cause} {count}" for cause, count in totals.items() if count)
 
 
 def _autoscaled_claims(mix: str, by_seed: Mapping[int, CostResult]) -> list[Claim]:
@@ -272,7 +296,6 @@ def _autoscaled_claims(mix: str, by_seed: Mapping[int, CostResult]) -> list[Clai
         return []
     for_user = spread(r.savings_vs_naive(run) for r, run in zip(by_seed.values(), runs.values(), strict=True) if run)
     alone = spread(r.tiering_alone_of(run) for r, run in zip(by_seed.values(), runs.values(), strict=True) if run)
-    misses = [run.slo_misses for run in runs.values() if run]
     assert for_user["median"] is not None and alone["median"] is not None
     return [
         Claim(
@@ -286,15 +309,13 @@ def _autoscaled_claims(mix: str, by_seed: Mapping[int, CostResult]) -> list[Clai
             f"{_pct(alone)} less",
             alone["median"] >= TARGET_TIERING_ALONE,
         ),
-        Claim(
-            f"B4 {mix}: no production SLO miss in the {RUN_AUTOSCALED} run (start within one cycle), every seed",
-            f"{sum(misses)} misses over {len(misses)} seeds (per seed {', '.join(str(m) for m in misses)})",
-            sum(misses) == 0,
-        ),
+        _slo_claim(mix, RUN_AUTOSCALED, [run for run in runs.values() if run]),
     ]
 
 
-def _fixed_claims(mix: str, for_user: Spread, alone: Spread, misses: list[int], p95: list[float]) -> list[Claim]:
+def _fixed_claims(
+    mix: str, for_user: Spread, alone: Spread, tiered: Sequence[TierRun], p95: list[float]
+) -> list[Claim]:
     assert for_user["median"] is not None and alone["median"] is not None
     return [
         Claim(
@@ -307,11 +328,7 @@ def _fixed_claims(mix: str, for_user: Spread, alone: Spread, misses: list[int], 
             f"{_pct(alone)} less",
             alone["median"] >= TARGET_TIERING_ALONE,
         ),
-        Claim(
-            f"B4 {mix}: no production SLO miss in the tiered run (start within one cycle), every seed",
-            f"{sum(misses)} misses over {len(misses)} seeds (per seed {', '.join(str(m) for m in misses)})",
-            sum(misses) == 0,
-        ),
+        _slo_claim(mix, RUN_TIERED, tiered),
         Claim(
             f"B4 {mix}: production inference wait p95 ≤ {TARGET_PRODUCTION_P95_S:g} s in the tiered run, every seed",
             "no production inference in the window" if not p95 else f"worst seed {max(p95):,.0f} s",
@@ -330,7 +347,8 @@ ROWS: tuple[tuple[str, str, str], ...] = (
     ("cost per useful GPU-hour", "cost_per_useful_gpu_hour", "${:,.3f}"),
     ("lost GPU-hours (preemption)", "lost_gpu_hours", "{:,.2f}"),
     ("spot interruptions", "spot_interruptions", "{:g}"),
-    ("production SLO misses", "production_slo_misses", "{:g}"),
+    ("production SLO misses (avoidable wait > 1 cycle)", "production_slo_misses", "{:g}"),
+    ("production late starts (> 1 cycle, any cause)", "production_late_starts", "{:g}"),
     ("production services", "production_services", "{:g}"),
     ("production wait p95", "production_wait_p95_s", "{:,.0f} s"),
     ("completed jobs", "completed", "{:g}"),
@@ -379,6 +397,7 @@ def _table(payload: dict[str, Any]) -> str:
             f"{label:<{label_width}}  " + "  ".join(f"{c:>{w}}" for c, w in zip(row, widths, strict=True))
             for (label, _, _), row in zip(ROWS, cells, strict=True)
         ]
+        lines += _late_lines(entry)
         savings = entry["savings"]
         lines.append(f"savings, tiering alone ({RUN_ON_DEMAND} → {RUN_TIERED}): {_pct(savings['tiering_alone'])}")
         lines.append(f"savings, what a user gets ({RUN_NAIVE} → {RUN_TIERED}): {_pct(savings['for_user'])}")
@@ -391,6 +410,21 @@ def _table(payload: dict[str, Any]) -> str:
             )
         lines += goodput.table(entry["goodput"], payload["checkpoint_cost_s"])
     return "\n".join(head + lines)
+
+
+def _late_lines(entry: Mapping[str, Any]) -> list[str]:
+    """Per run and seed, the SLO misses (the spec's) / the late starts of any cause, and the late starts' causes
+    (scheduler/sim/bench/cost_slo.py)."""
+    lines = ["production per seed — SLO misses (avoidable wait > 1 cycle) / late starts (any cause) [their causes]:"]
+    for name, run in entry["runs"].items():
+        cells = []
+        for seed, figures in run["seeds"].items():
+            by_cause = figures["production_late_starts_by_cause"]
+            causes = ", ".join(f"{cause} {by_cause[cause]}" for cause in LATE_CAUSES if by_cause.get(cause))
+            cell = f"{seed}: {figures['production_slo_misses']}/{figures['production_late_starts']}"
+            cells.append(f"{cell} [{causes}]" if causes else cell)
+        lines.append(f"  {name}: {'; '.join(cells)}")
+    return lines
 
 
 def _figure(payload: dict[str, Any]) -> go.Figure:

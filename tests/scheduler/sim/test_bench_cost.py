@@ -26,6 +26,7 @@ from scheduler.sim.bench.cost import (
 )
 from scheduler.sim.bench.cost_cli import _table
 from scheduler.sim.bench.cost_sizing import peak, reserved_baseline, time_quantile
+from scheduler.sim.bench.cost_slo import LATE_CAUSES
 from scheduler.sim.events import AddNode, Interrupt
 from scheduler.sim.prices import price_per_gpu_hour
 from scheduler.sim.workload.clusters import cluster_named
@@ -144,6 +145,12 @@ def test_bench_cost_end_to_end_on_a_short_window() -> None:
             assert figures["reserved_cost"] == pytest.approx(reserved, abs=0.01)
             servers = len(cluster_named("mixed-64").nodes)
             assert figures["metered_node_hours"] <= hours * servers + 1e-6  # no node billed past the window
+            # The SLO misses are the spec's (avoidable waits only); every late start is counted beside them, once,
+            # by its cause — a miss is a late start whose cause is its avoidable wait.
+            causes = figures["production_late_starts_by_cause"]
+            assert list(causes) == list(LATE_CAUSES)
+            assert sum(causes.values()) == figures["production_late_starts"]
+            assert causes["avoidable"] == figures["production_slo_misses"] <= figures["production_late_starts"]
     for seed, savings in entry["savings"]["seeds"].items():
         runs = {name: run["seeds"][seed]["total_cost"] for name, run in entry["runs"].items()}
         assert savings["tiering_alone"] == pytest.approx(1 - runs[RUN_TIERED] / runs[RUN_ON_DEMAND], abs=1e-3)
@@ -151,6 +158,9 @@ def test_bench_cost_end_to_end_on_a_short_window() -> None:
     claims = [c["claim"] for c in payload["claims"]]
     assert len(claims) == 7 and all(c.startswith("B4 serving:") for c in claims)
     assert sum(RUN_AUTOSCALED in c for c in claims) == 3
+    slo = [c for c in payload["claims"] if "no production SLO miss" in c["claim"]]
+    assert len(slo) == 2 and all("avoidable waits only" in c["claim"] for c in slo)
+    assert all("late starts of any cause" in c["measured"] for c in slo)
     autoscaled = entry["runs"][RUN_AUTOSCALED]["seeds"]["42"]
     figures = {"node_requests", "node_requests_failed", "autoscaled_node_hours", "stocked_out_node_hours"}
     assert figures <= set(autoscaled)
@@ -159,6 +169,9 @@ def test_bench_cost_end_to_end_on_a_short_window() -> None:
     table = _table(payload)  # the writer bench all --write puts in BENCHMARKS.md
     assert RUN_AUTOSCALED in table and "node requests made" in table and "stocked-out node-hours" in table
     assert f"{RUN_AUTOSCALED}: tiering alone" in table
+    assert "production SLO misses (avoidable wait > 1 cycle)" in table
+    assert "production late starts (> 1 cycle, any cause)" in table
+    assert f"  {RUN_AUTOSCALED}: 42: " in table  # misses / late starts per seed
 
 
 def test_a_stress_rate_adds_run_c() -> None:
