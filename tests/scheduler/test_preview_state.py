@@ -5,6 +5,7 @@ preview then builds one)."""
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Iterator
 from typing import Any
 
@@ -144,3 +145,16 @@ def test_the_preview_plans_with_the_cyclic_collector_paused_and_restores_it(monk
     assert gc.isenabled()
     fleet_answer(CoreJob(id="asked", team="nlp", request=Request(gpus=1)), now=clock.now.timestamp())
     assert seen == [False] and gc.isenabled()
+
+
+def test_the_state_is_packed_and_unpacked_to_an_equal_snapshot() -> None:
+    """The packed pickling (preview_state.packed) rebuilds every engine dataclass with the values it had."""
+    clock = _cycled()
+    now, speed = clock.now.timestamp(), clock_speed()
+    snapshot = build(inventory_observation(now, speed), policy_at_speed(speed), now).snapshot
+    assert snapshot.pending and snapshot.running and snapshot.nodes and snapshot.teams
+    again = preview_state.unpacked(preview_state.packed(snapshot))
+    assert again == snapshot and again is not snapshot
+    assert type(again.pending[0].priority) is type(snapshot.pending[0].priority)  # enums stay enums
+    with pytest.raises(TypeError, match="not a snapshot"):
+        preview_state.unpacked(pickle.dumps((1, 2)))
