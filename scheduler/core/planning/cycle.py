@@ -180,6 +180,15 @@ def _plan(snapshot: Snapshot, policy: Policy, now: float, focus_id: str | None =
     index = live_index(state)
     index.mix = observe(state, index, pending, policy)
     run = Run(state, fairness, policy, now, snapshot, pending)
+    try:
+        return _planned(run, snapshot, pending, rejections, focus)
+    finally:
+        run.close()  # its reference cycles broken: reference counting frees the cycle's working state (Run.close)
+
+
+def _planned(run: Run, snapshot: Snapshot, pending: list[Job], rejections: list[Reject], focus: Focus) -> Plan:
+    """Steps 3-6 of the module doc on ``run``, the cycle's working state after screening ``pending``."""
+    state, fairness, index, policy, now = run.state, run.fairness, run.index, run.policy, run.now
     turns = _Turns(run)
     for job in fairness.iter_pending(pending, now):
         turns.take(job)
