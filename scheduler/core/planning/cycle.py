@@ -73,7 +73,9 @@ the cycle's memo (:mod:`scheduler.core.speedups`); ``plan_cycle(..., speedups=Fa
 A caller that plans many cycles in a process holding a large heap may pause the cyclic garbage collector
 around each one (the loop and the simulator do, :mod:`scheduler.gcpause`): a cycle allocates hundreds of thousands
 of short-lived tuples that reference counting frees, and each collector pass walks the whole heap. The core
-leaves the process-wide collector alone.
+leaves the process-wide collector alone, and leaves it no work: the cycle's working objects refer to each other
+(the state and its capacity index, the run and the speed-ups holding its bound methods), and
+:meth:`~scheduler.core.planning.run.Run.close` breaks those cycles as the plan is returned.
 """
 
 from __future__ import annotations
