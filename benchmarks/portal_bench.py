@@ -55,9 +55,15 @@ HELP = "Time the queue and dashboard pages and APIs with 10,000 pending jobs (se
 QUEUE_TARGET_MS = 300.0
 DASHBOARD_TARGET_MS = 500.0
 PREVIEW_TARGET_MS = 300.0
+# The claims a timed row may count towards, each judged on its own rows only: the queue's and the preview's targets
+# are both 300 ms, so a row names its claim rather than being grouped by its target.
+QUEUE_CLAIM = "queue"
+DASHBOARD_CLAIM = "dashboard"
+PREVIEW_CLAIM = "preview"
 PREVIEW_TRAINING = "submit preview API, 1-GPU training"
 PREVIEW_INFERENCE = "submit preview API, 18 GiB inference"
 PREVIEW_COLD = "submit preview API, no cycle state"
+TARGETS_MS = {QUEUE_CLAIM: QUEUE_TARGET_MS, DASHBOARD_CLAIM: DASHBOARD_TARGET_MS, PREVIEW_CLAIM: PREVIEW_TARGET_MS}
 NODES = 8
 BALANCED_80GB = [["1g.10gb", 0], ["1g.10gb", 1], ["2g.20gb", 2], ["3g.40gb", 4]]
 
@@ -77,6 +83,7 @@ class Timing:
     cpu_median_ms: float  # this process's CPU time: what the request costs, whoever else wants the cores
     queries: int
     target_ms: float | None
+    claim: str | None = None  # the claim it counts towards (QUEUE_CLAIM, …); None: timed without a target
 
     @property
     def within_target(self) -> bool | None:
@@ -249,19 +256,20 @@ def _measure(lead: Any, team: Team, repeat: int, pending: int) -> list[Timing]:
     client.force_login(lead)
     preview = "/api/v1/rightsize/"
     scrape = {"Authorization": f"Bearer {settings.METRICS_TOKEN}"} if settings.METRICS_TOKEN else {}
-    urls: list[tuple[str, str, dict[str, str], float | None, dict[str, Any] | None]] = [
-        ("queue page", "/queue/", {}, QUEUE_TARGET_MS, None),
-        ("queue page, htmx refresh", "/queue/", {"HX-Request": "true"}, QUEUE_TARGET_MS, None),
-        (f"queue page {deep} (deep)", f"/queue/?page={deep}", {}, QUEUE_TARGET_MS, None),
-        ("queue API", "/api/v1/queue/", {}, QUEUE_TARGET_MS, None),
-        (f"queue API page {deep} (deep)", f"/api/v1/queue/?page={deep}", {}, QUEUE_TARGET_MS, None),
-        ("queue API filtered (priority=low)", "/api/v1/queue/?priority=low", {}, QUEUE_TARGET_MS, None),
-        ("dashboard page", f"/teams/{team.slug}/", {}, DASHBOARD_TARGET_MS, None),
-        ("dashboard API", f"/api/v1/teams/{team.slug}/dashboard/", {}, DASHBOARD_TARGET_MS, None),
-        ("utilization API (6 h)", f"/api/v1/teams/{team.slug}/utilization/", {}, DASHBOARD_TARGET_MS, None),
+    # (label, url, headers, claim, JSON body to POST): a row's target is its claim's.
+    urls: list[tuple[str, str, dict[str, str], str | None, dict[str, Any] | None]] = [
+        ("queue page", "/queue/", {}, QUEUE_CLAIM, None),
+        ("queue page, htmx refresh", "/queue/", {"HX-Request": "true"}, QUEUE_CLAIM, None),
+        (f"queue page {deep} (deep)", f"/queue/?page={deep}", {}, QUEUE_CLAIM, None),
+        ("queue API", "/api/v1/queue/", {}, QUEUE_CLAIM, None),
+        (f"queue API page {deep} (deep)", f"/api/v1/queue/?page={deep}", {}, QUEUE_CLAIM, None),
+        ("queue API filtered (priority=low)", "/api/v1/queue/?priority=low", {}, QUEUE_CLAIM, None),
+        ("dashboard page", f"/teams/{team.slug}/", {}, DASHBOARD_CLAIM, None),
+        ("dashboard API", f"/api/v1/teams/{team.slug}/dashboard/", {}, DASHBOARD_CLAIM, None),
+        ("utilization API (6 h)", f"/api/v1/teams/{team.slug}/utilization/", {}, DASHBOARD_CLAIM, None),
         ("cluster page", "/cluster/", {}, None, None),
-        (PREVIEW_TRAINING, preview, {}, PREVIEW_TARGET_MS, {"kind": "training", "gpus": 1, "team": team.slug}),
-        (PREVIEW_INFERENCE, preview, {}, PREVIEW_TARGET_MS, {"kind": "inference", "memory_gib": 18, "team": team.slug}),
+        (PREVIEW_TRAINING, preview, {}, PREVIEW_CLAIM, {"kind": "training", "gpus": 1, "team": team.slug}),
+        (PREVIEW_INFERENCE, preview, {}, PREVIEW_CLAIM, {"kind": "inference", "memory_gib": 18, "team": team.slug}),
         (PREVIEW_COLD, preview, {}, None, {"kind": "training", "gpus": 1, "team": team.slug}),
         ("metrics scrape", "/metrics", scrape, None, None),
     ]
@@ -273,7 +281,7 @@ def _measure(lead: Any, team: Team, repeat: int, pending: int) -> list[Timing]:
     # the benchmark times the pages' work, so it lifts them as it lifts the pending caps.
     lifted = dict.fromkeys(settings.PAGE_THROTTLE_RATES, "1000000/min")
     with override_settings(ALLOWED_HOSTS=hosts, METRICS_PUBLIC=not settings.METRICS_TOKEN, PAGE_THROTTLE_RATES=lifted):
-        for label, url, headers, target, body in urls:
+        for label, url, headers, claim, body in urls:
             # The worker's state for the preview rows; none for the rest (and for the cold row).
             before = worker.cycle if label in (PREVIEW_TRAINING, PREVIEW_INFERENCE) else worker.stop
             secure = not settings.DEBUG  # production settings redirect plain HTTP
@@ -302,7 +310,8 @@ def _measure(lead: Any, team: Team, repeat: int, pending: int) -> list[Timing]:
                     max_ms=round(samples[-1], 1),
                     cpu_median_ms=round(statistics.median(cpu), 1),
                     queries=counter.count,
-                    target_ms=target,
+                    target_ms=TARGETS_MS[claim] if claim is not None else None,
+                    claim=claim,
                 )
             )
     worker.stop()
@@ -349,6 +358,26 @@ def _call(client: Client, url: str, headers: dict[str, str], secure: bool, body:
         raise RuntimeError(f"{method} {url} answered {response.status_code}: the benchmark measures working pages only")
 
 
+def claims_of(timings: list[Timing], pending: int) -> tuple[Claim, ...]:
+    """The benchmark's claims, each judged on the rows that name it only (a row without a claim judges none)."""
+    wording = {
+        QUEUE_CLAIM: f"queue page and queue API with {pending:,} pending jobs in ≤ {QUEUE_TARGET_MS:.0f} ms (p95)",
+        DASHBOARD_CLAIM: f"dashboard in ≤ {DASHBOARD_TARGET_MS:.0f} ms (p95)",
+        PREVIEW_CLAIM: f"submit preview with {pending:,} pending jobs in ≤ {PREVIEW_TARGET_MS:.0f} ms (p95)",
+    }
+    claims = []
+    for key, claim in wording.items():
+        rows = [t for t in timings if t.claim == key]
+        claims.append(
+            Claim(
+                claim=claim,
+                measured=", ".join(f"{t.label} {t.p95_ms} ms" for t in rows),
+                reproduced=all(t.within_target for t in rows),
+            )
+        )
+    return tuple(claims)
+
+
 def _outcome(timings: list[Timing], pending: int, repeat: int) -> Outcome:
     engine = connection.vendor
     load = os.getloadavg()[0]
@@ -367,23 +396,7 @@ def _outcome(timings: list[Timing], pending: int, repeat: int) -> Outcome:
             f"{t.label:36} {t.median_ms:>6.1f} ms {t.p95_ms:>6.1f} ms {t.max_ms:>6.1f} ms {t.cpu_median_ms:>6.1f} ms"
             f" {t.queries:>4}  {verdict}"
         )
-    claims = (
-        Claim(
-            claim=f"queue page and queue API with {pending:,} pending jobs in ≤ {QUEUE_TARGET_MS:.0f} ms (p95)",
-            measured=", ".join(f"{t.label} {t.p95_ms} ms" for t in timings if t.target_ms == QUEUE_TARGET_MS),
-            reproduced=all(t.within_target for t in timings if t.target_ms == QUEUE_TARGET_MS),
-        ),
-        Claim(
-            claim=f"dashboard in ≤ {DASHBOARD_TARGET_MS:.0f} ms (p95)",
-            measured=", ".join(f"{t.label} {t.p95_ms} ms" for t in timings if t.target_ms == DASHBOARD_TARGET_MS),
-            reproduced=all(t.within_target for t in timings if t.target_ms == DASHBOARD_TARGET_MS),
-        ),
-        Claim(
-            claim=f"submit preview with {pending:,} pending jobs in ≤ {PREVIEW_TARGET_MS:.0f} ms (p95)",
-            measured=", ".join(f"{t.label} {t.p95_ms} ms" for t in timings if t.target_ms == PREVIEW_TARGET_MS),
-            reproduced=all(t.within_target for t in timings if t.target_ms == PREVIEW_TARGET_MS),
-        ),
-    )
+    claims = claims_of(timings, pending)
     payload = {
         "benchmark": NAME,
         "command": command,

@@ -3,8 +3,9 @@
 A cycle allocates hundreds of thousands of short-lived tuples that reference counting frees, and each pass of
 the cyclic collector also walks the caller's whole heap — measured at ~15 % of a 1,000-node cycle in a process
 holding a large snapshot. The engine leaves the process-wide collector alone; a caller that plans many cycles
-pauses it around each one. The few reference cycles a cycle creates (a Statement and its undo closures) go
-with the next collection.
+pauses it around each one. The cycle breaks the reference cycles of its working state as it returns
+(:meth:`scheduler.core.planning.run.Run.close`), so reference counting frees that state and the collection after
+the block finds next to nothing to walk.
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from scheduler.bridge.policy import policy_at_speed
 from scheduler.bridge.preview_state import last_state
 from scheduler.bridge.snapshot import build, inventory_observation
 from scheduler.core import Job, Node, Offer, Preview, offers, preview
+from scheduler.gcpause import gc_paused
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,8 +51,15 @@ def fleet_answer(job: Job, *, now: float | None = None) -> FleetAnswer:
         duration_s=job.duration_s / speed if job.duration_s else None,
         checkpoint_interval_s=job.checkpoint_interval_s / speed if job.checkpoint_interval_s else None,
     )
+    # The cyclic collector is paused while the engine plans, as the loop pauses it (scheduler.gcpause): the
+    # plans' per-cycle state is freed at the next young collection after the block, while a collection inside
+    # it promoted that state towards the oldest generation and so triggered a full pass over the web process's
+    # heap (the held state's jobs with it) every third preview: ~100 ms of a 300 ms answer
+    # (docs/benchmarks/portal.md, notes).
+    with gc_paused():
+        answer = preview(snapshot, job, policy, at)
     return FleetAnswer(
-        preview=preview(snapshot, job, policy, at),
+        preview=answer,
         offers=offers(job, snapshot.nodes, policy),
         nodes={node.name: node for node in snapshot.nodes},
     )

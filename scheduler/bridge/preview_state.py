@@ -9,6 +9,13 @@ and reads (and unpickles) the state only when the stamp is new: it keeps the las
 (:func:`last_state`). Only where the web processes share the worker's cache (Redis: ``settings.CACHE_BACKEND``)
 does the worker publish (``settings.PREVIEW_STATE_PUBLISH``); a process-local cache would only cost the worker.
 
+The snapshot is stored as bytes of its own pickling (:func:`packed`): each engine dataclass as its class and its
+field values, rebuilt by setting them on a new instance (:func:`_rebuilt`). The standard pickling of a frozen
+slotted dataclass rebuilds it through ``dataclasses``' ``__setstate__``, which asks ``fields()`` again per
+instance: 80 of the 240 ms of the first preview after each cycle at 12,000 pending, and 50 ms this way; the
+read runs with the cyclic collector paused, which would otherwise walk the young objects of the state as they
+are rebuilt (docs/benchmarks/portal.md, notes).
+
 What happened since the cycle is read cheaply: the ids and states of the pending and running jobs (one query of
 integers). A job submitted since is read and added to the queue; a job that left the queue or finished since is
 taken out. When a job has changed between pending and running since (a bind the cluster refused, a job requeued
@@ -20,9 +27,12 @@ lost or added since the cycle.
 
 from __future__ import annotations
 
+import io
 import logging
+import pickle
 import threading
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, is_dataclass, replace
+from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
@@ -31,10 +41,11 @@ from jobs.models import Job as JobRow
 from scheduler.bridge.snapshot import pending_read
 from scheduler.core import Plan, Snapshot, carried
 from scheduler.core.model.vocabulary import JobState
+from scheduler.gcpause import gc_paused
 
 log = logging.getLogger(__name__)
 
-KEY = "scheduler:preview-state"  # (at, clock speed, the carried snapshot)
+KEY = "scheduler:preview-state:packed"  # (at, clock speed, the carried snapshot packed: packed())
 STAMP_KEY = "scheduler:preview-state:at"  # the cycle's instant: asked on every preview, a few bytes
 MAX_AGE_CYCLES = 3  # older than this many cycle periods, the worker is taken to have stopped
 
@@ -60,7 +71,7 @@ def publish(snapshot: Snapshot, plan: Plan, at: float, speed: float) -> None:
         return
     timeout = _max_age_s() * 2
     try:
-        cache.set(KEY, (at, speed, carried(snapshot, plan, at)), timeout=timeout)
+        cache.set(KEY, (at, speed, packed(carried(snapshot, plan, at))), timeout=timeout)
         cache.set(STAMP_KEY, at, timeout=timeout)
     except Exception:  # the cache is down: the previews build their own snapshots meanwhile
         log.warning("the state for the submit preview could not be stored", exc_info=True)
@@ -102,8 +113,8 @@ def _read(now: float, speed: float) -> Held | None:
                     return None
                 if value is None:
                     return None
-                at, stored_speed, snapshot = value
-                held = _held = Held(at=float(at), speed=float(stored_speed), snapshot=snapshot)
+                at, stored_speed, blob = value
+                held = _held = Held(at=float(at), speed=float(stored_speed), snapshot=unpacked(blob))
     if held.speed != speed or abs(now - held.at) > _max_age_s():
         return None
     return held
@@ -134,6 +145,52 @@ def _current(snapshot: Snapshot, speed: float) -> Snapshot | None:
         pending=(*pending_read(added, speed), *pending) if added else pending,
         running=tuple(entry for entry in snapshot.running if entry.job.id not in gone),
     )
+
+
+def packed(snapshot: Snapshot) -> bytes:
+    """``snapshot`` pickled with each engine dataclass as (class, field values) (module doc)."""
+    buffer = io.BytesIO()
+    _Packer(buffer, pickle.HIGHEST_PROTOCOL).dump(snapshot)
+    return buffer.getvalue()
+
+
+def unpacked(blob: bytes) -> Snapshot:
+    """The snapshot :func:`packed` stored, rebuilt with the cyclic collector paused (module doc)."""
+    with gc_paused():
+        snapshot = pickle.loads(blob)
+    if not isinstance(snapshot, Snapshot):
+        raise TypeError(f"the preview state holds a {type(snapshot).__name__}, not a snapshot")
+    return snapshot
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {}  # the field names of each engine dataclass packed so far
+
+
+def _field_names(cls: type) -> tuple[str, ...]:
+    names = _FIELDS.get(cls)
+    if names is None:
+        names = _FIELDS[cls] = tuple(f.name for f in fields(cls))
+    return names
+
+
+def _rebuilt(cls: type, names: tuple[str, ...], values: tuple[object, ...]) -> object:
+    """An instance of ``cls`` with ``values`` set on ``names``: what dataclasses' ``__setstate__`` does, without
+    asking the fields again. The values come from an instance that was valid, so its checks are not run again."""
+    instance = object.__new__(cls)
+    for name, value in zip(names, values, strict=True):
+        object.__setattr__(instance, name, value)
+    return instance
+
+
+class _Packer(pickle.Pickler):
+    """Pickles the engine's dataclasses as :func:`_rebuilt` rebuilds them; everything else as pickle does."""
+
+    def reducer_override(self, obj: Any) -> Any:
+        cls = type(obj)
+        if cls.__module__.startswith("scheduler.core.") and is_dataclass(cls):
+            names = _field_names(cls)
+            return _rebuilt, (cls, names, tuple(getattr(obj, name) for name in names))
+        return NotImplemented
 
 
 def _max_age_s() -> float:

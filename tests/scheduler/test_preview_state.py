@@ -5,7 +5,9 @@ preview then builds one)."""
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from django.conf import settings as django_settings
@@ -19,7 +21,7 @@ from scheduler.bridge.preview import clock_speed, fleet_answer
 from scheduler.bridge.preview_state import KEY, STAMP_KEY, last_state, publish
 from scheduler.bridge.snapshot import build, inventory_observation
 from scheduler.core import Job as CoreJob
-from scheduler.core import Plan, Request, preview
+from scheduler.core import Plan, Preview, Request, preview
 from scheduler.core.model.vocabulary import JobKind
 from scheduler.loop.apply import Retry
 from scheduler.loop.cycle import cycle_run
@@ -124,3 +126,35 @@ def test_a_cache_that_fails_costs_the_preview_nothing_but_time(monkeypatch: pyte
     assert last_state(clock.now.timestamp(), clock_speed()) is None
     answer = fleet_answer(CoreJob(id="asked", team="nlp", request=Request(gpus=1)), now=clock.now.timestamp())
     assert answer.preview.outcome in ("starts", "waits")
+
+
+def test_the_preview_plans_with_the_cyclic_collector_paused_and_restores_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A collection inside the plans walked the web process's whole heap every third preview (bridge.preview)."""
+    import gc
+
+    import scheduler.bridge.preview as bridge_preview
+
+    clock = _cycled()
+    seen = []
+
+    def planning(*args: Any, **kwargs: Any) -> Preview:
+        seen.append(gc.isenabled())
+        return preview(*args, **kwargs)
+
+    monkeypatch.setattr(bridge_preview, "preview", planning)
+    assert gc.isenabled()
+    fleet_answer(CoreJob(id="asked", team="nlp", request=Request(gpus=1)), now=clock.now.timestamp())
+    assert seen == [False] and gc.isenabled()
+
+
+def test_the_state_is_packed_and_unpacked_to_an_equal_snapshot() -> None:
+    """The packed pickling (preview_state.packed) rebuilds every engine dataclass with the values it had."""
+    clock = _cycled()
+    now, speed = clock.now.timestamp(), clock_speed()
+    snapshot = build(inventory_observation(now, speed), policy_at_speed(speed), now).snapshot
+    assert snapshot.pending and snapshot.running and snapshot.nodes and snapshot.teams
+    again = preview_state.unpacked(preview_state.packed(snapshot))
+    assert again == snapshot and again is not snapshot
+    assert type(again.pending[0].priority) is type(snapshot.pending[0].priority)  # enums stay enums
+    with pytest.raises(TypeError, match="not a snapshot"):
+        preview_state.unpacked(pickle.dumps((1, 2)))

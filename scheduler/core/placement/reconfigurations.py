@@ -207,7 +207,8 @@ class Reconfigurations:
             if blocker is None or blocker.kind not in (BlockerKind.CAPACITY, BlockerKind.NOT_READY):
                 continue
             with Evaluating(job.id):  # isolation: a job whose wants cannot be worked out fails alone
-                if self._claim(job, self._units(job), partial=False):
+                # No node changing: nothing to claim, and no units to work out for it (most cycles, most jobs).
+                if self._changing and self._claim(job, self._units(job), partial=False):
                     continue
                 key = (job.team, job.preemptible, job.priority == Priority.PRODUCTION, placement_shape(job))
                 want = wants[key] if key in wants else wants.setdefault(key, self._wants(job))

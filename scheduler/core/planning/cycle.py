@@ -73,7 +73,9 @@ the cycle's memo (:mod:`scheduler.core.speedups`); ``plan_cycle(..., speedups=Fa
 A caller that plans many cycles in a process holding a large heap may pause the cyclic garbage collector
 around each one (the loop and the simulator do, :mod:`scheduler.gcpause`): a cycle allocates hundreds of thousands
 of short-lived tuples that reference counting frees, and each collector pass walks the whole heap. The core
-leaves the process-wide collector alone.
+leaves the process-wide collector alone, and leaves it no work: the cycle's working objects refer to each other
+(the state and its capacity index, the run and the speed-ups holding its bound methods), and
+:meth:`~scheduler.core.planning.run.Run.close` breaks those cycles as the plan is returned.
 """
 
 from __future__ import annotations
@@ -180,6 +182,15 @@ def _plan(snapshot: Snapshot, policy: Policy, now: float, focus_id: str | None =
     index = live_index(state)
     index.mix = observe(state, index, pending, policy)
     run = Run(state, fairness, policy, now, snapshot, pending)
+    try:
+        return _planned(run, snapshot, pending, rejections, focus)
+    finally:
+        run.close()  # its reference cycles broken: reference counting frees the cycle's working state (Run.close)
+
+
+def _planned(run: Run, snapshot: Snapshot, pending: list[Job], rejections: list[Reject], focus: Focus) -> Plan:
+    """Steps 3-6 of the module doc on ``run``, the cycle's working state after screening ``pending``."""
+    state, fairness, index, policy, now = run.state, run.fairness, run.index, run.policy, run.now
     turns = _Turns(run)
     for job in fairness.iter_pending(pending, now):
         turns.take(job)

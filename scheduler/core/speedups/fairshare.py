@@ -17,11 +17,11 @@ from collections.abc import Mapping, Sequence
 
 from scheduler.core.model.cluster_state import ClusterState
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.shape import Shape
+from scheduler.core.model.shape import Shape, request_key
 from scheduler.core.model.snapshot import Job, Team
 from scheduler.core.model.tables import Tables
 from scheduler.core.model.vocabulary import Priority
-from scheduler.core.rules.fairshare import FairShare, Holding, job_class
+from scheduler.core.rules.fairshare import FairShare, Holding, JobKey, TeamKey, job_class, job_key
 from scheduler.core.rules.limits import Admission, GuaranteeFill, Limits
 from scheduler.core.speedups.fill import FillResume
 
@@ -49,6 +49,8 @@ class RememberingFairShare(FairShare):
         # Per team, and per (team, fewest units, class): (the team's usage as a tuple, the answer).
         self._borrowed_shares: dict[str, tuple[tuple[tuple[str, int], ...], float]] = tables.table()
         self._fits: dict[tuple[str, int, str], tuple[tuple[tuple[str, int], ...], bool]] = tables.table()
+        # Per (team, production head, head's size): (the state's version, the key's tier and share per weight).
+        self._standings: dict[tuple[str, bool, tuple[object, ...]], tuple[int, int, float]] = tables.table()
 
     # -- quotas: fixed for the cycle ---------------------------------------------------------------------
 
@@ -98,6 +100,23 @@ class RememberingFairShare(FairShare):
         return allowed
 
     # -- order: a team's standing, kept while its usage stands still ------------------------------------------
+
+    def team_key(self, team: str, head: Job, head_key: JobKey | None = None) -> TeamKey:
+        """The rule's key, its tier and share kept per the head's production flag and size (all they read of the
+        head: :meth:`fits_guarantee` reads its fewest units and class) while the state's version stands: equal
+        versions of the capacity index are an equal state (:mod:`scheduler.core.placement.index`), so the team's
+        usage, all they read of the cycle besides its fixed capacity, quotas and weights, is what it was. The fair
+        order keys a team's next job after each turn, and most turns change nothing."""
+        index = getattr(self.state, "index", None)
+        if index is None:  # a state without an index has no version to keep it by
+            return super().team_key(team, head, head_key)
+        production = head.priority == Priority.PRODUCTION
+        key = (team, production, (request_key(head.request), head.kind, head.gpu_model, head.replicas))
+        kept = self._standings.get(key)
+        if kept is None or kept[0] != index.version:
+            tier, share = super().team_key(team, head, head_key)[:2]
+            kept = self._standings[key] = (index.version, tier, share)
+        return (kept[1], kept[2], *(head_key or job_key(head)), team)
 
     def borrowed_share(self, team: str) -> float:
         """Asked whenever the team's next job is keyed (rule 3): most of the time its last job did not bind, and

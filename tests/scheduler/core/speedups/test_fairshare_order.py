@@ -1,12 +1,15 @@
 """A team's standing in the fair order, kept while its usage stands still (speedups.fairshare: borrowed_share,
-fits_guarantee), is the plain rule's before and after the team's usage changes."""
+fits_guarantee) or the state's version does (team_key), is the plain rule's before and after the team's usage
+changes."""
 
 from __future__ import annotations
 
 from scheduler.core import Policy
+from scheduler.core.model.cluster_state import ClusterState
 from scheduler.core.model.snapshot import Job, Request, Slot
+from scheduler.core.model.vocabulary import Priority
 from scheduler.core.placement import IndexedClusterState
-from scheduler.core.rules.fairshare import FairShare
+from scheduler.core.rules.fairshare import FairShare, job_key
 from scheduler.core.speedups import Memo
 from scheduler.core.speedups.fairshare import RememberingFairShare
 from scheduler.sim.bench.synthetic import NOW, ClusterShape, synthetic_snapshot
@@ -34,3 +37,39 @@ def test_the_standing_follows_the_usage() -> None:
         same()
     assert fast.borrowed_share(teams[0]) > 0, "the team must come to borrow, or the comparison proves little"
     assert not fast.fits_guarantee(teams[0], heads[2])
+
+
+def test_the_team_key_kept_per_version_is_the_rules_before_and_after_changes() -> None:
+    """speedups.fairshare.team_key: the tier and share kept per (team, production, head's size) while the index's
+    version stands; a place, a rolled-back Statement and a state without an index answer as the rule does."""
+    snapshot = synthetic_snapshot(ClusterShape(12, 60, seed=4, teams=3))
+    state = IndexedClusterState(snapshot, NOW)
+    plain = FairShare(snapshot.teams, state, Policy())
+    fast = RememberingFairShare(snapshot.teams, state, Policy(), Memo())
+    teams = [team.name for team in snapshot.teams] + ["nobody"]
+    heads = [Job(id=f"h{gpus}", team="x", request=Request(gpus=gpus), submitted_at=gpus) for gpus in (1, 4, 8)]
+    heads.append(Job(id="m", team="x", request=Request(gpus=1), gpu_model="H100"))
+    heads.append(Job(id="p", team="x", request=Request(gpus=1), priority=Priority.PRODUCTION))
+
+    def same() -> None:
+        for team in teams:
+            for head in heads:
+                assert fast.team_key(team, head) == plain.team_key(team, head)
+                assert fast.team_key(team, head, job_key(head)) == plain.team_key(team, head, job_key(head))
+
+    same()
+    same()  # answered from memory
+    idle = [gpu for gpu in state.gpus.values() if gpu.idle and not gpu.layout]
+    for gpu in idle[:24]:
+        state.place(Job(id=f"more-{gpu.key}", team=teams[0], request=Request(gpus=1)), ((Slot(*gpu.key),),))
+        same()
+    statement = state.begin()
+    state.place(Job(id="undone", team=teams[1], request=Request(gpus=1)), ((Slot(*idle[24].key),),))
+    same()
+    statement.rollback()
+    same()
+    assert plain.team_key(teams[0], heads[0])[0] == 2, "the team must come to borrow, or the comparison proves little"
+    bare = RememberingFairShare(snapshot.teams, ClusterState(snapshot), Policy(), Memo())  # no index: the rule's
+    assert bare.team_key(teams[0], heads[0]) == FairShare(snapshot.teams, ClusterState(snapshot), Policy()).team_key(
+        teams[0], heads[0]
+    )
