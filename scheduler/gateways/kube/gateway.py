@@ -854,6 +854,7 @@ def gateway_from_settings() -> KubeGateway:
         cache_sync_timeout_s=kube["cache_sync_timeout_s"],
         node_requests=kube["node_requests"],
         dra=kube["dra"],
+        dra_fabric_class=kube["dra_fabric_class"],
     )
 
 
