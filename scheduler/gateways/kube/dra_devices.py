@@ -36,6 +36,11 @@ class DraDevice:
     # A dynamic-MIG partition (KEP-4815 partitionable device: it consumes its GPU's shared counters and has no
     # instance, hence no uuid, until a claim allocates it); False for a whole GPU, an existing MIG instance, a fabric.
     partition: bool = False
+    # What a claim's CEL selector pins it by (the NVIDIA driver's attributes, cmd/gpu-kubelet-plugin deviceinfo.go,
+    # mig.go CommonAttributesMig): a whole GPU's or an existing MIG instance's ``uuid``; a partition has none yet,
+    # only its GPU's (``parentUUID``, also set on an existing instance). "" where the driver published none.
+    uuid: str = ""
+    parent_uuid: str = ""
 
     def serves(self, device: Device) -> bool:
         """True when this device is the one the engine's placement ``device`` means."""

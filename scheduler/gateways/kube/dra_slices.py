@@ -22,7 +22,9 @@ What the publishers write, and where upstream says so:
   ``ToCanonicalName``; v25.8 and before: ``gpu-<minor>-mig-<GI profile id>-<start>-<size>``) with ``type: mig``,
   ``profile``, ``parentUUID``, the parent's product attributes and ``memorySlice<i>`` capacities for its placement.
   Releases before v25.8 also published ``index``/``parentIndex`` attributes (removed in NVIDIA/k8s-dra-driver-gpu
-  36fc80ab): the name is the one source every release has.
+  36fc80ab): the name is the one source every release has for the index, and a claim's selectors pin a device by
+  ``uuid`` (a GPU, an existing MIG instance) or ``parentUUID`` and ``profile`` (a partition), which every release
+  publishes (:mod:`scheduler.gateways.kube.dra_claims`).
   Static MIG: a MIG-enabled GPU publishes its existing instances (each with a ``uuid``) and not itself
   (``nvlib.go``); dynamic MIG (Hopper and newer, KEP-4815 partitionable devices: ``partitions.go``,
   ``driver.go`` ``generateSplitResourceSlices``) publishes the whole GPU and every possible partition, each
@@ -286,7 +288,8 @@ def _gpu_reading(node: str, pool: _Pool | None) -> _GpuReading:
     minors: set[int] = set()
     products: set[str] = set()
     memory_mib: int | None = None
-    read: list[tuple[str, str, int, str, int, bool]] = []  # (name, kind, minor, profile, start, partition)
+    # (name, kind, minor, profile, start, partition, uuid, parent uuid)
+    read: list[tuple[str, str, int, str, int, bool, str, str]] = []
     for device in _devices(pool):
         name = str(device["name"])
         kind = attribute(device, NVIDIA_GPU_DRIVER, "type")
@@ -298,7 +301,7 @@ def _gpu_reading(node: str, pool: _Pool | None) -> _GpuReading:
             minor = int(match.group(1))
             size = quantity_bytes(((device.get("capacity") or {}).get("memory") or {}).get("value"))
             memory_mib = size // (1024 * 1024) if size else memory_mib
-            read.append((name, "gpu", minor, "", 0, False))
+            read.append((name, "gpu", minor, "", 0, False, _text(device, "uuid"), ""))
         elif kind == "mig":
             profile = attribute(device, NVIDIA_GPU_DRIVER, "profile")
             placed = _mig_placement(name)
@@ -309,7 +312,9 @@ def _gpu_reading(node: str, pool: _Pool | None) -> _GpuReading:
                 )
             minor, start = placed
             partition = bool(device.get("consumesCounters")) and attribute(device, NVIDIA_GPU_DRIVER, "uuid") is None
-            read.append((name, "mig", minor, profile, start, partition))
+            read.append(
+                (name, "mig", minor, profile, start, partition, _text(device, "uuid"), _text(device, "parentUUID"))
+            )
         else:
             continue  # vfio passthrough devices and future types: not what the scheduler places
         minors.add(minor)
@@ -328,12 +333,14 @@ def _gpu_reading(node: str, pool: _Pool | None) -> _GpuReading:
     # The engine numbers a node's GPUs 0..n-1: a GPU's index is its rank among the published minors (contiguous on
     # a healthy node; a GPU the driver does not publish closes the gap rather than leave a hole the engine fills).
     index = {minor: rank for rank, minor in enumerate(sorted(minors))}
-    dynamic = any(partition for *_rest, partition in read)
+    dynamic = any(found[5] for found in read)
     devices: list[DraDevice] = []
     layouts: list[list[tuple[str, int]]] = [[] for _ in index]
-    for name, kind, minor, profile, start, partition in read:
+    for name, kind, minor, profile, start, partition, uuid, parent_uuid in read:
         if kind == "gpu":
-            devices.append(DraDevice(pool.driver, pool.name, name, DraDeviceKind.GPU, gpu_index=index[minor]))
+            devices.append(
+                DraDevice(pool.driver, pool.name, name, DraDeviceKind.GPU, gpu_index=index[minor], uuid=uuid)
+            )
             continue
         devices.append(
             DraDevice(
@@ -345,6 +352,8 @@ def _gpu_reading(node: str, pool: _Pool | None) -> _GpuReading:
                 profile=profile,
                 mig_start=start,
                 partition=partition,
+                uuid=uuid,
+                parent_uuid=parent_uuid,
             )
         )
         if not partition:
@@ -369,6 +378,12 @@ def _gpu_reading(node: str, pool: _Pool | None) -> _GpuReading:
         mig=tuple(mig),
         dynamic=dynamic,
     )
+
+
+def _text(device: Mapping[str, Any], name: str) -> str:
+    """A string attribute of an NVIDIA device; "" when absent."""
+    value = attribute(device, NVIDIA_GPU_DRIVER, name)
+    return value if isinstance(value, str) else ""
 
 
 def _mig_placement(name: str) -> tuple[int, int] | None:

@@ -55,7 +55,7 @@ class KubernetesSettings(TypedDict):
     node_requests: bool
     # Dynamic Resource Allocation: read the DRA drivers' ResourceSlices (scheduler/gateways/kube/dra_slices.py)
     dra: bool
-    # The DeviceClass of the fabric devices a gang's replica on a DRA node claims (scheduler/gateways/kube/dra_claims.py)
+    # The DeviceClass of a DRA node's fabric devices in claims (scheduler/gateways/kube/dra_claims.py)
     dra_fabric_class: str
 
 

@@ -43,7 +43,10 @@ MIG_NODE = {
 
 
 def _gpus(node: str, count: int = 8) -> tuple[DraDevice, ...]:
-    return tuple(DraDevice(GPU_DRIVER, node, f"gpu-{i}", DraDeviceKind.GPU, gpu_index=i) for i in range(count))
+    return tuple(
+        DraDevice(GPU_DRIVER, node, f"gpu-{i}", DraDeviceKind.GPU, gpu_index=i, uuid=f"GPU-{node}-{i}")
+        for i in range(count)
+    )
 
 
 def _efa(node: str, count: int = 4) -> tuple[DraDevice, ...]:
@@ -91,7 +94,17 @@ def _mig_node(cluster, gateway, dra, name: str = "mig-1") -> dict[str, int]:
     dra[name] = DraNode(
         name,
         tuple(
-            DraDevice(GPU_DRIVER, name, f"gpu-0-mig-{p.replace('.', '')}-{s}", DraDeviceKind.MIG, 0, p, s)
+            DraDevice(
+                GPU_DRIVER,
+                name,
+                f"gpu-0-mig-{p.replace('.', '')}-{s}",
+                DraDeviceKind.MIG,
+                0,
+                p,
+                s,
+                uuid=f"MIG-{name}-{p}-{s}",
+                parent_uuid=f"GPU-{name}-0",
+            )
             for p, s in layout
         ),
     )
@@ -140,8 +153,10 @@ def test_a_mig_inference_replica_gets_its_claim_allocated_and_reserved_before_it
     assert request["name"] == "mig-0" and request["exactly"]["deviceClassName"] == MIG_CLASS
     assert request["exactly"]["count"] == 1
     (selector,) = request["exactly"]["selectors"]
-    assert (
-        'profile == "3g.40gb"' in selector["cel"]["expression"] and "parentIndex == 0" in selector["cel"]["expression"]
+    # Pinned by the instance's uuid: the driver publishes no parentIndex since v25.8 (dra_claims.device_selector).
+    assert selector["cel"]["expression"] == (
+        f'device.attributes["gpu.nvidia.com"].type == "mig" && '
+        f'device.attributes["gpu.nvidia.com"].uuid == "MIG-mig-1-3g.40gb-{starts["3g.40gb"]}"'
     )
     published = dra["mig-1"].device_for(device)
     assert published is not None
@@ -177,7 +192,7 @@ def test_a_whole_gpu_training_job_gets_one_request_per_gpu_and_runs(cluster, gat
     claim = _claim(cluster, "mc-42-0-devices")
     requests = claim["spec"]["devices"]["requests"]
     assert [r["exactly"]["deviceClassName"] for r in requests] == [GPU_CLASS] * 4
-    assert "index == 5" in requests[1]["exactly"]["selectors"][0]["cel"]["expression"]
+    assert requests[1]["exactly"]["selectors"][0]["cel"]["expression"].endswith('.uuid == "GPU-dra-a-5"')
     assert [r["device"] for r in claim["status"]["allocation"]["devices"]["results"]] == [
         f"gpu-{i}" for i in range(4, 8)
     ]
