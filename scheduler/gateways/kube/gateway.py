@@ -60,6 +60,7 @@ from scheduler.gateways.kube.cycle_reads import CycleReads
 from scheduler.gateways.kube.dra_claims import claim_name, pod_with_claim
 from scheduler.gateways.kube.dra_devices import DraNode
 from scheduler.gateways.kube.dra_memo import InventoryMemo
+from scheduler.gateways.kube.dra_mig import LAYOUT_ANNOTATION, dynamic, layout_annotation, unpublished
 from scheduler.gateways.kube.dra_slices import DraInventory, device_classes, read_slices
 from scheduler.gateways.kube.events import Occurrence, Ref, Series, WaitNotes, scheduled, stopped
 from scheduler.gateways.kube.events import waiting as waiting_event
@@ -795,7 +796,24 @@ class KubeGateway:
     # -- MIG (the flow itself: scheduler.gateways.kube.mig_flow) -------------------------------------------
 
     def node_reconfigure(self, *, node: str, layouts: tuple[MigLayout, ...]) -> None:
-        self.mig.apply(node=node, layouts=layouts)
+        """Carry out the engine's layout for ``node``: on a DRA node whose driver creates MIG devices on allocation
+        (dynamic MIG, :mod:`scheduler.gateways.kube.dra_mig`) by keeping the layout on the node, which the claims
+        of the jobs placed in it then allocate, with no relabel and no drain; elsewhere (A100s, static MIG, device
+        plugin) through MIG Manager's relabel flow."""
+        found = self.dra_nodes().get(node) if self.dra else None
+        if not dynamic(found):
+            self.mig.apply(node=node, layouts=layouts)
+            return
+        assert found is not None
+        missing = unpublished(found, layouts)
+        if missing:
+            raise GatewayConflict(
+                f"node {node}: its DRA driver publishes no partition for {', '.join(missing)}; the next cycle re-plans"
+            )
+        value = layout_annotation(layouts)
+        if annotations_of(self.client.node_cached(node)).get(LAYOUT_ANNOTATION) != value:  # applied twice: one write
+            self.client.node_patch(node, {"metadata": {"annotations": {LAYOUT_ANNOTATION: value}}})
+            logger.info("node %s: dynamic MIG layout %s (claims create the instances)", node, value)
 
     def mig_watch(self) -> tuple[MigEvent, ...]:
         """Move every node's MIG flow one step (:meth:`MigFlow.watch`); call it periodically."""
