@@ -1,9 +1,9 @@
-"""A Dynamic Resource Allocation cluster driven by the scheduling loop (issue 33's done-when): nodes whose GPUs the
+"""A Dynamic Resource Allocation cluster driven by the scheduling loop, end to end: nodes whose GPUs the
 NVIDIA DRA driver and whose EFA interfaces the EFA DRA driver publish (tests/scheduler/kube_harness/dra_driver.py,
 efa_dra_driver.py), the drivers' DeviceClasses, the gateway with ``KUBE_DRA`` on reading them (no hand-made device
 lookup), and real cycles of the loop: MIG inference, whole-GPU training and a two-node gang over EFA run through
 ResourceClaims that the kubelet model accepts, completion deallocates them, a mixed cluster serves both kinds of
-node, and dynamic MIG changes a Hopper node's layout from queued demand while an A100 still relabels."""
+node, and dynamic MIG reconfigures a Hopper node from queued demand while an A100 still relabels."""
 
 from __future__ import annotations
 
@@ -176,9 +176,7 @@ def test_a_mixed_cluster_binds_a_device_plugin_node_by_extended_resources_and_a_
     assert len(cluster.resource_claims(team.namespace)) == 1  # the DRA node's replica alone has a claim
 
 
-def test_dynamic_mig_changes_a_hopper_nodes_layout_from_queued_demand_through_claims(
-    cluster: Cluster, loop: Loop
-) -> None:
+def test_dynamic_mig_reconfigures_a_hopper_node_from_queued_demand_through_claims(cluster: Cluster, loop: Loop) -> None:
     cluster.add_dra_node("dra-h100", LEAF, gpus=1, dynamic_mig=True)
     gpu_models_sync()
     team = team_seed(guaranteed=8, burst=8)
