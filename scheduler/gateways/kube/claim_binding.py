@@ -35,6 +35,7 @@ from scheduler.gateways.kube.dra_claims import (
     results_of,
 )
 from scheduler.gateways.kube.dra_devices import DraNode
+from scheduler.gateways.kube.dra_slices import device_classes
 from scheduler.gateways.kube.fabrics import EFA_RESOURCE, ReplicaFabric
 from scheduler.gateways.kube.nodes import labels_of, name_of
 from scheduler.gateways.kube.pods import (
@@ -69,6 +70,8 @@ class ResourceClaims:
         self.client = client
         self.lookup = lookup
         self.fabric_class = fabric_class
+        # The cluster's DeviceClasses, read once and again only when a claim would name one not among them.
+        self._classes: frozenset[str] | None = None
 
     def nodes(self) -> Mapping[str, DraNode]:
         return self.lookup() if self.lookup is not None else {}
@@ -109,7 +112,23 @@ class ResourceClaims:
             )
             taken |= {device_key(d) for r in requests for d in r.devices}
             found[placement.replica] = requests
+        self._classes_check(request, {r.device_class for requests in found.values() for r in requests})
         return found
+
+    def _classes_check(self, request: BindRequest, wanted: set[str]) -> None:
+        """GatewayConflict when a claim would name a DeviceClass the cluster does not have. The API server accepts
+        such a claim, and kube-scheduler would leave it unallocatable ("could not retrieve device class",
+        k8s.io/dynamic-resource-allocation structured allocator); Microcosm allocates it itself, so it checks here.
+        A LIST only when a class is not among those read before (a driver installed since, or a wrong setting)."""
+        if self._classes is None or not wanted <= self._classes:
+            self._classes = device_classes(self.client.device_classes())
+        missing = sorted(wanted - self._classes)
+        if missing:
+            raise GatewayConflict(
+                f"job {request.job}: the cluster has no DeviceClass {', '.join(missing)} for its claims: install the "
+                "DRA driver's chart, or set KUBE_DRA_FABRIC_CLASS to the fabric driver's class (kubectl get "
+                "deviceclasses)"
+            )
 
     def _taken(self, request: BindRequest, generation: int) -> set[DeviceKey]:
         """The devices allocated to every claim but this start's own (left by a call that stopped before binding)."""

@@ -68,8 +68,19 @@ def kubelet(cluster, dra) -> DraKubelet:
     return kubelet
 
 
+def _efa_class(cluster) -> None:
+    """The test's EFA driver's DeviceClass (the claims name the driver when no fabric class is set)."""
+    expression = f'device.driver == "{EFA_DRIVER}"'
+    cluster.resource.create_device_class(
+        {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": EFA_DRIVER},
+         "spec": {"selectors": [{"cel": {"expression": expression}}]}}
+    )  # fmt: skip
+
+
 @pytest.fixture
 def gateway(cluster, dra, kubelet) -> KubeGateway:
+    cluster.add_device_classes()
+    _efa_class(cluster)
     gateway = KubeGateway(
         cluster.new_api_client(),
         consistent_reads=True,
@@ -234,6 +245,31 @@ def test_a_two_node_gang_on_efa_dra_nodes_gets_its_efa_devices_through_its_claim
         assert {e["name"]: e["value"] for e in main["env"]}.items() >= dict(EFA_ENV).items()
         assert pod["status"]["phase"] == "Running"
     assert kubelet.refused == []
+
+
+def test_a_fabric_class_the_cluster_lacks_is_refused_before_anything_is_written(cluster, gateway, dra) -> None:
+    for name in ("dra-a", "dra-b"):
+        cluster.add_node(name, H100)
+        dra[name] = DraNode(name, _gpus(name) + _efa(name))
+    gang = _request(
+        "9", *(ReplicaPlacement(r, n, tuple(Device(i) for i in range(8))) for r, n in enumerate(("dra-a", "dra-b")))
+    )
+    gateway.claims.fabric_class = "efa.wrong.example"  # KUBE_DRA_FABRIC_CLASS naming no installed class
+    cluster.clear_log()
+
+    with pytest.raises(GatewayConflict, match=r"no DeviceClass efa\.wrong\.example .*KUBE_DRA_FABRIC_CLASS"):
+        gateway.job_bind(request=gang)
+
+    assert (
+        cluster.resource_claims(NS) == []
+        and [p for p in cluster.pods(NS) if p["metadata"]["name"].startswith("mc-")] == []
+    )
+    # The classes were read again for the class not among those read before; a known class costs no read.
+    assert [m for m, _p in cluster.requests(path="deviceclasses")] == ["GET"]
+    gateway.claims.fabric_class = ""
+    cluster.clear_log()
+    gateway.job_bind(request=gang)
+    assert cluster.requests(path="deviceclasses") == []
 
 
 def test_a_claim_changed_between_its_read_and_its_status_update_is_read_again(cluster, gateway, dra, kubelet) -> None:

@@ -38,6 +38,7 @@ def _run(*, dra: bool, team_slug: str) -> tuple[list[tuple[Any, ...]], dict[str,
         name = "gpu-1"
         if dra:  # no extended resources: the NVIDIA DRA driver publishes the GPUs, which the gateway reads (KUBE_DRA)
             cluster.add_dra_node(name, H100)
+            cluster.add_device_classes()
         else:
             cluster.add_node(name, H100, allocatable={"nvidia.com/gpu": "8"})
         kubelet = DraKubelet(cluster.handler)  # prepares what the node's slices publish
