@@ -12,7 +12,7 @@ from scheduler.gateways.kube.dra_slices import read_slices
 from scheduler.gateways.kube.gateway import KubeGateway
 from scheduler.gateways.kube.nodes import node_observation
 from tests.scheduler.kube_emulator import cluster_fixture
-from tests.scheduler.kube_harness.dra_driver import DraGpus, pool_slices
+from tests.scheduler.kube_harness.dra_driver import A100, DraGpus, pool_slices
 
 H100 = "H100-SXM5-80GB"
 LAYOUT = (("1g.10gb", 0), ("1g.10gb", 1), ("2g.20gb", 2), ("3g.40gb", 4))
@@ -47,6 +47,15 @@ def test_only_a_node_whose_driver_publishes_partitions_is_dynamic() -> None:
     assert dynamic(_node(DraGpus("h", count=1, dynamic_mig=True)).node)
     assert not dynamic(_node(DraGpus("s", count=1, mig=[list(LAYOUT)])).node)
     assert not dynamic(None)
+
+
+def test_an_a100_under_dynamic_mig_is_dynamic_only_with_mig_already_on_and_never_offers_itself_whole() -> None:
+    off = _node(DraGpus("a", board=A100, count=1, dynamic_mig=True))
+    assert not off.waiting and not dynamic(off.node) and off.mig == ((),)  # published whole: the relabel flow
+    on = _node(DraGpus("a", board=A100, count=1, dynamic_mig=True, mig=[[("7g.80gb", 0)]]))
+    assert dynamic(on.node)
+    assert unpublished(on.node, ((("3g.40gb", 0), ("3g.40gb", 4)),)) == []
+    assert unpublished(on.node, ((),)) == ["the whole GPU 0"]
 
 
 def test_a_layout_needs_a_published_partition_for_each_instance_and_a_published_gpu_for_each_whole_one() -> None:

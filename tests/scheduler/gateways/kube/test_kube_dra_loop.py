@@ -228,7 +228,8 @@ def test_an_a100_dra_node_without_dynamic_partitions_still_relabels(cluster: Clu
         MIG_CONFIG: "all-disabled",
         "nvidia.com/mig.config.state": "success",
     }
-    cluster.add_dra_node("dra-a100", {**LEAF, **gfd}, gpus=1, board=A100)
+    # The driver runs with DynamicMIG, but an A100 with MIG off is not DynamicMIG-capable: it is published whole.
+    cluster.add_dra_node("dra-a100", {**LEAF, **gfd}, gpus=1, board=A100, dynamic_mig=True)
     gpu_models_sync()
     team = team_seed(guaranteed=8, burst=8)
     loop.submit(team, kind="inference", mig_profile="1g.10gb", gpu_model="A100-SXM4-80GB")
