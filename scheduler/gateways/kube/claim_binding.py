@@ -95,12 +95,21 @@ class ResourceClaims:
         found: dict[int, tuple[ClaimRequest, ...]] = {}
         for placement in mine:
             node = dra[placement.node]
+            held = [d for d in node.devices if device_key(d) in taken]
             for device in placement.devices:
                 published = node.device_for(device)
                 if published is not None and device_key(published) in taken:
                     raise GatewayConflict(
                         f"node {placement.node}: device {published.name} of pool {published.pool} is allocated to "
                         f"another ResourceClaim; job {request.job} cannot have it"
+                    )
+                # Dynamic MIG: an allocated partition (or whole GPU) of the same GPU whose memory slices overlap
+                # leaves no counters for this one (KEP-4815; the allocator checks counters, not names).
+                clash = next((h for h in held if published is not None and published.overlaps(h)), None)
+                if clash is not None and published is not None:
+                    raise GatewayConflict(
+                        f"node {placement.node}: device {published.name} shares memory slices with {clash.name}, "
+                        f"allocated to another ResourceClaim; job {request.job} cannot have it"
                     )
             fabric = fabrics.get(placement.replica)
             requests = replica_requests(

@@ -41,6 +41,16 @@ class DraDevice:
     # only its GPU's (``parentUUID``, also set on an existing instance). "" where the driver published none.
     uuid: str = ""
     parent_uuid: str = ""
+    # Dynamic MIG (KEP-4815): the GPU's shared counter set the device consumes from and the memory slices it takes
+    # (a partition its placement's, the whole GPU all of them); two devices of one set whose slices overlap cannot be
+    # allocated together, whatever their names ("" and empty: a device that consumes no counter).
+    counter_set: str = ""
+    memory_slices: frozenset[int] = frozenset()
+
+    def overlaps(self, other: DraDevice) -> bool:
+        """Do ``self`` and ``other`` consume the same memory slice of one GPU's counter set?"""
+        same_set = (self.driver, self.pool, self.counter_set) == (other.driver, other.pool, other.counter_set)
+        return bool(self.counter_set) and same_set and bool(self.memory_slices & other.memory_slices)
 
     def serves(self, device: Device) -> bool:
         """True when this device is the one the engine's placement ``device`` means."""

@@ -290,8 +290,10 @@ def _gpu_reading(node: str, pool: _Pool | None) -> _GpuReading:
     memory_mib: int | None = None
     # (name, kind, minor, profile, start, partition, uuid, parent uuid)
     read: list[tuple[str, str, int, str, int, bool, str, str]] = []
+    consumes: dict[str, tuple[str, frozenset[int]]] = {}  # device name -> the counters it consumes (dynamic MIG)
     for device in _devices(pool):
         name = str(device["name"])
+        consumes[name] = _consumes(device)
         kind = attribute(device, NVIDIA_GPU_DRIVER, "type")
         product = attribute(device, NVIDIA_GPU_DRIVER, "productName")
         if kind == "gpu":
@@ -337,9 +339,19 @@ def _gpu_reading(node: str, pool: _Pool | None) -> _GpuReading:
     devices: list[DraDevice] = []
     layouts: list[list[tuple[str, int]]] = [[] for _ in index]
     for name, kind, minor, profile, start, partition, uuid, parent_uuid in read:
+        counter_set, memory_slices = consumes[name]
         if kind == "gpu":
             devices.append(
-                DraDevice(pool.driver, pool.name, name, DraDeviceKind.GPU, gpu_index=index[minor], uuid=uuid)
+                DraDevice(
+                    pool.driver,
+                    pool.name,
+                    name,
+                    DraDeviceKind.GPU,
+                    gpu_index=index[minor],
+                    uuid=uuid,
+                    counter_set=counter_set,
+                    memory_slices=memory_slices,
+                )
             )
             continue
         devices.append(
@@ -354,6 +366,8 @@ def _gpu_reading(node: str, pool: _Pool | None) -> _GpuReading:
                 partition=partition,
                 uuid=uuid,
                 parent_uuid=parent_uuid,
+                counter_set=counter_set,
+                memory_slices=memory_slices,
             )
         )
         if not partition:
@@ -378,6 +392,20 @@ def _gpu_reading(node: str, pool: _Pool | None) -> _GpuReading:
         mig=tuple(mig),
         dynamic=dynamic,
     )
+
+
+_MEMORY_SLICE = re.compile(r"^memory-slice-(\d+)$")
+
+
+def _consumes(device: Mapping[str, Any]) -> tuple[str, frozenset[int]]:
+    """The shared counter set a device consumes from and the memory slices among its counters (partitions.go
+    ``PartConsumesCounters``: a partition its placement's ``memory-slice-<i>``, the whole GPU every one); ("", {})
+    for a device that consumes none (static MIG, a GPU without dynamic MIG)."""
+    for use in device.get("consumesCounters") or []:
+        if isinstance(use, dict) and use.get("counterSet"):
+            slices = {int(m.group(1)) for c in use.get("counters") or {} if (m := _MEMORY_SLICE.match(str(c)))}
+            return str(use["counterSet"]), frozenset(slices)
+    return "", frozenset()
 
 
 def _text(device: Mapping[str, Any], name: str) -> str:

@@ -95,3 +95,18 @@ def test_the_gateway_keeps_a_dynamic_layout_with_one_patch_and_refuses_one_the_d
     assert cluster.node("h")["metadata"]["annotations"][LAYOUT_ANNOTATION] == layout_annotation((LAYOUT, ()))
     with pytest.raises(GatewayConflict, match=r"publishes no partition for 1g\.10gb at slice 7 on GPU 0"):
         gateway.node_reconfigure(node="h", layouts=((("1g.10gb", 7),), ()))
+
+
+def test_the_counters_a_device_consumes_are_read_and_overlap_only_within_one_gpu() -> None:
+    devices = {d.name: d for d in _node(DraGpus("h", count=2, dynamic_mig=True)).node.devices}
+    big, small, other = (
+        devices["gpu-0-mig-3g40gb-9-4"],
+        devices["gpu-0-mig-1g10gb-19-5"],
+        devices["gpu-1-mig-3g40gb-9-4"],
+    )
+    assert (big.counter_set, big.memory_slices) == ("gpu-0-counter-set", frozenset({4, 5, 6, 7}))
+    assert devices["gpu-0"].memory_slices == frozenset(range(8))  # the whole GPU takes every slice
+    assert big.overlaps(small) and big.overlaps(devices["gpu-0"]) and not big.overlaps(other)
+    assert not small.overlaps(devices["gpu-0-mig-1g10gb-19-6"])
+    static = _node(DraGpus("s", count=1, mig=[list(LAYOUT)])).node.devices
+    assert all(d.counter_set == "" and not d.overlaps(d) for d in static)

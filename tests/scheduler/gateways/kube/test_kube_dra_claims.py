@@ -301,6 +301,35 @@ def test_a_device_another_claim_holds_is_refused_before_anything_is_written(clus
     assert cluster.requests("POST") == [] and cluster.requests("PUT") == []
 
 
+def test_a_partition_whose_memory_slices_another_claim_holds_is_refused_before_anything_is_written(
+    cluster, kubelet
+) -> None:
+    """Dynamic MIG: a foreign claim holds the 3g.40gb partition at slice 4; the engine's 1g.10gb at slice 5 is
+    another device but the same GPU's memory slice (KEP-4815 counters), so no allocator could give it."""
+    cluster.add_device_classes()
+    cluster.add_dra_node("dyn", gpus=1, dynamic_mig=True)
+    gateway = KubeGateway(
+        cluster.new_api_client(), consistent_reads=True, namespace_create=True, sleep=lambda _s: None, dra=True
+    )
+    gateway.namespace_ensure(namespace=NS, team="nlp")
+    layout = (("3g.40gb", 0), ("1g.10gb", 4), ("1g.10gb", 5), ("1g.10gb", 6))
+    gateway.node_reconfigure(node="dyn", layouts=(layout,))
+    gateway.observe()
+    _foreign_claim(
+        cluster,
+        "default",
+        "theirs",
+        {"request": "gpu", "driver": GPU_DRIVER, "pool": "dyn", "device": "gpu-0-mig-3g40gb-9-4"},
+    )
+    cluster.clear_log()
+
+    with pytest.raises(GatewayConflict, match="gpu-0-mig-1g10gb-19-5 shares memory slices with gpu-0-mig-3g40gb-9-4"):
+        gateway.job_bind(request=_request("5", ReplicaPlacement(0, "dyn", (Device(0, "1g.10gb", 5),))))
+    assert cluster.requests("POST") == [] and cluster.requests("PUT") == []
+    gateway.job_bind(request=_request("6", ReplicaPlacement(0, "dyn", (Device(0, "3g.40gb", 0),))))  # slices 0-3
+    assert kubelet.refused == [] and kubelet.created == [("dyn", "mc-6-0", "gpu-0-mig-3g40gb-9-0")]
+
+
 def test_a_device_the_node_no_longer_publishes_is_refused(cluster, gateway, dra) -> None:
     cluster.add_node("dra-a", H100)
     dra["dra-a"] = DraNode("dra-a", _gpus("dra-a", 4))
