@@ -179,6 +179,20 @@ def test_the_team_namespace_settings_reach_the_kubernetes_gateway() -> None:
     assert result.stdout.strip().splitlines()[-1] == "True baseline {'nlp': 'privileged'}"
 
 
+def test_the_dra_settings_reach_the_kubernetes_gateway_and_its_claims() -> None:
+    env = {**PRODUCTION_ENV, "KUBE_DRA": "1", "KUBE_DRA_FABRIC_CLASS": "rdma.example.com"}
+    script = (
+        "from scheduler.gateways.kube.gateway import gateway_from_settings as g; "
+        "from kubernetes import client; import unittest.mock as m; "
+        "m.patch('scheduler.gateways.kube.client._api_client_from_environment', client.ApiClient).start(); "
+        "k = g(); print(k.dra, k.claims.fabric_class, k.claims.lookup == k.dra_nodes)"
+    )
+    result = _manage("shell", "-c", script, env=env)
+    assert result.returncode == 0, result.stderr
+    # The claims look the DRA nodes up in what the gateway's own observe read: no second reading of the slices.
+    assert result.stdout.strip().splitlines()[-1] == "True rdma.example.com True"
+
+
 def test_without_fabric_settings_only_efa_and_gke_machine_types_are_read() -> None:
     script = "from scheduler.gateways.kube.gateway import fabric_settings_from_settings as f; print(f())"
     result = _manage("shell", "-c", script, env=PRODUCTION_ENV)

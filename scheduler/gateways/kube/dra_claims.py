@@ -12,10 +12,11 @@ One claim per replica (its pod's ``spec.resourceClaims`` names it, the job conta
 it), created after the pod so that the pod owns it (a controller ownerReference, as the resourceclaim controller
 gives a claim it generates from a pod's ResourceClaimTemplate: pkg/controller/resourceclaim/controller.go; the
 controller and the garbage collector then remove it with the pod even if Microcosm does not). Each engine device is
-one request of count 1 of its device class with a CEL selector that pins it (the GPU's index; a MIG device's
-parent index and profile), so the claim says what it holds to a human and to any allocator; the fabric devices of a
-multi-node replica are one request of their count. The allocation result names the published
-:class:`~scheduler.gateways.kube.dra_devices.DraDevice` (driver, pool, device) each engine device maps to.
+one request of count 1 of its device class with a CEL selector that pins it (:func:`device_selector`: a GPU's or MIG
+instance's uuid; a dynamic-MIG partition's parent uuid and profile), so the claim says what it holds to a human and
+to any allocator; the fabric devices of a multi-node replica are one request of their count. The allocation result
+names the published :class:`~scheduler.gateways.kube.dra_devices.DraDevice` (driver, pool, device) each engine
+device maps to.
 
 Pure: no ``kubernetes`` import; the calls are :class:`~scheduler.gateways.kube.client.KubeClient`'s.
 """
@@ -75,6 +76,27 @@ def _engine_device(device: Device) -> str:
     return f"MIG {device.mig_profile} on GPU {device.gpu}{start}"
 
 
+def device_selector(device: DraDevice) -> str:
+    """The CEL selector that pins ``device`` by the attributes the NVIDIA driver publishes in every release
+    (cmd/gpu-kubelet-plugin deviceinfo.go ``GpuInfo.Attributes``, ``MigDeviceInfo.GetDevice``; mig.go
+    ``CommonAttributesMig``): a whole GPU or an existing MIG instance by its ``uuid``; a dynamic-MIG partition, which
+    has no instance and so no uuid until its claim is prepared, by its GPU's ``parentUUID`` and its ``profile``. No
+    attribute says a partition's placement (the memory slices are counters, partitions.go ``PartConsumesCounters``):
+    the allocation result names the very device. Not ``index``/``parentIndex``: releases since v25.8 publish neither
+    (NVIDIA/k8s-dra-driver-gpu 36fc80ab), and CEL fails on an attribute a device lacks, so no allocator could
+    satisfy such a claim. A device read without a uuid (a driver that publishes none) is pinned by its type only."""
+    attributes = f'device.attributes["{device.driver}"]'
+    kind = "gpu" if device.kind is DraDeviceKind.GPU else "mig"
+    terms = [f'{attributes}.type == "{kind}"']
+    if device.partition:
+        if device.parent_uuid:
+            terms.append(f'{attributes}.parentUUID == "{device.parent_uuid}"')
+        terms.append(f'{attributes}.profile == "{device.profile}"')
+    elif device.uuid:
+        terms.append(f'{attributes}.uuid == "{device.uuid}"')
+    return " && ".join(terms)
+
+
 def replica_requests(
     devices: Sequence[Device],
     node: DraNode,
@@ -96,18 +118,10 @@ def replica_requests(
                 f"node {node.node} publishes no {_engine_device(device)} in its ResourceSlices (the inventory changed "
                 "since the cycle observed it); the next cycle re-plans"
             )
-        attributes = f'device.attributes["{found.driver}"]'
         if found.kind is DraDeviceKind.GPU:
-            # The NVIDIA driver's GPU attributes: type, index, uuid, productName (cmd/gpu-kubelet-plugin deviceinfo.go).
-            selector = f'{attributes}.type == "gpu" && {attributes}.index == {found.gpu_index}'
-            requests.append(ClaimRequest(f"gpu-{index}", GPU_CLASS, (selector,), (found,)))
+            requests.append(ClaimRequest(f"gpu-{index}", GPU_CLASS, (device_selector(found),), (found,)))
         else:
-            # A MIG device's: type "mig", parentIndex, profile (deviceinfo.go MigDeviceInfo.GetDevice).
-            selector = (
-                f'{attributes}.type == "mig" && {attributes}.parentIndex == {found.gpu_index} && '
-                f'{attributes}.profile == "{found.profile}"'
-            )
-            requests.append(ClaimRequest(f"mig-{index}", MIG_CLASS, (selector,), (found,)))
+            requests.append(ClaimRequest(f"mig-{index}", MIG_CLASS, (device_selector(found),), (found,)))
     if fabric_count > 0:
         held = set(taken)
         free = [d for d in sorted(node.fabrics(), key=device_key) if device_key(d) not in held]

@@ -36,6 +36,21 @@ class DraDevice:
     # A dynamic-MIG partition (KEP-4815 partitionable device: it consumes its GPU's shared counters and has no
     # instance, hence no uuid, until a claim allocates it); False for a whole GPU, an existing MIG instance, a fabric.
     partition: bool = False
+    # What a claim's CEL selector pins it by (the NVIDIA driver's attributes, cmd/gpu-kubelet-plugin deviceinfo.go,
+    # mig.go CommonAttributesMig): a whole GPU's or an existing MIG instance's ``uuid``; a partition has none yet,
+    # only its GPU's (``parentUUID``, also set on an existing instance). "" where the driver published none.
+    uuid: str = ""
+    parent_uuid: str = ""
+    # Dynamic MIG (KEP-4815): the GPU's shared counter set the device consumes from and the memory slices it takes
+    # (a partition its placement's, the whole GPU all of them); two devices of one set whose slices overlap cannot be
+    # allocated together, whatever their names ("" and empty: a device that consumes no counter).
+    counter_set: str = ""
+    memory_slices: frozenset[int] = frozenset()
+
+    def overlaps(self, other: DraDevice) -> bool:
+        """Do ``self`` and ``other`` consume the same memory slice of one GPU's counter set?"""
+        same_set = (self.driver, self.pool, self.counter_set) == (other.driver, other.pool, other.counter_set)
+        return bool(self.counter_set) and same_set and bool(self.memory_slices & other.memory_slices)
 
     def serves(self, device: Device) -> bool:
         """True when this device is the one the engine's placement ``device`` means."""

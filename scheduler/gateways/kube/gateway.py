@@ -60,6 +60,7 @@ from scheduler.gateways.kube.cycle_reads import CycleReads
 from scheduler.gateways.kube.dra_claims import claim_name, pod_with_claim
 from scheduler.gateways.kube.dra_devices import DraNode
 from scheduler.gateways.kube.dra_memo import InventoryMemo
+from scheduler.gateways.kube.dra_mig import LAYOUT_ANNOTATION, dynamic, layout_annotation, unpublished
 from scheduler.gateways.kube.dra_slices import DraInventory, device_classes, read_slices
 from scheduler.gateways.kube.events import Occurrence, Ref, Series, WaitNotes, scheduled, stopped
 from scheduler.gateways.kube.events import waiting as waiting_event
@@ -247,6 +248,7 @@ class KubeGateway:
         # the deployment says DRA drivers publish devices (KUBE_DRA), so other clusters pay no watch for them.
         self.dra = dra
         self._dra_nodes: dict[str, DraNode] | None = None  # as of the last observe(); None: not observed yet
+        self._dra_inventories: dict[str, DraInventory] = {}  # the same read, whole: what a bind observes a node with
         # Each node's inventory until its slices change (scheduler.gateways.kube.dra_memo); ``dra_memo`` is the off
         # switch, and the inventories are the same either way.
         self._dra_memo = InventoryMemo() if dra_memo else None
@@ -296,7 +298,7 @@ class KubeGateway:
         :class:`DraNode` for :meth:`dra_nodes`. Slices of nodes that are not in the cluster are ignored (a
         driver's slices outlive a deleted node until the garbage collector removes them)."""
         if not self.dra:
-            self._dra_nodes = {}
+            self._dra_nodes, self._dra_inventories = {}, {}
             return {}
         read = read_slices(self.client.resource_slices(), memo=self._dra_memo)
         for problem in read.problems:
@@ -304,6 +306,7 @@ class KubeGateway:
         live = {name_of(raw) for raw in raw_nodes}
         inventories = {node: found for node, found in read.inventories.items() if node in live}
         self._dra_nodes = {node: found.node for node, found in inventories.items() if not found.waiting}
+        self._dra_inventories = inventories
         return inventories
 
     def dra_nodes(self) -> Mapping[str, DraNode]:
@@ -315,6 +318,14 @@ class KubeGateway:
             self._dra_read(self.client.nodes())
         assert self._dra_nodes is not None
         return self._dra_nodes
+
+    def _dra_inventory(self, node: str) -> DraInventory | None:
+        """What ``node``'s ResourceSlices published at the last observe (None: not a DRA node), so that a bind checks
+        a DRA node as observe saw it (its GPUs, MIG layout, EFA) without reading the slices again."""
+        if not self.dra:
+            return None
+        self.dra_nodes()  # a gateway that has not observed yet reads the slices cache once
+        return self._dra_inventories.get(node)
 
     def dra_device_classes(self) -> frozenset[str]:
         """The DeviceClasses the cluster has (``gpu.nvidia.com``, ``mig.nvidia.com``, ``efa.networking.k8s.aws``...):
@@ -479,7 +490,7 @@ class KubeGateway:
         now = self.clock()
         nodes: dict[str, NodeObservation] = {}
         for name in sorted({p.node for p in request.placements}):
-            node = self._node(self.client.node_cached(name), now)
+            node = self._node(self.client.node_cached(name), now, self._dra_inventory(name))
             if node is None:
                 return {}  # not a GPU node Microcosm knows: _check_placements refuses it
             published = dra[name].fabrics() if name in dra else ()
@@ -510,7 +521,7 @@ class KubeGateway:
         read: dict[str, tuple[Mapping[str, Any], NodeObservation]] = {}
         for node_name in sorted({p.node for p in todo}):
             raw = self.client.node_cached(node_name)
-            node = self._node(raw, now)
+            node = self._node(raw, now, self._dra_inventory(node_name))
             if node is None or not node.schedulable:
                 raise GatewayConflict(
                     f"node {node_name} takes no new work (cordoned, not ready, tainted, interrupted or changing MIG)"
@@ -796,7 +807,24 @@ class KubeGateway:
     # -- MIG (the flow itself: scheduler.gateways.kube.mig_flow) -------------------------------------------
 
     def node_reconfigure(self, *, node: str, layouts: tuple[MigLayout, ...]) -> None:
-        self.mig.apply(node=node, layouts=layouts)
+        """Carry out the engine's layout for ``node``: on a DRA node whose driver creates MIG devices on allocation
+        (dynamic MIG, :mod:`scheduler.gateways.kube.dra_mig`) by keeping the layout on the node, which the claims
+        of the jobs placed in it then allocate, with no relabel and no drain; elsewhere (A100s, static MIG, device
+        plugin) through MIG Manager's relabel flow."""
+        found = self.dra_nodes().get(node) if self.dra else None
+        if not dynamic(found):
+            self.mig.apply(node=node, layouts=layouts)
+            return
+        assert found is not None
+        missing = unpublished(found, layouts)
+        if missing:
+            raise GatewayConflict(
+                f"node {node}: its DRA driver publishes no partition for {', '.join(missing)}; the next cycle re-plans"
+            )
+        value = layout_annotation(layouts)
+        if annotations_of(self.client.node_cached(node)).get(LAYOUT_ANNOTATION) != value:  # applied twice: one write
+            self.client.node_patch(node, {"metadata": {"annotations": {LAYOUT_ANNOTATION: value}}})
+            logger.info("node %s: dynamic MIG layout %s (claims create the instances)", node, value)
 
     def mig_watch(self) -> tuple[MigEvent, ...]:
         """Move every node's MIG flow one step (:meth:`MigFlow.watch`); call it periodically."""
@@ -855,6 +883,7 @@ def gateway_from_settings() -> KubeGateway:
         cache_sync_timeout_s=kube["cache_sync_timeout_s"],
         node_requests=kube["node_requests"],
         dra=kube["dra"],
+        dra_fabric_class=kube["dra_fabric_class"],
     )
 
 

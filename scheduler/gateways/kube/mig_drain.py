@@ -12,6 +12,11 @@ Narrower would need the real assignment, which only the node knows: the kubelet'
 (``/var/lib/kubelet/pod-resources/kubelet.sock``, ``List``) names the device IDs each container holds, so a node
 agent reading it could report them (docs/deploy.md, How a MIG reconfiguration runs).
 
+On a DRA node in static MIG (an A100 under the NVIDIA DRA driver keeps the relabel flow) a pod holds its GPU or MIG
+device through a ResourceClaim and asks for no such resource: which device its claim holds is in the claim, not the
+pod, so such a pod is in the way of every reconfiguration of its node (:func:`pod_in_the_way`), as conservative as the
+rule above.
+
 With ``WITH_REBOOT=true`` a MIG **mode** change that the GPU reset cannot make reboots the node
 (NVIDIA/mig-parted ``pkg/mig/reconfigure/reconfigure.go``, ``applyMigModeChange``), which ends every pod on it: a
 change that turns MIG on or off on any GPU then drains every GPU pod of the node.
@@ -19,10 +24,11 @@ change that turns MIG on or off on any GPU then drains every GPU pod of the node
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from scheduler.core.model.snapshot import MigLayout
-from scheduler.gateways.kube.pods import GPU_RESOURCE, mig_resource
+from scheduler.gateways.kube.pods import GPU_RESOURCE, gpu_requests, mig_resource
 
 
 def offered(layout: MigLayout) -> frozenset[str]:
@@ -38,3 +44,12 @@ def resources_in_the_way(
     mode_flips = any(i < len(current) and bool(current[i]) != bool(wanted[i]) for i in changing)
     gpus = range(len(current)) if with_reboot and mode_flips else changing
     return frozenset().union(*(offered(current[i]) for i in gpus if i < len(current)))
+
+
+def pod_in_the_way(pod: Mapping[str, Any], resources: frozenset[str]) -> bool:
+    """Must ``pod`` go for a change that drains ``resources`` (:func:`resources_in_the_way`)? A pod holding one of
+    them does; so does one that takes its devices through ResourceClaims alone (module doc), whenever any does."""
+    held = gpu_requests(pod)
+    if resources.intersection(held):
+        return True
+    return bool(resources) and not held and bool((pod.get("spec") or {}).get("resourceClaims"))

@@ -46,13 +46,12 @@ from scheduler.gateways.kube.mig import (
     paused_deploy_labels,
     same_counts_per_gpu,
 )
-from scheduler.gateways.kube.mig_drain import resources_in_the_way
+from scheduler.gateways.kube.mig_drain import pod_in_the_way, resources_in_the_way
 from scheduler.gateways.kube.nodes import annotations_of, int_or_none, labels_of, name_of
 from scheduler.gateways.kube.pods import (
     MANAGED_BY,
     SCHEDULER_NAME,
     finished,
-    gpu_requests,
     terminating,
 )
 
@@ -166,7 +165,7 @@ class MigFlow:
         """
         left = 0
         for pod in self.api.pods_on(node):
-            if finished(pod) or not in_the_way.intersection(gpu_requests(pod)):
+            if finished(pod) or not pod_in_the_way(pod, in_the_way):
                 continue
             ours = labels_of(pod).get(MANAGED_BY) == SCHEDULER_NAME
             left += 1

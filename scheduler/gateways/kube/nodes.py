@@ -19,6 +19,7 @@ from typing import Any
 from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME, compute_fraction
 from scheduler.core.model.vocabulary import Fabric
 from scheduler.errors import GatewayConflict
+from scheduler.gateways.kube.dra_mig import layouts_of
 from scheduler.gateways.kube.dra_slices import DraInventory
 from scheduler.gateways.kube.fabrics import NO_FABRIC_SETTINGS, FabricSettings, node_fabric
 from scheduler.gateways.kube.labels import (
@@ -105,6 +106,10 @@ def node_observation(
     if waiting:
         logger.warning("node %s: no new work until %s", name_of(raw), waiting)
     layout = dra.mig if device_api == DeviceApi.DRA and dra is not None else None
+    if layout is not None and dra is not None and dra.dynamic_mig:
+        # Dynamic MIG: the instances exist only while claimed, so the layout is the one the engine chose, kept on the
+        # node (scheduler.gateways.kube.dra_mig); without it every GPU is whole.
+        layout = layouts_of(annotations, model, count) or layout
     return NodeObservation(
         name=name_of(raw),
         gpu_model=model,

@@ -55,6 +55,8 @@ class KubernetesSettings(TypedDict):
     node_requests: bool
     # Dynamic Resource Allocation: read the DRA drivers' ResourceSlices (scheduler/gateways/kube/dra_slices.py)
     dra: bool
+    # The DeviceClass of a DRA node's fabric devices in claims (scheduler/gateways/kube/dra_claims.py)
+    dra_fabric_class: str
 
 
 def kubernetes_settings(environ: Mapping[str, str] | None = None) -> KubernetesSettings:
@@ -145,6 +147,9 @@ def kubernetes_settings(environ: Mapping[str, str] | None = None) -> KubernetesS
         # GPUs or EFA interfaces are published through resource.k8s.io (the NVIDIA DRA driver, the EFA DRA driver):
         # watch the ResourceSlices (docs/deploy.md, Dynamic Resource Allocation (DRA) clusters).
         "dra": env_bool("KUBE_DRA", default=False, environ=environ),
+        # The DeviceClass a DRA node's EFA interfaces are claimed in: EKS's aws-dranet chart installs
+        # efa.networking.k8s.aws (kubernetes-sigs/dranet examples/aws_eks_examples/gpu-efa/device-class.yaml).
+        "dra_fabric_class": env_str("KUBE_DRA_FABRIC_CLASS", default="efa.networking.k8s.aws", environ=environ),
     }
     for item in env_list("KUBE_POD_SECURITY_TEAM_LEVELS", default=[], environ=environ):
         team, sep, level = item.partition("=")
@@ -160,6 +165,12 @@ def kubernetes_settings(environ: Mapping[str, str] | None = None) -> KubernetesS
 
 def _check(kube: KubernetesSettings) -> None:
     """Refuse values the readers' types let through but Kubernetes, NCCL or GKE would not accept."""
+    if not re.fullmatch(_DNS_SUBDOMAIN, kube["dra_fabric_class"]):
+        # A DeviceClass is named like any object (a DNS subdomain); a claim naming anything else is refused (422).
+        raise EnvError(
+            f"KUBE_DRA_FABRIC_CLASS={kube['dra_fabric_class']!r} is not a DeviceClass name: give the class your EFA or "
+            "RDMA DRA driver installed (efa.networking.k8s.aws on EKS; kubectl get deviceclasses)."
+        )
     if kube["shm_fraction"] <= 0:
         raise EnvError(
             f"KUBE_SHM_FRACTION={kube['shm_fraction']} must be above 0 and at most 1: the share of a node's memory "

@@ -17,7 +17,9 @@ As kubernetes-sigs/dra-driver-nvidia-gpu ``cmd/gpu-kubelet-plugin/`` writes them
   ``ToCanonicalName``) with ``type: mig``, ``profile``, ``parentUUID``, ``uuid``, the parent's product attributes,
   capacities ``memory``, ``multiprocessors``... and ``memorySlice<i>`` per memory slice it holds
   (``MigDeviceInfo.GetDevice``), all in one slice;
-- **dynamic MIG** (Hopper and newer, the ``DynamicMIG`` feature gate; KEP-4815 partitionable devices): on
+- **dynamic MIG** (the ``DynamicMIG`` feature gate; KEP-4815 partitionable devices; Hopper and newer, and an A100
+  only while MIG is already on, as its whole GPU then cannot be offered without a reset: ``nvlib.go``
+  ``isDynamicMIGCapable``; an A100 with MIG off is published whole, as without the gate): on
   Kubernetes 1.35+ G+1 slices (``driver.go`` ``generateSplitResourceSlices``): first one holding every GPU's shared
   counter set ``gpu-<minor>-counter-set`` (a counter per capacity and ``memory-slice-<i>``), then per GPU the whole
   GPU and every possible partition (profile × placement), each consuming counters of its GPU's set
@@ -134,13 +136,30 @@ def _counters(gpus: DraGpus, start: int, size: int, *, memory: int | None = None
     return counters
 
 
+def _toggles_mig(gpus: DraGpus) -> bool:
+    """Hopper and newer change MIG mode without a GPU reset (nvlib.go ``supportsMIGModeToggle``)."""
+    return gpus.board.architecture != "Ampere"
+
+
+def _capable(gpus: DraGpus, minor: int) -> bool:
+    """nvlib.go ``isDynamicMIGCapable``: Hopper and newer always; an Ampere GPU only with MIG already on (``mig``:
+    a layout given for it), whose partitions the driver can then create without a reset. Otherwise the GPU is
+    published whole, with no counter set and no partitions (partitions.go ``PartSharedCounterSets`` returns none)."""
+    return _toggles_mig(gpus) or bool(gpus.layout(minor))
+
+
 def pool_devices(gpus: DraGpus) -> list[list[dict[str, Any]]]:
     """The devices of each of the pool's device slices (static: one slice; dynamic MIG: one per GPU)."""
     profiles = GPU_MODEL_BY_NAME[gpus.board.model].profiles()
     if gpus.dynamic_mig:
         per_gpu = []
         for minor in range(gpus.count):
-            devices = [_gpu_device(gpus, minor, partitionable=True)]
+            if not _capable(gpus, minor):
+                per_gpu.append([_gpu_device(gpus, minor, partitionable=False)])
+                continue
+            # A MIG-enabled Ampere GPU cannot become whole without a reset: its partitions only (nvlib.go).
+            whole = _toggles_mig(gpus) or not gpus.layout(minor)
+            devices = [_gpu_device(gpus, minor, partitionable=True)] if whole else []
             for profile in profiles.values():
                 devices += [_mig_device(gpus, minor, profile, start, partition=True) for start in profile.starts]
             per_gpu.append(sorted(devices, key=lambda d: d["name"]))
@@ -160,9 +179,12 @@ def pool_slices(gpus: DraGpus, *, generation: int = 1) -> list[dict[str, Any]]:
     specs: list[dict[str, Any]] = []
     if gpus.dynamic_mig:
         counter_sets = [
-            {"name": f"gpu-{minor}-counter-set", "counters": _counters(gpus, 0, 8)} for minor in range(gpus.count)
+            {"name": f"gpu-{minor}-counter-set", "counters": _counters(gpus, 0, 8)}
+            for minor in range(gpus.count)
+            if _capable(gpus, minor)
         ]
-        specs.append({"sharedCounters": counter_sets})
+        if counter_sets:
+            specs.append({"sharedCounters": counter_sets})
     specs += [{"devices": devices} for devices in pool_devices(gpus)]
     return [
         {

@@ -25,9 +25,15 @@ API server harness's, :mod:`tests.scheduler.kube_harness.api_server`). Followed:
 ``prepareResources`` reads each claim the pod names from the API server ("fetch ResourceClaim <name>: …" when it
 cannot) and refuses the pod unless the claim is reserved for it ("pod <name> (<uid>) is not allowed to use
 ResourceClaim <claim> (<uid>)"); the driver's NodePrepareResources then prepares the allocated devices, which must
-be its own on this node. A refused pod is not started: the kubelet records a ``FailedPrepareDynamicResources``
-Warning (pkg/kubelet/events/event.go) and the pod stays ``Pending`` with its container waiting in
-``ContainerCreating``; the sync loop retries it (:meth:`DraKubelet.resync`). An admitted pod runs.
+be its own on this node: the devices its ResourceSlices publish for the node (or, in tests that build them by hand,
+the ``nodes`` given). Preparing a dynamic-MIG partition (a MIG device that consumes counters and has no ``uuid``)
+creates its MIG instance (kubernetes-sigs/dra-driver-nvidia-gpu cmd/gpu-kubelet-plugin/device_state.go
+``Prepare`` → nvlib.go ``createMigDevice``), which NVML refuses when its memory slices overlap an instance or a
+whole-GPU use on that GPU ("Insufficient Resources"); the instance goes when its pod is done (``Unprepare``). The
+slices are not republished (driver.go republishes after a prepare only for passthrough).
+A refused pod is not started: the kubelet records a ``FailedPrepareDynamicResources`` Warning
+(pkg/kubelet/events/event.go) and the pod stays ``Pending`` with its container waiting in ``ContainerCreating``;
+the sync loop retries it (:meth:`DraKubelet.resync`). An admitted pod runs.
 
 **The resourceclaim controller** (:class:`ClaimController`): kubernetes pkg/controller/resourceclaim/controller.go
 ``syncClaim``: a ``reservedFor`` entry whose pod is gone, replaced (another uid) or done (``isPodDone``: Succeeded or
@@ -52,6 +58,7 @@ if TYPE_CHECKING:
     from tests.scheduler.kube_emulator import GatewayEmulator
 
 CLAIMS = "resource.k8s.io/v1/resourceclaims"
+SLICES = "resource.k8s.io/v1/resourceslices"
 PODS = "v1/pods"
 FINALIZER = "resource.kubernetes.io/delete-protection"
 RESERVED_FOR_MAX = 256  # types.go ResourceClaimReservedForMaxSize
@@ -269,6 +276,9 @@ class DraKubelet:
     refused: list[tuple[str, str, str]] = field(default_factory=list)  # (namespace, pod, message)
     prepared: dict[tuple[str, str], set[tuple[str, str, str]]] = field(default_factory=dict)  # pod → its devices
     waiting: dict[tuple[str, str], str] = field(default_factory=dict)  # refused pods the sync loop retries: → node
+    # Dynamic-MIG instances and whole-GPU uses on a dynamic node: (node, counter set) → pod → its memory slices.
+    instances: dict[tuple[str, str], dict[tuple[str, str], set[str]]] = field(default_factory=dict)
+    created: list[tuple[str, str, str]] = field(default_factory=list)  # (node, pod, partition) MIG instances made
 
     def on_bind(self, namespace: str, name: str, node: str) -> None:
         """The bind hook: the kubelet on ``node`` learns of the pod and prepares its claims before starting it."""
@@ -314,15 +324,64 @@ class DraKubelet:
             if not any(r.get("uid") == uid for r in status.get("reservedFor") or []):
                 claim_uid = (claim.get("metadata") or {}).get("uid", "")
                 return f"pod {name} ({uid}) is not allowed to use ResourceClaim {claim_name} ({claim_uid})", set()
-            published = self.nodes.get(node)
-            own = {(d.driver, d.pool, d.name) for d in published.devices} if published is not None else set()
+            own = self._published(node)
             for result in ((status.get("allocation") or {}).get("devices") or {}).get("results") or []:
                 device = (result.get("driver", ""), result.get("pool", ""), result.get("device", ""))
                 if device not in own:
                     return (f"prepare dynamic resources: NodePrepareResources failed for ResourceClaim {claim_name}: "
                             f"device {device[2]} of pool {device[1]} is not on node {node}"), set()  # fmt: skip
                 devices.add(device)
-        return "", devices
+        refusal = self._create_instances(node, (namespace, name), devices)
+        return refusal, devices if not refusal else set()
+
+    def _published(self, node: str) -> dict[tuple[str, str, str], Mapping[str, Any]]:
+        """The devices the drivers publish for ``node``: its ResourceSlices' (the ``nodes`` given take precedence)."""
+        given = self.nodes.get(node)
+        if given is not None:
+            return {(d.driver, d.pool, d.name): {} for d in given.devices}
+        found: dict[tuple[str, str, str], Mapping[str, Any]] = {}
+        for key, raw in list(self.emulator.objects.items()):
+            if key[0] != kmock.resource(SLICES) or raw.deleted:
+                continue
+            spec = raw.get("spec") or {}
+            if spec.get("nodeName") == node:
+                pool = (spec.get("pool") or {}).get("name", "")
+                for device in spec.get("devices") or []:
+                    found[(spec.get("driver", ""), pool, device.get("name", ""))] = device
+        return found
+
+    def _create_instances(self, node: str, pod: tuple[str, str], devices: set[tuple[str, str, str]]) -> str:
+        """Make the MIG instances of the dynamic-MIG devices of ``pod`` (module doc); the refusal, or ''."""
+        published = self._published(node)
+        for held in self.instances.values():  # Unprepare: a done pod's instances are destroyed
+            for other in [p for p in held if p != pod and not self._running(*p)]:
+                del held[other]
+        wanted: dict[tuple[str, str], set[str]] = {}
+        for device in sorted(devices):
+            raw = published.get(device) or {}
+            for use in raw.get("consumesCounters") or []:
+                slices = {c for c in use.get("counters") or {} if c.startswith("memory-slice-")}
+                wanted.setdefault((node, use.get("counterSet", "")), set()).update(slices)
+        for key, slices in wanted.items():
+            for other, taken in self.instances.get(key, {}).items():
+                if other != pod and taken & slices:
+                    return (f"prepare dynamic resources: NodePrepareResources failed: error creating MIG device on "
+                            f"{key[1]}: Insufficient Resources (memory slices held by pod {other[1]})")  # fmt: skip
+        for key, slices in wanted.items():
+            self.instances.setdefault(key, {})[pod] = slices
+        for device in sorted(devices):
+            raw = published.get(device) or {}
+            if (
+                raw.get("consumesCounters")
+                and "uuid" not in (raw.get("attributes") or {})
+                and (((raw.get("attributes") or {}).get("type") or {}).get("string") == "mig")
+            ):
+                self.created.append((node, pod[1], device[2]))
+        return ""
+
+    def _running(self, namespace: str, name: str) -> bool:
+        pod = _live(self.emulator, PODS, namespace, name)
+        return pod is not None and ((pod.get("status") or {}).get("phase")) not in ("Succeeded", "Failed")
 
     def _event(self, namespace: str, name: str, message: str) -> None:
         key = (kmock.resource("events.k8s.io/v1/events"), namespace, f"{name}.dra")

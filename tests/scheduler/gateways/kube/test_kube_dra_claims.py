@@ -43,7 +43,10 @@ MIG_NODE = {
 
 
 def _gpus(node: str, count: int = 8) -> tuple[DraDevice, ...]:
-    return tuple(DraDevice(GPU_DRIVER, node, f"gpu-{i}", DraDeviceKind.GPU, gpu_index=i) for i in range(count))
+    return tuple(
+        DraDevice(GPU_DRIVER, node, f"gpu-{i}", DraDeviceKind.GPU, gpu_index=i, uuid=f"GPU-{node}-{i}")
+        for i in range(count)
+    )
 
 
 def _efa(node: str, count: int = 4) -> tuple[DraDevice, ...]:
@@ -65,8 +68,19 @@ def kubelet(cluster, dra) -> DraKubelet:
     return kubelet
 
 
+def _efa_class(cluster) -> None:
+    """The test's EFA driver's DeviceClass (the claims name the driver when no fabric class is set)."""
+    expression = f'device.driver == "{EFA_DRIVER}"'
+    cluster.resource.create_device_class(
+        {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": EFA_DRIVER},
+         "spec": {"selectors": [{"cel": {"expression": expression}}]}}
+    )  # fmt: skip
+
+
 @pytest.fixture
 def gateway(cluster, dra, kubelet) -> KubeGateway:
+    cluster.add_device_classes()
+    _efa_class(cluster)
     gateway = KubeGateway(
         cluster.new_api_client(),
         consistent_reads=True,
@@ -91,7 +105,17 @@ def _mig_node(cluster, gateway, dra, name: str = "mig-1") -> dict[str, int]:
     dra[name] = DraNode(
         name,
         tuple(
-            DraDevice(GPU_DRIVER, name, f"gpu-0-mig-{p.replace('.', '')}-{s}", DraDeviceKind.MIG, 0, p, s)
+            DraDevice(
+                GPU_DRIVER,
+                name,
+                f"gpu-0-mig-{p.replace('.', '')}-{s}",
+                DraDeviceKind.MIG,
+                0,
+                p,
+                s,
+                uuid=f"MIG-{name}-{p}-{s}",
+                parent_uuid=f"GPU-{name}-0",
+            )
             for p, s in layout
         ),
     )
@@ -140,8 +164,10 @@ def test_a_mig_inference_replica_gets_its_claim_allocated_and_reserved_before_it
     assert request["name"] == "mig-0" and request["exactly"]["deviceClassName"] == MIG_CLASS
     assert request["exactly"]["count"] == 1
     (selector,) = request["exactly"]["selectors"]
-    assert (
-        'profile == "3g.40gb"' in selector["cel"]["expression"] and "parentIndex == 0" in selector["cel"]["expression"]
+    # Pinned by the instance's uuid: the driver publishes no parentIndex since v25.8 (dra_claims.device_selector).
+    assert selector["cel"]["expression"] == (
+        f'device.attributes["gpu.nvidia.com"].type == "mig" && '
+        f'device.attributes["gpu.nvidia.com"].uuid == "MIG-mig-1-3g.40gb-{starts["3g.40gb"]}"'
     )
     published = dra["mig-1"].device_for(device)
     assert published is not None
@@ -177,7 +203,7 @@ def test_a_whole_gpu_training_job_gets_one_request_per_gpu_and_runs(cluster, gat
     claim = _claim(cluster, "mc-42-0-devices")
     requests = claim["spec"]["devices"]["requests"]
     assert [r["exactly"]["deviceClassName"] for r in requests] == [GPU_CLASS] * 4
-    assert "index == 5" in requests[1]["exactly"]["selectors"][0]["cel"]["expression"]
+    assert requests[1]["exactly"]["selectors"][0]["cel"]["expression"].endswith('.uuid == "GPU-dra-a-5"')
     assert [r["device"] for r in claim["status"]["allocation"]["devices"]["results"]] == [
         f"gpu-{i}" for i in range(4, 8)
     ]
@@ -221,6 +247,31 @@ def test_a_two_node_gang_on_efa_dra_nodes_gets_its_efa_devices_through_its_claim
     assert kubelet.refused == []
 
 
+def test_a_fabric_class_the_cluster_lacks_is_refused_before_anything_is_written(cluster, gateway, dra) -> None:
+    for name in ("dra-a", "dra-b"):
+        cluster.add_node(name, H100)
+        dra[name] = DraNode(name, _gpus(name) + _efa(name))
+    gang = _request(
+        "9", *(ReplicaPlacement(r, n, tuple(Device(i) for i in range(8))) for r, n in enumerate(("dra-a", "dra-b")))
+    )
+    gateway.claims.fabric_class = "efa.wrong.example"  # KUBE_DRA_FABRIC_CLASS naming no installed class
+    cluster.clear_log()
+
+    with pytest.raises(GatewayConflict, match=r"no DeviceClass efa\.wrong\.example .*KUBE_DRA_FABRIC_CLASS"):
+        gateway.job_bind(request=gang)
+
+    assert (
+        cluster.resource_claims(NS) == []
+        and [p for p in cluster.pods(NS) if p["metadata"]["name"].startswith("mc-")] == []
+    )
+    # The classes were read again for the class not among those read before; a known class costs no read.
+    assert [m for m, _p in cluster.requests(path="deviceclasses")] == ["GET"]
+    gateway.claims.fabric_class = ""
+    cluster.clear_log()
+    gateway.job_bind(request=gang)
+    assert cluster.requests(path="deviceclasses") == []
+
+
 def test_a_claim_changed_between_its_read_and_its_status_update_is_read_again(cluster, gateway, dra, kubelet) -> None:
     """409 on the status update (another writer was first): read again and retry, as client-go's RetryOnConflict."""
     cluster.add_node("dra-a", H100)
@@ -248,6 +299,35 @@ def test_a_device_another_claim_holds_is_refused_before_anything_is_written(clus
     with pytest.raises(GatewayConflict, match="held by another job"):  # a Microcosm pod's, as on any node
         gateway.job_bind(request=_request("3", ReplicaPlacement(0, "dra-a", (Device(0),))))
     assert cluster.requests("POST") == [] and cluster.requests("PUT") == []
+
+
+def test_a_partition_whose_memory_slices_another_claim_holds_is_refused_before_anything_is_written(
+    cluster, kubelet
+) -> None:
+    """Dynamic MIG: a foreign claim holds the 3g.40gb partition at slice 4; the engine's 1g.10gb at slice 5 is
+    another device but the same GPU's memory slice (KEP-4815 counters), so no allocator could give it."""
+    cluster.add_device_classes()
+    cluster.add_dra_node("dyn", gpus=1, dynamic_mig=True)
+    gateway = KubeGateway(
+        cluster.new_api_client(), consistent_reads=True, namespace_create=True, sleep=lambda _s: None, dra=True
+    )
+    gateway.namespace_ensure(namespace=NS, team="nlp")
+    layout = (("3g.40gb", 0), ("1g.10gb", 4), ("1g.10gb", 5), ("1g.10gb", 6))
+    gateway.node_reconfigure(node="dyn", layouts=(layout,))
+    gateway.observe()
+    _foreign_claim(
+        cluster,
+        "default",
+        "theirs",
+        {"request": "gpu", "driver": GPU_DRIVER, "pool": "dyn", "device": "gpu-0-mig-3g40gb-9-4"},
+    )
+    cluster.clear_log()
+
+    with pytest.raises(GatewayConflict, match="gpu-0-mig-1g10gb-19-5 shares memory slices with gpu-0-mig-3g40gb-9-4"):
+        gateway.job_bind(request=_request("5", ReplicaPlacement(0, "dyn", (Device(0, "1g.10gb", 5),))))
+    assert cluster.requests("POST") == [] and cluster.requests("PUT") == []
+    gateway.job_bind(request=_request("6", ReplicaPlacement(0, "dyn", (Device(0, "3g.40gb", 0),))))  # slices 0-3
+    assert kubelet.refused == [] and kubelet.created == [("dyn", "mc-6-0", "gpu-0-mig-3g40gb-9-0")]
 
 
 def test_a_device_the_node_no_longer_publishes_is_refused(cluster, gateway, dra) -> None:

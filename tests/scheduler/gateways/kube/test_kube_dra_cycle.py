@@ -14,7 +14,6 @@ from billing.models import LedgerEntry
 from billing.services.ledger import ledger_close_interval
 from jobs.models import Allocation
 from jobs.services import job_submit
-from scheduler.gateways.kube.dra_devices import DraDevice, DraDeviceKind, DraNode
 from scheduler.gateways.kube.gateway import KubeGateway
 from scheduler.loop.apply import Retry
 from scheduler.loop.cycle import cycle_run
@@ -37,21 +36,19 @@ def _run(*, dra: bool, team_slug: str) -> tuple[list[tuple[Any, ...]], dict[str,
     cluster = Cluster()
     try:
         name = "gpu-1"
-        nodes: dict[str, DraNode] = {}
-        if dra:  # no extended resources: the GPUs are published devices
-            cluster.add_node(name, H100)
-            devices = (DraDevice("gpu.nvidia.com", name, f"gpu-{i}", DraDeviceKind.GPU, gpu_index=i) for i in range(8))
-            nodes[name] = DraNode(name, tuple(devices))
+        if dra:  # no extended resources: the NVIDIA DRA driver publishes the GPUs, which the gateway reads (KUBE_DRA)
+            cluster.add_dra_node(name, H100)
+            cluster.add_device_classes()
         else:
             cluster.add_node(name, H100, allocatable={"nvidia.com/gpu": "8"})
-        kubelet = DraKubelet(cluster.handler, nodes=nodes)
+        kubelet = DraKubelet(cluster.handler)  # prepares what the node's slices publish
         cluster.handler.bind_hooks.append(kubelet.on_bind)
         gateway = KubeGateway(
             cluster.new_api_client(),
             consistent_reads=True,
             namespace_create=True,
             sleep=lambda _s: None,
-            dra_nodes=(lambda: nodes) if dra else None,
+            dra=dra,
         )
         gpu_models_sync()
         cluster_sync(observation=gateway.observe())

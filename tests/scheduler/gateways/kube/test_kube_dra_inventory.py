@@ -100,7 +100,9 @@ def test_a_republished_pool_is_read_at_its_new_generation(cluster, gateway) -> N
     cluster.nvidia_dra.publish(gpus)
     assert _nodes(gateway)["dra-a100"].mig == ((("7g.80gb", 0),), (("3g.40gb", 0), ("3g.40gb", 4)))
     assert {s["spec"]["pool"]["generation"] for s in cluster.resource_slices()} == {2}
-    gpus.dynamic_mig, gpus.mig = True, []  # the driver restarted with dynamic MIG: the counters' slice comes first
+    # The driver restarted with dynamic MIG (the counters' slice comes first); MIG stays on, so the A100 publishes its
+    # partitions and not itself (an A100 cannot turn MIG off without a reset: nvlib.go isDynamicMIGCapable).
+    gpus.dynamic_mig = True
     cluster.nvidia_dra.publish(gpus)
     node = _nodes(gateway)["dra-a100"]
     assert node.mig == ((), ()) and gateway.dra_nodes()["dra-a100"].partitions()

@@ -20,7 +20,7 @@ from scheduler.core.sizing.layouts import named_layouts
 from scheduler.errors import GatewayConflict
 from scheduler.gateways.kube.gateway import KubeGateway
 from scheduler.gateways.kube.mig import DEVICE_FILTERS, Step, config_name, operator_configs
-from scheduler.gateways.kube.mig_drain import resources_in_the_way
+from scheduler.gateways.kube.mig_drain import pod_in_the_way, resources_in_the_way
 from scheduler.gateways.protocol import BindRequest, Device, MigConfigState, ReplicaPlacement
 from tests.scheduler.kube_emulator import MIG_NODE_LABELS, cluster_fixture, manual_gateway
 from tests.scheduler.kube_harness.device_plugin import DevicePlugin
@@ -498,3 +498,21 @@ def test_a_drain_takes_every_type_a_changing_gpu_offers() -> None:
     assert resources_in_the_way((TWO_3G, seven), (TWO_3G, (("7g.80gb", 0),)), with_reboot=True) == {
         "nvidia.com/mig-1g.10gb"
     }
+
+
+def test_a_pod_that_takes_its_gpu_through_a_claim_alone_is_in_the_way_of_any_reconfiguration_of_its_node() -> None:
+    def pod(limits: dict[str, str], claims: bool) -> dict:
+        spec: dict = {"containers": [{"name": "job", "resources": {"limits": limits}}]}
+        if claims:
+            spec["resourceClaims"] = [{"name": "devices", "resourceClaimName": "mc-1-0-devices"}]
+        return {"spec": spec}
+
+    whole = frozenset({"nvidia.com/gpu"})
+    # On a static-MIG DRA node the claim, not the pod, says which device it holds: it goes whenever anything drains.
+    assert pod_in_the_way(pod({"cpu": "4"}, claims=True), whole)
+    assert pod_in_the_way(pod({}, claims=True), frozenset({"nvidia.com/mig-1g.10gb"}))
+    assert not pod_in_the_way(pod({}, claims=True), frozenset())  # nothing changes
+    # A device-plugin pod (an EFA claim beside it or not) is judged by its resources, as before.
+    assert pod_in_the_way(pod({"nvidia.com/gpu": "1"}, claims=True), whole)
+    assert not pod_in_the_way(pod({"nvidia.com/mig-3g.40gb": "1"}, claims=True), whole)
+    assert not pod_in_the_way(pod({"cpu": "4"}, claims=False), whole)

@@ -19,6 +19,7 @@ def test_an_empty_environment_gives_the_defaults() -> None:
     assert (kube["shm_fraction"], kube["rendezvous_port"], kube["cache_sync_timeout_s"]) == (0.5, 29500, 120)
     assert kube["node_requests"] is False  # no autoscaled pool: no LIST of node requests a cycle
     assert kube["dra"] is False  # no DRA driver: no watch of ResourceSlices
+    assert kube["dra_fabric_class"] == "efa.networking.k8s.aws"  # EKS's aws-dranet chart's DeviceClass
 
 
 def test_node_requests_are_observed_when_pools_can_grow() -> None:
@@ -45,6 +46,7 @@ def test_only_the_mapping_given_is_read(monkeypatch: pytest.MonkeyPatch) -> None
         ({"MIG_CONFIG_MAP": "Mig_Config"}, "MIG_CONFIG_MAP='Mig_Config' is not a Kubernetes name"),
         ({"KUBE_GKE_NETWORKS": "vpc1,vpc1"}, "KUBE_GKE_NETWORKS='vpc1,vpc1' names a network twice"),
         ({"KUBE_POD_SECURITY_TEAM_LEVELS": "nlp=root"}, "item 'nlp=root' is not team=level"),
+        ({"KUBE_DRA_FABRIC_CLASS": "EFA class"}, "KUBE_DRA_FABRIC_CLASS='EFA class' is not a DeviceClass name"),
     ],
 )
 def test_junk_is_refused_with_the_start_up_message(environ: dict[str, str], message: str) -> None:
