@@ -146,8 +146,8 @@ def drain_whole_for(
     everyone = set(state.nodes)
     for _, name, gpus, option in sorted(nodes, key=lambda n: n[0])[:MAX_TRIES]:
         statement = state.begin()
-        holders = sorted({h for gpu in gpus for h in gpu.holders()})
-        for holder in holders:
+        victims = sorted({h for gpu in gpus for h in gpu.holders()})
+        for holder in victims:
             state.remove(holder)
         changes = plan_reconfiguration(
             state, [], policy, now, pending_whole=[(job, option.demand)], exclude=everyone - {name}
@@ -156,7 +156,7 @@ def drain_whole_for(
         kept = [c for c in changes if c.gpu in wanted and not c.new]
         if len(kept) == len(wanted):
             statement.commit()
-            return [Evict(job=holder, reason=REASON, by=job.id) for holder in holders], kept
+            return [Evict(job=holder, reason=REASON, by=job.id) for holder in victims], kept
         statement.rollback()
     return None
 
