@@ -17,13 +17,31 @@ move at acceptable cost are drained first. For production, lower-priority work i
 
 The evictions carry the reason ``"repartition"`` and ``by`` = the production job; the job itself binds once
 the change is done (the node is reconfiguring until then).
+
+Production asking for **whole GPUs** (:func:`drain_whole_for`) meets the same wall from the other side: a replica of
+n whole GPUs takes n GPUs with MIG off on one node, and a node whose other GPUs are free may lack only GPUs that are
+MIG-split — idle, or holding lower-priority work. Preemption frees the instances but leaves MIG on, and a
+reconfiguration changes only idle GPUs, so without a drain such a job waits behind lower work that the rules let it
+evict. The rules, per replica:
+
+1. Candidates: ready nodes the job may use (its whole-GPU options), not in ``exclude``, whose idle MIG-off GPUs
+   plus their MIG-split GPUs that are idle or hold only movable work (rule 1 above) number at least the
+   replica's GPUs.
+2. On each node, the MIG-split GPUs it needs, cheapest first (rule 2's order: fewest occupants, fewest
+   GPU-equivalents, GPU order); nodes cheapest first by the same figures summed, then by name.
+3. For each candidate node (at most :data:`MAX_TRIES`), inside a Statement: evict those GPUs' occupants, ask
+   :func:`~scheduler.core.rules.reconfiguration.plan_reconfiguration` to turn them back into whole GPUs for this
+   job on that node alone, and keep the result only if it turns every one of them off; otherwise roll back.
+
+No hysteresis here: this completes a preemption, and production's preemption never waits for its demand to age
+(the job is here now and must start). Only the GPUs the replica needs are changed.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
 
-from scheduler.core.model.cluster_state import ClusterState
+from scheduler.core.model.cluster_state import ClusterState, Gpu
 from scheduler.core.model.demand import Demand, DemandKind
 from scheduler.core.model.plan import Evict, Reconfigure
 from scheduler.core.model.policy import Policy
@@ -81,6 +99,64 @@ def drain_for(
         if any(c.node == gpu.node.name and c.gpu == gpu.index and any(n == profile for n, _ in c.new) for c in changes):
             statement.commit()
             return [Evict(job=holder, reason=REASON, by=job.id) for holder in holders], changes
+        statement.rollback()
+    return None
+
+
+def drain_whole_for(
+    state: ClusterState,
+    index: CapacityIndex,
+    job: Job,
+    options: Sequence[Option],
+    policy: Policy,
+    now: float,
+    preemptions: Sequence[Preemption],
+    exclude: Collection[str] = (),
+) -> tuple[list[Evict], list[Reconfigure]] | None:
+    """Evictions and MIG-off changes on one node that make room for one replica of production ``job``'s whole-GPU
+    demand (module rules, whole GPUs), or None. ``policy`` should carry no hysteresis (rule 3: the caller's eager
+    policy). On success the victims are removed from ``state`` (in the caller's open Statement, if any); the
+    changes are returned, not applied. On None the state is unchanged."""
+    if job.priority != Priority.PRODUCTION:
+        return None
+    rank = PRIORITY_INDEX[job.priority]
+    evicted_me = {p.by for p in preemptions if p.victim == job.id and now - p.at < policy.ping_pong_window_s}
+    nodes: list[tuple[tuple[int, int, str], str, list[Gpu], Option]] = []
+    for option in options:
+        if option.demand.kind != DemandKind.WHOLE:
+            continue
+        for name in index.groups[option.group]:
+            if name in exclude:
+                continue
+            free = 0
+            split: list[tuple[tuple[int, int, int], Gpu]] = []
+            for gpu in state.node_gpus(name):
+                holders = tuple(sorted(gpu.holders()))
+                if not gpu.mig_on:
+                    free += gpu.idle
+                elif all(_movable(state, h, rank, evicted_me) for h in holders):
+                    units = sum(sum(state.job_units(h).values()) for h in holders)
+                    split.append(((len(holders), units, gpu.index), gpu))
+            short = option.demand.gpus - free
+            if short <= 0 or len(split) < short:
+                continue  # free already (placement's), or not enough even drained
+            chosen = sorted(split, key=lambda c: c[0])[:short]
+            cost = (sum(c[0][0] for c in chosen), sum(c[0][1] for c in chosen), name)
+            nodes.append((cost, name, [gpu for _, gpu in chosen], option))
+    everyone = set(state.nodes)
+    for _, name, gpus, option in sorted(nodes, key=lambda n: n[0])[:MAX_TRIES]:
+        statement = state.begin()
+        victims = sorted({h for gpu in gpus for h in gpu.holders()})
+        for holder in victims:
+            state.remove(holder)
+        changes = plan_reconfiguration(
+            state, [], policy, now, pending_whole=[(job, option.demand)], exclude=everyone - {name}
+        )
+        wanted = {gpu.index for gpu in gpus}
+        kept = [c for c in changes if c.gpu in wanted and not c.new]
+        if len(kept) == len(wanted):
+            statement.commit()
+            return [Evict(job=holder, reason=REASON, by=job.id) for holder in victims], kept
         statement.rollback()
     return None
 

@@ -45,7 +45,7 @@ from scheduler.core.model.policy import Policy
 from scheduler.core.model.shape import placement_shape
 from scheduler.core.model.snapshot import Job, Preemption, Slots
 from scheduler.core.model.vocabulary import BlockerKind, Priority
-from scheduler.core.placement.drain import drain_for
+from scheduler.core.placement.drain import drain_for, drain_whole_for
 from scheduler.core.placement.index import IndexedClusterState
 from scheduler.core.placement.options import Option, options_for
 from scheduler.core.rules.fairshare import FairShare
@@ -114,6 +114,8 @@ class Reconfigurations:
         wanted = job.replicas
         got = 0 if drain else self._claim(job, wanted, partial=True)
         mig = self._mig_option(job)
+        if drain and mig is None:
+            return self._drain_whole(job)
         while got < wanted and mig is not None:
             if not self._change_for(job, mig, drain):
                 break
@@ -296,6 +298,34 @@ class Reconfigurations:
                 self.fairness.changed(team)
         self._apply(changes)
         return True
+
+    def _drain_whole(self, job: Job) -> bool:
+        """Production ``job``'s whole-GPU demand: a node per replica whose MIG-split GPUs, drained of lower work
+        and turned off, complete its free whole GPUs (:func:`~scheduler.core.placement.drain.drain_whole_for`),
+        until its GPUs are promised. True when it waits for some; changes made for replicas it then cannot
+        all get stay (each is a whole GPU more for the queue), as with MIG demand."""
+        option = next((o for o in options_for(self.index, job, self.policy) if o.demand.kind == DemandKind.WHOLE), None)
+        if option is None or not self._would_admit(job, option):
+            return False
+        wanted = option.demand.gpus * job.replicas
+        got = 0
+        while got < wanted:
+            statement = self.state.begin()
+            options = options_for(self.index, job, self.policy)
+            drained = drain_whole_for(
+                self.state, self.index, job, options, self._eager, self.now, self.preemptions, self.bound_nodes
+            )
+            if drained is None:
+                statement.rollback()
+                break
+            statement.commit()
+            evictions, changes = drained
+            self.evictions.extend(evictions)
+            for team in sorted({self.state.jobs[e.job].team for e in evictions}):
+                self.fairness.changed(team)
+            self._apply(changes)
+            got += self._claim(job, wanted - got, partial=True)
+        return got > 0
 
     def _apply(self, changes: Sequence[Reconfigure]) -> None:
         """Apply ``changes`` to the state and close their nodes to new work for the rest of the cycle."""
