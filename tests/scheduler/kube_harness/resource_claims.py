@@ -15,8 +15,9 @@ API server harness's, :mod:`tests.scheduler.kube_harness.api_server`). Followed:
   deallocated only together with, or after, the removal of its last reservation); no new entry once the claim is
   being deleted; an allocation cannot change once set ("field is immutable"); a new allocation's results name a
   request of the claim, a driver, a pool and a device; the claim's constraints and, stricter than the real server,
-  the allocator's rule for them (:mod:`tests.scheduler.kube_harness.device_constraints`). A refusal is 422 ``Invalid``: ``ResourceClaim.resource.k8s.io
-  "<name>" is invalid: <field>: <type>: <detail>`` (apimachinery errors.NewInvalid);
+  the allocator's rule for them (:mod:`tests.scheduler.kube_harness.device_constraints`). A refusal is 422
+  ``Invalid``: ``ResourceClaim.resource.k8s.io "<name>" is invalid: <field>: <type>: <detail>``
+  (apimachinery errors.NewInvalid);
 - an update carrying a ``metadata.resourceVersion`` other than the stored one is 409 Conflict ("the object has been
   modified; please apply your changes to the latest version and try again", the storage's optimistic concurrency);
 - a delete of a claim with finalizers only sets its ``deletionTimestamp`` (kmock's store does that, and drops the

@@ -87,6 +87,7 @@ def test_a_half_node_gang_replica_gets_the_efa_devices_on_its_gpus_root_and_says
         results = claim["status"]["allocation"]["devices"]["results"]
         fabric = [r for r in results if r["request"] == "fabric"]
         assert len(fabric) == 2 and all(r["driver"] == EFA_DRIVER for r in fabric)
+        assert {r["pool"] for r in results} == {node}
         assert {roots[(r["pool"], r["device"])] for r in results} == {HIGH}  # GPUs 4–7 and EFA 2–3: one root
     assert kubelet.refused == []
     assert {p["status"]["phase"] for p in cluster.pods(NS)} == {"Running"}
