@@ -261,14 +261,13 @@ def _inventory(node: str, pools: Mapping[str, _Pool]) -> DraInventory:
             for device in _devices(efa_pool):
                 if attribute(device, EFA_DRIVER, "pciDevice") == EFA_PCI_DEVICE:
                     efa += 1
-                    root = attribute(device, EFA_DRIVER, PCIE_ROOT)
                     devices.append(
                         DraDevice(
                             EFA_DRIVER,
                             efa_pool.name,
                             str(device["name"]),
                             DraDeviceKind.FABRIC,
-                            pcie_root=root if isinstance(root, str) else "",
+                            pcie_root=_root(device),
                         )
                     )
     return DraInventory(
@@ -308,13 +307,15 @@ def _gpu_reading(node: str, pool: _Pool | None) -> _GpuReading:
     memory_mib: int | None = None
     # (name, kind, minor, profile, start, partition, uuid, parent uuid)
     read: list[tuple[str, str, int, str, int, bool, str, str]] = []
-    roots: dict[str, str] = {}  # device name -> its pcieRoot, where published
+    roots: dict[str, str] = {}  # device name -> its pcieRoot, where published (GPUs and MIG instances)
     gpu_roots: dict[int, str] = {}  # minor -> its whole GPU's pcieRoot
+    # Partitions' raw devices: one is read for its own pcieRoot only when its GPU has none (a dynamic-MIG GPU
+    # publishes dozens of partitions, all under the GPU's root: one read per GPU instead of one per partition).
+    partitions: dict[str, Mapping[str, Any]] = {}
     counter_sets: dict[str, str] = {}  # device name -> the shared counter set it consumes from (dynamic MIG)
     for device in _devices(pool):
         name = str(device["name"])
         counter_sets[name] = _counter_set(device)
-        roots[name] = _text(device, PCIE_ROOT)
         kind = attribute(device, NVIDIA_GPU_DRIVER, "type")
         product = attribute(device, NVIDIA_GPU_DRIVER, "productName")
         if kind == "gpu":
@@ -325,7 +326,7 @@ def _gpu_reading(node: str, pool: _Pool | None) -> _GpuReading:
             size = quantity_bytes(((device.get("capacity") or {}).get("memory") or {}).get("value"))
             memory_mib = size // (1024 * 1024) if size else memory_mib
             read.append((name, "gpu", minor, "", 0, False, _text(device, "uuid"), ""))
-            gpu_roots[minor] = roots[name]
+            gpu_roots[minor] = roots[name] = _root(device)
         elif kind == "mig":
             profile = attribute(device, NVIDIA_GPU_DRIVER, "profile")
             placed = _mig_placement(name)
@@ -337,6 +338,10 @@ def _gpu_reading(node: str, pool: _Pool | None) -> _GpuReading:
             minor, start = placed
             uuid = _text(device, "uuid")
             partition = not uuid and bool(device.get("consumesCounters"))
+            if partition:
+                partitions[name] = device
+            else:
+                roots[name] = _root(device)
             # A partition is pinned by its parent's uuid (dra_claims.device_selector); an instance by its own.
             parent = _text(device, "parentUUID") if partition else ""
             read.append((name, "mig", minor, profile, start, partition, uuid, parent))
@@ -393,7 +398,9 @@ def _gpu_reading(node: str, pool: _Pool | None) -> _GpuReading:
                 parent_uuid=parent_uuid,
                 counter_set=counter_set,
                 memory_slices=memory_slices,
-                pcie_root=roots[name] or gpu_roots.get(minor, ""),
+                # Its own root (mig.go CommonAttributesMig copies its GPU's), else its GPU's; a partition's own read
+                # only when its GPU has none.
+                pcie_root=(roots.get(name) or gpu_roots.get(minor) or (_root(partitions[name]) if partition else "")),
             )
         )
         if not partition:
@@ -418,6 +425,15 @@ def _gpu_reading(node: str, pool: _Pool | None) -> _GpuReading:
         mig=tuple(mig),
         dynamic=dynamic,
     )
+
+
+def _root(device: Mapping[str, Any]) -> str:
+    """The standard ``resource.kubernetes.io/pcieRoot`` string ("" when absent); a direct lookup, as its name is
+    always fully qualified (its domain is no driver's), read for thousands of devices a cycle."""
+    attributes = device.get("attributes")
+    value = attributes.get(PCIE_ROOT) if isinstance(attributes, dict) else None
+    found = value.get("string") if isinstance(value, dict) else None
+    return found if isinstance(found, str) else ""
 
 
 def _counter_set(device: Mapping[str, Any]) -> str:

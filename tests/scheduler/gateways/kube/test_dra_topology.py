@@ -12,7 +12,7 @@ from scheduler.gateways.kube.dra_devices import DraNode
 from scheduler.gateways.kube.dra_slices import read_slices
 from scheduler.gateways.protocol import Device
 from tests.scheduler.kube_harness import device_constraints
-from tests.scheduler.kube_harness.dra_driver import DraGpus, pcie_root, pool_slices
+from tests.scheduler.kube_harness.dra_driver import A100, DraGpus, pcie_root, pool_slices
 from tests.scheduler.kube_harness.efa_dra_driver import efa_slice
 
 NODE = "p5-a"
@@ -53,6 +53,14 @@ def test_a_partition_without_its_own_pcie_root_is_under_its_gpu_s() -> None:
             if device["attributes"]["type"]["string"] == "mig":
                 del device["attributes"][PCIE_ROOT]
     node = read_slices(slices).inventories[NODE].node
+    assert {p.pcie_root for p in node.partitions() if p.gpu_index == 1} == {HIGH}
+
+
+def test_partitions_of_a_gpu_the_driver_does_not_publish_whole_carry_their_own_root() -> None:
+    # An A100 already in MIG mode under dynamic MIG: its partitions only (nvlib.go), each with the copied attribute.
+    slices = pool_slices(DraGpus(NODE, A100, count=2, mig=[[], [("7g.80gb", 0)]], dynamic_mig=True))
+    node = read_slices(slices).inventories[NODE].node
+    assert not [g for g in node.gpus() if g.gpu_index == 1]
     assert {p.pcie_root for p in node.partitions() if p.gpu_index == 1} == {HIGH}
 
 
