@@ -379,20 +379,24 @@ class Cluster:
         dynamic_mig: bool = False,
         efa: int = 0,
         ena: bool = False,
+        pcie_roots: int = 2,
         **node: Any,
     ) -> Any:
         """A node whose GPUs the NVIDIA DRA driver publishes (no ``nvidia.com/gpu`` in its capacity: the device plugin
-        does not run there) and, with ``efa``, whose EFA interfaces the EFA DRA driver publishes. Returns the
+        does not run there) and, with ``efa``, whose EFA interfaces the EFA DRA driver publishes, both under
+        ``pcie_roots`` PCIe roots (0: neither driver publishes a pcieRoot). Returns the
         driver's view of its GPUs (:class:`~tests.scheduler.kube_harness.dra_driver.DraGpus`) for republishing."""
         from tests.scheduler.kube_harness import dra_driver, efa_dra_driver
 
         self.add_node(name, labels or {}, **node)
         found = None
         if gpus:
-            found = dra_driver.DraGpus(name, board or dra_driver.H100, gpus, mig=mig or (), dynamic_mig=dynamic_mig)
+            found = dra_driver.DraGpus(
+                name, board or dra_driver.H100, gpus, mig=mig or (), dynamic_mig=dynamic_mig, pcie_roots=pcie_roots
+            )
             self.nvidia_dra.publish(found)
         if efa:
-            efa_dra_driver.publish(self, name, efa, ena=ena)
+            efa_dra_driver.publish(self, name, efa, ena=ena, roots=pcie_roots)
         return found
 
     def add_device_classes(self) -> None:

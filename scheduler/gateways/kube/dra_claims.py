@@ -18,6 +18,17 @@ to any allocator; the fabric devices of a multi-node replica are one request of 
 names the published :class:`~scheduler.gateways.kube.dra_devices.DraDevice` (driver, pool, device) each engine
 device maps to.
 
+PCIe alignment: GPUDirect RDMA moves a gang's gradients between a GPU and an EFA interface peer to peer, which
+only stays off the CPU's interconnect when both sit under one PCIe root (NVIDIA's GPUDirect RDMA guide, "Supported
+Systems": the devices "share the same upstream PCI Express root complex"; AWS's p4d/p5 EFA layouts pair each GPU
+with the EFA interfaces behind its PCIe switch). So a replica's fabric devices are the free ones on its GPUs' roots
+first (the standard ``resource.kubernetes.io/pcieRoot`` attribute, :mod:`scheduler.gateways.kube.dra_slices`), and
+when its GPUs and fabric devices all share one root the claim says so: a ``spec.devices.constraints`` entry
+``matchAttribute: resource.kubernetes.io/pcieRoot`` over those requests (k8s.io/api resource/v1 types.go
+``DeviceConstraint``: every device allocated for the listed requests has the attribute, with one value; the
+structured allocator's ``matchAttributeConstraint``), so that any allocator that re-allocates the claim keeps
+the alignment. A node that publishes no pcieRoot gets its fabric devices in name order and no constraint.
+
 Pure: no ``kubernetes`` import; the calls are :class:`~scheduler.gateways.kube.client.KubeClient`'s.
 """
 
@@ -45,6 +56,7 @@ MIG_CLASS = "mig.nvidia.com"
 DELETE_PROTECTION = "resource.kubernetes.io/delete-protection"
 CLAIM_REF = "devices"  # the pod's name for its claim (spec.resourceClaims[].name, containers' resources.claims)
 CLAIM_SUFFIX = "-devices"
+PCIE_ROOT = "resource.kubernetes.io/pcieRoot"  # deviceattribute/attribute.go StandardDeviceAttributePCIeRoot
 RESERVED_FOR_MAX = 256  # types.go ResourceClaimReservedForMaxSize
 
 DeviceKey = tuple[str, str, str]  # (driver, pool, device): a device's identity in allocation results
@@ -67,6 +79,8 @@ class ClaimRequest:
     device_class: str
     selectors: tuple[str, ...]  # CEL expressions
     devices: tuple[DraDevice, ...]
+    # One of the requests whose devices all share one PCIe root: the claim's pcieRoot constraint lists it.
+    aligned: bool = False
 
 
 def _engine_device(device: Device) -> str:
@@ -130,10 +144,30 @@ def replica_requests(
                 f"node {node.node} has {len(free)} free fabric devices of {len(node.fabrics())}; the replica needs "
                 f"{fabric_count}"
             )
+        roots = {d.pcie_root for r in requests for d in r.devices}
+        # The free fabric devices on the GPUs' roots first (module doc); a stable sort keeps name order otherwise.
+        free.sort(key=lambda d: not (d.pcie_root and d.pcie_root in roots))
         chosen = tuple(free[:fabric_count])
         driver = chosen[0].driver
-        requests.append(ClaimRequest("fabric", fabric_class or driver, (f'device.driver == "{driver}"',), chosen))
+        fabric = ClaimRequest("fabric", fabric_class or driver, (f'device.driver == "{driver}"',), chosen)
+        if aligned(requests, chosen):
+            requests = [ClaimRequest(r.name, r.device_class, r.selectors, r.devices, aligned=True) for r in requests]
+            fabric = ClaimRequest(fabric.name, fabric.device_class, fabric.selectors, chosen, aligned=True)
+        requests.append(fabric)
     return tuple(requests)
+
+
+def aligned(requests: Sequence[ClaimRequest], fabrics: Sequence[DraDevice]) -> bool:
+    """Do the GPU devices of ``requests`` and the ``fabrics`` all sit under one published PCIe root (so that the
+    claim can say so with a matchAttribute constraint)? False without GPU devices or where a root is unknown."""
+    roots = {d.pcie_root for r in requests for d in r.devices} | {d.pcie_root for d in fabrics}
+    return bool(requests) and len(roots) == 1 and "" not in roots
+
+
+def constraints(requests: Sequence[ClaimRequest]) -> list[dict[str, Any]]:
+    """``spec.devices.constraints``: the pcieRoot match over the aligned requests (none when none is aligned)."""
+    names = [r.name for r in requests if r.aligned]
+    return [{"requests": names, "matchAttribute": PCIE_ROOT}] if names else []
 
 
 def claim_manifest(
@@ -180,7 +214,8 @@ def claim_manifest(
                         },
                     }
                     for r in requests
-                ]
+                ],
+                **({"constraints": found} if (found := constraints(requests)) else {}),
             }
         },
     }

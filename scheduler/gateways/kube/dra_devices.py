@@ -46,6 +46,11 @@ class DraDevice:
     # allocated together, whatever their names ("" and empty: a device that consumes no counter).
     counter_set: str = ""
     memory_slices: frozenset[int] = frozenset()
+    # The PCIe root complex the device sits under (the standard attribute ``resource.kubernetes.io/pcieRoot``,
+    # ``pci<domain>:<bus>``: k8s.io/dynamic-resource-allocation deviceattribute/attribute.go, KEP-5491), which the
+    # NVIDIA driver publishes for a GPU (deviceinfo.go ``GpuInfo.Attributes``) and DRANET for a NIC
+    # (pkg/inventory: ``GetPCIeRootAttributeByPCIBusID``); a MIG device is under its GPU's. "" when none published.
+    pcie_root: str = ""
 
     def overlaps(self, other: DraDevice) -> bool:
         """Do ``self`` and ``other`` consume the same memory slice of one GPU's counter set?"""

@@ -39,6 +39,13 @@ What the publishers write, and where upstream says so:
   (``examples/aws_eks_examples/gpu-efa/device-class.yaml``). Only those devices are fabric devices: an
   unfiltered DRANET also publishes the node's ENA interfaces.
 
+Both drivers publish the standard attribute ``resource.kubernetes.io/pcieRoot`` (KEP-5491; kubernetes
+``staging/src/k8s.io/dynamic-resource-allocation/deviceattribute/``: the PCIe root complex ``pci<domain>:<bus>`` a
+PCI device's sysfs path starts from) where they can resolve it: the NVIDIA driver on a whole GPU (``deviceinfo.go``
+``GpuInfo.Attributes``), DRANET on every NIC. A MIG device is read as under its GPU's root (its own attribute when
+published, else its parent GPU's in the same pool). :mod:`scheduler.gateways.kube.dra_claims` aligns a replica's
+EFA devices with its GPUs by it.
+
 Attribute names may be written with or without their driver's domain (types.go, ``QualifiedName``): both are read.
 """
 
@@ -65,6 +72,7 @@ GPU_DEVICE_CLASS = "gpu.nvidia.com"
 MIG_DEVICE_CLASS = "mig.nvidia.com"
 EFA_DEVICE_CLASS = "efa.networking.k8s.aws"
 DRIVERS = (NVIDIA_GPU_DRIVER, EFA_DRIVER)
+PCIE_ROOT = "resource.kubernetes.io/pcieRoot"  # deviceattribute/attribute.go StandardDeviceAttributePCIeRoot
 
 _GPU_NAME = re.compile(r"^gpu-(\d+)$")
 # A MIG device's name: gpu-<parent minor>-mig-<profile>-<GI profile id>-<start> (mig.go canonicalMigNameRegex), and
@@ -253,7 +261,15 @@ def _inventory(node: str, pools: Mapping[str, _Pool]) -> DraInventory:
             for device in _devices(efa_pool):
                 if attribute(device, EFA_DRIVER, "pciDevice") == EFA_PCI_DEVICE:
                     efa += 1
-                    devices.append(DraDevice(EFA_DRIVER, efa_pool.name, str(device["name"]), DraDeviceKind.FABRIC))
+                    devices.append(
+                        DraDevice(
+                            EFA_DRIVER,
+                            efa_pool.name,
+                            str(device["name"]),
+                            DraDeviceKind.FABRIC,
+                            pcie_root=_root(device),
+                        )
+                    )
     return DraInventory(
         node=DraNode(node, tuple(devices)),
         gpu_pool=gpu.present,
@@ -291,6 +307,11 @@ def _gpu_reading(node: str, pool: _Pool | None) -> _GpuReading:
     memory_mib: int | None = None
     # (name, kind, minor, profile, start, partition, uuid, parent uuid)
     read: list[tuple[str, str, int, str, int, bool, str, str]] = []
+    roots: dict[str, str] = {}  # device name -> its pcieRoot, where published (GPUs and MIG instances)
+    gpu_roots: dict[int, str] = {}  # minor -> its whole GPU's pcieRoot
+    # Partitions' raw devices: one is read for its own pcieRoot only when its GPU has none (a dynamic-MIG GPU
+    # publishes dozens of partitions, all under the GPU's root: one read per GPU instead of one per partition).
+    partitions: dict[str, Mapping[str, Any]] = {}
     counter_sets: dict[str, str] = {}  # device name -> the shared counter set it consumes from (dynamic MIG)
     for device in _devices(pool):
         name = str(device["name"])
@@ -305,6 +326,7 @@ def _gpu_reading(node: str, pool: _Pool | None) -> _GpuReading:
             size = quantity_bytes(((device.get("capacity") or {}).get("memory") or {}).get("value"))
             memory_mib = size // (1024 * 1024) if size else memory_mib
             read.append((name, "gpu", minor, "", 0, False, _text(device, "uuid"), ""))
+            gpu_roots[minor] = roots[name] = _root(device)
         elif kind == "mig":
             profile = attribute(device, NVIDIA_GPU_DRIVER, "profile")
             placed = _mig_placement(name)
@@ -316,6 +338,10 @@ def _gpu_reading(node: str, pool: _Pool | None) -> _GpuReading:
             minor, start = placed
             uuid = _text(device, "uuid")
             partition = not uuid and bool(device.get("consumesCounters"))
+            if partition:
+                partitions[name] = device
+            else:
+                roots[name] = _root(device)
             # A partition is pinned by its parent's uuid (dra_claims.device_selector); an instance by its own.
             parent = _text(device, "parentUUID") if partition else ""
             read.append((name, "mig", minor, profile, start, partition, uuid, parent))
@@ -354,6 +380,7 @@ def _gpu_reading(node: str, pool: _Pool | None) -> _GpuReading:
                     uuid=uuid,
                     counter_set=counter_set,
                     memory_slices=memory_slices,
+                    pcie_root=roots[name],
                 )
             )
             continue
@@ -371,6 +398,9 @@ def _gpu_reading(node: str, pool: _Pool | None) -> _GpuReading:
                 parent_uuid=parent_uuid,
                 counter_set=counter_set,
                 memory_slices=memory_slices,
+                # Its own root (mig.go CommonAttributesMig copies its GPU's), else its GPU's; a partition's own read
+                # only when its GPU has none.
+                pcie_root=(roots.get(name) or gpu_roots.get(minor) or (_root(partitions[name]) if partition else "")),
             )
         )
         if not partition:
@@ -395,6 +425,15 @@ def _gpu_reading(node: str, pool: _Pool | None) -> _GpuReading:
         mig=tuple(mig),
         dynamic=dynamic,
     )
+
+
+def _root(device: Mapping[str, Any]) -> str:
+    """The standard ``resource.kubernetes.io/pcieRoot`` string ("" when absent); a direct lookup, as its name is
+    always fully qualified (its domain is no driver's), read for thousands of devices a cycle."""
+    attributes = device.get("attributes")
+    value = attributes.get(PCIE_ROOT) if isinstance(attributes, dict) else None
+    found = value.get("string") if isinstance(value, dict) else None
+    return found if isinstance(found, str) else ""
 
 
 def _counter_set(device: Mapping[str, Any]) -> str:

@@ -25,6 +25,10 @@ As kubernetes-sigs/dra-driver-nvidia-gpu ``cmd/gpu-kubelet-plugin/`` writes them
   GPU and every possible partition (profile × placement), each consuming counters of its GPU's set
   (``partitions.go``); a partition has no ``uuid`` (it has no instance until a claim creates it).
 
+Both GPUs and MIG devices carry the standard ``resource.kubernetes.io/pcieRoot`` (``GpuInfo.Attributes`` sets it from
+``deviceattribute.GetPCIeRootAttributeByPCIBusID``; ``mig.go`` ``CommonAttributesMig`` copies the parent's). The
+layout is :func:`pcie_root`'s documented assumption (``pcie_roots=0``: a node whose sysfs lookups fail publishes none).
+
 GI profile ids are NVML's, the same on A100 and H100 (docs/gpu-facts.md): 19 = 1g, 20 = 1g+me, 15 = 1g with two
 memory slices, 14 = 2g, 9 = 3g, 5 = 4g, 0 = 7g. Slices are written over HTTP with the official client, so the API
 server's validation (:mod:`tests.scheduler.kube_harness.resource_slices`) applies to them.
@@ -41,6 +45,19 @@ from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME, ProfileSpec
 
 DRIVER = "gpu.nvidia.com"
 MIB = 1024 * 1024
+PCIE_ROOT = "resource.kubernetes.io/pcieRoot"
+
+
+def pcie_root(position: int, total: int, roots: int) -> str:
+    """The PCIe root complex of a node's ``position``-th device of ``total`` (GPUs, or EFA interfaces), ``pci<domain>:
+    <bus>`` as deviceattribute's ``GetPCIeRootAttributeByPCIBusID`` names it. An assumption, not a read of real
+    hardware: ``roots`` root complexes (two: one per CPU socket of an 8-GPU HGX host like p4d/p5), each with an equal
+    share of the GPUs and of the EFA interfaces in order (GPUs 0–3 and the first half of the EFA interfaces under
+    ``pci0000:00``, GPUs 4–7 and the rest under ``pci0000:80``), as those hosts pair GPUs with the EFA interfaces
+    behind their PCIe switches."""
+    return f"pci0000:{position * roots // total * (0x100 // roots):02x}"
+
+
 _GI_PROFILE_IDS = {"1g": 19, "1g+me": 20, "1g-2m": 15, "2g": 14, "3g": 9, "4g": 5, "7g": 0}
 
 
@@ -71,6 +88,7 @@ class DraGpus:
     mig: Sequence[Sequence[tuple[str, int]]] = ()
     dynamic_mig: bool = False
     uuids: list[str] = field(default_factory=list)
+    pcie_roots: int = 2  # the node's PCIe root complexes (pcie_root); 0: the driver publishes no pcieRoot
 
     def __post_init__(self) -> None:
         if not self.uuids:
@@ -82,7 +100,7 @@ class DraGpus:
 
 def _attributes(gpus: DraGpus, minor: int) -> dict[str, Any]:
     board = gpus.board
-    return {
+    attributes: dict[str, Any] = {
         "productName": {"string": board.product},
         "brand": {"string": "Nvidia"},
         "architecture": {"string": board.architecture},
@@ -90,6 +108,9 @@ def _attributes(gpus: DraGpus, minor: int) -> dict[str, Any]:
         "driverVersion": {"version": "580.95.5"},
         "cudaDriverVersion": {"version": "13.0.0"},
     }
+    if gpus.pcie_roots:
+        attributes[PCIE_ROOT] = {"string": pcie_root(minor, gpus.count, gpus.pcie_roots)}
+    return attributes
 
 
 def _gpu_device(gpus: DraGpus, minor: int, *, partitionable: bool) -> dict[str, Any]:

@@ -7,19 +7,24 @@ function named ``pci-<address with : and . as ->`` (``pkg/names/names.go`` ``Nor
 ``rdma``, ``rdmaDevice``, ``numaNode``) and the standard ``resource.kubernetes.io/pcieRoot``. EKS's chart
 (eks-charts ``stable/aws-dranet``) filters the slice to the EFA interfaces; without the filter the node's ENA
 interfaces are published too (``ena=True`` here), which the DeviceClass ``efa.networking.k8s.aws`` leaves out by
-``pciDevice`` (``examples/aws_eks_examples/gpu-efa/device-class.yaml``).
+``pciDevice`` (``examples/aws_eks_examples/gpu-efa/device-class.yaml``). The EFA interfaces sit under the node's
+PCIe roots as :func:`tests.scheduler.kube_harness.dra_driver.pcie_root` assumes (the first half under the GPUs 0–3's
+root, the rest under GPUs 4–7's); ``roots=0``: a DRANET whose sysfs lookup fails publishes no pcieRoot
+(``pkg/inventory``: it logs and goes on).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from tests.scheduler.kube_harness.dra_driver import PCIE_ROOT, pcie_root
+
 DRIVER = "dra.net"
 EFA_PCI_DEVICE = "Elastic Fabric Adapter (EFA)"
 ENA_PCI_DEVICE = "Elastic Network Adapter (ENA)"
 
 
-def _device(bus: int, *, efa: bool, interface: str) -> dict[str, Any]:
+def _device(bus: int, *, efa: bool, interface: str, root: str) -> dict[str, Any]:
     address = f"0000:{bus:02x}:00.0"
     attributes: dict[str, Any] = {
         "dra.net/pciAddress": {"string": address},
@@ -28,18 +33,24 @@ def _device(bus: int, *, efa: bool, interface: str) -> dict[str, Any]:
         "dra.net/ifName": {"string": interface},
         "dra.net/rdma": {"bool": efa},
         "dra.net/numaNode": {"int": 0 if bus < 0x80 else 1},
-        "resource.kubernetes.io/pcieRoot": {"string": f"pci0000:{bus:02x}"},
     }
+    if root:
+        attributes[PCIE_ROOT] = {"string": root}
     if efa:
         attributes["dra.net/rdmaDevice"] = {"string": f"rdmap{bus}s27"}
     return {"name": "pci-" + address.replace(":", "-").replace(".", "-"), "attributes": attributes}
 
 
-def efa_slice(node: str, efa: int, *, ena: bool = False, generation: int = 1) -> dict[str, Any]:
-    """The pool of ``node``: ``efa`` EFA interfaces (and its primary ENA interface with ``ena``)."""
-    devices = [_device(0x10 + 0x10 * i, efa=True, interface=f"eth{i + 1}") for i in range(efa)]
+def efa_slice(node: str, efa: int, *, ena: bool = False, generation: int = 1, roots: int = 2) -> dict[str, Any]:
+    """The pool of ``node``: ``efa`` EFA interfaces (and its primary ENA interface with ``ena``), under ``roots``
+    PCIe root complexes (module doc)."""
+    devices = []
+    for i in range(efa):
+        root = pcie_root(i, efa, roots) if roots else ""
+        bus = (int(root[-2:], 16) if root else 0) + 0x10 + i  # a bus number under its root's
+        devices.append(_device(bus, efa=True, interface=f"eth{i + 1}", root=root))
     if ena:
-        devices.insert(0, _device(0x05, efa=False, interface="eth0"))
+        devices.insert(0, _device(0x05, efa=False, interface="eth0", root="pci0000:00" if roots else ""))
     return {
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceSlice",
@@ -53,8 +64,8 @@ def efa_slice(node: str, efa: int, *, ena: bool = False, generation: int = 1) ->
     }
 
 
-def publish(cluster: Any, node: str, efa: int, *, ena: bool = False) -> dict[str, Any]:
+def publish(cluster: Any, node: str, efa: int, *, ena: bool = False, roots: int = 2) -> dict[str, Any]:
     """Write ``node``'s EFA pool over HTTP, as the driver's kubelet plugin does."""
-    body = efa_slice(node, efa, ena=ena)
+    body = efa_slice(node, efa, ena=ena, roots=roots)
     cluster.resource.create_resource_slice(body)
     return body

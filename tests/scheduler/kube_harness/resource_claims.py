@@ -14,8 +14,10 @@ API server harness's, :mod:`tests.scheduler.kube_harness.api_server`). Followed:
   name and uid, uids unique; ``reservedFor`` "may not be specified when `allocated` is not set" (so a claim is
   deallocated only together with, or after, the removal of its last reservation); no new entry once the claim is
   being deleted; an allocation cannot change once set ("field is immutable"); a new allocation's results name a
-  request of the claim, a driver, a pool and a device. A refusal is 422 ``Invalid``: ``ResourceClaim.resource.k8s.io
-  "<name>" is invalid: <field>: <type>: <detail>`` (apimachinery errors.NewInvalid);
+  request of the claim, a driver, a pool and a device; the claim's constraints and, stricter than the real server,
+  the allocator's rule for them (:mod:`tests.scheduler.kube_harness.device_constraints`). A refusal is 422
+  ``Invalid``: ``ResourceClaim.resource.k8s.io "<name>" is invalid: <field>: <type>: <detail>``
+  (apimachinery errors.NewInvalid);
 - an update carrying a ``metadata.resourceVersion`` other than the stored one is 409 Conflict ("the object has been
   modified; please apply your changes to the latest version and try again", the storage's optimistic concurrency);
 - a delete of a claim with finalizers only sets its ``deletionTimestamp`` (kmock's store does that, and drops the
@@ -52,6 +54,8 @@ from typing import TYPE_CHECKING, Any
 
 import aiohttp.web
 import kmock
+
+from tests.scheduler.kube_harness import device_constraints
 
 if TYPE_CHECKING:
     from scheduler.gateways.kube.dra_devices import DraNode
@@ -112,7 +116,7 @@ def spec_errors(spec: Mapping[str, Any]) -> list[str]:
             )
         elif mode not in ("ExactCount", "All"):
             errors.append(f'{path}.exactly.allocationMode: Unsupported value: "{mode}"')
-    return errors
+    return errors + device_constraints.spec_errors(spec)
 
 
 def status_errors(
@@ -194,6 +198,10 @@ class ClaimApi:
         if status:
             errors = status_errors(new.get("status") or {}, current.get("status") or {}, spec=current.get("spec") or {},
                                    deleting=deleting)  # fmt: skip
+            allocated = (new.get("status") or {}).get("allocation")
+            if not errors and allocated and not (current.get("status") or {}).get("allocation"):
+                errors = device_constraints.allocation_errors(current.get("spec") or {}, allocated,
+                                                              _slice_devices(emulator))  # fmt: skip
             if errors:
                 return _invalid(name, errors)
             stored.patch({"status": None})
@@ -257,6 +265,19 @@ def _merge(base: Mapping[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
 
 def _now() -> str:
     return datetime.datetime.now(tz=datetime.UTC).isoformat().replace("+00:00", "Z")
+
+
+def _slice_devices(emulator: GatewayEmulator) -> dict[tuple[str, str, str], Mapping[str, Any]]:
+    """Every device the cluster's ResourceSlices publish, by (driver, pool, name)."""
+    found: dict[tuple[str, str, str], Mapping[str, Any]] = {}
+    for key, raw in list(emulator.objects.items()):
+        if key[0] != kmock.resource(SLICES) or raw.deleted:
+            continue
+        spec = raw.get("spec") or {}
+        pool = (spec.get("pool") or {}).get("name", "")
+        for device in spec.get("devices") or []:
+            found[(spec.get("driver", ""), pool, device.get("name", ""))] = device
+    return found
 
 
 def _live(emulator: GatewayEmulator, resource: str, namespace: str, name: str) -> Any | None:
