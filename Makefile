@@ -55,9 +55,10 @@ $(OIDC_STAMP): tests/oidc/package-lock.json
 # The suite runs in TEST_WORKERS pytest-xdist workers (CI has two cores), each test file in one worker, so that
 # a module's fixtures start once; tests/workers.py says what keeps the workers apart. TEST_WORKERS=0 runs it in
 # one process. Every test runs, the slow-marked ones too (the README's inner loop leaves those out).
+# Files go to the workers slowest first (tests/slow_first.py), in that order, not in xdist's most-tests-first.
 TEST_WORKERS ?= 2
 test: lint $(OIDC_STAMP)
-	$(VENV)/bin/pytest -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --cov --cov-report=term; status=$$?; \
+	$(VENV)/bin/pytest -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --cov --cov-report=term; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests: the suite is misconfigured" >&2; exit 1; fi; \
 	exit $$status
 

@@ -8,7 +8,15 @@ from __future__ import annotations
 
 import pytest
 
+from tests.slow_first import slowest_first
+
 
 def pytest_configure(config: pytest.Config) -> None:
     if config.pluginmanager.has_plugin("django"):
         config.pluginmanager.import_plugin("tests.django_fixtures")
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # After the plugins' own reorders (pytest-django's by database use): a stable sort keeps them within a file.
+    slowest_first(items)
