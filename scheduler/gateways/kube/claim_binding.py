@@ -87,7 +87,8 @@ class ResourceClaims:
     ) -> dict[int, tuple[ClaimRequest, ...]]:
         """The claim requests of each replica in ``todo`` on a DRA node, by replica (before anything is written:
         GatewayConflict when a device is not published or another claim holds it). The devices every other claim
-        has allocated are read from the server, whoever's: one LIST per bind that touches a DRA node."""
+        has allocated, whoever's, are read from the client's ResourceClaims cache (a LIST once, then a WATCH): a
+        LIST per bind would read every claim of the cluster for each of a big cycle's binds."""
         mine = [p for p in todo if p.node in dra]
         if not mine:
             return {}
@@ -143,7 +144,7 @@ class ResourceClaims:
         """The devices allocated to every claim but this start's own (left by a call that stopped before binding)."""
         own = {claim_name(request.job, p.replica, generation) for p in request.placements}
         taken: set[DeviceKey] = set()
-        for claim in self.client.resource_claims():
+        for claim in self.client.resource_claims_cached():
             meta = claim.get("metadata") or {}
             if meta.get("namespace") == request.namespace and meta.get("name") in own:
                 continue
