@@ -156,7 +156,7 @@ def plan_reconfiguration(
         return []
     shapes = (_by_shape(aged_mig), _by_shape(young_mig), _by_shape(aged_whole))
     needs: dict[tuple[str, str], _Need] = {}
-    best: tuple[tuple[int, int, int, str], IdleKey] | None = None
+    best: tuple[tuple[int, int, bool, int, str], IdleKey] | None = None
     # Nodes of one idle class differ only by name (:func:`idle_key`): the first one not excluded stands for it.
     names, classes = _idle_classes(state, now)
     for key, ordinals in classes.items():

@@ -55,8 +55,8 @@ from scheduler.gateways.kube.informer import (
     Expired,
     Informer,
     SourceGone,
-    compact_node,
     compact_claim,
+    compact_node,
     compact_pod,
     compact_slice,
 )
@@ -202,11 +202,12 @@ class KubeClient:
         informer.items()  # the first sync first: its failures are the read's
         wanted = [self._written.get(resource)]
         if self.consistent_reads:
-            method = {
+            methods: dict[str, Callable[..., Any]] = {
                 "nodes": self.core.list_node,
                 RESOURCE_SLICES: self.resource.list_resource_slice,
                 RESOURCE_CLAIMS: self.resource.list_resource_claim_for_all_namespaces,
-            }.get(resource, self.core.list_pod_for_all_namespaces)
+            }
+            method = methods.get(resource, self.core.list_pod_for_all_namespaces)
             selector: dict[str, Any] = {"label_selector": OUR_PODS} if resource == "pods" else {}
             probe = self.call(f"read the {resource}' resourceVersion", method, limit=1, **selector)
             wanted.append((probe.get("metadata") or {}).get("resourceVersion"))

@@ -88,4 +88,3 @@ def test_a_claim_another_owner_allocates_between_binds_is_respected(cluster, gat
 
     assert claim_lists(cluster) == []  # neither bind listed the claims again
     assert [c["metadata"]["name"] for c in cluster.resource_claims(NS)] == [claim_name("1", 0), claim_name("3", 0)]
-
