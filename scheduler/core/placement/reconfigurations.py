@@ -16,14 +16,14 @@ The cycle asks at two moments:
 
 Rules: outside production, at most :func:`~scheduler.core.rules.reconfiguration.nodes_per_cycle` relabelled nodes
 change per cycle (reconfiguration rule 5: one call per node, each for the demand the previous ones left unserved),
-less the relabelled nodes production changed this cycle; nodes in a DRA driver's dynamic MIG change outside that
-budget (ready at once, nothing drained or paused), and one changed is held for the rest of the cycle; production is
-exempt — it must not wait — and the layout it asks for is cut for all of the cycle's production MIG demand where
-that lands on a node serving it, so one change serves as many as fit. A changed node takes nothing new for the rest
-of the cycle (:meth:`CapacityIndex.retire`; it is also marked reconfiguring in the state, as the next snapshot will
-show it). Each instance (or, MIG off, idle GPU) on a changing node is promised to one waiting job, one per replica
-(whole GPUs: one per GPU); the job is told it waits for the change (blocker ``reconfiguring`` with its
-``ready_at``). No layout changes for work its quota would not admit.
+less the relabelled nodes production changed this cycle; nodes in a DRA driver's dynamic MIG are reconfigured
+outside that budget (ready at once, nothing drained or paused), and one changed is held for the rest of the cycle;
+production is exempt — it must not wait — and the layout it asks for is cut for all of the cycle's production MIG
+demand where that lands on a node serving it, so one change serves as many as fit. A changed node takes nothing new
+for the rest of the cycle (:meth:`CapacityIndex.retire`; it is also marked reconfiguring in the state, as the next
+snapshot will show it). Each instance (or, MIG off, idle GPU) on a changing node is promised to one waiting job, one
+per replica (whole GPUs: one per GPU); the job is told it waits for the change (blocker ``reconfiguring`` with its
+``ready_at``). No reconfiguration for work its quota would not admit.
 
 A node is either bound to or reconfigured in one plan, never both (the MIG Manager pauses the node's device plugin while
 it works: ``docs/gpu-facts.md``, MIG Manager reconfiguration flow): a changed node is retired from the index, and a node

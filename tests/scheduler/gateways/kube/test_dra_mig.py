@@ -90,7 +90,7 @@ def test_an_a100_with_one_gpu_mig_enabled_under_dynamic_mig_never_changes_a_gpu_
     assert "GPUs [0, 1] cannot take the MIG mode kept for them" in caplog.text
 
 
-def test_a_hopper_under_dynamic_mig_changes_at_once_and_a_static_mig_dra_node_relabels() -> None:
+def test_a_hopper_in_dynamic_mig_is_reconfigured_at_once_and_a_static_mig_dra_node_relabels() -> None:
     hopper = node_observation(_raw("h", {}), dra=_node(DraGpus("h", count=1, dynamic_mig=True)), **KW)
     static = node_observation(_raw("s", {}), dra=_node(DraGpus("s", count=1, mig=[list(LAYOUT)])), **KW)
     assert (hopper.reconfiguration, static.reconfiguration) == ("dynamic", "relabel")

@@ -248,7 +248,7 @@ def test_a_mig_enabled_a100_under_dynamic_mig_takes_mig_work_through_claims_the_
 ) -> None:
     # The driver runs with DynamicMIG and the A100's MIG mode is on: it publishes its partitions and not itself (an
     # A100 cannot turn MIG off without a reset: nvlib.go GetPerGpuAllocatableDevices, isDynamicMIGCapable). Read as
-    # MIG-enabled, one instance spanning each GPU, never whole; its layout changes at once, as a Hopper's does.
+    # MIG-enabled, one instance spanning each GPU, never whole; reconfigured at once, as a Hopper is.
     cluster.add_dra_node("dra-a100", LEAF, gpus=2, board=A100, dynamic_mig=True, mig=[[("7g.80gb", 0)]] * 2)
     gpu_models_sync()
     observed = next(n for n in loop.gateway.observe().nodes if n.name == "dra-a100")
