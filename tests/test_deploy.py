@@ -135,7 +135,7 @@ def test_rbac_grants_exactly_the_least_privilege_set() -> None:
         # Dynamic Resource Allocation (docs/deploy.md, Dynamic Resource Allocation (DRA) clusters)
         ("resource.k8s.io", "resourceslices", ("get", "list", "watch")),
         ("resource.k8s.io", "deviceclasses", ("get", "list", "watch")),
-        ("resource.k8s.io", "resourceclaims", ("list",)),  # the devices other owners' claims hold
+        ("resource.k8s.io", "resourceclaims", ("list", "watch")),  # the devices other owners' claims hold (a cache)
     }
     roles = _by_kind("Role")
     assert set(roles) == {"microcosm-mig-config", "microcosm-autoscaler-events"}

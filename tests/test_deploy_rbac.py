@@ -31,12 +31,16 @@ SCHEDULER, WEB = "microcosm", "microcosm-web"
 # Every KubeClient method that calls the API → the grants its calls need. Reads of a pod after a conflicting
 # create or bind are covered by the cluster-wide pods get (a MIG drain reads every namespace anyway).
 USES: dict[str, list[Grant]] = {
-    # The list-then-watch caches of nodes, of Microcosm's pods and (KUBE_DRA) of ResourceSlices
-    # (scheduler/gateways/kube/informer.py).
+    # The list-then-watch caches of nodes, of Microcosm's pods and (KUBE_DRA) of ResourceSlices and every
+    # ResourceClaim (scheduler/gateways/kube/informer.py).
     "cached": [
         (SCHEDULER, "cluster", "", resource, verb) for resource in ("nodes", "pods") for verb in ("list", "watch")
     ]
-    + [(SCHEDULER, "cluster", RESOURCE, "resourceslices", verb) for verb in ("list", "watch")],
+    + [
+        (SCHEDULER, "cluster", RESOURCE, resource, verb)
+        for resource in ("resourceslices", "resourceclaims")
+        for verb in ("list", "watch")
+    ],
     "device_classes": [(SCHEDULER, "cluster", RESOURCE, "deviceclasses", "list")],
     "node_read": [(SCHEDULER, "cluster", "", "nodes", "get")],
     "node_patch": [(SCHEDULER, "cluster", "", "nodes", "patch")],

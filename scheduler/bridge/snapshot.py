@@ -58,6 +58,7 @@ from scheduler.core.model.vocabulary import (
     ModelMode,
     NodeState,
     Priority,
+    ReconfigurationMode,
 )
 from scheduler.gateways.protocol import MigConfigState, NodeObservation, Observation
 from scheduler.kept_rows import KeptRows
@@ -251,7 +252,15 @@ def _node(obs: NodeObservation, row: _NodeRow | None, now: float) -> Node:
         fabric=_fabric(obs.fabric),
         placement_group=obs.placement_group,
         pool=obs.pool,
+        reconfiguration=_reconfiguration(obs.reconfiguration),
     )
+
+
+def _reconfiguration(observed: str) -> ReconfigurationMode:
+    """How the node changes its MIG layout; one this engine does not know is read as the relabel flow (the slow,
+    budgeted one: never a promise of a change ready at once that the node cannot keep)."""
+    known = {mode.value for mode in ReconfigurationMode}
+    return ReconfigurationMode(observed) if observed in known else ReconfigurationMode.RELABEL
 
 
 def _fabric(observed: str) -> Fabric:

@@ -173,6 +173,9 @@ class NodeObservation:
     # How the node's GPUs are published (a DeviceApi value): a DRA node's pods get their devices through
     # ResourceClaims, not through extended resources.
     device_api: str = DeviceApi.DEVICE_PLUGIN.value
+    # How it is reconfigured (a scheduler.core ReconfigurationMode value): the GPU Operator's relabel flow, or a
+    # DRA driver's dynamic MIG, whose changes are ready at once (scheduler/gateways/kube/dra_mig.py).
+    reconfiguration: str = "relabel"
 
 
 @dataclass(frozen=True, slots=True)

@@ -119,7 +119,12 @@ def _varied() -> tuple[Observation, dict[str, str]]:
         clock_speed=2.0,
         nodes=(
             NodeObservation(
-                name="a100-whole", gpu_model=a100.name, gpu_count=8, interconnect="nvswitch", tier="reserved"
+                name="a100-whole",
+                gpu_model=a100.name,
+                gpu_count=8,
+                interconnect="nvswitch",
+                tier="reserved",
+                reconfiguration="dynamic",  # a DRA driver's dynamic MIG: its changes are ready at once
             ),
             NodeObservation(
                 name="a100-mig",
@@ -139,6 +144,7 @@ def _varied() -> tuple[Observation, dict[str, str]]:
                 interconnect="pcie",
                 tier="spot",
                 fabric="myrinet",
+                reconfiguration="overnight",  # a mode this engine does not know: the relabel flow's (slow, budgeted)
                 price_per_gpu_hour=4.0,
             ),
         ),

@@ -137,8 +137,9 @@ class ClusterState:
         # Snapshot-running jobs that are not placed now (evicted, maybe tentatively), by team: kept as jobs are
         # removed and put back, so that "which of a team's running jobs are still placed" costs no scan.
         self.running_gone: dict[str, set[str]] = defaultdict(set)
-        # Nodes held this cycle for a MIG reconfiguration of production's next cycle: nothing binds there, and no
-        # later reconfiguration question proposes them (rule 3 of scheduler.core.rules.reconfiguration).
+        # Nodes held this cycle — for a MIG reconfiguration of production's next cycle, or changed already by one
+        # ready at once (dynamic MIG): nothing binds there, and no later reconfiguration question proposes them
+        # (rule 3 of scheduler.core.rules.reconfiguration).
         self.held: set[str] = set()
         self._statements: list[Statement] = []
         self._ops: dict[str, tuple[tuple[tuple[Slot, ...], ...], tuple[_SlotOp, ...]]] = tables.table()

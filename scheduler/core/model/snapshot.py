@@ -21,6 +21,7 @@ from scheduler.core.model.vocabulary import (
     JobTier,
     ModelMode,
     Priority,
+    ReconfigurationMode,
 )
 
 MigLayout = tuple[tuple[str, int], ...]
@@ -49,6 +50,9 @@ class Node:
     fabric: Fabric = Fabric.TCP  # the network a gang spanning this node and others talks over
     placement_group: str = ""  # the cloud placement group (or cluster network block) the node belongs to
     pool: str = ""  # the autoscaled pool that added the node (model/provisioning.py); "": not an autoscaled node
+    # How it is reconfigured (the relabel flow, or a DRA driver's dynamic MIG): when a reconfiguration is ready
+    # and whether it counts against the cycle's budget (scheduler.core.rules.reconfiguration, rules 5 and 6).
+    reconfiguration: ReconfigurationMode = ReconfigurationMode.RELABEL
 
     def layout(self, gpu: int) -> MigLayout:
         return self.mig[gpu] if gpu < len(self.mig) else ()

@@ -132,6 +132,21 @@ class Fabric(StrEnum):
     INFINIBAND = "infiniband"  # InfiniBand or RoCE through an RDMA device plugin (on-prem, Azure ND)
 
 
+class ReconfigurationMode(StrEnum):
+    """How a node's MIG layout is changed: when a reconfiguration is ready and what it may change
+    (:mod:`scheduler.core.rules.reconfiguration`, rules 5 and 6)."""
+
+    # The GPU Operator's MIG Manager (a relabel): the node is drained of the changing GPUs' pods and its device
+    # plugin paused; ready after the policy's ``mig_reconfigure_s``; one node per call, within the cycle's budget.
+    RELABEL = "relabel"
+    # The NVIDIA DRA driver's dynamic MIG (Hopper and newer): the instance is made when the claim that allocates
+    # it is prepared, nothing is drained or paused: ready at once and outside the budget; a GPU may turn MIG on or off.
+    DYNAMIC = "dynamic"
+    # Dynamic MIG on GPUs whose MIG mode cannot change without a GPU reset (A100: the driver publishes a MIG-enabled
+    # GPU's partitions, not the GPU): as DYNAMIC, but only MIG-enabled GPUs change, and never to MIG off.
+    DYNAMIC_FIXED_MODE = "dynamic-fixed-mode"
+
+
 class NodeState(StrEnum):
     READY = "ready"
     CORDONED = "cordoned"

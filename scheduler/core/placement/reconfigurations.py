@@ -14,15 +14,16 @@ The cycle asks at two moments:
   of a ready node): a job whose replicas changes under way will cover waits for them; the rest, if its
   quota would admit it, asks :func:`plan_reconfiguration` for one node.
 
-Rules: outside production, at most :func:`~scheduler.core.rules.reconfiguration.nodes_per_cycle` nodes change per
-cycle (reconfiguration rule 5: one call per node, each for the demand the previous ones left unserved), less
-the nodes production changed this cycle; production is exempt — it must not wait — and the layout it asks for is cut for
-all of the cycle's production MIG demand where that lands on a node serving it, so one change serves as
-many as fit. A changed node takes nothing new for the rest of the cycle (:meth:`CapacityIndex.retire`; it
-is also marked reconfiguring in the state, as the next snapshot will show it). Each instance (or, MIG off,
-idle GPU) on a changing node is promised to one waiting job, one per replica (whole GPUs: one per GPU);
-the job is told it waits for the change (blocker ``reconfiguring`` with its ``ready_at``). No layout
-changes for work its quota would not admit.
+Rules: outside production, at most :func:`~scheduler.core.rules.reconfiguration.nodes_per_cycle` relabelled nodes
+change per cycle (reconfiguration rule 5: one call per node, each for the demand the previous ones left unserved),
+less the relabelled nodes production changed this cycle; nodes in a DRA driver's dynamic MIG are reconfigured
+outside that budget (ready at once, nothing drained or paused), and one changed is held for the rest of the cycle;
+production is exempt — it must not wait — and the layout it asks for is cut for all of the cycle's production MIG
+demand where that lands on a node serving it, so one change serves as many as fit. A changed node takes nothing new
+for the rest of the cycle (:meth:`CapacityIndex.retire`; it is also marked reconfiguring in the state, as the next
+snapshot will show it). Each instance (or, MIG off, idle GPU) on a changing node is promised to one waiting job, one
+per replica (whole GPUs: one per GPU); the job is told it waits for the change (blocker ``reconfiguring`` with its
+``ready_at``). No reconfiguration for work its quota would not admit.
 
 A node is either bound to or reconfigured in one plan, never both (the MIG Manager pauses the node's device plugin while
 it works: ``docs/gpu-facts.md``, MIG Manager reconfiguration flow): a changed node is retired from the index, and a node
@@ -44,16 +45,18 @@ from scheduler.core.model.plan import Evict, Reconfigure
 from scheduler.core.model.policy import Policy
 from scheduler.core.model.shape import placement_shape
 from scheduler.core.model.snapshot import Job, Preemption, Slots
-from scheduler.core.model.vocabulary import BlockerKind, Priority
+from scheduler.core.model.vocabulary import BlockerKind, Priority, ReconfigurationMode
 from scheduler.core.placement.drain import drain_for, drain_whole_for
 from scheduler.core.placement.index import IndexedClusterState
 from scheduler.core.placement.options import Option, options_for
 from scheduler.core.rules.fairshare import FairShare
-from scheduler.core.rules.reconfiguration import nodes_per_cycle, plan_reconfiguration
+from scheduler.core.rules.reconfiguration import nodes_per_cycle, plan_reconfiguration, reconfigure_s
 from scheduler.core.rules.tiers import tier_rank
 from scheduler.core.sizing.rightsize import resolve
 
 Key = tuple[str, int, int]  # (node, GPU, instance start; -1 = the whole GPU, MIG off)
+# The nodes a call may change once the budget is spent: those that change their layout at once (rule 5).
+_DYNAMIC = frozenset({ReconfigurationMode.DYNAMIC, ReconfigurationMode.DYNAMIC_FIXED_MODE})
 
 
 class Reconfigurations:
@@ -90,7 +93,9 @@ class Reconfigurations:
         self._could: dict[Hashable, tuple[int, bool, tuple[str, ...]]] = tables.table()
         self._budget = nodes_per_cycle(
             state, now
-        )  # nodes changed per cycle outside production (reconfiguration rule 5)
+        )  # relabelled nodes changed per cycle outside production (reconfiguration rule 5)
+        # Some node changes its layout at once, outside the budget (a DRA driver's dynamic MIG: rule 5).
+        self._dynamic = any(node.reconfiguration is not ReconfigurationMode.RELABEL for node in state.nodes.values())
         self.bound_nodes: set[str] = set()  # nodes that took a bind this cycle: no reconfiguration there
         # Changes for production and could_change_for's question skip the hysteresis: production must not wait,
         # and the question is whether a change could serve the job at all.
@@ -138,7 +143,7 @@ class Reconfigurations:
         name = offering[0].node
         self.state.held.add(name)  # no later question this cycle proposes it again (the rule)
         self.index.retire(name)  # nor binds there; it leaves the index's idle classes too
-        ready_at = self.now + self.policy.cycle_s + self.policy.mig_reconfigure_s
+        ready_at = self.now + self.policy.cycle_s + reconfigure_s(self.state.nodes[name], self.policy)
         self.blockers[job.id] = Blocker(BlockerKind.HELD, f"node {name}", ready_at)
         return True
 
@@ -216,32 +221,43 @@ class Reconfigurations:
                 want = wants[key] if key in wants else wants.setdefault(key, self._wants(job))
                 if want is not None:
                     (pending_mig if want[0] else pending_whole).append((job, want[1]))
-        # Nodes production changed this cycle count against the budget (they were ready when it was taken).
-        budget = self._budget - len({change.node for change in self.changes})
-        while budget > 0 and (pending_mig or pending_whole):
+        # Relabelled nodes production changed this cycle count against the budget (they were ready when it was taken).
+        budget = self._budget - len({change.node for change in self.changes if self._relabels(change.node)})
+        while (pending_mig or pending_whole) and (budget > 0 or self._dynamic):
             changes = plan_reconfiguration(
-                self.state, pending_mig, self.policy, self.now, pending_whole=pending_whole, exclude=self.bound_nodes
+                self.state,
+                pending_mig,
+                self.policy,
+                self.now,
+                pending_whole=pending_whole,
+                exclude=self.bound_nodes,
+                modes=None if budget > 0 else _DYNAMIC,
             )
             if not changes:
                 break
             self._apply(changes)
-            budget -= 1
+            budget -= int(self._relabels(changes[0].node))
             pending_mig = [(j, d) for j, d in pending_mig if not self._claim(j, self._units(j), partial=False)]
             pending_whole = [(j, d) for j, d in pending_whole if not self._claim(j, self._units(j), partial=False)]
-        moving = self._uncovered(oversized) if budget > 0 else []
+        moving = self._uncovered(oversized) if budget > 0 or self._dynamic else []
         if moving:
             # Re-cut idle MIG GPUs only: an idle GPU with MIG off is what production starts on at once, and turning
             # it into slices to free another whole GPU gains nothing.
             whole_idle = {gpu.node.name for gpu in self.state.gpus.values() if gpu.idle and not gpu.layout}
             exclude = self.bound_nodes | whole_idle
-        while budget > 0 and moving:
-            changes = plan_reconfiguration(self.state, moving, self.policy, self.now, exclude=exclude)
+        while moving and (budget > 0 or self._dynamic):
+            modes = None if budget > 0 else _DYNAMIC
+            changes = plan_reconfiguration(self.state, moving, self.policy, self.now, exclude=exclude, modes=modes)
             if not changes:
                 break
             self._apply(changes)
-            budget -= 1
+            budget -= int(self._relabels(changes[0].node))
             moving = self._uncovered(moving)
         return self.changes
+
+    def _relabels(self, name: str) -> bool:
+        """Does node ``name`` change its layout through the relabel flow (its changes count against the budget)?"""
+        return self.state.nodes[name].reconfiguration is ReconfigurationMode.RELABEL
 
     def _wants(self, job: Job) -> tuple[bool, Demand] | None:
         """The demand a job no free capacity took asks a reconfiguration for — (True, its preferred MIG demand), else
@@ -342,6 +358,10 @@ class Reconfigurations:
             ready_at = max(change.ready_at for change in changes if change.node == name)
             self.state.nodes[name] = replace(self.state.nodes[name], reconfiguring_until=ready_at)
             self._changing.append((name, ready_at))
+            if ready_at <= self.now:
+                # Ready at once (dynamic MIG), so not closed by its readiness: held, no later question this cycle
+                # proposes it again (a changing node is never changed twice in a cycle; it binds from the next).
+                self.state.held.add(name)
         self.changes.extend(changes)
 
     def _offers(self, job: Job, changes: Sequence[Reconfigure]) -> bool:

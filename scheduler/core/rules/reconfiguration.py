@@ -34,13 +34,20 @@ operations; the cycle applies them (``state.set_layout``) and records them in th
    next GPU is considered.
 5. **One node per call.** The GPU Operator applies a configuration per node and pauses that node's GPU clients while
    it works (``docs/gpu-facts.md``, MIG Manager reconfiguration flow), so one call changes one node: the node whose
-   changes serve the most aged demand, then the fewest MIG-off conversions, the fewest GPUs changed, and the node
-   name. The cycle may call again for the demand still unserved, up to :func:`nodes_per_cycle` nodes a cycle (one
-   per :data:`NODES_PER_CHANGE` MIG-capable ready nodes, at least 1, at most :data:`MAX_NODES_PER_CYCLE`): a fleet
-   of 100+ nodes follows a demand shift in a few cycles, while the churn a wrong guess can cause stays bounded (with
-   the hysteresis of rule 2) and most of the fleet keeps serving.
+   changes serve the most aged demand, then the fewest MIG-off conversions, a node whose change is ready at once
+   (rule 6) before one that relabels, the fewest GPUs changed, and the node name. The cycle may call again for the
+   demand still unserved, up to :func:`nodes_per_cycle` relabelled nodes a cycle (one per :data:`NODES_PER_CHANGE`
+   MIG-capable ready nodes that relabel, at least 1, at most :data:`MAX_NODES_PER_CYCLE`): a fleet of 100+ nodes
+   follows a demand shift in a few cycles, while the churn a wrong guess can cause stays bounded (with the
+   hysteresis of rule 2) and most of the fleet keeps serving. A node in a DRA driver's dynamic MIG
+   (:class:`~scheduler.core.model.vocabulary.ReconfigurationMode`) is outside that budget: nothing there is drained
+   or paused, so the cycle calls again for it as long as demand is left (``modes`` limits a call to such nodes once
+   the budget is spent).
 6. Every new layout is checked with :func:`scheduler.core.gpus.catalog.validate_layout`; ``ready_at`` is
-   ``now + policy.mig_reconfigure_s``.
+   ``now + reconfigure_s(node)`` (:func:`reconfigure_s`): the policy's ``mig_reconfigure_s`` on a node that
+   relabels, at once (:data:`DYNAMIC_READY_S`) on a dynamic-MIG node, where the change is only the layout
+   Microcosm keeps and each instance is made when its claim is prepared. On a node whose GPUs cannot change MIG mode
+   without a reset (``DYNAMIC_FIXED_MODE``: an A100 under dynamic MIG) only MIG-enabled GPUs change, never to MIG off.
 """
 
 from __future__ import annotations
@@ -56,12 +63,18 @@ from scheduler.core.model.demand import Demand, DemandKind
 from scheduler.core.model.plan import Reconfigure
 from scheduler.core.model.policy import Policy
 from scheduler.core.model.shape import sizing_shape
-from scheduler.core.model.snapshot import Job, MigLayout
+from scheduler.core.model.snapshot import Job, MigLayout, Node
+from scheduler.core.model.vocabulary import ReconfigurationMode
 from scheduler.core.rules.tiers import allowed_tiers
 from scheduler.core.sizing.layouts import maximal_layouts
 from scheduler.core.sizing.rightsize import resolve
 
 WHOLE_KEY = "whole"
+# A dynamic-MIG node's change is ready at once. The NVIDIA DRA driver makes the MIG instance when the claim that
+# allocates it is prepared, as the kubelet starts the pod (kubernetes-sigs/dra-driver-nvidia-gpu
+# cmd/gpu-kubelet-plugin/device_state.go ``prepareDevices`` → nvlib.go ``createMigDevice``, seconds): the bind need
+# not wait for it; the pod's start does, as it waits for its image.
+DYNAMIC_READY_S = 0.0
 NODES_PER_CHANGE = 8  # one node may change per cycle for every 8 MIG-capable ready nodes (rule 5)
 MAX_NODES_PER_CYCLE = 16
 _MIG_OFF: MigLayout = ()
@@ -69,25 +82,35 @@ _MIG_OFF: MigLayout = ()
 Pending = Sequence[tuple[Job, Demand]]
 
 
-IdleKey = tuple[str, str, tuple[MigLayout, ...]]  # (GPU model, capacity tier, layouts of the idle GPUs in order)
+# (GPU model, capacity tier, layouts of the idle GPUs it may change in order, how it changes them)
+IdleKey = tuple[str, str, tuple[MigLayout, ...], ReconfigurationMode]
 
 
-def idle_order(gpus: Iterable[Gpu]) -> list[Gpu]:
-    """A node's idle GPUs in the order reconfiguration considers them (rule 4): MIG-on first (reconfiguring them
-    gives up nothing), then by index."""
-    return sorted((gpu for gpu in gpus if gpu.idle), key=lambda gpu: (not gpu.layout, gpu.index))
+def idle_order(gpus: Iterable[Gpu], mode: ReconfigurationMode = ReconfigurationMode.RELABEL) -> list[Gpu]:
+    """A node's idle GPUs that a reconfiguration in ``mode`` may change, in the order it considers them (rule 4):
+    MIG-on first (reconfiguring them gives up nothing), then by index. A GPU whose MIG mode cannot change (rule 6)
+    is left out when MIG is off."""
+    fixed = mode is ReconfigurationMode.DYNAMIC_FIXED_MODE
+    return sorted(
+        (gpu for gpu in gpus if gpu.idle and (gpu.layout or not fixed)), key=lambda gpu: (not gpu.layout, gpu.index)
+    )
 
 
 def idle_key(state: ClusterState, name: str) -> IdleKey | None:
     """Node ``name``'s idle class — all that reconfiguration judges a node by besides its name: its GPU model,
-    capacity tier and the layouts of its idle GPUs in :func:`idle_order` — or None when it has no idle GPU or
-    its model cannot do MIG. Readiness is the caller's to check."""
+    capacity tier, the layouts of the idle GPUs it may change in :func:`idle_order` and how it changes them — or
+    None when it has no such GPU or its model cannot do MIG. Readiness is the caller's to check."""
     node = state.nodes[name]
     spec = GPU_MODEL_BY_NAME.get(node.gpu_model)
     if spec is None or not spec.mig_capable:
         return None
-    layouts = tuple(gpu.layout for gpu in idle_order(state.node_gpus(name)))
-    return (node.gpu_model, str(node.tier), layouts) if layouts else None
+    layouts = tuple(gpu.layout for gpu in idle_order(state.node_gpus(name), node.reconfiguration))
+    return (node.gpu_model, str(node.tier), layouts, node.reconfiguration) if layouts else None
+
+
+def reconfigure_s(node: Node, policy: Policy) -> float:
+    """How long after it is planned a reconfiguration of ``node`` is ready (rule 6)."""
+    return policy.mig_reconfigure_s if node.reconfiguration is ReconfigurationMode.RELABEL else DYNAMIC_READY_S
 
 
 def demand_key(demand: Demand) -> str:
@@ -118,8 +141,10 @@ def plan_reconfiguration(
     demand_age: Mapping[str, int] | None = None,
     pending_whole: Pending = (),
     exclude: Collection[str] = (),
+    modes: Collection[ReconfigurationMode] | None = None,
 ) -> list[Reconfigure]:
-    """The reconfigurations of this cycle: on at most one node, only idle GPUs, never an illegal layout.
+    """The reconfigurations of this cycle: on at most one node, only idle GPUs, never an illegal layout; ``modes``
+    (None: any) limits the nodes to those that change their layout so (rule 5).
 
     Does not mutate ``state``. Returns the operations sorted by GPU index (module docstring for the rules).
     """
@@ -131,33 +156,40 @@ def plan_reconfiguration(
         return []
     shapes = (_by_shape(aged_mig), _by_shape(young_mig), _by_shape(aged_whole))
     needs: dict[tuple[str, str], _Need] = {}
-    best: tuple[tuple[int, int, int, str], IdleKey] | None = None
+    best: tuple[tuple[int, int, bool, int, str], IdleKey] | None = None
     # Nodes of one idle class differ only by name (:func:`idle_key`): the first one not excluded stands for it.
     names, classes = _idle_classes(state, now)
     for key, ordinals in classes.items():
-        model, tier, layouts = key
+        model, tier, layouts, mode = key
+        if modes is not None and mode not in modes:
+            continue
         group = (model, tier)
         if group not in needs:
             needs[group] = _need(model, tier, *shapes, policy)
         need = needs[group]
         if not need.aged and not need.whole_gpus:
             continue
-        served, changes = _plan_node(model, layouts, _capped(need, len(layouts)))
+        served, changes = _plan_node(model, layouts, _capped(need, len(layouts)), _may_turn_off(mode))
         if served <= 0:
             continue
         name = next((names[i] for i in ordinals if names[i] not in exclude), None)
         if name is None:
             continue
         conversions = sum(1 for i, new in changes if not layouts[i] and new)
-        score = (-served, conversions, len(changes), name)
+        score = (-served, conversions, mode is ReconfigurationMode.RELABEL, len(changes), name)
         if best is None or score < best[0]:
             best = (score, key)
     if best is None:
         return []
-    name, (model, _, layouts) = best[0][3], best[1]
-    order = idle_order(state.node_gpus(name))
-    _, changes = _plan_node(model, layouts, _capped(needs[(model, best[1][1])], len(layouts)))
+    name, (model, tier, layouts, mode) = best[0][4], best[1]
+    order = idle_order(state.node_gpus(name), mode)
+    _, changes = _plan_node(model, layouts, _capped(needs[(model, tier)], len(layouts)), _may_turn_off(mode))
     return sorted((_reconfigure(order[i], new, now, policy) for i, new in changes), key=lambda op: op.gpu)
+
+
+def _may_turn_off(mode: ReconfigurationMode) -> bool:
+    """May a reconfiguration in ``mode`` turn a MIG-enabled GPU back into a whole GPU (rule 6)?"""
+    return mode is not ReconfigurationMode.DYNAMIC_FIXED_MODE
 
 
 def _idle_classes(state: ClusterState, now: float) -> tuple[list[str], dict[IdleKey, list[int]]]:
@@ -187,12 +219,13 @@ def _scanned_classes(state: ClusterState, now: float) -> tuple[list[str], dict[I
 
 
 def nodes_per_cycle(state: ClusterState, now: float) -> int:
-    """How many nodes may be reconfigured this cycle (rule 5)."""
+    """How many nodes that relabel may be reconfigured this cycle (rule 5)."""
     ready = 0
     for node in state.nodes.values():
         spec = GPU_MODEL_BY_NAME.get(node.gpu_model)
         busy = node.reconfiguring_until is not None and node.reconfiguring_until > now
-        if spec is not None and spec.mig_capable and node.schedulable and not busy:
+        relabels = node.reconfiguration is ReconfigurationMode.RELABEL
+        if spec is not None and spec.mig_capable and node.schedulable and not busy and relabels:
             ready += 1
     return max(1, min(MAX_NODES_PER_CYCLE, -(-ready // NODES_PER_CHANGE)))
 
@@ -309,16 +342,17 @@ def _counts(model: str, layout: MigLayout) -> tuple[tuple[str, int, int], ...]:
 
 @lru_cache(maxsize=4096)  # pure: its answer depends on its arguments alone
 def _plan_node(
-    model: str, layouts: tuple[MigLayout, ...], need: _Need
+    model: str, layouts: tuple[MigLayout, ...], need: _Need, may_turn_off: bool = True
 ) -> tuple[int, tuple[tuple[int, MigLayout], ...]]:
     """Greedy per GPU (module rule 4): aged compute slices served and ``(position, new layout)`` changes.
 
-    ``layouts`` are the current layouts of the node's idle GPUs in the order they are considered. Cached:
-    nodes with the same idle GPUs and the same demand get the same answer.
+    ``layouts`` are the current layouts of the node's idle GPUs in the order they are considered; ``may_turn_off``
+    False: no MIG-enabled GPU becomes whole (rule 6). Cached: nodes with the same idle GPUs and the same demand get
+    the same answer.
     """
     aged: Counter[str] = Counter(dict(need.aged))
     young: Counter[str] = Counter(dict(need.young))
-    whole = need.whole_gpus
+    whole = need.whole_gpus if may_turn_off else 0  # rule 6: no GPU of such a node turns whole
     served_total = 0
     changes: list[tuple[int, MigLayout]] = []
     for position, current in enumerate(layouts):
@@ -387,5 +421,5 @@ def _best_layout(
 def _reconfigure(gpu: Gpu, new: MigLayout, now: float, policy: Policy) -> Reconfigure:
     checked = tuple(validate_layout(gpu.node.gpu_model, new))  # never an illegal layout, whatever happened above
     return Reconfigure(
-        node=gpu.node.name, gpu=gpu.index, old=gpu.layout, new=checked, ready_at=now + policy.mig_reconfigure_s
+        node=gpu.node.name, gpu=gpu.index, old=gpu.layout, new=checked, ready_at=now + reconfigure_s(gpu.node, policy)
     )

@@ -37,6 +37,7 @@ from scheduler.gateways.kube.dra_claims import (
 from scheduler.gateways.kube.dra_devices import DraNode
 from scheduler.gateways.kube.dra_slices import device_classes
 from scheduler.gateways.kube.fabrics import EFA_RESOURCE, ReplicaFabric
+from scheduler.gateways.kube.mig_drain import HeldGpus, claim_gpus
 from scheduler.gateways.kube.nodes import labels_of, name_of
 from scheduler.gateways.kube.pods import (
     GENERATION_LABEL,
@@ -87,7 +88,8 @@ class ResourceClaims:
     ) -> dict[int, tuple[ClaimRequest, ...]]:
         """The claim requests of each replica in ``todo`` on a DRA node, by replica (before anything is written:
         GatewayConflict when a device is not published or another claim holds it). The devices every other claim
-        has allocated are read from the server, whoever's: one LIST per bind that touches a DRA node."""
+        has allocated, whoever's, are read from the client's ResourceClaims cache (a LIST once, then a WATCH): a
+        LIST per bind would read every claim of the cluster for each of a big cycle's binds."""
         mine = [p for p in todo if p.node in dra]
         if not mine:
             return {}
@@ -124,6 +126,27 @@ class ResourceClaims:
         self._classes_check(request, {r.device_class for requests in found.values() for r in requests})
         return found
 
+    def gpus_held(self, node: str) -> HeldGpus:
+        """For a MIG drain on ``node`` (a static-MIG DRA node's relabel flow): which of its GPUs a pod holds through its
+        claims, from their allocation results in the claims cache (read once, when a pod first asks:
+        :func:`~scheduler.gateways.kube.mig_drain.claim_gpus`); None when that cannot be told."""
+        published = self.nodes().get(node)
+        claims: dict[tuple[str, str], Mapping[str, Any]] | None = None
+
+        def held(pod: Mapping[str, Any]) -> frozenset[int] | None:
+            nonlocal claims
+            if self.lookup is None:
+                return None
+            if claims is None:
+                claims = {
+                    (str(meta.get("namespace", "")), str(meta.get("name", ""))): claim
+                    for claim in self.client.resource_claims_cached()
+                    for meta in [claim.get("metadata") or {}]
+                }
+            return claim_gpus(pod, claims, published)
+
+        return held
+
     def _classes_check(self, request: BindRequest, wanted: set[str]) -> None:
         """GatewayConflict when a claim would name a DeviceClass the cluster does not have. The API server accepts
         such a claim, and kube-scheduler would leave it unallocatable ("could not retrieve device class",
@@ -143,7 +166,7 @@ class ResourceClaims:
         """The devices allocated to every claim but this start's own (left by a call that stopped before binding)."""
         own = {claim_name(request.job, p.replica, generation) for p in request.placements}
         taken: set[DeviceKey] = set()
-        for claim in self.client.resource_claims():
+        for claim in self.client.resource_claims_cached():
             meta = claim.get("metadata") or {}
             if meta.get("namespace") == request.namespace and meta.get("name") in own:
                 continue

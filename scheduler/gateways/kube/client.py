@@ -14,7 +14,7 @@ failures into the gateway's errors:
   ResourceQuota, LimitRange, Pod Security or webhook refusal, and an invalid object, refuse that object: a
   :class:`~scheduler.errors.GatewayConflict` whose message says what refused and how to fix it.
 
-Nodes, Microcosm's pods (cluster-wide) and, on a DRA cluster, ResourceSlices are read from
+Nodes, Microcosm's pods (cluster-wide) and, on a DRA cluster, ResourceSlices and ResourceClaims are read from
 :class:`~scheduler.gateways.kube.informer.Informer` caches the client starts on first use: one paged LIST each, then
 a WATCH, instead of a LIST per read. A read sees this client's own writes: it waits until the cache has applied the
 resourceVersion the server gave each node patch, pod creation and deletion (and, after a binding, whose answer
@@ -55,6 +55,7 @@ from scheduler.gateways.kube.informer import (
     Expired,
     Informer,
     SourceGone,
+    compact_claim,
     compact_node,
     compact_pod,
     compact_slice,
@@ -98,6 +99,7 @@ logger = logging.getLogger(__name__)
 
 MERGE_PATCH = "application/merge-patch+json"
 RESOURCE_SLICES = "resourceslices"  # the informer of resource.k8s.io/v1 ResourceSlices (KubeClient.informer)
+RESOURCE_CLAIMS = "resourceclaims"  # the informer of every ResourceClaim, cluster-wide (KubeClient.informer)
 MIG_MANAGER_SELECTOR = "app=nvidia-mig-manager"  # the GPU Operator's MIG Manager DaemonSet pods
 
 # What the API server's Pod Security admission says when it refuses a pod (kubernetes
@@ -157,8 +159,8 @@ class KubeClient:
     # -- the caches (scheduler.gateways.kube.informer) -------------------------------------------------------
 
     def informer(self, resource: str) -> Informer:
-        """The cache of ``resource`` ("nodes", "resourceslices" or "pods": Microcosm's, cluster-wide), started on
-        first use."""
+        """The cache of ``resource`` ("nodes", "resourceslices", "resourceclaims": every owner's, or "pods":
+        Microcosm's, cluster-wide), started on first use."""
         with self._informers_lock:
             found = self._informers.get(resource)
             if found is None:
@@ -168,6 +170,11 @@ class KubeClient:
                 elif resource == RESOURCE_SLICES:
                     source = _ListWatchSource(self, "list ResourceSlices", "list_resource_slice", "", api="resource")
                     found = Informer("ResourceSlices", source, compact=compact_slice)
+                elif resource == RESOURCE_CLAIMS:
+                    source = _ListWatchSource(
+                        self, "list ResourceClaims", "list_resource_claim_for_all_namespaces", "", api="resource"
+                    )
+                    found = Informer("ResourceClaims", source, compact=compact_claim)
                 else:
                     source = _ListWatchSource(self, "list Microcosm's pods", "list_pod_for_all_namespaces", OUR_PODS)
                     found = Informer("Microcosm's pods", source, compact=compact_pod, index=job_key)
@@ -195,10 +202,12 @@ class KubeClient:
         informer.items()  # the first sync first: its failures are the read's
         wanted = [self._written.get(resource)]
         if self.consistent_reads:
-            method = {
+            methods: dict[str, Callable[..., Any]] = {
                 "nodes": self.core.list_node,
                 RESOURCE_SLICES: self.resource.list_resource_slice,
-            }.get(resource, self.core.list_pod_for_all_namespaces)
+                RESOURCE_CLAIMS: self.resource.list_resource_claim_for_all_namespaces,
+            }
+            method = methods.get(resource, self.core.list_pod_for_all_namespaces)
             selector: dict[str, Any] = {"label_selector": OUR_PODS} if resource == "pods" else {}
             probe = self.call(f"read the {resource}' resourceVersion", method, limit=1, **selector)
             wanted.append((probe.get("metadata") or {}).get("resourceVersion"))
@@ -684,6 +693,14 @@ class KubeClient:
             label_selector=label_selector,
         )
 
+    def resource_claims_cached(self) -> list[dict[str, Any]]:
+        """Every ResourceClaim of every owner, from the cache (module doc): what a bind on a DRA node reads for the
+        devices other claims hold, without a LIST per bind. The claims of this client's own status writes are
+        there (the read waits for them, as kube-scheduler's assume cache holds its own writes until the watch brings
+        them: kubernetes pkg/scheduler/framework/plugins/dynamicresources/dra_manager.go); another owner's
+        allocation is there once the watch has brought it (at once with ``consistent_reads``)."""
+        return self.cached(RESOURCE_CLAIMS)
+
     def resource_claim_read(self, namespace: str, name: str) -> dict[str, Any] | None:
         """The ResourceClaim ``namespace/name``, or None when there is none."""
         read = client.ResourceV1Api(self.api).read_namespaced_resource_claim
@@ -719,6 +736,7 @@ class KubeClient:
             raise GatewayConflict(f"ResourceClaim {namespace}/{name} is gone") from None
         except ApiConflict:
             return None
+        self._wrote(RESOURCE_CLAIMS, stored)  # the next bind's read of the claims cache sees this allocation
         return stored
 
     def resource_claim_patch(self, namespace: str, name: str, body: Mapping[str, Any]) -> None:

@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from scheduler.core.gpus.catalog import LayoutError, validate_layout
 from scheduler.core.model.snapshot import MigLayout
 from scheduler.gateways.kube.dra_devices import DraNode
+from scheduler.gateways.kube.dra_slices import DraInventory
 from scheduler.gateways.protocol import Device
 
 logger = logging.getLogger(__name__)
@@ -66,6 +67,29 @@ def layouts_of(annotations: Mapping[str, str], model: str, count: int) -> tuple[
         logger.warning("annotation %s=%r is not a layout of %d %s GPUs: %s", LAYOUT_ANNOTATION, raw, count, model, exc)
         return None
     return tuple(layouts)
+
+
+def kept_layouts(annotations: Mapping[str, str], inventory: DraInventory) -> tuple[MigLayout, ...] | None:
+    """The layout kept on a dynamic-MIG node (:func:`layouts_of`), each GPU's as far as its driver can allocate it: a
+    GPU kept whole that the driver publishes as partitions only (a MIG-enabled A100), or kept in MIG that it publishes
+    whole only (a MIG-disabled A100), is read as the driver publishes it (its MIG mode changed since, by a GPU reset):
+    never a layout a bind would be refused."""
+    assert inventory.gpu_model is not None
+    kept = layouts_of(annotations, inventory.gpu_model, inventory.gpu_count)
+    if kept is None:
+        return None
+    stale = [
+        i for i, gpu in enumerate(kept) if (i in inventory.mig_only and not gpu) or (i in inventory.whole_only and gpu)
+    ]
+    if not stale:
+        return kept
+    logger.warning(
+        "annotation %s: GPUs %s cannot take the MIG mode kept for them (the driver publishes them otherwise); read "
+        "as published",
+        LAYOUT_ANNOTATION,
+        sorted(stale),
+    )
+    return tuple(inventory.mig[i] if i in stale else gpu for i, gpu in enumerate(kept))
 
 
 def unpublished(node: DraNode, layouts: Sequence[MigLayout]) -> list[str]:

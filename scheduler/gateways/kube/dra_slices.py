@@ -25,12 +25,16 @@ What the publishers write, and where upstream says so:
   36fc80ab): the name is the one source every release has for the index, and a claim's selectors pin a device by
   ``uuid`` (a GPU, an existing MIG instance) or ``parentUUID`` and ``profile`` (a partition), which every release
   publishes (:mod:`scheduler.gateways.kube.dra_claims`).
-  Static MIG: a MIG-enabled GPU publishes its existing instances (each with a ``uuid``) and not itself
-  (``nvlib.go``); dynamic MIG (Hopper and newer, KEP-4815 partitionable devices: ``partitions.go``,
-  ``driver.go`` ``generateSplitResourceSlices``) publishes the whole GPU and every possible partition, each
-  consuming counters of the GPU's shared counter set ``gpu-<minor>-counter-set``; a partition has no ``uuid`` until a
-  claim creates it. Its DeviceClasses are ``gpu.nvidia.com`` (``type == 'gpu'``) and ``mig.nvidia.com``
-  (``type == 'mig'``) (``deployments/helm/dra-driver-nvidia-gpu/templates/deviceclass-*.yaml``).
+  Static MIG: a MIG-enabled GPU publishes its existing instances (each with a ``uuid``) and not itself (``nvlib.go``);
+  dynamic MIG (Hopper and newer, KEP-4815 partitionable devices: ``partitions.go``, ``driver.go``
+  ``generateSplitResourceSlices``) publishes the whole GPU and every possible partition, each consuming counters of
+  the GPU's shared counter set ``gpu-<minor>-counter-set``; a partition has no ``uuid`` until a claim creates it. An
+  A100 cannot toggle MIG mode without a GPU reset, so under dynamic MIG (``nvlib.go`` ``GetPerGpuAllocatableDevices``,
+  ``isDynamicMIGCapable``) a MIG-enabled A100 publishes its partitions and **not** itself, and a MIG-disabled one only
+  itself: such a GPU is read as MIG-enabled (one instance spanning it, until Microcosm keeps a layout for it) or as
+  whole, and its node as one whose GPUs never change MIG mode. Its DeviceClasses are ``gpu.nvidia.com`` (``type ==
+  'gpu'``) and ``mig.nvidia.com`` (``type == 'mig'``)
+  (``deployments/helm/dra-driver-nvidia-gpu/templates/deviceclass-*.yaml``).
 - **The EFA DRA driver** (EKS's "DRANET", kubernetes-sigs/dranet: driver ``dra.net``, ``cmd/dranet/app.go``): one
   pool per node named after it (``pkg/driver/dra_hooks.go``), a device per network PCI function named
   ``pci-<address>`` (``pkg/names/names.go``) with ``dra.net/pciDevice`` among its attributes
@@ -99,6 +103,11 @@ class DraInventory:
     gpu_count: int = 0
     mig: tuple[MigLayout, ...] = ()  # existing MIG instances per GPU (static MIG); () entries: whole GPUs
     dynamic_mig: bool = False  # the driver creates MIG partitions on allocation (KEP-4815)
+    # Dynamic MIG on GPUs that cannot change MIG mode without a reset (an A100: nvlib.go isDynamicMIGCapable): the
+    # indices of the GPUs published as partitions only (MIG enabled: read as one instance spanning the GPU until
+    # Microcosm keeps a layout for it) and as a whole GPU only (MIG disabled).
+    mig_only: frozenset[int] = frozenset()
+    whole_only: frozenset[int] = frozenset()
     efa_devices: int = 0  # EFA interfaces the EFA DRA driver publishes
     waiting: str = ""
 
@@ -278,6 +287,8 @@ def _inventory(node: str, pools: Mapping[str, _Pool]) -> DraInventory:
         gpu_count=gpu.count,
         mig=gpu.mig,
         dynamic_mig=gpu.dynamic,
+        mig_only=gpu.mig_only,
+        whole_only=gpu.whole_only,
         efa_devices=efa,
         waiting=waiting,
     )
@@ -292,6 +303,8 @@ class _GpuReading:
     count: int = 0
     mig: tuple[MigLayout, ...] = ()
     dynamic: bool = False
+    mig_only: frozenset[int] = frozenset()
+    whole_only: frozenset[int] = frozenset()
     waiting: str = ""
 
 
@@ -405,8 +418,17 @@ def _gpu_reading(node: str, pool: _Pool | None) -> _GpuReading:
         )
         if not partition:
             layouts[index[minor]].append((profile, start))
+    whole = {index[found[2]] for found in read if found[1] == "gpu"}
+    partitioned = {index[found[2]] for found in read if found[5]}
+    mig_only = frozenset(partitioned - whole) if dynamic else frozenset()
+    whole_only = frozenset(whole - partitioned) if dynamic else frozenset()
     mig: list[MigLayout] = []
     for rank, layout in enumerate(layouts):
+        if rank in mig_only:
+            # MIG enabled under dynamic MIG: no instance exists until a claim is prepared, and the GPU is not whole
+            # (module doc): read as the one instance spanning it, which it offers, until a layout is kept for it.
+            mig.append(spanning_layout(model))
+            continue
         if not layout:
             mig.append(())
             continue
@@ -424,7 +446,18 @@ def _gpu_reading(node: str, pool: _Pool | None) -> _GpuReading:
         count=len(index),
         mig=tuple(mig),
         dynamic=dynamic,
+        mig_only=mig_only,
+        whole_only=whole_only,
     )
+
+
+@lru_cache(maxsize=64)
+def spanning_layout(model: str) -> MigLayout:
+    """One MIG instance spanning a GPU of ``model``: its profile with every compute slice and the most memory, at
+    slice 0 (an A100-80GB's ``7g.80gb``): what a MIG-enabled GPU offers whole."""
+    profiles = GPU_MODEL_BY_NAME[model].profiles()
+    name = max(profiles, key=lambda p: (profiles[p].compute_slices, profiles[p].memory_slices, not p.endswith("+me")))
+    return tuple(validate_layout(model, [(name, 0)]))
 
 
 def _root(device: Mapping[str, Any]) -> str:

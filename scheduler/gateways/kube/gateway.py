@@ -257,6 +257,8 @@ class KubeGateway:
         # A node absent is a device-plugin node and keeps the extended resources; without DRA no claim call is made.
         lookup = dra_nodes if dra_nodes is not None else (self.dra_nodes if dra else None)
         self.claims = ResourceClaims(self.client, lookup=lookup, fabric_class=dra_fabric_class)
+        # A static-MIG DRA node's relabel flow drains only the pods whose claims hold a changing GPU (mig_drain).
+        self.mig.held_gpus = self.claims.gpus_held if lookup is not None else None
 
     def close(self) -> None:
         """Stop the node and pod caches' watch threads (:mod:`scheduler.gateways.kube.informer`)."""

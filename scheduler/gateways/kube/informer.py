@@ -314,6 +314,12 @@ def compact_slice(raw: Mapping[str, Any]) -> dict[str, Any]:
     return interned({"metadata": meta, "spec": raw.get("spec") or {}})
 
 
+def compact_claim(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """A ResourceClaim without its managedFields (a bind reads its name and its allocation's devices)."""
+    meta = {k: v for k, v in (raw.get("metadata") or {}).items() if k != "managedFields"}
+    return interned({**raw, "metadata": meta})
+
+
 def compact_pod(raw: Mapping[str, Any]) -> dict[str, Any]:
     """A pod without its managedFields (Microcosm's own pods: the gateway reads most of the rest)."""
     meta = {k: v for k, v in (raw.get("metadata") or {}).items() if k != "managedFields"}

@@ -46,7 +46,7 @@ from scheduler.gateways.kube.mig import (
     paused_deploy_labels,
     same_counts_per_gpu,
 )
-from scheduler.gateways.kube.mig_drain import pod_in_the_way, resources_in_the_way
+from scheduler.gateways.kube.mig_drain import HeldGpus, gpus_in_the_way, pod_in_the_way, resources_in_the_way
 from scheduler.gateways.kube.nodes import annotations_of, int_or_none, labels_of, name_of
 from scheduler.gateways.kube.pods import (
     MANAGED_BY,
@@ -87,7 +87,9 @@ class MigFlow:
 
     ``propagation_s``: how long after a ConfigMap write MIG Manager's mounted copy may still be the old one
     (``MIG_CONFIG_PROPAGATION_S``). ``with_reboot``: MIG Manager runs with ``WITH_REBOOT=true``, so a change of
-    MIG mode may reboot the node, and a drain for one takes every GPU pod (``MIG_WITH_REBOOT``).
+    MIG mode may reboot the node, and a drain for one takes every GPU pod (``MIG_WITH_REBOOT``). ``held_gpus``: for a
+    node, which of its GPUs a pod holds through its ResourceClaims (a static-MIG DRA node:
+    :func:`scheduler.gateways.kube.mig_drain.claim_gpus`); without it such a pod goes whenever anything drains.
     """
 
     def __init__(
@@ -99,6 +101,7 @@ class MigFlow:
         eviction_grace_s: int,
         propagation_s: float = 120.0,
         with_reboot: bool = False,
+        held_gpus: Callable[[str], HeldGpus] | None = None,
     ) -> None:
         self.api = api
         self.clock = clock
@@ -106,6 +109,7 @@ class MigFlow:
         self.eviction_grace_s = eviction_grace_s
         self.propagation_s = propagation_s
         self.with_reboot = with_reboot
+        self.held_gpus = held_gpus
         self._configs_ensured = False
 
     def apply(self, *, node: str, layouts: tuple[MigLayout, ...]) -> None:
@@ -151,21 +155,25 @@ class MigFlow:
             },
         }
         self.api.node_patch(node, body)
-        in_the_way = resources_in_the_way(current, wanted, with_reboot=self.with_reboot)
-        if self._drain(node, in_the_way) == 0 and now >= new_flow.visible_at:
+        if self._drain(node, current, wanted) == 0 and now >= new_flow.visible_at:
             self._relabel(node, new_flow, labels)
 
-    def _drain(self, node: str, in_the_way: frozenset[str]) -> int:
-        """Ask the GPU pods that may stand in the way of a MIG reconfiguration to go; return how many are still there.
+    def _drain(self, node: str, current: Sequence[MigLayout], wanted: Sequence[MigLayout]) -> int:
+        """Ask the GPU pods that may stand in the way of the change from ``current`` to ``wanted`` to go; return how
+        many are still there.
 
         A pod asks for a count of a resource type and the device plugin picks the devices
-        (:mod:`scheduler.gateways.kube.mig_drain`), so every pod holding a type a changing GPU offers goes:
-        Microcosm's own with their grace period, other owners' through the eviction subresource (their
-        disruption budgets). Pods still terminating count as there.
+        (:mod:`scheduler.gateways.kube.mig_drain`), so every pod holding a type a changing GPU offers goes; a pod
+        holding its devices through ResourceClaims goes when they are on a changing GPU. Microcosm's own go with
+        their grace period, other owners' through the eviction subresource (their disruption budgets). Pods still
+        terminating count as there.
         """
+        in_the_way = resources_in_the_way(current, wanted, with_reboot=self.with_reboot)
+        gpus = gpus_in_the_way(current, wanted, with_reboot=self.with_reboot)
+        held = self.held_gpus(node) if self.held_gpus is not None and in_the_way else None
         left = 0
         for pod in self.api.pods_on(node):
-            if finished(pod) or not pod_in_the_way(pod, in_the_way):
+            if finished(pod) or not pod_in_the_way(pod, in_the_way, gpus, held):
                 continue
             ours = labels_of(pod).get(MANAGED_BY) == SCHEDULER_NAME
             left += 1
@@ -211,7 +219,7 @@ class MigFlow:
             current = current_mig(model, count, labels, annotations) if model else ()
             left = 0
             if flow.phase == Phase.DRAINING:
-                left = self._drain(name, resources_in_the_way(current, flow.desired, with_reboot=self.with_reboot))
+                left = self._drain(name, current, flow.desired)
             step = next_step(
                 flow, labels, gpu_pods_left=left, now=now, timeout_s=self.timeout_s, propagation_s=self.propagation_s
             )

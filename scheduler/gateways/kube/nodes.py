@@ -17,9 +17,9 @@ from datetime import datetime
 from typing import Any
 
 from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME, compute_fraction
-from scheduler.core.model.vocabulary import Fabric
+from scheduler.core.model.vocabulary import Fabric, ReconfigurationMode
 from scheduler.errors import GatewayConflict
-from scheduler.gateways.kube.dra_mig import layouts_of
+from scheduler.gateways.kube.dra_mig import kept_layouts
 from scheduler.gateways.kube.dra_slices import DraInventory
 from scheduler.gateways.kube.fabrics import NO_FABRIC_SETTINGS, FabricSettings, node_fabric
 from scheduler.gateways.kube.labels import (
@@ -106,10 +106,14 @@ def node_observation(
     if waiting:
         logger.warning("node %s: no new work until %s", name_of(raw), waiting)
     layout = dra.mig if device_api == DeviceApi.DRA and dra is not None else None
+    reconfiguration = ReconfigurationMode.RELABEL
     if layout is not None and dra is not None and dra.dynamic_mig:
         # Dynamic MIG: the instances exist only while claimed, so the layout is the one the engine chose, kept on the
-        # node (scheduler.gateways.kube.dra_mig); without it every GPU is whole.
-        layout = layouts_of(annotations, model, count) or layout
+        # node (scheduler.gateways.kube.dra_mig); without it, what the driver offers (dra_slices: whole GPUs, and a
+        # MIG-enabled A100's one instance spanning it).
+        layout = kept_layouts(annotations, dra) or layout
+        fixed = dra.mig_only or dra.whole_only
+        reconfiguration = ReconfigurationMode.DYNAMIC_FIXED_MODE if fixed else ReconfigurationMode.DYNAMIC
     return NodeObservation(
         name=name_of(raw),
         gpu_model=model,
@@ -134,6 +138,7 @@ def node_observation(
         placement_group=fabric.placement_group,
         cordoned_by_admin=CORDONED_BY_ADMIN in annotations,
         device_api=device_api.value,
+        reconfiguration=reconfiguration.value,
     )
 
 

@@ -4,6 +4,8 @@ there with one patch and relabels elsewhere."""
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from scheduler.errors import GatewayConflict
@@ -56,6 +58,42 @@ def test_an_a100_under_dynamic_mig_is_dynamic_only_with_mig_already_on_and_never
     assert dynamic(on.node)
     assert unpublished(on.node, ((("3g.40gb", 0), ("3g.40gb", 4)),)) == []
     assert unpublished(on.node, ((),)) == ["the whole GPU 0"]
+    # Read as what it offers: MIG enabled, one instance spanning the GPU (no instance exists until a claim is
+    # prepared), never whole.
+    assert (on.mig, on.mig_only, on.whole_only) == (((("7g.80gb", 0),),), frozenset({0}), frozenset())
+
+
+def _raw(name: str, annotations: dict[str, str]) -> dict:
+    return {
+        "metadata": {"name": name, "labels": {}, "annotations": annotations},
+        "status": {"conditions": [{"type": "Ready", "status": "True"}]},
+    }
+
+
+KW = {"now": 0.0, "topology_labels": (), "mig_config_timeout_s": 900.0}
+
+
+def test_an_a100_with_one_gpu_mig_enabled_under_dynamic_mig_never_changes_a_gpu_s_mig_mode(caplog) -> None:
+    # GPU 0 MIG-enabled (partitions only), GPU 1 MIG-disabled (itself only, as without DynamicMIG).
+    inventory = _node(DraGpus("a", board=A100, count=2, dynamic_mig=True, mig=[[("7g.80gb", 0)], []]))
+    assert (inventory.mig_only, inventory.whole_only) == (frozenset({0}), frozenset({1}))
+    observed = node_observation(_raw("a", {}), dra=inventory, **KW)
+    assert observed.mig == ((("7g.80gb", 0),), ()) and observed.reconfiguration == "dynamic-fixed-mode"
+    kept = (LAYOUT, ())
+    observed = node_observation(_raw("a", {LAYOUT_ANNOTATION: layout_annotation(kept)}), dra=inventory, **KW)
+    assert observed.mig == kept
+    # A layout kept before the GPUs' MIG modes changed (a reset since): each GPU is read as the driver publishes it.
+    stale = layout_annotation(((), LAYOUT))
+    with caplog.at_level(logging.WARNING, logger="scheduler.gateways.kube.dra_mig"):
+        observed = node_observation(_raw("a", {LAYOUT_ANNOTATION: stale}), dra=inventory, **KW)
+    assert observed.mig == ((("7g.80gb", 0),), ())
+    assert "GPUs [0, 1] cannot take the MIG mode kept for them" in caplog.text
+
+
+def test_a_hopper_in_dynamic_mig_is_reconfigured_at_once_and_a_static_mig_dra_node_relabels() -> None:
+    hopper = node_observation(_raw("h", {}), dra=_node(DraGpus("h", count=1, dynamic_mig=True)), **KW)
+    static = node_observation(_raw("s", {}), dra=_node(DraGpus("s", count=1, mig=[list(LAYOUT)])), **KW)
+    assert (hopper.reconfiguration, static.reconfiguration) == ("dynamic", "relabel")
 
 
 def test_a_layout_needs_a_published_partition_for_each_instance_and_a_published_gpu_for_each_whole_one() -> None:

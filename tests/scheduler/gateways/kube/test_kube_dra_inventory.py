@@ -101,11 +101,13 @@ def test_a_republished_pool_is_read_at_its_new_generation(cluster, gateway) -> N
     assert _nodes(gateway)["dra-a100"].mig == ((("7g.80gb", 0),), (("3g.40gb", 0), ("3g.40gb", 4)))
     assert {s["spec"]["pool"]["generation"] for s in cluster.resource_slices()} == {2}
     # The driver restarted with dynamic MIG (the counters' slice comes first); MIG stays on, so the A100 publishes its
-    # partitions and not itself (an A100 cannot turn MIG off without a reset: nvlib.go isDynamicMIGCapable).
+    # partitions and not itself (an A100 cannot turn MIG off without a reset: nvlib.go isDynamicMIGCapable): its GPUs
+    # are MIG-enabled, each read as the one instance spanning it until a layout is kept, and never turn whole.
     gpus.dynamic_mig = True
     cluster.nvidia_dra.publish(gpus)
     node = _nodes(gateway)["dra-a100"]
-    assert node.mig == ((), ()) and gateway.dra_nodes()["dra-a100"].partitions()
+    assert node.mig == ((("7g.80gb", 0),),) * 2 and gateway.dra_nodes()["dra-a100"].partitions()
+    assert node.reconfiguration == "dynamic-fixed-mode"
     assert len(cluster.resource_slices()) == 3
 
 

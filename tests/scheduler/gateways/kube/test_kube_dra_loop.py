@@ -241,3 +241,38 @@ def test_an_a100_dra_node_without_dynamic_partitions_still_relabels(cluster: Clu
     assert PHASE in node["metadata"]["annotations"] and DESIRED in node["metadata"]["annotations"]
     observed = next(n for n in loop.gateway.observe().nodes if n.name == "dra-a100")
     assert not observed.schedulable and observed.mig_status.state == "pending"
+
+
+def test_a_mig_enabled_a100_under_dynamic_mig_takes_mig_work_through_claims_the_first_time(
+    cluster: Cluster, loop: Loop
+) -> None:
+    # The driver runs with DynamicMIG and the A100's MIG mode is on: it publishes its partitions and not itself (an
+    # A100 cannot turn MIG off without a reset: nvlib.go GetPerGpuAllocatableDevices, isDynamicMIGCapable). Read as
+    # MIG-enabled, one instance spanning each GPU, never whole; reconfigured at once, as a Hopper is.
+    cluster.add_dra_node("dra-a100", LEAF, gpus=2, board=A100, dynamic_mig=True, mig=[[("7g.80gb", 0)]] * 2)
+    gpu_models_sync()
+    observed = next(n for n in loop.gateway.observe().nodes if n.name == "dra-a100")
+    assert observed.mig == ((("7g.80gb", 0),),) * 2 and observed.reconfiguration == "dynamic-fixed-mode"
+    team = team_seed(guaranteed=8, burst=8)
+    big = loop.submit(team, kind="inference", mig_profile="7g.80gb", gpu_model="A100-SXM4-80GB")
+
+    # What the GPU offers as read binds at once: the 7g.80gb partition, through its claim, accepted by the kubelet.
+    assert loop.cycle().applied == [f"bind {big.pk}"]
+    (claim,) = loop.claims(team.namespace, big)
+    assert _requests(claim) == [(MIG_CLASS, 1)] and _results(claim)[0].startswith("gpu-")
+    assert "-mig-7g80gb-" in _results(claim)[0]
+
+    # Two 1g.10gb jobs: the idle GPU is re-cut (kept on the node, no relabel), and they bind the next cycle.
+    small = [loop.submit(team, kind="inference", mig_profile="1g.10gb", gpu_model="A100-SXM4-80GB") for _ in range(2)]
+    assert loop.until("mig dra-a100").applied == ["mig dra-a100"]
+    node = cluster.node("dra-a100")
+    assert MIG_CONFIG not in (node["metadata"].get("labels") or {}) and not node["spec"].get("unschedulable")
+    assert "1g.10gb" in node["metadata"]["annotations"][LAYOUT_ANNOTATION]
+    report = loop.cycle()
+    assert sorted(report.applied) == sorted(f"bind {j.pk}" for j in small)
+    for job in small:
+        (claim,) = loop.claims(team.namespace, job)
+        assert "-mig-1g10gb-" in _results(claim)[0]
+        (pod,) = loop.pods(team.namespace, job)
+        assert pod["status"]["phase"] == "Running"
+    assert loop.kubelet.refused == []

@@ -500,7 +500,7 @@ def test_a_drain_takes_every_type_a_changing_gpu_offers() -> None:
     }
 
 
-def test_a_pod_that_takes_its_gpu_through_a_claim_alone_is_in_the_way_of_any_reconfiguration_of_its_node() -> None:
+def test_a_pod_whose_claims_cannot_be_read_is_in_the_way_of_any_reconfiguration_of_its_node() -> None:
     def pod(limits: dict[str, str], claims: bool) -> dict:
         spec: dict = {"containers": [{"name": "job", "resources": {"limits": limits}}]}
         if claims:
@@ -508,7 +508,8 @@ def test_a_pod_that_takes_its_gpu_through_a_claim_alone_is_in_the_way_of_any_rec
         return {"spec": spec}
 
     whole = frozenset({"nvidia.com/gpu"})
-    # On a static-MIG DRA node the claim, not the pod, says which device it holds: it goes whenever anything drains.
+    # On a static-MIG DRA node the claim, not the pod, says which device it holds; without a reading of it (the
+    # claims reader: test_kube_dra_drain.py) it goes whenever anything drains.
     assert pod_in_the_way(pod({"cpu": "4"}, claims=True), whole)
     assert pod_in_the_way(pod({}, claims=True), frozenset({"nvidia.com/mig-1g.10gb"}))
     assert not pod_in_the_way(pod({}, claims=True), frozenset())  # nothing changes
