@@ -113,7 +113,7 @@ from scheduler.core.rules.limits import Admission
 from scheduler.core.sizing.rightsize import resolve
 from scheduler.core.speedups.focus import Focus
 from scheduler.core.speedups.memo import Memo, current_memo
-from scheduler.core.speedups.switch import fair_share, indexed_state, turn_repeats
+from scheduler.core.speedups.switch import eta_estimator, fair_share, indexed_state, turn_repeats
 
 # rejection_reason: the question a submit asks (screening), over a NodeCensus when it asks for many jobs.
 __all__ = ["NodeCensus", "plan_cycle", "plan_for", "rejection_reason"]
@@ -296,7 +296,7 @@ class _Explanation:
         run = self.run
         bound = {b.job for b in run.binds}
         holders = {reservation.holder.id for reservation in run.reservations.made}
-        estimator = EtaEstimator(
+        estimator = eta_estimator(
             run.state,
             run.now,
             self._ready_at(),
