@@ -179,6 +179,9 @@ class CapacityIndex:
         # (question, …) → (policy, answer): see options.stored_answer; (model, signature, profile) → take_delta.
         self.answers: dict[Hashable, tuple[object, object]] = tables.table()
         self.mig_deltas: dict[Hashable, tuple[int, int]] = tables.table()
+        # (gang stage, its groups, GPUs per replica, replicas) → ``freed`` when the stage found nothing
+        # (:mod:`.topology`, Speed).
+        self.stages_failed: dict[Hashable, int] = tables.table()
         for gpu in self.gpus:
             self.refresh(gpu)
         self.idle: IdleTracker | None = None if idle is None else idle(state, self.node_names)
