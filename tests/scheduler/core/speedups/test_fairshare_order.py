@@ -95,3 +95,22 @@ def test_the_last_key_of_a_head_is_handed_out_again_only_at_the_same_usage() -> 
         assert fast.team_key(team, head) == plain.team_key(team, head)
         keys.add(fast.team_key(team, head))
     assert len({key[:2] for key in keys}) > 2, "the standing must move, or the comparison proves little"
+
+
+def test_a_running_jobs_units_summed_from_its_slot_ops_are_the_rules() -> None:
+    """speedups.fairshare.running_units: from the slot ops the state kept, the same classes and units, in the same
+    order, as ClusterState.job_units — whole GPUs, MIG instances, shares and gangs — and a job no longer placed
+    holds nothing."""
+    snapshot = synthetic_snapshot(ClusterShape(40, 0, seed=5, teams=3))
+    state = IndexedClusterState(snapshot, NOW, Memo())
+    plain = FairShare(snapshot.teams, state, Policy())
+    fast = RememberingFairShare(snapshot.teams, state, Policy(), Memo())
+    slots = [state.placed[job_id] for job_id in sorted(state.running)]
+    assert any(s[0][0].mig_profile for s in slots) and any(0 < s[0][0].milli < 1000 for s in slots)
+    assert any(len(s) > 1 or len(s[0]) > 1 for s in slots), "MIG, shares and multi-GPU jobs must be there"
+    for job_id in sorted(state.running):
+        assert list(fast.running_units(job_id).items()) == list(plain.running_units(job_id).items()) != []
+    gone = sorted(state.running)[0]
+    state.remove(gone)
+    fresh = RememberingFairShare(snapshot.teams, state, Policy(), Memo())
+    assert fresh.running_units(gone) == plain.running_units(gone) == {}
