@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 
 from scheduler.core.model.cluster_state import ClusterState
 from scheduler.core.model.policy import Policy
-from scheduler.core.model.shape import Shape, request_key
+from scheduler.core.model.shape import size_shape
 from scheduler.core.model.snapshot import Job, Team
 from scheduler.core.model.tables import Tables
 from scheduler.core.model.vocabulary import Priority
@@ -73,7 +73,7 @@ class RememberingFairShare(FairShare):
         return limits
 
     def need_units(self, job: Job) -> int:
-        key = Shape.of(job).size  # all that the fewest units depend on
+        key = size_shape(job)  # all that the fewest units depend on
         need = self._need.get(key)
         if need is None:
             need = self._need[key] = super().need_units(job)
@@ -120,7 +120,7 @@ class RememberingFairShare(FairShare):
         if last is not None and last[0] is head and last[1] == stamp:
             return last[2]  # the same head at the same usage: the fair order re-checks an entry before serving it
         production = head.priority == Priority.PRODUCTION
-        size = (team, production, (request_key(head.request), head.kind, head.gpu_model, head.replicas))
+        size = (team, production, size_shape(head))
         kept = self._standings.get(size)
         if kept is None or kept[0] != stamp:
             tier, share = super().team_key(team, head, head_key)[:2]
