@@ -15,11 +15,12 @@ expected end)``, the holder left out when the estimator skips it:
   with MIG off), else once a reconfiguration is done, ``changed(empty)``.
 
 So :class:`PooledSupply` works out each plain GPU's empty time once per GPU model, and a (model, shape)'s releases
-are those times — as they are, or through ``changed`` once per GPU model spec — followed by ``supply`` of every
-other GPU. The list holds the same (time, units) pairs as the plain build, in another order, and a pool
-(:class:`~scheduler.core.model.explain._Profile`) sorts its releases before it reads them: the same profile, the
-same ETAs. ``tests/scheduler/core/speedups/test_supply.py`` compares the releases and the estimates with the
-rule's; the cycle builds this estimator while the speed-ups are on (:mod:`.switch`).
+are those times — as they are, or through ``changed``, worked out once per GPU model and spec for every profile
+that needs a reconfiguration — followed by ``supply`` of every other GPU. The list holds the same (time, units)
+pairs as the plain build, in another order, and a pool (:class:`~scheduler.core.model.explain._Profile`) sorts its
+releases before it reads them: the same profile, the same ETAs. ``tests/scheduler/core/speedups/test_supply.py``
+compares the releases and the estimates with the rule's; the cycle builds this estimator while the speed-ups are
+on (:mod:`.switch`).
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ class PooledSupply(EtaEstimator):
         super().__init__(state, now, ready_at, expected_end, skip, reconfigure_s, cycle_s, tables)
         # Per GPU model, built once per estimator (that is once per cycle), like the base's own per-model build.
         self._splits: dict[str, tuple[_Plain, list[tuple[Gpu, dict[str, float]]]]] = {}
+        self._changed_of: dict[tuple[str, GpuModelSpec | None], list[tuple[float, int]]] = {}
 
     def _releases(self, model: str, shape: str) -> list[tuple[float, int]]:
         key = (model, shape)
@@ -65,13 +67,21 @@ class PooledSupply(EtaEstimator):
         for spec, empties in plain.items():
             if shape in (WHOLE, SHARE) or _whole_gpu(spec, shape):
                 releases += [(empty, UNITS_PER_GPU) for empty in empties]
-            else:
-                changed = self._changed
-                releases += [(changed(empty), UNITS_PER_GPU) for empty in empties]
+            else:  # the same for every profile that needs a reconfiguration: worked out once per model and spec
+                releases += self._changed_releases(model, spec, empties)
         ready_at = self.ready_at
         for gpu, holders in others:
             releases += supply(gpu, shape, ready_at[gpu.node.name], holders, self._changed)
         self._model_releases[key] = releases
+        return releases
+
+    def _changed_releases(self, model: str, spec: GpuModelSpec | None, empties: list[float]) -> list[tuple[float, int]]:
+        """A whole GPU's units once each of ``empties`` is followed by a reconfiguration (``changed``)."""
+        key = (model, spec)
+        releases = self._changed_of.get(key)
+        if releases is None:
+            changed = self._changed
+            releases = self._changed_of[key] = [(changed(empty), UNITS_PER_GPU) for empty in empties]
         return releases
 
     def _split(self, model: str) -> tuple[_Plain, list[tuple[Gpu, dict[str, float]]]]:
