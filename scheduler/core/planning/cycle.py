@@ -246,9 +246,11 @@ class _Turns:
         run = self.run
         evicted, drained = len(run.evictions), len(run.reconfigurations.evictions)
         run.blockers.pop(job.id, None)
-        turn = Turn(job, options_for(run.index, job, run.policy))
-        # Its steps, unless they would end as an earlier job's did at an unchanged state (speedups.repeat).
-        self._repeats.take(job, lambda: take_turn(run, turn, steps_for(job)))
+        # Its steps, unless they would end as an earlier job's did at an unchanged state (speedups.repeat): a
+        # repeated turn asks nothing, not even the job's options.
+        self._repeats.take(
+            job, lambda: take_turn(run, Turn(job, options_for(run.index, job, run.policy)), steps_for(job))
+        )
         blocker = run.blockers.get(job.id)  # None: bound
         if job.priority == Priority.PRODUCTION and blocker is not None and blocker.kind != BlockerKind.RECONFIGURING:
             self._blocked_production[job.id] = job
