@@ -179,10 +179,10 @@ class CapacityIndex:
         # (question, …) → (policy, answer): see options.stored_answer; (model, signature, profile) → take_delta.
         self.answers: dict[Hashable, tuple[object, object]] = tables.table()
         self.mig_deltas: dict[Hashable, tuple[int, int]] = tables.table()
-        # (group, profile) → how often its GPUs by signature changed (only ever counted up); (group, profile, partly
-        # used only) → (that count, the best (Δ, free slices left, GPU ordinal) of a job without host needs)
+        # (group, profile) → how often its GPUs were refiled by signature (only ever counted up); (group, profile,
+        # partly used only) → (that count, the best (Δ, free slices left, GPU ordinal) of a job without host needs)
         # (:func:`~.mig.best_of`).
-        self.mig_changes: dict[Hashable, int] = tables.table()
+        self.mig_refiled: dict[Hashable, int] = tables.table()
         self.mig_best: dict[Hashable, tuple[int, tuple[int, int, int] | None]] = tables.table()
         # (gang stage, its groups, GPUs per replica, replicas) → ``freed`` when the stage found nothing
         # (:mod:`.topology`, Speed).
@@ -324,7 +324,7 @@ class CapacityIndex:
             self._whole_free[ordinal] = whole_free
             self._file_whole(gpu.node.name, group, gpu.index, whole_free)
         if mig_keys != self._mig_keys[ordinal]:
-            changes = self.mig_changes
+            changes = self.mig_refiled
             for key, signature in self._mig_keys[ordinal]:
                 by_signature = self.mig[key]
                 discard_sorted(by_signature[signature], ordinal)

@@ -29,7 +29,7 @@ gets exactly that profile.
 
 Speed: for a job without host needs the rest of the score is its option's, so the best GPU of a group and profile is
 the least (Δ, free slices left, GPU ordinal) over the signatures' first GPUs; it is kept in the index's ``mig_best``
-table until a GPU of that group and profile changes signature (the index counts every change in ``mig_changes``;
+table until a GPU of that group and profile changes signature (the index counts every change in ``mig_refiled``;
 both tables forget with the speed-ups off). Most placement questions between two binds of a MIG job read it.
 """
 
@@ -109,7 +109,7 @@ def best_of(
         # this group and profile change signature (the index counts each change; its tables forget with the
         # speed-ups off). The mix is the cycle's, fixed (as ``mig_deltas`` assumes).
         key = (option.group, profile)
-        changes = index.mig_changes.get(key, 0)
+        changes = index.mig_refiled.get(key, 0)
         kept = index.mig_best.get((key, partly_used_only))
         if kept is None or kept[0] != changes:
             kept = index.mig_best[(key, partly_used_only)] = (

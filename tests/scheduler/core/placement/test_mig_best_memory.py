@@ -1,5 +1,5 @@
 """The best MIG instance per group and profile, kept until the group's GPUs change signature (placement/mig.py,
-``best_of``; the index's ``mig_changes`` and ``mig_best`` tables): with the tables remembering, every placement is
+``best_of``; the index's ``mig_refiled`` and ``mig_best`` tables): with the tables remembering, every placement is
 the one the plain search finds, through binds, frees and rolled-back Statements."""
 
 from __future__ import annotations
