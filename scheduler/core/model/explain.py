@@ -221,11 +221,12 @@ class _Profile:
                 i += 1
                 continue
             end = times[i] + duration_s
-            j = i + 1
-            while j < len(times) and times[j] < end and frees[j] >= units:
-                j += 1
-            if j < len(times) and times[j] < end:  # too little free at times[j]: start after it
-                i = j + 1
+            last = bisect_left(times, end, i + 1)  # the breakpoints within the run: i + 1 up to last (times rise)
+            if last > i + 1 and min(frees[i + 1 : last]) < units:
+                j = i + 1
+                while frees[j] >= units:
+                    j += 1
+                i = j + 1  # too little free at times[j]: start after it
                 continue
             if claim:
                 self._hold(i, end, units)

@@ -128,3 +128,9 @@ def sizing_shape(job: Job) -> tuple[object, ...]:
     """:attr:`Shape.demand` of ``job`` (what right-sizing and tier routing read), built directly as
     :func:`placement_shape` is: a job's options are looked up by it several times per turn."""
     return (request_key(job.request), job.kind, job.gpu_model, job.tier, job.priority == Priority.PRODUCTION)
+
+
+def size_shape(job: Job) -> tuple[object, ...]:
+    """:attr:`Shape.size` of ``job`` (all the fewest units it could hold depend on), built directly as
+    :func:`placement_shape` is: the fair order asks it each time it keys a team's next job."""
+    return (request_key(job.request), job.kind, job.gpu_model, job.replicas)

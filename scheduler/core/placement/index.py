@@ -179,6 +179,14 @@ class CapacityIndex:
         # (question, …) → (policy, answer): see options.stored_answer; (model, signature, profile) → take_delta.
         self.answers: dict[Hashable, tuple[object, object]] = tables.table()
         self.mig_deltas: dict[Hashable, tuple[int, int]] = tables.table()
+        # (group, profile) → how often its GPUs were refiled by signature (only ever counted up); (group, profile,
+        # partly used only) → (that count, the best (Δ, free slices left, GPU ordinal) of a job without host needs)
+        # (:func:`~.mig.best_of`).
+        self.mig_refiled: dict[Hashable, int] = tables.table()
+        self.mig_best: dict[Hashable, tuple[int, tuple[int, int, int] | None]] = tables.table()
+        # (gang stage, its groups, GPUs per replica, replicas) → ``freed`` when the stage found nothing
+        # (:mod:`.topology`, Speed).
+        self.stages_failed: dict[Hashable, int] = tables.table()
         for gpu in self.gpus:
             self.refresh(gpu)
         self.idle: IdleTracker | None = None if idle is None else idle(state, self.node_names)
@@ -316,13 +324,16 @@ class CapacityIndex:
             self._whole_free[ordinal] = whole_free
             self._file_whole(gpu.node.name, group, gpu.index, whole_free)
         if mig_keys != self._mig_keys[ordinal]:
+            changes = self.mig_refiled
             for key, signature in self._mig_keys[ordinal]:
                 by_signature = self.mig[key]
                 discard_sorted(by_signature[signature], ordinal)
                 if not by_signature[signature]:
                     del by_signature[signature]
+                changes[key] = changes.get(key, 0) + 1
             for key, signature in mig_keys:
                 insort(self.mig.setdefault(key, {}).setdefault(signature, []), ordinal)
+                changes[key] = changes.get(key, 0) + 1
             self._mig_keys[ordinal] = mig_keys
         old = self._share_key[ordinal]
         if share != old:

@@ -26,6 +26,11 @@ may take a *larger* free instance that holds the memory — but only on a GPU al
 layout cannot change without evicting its occupants; an idle GPU is left for reconfiguration, which can
 cut the right size. Fewest extra compute slices first, then least extra memory. An explicit ``mig_profile``
 gets exactly that profile.
+
+Speed: for a job without host needs the rest of the score is its option's, so the best GPU of a group and profile is
+the least (Δ, free slices left, GPU ordinal) over the signatures' first GPUs; it is kept in the index's ``mig_best``
+table until a GPU of that group and profile changes signature (the index counts every change in ``mig_refiled``;
+both tables forget with the speed-ups off). Most placement questions between two binds of a MIG job read it.
 """
 
 from __future__ import annotations
@@ -97,26 +102,62 @@ def best_of(
     oversize: tuple[int, int],
     partly_used_only: bool,
 ) -> tuple[Score, str] | None:
+    host = job.cpu_milli or job.memory_mib  # without host needs every GPU's node can take it
+    kind = KIND_RANK[option.demand.kind]
+    if not host:
+        # The rest of the score is the option's: the best is the least (Δ, left, ordinal), kept until the GPUs of
+        # this group and profile change signature (the index counts each change; its tables forget with the
+        # speed-ups off). The mix is the cycle's, fixed (as ``mig_deltas`` assumes).
+        key = (option.group, profile)
+        changes = index.mig_refiled.get(key, 0)
+        kept = index.mig_best.get((key, partly_used_only))
+        if kept is None or kept[0] != changes:
+            kept = index.mig_best[(key, partly_used_only)] = (
+                changes,
+                _least(index, option, profile, mix, partly_used_only),
+            )
+        least = kept[1]
+        if least is None:
+            return None
+        return (option.tier_rank, kind, *oversize, *least[:2], option.model_rank, least[2]), profile
     best: tuple[Score, str] | None = None
     for signature, ordinals in index.mig.get((option.group, profile), {}).items():
         if partly_used_only and signature[0]:
             continue
-        key = (option.model, signature, profile)
-        cached = index.mig_deltas.get(key)
-        if cached is None:
-            cached = take_delta(mix, option.model, signature, profile)
-            index.mig_deltas[key] = cached
-        delta, left = cached
-        host = job.cpu_milli or job.memory_mib  # without host needs every GPU's node can take it
+        delta, left = _delta(index, option, signature, profile, mix)
         for ordinal in ordinals:
-            if host and index.resource_cap(index.gpus[ordinal].node.name, job) < 1:
+            if index.resource_cap(index.gpus[ordinal].node.name, job) < 1:
                 continue
-            kind = KIND_RANK[option.demand.kind]
             score = (option.tier_rank, kind, *oversize, delta, left, option.model_rank, ordinal)
             if best is None or score < best[0]:
                 best = (score, profile)
             break
     return best
+
+
+def _least(
+    index: CapacityIndex, option: Option, profile: str, mix: DemandMix, partly_used_only: bool
+) -> tuple[int, int, int] | None:
+    """The least (Δ, free slices left, GPU ordinal) over the GPUs with a free ``profile`` instance in the option's
+    group (each signature's first GPU: its GPUs are sorted), or None: the best GPU for a job without host needs."""
+    least: tuple[int, int, int] | None = None
+    for signature, ordinals in index.mig.get((option.group, profile), {}).items():
+        if partly_used_only and signature[0]:
+            continue
+        found = (*_delta(index, option, signature, profile, mix), ordinals[0])
+        if least is None or found < least:
+            least = found
+    return least
+
+
+def _delta(
+    index: CapacityIndex, option: Option, signature: MigSignature, profile: str, mix: DemandMix
+) -> tuple[int, int]:
+    key = (option.model, signature, profile)
+    cached = index.mig_deltas.get(key)
+    if cached is None:
+        cached = index.mig_deltas[key] = take_delta(mix, option.model, signature, profile)
+    return cached
 
 
 def _larger(

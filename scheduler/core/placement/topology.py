@@ -34,7 +34,13 @@ are the first criterion of every placement score, :mod:`~scheduler.core.rules.ti
 
 Speed: stages 2–4 decide on per-leaf / per-spine histograms of nodes by free GPU count that the index keeps
 current, so choosing costs O(leaves × GPUs per node), and only the chosen leaf or spine is walked. A job that
-also needs CPU or host memory on nodes that limit them is searched node by node instead.
+also needs CPU or host memory on nodes that limit them is searched node by node instead. A stage that found no
+leaf (spine, spread) for a gang's groups, GPUs per replica and replicas is not asked again until the index's
+``freed`` token moves (the index's ``stages_failed`` table; it forgets with the speed-ups off): a stage fails
+exactly when no leaf's (spine's, the pool's) histogram holds the replicas — a sum of nodes × replicas per node
+that binding, retiring a node and every change that frees nothing only lower — and a rollback restores the
+token with the state. At 5,000 nodes, gangs that bind after a bind of their shape kept searching every leaf and
+spine in vain (docs/benchmarks/scale.md, 2026-12-06).
 """
 
 from __future__ import annotations
@@ -122,10 +128,15 @@ def _best_layout(index: CapacityIndex, job: Job, options: Sequence[Option]) -> t
     if _resource_limited(index, job, options):
         return _by_hosts(index, job, options, gpus, replicas)
     groups = {o.group: o.tier_rank for o in options}
-    for stage in (_leaf_stage, _spine_stage, _spread_stage):
+    asked = (tuple(groups.items()), gpus, replicas)
+    failed = index.stages_failed
+    for stage in _STAGES:
+        if failed.get((stage, asked)) == index.freed:
+            continue  # it failed, and nothing was freed since: it fails again (module doc, Speed)
         found = stage(index, groups, gpus, replicas)
         if found is not None:
             return found
+        failed[(stage, asked)] = index.freed
     return None
 
 
@@ -312,6 +323,9 @@ def _span_score(index: CapacityIndex, picks: Picks, tier: int, waste: int, tag: 
     leaves = {index.node_leaf[h] or ("\x00", h) for h in hosts}
     spines = {index.node_spine[h] if index.node_spine[h] is not None else "\x00" + h for h in hosts}
     return (len(hosts), len(leaves), len(spines), tier, 1, waste, tag)
+
+
+_STAGES = (_leaf_stage, _spine_stage, _spread_stage)
 
 
 # -- node by node (jobs limited by CPU or host memory) ---------------------------------------------------

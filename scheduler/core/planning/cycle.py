@@ -113,7 +113,7 @@ from scheduler.core.rules.limits import Admission
 from scheduler.core.sizing.rightsize import resolve
 from scheduler.core.speedups.focus import Focus
 from scheduler.core.speedups.memo import Memo, current_memo
-from scheduler.core.speedups.switch import fair_share, indexed_state, turn_repeats
+from scheduler.core.speedups.switch import eta_estimator, fair_share, indexed_state, turn_repeats
 
 # rejection_reason: the question a submit asks (screening), over a NodeCensus when it asks for many jobs.
 __all__ = ["NodeCensus", "plan_cycle", "plan_for", "rejection_reason"]
@@ -246,9 +246,11 @@ class _Turns:
         run = self.run
         evicted, drained = len(run.evictions), len(run.reconfigurations.evictions)
         run.blockers.pop(job.id, None)
-        turn = Turn(job, options_for(run.index, job, run.policy))
-        # Its steps, unless they would end as an earlier job's did at an unchanged state (speedups.repeat).
-        self._repeats.take(job, lambda: take_turn(run, turn, steps_for(job)))
+        # Its steps, unless they would end as an earlier job's did at an unchanged state (speedups.repeat): a
+        # repeated turn asks nothing, not even the job's options.
+        self._repeats.take(
+            job, lambda: take_turn(run, Turn(job, options_for(run.index, job, run.policy)), steps_for(job))
+        )
         blocker = run.blockers.get(job.id)  # None: bound
         if job.priority == Priority.PRODUCTION and blocker is not None and blocker.kind != BlockerKind.RECONFIGURING:
             self._blocked_production[job.id] = job
@@ -296,7 +298,7 @@ class _Explanation:
         run = self.run
         bound = {b.job for b in run.binds}
         holders = {reservation.holder.id for reservation in run.reservations.made}
-        estimator = EtaEstimator(
+        estimator = eta_estimator(
             run.state,
             run.now,
             self._ready_at(),

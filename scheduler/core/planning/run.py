@@ -19,7 +19,7 @@ from scheduler.core.model.explain import Blocker, demand_units
 from scheduler.core.model.plan import Bind, Evict
 from scheduler.core.model.policy import Policy
 from scheduler.core.model.provisioning import NodeRequest
-from scheduler.core.model.shape import Shape
+from scheduler.core.model.shape import placement_shape
 from scheduler.core.model.snapshot import Job, Slots, Snapshot
 from scheduler.core.placement import IndexedClusterState
 from scheduler.core.placement.fallback import as_whole_gpus
@@ -168,7 +168,8 @@ class Run:
 
     @staticmethod
     def _preempt_key(job: Job, preemptible_only: bool, whole_gpu: bool) -> Hashable:
-        return (Shape.of(job).preemption, job.team, preemptible_only, whole_gpu)
+        preemption = (placement_shape(job), job.priority, job.preemptible)  # Shape.of(job).preemption, built directly
+        return (preemption, job.team, preemptible_only, whole_gpu)
 
     def _new_victims(self) -> TeamCandidates | None:
         """A memory of each team's eviction candidates for the cycle, or None with the speed-ups off: preemption

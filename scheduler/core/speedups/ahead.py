@@ -6,7 +6,9 @@ then has ended. The plain rule (:meth:`~scheduler.core.planning.run.Run.usage_at
 cluster per question — 6,000 jobs each at 1,000 nodes, for the ~100 questions a cycle's explanation asks while
 the state no longer changes. :class:`UsageAhead` answers the same from each team's placed work sorted by expected
 end, with the units per GPU class summed over every prefix: a question is a bisection and a copy. A team's table
-is built at its first question by one walk that works out the ends and units of that team's jobs alone, and kept
+is built at its first question by one walk that works out the ends and units of that team's jobs alone (from the
+second team asked at one version on, the walk files every placed job by team once, and each team reads its own), and
+kept
 while the capacity index's ``version`` stands (it moves whenever a job is placed or taken off, or a GPU is
 reconfigured, and a rollback restores it with the state), so a question asked between two binds costs about the
 walk the plain rule takes, and the explanation's questions share one walk per team.
@@ -49,6 +51,7 @@ class UsageAhead:
         self.expected_end = expected_end
         self._version: int | None = None  # the index version the kept ends were built at
         self._built: dict[str, _TeamEnds] = tables.table()  # team → its ends, at that version
+        self._filed: dict[str, list[str]] | None = None  # team → its placed jobs, at that version, once filed
 
     def __call__(self, team: str, at: float) -> tuple[Usage, Usage]:
         """The team's usage and non-preemptible usage once its placed work expected to end by ``at`` has ended."""
@@ -65,6 +68,7 @@ class UsageAhead:
     def _ends(self, team: str) -> _TeamEnds:
         if self.index.version != self._version:
             self._built.clear()  # only the version now is ever asked again
+            self._filed = None
             self._version = self.index.version
         ends = self._built.get(team)
         if ends is None:
@@ -76,7 +80,18 @@ class UsageAhead:
         questions of a cycle come from a few teams)."""
         state = self.state
         jobs = state.jobs  # a placed job is always one of the state's jobs (ClusterState._occupy)
-        mine = sorted((self.expected_end(job_id), job_id) for job_id in state.placed if jobs[job_id].team == team)
+        if self._built and self._filed is None:
+            # A second team asked at this version (the explanation asks its teams at one): one walk files every
+            # placed job by team, instead of a walk per team.
+            filed: dict[str, list[str]] = {}
+            for job_id in state.placed:
+                filed.setdefault(jobs[job_id].team, []).append(job_id)
+            self._filed = filed
+        if self._filed is not None:
+            ids: list[str] = self._filed.get(team, [])
+        else:
+            ids = [job_id for job_id in state.placed if jobs[job_id].team == team]
+        mine = sorted((self.expected_end(job_id), job_id) for job_id in ids)
         taken: list[Usage] = [{}]
         firm_taken: list[Usage] = [{}]
         for _, job_id in mine:

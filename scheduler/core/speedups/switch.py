@@ -9,16 +9,18 @@ own interface: fair share that remembers its answers and resumes its fill
 (:class:`~.victims.Victims`), each team's usage at a later time kept while nothing is placed or taken
 (:class:`~.ahead.UsageAhead`), and the reservations' search that keeps each node's expected-free times
 (:class:`~.freetimes.KeptReservations`), and the memory of the turns that may be repeated without their steps
-(:class:`~.repeat.TurnRepeats`). Disabled, the cycle gets the plain rules, whose tables forget.
+(:class:`~.repeat.TurnRepeats`), and the explanation's ETA replay that reads each plain GPU's empty time once
+(:class:`~.supply.PooledSupply`). Disabled, the cycle gets the plain rules, whose tables forget.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, MutableMapping, Sequence, Set
+from collections.abc import Callable, Mapping, MutableMapping, Sequence, Set
 
 from scheduler.core.decisions.preemption import TeamCandidates
 from scheduler.core.decisions.reservation import Reservations
-from scheduler.core.model.explain import Blocker
+from scheduler.core.model.cluster_state import ClusterState
+from scheduler.core.model.explain import Blocker, EtaEstimator
 from scheduler.core.model.policy import Policy
 from scheduler.core.model.snapshot import Job, Slots, Snapshot, Team
 from scheduler.core.placement.index import IndexedClusterState
@@ -29,6 +31,7 @@ from scheduler.core.speedups.freetimes import KeptReservations
 from scheduler.core.speedups.idle import IdleClasses
 from scheduler.core.speedups.memo import Memo
 from scheduler.core.speedups.repeat import EveryTurn, TurnRepeats
+from scheduler.core.speedups.supply import PooledSupply
 from scheduler.core.speedups.victims import Victims
 
 
@@ -92,3 +95,21 @@ def turn_repeats(
     index = state.index
     assert index is not None
     return TurnRepeats(index, reservations, policy, past_bound, blockers, memo) if memo.enabled else EveryTurn()
+
+
+def eta_estimator(
+    state: ClusterState,
+    now: float,
+    ready_at: Mapping[str, float],
+    expected_end: Callable[[str], float],
+    skip: Callable[[str], bool],
+    reconfigure_s: float,
+    cycle_s: float,
+    memo: Memo,
+) -> EtaEstimator:
+    """The explanation's ETA replay: its pools built from each plain GPU's empty time, worked out once, while
+    ``memo`` is on (:mod:`.supply`); off, from :func:`~scheduler.core.model.explain.supply` of every GPU per
+    shape."""
+    if memo.enabled:
+        return PooledSupply(state, now, ready_at, expected_end, skip, reconfigure_s, cycle_s, memo)
+    return EtaEstimator(state, now, ready_at, expected_end, skip, reconfigure_s, cycle_s, memo)

@@ -7,7 +7,7 @@ from dataclasses import fields, replace
 
 import pytest
 
-from scheduler.core.model.shape import IRRELEVANT, Shape, placement_shape, sizing_shape
+from scheduler.core.model.shape import IRRELEVANT, Shape, placement_shape, size_shape, sizing_shape
 from scheduler.core.model.snapshot import Job, Request
 from scheduler.core.model.vocabulary import JobKind, JobTier, Priority
 
@@ -55,9 +55,11 @@ def test_projections_keep_only_what_their_answer_reads() -> None:
 
 
 def test_the_direct_projections_are_the_shapes() -> None:
-    """placement_shape and sizing_shape build their tuples without the whole shape: they must stay its projections."""
+    """placement_shape, sizing_shape and size_shape build their tuples without the whole shape: they must stay its
+    projections."""
     jobs = [BASE, *(replace(BASE, **change) for change in CHANGES)]  # type: ignore[arg-type]
     jobs += [replace(BASE, priority=priority) for priority in Priority]
     for job in jobs:
         assert placement_shape(job) == Shape.of(job).placement
         assert sizing_shape(job) == Shape.of(job).demand
+        assert size_shape(job) == Shape.of(job).size
