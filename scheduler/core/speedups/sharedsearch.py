@@ -36,8 +36,7 @@ whole steady cycles with the speed-ups on and off.
 
 from __future__ import annotations
 
-import heapq
-from bisect import bisect_right
+from bisect import bisect_right, insort
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, replace
 
@@ -75,16 +74,14 @@ def hosts_of(name: str, times: _Times, per_replica: int) -> list[_Host]:
 
 @dataclass
 class _Group:
-    """What the jobs of one team, priority, reclaim standing, node set and count of reservations made share (module
-    doc): which nodes move with the submit time and where, and what was worked out per band."""
+    """What the jobs of one key share (module doc): which nodes move with the submit time and where, their hosts
+    at the earliest submit time (the least each can offer), and what was worked out per band."""
 
-    moving: list[str]  # the nodes whose times may depend on the job's submit time, in the search's order
-    moving_set: frozenset[str]
+    moving: frozenset[str]  # the nodes whose times may depend on the job's submit time
     bounds: dict[str, list[float]]  # per moving node, the bounds of its running jobs that matter, sorted
     all_bounds: list[float]  # every moving node's bounds, sorted
-    times: dict[Hashable, _Times]  # (preemptible, node, band) → its times
-    hosts: dict[Hashable, list[_Host]]  # (preemptible, node, band, GPUs per replica) → its hosts
-    answers: dict[Hashable, _Answer]  # (preemptible, replicas, GPUs per replica, band over all_bounds) → answer
+    least: list[tuple[_Host, str]]  # per moving node with a host, its first host at band 0 (the least), sorted
+    answers: dict[tuple[int, int], _Answer]  # (replicas, band over all_bounds) → the answer
 
 
 class SharedSearches(KeptReservations):
@@ -105,6 +102,11 @@ class SharedSearches(KeptReservations):
         super().__init__(state, index, policy, now, frees_at, bound, expected_end, fairness, tables)
         self._groups: dict[Hashable, _Group] = tables.table()
         self._still: dict[Hashable, list[_Host]] = tables.table()  # (nodes, per replica) → kept hosts, sorted
+        # (what the times read of the job and of the reservations made, node, band) → times; with the GPUs per
+        # replica too → hosts. Shared by every group the key's node sets and replica sizes make.
+        self._bands: dict[Hashable, _Times] = tables.table()
+        self._hosts: dict[Hashable, list[_Host]] = tables.table()
+        self._bounds_of: dict[Hashable, list[float]] = tables.table()  # (team, priority, node) → its bounds
 
     def _earliest(self, job: Job, names: list[str], per_replica: int) -> tuple[float, tuple[GpuKey, ...]] | None:
         """The plain search's answer, shared with the earlier jobs of ``job``'s key in its band (module doc)."""
@@ -114,46 +116,49 @@ class SharedSearches(KeptReservations):
             self._ends.clear()
             self._groups.clear()
             self._still.clear()
+            self._bands.clear()
+            self._hosts.clear()
+            self._bounds_of.clear()
         allow_reclaim = self.policy.fairness and self.fairness.under_guarantee(job.team, job_class(job))
         nodes = tuple(names)
-        key = (job.team, job.priority, allow_reclaim, nodes, len(self.made))
+        key = (job.team, job.priority, job.preemptible, allow_reclaim, nodes, per_replica, len(self.made))
         group = self._groups.get(key)
         if group is None:
-            group = self._groups[key] = self._group(job, names, allow_reclaim)
-        submitted, preemptible = job.submitted_at, job.preemptible
-        answer_key = (preemptible, job.replicas, per_replica, bisect_right(group.all_bounds, submitted))
+            group = self._groups[key] = self._group(job, names, per_replica, allow_reclaim)
+        submitted, replicas = job.submitted_at, job.replicas
+        answer_key = (replicas, bisect_right(group.all_bounds, submitted))
         if answer_key in group.answers:
             return group.answers[answer_key]
-        asked: dict[str, float] = {}
-        free_at: dict[str, _Times] = {}
-        hosts: list[_Host] = []
-        for name in group.moving:
-            node_key = (preemptible, name, bisect_right(group.bounds[name], submitted))
-            times = group.times.get(node_key)
-            if times is None:
-                times = group.times[node_key] = self._moving_times(job, name, allow_reclaim, asked)
-            free_at[name] = times
-            hosts_key = (*node_key, per_replica)
-            found = group.hosts.get(hosts_key)
-            if found is None:
-                found = group.hosts[hosts_key] = hosts_of(name, times, per_replica)
-            hosts.extend(found)
         still = self._still.get((nodes, per_replica))
         if still is None:
             still = self._still[(nodes, per_replica)] = sorted(
                 host for name in names for host in hosts_of(name, self._kept(name).times, per_replica)
             )
-        first_still: list[_Host] = []
-        for host in still:  # only the first ``replicas`` of them can be among the chosen
-            if len(first_still) == job.replicas:
+        best: list[_Host] = []  # the least hosts found so far, sorted, at most ``replicas``
+        for host in still:  # only the first ``replicas`` of the nodes that do not move can be among the chosen
+            if len(best) == replicas:
                 break
-            if host[2] not in group.moving_set:
-                first_still.append(host)
-        chosen = heapq.nsmallest(job.replicas, hosts + first_still)
-        for _, _, name in chosen:
+            if host[2] not in group.moving:
+                best.append(host)
+        free_at: dict[str, _Times] = {}
+        asked: dict[str, float] = {}
+        reads = (job.team, job.priority, job.preemptible, allow_reclaim, len(self.made))
+        for least, name in group.least:
+            if len(best) == replicas and least > best[-1]:
+                break  # this node's hosts, and every later node's, come after the chosen ones at any submit time
+            band = bisect_right(group.bounds[name], submitted)
+            times, hosts = self._band(job, reads, allow_reclaim, name, band, per_replica, asked)
+            free_at[name] = times
+            for host in hosts:
+                if len(best) == replicas:
+                    if host > best[-1]:
+                        break  # the node's hosts, sorted, come after it too
+                    best.pop()
+                insort(best, host)
+        for _, _, name in best:
             if name not in free_at:
                 free_at[name] = self._kept(name).times
-        answer = group.answers[answer_key] = self._chosen(job, chosen, free_at, per_replica)
+        answer = group.answers[answer_key] = self._chosen(job, best, free_at, per_replica)
         return answer
 
     def _kept(self, name: str) -> NodeTimes:
@@ -170,22 +175,61 @@ class SharedSearches(KeptReservations):
             return self._searched(job, name, asked)
         return kept.times
 
-    def _group(self, job: Job, names: list[str], allow_reclaim: bool) -> _Group:
-        """Which of ``names`` may see different times for different jobs of ``job``'s group, and their bounds."""
+    def _band(
+        self,
+        job: Job,
+        reads: Hashable,
+        allow_reclaim: bool,
+        name: str,
+        band: int,
+        per_replica: int,
+        asked: dict[str, float],
+    ) -> tuple[_Times, list[_Host]]:
+        """Node ``name``'s times and hosts for the jobs of ``reads`` (what its times read of them: ``job``'s team,
+        priority and preemptible flag, ``allow_reclaim``, the reservations made) whose submit time lies in its
+        ``band``, worked out for ``job`` the first time one asks."""
+        key = (reads, name, band)
+        times = self._bands.get(key)
+        if times is None:
+            times = self._bands[key] = self._moving_times(job, name, allow_reclaim, asked)
+        hosts = self._hosts.get((key, per_replica))
+        if hosts is None:
+            # Sorted: a later replica at the same time comes first (its -k is less), so the filing order is not.
+            hosts = self._hosts[(key, per_replica)] = sorted(hosts_of(name, times, per_replica))
+        return times, hosts
+
+    def _group(self, job: Job, names: list[str], per_replica: int, allow_reclaim: bool) -> _Group:
+        """Which of ``names`` may see different times for different jobs of ``job``'s key, their bounds, and their
+        least hosts (at band 0, the times of the key's widest job: each GPU's time only falls as the submit time
+        does, and so does each host's)."""
         widest = replace(job, submitted_at=float("-inf"))
+        reads = (job.team, job.priority, job.preemptible, allow_reclaim, len(self.made))
         taken_nodes = {node for node, _ in self._taken}
-        moving: list[str] = []
+        moving: set[str] = set()
         bounds: dict[str, list[float]] = {}
         every: set[float] = set()
+        least: list[tuple[_Host, str]] = []
+        asked: dict[str, float] = {}
         for name in names:
             kept = self._kept(name)
             if name not in taken_nodes and not kept.reached_by(widest, allow_reclaim, self.policy.fairness):
                 continue
-            moving.append(name)
-            found = self._bounds(job, name)
+            moving.add(name)
+            found = self._bounds_cached(job, name)
             bounds[name] = found
             every.update(found)
-        return _Group(moving, frozenset(moving), bounds, sorted(every), {}, {}, {})
+            _, hosts = self._band(widest, reads, allow_reclaim, name, 0, per_replica, asked)
+            if hosts:
+                least.append((hosts[0], name))
+        least.sort()
+        return _Group(frozenset(moving), bounds, sorted(every), least, {})
+
+    def _bounds_cached(self, job: Job, name: str) -> list[float]:
+        key = (job.team, job.priority, name)
+        found = self._bounds_of.get(key)
+        if found is None:
+            found = self._bounds_of[key] = self._bounds(job, name)
+        return found
 
     def _bounds(self, job: Job, name: str) -> list[float]:
         """The bounds (:func:`submit_bound`) of the running jobs on node ``name`` whose yielding to ``job`` could
