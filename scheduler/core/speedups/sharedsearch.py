@@ -18,20 +18,28 @@ priority rank ``p``, those tests answer alike for every submit time on one side 
 running job on a node see the same times on that node, and between the same two bounds of every running job on the
 nodes searched, the same answer.
 
-:class:`SharedSearches` keeps, per key (the above, the nodes searched, GPUs per replica, reservations made) and while
-the capacity index's ``version`` stands:
+:class:`SharedSearches` keeps, while the capacity index's ``version`` stands:
 
-- the nodes on which no job of the key reaches anything (:meth:`~.freetimes.NodeTimes.reached_by` for the key's
-  *widest* job, submitted at ``-inf``, which reaches whatever a later one does: each of its time tests is a lower
-  bound on the submit time), and which hold no GPU of an earlier reservation: they take their kept times whatever
-  the job, so their hosts are read in one order kept per node set (the first ``replicas`` of them suffice);
-- the other nodes' times per band of the submit time between their running jobs' bounds, worked out by the plain
-  path (:meth:`~.freetimes.KeptReservations._earliest`'s) for the first job of a band;
-- the whole answer per band of the submit time between the bounds of every node that is not in the first set.
+- per node set and GPUs per replica, the hosts of every node at its kept times, sorted;
+- per key (the above, the nodes searched, GPUs per replica, reservations made), the *moving* nodes: those on which
+  the key's *widest* job, submitted at ``-inf``, reaches something (:meth:`~.freetimes.NodeTimes.reached_by`: it
+  reaches whatever a later job of the key does, each of its time tests being a lower bound on the submit time), or
+  that hold a GPU of an earlier reservation. Every other node takes its kept times whatever the job, so of those only
+  the first ``replicas`` hosts in the kept order can be chosen;
+- per moving node, the bounds of the running jobs on it whose yielding could change a time (:meth:`_bounds`), and
+  its times and hosts per *band* of the submit time between them, worked out by the plain path
+  (:meth:`~.freetimes.KeptReservations._earliest`'s) for the first job of a band;
+- per key, the moving nodes sorted by the least host they could offer: their host at band 0 (the widest job's).
+  A GPU's time only falls as the submit time does (a holder that yields frees it no later than its end), so every
+  host of a node at any band comes no earlier, in the search's order (time, more replicas, name), than that host at
+  band 0. The nodes are walked in that order, keeping the ``replicas`` least hosts found, and the walk stops at the
+  first node whose least host comes after the last of them: no later node can displace one;
+- the answer per band of the submit time between the bounds of every moving node.
 
-Bounds are taken over every running job on such a node (more than the ones that matter: narrower bands, never a
-wrong one). ``tests/scheduler/core/speedups/test_sharedsearch.py`` compares every search with the plain one and
-whole steady cycles with the speed-ups on and off.
+A bound taken where it does not matter only narrows a band, never joins two that differ.
+``tests/scheduler/core/speedups/test_sharedsearch.py`` compares every search with the plain one for many submit
+times per key (through holds, evictions and their undo), and the bound with the backfill ground's time tests;
+whole steady cycles are compared with the speed-ups on and off there and in ``test_freetimes.py``.
 """
 
 from __future__ import annotations

@@ -1,6 +1,7 @@
 """The reservation search shared per key and submit-time band (:mod:`scheduler.core.speedups.sharedsearch`) finds
 what the plain search finds: the same start and GPUs for every job of a key at every submit time, through evictions,
-holds and their undo; the bound it files a running job under agrees with the backfill ground's time tests."""
+holds and their undo; the bound it files a running job under agrees with the backfill ground's time tests; and whole
+steady cycles plan the same with the speed-ups on and off."""
 
 from __future__ import annotations
 
@@ -9,15 +10,15 @@ from dataclasses import replace
 
 import pytest
 
-from scheduler.core import Policy
+from scheduler.core import Policy, plan_cycle
 from scheduler.core.decisions.reservation import Reservations
 from scheduler.core.model.demand import DemandKind
 from scheduler.core.model.snapshot import Job, Request, Running
-from scheduler.core.model.vocabulary import PRIORITY_INDEX, Priority
+from scheduler.core.model.vocabulary import PRIORITY_INDEX, BlockerKind, Priority
 from scheduler.core.placement.options import options_for
 from scheduler.core.rules.eviction import yields_to
 from scheduler.core.speedups.sharedsearch import SharedSearches, submit_bound
-from scheduler.sim.bench.synthetic import ClusterShape
+from scheduler.sim.bench.synthetic import NOW, ClusterShape
 from tests.scheduler.core.speedups.test_freetimes import _run, steady
 
 PRIORITIES = (Priority.LOW, Priority.NORMAL, Priority.HIGH, Priority.PRODUCTION)
@@ -86,3 +87,15 @@ def test_the_bound_agrees_with_the_backfill_grounds_time_tests() -> None:
         for submitted in (float(rng.randrange(-5, 105)), entry.started_at, victim.submitted_at):
             asked = replace(job, submitted_at=submitted)
             assert yields_to(asked, entry, borrowed) == (widest and bound is not None and submitted < bound)
+
+
+@pytest.mark.parametrize(
+    "policy",
+    [Policy(reservation_depth=8), Policy(reservation_depth=40), Policy(reservation_depth=40, fairness=False)],
+    ids=["depth-8", "depth-40", "depth-40-plain-order"],
+)
+def test_a_steady_cycle_reserves_the_same_with_and_without_shared_searches(policy: Policy) -> None:
+    snapshot = steady(ClusterShape(40, 700, seed=5, teams=4))
+    fast = plan_cycle(snapshot, policy, NOW + 10)
+    assert fast == plan_cycle(snapshot, policy, NOW + 10, speedups=False)
+    assert sum(w.blocker == BlockerKind.RESERVED for w in fast.waiting) > 4, "reservations must be made"
