@@ -108,6 +108,7 @@ class SharedSearches(KeptReservations):
         tables: Tables = FORGET,
     ) -> None:
         super().__init__(state, index, policy, now, frees_at, bound, expected_end, fairness, tables)
+        self._shared_version = -1  # the capacity index's version the tables below hold for
         self._groups: dict[Hashable, _Group] = tables.table()
         self._still: dict[Hashable, list[_Host]] = tables.table()  # (nodes, per replica) → kept hosts, sorted
         # (what the times read of the job and of the reservations made, node, band) → times; with the GPUs per
@@ -118,10 +119,12 @@ class SharedSearches(KeptReservations):
 
     def _earliest(self, job: Job, names: list[str], per_replica: int) -> tuple[float, tuple[GpuKey, ...]] | None:
         """The plain search's answer, shared with the earlier jobs of ``job``'s key in its band (module doc)."""
-        if self.index.version != self._version:  # what the kept node times hold for, too
+        if self.index.version != self._version:  # the kept node times' own
             self._version = self.index.version
             self._nodes.clear()
             self._ends.clear()
+        if self.index.version != self._shared_version:
+            self._shared_version = self.index.version
             self._groups.clear()
             self._still.clear()
             self._bands.clear()
