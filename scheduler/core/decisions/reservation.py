@@ -66,10 +66,12 @@ from scheduler.core.model.tables import FORGET, Tables
 from scheduler.core.model.vocabulary import Priority
 from scheduler.core.placement.index import CapacityIndex
 from scheduler.core.placement.options import Option
-from scheduler.core.rules.eviction import backfill_candidates, by_key, may_yield
+from scheduler.core.rules.eviction import Candidate, backfill_candidates, by_key, may_yield
 from scheduler.core.rules.fairshare import FairShare
 
 GpuKey = tuple[str, int]
+# backfill_candidates' signature: (state, fairness, policy, now, job, spared) → candidates in preference order.
+BackfillCandidates = Callable[[ClusterState, FairShare, Policy, float, Job, frozenset[str]], list[Candidate]]
 
 # The placeholder's team: a name no team can have (teams are Kubernetes namespaces), so no quota counts it.
 HOLDER_TEAM = "\x00reservation"
@@ -128,12 +130,15 @@ def take_back(
     now: float,
     spared: frozenset[str],
     place: Callable[[], Slots | None],
+    candidates: BackfillCandidates = backfill_candidates,
 ) -> tuple[list[Evict], Slots] | None:
     """Rule 6: the ``"backfill"`` evictions that let ``job`` start, and the slots ``place()`` (a placement on free
     capacity, admitted by the quota) then gives it, or None with nothing changed. ``spared``: the jobs that
     evicted ``job`` within the ping-pong window. On success the victims are removed from ``state`` and
-    reported to fair share; the caller binds the job on the slots."""
-    pool = backfill_candidates(state, fairness, policy, now, job, spared)
+    reported to fair share; the caller binds the job on the slots. ``candidates`` finds the victims the rule
+    allows: the rule itself, or the cycle's speed-up that answers as it does
+    (:class:`~scheduler.core.speedups.takeback.KeptBackfillCandidates`)."""
+    pool = candidates(state, fairness, policy, now, job, spared)
     if not pool:
         return None
     found = fewest_victims(state, job, place, pool, NO_SHORTCUTS)

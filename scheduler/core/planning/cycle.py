@@ -67,7 +67,10 @@ is known, and reads candidates from one :class:`~scheduler.core.speedups.victims
 node a reconfiguration closes, it forgets only what that node's readiness decided; with the speed-ups off, from
 the plain rule :func:`~scheduler.core.rules.eviction.team_candidates`). A turn past the search bound whose steps
 would end as an earlier turn of its key did, at a state unchanged in what they read, is not taken again: the job
-gets that turn's blocker (:mod:`scheduler.core.speedups.repeat`). Every such cache and shortcut goes through
+gets that turn's blocker (:mod:`scheduler.core.speedups.repeat`). In a full cluster, where few reservations are
+made and every whole-GPU job asks take-back and the reservation search, take-back's candidates are kept per key
+(:mod:`scheduler.core.speedups.takeback`) and the search is shared by the jobs of one key
+(:mod:`scheduler.core.speedups.sharedsearch`). Every such cache and shortcut goes through
 the cycle's memo (:mod:`scheduler.core.speedups`); ``plan_cycle(..., speedups=False)`` switches all of them off.
 
 A caller that plans many cycles in a process holding a large heap may pause the cyclic garbage collector

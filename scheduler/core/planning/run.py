@@ -32,7 +32,7 @@ from scheduler.core.rules.fairshare import FairShare, job_class
 from scheduler.core.rules.limits import Admission, placement_units
 from scheduler.core.rules.search_bound import counts, may_search
 from scheduler.core.speedups.memo import current_memo
-from scheduler.core.speedups.switch import reservations, team_candidates, usage_ahead
+from scheduler.core.speedups.switch import reservations, take_back_candidates, team_candidates, usage_ahead
 from scheduler.core.speedups.trial import TrialPlacement
 from scheduler.core.speedups.wholetrial import WholeGpuTrial
 
@@ -84,6 +84,8 @@ class Run:
         self.reservations = reservations(
             state, fairness, policy, now, self.frees_at, self.expected_end, self.reconfigurations.bound, current_memo()
         )
+        # Who take-back may evict for a job (reservation rule 6), by the rule or the speed-up that answers alike.
+        self.take_back_candidates = take_back_candidates(state, current_memo())
         self._preempt_failed: dict[Hashable, int] = current_memo().table()
         self._victims = self._new_victims()  # told of the nodes each reconfiguration closes
         self._victims_at = 0  # len(self.reconfigurations.changes) when it was last told

@@ -132,7 +132,7 @@ def backfill(run: Run, turn: Turn) -> bool:
     spared = frozenset(
         p.by for p in run.preemptions if p.victim == job.id and run.now - p.at < run.policy.ping_pong_window_s
     )
-    found = take_back(run.state, run.fairness, job, run.policy, run.now, spared, place)
+    found = take_back(run.state, run.fairness, job, run.policy, run.now, spared, place, run.take_back_candidates)
     if found is None:
         return False
     evictions, slots = found

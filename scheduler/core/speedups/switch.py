@@ -8,9 +8,11 @@ own interface: fair share that remembers its answers and resumes its fill
 (:class:`~.idle.IdleClasses`) and the memory of each team's eviction candidates the preemption search reads
 (:class:`~.victims.Victims`), each team's usage at a later time kept while nothing is placed or taken
 (:class:`~.ahead.UsageAhead`), and the reservations' search that keeps each node's expected-free times
-(:class:`~.freetimes.KeptReservations`), and the memory of the turns that may be repeated without their steps
-(:class:`~.repeat.TurnRepeats`), and the explanation's ETA replay that reads each plain GPU's empty time once
-(:class:`~.supply.PooledSupply`). Disabled, the cycle gets the plain rules, whose tables forget.
+(:class:`~.freetimes.KeptReservations`, its searches shared by the jobs of one key:
+:class:`~.sharedsearch.SharedSearches`), and the memory of the turns that may be repeated without their steps
+(:class:`~.repeat.TurnRepeats`), take-back's candidates kept per key while the state stands
+(:class:`~.takeback.KeptBackfillCandidates`), and the explanation's ETA replay that reads each plain GPU's empty
+time once (:class:`~.supply.PooledSupply`). Disabled, the cycle gets the plain rules, whose tables forget.
 """
 
 from __future__ import annotations
@@ -18,20 +20,22 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, MutableMapping, Sequence, Set
 
 from scheduler.core.decisions.preemption import TeamCandidates
-from scheduler.core.decisions.reservation import Reservations
+from scheduler.core.decisions.reservation import BackfillCandidates, Reservations
 from scheduler.core.model.cluster_state import ClusterState
 from scheduler.core.model.explain import Blocker, EtaEstimator
 from scheduler.core.model.policy import Policy
 from scheduler.core.model.snapshot import Job, Slots, Snapshot, Team
 from scheduler.core.placement.index import IndexedClusterState
+from scheduler.core.rules.eviction import backfill_candidates
 from scheduler.core.rules.fairshare import FairShare
 from scheduler.core.speedups.ahead import UsageAhead
 from scheduler.core.speedups.fairshare import RememberingFairShare
-from scheduler.core.speedups.freetimes import KeptReservations
 from scheduler.core.speedups.idle import IdleClasses
 from scheduler.core.speedups.memo import Memo
 from scheduler.core.speedups.repeat import EveryTurn, TurnRepeats
+from scheduler.core.speedups.sharedsearch import SharedSearches
 from scheduler.core.speedups.supply import PooledSupply
+from scheduler.core.speedups.takeback import KeptBackfillCandidates
 from scheduler.core.speedups.victims import Victims
 
 
@@ -71,7 +75,7 @@ def reservations(
     index = state.index
     assert index is not None
     if memo.enabled:
-        return KeptReservations(state, index, policy, now, frees_at, bound, expected_end, fairness, memo)
+        return SharedSearches(state, index, policy, now, frees_at, bound, expected_end, fairness, memo)
     return Reservations(state, index, policy, now, frees_at, bound, memo)
 
 
@@ -113,3 +117,11 @@ def eta_estimator(
     if memo.enabled:
         return PooledSupply(state, now, ready_at, expected_end, skip, reconfigure_s, cycle_s, memo)
     return EtaEstimator(state, now, ready_at, expected_end, skip, reconfigure_s, cycle_s, memo)
+
+
+def take_back_candidates(state: IndexedClusterState, memo: Memo) -> BackfillCandidates:
+    """Who take-back may evict for a job (:func:`~scheduler.core.rules.eviction.backfill_candidates`): the widest
+    job's candidates kept per key while ``memo`` is on (:mod:`.takeback`); the plain rule off."""
+    index = state.index
+    assert index is not None
+    return KeptBackfillCandidates(index, memo) if memo.enabled else backfill_candidates

@@ -19,6 +19,7 @@ from scheduler.core.placement.options import options_for
 from scheduler.core.planning.run import Run
 from scheduler.core.speedups.freetimes import KeptReservations, NodeTimes
 from scheduler.core.speedups.memo import Memo
+from scheduler.core.speedups.sharedsearch import SharedSearches
 from scheduler.core.speedups.switch import fair_share, indexed_state, reservations
 from scheduler.sim.bench.synthetic import NOW, ClusterShape, synthetic_snapshot
 
@@ -91,6 +92,8 @@ def test_every_search_finds_what_the_plain_search_finds_through_changes_and_thei
         for per_replica, names in by_model.values():
             ordered = sorted(set(names))
             expected = Reservations._earliest(kept, job, ordered, per_replica)
+            # The kept times alone, beneath the shared searches (speedups.sharedsearch) the cycle builds on them.
+            assert KeptReservations._earliest(kept, job, ordered, per_replica) == expected
             assert kept._earliest(job, ordered, per_replica) == expected
             reached += sum(kept._nodes[name].reached_by(job, True, True) for name in ordered)
             compared += 1
@@ -119,9 +122,9 @@ def test_what_a_job_reaches_on_a_node() -> None:
     assert not NodeTimes(times, False, frozenset(), {}).reached_by(production, False, True)  # production alone
 
 
-def test_the_switch_builds_the_plain_reservations_off_and_the_kept_ones_on() -> None:
+def test_the_switch_builds_the_plain_reservations_off_and_the_kept_shared_ones_on() -> None:
     snapshot = synthetic_snapshot(ClusterShape(8, 20, seed=1))
-    for memo, kind in ((Memo(enabled=False), Reservations), (Memo(), KeptReservations)):
+    for memo, kind in ((Memo(enabled=False), Reservations), (Memo(), SharedSearches)):
         state = indexed_state(snapshot, NOW, memo)
         fairness = fair_share(snapshot.teams, state, Policy(), memo)
         built = reservations(state, fairness, Policy(), NOW, lambda j, h: NOW, lambda h: NOW, lambda s: None, memo)
