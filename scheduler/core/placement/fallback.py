@@ -26,6 +26,15 @@ reconfiguration or evicts anyone. The rules:
 5. Replicas are placed one after the other inside a Statement (the next replica sees the previous one's
    slot) and rolled back: the state is left unchanged, as ``find_slots`` leaves it.
 
+**Oversize** (:func:`oversize_slots`, the planning step ``oversize``): rule 3's cap decides only what production
+takes *first*. When neither the capped fallback nor an eviction of preemptible work (nor, for a profile that takes
+the whole GPU, of work on a MIG-off GPU) places it, production takes any larger free instance or whole idle GPU —
+rules 1, 2, 4 and 5 without rule 3 — rather than wait for a reconfiguration (``policy.mig_reconfigure_s``, minutes)
+or evict firm work: "production inference always running" is the promise, and B4 measured nearly every avoidable
+production wait to be such a reconfiguration with larger capacity free (``docs/benchmarks/cost.md``). The oversize
+is for a time: consolidation (:mod:`scheduler.core.decisions.consolidation`) moves the service make-before-break to
+a right-sized slice once one is free. It is still counted at what it holds, and its quota must admit that.
+
 :func:`whole_gpu_slots` is the one case of rule 2 that is no fallback but the same capacity, for work of any
 priority: a MIG demand for the profile that takes every compute slice of the GPU (``7g.80gb``, ``7g.40gb``)
 holds the whole GPU either way, so an idle GPU with MIG off serves it now — instead of a reconfiguration to a
@@ -57,6 +66,17 @@ Score = tuple[int, ...]
 def fallback_slots(state: IndexedClusterState, job: Job, policy: Policy) -> Slots | None:
     """Slots for every replica of production ``job`` on a larger free instance or a whole idle GPU (module
     rules), or None. The state is left unchanged."""
+    return _slots(state, job, policy, capped=True)
+
+
+def oversize_slots(state: IndexedClusterState, job: Job, policy: Policy) -> Slots | None:
+    """:func:`fallback_slots` without rule 3's cap: any larger free instance or whole idle GPU, the least oversized
+    first (rule 4) — what production takes rather than wait for a reconfiguration (module doc, Oversize). The
+    state is left unchanged."""
+    return _slots(state, job, policy, capped=False)
+
+
+def _slots(state: IndexedClusterState, job: Job, policy: Policy, *, capped: bool) -> Slots | None:
     index = state.index
     assert index is not None
     if job.priority != Priority.PRODUCTION:
@@ -64,11 +84,11 @@ def fallback_slots(state: IndexedClusterState, job: Job, policy: Policy) -> Slot
     mig = tuple(o for o in options_for(index, job, policy) if o.demand.kind == DemandKind.MIG)
     if not mig:
         return None
-    return replica_by_replica(state, index, job, lambda: _best_replica(state, job, mig, policy))
+    return replica_by_replica(state, index, job, lambda: _best_replica(state, job, mig, policy, capped))
 
 
 def _best_replica(
-    state: IndexedClusterState, job: Job, options: tuple[Option, ...], policy: Policy
+    state: IndexedClusterState, job: Job, options: tuple[Option, ...], policy: Policy, capped: bool
 ) -> tuple[Slot, ...] | None:
     index = state.index
     assert index is not None
@@ -78,7 +98,7 @@ def _best_replica(
         profiles = GPU_MODEL_BY_NAME[option.model].profiles()
         own = profiles[option.demand.mig_profile or ""]
         plus_me = bool(own.media_engines)
-        most = 2 * own.compute_slices  # rule 3
+        most = 2 * own.compute_slices if capped else COMPUTE_SLICES  # rule 3
         for name, spec in sorted(profiles.items()):
             if name == own.name or bool(spec.media_engines) != plus_me:
                 continue

@@ -17,7 +17,7 @@ from scheduler.core.model.plan import Evict
 from scheduler.core.model.policy import Policy
 from scheduler.core.model.snapshot import Job, Node, Running, Slot, Team
 from scheduler.core.model.vocabulary import BlockerKind, EvictionReason, JobKind, Priority
-from scheduler.core.placement.fallback import fallback_slots
+from scheduler.core.placement.fallback import fallback_slots, oversize_slots
 from scheduler.core.placement.mix import observe
 from scheduler.core.placement.options import options_for
 from scheduler.core.planning.run import Run, live_index
@@ -32,6 +32,7 @@ from scheduler.core.planning.steps import (
     hold,
     idle_whole_gpu,
     not_ready,
+    oversize,
     preempt,
     preempt_preemptible,
     preempt_whole_gpu,
@@ -357,6 +358,33 @@ def test_preempt_whole_gpu_acts_only_for_production_with_such_a_profile_and_not_
     assert not run.evictions and not run.binds
 
 
+# -- oversize ---------------------------------------------------------------------------------------------------
+
+
+def test_oversize_binds_production_on_a_whole_idle_gpu_rather_than_wait_for_a_reconfiguration() -> None:
+    prod = _production("p", mig="1g.10gb")
+    run = _run([node("w", A100, 1)], [prod])
+    turn = _turn(run, prod)
+    assert fallback(run, turn) is False  # a whole GPU is more than twice a 1g.10gb
+    assert oversize(run, turn) is True
+    assert _bound(run) == {"p": [Slot("w", 0)]}
+    assert not run.reconfigurations.changes
+
+
+def test_oversize_acts_only_for_production_its_quota_admits() -> None:
+    prod = _production("p", mig="1g.10gb")
+    other = job("o", mig="1g.10gb", kind=JobKind.INFERENCE, priority=Priority.HIGH)
+    run = _run([node("w", A100, 1)], [prod, other])
+    assert oversize(run, _turn(run, other)) is False
+    assert oversize(run, _turn(run, prod, REFUSED)) is False
+    small = _run([node("w", A100, 1)], [prod], teams=[team("t", guaranteed=0.5, burst=0.6)])  # a 1g, not a GPU
+    assert oversize_slots(small.state, prod, POLICY) is not None  # found, but not admitted
+    assert oversize(small, _turn(small, prod)) is False
+    none = _run([node("w", A100, 1, mig="all-1g.10gb")], [_production("q", mig="3g.40gb")])
+    assert oversize(none, _turn(none, _production("q", mig="3g.40gb"))) is False  # nothing larger is free
+    assert not run.binds and not small.binds and not none.binds
+
+
 # -- reconfigure_idle -------------------------------------------------------------------------------------------
 
 
@@ -584,6 +612,7 @@ PRODUCTION_ORDER = [
     "fallback",
     "preempt_preemptible",
     "preempt_whole_gpu",
+    "oversize",
     "reconfigure_idle",
     "preempt",
     "reconfigure_by_drain",
