@@ -14,21 +14,21 @@ the blocker the step gave it; False: try the next step. A step changes only what
 the steps of one turn tell each other travels in the :class:`Turn` (the quota's refusal, which the
 whole-GPU step may set), the rest of the cycle's working state in the :class:`~scheduler.core.planning.run.Run`.
 
-Why this order. Free capacity first: the best placement its quota admits, then GPUs a reservation holds
-that the job will have left by the time the reservation starts, then an idle MIG-off GPU (the same
-capacity as a full-GPU MIG instance). Production must start now, so it goes on: a larger free instance or
-a whole idle GPU, up to twice its size; preemptible work yields before it waits minutes for a reconfiguration; a
-MIG-off GPU an eviction frees serves a profile that takes the whole GPU before any reconfiguration (the same
-capacity, now); any larger free capacity, however oversized, rather than wait minutes for a reconfiguration
-(consolidation moves it to its right size later); an idle GPU's change before firm work is evicted elsewhere; then a preemption; a GPU drained of lower work
-only when that failed (eviction is the last resort); and failing all, a node bound this cycle held for its
-change next cycle rather than let lower work start there. Production's own steps run only while the quota
-has not refused the job (:attr:`Turn.production`): a production job its quota refused waits as other work
-does. Other work evicts as the last resort: not while a reconfiguration of an idle GPU could serve it — it
-waits for the change the cycle plans after placement (:mod:`scheduler.core.planning.cycle`, step 4); with the
-policy's ``preemption_search_per_team``, other work past its team's first N in the cycle's order does not try a
-preemption at all (:mod:`scheduler.core.rules.search_bound`: on a long queue most searches fail). What
-still waits gets a reservation of GPUs that will free for it, else its blocker: the quota or capacity.
+Why this order. Free capacity first: the best placement its quota admits, then GPUs a reservation holds that the
+job will have left by the time the reservation starts, then an idle MIG-off GPU (the same capacity as a full-GPU
+MIG instance). Production must start now, so it goes on: a larger free instance or a whole idle GPU, up to twice
+its size; preemptible work yields before it waits minutes for a reconfiguration; a MIG-off GPU an eviction frees
+serves a profile that takes the whole GPU before any reconfiguration (the same capacity, now); any larger free
+capacity, however oversized, rather than wait minutes for a reconfiguration (consolidation moves it to its right
+size later); an idle GPU's change before firm work is evicted elsewhere; then a preemption; a GPU drained of lower
+work only when that failed (eviction is the last resort); and failing all, a node bound this cycle held for its
+change next cycle rather than let lower work start there. Production's own steps run only while the quota has not
+refused the job (:attr:`Turn.production`): a production job its quota refused waits as other work does. Other work
+evicts as the last resort: not while a reconfiguration of an idle GPU could serve it — it waits for the change the
+cycle plans after placement (:mod:`scheduler.core.planning.cycle`, step 4); with the policy's
+``preemption_search_per_team``, other work past its team's first N in the cycle's order does not try a preemption
+at all (:mod:`scheduler.core.rules.search_bound`: on a long queue most searches fail). What still waits gets a
+reservation of GPUs that will free for it, else its blocker: the quota or capacity.
 
 Adding a scheduling rule: state it in ``scheduler/core/rules/`` as plain code; write the step that applies
 it here, with its contract; put the step in its place in :data:`PRODUCTION_STEPS` and/or
