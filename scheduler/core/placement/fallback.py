@@ -33,7 +33,10 @@ rules 1, 2, 4 and 5 without rule 3 — rather than wait for a reconfiguration (`
 or evict firm work: "production inference always running" is the promise, and B4 measured nearly every avoidable
 production wait to be such a reconfiguration with larger capacity free (``docs/benchmarks/cost.md``). The oversize
 is for a time: consolidation (:mod:`scheduler.core.decisions.consolidation`) moves the service make-before-break to
-a right-sized slice once one is free. It is still counted at what it holds, and its quota must admit that.
+a right-sized slice once one is free. It is still counted at what it holds, and its quota must admit that. And when
+no free capacity fits but lower work holds a GPU with MIG off, production evicts it and takes that GPU whole (the
+planning step ``preempt_oversize``, :func:`whole_gpu_options` with ``oversize``) rather than drain a GPU of the
+same kind of work and wait for its reconfiguration as well.
 
 :func:`whole_gpu_slots` is the one case of rule 2 that is no fallback but the same capacity, for work of any
 priority: a MIG demand for the profile that takes every compute slice of the GPU (``7g.80gb``, ``7g.40gb``)
@@ -127,14 +130,19 @@ def _best_replica(
     return best[1] if best is not None else None
 
 
-def whole_gpu_options(index: CapacityIndex, job: Job, policy: Policy) -> tuple[Option, ...]:
+def whole_gpu_options(index: CapacityIndex, job: Job, policy: Policy, oversize: bool = False) -> tuple[Option, ...]:
     """One whole-GPU option for each of ``job``'s MIG options whose profile takes every compute slice of the
-    GPU (module doc): where a GPU with MIG off serves it. Empty for any other job."""
+    GPU (module doc): where a GPU with MIG off serves it. Empty for any other job. ``oversize``: for each of its
+    MIG options whatever the profile — where a GPU with MIG off serves production oversized (module doc,
+    Oversize)."""
     return tuple(
         Option(o.tier_rank, o.model_rank, o.group, Demand.whole(1))
         for o in options_for(index, job, policy)
         if o.demand.kind == DemandKind.MIG
-        and GPU_MODEL_BY_NAME[o.model].profiles()[o.demand.mig_profile or ""].compute_slices == COMPUTE_SLICES
+        and (
+            oversize
+            or GPU_MODEL_BY_NAME[o.model].profiles()[o.demand.mig_profile or ""].compute_slices == COMPUTE_SLICES
+        )
     )
 
 
@@ -145,12 +153,13 @@ def as_whole_gpus(job: Job) -> Job:
     return replace(job, request=Request(gpus=1))
 
 
-def whole_gpu_slots(state: IndexedClusterState, job: Job, policy: Policy) -> Slots | None:
+def whole_gpu_slots(state: IndexedClusterState, job: Job, policy: Policy, oversize: bool = False) -> Slots | None:
     """Slots on idle MIG-off GPUs for every replica of ``job`` when its MIG demand takes every compute slice
-    of the GPU (module doc), or None. The state is left unchanged."""
+    of the GPU (module doc), or — ``oversize`` — whatever its MIG profile; None otherwise. The state is left
+    unchanged."""
     index = state.index
     assert index is not None
-    full = whole_gpu_options(index, job, policy)
+    full = whole_gpu_options(index, job, policy, oversize)
     if not full:
         return None
     return replica_by_replica(state, index, job, lambda: _whole_replica(index, job, full))

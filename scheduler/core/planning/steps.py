@@ -4,8 +4,8 @@ A turn runs the steps of its order one after another until one ends it. The orde
 else:
 
 - production work: :data:`PRODUCTION_STEPS` — not_ready → choose → backfill → idle_whole_gpu → fallback →
-  preempt_preemptible → preempt_whole_gpu → oversize → reconfigure_idle → preempt → reconfigure_by_drain → hold →
-  reserve → wait;
+  preempt_preemptible → preempt_whole_gpu → oversize → reconfigure_idle → preempt → preempt_oversize →
+  reconfigure_by_drain → hold → reserve → wait;
 - other work: :data:`OTHER_STEPS` — not_ready → choose → backfill → idle_whole_gpu → preempt → reserve → wait.
 
 Each step is a function ``step(run, turn) -> bool`` whose docstring is its contract: when it acts (what it
@@ -20,8 +20,9 @@ MIG instance). Production must start now, so it goes on: a larger free instance 
 its size; preemptible work yields before it waits minutes for a reconfiguration; a MIG-off GPU an eviction frees
 serves a profile that takes the whole GPU before any reconfiguration (the same capacity, now); any larger free
 capacity, however oversized, rather than wait minutes for a reconfiguration (consolidation moves it to its right
-size later); an idle GPU's change before firm work is evicted elsewhere; then a preemption; a GPU drained of lower
-work only when that failed (eviction is the last resort); and failing all, a node bound this cycle held for its
+size later); an idle GPU's change before firm work is evicted elsewhere; then a preemption; then lower work
+evicted from a MIG-off GPU that production takes whole, oversized; a GPU drained of lower work only when that
+failed (eviction is the last resort); and failing all, a node bound this cycle held for its
 change next cycle rather than let lower work start there. Production's own steps run only while the quota has not
 refused the job (:attr:`Turn.production`): a production job its quota refused waits as other work does. Other work
 evicts as the last resort: not while a reconfiguration of an idle GPU could serve it — it waits for the change the
@@ -253,6 +254,25 @@ def preempt(run: Run, turn: Turn) -> bool:
     return run.preempt(job)
 
 
+def preempt_oversize(run: Run, turn: Turn) -> bool:
+    """Evict lower work from a GPU with MIG off for production MIG work of any profile and bind it there whole,
+    oversized (:meth:`Run.preempt`, ``whole_gpu`` and ``oversize``): after the preemption for its right size
+    failed, such an eviction serves it now, where draining a GPU evicts lower work as well and makes it wait
+    minutes for the reconfiguration; consolidation moves it to its right size later. Only whole MIG-off GPUs its
+    quota admits are taken; the victims are the fewest the preemption rules allow, preemptible work first.
+
+    Acts only for :attr:`Turn.production` with a MIG option
+    (:func:`~scheduler.core.placement.fallback.whole_gpu_options`), and not when such a preemption is known to
+    fail (:meth:`Run.preempt_fails`). Changes: the evictions and the binds, or nothing. Returns True when
+    bound."""
+    job = turn.job
+    if not turn.production or not whole_gpu_options(run.index, job, run.policy, oversize=True):
+        return False
+    if run.preempt_fails(job, whole_gpu=True, oversize=True):
+        return False
+    return run.preempt(job, whole_gpu=True, oversize=True)
+
+
 def reconfigure_by_drain(run: Run, turn: Turn) -> bool:
     """Production work waits for a GPU drained of lower work and re-cut for it (:mod:`scheduler.core.placement.drain`,
     through :meth:`~scheduler.core.placement.reconfigurations.Reconfigurations.for_production`): after its
@@ -339,6 +359,7 @@ PRODUCTION_STEPS: tuple[Step, ...] = (
     oversize,
     reconfigure_idle,
     preempt,
+    preempt_oversize,
     reconfigure_by_drain,
     hold,
     reserve,

@@ -34,6 +34,7 @@ from scheduler.core.planning.steps import (
     not_ready,
     oversize,
     preempt,
+    preempt_oversize,
     preempt_preemptible,
     preempt_whole_gpu,
     reconfigure_by_drain,
@@ -486,6 +487,43 @@ def test_enter_counts_only_non_production_work_against_the_bound() -> None:
     assert preempt(run, _turn(run, other)) is True
 
 
+# -- preempt_oversize -------------------------------------------------------------------------------------------
+
+
+def test_preempt_oversize_evicts_firm_lower_work_from_a_mig_off_gpu_for_a_smaller_profile() -> None:
+    # A 3g.40gb: m's 1g.10gb instances are too small (one held by low work), w0 runs lab's firm low training.
+    prod = _production("p", "svc", mig="3g.40gb")
+    run = _mig_off_world(prod)
+    turn = _turn(run, prod)
+    for step in (choose, idle_whole_gpu, fallback, preempt_preemptible, preempt_whole_gpu, oversize):
+        assert step(run, turn) is False
+    assert preempt(run, turn) is False  # no eviction frees a 3g.40gb instance: MIG stays on where it is evicted
+    assert preempt_oversize(run, turn) is True
+    assert run.evictions == [Evict("train0", EvictionReason.PRODUCTION, "p")]
+    assert _bound(run) == {"p": [Slot("w0", 0)]}
+    assert not run.reconfigurations.changes and "small" in run.state.placed  # no drain, no reconfiguration
+
+
+def test_preempt_oversize_acts_only_for_production_its_quota_admits_and_remembers_a_failure(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    prod = _production("p", "svc", mig="3g.40gb")
+    other = job("o", "svc", mig="3g.40gb", kind=JobKind.INFERENCE, priority=Priority.HIGH)
+    run = _mig_off_world(prod)
+    assert preempt_oversize(run, _turn(run, other)) is False
+    assert preempt_oversize(run, _turn(run, prod, REFUSED)) is False
+    assert preempt_oversize(run, _turn(run, _production("g", "svc", gpus=1))) is False  # no MIG option
+    small = _mig_off_world(prod, svc=team("svc", guaranteed=0.5, burst=0.5))  # a 3g.40gb fits, a whole GPU not
+    assert preempt_oversize(small, _turn(small, prod)) is False
+    assert small.preempt_fails(prod, whole_gpu=True, oversize=True)
+    assert not small.preempt_fails(prod, whole_gpu=True)  # remembered apart from the full-profile search
+    monkeypatch.setattr(
+        run, "preempt_fails", lambda job, preemptible_only=False, whole_gpu=False, oversize=False: oversize
+    )
+    assert preempt_oversize(run, _turn(run, prod)) is False
+    assert not run.evictions and not run.binds and not small.evictions
+
+
 # -- reconfigure_by_drain ---------------------------------------------------------------------------------------
 
 
@@ -615,6 +653,7 @@ PRODUCTION_ORDER = [
     "oversize",
     "reconfigure_idle",
     "preempt",
+    "preempt_oversize",
     "reconfigure_by_drain",
     "hold",
     "reserve",
