@@ -14,8 +14,8 @@ reconfiguration or evicts anyone. The rules:
    holds every profile of its model).
 3. **How much larger.** At most twice the compute slices of the right-sized profile (extra ≤ own): the job
    is counted at what it holds, so a 1g service on a whole GPU would spend seven times its share of its
-   team's quota (blocking the team's next production jobs) and idle six slices; for such a job a layout
-   change of an idle GPU (300 s, planned by the cycle next, without the hysteresis) is the better bargain.
+   team's quota (blocking the team's next production jobs) and idle six slices; for such a job the eviction of
+   preemptible work that frees its right size is tried first, and only then larger capacity (Oversize, below).
    A 7g.80gb-sized job takes a whole idle GPU (no extra), a 4g one a whole GPU or a 7g instance, a 3g one a
    4g–6g instance only. Measured on B2 and B4 (/work/tmp/dynamics-results.md): no cap, or no cap while the
    team stays within its guarantee, lowered utilization and raised evictions without fewer SLO misses.
