@@ -14,8 +14,8 @@ reconfiguration or evicts anyone. The rules:
    holds every profile of its model).
 3. **How much larger.** At most twice the compute slices of the right-sized profile (extra ≤ own): the job
    is counted at what it holds, so a 1g service on a whole GPU would spend seven times its share of its
-   team's quota (blocking the team's next production jobs) and idle six slices; for such a job the eviction of
-   preemptible work that frees its right size is tried first, and only then larger capacity (Oversize, below).
+   team's quota (blocking the team's next production jobs) and idle six slices; for such a job a layout
+   change of an idle GPU (300 s, planned by the cycle next, without the hysteresis) is the better bargain.
    A 7g.80gb-sized job takes a whole idle GPU (no extra), a 4g one a whole GPU or a 7g instance, a 3g one a
    4g–6g instance only. Measured on B2 and B4 (/work/tmp/dynamics-results.md): no cap, or no cap while the
    team stays within its guarantee, lowered utilization and raised evictions without fewer SLO misses.
@@ -25,18 +25,6 @@ reconfiguration or evicts anyone. The rules:
    that. Later reconfiguration may move the capacity back once the job is gone.
 5. Replicas are placed one after the other inside a Statement (the next replica sees the previous one's
    slot) and rolled back: the state is left unchanged, as ``find_slots`` leaves it.
-
-**Oversize** (:func:`oversize_slots`, the planning step ``oversize``): rule 3's cap decides only what production
-takes *first*. When neither the capped fallback nor an eviction of preemptible work (nor, for a profile that takes
-the whole GPU, of work on a MIG-off GPU) places it, production takes any larger free instance or whole idle GPU —
-rules 1, 2, 4 and 5 without rule 3 — rather than wait for a reconfiguration (``policy.mig_reconfigure_s``, minutes)
-or evict firm work: "production inference always running" is the promise, and B4 measured nearly every avoidable
-production wait to be such a reconfiguration with larger capacity free (``docs/benchmarks/cost.md``). The oversize
-is for a time: consolidation (:mod:`scheduler.core.decisions.consolidation`) moves the service make-before-break to
-a right-sized slice once one is free. It is still counted at what it holds, and its quota must admit that. And when
-no free capacity fits but lower work holds a GPU with MIG off, production evicts it and takes that GPU whole (the
-planning step ``preempt_oversize``, :func:`whole_gpu_options` with ``oversize``) rather than drain a GPU of the
-same kind of work and wait for its reconfiguration as well.
 
 :func:`whole_gpu_slots` is the one case of rule 2 that is no fallback but the same capacity, for work of any
 priority: a MIG demand for the profile that takes every compute slice of the GPU (``7g.80gb``, ``7g.40gb``)
@@ -69,17 +57,6 @@ Score = tuple[int, ...]
 def fallback_slots(state: IndexedClusterState, job: Job, policy: Policy) -> Slots | None:
     """Slots for every replica of production ``job`` on a larger free instance or a whole idle GPU (module
     rules), or None. The state is left unchanged."""
-    return _slots(state, job, policy, capped=True)
-
-
-def oversize_slots(state: IndexedClusterState, job: Job, policy: Policy) -> Slots | None:
-    """:func:`fallback_slots` without rule 3's cap: any larger free instance or whole idle GPU, the least oversized
-    first (rule 4) — what production takes rather than wait for a reconfiguration (module doc, Oversize). The
-    state is left unchanged."""
-    return _slots(state, job, policy, capped=False)
-
-
-def _slots(state: IndexedClusterState, job: Job, policy: Policy, *, capped: bool) -> Slots | None:
     index = state.index
     assert index is not None
     if job.priority != Priority.PRODUCTION:
@@ -87,11 +64,11 @@ def _slots(state: IndexedClusterState, job: Job, policy: Policy, *, capped: bool
     mig = tuple(o for o in options_for(index, job, policy) if o.demand.kind == DemandKind.MIG)
     if not mig:
         return None
-    return replica_by_replica(state, index, job, lambda: _best_replica(state, job, mig, policy, capped))
+    return replica_by_replica(state, index, job, lambda: _best_replica(state, job, mig, policy))
 
 
 def _best_replica(
-    state: IndexedClusterState, job: Job, options: tuple[Option, ...], policy: Policy, capped: bool
+    state: IndexedClusterState, job: Job, options: tuple[Option, ...], policy: Policy
 ) -> tuple[Slot, ...] | None:
     index = state.index
     assert index is not None
@@ -101,7 +78,7 @@ def _best_replica(
         profiles = GPU_MODEL_BY_NAME[option.model].profiles()
         own = profiles[option.demand.mig_profile or ""]
         plus_me = bool(own.media_engines)
-        most = 2 * own.compute_slices if capped else COMPUTE_SLICES  # rule 3
+        most = 2 * own.compute_slices  # rule 3
         for name, spec in sorted(profiles.items()):
             if name == own.name or bool(spec.media_engines) != plus_me:
                 continue
@@ -130,19 +107,14 @@ def _best_replica(
     return best[1] if best is not None else None
 
 
-def whole_gpu_options(index: CapacityIndex, job: Job, policy: Policy, oversize: bool = False) -> tuple[Option, ...]:
+def whole_gpu_options(index: CapacityIndex, job: Job, policy: Policy) -> tuple[Option, ...]:
     """One whole-GPU option for each of ``job``'s MIG options whose profile takes every compute slice of the
-    GPU (module doc): where a GPU with MIG off serves it. Empty for any other job. ``oversize``: for each of its
-    MIG options whatever the profile — where a GPU with MIG off serves production oversized (module doc,
-    Oversize)."""
+    GPU (module doc): where a GPU with MIG off serves it. Empty for any other job."""
     return tuple(
         Option(o.tier_rank, o.model_rank, o.group, Demand.whole(1))
         for o in options_for(index, job, policy)
         if o.demand.kind == DemandKind.MIG
-        and (
-            oversize
-            or GPU_MODEL_BY_NAME[o.model].profiles()[o.demand.mig_profile or ""].compute_slices == COMPUTE_SLICES
-        )
+        and GPU_MODEL_BY_NAME[o.model].profiles()[o.demand.mig_profile or ""].compute_slices == COMPUTE_SLICES
     )
 
 
@@ -153,13 +125,12 @@ def as_whole_gpus(job: Job) -> Job:
     return replace(job, request=Request(gpus=1))
 
 
-def whole_gpu_slots(state: IndexedClusterState, job: Job, policy: Policy, oversize: bool = False) -> Slots | None:
+def whole_gpu_slots(state: IndexedClusterState, job: Job, policy: Policy) -> Slots | None:
     """Slots on idle MIG-off GPUs for every replica of ``job`` when its MIG demand takes every compute slice
-    of the GPU (module doc), or — ``oversize`` — whatever its MIG profile; None otherwise. The state is left
-    unchanged."""
+    of the GPU (module doc), or None. The state is left unchanged."""
     index = state.index
     assert index is not None
-    full = whole_gpu_options(index, job, policy, oversize)
+    full = whole_gpu_options(index, job, policy)
     if not full:
         return None
     return replica_by_replica(state, index, job, lambda: _whole_replica(index, job, full))

@@ -16,8 +16,7 @@ Steps:
    :data:`~scheduler.core.planning.steps.OTHER_STEPS` for the rest —
 
    not_ready → choose → backfill → idle_whole_gpu → (production: fallback → preempt_preemptible →
-   preempt_whole_gpu → oversize → reconfigure_idle) → preempt → (production: preempt_oversize →
-   reconfigure_by_drain → hold) → reserve → wait.
+   preempt_whole_gpu → reconfigure_idle) → preempt → (production: reconfigure_by_drain → hold) → reserve → wait.
 
    Free capacity is taken at a placement the quota admits (:func:`choose.choose`); a preemption
    (:func:`preemption.find_victims`, whose rules decide who may be evicted) evicts and binds in one Statement;

@@ -115,30 +115,25 @@ class Run:
         self.binds.append(bind(self.state, job, slots))
         self.reconfigurations.bound(slots)  # a node bound to this cycle is not reconfigured in it
 
-    def preempt_fails(
-        self, job: Job, preemptible_only: bool = False, whole_gpu: bool = False, oversize: bool = False
-    ) -> bool:
+    def preempt_fails(self, job: Job, preemptible_only: bool = False, whole_gpu: bool = False) -> bool:
         """Is a preemption for ``job`` (of the kind :meth:`preempt` is asked) known to fail: one for its shape
         failed and nothing was freed since? Not remembered for a recent victim, whose ping-pong protection
         depends on its identity (:mod:`scheduler.core.planning.cycle`, Speed)."""
         remember = job.id not in self.recent_victims
-        key = self._preempt_key(job, preemptible_only, whole_gpu, oversize)
+        key = self._preempt_key(job, preemptible_only, whole_gpu)
         return remember and self._preempt_failed.get(key) == self.index.freed
 
-    def preempt(
-        self, job: Job, preemptible_only: bool = False, whole_gpu: bool = False, oversize: bool = False
-    ) -> bool:
+    def preempt(self, job: Job, preemptible_only: bool = False, whole_gpu: bool = False) -> bool:
         """Evict for ``job`` (only preemptible work when ``preemptible_only``) and bind it, both in one Statement;
         False, with nothing changed, when no set of victims makes room its quota admits. ``whole_gpu``: only on
-        GPUs with MIG off, for a profile that takes every compute slice of the GPU — or, with ``oversize``, for any
-        MIG profile (:class:`~scheduler.core.speedups.wholetrial.WholeGpuTrial`). The caller has checked
-        :meth:`preempt_fails`."""
-        key = self._preempt_key(job, preemptible_only, whole_gpu, oversize)
+        GPUs with MIG off, for a profile that takes every compute slice of the GPU
+        (:class:`~scheduler.core.speedups.wholetrial.WholeGpuTrial`). The caller has checked :meth:`preempt_fails`."""
+        key = self._preempt_key(job, preemptible_only, whole_gpu)
         remember = job.id not in self.recent_victims
         statement = self.state.begin()
         trial: WholeGpuTrial | TrialPlacement
         if whole_gpu:
-            trial = WholeGpuTrial(self.state, self.fairness, job, self.policy, oversize)
+            trial = WholeGpuTrial(self.state, self.fairness, job, self.policy)
             searched = as_whole_gpus(job)  # its candidates: what holds a GPU with MIG off (or its team's quota)
         else:
             trial = TrialPlacement(self.state, self.index, self.fairness, job, self.policy)
@@ -172,8 +167,8 @@ class Run:
         return True
 
     @staticmethod
-    def _preempt_key(job: Job, preemptible_only: bool, whole_gpu: bool, oversize: bool) -> Hashable:
-        return (Shape.of(job).preemption, job.team, preemptible_only, whole_gpu, oversize)
+    def _preempt_key(job: Job, preemptible_only: bool, whole_gpu: bool) -> Hashable:
+        return (Shape.of(job).preemption, job.team, preemptible_only, whole_gpu)
 
     def _new_victims(self) -> TeamCandidates | None:
         """A memory of each team's eviction candidates for the cycle, or None with the speed-ups off: preemption

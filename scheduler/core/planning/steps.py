@@ -4,8 +4,8 @@ A turn runs the steps of its order one after another until one ends it. The orde
 else:
 
 - production work: :data:`PRODUCTION_STEPS` — not_ready → choose → backfill → idle_whole_gpu → fallback →
-  preempt_preemptible → preempt_whole_gpu → oversize → reconfigure_idle → preempt → preempt_oversize →
-  reconfigure_by_drain → hold → reserve → wait;
+  preempt_preemptible → preempt_whole_gpu → reconfigure_idle → preempt → reconfigure_by_drain → hold → reserve →
+  wait;
 - other work: :data:`OTHER_STEPS` — not_ready → choose → backfill → idle_whole_gpu → preempt → reserve → wait.
 
 Each step is a function ``step(run, turn) -> bool`` whose docstring is its contract: when it acts (what it
@@ -14,22 +14,20 @@ the blocker the step gave it; False: try the next step. A step changes only what
 the steps of one turn tell each other travels in the :class:`Turn` (the quota's refusal, which the
 whole-GPU step may set), the rest of the cycle's working state in the :class:`~scheduler.core.planning.run.Run`.
 
-Why this order. Free capacity first: the best placement its quota admits, then GPUs a reservation holds that the
-job will have left by the time the reservation starts, then an idle MIG-off GPU (the same capacity as a full-GPU
-MIG instance). Production must start now, so it goes on: a larger free instance or a whole idle GPU, up to twice
-its size; preemptible work yields before it waits minutes for a reconfiguration; a MIG-off GPU an eviction frees
-serves a profile that takes the whole GPU before any reconfiguration (the same capacity, now); any larger free
-capacity, however oversized, rather than wait minutes for a reconfiguration (consolidation moves it to its right
-size later); an idle GPU's change before firm work is evicted elsewhere; then a preemption; then lower work
-evicted from a MIG-off GPU that production takes whole, oversized; a GPU drained of lower work only when that
-failed (eviction is the last resort); and failing all, a node bound this cycle held for its
-change next cycle rather than let lower work start there. Production's own steps run only while the quota has not
-refused the job (:attr:`Turn.production`): a production job its quota refused waits as other work does. Other work
-evicts as the last resort: not while a reconfiguration of an idle GPU could serve it — it waits for the change the
-cycle plans after placement (:mod:`scheduler.core.planning.cycle`, step 4); with the policy's
-``preemption_search_per_team``, other work past its team's first N in the cycle's order does not try a preemption
-at all (:mod:`scheduler.core.rules.search_bound`: on a long queue most searches fail). What still waits gets a
-reservation of GPUs that will free for it, else its blocker: the quota or capacity.
+Why this order. Free capacity first: the best placement its quota admits, then GPUs a reservation holds
+that the job will have left by the time the reservation starts, then an idle MIG-off GPU (the same
+capacity as a full-GPU MIG instance). Production must start now, so it goes on: a larger free instance or
+a whole idle GPU; preemptible work yields before it waits minutes for a reconfiguration; a MIG-off GPU an
+eviction frees serves a profile that takes the whole GPU before any reconfiguration (the same capacity, now);
+an idle GPU's change before firm work is evicted elsewhere; then a preemption; a GPU drained of lower work
+only when that failed (eviction is the last resort); and failing all, a node bound this cycle held for its
+change next cycle rather than let lower work start there. Production's own steps run only while the quota
+has not refused the job (:attr:`Turn.production`): a production job its quota refused waits as other work
+does. Other work evicts as the last resort: not while a reconfiguration of an idle GPU could serve it — it
+waits for the change the cycle plans after placement (:mod:`scheduler.core.planning.cycle`, step 4); with the
+policy's ``preemption_search_per_team``, other work past its team's first N in the cycle's order does not try a
+preemption at all (:mod:`scheduler.core.rules.search_bound`: on a long queue most searches fail). What
+still waits gets a reservation of GPUs that will free for it, else its blocker: the quota or capacity.
 
 Adding a scheduling rule: state it in ``scheduler/core/rules/`` as plain code; write the step that applies
 it here, with its contract; put the step in its place in :data:`PRODUCTION_STEPS` and/or
@@ -47,7 +45,7 @@ from scheduler.core.decisions.reservation import expected_runtime, take_back, wo
 from scheduler.core.model.explain import Blocker
 from scheduler.core.model.snapshot import Job, Slots
 from scheduler.core.model.vocabulary import BlockerKind, Priority
-from scheduler.core.placement.fallback import fallback_slots, oversize_slots, whole_gpu_options, whole_gpu_slots
+from scheduler.core.placement.fallback import fallback_slots, whole_gpu_options, whole_gpu_slots
 from scheduler.core.placement.options import Option
 from scheduler.core.planning.run import Run
 from scheduler.core.rules.limits import Admission, placement_units
@@ -208,22 +206,6 @@ def preempt_whole_gpu(run: Run, turn: Turn) -> bool:
     return run.preempt(job, whole_gpu=True)
 
 
-def oversize(run: Run, turn: Turn) -> bool:
-    """Bind production work on any larger free instance or whole idle GPU, the least oversized first, counted at
-    what it holds, if its quota admits that (:func:`~scheduler.core.placement.fallback.oversize_slots`): it starts
-    now rather than wait minutes for a reconfiguration, and consolidation moves it to its right-sized slice once
-    one is free (:mod:`scheduler.core.decisions.consolidation`).
-
-    Acts only for :attr:`Turn.production`. Changes: the binds. Returns True when bound."""
-    if not turn.production:
-        return False
-    slots = oversize_slots(run.state, turn.job, run.policy)
-    if slots is None or not run.fairness.admit(turn.job, placement_units(run.state, slots)).ok:
-        return False
-    run.bind(turn.job, slots)
-    return True
-
-
 def reconfigure_idle(run: Run, turn: Turn) -> bool:
     """Production work waits for a reconfiguration that offers its instance: one under way, else a change of an idle
     GPU made now (:meth:`~scheduler.core.placement.reconfigurations.Reconfigurations.for_production`) — before
@@ -252,25 +234,6 @@ def preempt(run: Run, turn: Turn) -> bool:
     if lower and run.reconfigurations.could_change_for(job):
         return False
     return run.preempt(job)
-
-
-def preempt_oversize(run: Run, turn: Turn) -> bool:
-    """Evict lower work from a GPU with MIG off for production MIG work of any profile and bind it there whole,
-    oversized (:meth:`Run.preempt`, ``whole_gpu`` and ``oversize``): after the preemption for its right size
-    failed, such an eviction serves it now, where draining a GPU evicts lower work as well and makes it wait
-    minutes for the reconfiguration; consolidation moves it to its right size later. Only whole MIG-off GPUs its
-    quota admits are taken; the victims are the fewest the preemption rules allow, preemptible work first.
-
-    Acts only for :attr:`Turn.production` with a MIG option
-    (:func:`~scheduler.core.placement.fallback.whole_gpu_options`), and not when such a preemption is known to
-    fail (:meth:`Run.preempt_fails`). Changes: the evictions and the binds, or nothing. Returns True when
-    bound."""
-    job = turn.job
-    if not turn.production or not whole_gpu_options(run.index, job, run.policy, oversize=True):
-        return False
-    if run.preempt_fails(job, whole_gpu=True, oversize=True):
-        return False
-    return run.preempt(job, whole_gpu=True, oversize=True)
 
 
 def reconfigure_by_drain(run: Run, turn: Turn) -> bool:
@@ -356,10 +319,8 @@ PRODUCTION_STEPS: tuple[Step, ...] = (
     fallback,
     preempt_preemptible,
     preempt_whole_gpu,
-    oversize,
     reconfigure_idle,
     preempt,
-    preempt_oversize,
     reconfigure_by_drain,
     hold,
     reserve,

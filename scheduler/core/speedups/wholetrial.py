@@ -3,8 +3,7 @@
 A MIG demand for the profile that takes every compute slice of the GPU (``7g.80gb``, ``7g.40gb``) holds the
 whole GPU either way, so a GPU with MIG off serves it (:func:`~scheduler.core.placement.fallback.whole_gpu_slots`).
 Production asks a preemption search (:func:`scheduler.core.decisions.preemption.find_victims`) for such a GPU
-before any reconfiguration — and, ``oversize``, for any MIG profile before it drains a GPU (the step
-``preempt_oversize``); :class:`WholeGpuTrial` is that search's ``try_place``: slots on idle MIG-off GPUs for
+before any reconfiguration; :class:`WholeGpuTrial` is that search's ``try_place``: slots on idle MIG-off GPUs for
 every replica, when the quota admits what they hold (counted at :func:`~scheduler.core.rules.limits.placement_units`,
 as :func:`~scheduler.core.placement.fallback.whole_gpu_slots`' own step counts it), else None. Nothing else — no
 MIG instance, no larger one — is accepted: the job's other placements are the other preemption steps'.
@@ -38,18 +37,15 @@ from scheduler.core.speedups.memo import current_memo
 class WholeGpuTrial:
     """``trial()``: slots on idle MIG-off GPUs for ``job`` its quota admits, or None (module doc)."""
 
-    def __init__(
-        self, state: IndexedClusterState, fairness: FairShare, job: Job, policy: Policy, oversize: bool = False
-    ) -> None:
+    def __init__(self, state: IndexedClusterState, fairness: FairShare, job: Job, policy: Policy) -> None:
         self.state = state
         self.fairness = fairness
         self.job = job
         self.policy = policy
-        self.oversize = oversize  # any MIG profile takes a whole GPU (fallback module doc, Oversize)
         self._found: Slots | None = None  # what whole_gpu_slots gave in the last trial
 
     def __call__(self) -> Slots | None:
-        self._found = whole_gpu_slots(self.state, self.job, self.policy, self.oversize)
+        self._found = whole_gpu_slots(self.state, self.job, self.policy)
         if self._found is None or not self.fairness.admit(self.job, placement_units(self.state, self._found)).ok:
             return None
         return self._found

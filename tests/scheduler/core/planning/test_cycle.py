@@ -349,7 +349,7 @@ def test_a_change_for_other_production_demand_is_not_mistaken_for_ones_own() -> 
     gang = job("p1", mig="3g.40gb", replicas=3, priority=Priority.PRODUCTION, kind=JobKind.INFERENCE, submitted_at=1)
     nodes = [node("n0", A100, 1, mig="all-1g.10gb"), node("n1", A100, 1, mig="all-1g.10gb")]
     nodes.append(node("n2", "A100-SXM4-40GB", 1))
-    plan = _plan(nodes, [small, gang], teams=[team(guaranteed=8), team("s", guaranteed=0.2, burst=0.2)])
+    plan = _plan(nodes, [small, gang], teams=[team(guaranteed=8), team("s", guaranteed=0.2)])
     assert sorted(c.node for c in plan.reconfigurations) == ["n0", "n1", "n2"]
     reasons = {w.job: w.reason for w in plan.waiting}
     assert "node n2 GPU 0" in reasons["p0"]
@@ -363,11 +363,11 @@ def test_production_blocked_by_its_quota_gets_another_turn_when_evictions_lower_
     teams = [team("a", guaranteed=8), team("c", guaranteed=1), team("x", guaranteed=8)]
     nodes = [node("n0", A100), node("n1", A100, 1)]
     plan = _plan(nodes, [slice_job, big, job("l", "a", gpus=1, submitted_at=2)], teams=teams, running_jobs=[over, prod])
-    # p4 comes first but team c is over its quota; p2 then evicts r4 (team c), and p4 at once starts on n1's idle
-    # GPU (oversized: its quota now admits the whole GPU, and no 1g.10gb instance is free), before "l" could take n1.
+    # p4 comes first but team c is over its quota; p2 then evicts r4 (team c), and p4 at once gets n1 reconfigured,
+    # before "l" could take n1.
     assert plan.evictions == (Evict("r4", "production", "p2"),)
-    assert not plan.reconfigurations
-    assert [(b.job, b.slots) for b in plan.binds] == [("p2", ((whole("n0", 0, 1, 2, 3)),)), ("p4", ((Slot("n1", 0),),))]
+    assert [c.node for c in plan.reconfigurations] == ["n1"]
+    assert [b.job for b in plan.binds] == ["p2"]
 
 
 def test_production_whole_gpu_work_asks_for_no_reconfiguration() -> None:
@@ -530,8 +530,7 @@ def _held_world(second_gpu_busy: bool = False) -> Plan:
         job("share", "lab", milli=500),
     ]
     held = [running(job("busy", "lab", gpus=1, priority=Priority.PRODUCTION), (whole("n1", 1),))]
-    # svc's burst limit admits p1's 3g.40gb but not the whole idle GPU 1: it cannot start oversized there.
-    teams = [team("svc", guaranteed=1.0, burst=1.0), team("lab", guaranteed=0.0, burst=2.0)]
+    teams = [team("svc", guaranteed=2.0), team("lab", guaranteed=0.0, burst=2.0)]
     return _plan(nodes, pending, teams, held if second_gpu_busy else ())
 
 

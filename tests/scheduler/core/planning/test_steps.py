@@ -17,7 +17,7 @@ from scheduler.core.model.plan import Evict
 from scheduler.core.model.policy import Policy
 from scheduler.core.model.snapshot import Job, Node, Running, Slot, Team
 from scheduler.core.model.vocabulary import BlockerKind, EvictionReason, JobKind, Priority
-from scheduler.core.placement.fallback import fallback_slots, oversize_slots
+from scheduler.core.placement.fallback import fallback_slots
 from scheduler.core.placement.mix import observe
 from scheduler.core.placement.options import options_for
 from scheduler.core.planning.run import Run, live_index
@@ -32,9 +32,7 @@ from scheduler.core.planning.steps import (
     hold,
     idle_whole_gpu,
     not_ready,
-    oversize,
     preempt,
-    preempt_oversize,
     preempt_preemptible,
     preempt_whole_gpu,
     reconfigure_by_drain,
@@ -359,33 +357,6 @@ def test_preempt_whole_gpu_acts_only_for_production_with_such_a_profile_and_not_
     assert not run.evictions and not run.binds
 
 
-# -- oversize ---------------------------------------------------------------------------------------------------
-
-
-def test_oversize_binds_production_on_a_whole_idle_gpu_rather_than_wait_for_a_reconfiguration() -> None:
-    prod = _production("p", mig="1g.10gb")
-    run = _run([node("w", A100, 1)], [prod])
-    turn = _turn(run, prod)
-    assert fallback(run, turn) is False  # a whole GPU is more than twice a 1g.10gb
-    assert oversize(run, turn) is True
-    assert _bound(run) == {"p": [Slot("w", 0)]}
-    assert not run.reconfigurations.changes
-
-
-def test_oversize_acts_only_for_production_its_quota_admits() -> None:
-    prod = _production("p", mig="1g.10gb")
-    other = job("o", mig="1g.10gb", kind=JobKind.INFERENCE, priority=Priority.HIGH)
-    run = _run([node("w", A100, 1)], [prod, other])
-    assert oversize(run, _turn(run, other)) is False
-    assert oversize(run, _turn(run, prod, REFUSED)) is False
-    small = _run([node("w", A100, 1)], [prod], teams=[team("t", guaranteed=0.5, burst=0.6)])  # a 1g, not a GPU
-    assert oversize_slots(small.state, prod, POLICY) is not None  # found, but not admitted
-    assert oversize(small, _turn(small, prod)) is False
-    none = _run([node("w", A100, 1, mig="all-1g.10gb")], [_production("q", mig="3g.40gb")])
-    assert oversize(none, _turn(none, _production("q", mig="3g.40gb"))) is False  # nothing larger is free
-    assert not run.binds and not small.binds and not none.binds
-
-
 # -- reconfigure_idle -------------------------------------------------------------------------------------------
 
 
@@ -485,43 +456,6 @@ def test_enter_counts_only_non_production_work_against_the_bound() -> None:
     run.enter(other)
     assert run.order == [prod, other] and not run.past_bound
     assert preempt(run, _turn(run, other)) is True
-
-
-# -- preempt_oversize -------------------------------------------------------------------------------------------
-
-
-def test_preempt_oversize_evicts_firm_lower_work_from_a_mig_off_gpu_for_a_smaller_profile() -> None:
-    # A 3g.40gb: m's 1g.10gb instances are too small (one held by low work), w0 runs lab's firm low training.
-    prod = _production("p", "svc", mig="3g.40gb")
-    run = _mig_off_world(prod)
-    turn = _turn(run, prod)
-    for step in (choose, idle_whole_gpu, fallback, preempt_preemptible, preempt_whole_gpu, oversize):
-        assert step(run, turn) is False
-    assert preempt(run, turn) is False  # no eviction frees a 3g.40gb instance: MIG stays on where it is evicted
-    assert preempt_oversize(run, turn) is True
-    assert run.evictions == [Evict("train0", EvictionReason.PRODUCTION, "p")]
-    assert _bound(run) == {"p": [Slot("w0", 0)]}
-    assert not run.reconfigurations.changes and "small" in run.state.placed  # no drain, no reconfiguration
-
-
-def test_preempt_oversize_acts_only_for_production_its_quota_admits_and_remembers_a_failure(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    prod = _production("p", "svc", mig="3g.40gb")
-    other = job("o", "svc", mig="3g.40gb", kind=JobKind.INFERENCE, priority=Priority.HIGH)
-    run = _mig_off_world(prod)
-    assert preempt_oversize(run, _turn(run, other)) is False
-    assert preempt_oversize(run, _turn(run, prod, REFUSED)) is False
-    assert preempt_oversize(run, _turn(run, _production("g", "svc", gpus=1))) is False  # no MIG option
-    small = _mig_off_world(prod, svc=team("svc", guaranteed=0.5, burst=0.5))  # a 3g.40gb fits, a whole GPU not
-    assert preempt_oversize(small, _turn(small, prod)) is False
-    assert small.preempt_fails(prod, whole_gpu=True, oversize=True)
-    assert not small.preempt_fails(prod, whole_gpu=True)  # remembered apart from the full-profile search
-    monkeypatch.setattr(
-        run, "preempt_fails", lambda job, preemptible_only=False, whole_gpu=False, oversize=False: oversize
-    )
-    assert preempt_oversize(run, _turn(run, prod)) is False
-    assert not run.evictions and not run.binds and not small.evictions
 
 
 # -- reconfigure_by_drain ---------------------------------------------------------------------------------------
@@ -650,10 +584,8 @@ PRODUCTION_ORDER = [
     "fallback",
     "preempt_preemptible",
     "preempt_whole_gpu",
-    "oversize",
     "reconfigure_idle",
     "preempt",
-    "preempt_oversize",
     "reconfigure_by_drain",
     "hold",
     "reserve",
