@@ -39,7 +39,7 @@ No hysteresis here: this completes a preemption, and production's preemption nev
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from scheduler.core.model.cluster_state import ClusterState, Gpu
 from scheduler.core.model.demand import Demand, DemandKind
@@ -71,10 +71,9 @@ def drain_for(
 
     On success the victims are removed from ``state`` (in the caller's open Statement, if any); the layout
     changes are returned, not applied. On None the state is unchanged."""
-    if job.priority != Priority.PRODUCTION:
+    movable = _movable_for(state, job, policy, now, preemptions)
+    if movable is None:
         return None
-    rank = PRIORITY_INDEX[job.priority]
-    evicted_me = {p.by for p in preemptions if p.victim == job.id and now - p.at < policy.ping_pong_window_s}
     candidates: list[tuple[tuple[int, int, int], int, tuple[str, ...], Option]] = []
     for option in options:
         if option.demand.kind != DemandKind.MIG:
@@ -84,11 +83,10 @@ def drain_for(
                 continue
             for gpu in state.node_gpus(name):
                 holders = tuple(sorted(gpu.holders()))
-                if not holders or not all(_movable(state, h, rank, evicted_me) for h in holders):
+                if not holders or not all(movable(h) for h in holders):
                     continue
-                units = sum(sum(state.job_units(h).values()) for h in holders)
                 ordinal = index.gpu_ordinal[gpu.key]
-                candidates.append(((len(holders), units, ordinal), ordinal, holders, option))
+                candidates.append(((*_cost(state, holders), ordinal), ordinal, holders, option))
     for _, ordinal, holders, option in sorted(candidates, key=lambda c: c[0])[:MAX_TRIES]:
         gpu = index.gpus[ordinal]
         statement = state.begin()
@@ -117,10 +115,9 @@ def drain_whole_for(
     demand (module rules, whole GPUs), or None. ``policy`` should carry no hysteresis (rule 3: the caller's eager
     policy). On success the victims are removed from ``state`` (in the caller's open Statement, if any); the
     changes are returned, not applied. On None the state is unchanged."""
-    if job.priority != Priority.PRODUCTION:
+    movable = _movable_for(state, job, policy, now, preemptions)
+    if movable is None:
         return None
-    rank = PRIORITY_INDEX[job.priority]
-    evicted_me = {p.by for p in preemptions if p.victim == job.id and now - p.at < policy.ping_pong_window_s}
     nodes: list[tuple[tuple[int, int, str], str, list[Gpu], Option]] = []
     for option in options:
         if option.demand.kind != DemandKind.WHOLE:
@@ -134,9 +131,8 @@ def drain_whole_for(
                 holders = tuple(sorted(gpu.holders()))
                 if not gpu.mig_on:
                     free += gpu.idle
-                elif all(_movable(state, h, rank, evicted_me) for h in holders):
-                    units = sum(sum(state.job_units(h).values()) for h in holders)
-                    split.append(((len(holders), units, gpu.index), gpu))
+                elif all(movable(h) for h in holders):
+                    split.append(((*_cost(state, holders), gpu.index), gpu))
             short = option.demand.gpus - free
             if short <= 0 or len(split) < short:
                 continue  # free already (placement's), or not enough even drained
@@ -161,9 +157,28 @@ def drain_whole_for(
     return None
 
 
-def _movable(state: ClusterState, job_id: str, rank: int, evicted_me: set[str]) -> bool:
-    running = state.running.get(job_id)
-    if running is None or job_id not in state.placed or job_id in evicted_me:
-        return False
-    victim = running.job
-    return victim.priority != Priority.PRODUCTION and PRIORITY_INDEX[victim.priority] > rank
+def _movable_for(
+    state: ClusterState, job: Job, policy: Policy, now: float, preemptions: Sequence[Preemption]
+) -> Callable[[str], bool] | None:
+    """Whether a running job may be drained for production ``job`` (rule 1: running, placed, of lower priority and
+    not production, and it did not evict ``job`` within the ping-pong window); None when ``job`` is no production
+    job, which drains nothing."""
+    if job.priority != Priority.PRODUCTION:
+        return None
+    rank = PRIORITY_INDEX[job.priority]
+    evicted_me = {p.by for p in preemptions if p.victim == job.id and now - p.at < policy.ping_pong_window_s}
+
+    def movable(job_id: str) -> bool:
+        running = state.running.get(job_id)
+        if running is None or job_id not in state.placed or job_id in evicted_me:
+            return False
+        victim = running.job
+        return victim.priority != Priority.PRODUCTION and PRIORITY_INDEX[victim.priority] > rank
+
+    return movable
+
+
+def _cost(state: ClusterState, holders: Sequence[str]) -> tuple[int, int]:
+    """Rule 2's cost of draining ``holders``: how many they are, then the GPU-equivalents they hold (a gang
+    spanning other GPUs costs all of it)."""
+    return len(holders), sum(sum(state.job_units(h).values()) for h in holders)
