@@ -63,7 +63,7 @@ test: lint $(OIDC_STAMP)
 	exit $$status
 
 # The engine (scheduler/core) compiled by mypyc, in place (setup.py, MICROCOSM_COMPILE=1; docs/deploy.md, A compiled
-# engine): this checkout then plans with it (`bench scale` prints "engine: compiled (mypyc …)"), and the suite refuses
+# engine): this checkout then plans with it (`bench scale` prints "engine: compiled (mypyc …)"), and the suite fails on
 # it (tests/scheduler/test_engine.py: tests and coverage run on the Python source) until `make clean-compiled`.
 compile: $(DEV_STAMP)
 	MICROCOSM_COMPILE=1 $(PY) setup.py build_ext --inplace
