@@ -10,7 +10,7 @@ PORT ?= 8000
 # The test OpenID Connect provider (tests/oidc): oidc-provider from the npm registry, installed as locked.
 OIDC_STAMP := tests/oidc/node_modules/.package-lock.json
 
-.PHONY: demo test lint format install install-dev clean
+.PHONY: demo test lint format install install-dev clean compile clean-compiled
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -61,6 +61,17 @@ test: lint $(OIDC_STAMP)
 	$(VENV)/bin/pytest -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --cov --cov-report=term; status=$$?; \
 	if [ $$status -eq 5 ]; then echo "pytest collected no tests: the suite is misconfigured" >&2; exit 1; fi; \
 	exit $$status
+
+# The engine (scheduler/core) compiled by mypyc, in place (setup.py, MICROCOSM_COMPILE=1; docs/deploy.md, A compiled
+# engine): this checkout then plans with it (`bench scale` prints "engine: compiled (mypyc …)"), and the suite fails on
+# it (tests/scheduler/test_engine.py: tests and coverage run on the Python source) until `make clean-compiled`.
+compile: $(DEV_STAMP)
+	MICROCOSM_COMPILE=1 $(PY) setup.py build_ext --inplace
+
+clean-compiled:
+	find scheduler/core -name '*.so' -delete
+	rm -f microcosm_engine__mypyc.*.so scheduler/core/compiled_by.txt
+	rm -rf build
 
 clean:
 	rm -rf $(VENV) var .pytest_cache .ruff_cache .mypy_cache tests/oidc/node_modules

@@ -173,10 +173,10 @@ def _field_names(cls: type) -> tuple[str, ...]:
     return names
 
 
-def _rebuilt(cls: type, names: tuple[str, ...], values: tuple[object, ...]) -> object:
+def _rebuilt(cls: type[object], names: tuple[str, ...], values: tuple[object, ...]) -> object:
     """An instance of ``cls`` with ``values`` set on ``names``: what dataclasses' ``__setstate__`` does, without
     asking the fields again. The values come from an instance that was valid, so its checks are not run again."""
-    instance: object = object.__new__(cls)
+    instance: object = cls.__new__(cls)  # not object.__new__: a compiled (mypyc) engine class has its own
     for name, value in zip(names, values, strict=True):
         object.__setattr__(instance, name, value)
     return instance

@@ -110,10 +110,10 @@ def need_text(job: Job, demand: Demand | None, models: Sequence[str]) -> str:
 
 def duration_text(seconds: float) -> str:
     """ "45 s", "12 min", "3 h 5 min": a wait as a person reads it (never negative)."""
-    seconds = max(0, round(seconds))
-    if seconds < 60:
-        return f"{seconds} s"
-    minutes = round(seconds / 60)
+    whole = max(0, round(seconds))  # a new name: mypyc keeps a float parameter a float (no int rebinding)
+    if whole < 60:
+        return f"{whole} s"
+    minutes = round(whole / 60)
     if minutes < 60:
         return f"{minutes} min"
     hours, minutes = divmod(minutes, 60)

@@ -215,12 +215,12 @@ class Reconfigurations:
                 continue
             with Evaluating(job.id):  # isolation: a job whose wants cannot be worked out fails alone
                 # No node changing: nothing to claim, and no units to work out for it (most cycles, most jobs).
-                if self._changing and self._claim(job, self._units(job), partial=False):
-                    continue
-                key = (job.team, job.preemptible, job.priority == Priority.PRODUCTION, placement_shape(job))
-                want = wants[key] if key in wants else wants.setdefault(key, self._wants(job))
-                if want is not None:
-                    (pending_mig if want[0] else pending_whole).append((job, want[1]))
+                # (An if, not ``continue``: mypyc cannot compile a continue inside the with's try/finally.)
+                if not (self._changing and self._claim(job, self._units(job), partial=False)):
+                    key = (job.team, job.preemptible, job.priority == Priority.PRODUCTION, placement_shape(job))
+                    want = wants[key] if key in wants else wants.setdefault(key, self._wants(job))
+                    if want is not None:
+                        (pending_mig if want[0] else pending_whole).append((job, want[1]))
         # Relabelled nodes production changed this cycle count against the budget (they were ready when it was taken).
         budget = self._budget - len({change.node for change in self.changes if self._relabels(change.node)})
         while (pending_mig or pending_whole) and (budget > 0 or self._dynamic):

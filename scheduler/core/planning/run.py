@@ -11,6 +11,7 @@ what only one step does is written in that step.
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
+from typing import Final
 
 from scheduler.core.decisions.preemption import TeamCandidates, find_victims
 from scheduler.core.decisions.reservation import expected_runtime
@@ -51,8 +52,61 @@ def arrivals(requests: Sequence[NodeRequest]) -> Mapping[str, float]:
     return earliest
 
 
+# Every attribute of a Run, so that :meth:`Run.close` can drop them all: compiled by mypyc a Run has no ``__dict__``
+# to clear. tests/scheduler/core/planning/test_cycle_garbage.py keeps it, and ``Run.__deletable__``, whole.
+RUN_ATTRIBUTES: Final = (
+    "state",
+    "index",
+    "fairness",
+    "policy",
+    "now",
+    "preemptions",
+    "recent_victims",
+    "nodes_coming_at",
+    "binds",
+    "evictions",
+    "order",
+    "_counted",
+    "past_bound",
+    "blockers",
+    "reconfigurations",
+    "reservations",
+    "take_back_candidates",
+    "_preempt_failed",
+    "_victims",
+    "_victims_at",
+    "_ahead",
+)
+
+
 class Run:
     """The mutable working state of one cycle (module doc)."""
+
+    # mypyc (docs/benchmarks/scale.md, a compiled engine) lets :meth:`close` delete only the attributes named here;
+    # it reads the list when it compiles and keeps no class attribute, so close reads ``RUN_ATTRIBUTES``, the same.
+    __deletable__ = [
+        "state",
+        "index",
+        "fairness",
+        "policy",
+        "now",
+        "preemptions",
+        "recent_victims",
+        "nodes_coming_at",
+        "binds",
+        "evictions",
+        "order",
+        "_counted",
+        "past_bound",
+        "blockers",
+        "reconfigurations",
+        "reservations",
+        "take_back_candidates",
+        "_preempt_failed",
+        "_victims",
+        "_victims_at",
+        "_ahead",
+    ]
 
     def __init__(
         self,
@@ -99,7 +153,8 @@ class Run:
         objects one young collection walked after each cycle at 1,000 nodes: 45-120 ms of the caller's time
         (docs/benchmarks/scale.md, notes). The run answers nothing once closed."""
         self.state.index = None
-        vars(self).clear()
+        for name in RUN_ATTRIBUTES:
+            delattr(self, name)
 
     def enter(self, job: Job) -> None:
         """``job`` takes its first turn: it joins the order, and its place in its team's order decides whether it

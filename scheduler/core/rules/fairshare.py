@@ -416,7 +416,8 @@ class FairShare:
         still re-keyed when its turn comes, one whose usage shrank unreported is served late. ``now`` is
         accepted for a future aging rule and does not change the order today.
         """
-        del now  # no aging yet: waiting time enters only through the submit-time tie-break
+        # ``now`` unused: no aging yet, waiting time enters only through the submit-time tie-break. (Not ``del``:
+        # mypyc cannot delete a generator's local.)
         if not self.policy.fairness:
             yield from sorted(
                 pending, key=lambda j: (PRIORITY_INDEX[j.priority], 0 if j.resumes else 1, j.submitted_at, j.id)

@@ -70,9 +70,10 @@ class Bound:
     high: float
     low_open: bool = False
 
-    def holds(self, value: float) -> bool:
+    def holds(self, value: int | float) -> bool:
         # Comparisons alone: NaN fails both, ±inf one end, and int-float comparison is exact for any int
-        # (math.isfinite would overflow on a 400-digit one).
+        # (math.isfinite would overflow on a 400-digit one). ``int | float``, not ``float``: compiled by mypyc, a
+        # float parameter converts an int on the way in, and a 400-digit one raises there.
         above_low = value > self.low if self.low_open else value >= self.low
         return above_low and value <= self.high
 
@@ -102,13 +103,13 @@ BOUNDS: dict[str, Bound] = {
 }
 
 
-def out_of_bounds(key: str, value: float) -> str | None:
+def out_of_bounds(key: str, value: int | float) -> str | None:
     """Why ``value`` is outside the bound of ``key`` (a key of :data:`BOUNDS`), or None when it is inside."""
     bound = BOUNDS[key]
     return None if bound.holds(value) else _outside(bound, value)
 
 
-def _outside(bound: Bound, value: float) -> str:
+def _outside(bound: Bound, value: int | float) -> str:
     return f"must be {bound.text()}, got {_short(value)}"
 
 
@@ -162,7 +163,7 @@ def _figure(value: float) -> str:
     return f"{int(value):,}" if float(value).is_integer() else f"{value:,.2f}"
 
 
-def _short(value: float) -> str:
+def _short(value: int | float) -> str:
     if isinstance(value, int) and value.bit_length() > 128:  # str() of a 4,300-digit integer raises
         return f"an integer of about {int(value.bit_length() * math.log10(2)) + 1} digits"
     return f"{value:g}" if isinstance(value, float) else str(value)  # at most 39 digits

@@ -46,7 +46,6 @@ an holding admission could refuse) gets False, and the search runs the trial.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import cached_property
 
 from scheduler.core.decisions.choose import choose
 from scheduler.core.decisions.preemption import NO_SHORTCUTS, Candidate, FirstFit, Shortcuts
@@ -77,15 +76,20 @@ class TrialPlacement:
         self.policy = policy
         self._simple = job.replicas == 1 and not job.cpu_milli and not job.memory_mib
         self._found: Slots | None = None  # what find_slots gave in the last trial
+        # Built on first use (plain attributes, not ``functools.cached_property``, which mypyc does not compile).
+        self._unseen_built: Unseen | None = None
+        self._outcomes_built: tuple[tuple[str, int], ...] | None = None
 
-    @cached_property
     def _unseen(self) -> Unseen:
         """Built on first use: most searches end before any put-back (an empty pool, a node model's answer)."""
-        return unseen_by(self.state, self.index, self.job, self.policy)
+        if self._unseen_built is None:
+            self._unseen_built = unseen_by(self.state, self.index, self.job, self.policy)
+        return self._unseen_built
 
-    @cached_property
     def _outcomes(self) -> tuple[tuple[str, int], ...]:
-        return possible_units(self.index, self.job, self.policy) if self._simple else ()
+        if self._outcomes_built is None:
+            self._outcomes_built = possible_units(self.index, self.job, self.policy) if self._simple else ()
+        return self._outcomes_built
 
     def __call__(self) -> Slots | None:
         choice = choose(self.state, self.fairness, self.job, self.policy)
@@ -117,7 +121,7 @@ class TrialPlacement:
         """``victim`` has just been put back on ``victim_slots``; ``trial()`` accepted a placement in the state
         just before, and ``slots`` is one ``find_slots`` gave for the job earlier in this search. True
         promises that ``trial()`` would accept a placement now (module doc)."""
-        unseen = self._unseen(victim.id, victim_slots)
+        unseen = self._unseen()(victim.id, victim_slots)
         if unseen and victim.team != self.job.team:
             return True
         if not self._simple:
@@ -137,5 +141,6 @@ class TrialPlacement:
 
     def _admission(self) -> tuple[bool, bool]:
         """(every possible holding admitted, none admitted) at the job's team usage now."""
-        allowed = self.fairness.admitted(self.job, self._outcomes)
-        return len(allowed) == len(self._outcomes), not allowed
+        outcomes = self._outcomes()
+        allowed = self.fairness.admitted(self.job, outcomes)
+        return len(allowed) == len(outcomes), not allowed

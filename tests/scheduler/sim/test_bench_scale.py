@@ -229,8 +229,9 @@ def test_bench_scale_json_shape() -> None:
         "python manage.py bench scale --nodes 10 --gpus-per-node 8 --pending 50 --seed 42 --repeat 1 --json"
     )
     assert set(payload) == {
-        "benchmark", "command", "date", "machine", "seed", "repeat", "preemption_search_per_team", "sizes"
+        "benchmark", "command", "date", "machine", "seed", "repeat", "preemption_search_per_team", "engine", "sizes"
     }  # fmt: skip
+    assert payload["engine"] == "pure Python"  # the suite runs the engine as source (test_engine.py)
     assert payload["preemption_search_per_team"] == Policy().preemption_search_per_team == 100
     assert set(payload["machine"]) == {"nproc", "cpu_model", "python", "load_average_at_start", "load_average_at_end"}
     (size,) = payload["sizes"]
@@ -252,6 +253,7 @@ def test_bench_scale_table_prints_the_command_and_the_figures() -> None:
     for label in ("cycle wall, median", "tracemalloc peak", "process max RSS", "decisions / s", "evictions"):
         assert label in text
     assert "6 × 4" in text
+    assert "\nengine: pure Python\n" in text
 
 
 def test_bench_scale_plans_with_the_preemption_search_bound_it_is_given() -> None:

@@ -11,6 +11,7 @@ import pytest
 from scheduler.core import Plan, Snapshot, plan_cycle
 from scheduler.core.model.policy import Policy
 from scheduler.core.planning.cycle import plan_for
+from scheduler.core.planning.run import RUN_ATTRIBUTES, Run
 from scheduler.sim.bench.synthetic import NOW, ClusterShape, synthetic_snapshot
 
 # Busy enough to preempt, reserve, reconfigure and explain: every working object of a cycle is built.
@@ -54,3 +55,22 @@ def test_a_focused_cycle_stopped_early_leaves_none_either() -> None:
 
 def test_the_snapshot_is_busy_enough() -> None:
     assert isinstance(SNAPSHOT, Snapshot) and SNAPSHOT.running and len(SNAPSHOT.pending) == 400
+
+
+def test_close_drops_every_attribute_of_the_run() -> None:
+    """``Run.close`` drops the attributes ``RUN_ATTRIBUTES`` names (a compiled Run has no ``__dict__`` to clear,
+    and may delete only those ``Run.__deletable__`` names): both must name every one, or a new attribute would
+    outlive the cycle."""
+    assert sorted(RUN_ATTRIBUTES) == sorted(Run.__deletable__)
+    made: list[Run] = []
+    original = Run.close
+
+    def close(run: Run) -> None:
+        assert set(vars(run)) == set(RUN_ATTRIBUTES)
+        made.append(run)
+        original(run)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Run, "close", close)
+        plan_cycle(SNAPSHOT, Policy(), NOW)
+    assert made and all(not vars(run) for run in made)
