@@ -20,14 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from itertools import chain
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, TypeVar
 
 from django.db.models import QuerySet
 from django.db.models.sql.constants import MULTI
 
 T = TypeVar("T")
-
-_MISSING: Any = object()  # a row not kept (None may be a value)
 
 
 class KeptRows(Generic[T]):
@@ -35,7 +33,10 @@ class KeptRows(Generic[T]):
 
     def __init__(self, make: Callable[[tuple[Any, ...]], T]) -> None:
         self._make = make
-        self._last: dict[tuple[Any, ...], T] = {}
+        # Raw row -> (that raw row, its value). The entry is kept whole and reused for an unchanged row, so the read
+        # leaves no new object behind for it: the fresh raw tuple is freed at once, and the cyclic collector's next
+        # pass (scheduler.gcpause) walks only the rows that changed, not every row read.
+        self._last: dict[tuple[Any, ...], tuple[tuple[Any, ...], T]] = {}
 
     def read(self, rows: QuerySet[Any, tuple[Any, ...]]) -> list[T]:
         """``[make(row) for row in rows]``, in the queryset's order, the rows unchanged since the last read not
@@ -45,30 +46,30 @@ class KeptRows(Generic[T]):
         compiler = rows.query.get_compiler(using=rows.db)
         raw: list[tuple[Any, ...]] = list(chain.from_iterable(compiler.execute_sql(MULTI)))
         get = self._last.get
-        values: list[Any] = []
+        entries: list[Any] = []
         missing: list[int] = []
         for row in raw:
             try:
-                value = get(row, _MISSING)
+                entry = get(row)
             except TypeError:  # unhashable: converted every time
-                value = _MISSING
-            if value is _MISSING:
-                missing.append(len(values))
-            values.append(value)
+                entry = None
+            if entry is None:
+                missing.append(len(entries))
+            entries.append(entry)
         if missing:
             made = compiler.results_iter(results=[[raw[i] for i in missing]], tuple_expected=True)
             for index, converted in zip(missing, made, strict=True):
-                values[index] = self._make(converted)
+                entries[index] = (raw[index], self._make(converted))
         try:
-            self._last = dict(zip(raw, values, strict=True))
+            self._last = {entry[0]: entry for entry in entries}
         except TypeError:
             self._last = {}
-            for row, value in zip(raw, values, strict=True):
+            for entry in entries:
                 try:
-                    self._last[row] = value
+                    self._last[entry[0]] = entry
                 except TypeError:
                     continue
-        return cast(list[T], values)
+        return [entry[1] for entry in entries]
 
     def forget(self) -> None:
         """Keep nothing: the next read converts every row."""

@@ -104,3 +104,20 @@ def test_a_row_that_cannot_be_a_key_is_converted_every_time(monkeypatch) -> None
     assert kept.read(rows) == expected
     assert kept.read(rows) == expected
     assert len(made) == 2 * len(jobs)
+
+
+@pytest.mark.django_db
+def test_an_unchanged_row_leaves_no_new_object_behind() -> None:
+    """What the read keeps for an unchanged row is what it kept before, its raw row included: the fresh one is
+    freed, so the collector's next pass walks only the rows that changed."""
+    jobs = _varied()
+    kept = KeptRows(_JobRow._make)
+    kept.read(_rows())
+    before = {entry[1].pk: entry for entry in kept._last.values()}
+    Job.objects.filter(pk=jobs[0].pk).update(rank=9)
+    kept.read(_rows())
+    after = {entry[1].pk: entry for entry in kept._last.values()}
+    assert after.keys() == before.keys()
+    assert all(after[job.pk] is before[job.pk] for job in jobs[1:])
+    assert after[jobs[0].pk] is not before[jobs[0].pk] and after[jobs[0].pk][1].rank == 9
+    assert all(key is entry[0] for key, entry in kept._last.items())
