@@ -14,15 +14,24 @@ key (a backend returning an unhashable value) is converted every time.
 
 Only the last read's rows are kept, so the memory is one read's; each call site keeps its own :class:`KeptRows`,
 and only a caller that reads the same query every cycle gains from one.
+
+The rows that are converted are converted column by column, each distinct raw value of a column once when what it
+converts to cannot be changed (a datetime, a decimal, a number, a string, None; not a decoded JSON list or object,
+which every row gets its own of): after a cycle that bound thousands of jobs, the next read converts every one of
+their rows, and they share their start time, their flags and most of their nulls (:func:`_converted`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import datetime
+import decimal
+import uuid
+from collections.abc import Callable, Sequence
 from itertools import chain
 from typing import Any, Generic, TypeVar
 
 from django.db.models import QuerySet
+from django.db.models.sql.compiler import SQLCompiler
 from django.db.models.sql.constants import MULTI
 
 T = TypeVar("T")
@@ -57,7 +66,7 @@ class KeptRows(Generic[T]):
                 missing.append(len(entries))
             entries.append(entry)
         if missing:
-            made = compiler.results_iter(results=[[raw[i] for i in missing]], tuple_expected=True)
+            made = _converted(compiler, [raw[i] for i in missing])
             for index, converted in zip(missing, made, strict=True):
                 entries[index] = (raw[index], self._make(converted))
         try:
@@ -74,3 +83,56 @@ class KeptRows(Generic[T]):
     def forget(self) -> None:
         """Keep nothing: the next read converts every row."""
         self._last = {}
+
+
+# What a converter may return and be shared between rows: values no one can change in place.
+_IMMUTABLE = frozenset(
+    {
+        type(None),
+        bool,
+        int,
+        float,
+        str,
+        bytes,
+        decimal.Decimal,
+        datetime.datetime,
+        datetime.date,
+        datetime.time,
+        datetime.timedelta,
+        uuid.UUID,
+    }
+)
+
+
+def _converted(compiler: SQLCompiler, rows: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """``compiler.results_iter(results=[rows], tuple_expected=True)`` as a list: each column's converters
+    (``SQLCompiler.get_converters``, applied in order as ``apply_converters`` does), run once per distinct raw value
+    of the column (and its type: ``1`` and ``1.0`` are equal keys) when the value they make is immutable
+    (:data:`_IMMUTABLE`); a mutable one (decoded JSON), or a raw value that cannot be a key, is made for each row."""
+    fields = [column[0] for column in compiler.select[0 : compiler.col_count]]
+    if compiler.has_composite_fields(fields):  # not a plain values_list: Django's own path
+        return list(compiler.results_iter(results=[rows], tuple_expected=True))
+    converters = compiler.get_converters(fields)
+    if not converters:
+        return [tuple(row) for row in rows]
+    connection = compiler.connection
+    columns = [list(column) for column in zip(*rows, strict=True)]
+    for pos, (convs, expression) in converters.items():
+        made: dict[tuple[type, Any], Any] = {}
+        column = columns[pos]
+        for i, raw in enumerate(column):
+            try:
+                key = (type(raw), raw)
+                column[i] = made[key]
+                continue
+            except KeyError:
+                pass
+            except TypeError:  # unhashable: converted for this row alone
+                key = None
+            value = raw
+            for converter in convs:
+                value = converter(value, expression, connection)
+            if key is not None and type(value) in _IMMUTABLE:
+                made[key] = value
+            column[i] = value
+    return list(zip(*columns, strict=True))

@@ -8,6 +8,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.db.models.sql.compiler import SQLCompiler
 from django.utils import timezone
 
@@ -121,3 +122,29 @@ def test_an_unchanged_row_leaves_no_new_object_behind() -> None:
     assert all(after[job.pk] is before[job.pk] for job in jobs[1:])
     assert after[jobs[0].pk] is not before[jobs[0].pk] and after[jobs[0].pk][1].rank == 9
     assert all(key is entry[0] for key, entry in kept._last.items())
+
+
+@pytest.mark.django_db
+def test_a_value_shared_by_rows_is_converted_once_and_a_mutable_one_for_each_row(monkeypatch) -> None:
+    team, now = TeamFactory(), timezone.now()
+    for _ in range(3):  # the same start, flags and model: as the jobs one cycle bound
+        JobFactory(team=team, state="running", submitted_at=now, started_at=now, gpus=None, model={"params_b": 7})
+    _varied()
+    calls: list[Any] = []
+    convert = getattr(connection.ops, "convert_datetimefield_value", None)
+    if convert is not None:  # SQLite's: PostgreSQL's driver returns datetimes itself
+
+        def counted(value: Any, expression: Any, conn: Any) -> Any:
+            calls.append(value)
+            return convert(value, expression, conn)
+
+        monkeypatch.setattr(connection.ops, "convert_datetimefield_value", counted)
+    rows = KeptRows(_JobRow._make).read(_rows())
+    monkeypatch.undo()
+    assert rows == [_JobRow._make(row) for row in _rows()]  # what iterating the queryset gives
+    if convert is not None:  # once per distinct value of each datetime column, not once per row
+        assert len(calls) == len({row.submitted_at for row in rows}) + len({row.started_at for row in rows})
+        assert len(calls) < 2 * len(rows)
+    shared = [row for row in rows if row.started_at == now and row.submitted_at == now]
+    assert len(shared) == 3
+    assert shared[0].model == shared[1].model and shared[0].model is not shared[1].model  # JSON: each row its own
