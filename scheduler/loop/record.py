@@ -39,7 +39,7 @@ from scheduler.core.model.snapshot import MigLayout, Slots
 from scheduler.core.model.vocabulary import JobState, Priority
 from scheduler.errors import FencingError
 from scheduler.gateways.protocol import JobWaiting, MigConfigState, Observation
-from scheduler.kept_rows import KeptRows
+from scheduler.kept_rows import values_read
 from scheduler.loop.apply import BindOp, EvictOp, MoveOp, Op, ReconfigureOp, bind_request
 from scheduler.loop.production_wait import production_wait_rows, production_wait_seconds
 from scheduler.loop.provisioning import provisioning_record
@@ -297,8 +297,8 @@ def _waiting_read(plan: Plan) -> dict[str, _WaitingRow]:
     query, then, only when some waiting job is no longer pending (cancelled or bound meanwhile: rare), those by id.
 
     The pending rows are chosen by their state rather than by thousands of ids as parameters (Django prepares each
-    one), unordered, and a row unchanged since the last cycle's read is not converted again
-    (:class:`~scheduler.kept_rows.KeptRows`): most waiting rows, most cycles.
+    one), unordered, and each distinct start estimate converted once (:func:`~scheduler.kept_rows.values_read`).
+    Not kept between cycles: any bind or end moves every later place, so the rows seldom repeat.
 
     Not locked (``select_for_update``), on purpose: the lock it would add protects nothing the fence row does not.
     A waiting row is written here only for its queue fields, and the writers that could race with that are
@@ -311,7 +311,9 @@ def _waiting_read(plan: Plan) -> dict[str, _WaitingRow]:
     wanted = {w.job for w in plan.waiting}
     if not wanted:
         return {}
-    pending = _kept_waiting.read(Job.objects.filter(state=JobState.PENDING).order_by().values_list(*_WAITING_COLUMNS))
+    pending = values_read(
+        Job.objects.filter(state=JobState.PENDING).order_by().values_list(*_WAITING_COLUMNS), _waiting_row
+    )
     rows = {pk: row for pk, row in pending if pk in wanted}
     others = [int(job) for job in wanted if job not in rows]
     if others:
@@ -326,9 +328,6 @@ def _waiting_row(values: tuple[Any, ...]) -> tuple[str, _WaitingRow]:
     """A row of :data:`_WAITING_COLUMNS` as (job id, row)."""
     pk, state, priority, rank, namespace, *fields = values
     return str(pk), _WaitingRow(state, priority, rank, namespace, QueueFields(*fields))
-
-
-_kept_waiting = KeptRows(_waiting_row)  # the pending rows of the last record
 
 
 def _production_waiting(waiting: Mapping[str, _WaitingRow]) -> dict[str, Job]:

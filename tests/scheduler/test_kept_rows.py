@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from jobs.models import Job
 from scheduler.bridge.snapshot import _JOB_COLUMNS, _JobRow
-from scheduler.kept_rows import KeptRows
+from scheduler.kept_rows import KeptRows, values_read
 from tests.factories import JobFactory, ProjectFactory, TeamFactory
 
 
@@ -148,3 +148,11 @@ def test_a_value_shared_by_rows_is_converted_once_and_a_mutable_one_for_each_row
     shared = [row for row in rows if row.started_at == now and row.submitted_at == now]
     assert len(shared) == 3
     assert shared[0].model == shared[1].model and shared[0].model is not shared[1].model  # JSON: each row its own
+
+
+@pytest.mark.django_db
+def test_values_read_are_the_querysets_rows_made() -> None:
+    _varied()
+    assert values_read(_rows(), _JobRow._make) == [_JobRow._make(row) for row in _rows()]
+    assert values_read(_rows().filter(state="completed"), _JobRow._make) == []
+    assert values_read(_rows().filter(pk__in=[]), _JobRow._make) == []  # Django sends no query at all
