@@ -51,7 +51,7 @@ class KeptRows(Generic[T]):
         """``[make(row) for row in rows]``, in the queryset's order, the rows unchanged since the last read not
         converted again (module doc). ``rows`` must be a plain ``values_list`` (not ``flat`` nor ``named``)."""
         # What Django 5.2's ValuesListIterable does (QuerySet.values_list's iterator): the compiler's raw rows, then
-        # results_iter's converters; here the raw rows first, then results_iter on only those not kept.
+        # results_iter's converters; here the raw rows first, then the converters (_converted) on only those not kept.
         compiler = rows.query.get_compiler(using=rows.db)
         raw: list[tuple[Any, ...]] = list(chain.from_iterable(compiler.execute_sql(MULTI)))
         get = self._last.get
@@ -120,7 +120,7 @@ def _converted(compiler: SQLCompiler, rows: Sequence[tuple[Any, ...]]) -> list[t
     (:data:`_IMMUTABLE`); a mutable one (decoded JSON), or a raw value that cannot be a key, is made for each row."""
     fields = [column[0] for column in compiler.select[0 : compiler.col_count]]
     if compiler.has_composite_fields(fields):  # not a plain values_list: Django's own path
-        return list(compiler.results_iter(results=[rows], tuple_expected=True))
+        return [tuple(row) for row in compiler.results_iter(results=[list(rows)], tuple_expected=True)]
     converters = compiler.get_converters(fields)
     if not converters:
         return [tuple(row) for row in rows]

@@ -156,3 +156,5 @@ def test_values_read_are_the_querysets_rows_made() -> None:
     assert values_read(_rows(), _JobRow._make) == [_JobRow._make(row) for row in _rows()]
     assert values_read(_rows().filter(state="completed"), _JobRow._make) == []
     assert values_read(_rows().filter(pk__in=[]), _JobRow._make) == []  # Django sends no query at all
+    plain = Job.objects.order_by("pk").values_list("pk", "name")  # columns with no converter on SQLite
+    assert values_read(plain, tuple) == list(plain)
