@@ -14,20 +14,27 @@ key (a backend returning an unhashable value) is converted every time.
 
 Only the last read's rows are kept, so the memory is one read's; each call site keeps its own :class:`KeptRows`,
 and only a caller that reads the same query every cycle gains from one.
+
+The rows that are converted are converted column by column, each distinct raw value of a column once when what it
+converts to cannot be changed (a datetime, a decimal, a number, a string, None; not a decoded JSON list or object,
+which every row gets its own of): after a cycle that bound thousands of jobs, the next read converts every one of
+their rows, and they share their start time, their flags and most of their nulls (:func:`_converted`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import datetime
+import decimal
+import uuid
+from collections.abc import Callable, Sequence
 from itertools import chain
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, TypeVar
 
 from django.db.models import QuerySet
+from django.db.models.sql.compiler import SQLCompiler
 from django.db.models.sql.constants import MULTI
 
 T = TypeVar("T")
-
-_MISSING: Any = object()  # a row not kept (None may be a value)
 
 
 class KeptRows(Generic[T]):
@@ -35,41 +42,106 @@ class KeptRows(Generic[T]):
 
     def __init__(self, make: Callable[[tuple[Any, ...]], T]) -> None:
         self._make = make
-        self._last: dict[tuple[Any, ...], T] = {}
+        # Raw row -> (that raw row, its value). The entry is kept whole and reused for an unchanged row, so the read
+        # leaves no new object behind for it: the fresh raw tuple is freed at once, and the cyclic collector's next
+        # pass (scheduler.gcpause) walks only the rows that changed, not every row read.
+        self._last: dict[tuple[Any, ...], tuple[tuple[Any, ...], T]] = {}
 
     def read(self, rows: QuerySet[Any, tuple[Any, ...]]) -> list[T]:
         """``[make(row) for row in rows]``, in the queryset's order, the rows unchanged since the last read not
         converted again (module doc). ``rows`` must be a plain ``values_list`` (not ``flat`` nor ``named``)."""
         # What Django 5.2's ValuesListIterable does (QuerySet.values_list's iterator): the compiler's raw rows, then
-        # results_iter's converters; here the raw rows first, then results_iter on only those not kept.
+        # results_iter's converters; here the raw rows first, then the converters (_converted) on only those not kept.
         compiler = rows.query.get_compiler(using=rows.db)
         raw: list[tuple[Any, ...]] = list(chain.from_iterable(compiler.execute_sql(MULTI)))
         get = self._last.get
-        values: list[Any] = []
+        entries: list[Any] = []
         missing: list[int] = []
         for row in raw:
             try:
-                value = get(row, _MISSING)
+                entry = get(row)
             except TypeError:  # unhashable: converted every time
-                value = _MISSING
-            if value is _MISSING:
-                missing.append(len(values))
-            values.append(value)
+                entry = None
+            if entry is None:
+                missing.append(len(entries))
+            entries.append(entry)
         if missing:
-            made = compiler.results_iter(results=[[raw[i] for i in missing]], tuple_expected=True)
+            made = _converted(compiler, [raw[i] for i in missing])
             for index, converted in zip(missing, made, strict=True):
-                values[index] = self._make(converted)
+                entries[index] = (raw[index], self._make(converted))
         try:
-            self._last = dict(zip(raw, values, strict=True))
+            self._last = {entry[0]: entry for entry in entries}
         except TypeError:
             self._last = {}
-            for row, value in zip(raw, values, strict=True):
+            for entry in entries:
                 try:
-                    self._last[row] = value
+                    self._last[entry[0]] = entry
                 except TypeError:
                     continue
-        return cast(list[T], values)
+        return [entry[1] for entry in entries]
 
     def forget(self) -> None:
         """Keep nothing: the next read converts every row."""
         self._last = {}
+
+
+def values_read(rows: QuerySet[Any, tuple[Any, ...]], make: Callable[[tuple[Any, ...]], T]) -> list[T]:
+    """``[make(row) for row in rows]``, each column converted once per distinct immutable value (:func:`_converted`)
+    and nothing kept: for rows that change between reads (the waiting jobs' places after every bind), where keeping
+    them would only leave more for the collector to walk. ``rows`` as for :meth:`KeptRows.read`."""
+    compiler = rows.query.get_compiler(using=rows.db)
+    raw: list[tuple[Any, ...]] = list(chain.from_iterable(compiler.execute_sql(MULTI)))
+    return [make(row) for row in _converted(compiler, raw)] if raw else []
+
+
+# What a converter may return and be shared between rows: values no one can change in place.
+_IMMUTABLE = frozenset(
+    {
+        type(None),
+        bool,
+        int,
+        float,
+        str,
+        bytes,
+        decimal.Decimal,
+        datetime.datetime,
+        datetime.date,
+        datetime.time,
+        datetime.timedelta,
+        uuid.UUID,
+    }
+)
+
+
+def _converted(compiler: SQLCompiler, rows: Sequence[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
+    """``compiler.results_iter(results=[rows], tuple_expected=True)`` as a list: each column's converters
+    (``SQLCompiler.get_converters``, applied in order as ``apply_converters`` does), run once per distinct raw value
+    of the column (and its type: ``1`` and ``1.0`` are equal keys) when the value they make is immutable
+    (:data:`_IMMUTABLE`); a mutable one (decoded JSON), or a raw value that cannot be a key, is made for each row."""
+    fields = [column[0] for column in compiler.select[0 : compiler.col_count]]
+    if compiler.has_composite_fields(fields):  # not a plain values_list: Django's own path
+        return [tuple(row) for row in compiler.results_iter(results=[list(rows)], tuple_expected=True)]
+    converters = compiler.get_converters(fields)
+    if not converters:
+        return [tuple(row) for row in rows]
+    connection = compiler.connection
+    columns = [list(column) for column in zip(*rows, strict=True)]
+    for pos, (convs, expression) in converters.items():
+        made: dict[tuple[type, Any], Any] = {}
+        column = columns[pos]
+        for i, raw in enumerate(column):
+            try:
+                key = (type(raw), raw)
+                column[i] = made[key]
+                continue
+            except KeyError:
+                pass
+            except TypeError:  # unhashable: converted for this row alone
+                key = None
+            value = raw
+            for converter in convs:
+                value = converter(value, expression, connection)
+            if key is not None and type(value) in _IMMUTABLE:
+                made[key] = value
+            column[i] = value
+    return list(zip(*columns, strict=True))

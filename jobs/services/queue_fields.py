@@ -60,11 +60,11 @@ def job_queue_fields_write_bulk(rows: Sequence[tuple[int, QueueFields]]) -> int:
         return 0
     fields = [_field(name) for name in QUEUE_FIELDS]
     # Each value goes through its field's preparation as the ORM's own writes do: a datetime is stored on SQLite
-    # as Django stores it there (naive UTC text), and passed to PostgreSQL as it is.
-    prepared = [
-        [field.get_db_prep_save(value, connection) for field, value in zip(fields, values, strict=True)]
-        for _, values in rows
-    ]
+    # as Django stores it there (naive UTC text), and passed to PostgreSQL as it is. Once per distinct value of a
+    # column (_Prepared): after a cycle that bound thousands, every waiting row's place changes, and most of their
+    # start estimates and team places are shared.
+    preparers = [_Prepared(field) for field in fields]
+    prepared = [[prepare(value) for prepare, value in zip(preparers, values, strict=True)] for _, values in rows]
     ids = [pk for pk, _ in rows]
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
@@ -74,6 +74,24 @@ def job_queue_fields_write_bulk(rows: Sequence[tuple[int, QueueFields]]) -> int:
             params = [(*values, pk, JobState.PENDING.value) for values, pk in zip(prepared, ids, strict=True)]
             cursor.executemany(_each_sql(fields), params)
         return max(cursor.rowcount, 0)
+
+
+class _Prepared:
+    """``field.get_db_prep_save(value, connection)``, made once per value (and its type: ``1`` and ``True`` are
+    equal keys) of one write: the preparation is a function of the value, about 2 µs a call for an integer or a
+    datetime, times tens of thousands of rows."""
+
+    def __init__(self, field: Field[Any, Any]) -> None:
+        self._field = field
+        self._made: dict[tuple[type, Any], Any] = {}
+
+    def __call__(self, value: Any) -> Any:
+        key = (type(value), value)
+        try:
+            return self._made[key]
+        except KeyError:
+            made = self._made[key] = self._field.get_db_prep_save(value, connection)
+            return made
 
 
 def _each_sql(fields: Sequence[Field[Any, Any]]) -> str:

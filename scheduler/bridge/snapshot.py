@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import functools
 import logging
+import operator
 import statistics
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -403,31 +404,46 @@ def typical_runtimes_s() -> dict[int, float]:
     return {team_id: float(statistics.median(seconds)) for team_id, seconds in runs.items()}
 
 
+# The columns of a row that _job reads: all but the state and the start time. Keyed by them, the job the last cycle
+# bound, read running now, is still the engine job made from its pending row (tens of thousands of jobs after a
+# first cycle on an empty cluster), and a job requeued is the one it was while it ran.
+_job_key: Callable[[_JobRow], tuple[Any, ...]] = operator.itemgetter(
+    *(i for i, name in enumerate(_JobRow._fields) if name not in ("state", "started_at"))
+)
+
+
 class _EngineJobs:
-    """The engine jobs of the last :func:`build`, by the row (and speed, and resumption) each was made from: a job
-    whose row did not change since is the same frozen object, not made again (most of a queue, most cycles). Only
-    the last build's are kept, so the memory is one queue's. A row whose stored model is a JSON object cannot be a
-    key and is made every time, as are rows that cannot be read (their error is raised again)."""
+    """The engine jobs of the last :func:`build`, by the columns (:func:`_job_key`, and the speed, and resumption)
+    each was made from: a job whose columns did not change since is the same frozen object, not made again (most
+    of a queue, most cycles). Only the last build's are kept, so the memory is one queue's. A row whose stored
+    model is a JSON object cannot be a key and is made every time, as are rows that cannot be read (their error is
+    raised again)."""
 
     def __init__(self) -> None:
-        self._last: dict[tuple[_JobRow, float, bool], CoreJob] = {}
-        self._now: dict[tuple[_JobRow, float, bool], CoreJob] = {}
+        # Key -> (that key, the job): an entry found is kept whole, so a build leaves no new object behind for an
+        # unchanged job (the collector's pass after the cycle walks only what changed: scheduler.gcpause).
+        self._last: dict[tuple[Any, ...], tuple[tuple[Any, ...], CoreJob]] = {}
+        self._now: dict[tuple[Any, ...], tuple[tuple[Any, ...], CoreJob]] = {}
 
     def get(self, row: _JobRow, speed: float, *, resumes: bool = False) -> CoreJob:
-        key = (row, speed, resumes)
+        key = (_job_key(row), speed, resumes)
         try:
-            job = self._last.get(key)
+            entry = self._last.get(key)
         except TypeError:  # unhashable: the model's JSON object
             return _job(row, speed, resumes=resumes)
-        if job is None:
-            job = _job(row, speed, resumes=resumes)
-        self._now[key] = job
-        return job
+        if entry is None:
+            entry = (key, _job(row, speed, resumes=resumes))
+        self._now[entry[0]] = entry
+        return entry[1]
 
     def keep(self, row: _JobRow, speed: float, job: CoreJob) -> None:
         """``job``, made from ``row`` at ``speed`` by an earlier build, is this build's too (a kept
         :class:`Running` holds it), so the next build may reuse it."""
-        self._now[(row, speed, False)] = job
+        key = (_job_key(row), speed, False)
+        entry = self._last.get(key)
+        if entry is None or entry[1] is not job:
+            entry = (key, job)
+        self._now[entry[0]] = entry
 
     def turn(self) -> None:
         """The build is done: what it made is what the next one may reuse."""
@@ -567,23 +583,24 @@ class _KeptRunning:
     :class:`_EngineJobs`: the last build's only; a row that cannot be a key is made every time."""
 
     def __init__(self) -> None:
-        self._last: dict[tuple[Any, ...], Running] = {}
-        self._now: dict[tuple[Any, ...], Running] = {}
+        # Key -> (that key, the running job), reused whole when found, as _EngineJobs does.
+        self._last: dict[tuple[Any, ...], tuple[tuple[Any, ...], Running]] = {}
+        self._now: dict[tuple[Any, ...], tuple[tuple[Any, ...], Running]] = {}
 
     def get(
         self, job: _JobRow, speed: float, rows: tuple[_HeldRow, ...], checkpoint: float | None, moved: tuple[float, ...]
     ) -> Running:
         key = (job, speed, rows, checkpoint, moved)
         try:
-            running = self._last.get(key)
+            entry = self._last.get(key)
         except TypeError:  # unhashable: the model's JSON object
             return _running_job(job, speed, rows, checkpoint, moved)
-        if running is None:
-            running = _running_job(job, speed, rows, checkpoint, moved)
+        if entry is None:
+            entry = (key, _running_job(job, speed, rows, checkpoint, moved))
         else:
-            _engine_jobs.keep(job, speed, running.job)
-        self._now[key] = running
-        return running
+            _engine_jobs.keep(job, speed, entry[1].job)
+        self._now[entry[0]] = entry
+        return entry[1]
 
     def turn(self) -> None:
         """The build is done: what it made is what the next one may reuse."""

@@ -93,6 +93,7 @@ from jobs.services import (
 from jobs.services.checkpoints_many import checkpoints_record
 from scheduler.core.model.vocabulary import EventType, EvictionReason, JobState
 from scheduler.gateways.protocol import JobObservation, Observation, ReplicaObservation, ReplicaPhase
+from scheduler.kept_rows import KeptRows
 from scheduler.loop.apply import AbandonOp, EvictOp, Op, ReleaseOp, start_op
 from scheduler.loop.cordons import cordons_wanted
 from scheduler.loop.notice import Drain, drains_record, drains_running, notice_grace_s
@@ -170,6 +171,10 @@ class _Held(NamedTuple):
     node: str
 
 
+# Every cycle reads every running row, most unchanged since the last: those are not converted again.
+_kept_running_rows = KeptRows(_RunningRow._make)
+
+
 @dataclass(frozen=True, slots=True)
 class _Context:
     """What every job's repair reads: the observation, the nodes present, the cycle's instant, the usual grace,
@@ -204,7 +209,7 @@ def reconcile(
         rows = (
             Job.objects.select_for_update().filter(state=JobState.RUNNING).order_by().values_list(*_RunningRow._fields)
         )
-        running = {str(row.pk): row for row in map(_RunningRow._make, rows)}
+        running = {str(row.pk): row for row in _kept_running_rows.read(rows)}
         present = frozenset(node.name for node in observation.nodes)
         requeued = _Requeued(row.pk for row in running.values())
         context = _Context(observation, present, at, evict_grace_s, move_ready_s, requeued)

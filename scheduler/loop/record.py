@@ -39,6 +39,7 @@ from scheduler.core.model.snapshot import MigLayout, Slots
 from scheduler.core.model.vocabulary import JobState, Priority
 from scheduler.errors import FencingError
 from scheduler.gateways.protocol import JobWaiting, MigConfigState, Observation
+from scheduler.kept_rows import values_read
 from scheduler.loop.apply import BindOp, EvictOp, MoveOp, Op, ReconfigureOp, bind_request
 from scheduler.loop.production_wait import production_wait_rows, production_wait_seconds
 from scheduler.loop.provisioning import provisioning_record
@@ -292,7 +293,12 @@ class _WaitingRow(NamedTuple):
 
 
 def _waiting_read(plan: Plan) -> dict[str, _WaitingRow]:
-    """The rows of ``plan``'s waiting jobs, by job id (a job deleted meanwhile is missing), in one query.
+    """The rows of ``plan``'s waiting jobs, by job id (a job deleted meanwhile is missing): every pending row in one
+    query, then, only when some waiting job is no longer pending (cancelled or bound meanwhile: rare), those by id.
+
+    The pending rows are chosen by their state rather than by thousands of ids as parameters (Django prepares each
+    one), unordered, and each distinct start estimate converted once (:func:`~scheduler.kept_rows.values_read`).
+    Not kept between cycles: any bind or end moves every later place, so the rows seldom repeat.
 
     Not locked (``select_for_update``), on purpose: the lock it would add protects nothing the fence row does not.
     A waiting row is written here only for its queue fields, and the writers that could race with that are
@@ -302,14 +308,26 @@ def _waiting_read(plan: Plan) -> dict[str, _WaitingRow]:
     rows still pending and, on PostgreSQL, skips a row another transaction holds rather than waiting for it
     (:mod:`jobs.services.queue_fields`). Locking thousands of waiting rows up front would only make every cancel
     of a waiting job wait for the record, and could deadlock with a bulk cancel that locks in another order."""
-    ids = [int(w.job) for w in plan.waiting]
-    rows = Job.objects.filter(pk__in=ids).values_list(
-        "pk", "state", "priority", "rank", "team__namespace", *QUEUE_FIELDS
+    wanted = {w.job for w in plan.waiting}
+    if not wanted:
+        return {}
+    pending = values_read(
+        Job.objects.filter(state=JobState.PENDING).order_by().values_list(*_WAITING_COLUMNS), _waiting_row
     )
-    return {
-        str(pk): _WaitingRow(state, priority, rank, namespace, QueueFields(*fields))
-        for pk, state, priority, rank, namespace, *fields in rows
-    }
+    rows = {pk: row for pk, row in pending if pk in wanted}
+    others = [int(job) for job in wanted if job not in rows]
+    if others:
+        rows.update(map(_waiting_row, Job.objects.filter(pk__in=others).order_by().values_list(*_WAITING_COLUMNS)))
+    return rows
+
+
+_WAITING_COLUMNS = ("pk", "state", "priority", "rank", "team__namespace", *QUEUE_FIELDS)
+
+
+def _waiting_row(values: tuple[Any, ...]) -> tuple[str, _WaitingRow]:
+    """A row of :data:`_WAITING_COLUMNS` as (job id, row)."""
+    pk, state, priority, rank, namespace, *fields = values
+    return str(pk), _WaitingRow(state, priority, rank, namespace, QueueFields(*fields))
 
 
 def _production_waiting(waiting: Mapping[str, _WaitingRow]) -> dict[str, Job]:

@@ -8,12 +8,13 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.db.models.sql.compiler import SQLCompiler
 from django.utils import timezone
 
 from jobs.models import Job
 from scheduler.bridge.snapshot import _JOB_COLUMNS, _JobRow
-from scheduler.kept_rows import KeptRows
+from scheduler.kept_rows import KeptRows, values_read
 from tests.factories import JobFactory, ProjectFactory, TeamFactory
 
 
@@ -104,3 +105,56 @@ def test_a_row_that_cannot_be_a_key_is_converted_every_time(monkeypatch) -> None
     assert kept.read(rows) == expected
     assert kept.read(rows) == expected
     assert len(made) == 2 * len(jobs)
+
+
+@pytest.mark.django_db
+def test_an_unchanged_row_leaves_no_new_object_behind() -> None:
+    """What the read keeps for an unchanged row is what it kept before, its raw row included: the fresh one is
+    freed, so the collector's next pass walks only the rows that changed."""
+    jobs = _varied()
+    kept = KeptRows(_JobRow._make)
+    kept.read(_rows())
+    before = {entry[1].pk: entry for entry in kept._last.values()}
+    Job.objects.filter(pk=jobs[0].pk).update(rank=9)
+    kept.read(_rows())
+    after = {entry[1].pk: entry for entry in kept._last.values()}
+    assert after.keys() == before.keys()
+    assert all(after[job.pk] is before[job.pk] for job in jobs[1:])
+    assert after[jobs[0].pk] is not before[jobs[0].pk] and after[jobs[0].pk][1].rank == 9
+    assert all(key is entry[0] for key, entry in kept._last.items())
+
+
+@pytest.mark.django_db
+def test_a_value_shared_by_rows_is_converted_once_and_a_mutable_one_for_each_row(monkeypatch) -> None:
+    team, now = TeamFactory(), timezone.now()
+    for _ in range(3):  # the same start, flags and model: as the jobs one cycle bound
+        JobFactory(team=team, state="running", submitted_at=now, started_at=now, gpus=None, model={"params_b": 7})
+    _varied()
+    calls: list[Any] = []
+    convert = getattr(connection.ops, "convert_datetimefield_value", None)
+    if convert is not None:  # SQLite's: PostgreSQL's driver returns datetimes itself
+
+        def counted(value: Any, expression: Any, conn: Any) -> Any:
+            calls.append(value)
+            return convert(value, expression, conn)
+
+        monkeypatch.setattr(connection.ops, "convert_datetimefield_value", counted)
+    rows = KeptRows(_JobRow._make).read(_rows())
+    monkeypatch.undo()
+    assert rows == [_JobRow._make(row) for row in _rows()]  # what iterating the queryset gives
+    if convert is not None:  # once per distinct value of each datetime column, not once per row
+        assert len(calls) == len({row.submitted_at for row in rows}) + len({row.started_at for row in rows})
+        assert len(calls) < 2 * len(rows)
+    shared = [row for row in rows if row.started_at == now and row.submitted_at == now]
+    assert len(shared) == 3
+    assert shared[0].model == shared[1].model and shared[0].model is not shared[1].model  # JSON: each row its own
+
+
+@pytest.mark.django_db
+def test_values_read_are_the_querysets_rows_made() -> None:
+    _varied()
+    assert values_read(_rows(), _JobRow._make) == [_JobRow._make(row) for row in _rows()]
+    assert values_read(_rows().filter(state="completed"), _JobRow._make) == []
+    assert values_read(_rows().filter(pk__in=[]), _JobRow._make) == []  # Django sends no query at all
+    plain = Job.objects.order_by("pk").values_list("pk", "name")  # columns with no converter on SQLite
+    assert values_read(plain, tuple) == list(plain)

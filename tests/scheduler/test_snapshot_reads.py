@@ -60,6 +60,26 @@ def test_an_unchanged_row_is_the_same_engine_job_in_the_next_build_and_a_changed
 
 
 @pytest.mark.django_db
+def test_a_job_bound_since_the_last_build_is_still_the_engine_job_of_its_pending_row(monkeypatch) -> None:
+    team, node = TeamFactory(), NodeFactory()
+    bound, waiting = JobFactory(team=team, state="pending"), JobFactory(team=team, state="pending")
+    view = Observation(observed_at=timezone.now().timestamp(), nodes=(), jobs={})
+    first = {job.id: job for job in build(view, Policy(), view.observed_at).snapshot.pending}
+    now = timezone.now()
+    Job.objects.filter(pk=bound.pk).update(state="running", started_at=now)  # what a bind changes of the row
+    AllocationFactory(job=bound, node=node, gpu_index=0, started_at=now)
+    second = build(view, Policy(), view.observed_at).snapshot
+    (running,) = second.running
+    assert running.job is first[str(bound.pk)] and running.started_at == now.timestamp()
+    assert second.pending[0] is first[str(waiting.pk)]
+    # The same snapshot as one built with nothing kept, from every row.
+    monkeypatch.setattr(snapshot, "_engine_jobs", snapshot._EngineJobs())
+    monkeypatch.setattr(snapshot, "_kept_running", snapshot._KeptRunning())
+    cold = build(view, Policy(), view.observed_at).snapshot
+    assert (cold.running, cold.pending) == (second.running, second.pending)
+
+
+@pytest.mark.django_db
 def test_an_unchanged_running_job_is_the_same_running_in_the_next_build_and_a_changed_one_is_made_again(
     monkeypatch,
 ) -> None:
@@ -103,9 +123,13 @@ def test_an_unchanged_running_job_is_the_same_running_in_the_next_build_and_a_ch
     monkeypatch.setattr(snapshot, "_engine_jobs", snapshot._EngineJobs())
     monkeypatch.setattr(snapshot, "_kept_running", snapshot._KeptRunning())
     assert running(view({checkpointed.pk: 200.0})) == second
-    # A third build keeps what the second kept (the kept job's engine job among it).
+    # A third build keeps what the second kept (the kept job's engine job among it), and a fourth keeps the third's
+    # entries themselves: nothing new is left behind for what did not change.
     third = running(view({checkpointed.pk: 200.0}))
+    entries = dict(snapshot._kept_running._last), dict(snapshot._engine_jobs._last)
     assert running(view({checkpointed.pk: 200.0}))[str(kept.pk)] is third[str(kept.pk)]
+    for before, after in zip(entries, (snapshot._kept_running._last, snapshot._engine_jobs._last), strict=True):
+        assert before.keys() == after.keys() and all(after[key] is entry for key, entry in before.items())
 
 
 @pytest.mark.django_db

@@ -391,12 +391,12 @@ class SimulatedFleet:
         and readiness, which is all of it that depends on the time (most pods, most observations)."""
         state = self._replica_state(pod, now, gone_at)
         entry = kept.get(id(pod))
-        if entry is not None and entry.pod is pod and entry.state == state:
-            observed = entry.observed
-        else:
-            observed = self._replica(pod, *state)
-        self._replicas[id(pod)] = _KeptReplica(pod, state, observed)  # the entry keeps the pod alive: ids stay its
-        return observed
+        if entry is None or entry.pod is not pod or entry.state != state:
+            # The entry keeps the pod alive: ids stay its. An unchanged one is kept as it is, so the observation
+            # leaves no new object behind for it (the collector's pass after the cycle walks only what changed).
+            entry = _KeptReplica(pod, state, self._replica(pod, *state))
+        self._replicas[id(pod)] = entry
+        return entry.observed
 
     def _replica_state(self, pod: PodRow, now: datetime, gone_at: datetime | None) -> tuple[ReplicaPhase, str, bool]:
         """The replica's phase, its message and whether it is ready, at ``now``."""

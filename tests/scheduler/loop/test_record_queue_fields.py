@@ -14,11 +14,12 @@ from django.utils import timezone
 
 from jobs.models import Job
 from jobs.services import job_cancel
+from jobs.services.queue_fields import QUEUE_FIELDS, QueueFields
 from scheduler.bridge.vocabulary import FENCE_NAME
 from scheduler.core import Plan
 from scheduler.core.model.plan import Waiting
 from scheduler.gateways.protocol import Observation
-from scheduler.loop.record import record_plan
+from scheduler.loop.record import _waiting_read, record_plan
 from scheduler.models import SchedulerFence
 from teams.models import Team
 from tests.scheduler.loop_helpers import team_seed
@@ -142,3 +143,31 @@ def test_on_postgresql_a_waiting_row_held_by_another_transaction_is_skipped_not_
     assert [rows[job.pk] for job in jobs] == [1, None, 3]  # the held row is written by the next cycle
     _record(_plan(jobs), at)
     assert Job.objects.get(pk=jobs[1].pk).queue_position == 2
+
+
+def _plain_waiting_read(plan: Plan) -> dict[str, tuple[object, ...]]:
+    """The waiting rows as the record read them before: by the plan's ids as parameters, every row converted."""
+    columns = ("pk", "state", "priority", "rank", "team__namespace", *QUEUE_FIELDS)
+    rows = Job.objects.filter(pk__in=[int(w.job) for w in plan.waiting]).values_list(*columns)
+    return {
+        str(pk): (state, priority, rank, namespace, QueueFields(*fields))
+        for pk, state, priority, rank, namespace, *fields in rows
+    }
+
+
+def test_the_waiting_rows_read_by_state_and_kept_are_those_read_by_id(team) -> None:
+    at = timezone.now()
+    jobs = _waiting_jobs(team, 6, at)
+    plan = _plan(jobs[:5])  # the sixth was submitted after the snapshot: pending, but not the plan's
+    assert _waiting_read(plan) == _plain_waiting_read(plan) and len(_waiting_read(plan)) == 5
+    _record(plan, at)
+    job_cancel(job=jobs[1], actor=None)  # no longer pending: read by its id
+    jobs[2].delete()  # gone: missing
+    Job.objects.filter(pk=jobs[3].pk).update(rank=7, queue_position=None)  # changed since the last read
+
+    read = _waiting_read(plan)
+
+    assert read == _plain_waiting_read(plan)
+    assert read[str(jobs[1].pk)].state == "cancelled" and str(jobs[2].pk) not in read
+    assert (read[str(jobs[3].pk)].rank, read[str(jobs[3].pk)].fields.queue_position) == (7, None)
+    assert _waiting_read(Plan()) == {}

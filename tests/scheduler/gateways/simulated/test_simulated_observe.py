@@ -104,8 +104,10 @@ def test_a_replica_unchanged_since_the_last_observation_is_the_same_and_the_view
     second = replicas()
     assert all(second[pk].ready and second[pk] is not first[pk] for pk in first)
     clock.advance(1)
+    entries = dict(gateway._replicas)
     third = replicas()
     assert all(third[pk] is second[pk] for pk in first)  # nothing changed
+    assert gateway._replicas == entries and all(gateway._replicas[k] is e for k, e in entries.items())  # nor kept anew
     SimulatedPod.objects.filter(job=stopped).update(stop_requested_at=clock.now)  # its row changed
     gateway.notice_give(node="pcie-spot-1", notice_s=0.0)  # the node goes now
     clock.advance(3)  # the ending job's 300 virtual seconds are done
