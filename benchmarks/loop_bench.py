@@ -44,6 +44,7 @@ from benchmarks.loop_seed import Seeded, seed
 from benchmarks.query_count import QueryCounter
 from benchmarks.scratch_db import scratch_database
 from scheduler.bridge.cycle_stats import PHASES, STATS_NAME
+from scheduler.engine import engine_label
 from scheduler.gateways.simulated import FleetSettings, SimulatedFleet
 from scheduler.loop.cycle import cycle_run
 from scheduler.models import CycleStats
@@ -257,6 +258,7 @@ def _outcome(record: RunRecord, result: LoopResult) -> Outcome:
     payload = {
         **record.head(),
         "database": result.database,
+        "engine": engine_label(),
         "nodes": result.shape.nodes,
         "pending": result.shape.pending,
         "seed": result.shape.seed,
@@ -278,6 +280,7 @@ def _table(payload: dict[str, Any], result: LoopResult, title: str) -> str:
         f"{title} ({result.database})",
         f"command: {payload['command']}",
         started_line(payload),
+        f"engine: {payload['engine']}",
         f"scratch database created and migrated in {result.setup_s:.1f} s; seeded through the services: "
         f"{seeded.nodes:,} nodes ({seeded.cordoned} cordoned) in {seeded.seconds.get('nodes', 0):.1f} s, "
         f"{seeded.teams} teams in {seeded.seconds.get('teams', 0):.1f} s, {seeded.jobs:,} jobs in "

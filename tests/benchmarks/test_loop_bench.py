@@ -69,6 +69,7 @@ def test_a_small_run_times_every_phase_and_counts_the_queries_of_each_cycle(monk
         assert cycle["peak_rss_mib"] > 10  # a Django process with the cycle's state: tens of MiB at least
     assert payload["database_mib"] > 0  # the seeded jobs and nodes, and what the cycles wrote
     assert payload["claims"] == []  # 20 nodes: no target at this size
+    assert payload["engine"] == "pure Python"  # named, as B5 names it: the suite runs the engine as source
 
 
 def test_the_table_judges_the_targets_of_the_target_sizes() -> None:
