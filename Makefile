@@ -10,7 +10,7 @@ PORT ?= 8000
 # The test OpenID Connect provider (tests/oidc): oidc-provider from the npm registry, installed as locked.
 OIDC_STAMP := tests/oidc/node_modules/.package-lock.json
 
-.PHONY: demo test lint format install install-dev clean compile clean-compiled
+.PHONY: demo test lint format install install-dev clean compile clean-compiled compiled-check
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -67,6 +67,19 @@ test: lint $(OIDC_STAMP)
 # it (tests/scheduler/test_engine.py: tests and coverage run on the Python source) until `make clean-compiled`.
 compile: $(DEV_STAMP)
 	MICROCOSM_COMPILE=1 $(PY) setup.py build_ext --inplace
+
+# The compiled engine plans as the Python source does: the plan digests (scheduler/sim/bench/digest.py: B5's
+# 1,000-node cycle, both B2 mixes' replays, every scenario) of both, compared line for line. .ci/run runs it after
+# `make test`; the compiled modules are taken away again whatever the outcome.
+compiled-check: $(DEV_STAMP)
+	$(MAKE) clean-compiled
+	mkdir -p var
+	DEBUG=1 $(PY) -m scheduler.sim.bench.digest > var/digest-source.txt
+	$(MAKE) compile > var/compile.log 2>&1 || { tail -n 40 var/compile.log; $(MAKE) clean-compiled; exit 1; }
+	DEBUG=1 $(PY) -c 'from scheduler.engine import engine_label; print("engine:", engine_label())'
+	DEBUG=1 $(PY) -m scheduler.sim.bench.digest > var/digest-compiled.txt; status=$$?; $(MAKE) clean-compiled; \
+	if [ $$status -ne 0 ]; then exit $$status; fi
+	diff var/digest-source.txt var/digest-compiled.txt && echo "the compiled engine plans as the source: $$(wc -l < var/digest-source.txt) digests equal"
 
 clean-compiled:
 	find scheduler/core -name '*.so' -delete
