@@ -239,6 +239,12 @@ class _Profile:
         if index == len(times) or times[index] != at:
             times.insert(index, at)
             frees.insert(index, frees[index - 1])
+            # A new breakpoint is a new time a start may come (a claim ending there), so no question's floor
+            # may stay above it: the floors hold only because claims lower the free units of the old ones.
+            floors = self._floor
+            for key, floor in floors.items():
+                if floor > at:
+                    floors[key] = at
         return index
 
     def _hold(self, first: int, end: float, units: int) -> None:
