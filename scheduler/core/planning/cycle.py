@@ -16,7 +16,8 @@ Steps:
    :data:`~scheduler.core.planning.steps.OTHER_STEPS` for the rest —
 
    not_ready → choose → backfill → idle_whole_gpu → (production: fallback → preempt_preemptible →
-   preempt_whole_gpu → reconfigure_idle) → preempt → (production: reconfigure_by_drain → hold) → reserve → wait.
+   preempt_whole_gpu → oversize → reconfigure_idle) → preempt → (production: reconfigure_by_drain → hold) →
+   reserve → wait.
 
    Free capacity is taken at a placement the quota admits (:func:`choose.choose`); a preemption
    (:func:`preemption.find_victims`, whose rules decide who may be evicted) evicts and binds in one Statement;
@@ -32,8 +33,9 @@ Steps:
    :data:`rules.reconfiguration.NODES_PER_CHANGE` ready MIG-capable nodes, at least one and at most
    :data:`rules.reconfiguration.MAX_NODES_PER_CYCLE`), and each instance a change offers is promised to one
    waiting job.
-   With the policy's ``consolidation_reconfigures``, running production that holds more than its right size and
-   has no free right-sized slice counts as demand too, after the pending demand, on idle MIG GPUs only
+   Running production that holds more than twice its right size (it started oversized: the step ``oversize``) and
+   has no free right-sized slice counts as demand too — with the policy's ``consolidation_reconfigures``, any that
+   holds more than its right size —, after the pending demand, on idle MIG GPUs only
    (:mod:`scheduler.core.decisions.consolidation`, rule 5).
 4a. Then move running production on larger capacity than its right size to a free right-sized slice,
    make-before-break, within the consolidation's bounds (:func:`consolidation.plan_moves`): after every pending
@@ -203,7 +205,7 @@ def _planned(run: Run, snapshot: Snapshot, pending: list[Job], rejections: list[
             return Plan(evictions=evictions, binds=tuple(run.binds), rejections=tuple(rejections))
     # Consolidation after every pending turn and after the reconfigurations (module doc, step 4a).
     movable = consolidation.candidates(state, policy, now)
-    oversized = consolidation.demand(state, index, movable, policy) if policy.consolidation_reconfigures else []
+    oversized = consolidation.demand(state, index, consolidation.asking(state, movable, policy), policy)
     reconfigurations = run.reconfigurations.after_placement(run.order, oversized)
     moves = consolidation.plan_moves(state, movable, policy)
     # On-demand capacity for peaks last: it asks nodes only for what still waits (step 6).

@@ -233,6 +233,24 @@ def test_an_oversized_job_with_no_free_slice_asks_for_a_reconfiguration_of_an_id
     assert plan((whole_node("whole-1", gpus=2),), runs, policy=RECUTS).reconfigurations == ()
 
 
+def test_a_job_beyond_the_fallbacks_cap_asks_for_its_way_back_without_consolidation_reconfigures() -> None:
+    """Rule 5's way back: a 1g.10gb service on a whole GPU (seven times its size, more than the fallback's twice)
+    asks for its right size with ``consolidation_reconfigures`` off; a 4g.40gb one on a whole GPU (within twice) or
+    a 1g.10gb one on a 2g.20gb instance does not."""
+    small = running(service("p1", "1g.10gb"), whole("whole-1"))
+    assert consolidation.beyond_fallback(ClusterState(Snapshot(nodes=(whole_node(),), teams=TEAMS)), small, POLICY)
+    planned = plan((mig_node("mig-2", (("7g.80gb", 0),)), whole_node("whole-1")), (small,))
+    assert [(c.node, any(p == "1g.10gb" for p, _ in c.new)) for c in planned.reconfigurations] == [("mig-2", True)]
+    large = running(service("p2", "4g.40gb"), whole("whole-1"))
+    assert plan((mig_node("mig-2", (("7g.80gb", 0),)), whole_node("whole-1")), (large,)).reconfigurations == ()
+    twice = running(service("p3", "1g.10gb"), instance("mig-1", "2g.20gb", 0))
+    split = mig_node("mig-1", (("2g.20gb", 0), ("2g.20gb", 2), ("3g.40gb", 4)))
+    state = ClusterState(Snapshot(nodes=(split,), teams=TEAMS, running=(twice,)))
+    assert not consolidation.beyond_fallback(state, twice, POLICY)
+    assert [c.job.id for c in consolidation.candidates(state, POLICY, NOW)] == ["p3"]
+    assert consolidation.asking(state, consolidation.candidates(state, POLICY, NOW), POLICY) == []
+
+
 def test_the_reconfiguration_hysteresis_bounds_a_move_demand() -> None:
     """The demand is aged from when the job started oversized: a job oversized for less than the reconfiguration
     hysteresis changes no layout (consolidation's own hysteresis set lower to show it)."""
