@@ -27,9 +27,14 @@ pending turn, :mod:`scheduler.core.planning.cycle`):
    now (or as many with less memory): once the move completes the team holds less and its quota picture is only
    better. While the move is under way the job holds both placements (``ClusterState.move``), as the cluster
    does.
-4. **Never before pending work.** Moves are decided after every pending turn and after the cycle's
-   reconfigurations, so a move takes only capacity no pending job could take this cycle, and never a node a
-   reconfiguration changes.
+4. **Never before pending work** — but the way back. Moves are decided after every pending turn and after the
+   cycle's reconfigurations, so a move takes only capacity no pending job could take this cycle, and never a node
+   a reconfiguration changes. A candidate beyond the fallback's cap (:func:`way_back`: it started oversized, rule
+   5) moves *before* the pending turns, within the same bounds (its moves count against ``moves_per_cycle``
+   first): the right-sized instance it waits for is the one the reconfiguration made for it, and pending work that
+   took it first left it on the larger capacity — measured on B2, services stayed on whole GPUs for the rest of the
+   window, and whole-GPU work waited behind them. The move gives back more than it takes (rule 3), and the node it
+   moves to takes no reconfiguration this cycle, as a node bound to.
 5. **A reconfiguration.** A candidate with no free right-sized placement is demand for its right-sized profile
    (:func:`demand`): the cycle's reconfigurations of idle GPUs count it after the pending demand, aged by the
    time it has run oversized, so the existing reconfiguration hysteresis and node budget bound it. Nothing is
@@ -131,12 +136,16 @@ def beyond_fallback(state: ClusterState, running: Running, policy: Policy) -> bo
     return any(u > FALLBACK_FACTOR * ru for u, _, ru, _ in _sizes(state, running, policy))
 
 
+def way_back(state: ClusterState, found: list[Candidate], policy: Policy) -> list[Candidate]:
+    """The candidates beyond the fallback's cap (:func:`beyond_fallback`), in order: those that move before the
+    pending turns (rule 4) and whose right-sized demand counts in the reconfigurations (rule 5)."""
+    return [candidate for candidate in found if beyond_fallback(state, candidate.running, policy)]
+
+
 def asking(state: ClusterState, found: list[Candidate], policy: Policy) -> list[Candidate]:
     """Rule 5: the candidates whose right-sized demand counts in the cycle's reconfigurations — every one with
-    the policy's ``consolidation_reconfigures``, else those beyond the fallback's cap (:func:`beyond_fallback`)."""
-    if policy.consolidation_reconfigures:
-        return found
-    return [candidate for candidate in found if beyond_fallback(state, candidate.running, policy)]
+    the policy's ``consolidation_reconfigures``, else those beyond the fallback's cap (:func:`way_back`)."""
+    return found if policy.consolidation_reconfigures else way_back(state, found, policy)
 
 
 def _within_bounds(running: Running, policy: Policy, now: float) -> bool:
@@ -212,12 +221,12 @@ def demand(
     return wanted
 
 
-def plan_moves(state: ClusterState, found: list[Candidate], policy: Policy) -> list[Move]:
-    """Rules 2–4: the moves of this cycle, at most ``moves_per_cycle``, each applied to ``state`` (the job then
-    holds its new placement and, until the move completes, its old one)."""
+def plan_moves(state: ClusterState, found: list[Candidate], policy: Policy, made: int = 0) -> list[Move]:
+    """Rules 2–4: the moves of this cycle, at most ``moves_per_cycle`` with the ``made`` earlier in the cycle, each
+    applied to ``state`` (the job then holds its new placement and, until the move completes, its old one)."""
     moves: list[Move] = []
     for candidate in found:
-        if len(moves) >= policy.moves_per_cycle:
+        if made + len(moves) >= policy.moves_per_cycle:
             break
         slots = target(state, candidate, policy)
         if slots is None:

@@ -196,18 +196,25 @@ def _plan(snapshot: Snapshot, policy: Policy, now: float, focus_id: str | None =
 def _planned(run: Run, snapshot: Snapshot, pending: list[Job], rejections: list[Reject], focus: Focus) -> Plan:
     """Steps 3-6 of the module doc on ``run``, the cycle's working state after screening ``pending``."""
     state, fairness, index, policy, now = run.state, run.fairness, run.index, run.policy, run.now
+    # The way back moves before the pending turns (consolidation, rule 4): the slice made for it is its own.
+    early = consolidation.plan_moves(
+        state, consolidation.way_back(state, consolidation.candidates(state, policy, now), policy), policy
+    )
+    for move in early:
+        run.reconfigurations.bound(move.slots)  # its node takes no reconfiguration this cycle, as a bind's
+        fairness.changed(state.jobs[move.job].team)  # the team holds both placements until the move completes
     turns = _Turns(run)
     for job in fairness.iter_pending(pending, now):
         turns.take(job)
         focus.took(job.id)
         if focus.bound(run.blockers):  # nothing later undoes its bind (speedups.focus)
             evictions = tuple(run.evictions + run.reconfigurations.evictions)
-            return Plan(evictions=evictions, binds=tuple(run.binds), rejections=tuple(rejections))
+            return Plan(evictions=evictions, binds=tuple(run.binds), rejections=tuple(rejections), moves=tuple(early))
     # Consolidation after every pending turn and after the reconfigurations (module doc, step 4a).
     movable = consolidation.candidates(state, policy, now)
     oversized = consolidation.demand(state, index, consolidation.asking(state, movable, policy), policy)
     reconfigurations = run.reconfigurations.after_placement(run.order, oversized)
-    moves = consolidation.plan_moves(state, movable, policy)
+    moves = early + consolidation.plan_moves(state, movable, policy, len(early))
     # On-demand capacity for peaks last: it asks nodes only for what still waits (step 6).
     asks = provisioning.decide(snapshot, policy, now, _Explanation(run).waiting(focus), run.binds)
     return Plan(

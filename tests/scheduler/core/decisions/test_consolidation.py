@@ -159,6 +159,22 @@ def test_pending_work_of_equal_priority_takes_the_slice_first() -> None:
     assert planned.moves == ()
 
 
+def test_the_way_back_moves_before_pending_work_within_the_per_cycle_budget() -> None:
+    """A 1g.10gb service on a whole GPU (beyond the fallback's cap) moves to the free 1g.10gb instance before the
+    pending turns, and a pending 1g.10gb service finds it taken; the way back's moves count against the per-cycle
+    budget before the others'."""
+    small = running(service("p1", "1g.10gb"), whole("whole-1", 0))
+    nodes = (mig_node("mig-1", (("1g.10gb", 0),)), mig_node("mig-2", SPLIT), whole_node("whole-1", gpus=2))
+    planned = plan(nodes, (small,), (service("p2", "1g.10gb", submitted_at=NOW),))
+    assert [(m.job, m.slots) for m in planned.moves] == [("p1", instance("mig-1", "1g.10gb", 0))]
+    # p2 then starts oversized on mig-2's 3g.40gb, its way back the change of whole-1's idle GPU.
+    assert [(b.job, b.slots) for b in planned.binds] == [("p2", instance("mig-2", "3g.40gb", 4))]
+    assert [c.node for c in planned.reconfigurations] == ["whole-1"]
+    large = running(service("p3"), whole("whole-1", 1), started_at=-100.0)  # within twice: moves after the turns
+    assert [m.job for m in plan(nodes, (small, large)).moves] == ["p1", "p3"]
+    assert [m.job for m in plan(nodes, (small, large), policy=replace(POLICY, moves_per_cycle=1)).moves] == ["p1"]
+
+
 def test_hysteresis_a_job_oversized_for_fewer_cycles_stays() -> None:
     p1 = service()
     nodes = (mig_node(), whole_node())
