@@ -39,7 +39,9 @@ Steps:
    (:mod:`scheduler.core.decisions.consolidation`, rule 5).
 4a. Then move running production on larger capacity than its right size to a free right-sized slice,
    make-before-break, within the consolidation's bounds (:func:`consolidation.plan_moves`): after every pending
-   turn and every reconfiguration, so a move takes only what no pending job could take this cycle.
+   turn and every reconfiguration, so a move takes only what no pending job could take this cycle. The way back is
+   the exception: production on more than twice its right size moves before step 3's turns, its moves counted
+   first against the bounds, and the node it moves to takes no reconfiguration this cycle (consolidation, rule 4).
 5. Explain every job still pending (:mod:`explain`): 1-based global and team positions in the order the
    cycle took them, a reason and an ETA.
 6. Where the snapshot offers autoscaled pools, ask on-demand nodes for jobs that still wait, give up requests no
