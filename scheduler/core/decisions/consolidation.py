@@ -27,19 +27,34 @@ pending turn, :mod:`scheduler.core.planning.cycle`):
    now (or as many with less memory): once the move completes the team holds less and its quota picture is only
    better. While the move is under way the job holds both placements (``ClusterState.move``), as the cluster
    does.
-4. **Never before pending work.** Moves are decided after every pending turn and after the cycle's
-   reconfigurations, so a move takes only capacity no pending job could take this cycle, and never a node a
-   reconfiguration changes.
-5. **A reconfiguration** (only with the policy's ``consolidation_reconfigures``, off by default: on B2 it closed
-   nodes for a change's minutes and production waited for them, docs/benchmarks/consolidation.md). A candidate
-   with no free right-sized placement is demand for its right-sized profile
+4. **Never before pending work** — but the way back. Moves are decided after every pending turn and after the
+   cycle's reconfigurations, so a move takes only capacity no pending job could take this cycle, and never a node
+   a reconfiguration changes. A candidate beyond the fallback's cap (:func:`way_back`: it started oversized, rule
+   5) moves *before* the pending turns, within the same bounds (its moves count against ``moves_per_cycle``
+   first): the right-sized instance it waits for is the one the reconfiguration made for it, and pending work that
+   took it first left it on the larger capacity — measured on B2, services stayed on whole GPUs for the rest of the
+   window, and whole-GPU work waited behind them. The move gives back more than it takes (rule 3), and the node it
+   moves to takes no reconfiguration this cycle, as a node bound to.
+5. **A reconfiguration.** A candidate with no free right-sized placement is demand for its right-sized profile
    (:func:`demand`): the cycle's reconfigurations of idle GPUs count it after the pending demand, aged by the
    time it has run oversized, so the existing reconfiguration hysteresis and node budget bound it. Nothing is
-   promised to it: when the new instance is ready, pending work takes it first if it wants it.
+   promised to it: when the new instance is ready, pending work takes it first if it wants it. Which candidates
+   ask (:func:`asking`): with the policy's ``consolidation_reconfigures`` (off by default: on B2, asked for every
+   oversized service, it closed nodes for a change's minutes and production waited for them,
+   docs/benchmarks/consolidation.md), every one; without it, only those that hold more than twice their right
+   size (:func:`beyond_fallback`, the **way back**): more than production's fallback ever gives, so they started
+   oversized rather than wait for a reconfiguration (the planning step ``oversize``, which also makes the change
+   it would have waited for when it starts them). A service the fallback put on at most twice its size waits
+   for a slice to free as before. (The criterion reads the placement, not how it was made: a memory-sized
+   service that took a free instance of more than twice its size on a partly used GPU (``find_slots``' larger
+   instances) asks too — it is as far from its right size.) Without this demand nothing asked for such a
+   service's slice once the change it would have waited for was not made: on B2 the fleet filled with services
+   on whole GPUs (docs/benchmarks/cost.md, B4 notes).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME
@@ -51,6 +66,7 @@ from scheduler.core.model.policy import Policy
 from scheduler.core.model.snapshot import Job, Running, Slot, Slots
 from scheduler.core.model.vocabulary import JobKind, Priority
 from scheduler.core.placement import find_slots
+from scheduler.core.placement.fallback import FALLBACK_FACTOR
 from scheduler.core.placement.index import CapacityIndex
 from scheduler.core.placement.options import options_for
 from scheduler.core.sizing.rightsize import resolve
@@ -90,10 +106,10 @@ def held(state: ClusterState, slot: Slot) -> tuple[int, int]:
     return units, gpu.spec.memory_mib * units // UNITS_PER_GPU
 
 
-def oversized(state: ClusterState, running: Running, policy: Policy) -> bool:
-    """Does some replica of ``running`` hold more than its right-sized MIG profile on the GPU model it runs on
-    (more compute slices, or as many with more memory)? A job whose right size is not a MIG instance there
-    (whole GPUs, a share, a model outside the catalog) never is."""
+def _sizes(state: ClusterState, running: Running, policy: Policy) -> Iterator[tuple[int, int, int, int]]:
+    """Per replica of ``running`` whose right size on the GPU model it runs on is a MIG profile: (units held,
+    memory held, the profile's units, the profile's memory). A replica whose right size there is not a MIG
+    instance (whole GPUs, a share, a model outside the catalog) yields nothing."""
     for replica in running.slots:
         model = state.nodes[replica[0].node].gpu_model
         spec = GPU_MODEL_BY_NAME.get(model)
@@ -101,12 +117,35 @@ def oversized(state: ClusterState, running: Running, policy: Policy) -> bool:
         if spec is None or demand is None or demand.kind != DemandKind.MIG or demand.mig_profile is None:
             continue
         profile = spec.profiles()[demand.mig_profile]
-        right = (profile.compute_slices * UNITS_PER_SLICE, profile.memory_mib)
         units = sum(held(state, slot)[0] for slot in replica)
         memory = sum(held(state, slot)[1] for slot in replica)
-        if units > right[0] or (units == right[0] and memory > right[1]):
-            return True
-    return False
+        yield units, memory, profile.compute_slices * UNITS_PER_SLICE, profile.memory_mib
+
+
+def oversized(state: ClusterState, running: Running, policy: Policy) -> bool:
+    """Does some replica of ``running`` hold more than its right-sized MIG profile on the GPU model it runs on
+    (more compute slices, or as many with more memory)? A job whose right size is not a MIG instance there
+    (whole GPUs, a share, a model outside the catalog) never is."""
+    return any(u > ru or (u == ru and m > rm) for u, m, ru, rm in _sizes(state, running, policy))
+
+
+def beyond_fallback(state: ClusterState, running: Running, policy: Policy) -> bool:
+    """Rule 5's way back: does some replica of ``running`` hold more than twice the compute slices of its
+    right-sized profile — more than production's fallback gives (:mod:`scheduler.core.placement.fallback`, rule
+    3), so it started oversized rather than wait for a reconfiguration (the planning step ``oversize``)?"""
+    return any(u > FALLBACK_FACTOR * ru for u, _, ru, _ in _sizes(state, running, policy))
+
+
+def way_back(state: ClusterState, found: list[Candidate], policy: Policy) -> list[Candidate]:
+    """The candidates beyond the fallback's cap (:func:`beyond_fallback`), in order: those that move before the
+    pending turns (rule 4) and whose right-sized demand counts in the reconfigurations (rule 5)."""
+    return [candidate for candidate in found if beyond_fallback(state, candidate.running, policy)]
+
+
+def asking(state: ClusterState, found: list[Candidate], policy: Policy) -> list[Candidate]:
+    """Rule 5: the candidates whose right-sized demand counts in the cycle's reconfigurations — every one with
+    the policy's ``consolidation_reconfigures``, else those beyond the fallback's cap (:func:`way_back`)."""
+    return found if policy.consolidation_reconfigures else way_back(state, found, policy)
 
 
 def _within_bounds(running: Running, policy: Policy, now: float) -> bool:
@@ -182,12 +221,12 @@ def demand(
     return wanted
 
 
-def plan_moves(state: ClusterState, found: list[Candidate], policy: Policy) -> list[Move]:
-    """Rules 2–4: the moves of this cycle, at most ``moves_per_cycle``, each applied to ``state`` (the job then
-    holds its new placement and, until the move completes, its old one)."""
+def plan_moves(state: ClusterState, found: list[Candidate], policy: Policy, made: int = 0) -> list[Move]:
+    """Rules 2–4: the moves of this cycle, at most ``moves_per_cycle`` with the ``made`` earlier in the cycle, each
+    applied to ``state`` (the job then holds its new placement and, until the move completes, its old one)."""
     moves: list[Move] = []
     for candidate in found:
-        if len(moves) >= policy.moves_per_cycle:
+        if made + len(moves) >= policy.moves_per_cycle:
             break
         slots = target(state, candidate, policy)
         if slots is None:

@@ -26,6 +26,22 @@ reconfiguration or evicts anyone. The rules:
 5. Replicas are placed one after the other inside a Statement (the next replica sees the previous one's
    slot) and rolled back: the state is left unchanged, as ``find_slots`` leaves it.
 
+**Oversize** (:func:`oversize_slots`, the planning step ``oversize``): rule 3's cap decides only what production
+takes *first*. When neither the capped fallback nor an eviction of preemptible work (nor, for a profile that takes
+the whole GPU, of work on a MIG-off GPU) places it, production takes any larger free instance or whole idle GPU —
+rules 1, 2, 4 and 5 without rule 3 — rather than wait for a reconfiguration (``policy.mig_reconfigure_s``, minutes):
+"production inference always running" is the promise, and B4 measured nearly every avoidable production wait to be
+such a reconfiguration with larger capacity free (``docs/benchmarks/cost.md``). The oversize is for a time, and only
+**with its way back**: the reconfiguration it would have waited for is still made — an instance a change under way
+offers, else a change of another idle GPU made now, set aside for it
+(:meth:`~scheduler.core.placement.reconfigurations.Reconfigurations.way_back`) — and while it holds more than rule
+3's cap its right size keeps counting as demand in the cycle's reconfigurations (consolidation, rule 5), so
+consolidation (:mod:`scheduler.core.decisions.consolidation`) moves it make-before-break to the right-sized slice
+when the change is done. Without a way back (the idle GPU it would take is the only one a change could cut) it
+waits for the change as before: on B2 services started oversized with nothing asking for their slice stayed on
+whole GPUs, and the fleet filled with them (``docs/benchmarks/cost.md``, B4 notes). While it waits for its move it
+is counted at what it holds, and its quota must admit that (rule 4: its team holds that capacity meanwhile).
+
 :func:`whole_gpu_slots` is the one case of rule 2 that is no fallback but the same capacity, for work of any
 priority: a MIG demand for the profile that takes every compute slice of the GPU (``7g.80gb``, ``7g.40gb``)
 holds the whole GPU either way, so an idle GPU with MIG off serves it now — instead of a reconfiguration to a
@@ -52,11 +68,25 @@ from scheduler.core.placement.options import Option, options_for
 from scheduler.core.placement.whole import best_whole
 
 Score = tuple[int, ...]
+# Rule 3: production's fallback takes at most this many times the compute slices of its right size; a service
+# holding more started oversized and asks for its way back (scheduler.core.decisions.consolidation, rule 5).
+FALLBACK_FACTOR = 2
 
 
 def fallback_slots(state: IndexedClusterState, job: Job, policy: Policy) -> Slots | None:
     """Slots for every replica of production ``job`` on a larger free instance or a whole idle GPU (module
     rules), or None. The state is left unchanged."""
+    return _slots(state, job, policy, capped=True)
+
+
+def oversize_slots(state: IndexedClusterState, job: Job, policy: Policy) -> Slots | None:
+    """:func:`fallback_slots` without rule 3's cap: any larger free instance or whole idle GPU, the least oversized
+    first (rule 4) — what production takes rather than wait for a reconfiguration (module doc, Oversize). The
+    state is left unchanged."""
+    return _slots(state, job, policy, capped=False)
+
+
+def _slots(state: IndexedClusterState, job: Job, policy: Policy, *, capped: bool) -> Slots | None:
     index = state.index
     assert index is not None
     if job.priority != Priority.PRODUCTION:
@@ -64,11 +94,11 @@ def fallback_slots(state: IndexedClusterState, job: Job, policy: Policy) -> Slot
     mig = tuple(o for o in options_for(index, job, policy) if o.demand.kind == DemandKind.MIG)
     if not mig:
         return None
-    return replica_by_replica(state, index, job, lambda: _best_replica(state, job, mig, policy))
+    return replica_by_replica(state, index, job, lambda: _best_replica(state, job, mig, policy, capped))
 
 
 def _best_replica(
-    state: IndexedClusterState, job: Job, options: tuple[Option, ...], policy: Policy
+    state: IndexedClusterState, job: Job, options: tuple[Option, ...], policy: Policy, capped: bool
 ) -> tuple[Slot, ...] | None:
     index = state.index
     assert index is not None
@@ -78,7 +108,7 @@ def _best_replica(
         profiles = GPU_MODEL_BY_NAME[option.model].profiles()
         own = profiles[option.demand.mig_profile or ""]
         plus_me = bool(own.media_engines)
-        most = 2 * own.compute_slices  # rule 3
+        most = FALLBACK_FACTOR * own.compute_slices if capped else COMPUTE_SLICES  # rule 3
         for name, spec in sorted(profiles.items()):
             if name == own.name or bool(spec.media_engines) != plus_me:
                 continue

@@ -14,6 +14,14 @@ The cycle asks at two moments:
   of a ready node): a job whose replicas changes under way will cover waits for them; the rest, if its
   quota would admit it, asks :func:`plan_reconfiguration` for one node.
 
+**The way back** (:meth:`Reconfigurations.way_back`, asked by the planning step ``oversize``): production about to
+start oversized on larger free capacity instead of waiting for its reconfiguration gets that reconfiguration all
+the same — what :meth:`~Reconfigurations.for_production` would have given it (instances of changes under way, then
+changes of idle GPUs made now, exempt from the hysteresis and the budget), on nodes other than the ones it takes —
+and the instances are set aside for it, so that no other job of the cycle is promised them; it is told nothing (it
+runs). Consolidation then moves it there (:mod:`scheduler.core.decisions.consolidation`). No way back for every
+replica: it does not start oversized, and waits for its changes as before.
+
 Rules: outside production, at most :func:`~scheduler.core.rules.reconfiguration.nodes_per_cycle` relabelled nodes
 change per cycle (reconfiguration rule 5: one call per node, each for the demand the previous ones left unserved),
 less the relabelled nodes production changed this cycle; nodes in a DRA driver's dynamic MIG are reconfigured
@@ -126,6 +134,24 @@ class Reconfigurations:
                 break
             got += self._claim(job, wanted - got, partial=True)
         return got > 0
+
+    def way_back(self, job: Job, taking: Slots) -> bool:
+        """Production ``job`` is about to start oversized on ``taking`` (the planning step ``oversize``) instead of
+        waiting for the reconfiguration that offers its right-sized instance: that reconfiguration is still made,
+        for the move back (module doc, The way back). Instances changes under way offer first, then changes of
+        idle GPUs made now, as :meth:`for_production` makes them but never on a node of ``taking``, until every
+        replica has one; they are then set aside for the job — it is told nothing: it runs. False (nothing set
+        aside; changes made for replicas it then cannot all get stay, each one offering the queue its profile, as
+        with :meth:`for_production`) when not every replica gets one, or its quota would not admit its right size."""
+        mig = self._mig_option(job)
+        if mig is None:
+            return False
+        wanted = job.replicas
+        exclude = self.bound_nodes | {slot.node for replica in taking for slot in replica}
+        while self._claim(job, wanted, partial=True, claim=False) < wanted:
+            if not self._change_for(job, mig, drain=False, exclude=exclude):
+                return False
+        return self._claim(job, wanted, partial=False, tell=False) == wanted
 
     def hold_for(self, job: Job) -> bool:
         """Production ``job`` is blocked, and a change of an idle GPU would serve it but for the rule that a node
@@ -284,12 +310,13 @@ class Reconfigurations:
 
     # -- changing ----------------------------------------------------------------------------------------
 
-    def _change_for(self, job: Job, mig: Option, drain: bool) -> bool:
-        """One more node changed for production ``job``: on an idle GPU, or (``drain``) a drained one. False
-        if none. A change of an idle GPU is exempt from the hysteresis (production must not wait); a drain
-        evicts, so it keeps the hysteresis: a passing demand evicts nobody."""
+    def _change_for(self, job: Job, mig: Option, drain: bool, exclude: set[str] | None = None) -> bool:
+        """One more node changed for production ``job``: on an idle GPU, or (``drain``) a drained one, never on a
+        node of ``exclude`` (default: the nodes bound this cycle). False if none. A change of an idle GPU is exempt
+        from the hysteresis (production must not wait); a drain evicts, so it keeps the hysteresis: a passing
+        demand evicts nobody."""
         others = [(o, d) for o in self._production if o.id != job.id and (d := self._unserved(o)) is not None]
-        exclude = self.bound_nodes
+        exclude = self.bound_nodes if exclude is None else exclude
         policy = self._eager
         if not drain:
             changes = plan_reconfiguration(self.state, [(job, mig.demand), *others], policy, self.now, exclude=exclude)

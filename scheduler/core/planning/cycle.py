@@ -16,7 +16,8 @@ Steps:
    :data:`~scheduler.core.planning.steps.OTHER_STEPS` for the rest —
 
    not_ready → choose → backfill → idle_whole_gpu → (production: fallback → preempt_preemptible →
-   preempt_whole_gpu → reconfigure_idle) → preempt → (production: reconfigure_by_drain → hold) → reserve → wait.
+   preempt_whole_gpu → oversize → reconfigure_idle) → preempt → (production: reconfigure_by_drain → hold) →
+   reserve → wait.
 
    Free capacity is taken at a placement the quota admits (:func:`choose.choose`); a preemption
    (:func:`preemption.find_victims`, whose rules decide who may be evicted) evicts and binds in one Statement;
@@ -32,12 +33,15 @@ Steps:
    :data:`rules.reconfiguration.NODES_PER_CHANGE` ready MIG-capable nodes, at least one and at most
    :data:`rules.reconfiguration.MAX_NODES_PER_CYCLE`), and each instance a change offers is promised to one
    waiting job.
-   With the policy's ``consolidation_reconfigures``, running production that holds more than its right size and
-   has no free right-sized slice counts as demand too, after the pending demand, on idle MIG GPUs only
+   Running production that holds more than twice its right size (it started oversized: the step ``oversize``) and
+   has no free right-sized slice counts as demand too — with the policy's ``consolidation_reconfigures``, any that
+   holds more than its right size —, after the pending demand, on idle MIG GPUs only
    (:mod:`scheduler.core.decisions.consolidation`, rule 5).
 4a. Then move running production on larger capacity than its right size to a free right-sized slice,
    make-before-break, within the consolidation's bounds (:func:`consolidation.plan_moves`): after every pending
-   turn and every reconfiguration, so a move takes only what no pending job could take this cycle.
+   turn and every reconfiguration, so a move takes only what no pending job could take this cycle. The way back is
+   the exception: production on more than twice its right size moves before step 3's turns, its moves counted
+   first against the bounds, and the node it moves to takes no reconfiguration this cycle (consolidation, rule 4).
 5. Explain every job still pending (:mod:`explain`): 1-based global and team positions in the order the
    cycle took them, a reason and an ETA.
 6. Where the snapshot offers autoscaled pools, ask on-demand nodes for jobs that still wait, give up requests no
@@ -194,18 +198,25 @@ def _plan(snapshot: Snapshot, policy: Policy, now: float, focus_id: str | None =
 def _planned(run: Run, snapshot: Snapshot, pending: list[Job], rejections: list[Reject], focus: Focus) -> Plan:
     """Steps 3-6 of the module doc on ``run``, the cycle's working state after screening ``pending``."""
     state, fairness, index, policy, now = run.state, run.fairness, run.index, run.policy, run.now
+    # The way back moves before the pending turns (consolidation, rule 4): the slice made for it is its own.
+    early = consolidation.plan_moves(
+        state, consolidation.way_back(state, consolidation.candidates(state, policy, now), policy), policy
+    )
+    for move in early:
+        run.reconfigurations.bound(move.slots)  # its node takes no reconfiguration this cycle, as a bind's
+        fairness.changed(state.jobs[move.job].team)  # the team holds both placements until the move completes
     turns = _Turns(run)
     for job in fairness.iter_pending(pending, now):
         turns.take(job)
         focus.took(job.id)
         if focus.bound(run.blockers):  # nothing later undoes its bind (speedups.focus)
             evictions = tuple(run.evictions + run.reconfigurations.evictions)
-            return Plan(evictions=evictions, binds=tuple(run.binds), rejections=tuple(rejections))
+            return Plan(evictions=evictions, binds=tuple(run.binds), rejections=tuple(rejections), moves=tuple(early))
     # Consolidation after every pending turn and after the reconfigurations (module doc, step 4a).
     movable = consolidation.candidates(state, policy, now)
-    oversized = consolidation.demand(state, index, movable, policy) if policy.consolidation_reconfigures else []
+    oversized = consolidation.demand(state, index, consolidation.asking(state, movable, policy), policy)
     reconfigurations = run.reconfigurations.after_placement(run.order, oversized)
-    moves = consolidation.plan_moves(state, movable, policy)
+    moves = early + consolidation.plan_moves(state, movable, policy, len(early))
     # On-demand capacity for peaks last: it asks nodes only for what still waits (step 6).
     asks = provisioning.decide(snapshot, policy, now, _Explanation(run).waiting(focus), run.binds)
     return Plan(

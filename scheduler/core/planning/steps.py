@@ -4,8 +4,8 @@ A turn runs the steps of its order one after another until one ends it. The orde
 else:
 
 - production work: :data:`PRODUCTION_STEPS` — not_ready → choose → backfill → idle_whole_gpu → fallback →
-  preempt_preemptible → preempt_whole_gpu → reconfigure_idle → preempt → reconfigure_by_drain → hold → reserve →
-  wait;
+  preempt_preemptible → preempt_whole_gpu → oversize → reconfigure_idle → preempt → reconfigure_by_drain → hold →
+  reserve → wait;
 - other work: :data:`OTHER_STEPS` — not_ready → choose → backfill → idle_whole_gpu → preempt → reserve → wait.
 
 Each step is a function ``step(run, turn) -> bool`` whose docstring is its contract: when it acts (what it
@@ -17,9 +17,12 @@ whole-GPU step may set), the rest of the cycle's working state in the :class:`~s
 Why this order. Free capacity first: the best placement its quota admits, then GPUs a reservation holds
 that the job will have left by the time the reservation starts, then an idle MIG-off GPU (the same
 capacity as a full-GPU MIG instance). Production must start now, so it goes on: a larger free instance or
-a whole idle GPU; preemptible work yields before it waits minutes for a reconfiguration; a MIG-off GPU an
-eviction frees serves a profile that takes the whole GPU before any reconfiguration (the same capacity, now);
-an idle GPU's change before firm work is evicted elsewhere; then a preemption; a GPU drained of lower work
+a whole idle GPU, up to twice its size; preemptible work yields before it waits minutes for a reconfiguration; a
+MIG-off GPU an eviction frees serves a profile that takes the whole GPU before any reconfiguration (the same
+capacity, now); any larger free capacity, however oversized, rather than wait minutes for a reconfiguration —
+but only with its way back, the change it would have waited for made elsewhere for its move (consolidation moves it
+to its right size once the change is done); an idle GPU's change before firm work is evicted elsewhere; then a
+preemption; a GPU drained of lower work
 only when that failed (eviction is the last resort); and failing all, a node bound this cycle held for its
 change next cycle rather than let lower work start there. Production's own steps run only while the quota
 has not refused the job (:attr:`Turn.production`): a production job its quota refused waits as other work
@@ -45,7 +48,7 @@ from scheduler.core.decisions.reservation import expected_runtime, take_back, wo
 from scheduler.core.model.explain import Blocker
 from scheduler.core.model.snapshot import Job, Slots
 from scheduler.core.model.vocabulary import BlockerKind, Priority
-from scheduler.core.placement.fallback import fallback_slots, whole_gpu_options, whole_gpu_slots
+from scheduler.core.placement.fallback import fallback_slots, oversize_slots, whole_gpu_options, whole_gpu_slots
 from scheduler.core.placement.options import Option
 from scheduler.core.planning.run import Run
 from scheduler.core.rules.limits import Admission, placement_units
@@ -206,6 +209,30 @@ def preempt_whole_gpu(run: Run, turn: Turn) -> bool:
     return run.preempt(job, whole_gpu=True)
 
 
+def oversize(run: Run, turn: Turn) -> bool:
+    """Bind production work on any larger free instance or whole idle GPU, the least oversized first, counted at
+    what it holds, if its quota admits that (:func:`~scheduler.core.placement.fallback.oversize_slots`) — and only
+    with its way back: the reconfiguration it would have waited for is still made (or one under way set aside) for
+    its right size, on another node
+    (:meth:`~scheduler.core.placement.reconfigurations.Reconfigurations.way_back`), so that consolidation moves it
+    there make-before-break once the change is done (:mod:`scheduler.core.decisions.consolidation`). It starts now
+    rather than wait minutes for the change; without a way back it waits for the change as before
+    (:func:`reconfigure_idle`), as a service left on a whole GPU with nothing asking for its slice would stay there.
+
+    Acts only for :attr:`Turn.production`. Changes: the binds, and the cycle's reconfigurations (those made for
+    its way back stay even when they do not cover every replica, as :func:`reconfigure_idle`'s would). Returns True
+    when bound."""
+    if not turn.production:
+        return False
+    slots = oversize_slots(run.state, turn.job, run.policy)
+    if slots is None or not run.fairness.admit(turn.job, placement_units(run.state, slots)).ok:
+        return False
+    if not run.reconfigurations.way_back(turn.job, slots):
+        return False
+    run.bind(turn.job, slots)
+    return True
+
+
 def reconfigure_idle(run: Run, turn: Turn) -> bool:
     """Production work waits for a reconfiguration that offers its instance: one under way, else a change of an idle
     GPU made now (:meth:`~scheduler.core.placement.reconfigurations.Reconfigurations.for_production`) — before
@@ -319,6 +346,7 @@ PRODUCTION_STEPS: tuple[Step, ...] = (
     fallback,
     preempt_preemptible,
     preempt_whole_gpu,
+    oversize,
     reconfigure_idle,
     preempt,
     reconfigure_by_drain,

@@ -159,6 +159,22 @@ def test_pending_work_of_equal_priority_takes_the_slice_first() -> None:
     assert planned.moves == ()
 
 
+def test_the_way_back_moves_before_pending_work_within_the_per_cycle_budget() -> None:
+    """A 1g.10gb service on a whole GPU (beyond the fallback's cap) moves to the free 1g.10gb instance before the
+    pending turns, and a pending 1g.10gb service finds it taken; the way back's moves count against the per-cycle
+    budget before the others'."""
+    small = running(service("p1", "1g.10gb"), whole("whole-1", 0))
+    nodes = (mig_node("mig-1", (("1g.10gb", 0),)), mig_node("mig-2", SPLIT), whole_node("whole-1", gpus=2))
+    planned = plan(nodes, (small,), (service("p2", "1g.10gb", submitted_at=NOW),))
+    assert [(m.job, m.slots) for m in planned.moves] == [("p1", instance("mig-1", "1g.10gb", 0))]
+    # p2 then starts oversized on mig-2's 3g.40gb, its way back the change of whole-1's idle GPU.
+    assert [(b.job, b.slots) for b in planned.binds] == [("p2", instance("mig-2", "3g.40gb", 4))]
+    assert [c.node for c in planned.reconfigurations] == ["whole-1"]
+    large = running(service("p3"), whole("whole-1", 1), started_at=-100.0)  # within twice: moves after the turns
+    assert [m.job for m in plan(nodes, (small, large)).moves] == ["p1", "p3"]
+    assert [m.job for m in plan(nodes, (small, large), policy=replace(POLICY, moves_per_cycle=1)).moves] == ["p1"]
+
+
 def test_hysteresis_a_job_oversized_for_fewer_cycles_stays() -> None:
     p1 = service()
     nodes = (mig_node(), whole_node())
@@ -231,6 +247,24 @@ def test_an_oversized_job_with_no_free_slice_asks_for_a_reconfiguration_of_an_id
     assert plan(cordoned, runs, policy=RECUTS).reconfigurations == ()
     # Only an idle MIG-off GPU: nothing is changed.
     assert plan((whole_node("whole-1", gpus=2),), runs, policy=RECUTS).reconfigurations == ()
+
+
+def test_a_job_beyond_the_fallbacks_cap_asks_for_its_way_back_without_consolidation_reconfigures() -> None:
+    """Rule 5's way back: a 1g.10gb service on a whole GPU (seven times its size, more than the fallback's twice)
+    asks for its right size with ``consolidation_reconfigures`` off; a 4g.40gb one on a whole GPU (within twice) or
+    a 1g.10gb one on a 2g.20gb instance does not."""
+    small = running(service("p1", "1g.10gb"), whole("whole-1"))
+    assert consolidation.beyond_fallback(ClusterState(Snapshot(nodes=(whole_node(),), teams=TEAMS)), small, POLICY)
+    planned = plan((mig_node("mig-2", (("7g.80gb", 0),)), whole_node("whole-1")), (small,))
+    assert [(c.node, any(p == "1g.10gb" for p, _ in c.new)) for c in planned.reconfigurations] == [("mig-2", True)]
+    large = running(service("p2", "4g.40gb"), whole("whole-1"))
+    assert plan((mig_node("mig-2", (("7g.80gb", 0),)), whole_node("whole-1")), (large,)).reconfigurations == ()
+    twice = running(service("p3", "1g.10gb"), instance("mig-1", "2g.20gb", 0))
+    split = mig_node("mig-1", (("2g.20gb", 0), ("2g.20gb", 2), ("3g.40gb", 4)))
+    state = ClusterState(Snapshot(nodes=(split,), teams=TEAMS, running=(twice,)))
+    assert not consolidation.beyond_fallback(state, twice, POLICY)
+    assert [c.job.id for c in consolidation.candidates(state, POLICY, NOW)] == ["p3"]
+    assert consolidation.asking(state, consolidation.candidates(state, POLICY, NOW), POLICY) == []
 
 
 def test_the_reconfiguration_hysteresis_bounds_a_move_demand() -> None:

@@ -9,7 +9,7 @@ from scheduler.core.model.policy import Policy
 from scheduler.core.model.snapshot import Job, Node, Slot
 from scheduler.core.model.vocabulary import JobKind, Priority
 from scheduler.core.placement.drain import drain_for
-from scheduler.core.placement.fallback import fallback_slots
+from scheduler.core.placement.fallback import fallback_slots, oversize_slots
 from scheduler.core.placement.options import options_for
 from scheduler.core.rules.reconfiguration import MAX_NODES_PER_CYCLE, nodes_per_cycle
 from tests.scheduler.properties.builders import A100, NOW, job, node, running, snapshot, state_of, team
@@ -90,6 +90,25 @@ def test_production_takes_a_whole_idle_gpu_when_no_larger_instance_is_free() -> 
     both = state_of([node("m", A100, 2)])
     assert fallback_slots(both, _prod(mig="7g.80gb", replicas=2), POLICY) == ((Slot("m", 0),), (Slot("m", 1),))
     assert not both.placed  # the state is left unchanged
+
+
+def test_oversize_takes_any_larger_free_capacity_the_cap_leaves_out() -> None:
+    # Only an idle MIG-off GPU (1) and a free 4g.40gb (GPU 0) are free: more than twice a 1g or a 3g, so the capped
+    # fallback finds nothing, and the uncapped one takes the least oversized: the 4g.40gb, then the whole GPU.
+    state = state_of([node("m", A100, 2, mig=["all-4g.40gb", ""])])
+    assert fallback_slots(state, _prod(mig="1g.10gb"), POLICY) is None
+    assert oversize_slots(state, _prod(mig="1g.10gb"), POLICY) == ((Slot("m", 0, "4g.40gb", 0),),)
+    assert oversize_slots(state, _prod(mig="3g.40gb"), POLICY) == ((Slot("m", 0, "4g.40gb", 0),),)
+    assert oversize_slots(state, _prod(mig="1g.10gb", replicas=2), POLICY) == (
+        (Slot("m", 0, "4g.40gb", 0),),
+        (Slot("m", 1),),
+    )
+    assert oversize_slots(state, _prod(mig="1g.10gb", replicas=3), POLICY) is None  # all or nothing
+    assert not state.placed  # the state is left unchanged
+    # Still production's only, MIG demand only, and a +me profile takes only +me instances or a whole GPU.
+    assert oversize_slots(state, job("n", mig="1g.10gb", kind=JobKind.INFERENCE), POLICY) is None
+    assert oversize_slots(state, _prod(gpus=1), POLICY) is None
+    assert oversize_slots(state, _prod(mig="1g.10gb+me"), POLICY) == ((Slot("m", 1),),)
 
 
 def test_production_fallback_is_counted_at_what_it_holds_and_needs_the_quota() -> None:

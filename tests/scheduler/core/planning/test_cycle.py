@@ -364,7 +364,7 @@ def test_production_blocked_by_its_quota_gets_another_turn_when_evictions_lower_
     nodes = [node("n0", A100), node("n1", A100, 1)]
     plan = _plan(nodes, [slice_job, big, job("l", "a", gpus=1, submitted_at=2)], teams=teams, running_jobs=[over, prod])
     # p4 comes first but team c is over its quota; p2 then evicts r4 (team c), and p4 at once gets n1 reconfigured,
-    # before "l" could take n1.
+    # before "l" could take n1 (it does not start oversized on n1's idle GPU: no other idle GPU offers its way back).
     assert plan.evictions == (Evict("r4", "production", "p2"),)
     assert [c.node for c in plan.reconfigurations] == ["n1"]
     assert [b.job for b in plan.binds] == ["p2"]

@@ -17,7 +17,7 @@ from scheduler.core.model.plan import Evict
 from scheduler.core.model.policy import Policy
 from scheduler.core.model.snapshot import Job, Node, Running, Slot, Team
 from scheduler.core.model.vocabulary import BlockerKind, EvictionReason, JobKind, Priority
-from scheduler.core.placement.fallback import fallback_slots
+from scheduler.core.placement.fallback import fallback_slots, oversize_slots
 from scheduler.core.placement.mix import observe
 from scheduler.core.placement.options import options_for
 from scheduler.core.planning.run import Run, live_index
@@ -32,6 +32,7 @@ from scheduler.core.planning.steps import (
     hold,
     idle_whole_gpu,
     not_ready,
+    oversize,
     preempt,
     preempt_preemptible,
     preempt_whole_gpu,
@@ -357,6 +358,69 @@ def test_preempt_whole_gpu_acts_only_for_production_with_such_a_profile_and_not_
     assert not run.evictions and not run.binds
 
 
+# -- oversize ---------------------------------------------------------------------------------------------------
+
+
+def test_oversize_binds_production_on_a_whole_idle_gpu_and_makes_its_way_back_elsewhere() -> None:
+    # Two idle MIG-off GPUs: the service starts on one at once, and the other is reconfigured for its right size
+    # (the change it would have waited for), set aside for its move; it is told nothing (it runs).
+    prod = _production("p", mig="1g.10gb")
+    run = _run([node("v", A100, 1), node("w", A100, 1)], [prod])
+    turn = _turn(run, prod)
+    assert fallback(run, turn) is False  # a whole GPU is more than twice a 1g.10gb
+    assert oversize(run, turn) is True
+    assert _bound(run) == {"p": [Slot("v", 0)]}
+    assert [c.node for c in run.reconfigurations.changes] == ["w"]
+    assert "p" not in run.blockers
+    # The change's 1g.10gb is set aside: another 1g.10gb job finds no unclaimed instance under way.
+    other = _production("q", mig="1g.10gb")
+    assert run.reconfigurations.way_back(other, ((Slot("v", 0),),)) is False
+
+
+def test_oversize_takes_an_instance_a_change_under_way_offers_as_its_way_back() -> None:
+    prod = _production("p", mig="1g.10gb")
+    changing = node("c", A100, 1, mig="all-1g.10gb", reconfiguring_until=NOW + 200)
+    run = _run([node("v", A100, 1), changing], [prod])
+    assert oversize(run, _turn(run, prod)) is True
+    assert _bound(run) == {"p": [Slot("v", 0)]}
+    assert not run.reconfigurations.changes  # the change under way is its way back
+
+
+def test_oversize_waits_for_the_change_when_it_has_no_way_back() -> None:
+    # One idle GPU only: starting on it would leave nothing to move back to, so the job waits for its change there.
+    prod = _production("p", mig="1g.10gb")
+    run = _run([node("w", A100, 1)], [prod])
+    turn = _turn(run, prod)
+    assert oversize(run, turn) is False
+    assert not run.binds and not run.reconfigurations.changes
+    assert reconfigure_idle(run, turn) is True
+    assert [c.node for c in run.reconfigurations.changes] == ["w"]
+    # Two replicas on two idle whole GPUs, and a change under way that offers one 3g.40gb: no way back for the
+    # second replica, so none is set aside, and the job waits for its changes as before.
+    pair = job("r", mig="3g.40gb", replicas=2, priority=Priority.PRODUCTION, kind=JobKind.INFERENCE)
+    changing = node("c", A100, 1, mig="all-balanced", reconfiguring_until=NOW + 200)
+    both = _run([node("v", A100, 1), node("w", A100, 1), changing], [pair])
+    assert oversize(both, _turn(both, pair)) is False
+    assert not both.binds and not both.reconfigurations.changes
+    assert reconfigure_idle(both, _turn(both, pair)) is True  # it claims the one under way (partly served)
+    # A job with no MIG option has no way back to ask for.
+    assert both.reconfigurations.way_back(_production("g", gpus=1), ()) is False
+
+
+def test_oversize_acts_only_for_production_its_quota_admits() -> None:
+    prod = _production("p", mig="1g.10gb")
+    other = job("o", mig="1g.10gb", kind=JobKind.INFERENCE, priority=Priority.HIGH)
+    run = _run([node("w", A100, 1)], [prod, other])
+    assert oversize(run, _turn(run, other)) is False
+    assert oversize(run, _turn(run, prod, REFUSED)) is False
+    small = _run([node("w", A100, 1)], [prod], teams=[team("t", guaranteed=0.5, burst=0.6)])  # a 1g, not a GPU
+    assert oversize_slots(small.state, prod, POLICY) is not None  # found, but not admitted
+    assert oversize(small, _turn(small, prod)) is False
+    none = _run([node("w", A100, 1, mig="all-1g.10gb")], [_production("q", mig="3g.40gb")])
+    assert oversize(none, _turn(none, _production("q", mig="3g.40gb"))) is False  # nothing larger is free
+    assert not run.binds and not small.binds and not none.binds
+
+
 # -- reconfigure_idle -------------------------------------------------------------------------------------------
 
 
@@ -584,6 +648,7 @@ PRODUCTION_ORDER = [
     "fallback",
     "preempt_preemptible",
     "preempt_whole_gpu",
+    "oversize",
     "reconfigure_idle",
     "preempt",
     "reconfigure_by_drain",
