@@ -63,3 +63,15 @@ def test_a_compiled_build_asks_for_mypy_first_and_refuses_to_build_pure_without_
     assert requirement.startswith("mypy==")
     with pytest.raises(SystemExit, match="needs mypyc"):
         _setup_arguments(monkeypatch, ["bdist_wheel"])
+
+
+def test_the_development_install_holds_the_mypy_setup_py_compiles_with(monkeypatch: pytest.MonkeyPatch) -> None:
+    # `make compile` (and CI's compiled-check) builds with the installed mypyc; setup.py asks for its pinned
+    # release, so a different one would send the build to fetch it. constraints/lowest.txt pins the same release.
+    monkeypatch.delenv("MICROCOSM_COMPILE", raising=False)
+    monkeypatch.setattr(setuptools, "setup", lambda **kwargs: None)
+    pinned = runpy.run_path(str(ROOT / "setup.py"), run_name="setup_pin")["MYPY"]
+    lowest = [
+        line for line in (ROOT / "constraints" / "lowest.txt").read_text().splitlines() if line.startswith("mypy==")
+    ]
+    assert lowest == [pinned]
