@@ -41,6 +41,28 @@ class Gpu:
     gpu_class: str = ""  # the quota class of the node's model (gpu_class_of), set by ClusterState
     ordinal: int = -1  # position in the cycle's CapacityIndex, set by it
 
+    def __init__(
+        self,
+        node: Node,
+        index: int,
+        spec: GpuModelSpec | None,
+        layout: MigLayout,
+        whole: str | None = None,
+        instances: dict[int, str] | None = None,
+        shares: dict[str, int] | None = None,
+        gpu_class: str = "",
+        ordinal: int = -1,
+    ) -> None:
+        self.node = node
+        self.index = index
+        self.spec = spec
+        self.layout = layout
+        self.whole = whole
+        self.instances = {} if instances is None else instances
+        self.shares = {} if shares is None else shares
+        self.gpu_class = gpu_class
+        self.ordinal = ordinal
+
     @property
     def key(self) -> tuple[str, int]:
         return (self.node.name, self.index)

@@ -82,6 +82,12 @@ class Candidate:
     reason: EvictionReason
     key: Preference
 
+    def __init__(self, job: Job, slots: Slots, reason: EvictionReason, key: Preference) -> None:
+        object.__setattr__(self, "job", job)
+        object.__setattr__(self, "slots", slots)
+        object.__setattr__(self, "reason", reason)
+        object.__setattr__(self, "key", key)
+
 
 by_key = attrgetter("key")  # sort candidates in victim-preference order
 
