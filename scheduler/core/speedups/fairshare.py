@@ -123,7 +123,7 @@ class RememberingFairShare(FairShare):
         size = (team, production, size_shape(head))
         kept = self._standings.get(size)
         if kept is None or kept[0] != stamp:
-            tier, share = super().team_key(team, head, head_key)[:2]
+            tier, share = super().standing(team, head)
             kept = self._standings[size] = (stamp, tier, share)
         key = (kept[1], kept[2], *(head_key or job_key(head)), team)
         self._last_keys[team] = (head, stamp, key)
