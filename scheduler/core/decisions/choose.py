@@ -34,6 +34,11 @@ class Choice:
     best: Slots | None
     refused: Admission | None
 
+    def __init__(self, slots: Slots | None, best: Slots | None, refused: Admission | None) -> None:
+        object.__setattr__(self, "slots", slots)
+        object.__setattr__(self, "best", best)
+        object.__setattr__(self, "refused", refused)
+
 
 def choose(state: ClusterState, fairness: FairShare, job: Job, policy: Policy) -> Choice:
     """The placement ``job`` takes on free capacity now (module doc)."""

@@ -75,6 +75,21 @@ class GpuModelSpec:
     mig_family: str | None  # key into the profile names; None = not MIG-capable
     mig_memory_mib: tuple[int, ...] = ()  # real memory per profile, in ROWS order (see _mig_memory_mib)
 
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        assert isinstance(other, GpuModelSpec)
+        return (self.name, self.gpu_class, self.memory_mib, self.mig_family, self.mig_memory_mib) == (
+            other.name,
+            other.gpu_class,
+            other.memory_mib,
+            other.mig_family,
+            other.mig_memory_mib,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.gpu_class, self.memory_mib, self.mig_family, self.mig_memory_mib))
+
     @property
     def mig_capable(self) -> bool:
         return self.mig_family is not None

@@ -41,6 +41,28 @@ class Gpu:
     gpu_class: str = ""  # the quota class of the node's model (gpu_class_of), set by ClusterState
     ordinal: int = -1  # position in the cycle's CapacityIndex, set by it
 
+    def __init__(
+        self,
+        node: Node,
+        index: int,
+        spec: GpuModelSpec | None,
+        layout: MigLayout,
+        whole: str | None = None,
+        instances: dict[int, str] | None = None,
+        shares: dict[str, int] | None = None,
+        gpu_class: str = "",
+        ordinal: int = -1,
+    ) -> None:
+        self.node = node
+        self.index = index
+        self.spec = spec
+        self.layout = layout
+        self.whole = whole
+        self.instances = {} if instances is None else instances
+        self.shares = {} if shares is None else shares
+        self.gpu_class = gpu_class
+        self.ordinal = ordinal
+
     @property
     def key(self) -> tuple[str, int]:
         return (self.node.name, self.index)
@@ -134,6 +156,10 @@ class ClusterState:
         self.usage: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))  # team → class → units
         # The same for the team's non-preemptible jobs only: what non-preemptible admission counts (fair share).
         self.firm_usage: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        # Per team, its usage as a tuple of (class, units), built when asked and dropped when the usage changes: the
+        # fair order and its speed-ups compare a team's usage with the one an answer was kept at, tens of thousands
+        # of times a cycle, mostly while it stands still.
+        self._usage_stamps: dict[str, tuple[tuple[str, int], ...]] = tables.table()
         # Snapshot-running jobs that are not placed now (evicted, maybe tentatively), by team: kept as jobs are
         # removed and put back, so that "which of a team's running jobs are still placed" costs no scan.
         self.running_gone: dict[str, set[str]] = defaultdict(set)
@@ -226,6 +252,14 @@ class ClusterState:
         by_class["any"] = sum(by_class.values())
         return by_class
 
+    def usage_stamp(self, team: str) -> tuple[tuple[str, int], ...]:
+        """``team``'s usage as (GPU class, units) pairs in the usage's order; the same tuple until it changes."""
+        stamp = self._usage_stamps.get(team)
+        if stamp is None:
+            usage = self.usage.get(team)
+            stamp = self._usage_stamps[team] = tuple(usage.items()) if usage else ()
+        return stamp
+
     def job_units(self, job_id: str) -> dict[str, int]:
         """Units (1/7000 GPU) a placed job holds, per GPU class."""
         totals: dict[str, int] = defaultdict(int)
@@ -263,6 +297,7 @@ class ClusterState:
         if job_id in self.running:
             self.running_gone[job.team].discard(job_id)
         team_usage = self.usage[job.team]
+        self._usage_stamps.pop(job.team, None)
         firm = None if job.preemptible else self.firm_usage[job.team]
         for gpu, start, milli, gpu_class, units in self.slot_ops(job_id, slots):
             if start is not None:
@@ -281,6 +316,7 @@ class ClusterState:
         if job_id in self.running:
             self.running_gone[job.team].add(job_id)
         team_usage = self.usage[job.team]
+        self._usage_stamps.pop(job.team, None)
         firm = None if job.preemptible else self.firm_usage[job.team]
         for gpu, start, milli, gpu_class, units in self.slot_ops(job_id, slots):
             if firm is not None:

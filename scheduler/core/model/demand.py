@@ -25,6 +25,35 @@ class Demand:
     milli: int = 0
     memory_mib: int | None = None  # the estimate behind a right-sized demand, for explanations
 
+    def __init__(
+        self,
+        kind: DemandKind,
+        gpus: int = 0,
+        mig_profile: str | None = None,
+        milli: int = 0,
+        memory_mib: int | None = None,
+    ) -> None:
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "gpus", gpus)
+        object.__setattr__(self, "mig_profile", mig_profile)
+        object.__setattr__(self, "milli", milli)
+        object.__setattr__(self, "memory_mib", memory_mib)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        assert isinstance(other, Demand)
+        return (self.kind, self.gpus, self.mig_profile, self.milli, self.memory_mib) == (
+            other.kind,
+            other.gpus,
+            other.mig_profile,
+            other.milli,
+            other.memory_mib,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.kind, self.gpus, self.mig_profile, self.milli, self.memory_mib))
+
     @classmethod
     def whole(cls, gpus: int, memory_mib: int | None = None) -> Demand:
         return cls(DemandKind.WHOLE, gpus=gpus, memory_mib=memory_mib)

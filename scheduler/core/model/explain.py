@@ -65,6 +65,20 @@ class Blocker:
     detail: str = ""
     ready_at: float | None = None
 
+    def __init__(self, kind: BlockerKind, detail: str = "", ready_at: float | None = None) -> None:
+        object.__setattr__(self, "kind", kind)
+        object.__setattr__(self, "detail", detail)
+        object.__setattr__(self, "ready_at", ready_at)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        assert isinstance(other, Blocker)
+        return (self.kind, self.detail, self.ready_at) == (other.kind, other.detail, other.ready_at)
+
+    def __hash__(self) -> int:
+        return hash((self.kind, self.detail, self.ready_at))
+
 
 def demand_units(demand: Demand, gpu_model: str) -> int:
     """Units (1/7000 GPU) one replica with ``demand`` holds on ``gpu_model``."""

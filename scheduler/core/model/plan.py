@@ -16,6 +16,10 @@ class Bind:
     job: str
     slots: tuple[tuple[Slot, ...], ...]
 
+    def __init__(self, job: str, slots: tuple[tuple[Slot, ...], ...]) -> None:
+        object.__setattr__(self, "job", job)
+        object.__setattr__(self, "slots", slots)
+
 
 @dataclass(frozen=True, slots=True)
 class Evict:
@@ -66,6 +70,22 @@ class Waiting:
     reason: str
     eta_s: float | None = None  # seconds from now, when the engine can estimate it
     blocker: BlockerKind | None = None  # what blocks it (None: a planner that does not say, as baselines do not)
+
+    def __init__(
+        self,
+        job: str,
+        position: int,
+        team_position: int,
+        reason: str,
+        eta_s: float | None = None,
+        blocker: BlockerKind | None = None,
+    ) -> None:
+        object.__setattr__(self, "job", job)
+        object.__setattr__(self, "position", position)
+        object.__setattr__(self, "team_position", team_position)
+        object.__setattr__(self, "reason", reason)
+        object.__setattr__(self, "eta_s", eta_s)
+        object.__setattr__(self, "blocker", blocker)
 
 
 @dataclass(frozen=True, slots=True)

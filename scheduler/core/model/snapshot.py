@@ -68,6 +68,21 @@ class ModelProfile:
     batch: int = 1
     mode: ModelMode = ModelMode.INFERENCE
 
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        assert isinstance(other, ModelProfile)
+        return (self.params_b, self.dtype, self.context, self.batch, self.mode) == (
+            other.params_b,
+            other.dtype,
+            other.context,
+            other.batch,
+            other.mode,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.params_b, self.dtype, self.context, self.batch, self.mode))
+
 
 @dataclass(frozen=True, slots=True)
 class Request:
@@ -78,6 +93,21 @@ class Request:
     memory_gib: float | None = None
     model: ModelProfile | None = None
     gpu_milli: int | None = None  # 1..999: a share of one time-sliced GPU (Alibaba openb's gpu_milli)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        assert isinstance(other, Request)
+        return (self.gpus, self.mig_profile, self.memory_gib, self.model, self.gpu_milli) == (
+            other.gpus,
+            other.mig_profile,
+            other.memory_gib,
+            other.model,
+            other.gpu_milli,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.gpus, self.mig_profile, self.memory_gib, self.model, self.gpu_milli))
 
     def __post_init__(self) -> None:
         stated = [
@@ -122,6 +152,20 @@ class Slot:
     mig_profile: str | None = None
     mig_start: int | None = None
     milli: int = FULL_GPU_MILLI
+
+    def __init__(
+        self,
+        node: str,
+        gpu: int,
+        mig_profile: str | None = None,
+        mig_start: int | None = None,
+        milli: int = FULL_GPU_MILLI,
+    ) -> None:
+        object.__setattr__(self, "node", node)
+        object.__setattr__(self, "gpu", gpu)
+        object.__setattr__(self, "mig_profile", mig_profile)
+        object.__setattr__(self, "mig_start", mig_start)
+        object.__setattr__(self, "milli", milli)
 
 
 Slots = tuple[tuple[Slot, ...], ...]  # per replica, the slots it holds (a job's whole placement)

@@ -57,6 +57,51 @@ class NodeKind:
     memory_mib: int | None
     fabric: str = "tcp"
 
+    def __init__(
+        self,
+        gpu_model: str,
+        gpu_count: int,
+        tier: str,
+        sharing: bool,
+        cpu_milli: int | None,
+        memory_mib: int | None,
+        fabric: str = "tcp",
+    ) -> None:
+        object.__setattr__(self, "gpu_model", gpu_model)
+        object.__setattr__(self, "gpu_count", gpu_count)
+        object.__setattr__(self, "tier", tier)
+        object.__setattr__(self, "sharing", sharing)
+        object.__setattr__(self, "cpu_milli", cpu_milli)
+        object.__setattr__(self, "memory_mib", memory_mib)
+        object.__setattr__(self, "fabric", fabric)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        assert isinstance(other, NodeKind)
+        return (
+            self.gpu_model,
+            self.gpu_count,
+            self.tier,
+            self.sharing,
+            self.cpu_milli,
+            self.memory_mib,
+            self.fabric,
+        ) == (
+            other.gpu_model,
+            other.gpu_count,
+            other.tier,
+            other.sharing,
+            other.cpu_milli,
+            other.memory_mib,
+            other.fabric,
+        )
+
+    def __hash__(self) -> int:
+        return hash(
+            (self.gpu_model, self.gpu_count, self.tier, self.sharing, self.cpu_milli, self.memory_mib, self.fabric)
+        )
+
     @classmethod
     def of(cls, node: Node) -> NodeKind:
         return cls(

@@ -39,7 +39,9 @@ if TYPE_CHECKING:
     from scheduler.core.placement.mix import DemandMix
     from scheduler.core.rules.reconfiguration import IdleKey
 
-Group = tuple[str, str, str]  # (gpu_model, capacity tier, interconnect)
+# (gpu_model, capacity tier, interconnect). The key of most of the index's tables: typed of any length so that the
+# compiled engine keeps it the Python tuple it is, not a C struct boxed into a new tuple at each lookup.
+Group = tuple[str, ...]
 MigSignature = tuple[bool, tuple[str, ...]]  # (GPU idle, free instance profiles sorted)
 
 
@@ -102,7 +104,7 @@ class CapacityIndex:
         for name in self.node_names:
             if node_ready(state, name, now):
                 node = state.nodes[name]
-                group = (node.gpu_model, str(node.tier), str(node.interconnect))
+                group: Group = (node.gpu_model, str(node.tier), str(node.interconnect))
                 self.group_of[name] = group
                 groups.setdefault(group, []).append(name)
         self.groups: dict[Group, list[str]] = dict(sorted(groups.items()))

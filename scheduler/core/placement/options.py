@@ -33,6 +33,12 @@ class Option:
     group: Group
     demand: Demand
 
+    def __init__(self, tier_rank: int, model_rank: int, group: Group, demand: Demand) -> None:
+        object.__setattr__(self, "tier_rank", tier_rank)
+        object.__setattr__(self, "model_rank", model_rank)
+        object.__setattr__(self, "group", group)
+        object.__setattr__(self, "demand", demand)
+
     @property
     def model(self) -> str:
         return self.group[0]

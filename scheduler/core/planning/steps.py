@@ -68,6 +68,11 @@ class Turn:
     options: tuple[Option, ...]
     admission: Admission | None = None
 
+    def __init__(self, job: Job, options: tuple[Option, ...], admission: Admission | None = None) -> None:
+        self.job = job
+        self.options = options
+        self.admission = admission
+
     @property
     def production(self) -> bool:
         """Do production's own steps act? Production work its quota has not refused."""

@@ -72,7 +72,10 @@ from scheduler.core.sizing.rightsize import resolve
 _PRODUCTION_RANK = PRIORITY_INDEX[Priority.PRODUCTION]
 
 
-Preference = tuple[int, int, int, float, float, str]  # a victim's place in the order (module doc), least first
+# A victim's place in the order (module doc), least first: (non-preemptible 0/1, not borrowed 0/1, -priority index,
+# lost work, -started at, job id). Of any length so that the compiled engine keeps it a Python tuple, as the order's
+# keys (scheduler.core.rules.fairshare.JobKey).
+Preference = tuple[int | float | str, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +84,12 @@ class Candidate:
     slots: Slots
     reason: EvictionReason
     key: Preference
+
+    def __init__(self, job: Job, slots: Slots, reason: EvictionReason, key: Preference) -> None:
+        object.__setattr__(self, "job", job)
+        object.__setattr__(self, "slots", slots)
+        object.__setattr__(self, "reason", reason)
+        object.__setattr__(self, "key", key)
 
 
 by_key = attrgetter("key")  # sort candidates in victim-preference order

@@ -57,6 +57,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterator, Mapping, Sequence
+from typing import cast
 
 from scheduler.core.gpus.units import UNITS_PER_GPU, gpus_text
 from scheduler.core.model.cluster_state import ClusterState, gpu_class_of
@@ -80,8 +81,11 @@ from scheduler.core.sizing.rightsize import resolve
 
 _MIN_WEIGHT = 1e-9  # a weight ≤ 0 is read as "served last", never as a division by zero
 
-JobKey = tuple[int, int, int, float, str]
-TeamKey = tuple[int, float, int, int, int, float, str, str]
+# The order's keys are built, compared and queued whole, never taken apart in a hot loop. They are typed as tuples of
+# any length so that the compiled engine keeps them as the Python tuples they are: mypyc holds a tuple of fixed
+# length as a C struct and builds a new tuple of new numbers each time one enters a heap, a list or a dict.
+JobKey = tuple[int | float | str, ...]  # (priority index, resumes 0/1, rank, submitted at, job id)
+TeamKey = tuple[int | float | str, ...]  # (tier, share per weight, *the head's JobKey, team)
 
 _FAIRNESS_OFF = Admission(True, False, "fair share is off")
 _WITHIN = Admission(True, False, "within the team's guarantee")
@@ -361,6 +365,11 @@ class FairShare:
 
     def team_key(self, team: str, head: Job, head_key: JobKey | None = None) -> TeamKey:
         """Where ``team`` stands when ``head`` is its next job (rule 3); smaller is served first."""
+        tier, share = self.standing(team, head)
+        return (tier, share, *(head_key or job_key(head)), team)
+
+    def standing(self, team: str, head: Job) -> tuple[int, float]:
+        """The tier and the share per weight that lead :meth:`team_key`."""
         if head.priority == Priority.PRODUCTION:
             tier = 0
         elif self.fits_guarantee(team, head):
@@ -368,7 +377,7 @@ class FairShare:
         else:
             tier = 2
         share = self.dominant_share(team) if tier < 2 else self.borrowed_share(team)
-        return (tier, share / self.weight(team), *(head_key or job_key(head)), team)
+        return tier, share / self.weight(team)
 
     def fits_guarantee(self, team: str, head: Job) -> bool:
         """Rule 3, tier 1: ``head`` at the fewest units it could hold on the cluster (:meth:`need_units`)
@@ -447,7 +456,7 @@ class FairShare:
                     dirty.clear()
                     continue
                 key, stamp, pushed = heapq.heappop(heap)
-                team = key[-1]
+                team = cast(str, key[-1])
                 if stamp != version[team]:
                     continue  # superseded by a fresher entry
                 if pushed != step:

@@ -128,6 +128,20 @@ class _Need:
     young: tuple[tuple[str, int], ...]
     whole_gpus: int
 
+    def __init__(self, aged: tuple[tuple[str, int], ...], young: tuple[tuple[str, int], ...], whole_gpus: int) -> None:
+        object.__setattr__(self, "aged", aged)
+        object.__setattr__(self, "young", young)
+        object.__setattr__(self, "whole_gpus", whole_gpus)
+
+    def __eq__(self, other: object) -> bool:
+        if type(other) is not type(self):
+            return NotImplemented
+        assert isinstance(other, _Need)
+        return (self.aged, self.young, self.whole_gpus) == (other.aged, other.young, other.whole_gpus)
+
+    def __hash__(self) -> int:
+        return hash((self.aged, self.young, self.whole_gpus))
+
     @property
     def wants_me(self) -> bool:
         return any(name.endswith("+me") for name, _ in self.aged + self.young)

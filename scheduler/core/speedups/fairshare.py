@@ -94,10 +94,9 @@ class RememberingFairShare(FairShare):
         turns of jobs of one shape ask it again and again while the team's usage stands still."""
         if usage is not None:
             return super().admitted(job, holdings, usage)
-        usage = self.state.usage.get(job.team, {})
         key = (job.team, job.preemptible, job.priority == Priority.PRODUCTION, holdings)
         firm = () if job.preemptible else tuple(self.state.firm_usage.get(job.team, {}).items())
-        stamp = (tuple(usage.items()), firm)
+        stamp = (self.state.usage_stamp(job.team), firm)
         cached = self._admitted.get(key)
         if cached is not None and cached[0] == stamp:
             return cached[1]
@@ -114,8 +113,7 @@ class RememberingFairShare(FairShare):
         :meth:`borrowed_share`) besides its fixed capacity, quotas and weights. The fair order keys a team's next
         job after each turn, and most turns leave the team's usage as it was — a bind of another team's job moves
         the state's version, not this team's usage (docs/benchmarks/scale.md, 2026-12-06)."""
-        usage = self.state.usage.get(team)
-        stamp = tuple(usage.items()) if usage else ()
+        stamp = self.state.usage_stamp(team)
         last = self._last_keys.get(team)
         if last is not None and last[0] is head and last[1] == stamp:
             return last[2]  # the same head at the same usage: the fair order re-checks an entry before serving it
@@ -123,7 +121,7 @@ class RememberingFairShare(FairShare):
         size = (team, production, size_shape(head))
         kept = self._standings.get(size)
         if kept is None or kept[0] != stamp:
-            tier, share = super().team_key(team, head, head_key)[:2]
+            tier, share = super().standing(team, head)
             kept = self._standings[size] = (stamp, tier, share)
         key = (kept[1], kept[2], *(head_key or job_key(head)), team)
         self._last_keys[team] = (head, stamp, key)
@@ -149,8 +147,7 @@ class RememberingFairShare(FairShare):
         return cached[1]
 
     def _usage_stamp(self, team: str) -> tuple[tuple[str, int], ...]:
-        usage = self.state.usage.get(team)
-        return tuple(usage.items()) if usage else ()
+        return self.state.usage_stamp(team)
 
     # -- running and borrowed work: fixed per running job, and per the team's running jobs still placed -----
 

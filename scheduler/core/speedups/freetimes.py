@@ -55,6 +55,14 @@ class NodeTimes:
     teams: frozenset[str]
     borrowed: dict[int, tuple[float, float]]
 
+    def __init__(
+        self, times: _Times, lower: bool, teams: frozenset[str], borrowed: dict[int, tuple[float, float]]
+    ) -> None:
+        object.__setattr__(self, "times", times)
+        object.__setattr__(self, "lower", lower)
+        object.__setattr__(self, "teams", teams)
+        object.__setattr__(self, "borrowed", borrowed)
+
     def reached_by(self, job: Job, allow_reclaim: bool, fairness: bool) -> bool:
         """Could ``job`` see any GPU here freed before its holders' expected ends? ``allow_reclaim``: the job's team
         may reclaim from other teams; ``fairness``: the policy's."""

@@ -161,3 +161,17 @@ def test_slot_ops_are_remembered_only_in_the_tables_the_cycle_hands_in() -> None
     state.remove("m4")
     state.place(state.jobs["m4"], ((Slot("m", 0, "3g.40gb", 4),),))  # other slots: the old answer is not given
     assert [start for _, start, _, _, _ in state.slot_ops("m4", state.placed["m4"])] == [4]
+
+
+def test_a_teams_usage_stamp_is_its_usage_and_the_same_tuple_until_the_usage_changes() -> None:
+    state = _state(Memo())
+    team = job("w0", gpus=1).team
+    stamp = state.usage_stamp(team)
+    assert stamp == tuple(state.usage[team].items()) and stamp
+    assert state.usage_stamp(team) is stamp
+    assert state.usage_stamp("a team with nothing") == ()
+    statement = state.begin()
+    state.remove("w0")
+    assert state.usage_stamp(team) == tuple(state.usage[team].items()) != stamp
+    statement.rollback()
+    assert state.usage_stamp(team) == stamp
