@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import cache
 from types import MappingProxyType
+from typing import final
 
 MEMORY_SLICES = 8
 COMPUTE_SLICES = 7
@@ -67,6 +68,7 @@ class ProfileSpec:
         return self.key == "1g+me"
 
 
+@final
 @dataclass(frozen=True, slots=True)
 class GpuModelSpec:
     name: str
@@ -76,9 +78,8 @@ class GpuModelSpec:
     mig_memory_mib: tuple[int, ...] = ()  # real memory per profile, in ROWS order (see _mig_memory_mib)
 
     def __eq__(self, other: object) -> bool:
-        if type(other) is not type(self):
+        if type(other) is not GpuModelSpec:  # final: the generated method's check, other.__class__ is self.__class__
             return NotImplemented
-        assert isinstance(other, GpuModelSpec)
         return (self.name, self.gpu_class, self.memory_mib, self.mig_family, self.mig_memory_mib) == (
             other.name,
             other.gpu_class,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import final
 
 
 class DemandKind(StrEnum):
@@ -17,6 +18,7 @@ class DemandKind(StrEnum):
     SHARE = "share"  # ``milli`` thousandths of one time-sliced GPU with MIG off
 
 
+@final
 @dataclass(frozen=True, slots=True)
 class Demand:
     kind: DemandKind
@@ -40,9 +42,8 @@ class Demand:
         object.__setattr__(self, "memory_mib", memory_mib)
 
     def __eq__(self, other: object) -> bool:
-        if type(other) is not type(self):
+        if type(other) is not Demand:  # final: the generated method's check, other.__class__ is self.__class__
             return NotImplemented
-        assert isinstance(other, Demand)
         return (self.kind, self.gpus, self.mig_profile, self.milli, self.memory_mib) == (
             other.kind,
             other.gpus,

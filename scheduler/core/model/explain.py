@@ -41,6 +41,7 @@ from __future__ import annotations
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import final
 
 from scheduler.core.gpus.catalog import COMPUTE_SLICES, GPU_MODEL_BY_NAME
 from scheduler.core.gpus.units import FULL_GPU_MILLI, UNITS_PER_GPU, UNITS_PER_MILLI, UNITS_PER_SLICE
@@ -55,6 +56,7 @@ from scheduler.core.model.vocabulary import BlockerKind
 PROFILE_DEPTH = 100
 
 
+@final
 @dataclass(frozen=True, slots=True)
 class Blocker:
     """What stopped a job this cycle: ``kind`` says what; ``detail`` is the admission's reason (quota), the
@@ -71,9 +73,8 @@ class Blocker:
         object.__setattr__(self, "ready_at", ready_at)
 
     def __eq__(self, other: object) -> bool:
-        if type(other) is not type(self):
+        if type(other) is not Blocker:  # final: the generated method's check, other.__class__ is self.__class__
             return NotImplemented
-        assert isinstance(other, Blocker)
         return (self.kind, self.detail, self.ready_at) == (other.kind, other.detail, other.ready_at)
 
     def __hash__(self) -> int:

@@ -8,6 +8,7 @@ always yields the same plan.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import final
 
 from scheduler.core.gpus.units import FULL_GPU_MILLI
 from scheduler.core.model.provisioning import Provisioning
@@ -58,6 +59,7 @@ class Node:
         return self.mig[gpu] if gpu < len(self.mig) else ()
 
 
+@final
 @dataclass(frozen=True, slots=True)
 class ModelProfile:
     """A model to serve or train; the memory-profile estimator turns it into GPU memory."""
@@ -69,9 +71,8 @@ class ModelProfile:
     mode: ModelMode = ModelMode.INFERENCE
 
     def __eq__(self, other: object) -> bool:
-        if type(other) is not type(self):
+        if type(other) is not ModelProfile:  # final: the generated method's check, other.__class__ is self.__class__
             return NotImplemented
-        assert isinstance(other, ModelProfile)
         return (self.params_b, self.dtype, self.context, self.batch, self.mode) == (
             other.params_b,
             other.dtype,
@@ -84,6 +85,7 @@ class ModelProfile:
         return hash((self.params_b, self.dtype, self.context, self.batch, self.mode))
 
 
+@final
 @dataclass(frozen=True, slots=True)
 class Request:
     """Per replica, exactly one of: whole GPUs, a MIG profile, GPU memory, a model, or a milli-GPU share."""
@@ -95,9 +97,8 @@ class Request:
     gpu_milli: int | None = None  # 1..999: a share of one time-sliced GPU (Alibaba openb's gpu_milli)
 
     def __eq__(self, other: object) -> bool:
-        if type(other) is not type(self):
+        if type(other) is not Request:  # final: the generated method's check, other.__class__ is self.__class__
             return NotImplemented
-        assert isinstance(other, Request)
         return (self.gpus, self.mig_profile, self.memory_gib, self.model, self.gpu_milli) == (
             other.gpus,
             other.mig_profile,

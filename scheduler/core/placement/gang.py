@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from typing import final
 
 from scheduler.core.gpus.catalog import GPU_MODEL_BY_NAME
 from scheduler.core.gpus.units import FULL_GPU_MILLI
@@ -45,6 +46,7 @@ def bind(state: ClusterState, job: Job, slots: Slots) -> Bind:
     return Bind(job=job.id, slots=slots)
 
 
+@final
 @dataclass(frozen=True, slots=True)
 class NodeKind:
     """What :func:`node_capacity` reads from a node: nodes alike in these are counted together."""
@@ -76,9 +78,8 @@ class NodeKind:
         object.__setattr__(self, "fabric", fabric)
 
     def __eq__(self, other: object) -> bool:
-        if type(other) is not type(self):
+        if type(other) is not NodeKind:  # final: the generated method's check, other.__class__ is self.__class__
             return NotImplemented
-        assert isinstance(other, NodeKind)
         return (
             self.gpu_model,
             self.gpu_count,

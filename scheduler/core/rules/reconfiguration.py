@@ -56,6 +56,7 @@ from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+from typing import final
 
 from scheduler.core.gpus.catalog import COMPUTE_SLICES, GPU_MODEL_BY_NAME, validate_layout
 from scheduler.core.model.cluster_state import ClusterState, Gpu
@@ -120,6 +121,7 @@ def demand_key(demand: Demand) -> str:
     return WHOLE_KEY
 
 
+@final
 @dataclass(frozen=True, slots=True)
 class _Need:
     """Demand one node may serve: instances per profile (aged and younger) and aged whole GPUs."""
@@ -134,9 +136,8 @@ class _Need:
         object.__setattr__(self, "whole_gpus", whole_gpus)
 
     def __eq__(self, other: object) -> bool:
-        if type(other) is not type(self):
+        if type(other) is not _Need:  # final: the generated method's check, other.__class__ is self.__class__
             return NotImplemented
-        assert isinstance(other, _Need)
         return (self.aged, self.young, self.whole_gpus) == (other.aged, other.young, other.whole_gpus)
 
     def __hash__(self) -> int:
