@@ -52,6 +52,8 @@ $(OIDC_STAMP): tests/oidc/package-lock.json
 
 # pytest exits 5 when it collected nothing: that is a broken setup, not a pass. The engine (scheduler/core)
 # must stay at 100 % branch coverage: below it the run fails (pytest-cov combines the workers' coverage).
+# A test that runs a whole benchmark command is @untraced (tests/untraced.py): tracing would make it four times
+# slower, and the engine's own tests reach every branch without it.
 # The suite runs in TEST_WORKERS pytest-xdist workers (CI has two cores), each test file in one worker, so that
 # a module's fixtures start once; tests/workers.py says what keeps the workers apart. TEST_WORKERS=0 runs it in
 # one process. Every test runs, the slow-marked ones too (the README's inner loop leaves those out).

@@ -21,10 +21,12 @@ from benchmarks.portal_bench import (
 from jobs.models import Job
 from scheduler.models import Node, UtilizationSample
 from teams.models import Team
+from tests.untraced import untraced
 
 pytestmark = pytest.mark.django_db
 
 
+@untraced
 def test_bench_portal_prints_figures_and_rolls_back() -> None:
     out = StringIO()
     call_command("bench", "portal", "--pending", "40", "--repeat", "1", "--json", stdout=out)
@@ -41,6 +43,7 @@ def test_bench_portal_prints_figures_and_rolls_back() -> None:
     assert not UtilizationSample.objects.exists()
 
 
+@untraced
 def test_bench_portal_table_names_its_command() -> None:
     out = StringIO()
     call_command("bench", "portal", "--pending", "5", "--repeat", "1", stdout=out)

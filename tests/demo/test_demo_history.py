@@ -17,10 +17,12 @@ from demo.billing import HISTORY_PREFIX, _history_create
 from demo.seed import demo_seed
 from jobs.models import Allocation, Job
 from teams.models import Project
+from tests.untraced import untraced
 
 pytestmark = pytest.mark.django_db
 
 
+@untraced
 def test_last_month_is_mostly_used_by_every_team_and_final_and_the_finance_pages_are_filled_once():
     """One month of history is the seed's costly part (a minute of CPU), so this one seed answers both what the
     month looks like and what finance sees this month; a second seed adds nothing."""

@@ -30,6 +30,7 @@ from scheduler.sim.replay import replay
 from scheduler.sim.topology_model import topology_speed
 from scheduler.sim.workload.mixed import Workload
 from tests.scheduler.sim.test_causes import reference_cycle_gap
+from tests.untraced import untraced
 
 RUNTIMES = (60.0, 120.0, 900.0, 3600.0, 7200.0)
 # serving, seed 2 on this window has production waits blocked by capacity, reconfiguring, not-ready and held
@@ -139,6 +140,7 @@ def test_registered_and_left_out_of_the_default_sweep() -> None:
     assert runs["causes"] is True
 
 
+@untraced
 def test_the_table_and_the_json_name_the_command(trace: Path) -> None:
     options = {"hours": 0.25, "warmup_hours": 0.05, "seeds": "2", "mix": ["serving"], "trace": trace, "jobs": 1}
     outcome = causes_cli.run(options)

@@ -30,6 +30,7 @@ from scheduler.sim.bench.cost_slo import LATE_CAUSES
 from scheduler.sim.events import AddNode, Interrupt
 from scheduler.sim.prices import price_per_gpu_hour
 from scheduler.sim.workload.clusters import cluster_named
+from tests.untraced import untraced
 
 
 def _node(name: str, model: str = "A100-SXM4-80GB", gpus: int = 8) -> Node:
@@ -120,6 +121,7 @@ def test_bad_configuration_is_refused_with_the_reason() -> None:
         CostConfig(pool_factor=0, planner="nope")
 
 
+@untraced
 def test_bench_cost_end_to_end_on_a_short_window() -> None:
     out = StringIO()
     call_command(
@@ -174,6 +176,7 @@ def test_bench_cost_end_to_end_on_a_short_window() -> None:
     assert f"  {RUN_AUTOSCALED}: 42: " in table  # misses / late starts per seed
 
 
+@untraced
 def test_a_stress_rate_adds_run_c() -> None:
     out = StringIO()
     call_command(

@@ -16,6 +16,7 @@ from scheduler.sim.prices import price_per_gpu_hour
 from scheduler.sim.workload.clusters import cluster_named
 from scheduler.sim.workload.mixed import MIXES, WorkloadConfig, generate
 from tests.scheduler.sim.fake_provisioning import provisioning
+from tests.untraced import untraced
 
 
 def test_run_d_starts_without_on_demand_servers_and_offers_one_pool_per_model() -> None:
@@ -32,6 +33,7 @@ def test_run_d_starts_without_on_demand_servers_and_offers_one_pool_per_model() 
         assert offer.pool == f"od-{model}"
 
 
+@untraced
 def test_run_d_bills_its_node_requests_from_request_to_release(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(PLANNERS, "provisioning", provisioning(microcosm))
     _, runtimes = load_runtimes(None)

@@ -27,6 +27,7 @@ from scheduler.sim.bench.goodput import (
 )
 from scheduler.sim.events import Submit
 from tests.scheduler.sim.fakes import first_fit
+from tests.untraced import untraced
 
 GPUS = 2
 WORK_S = 3000.0
@@ -155,6 +156,7 @@ def test_goodput_of_nothing_is_not_measured() -> None:
     assert empty.goodput is None and empty.lost_per_interruption is None
 
 
+@untraced
 def test_bench_cost_reports_fixed_against_proposed_intervals_per_spot_rate() -> None:
     out = StringIO()
     call_command(

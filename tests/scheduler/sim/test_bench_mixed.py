@@ -16,6 +16,7 @@ from scheduler.sim.bench import mixed_cli
 from scheduler.sim.bench.mixed_matrix import Setup
 from scheduler.sim.bench.registry import BenchUsageError, benchmarks
 from scheduler.sim.bench.seeds import parse_seeds
+from tests.untraced import untraced
 
 POLICY_KEYS = {
     "status",
@@ -67,6 +68,7 @@ def test_registered_once_under_its_name() -> None:
     assert benchmarks()["mixed"] is mixed_cli
 
 
+@untraced
 def test_json_has_every_policy_side_by_side_per_mix_and_seed(trace: Path) -> None:
     args = ["--hours", "0.25", "--warmup-hours", "0.05", "--seeds", "3-4", "--trace", str(trace)]
     payload = json.loads(bench(*args, "--policies", "naive,k8s-default,binpack,fgd,microcosm", "--json"))
