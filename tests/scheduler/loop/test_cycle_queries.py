@@ -54,12 +54,14 @@ CHECKPOINT_S = 60  # one real second: every cycle, every checkpointing job has s
 #   its view from the rows the advance read (the GPUs' MIG layouts, pods, saved progress); 10 before the view reused
 #   the advance's node states and nodes instead of reading them again. A spot node's interruption draw would add
 #   one statement for all of them (its time written), not one per node: these nodes are reserved;
-# - reconcile, 12: a savepoint, the fence locked and raised to the cycle's token (2), reconcile's own savepoint,
-#   running jobs, open allocations, admin drains, held nodes, the last checkpoint of each running job (its id,
-#   then the rows), both releases; and 6 more when running jobs report new checkpoints (by step): when each was
-#   last recorded, and the checkpoint service's savepoint, the jobs' states, the steps recorded, one insert of
-#   all the new ones, release (SQLite takes at most 999 parameters a statement, so Django inserts at most 199
-#   events at once there: django.db.backends.sqlite3.operations.bulk_batch_size; the sizes here stay under it);
+# - reconcile, 11: a savepoint, the fence locked and raised to the cycle's token (2), reconcile's own savepoint,
+#   running jobs, open allocations, drains (the running jobs' draining events; the last binds of the jobs they name
+#   only when there are any: 12 before, when every running job's last bind was read each cycle), held nodes, the
+#   last checkpoint of each running job (its id, then the rows), both releases; and 6 more when running jobs report
+#   new checkpoints (by step): when each was last recorded, and the checkpoint service's savepoint, the jobs'
+#   states, the steps recorded, one insert of all the new ones, release (SQLite takes at most 999 parameters a
+#   statement, so Django inserts at most 199 events at once there:
+#   django.db.backends.sqlite3.operations.bulk_batch_size; the sizes here stay under it);
 # - snapshot, 9: nodes, jobs, pending jobs' events, running jobs' recent events, allocations, quotas, recent
 #   finishes per team, teams, recent preemptions;
 # - record, 4: a savepoint, the fence, the waiting jobs' queue fields (read, not locked), release; and one
@@ -68,7 +70,7 @@ CHECKPOINT_S = 60  # one real second: every cycle, every checkpointing job has s
 #   refused, moves refused);
 # - stats, 6: a savepoint, the stats row locked, pending jobs' ETAs, ETA histories, the stats row written, release;
 #   and one statement more when any pending job's ETA changed (all the changed histories written at once).
-STEADY_QUERIES = {False: 41, True: 47}  # by whether the running jobs report checkpoints
+STEADY_QUERIES = {False: 40, True: 46}  # by whether the running jobs report checkpoints
 
 # The first cycle on an empty cluster, whatever it binds (its binds recorded and applied set-based), by phase (and the
 # 2 of on-demand capacity, as in a steady cycle):

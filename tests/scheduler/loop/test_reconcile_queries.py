@@ -23,9 +23,10 @@ pytestmark = pytest.mark.django_db
 NOW = timezone.now().replace(microsecond=0)
 STEP_RECORDED = 100
 # Reconcile's savepoint and its release, the running jobs, their allocations, their last checkpoints, the
-# drains (nodes noticed, bound and draining events), the nodes held, and the events without a step (one insert);
-# checkpoints with steps: their service's savepoint, lock, recorded steps, insert and release instead.
-QUERIES = {False: 10, True: 14}  # by whether the checkpoints have steps
+# drains (nodes noticed, draining events: no bound events to read when none drains), the nodes held, and the events
+# without a step (one insert); checkpoints with steps: their service's savepoint, lock, recorded steps, insert and
+# release instead.
+QUERIES = {False: 9, True: 13}  # by whether the checkpoints have steps
 # The jobs that are not quiet (scheduler.loop.reconcile, _quiet), however many: their rows and their allocations as
 # model instances, which the services and the operations take. A quiet job costs none (every job above is quiet).
 RESTLESS = 2
