@@ -7,7 +7,7 @@ import importlib
 
 import pytest
 from django.apps import apps
-from django.db import connection, transaction
+from django.db import connection
 from django.utils import timezone
 
 from jobs.models import Job
@@ -24,7 +24,6 @@ pytestmark = [
 
 migration = importlib.import_module("jobs.migrations.0009_job_fillfactor")
 ROWS = 300  # several pages of jobs
-CYCLES = 5
 
 
 def _reloptions() -> list[str] | None:
@@ -59,23 +58,18 @@ def test_the_migration_sets_and_resets_the_fillfactor() -> None:
     assert _reloptions() == [f"fillfactor={migration.FILLFACTOR}"]
 
 
-@pytest.mark.django_db(transaction=True)
-def test_rewriting_the_queue_fields_of_waiting_jobs_cycle_after_cycle_is_a_heap_only_update() -> None:
-    """A cycle's rewrite finds room on the page for each row's new version, left by the fillfactor and by the
-    versions the cycle before left behind, which PostgreSQL prunes once no transaction can see them."""
+def test_rewriting_the_queue_fields_of_waiting_jobs_finds_room_on_their_pages() -> None:
+    """The first rewrite after the inserts: the room the fillfactor left takes a new version of about a third of the
+    rows, where full pages take none. (Later rewrites also reuse the room of the versions before, once PostgreSQL
+    prunes them, which waits for every snapshot that could see them: a fact of the whole database, not of this test.)"""
     team = TeamFactory()
     jobs = JobFactory.create_batch(ROWS, team=team)
     at = timezone.now().replace(microsecond=0)
-    heap_only = []
-    for cycle in range(1, CYCLES + 1):
-        with transaction.atomic():
-            before = _updates()
-            written = job_queue_fields_write_bulk(
-                [(job.pk, QueueFields(n + cycle, n, at, f"waiting, cycle {cycle}")) for n, job in enumerate(jobs)]
-            )
-            updated, hot = (now - then for now, then in zip(_updates(), before, strict=True))
-        assert written == updated == ROWS
-        heap_only.append(hot)
-    # Measured: 105, 196, 250, 281 and 295 of 300 rows heap-only over five rewrites; at the default fillfactor the
-    # inserts fill each page, and 0, 4, 6, 10 and 14 were.
-    assert heap_only[-1] >= 0.9 * ROWS, heap_only
+    before = _updates()
+    written = job_queue_fields_write_bulk(
+        [(job.pk, QueueFields(n, n, at, "waiting for capacity")) for n, job in enumerate(jobs, start=1)]
+    )
+    updated, heap_only = (now - then for now, then in zip(_updates(), before, strict=True))
+    assert written == updated == ROWS
+    # Measured: 99-105 of 300 at fillfactor 70; at the default 100 the inserts fill each page and none is.
+    assert heap_only >= ROWS // 4, heap_only
