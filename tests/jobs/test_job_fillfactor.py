@@ -45,7 +45,7 @@ def _updates() -> tuple[int, int]:
     return (row[0], row[1]) if row else (0, 0)
 
 
-def test_the_jobs_table_keeps_a_third_of_each_page_for_updates() -> None:
+def test_the_jobs_table_keeps_30_percent_of_each_page_for_updated_rows() -> None:
     assert _reloptions() == [f"fillfactor={migration.FILLFACTOR}"]
 
 
