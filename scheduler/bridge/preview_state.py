@@ -10,7 +10,8 @@ and reads (and unpickles) the state only when the stamp is new: it keeps the las
 does the worker publish (``settings.PREVIEW_STATE_PUBLISH``); a process-local cache would only cost the worker.
 
 The snapshot is stored as bytes of its own pickling (:func:`packed`): each engine dataclass as its class and its
-field values, rebuilt by setting them on a new instance (:func:`_rebuilt`). The standard pickling of a frozen
+field values, rebuilt by setting them on a new instance (:func:`_rebuilt`; a compiled class whose ``__init__`` is
+written in its body cannot be made blank, and is rebuilt by its constructor). The standard pickling of a frozen
 slotted dataclass rebuilds it through ``dataclasses``' ``__setstate__``, which asks ``fields()`` again per
 instance: 80 of the 240 ms of the first preview after each cycle at 12,000 pending, and 50 ms this way; the
 read runs with the cyclic collector paused, which would otherwise walk the young objects of the state as they
@@ -29,8 +30,10 @@ from __future__ import annotations
 
 import io
 import logging
+import operator
 import pickle
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, fields, is_dataclass, replace
 from typing import Any
 
@@ -163,16 +166,6 @@ def unpacked(blob: bytes) -> Snapshot:
     return snapshot
 
 
-_FIELDS: dict[type, tuple[str, ...]] = {}  # the field names of each engine dataclass packed so far
-
-
-def _field_names(cls: type) -> tuple[str, ...]:
-    names = _FIELDS.get(cls)
-    if names is None:
-        names = _FIELDS[cls] = tuple(f.name for f in fields(cls))
-    return names
-
-
 def _rebuilt(cls: type[object], names: tuple[str, ...], values: tuple[object, ...]) -> object:
     """An instance of ``cls`` with ``values`` set on ``names``: what dataclasses' ``__setstate__`` does, without
     asking the fields again. The values come from an instance that was valid, so its checks are not run again."""
@@ -182,15 +175,49 @@ def _rebuilt(cls: type[object], names: tuple[str, ...], values: tuple[object, ..
     return instance
 
 
+def _blank_allowed(cls: type[object]) -> bool:
+    """Whether ``cls.__new__(cls)`` makes an instance without calling ``__init__``. A compiled (mypyc) class whose
+    ``__init__`` is written in its body (``scheduler.core.model``'s hot value classes) calls it from ``__new__``,
+    which then asks for the fields as arguments."""
+    try:
+        cls.__new__(cls)
+    except TypeError:
+        return False
+    return True
+
+
+# How each engine dataclass is packed, decided once per class (the packer is asked for every object it meets: about
+# 200,000 at 5,000 nodes / 50,000 pending): a function of the instance that returns its reduction. A class whose
+# blank instance cannot be made is rebuilt by its constructor, which takes the fields in their order (a dataclass's
+# own, or one written in the body to match it: tests/scheduler/core/model/test_written_methods.py).
+_Reduction = tuple[Any, tuple[Any, ...]]
+_REDUCTIONS: dict[type, Callable[[Any], _Reduction] | None] = {}
+
+
+def _reduction(cls: type) -> Callable[[Any], _Reduction] | None:
+    if cls in _REDUCTIONS:
+        return _REDUCTIONS[cls]
+    found: Callable[[Any], _Reduction] | None = None
+    if cls.__module__.startswith("scheduler.core.") and is_dataclass(cls):
+        names = tuple(f.name for f in fields(cls))
+        getter = operator.attrgetter(*names)  # one C call for the values, not a generator per instance
+        values: Callable[[Any], tuple[Any, ...]] = getter if len(names) > 1 else lambda obj: (getter(obj),)
+        blank = _blank_allowed(cls)
+
+        def reduce(obj: Any) -> _Reduction:
+            return (_rebuilt, (cls, names, values(obj))) if blank else (cls, values(obj))
+
+        found = reduce
+    _REDUCTIONS[cls] = found
+    return found
+
+
 class _Packer(pickle.Pickler):
-    """Pickles the engine's dataclasses as :func:`_rebuilt` rebuilds them; everything else as pickle does."""
+    """Pickles the engine's dataclasses as :func:`_reduction` decides; everything else as pickle does."""
 
     def reducer_override(self, obj: Any) -> Any:
-        cls = type(obj)
-        if cls.__module__.startswith("scheduler.core.") and is_dataclass(cls):
-            names = _field_names(cls)
-            return _rebuilt, (cls, names, tuple(getattr(obj, name) for name in names))
-        return NotImplemented
+        reduce = _reduction(type(obj))
+        return NotImplemented if reduce is None else reduce(obj)
 
 
 def _max_age_s() -> float:

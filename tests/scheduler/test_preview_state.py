@@ -21,7 +21,7 @@ from scheduler.bridge.preview import clock_speed, fleet_answer
 from scheduler.bridge.preview_state import KEY, STAMP_KEY, last_state, publish
 from scheduler.bridge.snapshot import build, inventory_observation
 from scheduler.core import Job as CoreJob
-from scheduler.core import Plan, Preview, Request, preview
+from scheduler.core import Plan, Preview, Request, Slot, preview
 from scheduler.core.model.vocabulary import JobKind
 from scheduler.loop.apply import Retry
 from scheduler.loop.cycle import cycle_run
@@ -158,3 +158,30 @@ def test_the_state_is_packed_and_unpacked_to_an_equal_snapshot() -> None:
     assert type(again.pending[0].priority) is type(snapshot.pending[0].priority)  # enums stay enums
     with pytest.raises(TypeError, match="not a snapshot"):
         preview_state.unpacked(pickle.dumps((1, 2)))
+
+
+class _MadeOnlyWithArguments:
+    """As a compiled (mypyc) class whose ``__init__`` is written in its body: its ``__new__`` asks for the fields."""
+
+    def __new__(cls, node: str) -> _MadeOnlyWithArguments:
+        return super().__new__(cls)
+
+
+def test_a_class_that_cannot_be_made_blank_is_rebuilt_by_its_constructor(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compiled Slot refuses ``cls.__new__(cls)``: the packer rebuilds such a class by calling it with its fields
+    in order. Here the source's Slot is taken for one (CI's ``make compiled-check`` runs this file on the compiled
+    classes themselves)."""
+    assert not preview_state._blank_allowed(_MadeOnlyWithArguments)
+    clock = _cycled()
+    now, speed = clock.now.timestamp(), clock_speed()
+    snapshot = build(inventory_observation(now, speed), policy_at_speed(speed), now).snapshot
+    slot = snapshot.running[0].slots[0][0]
+    monkeypatch.setattr(preview_state, "_REDUCTIONS", {})
+    monkeypatch.setattr(preview_state, "_blank_allowed", lambda cls: cls is not Slot)
+    reduce = preview_state._reduction(Slot)
+    assert reduce is not None and reduce(slot) == (
+        Slot,
+        (slot.node, slot.gpu, slot.mig_profile, slot.mig_start, slot.milli),
+    )
+    again = preview_state.unpacked(preview_state.packed(snapshot))
+    assert again == snapshot and again.running[0].slots[0][0] is not slot
