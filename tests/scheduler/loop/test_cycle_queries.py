@@ -155,7 +155,8 @@ def _listing(queries: list[str]) -> str:
 
 def _waiting_writes(queries: list[str]) -> int:
     """Statements writing waiting jobs' queue fields (:mod:`jobs.services.queue_fields`: an ``executemany`` on
-    SQLite, one ``UPDATE … FROM unnest(…)`` on PostgreSQL): a steady cycle writes none, or all changed rows in one."""
+    SQLite, one ``UPDATE … FROM jsonb_array_elements(…)`` on PostgreSQL): a steady cycle writes none, or all changed
+    rows in one."""
     return sum(1 for sql in queries if QUEUE_FIELDS_WRITE.search(sql))
 
 
