@@ -21,7 +21,9 @@ What happened since the cycle is read cheaply: the ids and states of the pending
 integers). A job submitted since is read and added to the queue; a job that left the queue or finished since is
 taken out. When a job has changed between pending and running since (a bind the cluster refused, a job requeued
 between cycles), or the state is older than :data:`MAX_AGE_CYCLES` cycles (the worker stopped), or the cache
-cannot be read, there is no state: the caller builds one from the database, as before — correct, only slower.
+cannot be read, or what it holds cannot be unpacked (written by a worker of another release while an upgrade rolls
+out, whose engine classes differ), there is no state: the caller builds one from the database, as before — correct,
+only slower.
 What the state does not see until the next cycle: a lead's reorder or priority change, a quota change, a node
 lost or added since the cycle.
 """
@@ -116,8 +118,12 @@ def _read(now: float, speed: float) -> Held | None:
                     return None
                 if value is None:
                     return None
-                at, stored_speed, blob = value
-                held = _held = Held(at=float(at), speed=float(stored_speed), snapshot=unpacked(blob))
+                try:
+                    at, stored_speed, blob = value
+                    held = _held = Held(at=float(at), speed=float(stored_speed), snapshot=unpacked(blob))
+                except Exception:  # another release's worker wrote it (an upgrade under way), or it is damaged
+                    log.warning("the state for the submit preview could not be unpacked", exc_info=True)
+                    return None
     if held.speed != speed or abs(now - held.at) > _max_age_s():
         return None
     return held

@@ -108,6 +108,26 @@ def test_an_old_state_another_speed_or_none_at_all_means_no_state() -> None:
     assert last_state(now, speed) is None
 
 
+@pytest.mark.parametrize(
+    "stored",
+    [
+        (0.0, 1.0, b"not a pickle"),  # damaged
+        (0.0, 1.0, pickle.dumps((1, 2))),  # not a snapshot
+        (0.0, 1.0),  # another release's layout of the entry
+    ],
+)
+def test_a_state_that_cannot_be_unpacked_means_no_state_and_the_preview_still_answers(stored: tuple[Any, ...]) -> None:
+    """A worker of another release (an upgrade rolling out) may leave a state this process cannot rebuild."""
+    clock = _cycled()
+    now, speed = clock.now.timestamp(), clock_speed()
+    cache.set(KEY, (now, *stored[1:]) if len(stored) == 3 else stored)
+    cache.set(STAMP_KEY, now)
+    preview_state.forget()
+    assert last_state(now, speed) is None
+    answer = fleet_answer(CoreJob(id="asked", team="nlp", request=Request(gpus=1)), now=now)
+    assert answer.preview.outcome in ("starts", "waits")
+
+
 def test_nothing_is_kept_where_the_web_does_not_share_the_workers_cache(settings: pytest.FixtureRequest) -> None:
     settings.PREVIEW_STATE_PUBLISH = False  # type: ignore[attr-defined]
     _cycled()
