@@ -4,9 +4,11 @@ the error of the estimates that the loop's stats measure (:mod:`scheduler.loop.s
 Every cycle compares each pending job's estimate with the last one kept for it; at scale that is thousands of
 jobs, of which few change. So the histories are read as value tuples (not model instances) and the changed ones
 written in one statement, not with ``bulk_update`` (its ``CASE`` per row: :mod:`jobs.services.queue_fields` says
-why that grows with the square of the rows on PostgreSQL): one ``UPDATE … FROM unnest(…)`` on PostgreSQL, one
-``executemany`` of a row's ``UPDATE`` elsewhere (SQLite). Both store what the ORM would store: the JSON text of
-the list (Django's ``JSONField`` writes ``json.dumps`` of the value).
+why that grows with the square of the rows on PostgreSQL): on PostgreSQL one ``UPDATE … FROM
+jsonb_array_elements(…)`` whose one parameter is every row as a JSON document, as the queue fields are written
+(:mod:`jobs.services.queue_fields` says why a document and not one array per column), each list taken from it as
+``jsonb``; elsewhere (SQLite) one ``executemany`` of a row's ``UPDATE``. Both store what the ORM would store: the
+list as JSON (Django's ``JSONField`` writes ``json.dumps`` of the value).
 """
 
 from __future__ import annotations
@@ -45,18 +47,18 @@ def histories_write(rows: Sequence[tuple[int, Changes]]) -> None:
     quote = connection.ops.quote_name
     table = quote(EtaHistory._meta.db_table)
     job, changes = quote(_column("job")), quote(_column("changes"))
-    ids = [job_id for job_id, _ in rows]
-    texts = [json.dumps(values) for _, values in rows]
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
             cursor.execute(
-                f"UPDATE {table} AS h SET {changes} = v.changes::jsonb "
-                f"FROM unnest(%s::bigint[], %s::text[]) AS v(job, changes) WHERE h.{job} = v.job",
-                [ids, texts],
+                f"UPDATE {table} AS h SET {changes} = v.changes "
+                f"FROM (SELECT (e ->> 0)::bigint AS job, e -> 1 AS changes FROM jsonb_array_elements(%s::jsonb) AS e) "
+                f"AS v WHERE h.{job} = v.job",
+                [json.dumps([[job_id, values] for job_id, values in rows])],
             )
         else:
             cursor.executemany(
-                f"UPDATE {table} SET {changes} = %s WHERE {job} = %s", list(zip(texts, ids, strict=True))
+                f"UPDATE {table} SET {changes} = %s WHERE {job} = %s",
+                [(json.dumps(values), job_id) for job_id, values in rows],
             )
 
 

@@ -1,6 +1,6 @@
 """The start estimates kept for the loop's stats (scheduler.loop.eta_history): read as values, the changed ones
 written in one statement whatever their number, each with exactly its own list (SQLite here; PostgreSQL's
-``UPDATE … FROM unnest`` with ``DATABASE_URL=postgres://…``)."""
+``UPDATE … FROM jsonb_array_elements`` with ``DATABASE_URL=postgres://…``)."""
 
 from __future__ import annotations
 
