@@ -63,9 +63,13 @@ class QueueFields(NamedTuple):
 
 def job_queue_fields_write_bulk(rows: Sequence[tuple[int, QueueFields]]) -> int:
     """Inside the caller's transaction: write each (job id, queue fields) whose job is still pending and not
-    locked by another transaction (module doc). Returns how many rows were written."""
+    locked by another transaction (module doc). Returns how many rows were written. A start estimate without a time
+    zone is refused (``ValueError``) before anything is written, on every database: it names no instant."""
     if not rows:
         return 0
+    naive = next((pk for pk, f in rows if f.eta_at is not None and f.eta_at.tzinfo is None), None)
+    if naive is not None:
+        raise ValueError(f"job {naive}: a start estimate must be aware (it is stored as an instant); nothing written")
     fields = [_field(name) for name in QUEUE_FIELDS]
     with connection.cursor() as cursor:
         if connection.vendor == "postgresql":
@@ -97,8 +101,6 @@ def _document(rows: Sequence[tuple[int, QueueFields]]) -> str:
     def text(eta: datetime | None) -> str | None:
         if eta is None:
             return None
-        if eta.tzinfo is None:
-            raise ValueError(f"a start estimate must be aware (it is stored as an instant): {eta!r}")
         made = texts.get(eta)
         if made is None:
             made = texts[eta] = eta.isoformat()

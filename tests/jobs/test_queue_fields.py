@@ -50,7 +50,18 @@ def test_only_the_named_jobs_that_are_still_pending_are_written() -> None:
         [(pending.pk, QueueFields(1, 1, at, "first")), (running.pk, QueueFields(2, 2, at, "second"))]
     )
     assert written == 1
-    pending.refresh_from_db(), running.refresh_from_db(), untouched.refresh_from_db()
+    for job in (pending, running, untouched):
+        job.refresh_from_db()
     assert (pending.queue_position, pending.state_reason) == (1, "first")
     assert running.state_reason != "second" and running.queue_position != 2
     assert untouched.state_reason != "first" and untouched.queue_position is None
+
+
+def test_an_estimate_without_a_time_zone_is_refused_and_nothing_is_written() -> None:
+    first, second = JobFactory.create_batch(2, team=TeamFactory())
+    aware = datetime(2026, 12, 6, 15, tzinfo=UTC)
+    with pytest.raises(ValueError, match=f"job {second.pk}: a start estimate must be aware"):
+        job_queue_fields_write_bulk(
+            [(first.pk, QueueFields(1, 1, aware, "first")), (second.pk, QueueFields(2, 2, datetime(2026, 12, 6), "x"))]
+        )
+    assert not Job.objects.filter(pk__in=[first.pk, second.pk], queue_position__isnull=False).exists()

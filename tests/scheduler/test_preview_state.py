@@ -109,18 +109,18 @@ def test_an_old_state_another_speed_or_none_at_all_means_no_state() -> None:
 
 
 @pytest.mark.parametrize(
-    "stored",
+    "blob",
     [
-        (0.0, 1.0, b"not a pickle"),  # damaged
-        (0.0, 1.0, pickle.dumps((1, 2))),  # not a snapshot
-        (0.0, 1.0),  # another release's layout of the entry
+        [b"not a pickle"],  # damaged
+        [pickle.dumps((1, 2))],  # not a snapshot
+        [],  # another release's layout of the entry: no blob where this one reads it
     ],
 )
-def test_a_state_that_cannot_be_unpacked_means_no_state_and_the_preview_still_answers(stored: tuple[Any, ...]) -> None:
+def test_a_state_that_cannot_be_unpacked_means_no_state_and_the_preview_still_answers(blob: list[bytes]) -> None:
     """A worker of another release (an upgrade rolling out) may leave a state this process cannot rebuild."""
     clock = _cycled()
     now, speed = clock.now.timestamp(), clock_speed()
-    cache.set(KEY, (now, *stored[1:]) if len(stored) == 3 else stored)
+    cache.set(KEY, (now, speed, *blob))
     cache.set(STAMP_KEY, now)
     preview_state.forget()
     assert last_state(now, speed) is None
